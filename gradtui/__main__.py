@@ -1,0 +1,7 @@
+"""`python -m gradtui`: the same as the `gradtui` command."""
+
+import sys
+
+from gradtui.cli import main
+
+sys.exit(main())

@@ -1,0 +1,101 @@
+"""`gradtui [--headless] [-c CMD]... [-x FILE] [--report PATH] [SCRIPT [ARGS...]]`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib import resources
+
+from gradtui.core.commands import parse_file
+
+DESCRIPTION = """\
+Debug the backward passes of a PyTorch script, unmodified.
+
+gradtui runs SCRIPT as `python SCRIPT ARGS` would. When it calls backward() or
+torch.autograd.grad(), gradtui captures the autograd graph and pauses before the
+first node, so you can step node by node, see each gradient as it arrives, and
+scale, zero, clip or replace it live. Without SCRIPT it runs a bundled demo.
+"""
+
+EPILOG = """\
+commands (for -c, -x and the UI's command bar):
+  step (s) | continue (c) | finish (f) | break SPEC (b) | breakpoints | delete N|all
+  scale F | zero | clip N | set EXPR | print [EXPR] (p) | why NAME | help | quit (q)
+break specs: OP (AddmmBackward0) | NAME (z, fc.weight) | #ID | nan | norm>X | pass N
+
+examples:
+  gradtui train.py --epochs 3
+  gradtui --headless -c 'break nan' -c continue --report report.json train.py
+"""
+
+
+def demo_path() -> str:
+    """Path of the demo script shipped inside the package."""
+    return str(resources.files("gradtui") / "examples" / "demo.py")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used by the tests and for --help)."""
+    parser = argparse.ArgumentParser(
+        prog="gradtui", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--headless", action="store_true",
+                        help="no UI: run the commands at the pauses, print each pause and result")
+    parser.add_argument("-c", dest="commands", action="append", default=[], metavar="CMD",
+                        help="a command to run (repeatable, in order; like pdb -c)")
+    parser.add_argument("-x", dest="command_file", metavar="FILE",
+                        help="a file of commands, one per line (# comments allowed); run before -c")
+    parser.add_argument("--report", metavar="PATH", help="write a JSON report of every pass to PATH")
+    parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
+    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `gradtui` console script; returns the exit status."""
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    script = options.script or demo_path()
+    if not os.path.isfile(script):
+        print(f"gradtui: no such script: {script}", file=sys.stderr)
+        return 2
+    commands = []
+    if options.command_file:
+        try:
+            commands += parse_file(options.command_file)
+        except OSError as exc:
+            print(f"gradtui: cannot read -x {options.command_file}: {exc.strerror}", file=sys.stderr)
+            return 2
+    commands += options.commands
+    if options.headless:
+        return run_headless(script, options.args, commands, options.report)
+    from gradtui.ui.app import run_app  # imported late: headless runs never load Textual
+
+    return run_app(script, options.args, commands, options.report)
+
+
+def run_headless(script: str, args: list[str], commands: list[str], report_path: str | None) -> int:
+    """Run `script` with no UI; print to stdout; write the report; return the exit status."""
+    from gradtui.core.report import Report
+    from gradtui.core.runner import ScriptRunner
+    from gradtui.core.session import Session
+    from gradtui.headless import HeadlessDriver
+
+    out = sys.stdout
+    session = Session()
+    report = Report()
+    session.add_listener(report)
+    session.add_listener(HeadlessDriver(session, commands, out))
+    runner = ScriptRunner(script, args, session)
+    try:
+        status = runner.run()
+    finally:
+        if report_path:
+            report.write(report_path)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Breakpoint specs and matching.
+
+A spec is one of: an op name (`AddmmBackward0`, the `torch::autograd::` prefix optional),
+a label (`z`, `fc.weight`), `#ID`, `nan`, `norm>X`, `pass N`. Op names are told from labels
+by shape: an identifier ending in `Backward<digits>` or `AccumulateGrad` is an op.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gradtui.core.commands import CommandError
+from gradtui.core.summary import Stats
+
+_OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
+_LABEL = re.compile(r"^[A-Za-z_][\w.\[\]]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """A parsed breakpoint spec: `kind` is op, label, id, nan, norm or pass."""
+
+    kind: str
+    value: Any
+    text: str
+
+
+def parse_spec(text: str) -> Spec:
+    """Parse a break spec, or raise CommandError saying which forms exist."""
+    spec = text.strip()
+    if spec == "nan":
+        return Spec("nan", None, spec)
+    if m := re.fullmatch(r"#(\d+)", spec):
+        return Spec("id", int(m.group(1)), spec)
+    if m := re.fullmatch(r"norm\s*>\s*(\S+)", spec):
+        try:
+            return Spec("norm", float(m.group(1)), spec)
+        except ValueError:
+            raise CommandError(f"break norm>X: {m.group(1)!r} is not a number") from None
+    if m := re.fullmatch(r"pass\s+(\d+)", spec):
+        return Spec("pass", int(m.group(1)), spec)
+    if m := _OP.fullmatch(spec):
+        return Spec("op", m.group(2), spec)
+    if _LABEL.fullmatch(spec):
+        return Spec("label", spec, spec)
+    raise CommandError(
+        f"bad break spec {spec!r}: use an op name, a variable or parameter name, "
+        "#ID, nan, norm>X or pass N"
+    )
+
+
+@dataclass
+class Breakpoint:
+    """A numbered breakpoint as the user sees it in `breakpoints`."""
+
+    number: int
+    spec: Spec
+    hits: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.number}: {self.spec.text}  (hit {self.hits}x)"
+
+
+def _nonfinite(grads: tuple[Stats | None, ...]) -> int:
+    return sum(s.nonfinite for s in grads if s is not None)
+
+
+def _norm(grads: tuple[Stats | None, ...]) -> float:
+    return max((s.norm for s in grads if s is not None), default=0.0)
+
+
+def matches_node(spec: Spec, node: dict[str, Any], node_id: int, pass_index: int, first: bool) -> bool:
+    """Does a spec that depends only on where we are (not on gradient values) match?"""
+    if spec.kind == "op":
+        return node["name"] == spec.value
+    if spec.kind == "label":
+        return spec.value in node["labels"] or node["param"] == spec.value
+    if spec.kind == "id":
+        return node_id == spec.value
+    if spec.kind == "pass":
+        return first and pass_index == spec.value
+    return False
+
+
+def matches_grads(spec: Spec, grads: tuple[Stats | None, ...], nan_seen: bool = False) -> bool:
+    """Does a value spec (`nan`, `norm>X`) match these gradient statistics?
+
+    `nan` matches only the first non-finite gradient of a pass (`nan_seen` says one was
+    already seen), so `continue` does not stop again at every node downstream of it.
+    """
+    if spec.kind == "nan":
+        return not nan_seen and _nonfinite(grads) > 0
+    if spec.kind == "norm":
+        return _norm(grads) > spec.value
+    return False
+
+
+class Breakpoints:
+    """The numbered list of breakpoints; numbers are never reused within a session."""
+
+    def __init__(self) -> None:
+        # A tuple replaced on every change, so the script thread can iterate it while the
+        # UI thread adds or deletes breakpoints.
+        self._items: tuple[Breakpoint, ...] = ()
+        self._next = 1
+
+    def add(self, text: str) -> Breakpoint:
+        """Parse and add a breakpoint; CommandError on a bad spec."""
+        bp = Breakpoint(self._next, parse_spec(text))
+        self._next += 1
+        self._items = self._items + (bp,)
+        return bp
+
+    def delete(self, number: int | None) -> list[Breakpoint]:
+        """Delete breakpoint `number` (all when None); CommandError if there is none."""
+        if number is None:
+            gone, self._items = list(self._items), ()
+            return gone
+        gone = [bp for bp in self._items if bp.number == number]
+        if not gone:
+            raise CommandError(f"no breakpoint {number}")
+        self._items = tuple(bp for bp in self._items if bp.number != number)
+        return gone
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def watches_values(self) -> bool:
+        """True when some breakpoint needs gradient statistics at every node."""
+        return any(bp.spec.kind in ("nan", "norm") for bp in self._items)
+
+    def find(self, node: dict[str, Any], node_id: int, pass_index: int, first: bool,
+             grads: tuple[Stats | None, ...], nan_seen: bool = False) -> Breakpoint | None:
+        """The first breakpoint that matches this node, or None."""
+        for bp in self._items:
+            if matches_node(bp.spec, node, node_id, pass_index, first) or matches_grads(bp.spec, grads, nan_seen):
+                return bp
+        return None
+
+    def has_spec(self, text: str) -> Breakpoint | None:
+        """The breakpoint with exactly this spec text, if any (the UI's `b` toggles)."""
+        return next((bp for bp in self._items if bp.spec.text == text.strip()), None)

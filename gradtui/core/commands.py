@@ -1,0 +1,229 @@
+"""The one command language (DESIGN.md): `parse` turns a line of text into a command object.
+
+The UI's command bar, `-c`/`-x` on the command line and the tests all go through `parse`,
+so a command means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+class CommandError(ValueError):
+    """A line that is not a valid command; the message says what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """Base class: every command keeps the text it was parsed from."""
+
+    text: str
+
+    resumes = False
+    """Does the command let the paused engine run on?"""
+    needs_pause = False
+    """Does it act on the paused node (so makes no sense while running)?"""
+
+
+@dataclass(frozen=True, slots=True)
+class Step(Command):
+    """Run the paused node; pause before the next node the engine runs."""
+
+    resumes = True
+
+
+@dataclass(frozen=True, slots=True)
+class Continue(Command):
+    """Run until a breakpoint hits or the script ends."""
+
+    resumes = True
+
+
+@dataclass(frozen=True, slots=True)
+class Finish(Command):
+    """Run to the end of this pass; pause at the first node of the next pass."""
+
+    resumes = True
+
+
+@dataclass(frozen=True, slots=True)
+class Break(Command):
+    """Add a breakpoint with this spec."""
+
+    spec: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListBreakpoints(Command):
+    """List the breakpoints."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delete(Command):
+    """Delete breakpoint `number`, or all of them when `number` is None."""
+
+    number: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Scale(Command):
+    """Multiply the paused node's incoming gradient by `factor`."""
+
+    factor: float
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class Zero(Command):
+    """Set the paused node's incoming gradient to zero."""
+
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class Clip(Command):
+    """Clip the L2 norm of the paused node's incoming gradient to `max_norm`."""
+
+    max_norm: float
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class SetGrad(Command):
+    """Replace the incoming gradient by `expr` (a Python expression of `g` and `torch`)."""
+
+    expr: str
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class Print(Command):
+    """Statistics of the incoming gradient, or of `expr`."""
+
+    expr: str | None
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class Why(Command):
+    """Is the tensor in variable `name` on this pass's graph? If not, why its .grad stays None."""
+
+    name: str
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class Help(Command):
+    """List the commands."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quit(Command):
+    """Stop the script and leave."""
+
+
+HELP = """\
+step (s)            run the paused node, pause before the next one
+continue (c)        run until a breakpoint hits or the script ends
+finish (f)          run to the end of this pass, pause at the next pass
+break SPEC (b)      add a breakpoint: OP | NAME | #ID | nan | norm>X | pass N
+breakpoints         list breakpoints;  delete N | delete all  removes
+scale F             multiply the incoming gradient by F
+zero                set the incoming gradient to zero
+clip N              clip the incoming gradient's L2 norm to N
+set EXPR            replace the gradient by EXPR of g and torch (same shape/dtype/device)
+print [EXPR] (p)    statistics of the gradient, or of EXPR
+why NAME            is NAME on this pass's graph? why is its .grad None?
+help (h, ?)         this list
+quit (q)            stop the script and leave"""
+
+_ALIASES = {
+    "s": "step", "n": "step", "next": "step",
+    "c": "continue", "cont": "continue",
+    "f": "finish",
+    "b": "break",
+    "p": "print",
+    "q": "quit", "exit": "quit",
+    "h": "help", "?": "help",
+    "d": "delete",
+}
+
+
+def _number(word: str, what: str) -> float:
+    try:
+        value = float(word)
+    except ValueError:
+        raise CommandError(f"{what}: {word!r} is not a number") from None
+    if not math.isfinite(value):
+        raise CommandError(f"{what}: {word!r} must be finite")
+    return value
+
+
+def parse(text: str) -> Command:
+    """Parse one command line; raise CommandError naming the problem."""
+    line = text.strip()
+    if not line:
+        raise CommandError("empty command")
+    word, _, rest = line.partition(" ")
+    rest = rest.strip()
+    verb = _ALIASES.get(word.lower(), word.lower())
+    if verb in ("step", "continue", "finish", "zero", "breakpoints", "help", "quit"):
+        if rest:
+            raise CommandError(f"{verb} takes no argument (got {rest!r})")
+        simple = {"step": Step, "continue": Continue, "finish": Finish, "zero": Zero,
+                  "breakpoints": ListBreakpoints, "help": Help, "quit": Quit}[verb]
+        return simple(line)
+    if verb == "break":
+        if not rest:
+            raise CommandError("break needs a spec: OP | NAME | #ID | nan | norm>X | pass N")
+        from gradtui.core.breakpoints import parse_spec  # the spec grammar lives with matching
+
+        parse_spec(rest)
+        return Break(line, rest)
+    if verb == "delete":
+        if rest == "all":
+            return Delete(line, None)
+        if not rest.isdigit():
+            raise CommandError("delete takes a breakpoint number or 'all'")
+        return Delete(line, int(rest))
+    if verb == "scale":
+        if not rest:
+            raise CommandError("scale needs a factor, e.g. scale 0.5")
+        return Scale(line, _number(rest, "scale"))
+    if verb == "clip":
+        if not rest:
+            raise CommandError("clip needs a maximum norm, e.g. clip 1.0")
+        limit = _number(rest, "clip")
+        if limit < 0:
+            raise CommandError("clip: the maximum norm must be >= 0")
+        return Clip(line, limit)
+    if verb == "set":
+        if not rest:
+            raise CommandError("set needs an expression of g, e.g. set g.clamp(-1, 1)")
+        _check_syntax(rest)
+        return SetGrad(line, rest)
+    if verb == "print":
+        if rest:
+            _check_syntax(rest)
+        return Print(line, rest or None)
+    if verb == "why":
+        if not rest or not rest.replace(".", "_").isidentifier():
+            raise CommandError("why needs a variable name, e.g. why x")
+        return Why(line, rest)
+    raise CommandError(f"unknown command {word!r} (type 'help' for the list)")
+
+
+def _check_syntax(expr: str) -> None:
+    try:
+        compile(expr, "<expr>", "eval")
+    except SyntaxError as exc:
+        raise CommandError(f"syntax error in {expr!r}: {exc.msg}") from None
+
+
+def parse_file(path: str) -> list[str]:
+    """Command lines of a `-x FILE`: one per line, blank lines and `#` comments skipped."""
+    with open(path, encoding="utf-8") as handle:
+        lines = [line.strip() for line in handle]
+    return [line for line in lines if line and not line.startswith("#")]
+

@@ -1,0 +1,155 @@
+"""Events the engine emits: plain data (numbers, strings, Stats, a networkx graph of plain
+attributes), never tensors, so any listener (headless printer, report, Textual UI, a
+socket one day) can hold them without keeping a graph alive.
+
+Listeners are called on the script's thread, synchronously; they must be quick and must
+not block (the UI posts a message, the report appends to a list).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import networkx as nx
+
+from gradtui.core.summary import Stats
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base class of everything a session or runner emits."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptStarted(Event):
+    """The user's script is about to run with this argv (argv[0] is the script path)."""
+
+    path: str
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Output(Event):
+    """Text the script wrote to stdout or stderr."""
+
+    stream: Literal["stdout", "stderr"]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PassStarted(Event):
+    """A backward call was intercepted and its graph captured.
+
+    `graph` nodes carry the attributes documented in `gradtui.core.graph`; edges go from a
+    node to the nodes it sends gradient to (its inputs), in the direction gradient flows.
+    """
+
+    index: int
+    call: Literal["backward", "grad"]
+    call_text: str
+    call_site: str
+    graph: nx.DiGraph = field(repr=False, compare=False)
+    roots: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRan(Event):
+    """A node finished: what flowed into it (after edits) and what it sent on."""
+
+    pass_index: int
+    node: int
+    order: int
+    grad_outputs: tuple[Stats | None, ...]
+    grad_inputs: tuple[Stats | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Paused(Event):
+    """The engine is blocked before (`phase="before"`) or just after a node, awaiting commands.
+
+    `grads` are the node's incoming gradients (with histograms) before it runs, or its
+    outgoing gradients when `phase="after"` (a `nan` breakpoint found the node that made one).
+    `done` is how many nodes of the pass have run.
+    """
+
+    pass_index: int
+    node: int
+    name: str
+    phase: Literal["before", "after"]
+    reason: str
+    grads: tuple[Stats | None, ...]
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed(Event):
+    """The engine runs again after a pause, in this mode (`step`, `continue`, `finish`)."""
+
+    pass_index: int
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
+class Progress(Event):
+    """Nodes done of total while the engine runs between pauses; emitted at most every ~50 ms."""
+
+    pass_index: int
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult(Event):
+    """The answer to a command: `ok=False` means it was refused and nothing changed."""
+
+    command: str
+    text: str
+    ok: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class GradEdited(Event):
+    """An edit replaced the paused node's incoming gradient."""
+
+    pass_index: int
+    node: int
+    command: str
+    before: tuple[Stats | None, ...]
+    after: tuple[Stats | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BreakpointHit(Event):
+    """Breakpoint `number` (spec `spec`) stopped the engine at a node."""
+
+    number: int
+    spec: str
+    pass_index: int
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
+class PassFinished(Event):
+    """A backward call returned (`error` is None) or raised (`error` is its message)."""
+
+    index: int
+    done: int
+    total: int
+    error: str | None = None
+    node: int | None = None
+    """The node whose hook or backward raised, when known (post-mortem)."""
+    leaf_grads: tuple[tuple[int, Stats | None], ...] = ()
+    """(accumulator node id, stats of its leaf's `.grad` after the pass) for every leaf."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptFinished(Event):
+    """The script ended: exit status (0 ok, 1 exception, n from sys.exit), traceback if any."""
+
+    exit_status: int
+    traceback: str | None = None
+    quit: bool = False
+    """True when the user quit the debugger before the script ended."""
+    passes: int = 0

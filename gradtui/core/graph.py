@@ -1,0 +1,210 @@
+"""Capture a backward pass's autograd graph as a networkx DiGraph of plain data.
+
+`capture(roots, names)` walks `grad_fn.next_functions` breadth-first from the roots. Node
+ids are small integers in discovery order, so the loss's node is 0. Edges run from a node
+to the nodes it sends gradient to (its inputs), the way gradient flows, with `slot` = the
+index in `next_functions`.
+
+Node attributes (all plain data, so the graph can outlive the pass):
+    name    op name without the `torch::autograd::` prefix, e.g. "AddmmBackward0"
+    kind    "accumulate" (leaf accumulator), "op", "custom" (autograd.Function), "opaque"
+    labels  tuple of variable names whose tensor this node made (or, for a leaf, is)
+    param   for an accumulator of an nn.Parameter: its name, e.g. "fc.weight"
+    source  "file.py:LINE" of the user code that made the node (None if unknown)
+    module  dotted path of the nn.Module whose forward made it, e.g. "encoder.layers.3"
+    saved   tuple of "name [shape] dtype" / "name = value" for the node's saved values
+
+The autograd nodes themselves stay in `Capture.nodes`, which only the session holds, and
+only for the duration of the pass.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import torch
+
+from gradtui.core import provenance
+
+Node = Any  # torch.autograd.graph.Node: C++ nodes have no common Python base class
+
+_PREFIX = "torch::autograd::"
+_LIST_LABEL_LIMIT = 256  # label list elements `outs[3]` only for reasonably short lists
+
+
+@dataclass
+class Names:
+    """What the calling frame knows: which names refer to which tensors and parameters."""
+
+    by_grad_fn: dict[int, list[str]] = field(default_factory=dict)
+    """id(grad_fn) -> variable names whose tensor has that grad_fn."""
+    by_leaf: dict[int, list[str]] = field(default_factory=dict)
+    """id(leaf tensor) -> variable names bound to it."""
+    params: dict[int, str] = field(default_factory=dict)
+    """id(parameter) -> its name in its module, e.g. "fc.weight"."""
+
+    @classmethod
+    def from_scopes(cls, *scopes: Mapping[str, Any]) -> "Names":
+        """Collect names from scopes in priority order (locals, then globals)."""
+        names = cls()
+        seen_modules: set[int] = set()
+        for scope in scopes:
+            for var, value in list(scope.items()):
+                if var.startswith("__"):
+                    continue
+                if isinstance(value, torch.Tensor):
+                    names._add(var, value)
+                elif isinstance(value, (list, tuple)) and 0 < len(value) <= _LIST_LABEL_LIMIT:
+                    for i, item in enumerate(value):
+                        if isinstance(item, torch.Tensor):
+                            names._add(f"{var}[{i}]", item)
+                elif isinstance(value, torch.nn.Module) and id(value) not in seen_modules:
+                    seen_modules.add(id(value))
+                    for pname, param in value.named_parameters():
+                        names.params.setdefault(id(param), pname)
+        return names
+
+    def _add(self, var: str, tensor: torch.Tensor) -> None:
+        if tensor.grad_fn is not None:
+            known = self.by_grad_fn.setdefault(id(tensor.grad_fn), [])
+        elif tensor.requires_grad:
+            known = self.by_leaf.setdefault(id(tensor), [])
+        else:
+            return
+        if var not in known:  # at module level, locals and globals are the same dict
+            known.append(var)
+
+
+@dataclass
+class Capture:
+    """A captured pass: the plain-data graph, and the live autograd nodes indexed by id."""
+
+    graph: nx.DiGraph
+    nodes: list[Node]
+    roots: tuple[int, ...]
+
+
+def short_name(node: Node) -> str:
+    """`torch::autograd::AccumulateGrad` -> `AccumulateGrad`."""
+    return node.name().removeprefix(_PREFIX)
+
+
+def node_kind(node: Node, name: str) -> str:
+    """Classify a node: accumulate, op, custom (autograd.Function) or opaque (compiled...)."""
+    if name == "AccumulateGrad":
+        return "accumulate"
+    if "Compiled" in name or name in ("CppFunction", "Error", "NotImplemented"):
+        return "opaque"
+    if isinstance(node, torch.autograd.function.BackwardCFunction):
+        return "custom"
+    return "op"
+
+
+_saved_attrs: dict[type, tuple[str, ...]] = {}
+
+
+def saved_summary(node: Node) -> tuple[str, ...]:
+    """Describe a node's `_saved_*` values without keeping them: shapes, or scalar values."""
+    attrs = _saved_attrs.get(type(node))
+    if attrs is None:
+        attrs = tuple(a for a in dir(node) if a.startswith("_saved_"))
+        _saved_attrs[type(node)] = attrs
+    out = []
+    for attr in attrs:
+        label = attr.removeprefix("_saved_")
+        try:
+            value = getattr(node, attr)
+        except RuntimeError:
+            out.append(f"{label} (freed)")
+            continue
+        out.append(f"{label} {_describe_saved(value)}")
+    return tuple(out)
+
+
+def _describe_saved(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        shape = ",".join(str(d) for d in value.shape)
+        return f"[{shape}] {str(value.dtype).removeprefix('torch.')}"
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+        return f"[{len(value)} tensors]"
+    text = repr(value)
+    return "= " + (text if len(text) <= 40 else text[:37] + "...")
+
+
+def _source_text(node: Node) -> str | None:
+    where = provenance.source_of(node)
+    if where is None:
+        return None
+    return f"{os.path.basename(where[0])}:{where[1]}"
+
+
+def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
+    """Walk the graph from `roots` (autograd nodes) and return it with metadata."""
+    names = names or Names()
+    nodes: list[Node] = []
+    ids: dict[Node, int] = {}
+    edges: list[tuple[int, int, dict[str, int]]] = []
+    parent: list[int | None] = []
+    queue: deque[Node] = deque()
+    root_ids = []
+    for root in roots:
+        if root is not None and root not in ids:
+            ids[root] = len(nodes)
+            nodes.append(root)
+            parent.append(None)
+            queue.append(root)
+        if root is not None:
+            root_ids.append(ids[root])
+    while queue:
+        node = queue.popleft()
+        here = ids[node]
+        for slot, (child, _) in enumerate(node.next_functions):
+            if child is None:
+                continue
+            there = ids.get(child)
+            if there is None:
+                there = ids[child] = len(nodes)
+                nodes.append(child)
+                parent.append(here)
+                queue.append(child)
+            edges.append((here, there, {"slot": slot}))
+
+    graph = nx.DiGraph()
+    sources: list[str | None] = []
+    modules: list[str | None] = []
+    for i, node in enumerate(nodes):
+        name = short_name(node)
+        kind = node_kind(node, name)
+        param = None
+        if kind == "accumulate":
+            leaf = node.variable
+            labels = tuple(names.by_leaf.get(id(leaf), ()))
+            param = names.params.get(id(leaf))
+            source = module = None
+        else:
+            labels = tuple(names.by_grad_fn.get(id(node), ()))
+            source, module = _source_text(node), provenance.module_of(node)
+            up = parent[i]
+            if source is None and up is not None:  # ops torch made inside a call inherit its line
+                source, module = sources[up], modules[up] if module is None else module
+        sources.append(source)
+        modules.append(module)
+        graph.add_node(
+            i, name=name, kind=kind, labels=labels, param=param,
+            source=source, module=module, saved=saved_summary(node),
+        )
+    graph.add_edges_from(edges)
+    return Capture(graph=graph, nodes=nodes, roots=tuple(root_ids))
+
+
+def node_title(graph: nx.DiGraph, node: int) -> str:
+    """`#17 AddmmBackward0 (h, fc2)`: how a node is named in messages."""
+    data = graph.nodes[node]
+    tags = list(data["labels"]) + ([data["param"]] if data["param"] else [])
+    suffix = f" ({', '.join(tags)})" if tags else ""
+    return f"#{node} {data['name']}{suffix}"

@@ -1,0 +1,146 @@
+"""Run the user's script as `python script.py args` would, under a Session.
+
+The script runs as `__main__` with its own `sys.argv`, its folder first on `sys.path`, an
+empty stdin (a debugger must never steal the terminal's keys), and its stdout/stderr turned
+into `Output` events. Its end is reported as a `ScriptFinished` event: exit status, the
+traceback of an exception (frames of gradtui and runpy trimmed), or that the user quit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+import runpy
+import sys
+import threading
+import traceback
+from typing import TextIO
+
+from gradtui.core import events as ev
+from gradtui.core.session import GradtuiQuit, Session
+
+
+class _EventStream(io.TextIOBase):
+    """A text stream that emits each complete line it receives as an `Output` event."""
+
+    def __init__(self, session: Session, name: str) -> None:
+        super().__init__()
+        self._session = session
+        self._name = name
+        self._buffer = ""
+        self._lock = threading.Lock()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._buffer += text
+            if "\n" not in self._buffer:
+                return len(text)
+            complete, _, self._buffer = self._buffer.rpartition("\n")
+        self._session.emit(ev.Output(self._name, complete + "\n"))  # type: ignore[arg-type]
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            rest, self._buffer = self._buffer, ""
+        if rest:
+            self._session.emit(ev.Output(self._name, rest))  # type: ignore[arg-type]
+
+
+class ScriptRunner:
+    """Runs one script under a session, in the calling thread (`run`) or a new one (`start`)."""
+
+    def __init__(self, path: str, args: list[str] | tuple[str, ...], session: Session) -> None:
+        self.path = os.path.abspath(path)
+        self.args = list(args)
+        self.session = session
+        self.exit_status: int | None = None
+        self._thread: threading.Thread | None = None
+        self._running = threading.Lock()
+
+    def run(self) -> int:
+        """Run the script to its end in this thread; emit ScriptFinished; return exit status."""
+        session = self.session
+        session.bind_thread()
+        session.emit(ev.ScriptStarted(self.path, (self.path, *self.args)))
+        saved: tuple[list[str], list[str], TextIO, TextIO, TextIO] = (
+            sys.argv, list(sys.path), sys.stdout, sys.stderr, sys.stdin)
+        out, err = _EventStream(session, "stdout"), _EventStream(session, "stderr")
+        status, tb, quit_ = 0, None, False
+        with self._running:
+            sys.argv = [self.path, *self.args]
+            sys.path.insert(0, os.path.dirname(self.path))
+            sys.stdout, sys.stderr, sys.stdin = out, err, io.StringIO()
+            try:
+                session.install()
+                runpy.run_path(self.path, run_name="__main__")
+            except GradtuiQuit:
+                quit_ = True
+            except SystemExit as exc:
+                status, tb = _exit_status(exc)
+            except BaseException as exc:  # noqa: BLE001 - the script's error is the result
+                status, tb = 1, self._format(exc)
+            finally:
+                session.uninstall()
+                out.flush()
+                err.flush()
+                sys.argv, sys.path[:] = saved[0], saved[1]
+                sys.stdout, sys.stderr, sys.stdin = saved[2], saved[3], saved[4]
+        self.exit_status = status
+        session.emit(ev.ScriptFinished(status, tb, quit_, session.passes))
+        return status
+
+    def _format(self, exc: BaseException) -> str:
+        """The traceback from the first frame of user code on (gradtui's frames trimmed)."""
+        tb = exc.__traceback__
+        while tb is not None and not _is_user_file(tb.tb_frame.f_code.co_filename):
+            tb = tb.tb_next
+        return "".join(traceback.format_exception(type(exc), exc, tb))
+
+    def start(self) -> threading.Thread:
+        """Run the script in a new daemon thread named `gradtui-script`."""
+        self._thread = threading.Thread(target=self.run, name="gradtui-script", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float = 2.0) -> bool:
+        """Quit: unblock a paused hook, interrupt a running script; True if the thread ended."""
+        self.session.quit()
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(min(0.3, timeout))
+        if thread.is_alive() and thread.ident is not None and self._running.locked():
+            # Not paused (e.g. in a forward pass or time.sleep): raise GradtuiQuit in it.
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread.ident), ctypes.py_object(GradtuiQuit))
+        thread.join(timeout)
+        return not thread.is_alive()
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _is_user_file(filename: str) -> bool:
+    return not (filename.startswith(_PACKAGE_DIR) or os.path.basename(filename) == "runpy.py"
+                or filename.startswith("<frozen"))
+
+
+def _exit_status(exc: SystemExit) -> tuple[int, str | None]:
+    """Exit status and message of sys.exit(code), as the interpreter would report them."""
+    code = exc.code
+    if code is None:
+        return 0, None
+    if isinstance(code, int):
+        return code, None
+    return 1, f"{code}\n"

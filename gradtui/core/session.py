@@ -1,0 +1,450 @@
+"""The stepping engine: intercept backward calls, hook every node, pause, obey commands.
+
+A `Session` patches `Tensor.backward`, `torch.autograd.backward` and `torch.autograd.grad`
+while it is active. Each intercepted call is one *pass*: the graph is captured, a prehook
+and a posthook are installed on every node, the real backward runs, and every hook is
+removed when it returns or raises. Hooks run on the thread that called backward (the
+script's thread); to pause, a prehook emits `Paused` and blocks on the command queue.
+
+Other threads (the UI, the headless driver) talk to the session only through `submit`
+and `quit`, and hear from it only through events.
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import torch
+
+from gradtui.core import edits
+from gradtui.core import events as ev
+from gradtui.core.breakpoints import Breakpoints
+from gradtui.core.commands import (
+    Break, Clip, Command, CommandError, Continue, Delete, Finish, Help, HELP, ListBreakpoints,
+    Print, Quit, Scale, SetGrad, Step, Why, Zero, parse,
+)
+from gradtui.core.graph import Capture, Names, capture, node_title
+from gradtui.core.provenance import Provenance
+from gradtui.core.summary import Stats, describe, format_stats, summarize, summarize_all
+
+Listener = Callable[[ev.Event], None]
+
+PROGRESS_INTERVAL = 0.05
+"""Seconds between `Progress` events while the engine runs between pauses."""
+
+
+class GradtuiQuit(BaseException):
+    """Raised in the script's thread to unwind it when the user quits.
+
+    A BaseException, like KeyboardInterrupt, so a script's `except Exception` does not
+    swallow it.
+    """
+
+
+@dataclass
+class _Pass:
+    """What the session knows of the pass in flight; dropped when the pass ends."""
+
+    index: int
+    capture: Capture
+    frame: FrameType | None
+    done: int = 0
+    running: int | None = None
+    nan_seen: bool = False
+    incoming: dict[int, tuple[Stats | None, ...]] = field(default_factory=dict)
+    last_progress: float = 0.0
+
+
+@dataclass
+class _Pause:
+    """The state of a pause: the node, and the gradients the commands edit."""
+
+    node: int
+    phase: str
+    grads: tuple[torch.Tensor | None, ...]
+    edited: bool = False
+
+
+class Session:
+    """Debugs the backward passes of whatever runs while it is active (see module doc)."""
+
+    def __init__(self, listener: Listener | None = None, *, provenance: bool = True) -> None:
+        self.breakpoints = Breakpoints()
+        self._listeners: list[Listener] = [listener] if listener else []
+        self._commands: queue.Queue[Command] = queue.Queue()
+        self._mode = "step"  # pause at the first node of the first pass, as pdb does
+        self._detached = False
+        self._quitting = threading.Event()
+        self._local = threading.local()
+        self._passes = 0
+        self._pass: _Pass | None = None
+        self._pause: _Pause | None = None
+        self._originals: dict[str, Any] | None = None
+        self._provenance = Provenance() if provenance else None
+
+    # ---- wiring -------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        """Also send every event to `listener` (called on the emitting thread)."""
+        self._listeners.append(listener)
+
+    def emit(self, event: ev.Event) -> None:
+        """Send an event to every listener."""
+        for listener in self._listeners:
+            listener(event)
+
+    @property
+    def passes(self) -> int:
+        """How many backward passes have started."""
+        return self._passes
+
+    @property
+    def paused(self) -> bool:
+        """Is the engine blocked at a node, waiting for a command?"""
+        return self._pause is not None
+
+    def install(self) -> None:
+        """Patch torch's backward entry points and start provenance recording.
+
+        Call it on the thread that runs the script: provenance is per thread.
+        """
+        if self._originals is not None:
+            return
+        self._originals = {
+            "tensor_backward": torch.Tensor.backward,
+            "backward": torch.autograd.backward,
+            "grad": torch.autograd.grad,
+        }
+        originals = self._originals
+
+        @functools.wraps(originals["tensor_backward"])
+        def tensor_backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+            return self._run_pass(
+                "backward", sys._getframe(1), (tensor,),
+                lambda: originals["tensor_backward"](tensor, gradient, retain_graph, create_graph, inputs),
+            )
+
+        @functools.wraps(originals["backward"])
+        def backward(tensors, *args, **kwargs):
+            roots = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
+            return self._run_pass(
+                "backward", sys._getframe(1), roots, lambda: originals["backward"](tensors, *args, **kwargs)
+            )
+
+        @functools.wraps(originals["grad"])
+        def grad(outputs, *args, **kwargs):
+            roots = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
+            return self._run_pass("grad", sys._getframe(1), roots, lambda: originals["grad"](outputs, *args, **kwargs))
+
+        torch.Tensor.backward = tensor_backward
+        torch.autograd.backward = backward
+        torch.autograd.grad = grad
+        if self._provenance:
+            self._provenance.install()
+
+    def uninstall(self) -> None:
+        """Restore torch's own functions and stop provenance recording."""
+        if self._originals is None:
+            return
+        torch.Tensor.backward = self._originals["tensor_backward"]
+        torch.autograd.backward = self._originals["backward"]
+        torch.autograd.grad = self._originals["grad"]
+        self._originals = None
+        if self._provenance:
+            self._provenance.uninstall()
+
+    def __enter__(self) -> "Session":
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    # ---- commands from other threads -----------------------------------------------------
+
+    def submit(self, command: Command | str) -> None:
+        """Give the session a command (thread-safe). Results arrive as events.
+
+        While paused, commands queue up for the paused hook in order. While running, commands
+        that need a paused node are refused; breakpoint commands take effect at once.
+        """
+        if isinstance(command, str):
+            try:
+                command = parse(command)
+            except CommandError as exc:
+                self.emit(ev.CommandResult(command, str(exc), ok=False))
+                return
+        if isinstance(command, Quit):
+            self.quit()
+        elif self._pause is not None:
+            self._commands.put(command)
+        elif isinstance(command, (Break, Delete, ListBreakpoints, Help)):
+            self._execute(command, None)
+        else:
+            self.emit(ev.CommandResult(command.text, "not paused: the script is running", ok=False))
+
+    def quit(self) -> None:
+        """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
+        self._quitting.set()
+        self._commands.put(Quit("quit"))
+
+    @property
+    def quitting(self) -> bool:
+        """Has quit been asked for?"""
+        return self._quitting.is_set()
+
+    def detach(self) -> None:
+        """Never pause again (headless mode once its commands run out); resume if paused."""
+        self._detached = True
+        if self._pause is not None:
+            self._commands.put(Continue("continue"))
+
+    # ---- one pass ------------------------------------------------------------------------
+
+    def _run_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], run: Callable[[], Any]) -> Any:
+        """Capture the graph of `roots`, hook it, run the real backward, unhook."""
+        if getattr(self._local, "depth", 0) or threading.current_thread() is not self._thread():
+            return run()  # a backward inside a backward (e.g. checkpointing) or another thread
+        if self._quitting.is_set():
+            raise GradtuiQuit()
+        nodes = [torch.autograd.graph.get_gradient_edge(t).node for t in roots
+                 if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not nodes:
+            return run()  # torch raises its own clear error
+        cap = capture(nodes, Names.from_scopes(frame.f_locals, frame.f_globals))
+        state = _Pass(self._passes, cap, frame)
+        self._passes += 1
+        if self._mode == "finish":
+            self._mode = "step"
+        self.emit(ev.PassStarted(
+            state.index, call,  # type: ignore[arg-type]
+            linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip(),
+            f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}",
+            cap.graph, cap.roots,
+        ))
+        handles = []
+        for i, node in enumerate(cap.nodes):
+            handles.append(node.register_prehook(functools.partial(self._prehook, state, i)))
+            handles.append(node.register_hook(functools.partial(self._posthook, state, i)))
+        self._pass = state
+        self._local.depth = 1
+        error: BaseException | None = None
+        try:
+            return run()
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            for handle in handles:
+                handle.remove()
+            self._local.depth = 0
+            self._pass = None
+            leaf_grads = self._leaf_grads(cap)
+            total = len(cap.nodes)
+            del cap, handles, nodes
+            state.capture = None  # type: ignore[assignment]
+            state.frame = None
+            self.emit(ev.PassFinished(
+                state.index, state.done, total,
+                None if error is None else (
+                    "quit" if isinstance(error, GradtuiQuit) else f"{type(error).__name__}: {error}"),
+                state.running if error is not None else None,
+                leaf_grads,
+            ))
+
+    _script_thread: threading.Thread | None = None
+
+    def bind_thread(self, thread: threading.Thread | None = None) -> None:
+        """Only intercept backward calls made on `thread` (default: the calling thread)."""
+        self._script_thread = thread or threading.current_thread()
+
+    def _thread(self) -> threading.Thread:
+        return self._script_thread or threading.current_thread()
+
+    @staticmethod
+    def _leaf_grads(cap: Capture) -> tuple[tuple[int, Stats | None], ...]:
+        out = []
+        for i, node in enumerate(cap.nodes):
+            if cap.graph.nodes[i]["kind"] == "accumulate":
+                grad = node.variable.grad
+                out.append((i, None if grad is None else summarize(grad)))
+        return tuple(out)
+
+    # ---- hooks ---------------------------------------------------------------------------
+
+    def _prehook(self, state: _Pass, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """Before a node runs: decide whether to pause, record what flows in."""
+        if self._quitting.is_set():
+            raise GradtuiQuit()
+        state.running = node
+        stats = summarize_all(grads)
+        reason = None
+        if not self._detached:
+            attrs = state.capture.graph.nodes[node]
+            bp = self.breakpoints.find(attrs, node, state.index, state.done == 0, stats, state.nan_seen)
+            if bp is not None:
+                bp.hits += 1
+                self.emit(ev.BreakpointHit(bp.number, bp.spec.text, state.index, node))
+                reason = f"breakpoint {bp.number}: {bp.spec.text}"
+            elif self._mode == "step":
+                reason = "step"
+        if any(s is not None and s.nonfinite for s in stats):
+            state.nan_seen = True
+        new = None
+        if reason is not None:
+            pause = self._wait(state, node, "before", reason, grads)
+            if pause.edited:
+                new = pause.grads
+                stats = summarize_all(new)
+        state.incoming[node] = stats
+        return new
+
+    def _posthook(self, state: _Pass, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
+        """After a node ran: record what it sent on; stop if it made the first non-finite value."""
+        state.done += 1
+        state.running = None
+        incoming = state.incoming.pop(node, ())
+        outgoing = summarize_all(grad_inputs)
+        self.emit(ev.NodeRan(state.index, node, state.done, incoming, outgoing))
+        made_nonfinite = any(s is not None and s.nonfinite for s in outgoing) and not any(
+            s is not None and s.nonfinite for s in incoming)
+        if made_nonfinite and not self._detached:
+            state.nan_seen = True
+            bp = next((b for b in self.breakpoints if b.spec.kind == "nan"), None)
+            if bp is not None:
+                bp.hits += 1
+                self.emit(ev.BreakpointHit(bp.number, bp.spec.text, state.index, node))
+                title = node_title(state.capture.graph, node)
+                self._wait(state, node, "after", f"breakpoint {bp.number}: {title} made a non-finite gradient",
+                           grad_inputs)
+        now = time.monotonic()
+        if now - state.last_progress >= PROGRESS_INTERVAL:
+            state.last_progress = now
+            self.emit(ev.Progress(state.index, state.done, len(state.capture.nodes)))
+
+    def _wait(self, state: _Pass, node: int, phase: str, reason: str, grads: tuple[Any, ...]) -> _Pause:
+        """Pause: emit Paused, then run commands until one resumes the engine."""
+        pause = _Pause(node, phase, tuple(grads))
+        self._pause = pause
+        try:
+            self.emit(ev.Paused(state.index, node, state.capture.graph.nodes[node]["name"], phase,  # type: ignore[arg-type]
+                                reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
+            while True:
+                try:
+                    command = self._commands.get(timeout=0.25)
+                except queue.Empty:
+                    if self._quitting.is_set():
+                        raise GradtuiQuit() from None
+                    continue
+                if isinstance(command, Quit):
+                    self._quitting.set()
+                    raise GradtuiQuit()
+                self._execute(command, state)
+                if command.resumes:
+                    self.emit(ev.Resumed(state.index, self._mode))
+                    return pause
+        finally:
+            self._pause = None
+
+    # ---- executing commands --------------------------------------------------------------
+
+    def _execute(self, command: Command, state: _Pass | None) -> None:
+        """Run one command; its result (or refusal) is emitted as a CommandResult."""
+        try:
+            text = self._run_command(command, state)
+        except (CommandError, edits.EditError) as exc:
+            self.emit(ev.CommandResult(command.text, str(exc), ok=False))
+        else:
+            if text is not None:
+                self.emit(ev.CommandResult(command.text, text))
+
+    def _run_command(self, command: Command, state: _Pass | None) -> str | None:
+        pause = self._pause
+        if isinstance(command, Step):
+            self._mode = "step"
+            return None
+        if isinstance(command, Continue):
+            self._mode = "continue"
+            return None
+        if isinstance(command, Finish):
+            self._mode = "finish"
+            return None
+        if isinstance(command, Break):
+            bp = self.breakpoints.add(command.spec)
+            return f"breakpoint {bp.number} at {bp.spec.text}"
+        if isinstance(command, Delete):
+            gone = self.breakpoints.delete(command.number)
+            return "deleted " + (", ".join(str(bp.number) for bp in gone) if gone else "nothing")
+        if isinstance(command, ListBreakpoints):
+            return "\n".join(str(bp) for bp in self.breakpoints) or "no breakpoints"
+        if isinstance(command, Help):
+            return HELP
+        if isinstance(command, Why):
+            return self._why(command.name, state)
+        assert pause is not None and state is not None, "needs_pause commands only run while paused"
+        if isinstance(command, Print):
+            if command.expr is None:
+                lines = [f"{'in' if pause.phase == 'before' else 'out'}[{i}] {format_stats(s)}"
+                         for i, s in enumerate(summarize_all(pause.grads))]
+                return "\n".join(lines) or "no gradients"
+            return describe(edits.evaluate(command.expr, pause.grads, self._scope(state)))
+        if pause.phase != "before":
+            raise edits.EditError("this node has already run; step to where its gradient arrives to edit it")
+        before = summarize_all(pause.grads)
+        if isinstance(command, Scale):
+            new = edits.scale(pause.grads, command.factor)
+        elif isinstance(command, Zero):
+            new = edits.zero(pause.grads)
+        elif isinstance(command, Clip):
+            new = edits.clip(pause.grads, command.max_norm)
+        elif isinstance(command, SetGrad):
+            new = edits.replace(pause.grads, command.expr, self._scope(state))
+        else:  # pragma: no cover - every command class is handled above
+            raise CommandError(f"cannot run {command.text!r} here")
+        pause.grads, pause.edited = new, True
+        after = summarize_all(new)
+        self.emit(ev.GradEdited(state.index, pause.node, command.text, before, after))
+        return "gradient now " + "; ".join(format_stats(s) for s in after if s is not None)
+
+    @staticmethod
+    def _scope(state: _Pass) -> dict[str, Any]:
+        """Names an expression may use besides `g` and `torch`: the calling frame's variables."""
+        if state.frame is None:
+            return {}
+        return {**state.frame.f_globals, **state.frame.f_locals}
+
+    def _why(self, name: str, state: _Pass | None) -> str:
+        if state is None or state.frame is None:
+            raise CommandError("why works while paused in a pass")
+        try:
+            value = eval(name, self._scope(state))  # noqa: S307 - a dotted name the user typed
+        except Exception:
+            return f"{name} is not defined where backward was called ({state.frame.f_code.co_name})"
+        if not isinstance(value, torch.Tensor):
+            return f"{name} is a {type(value).__name__}, not a tensor"
+        graph, nodes = state.capture.graph, state.capture.nodes
+        if value.grad_fn is None:
+            if not value.requires_grad:
+                return (f"{name} does not require grad: autograd never tracks it, so {name}.grad stays None "
+                        f"(create it with requires_grad=True or call {name}.requires_grad_())")
+            for i, node in enumerate(nodes):
+                if graph.nodes[i]["kind"] == "accumulate" and node.variable is value:
+                    return f"yes: {name} is a leaf on this graph, accumulated at {node_title(graph, i)}"
+            return (f"{name} requires grad but this pass's output does not depend on it: "
+                    "it was not used, or only through .detach(), .data, .item() or under no_grad")
+        for i, node in enumerate(nodes):
+            if node is value.grad_fn:
+                return (f"yes: {name} is made by {node_title(graph, i)}; it is not a leaf, so {name}.grad stays "
+                        f"None unless {name}.retain_grad() is called; its gradient arrives at #{i}")
+        return (f"{name} is not on this pass's graph: it was made by {value.grad_fn.name()}, "
+                "but the output of this backward call does not depend on it")

@@ -1,0 +1,161 @@
+"""Tensor statistics as plain data: what a gradient looks like without keeping the tensor.
+
+`summarize` is on the hot path of every backward pass gradtui watches, so the cheap form
+(no histogram) costs three reductions: aminmax, sum and a norm. The non-finite count is only
+computed when those say something is not finite.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+VALUES_LIMIT = 64
+"""A tensor with at most this many elements has all of them in `Stats.values`."""
+
+PREVIEW_LENGTH = 8
+"""How many leading values a big tensor shows in `Stats.preview`."""
+
+HISTOGRAM_BINS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Statistics of one tensor: numbers and strings only, safe to send across threads."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+    norm: float
+    min: float
+    max: float
+    mean: float
+    nonfinite: int
+    values: tuple[float, ...] | None = None
+    preview: tuple[float, ...] = ()
+    histogram: tuple[int, ...] | None = None
+
+    @property
+    def numel(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's STATS object (DESIGN.md); `values` only when the tensor is small."""
+        out: dict[str, Any] = {
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "device": self.device,
+            "norm": _json_float(self.norm),
+            "min": _json_float(self.min),
+            "max": _json_float(self.max),
+            "mean": _json_float(self.mean),
+            "nonfinite": self.nonfinite,
+        }
+        if self.values is not None:
+            out["values"] = [_json_float(v) for v in self.values]
+        return out
+
+
+def _json_float(value: float) -> float | str:
+    """JSON has no NaN or infinity: spell them as strings so the report stays valid JSON."""
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """`torch.float32` -> `float32`."""
+    return str(dtype).removeprefix("torch.")
+
+
+@torch.no_grad()
+def summarize(tensor: torch.Tensor, histogram: bool = False) -> Stats:
+    """Summarize a tensor; with `histogram`, also bin its finite values."""
+    t = tensor.detach()
+    shape = tuple(t.shape)
+    dtype = dtype_name(t.dtype)
+    device = str(t.device)
+    numel = t.numel()
+    if t.is_sparse or t.layout != torch.strided:
+        t = t.to_dense()
+    if numel == 0:
+        return Stats(shape, dtype, device, 0.0, 0.0, 0.0, 0.0, 0, values=())
+    if t.is_complex():
+        t = t.abs()
+    if not t.is_floating_point():
+        t = t.double()
+    wide = t if t.dtype in (torch.float32, torch.float64) else t.float()
+    lo, hi = torch.aminmax(wide)
+    numbers = torch.stack(
+        [lo.double(), hi.double(), wide.sum(dtype=torch.float64), torch.linalg.vector_norm(wide).double()]
+    ).tolist()
+    lo_v, hi_v, total, norm = numbers
+    finite = all(math.isfinite(v) for v in numbers)
+    nonfinite = 0 if finite else int(numel - torch.isfinite(wide).sum().item())
+    flat = wide.reshape(-1)
+    values = tuple(flat.tolist()) if numel <= VALUES_LIMIT else None
+    preview = values[:PREVIEW_LENGTH] if values is not None else tuple(flat[:PREVIEW_LENGTH].tolist())
+    hist = _histogram(flat, lo_v, hi_v, nonfinite) if histogram else None
+    return Stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, values, preview, hist)
+
+
+def _histogram(flat: torch.Tensor, lo: float, hi: float, nonfinite: int) -> tuple[int, ...]:
+    """Counts of the finite values in `HISTOGRAM_BINS` equal bins between min and max."""
+    if nonfinite:
+        flat = flat[torch.isfinite(flat)]
+        if flat.numel() == 0:
+            return (0,) * HISTOGRAM_BINS
+        lo, hi = flat.min().item(), flat.max().item()
+    if lo == hi:
+        counts = [0] * HISTOGRAM_BINS
+        counts[HISTOGRAM_BINS // 2] = flat.numel()
+        return tuple(counts)
+    return tuple(int(c) for c in torch.histc(flat.float(), bins=HISTOGRAM_BINS, min=lo, max=hi).tolist())
+
+
+def summarize_all(grads: tuple[Any, ...] | list[Any], histogram: bool = False) -> tuple[Stats | None, ...]:
+    """Summarize each gradient of a hook's tuple; `None` (no gradient) stays `None`."""
+    return tuple(summarize(g, histogram) if isinstance(g, torch.Tensor) else None for g in grads)
+
+
+def describe(value: Any) -> str:
+    """One short line for any value `print EXPR` may return."""
+    if isinstance(value, torch.Tensor):
+        return format_stats(summarize(value))
+    if isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return "; ".join(f"[{i}] {format_stats(summarize(v))}" for i, v in enumerate(value))
+    text = repr(value)
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def format_number(value: float) -> str:
+    """Compact number: 4 significant digits, `nan`/`inf` spelled out."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.4g}"
+
+
+def format_stats(stats: Stats | None) -> str:
+    """A one-line human summary, as headless mode and the UI print it."""
+    if stats is None:
+        return "None"
+    shape = "[" + ", ".join(str(d) for d in stats.shape) + "]"
+    parts = [
+        f"{shape} {stats.dtype} {stats.device}",
+        f"norm {format_number(stats.norm)}",
+        f"min {format_number(stats.min)}",
+        f"max {format_number(stats.max)}",
+        f"mean {format_number(stats.mean)}",
+    ]
+    if stats.nonfinite:
+        parts.append(f"nonfinite {stats.nonfinite}")
+    shown = stats.values if stats.values is not None and len(stats.values) <= PREVIEW_LENGTH else None
+    if shown is not None:
+        parts.append("values [" + ", ".join(format_number(v) for v in shown) + "]")
+    return "  ".join(parts)

@@ -1,0 +1,1 @@
+"""Scripts shipped with gradtui; `demo.py` is what `gradtui` runs without a script."""

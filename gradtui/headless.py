@@ -1,0 +1,86 @@
+"""Headless mode: run the given commands at the pauses, print everything as readable lines.
+
+The driver is a session listener, so it runs on the script's thread: on each pause it
+submits the next command, and on each command's answer the one after, until a command
+resumes the engine. When the commands run out the session is detached and the script runs
+to its end without pausing.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from gradtui.core import events as ev
+from gradtui.core.commands import CommandError, parse
+from gradtui.core.graph import node_title
+from gradtui.core.session import Session
+from gradtui.core.summary import format_stats
+
+
+class HeadlessDriver:
+    """Feeds `commands` to `session` one at a time and prints the session's events to `out`."""
+
+    def __init__(self, session: Session, commands: list[str], out: TextIO) -> None:
+        self.session = session
+        self.commands = list(commands)
+        self.out = out
+        self._graph = None
+
+    def _print(self, text: str) -> None:
+        self.out.write(text if text.endswith("\n") else text + "\n")
+        self.out.flush()
+
+    def _feed(self) -> None:
+        """Submit the next valid command, or detach when there are none left."""
+        while self.commands:
+            text = self.commands.pop(0)
+            self._print(f"(gradtui) {text}")
+            try:
+                command = parse(text)
+            except CommandError as exc:
+                self._print(f"error: {exc}")
+                continue
+            self.session.submit(command)
+            return
+        self._print("(gradtui) -- no more commands: running to the end")
+        self.session.detach()
+
+    def __call__(self, event: ev.Event) -> None:
+        """Listener entry point."""
+        if isinstance(event, ev.Output):
+            self.out.write(event.text)
+            self.out.flush()
+        elif isinstance(event, ev.PassStarted):
+            self._graph = event.graph
+            self._print(f"pass {event.index} · {event.call_text or event.call} at {event.call_site}"
+                        f" · {event.graph.number_of_nodes()} nodes")
+        elif isinstance(event, ev.Paused):
+            where = "before" if event.phase == "before" else "after"
+            title = node_title(self._graph, event.node) if self._graph is not None else f"#{event.node}"
+            self._print(f"paused {where} {title} · pass {event.pass_index} · {event.done}/{event.total} done"
+                        f" · {event.reason}")
+            source = self._graph.nodes[event.node]["source"] if self._graph is not None else None
+            if source:
+                self._print(f"  at {source}")
+            label = "in" if event.phase == "before" else "out"
+            for i, stats in enumerate(event.grads):
+                self._print(f"  {label}[{i}] {format_stats(stats)}")
+            self._feed()
+        elif isinstance(event, ev.CommandResult):
+            prefix = "" if event.ok else "error: "
+            for line in event.text.splitlines() or [""]:
+                self._print(f"  {prefix}{line}")
+            if self.session.paused:
+                self._feed()
+        elif isinstance(event, ev.PassFinished):
+            status = "done" if event.error is None else f"failed: {event.error}"
+            where = f" at #{event.node}" if event.node is not None else ""
+            self._print(f"pass {event.index} {status}{where} · {event.done}/{event.total} nodes ran")
+        elif isinstance(event, ev.ScriptFinished):
+            if event.traceback:
+                self.out.write(event.traceback)
+            if event.quit:
+                self._print("quit: the script was stopped")
+            if event.passes == 0:
+                self._print("note: the script never called backward() or torch.autograd.grad()")
+            self._print(f"script exited with status {event.exit_status}")
