@@ -11,6 +11,8 @@ Node attributes (all plain data, so the graph can outlive the pass):
     labels  tuple of variable names whose tensor this node made (or, for a leaf, is)
     param   for an accumulator of an nn.Parameter: its name, e.g. "fc.weight"
     source  "file.py:LINE" of the user code that made the node (None if unknown)
+    path, line  the full path and line number behind `source` (None if unknown)
+    seq     autograd's sequence number: the engine runs ready nodes highest first
     module  dotted path of the nn.Module whose forward made it, e.g. "encoder.layers.3"
     saved   tuple of "name [shape] dtype" / "name = value" for the node's saved values
 
@@ -20,6 +22,7 @@ only for the duration of the pass.
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -136,11 +139,24 @@ def _describe_saved(value: Any) -> str:
     return "= " + (text if len(text) <= 40 else text[:37] + "...")
 
 
-def _source_text(node: Node) -> str | None:
-    where = provenance.source_of(node)
-    if where is None:
-        return None
-    return f"{os.path.basename(where[0])}:{where[1]}"
+def engine_order(graph: nx.DiGraph) -> list[int]:
+    """Predict the order in which the CPU engine runs the nodes.
+
+    The engine runs a node once all its consumers have run; among ready nodes it takes the
+    highest sequence number first (accumulators have the largest), as this simulation does.
+    """
+    waiting = dict(graph.in_degree())
+    ready = [(-graph.nodes[n]["seq"], n) for n, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, node = heapq.heappop(ready)
+        order.append(node)
+        for nxt in graph.successors(node):
+            waiting[nxt] -= 1
+            if waiting[nxt] == 0:
+                heapq.heappush(ready, (-graph.nodes[nxt]["seq"], nxt))
+    return order
 
 
 def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
@@ -175,7 +191,7 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
             edges.append((here, there, {"slot": slot}))
 
     graph = nx.DiGraph()
-    sources: list[str | None] = []
+    sources: list[tuple[str, int] | None] = []
     modules: list[str | None] = []
     for i, node in enumerate(nodes):
         name = short_name(node)
@@ -188,15 +204,18 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
             source = module = None
         else:
             labels = tuple(names.by_grad_fn.get(id(node), ()))
-            source, module = _source_text(node), provenance.module_of(node)
+            source, module = provenance.source_of(node), provenance.module_of(node)
             up = parent[i]
             if source is None and up is not None:  # ops torch made inside a call inherit its line
-                source, module = sources[up], modules[up] if module is None else module
+                source = sources[up]
+                module = module if module is not None else modules[up]
         sources.append(source)
         modules.append(module)
         graph.add_node(
             i, name=name, kind=kind, labels=labels, param=param,
-            source=source, module=module, saved=saved_summary(node),
+            source=None if source is None else f"{os.path.basename(source[0])}:{source[1]}",
+            path=None if source is None else source[0], line=None if source is None else source[1],
+            module=module, saved=saved_summary(node), seq=node._sequence_nr(),
         )
     graph.add_edges_from(edges)
     return Capture(graph=graph, nodes=nodes, roots=tuple(root_ids))
