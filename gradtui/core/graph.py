@@ -90,6 +90,9 @@ class Capture:
     graph: nx.DiGraph
     nodes: list[Node]
     roots: tuple[int, ...]
+    sole_inputs: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
+    """Per node, per output slot: (node id, input number) the gradient goes to when that
+    input receives from this slot only, so the very tensor arrives there (else None)."""
 
 
 def short_name(node: Node) -> str:
@@ -165,6 +168,8 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
     nodes: list[Node] = []
     ids: dict[Node, int] = {}
     edges: list[tuple[int, int, dict[str, int]]] = []
+    slots: list[list[tuple[int, int] | None]] = []
+    senders: dict[tuple[int, int], int] = {}
     parent: list[int | None] = []
     queue: deque[Node] = deque()
     root_ids = []
@@ -179,8 +184,11 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
     while queue:
         node = queue.popleft()
         here = ids[node]
-        for slot, (child, _) in enumerate(node.next_functions):
+        targets: list[tuple[int, int] | None] = []
+        slots.append(targets)
+        for slot, (child, input_nr) in enumerate(node.next_functions):
             if child is None:
+                targets.append(None)
                 continue
             there = ids.get(child)
             if there is None:
@@ -189,6 +197,8 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
                 parent.append(here)
                 queue.append(child)
             edges.append((here, there, {"slot": slot}))
+            targets.append((there, input_nr))
+            senders[(there, input_nr)] = senders.get((there, input_nr), 0) + 1
 
     graph = nx.DiGraph()
     sources: list[tuple[str, int] | None] = []
@@ -218,7 +228,8 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
             module=module, saved=saved_summary(node), seq=node._sequence_nr(),
         )
     graph.add_edges_from(edges)
-    return Capture(graph=graph, nodes=nodes, roots=tuple(root_ids))
+    sole = [tuple(t if t is not None and senders[t] == 1 else None for t in targets) for targets in slots]
+    return Capture(graph=graph, nodes=nodes, roots=tuple(root_ids), sole_inputs=sole)
 
 
 def node_title(graph: nx.DiGraph, node: int) -> str:

@@ -62,6 +62,9 @@ class _Pass:
     running: int | None = None
     nan_seen: bool = False
     incoming: dict[int, tuple[Stats | None, ...]] = field(default_factory=dict)
+    handoff: dict[tuple[int, int], tuple[torch.Tensor, Stats | None]] = field(default_factory=dict)
+    """Gradients a node just sent to a sole receiver, with their stats, so the receiver's
+    prehook need not summarize the same tensor again."""
     last_progress: float = 0.0
 
 
@@ -287,7 +290,7 @@ class Session:
         if self._quitting.is_set():
             raise GradtuiQuit()
         state.running = node
-        stats = summarize_all(grads)
+        stats = self._incoming_stats(state, node, grads)
         reason = None
         if not self._detached:
             attrs = state.capture.graph.nodes[node]
@@ -309,12 +312,29 @@ class Session:
         state.incoming[node] = stats
         return new
 
+    @staticmethod
+    def _incoming_stats(state: _Pass, node: int, grads: tuple[Any, ...]) -> tuple[Stats | None, ...]:
+        """Stats of what flows into `node`, reusing its sender's when the tensor is the same."""
+        out = []
+        for nr, grad in enumerate(grads):
+            sent = state.handoff.pop((node, nr), None)
+            if grad is None:
+                out.append(None)
+            elif sent is not None and sent[0] is grad:
+                out.append(sent[1])
+            else:
+                out.append(summarize(grad))
+        return tuple(out)
+
     def _posthook(self, state: _Pass, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
         """After a node ran: record what it sent on; stop if it made the first non-finite value."""
         state.done += 1
         state.running = None
         incoming = state.incoming.pop(node, ())
         outgoing = summarize_all(grad_inputs)
+        for target, grad, stats in zip(state.capture.sole_inputs[node], grad_inputs, outgoing):
+            if target is not None and grad is not None:
+                state.handoff[target] = (grad, stats)
         self.emit(ev.NodeRan(state.index, node, state.done, incoming, outgoing))
         made_nonfinite = any(s is not None and s.nonfinite for s in outgoing) and not any(
             s is not None and s.nonfinite for s in incoming)

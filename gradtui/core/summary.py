@@ -36,6 +36,7 @@ class Stats:
     nonfinite: int
     values: tuple[float, ...] | None = None
     preview: tuple[float, ...] = ()
+    """The first values: always for small tensors, for big ones only in a pause's stats."""
     histogram: tuple[int, ...] | None = None
 
     @property
@@ -67,40 +68,49 @@ def _json_float(value: float) -> float | str:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """`torch.float32` -> `float32`."""
-    return str(dtype).removeprefix("torch.")
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
-@torch.no_grad()
 def summarize(tensor: torch.Tensor, histogram: bool = False) -> Stats:
-    """Summarize a tensor; with `histogram`, also bin its finite values."""
-    t = tensor.detach()
+    """Summarize a tensor; with `histogram` (a pause), also bin it and preview its values.
+
+    Without `histogram` this is the per-node hot path: four reductions read back with
+    `.item()`, which is cheaper than stacking them, and no preview of big tensors.
+    """
+    t = tensor.detach()  # cheaper than no_grad(): reductions of a detached tensor record nothing
     shape = tuple(t.shape)
     dtype = dtype_name(t.dtype)
-    device = str(t.device)
     numel = t.numel()
-    if t.is_sparse or t.layout != torch.strided:
+    if t.layout != torch.strided:
         t = t.to_dense()
     if numel == 0:
-        return Stats(shape, dtype, device, 0.0, 0.0, 0.0, 0.0, 0, values=())
+        return Stats(shape, dtype, str(t.device), 0.0, 0.0, 0.0, 0.0, 0, values=())
     if t.is_complex():
         t = t.abs()
-    if not t.is_floating_point():
-        t = t.double()
-    wide = t if t.dtype in (torch.float32, torch.float64) else t.float()
-    lo, hi = torch.aminmax(wide)
-    numbers = torch.stack(
-        [lo.double(), hi.double(), wide.sum(dtype=torch.float64), torch.linalg.vector_norm(wide).double()]
-    ).tolist()
-    lo_v, hi_v, total, norm = numbers
-    finite = all(math.isfinite(v) for v in numbers)
-    nonfinite = 0 if finite else int(numel - torch.isfinite(wide).sum().item())
-    flat = wide.reshape(-1)
-    values = tuple(flat.tolist()) if numel <= VALUES_LIMIT else None
-    preview = values[:PREVIEW_LENGTH] if values is not None else tuple(flat[:PREVIEW_LENGTH].tolist())
-    hist = _histogram(flat, lo_v, hi_v, nonfinite) if histogram else None
-    return Stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, values, preview, hist)
+    if t.dtype not in (torch.float32, torch.float64):
+        t = t.float()
+    lo, hi = torch.aminmax(t)
+    lo_v, hi_v = lo.item(), hi.item()
+    total, norm = t.sum().item(), torch.linalg.vector_norm(t).item()
+    finite = math.isfinite(total) and math.isfinite(norm) and math.isfinite(lo_v) and math.isfinite(hi_v)
+    nonfinite = 0 if finite else int(numel - torch.isfinite(t).sum().item())
+    values = preview = None
+    if numel <= VALUES_LIMIT:
+        values = tuple(t.reshape(-1).tolist())
+        preview = values[:PREVIEW_LENGTH]
+    elif histogram:
+        preview = tuple(t.reshape(-1)[:PREVIEW_LENGTH].tolist())
+    hist = _histogram(t.reshape(-1), lo_v, hi_v, nonfinite) if histogram else None
+    return Stats(shape, dtype, str(t.device), norm, lo_v, hi_v, total / numel, nonfinite, values,
+                 preview or (), hist)
 
 
 def _histogram(flat: torch.Tensor, lo: float, hi: float, nonfinite: int) -> tuple[int, ...]:
