@@ -1,0 +1,5 @@
+"""Never calls backward."""
+
+import torch
+
+print("forward only", torch.ones(2).sum().item())
