@@ -15,7 +15,7 @@ from gradtui.core.commands import CommandError
 from gradtui.core.summary import Stats
 
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
-_LABEL = re.compile(r"^[A-Za-z_][\w.\[\]]*$")
+_LABEL = re.compile(r"^(?:[A-Za-z_]\w*|\d+)(?:\.(?:[A-Za-z_]\w*|\d+)|\[\d+\])*$")  # x, outs[1], 0.weight
 
 
 @dataclass(frozen=True, slots=True)
