@@ -1,0 +1,147 @@
+"""Breakpoint specs and matching (gradtui.core.breakpoints), without a running engine: each spec
+kind parses, matches where it should and nowhere else; numbering and deletion."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gradtui.core.breakpoints import Breakpoints, Spec, matches_grads, matches_node, parse_spec
+from gradtui.core.commands import CommandError
+from gradtui.core.summary import summarize
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def node(name: str = "MulBackward0", labels: tuple[str, ...] = (), param: str | None = None) -> dict:
+    return {"name": name, "labels": labels, "param": param}
+
+
+def stats(*values: float):
+    return (summarize(torch.tensor(values)),)
+
+
+@pytest.mark.parametrize(("text", "kind", "value"), [
+    ("AddmmBackward0", "op", "AddmmBackward0"),
+    ("torch::autograd::AccumulateGrad", "op", "AccumulateGrad"),
+    ("AccumulateGrad", "op", "AccumulateGrad"),
+    ("DoubleBackward", "op", "DoubleBackward"),
+    ("z", "label", "z"),
+    ("fc.weight", "label", "fc.weight"),
+    ("outs[1]", "label", "outs[1]"),
+    ("0.weight", "label", "0.weight"),  # nn.Sequential's parameters
+    ("encoder.layers.3.linear1.bias", "label", "encoder.layers.3.linear1.bias"),
+    ("#17", "id", 17),
+    ("nan", "nan", None),
+    ("norm>2.5", "norm", 2.5),
+    ("norm > 1e3", "norm", 1000.0),
+    ("pass 0", "pass", 0),
+    ("pass  12", "pass", 12),
+    ("  z  ", "label", "z"),
+])
+def test_parse_spec_kinds(text, kind, value):
+    spec = parse_spec(text)
+    assert (spec.kind, spec.value, spec.text) == (kind, value, text.strip())
+
+
+@pytest.mark.parametrize("text", ["", "a b", "#", "#-1", "pass -1", "norm>", "1x", "x+y", "norm<3", "a..b", "x.", "outs[a]"])
+def test_parse_spec_refuses(text):
+    with pytest.raises(CommandError, match="bad break spec|is not a number"):
+        parse_spec(text)
+
+
+def test_norm_spec_needs_a_number():
+    with pytest.raises(CommandError, match="'big' is not a number"):
+        parse_spec("norm>big")
+
+
+def test_op_matching():
+    spec = parse_spec("torch::autograd::AccumulateGrad")
+    assert matches_node(spec, node("AccumulateGrad"), 3, 0, False)
+    assert not matches_node(spec, node("MulBackward0"), 3, 0, False)
+    spec = parse_spec("MulBackward0")
+    assert matches_node(spec, node("MulBackward0"), 0, 5, False)
+    assert not matches_node(spec, node("MulBackward1"), 0, 5, False)
+
+
+def test_label_matching_covers_labels_and_params():
+    spec = parse_spec("fc.weight")
+    assert matches_node(spec, node("AccumulateGrad", param="fc.weight"), 4, 0, False)
+    assert matches_node(spec, node("AccumulateGrad", labels=("fc.weight",)), 4, 0, False)
+    assert not matches_node(spec, node("AccumulateGrad", param="fc.bias"), 4, 0, False)
+    spec = parse_spec("y")
+    assert matches_node(spec, node(labels=("h", "y")), 1, 0, False)
+    assert not matches_node(spec, node(labels=("yy",)), 1, 0, False)
+
+
+def test_id_and_pass_matching():
+    spec = parse_spec("#2")
+    assert matches_node(spec, node(), 2, 0, False)
+    assert not matches_node(spec, node(), 3, 0, False)
+    spec = parse_spec("pass 1")
+    assert matches_node(spec, node(), 7, 1, True)
+    assert not matches_node(spec, node(), 7, 1, False)  # not the first node of the pass
+    assert not matches_node(spec, node(), 0, 0, True)  # the first node of another pass
+
+
+def test_value_specs_do_not_match_by_position():
+    for text in ("nan", "norm>1"):
+        assert not matches_node(parse_spec(text), node(), 0, 0, True)
+    for text in ("z", "#0", "pass 0", "MulBackward0"):
+        assert not matches_grads(parse_spec(text), stats(float("nan")))
+
+
+def test_nan_matching():
+    spec = parse_spec("nan")
+    assert matches_grads(spec, stats(1.0, float("nan")))
+    assert matches_grads(spec, stats(float("inf")))
+    assert matches_grads(spec, (None,) + stats(float("-inf")))
+    assert not matches_grads(spec, stats(1.0, 2.0))
+    assert not matches_grads(spec, (None,))
+    assert not matches_grads(spec, stats(float("nan")), nan_seen=True)  # only the first of a pass
+
+
+def test_norm_matching():
+    spec = parse_spec("norm>5")
+    assert matches_grads(spec, stats(3.0, 4.5))  # norm 5.4
+    assert not matches_grads(spec, stats(3.0, 4.0))  # norm exactly 5
+    assert matches_grads(spec, stats(0.0) + stats(6.0))  # any of the gradients
+    assert not matches_grads(spec, (None,))
+
+
+def test_numbering_listing_and_deletion():
+    bps = Breakpoints()
+    one = bps.add("z")
+    two = bps.add("nan")
+    assert (one.number, two.number) == (1, 2)
+    assert len(bps) == 2 and [bp.number for bp in bps] == [1, 2]
+    assert str(one) == "1: z  (hit 0x)"
+    assert bps.watches_values
+    assert bps.has_spec(" nan ") is two and bps.has_spec("y") is None
+    assert bps.delete(2) == [two]
+    assert not bps.watches_values
+    with pytest.raises(CommandError, match="no breakpoint 2"):
+        bps.delete(2)
+    three = bps.add("pass 1")
+    assert three.number == 3  # numbers are never reused
+    assert bps.delete(None) == [one, three]
+    assert len(bps) == 0 and list(bps) == []
+    with pytest.raises(CommandError, match="bad break spec"):
+        bps.add("a b")
+    assert bps.add("y").number == 4  # a refused spec used no number
+
+
+def test_find_returns_the_first_match():
+    bps = Breakpoints()
+    bps.add("AddBackward0")
+    bps.add("y")
+    bps.add("norm>10")
+    found = bps.find(node(labels=("y",)), 1, 0, False, stats(12.0))
+    assert found is not None and found.number == 2
+    found = bps.find(node("PowBackward0"), 0, 0, True, stats(12.0))
+    assert found is not None and found.number == 3
+    assert bps.find(node("PowBackward0"), 0, 0, True, stats(1.0)) is None
+
+
+def test_spec_is_plain_data():
+    assert parse_spec("#3") == Spec("id", 3, "#3")
