@@ -124,7 +124,9 @@ def _histogram(flat: torch.Tensor, lo: float, hi: float, nonfinite: int) -> tupl
         counts = [0] * HISTOGRAM_BINS
         counts[HISTOGRAM_BINS // 2] = flat.numel()
         return tuple(counts)
-    return tuple(int(c) for c in torch.histc(flat.float(), bins=HISTOGRAM_BINS, min=lo, max=hi).tolist())
+    if flat.dtype == torch.float32 and hi - lo > torch.finfo(torch.float32).max:
+        flat = flat.double()  # the range would overflow in float32 and every count would be 0
+    return tuple(int(c) for c in torch.histc(flat, bins=HISTOGRAM_BINS, min=lo, max=hi).tolist())
 
 
 def summarize_all(grads: tuple[Any, ...] | list[Any], histogram: bool = False) -> tuple[Stats | None, ...]:
