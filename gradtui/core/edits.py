@@ -45,7 +45,10 @@ def clip(grads: Grads, max_norm: float) -> Grads:
     if not total <= max_norm:  # also true for nan/inf norms: those cannot be clipped
         if not torch.isfinite(torch.tensor(total)):
             raise EditError(f"cannot clip: the gradient's norm is {total}; use zero or set")
-        factor = max_norm / total
+        # Rounding g * factor (and measuring the result) may land a hair above max_norm: aim
+        # a little lower, by the dtype's epsilon or one part in a million (torch adds 1e-6 too).
+        eps = max(torch.finfo(g.dtype).eps for g in grads if g is not None)
+        factor = max_norm / total * (1 - max(eps, 1e-6))
         return tuple(None if g is None else g * factor for g in grads)
     return grads
 
