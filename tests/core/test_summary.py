@@ -1,0 +1,194 @@
+"""Tensor statistics (gradtui.core.summary) against torch's own reductions: shape, dtype, norm,
+min, max, mean, non-finite counts, values only for small tensors, histograms, JSON form."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from gradtui.core.summary import (
+    HISTOGRAM_BINS, VALUES_LIMIT, Stats, describe, format_number, format_stats, summarize, summarize_all,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(1,), (8, 8), (3, 5, 7), (1000,)])
+def test_stats_match_torch(seed, dtype, shape):
+    torch.manual_seed(seed)
+    t = torch.randn(shape, dtype=dtype) * 3 + 0.5
+    s = summarize(t)
+    assert s.shape == shape and s.numel == t.numel()
+    assert s.dtype == str(dtype).removeprefix("torch.") and s.device == "cpu"
+    assert s.min == t.min().item() and s.max == t.max().item()  # exact: no arithmetic involved
+    assert s.norm == pytest.approx(torch.linalg.vector_norm(t.double()).item(), rel=1e-6)
+    assert s.mean == pytest.approx(t.double().mean().item(), rel=1e-5, abs=1e-6)
+    assert s.nonfinite == 0
+    assert s.histogram is None
+    if t.numel() <= VALUES_LIMIT:
+        assert s.values == tuple(t.flatten().tolist())
+        assert s.preview == s.values[:8]
+    else:
+        assert s.values is None
+
+
+def test_values_only_up_to_the_limit():
+    assert VALUES_LIMIT == 64
+    at = summarize(torch.arange(64.0))
+    assert at.values == tuple(float(i) for i in range(64))
+    assert "values" in at.to_json()
+    above = summarize(torch.arange(65.0))
+    assert above.values is None
+    assert "values" not in above.to_json()
+
+
+def test_requires_grad_tensor_is_summarized_without_recording():
+    t = torch.randn(4, requires_grad=True)
+    s = summarize(t * 2)
+    assert s.norm == pytest.approx(torch.linalg.vector_norm(t * 2).item())
+
+
+@pytest.mark.parametrize(("values", "nonfinite"), [
+    ([1.0, NAN, 2.0], 1),
+    ([INF, 1.0], 1),
+    ([-INF, INF, NAN, 0.0], 3),
+    ([NAN, NAN], 2),
+])
+def test_nonfinite_count(values, nonfinite):
+    t = torch.tensor(values)
+    s = summarize(t, histogram=True)
+    assert s.nonfinite == nonfinite == int((~torch.isfinite(t)).sum())
+    finite = int(torch.isfinite(t).sum())
+    assert sum(s.histogram) == finite
+    assert len(s.histogram) == HISTOGRAM_BINS
+
+
+def test_large_tensor_with_nan():
+    t = torch.randn(10_000)
+    t[17] = NAN
+    t[5000] = -INF
+    s = summarize(t, histogram=True)
+    assert s.nonfinite == 2
+    assert sum(s.histogram) == 10_000 - 2
+    assert s.values is None
+
+
+def test_to_json_spells_nonfinite_numbers():
+    s = summarize(torch.tensor([NAN, INF, -INF, 1.0]))
+    data = s.to_json()
+    assert data["values"] == ["nan", "inf", "-inf", 1.0]
+    assert data["nonfinite"] == 3
+    assert data["norm"] == "nan" or data["norm"] == "inf"
+    text = json.dumps(data, allow_nan=False)  # strict JSON: no NaN literal
+    assert json.loads(text) == data
+
+
+def test_to_json_keys():
+    data = summarize(torch.tensor([[1.0, 2.0]])).to_json()
+    assert list(data) == ["shape", "dtype", "device", "norm", "min", "max", "mean", "nonfinite", "values"]
+    assert data.pop("norm") == pytest.approx(math.sqrt(5.0), rel=1e-7)  # float32 arithmetic
+    assert data == {"shape": [1, 2], "dtype": "float32", "device": "cpu",
+                    "min": 1.0, "max": 2.0, "mean": 1.5, "nonfinite": 0, "values": [1.0, 2.0]}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_histogram_counts_every_finite_value(seed):
+    torch.manual_seed(seed)
+    t = torch.randn(1000) * 10
+    s = summarize(t, histogram=True)
+    assert sum(s.histogram) == 1000
+    expected = torch.histc(t, bins=HISTOGRAM_BINS, min=t.min().item(), max=t.max().item())
+    assert s.histogram == tuple(int(c) for c in expected.tolist())
+
+
+@pytest.mark.parametrize("t", [
+    torch.full((10,), 3.0),  # all equal
+    torch.tensor([1e300, -1e300, 0.0], dtype=torch.float64),  # beyond float32
+    torch.tensor([1e-300, 2e-300, 3e-300], dtype=torch.float64),  # below float32
+    torch.tensor([-3e38, 0.0, 3e38]),  # float32 range overflows
+    torch.randn(50).half(),
+    torch.randn(50).bfloat16(),
+])
+def test_histogram_edge_cases(t):
+    s = summarize(t, histogram=True)
+    assert sum(s.histogram) == t.numel()
+
+
+def test_histogram_of_nothing_finite():
+    s = summarize(torch.tensor([NAN, INF]), histogram=True)
+    assert s.histogram == (0,) * HISTOGRAM_BINS
+
+
+@pytest.mark.parametrize(("t", "dtype"), [
+    (torch.tensor([1, 2, 3]), "int64"),
+    (torch.tensor([True, False]), "bool"),
+    (torch.tensor([1.5, 2.5], dtype=torch.float16), "float16"),
+    (torch.tensor([1.5, 2.5], dtype=torch.bfloat16), "bfloat16"),
+])
+def test_other_dtypes(t, dtype):
+    s = summarize(t, histogram=True)
+    assert s.dtype == dtype
+    wide = t.double()
+    assert s.min == wide.min().item() and s.max == wide.max().item()
+    assert s.norm == pytest.approx(torch.linalg.vector_norm(wide).item())
+    assert s.mean == pytest.approx(wide.mean().item())
+
+
+def test_complex_uses_magnitudes():
+    s = summarize(torch.tensor([3 + 4j, 0j], dtype=torch.complex64))
+    assert s.dtype == "complex64"
+    assert (s.min, s.max, s.mean) == (0.0, 5.0, 2.5)
+
+
+def test_empty_tensor():
+    s = summarize(torch.zeros(0, 3))
+    assert s.shape == (0, 3) and s.values == () and s.nonfinite == 0 and s.norm == 0.0
+
+
+def test_non_contiguous_and_sparse():
+    t = torch.arange(12.0).reshape(3, 4).t()
+    assert summarize(t).values == tuple(t.flatten().tolist())
+    sparse = torch.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse()
+    s = summarize(sparse)
+    assert s.values == (0.0, 2.0, 3.0, 0.0) and s.max == 3.0
+
+
+def test_summarize_all_keeps_none():
+    out = summarize_all((torch.ones(2), None, torch.zeros(1)))
+    assert out[1] is None
+    assert isinstance(out[0], Stats) and out[0].values == (1.0, 1.0)
+    assert summarize_all([], histogram=True) == ()
+    assert summarize_all((torch.ones(3),), histogram=True)[0].histogram is not None
+
+
+def test_stats_are_plain_data():
+    s = summarize(torch.randn(100), histogram=True)
+    for name in Stats.__slots__:
+        value = getattr(s, name)
+        assert not isinstance(value, torch.Tensor)
+        if isinstance(value, tuple):
+            assert all(isinstance(v, (int, float)) for v in value)
+    with pytest.raises(AttributeError):
+        s.norm = 1.0  # frozen
+
+
+def test_formatting():
+    assert format_number(NAN) == "nan" and format_number(INF) == "inf" and format_number(-INF) == "-inf"
+    assert format_number(12.0) == "12" and format_number(0.000123456) == "0.0001235"
+    assert format_stats(None) == "None"
+    line = format_stats(summarize(torch.tensor([12.0])))
+    assert line == "[1] float32 cpu  norm 12  min 12  max 12  mean 12  values [12]"
+    line = format_stats(summarize(torch.tensor([1.0, NAN])))
+    assert "nonfinite 1" in line
+    assert "values" not in format_stats(summarize(torch.zeros(9)))  # more than a preview
+    assert describe(torch.ones(2)).startswith("[2] float32 cpu")
+    assert describe((torch.ones(1), torch.zeros(1))).startswith("[0] [1] float32")
+    assert describe(3) == "3"
+    assert len(describe("x" * 1000)) == 400
