@@ -1,0 +1,355 @@
+"""The stepping engine (gradtui.core.session) driven through ScriptRunner: pauses, every break
+spec, step/finish/continue across passes, edits that reach the leaves, `why`, and commands
+submitted from the test's own thread while the script runs in the runner's thread."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from conftest import example, run_headless, script, torch_originals
+from gradtui.core import events as ev
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def chain_grad(commands: list[str], tmp_path) -> tuple[torch.Tensor, object]:
+    """x.grad after running tests/scripts/chain.py (z = (3x)^2 at x = 2) with `commands`."""
+    path = tmp_path / "grads.pt"
+    run = run_headless(script("chain.py"), commands, [str(path)])
+    assert run.status == 0, run.output
+    return torch.load(path)["x"], run
+
+
+# ---- pauses and stepping --------------------------------------------------------------
+
+
+def test_first_pause_is_the_first_node_of_the_first_pass():
+    run = run_headless(example("chain.py"), ["continue"])
+    (pause,) = run.pauses
+    assert (pause.pass_index, pause.node, pause.name, pause.phase) == (0, 0, "PowBackward0", "before")
+    assert pause.reason == "step" and pause.done == 0 and pause.total == 3
+    assert pause.grads[0].values == (1.0,)
+    assert pause.grads[0].histogram is not None  # a pause carries histograms
+    assert [type(e).__name__ for e in run.events if isinstance(e, (ev.Paused, ev.Resumed))] == ["Paused", "Resumed"]
+    assert run.of(ev.Resumed)[0].mode == "continue"
+
+
+def test_step_walks_the_nodes_in_engine_order_with_their_gradients():
+    run = run_headless(example("chain.py"), ["step", "step"])
+    assert run.where == [(0, 0), (0, 1), (0, 2)]
+    assert [p.name for p in run.pauses] == ["PowBackward0", "MulBackward0", "AccumulateGrad"]
+    assert [p.grads[0].values for p in run.pauses] == [(1.0,), (12.0,), (36.0,)]
+    assert [p.done for p in run.pauses] == [0, 1, 2]
+    assert "-- no more commands: running to the end" in run.output
+    assert "x.grad = 36.0" in run.script_output()
+
+
+def test_source_lines_are_recorded():
+    run = run_headless(script("chain.py"), ["continue"])
+    (started,) = run.of(ev.PassStarted)
+    lines = open(script("chain.py"), encoding="utf-8").read().splitlines()
+    assert started.graph.nodes[0]["source"] == f"chain.py:{lines.index('z = y ** 2') + 1}"
+    assert started.graph.nodes[1]["source"] == f"chain.py:{lines.index('y = x * 3') + 1}"
+    assert started.call_text == "z.backward()"
+    assert started.call_site == f"chain.py:{lines.index('z.backward()') + 1}"
+
+
+def test_step_crosses_into_the_next_pass():
+    run = run_headless(script("loop.py"), ["step", "step", "step", "continue"], ["2"])
+    assert run.where == [(0, 0), (0, 1), (0, 2), (1, 0)]
+
+
+def test_later_passes_pause_only_at_breakpoints():
+    run = run_headless(script("loop.py"), ["continue"], ["3"])
+    assert run.where == [(0, 0)]
+    assert len(run.of(ev.PassStarted)) == 3
+    assert run.script_output().count("x.grad = 36.0") == 3
+
+
+def test_finish_pauses_at_the_first_node_of_the_next_pass():
+    run = run_headless(script("loop.py"), ["step", "finish", "continue"], ["3"])
+    assert run.where == [(0, 0), (0, 1), (1, 0)]
+    assert [e.mode for e in run.of(ev.Resumed)] == ["step", "finish", "continue"]
+
+
+def test_finish_in_the_last_pass_runs_to_the_end():
+    run = run_headless(example("chain.py"), ["finish"])
+    assert run.where == [(0, 0)]
+    assert run.finished.exit_status == 0
+
+
+def test_node_ran_events_and_leaf_grads():
+    run = run_headless(example("chain.py"), ["continue"])
+    ran = run.of(ev.NodeRan)
+    assert [(e.node, e.order) for e in ran] == [(0, 1), (1, 2), (2, 3)]
+    assert [e.grad_outputs[0].values for e in ran] == [(1.0,), (12.0,), (36.0,)]
+    assert [e.grad_inputs[0].values for e in ran[:2]] == [(12.0,), (36.0,)]
+    (finished,) = run.of(ev.PassFinished)
+    assert (finished.done, finished.total, finished.error) == (3, 3, None)
+    ((node, stats),) = finished.leaf_grads
+    assert node == 2 and stats.values == (36.0,)
+    assert run.of(ev.Progress)  # at least one progress report
+
+
+# ---- breakpoints ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("spec", "where"), [
+    ("MulBackward0", (0, 1)),
+    ("torch::autograd::AccumulateGrad", (0, 2)),
+    ("y", (0, 1)),
+    ("x", (0, 2)),
+    ("#2", (0, 2)),
+    ("norm>10", (0, 1)),  # 12 arrives at y's node
+    ("norm>20", (0, 2)),  # 36 arrives at x's accumulator
+    ("pass 1", (1, 0)),
+])
+def test_each_break_spec_pauses_where_it_should(spec, where):
+    run = run_headless(script("loop.py"), [f"break {spec}", "continue"], ["2"])
+    assert run.where == [(0, 0), where]
+    assert run.pauses[1].reason == f"breakpoint 1: {spec}"
+    (hit,) = run.of(ev.BreakpointHit)
+    assert (hit.number, hit.spec, hit.pass_index, hit.node) == (1, spec, *where)
+    assert run.report.to_json()["breakpoint_hits"] == [
+        {"breakpoint": 1, "spec": spec, "pass": where[0], "node": where[1]}]
+
+
+def test_break_on_a_parameter_of_a_sequential():
+    run = run_headless(script("sequential.py"), ["break 0.weight", "continue", "continue"])
+    assert len(run.pauses) == 2
+    pause = run.pauses[1]
+    (started,) = run.of(ev.PassStarted)
+    assert pause.name == "AccumulateGrad"
+    assert started.graph.nodes[pause.node]["param"] == "0.weight"
+    assert pause.grads[0].shape == (3, 2)
+
+
+def test_a_breakpoint_hits_in_every_pass():
+    run = run_headless(script("loop.py"), ["break y", "continue", "continue", "continue", "continue"], ["3"])
+    assert run.where == [(0, 0), (0, 1), (1, 1), (2, 1)]
+
+
+def test_nan_breakpoint_stops_after_the_node_that_made_it():
+    run = run_headless(example("nan.py"), ["break nan", "continue", "print", "continue"])
+    assert len(run.pauses) == 2
+    pause = run.pauses[1]
+    assert pause.name == "SqrtBackward0" and pause.phase == "after"
+    assert "SqrtBackward0" in pause.reason and "non-finite" in pause.reason
+    assert pause.grads[0].nonfinite == 1
+    assert "paused after #" in run.output and "SqrtBackward0" in run.output
+    assert "out[0]" in run.output  # `print` after a node shows what it sent
+    assert len(run.of(ev.BreakpointHit)) == 1  # not again at every node downstream
+
+
+def test_editing_after_the_node_ran_is_refused():
+    run = run_headless(example("nan.py"), ["break nan", "continue", "zero", "continue"])
+    refused = [r for r in run.results() if not r.ok]
+    assert [r.command for r in refused] == ["zero"]
+    assert "already run" in refused[0].text
+    assert "w.grad = [1.0, nan, 0.25]" in run.script_output()
+
+
+def test_delete_and_list_breakpoints():
+    run = run_headless(script("loop.py"), [
+        "break y", "break nan", "breakpoints", "delete 1", "breakpoints", "delete 7", "continue"], ["2"])
+    assert run.where == [(0, 0)]
+    texts = [(r.command, r.text, r.ok) for r in run.results()]
+    assert texts == [
+        ("break y", "breakpoint 1 at y", True),
+        ("break nan", "breakpoint 2 at nan", True),
+        ("breakpoints", "1: y  (hit 0x)\n2: nan  (hit 0x)", True),
+        ("delete 1", "deleted 1", True),
+        ("breakpoints", "2: nan  (hit 0x)", True),
+        ("delete 7", "no breakpoint 7", False),
+    ]
+
+
+def test_delete_all_and_hit_counts():
+    run = run_headless(script("loop.py"), [
+        "break y", "break x", "continue", "breakpoints", "delete all", "breakpoints", "continue"], ["2"])
+    assert run.where == [(0, 0), (0, 1)]
+    texts = [r.text for r in run.results()]
+    assert "1: y  (hit 1x)\n2: x  (hit 0x)" in texts
+    assert "deleted 1, 2" in texts and "no breakpoints" in texts
+
+
+def test_bad_commands_are_reported_and_skipped():
+    run = run_headless(example("chain.py"), ["frobnicate", "break a b", "scale x", "continue"])
+    assert run.where == [(0, 0)]
+    assert "error: unknown command 'frobnicate'" in run.output
+    assert "error: bad break spec 'a b'" in run.output
+    assert "error: scale: 'x' is not a number" in run.output
+    assert run.finished.exit_status == 0
+
+
+# ---- edits reach the leaf ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("commands", "expected"), [
+    (["step", "step", "scale 0.5", "continue"], 18.0),
+    (["step", "scale 0.5", "continue"], 18.0),  # at y's node: 12 -> 6, times 3
+    (["scale -1", "continue"], -36.0),  # at the first node
+    (["step", "step", "zero", "continue"], 0.0),
+    (["step", "zero", "continue"], 0.0),
+    (["step", "step", "set g * 3", "continue"], 108.0),
+    (["step", "set g + 1", "continue"], 39.0),
+    (["step", "step", "scale 2", "scale 2", "continue"], 144.0),  # edits compose
+])
+def test_edits_reach_the_leaf(commands, expected, tmp_path):
+    grad, run = chain_grad(commands, tmp_path)
+    assert torch.equal(grad, torch.tensor([expected]))
+    assert run.report.to_json()["edits"]
+
+
+def test_clip_reaches_the_leaf(tmp_path):
+    grad, _ = chain_grad(["step", "step", "clip 10", "continue"], tmp_path)
+    assert 10 * (1 - 1e-5) < grad.item() <= 10.0
+    grad, _ = chain_grad(["step", "clip 6", "continue"], tmp_path)  # 12 -> 6 at y's node
+    assert 18 * (1 - 1e-5) < grad.item() <= 18.0
+    grad, _ = chain_grad(["step", "step", "clip 100", "continue"], tmp_path)  # under the limit
+    assert torch.equal(grad, torch.tensor([36.0]))
+
+
+def test_edit_events_and_report(tmp_path):
+    _, run = chain_grad(["step", "step", "scale 0.5", "continue"], tmp_path)
+    (edit,) = run.of(ev.GradEdited)
+    assert (edit.pass_index, edit.node, edit.command) == (0, 2, "scale 0.5")
+    assert edit.before[0].values == (36.0,) and edit.after[0].values == (18.0,)
+    (result,) = [r for r in run.results() if r.command == "scale 0.5"]
+    assert result.ok and result.text.startswith("gradient now [1] float32 cpu  norm 18")
+    report = run.report.to_json()
+    assert report["edits"] == [{"pass": 0, "node": 2, "command": "scale 0.5",
+                                "before": [edit.before[0].to_json()], "after": [edit.after[0].to_json()]}]
+    x = report["passes"][0]["nodes"][2]
+    assert x["grad_outputs"][0]["values"] == [18.0]  # after the edit
+
+
+@pytest.mark.parametrize("bad", [
+    "set torch.zeros(2)", "set g.double()", "set torch.zeros(1, device='meta')", "set 3", "set nope",
+])
+def test_refused_edit_leaves_the_gradient_and_the_pause(bad, tmp_path):
+    grad, run = chain_grad(["step", "step", bad, "print", "continue"], tmp_path)
+    assert torch.equal(grad, torch.tensor([36.0]))
+    (refused,) = [r for r in run.results() if not r.ok]
+    assert refused.command == bad
+    (printed,) = [r for r in run.results() if r.command == "print"]
+    assert printed.ok and printed.text.startswith("in[0] [1] float32 cpu  norm 36")
+    assert not run.of(ev.GradEdited)
+    assert run.where == [(0, 0), (0, 1), (0, 2)]
+
+
+def test_edit_matches_the_scripts_own_hook(tmp_path):
+    """`break AddBackward0` + `scale 2` = `z.register_hook(lambda g: 2 * g)`, bit for bit."""
+    hooked, debugged = tmp_path / "hooked.pt", tmp_path / "debugged.pt"
+    plain = run_headless(script("add_matmul.py"), [], [str(hooked), "hook"])
+    assert plain.status == 0
+    run = run_headless(script("add_matmul.py"), ["break AddBackward0", "continue", "scale 2", "continue"],
+                       [str(debugged)])
+    assert [p.name for p in run.pauses] == ["DotBackward0", "AddBackward0"]
+    expected, actual = torch.load(hooked), torch.load(debugged)
+    for name in ("x", "y", "w"):
+        assert torch.equal(expected[name], actual[name]), name
+    assert not torch.equal(actual["x"], actual["x"] / 2)
+
+
+def test_print_expressions(tmp_path):
+    _, run = chain_grad(["step", "print g * 2", "print y", "print g.shape", "print 1/0", "continue"], tmp_path)
+    texts = {r.command: (r.ok, r.text) for r in run.results()}
+    assert texts["print g * 2"] == (True, "[1] float32 cpu  norm 24  min 24  max 24  mean 24  values [24]")
+    assert texts["print y"][0] and "values [6]" in texts["print y"][1]  # the script's own variable
+    assert texts["print g.shape"] == (True, "torch.Size([1])")
+    assert texts["print 1/0"][0] is False and "ZeroDivisionError" in texts["print 1/0"][1]
+
+
+def test_help_while_paused():
+    run = run_headless(example("chain.py"), ["help", "continue"])
+    (result,) = run.results()
+    assert result.ok and "step (s)" in result.text and "quit (q)" in result.text
+
+
+# ---- why -------------------------------------------------------------------------------
+
+
+def test_why_messages():
+    names = ["x", "h", "frozen", "detached", "unused", "other", "count", "nope"]
+    run = run_headless(script("why.py"), [f"why {n}" for n in names] + ["continue"])
+    texts = {r.command.removeprefix("why "): r.text for r in run.results()}
+    assert all(r.ok for r in run.results())
+    assert texts["x"].startswith("yes: x is a leaf on this graph, accumulated at #")
+    assert "AccumulateGrad (x)" in texts["x"]
+    assert texts["h"].startswith("yes: h is made by #") and "MulBackward0 (h)" in texts["h"]
+    assert "h.retain_grad()" in texts["h"]
+    assert texts["frozen"].startswith("frozen does not require grad")
+    assert "requires_grad=True" in texts["frozen"]
+    assert texts["detached"].startswith("detached does not require grad")
+    assert texts["unused"].startswith("unused requires grad but this pass's output does not depend on it")
+    assert texts["other"].startswith("other is not on this pass's graph: it was made by")
+    assert texts["count"] == "count is a int, not a tensor"
+    assert texts["nope"] == "nope is not defined where backward was called (<module>)"
+
+
+def test_why_names_the_node_the_gradient_arrives_at():
+    run = run_headless(script("why.py"), ["why h", "continue"])
+    (started,) = run.of(ev.PassStarted)
+    (result,) = run.results()
+    (h_node,) = [n for n, labels in started.graph.nodes(data="labels") if "h" in labels]
+    assert f"its gradient arrives at #{h_node}" in result.text
+
+
+# ---- driven from the test's thread -------------------------------------------------------
+
+
+def test_submit_from_another_thread(driven):
+    run = driven(script("chain.py"))
+    first = run.next(ev.Paused)
+    assert (first.pass_index, first.node) == (0, 0)
+    assert run.session.paused
+    run.submit("step")
+    second = run.next(ev.Paused)
+    assert (second.node, second.grads[0].values) == (1, (12.0,))
+    run.submit("step")
+    third = run.next(ev.Paused)
+    assert third.name == "AccumulateGrad"
+    run.submit("scale 0.5")
+    result = run.result()
+    assert result.ok and "norm 18" in result.text
+    run.submit("continue")
+    finished = run.join()
+    assert (finished.exit_status, finished.quit, finished.passes) == (0, False, 1)
+    output = "".join(e.text for e in run.events if isinstance(e, ev.Output))
+    assert "x.grad = 18.0" in output
+    assert not run.session.paused
+
+
+def test_commands_while_running_from_another_thread(driven, stash):
+    """Edits are refused while the script runs; breakpoints can be added any time."""
+    stash["waiting"], stash["go"] = threading.Event(), threading.Event()
+    run = driven(script("gated.py"))
+    run.next(ev.Paused)
+    run.submit("continue")
+    assert stash["waiting"].wait(10)  # the script runs, between its two passes
+    assert not run.session.paused
+    run.submit("zero")
+    refused = run.result()
+    assert (refused.command, refused.ok, refused.text) == ("zero", False, "not paused: the script is running")
+    run.submit("break pass 1")
+    added = run.result()
+    assert added.ok and added.text == "breakpoint 1 at pass 1"
+    run.submit("frobnicate")
+    bad = run.result()
+    assert not bad.ok and "unknown command" in bad.text
+    stash["go"].set()
+    pause = run.next(ev.Paused)
+    assert (pause.pass_index, pause.node, pause.reason) == (1, 0, "breakpoint 1: pass 1")
+    run.submit("continue")
+    assert run.join().exit_status == 0
+
+
+def test_originals_are_restored_after_a_run():
+    before = torch_originals()
+    run = run_headless(example("chain.py"), ["continue"])
+    assert run.finished.exit_status == 0
+    assert torch_originals() == before
