@@ -1,0 +1,1 @@
+"""The Textual UI of gradtui: app, screens, widgets (see app.py)."""

@@ -1,0 +1,334 @@
+"""The gradtui Textual app: runs the script in a thread worker, renders engine events, and
+turns keys and the command bar into session commands.
+
+The event loop never blocks: engine events arrive as messages from `Bridge` (posted on the
+script's thread), commands leave with `session.submit` (a queue put), and quitting waits
+for the script asynchronously (`ScriptHost.stop`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable
+
+from rich.text import Text
+from textual.app import App, ComposeResult, SystemCommand
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, RichLog
+
+from gradtui.core import events as ev
+from gradtui.core.commands import CommandError, Quit, parse
+from gradtui.core.report import Report
+from gradtui.core.runner import ScriptRunner
+from gradtui.core.session import Session
+from gradtui.ui import fmt, keys
+from gradtui.ui.bridge import Bridge
+from gradtui.ui.screens.help import HelpScreen
+from gradtui.ui.screens.prompt import PromptScreen
+from gradtui.ui.script import ScriptHost
+from gradtui.ui.state import Change, UIState
+from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
+from gradtui.ui.widgets.detail import DetailPane
+from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
+from gradtui.ui.widgets.header import GradHeader
+from gradtui.ui.widgets.node_list import NodeList
+
+WIDE = 160
+"""From this terminal width on, the detail and graph panes sit side by side."""
+
+ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
+                            "find", "find_next", "goto_current", "command", "help"})
+"""Actions that make no sense while a modal screen (help, prompt) is open."""
+
+OUTPUT_LINES = 5000
+"""The output pane keeps this many lines of the script's output."""
+
+
+class GradtuiApp(App[int]):
+    """Debug the backward passes of one script (see module doc)."""
+
+    CSS_PATH = "gradtui.tcss"
+    TITLE = "gradtui"
+    BINDINGS = keys.bindings()
+
+    def __init__(self, script: str, args: Iterable[str] = (), commands: Iterable[str] = (),
+                 report: Report | None = None) -> None:
+        super().__init__()
+        self.script_path = os.path.abspath(script)
+        self.state = UIState(os.path.basename(script))
+        self.bridge = Bridge(self.post_message)
+        self.session = Session(self.bridge)
+        if report is not None:
+            self.session.add_listener(report)
+        self.runner = ScriptRunner(script, list(args), self.session)
+        self.host = ScriptHost(self.runner)
+        self.pending_commands = list(commands)
+        self.find_query = ""
+        self.exit_status = 0
+        """What `run_app` returns: the script's exit status, 0 if the user quit."""
+
+    # ---- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        """Header, node list + output on the left, detail + graph on the right, command bar, footer."""
+        yield GradHeader(id="header")
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                yield NodeList(self.state, self.session.breakpoints, id="nodes")
+                yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=False, markup=False)
+            with Vertical(id="right"):
+                yield DetailPane(self.state, os.path.dirname(self.script_path), id="detail")
+                yield GraphPane(self.state, id="graph")
+        yield CommandBar(id="bar")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Title the panes, start the script in its worker."""
+        header = self.query_one(GradHeader)
+        header.script = self.state.script_name
+        self.query_one("#nodes").border_title = "nodes"
+        self.query_one("#output").border_title = "output"
+        self.query_one(DetailPane).show(None)
+        self.query_one(GraphPane).show(None)
+        self.query_one(NodeList).focus()
+        self.run_worker(self.host.run, thread=True, name="gradtui-script", group="script", exit_on_error=False)
+
+    def on_resize(self) -> None:
+        """Side by side detail and graph on wide terminals."""
+        self.query_one("#main").set_class(self.size.width >= WIDE, "wide")
+
+    async def on_unmount(self) -> None:
+        """However the app ends, the script thread must unwind (torch's functions restored)."""
+        await self.host.stop(1.0)
+
+    # ---- engine events -------------------------------------------------------------------
+
+    def on_bridge_nodes_ran(self, message: Bridge.NodesRan) -> None:
+        """A batch of nodes ran."""
+        self._redraw(self.state.apply_ran(message.events))
+
+    def on_bridge_engine_event(self, message: Bridge.EngineEvent) -> None:
+        """Any other engine event."""
+        event = message.event
+        if isinstance(event, ev.Output):
+            self._write_output(event.text, "red" if event.stream == "stderr" else "")
+            return
+        if isinstance(event, ev.CommandResult):
+            self._show_result(event)
+            return
+        change = self.state.apply(event)
+        self._redraw(change)
+        if isinstance(event, ev.Paused):
+            self._feed_command()
+        elif isinstance(event, ev.ScriptFinished):
+            self._script_finished(event)
+
+    def _redraw(self, change: Change) -> None:
+        nodes = self.query_one(NodeList)
+        if change.header:
+            self._update_header()
+        if change.new_pass:
+            nodes.reset()
+        elif change.rows:
+            nodes.refresh_nodes(change.rows)
+        if change.paused and self.state.current is not None:
+            nodes.select_node(self.state.current)  # the Selected message redraws the panes
+        elif change.rows or change.finished:
+            selected = nodes.selected
+            view = self.state.view
+            if selected is None or view is None:
+                self._show_selected(selected)
+            elif change.finished or selected in change.rows or view.finished:
+                self._show_selected(selected)
+            elif view.total <= WHOLE_LIMIT or change.rows & set(view.graph.successors(selected)):
+                self.query_one(GraphPane).show(selected)
+
+    def _update_header(self) -> None:
+        state, header = self.state, self.query_one(GradHeader)
+        view = state.view
+        if view is not None:
+            header.pass_text = f"pass {view.index} · {view.call_text or view.call + '()'}"
+            done, total = state.progress
+            self.query_one("#nodes").border_title = f"nodes (engine order) {done}/{total}"
+        header.status = state.status
+        header.status_text = state.status_text()
+
+    def _show_selected(self, node: int | None) -> None:
+        self.query_one(DetailPane).show(node)
+        self.query_one(GraphPane).show(node)
+
+    def on_node_list_selected(self, message: NodeList.Selected) -> None:
+        """The selection moved: show that node."""
+        self._show_selected(message.node)
+
+    def _script_finished(self, event: ev.ScriptFinished) -> None:
+        self.exit_status = 0 if event.quit else event.exit_status
+        if event.traceback:
+            self._write_output(fmt.user_traceback(event.traceback, os.path.dirname(self.script_path)), "red")
+        word = "stopped" if event.quit else f"exited with status {event.exit_status}"
+        self._write_output(f"── the script {word} · q to leave", "dim")
+        view = self.state.view
+        if view is not None and view.failed_node is not None:
+            self.query_one(NodeList).select_node(view.failed_node)
+        self._show_selected(self.query_one(NodeList).selected)
+
+    def _write_output(self, text: str, style: str = "") -> None:
+        log = self.query_one("#output", RichLog)
+        for line in text.rstrip("\n").split("\n"):
+            log.write(Text(line, style=style))
+
+    # ---- commands ------------------------------------------------------------------------
+
+    def send(self, text: str) -> None:
+        """Send a command line to the session (the answer comes back as an event)."""
+        try:
+            command = parse(text)
+        except CommandError:
+            command = None  # the session answers with the parse error
+        if isinstance(command, Quit):
+            self.run_action("quit")
+            return
+        self.session.submit(text)
+
+    def _show_result(self, event: ev.CommandResult) -> None:
+        self.query_one(CommandBar).answer(event.text, event.ok)
+        if "\n" in event.text.strip() or not event.ok:
+            self._write_output(f"(gradtui) {event.command}", "bold")
+            self._write_output(event.text, "" if event.ok else "red")
+        self.query_one(NodeList).refresh_visible()  # breakpoints may have changed
+        if self.session.paused:
+            self._feed_command()
+
+    def _feed_command(self) -> None:
+        """Submit the next -c/-x command, one per pause or answer (as headless mode does)."""
+        if self.pending_commands:
+            text = self.pending_commands.pop(0)
+            self._write_output(f"(gradtui) {text}", "bold")
+            self.send(text)
+
+    def on_command_bar_submitted(self, message: CommandBar.Submitted) -> None:
+        """A line typed in the command bar: run it and go back to the node list (like vim's `:`)."""
+        self._write_output(f"(gradtui) {message.text}", "bold")
+        self.query_one(NodeList).focus()
+        self.send(message.text)
+
+    def on_history_input_leave(self, message: HistoryInput.Leave) -> None:
+        """Escape in the command bar: back to the node list."""
+        self.query_one(NodeList).focus()
+
+    # ---- actions (keys, palette) ---------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Engine keys do nothing while a help or prompt screen is open."""
+        if action in ENGINE_ACTIONS and isinstance(self.screen, (HelpScreen, PromptScreen)):
+            return False
+        return True
+
+    def action_step(self) -> None:
+        """Run the paused node; pause before the next one."""
+        self.send("step")
+
+    def action_cont(self) -> None:
+        """Run until a breakpoint hits or the script ends."""
+        self.send("continue")
+
+    def action_finish(self) -> None:
+        """Run to the end of this pass."""
+        self.send("finish")
+
+    def action_zero(self) -> None:
+        """Zero the incoming gradient."""
+        self.send("zero")
+
+    def action_print(self) -> None:
+        """Statistics of the incoming gradient."""
+        self.send("print")
+
+    def action_toggle_break(self) -> None:
+        """Add, or delete, a breakpoint `#ID` on the selected node."""
+        node = self.query_one(NodeList).selected
+        if node is None:
+            self.query_one(CommandBar).answer("no node selected", ok=False)
+            return
+        existing = self.session.breakpoints.has_spec(f"#{node}")
+        self.send(f"delete {existing.number}" if existing else f"break #{node}")
+
+    def action_scale(self) -> None:
+        """Ask for a factor; scale the incoming gradient by it."""
+        self.push_screen(PromptScreen("scale the incoming gradient by", placeholder="0.5"),
+                         lambda value: value and self.send(f"scale {value}"))
+
+    def action_edit(self) -> None:
+        """Ask for an expression of g; replace the incoming gradient by it."""
+        self.push_screen(PromptScreen("replace the incoming gradient g by", value="g",
+                                      placeholder="g.clamp(-1, 1)",
+                                      hint="an expression of g and torch · same shape, dtype, device"),
+                         lambda value: value and self.send(f"set {value}"))
+
+    def action_find(self) -> None:
+        """Ask for an op name, label or #id; select the next node that matches."""
+        self.push_screen(PromptScreen("find a node by op name, label or #id", value=self.find_query,
+                                      placeholder="Addmm, fc.weight, #12"), self._find)
+
+    def action_find_next(self) -> None:
+        """The next match of the last find."""
+        if self.find_query:
+            self._find(self.find_query)
+        else:
+            self.action_find()
+
+    def _find(self, query: str | None) -> None:
+        if not query:
+            return
+        self.find_query = query
+        nodes, view = self.query_one(NodeList), self.state.view
+        row = view.find(query, nodes.cursor) if view is not None else None
+        if row is None:
+            self.query_one(CommandBar).answer(f"no node matches {query!r}", ok=False)
+            return
+        nodes.cursor = row
+        nodes.focus()
+
+    def action_goto_current(self) -> None:
+        """Select the node the engine is paused at."""
+        if self.state.current is None:
+            self.query_one(CommandBar).answer("not paused", ok=False)
+            return
+        self.query_one(NodeList).select_node(self.state.current)
+
+    def action_command(self) -> None:
+        """Focus the command bar."""
+        self.query_one(CommandBar).input.focus()
+
+    def action_help(self) -> None:
+        """Show every key and command."""
+        self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        """Stop the script (unwinding its thread) and leave."""
+        await self.host.stop(1.0)
+        self.exit(self.exit_status)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The command palette lists every gradtui action, then Textual's own."""
+        for key in keys.KEYS:
+            title, _, text = key.help.partition(": ")
+            yield SystemCommand(title.capitalize() if text else key.short.capitalize(),
+                                f"{text or key.help}  [{keys.display(key)}]",
+                                functools.partial(self.run_action, key.action))
+        yield from super().get_system_commands(screen)
+
+
+def run_app(script: str, args: Iterable[str] = (), commands: Iterable[str] = (),
+            report_path: str | None = None) -> int:
+    """Run the UI on `script` until the user quits; return the script's exit status."""
+    report = Report() if report_path else None
+    app = GradtuiApp(script, args, commands, report)
+    try:
+        app.run()
+    finally:
+        if report is not None and report_path:
+            report.write(report_path)
+    return app.exit_status

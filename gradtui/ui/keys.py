@@ -1,0 +1,60 @@
+"""The keys of the app, in one table: the bindings, the footer, the help screen and the
+command palette are all made from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key: what it does (an app action) and how it is described."""
+
+    keys: str
+    action: str
+    short: str
+    """Footer label."""
+    help: str
+    """Help screen and command palette text."""
+    footer: bool = True
+
+
+KEYS: tuple[Key, ...] = (
+    Key("s", "step", "step", "step: run the paused node, pause before the next one"),
+    Key("c", "cont", "cont", "continue: run until a breakpoint hits or the script ends"),
+    Key("f", "finish", "finish", "finish: run to the end of this pass"),
+    Key("b", "toggle_break", "break", "toggle a breakpoint on the selected node (#ID)"),
+    Key("x", "scale", "scale", "scale the incoming gradient by a factor (asks for it)"),
+    Key("z", "zero", "zero", "zero the incoming gradient"),
+    Key("e", "edit", "edit", "replace the incoming gradient by an expression of g (asks for it)"),
+    Key("p", "print", "print", "print statistics of the incoming gradient", footer=False),
+    Key("slash", "find", "find", "find a node by op name or label (/ again: next match)"),
+    Key("n", "find_next", "next", "next match of the last find", footer=False),
+    Key("g", "goto_current", "paused", "jump to the paused node", footer=False),
+    Key("colon", "command", "cmd", "type a command in the command bar"),
+    Key("question_mark", "help", "help", "this help screen"),
+    Key("q", "quit", "quit", "quit: stop the script and leave"),
+)
+
+OTHER_KEYS: tuple[tuple[str, str], ...] = (
+    ("↑ ↓  j k", "move in the node list"),
+    ("pgup pgdn home end", "page / jump in the node list"),
+    ("tab  shift+tab", "cycle the panes"),
+    ("up down (command bar)", "command history"),
+    ("escape (command bar)", "back to the node list"),
+    ("ctrl+p", "command palette: every action by name"),
+)
+
+DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?"}
+
+
+def bindings() -> list[Binding]:
+    """The app's bindings, made from KEYS."""
+    return [Binding(k.keys, k.action, k.short, show=k.footer) for k in KEYS]
+
+
+def display(key: Key) -> str:
+    """How a key is written for people: `/` rather than `slash`."""
+    return DISPLAY.get(key.keys, key.keys)

@@ -1,0 +1,269 @@
+"""What the UI shows, as plain Python fed by engine events: no Textual, easy to test.
+
+`UIState.apply(event)` folds one engine event into the model and returns a `Change` that
+says what to redraw (which node rows, whether a new pass replaced the list, ...), so the
+widgets redraw only what changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from gradtui.core import events as ev
+from gradtui.core.graph import engine_order
+from gradtui.core.summary import Stats
+
+Grads = tuple[Stats | None, ...]
+
+
+@dataclass
+class PassView:
+    """One backward pass as the UI knows it: its graph, engine order and what has flowed."""
+
+    index: int
+    call: str
+    call_text: str
+    call_site: str
+    graph: nx.DiGraph
+    order: list[int]
+    """Node ids in the order the engine runs them (the node list's rows)."""
+    row: dict[int, int]
+    """Node id -> its row in `order`."""
+    total: int
+    done: int = 0
+    ran: dict[int, int] = field(default_factory=dict)
+    """Node id -> the position (1-based) in which it ran."""
+    incoming: dict[int, Grads] = field(default_factory=dict)
+    """Gradients that reached a node (after edits)."""
+    incoming_hist: dict[int, Grads] = field(default_factory=dict)
+    """Incoming gradients with histograms, as a pause saw them (dropped by an edit)."""
+    outgoing: dict[int, Grads] = field(default_factory=dict)
+    """Gradients a node sent on, once it ran."""
+    outgoing_hist: dict[int, Grads] = field(default_factory=dict)
+    """Outgoing gradients with histograms (a pause after the node: `break nan`)."""
+    edits: dict[int, list[tuple[str, Grads]]] = field(default_factory=dict)
+    """Node id -> (command, gradients before it) for every edit made there."""
+    nonfinite: set[int] = field(default_factory=set)
+    """Nodes that received or sent a non-finite value."""
+    finished: bool = False
+    error: str | None = None
+    failed_node: int | None = None
+    leaf_grads: dict[int, Stats | None] = field(default_factory=dict)
+    """Accumulator node id -> its leaf's `.grad` after the pass."""
+
+    @classmethod
+    def from_event(cls, event: ev.PassStarted) -> "PassView":
+        """A fresh view of a pass that just started."""
+        order = engine_order(event.graph)
+        seen = set(order)
+        order += [n for n in event.graph.nodes if n not in seen]  # defensive: never lose a node
+        return cls(event.index, event.call, event.call_text, event.call_site, event.graph, order,
+                   {node: i for i, node in enumerate(order)}, event.graph.number_of_nodes())
+
+    def title(self, node: int) -> str:
+        """`#1 MulBackward0 (y)`."""
+        data = self.graph.nodes[node]
+        tags = [*data["labels"], *([data["param"]] if data["param"] else [])]
+        return f"#{node} {data['name']}" + (f" ({', '.join(tags)})" if tags else "")
+
+    def find(self, query: str, after_row: int) -> int | None:
+        """Row of the next node (wrapping) whose op name, label or parameter contains `query`."""
+        needle = query.strip().lower().removeprefix("#")
+        if not needle:
+            return None
+        count = len(self.order)
+        for step in range(1, count + 1):
+            row = (after_row + step) % count
+            node = self.order[row]
+            data = self.graph.nodes[node]
+            haystack = [data["name"], *data["labels"], data["param"] or ""]
+            if query.strip().startswith("#") and needle == str(node):
+                return row
+            if any(needle in item.lower() for item in haystack):
+                return row
+        return None
+
+
+@dataclass
+class Change:
+    """What one event changed, so the app redraws only that."""
+
+    rows: set[int] = field(default_factory=set)
+    """Node ids whose rows (markers) changed."""
+    new_pass: bool = False
+    header: bool = False
+    paused: bool = False
+    """A pause began: jump the selection to the paused node."""
+    finished: bool = False
+    """The script ended."""
+
+
+def _has_nonfinite(grads: Grads) -> bool:
+    return any(s is not None and s.nonfinite for s in grads)
+
+
+class UIState:
+    """The whole UI model: the latest pass, the engine's state, the script's end."""
+
+    def __init__(self, script_name: str) -> None:
+        self.script_name = script_name
+        self.view: PassView | None = None
+        self.status = "starting"
+        """starting, running, paused, finished, failed or quit."""
+        self.paused: ev.Paused | None = None
+        self.progress: tuple[int, int] = (0, 0)
+        self.mode = "step"
+        self.exit_status: int | None = None
+        self.traceback: str | None = None
+        self.passes = 0
+
+    @property
+    def current(self) -> int | None:
+        """The node the engine is paused at, in the shown pass."""
+        if self.paused is not None and self.view is not None and self.paused.pass_index == self.view.index:
+            return self.paused.node
+        return None
+
+    @property
+    def script_over(self) -> bool:
+        """Has the script ended (or been quit)?"""
+        return self.status in ("finished", "failed", "quit")
+
+    def apply(self, event: ev.Event) -> Change:
+        """Fold one event into the model."""
+        handler = getattr(self, f"_on_{type(event).__name__}", None)
+        return handler(event) if handler is not None else Change()
+
+    def apply_ran(self, events: list[ev.NodeRan]) -> Change:
+        """Fold a batch of NodeRan events (the bridge batches them)."""
+        change = Change(header=True)
+        for event in events:
+            change.rows |= self._on_NodeRan(event).rows
+        return change
+
+    # ---- one handler per event type ------------------------------------------------------
+
+    def _on_ScriptStarted(self, event: ev.ScriptStarted) -> Change:
+        self.status = "running"
+        return Change(header=True)
+
+    def _on_PassStarted(self, event: ev.PassStarted) -> Change:
+        self.view = PassView.from_event(event)
+        self.passes = event.index + 1
+        self.paused = None
+        self.status = "running"
+        self.progress = (0, self.view.total)
+        return Change(new_pass=True, header=True)
+
+    def _on_NodeRan(self, event: ev.NodeRan) -> Change:
+        view = self.view
+        if view is None or event.pass_index != view.index:
+            return Change()
+        view.ran[event.node] = event.order
+        view.done = max(view.done, event.order)
+        view.incoming[event.node] = event.grad_outputs
+        view.outgoing[event.node] = event.grad_inputs
+        if _has_nonfinite(event.grad_outputs) or _has_nonfinite(event.grad_inputs):
+            view.nonfinite.add(event.node)
+        self.progress = (view.done, view.total)
+        return Change(rows={event.node}, header=True)
+
+    def _on_Paused(self, event: ev.Paused) -> Change:
+        change = Change(header=True, paused=True)
+        previous = self.current
+        if previous is not None:
+            change.rows.add(previous)
+        self.paused = event
+        self.status = "paused"
+        view = self.view
+        if view is not None and event.pass_index == view.index:
+            view.done = max(view.done, event.done)
+            if event.phase == "before":
+                view.incoming[event.node] = event.grads
+                view.incoming_hist[event.node] = event.grads
+            else:
+                view.outgoing[event.node] = event.grads
+                view.outgoing_hist[event.node] = event.grads
+            if _has_nonfinite(event.grads):
+                view.nonfinite.add(event.node)
+            change.rows.add(event.node)
+        self.progress = (event.done, event.total)
+        return change
+
+    def _on_Resumed(self, event: ev.Resumed) -> Change:
+        change = Change(header=True)
+        if self.current is not None:
+            change.rows.add(self.current)
+        self.paused = None
+        self.mode = event.mode
+        self.status = "running"
+        return change
+
+    def _on_Progress(self, event: ev.Progress) -> Change:
+        if self.view is not None and event.pass_index == self.view.index:
+            self.progress = (event.done, event.total)
+        return Change(header=True)
+
+    def _on_GradEdited(self, event: ev.GradEdited) -> Change:
+        view = self.view
+        if view is None or event.pass_index != view.index:
+            return Change()
+        view.edits.setdefault(event.node, []).append((event.command, event.before))
+        view.incoming[event.node] = event.after
+        view.incoming_hist.pop(event.node, None)
+        if _has_nonfinite(event.after):
+            view.nonfinite.add(event.node)
+        return Change(rows={event.node})
+
+    def _on_PassFinished(self, event: ev.PassFinished) -> Change:
+        view = self.view
+        change = Change(header=True)
+        if view is None or event.index != view.index:
+            return change
+        if self.current is not None:
+            change.rows.add(self.current)
+        self.paused = None
+        view.finished = True
+        view.done = event.done
+        view.leaf_grads = dict(event.leaf_grads)
+        if event.error is not None and event.error != "quit":
+            view.error = event.error
+            view.failed_node = event.node
+            if event.node is not None:
+                change.rows.add(event.node)
+        self.progress = (event.done, event.total)
+        return change
+
+    def _on_ScriptFinished(self, event: ev.ScriptFinished) -> Change:
+        change = Change(header=True, finished=True)
+        if self.current is not None:
+            change.rows.add(self.current)
+        self.paused = None
+        self.exit_status = event.exit_status
+        self.traceback = event.traceback
+        if event.quit:
+            self.status = "quit"
+        elif event.exit_status != 0 or event.traceback:
+            self.status = "failed"
+        else:
+            self.status = "finished"
+        return change
+
+    # ---- what the header says ------------------------------------------------------------
+
+    def status_text(self) -> str:
+        """`paused at #1 MulBackward0 (y) · step`, `running 40/100`, `finished · exit 0`..."""
+        view = self.view
+        if self.status == "paused" and self.paused is not None:
+            where = view.title(self.paused.node) if view is not None else f"#{self.paused.node}"
+            after = " (after it ran)" if self.paused.phase == "after" else ""
+            return f"paused at {where}{after}"
+        if self.status == "running":
+            done, total = self.progress
+            return f"running {done}/{total}" if total else "running"
+        if self.status in ("finished", "failed"):
+            failed = " · backward failed" if view is not None and view.error else ""
+            return f"{self.status}{failed} · exit {self.exit_status}"
+        return self.status

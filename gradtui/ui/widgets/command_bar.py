@@ -1,0 +1,91 @@
+"""The command bar: an answer line above an Input that takes the full command language."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.content import Content
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Input, Static
+
+
+class HistoryInput(Input):
+    """An Input with shell-like history on up/down; escape leaves it."""
+
+    BINDINGS = [
+        Binding("up", "history(-1)", "previous", show=False),
+        Binding("down", "history(1)", "next", show=False),
+        Binding("escape", "leave", "leave", show=False),
+    ]
+
+    @dataclass
+    class Leave(Message):
+        """The user pressed escape: give the focus back."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.history: list[str] = []
+        self._index = 0
+        self._draft = ""
+
+    def remember(self, text: str) -> None:
+        """Add a submitted line to the history (no immediate repeats)."""
+        if text and (not self.history or self.history[-1] != text):
+            self.history.append(text)
+        self._index = len(self.history)
+        self._draft = ""
+
+    def action_history(self, delta: int) -> None:
+        """Show the previous (-1) or next (+1) line of the history."""
+        if not self.history:
+            return
+        if self._index == len(self.history):
+            self._draft = self.value
+        self._index = max(0, min(len(self.history), self._index + delta))
+        self.value = self.history[self._index] if self._index < len(self.history) else self._draft
+        self.cursor_position = len(self.value)
+
+    def action_leave(self) -> None:
+        """Tell the bar to give the focus back."""
+        self.post_message(self.Leave())
+
+
+class CommandBar(Vertical):
+    """Answer line + command input; posts `Submitted` with the typed line."""
+
+    @dataclass
+    class Submitted(Message):
+        """The user entered a command line."""
+
+        text: str
+
+    def compose(self) -> ComposeResult:
+        """The answer line, then the input."""
+        yield Static(Content.styled("type : then a command, ? for help", "$text-muted"), id="answer")
+        yield HistoryInput(placeholder="command — step, continue, break nan, scale 0.5, print, help…",
+                           id="command-input", select_on_focus=False)
+
+    @property
+    def input(self) -> HistoryInput:
+        """The input widget."""
+        return self.query_one(HistoryInput)
+
+    def answer(self, text: str, ok: bool = True) -> None:
+        """Show the first line of an answer (errors in red)."""
+        first = text.splitlines()[0] if text else ""
+        more = "  (more in the output pane)" if "\n" in text.strip() else ""
+        style = "$text-success" if ok else "bold $text-error"
+        self.query_one("#answer", Static).update(
+            Content.assemble(("✓ " if ok else "✗ ", style), (first, "" if ok else "$text-error"), (more, "$text-muted")))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Send the line on, remember it, clear the input."""
+        event.stop()
+        text = event.value.strip()
+        self.input.remember(text)
+        self.input.value = ""
+        if text:
+            self.post_message(self.Submitted(text))

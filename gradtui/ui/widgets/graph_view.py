@@ -1,0 +1,117 @@
+"""The graph pane: the selected node's neighbourhood, and the whole pass when it is small.
+
+Drawn as text from the networkx graph: consumers above (gradient comes from them), the node,
+its inputs below (gradient goes to them); then, for passes of at most `WHOLE_LIMIT` nodes,
+every node layered by `nx.topological_generations` (layer k = k steps from the root).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import networkx as nx
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from gradtui.ui.state import PassView, UIState
+
+WHOLE_LIMIT = 40
+"""Passes with at most this many nodes are drawn whole."""
+
+NEIGHBOURS_SHOWN = 8
+"""At most this many consumers / inputs are listed."""
+
+_SUFFIX = re.compile(r"Backward\d*$")
+
+
+def short_op(name: str) -> str:
+    """`AddmmBackward0` -> `Addmm`; `AccumulateGrad` stays."""
+    return _SUFFIX.sub("", name) or name
+
+
+class GraphPane(VerticalScroll):
+    """Neighbourhood of the selected node, and the layered pass if small (see module doc)."""
+
+    def __init__(self, state: UIState, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.state = state
+        self._layers: list[list[int]] | None = None
+        self._layers_of: int | None = None
+
+    def compose(self) -> ComposeResult:
+        """One Static holds the drawing."""
+        yield Static(id="graph-body")
+
+    def show(self, node: int | None) -> None:
+        """Draw around `node`."""
+        view = self.state.view
+        body = self.query_one("#graph-body", Static)
+        if view is None or node is None or node not in view.graph:
+            self.border_title = "graph"
+            body.update(Content.styled("no pass yet", "$text-muted"))
+            return
+        self.border_title = f"graph · pass {view.index} · {view.total} nodes"
+        lines = list(self._neighbourhood(view, node))
+        if view.total <= WHOLE_LIMIT:
+            lines += [Content(""), *self._whole(view, node)]
+        body.update(Content("\n").join(lines))
+
+    def _marker(self, view: PassView, node: int) -> tuple[str, str]:
+        if node == view.failed_node:
+            return "✗", "$text-error"
+        if node == self.state.current:
+            return "▶", "$text-warning"
+        if node in view.nonfinite:
+            return "⚠", "$text-warning"
+        if node in view.ran:
+            return "✓", "$text-success"
+        return "·", "$text-muted"
+
+    def _chip(self, view: PassView, node: int, selected: int, long: bool = False) -> Content:
+        data = view.graph.nodes[node]
+        tags = [*data["labels"], *([data["param"]] if data["param"] else [])]
+        marker, style = self._marker(view, node)
+        if long:
+            text = f"#{node} {data['name']}" + (f" ({', '.join(tags)})" if tags else "")
+        else:
+            text = f"#{node} {short_op(data['name'])}" + (f"({tags[0]})" if tags else "")
+        name_style = "bold reverse" if node == selected else ("" if node in view.ran else "$text-muted")
+        return Content.assemble((marker + " ", style), (text, name_style))
+
+    def _listing(self, view: PassView, label: str, nodes: list[int], selected: int) -> Iterable[Content]:
+        """`label` on the first line, one node per line, at most NEIGHBOURS_SHOWN."""
+        shown = nodes[:NEIGHBOURS_SHOWN]
+        for i, other in enumerate(shown):
+            yield Content.assemble((f" {label if i == 0 else '':<5} ", "$text-muted"),
+                                   self._chip(view, other, selected, long=True))
+        if len(nodes) > len(shown):
+            yield Content.styled(f"       … {len(nodes) - len(shown)} more", "$text-muted")
+
+    def _neighbourhood(self, view: PassView, node: int) -> Iterable[Content]:
+        graph = view.graph
+        consumers = sorted(graph.predecessors(node))
+        inputs = [n for _, n, _ in sorted(graph.out_edges(node, data="slot"), key=lambda e: e[2])]
+        if consumers:
+            yield from self._listing(view, "from", consumers, node)
+        else:
+            yield Content.styled(" from  nothing: the gradient starts here", "$text-muted")
+        yield Content.styled("   ▼", "$text-muted")
+        yield from self._listing(view, "node", [node], node)
+        yield Content.styled("   ▼", "$text-muted")
+        if inputs:
+            yield from self._listing(view, "to", inputs, node)
+        else:
+            yield Content.styled(" to    nothing: a leaf, the gradient ends here", "$text-muted")
+
+    def _whole(self, view: PassView, selected: int) -> Iterable[Content]:
+        if self._layers_of != id(view.graph):
+            self._layers = [sorted(layer) for layer in nx.topological_generations(view.graph)]
+            self._layers_of = id(view.graph)
+        yield Content.styled("whole pass, by depth from the root", "bold $text-primary")
+        width = len(str(len(self._layers or []) - 1))
+        for depth, layer in enumerate(self._layers or []):
+            chips = Content("  ").join(self._chip(view, n, selected) for n in layer)
+            yield Content.assemble((f" {depth:>{width}} │ ", "$text-muted"), chips)

@@ -1,0 +1,274 @@
+"""Pilot tests: press keys as a user would and read what the app shows."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from gradtui.core.report import Report
+from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.help import HelpScreen
+from gradtui.ui.screens.prompt import PromptScreen
+from gradtui.ui.widgets.command_bar import CommandBar
+from gradtui.ui.widgets.header import GradHeader
+from gradtui.ui.widgets.node_list import NodeList
+from ui_helpers import (SIZE, detail_text, example, graph_text, row_text, selected, ui_script, wait_for,
+                        wait_paused_at)
+
+ORIGINAL_BACKWARD = torch.Tensor.backward
+
+
+def answer_text(app: GradtuiApp) -> str:
+    return str(app.query_one(CommandBar).query_one("#answer").visual)
+
+
+async def type_text(pilot, text: str) -> None:
+    await pilot.press(*[{" ": "space", ".": "full_stop"}.get(ch, ch) for ch in text])
+
+
+@pytest.mark.asyncio
+async def test_step_through_chain_shows_each_gradient():
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        assert "PowBackward0" in detail_text(app)
+        assert "values [1]" in detail_text(app)
+        assert "paused at #0 PowBackward0 (z)" in app.query_one(GradHeader).status_text
+        assert row_text(app, 0).startswith("▶ 0 PowBackward0")
+
+        await pilot.press("s")
+        await wait_paused_at(pilot, 1)
+        text = detail_text(app)
+        assert "MulBackward0" in text and "grad of y" in text
+        assert "values [12]" in text  # dz/dy = 2y = 12
+        assert "y = x * 3" in text  # the source line, marked
+        assert row_text(app, 0).startswith("✓ 0 PowBackward0")
+        assert row_text(app, 1).startswith("▶ 1 MulBackward0")
+
+        await pilot.press("s")
+        await wait_paused_at(pilot, 2)
+        text = detail_text(app)
+        assert "AccumulateGrad" in text and "grad of x" in text
+        assert "values [36]" in text  # dz/dx = 36
+        # the node that ran shows what it sent on
+        await pilot.press("k")
+        await wait_for(pilot, lambda: selected(app) == 1)
+        assert "outgoing gradients" in detail_text(app)
+        assert "→ #2 AccumulateGrad (x)" in detail_text(app)
+
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.state.status == "finished", what="the script's end")
+        await pilot.pause()
+        view = app.state.view
+        assert view.leaf_grads[2].values == (36.0,)
+        assert "x.grad" in detail_text(app) and "exit status 0" in detail_text(app)
+        assert all(row_text(app, n).startswith("✓") for n in (0, 1, 2))
+        assert "finished · exit 0" in app.query_one(GradHeader).status_text
+
+
+@pytest.mark.asyncio
+async def test_scale_key_changes_the_gradient_reaching_the_leaf():
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("s")
+        await wait_paused_at(pilot, 1)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the scale prompt")
+        await type_text(pilot, "0.5")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: 1 in app.state.view.edits, what="the edit")
+        await pilot.pause()
+        assert "edited: scale 0.5" in detail_text(app)
+        assert "values [6]" in detail_text(app)
+        assert "gradient now" in answer_text(app)
+
+        await pilot.press("s")
+        await wait_paused_at(pilot, 2)
+        assert "values [18]" in detail_text(app)  # 6 * 3 instead of 36
+
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "finished", what="the script's end")
+        assert app.state.view.leaf_grads[2].values == (18.0,)
+
+
+@pytest.mark.asyncio
+async def test_b_on_a_node_then_c_pauses_there_and_b_again_removes_it():
+    app = GradtuiApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        order = app.state.view.order
+        target = order[5]
+        for _ in range(5):
+            await pilot.press("j")
+        await wait_for(pilot, lambda: selected(app) == target)
+        await pilot.press("b")
+        await wait_for(pilot, lambda: app.session.breakpoints.has_spec(f"#{target}") is not None,
+                       what="the breakpoint")
+        await pilot.pause()
+        assert row_text(app, target).rstrip().endswith("●")
+
+        await pilot.press("c")
+        await wait_paused_at(pilot, target)
+        assert app.state.paused.reason.startswith("breakpoint 1")
+        assert app.state.view.done == 5
+
+        await pilot.press("b")
+        await wait_for(pilot, lambda: len(app.session.breakpoints) == 0, what="the breakpoint's removal")
+        await pilot.pause()
+        assert "●" not in row_text(app, target)
+
+
+@pytest.mark.asyncio
+async def test_break_nan_in_the_command_bar_stops_at_the_first_nonfinite_node():
+    app = GradtuiApp(example("nan.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("colon")
+        await type_text(pilot, "break nan")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(app.session.breakpoints) == 1, what="break nan")
+        await wait_for(pilot, lambda: "breakpoint 1 at nan" in answer_text(app))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.query_one(NodeList).has_focus)
+
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after",
+                       what="the NaN stop")
+        node = app.state.current
+        await wait_paused_at(pilot, node)
+        view = app.state.view
+        assert view.graph.nodes[node]["name"] == "SqrtBackward0"
+        assert node in view.nonfinite
+        row = row_text(app, node)
+        assert row.startswith("▶") and "⚠" in row
+        text = detail_text(app)
+        assert "paused after it ran" in text and "non-finite 1" in text
+        assert "after it ran" in app.query_one(GradHeader).status_text
+
+
+@pytest.mark.asyncio
+async def test_q_mid_pass_unwinds_the_script_thread_and_restores_torch():
+    app = GradtuiApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("s")
+        await wait_paused_at(pilot, 1)
+        assert torch.Tensor.backward is not ORIGINAL_BACKWARD  # the session is installed
+        started = time.monotonic()
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.host.done.is_set(), timeout=2, what="the script thread to end")
+        assert time.monotonic() - started < 1.0
+    assert app.host.done.is_set()
+    worker = next(w for w in app.workers if w.name == "gradtui-script") if list(app.workers) else None
+    assert worker is None or worker.is_finished
+    assert torch.Tensor.backward is ORIGINAL_BACKWARD
+    assert app.return_value == 0 and app.exit_status == 0
+
+
+@pytest.mark.asyncio
+async def test_an_error_in_a_backward_is_shown_beside_its_node():
+    app = GradtuiApp(ui_script("error_in_backward.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "failed", what="the failure")
+        view = app.state.view
+        failed = view.failed_node
+        assert view.graph.nodes[failed]["kind"] == "custom"
+        await wait_for(pilot, lambda: selected(app) == failed)
+        await pilot.pause()
+        assert row_text(app, failed).startswith("✗")
+        text = detail_text(app)
+        assert "the backward failed here: ValueError: this backward explodes on purpose" in text
+        assert 'File "error_in_backward.py", line 15, in backward' in text
+        assert "/" not in text.split("Traceback")[1].split("ValueError")[0].replace("/work", "")  # short paths
+        assert app.exit_status == 1
+        await pilot.press("j")  # the app is alive and usable
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_bad_commands_are_answered_in_the_bar_never_crash():
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        for line, expected in (("frobnicate", "unknown command"), ("scale abc", "not a number"),
+                               ("set g[", "syntax error"), ("set g.sum()", "")):
+            await pilot.press("colon")
+            await type_text(pilot, line)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: answer_text(app).startswith("✗") and expected in answer_text(app),
+                           what=f"the answer to {line!r}")
+            app.query_one(CommandBar).answer("")
+        # history: up brings the last line back
+        await pilot.press("colon", "up")
+        assert app.query_one(CommandBar).input.value == "set g.sum()"
+        await pilot.press("escape")
+        # a refused key while running is answered too: x on a finished script
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "finished")
+        await pilot.press("z")
+        await wait_for(pilot, lambda: "not paused" in answer_text(app))
+        assert app.is_running
+
+
+@pytest.mark.asyncio
+async def test_help_find_goto_and_palette():
+    app = GradtuiApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("s")  # engine keys are off under the help screen
+        await pilot.pause(0.1)
+        assert app.state.current == 0
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen))
+        await type_text(pilot, "Accumulate")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.state.view.graph.nodes[selected(app)]["name"] == "AccumulateGrad")
+        first = selected(app)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: selected(app) != first)
+        assert app.state.view.graph.nodes[selected(app)]["name"] == "AccumulateGrad"
+        await pilot.press("g")
+        await wait_for(pilot, lambda: selected(app) == 0)
+
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in ("Step", "Continue", "Finish", "Quit"):
+            assert title in titles
+        assert "whole pass" in graph_text(app)
+
+
+@pytest.mark.asyncio
+async def test_commands_given_up_front_run_at_the_pauses_and_the_report_is_kept():
+    report = Report()
+    app = GradtuiApp(example("chain.py"), commands=["step", "break AccumulateGrad", "continue"], report=report)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 2)
+        assert app.state.paused.reason.startswith("breakpoint")
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "finished")
+    data = report.to_json()
+    assert data["exit_status"] == 0 and len(data["passes"]) == 1
+    assert torch.Tensor.backward is ORIGINAL_BACKWARD
+
+
+@pytest.mark.asyncio
+async def test_progress_and_output_while_running_many_passes():
+    app = GradtuiApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "finished")
+        await pilot.pause()
+        assert app.state.view.index == 2
+        log = "\n".join(str(line.text) for line in app.query_one("#output").lines)
+        assert "epoch 2 loss" in log and "exited with status 0" in log
+        assert "10/10" in app.query_one(NodeList).border_title
