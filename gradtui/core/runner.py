@@ -15,6 +15,7 @@ import runpy
 import sys
 import threading
 import traceback
+import types
 from typing import TextIO
 
 from gradtui.core import events as ev
@@ -101,10 +102,17 @@ class ScriptRunner:
         return status
 
     def _format(self, exc: BaseException) -> str:
-        """The traceback from the first frame of user code on (gradtui's frames trimmed)."""
+        """The traceback without gradtui's and runpy's frames (also those between user frames,
+        e.g. the session's backward wrappers when a user hook raises during backward)."""
+        kept = []
         tb = exc.__traceback__
-        while tb is not None and not _is_user_file(tb.tb_frame.f_code.co_filename):
+        while tb is not None:
+            if _is_user_file(tb.tb_frame.f_code.co_filename):
+                kept.append(tb)
             tb = tb.tb_next
+        tb = None
+        for entry in reversed(kept):
+            tb = types.TracebackType(tb, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
         return "".join(traceback.format_exception(type(exc), exc, tb))
 
     def start(self) -> threading.Thread:
