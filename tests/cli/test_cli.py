@@ -1,0 +1,219 @@
+"""The command line, in subprocesses: `python -m gradtui --headless ...` (and the `gradtui`
+console script when it is installed) on the example scripts, the report's JSON shape, errors,
+`-x FILE`, `--help`, the bundled demo, and that headless runs never import Textual."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, example, script
+
+pytestmark = pytest.mark.timeout(120)
+
+TIMEOUT = 60
+LAUNCHERS = [[sys.executable, "-m", "gradtui"]]
+if shutil.which("gradtui"):
+    LAUNCHERS.append([shutil.which("gradtui")])
+
+NODE_KEYS = {"id", "name", "labels", "param", "source", "module", "order", "next", "grad_outputs", "grad_inputs"}
+STATS_KEYS = {"shape", "dtype", "device", "norm", "min", "max", "mean", "nonfinite"}
+
+
+def gradtui(*args: str, launcher: list[str] | None = None, cwd=REPO) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([*(launcher or LAUNCHERS[0]), *args], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=cwd, env=env)
+
+
+def strict_json(path) -> dict:
+    def refuse(name: str):
+        raise AssertionError(f"not strict JSON: {name}")
+
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle, parse_constant=refuse)
+
+
+def check_stats(stats: dict) -> None:
+    assert STATS_KEYS <= set(stats) <= STATS_KEYS | {"values"}
+    numel = 1
+    for dim in stats["shape"]:
+        numel *= dim
+    if numel <= 64:
+        assert len(stats["values"]) == numel
+    else:
+        assert "values" not in stats
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS, ids=lambda l: os.path.basename(l[-1]))
+def test_chain_with_steps_prints_12_and_36(launcher):
+    done = gradtui("--headless", "-c", "step", "-c", "step", "-c", "continue", example("chain.py"),
+                   launcher=launcher)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "paused before #1 MulBackward0 (y)" in out
+    assert "in[0] [1] float32 cpu  norm 12  min 12  max 12  mean 12  values [12]" in out
+    assert "paused before #2 AccumulateGrad (x)" in out
+    assert "in[0] [1] float32 cpu  norm 36  min 36  max 36  mean 36  values [36]" in out
+    assert "x.grad = 36.0" in out
+    assert out.rstrip().endswith("script exited with status 0")
+
+
+def test_edit_from_the_command_line():
+    done = gradtui("--headless", "-c", "step", "-c", "step", "-c", "scale 0.5", "-c", "continue",
+                   example("chain.py"))
+    assert done.returncode == 0
+    assert "x.grad = 18.0" in done.stdout
+
+
+def test_report_shape(tmp_path):
+    report_path = tmp_path / "report.json"
+    done = gradtui("--headless", "-c", "break 0.weight", "-c", "continue", "-c", "scale 2", "-c", "continue",
+                   "--report", str(report_path), example("mlp.py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = strict_json(report_path)
+    assert {"script", "exit_status", "passes", "breakpoint_hits", "edits"} <= set(report)
+    assert report["script"] == example("mlp.py") and report["exit_status"] == 0
+    assert [p["index"] for p in report["passes"]] == [0, 1, 2]
+    big = small = 0
+    for p in report["passes"]:
+        assert {"index", "call", "nodes"} <= set(p) and p["call"] == "backward"
+        ids = [n["id"] for n in p["nodes"]]
+        assert ids == list(range(len(ids)))
+        orders = sorted(n["order"] for n in p["nodes"])
+        assert orders == list(range(1, len(ids) + 1))  # every node ran, once
+        for node in p["nodes"]:
+            assert NODE_KEYS <= set(node)
+            assert isinstance(node["name"], str) and isinstance(node["labels"], list)
+            assert all(0 <= j < len(ids) for j in node["next"])
+            for stats in node["grad_outputs"] + node["grad_inputs"]:
+                if stats is not None:
+                    check_stats(stats)
+                    big += "values" not in stats
+                    small += "values" in stats
+    assert big and small  # both forms occur: the MLP has 64x16 activations and scalars
+    loss = report["passes"][0]["nodes"][0]
+    assert loss["name"] == "MseLossBackward0" and loss["labels"] == ["loss"]
+    assert loss["source"].startswith("mlp.py:")
+    params = {n["param"] for n in report["passes"][0]["nodes"] if n["param"]}
+    assert params == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    (hit,) = report["breakpoint_hits"][:1]
+    assert hit["spec"] == "0.weight" and hit["pass"] == 0
+    (edit,) = report["edits"]
+    assert edit["command"] == "scale 2" and edit["node"] == hit["node"]
+    assert edit["after"][0]["norm"] == pytest.approx(2 * edit["before"][0]["norm"], rel=1e-6)
+
+
+def test_report_of_nan_is_strict_json(tmp_path):
+    report_path = tmp_path / "report.json"
+    done = gradtui("--headless", "-c", "break nan", "-c", "continue", "--report", str(report_path),
+                   example("nan.py"))
+    assert done.returncode == 0
+    report = strict_json(report_path)
+    (sqrt,) = [n for n in report["passes"][0]["nodes"] if n["name"] == "SqrtBackward0"]
+    assert sqrt["grad_inputs"][0]["values"][1] == "nan"
+    assert sqrt["grad_inputs"][0]["nonfinite"] == 1
+    assert report["breakpoint_hits"] == [{"breakpoint": 1, "spec": "nan", "pass": 0, "node": sqrt["id"]}]
+    assert "paused after" in done.stdout and "SqrtBackward0" in done.stdout
+
+
+def test_missing_script():
+    done = gradtui("--headless", "no/such/script.py")
+    assert done.returncode == 2
+    assert "gradtui: no such script: no/such/script.py" in done.stderr
+    assert done.stdout == ""
+
+
+def test_syntax_error_in_the_script(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nloss = (\n", encoding="utf-8")
+    report_path = tmp_path / "report.json"
+    done = gradtui("--headless", "--report", str(report_path), str(bad))
+    assert done.returncode == 1
+    assert f'File "{bad}", line 2' in done.stdout and "SyntaxError" in done.stdout
+    report = strict_json(report_path)
+    assert report["exit_status"] == 1 and report["passes"] == [] and "SyntaxError" in report["error"]
+
+
+def test_exception_in_the_script_still_writes_the_report(tmp_path):
+    report_path = tmp_path / "report.json"
+    done = gradtui("--headless", "-c", "continue", "--report", str(report_path), script("raises.py"))
+    assert done.returncode == 1
+    assert "ValueError: boom after one pass" in done.stdout
+    report = strict_json(report_path)
+    assert report["exit_status"] == 1 and len(report["passes"]) == 1
+
+
+def test_exit_status_is_the_scripts():
+    assert gradtui("--headless", script("exit3.py")).returncode == 3
+
+
+def test_command_file(tmp_path):
+    commands = tmp_path / "commands.txt"
+    commands.write_text("# step to x's accumulator\nstep\n\nstep\n", encoding="utf-8")
+    done = gradtui("--headless", "-x", str(commands), "-c", "scale 0.5", "-c", "continue", example("chain.py"))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.index("(gradtui) step") < out.index("(gradtui) scale 0.5")  # -x runs before -c
+    assert "# step" not in out
+    assert "x.grad = 18.0" in out
+
+
+def test_missing_command_file(tmp_path):
+    done = gradtui("--headless", "-x", str(tmp_path / "nope.txt"), example("chain.py"))
+    assert done.returncode == 2
+    assert "gradtui: cannot read -x" in done.stderr
+
+
+def test_arguments_after_the_script_go_to_the_script():
+    done = gradtui("--headless", script("io_argv.py"), "-c", "step", "--report", "x")
+    assert done.returncode == 0, done.stderr
+    assert "argv ['-c', 'step', '--report', 'x']" in done.stdout
+    assert "to stderr" in done.stdout  # the script's stderr is shown in order, on stdout
+
+
+def test_help_mentions_the_commands():
+    done = gradtui("--help")
+    assert done.returncode == 0
+    for word in ("--headless", "-c CMD", "-x FILE", "--report", "step (s)", "continue (c)", "finish (f)",
+                 "break SPEC", "scale F", "zero", "clip N", "set EXPR", "print [EXPR]", "why NAME", "quit (q)",
+                 "norm>X", "pass N"):
+        assert word in done.stdout, word
+
+
+def test_no_script_runs_the_demo(tmp_path):
+    report_path = tmp_path / "report.json"
+    done = gradtui("--headless", "-c", "continue", "--report", str(report_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "step 2 loss" in done.stdout
+    report = strict_json(report_path)
+    assert report["script"].endswith(os.path.join("gradtui", "examples", "demo.py"))
+    assert len(report["passes"]) == 3
+
+
+CHECK_NO_UI = """
+import sys
+import gradtui.core.session, gradtui.core.runner, gradtui.core.report, gradtui.cli, gradtui.headless
+def loaded():
+    return sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'rich'})
+assert not loaded(), loaded()
+from gradtui import cli
+status = cli.main(['--headless', '-c', 'step', '-c', 'continue', sys.argv[1]])
+assert status == 0, status
+assert not loaded(), loaded()
+print('no ui loaded')
+"""
+
+
+def test_headless_never_imports_textual():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", CHECK_NO_UI, example("chain.py")], capture_output=True,
+                          text=True, timeout=TIMEOUT, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "x.grad = 36.0" in done.stdout
+    assert done.stdout.rstrip().endswith("no ui loaded")
