@@ -348,6 +348,40 @@ def test_commands_while_running_from_another_thread(driven, stash):
     assert run.join().exit_status == 0
 
 
+def test_backward_on_another_thread_is_not_intercepted(driven, stash):
+    """The session only debugs the script's thread: the test's own backward runs untouched,
+    even while the script is paused in a hook."""
+    stash["waiting"], stash["go"] = threading.Event(), threading.Event()
+    run = driven(script("gated.py"))
+    run.next(ev.Paused)
+    assert run.session.paused
+    a = torch.ones(3, requires_grad=True)
+    (a * 4).sum().backward()  # would deadlock or pause if intercepted
+    assert torch.equal(a.grad, torch.full((3,), 4.0))
+    run.submit("continue")
+    assert stash["waiting"].wait(10)
+    b = torch.ones(2, requires_grad=True)
+    (grad,) = torch.autograd.grad((b * 5).sum(), [b])
+    assert torch.equal(grad, torch.full((2,), 5.0))
+    stash["go"].set()
+    assert run.join().exit_status == 0
+    assert len([e for e in run.events if isinstance(e, ev.PassStarted)]) == 2  # the script's own two
+
+
+def test_retained_graph_is_hooked_afresh_each_pass(tmp_path):
+    path = tmp_path / "g.pt"
+    run = run_headless(script("autograd_features.py"), ["break pass 5", "continue", "step", "continue"],
+                       [str(path)])
+    assert run.status == 0, run.output
+    started = run.of(ev.PassStarted)
+    assert started[4].call_text == "loss.backward(retain_graph=True)"
+    assert started[5].call_text == "loss.backward()"
+    assert started[4].graph.number_of_nodes() == started[5].graph.number_of_nodes()
+    assert run.where[1:] == [(5, 0), (5, 1)]
+    ran = [e for e in run.of(ev.NodeRan) if e.pass_index in (4, 5)]
+    assert len(ran) == 2 * started[5].graph.number_of_nodes()  # no hook of pass 4 fired again
+
+
 def test_originals_are_restored_after_a_run():
     before = torch_originals()
     run = run_headless(example("chain.py"), ["continue"])
