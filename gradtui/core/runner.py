@@ -129,7 +129,8 @@ class ScriptRunner:
             return True
         thread.join(min(0.3, timeout))
         if thread.is_alive() and thread.ident is not None and self._running.locked():
-            # Not paused (e.g. in a forward pass or time.sleep): raise GradtuiQuit in it.
+            # Not paused (e.g. in a forward pass): raise GradtuiQuit in it. It arrives at the next
+            # Python bytecode, so a blocking C call (time.sleep(60), a socket read) ends first.
             ctypes.pythonapi.PyThreadState_SetAsyncExc(
                 ctypes.c_ulong(thread.ident), ctypes.py_object(GradtuiQuit))
         thread.join(timeout)
