@@ -1,0 +1,304 @@
+"""Forward-time provenance: which user line and which nn.Module made each autograd node.
+
+While installed, a `TorchFunctionMode` sees every Python-level torch call of the thread that
+installed it. After a call that created autograd nodes it labels the nodes of the tensors
+the call returned with the user's `(filename, lineno)` and the qualified name of the
+innermost running `nn.Module`, in the node's own `metadata` dict, so the labels live and die
+with the graph. Nothing here holds a node, a tensor or a module.
+
+Nodes a call creates without returning them (`F.linear` makes `TBackward0` under
+`AddmmBackward0`; `F.multi_head_attention_forward` makes dozens) are labelled later, when
+`source_of` or `module_of` first reads a node the call returned: autograd numbers nodes per
+thread, so the call's other nodes are the ones below it numbered from the call's first
+number on. Walking them during the forward would cost about as much as the rest of the
+recording, and a pass usually reads few graphs of the many a training loop makes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import threading
+import weakref
+from typing import Any
+
+import torch
+from torch._C._autograd import _get_sequence_nr
+from torch.nn.modules import module as _nn_module
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack, _pop_mode, _push_mode
+
+SOURCE_KEY = "gradtui.source"
+MODULE_KEY = "gradtui.module"
+FIRST_KEY = "gradtui.first"  # on a call's returned node: the call's first sequence number
+
+_Tensor = torch.Tensor
+_grad_enabled = torch.is_grad_enabled
+_get_ident = threading.get_ident
+
+
+def _dir_of(path: str) -> str:
+    return os.path.join(os.path.dirname(os.path.realpath(path)), "")
+
+
+_TORCH_DIR = _dir_of(torch.__file__)
+_GRADTUI_DIR = os.path.join(os.path.dirname(_dir_of(__file__).rstrip(os.sep)), "")
+_paths = sysconfig.get_paths()
+_STDLIB_DIRS = tuple({os.path.join(os.path.realpath(_paths[k]), "") for k in ("stdlib", "platstdlib")})
+# site-packages usually sits inside the stdlib dir; third-party code counts as the user's.
+_SITE_DIRS = tuple({os.path.join(os.path.realpath(_paths[k]), "") for k in ("purelib", "platlib")})
+# A user's own mode forwarding the call to ours is not where the op was written.
+_SKIP_CODE_NAMES = frozenset({"__torch_function__", "__torch_dispatch__"})
+
+
+_user_files: dict[str, bool] = {}  # filename -> _is_user_file(filename)
+
+
+def _is_user_frame(frame: Any) -> bool:
+    """Is this frame the user's code: outside torch, gradtui and the stdlib, not a mode?"""
+    code = frame.f_code
+    is_user = _user_files.get(code.co_filename)
+    if is_user is None:
+        is_user = _user_files[code.co_filename] = _is_user_file(code.co_filename)
+    return is_user and code.co_name not in _SKIP_CODE_NAMES
+
+
+def _is_user_file(filename: str) -> bool:
+    if filename.startswith("<frozen"):
+        return False
+    if filename.startswith("<"):
+        return True  # <stdin>, <string>, notebook cells: code the user typed
+    path = os.path.realpath(filename)
+    if path.startswith((_TORCH_DIR, _GRADTUI_DIR)):
+        return False
+    return not path.startswith(_STDLIB_DIRS) or path.startswith(_SITE_DIRS)
+
+
+def source_of(node: Any) -> tuple[str, int] | None:
+    """The `(filename, lineno)` of the user's call that created `node`, if it was recorded."""
+    md = getattr(node, "metadata", None)
+    if md is None:
+        return None
+    if FIRST_KEY in md:
+        _label_interior(node, md)
+    return md.get(SOURCE_KEY)
+
+
+def module_of(node: Any) -> str | None:
+    """The qualified name of the nn.Module whose forward created `node`, if it was recorded."""
+    md = getattr(node, "metadata", None)
+    if md is None:
+        return None
+    if FIRST_KEY in md:
+        _label_interior(node, md)
+    return md.get(MODULE_KEY)
+
+
+def _label_interior(node: Any, md: dict) -> None:
+    """Give the unlabelled nodes `node`'s call made below it `node`'s labels (once)."""
+    first = md.pop(FIRST_KEY)
+    where = md.get(SOURCE_KEY), md.get(MODULE_KEY)
+    end = node._sequence_nr()
+    todo = [node]
+    while todo:
+        for fn, _ in todo.pop().next_functions:
+            # Leaves (AccumulateGrad) are numbered UINT64_MAX, so `< end` skips them.
+            if fn is not None and first <= fn._sequence_nr() < end:
+                child = fn.metadata
+                if SOURCE_KEY not in child:
+                    child[SOURCE_KEY], child[MODULE_KEY] = where
+                    todo.append(fn)
+
+
+class Provenance(TorchFunctionMode):
+    """Records source line and module path on grad_fns created while installed.
+
+    Only the installing thread is recorded: torch keeps the function-mode stack per thread
+    (a new thread starts with an empty stack and does not inherit it), and the module hooks,
+    which are process-wide, ignore other threads. So install() and uninstall() must run on
+    the thread that runs the forward pass. Nothing is recorded while grad mode is off, and
+    a user's own TorchFunctionMode or `torch.no_grad()` inside the script keeps working.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._thread: int | None = None
+        self._handles: list[Any] = []
+        self._mode_pushed = False
+        # One entry per running module forward: (id(module), its name, its root's entry,
+        # prefix for names from that root's map, path for unregistered modules it calls).
+        self._stack: list[tuple[int, str, list, str, str]] = []
+        # id(root module) -> its entry, see _root_entry; dropped when the module dies.
+        self._roots: dict[int, list] = {}
+
+    # -- install / uninstall -------------------------------------------------------------
+
+    def install(self) -> None:
+        """Start recording on the calling thread; a second call does nothing."""
+        if self._thread is not None:
+            return
+        self._thread = _get_ident()
+        self._stack.clear()
+        try:
+            self._handles.append(_nn_module.register_module_forward_pre_hook(self._pre_hook))
+            self._handles.append(
+                _nn_module.register_module_forward_hook(self._post_hook, always_call=True)
+            )
+            _push_mode(self)
+            self._mode_pushed = True
+        except BaseException:
+            self.uninstall()
+            raise
+
+    def uninstall(self) -> None:
+        """Stop recording and remove the hooks; safe to call twice or after a failed install."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        if self._mode_pushed and self._thread == _get_ident():
+            stack = _get_current_function_mode_stack()
+            if any(mode is self for mode in stack):
+                # Pop down to our mode and put back any mode the script left above it.
+                above = []
+                while (mode := _pop_mode()) is not self:
+                    above.append(mode)
+                for mode in reversed(above):
+                    _push_mode(mode)
+            self._mode_pushed = False
+        # From another thread the mode cannot be popped; _thread = None makes it inert.
+        self._thread = None
+        self._stack.clear()
+
+    def __enter__(self) -> Provenance:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    # -- recording -----------------------------------------------------------------------
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        if not _grad_enabled() or self._thread is None:
+            return func(*args, **kwargs)
+        # Autograd numbers nodes per thread: an unchanged counter means no node was made,
+        # which skips property reads (`x.shape`) and calls on tensors without grad cheaply.
+        start = _get_sequence_nr()
+        out = func(*args, **kwargs)
+        created = _get_sequence_nr() - start
+        if created:
+            self._label(out, start, created)
+        return out
+
+    def _label(self, out: Any, start: int, created: int) -> None:
+        """Label the nodes of the tensors in `out` (a tensor, or a tuple/list of them)."""
+        where = None
+        labelled = []
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, _Tensor):
+                fn = t.grad_fn
+                if fn is not None:
+                    md = fn.metadata
+                    if SOURCE_KEY not in md:
+                        if where is None:
+                            where = (self._user_source(), self._stack[-1][1] if self._stack else None)
+                        md[SOURCE_KEY], md[MODULE_KEY] = where
+                        labelled.append(md)
+        if len(labelled) < created:  # the call made nodes it did not return
+            for md in labelled:
+                md[FIRST_KEY] = start
+
+    @staticmethod
+    def _user_source() -> tuple[str, int] | None:
+        """(filename, lineno) of the innermost user frame, see _is_user_frame."""
+        frame = sys._getframe(2)
+        user_files = _user_files
+        while frame is not None:  # _is_user_frame inlined: this runs on every labelled call
+            code = frame.f_code
+            is_user = user_files.get(code.co_filename)
+            if is_user is None:
+                is_user = user_files[code.co_filename] = _is_user_file(code.co_filename)
+            if is_user and code.co_name not in _SKIP_CODE_NAMES:
+                return (code.co_filename, frame.f_lineno)
+            frame = frame.f_back
+        return None
+
+    # -- module stack --------------------------------------------------------------------
+
+    def _pre_hook(self, module: torch.nn.Module, args: Any) -> None:
+        if _get_ident() != self._thread:
+            return
+        stack = self._stack
+        key = id(module)
+        if not stack:
+            root = self._root_entry(module)
+            if root[2] is None:
+                root[2] = _variable_name(module)
+            stack.append((key, root[2], root, "", ""))
+            return
+        _, name, root, prefix, path = stack[-1]
+        names = root[1]
+        if key not in names:
+            self._refresh(root, key)
+        rel = names[key]
+        if rel is not None:
+            # rel == "" is the root's own forward running again inside itself.
+            child = prefix + rel if rel else name
+            stack.append((key, child, root, prefix, child if rel else path))
+            return
+        # A module not registered under the running root (a plain list, a temporary):
+        # name it by class under its caller, and its own submodules from there.
+        child = f"{path}.{type(module).__name__}" if path else type(module).__name__
+        stack.append((key, child, self._root_entry(module), child + ".", child))
+
+    def _post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if _get_ident() != self._thread:
+            return
+        stack = self._stack
+        key = id(module)
+        # Pop down to this module's entry (entries above it missed their post hook).
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i][0] == key:
+                del stack[i:]
+                return
+
+    @staticmethod
+    def _refresh(root: list, key: int) -> None:
+        """Rebuild a root's name map once (submodules added since); remember a miss as None."""
+        module = root[0]()
+        names = root[1]
+        if module is not None:
+            names.update((id(m), n) for n, m in module.named_modules())
+        names.setdefault(key, None)
+
+    def _root_entry(self, module: torch.nn.Module) -> list:
+        """[weakref, {id(submodule): relative name}, top-level name] of a root, built once."""
+        key = id(module)
+        entry = self._roots.get(key)
+        if entry is not None and entry[0]() is module:
+            return entry
+        roots = self._roots
+
+        def forget(ref: weakref.ref, key: int = key) -> None:
+            if roots.get(key, (None,))[0] is ref:
+                del roots[key]
+
+        names: dict[int, str | None] = {id(m): n for n, m in module.named_modules()}
+        entry = [weakref.ref(module, forget), names, None]
+        roots[key] = entry
+        return entry
+
+
+def _variable_name(module: torch.nn.Module) -> str:
+    """The name the calling user code has for `module`, else its class name (once per root)."""
+    frame = sys._getframe(1)
+    while frame is not None and not _is_user_frame(frame):
+        frame = frame.f_back
+    if frame is not None:
+        for scope in (frame.f_locals, frame.f_globals):
+            for var, value in scope.items():
+                if value is module and not var.startswith("_"):
+                    return var
+    return type(module).__name__
