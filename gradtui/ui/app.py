@@ -49,7 +49,7 @@ OUTPUT_LINES = 5000
 class GradtuiApp(App[int]):
     """Debug the backward passes of one script (see module doc)."""
 
-    CSS_PATH = "gradtui.tcss"
+    CSS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gradtui.tcss")
     TITLE = "gradtui"
     BINDINGS = keys.bindings()
 
@@ -130,6 +130,7 @@ class GradtuiApp(App[int]):
         if change.header:
             self._update_header()
         if change.new_pass:
+            nodes.border_title = f"nodes · engine order · {self.state.view.total}"
             nodes.reset()
         elif change.rows:
             nodes.refresh_nodes(change.rows)
@@ -151,7 +152,7 @@ class GradtuiApp(App[int]):
         if view is not None:
             header.pass_text = f"pass {view.index} · {view.call_text or view.call + '()'}"
             done, total = state.progress
-            self.query_one("#nodes").border_title = f"nodes (engine order) {done}/{total}"
+            header.progress = f"{done}/{total} ran"
         header.status = state.status
         header.status_text = state.status_text()
 

@@ -39,7 +39,7 @@ class Bridge:
         self._interval = interval
         self._lock = threading.Lock()
         self._pending: list[ev.NodeRan] = []
-        self._last = 0.0
+        self._last = float("-inf")
 
     def __call__(self, event: ev.Event) -> None:
         """Listener entry point (any thread)."""

@@ -254,7 +254,7 @@ class UIState:
     # ---- what the header says ------------------------------------------------------------
 
     def status_text(self) -> str:
-        """`paused at #1 MulBackward0 (y) · step`, `running 40/100`, `finished · exit 0`..."""
+        """`paused at #1 MulBackward0 (y) · step`, `running`, `finished · exit 0`..."""
         view = self.view
         if self.status == "paused" and self.paused is not None:
             where = view.title(self.paused.node) if view is not None else f"#{self.paused.node}"
@@ -262,7 +262,7 @@ class UIState:
             return f"paused at {where}{after}"
         if self.status == "running":
             done, total = self.progress
-            return f"running {done}/{total}" if total else "running"
+            return "running"
         if self.status in ("finished", "failed"):
             failed = " · backward failed" if view is not None and view.error else ""
             return f"{self.status}{failed} · exit {self.exit_status}"

@@ -271,4 +271,4 @@ async def test_progress_and_output_while_running_many_passes():
         assert app.state.view.index == 2
         log = "\n".join(str(line.text) for line in app.query_one("#output").lines)
         assert "epoch 2 loss" in log and "exited with status 0" in log
-        assert "10/10" in app.query_one(NodeList).border_title
+        assert app.query_one(GradHeader).progress == "10/10 ran"

@@ -17,7 +17,7 @@ _STATE_STYLE = {
 
 
 class GradHeader(Widget):
-    """` gradtui  chain.py  pass 0 · z.backward()          paused at #1 MulBackward0 (y)`."""
+    """` gradtui  chain.py  pass 0 · z.backward()  · 1/3 ran      ● paused at #1 MulBackward0 (y)`."""
 
     DEFAULT_CSS = """
     GradHeader { height: 1; dock: top; background: $panel; }
@@ -27,6 +27,8 @@ class GradHeader(Widget):
     """Basename of the script being debugged."""
     pass_text: reactive[str] = reactive("")
     """`pass 0 · z.backward()`, empty before the first pass."""
+    progress: reactive[str] = reactive("")
+    """`17/911 ran`: nodes of the pass that have run."""
     status: reactive[str] = reactive("starting")
     """The engine state word: starting, running, paused, finished, failed, quit."""
     status_text: reactive[str] = reactive("starting")
@@ -37,6 +39,7 @@ class GradHeader(Widget):
         left = Content.assemble(
             (" gradtui ", "bold $text-accent"), " ", (self.script, "bold"),
             *([("  " + self.pass_text, "$text-muted")] if self.pass_text else []),
+            *([("  · " + self.progress, "$text-muted")] if self.progress else []),
         )
         right = Content.assemble(
             ("● " if self.status == "paused" else "", "$warning"),

@@ -43,7 +43,7 @@ class NodeList(ScrollView, can_focus=True):
         Binding("end", "jump(-1)", "last", show=False),
     ]
 
-    cursor: reactive[int] = reactive(0, always_update=True, init=False)
+    cursor: reactive[int] = reactive(0, always_update=True, init=False, repaint=False)
     """Row of the selected node."""
 
     @dataclass
@@ -128,10 +128,12 @@ class NodeList(ScrollView, can_focus=True):
             self.cursor = max(0, min(count - 1, row))
 
     def watch_cursor(self, old: int, new: int) -> None:
-        """Redraw the two rows, keep the cursor on screen, tell the app."""
+        """Redraw the two rows, keep the cursor on screen (centred when it jumps), tell the app."""
         self.refresh_line(old)
         self.refresh_line(new)
-        self.scroll_to_region(Region(0, new, 1, 1), animate=False, immediate=True)
+        top = round(self.scroll_offset.y)
+        if not top <= new < top + self.size.height:  # off screen: bring it to the middle
+            self.scroll_to_region(Region(0, new, 1, 1), animate=False, immediate=True, center=True)
         node = self.selected
         if node is not None:
             self.post_message(self.Selected(node))
