@@ -1,5 +1,7 @@
-"""Each pass makes a big intermediate `h` (saved by `h * h`) inside a function and weakly refers
-to it from `stash`; after the pass, the script records whether `h` is still alive."""
+"""Each pass makes a big intermediate `h` (saved by `h * h`) inside a function. Weak references
+to `h` and to sentinels stored in the metadata of the loss's node and of h's node (which live
+exactly as long as those autograd nodes) go to `stash`; after each pass the script records
+whether any of them is still alive, before and after gc.collect()."""
 
 import gc
 import sys
@@ -15,15 +17,27 @@ stash.items["alive"] = alive = []
 x = torch.randn(256, 256, requires_grad=True)
 
 
+class Sentinel:
+    """Something weakly referenceable to hang on an autograd node."""
+
+
 def one_pass() -> None:
     h = x.exp()
     loss = (h * h).sum()
-    refs.append(weakref.ref(h))
+    pass_refs = [weakref.ref(h)]
+    for node in (loss.grad_fn, h.grad_fn):
+        sentinel = node.metadata["test.sentinel"] = Sentinel()
+        pass_refs.append(weakref.ref(sentinel))
+    refs.append(pass_refs)
     loss.backward()
+
+
+def any_alive(pass_refs) -> bool:
+    return any(ref() is not None for ref in pass_refs)
 
 
 for i in range(passes):
     one_pass()
-    alive.append(refs[-1]() is not None)  # without gc: no reference cycle keeps it either
+    alive.append(any_alive(refs[-1]))  # without gc: no reference cycle keeps them either
     gc.collect()
-    alive.append(refs[-1]() is not None)
+    alive.append(any_alive(refs[-1]))
