@@ -264,6 +264,7 @@ class Session:
                 state.running if error is not None else None,
                 leaf_grads,
             ))
+            error = None  # this frame is on error's traceback: holding error would make a cycle
 
     _script_thread: threading.Thread | None = None
 
