@@ -112,6 +112,17 @@ def test_no_graph_outlives_its_pass_while_stepping(stash):
     assert stash["alive"] == [False] * 4
 
 
+def test_a_failed_pass_caught_by_the_script_is_freed_without_gc(stash):
+    run_plain(script("leak_error.py"))
+    assert stash["alive"] == [False, False]  # the oracle: plain torch frees it by refcount
+    stash.clear()
+    run = run_headless(script("leak_error.py"), ["continue"])
+    assert run.status == 0, run.output
+    (pass_end,) = run.of(ev.PassFinished)
+    assert pass_end.error == "RuntimeError: out of memory (pretend)"
+    assert stash["alive"] == [False, False]
+
+
 def test_previous_pass_is_freed_while_paused_in_the_next(driven, stash):
     run = driven(script("leak.py"), ["2"])
     first = run.next(ev.Paused)
