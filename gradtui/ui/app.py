@@ -77,7 +77,7 @@ class GradtuiApp(App[int]):
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield NodeList(self.state, self.session.breakpoints, id="nodes")
-                yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=False, markup=False)
+                yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, min_width=20, markup=False)
             with Vertical(id="right"):
                 yield DetailPane(self.state, os.path.dirname(self.script_path), id="detail")
                 yield GraphPane(self.state, id="graph")

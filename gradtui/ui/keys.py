@@ -26,11 +26,11 @@ KEYS: tuple[Key, ...] = (
     Key("c", "cont", "cont", "continue: run until a breakpoint hits or the script ends"),
     Key("f", "finish", "finish", "finish: run to the end of this pass"),
     Key("b", "toggle_break", "break", "toggle a breakpoint on the selected node (#ID)"),
-    Key("x", "scale", "scale", "scale the incoming gradient by a factor (asks for it)"),
+    Key("x", "scale", "scale", "scale the incoming gradient by a factor"),
     Key("z", "zero", "zero", "zero the incoming gradient"),
-    Key("e", "edit", "edit", "replace the incoming gradient by an expression of g (asks for it)"),
+    Key("e", "edit", "edit", "replace the incoming gradient by an expression of g"),
     Key("p", "print", "print", "print statistics of the incoming gradient", footer=False),
-    Key("slash", "find", "find", "find a node by op name or label (/ again: next match)"),
+    Key("slash", "find", "find", "find a node by op name, label or #id"),
     Key("n", "find_next", "next", "next match of the last find", footer=False),
     Key("g", "goto_current", "paused", "jump to the paused node", footer=False),
     Key("colon", "command", "cmd", "type a command in the command bar"),
@@ -39,11 +39,12 @@ KEYS: tuple[Key, ...] = (
 )
 
 OTHER_KEYS: tuple[tuple[str, str], ...] = (
-    ("↑ ↓  j k", "move in the node list"),
-    ("pgup pgdn home end", "page / jump in the node list"),
-    ("tab  shift+tab", "cycle the panes"),
-    ("up down (command bar)", "command history"),
-    ("escape (command bar)", "back to the node list"),
+    ("↑ ↓ j k", "move in the node list"),
+    ("pgup pgdn", "a page up / down"),
+    ("home end", "first / last node"),
+    ("tab", "next pane (shift+tab: previous)"),
+    ("↑ ↓ in bar", "command history"),
+    ("escape", "leave the command bar"),
     ("ctrl+p", "command palette: every action by name"),
 )
 

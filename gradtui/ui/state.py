@@ -254,16 +254,16 @@ class UIState:
     # ---- what the header says ------------------------------------------------------------
 
     def status_text(self) -> str:
-        """`paused at #1 MulBackward0 (y) · step`, `running`, `finished · exit 0`..."""
+        """`paused at #1 MulBackward0 (y)`, `running`, `finished · exit 0`..."""
         view = self.view
         if self.status == "paused" and self.paused is not None:
             where = view.title(self.paused.node) if view is not None else f"#{self.paused.node}"
-            after = " (after it ran)" if self.paused.phase == "after" else ""
-            return f"paused at {where}{after}"
+            return f"paused {'at' if self.paused.phase == 'before' else 'after'} {where}"
         if self.status == "running":
             done, total = self.progress
             return "running"
         if self.status in ("finished", "failed"):
-            failed = " · backward failed" if view is not None and view.error else ""
-            return f"{self.status}{failed} · exit {self.exit_status}"
+            if view is not None and view.error and view.failed_node is not None:
+                return f"backward raised at #{view.failed_node} · exit {self.exit_status}"
+            return f"{self.status} · exit {self.exit_status}"
         return self.status

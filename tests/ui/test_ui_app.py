@@ -146,7 +146,8 @@ async def test_break_nan_in_the_command_bar_stops_at_the_first_nonfinite_node():
         assert row.startswith("▶") and "⚠" in row
         text = detail_text(app)
         assert "paused after it ran" in text and "non-finite 1" in text
-        assert "after it ran" in app.query_one(GradHeader).status_text
+        assert "paused after #2 SqrtBackward0 (root)" in app.query_one(GradHeader).status_text
+        assert "made a non-finite gradient" in text
 
 
 @pytest.mark.asyncio

@@ -1,11 +1,10 @@
-"""The help screen: every key and every command."""
+"""The help screen: every key and every command, in two columns (one when narrow)."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.content import Content
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -14,20 +13,17 @@ from gradtui.ui.keys import KEYS, OTHER_KEYS, display
 
 BREAK_SPECS = "break specs: OP (AddmmBackward0) · NAME (z, fc.weight) · #ID · nan · norm>X · pass N"
 
+NARROW = 110
+"""Below this width the two columns stack."""
 
-def help_content() -> Content:
-    """The help text: keys, then the command language."""
-    lines = [Content.styled("keys", "bold $text-primary")]
-    for key in KEYS:
-        lines.append(Content.assemble((f"  {display(key):<22}", "bold $text-accent"), key.help))
-    for keys, text in OTHER_KEYS:
-        lines.append(Content.assemble((f"  {keys:<22}", "bold $text-accent"), text))
-    lines += [Content(""), Content.styled("commands (the command bar, -c, -x)", "bold $text-primary")]
+
+def command_rows() -> list[tuple[str, str]]:
+    """(command, what it does) from the core's HELP text."""
+    rows = []
     for line in HELP.splitlines():
         command, _, text = line.partition("  ")
-        lines.append(Content.assemble((f"  {command:<20}", "bold"), text.strip()))
-    lines += [Content(""), Content.styled("  " + BREAK_SPECS, "$text-muted")]
-    return Content("\n").join(lines)
+        rows.append((command.strip(), text.strip()))
+    return rows
 
 
 class HelpScreen(ModalScreen[None]):
@@ -36,11 +32,31 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
 
     def compose(self) -> ComposeResult:
-        """The help text in a scrollable box."""
+        """Keys on the left, commands on the right."""
         with VerticalScroll(id="help") as box:
             box.border_title = "gradtui help"
             box.border_subtitle = "escape to close"
-            yield Static(help_content())
+            with Horizontal(id="help-columns"):
+                with Vertical(classes="help-column"):
+                    yield Static("keys", classes="help-heading", markup=False)
+                    with Grid(classes="help-grid keys-grid"):
+                        for key in KEYS:
+                            yield Static(display(key), classes="help-key", markup=False)
+                            yield Static(key.help, classes="help-text", markup=False)
+                        for keys, text in OTHER_KEYS:
+                            yield Static(keys, classes="help-key", markup=False)
+                            yield Static(text, classes="help-text", markup=False)
+                with Vertical(classes="help-column"):
+                    yield Static("commands · the command bar, -c, -x", classes="help-heading", markup=False)
+                    with Grid(classes="help-grid commands-grid"):
+                        for command, text in command_rows():
+                            yield Static(command, classes="help-key", markup=False)
+                            yield Static(text, classes="help-text", markup=False)
+                    yield Static(BREAK_SPECS, classes="help-note", markup=False)
+
+    def on_resize(self) -> None:
+        """Stack the columns on narrow terminals."""
+        self.set_class(self.size.width < NARROW, "narrow")
 
     def action_close(self) -> None:
         """Back to the debugger."""

@@ -23,6 +23,19 @@ def _line(*parts: str | tuple[str, str]) -> Content:
     return Content.assemble(*parts)
 
 
+def _bad(line: Content) -> Content:
+    """Non-finite numbers (`nan`, `inf`, `-inf`) in the error colour."""
+    return line.highlight_regex(r"-?\b(nan|inf)\b", style=f"bold {ERROR}")
+
+
+def saved_text(saved: tuple[str, ...]) -> str:
+    """The saved values worth reading: tensors first, then scalars; no `*_sym_*` metadata, no None."""
+    useful = [item for item in saved if "_sym_" not in item.split(" ", 1)[0]
+              and not item.endswith(("= None", "= ()"))]
+    tensors = [item for item in useful if " [" in item]
+    return "  ".join(tensors + [item for item in useful if item not in tensors])
+
+
 def _heading(text: str, note: str = "", note_style: str = MUTED) -> Content:
     return _line((text, "bold $text-primary"), ("  " + note if note else "", note_style))
 
@@ -55,8 +68,9 @@ class DetailPane(VerticalScroll):
         title = view.title(node) + (f" · {data['source']}" if data["source"] else "")
         self.border_title = title
         lines: list[Content] = []
-        for section in (self._failure, self._about, self._source, self._incoming, self._outgoing,
-                        self._neighbours, self._leaf):
+        after = node == self.state.current and self.state.paused is not None and self.state.paused.phase == "after"
+        flow = (self._outgoing, self._incoming) if after else (self._incoming, self._outgoing)
+        for section in (self._failure, self._about, self._source, *flow, self._neighbours, self._leaf):
             part = list(section(view, node))
             if part:
                 if lines:
@@ -79,26 +93,31 @@ class DetailPane(VerticalScroll):
 
     def _about(self, view: PassView, node: int) -> Iterable[Content]:
         data = view.graph.nodes[node]
-        if node == self.state.current:
-            phase = self.state.paused.phase if self.state.paused else "before"
-            where = ("▶ paused before it runs", WARN) if phase == "before" else ("▶ paused after it ran", WARN)
+        paused = self.state.paused if node == self.state.current else None
+        if node == view.failed_node:
+            where = ("✗ raised while running", ERROR)
+        elif paused is not None:
+            where = ("▶ paused before it runs" if paused.phase == "before" else "▶ paused after it ran", WARN)
         elif node in view.ran:
             where = (f"✓ ran {view.ran[node]} of {view.total}", OK)
         else:
             where = ("pending", MUTED)
         yield _line(("op ", MUTED), (data["name"], KEY), ("  kind ", MUTED), data["kind"], "  ", where)
+        if paused is not None and paused.reason != "step":
+            yield _line(("why ", MUTED), (paused.reason, WARN))
         names = [("labels ", MUTED), (", ".join(data["labels"]) or "—", ACCENT)]
         if data["param"]:
             names += [("  param ", MUTED), (data["param"], ACCENT)]
         if data["module"]:
             names += [("  module ", MUTED), data["module"]]
         yield _line(*names)
-        if data["saved"]:
-            yield _line(("saved ", MUTED), "  ".join(data["saved"]))
+        saved = saved_text(data["saved"])
+        if saved:
+            yield _line(("saved ", MUTED), saved)
 
     def _source(self, view: PassView, node: int) -> Iterable[Content]:
         data = view.graph.nodes[node]
-        lines = fmt.source_lines(data["path"], data["line"])
+        lines = fmt.source_lines(data["path"], data["line"], context=1)
         if not lines:
             return
         width = len(str(lines[-1][0]))
@@ -116,7 +135,8 @@ class DetailPane(VerticalScroll):
             note += ("  · " if note else "") + "edited: " + ", ".join(cmd for cmd, _ in edits)
         yield _heading("incoming gradient", note, WARN if edits else MUTED)
         if grads is None:
-            yield Content.styled("  not arrived yet", MUTED)
+            failed = node == view.failed_node
+            yield Content.styled("  not known: the node raised before it finished" if failed else "  not arrived yet", MUTED)
             return
         hist = view.incoming_hist.get(node)
         yield from self._grads(grads, hist, "in")
@@ -129,22 +149,20 @@ class DetailPane(VerticalScroll):
         if grads is None:
             return
         targets = {slot: nxt for _, nxt, slot in view.graph.out_edges(node, data="slot")}
-        yield _heading("outgoing gradients", "sent on to its inputs")
         hist = view.outgoing_hist.get(node)
-        if hist is not None:
-            yield from self._grads(grads, hist, "out")
-            return
+        yield _heading("outgoing gradients", "what it sent on to its inputs")
         for slot, stats in enumerate(grads):
             target = targets.get(slot)
-            to = view.title(target) if target is not None else "(no input)"
-            yield _line(("  → ", MUTED), (to, ACCENT))
-            yield self._stats_line(stats, "    ")
+            yield _line(("  → ", MUTED), (view.title(target) if target is not None else "(no input)", ACCENT))
+            yield from self._grad(stats, hist[slot] if hist is not None and slot < len(hist) else None, "    ")
 
     def _neighbours(self, view: PassView, node: int) -> Iterable[Content]:
         inputs = [view.title(n) for n in view.graph.successors(node)]
         consumers = [view.title(n) for n in view.graph.predecessors(node)]
-        yield _line(("↓ inputs (gradient goes to)  ", MUTED), ("  ".join(inputs) or "none: a leaf", ACCENT))
-        yield _line(("↑ consumers (comes from)     ", MUTED), ("  ".join(consumers) or "none: the root", ACCENT))
+        yield _line(("↓ inputs (gradient goes to)  ", MUTED),
+                    ("  ".join(inputs), ACCENT) if inputs else ("none: a leaf", MUTED))
+        yield _line(("↑ consumers (comes from)     ", MUTED),
+                    ("  ".join(consumers), ACCENT) if consumers else ("none: the root", MUTED))
 
     def _leaf(self, view: PassView, node: int) -> Iterable[Content]:
         if node not in view.leaf_grads:
@@ -152,7 +170,7 @@ class DetailPane(VerticalScroll):
         data = view.graph.nodes[node]
         name = data["param"] or (data["labels"][0] if data["labels"] else "leaf")
         yield _heading(f"{name}.grad after the pass")
-        yield self._stats_line(view.leaf_grads[node], "  ")
+        yield from self._grad(view.leaf_grads[node], None, "  ")
 
     def _pass_end(self, view: PassView) -> Iterable[Content]:
         if not view.finished:
@@ -184,27 +202,26 @@ class DetailPane(VerticalScroll):
 
     def _grads(self, grads: Grads, hist: Grads | None, label: str) -> Iterable[Content]:
         for i, stats in enumerate(grads):
-            prefix = f"  {label}[{i}] " if len(grads) > 1 else "  "
-            if stats is None:
-                yield _line(prefix, ("None (no gradient)", MUTED))
-                continue
-            yield _line(prefix, (fmt.shape_text(stats), KEY))
-            yield self._stats_line(stats, "  ", shape=False)
-            h = hist[i] if hist is not None and i < len(hist) else None
-            if h is not None and h.histogram and stats.numel > fmt.PREVIEW_LIMIT:
-                span = ("  finite values only" if h.nonfinite
-                        else f"  {format_number(h.min)} … {format_number(h.max)}")
-                yield _line("  ", (fmt.sparkline(h.histogram), ACCENT), (span, MUTED))
-            yield _line(("  values ", MUTED), fmt.values_text(stats))
+            if len(grads) > 1:
+                yield Content.styled(f"  {label}[{i}]", MUTED)
+            yield from self._grad(stats, hist[i] if hist is not None and i < len(hist) else None, "  ")
 
-    @staticmethod
-    def _stats_line(stats: Stats | None, indent: str, shape: bool = True) -> Content:
+    def _grad(self, stats: Stats | None, hist: Stats | None, indent: str) -> Iterable[Content]:
+        """Shape; norm, mean, non-finite; min, histogram, max; the first values."""
         if stats is None:
-            return _line(indent, ("None", MUTED))
-        parts: list[str | tuple[str, str]] = [indent]
-        if shape:
-            parts += [(fmt.shape_text(stats), KEY), "  "]
-        parts.append(fmt.numbers_text(stats))
-        parts.append(("  non-finite ", MUTED))
-        parts.append((str(stats.nonfinite), ERROR if stats.nonfinite else OK))
-        return _line(*parts)
+            yield _line(indent, ("None (no gradient)", MUTED))
+            return
+        yield _line(indent, (fmt.shape_text(stats), KEY))
+        yield _bad(_line(indent, ("norm ", MUTED), format_number(stats.norm), ("  mean ", MUTED),
+                         format_number(stats.mean), ("  non-finite ", MUTED),
+                         (str(stats.nonfinite), f"bold {ERROR}" if stats.nonfinite else OK)))
+        bars = fmt.sparkline(hist.histogram) if hist is not None and hist.histogram else ""
+        if bars and stats.numel > fmt.PREVIEW_LIMIT:
+            bars = "".join(bar * 2 for bar in bars)
+            note = "  (finite values)" if stats.nonfinite else ""
+            yield _bad(_line(indent, ("min ", MUTED), format_number(stats.min), " ", (bars, ACCENT), " ",
+                             format_number(stats.max), (" max" + note, MUTED)))
+        else:
+            yield _bad(_line(indent, ("min ", MUTED), format_number(stats.min), ("  max ", MUTED),
+                             format_number(stats.max)))
+        yield _bad(_line(indent, ("values ", MUTED), fmt.values_text(stats)))

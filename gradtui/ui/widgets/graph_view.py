@@ -85,26 +85,25 @@ class GraphPane(VerticalScroll):
         """`label` on the first line, one node per line, at most NEIGHBOURS_SHOWN."""
         shown = nodes[:NEIGHBOURS_SHOWN]
         for i, other in enumerate(shown):
-            yield Content.assemble((f" {label if i == 0 else '':<5} ", "$text-muted"),
+            yield Content.assemble((f" {label if i == 0 else '':<6} ", "$text-muted"),
                                    self._chip(view, other, selected, long=True))
         if len(nodes) > len(shown):
-            yield Content.styled(f"       … {len(nodes) - len(shown)} more", "$text-muted")
+            yield Content.styled(f"        … {len(nodes) - len(shown)} more", "$text-muted")
 
     def _neighbourhood(self, view: PassView, node: int) -> Iterable[Content]:
+        """Consumers (gradient comes from them), the node, its inputs (gradient goes to them)."""
         graph = view.graph
         consumers = sorted(graph.predecessors(node))
         inputs = [n for _, n, _ in sorted(graph.out_edges(node, data="slot"), key=lambda e: e[2])]
         if consumers:
-            yield from self._listing(view, "from", consumers, node)
+            yield from self._listing(view, "from ↓", consumers, node)
         else:
-            yield Content.styled(" from  nothing: the gradient starts here", "$text-muted")
-        yield Content.styled("   ▼", "$text-muted")
-        yield from self._listing(view, "node", [node], node)
-        yield Content.styled("   ▼", "$text-muted")
+            yield Content.styled(" from ↓ nothing: the gradient starts here", "$text-muted")
+        yield from self._listing(view, "node ↓", [node], node)
         if inputs:
             yield from self._listing(view, "to", inputs, node)
         else:
-            yield Content.styled(" to    nothing: a leaf, the gradient ends here", "$text-muted")
+            yield Content.styled(" to     nothing: a leaf, the gradient ends here", "$text-muted")
 
     def _whole(self, view: PassView, selected: int) -> Iterable[Content]:
         if self._layers_of != id(view.graph):

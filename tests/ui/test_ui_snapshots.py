@@ -1,0 +1,88 @@
+"""SVG snapshots of the app at 120x36 on tiny seeded scripts (pytest-textual-snapshot).
+
+Each `run_before` waits (with a timeout) for the state it pictures, then lets rendering
+settle. Nothing in the picture depends on the machine: no clock, no absolute path, no
+timing. Regenerate with `pytest tests/ui --snapshot-update` and look at every SVG.
+"""
+
+from __future__ import annotations
+
+from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.help import HelpScreen
+from gradtui.ui.widgets.node_list import NodeList
+from ui_helpers import example, ui_script, wait_for, wait_paused_at
+
+SIZE = (120, 36)
+
+
+async def _settle(pilot) -> None:
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+def test_first_pause_on_chain(snap_compare):
+    async def run_before(pilot):
+        await wait_paused_at(pilot, 0)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(example("chain.py")), terminal_size=SIZE, run_before=run_before)
+
+
+def test_histogram_of_a_hidden_layer_gradient_on_mlp(snap_compare):
+    """Step to the first layer's AddmmBackward0: its incoming gradient is [64, 16]."""
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        for _ in range(12):
+            paused = app.state.paused
+            grads = app.state.view.incoming.get(paused.node, ())
+            if paused.name == "AddmmBackward0" and grads and grads[0].shape == (64, 16):
+                break
+            await pilot.press("s")
+            await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused is not paused,
+                           what="the next pause")
+        assert app.state.paused.name == "AddmmBackward0"
+        await wait_paused_at(pilot, app.state.paused.node)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(example("mlp.py")), terminal_size=SIZE, run_before=run_before)
+
+
+def test_nan_stop(snap_compare):
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        await pilot.press("colon", *"break", "space", *"nan", "enter")
+        await wait_for(pilot, lambda: len(app.session.breakpoints) == 1, what="break nan")
+        await wait_for(pilot, lambda: app.query_one(NodeList).has_focus)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after",
+                       what="the NaN stop")
+        await wait_paused_at(pilot, app.state.paused.node)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(example("nan.py")), terminal_size=SIZE, run_before=run_before)
+
+
+def test_help_screen(snap_compare):
+    async def run_before(pilot):
+        await wait_paused_at(pilot, 0)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen), what="the help screen")
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(example("chain.py")), terminal_size=SIZE, run_before=run_before)
+
+
+def test_error_in_a_custom_backward(snap_compare):
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "failed", what="the failure")
+        await wait_for(pilot, lambda: app.query_one(NodeList).selected == app.state.view.failed_node)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(ui_script("error_in_backward.py")), terminal_size=SIZE, run_before=run_before)
