@@ -41,6 +41,8 @@ def parse_spec(text: str) -> Spec:
             raise CommandError(f"break norm>X: {m.group(1)!r} is not a number") from None
     if m := re.fullmatch(r"pass\s+(\d+)", spec):
         return Spec("pass", int(m.group(1)), spec)
+    if spec.split()[:1] in (["pass"], ["norm"]):
+        raise CommandError(f"bad break spec {spec!r}: write pass N (e.g. pass 2) or norm>X (e.g. norm>100)")
     if m := _OP.fullmatch(spec):
         return Spec("op", m.group(2), spec)
     if _LABEL.fullmatch(spec):

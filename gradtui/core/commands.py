@@ -208,8 +208,9 @@ def parse(text: str) -> Command:
             _check_syntax(rest)
         return Print(line, rest or None)
     if verb == "why":
-        if not rest or not rest.replace(".", "_").isidentifier():
-            raise CommandError("why needs a variable name, e.g. why x")
+        if not rest:
+            raise CommandError("why needs a variable name or expression, e.g. why x or why model[0].weight")
+        _check_syntax(rest)
         return Why(line, rest)
     raise CommandError(f"unknown command {word!r} (type 'help' for the list)")
 

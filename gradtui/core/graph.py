@@ -13,6 +13,8 @@ Node attributes (all plain data, so the graph can outlive the pass):
     source  "file.py:LINE" of the user code that made the node (None if unknown)
     path, line  the full path and line number behind `source` (None if unknown)
     seq     autograd's sequence number: the engine runs ready nodes highest first
+    next    per `next_functions` slot, the node id gradient goes to (None for no node); unlike
+            the DiGraph's edges this keeps repeats, e.g. both slots of `x * x`
     module  dotted path of the nn.Module whose forward made it, e.g. "encoder.layers.3"
     saved   tuple of "name [shape] dtype" / "name = value" for the node's saved values
 
@@ -68,8 +70,11 @@ class Names:
                             names._add(f"{var}[{i}]", item)
                 elif isinstance(value, torch.nn.Module) and id(value) not in seen_modules:
                     seen_modules.add(id(value))
+                    # A model's parameters are named within it (`fc.weight`); a lone layer's
+                    # by its variable (`fc = nn.Linear(...)` gives `fc.weight`, not `weight`).
+                    prefix = "" if any(True for _ in value.children()) else var + "."
                     for pname, param in value.named_parameters():
-                        names.params.setdefault(id(param), pname)
+                        names.params.setdefault(id(param), prefix + pname)
         return names
 
     def _add(self, var: str, tensor: torch.Tensor) -> None:
@@ -226,6 +231,7 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
             source=None if source is None else f"{os.path.basename(source[0])}:{source[1]}",
             path=None if source is None else source[0], line=None if source is None else source[1],
             module=module, saved=saved_summary(node), seq=node._sequence_nr(),
+            next=tuple(None if t is None else t[0] for t in slots[i]),
         )
     graph.add_edges_from(edges)
     sole = [tuple(t if t is not None and senders[t] == 1 else None for t in targets) for targets in slots]

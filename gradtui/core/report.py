@@ -46,7 +46,7 @@ class Report:
                     "id": i, "name": data["name"], "kind": data["kind"], "labels": list(data["labels"]),
                     "param": data["param"], "source": data["source"], "module": data["module"],
                     "order": None,
-                    "next": [j for _, j, _ in sorted(graph.out_edges(i, data="slot"), key=lambda e: e[2])],
+                    "next": list(data["next"]),
                     "grad_outputs": None, "grad_inputs": None,
                 }
                 self._nodes[i] = node

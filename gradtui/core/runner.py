@@ -67,7 +67,9 @@ class ScriptRunner:
         self.session = session
         self.exit_status: int | None = None
         self._thread: threading.Thread | None = None
-        self._running = threading.Lock()
+        self._interrupt = threading.Lock()
+        self._interruptible = False
+        """True while the script's own code runs: only then may `stop` raise in its thread."""
 
     def run(self) -> int:
         """Run the script to its end in this thread; emit ScriptFinished; return exit status."""
@@ -78,25 +80,26 @@ class ScriptRunner:
             sys.argv, list(sys.path), sys.stdout, sys.stderr, sys.stdin)
         out, err = _EventStream(session, "stdout"), _EventStream(session, "stderr")
         status, tb, quit_ = 0, None, False
-        with self._running:
-            sys.argv = [self.path, *self.args]
-            sys.path.insert(0, os.path.dirname(self.path))
-            sys.stdout, sys.stderr, sys.stdin = out, err, io.StringIO()
-            try:
-                session.install()
-                runpy.run_path(self.path, run_name="__main__")
-            except GradtuiQuit:
-                quit_ = True
-            except SystemExit as exc:
-                status, tb = _exit_status(exc)
-            except BaseException as exc:  # noqa: BLE001 - the script's error is the result
-                status, tb = 1, self._format(exc)
-            finally:
-                session.uninstall()
-                out.flush()
-                err.flush()
-                sys.argv, sys.path[:] = saved[0], saved[1]
-                sys.stdout, sys.stderr, sys.stdin = saved[2], saved[3], saved[4]
+        sys.argv = [self.path, *self.args]
+        sys.path.insert(0, os.path.dirname(self.path))
+        sys.stdout, sys.stderr, sys.stdin = out, err, io.StringIO()
+        try:
+            session.install()
+            self._interruptible = True
+            runpy.run_path(self.path, run_name="__main__")
+        except GradtuiQuit:
+            quit_ = True
+        except SystemExit as exc:
+            status, tb = _exit_status(exc)
+        except BaseException as exc:  # noqa: BLE001 - the script's error is the result
+            status, tb = 1, self._format(exc)
+        finally:
+            self._disarm()
+            session.uninstall()
+            out.flush()
+            err.flush()
+            sys.argv, sys.path[:] = saved[0], saved[1]
+            sys.stdout, sys.stderr, sys.stdin = saved[2], saved[3], saved[4]
         self.exit_status = status
         session.emit(ev.ScriptFinished(status, tb, quit_, session.passes))
         return status
@@ -128,13 +131,21 @@ class ScriptRunner:
         if thread is None:
             return True
         thread.join(min(0.3, timeout))
-        if thread.is_alive() and thread.ident is not None and self._running.locked():
-            # Not paused (e.g. in a forward pass): raise GradtuiQuit in it. It arrives at the next
-            # Python bytecode, so a blocking C call (time.sleep(60), a socket read) ends first.
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(thread.ident), ctypes.py_object(GradtuiQuit))
+        with self._interrupt:
+            if thread.is_alive() and thread.ident is not None and self._interruptible:
+                # Not paused (e.g. in a forward pass): raise GradtuiQuit in it. It arrives at the
+                # next Python bytecode, so a blocking C call (time.sleep(60)) ends first.
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(thread.ident), ctypes.py_object(GradtuiQuit))
         thread.join(timeout)
         return not thread.is_alive()
+
+    def _disarm(self) -> None:
+        """Leave the script's code: no more async quits, and cancel one not yet delivered."""
+        with self._interrupt:
+            if self._interruptible:
+                self._interruptible = False
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

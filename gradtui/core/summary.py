@@ -99,7 +99,7 @@ def summarize(tensor: torch.Tensor, histogram: bool = False) -> Stats:
         t = t.float()
     lo, hi = torch.aminmax(t)
     lo_v, hi_v = lo.item(), hi.item()
-    total, norm = t.sum().item(), torch.linalg.vector_norm(t).item()
+    total, norm = t.sum(dtype=torch.float64).item(), torch.linalg.vector_norm(t).item()
     finite = math.isfinite(total) and math.isfinite(norm) and math.isfinite(lo_v) and math.isfinite(hi_v)
     nonfinite = 0 if finite else int(numel - torch.isfinite(t).sum().item())
     values = preview = None

@@ -90,7 +90,8 @@ def test_report_shape(tmp_path):
         for node in p["nodes"]:
             assert NODE_KEYS <= set(node)
             assert isinstance(node["name"], str) and isinstance(node["labels"], list)
-            assert all(0 <= j < len(ids) for j in node["next"])
+            assert all(j is None or 0 <= j < len(ids) for j in node["next"])
+            assert len(node["next"]) == len(node["grad_inputs"])  # one per next_functions slot
             for stats in node["grad_outputs"] + node["grad_inputs"]:
                 if stats is not None:
                     check_stats(stats)

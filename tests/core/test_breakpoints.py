@@ -50,6 +50,12 @@ def test_parse_spec_refuses(text):
         parse_spec(text)
 
 
+@pytest.mark.parametrize("text", ["pass", "norm"])
+def test_pass_and_norm_need_their_number(text):
+    with pytest.raises(CommandError, match="write pass N"):
+        parse_spec(text)
+
+
 def test_norm_spec_needs_a_number():
     with pytest.raises(CommandError, match="'big' is not a number"):
         parse_spec("norm>big")

@@ -56,6 +56,7 @@ pytestmark = pytest.mark.timeout(60)
     ("p g", Print("p g", "g")),
     ("why x", Why("why x", "x")),
     ("why model.fc", Why("why model.fc", "model.fc")),
+    ("why model[0].weight", Why("why model[0].weight", "model[0].weight")),
     ("  step  ", Step("step")),
 ])
 def test_parse(text, expected):
@@ -104,8 +105,7 @@ def test_command_flags():
     ("set x = 3", "syntax error in 'x = 3'"),
     ("print g +", "syntax error in 'g +'"),
     ("why", "why needs a variable name"),
-    ("why 1x", "why needs a variable name"),
-    ("why x[0]", "why needs a variable name"),
+    ("why 1x", "syntax error in '1x'"),
 ])
 def test_parse_errors(text, message):
     with pytest.raises(CommandError) as info:

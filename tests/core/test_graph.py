@@ -45,7 +45,7 @@ def test_graph_is_plain_data(chain):
         for value in data.values():
             assert value is None or isinstance(value, (str, int, tuple)), value
             if isinstance(value, tuple):
-                assert all(isinstance(item, str) for item in value), value
+                assert all(item is None or isinstance(item, (str, int)) for item in value), value
     copy = pickle.loads(pickle.dumps(graph))
     assert nx.utils.graphs_equal(copy, graph)
 
@@ -57,6 +57,25 @@ def test_edge_slots_follow_next_functions():
     cap = capture([out.grad_fn], Names.from_scopes({"a": a, "b": b}))
     slots = {cap.graph.nodes[j]["labels"]: slot for _, j, slot in cap.graph.edges(data="slot")}
     assert slots == {("a",): 0, ("b",): 1}
+
+
+def test_next_keeps_repeated_and_empty_slots():
+    """`x * x` sends to x twice; a constant operand leaves a None slot: `next` keeps both."""
+    x = torch.randn(3, requires_grad=True)
+    graph = capture([(x * x).grad_fn]).graph
+    assert graph.nodes[0]["next"] == (1, 1)
+    assert graph.number_of_edges() == 1  # the DiGraph itself merges the two
+    y = torch.randn(3, requires_grad=True)
+    graph = capture([(torch.randn(3) * y).grad_fn]).graph
+    assert graph.nodes[0]["next"] == (None, 1)
+
+
+def test_a_lone_layer_names_its_parameters_by_its_variable():
+    fc = nn.Linear(2, 1)
+    loss = fc(torch.randn(3, 2)).sum()
+    graph = capture([loss.grad_fn], Names.from_scopes({"fc": fc})).graph
+    params = {graph.nodes[n]["param"] for n in graph.nodes if graph.nodes[n]["kind"] == "accumulate"}
+    assert params == {"fc.weight", "fc.bias"}
 
 
 def test_labels_prefer_every_name_and_skip_dunder(chain):
