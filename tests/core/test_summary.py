@@ -192,3 +192,10 @@ def test_formatting():
     assert describe((torch.ones(1), torch.zeros(1))).startswith("[0] [1] float32")
     assert describe(3) == "3"
     assert len(describe("x" * 1000)) == 400
+
+
+def test_mean_of_huge_finite_float32_values_stays_finite():
+    """The sum is taken in float64: two values near float32's max have a finite mean."""
+    stats = summarize(torch.tensor([3e38, 3e38], dtype=torch.float32))
+    assert stats.nonfinite == 0
+    assert stats.mean == pytest.approx(3e38, rel=1e-6)
