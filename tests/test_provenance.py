@@ -73,8 +73,9 @@ def test_module_names_and_call_lines():
     with Provenance():
         out = model(torch.randn(5, 4))
     fc2 = out.grad_fn
-    tanh = next(fn for fn, _ in fc2.next_functions if fn is not None and fn.name() == "TanhBackward0")
-    fc1 = next(fn for fn, _ in tanh.next_functions if fn is not None)
+    inputs = {fn.name(): fn for fn, _ in fc2.next_functions if fn is not None}
+    tanh = inputs["TanhBackward0"]
+    fc1 = tanh.next_functions[0][0]
     assert [fc2.name(), fc1.name()] == ["AddmmBackward0", "AddmmBackward0"]
     assert (module_of(fc1), module_of(fc2)) == ("fc1", "fc2")
     assert source_of(fc1) == (HERE, _line_of(MLP.forward, "self.fc1(x)"))
@@ -82,7 +83,7 @@ def test_module_names_and_call_lines():
     # Ops in the root's own forward are named by the variable that holds the root.
     assert module_of(tanh) == "model"
     # F.linear's TBackward0 is not returned by the call; it is labelled from the Addmm node.
-    t = next(fn for fn, _ in fc2.next_functions if fn is not None and fn.name() == "TBackward0")
+    t = inputs["TBackward0"]
     assert (module_of(t), source_of(t)) == ("fc2", source_of(fc2))
 
 
@@ -109,6 +110,37 @@ def test_transformer_layer_nodes_name_its_submodules():
     assert all(source_of(n) == (HERE, line) for n in ops)
     modules = {module_of(n) for n in ops}
     assert {"self_attn", "linear1", "linear2", "norm1", "norm2", "layer"} <= modules
+
+
+def _swish(x):
+    return x * torch.sigmoid(x)
+
+
+def test_user_code_called_by_a_torch_module_gets_its_own_line():
+    layer = nn.TransformerEncoderLayer(16, 2, 32, activation=_swish, batch_first=True)
+    with Provenance():
+        line = inspect.currentframe().f_lineno + 1
+        out = layer(torch.randn(2, 5, 16))
+    lines = {n.name(): source_of(n)[1] for n in _ops(out.grad_fn)}
+    assert lines["SigmoidBackward0"] == _line_of(_swish, "torch.sigmoid")
+    assert lines["NativeLayerNormBackward0"] == line
+
+
+def test_modules_outside_the_tree_are_named_by_class():
+    class Blocks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(2, 2)
+            self.loose = [nn.Linear(2, 2)]  # a plain list: not a registered submodule
+
+        def forward(self, x):
+            return self.head(self.loose[0](x))
+
+    blocks = Blocks()
+    with Provenance():
+        out = blocks(torch.ones(1, 2))
+    assert module_of(out.grad_fn) == "head"
+    assert module_of(out.grad_fn.next_functions[1][0]) == "Linear"
 
 
 def test_common_layers_are_recorded():

@@ -26,14 +26,18 @@ from typing import Any
 import torch
 from torch._C._autograd import _get_sequence_nr
 from torch.nn.modules import module as _nn_module
-from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack, _pop_mode, _push_mode
+from torch.overrides import (
+    TorchFunctionMode,
+    _get_current_function_mode_stack,
+    _pop_mode,
+    _push_mode,
+)
 
 SOURCE_KEY = "gradtui.source"
 MODULE_KEY = "gradtui.module"
 FIRST_KEY = "gradtui.first"  # on a call's returned node: the call's first sequence number
 
 _Tensor = torch.Tensor
-_grad_enabled = torch.is_grad_enabled
 _get_ident = threading.get_ident
 
 
@@ -43,24 +47,13 @@ def _dir_of(path: str) -> str:
 
 _TORCH_DIR = _dir_of(torch.__file__)
 _GRADTUI_DIR = os.path.join(os.path.dirname(_dir_of(__file__).rstrip(os.sep)), "")
+_GRADTUI_EXAMPLES = os.path.join(_GRADTUI_DIR, "examples", "")  # the bundled demo is user code
 _paths = sysconfig.get_paths()
-_STDLIB_DIRS = tuple({os.path.join(os.path.realpath(_paths[k]), "") for k in ("stdlib", "platstdlib")})
+_STDLIB_DIRS = tuple({_dir_of(os.path.join(_paths[k], "x")) for k in ("stdlib", "platstdlib")})
 # site-packages usually sits inside the stdlib dir; third-party code counts as the user's.
-_SITE_DIRS = tuple({os.path.join(os.path.realpath(_paths[k]), "") for k in ("purelib", "platlib")})
+_SITE_DIRS = tuple({_dir_of(os.path.join(_paths[k], "x")) for k in ("purelib", "platlib")})
 # A user's own mode forwarding the call to ours is not where the op was written.
 _SKIP_CODE_NAMES = frozenset({"__torch_function__", "__torch_dispatch__"})
-
-
-_user_files: dict[str, bool] = {}  # filename -> _is_user_file(filename)
-
-
-def _is_user_frame(frame: Any) -> bool:
-    """Is this frame the user's code: outside torch, gradtui and the stdlib, not a mode?"""
-    code = frame.f_code
-    is_user = _user_files.get(code.co_filename)
-    if is_user is None:
-        is_user = _user_files[code.co_filename] = _is_user_file(code.co_filename)
-    return is_user and code.co_name not in _SKIP_CODE_NAMES
 
 
 def _is_user_file(filename: str) -> bool:
@@ -69,9 +62,32 @@ def _is_user_file(filename: str) -> bool:
     if filename.startswith("<"):
         return True  # <stdin>, <string>, notebook cells: code the user typed
     path = os.path.realpath(filename)
-    if path.startswith((_TORCH_DIR, _GRADTUI_DIR)):
+    if path.startswith(_TORCH_DIR):
+        return False
+    if path.startswith(_GRADTUI_DIR) and not path.startswith(_GRADTUI_EXAMPLES):
         return False
     return not path.startswith(_STDLIB_DIRS) or path.startswith(_SITE_DIRS)
+
+
+_user_files: dict[str, bool] = {}  # filename -> _is_user_file(filename)
+
+
+def _is_user_file_cached(filename: str) -> bool:
+    is_user = _user_files.get(filename)
+    if is_user is None:
+        is_user = _user_files[filename] = _is_user_file(filename)
+    return is_user
+
+
+def _innermost_user(frame: Any) -> tuple[str, int] | None:
+    """(filename, lineno) of the innermost user frame from `frame` outwards: outside torch,
+    gradtui and the stdlib, and not a TorchFunctionMode's own __torch_function__."""
+    while frame is not None:
+        code = frame.f_code
+        if _is_user_file_cached(code.co_filename) and code.co_name not in _SKIP_CODE_NAMES:
+            return (code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return None
 
 
 def source_of(node: Any) -> tuple[str, int] | None:
@@ -126,8 +142,9 @@ class Provenance(TorchFunctionMode):
         self._handles: list[Any] = []
         self._mode_pushed = False
         # One entry per running module forward: (id(module), its name, its root's entry,
-        # prefix for names from that root's map, path for unregistered modules it calls).
-        self._stack: list[tuple[int, str, list, str, str]] = []
+        # prefix for names from that root's map, path for unregistered modules it calls,
+        # the user line of its ops if its forward is torch's own code, else None).
+        self._stack: list[tuple[int, str, list, str, str, tuple[str, int] | None]] = []
         # id(root module) -> its entry, see _root_entry; dropped when the module dies.
         self._roots: dict[int, list] = {}
 
@@ -179,16 +196,12 @@ class Provenance(TorchFunctionMode):
     # -- recording -----------------------------------------------------------------------
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if kwargs is None:
-            kwargs = {}
-        if not _grad_enabled() or self._thread is None:
-            return func(*args, **kwargs)
-        # Autograd numbers nodes per thread: an unchanged counter means no node was made,
-        # which skips property reads (`x.shape`) and calls on tensors without grad cheaply.
+        # Autograd numbers the nodes it makes per thread: an unchanged counter means the
+        # call made none (grad mode off, no input requiring grad, `x.shape`): nothing to do.
         start = _get_sequence_nr()
-        out = func(*args, **kwargs)
+        out = func(*args, **kwargs) if kwargs else func(*args)
         created = _get_sequence_nr() - start
-        if created:
+        if created and self._thread is not None:
             self._label(out, start, created)
         return out
 
@@ -203,27 +216,24 @@ class Provenance(TorchFunctionMode):
                     md = fn.metadata
                     if SOURCE_KEY not in md:
                         if where is None:
-                            where = (self._user_source(), self._stack[-1][1] if self._stack else None)
+                            where = self._where(sys._getframe(2))
                         md[SOURCE_KEY], md[MODULE_KEY] = where
                         labelled.append(md)
         if len(labelled) < created:  # the call made nodes it did not return
             for md in labelled:
                 md[FIRST_KEY] = start
 
-    @staticmethod
-    def _user_source() -> tuple[str, int] | None:
-        """(filename, lineno) of the innermost user frame, see _is_user_frame."""
-        frame = sys._getframe(2)
-        user_files = _user_files
-        while frame is not None:  # _is_user_frame inlined: this runs on every labelled call
-            code = frame.f_code
-            is_user = user_files.get(code.co_filename)
-            if is_user is None:
-                is_user = user_files[code.co_filename] = _is_user_file(code.co_filename)
-            if is_user and code.co_name not in _SKIP_CODE_NAMES:
-                return (code.co_filename, frame.f_lineno)
-            frame = frame.f_back
-        return None
+    def _where(self, caller: Any) -> tuple[tuple[str, int] | None, str | None]:
+        """(source, module) of an op whose __torch_function__ was called from `caller`."""
+        top = self._stack[-1] if self._stack else None
+        code = caller.f_code
+        if _is_user_file_cached(code.co_filename) and code.co_name not in _SKIP_CODE_NAMES:
+            source = (code.co_filename, caller.f_lineno)
+        elif top is not None and top[5] is not None:
+            source = top[5]  # inside a torch module's forward: the line that called it
+        else:
+            source = _innermost_user(caller)
+        return source, None if top is None else top[1]
 
     # -- module stack --------------------------------------------------------------------
 
@@ -232,26 +242,39 @@ class Provenance(TorchFunctionMode):
             return
         stack = self._stack
         key = id(module)
-        if not stack:
+        top = stack[-1] if stack else None
+        if top is None:
             root = self._root_entry(module)
             if root[2] is None:
                 root[2] = _variable_name(module)
-            stack.append((key, root[2], root, "", ""))
-            return
-        _, name, root, prefix, path = stack[-1]
-        names = root[1]
-        if key not in names:
-            self._refresh(root, key)
-        rel = names[key]
-        if rel is not None:
-            # rel == "" is the root's own forward running again inside itself.
-            child = prefix + rel if rel else name
-            stack.append((key, child, root, prefix, child if rel else path))
-            return
-        # A module not registered under the running root (a plain list, a temporary):
-        # name it by class under its caller, and its own submodules from there.
-        child = f"{path}.{type(module).__name__}" if path else type(module).__name__
-        stack.append((key, child, self._root_entry(module), child + ".", child))
+            name, prefix, path = root[2], "", ""
+        else:
+            _, parent, root, prefix, path, _ = top
+            names = root[1]
+            if key not in names:
+                self._refresh(root, key)
+            rel = names[key]
+            if rel is not None:
+                # rel == "" is the root's own forward running again inside itself.
+                name = prefix + rel if rel else parent
+                path = name if rel else path
+            else:
+                # A module not registered under the running root (a plain list, a
+                # temporary): name it by class under its caller, its submodules from there.
+                name = f"{path}.{type(module).__name__}" if path else type(module).__name__
+                root, prefix, path = self._root_entry(module), name + ".", name
+        # While a forward written in torch (nn.Linear, nn.TransformerEncoderLayer, ...) runs,
+        # its ops' user line is the one that called it: found once here, not per op. An op
+        # its forward makes through user code called directly (an activation function, a
+        # hook) still gets that code's own line, from _where's look at the op's caller.
+        forward = getattr(type(module).forward, "__code__", None)
+        if forward is None or _is_user_file_cached(forward.co_filename):
+            fixed = None
+        elif top is not None and top[5] is not None:
+            fixed = top[5]
+        else:
+            fixed = _innermost_user(sys._getframe(1))
+        stack.append((key, name, root, prefix, path, fixed))
 
     def _post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if _get_ident() != self._thread:
@@ -294,9 +317,11 @@ class Provenance(TorchFunctionMode):
 def _variable_name(module: torch.nn.Module) -> str:
     """The name the calling user code has for `module`, else its class name (once per root)."""
     frame = sys._getframe(1)
-    while frame is not None and not _is_user_frame(frame):
+    while frame is not None and not _is_user_file_cached(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is not None:
+        # On Python < 3.13 reading a function frame's f_locals leaves a snapshot of its locals
+        # on the frame until it is read again or returns; this runs once per root module.
         for scope in (frame.f_locals, frame.f_globals):
             for var, value in scope.items():
                 if value is module and not var.startswith("_"):
