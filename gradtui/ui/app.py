@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import functools
 import os
+import traceback
 from collections.abc import Iterable
 
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Footer, RichLog
 
@@ -107,11 +109,25 @@ class GradtuiApp(App[int]):
 
     def on_bridge_nodes_ran(self, message: Bridge.NodesRan) -> None:
         """A batch of nodes ran."""
-        self._redraw(self.state.apply_ran(message.events))
+        try:
+            self._redraw(self.state.apply_ran(message.events))
+        except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
+            self._ui_error(exc)
 
     def on_bridge_engine_event(self, message: Bridge.EngineEvent) -> None:
         """Any other engine event."""
-        event = message.event
+        try:
+            self._on_engine_event(message.event)
+        except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
+            self._ui_error(exc)
+
+    def _ui_error(self, exc: Exception) -> None:
+        """Show a bug of the UI itself in the output pane instead of crashing."""
+        text = "".join(traceback.format_exception(exc)).rstrip()
+        self._write_output(f"gradtui UI error (please report it):\n{text}", "red")
+        self.query_one(CommandBar).answer(f"gradtui UI error: {exc!r} (details in the output pane)", ok=False)
+
+    def _on_engine_event(self, event: ev.Event) -> None:
         if isinstance(event, ev.Output):
             self._write_output(event.text, "red" if event.stream == "stderr" else "")
             return
@@ -265,7 +281,8 @@ class GradtuiApp(App[int]):
         """Ask for an expression of g; replace the incoming gradient by it."""
         self.push_screen(PromptScreen("replace the incoming gradient g by", value="g",
                                       placeholder="g.clamp(-1, 1)",
-                                      hint="an expression of g and torch · same shape, dtype, device"),
+                                      hint="an expression of g and torch · same shape, dtype, device",
+                                      select=False),
                          lambda value: value and self.send(f"set {value}"))
 
     def action_find(self) -> None:
@@ -317,7 +334,7 @@ class GradtuiApp(App[int]):
         for key in keys.KEYS:
             title, _, text = key.help.partition(": ")
             yield SystemCommand(title.capitalize() if text else key.short.capitalize(),
-                                f"{text or key.help}  [{keys.display(key)}]",
+                                escape(f"{text or key.help} · key {keys.display(key)}"),
                                 functools.partial(self.run_action, key.action))
         yield from super().get_system_commands(screen)
 

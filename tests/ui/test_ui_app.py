@@ -7,6 +7,8 @@ import time
 import pytest
 import torch
 
+from textual.keys import _character_to_key
+
 from gradtui.core.report import Report
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
@@ -25,7 +27,8 @@ def answer_text(app: GradtuiApp) -> str:
 
 
 async def type_text(pilot, text: str) -> None:
-    await pilot.press(*[{" ": "space", ".": "full_stop"}.get(ch, ch) for ch in text])
+    """Type `text` key by key."""
+    await pilot.press(*[_character_to_key(ch) for ch in text])
 
 
 @pytest.mark.asyncio
@@ -158,13 +161,13 @@ async def test_q_mid_pass_unwinds_the_script_thread_and_restores_torch():
         await pilot.press("s")
         await wait_paused_at(pilot, 1)
         assert torch.Tensor.backward is not ORIGINAL_BACKWARD  # the session is installed
+        worker = next(w for w in app.workers if w.name == "gradtui-script")
+        assert worker.group == "script" and not worker.is_finished
         started = time.monotonic()
         await pilot.press("q")
         await wait_for(pilot, lambda: app.host.done.is_set(), timeout=2, what="the script thread to end")
         assert time.monotonic() - started < 1.0
-    assert app.host.done.is_set()
-    worker = next(w for w in app.workers if w.name == "gradtui-script") if list(app.workers) else None
-    assert worker is None or worker.is_finished
+    assert app.host.done.is_set() and worker.is_finished
     assert torch.Tensor.backward is ORIGINAL_BACKWARD
     assert app.return_value == 0 and app.exit_status == 0
 
@@ -273,3 +276,76 @@ async def test_progress_and_output_while_running_many_passes():
         log = "\n".join(str(line.text) for line in app.query_one("#output").lines)
         assert "epoch 2 loss" in log and "exited with status 0" in log
         assert app.query_one(GradHeader).progress == "10/10 ran"
+
+
+@pytest.mark.asyncio
+async def test_q_while_the_script_runs_outside_backward_still_ends_it():
+    app = GradtuiApp(ui_script("busy_after_backward.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: "looping" in "\n".join(str(l.text) for l in app.query_one("#output").lines),
+                       what="the script's loop")
+        assert not app.host.done.is_set()
+        started = time.monotonic()
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.host.done.is_set(), timeout=3, what="the script thread to end")
+        assert time.monotonic() - started < 1.5
+    assert torch.Tensor.backward is ORIGINAL_BACKWARD
+    assert app.exit_status == 0
+
+
+@pytest.mark.asyncio
+async def test_a_script_without_backward_shows_its_exit_status():
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
+        await pilot.pause()
+        text = detail_text(app)
+        assert "never called backward()" in text and "exit status 3" in text
+        assert "failed · exit 3" in app.query_one(GradHeader).status_text
+        await pilot.press("s")  # nothing to step: answered, no crash
+        await wait_for(pilot, lambda: "not paused" in answer_text(app))
+    assert app.exit_status == 3
+
+
+@pytest.mark.asyncio
+async def test_tab_cycles_the_panes_and_colon_focuses_the_command_bar():
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        seen = []
+        for _ in range(5):
+            seen.append(app.focused.id)
+            await pilot.press("tab")
+        assert seen == ["nodes", "output", "detail", "graph", "command-input"]
+        await pilot.press("escape")
+        assert app.focused.id == "nodes"
+        await pilot.press("colon")
+        assert app.focused.id == "command-input"
+
+
+@pytest.mark.asyncio
+async def test_e_replaces_the_gradient_by_an_expression_and_the_palette_runs_actions():
+    from textual.command import CommandPalette
+
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("s")
+        await wait_paused_at(pilot, 1)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the edit prompt")
+        await type_text(pilot, " * 0 + 1")  # the prompt starts with "g"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: 1 in app.state.view.edits, what="the edit")
+        await pilot.pause()
+        assert "edited: set g * 0 + 1" in detail_text(app) and "values [1]" in detail_text(app)
+
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the command palette")
+        await type_text(pilot, "continue")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.state.status == "finished", what="continue from the palette")
+        assert app.state.view.leaf_grads[2].values == (3.0,)  # 1 * dy/dx

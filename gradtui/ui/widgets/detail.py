@@ -70,7 +70,7 @@ class DetailPane(VerticalScroll):
         lines: list[Content] = []
         after = node == self.state.current and self.state.paused is not None and self.state.paused.phase == "after"
         flow = (self._outgoing, self._incoming) if after else (self._incoming, self._outgoing)
-        for section in (self._failure, self._about, self._source, *flow, self._neighbours, self._leaf):
+        for section in (self._failure, self._about, *flow, self._source, self._neighbours, self._leaf):
             part = list(section(view, node))
             if part:
                 if lines:
@@ -80,6 +80,11 @@ class DetailPane(VerticalScroll):
         if end:
             lines += [Content(""), *end]
         self.query_one("#detail-body", Static).update(Content("\n").join(lines))
+
+    def on_resize(self) -> None:
+        """Source lines are cut to the width: redraw."""
+        if self.node is not None:
+            self.show(self.node)
 
     # ---- sections ------------------------------------------------------------------------
 
@@ -102,7 +107,8 @@ class DetailPane(VerticalScroll):
             where = (f"✓ ran {view.ran[node]} of {view.total}", OK)
         else:
             where = ("pending", MUTED)
-        yield _line(("op ", MUTED), (data["name"], KEY), ("  kind ", MUTED), data["kind"], "  ", where)
+        kind = [("  kind ", MUTED), data["kind"]] if data["kind"] != "op" else []
+        yield _line(("op ", MUTED), (data["name"], KEY), *kind, "  ", where)
         if paused is not None and paused.reason != "step":
             yield _line(("why ", MUTED), (paused.reason, WARN))
         names = [("labels ", MUTED), (", ".join(data["labels"]) or "—", ACCENT)]
@@ -111,19 +117,20 @@ class DetailPane(VerticalScroll):
         if data["module"]:
             names += [("  module ", MUTED), data["module"]]
         yield _line(*names)
-        saved = saved_text(data["saved"])
-        if saved:
-            yield _line(("saved ", MUTED), saved)
 
     def _source(self, view: PassView, node: int) -> Iterable[Content]:
         data = view.graph.nodes[node]
         lines = fmt.source_lines(data["path"], data["line"], context=1)
-        if not lines:
-            return
-        width = len(str(lines[-1][0]))
-        for number, text, here in lines:
-            yield _line(("▶ " if here else "  ", WARN), (f"{number:>{width}} │ ", MUTED),
-                        (text, "bold" if here else MUTED))
+        if lines:
+            digits = len(str(lines[-1][0]))
+            room = max(8, self.scrollable_content_region.width - digits - 5)
+            for number, text, here in lines:
+                text = text if len(text) <= room else text[: room - 1] + "…"  # source lines never wrap
+                yield _line(("▶ " if here else "  ", WARN), (f"{number:>{digits}} │ ", MUTED),
+                            (text, "bold" if here else MUTED))
+        saved = saved_text(data["saved"])
+        if saved:
+            yield _line(("saved ", MUTED), saved)
 
     def _incoming(self, view: PassView, node: int) -> Iterable[Content]:
         data = view.graph.nodes[node]
@@ -192,6 +199,8 @@ class DetailPane(VerticalScroll):
         if state.status == "quit":
             yield _heading("script stopped", "you quit")
             return
+        if state.passes == 0:
+            yield Content.styled("the script never called backward() or torch.autograd.grad()", WARN)
         style = OK if state.status == "finished" else ERROR
         yield _line(("script ", "bold $text-primary"), (f"{state.status} · exit status {state.exit_status}", style))
         if state.traceback and (state.view is None or state.view.failed_node is None):
@@ -216,12 +225,17 @@ class DetailPane(VerticalScroll):
                          format_number(stats.mean), ("  non-finite ", MUTED),
                          (str(stats.nonfinite), f"bold {ERROR}" if stats.nonfinite else OK)))
         bars = fmt.sparkline(hist.histogram) if hist is not None and hist.histogram else ""
+        low, high = format_number(stats.min), format_number(stats.max)
         if bars and stats.numel > fmt.PREVIEW_LIMIT:
-            bars = "".join(bar * 2 for bar in bars)
             note = "  (finite values)" if stats.nonfinite else ""
-            yield _bad(_line(indent, ("min ", MUTED), format_number(stats.min), " ", (bars, ACCENT), " ",
-                             format_number(stats.max), (" max" + note, MUTED)))
+            room = self.scrollable_content_region.width - len(indent) - len(low) - len(high) - 10 - len(note)
+            if room >= 2 * len(bars):
+                bars = "".join(bar * 2 for bar in bars)
+            if room >= len(bars):
+                yield _bad(_line(indent, ("min ", MUTED), low, " ", (bars, ACCENT), " ", high, (" max" + note, MUTED)))
+            else:  # narrow: numbers, then the histogram on its own line
+                yield _bad(_line(indent, ("min ", MUTED), low, ("  max ", MUTED), high))
+                yield _line(indent, (bars, ACCENT), (note, MUTED))
         else:
-            yield _bad(_line(indent, ("min ", MUTED), format_number(stats.min), ("  max ", MUTED),
-                             format_number(stats.max)))
+            yield _bad(_line(indent, ("min ", MUTED), low, ("  max ", MUTED), high))
         yield _bad(_line(indent, ("values ", MUTED), fmt.values_text(stats)))
