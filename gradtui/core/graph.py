@@ -175,14 +175,12 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
     edges: list[tuple[int, int, dict[str, int]]] = []
     slots: list[list[tuple[int, int] | None]] = []
     senders: dict[tuple[int, int], int] = {}
-    parent: list[int | None] = []
     queue: deque[Node] = deque()
     root_ids = []
     for root in roots:
         if root is not None and root not in ids:
             ids[root] = len(nodes)
             nodes.append(root)
-            parent.append(None)
             queue.append(root)
         if root is not None:
             root_ids.append(ids[root])
@@ -199,15 +197,12 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
             if there is None:
                 there = ids[child] = len(nodes)
                 nodes.append(child)
-                parent.append(here)
                 queue.append(child)
             edges.append((here, there, {"slot": slot}))
             targets.append((there, input_nr))
             senders[(there, input_nr)] = senders.get((there, input_nr), 0) + 1
 
     graph = nx.DiGraph()
-    sources: list[tuple[str, int] | None] = []
-    modules: list[str | None] = []
     for i, node in enumerate(nodes):
         name = short_name(node)
         kind = node_kind(node, name)
@@ -220,12 +215,6 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
         else:
             labels = tuple(names.by_grad_fn.get(id(node), ()))
             source, module = provenance.source_of(node), provenance.module_of(node)
-            up = parent[i]
-            if source is None and up is not None:  # ops torch made inside a call inherit its line
-                source = sources[up]
-                module = module if module is not None else modules[up]
-        sources.append(source)
-        modules.append(module)
         graph.add_node(
             i, name=name, kind=kind, labels=labels, param=param,
             source=None if source is None else f"{os.path.basename(source[0])}:{source[1]}",
