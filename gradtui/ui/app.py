@@ -40,6 +40,9 @@ from gradtui.ui.widgets.node_list import NodeList
 WIDE = 160
 """From this terminal width on, the detail and graph panes sit side by side."""
 
+NARROW = 100
+"""Below this terminal width the footer is compact, so every key fits."""
+
 ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
                             "find", "find_next", "goto_current", "command", "help"})
 """Actions that make no sense while a modal screen (help, prompt) is open."""
@@ -98,8 +101,11 @@ class GradtuiApp(App[int]):
         self.run_worker(self.host.run, thread=True, name="gradtui-script", group="script", exit_on_error=False)
 
     def on_resize(self) -> None:
-        """Side by side detail and graph on wide terminals."""
+        """Side by side detail and graph on wide terminals; a compact footer on narrow ones."""
         self.query_one("#main").set_class(self.size.width >= WIDE, "wide")
+        footer = self.query_one(Footer)
+        footer.compact = self.size.width < NARROW
+        footer.show_command_palette = self.size.width >= NARROW
 
     async def on_unmount(self) -> None:
         """However the app ends, the script thread must unwind (torch's functions restored)."""

@@ -33,7 +33,7 @@ KEYS: tuple[Key, ...] = (
     Key("slash", "find", "find", "find a node by op name, label or #id"),
     Key("n", "find_next", "next", "next match of the last find", footer=False),
     Key("g", "goto_current", "paused", "jump to the paused node", footer=False),
-    Key("colon", "command", "cmd", "type a command in the command bar"),
+    Key("colon", "command", "cmd", "type a command in the command bar", footer=False),
     Key("question_mark", "help", "help", "this help screen"),
     Key("q", "quit", "quit", "quit: stop the script and leave"),
 )

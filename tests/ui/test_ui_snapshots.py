@@ -86,3 +86,17 @@ def test_error_in_a_custom_backward(snap_compare):
         await _settle(pilot)
 
     assert snap_compare(GradtuiApp(ui_script("error_in_backward.py")), terminal_size=SIZE, run_before=run_before)
+
+
+def test_small_terminal_80x24(snap_compare):
+    """Readable at 80x24: the gradient is above the fold and every footer key fits."""
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        for node in app.state.view.order[1:3]:
+            await pilot.press("s")
+            await wait_paused_at(pilot, node)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(example("mlp.py")), terminal_size=(80, 24), run_before=run_before)

@@ -98,12 +98,12 @@ class GraphPane(VerticalScroll):
         if consumers:
             yield from self._listing(view, "from ↓", consumers, node)
         else:
-            yield Content.styled(" from ↓ nothing: the gradient starts here", "$text-muted")
+            yield Content.styled(" from ↓ nothing: the root", "$text-muted")
         yield from self._listing(view, "node ↓", [node], node)
         if inputs:
             yield from self._listing(view, "to", inputs, node)
         else:
-            yield Content.styled(" to     nothing: a leaf, the gradient ends here", "$text-muted")
+            yield Content.styled(" to     nothing: a leaf", "$text-muted")
 
     def _whole(self, view: PassView, selected: int) -> Iterable[Content]:
         if self._layers_of != id(view.graph):
