@@ -165,7 +165,8 @@ class GradtuiApp(App[int]):
                 self._show_selected(selected)
             elif change.finished or selected in change.rows or view.finished:
                 self._show_selected(selected)
-            elif view.total <= WHOLE_LIMIT or change.rows & set(view.graph.successors(selected)):
+            elif view.total <= WHOLE_LIMIT or change.rows & {*view.graph.successors(selected),
+                                                             *view.graph.predecessors(selected)}:
                 self.query_one(GraphPane).show(selected)
 
     def _update_header(self) -> None:
@@ -355,4 +356,4 @@ def run_app(script: str, args: Iterable[str] = (), commands: Iterable[str] = (),
     finally:
         if report is not None and report_path:
             report.write(report_path)
-    return app.exit_status
+    return app.return_code or app.exit_status  # a crash of the UI itself is 1
