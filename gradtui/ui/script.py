@@ -1,8 +1,11 @@
 """The user's script inside a Textual thread worker, and how to stop it without blocking.
 
-`ScriptRunner.stop` joins the thread the runner started itself; a Textual thread worker
-runs in a pool thread that outlives the script, so `ScriptHost` keeps its own "done"
-event and thread id, and `stop()` is a coroutine: the event loop never blocks on it.
+`ScriptRunner.stop` joins the thread the runner started itself (`start`); a Textual thread
+worker runs `run` in a pool thread that outlives the script, where `stop` would neither
+interrupt nor know when the script ended. So `ScriptHost` keeps its own "done" event and
+thread id, and `stop()` is a coroutine: the event loop never blocks on it. The interrupt
+itself follows the runner's protocol (its `_interrupt` lock and `_interruptible` flag), so
+it never lands in the runner's cleanup.
 """
 
 from __future__ import annotations
@@ -24,17 +27,15 @@ class ScriptHost:
         """Set when `run` has returned (the script unwound, torch's functions restored)."""
         self.thread_id: int | None = None
         self.exit_status: int | None = None
-        self._inside = threading.Lock()
 
     def run(self) -> int:
         """The worker's body: run the script to its end in this thread."""
         self.thread_id = threading.get_ident()
         try:
-            with self._inside:
-                if self.runner.session.quitting:
-                    self.exit_status = 0  # quit before the script even started
-                    return 0
-                self.exit_status = self.runner.run()
+            if self.runner.session.quitting:
+                self.exit_status = 0  # quit before the script even started
+                return 0
+            self.exit_status = self.runner.run()
         finally:
             self.done.set()
         return self.exit_status
@@ -52,9 +53,16 @@ class ScriptHost:
         deadline = loop.time() + timeout
         interrupted = False
         while not self.done.is_set() and loop.time() < deadline:
-            if not interrupted and loop.time() > deadline - timeout + 0.3 and self._inside.locked():
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(self.thread_id), ctypes.py_object(GradtuiQuit))
+            if not interrupted and loop.time() > deadline - timeout + 0.3:
+                self._interrupt()
                 interrupted = True
             await asyncio.sleep(0.01)
         return self.done.is_set()
+
+    def _interrupt(self) -> None:
+        """Raise GradtuiQuit in the script's thread, only while the script's own code runs."""
+        runner = self.runner
+        with runner._interrupt:  # the runner's protocol: see ScriptRunner.stop and _disarm
+            if runner._interruptible and not self.done.is_set() and self.thread_id is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self.thread_id), ctypes.py_object(GradtuiQuit))
