@@ -140,6 +140,8 @@ class PassFinished(Event):
     error: str | None = None
     node: int | None = None
     """The node whose hook or backward raised, when known (post-mortem)."""
+    failed_grads: tuple[Stats | None, ...] = ()
+    """What flowed into `node` before it raised (post-mortem); empty when not known."""
     leaf_grads: tuple[tuple[int, Stats | None], ...] = ()
     """(accumulator node id, stats of its leaf's `.grad` after the pass) for every leaf."""
 

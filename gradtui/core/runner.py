@@ -66,13 +66,31 @@ class ScriptRunner:
         self.args = list(args)
         self.session = session
         self.exit_status: int | None = None
+        self.thread_id: int | None = None
+        """The thread `run` runs in (set when it starts)."""
+        self.finished = threading.Event()
+        """Set when `run` has returned: the script unwound, torch's functions restored."""
         self._thread: threading.Thread | None = None
         self._interrupt = threading.Lock()
         self._interruptible = False
-        """True while the script's own code runs: only then may `stop` raise in its thread."""
+        """True while the script's own code runs: only then may `interrupt` raise in its thread."""
 
     def run(self) -> int:
-        """Run the script to its end in this thread; emit ScriptFinished; return exit status."""
+        """Run the script to its end in this thread; emit ScriptFinished; return exit status.
+
+        Does nothing (status 0) if the session was quit before the script started.
+        """
+        self.thread_id = threading.get_ident()
+        try:
+            if self.session.quitting:
+                self.exit_status = 0
+            else:
+                self.exit_status = self._run()
+        finally:
+            self.finished.set()
+        return self.exit_status
+
+    def _run(self) -> int:
         session = self.session
         session.bind_thread()
         session.emit(ev.ScriptStarted(self.path, (self.path, *self.args)))
@@ -100,7 +118,6 @@ class ScriptRunner:
             err.flush()
             sys.argv, sys.path[:] = saved[0], saved[1]
             sys.stdout, sys.stderr, sys.stdin = saved[2], saved[3], saved[4]
-        self.exit_status = status
         session.emit(ev.ScriptFinished(status, tb, quit_, session.passes))
         return status
 
@@ -125,20 +142,28 @@ class ScriptRunner:
         return self._thread
 
     def stop(self, timeout: float = 2.0) -> bool:
-        """Quit: unblock a paused hook, interrupt a running script; True if the thread ended."""
+        """Quit: unblock a paused hook, interrupt a busy script; True if `run` returned in time.
+
+        Blocks up to `timeout`; the UI instead calls `session.quit()` and `interrupt()` itself
+        and polls `finished`, so its event loop never blocks.
+        """
         self.session.quit()
-        thread = self._thread
-        if thread is None:
-            return True
-        thread.join(min(0.3, timeout))
+        if self.thread_id is None:
+            return True  # not started: `run` will see the quit and not start the script
+        if not self.finished.wait(min(0.3, timeout)):
+            self.interrupt()
+        return self.finished.wait(timeout)
+
+    def interrupt(self) -> None:
+        """Raise GradtuiQuit in the script's thread, if the script's own code is running.
+
+        For a script that is not paused (e.g. in a forward pass). The exception arrives at the
+        next Python bytecode, so a blocking C call (time.sleep(60)) ends first.
+        """
         with self._interrupt:
-            if thread.is_alive() and thread.ident is not None and self._interruptible:
-                # Not paused (e.g. in a forward pass): raise GradtuiQuit in it. It arrives at the
-                # next Python bytecode, so a blocking C call (time.sleep(60)) ends first.
+            if self._interruptible and self.thread_id is not None:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(thread.ident), ctypes.py_object(GradtuiQuit))
-        thread.join(timeout)
-        return not thread.is_alive()
+                    ctypes.c_ulong(self.thread_id), ctypes.py_object(GradtuiQuit))
 
     def _disarm(self) -> None:
         """Leave the script's code: no more async quits, and cancel one not yet delivered."""

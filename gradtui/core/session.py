@@ -262,6 +262,7 @@ class Session:
                 None if error is None else (
                     "quit" if isinstance(error, GradtuiQuit) else f"{type(error).__name__}: {error}"),
                 state.running if error is not None else None,
+                state.incoming.get(state.running, ()) if error is not None else (),
                 leaf_grads,
             ))
             error = None  # this frame is on error's traceback: holding error would make a cycle

@@ -233,6 +233,8 @@ class UIState:
             view.failed_node = event.node
             if event.node is not None:
                 change.rows.add(event.node)
+                if event.failed_grads:
+                    view.incoming[event.node] = event.failed_grads
         self.progress = (event.done, event.total)
         return change
 
