@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import traceback
 from collections.abc import Iterable
 
@@ -356,4 +357,11 @@ def run_app(script: str, args: Iterable[str] = (), commands: Iterable[str] = (),
     finally:
         if report is not None and report_path:
             report.write(report_path)
-    return app.return_code or app.exit_status  # a crash of the UI itself is 1
+    status = app.return_code or app.exit_status  # a crash of the UI itself is 1
+    if app.session.quitting:
+        # The user quit before the script ended: leave now. Interpreter shutdown would join Textual's executor thread
+        # (a script stuck in a C call holds it) and tear torch down, which takes a second.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status

@@ -36,6 +36,8 @@ class ScriptHost:
         gets GradtuiQuit raised in its thread after 0.3 s. True if it ended in time.
         """
         runner = self.runner
+        if self.done.is_set():
+            return True  # ended on its own: nothing to stop
         runner.session.quit()
         if runner.thread_id is None:
             return True  # never started; `run` will see the quit and not start
