@@ -228,7 +228,8 @@ class DetailPane(VerticalScroll):
         low, high = format_number(stats.min), format_number(stats.max)
         if bars and stats.numel > fmt.PREVIEW_LIMIT:
             note = "  (finite values)" if stats.nonfinite else ""
-            room = self.scrollable_content_region.width - len(indent) - len(low) - len(high) - 10 - len(note)
+            # 10 for "min ", " max" and two spaces; 2 more in case a scrollbar appears later
+            room = self.scrollable_content_region.width - len(indent) - len(low) - len(high) - 12 - len(note)
             if room >= 2 * len(bars):
                 bars = "".join(bar * 2 for bar in bars)
             if room >= len(bars):
