@@ -99,9 +99,14 @@ def summarize(tensor: torch.Tensor, histogram: bool = False) -> Stats:
         t = t.float()
     lo, hi = torch.aminmax(t)
     lo_v, hi_v = lo.item(), hi.item()
-    total, norm = t.sum(dtype=torch.float64).item(), torch.linalg.vector_norm(t).item()
-    finite = math.isfinite(total) and math.isfinite(norm) and math.isfinite(lo_v) and math.isfinite(hi_v)
-    nonfinite = 0 if finite else int(numel - torch.isfinite(t).sum().item())
+    total, norm = t.sum().item(), torch.linalg.vector_norm(t).item()
+    if math.isfinite(lo_v) and math.isfinite(hi_v):  # aminmax propagates nan: all values finite
+        nonfinite = 0
+        if not (math.isfinite(total) and math.isfinite(norm)):  # float32 overflowed: redo wide
+            wide = t.double()
+            total, norm = wide.sum().item(), torch.linalg.vector_norm(wide).item()
+    else:
+        nonfinite = int(numel - torch.isfinite(t).sum().item())
     values = preview = None
     if numel <= VALUES_LIMIT:
         values = tuple(t.reshape(-1).tolist())

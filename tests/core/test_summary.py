@@ -199,3 +199,9 @@ def test_mean_of_huge_finite_float32_values_stays_finite():
     stats = summarize(torch.tensor([3e38, 3e38], dtype=torch.float32))
     assert stats.nonfinite == 0
     assert stats.mean == pytest.approx(3e38, rel=1e-6)
+
+
+def test_norm_of_huge_finite_float32_values_stays_finite():
+    """A float32 norm that overflows is recomputed in float64: finite values, finite norm."""
+    stats = summarize(torch.tensor([3e38, 3e38], dtype=torch.float32))
+    assert stats.norm == pytest.approx(3e38 * 2 ** 0.5, rel=1e-6)
