@@ -25,8 +25,25 @@ class HeadlessDriver:
         self.commands = list(commands)
         self.out = out
         self._graph = None
+        self._line_open = False
+        """The script's output so far ends without a newline: our next line must start one."""
+
+    def _write(self, text: str) -> None:
+        """Write the script's own text (output, traceback) as it is."""
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._line_open = not text.endswith("\n")
+
+    def _end_line(self) -> None:
+        """Finish a line the script left open, so what follows starts a line of its own."""
+        if self._line_open:
+            self.out.write("\n")
+            self._line_open = False
 
     def _print(self, text: str) -> None:
+        """Write one line of ours, on a line of its own."""
+        self._end_line()
         self.out.write(text if text.endswith("\n") else text + "\n")
         self.out.flush()
 
@@ -48,8 +65,7 @@ class HeadlessDriver:
     def __call__(self, event: ev.Event) -> None:
         """Listener entry point."""
         if isinstance(event, ev.Output):
-            self.out.write(event.text)
-            self.out.flush()
+            self._write(event.text)
         elif isinstance(event, ev.PassStarted):
             self._graph = event.graph
             self._print(f"pass {event.index} · {event.call_text or event.call} at {event.call_site}"
@@ -78,7 +94,8 @@ class HeadlessDriver:
             self._print(f"pass {event.index} {status}{where} · {event.done}/{event.total} nodes ran")
         elif isinstance(event, ev.ScriptFinished):
             if event.traceback:
-                self.out.write(event.traceback)
+                self._end_line()
+                self._write(event.traceback)
             if event.quit:
                 self._print("quit: the script was stopped")
             if event.passes == 0:
