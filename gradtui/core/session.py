@@ -81,7 +81,10 @@ class _Pause:
 class Session:
     """Debugs the backward passes of whatever runs while it is active (see module doc)."""
 
-    def __init__(self, listener: Listener | None = None, *, provenance: bool = True) -> None:
+    def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
+                 full_stats: bool = True) -> None:
+        """`full_stats=False` records only norms while the engine runs between pauses (see
+        `summarize(light=True)`): a third of the cost, for the UI when no report is written."""
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
         self._commands: queue.Queue[Command] = queue.Queue()
@@ -94,6 +97,7 @@ class Session:
         self._pause: _Pause | None = None
         self._originals: dict[str, Any] | None = None
         self._provenance = Provenance() if provenance else None
+        self._full_stats = full_stats
 
     # ---- wiring -------------------------------------------------------------------------
 
@@ -276,13 +280,18 @@ class Session:
     def _thread(self) -> threading.Thread:
         return self._script_thread or threading.current_thread()
 
-    @staticmethod
-    def _leaf_grads(cap: Capture) -> tuple[tuple[int, Stats | None], ...]:
+    @property
+    def _light(self) -> bool:
+        """Record light stats now? Only when asked for and not stepping (a step pauses anyway)."""
+        return not self._full_stats and self._mode != "step"
+
+    def _leaf_grads(self, cap: Capture) -> tuple[tuple[int, Stats | None], ...]:
         out = []
+        light = self._light
         for i, node in enumerate(cap.nodes):
             if cap.graph.nodes[i]["kind"] == "accumulate":
                 grad = node.variable.grad
-                out.append((i, None if grad is None else summarize(grad)))
+                out.append((i, None if grad is None else summarize(grad, light=light)))
         return tuple(out)
 
     # ---- hooks ---------------------------------------------------------------------------
@@ -314,10 +323,10 @@ class Session:
         state.incoming[node] = stats
         return new
 
-    @staticmethod
-    def _incoming_stats(state: _Pass, node: int, grads: tuple[Any, ...]) -> tuple[Stats | None, ...]:
+    def _incoming_stats(self, state: _Pass, node: int, grads: tuple[Any, ...]) -> tuple[Stats | None, ...]:
         """Stats of what flows into `node`, reusing its sender's when the tensor is the same."""
         out = []
+        light = self._light
         for nr, grad in enumerate(grads):
             sent = state.handoff.pop((node, nr), None)
             if grad is None:
@@ -325,7 +334,7 @@ class Session:
             elif sent is not None and sent[0] is grad:
                 out.append(sent[1])
             else:
-                out.append(summarize(grad))
+                out.append(summarize(grad, light=light))
         return tuple(out)
 
     def _posthook(self, state: _Pass, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
@@ -333,7 +342,7 @@ class Session:
         state.done += 1
         state.running = None
         incoming = state.incoming.pop(node, ())
-        outgoing = summarize_all(grad_inputs)
+        outgoing = summarize_all(grad_inputs, light=self._light)
         for target, grad, stats in zip(state.capture.sole_inputs[node], grad_inputs, outgoing):
             if target is not None and grad is not None:
                 state.handoff[target] = (grad, stats)

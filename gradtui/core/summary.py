@@ -30,9 +30,10 @@ class Stats:
     dtype: str
     device: str
     norm: float
-    min: float
-    max: float
-    mean: float
+    min: float | None
+    max: float | None
+    mean: float | None
+    """min, max and mean are None in light stats (only the norm was taken, see `summarize`)."""
     nonfinite: int
     values: tuple[float, ...] | None = None
     preview: tuple[float, ...] = ()
@@ -61,9 +62,9 @@ class Stats:
         return out
 
 
-def _json_float(value: float) -> float | str:
+def _json_float(value: float | None) -> float | str | None:
     """JSON has no NaN or infinity: spell them as strings so the report stays valid JSON."""
-    if math.isfinite(value):
+    if value is None or math.isfinite(value):
         return value
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
@@ -79,11 +80,13 @@ def dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
-def summarize(tensor: torch.Tensor, histogram: bool = False) -> Stats:
+def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False) -> Stats:
     """Summarize a tensor; with `histogram` (a pause), also bin it and preview its values.
 
-    Without `histogram` this is the per-node hot path: four reductions read back with
-    `.item()`, which is cheaper than stacking them, and no preview of big tensors.
+    Without `histogram` this is the per-node hot path: three reductions read back with
+    `.item()`, which is cheaper than stacking them, and no preview of big tensors. `light`
+    takes only the norm (one pass over the data; a non-finite value makes it non-finite),
+    for a pass running between pauses: min, max and mean are then None.
     """
     t = tensor.detach()  # cheaper than no_grad(): reductions of a detached tensor record nothing
     shape = tuple(t.shape)
@@ -97,6 +100,8 @@ def summarize(tensor: torch.Tensor, histogram: bool = False) -> Stats:
         t = t.abs()
     if t.dtype not in (torch.float32, torch.float64):
         t = t.float()
+    if light and numel > VALUES_LIMIT and not histogram:
+        return _light(t, shape, dtype, numel)
     lo, hi = torch.aminmax(t)
     lo_v, hi_v = lo.item(), hi.item()
     total, norm = t.sum().item(), torch.linalg.vector_norm(t).item()
@@ -118,6 +123,16 @@ def summarize(tensor: torch.Tensor, histogram: bool = False) -> Stats:
                  preview or (), hist)
 
 
+def _light(t: torch.Tensor, shape: tuple[int, ...], dtype: str, numel: int) -> Stats:
+    norm = torch.linalg.vector_norm(t).item()
+    nonfinite = 0
+    if not math.isfinite(norm):
+        nonfinite = int(numel - torch.isfinite(t).sum().item())
+        if not nonfinite:  # float32 overflowed on finite values
+            norm = torch.linalg.vector_norm(t.double()).item()
+    return Stats(shape, dtype, str(t.device), norm, None, None, None, nonfinite)
+
+
 def _histogram(flat: torch.Tensor, lo: float, hi: float, nonfinite: int) -> tuple[int, ...]:
     """Counts of the finite values in `HISTOGRAM_BINS` equal bins between min and max."""
     if nonfinite:
@@ -134,9 +149,10 @@ def _histogram(flat: torch.Tensor, lo: float, hi: float, nonfinite: int) -> tupl
     return tuple(int(c) for c in torch.histc(flat, bins=HISTOGRAM_BINS, min=lo, max=hi).tolist())
 
 
-def summarize_all(grads: tuple[Any, ...] | list[Any], histogram: bool = False) -> tuple[Stats | None, ...]:
+def summarize_all(grads: tuple[Any, ...] | list[Any], histogram: bool = False,
+                  light: bool = False) -> tuple[Stats | None, ...]:
     """Summarize each gradient of a hook's tuple; `None` (no gradient) stays `None`."""
-    return tuple(summarize(g, histogram) if isinstance(g, torch.Tensor) else None for g in grads)
+    return tuple(summarize(g, histogram, light) if isinstance(g, torch.Tensor) else None for g in grads)
 
 
 def describe(value: Any) -> str:
@@ -149,8 +165,10 @@ def describe(value: Any) -> str:
     return text if len(text) <= 400 else text[:397] + "..."
 
 
-def format_number(value: float) -> str:
-    """Compact number: 4 significant digits, `nan`/`inf` spelled out."""
+def format_number(value: float | None) -> str:
+    """Compact number: 4 significant digits, `nan`/`inf` spelled out, `-` when not recorded."""
+    if value is None:
+        return "-"
     if math.isnan(value):
         return "nan"
     if math.isinf(value):

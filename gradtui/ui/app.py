@@ -65,7 +65,9 @@ class GradtuiApp(App[int]):
         self.script_path = os.path.abspath(script)
         self.state = UIState(os.path.basename(script))
         self.bridge = Bridge(self.post_message)
-        self.session = Session(self.bridge)
+        # Full stats of every gradient only when a report wants them; between pauses the UI
+        # records norms, so `continue` stays close to plain backward speed.
+        self.session = Session(self.bridge, full_stats=report is not None)
         if report is not None:
             self.session.add_listener(report)
         self.runner = ScriptRunner(script, list(args), self.session)

@@ -132,6 +132,21 @@ def test_parse_file(tmp_path):
     assert [type(parse(line)) for line in parse_file(str(path))] == [Break, Continue, Scale]
 
 
+def test_parse_file_trailing_comments_and_byte_order_mark(tmp_path):
+    path = tmp_path / "commands.txt"
+    path.write_bytes(
+        "\ufeff# written on Windows\r\n"
+        "break nan   # the first NaN\r\n"
+        "break #3\t# node 3, not a comment\r\n"
+        "step #\r\n"
+        "  # indented comment\r\n"
+        "print g#x\r\n"
+        "set g * (name == 'a # b')  # keeps its string\r\n".encode("utf-8"))
+    lines = parse_file(str(path))
+    assert lines == ["break nan", "break #3", "step", "print g#x", "set g * (name == 'a # b')"]
+    assert [type(parse(line)) for line in lines] == [Break, Break, Step, Print, SetGrad]
+
+
 def test_parse_file_missing(tmp_path):
     with pytest.raises(OSError):
         parse_file(str(tmp_path / "nope.txt"))

@@ -387,3 +387,28 @@ def test_originals_are_restored_after_a_run():
     run = run_headless(example("chain.py"), ["continue"])
     assert run.finished.exit_status == 0
     assert torch_originals() == before
+
+
+def test_light_stats_between_pauses_keep_norms_and_full_stats_while_stepping():
+    """full_stats=False (the UI without a report): nodes run in `continue` record norms only,
+    the same norms a full run records; nodes run while stepping keep every statistic."""
+    full = run_headless(example("mlp.py"), ["step", "continue"])
+    light = run_headless(example("mlp.py"), ["step", "continue"], full_stats=False)
+
+    def ran(run):
+        return [e for e in run.events if isinstance(e, ev.NodeRan)]
+
+    assert [(e.pass_index, e.node) for e in ran(full)] == [(e.pass_index, e.node) for e in ran(light)]
+    big_light = 0
+    for f, l in zip(ran(full), ran(light)):
+        for fs, ls in zip(f.grad_outputs + f.grad_inputs, l.grad_outputs + l.grad_inputs):
+            assert (fs is None) == (ls is None)
+            if fs is None:
+                continue
+            assert ls.norm == pytest.approx(fs.norm, rel=1e-6)
+            if f.pass_index == 0 and f.order == 1:
+                assert ls == fs  # run while stepping: full stats
+            elif ls.numel > 64:
+                assert ls.min is None and ls.mean is None
+                big_light += 1
+    assert big_light > 0

@@ -205,3 +205,23 @@ def test_norm_of_huge_finite_float32_values_stays_finite():
     """A float32 norm that overflows is recomputed in float64: finite values, finite norm."""
     stats = summarize(torch.tensor([3e38, 3e38], dtype=torch.float32))
     assert stats.norm == pytest.approx(3e38 * 2 ** 0.5, rel=1e-6)
+
+
+def test_light_stats_take_only_the_norm_of_big_tensors():
+    """Light stats (a running UI): exact norm and non-finite count, no min/max/mean."""
+    torch.manual_seed(0)
+    t = torch.randn(100, 7)
+    light = summarize(t, light=True)
+    assert light.norm == torch.linalg.vector_norm(t).item()
+    assert (light.min, light.max, light.mean, light.nonfinite) == (None, None, None, 0)
+    assert light.to_json()["min"] is None and "values" not in light.to_json()
+    t[3, 2] = float("nan")
+    t[5, 1] = float("inf")
+    assert summarize(t, light=True).nonfinite == 2
+    small = torch.tensor([1.0, -2.0])
+    assert summarize(small, light=True) == summarize(small)  # small tensors: always everything
+
+
+def test_light_stats_survive_float32_overflow():
+    stats = summarize(torch.full((100,), 3e37), light=True)
+    assert stats.nonfinite == 0 and stats.norm == pytest.approx(3e38, rel=1e-6)
