@@ -223,8 +223,24 @@ def _check_syntax(expr: str) -> None:
 
 
 def parse_file(path: str) -> list[str]:
-    """Command lines of a `-x FILE`: one per line, blank lines and `#` comments skipped."""
-    with open(path, encoding="utf-8") as handle:
-        lines = [line.strip() for line in handle]
-    return [line for line in lines if line and not line.startswith("#")]
+    """Command lines of a `-x FILE`: one per line; blank lines, `#` comment lines and trailing
+    ` # comments` dropped (a `#` glued to a word, as in `break #3`, is not a comment)."""
+    with open(path, encoding="utf-8-sig") as handle:  # -sig: an editor's byte-order mark is not a command
+        lines = [_strip_comment(line).strip() for line in handle]
+    return [line for line in lines if line]
+
+
+def _strip_comment(line: str) -> str:
+    """`line` without a `#` comment: one at the start, or after white space and followed by
+    white space or the end, outside quotes (`set g * (s == "a # b")` keeps its string)."""
+    quote = None
+    for i, char in enumerate(line):
+        if quote:
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (not line[:i].strip() or line[i - 1].isspace() and (line[i + 1:] + " ")[0].isspace()):
+            return line[:i]
+    return line
 
