@@ -65,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     if options.command_file:
         try:
             commands += parse_file(options.command_file)
-        except OSError as exc:
-            print(f"gradtui: cannot read -x {options.command_file}: {exc.strerror}", file=sys.stderr)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+            print(f"gradtui: cannot read -x {options.command_file}: {why}", file=sys.stderr)
             return 2
     commands += options.commands
     if options.headless:

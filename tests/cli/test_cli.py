@@ -171,6 +171,15 @@ def test_missing_command_file(tmp_path):
     assert "gradtui: cannot read -x" in done.stderr
 
 
+def test_command_file_that_is_not_text(tmp_path, capsys):
+    from gradtui.cli import main
+
+    commands = tmp_path / "commands.bin"
+    commands.write_bytes(b"step\n\xff\xfe\n")
+    assert main(["--headless", "-x", str(commands), example("chain.py")]) == 2
+    assert "gradtui: cannot read -x" in capsys.readouterr().err
+
+
 def test_arguments_after_the_script_go_to_the_script():
     done = gradtui("--headless", script("io_argv.py"), "-c", "step", "--report", "x")
     assert done.returncode == 0, done.stderr
