@@ -221,6 +221,11 @@ class DetailPane(VerticalScroll):
             yield _line(indent, ("None (no gradient)", MUTED))
             return
         yield _line(indent, (fmt.shape_text(stats), KEY))
+        if stats.min is None:  # light stats: the node ran while the engine was running on
+            yield _bad(_line(indent, ("norm ", MUTED), format_number(stats.norm), ("  non-finite ", MUTED),
+                             (str(stats.nonfinite), f"bold {ERROR}" if stats.nonfinite else OK)))
+            yield _line(indent, ("min max mean: recorded when stepping or with --report", MUTED))
+            return
         yield _bad(_line(indent, ("norm ", MUTED), format_number(stats.norm), ("  mean ", MUTED),
                          format_number(stats.mean), ("  non-finite ", MUTED),
                          (str(stats.nonfinite), f"bold {ERROR}" if stats.nonfinite else OK)))
