@@ -62,9 +62,9 @@ class _Pass:
     running: int | None = None
     nan_seen: bool = False
     incoming: dict[int, tuple[Stats | None, ...]] = field(default_factory=dict)
-    handoff: dict[tuple[int, int], tuple[torch.Tensor, Stats | None]] = field(default_factory=dict)
-    """Gradients a node just sent to a sole receiver, with their stats, so the receiver's
-    prehook need not summarize the same tensor again."""
+    handoff: dict[tuple[int, int], tuple[torch.Tensor, int, Stats | None]] = field(default_factory=dict)
+    """Gradients a node just sent to a sole receiver, with their version counter and stats, so
+    the receiver's prehook need not summarize the same, unmodified tensor again."""
     last_progress: float = 0.0
 
 
@@ -331,8 +331,8 @@ class Session:
             sent = state.handoff.pop((node, nr), None)
             if grad is None:
                 out.append(None)
-            elif sent is not None and sent[0] is grad:
-                out.append(sent[1])
+            elif sent is not None and sent[0] is grad and sent[1] == grad._version:
+                out.append(sent[2])  # not modified in place since (e.g. by a tensor hook's g.mul_)
             else:
                 out.append(summarize(grad, light=light))
         return tuple(out)
@@ -345,7 +345,7 @@ class Session:
         outgoing = summarize_all(grad_inputs, light=self._light)
         for target, grad, stats in zip(state.capture.sole_inputs[node], grad_inputs, outgoing):
             if target is not None and grad is not None:
-                state.handoff[target] = (grad, stats)
+                state.handoff[target] = (grad, grad._version, stats)
         self.emit(ev.NodeRan(state.index, node, state.done, incoming, outgoing))
         made_nonfinite = any(s is not None and s.nonfinite for s in outgoing) and not any(
             s is not None and s.nonfinite for s in incoming)

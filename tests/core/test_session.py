@@ -412,3 +412,24 @@ def test_light_stats_between_pauses_keep_norms_and_full_stats_while_stepping():
                 assert ls.min is None and ls.mean is None
                 big_light += 1
     assert big_light > 0
+
+
+def test_stats_of_a_gradient_a_tensor_hook_changed_in_place(tmp_path):
+    """A receiver's stats are not its sender's when a tensor hook modified the very tensor in
+    place in between (returning None): the report, and `norm>X`, see what really arrived."""
+    path = tmp_path / "inplace_hook.py"
+    path.write_text(
+        "import torch\n"
+        "x = torch.tensor([1.0, 2.0], requires_grad=True)\n"
+        "y = x * 3\n"
+        "z = y * 2\n"
+        "y.register_hook(lambda g: g.mul_(10))\n"
+        "z.sum().backward()\n",
+        encoding="utf-8",
+    )
+    run = run_headless(str(path), ["break norm>20", "continue", "continue"])
+    assert run.status == 0, run.output
+    nodes = run.report.to_json()["passes"][0]["nodes"]
+    (y,) = [n for n in nodes if n["labels"] == ["y"]]
+    assert y["grad_outputs"][0]["values"] == [20.0, 20.0]
+    assert run.where[:2] == [(0, 0), (0, y["id"])]  # norm 28.3 > 20 where y's gradient arrives
