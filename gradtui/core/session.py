@@ -62,7 +62,7 @@ class _Pass:
     running: int | None = None
     nan_seen: bool = False
     incoming: dict[int, tuple[Stats | None, ...]] = field(default_factory=dict)
-    handoff: dict[tuple[int, int], tuple[torch.Tensor, int, Stats | None]] = field(default_factory=dict)
+    handoff: dict[tuple[int, int], tuple[torch.Tensor, int, Stats]] = field(default_factory=dict)
     """Gradients a node just sent to a sole receiver, with their version counter and stats, so
     the receiver's prehook need not summarize the same, unmodified tensor again."""
     last_progress: float = 0.0
@@ -331,8 +331,9 @@ class Session:
             sent = state.handoff.pop((node, nr), None)
             if grad is None:
                 out.append(None)
-            elif sent is not None and sent[0] is grad and sent[1] == grad._version:
-                out.append(sent[2])  # not modified in place since (e.g. by a tensor hook's g.mul_)
+            elif (sent is not None and sent[0] is grad and sent[1] == grad._version  # not changed in place
+                  and (light or sent[2].mean is not None)):  # and not light stats while stepping
+                out.append(sent[2])
             else:
                 out.append(summarize(grad, light=light))
         return tuple(out)

@@ -433,3 +433,26 @@ def test_stats_of_a_gradient_a_tensor_hook_changed_in_place(tmp_path):
     (y,) = [n for n in nodes if n["labels"] == ["y"]]
     assert y["grad_outputs"][0]["values"] == [20.0, 20.0]
     assert run.where[:2] == [(0, 0), (0, y["id"])]  # norm 28.3 > 20 where y's gradient arrives
+
+
+def test_light_stats_sent_while_running_are_not_reused_while_stepping(tmp_path):
+    """full_stats=False: AddBackward0 runs in `continue` (light stats) and sends to both
+    multiplications; after a breakpoint at one of them the user steps, so the other, reached
+    by stepping, must record full stats, not the light ones its sender took."""
+    path = tmp_path / "fork.py"
+    path.write_text(
+        "import torch\n"
+        "w = torch.randn(100, requires_grad=True)\n"
+        "v = torch.randn(100, requires_grad=True)\n"
+        "a = w * 2\n"
+        "b = v * 3\n"
+        "(a + b).sum().backward()\n",
+        encoding="utf-8",
+    )
+    run = run_headless(str(path), ["break b", "continue", "step", "step", "continue"], full_stats=False)
+    assert run.status == 0, run.output
+    (started,) = run.of(ev.PassStarted)
+    (a,) = [n for n, data in started.graph.nodes(data=True) if data["labels"] == ("a",)]
+    assert run.where[-1] == (0, a)  # reached by stepping
+    (ran,) = [e for e in run.of(ev.NodeRan) if e.node == a]
+    assert ran.grad_outputs[0].mean is not None
