@@ -349,3 +349,21 @@ async def test_e_replaces_the_gradient_by_an_expression_and_the_palette_runs_act
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.state.status == "finished", what="continue from the palette")
         assert app.state.view.leaf_grads[2].values == (3.0,)  # 1 * dy/dx
+
+
+@pytest.mark.asyncio
+async def test_nodes_run_in_continue_show_norms_and_say_what_is_missing():
+    """Without --report the UI records only norms between pauses; the detail pane says so,
+    and a report run keeps every statistic."""
+    for report, expect_light in ((None, True), (Report(), False)):
+        app = GradtuiApp(example("mlp.py"), report=report)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_paused_at(pilot, 0)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.state.status == "finished", timeout=20, what="the end")
+            app.query_one(NodeList).select_node(5)  # AddmmBackward0 of the first layer: [64, 16] in
+            await wait_for(pilot, lambda: "AddmmBackward0  ✓ ran 7" in detail_text(app), what="#5 shown")
+            incoming = detail_text(app).split("incoming gradient")[1].split("outgoing")[0]
+            assert "[64, 16] float32" in incoming and "norm " in incoming
+            assert ("recorded when stepping or with --report" in incoming) == expect_light
+            assert ("min " in incoming) != expect_light
