@@ -43,6 +43,11 @@ PROGRESS_INTERVAL = 0.05
 """Seconds between `Progress` events while the engine runs between pauses."""
 
 
+def _as_tuple(tensors: Any) -> tuple[Any, ...]:
+    """A tensor, or any iterable of them (a list, a generator), as a tuple, as torch reads it."""
+    return (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
+
+
 class GradtuiQuit(BaseException):
     """Raised in the script's thread to unwind it when the user quits.
 
@@ -141,17 +146,18 @@ class Session:
                 lambda: originals["tensor_backward"](tensor, gradient, retain_graph, create_graph, inputs),
             )
 
+        # `tensors` / `outputs` may be a generator: read it once, hand torch the tuple.
         @functools.wraps(originals["backward"])
         def backward(tensors, *args, **kwargs):
-            roots = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
+            roots = _as_tuple(tensors)
             return self._run_pass(
-                "backward", sys._getframe(1), roots, lambda: originals["backward"](tensors, *args, **kwargs)
+                "backward", sys._getframe(1), roots, lambda: originals["backward"](roots, *args, **kwargs)
             )
 
         @functools.wraps(originals["grad"])
         def grad(outputs, *args, **kwargs):
-            roots = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
-            return self._run_pass("grad", sys._getframe(1), roots, lambda: originals["grad"](outputs, *args, **kwargs))
+            roots = _as_tuple(outputs)
+            return self._run_pass("grad", sys._getframe(1), roots, lambda: originals["grad"](roots, *args, **kwargs))
 
         torch.Tensor.backward = tensor_backward
         torch.autograd.backward = backward

@@ -456,3 +456,23 @@ def test_light_stats_sent_while_running_are_not_reused_while_stepping(tmp_path):
     assert run.where[-1] == (0, a)  # reached by stepping
     (ran,) = [e for e in run.of(ev.NodeRan) if e.node == a]
     assert ran.grad_outputs[0].mean is not None
+
+
+def test_backward_and_grad_of_a_generator(tmp_path):
+    """torch.autograd.backward / grad accept any iterable of tensors, a generator too: gradtui
+    must not use it up before torch reads it (the pass then silently did nothing)."""
+    path = tmp_path / "generator.py"
+    path.write_text(
+        "import torch\n"
+        "x = torch.tensor([1.0, 2.0], requires_grad=True)\n"
+        "losses = [(x * 2).sum(), (x ** 2).sum()]\n"
+        "torch.autograd.backward(loss for loss in losses)\n"
+        "print('x.grad', x.grad.tolist())\n"
+        "(g,) = torch.autograd.grad((y for y in [(x * 3).sum()]), x)\n"
+        "print('g', g.tolist())\n",
+        encoding="utf-8",
+    )
+    run = run_headless(str(path), ["continue"])
+    assert run.status == 0, run.output
+    assert run.script_output() == "x.grad [4.0, 6.0]\ng [3.0, 3.0]\n"
+    assert [(e.done, e.total) for e in run.of(ev.PassFinished)] == [(5, 5), (2, 3)]
