@@ -60,8 +60,9 @@ def single(grads: Grads) -> Any:
 
 
 def evaluate(expr: str, grads: Grads, extra: dict[str, Any] | None = None) -> Any:
-    """Evaluate a user expression with `g` (see `single`), `torch` and `extra` names."""
-    scope = {"torch": torch, "g": single(grads), **(extra or {})}
+    """Evaluate a user expression with `g` (see `single`), `torch` and `extra` names; `g` and
+    `torch` win over an `extra` name of theirs (a script's own variable `g`)."""
+    scope = {**(extra or {}), "torch": torch, "g": single(grads)}
     try:
         with torch.no_grad():
             return eval(expr, scope)  # noqa: S307 - the user typing into their own debugger

@@ -176,3 +176,11 @@ def test_evaluate_runs_without_grad():
     assert edits.evaluate("g.shape[0] + 1", (torch.zeros(4),)) == 5
     with pytest.raises(EditError, match="'1 / 0' failed: ZeroDivisionError: division by zero"):
         edits.evaluate("1 / 0", (torch.zeros(1),))
+
+
+def test_g_and_torch_are_the_gradient_and_torch_even_if_the_script_has_its_own():
+    grad = torch.full((2,), 3.0)
+    scope = {"g": torch.full((2,), 100.0), "torch": "not torch", "w": torch.ones(2)}
+    assert torch.equal(edits.evaluate("g + w", (grad,), scope), torch.full((2,), 4.0))
+    (new,) = edits.replace((grad,), "torch.ones_like(g) * 2", scope)
+    assert torch.equal(new, torch.full((2,), 2.0))

@@ -476,3 +476,20 @@ def test_backward_and_grad_of_a_generator(tmp_path):
     assert run.status == 0, run.output
     assert run.script_output() == "x.grad [4.0, 6.0]\ng [3.0, 3.0]\n"
     assert [(e.done, e.total) for e in run.of(ev.PassFinished)] == [(5, 5), (2, 3)]
+
+
+def test_g_is_the_gradient_even_when_the_script_has_a_variable_g(tmp_path):
+    path = tmp_path / "has_g.py"
+    path.write_text(
+        "import torch\n"
+        "g = torch.tensor([100.0])\n"
+        "x = torch.tensor([2.0], requires_grad=True)\n"
+        "z = (x * 3) ** 2\n"
+        "z.backward()\n"
+        "print(x.grad.item())\n",
+        encoding="utf-8",
+    )
+    run = run_headless(str(path), ["print g", "set g * 2", "print g + 0 * x", "continue"])
+    assert run.status == 0, run.output
+    assert [r.text.split("values ")[-1] for r in run.results()[::2]] == ["[1]", "[2]"]
+    assert run.script_output() == "72.0\n"  # 36 doubled, not 36 * 200
