@@ -66,7 +66,7 @@ def evaluate(expr: str, grads: Grads, extra: dict[str, Any] | None = None) -> An
     try:
         with torch.no_grad():
             return eval(expr, scope)  # noqa: S307 - the user typing into their own debugger
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # `exit()` in an expression must not end the script
         raise EditError(f"{expr!r} failed: {type(exc).__name__}: {exc}") from None
 
 

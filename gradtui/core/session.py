@@ -466,8 +466,10 @@ class Session:
             raise CommandError("why works while paused in a pass")
         try:
             value = eval(name, self._scope(state))  # noqa: S307 - a dotted name the user typed
-        except Exception:
+        except NameError:
             return f"{name} is not defined where backward was called ({state.frame.f_code.co_name})"
+        except (Exception, SystemExit) as exc:  # `exit()` in an expression must not end the script
+            return f"{name} failed: {type(exc).__name__}: {exc}"
         if not isinstance(value, torch.Tensor):
             return f"{name} is a {type(value).__name__}, not a tensor"
         graph, nodes = state.capture.graph, state.capture.nodes

@@ -493,3 +493,15 @@ def test_g_is_the_gradient_even_when_the_script_has_a_variable_g(tmp_path):
     assert run.status == 0, run.output
     assert [r.text.split("values ")[-1] for r in run.results()[::2]] == ["[1]", "[2]"]
     assert run.script_output() == "72.0\n"  # 36 doubled, not 36 * 200
+
+
+def test_an_expression_calling_exit_is_refused_not_the_end_of_the_script():
+    run = run_headless(example("chain.py"), ["print exit(3)", "set quit()", "why exit(2)", "why x[5]",
+                                             "step", "continue"])
+    assert run.status == 0, run.output
+    assert "x.grad = 36.0" in run.script_output()
+    texts = [(r.text, r.ok) for r in run.results()]
+    assert texts == [("'exit(3)' failed: SystemExit: 3", False), ("'quit()' failed: SystemExit: None", False),
+                     ("exit(2) failed: SystemExit: 2", True),
+                     ("x[5] failed: IndexError: index 5 is out of bounds for dimension 0 with size 1", True)]
+    assert run.where == [(0, 0), (0, 1)]
