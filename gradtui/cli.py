@@ -70,11 +70,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gradtui: cannot read -x {options.command_file}: {why}", file=sys.stderr)
             return 2
     commands += options.commands
+    report = os.path.abspath(options.report) if options.report else None  # the script may chdir
     if options.headless:
-        return run_headless(script, options.args, commands, options.report)
+        return run_headless(script, options.args, commands, report)
     from gradtui.ui.app import run_app  # imported late: headless runs never load Textual
 
-    return run_app(script, options.args, commands, options.report)
+    return run_app(script, options.args, commands, report)
 
 
 def run_headless(script: str, args: list[str], commands: list[str], report_path: str | None) -> int:

@@ -180,6 +180,17 @@ def test_command_file_that_is_not_text(tmp_path, capsys):
     assert "gradtui: cannot read -x" in capsys.readouterr().err
 
 
+def test_relative_report_path_survives_the_script_changing_directory(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    path = tmp_path / "moves.py"
+    path.write_text("import os, torch\nos.chdir('elsewhere')\nx = torch.ones(1, requires_grad=True)\n"
+                    "(x * 2).sum().backward()\n", encoding="utf-8")
+    done = gradtui("--headless", "--report", "r.json", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert strict_json(tmp_path / "r.json")["exit_status"] == 0
+    assert not (tmp_path / "elsewhere" / "r.json").exists()
+
+
 def test_arguments_after_the_script_go_to_the_script():
     done = gradtui("--headless", script("io_argv.py"), "-c", "step", "--report", "x")
     assert done.returncode == 0, done.stderr
