@@ -71,11 +71,27 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     commands += options.commands
     report = os.path.abspath(options.report) if options.report else None  # the script may chdir
+    problem = report and _unwritable(report)
+    if problem:
+        print(f"gradtui: cannot write --report {options.report}: {problem}", file=sys.stderr)
+        return 2
     if options.headless:
         return run_headless(script, options.args, commands, report)
     from gradtui.ui.app import run_app  # imported late: headless runs never load Textual
 
     return run_app(script, options.args, commands, report)
+
+
+def _unwritable(path: str) -> str | None:
+    """Why the report could not be written to `path` (asked before the script runs), or None."""
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        return "it is a directory"
+    if not os.path.isdir(folder):
+        return f"no such directory {folder}"
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        return "permission denied"
+    return None
 
 
 def run_headless(script: str, args: list[str], commands: list[str], report_path: str | None) -> int:

@@ -180,6 +180,15 @@ def test_command_file_that_is_not_text(tmp_path, capsys):
     assert "gradtui: cannot read -x" in capsys.readouterr().err
 
 
+def test_report_path_is_checked_before_the_script_runs(tmp_path, capsys):
+    from gradtui.cli import main
+
+    for bad, why in [(tmp_path / "no" / "r.json", "no such directory"), (tmp_path, "it is a directory")]:
+        assert main(["--headless", "--report", str(bad), example("chain.py")]) == 2
+        err = capsys.readouterr().err
+        assert "gradtui: cannot write --report" in err and why in err
+
+
 def test_relative_report_path_survives_the_script_changing_directory(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     path = tmp_path / "moves.py"
