@@ -202,9 +202,12 @@ class GradtuiApp(App[int]):
         self._show_selected(self.query_one(NodeList).selected)
 
     def _write_output(self, text: str, style: str = "") -> None:
+        """Add lines to the output pane. The script's colour codes become styles and a `\r`
+        keeps what follows it (a progress bar), as in a terminal; other control codes, which
+        would break the layout, are dropped."""
         log = self.query_one("#output", RichLog)
         for line in text.rstrip("\n").split("\n"):
-            log.write(Text(line, style=style))
+            log.write(Text.from_ansi(line, style=style))
 
     # ---- commands ------------------------------------------------------------------------
 

@@ -279,6 +279,19 @@ async def test_progress_and_output_while_running_many_passes():
 
 
 @pytest.mark.asyncio
+async def test_control_codes_in_the_output_become_styles_not_garbage():
+    app = GradtuiApp(ui_script("control_codes.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.status == "finished")
+        await pilot.pause()
+        lines = [line.text for line in app.query_one("#output").lines]
+        assert lines[:3] == ["step 0 red", "step 1 red", "step 2 red"] and "bold ✓ 日本" in lines
+        assert all(ch.isprintable() for line in lines for ch in line)
+        red = app.query_one("#output").lines[0]
+        assert any(segment.text == "red" and segment.style.color is not None for segment in red)
+
+
+@pytest.mark.asyncio
 async def test_q_while_the_script_runs_outside_backward_still_ends_it():
     app = GradtuiApp(ui_script("busy_after_backward.py"))
     async with app.run_test(size=SIZE) as pilot:
