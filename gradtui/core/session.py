@@ -204,7 +204,8 @@ class Session:
         elif isinstance(command, (Break, Delete, ListBreakpoints, Help)):
             self._execute(command, None)
         else:
-            self.emit(ev.CommandResult(command.text, "not paused: the script is running", ok=False))
+            running = "is running" if self._originals is not None else "is not running (it has ended or not started)"
+            self.emit(ev.CommandResult(command.text, f"not paused: the script {running}", ok=False))
 
     def quit(self) -> None:
         """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""

@@ -505,3 +505,14 @@ def test_an_expression_calling_exit_is_refused_not_the_end_of_the_script():
                      ("exit(2) failed: SystemExit: 2", True),
                      ("x[5] failed: IndexError: index 5 is out of bounds for dimension 0 with size 1", True)]
     assert run.where == [(0, 0), (0, 1)]
+
+
+def test_commands_after_the_script_ended_do_not_claim_it_is_running():
+    run = run_headless(example("chain.py"), ["continue"])
+    assert run.status == 0
+    results: list[ev.CommandResult] = []
+    run.session.add_listener(results.append)
+    run.session.submit("step")
+    run.session.submit("break nan")
+    assert [(r.ok, r.text) for r in results] == [
+        (False, "not paused: the script is not running (it has ended or not started)"), (True, "breakpoint 1 at nan")]
