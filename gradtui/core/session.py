@@ -28,7 +28,7 @@ import torch
 
 from gradtui.core import edits
 from gradtui.core import events as ev
-from gradtui.core.breakpoints import Breakpoints
+from gradtui.core.breakpoints import Breakpoints, matches_node
 from gradtui.core.commands import (
     Break, Clip, Command, CommandError, Continue, Delete, Finish, Help, HELP, ListBreakpoints,
     Print, Quit, Scale, SetGrad, Step, Why, Zero, parse,
@@ -420,7 +420,11 @@ class Session:
             return None
         if isinstance(command, Break):
             bp = self.breakpoints.add(command.spec)
-            return f"breakpoint {bp.number} at {bp.spec.text}"
+            text = f"breakpoint {bp.number} at {bp.spec.text}"
+            if state is not None and bp.spec.kind in ("op", "label", "id") and not any(
+                    matches_node(bp.spec, data, i, state.index, False) for i, data in state.capture.graph.nodes(data=True)):
+                text += " (no node of this pass matches it)"
+            return text
         if isinstance(command, Delete):
             gone = self.breakpoints.delete(command.number)
             return "deleted " + (", ".join(str(bp.number) for bp in gone) if gone else "nothing")

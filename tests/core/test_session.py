@@ -516,3 +516,13 @@ def test_commands_after_the_script_ended_do_not_claim_it_is_running():
     run.session.submit("break nan")
     assert [(r.ok, r.text) for r in results] == [
         (False, "not paused: the script is not running (it has ended or not started)"), (True, "breakpoint 1 at nan")]
+
+
+def test_a_breakpoint_no_node_of_the_pass_matches_says_so():
+    """`break Addmm` (a label, since it lacks `Backward0`) or a typo would silently never hit."""
+    run = run_headless(example("chain.py"), ["break Addmm", "break MulBackward", "break #9", "break y",
+                                             "break MulBackward0", "break nan", "continue"])
+    texts = [r.text for r in run.results()]
+    note = " (no node of this pass matches it)"
+    assert texts == [f"breakpoint 1 at Addmm{note}", f"breakpoint 2 at MulBackward{note}", f"breakpoint 3 at #9{note}",
+                     "breakpoint 4 at y", "breakpoint 5 at MulBackward0", "breakpoint 6 at nan"]
