@@ -227,9 +227,14 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
     return Capture(graph=graph, nodes=nodes, roots=tuple(root_ids), sole_inputs=sole)
 
 
+def node_tags(data: Mapping[str, Any]) -> list[str]:
+    """The names a node goes by: its variable labels, then its parameter name (from its attributes)."""
+    return [*data["labels"], *([data["param"]] if data["param"] else [])]
+
+
 def node_title(graph: nx.DiGraph, node: int) -> str:
     """`#17 AddmmBackward0 (h, fc2)`: how a node is named in messages."""
     data = graph.nodes[node]
-    tags = list(data["labels"]) + ([data["param"]] if data["param"] else [])
+    tags = node_tags(data)
     suffix = f" ({', '.join(tags)})" if tags else ""
     return f"#{node} {data['name']}{suffix}"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from gradtui.core import events as ev
-from gradtui.core.graph import engine_order
+from gradtui.core.graph import engine_order, node_tags, node_title
 from gradtui.core.summary import Stats
 
 Grads = tuple[Stats | None, ...]
@@ -64,9 +64,7 @@ class PassView:
 
     def title(self, node: int) -> str:
         """`#1 MulBackward0 (y)`."""
-        data = self.graph.nodes[node]
-        tags = [*data["labels"], *([data["param"]] if data["param"] else [])]
-        return f"#{node} {data['name']}" + (f" ({', '.join(tags)})" if tags else "")
+        return node_title(self.graph, node)
 
     def find(self, query: str, after_row: int) -> int | None:
         """Row of the next node (wrapping) whose op name, label or parameter contains `query`."""
@@ -78,7 +76,7 @@ class PassView:
             row = (after_row + step) % count
             node = self.order[row]
             data = self.graph.nodes[node]
-            haystack = [data["name"], *data["labels"], data["param"] or ""]
+            haystack = [data["name"], *node_tags(data)]
             if query.strip().startswith("#") and needle == str(node):
                 return row
             if any(needle in item.lower() for item in haystack):

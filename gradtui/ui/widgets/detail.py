@@ -9,6 +9,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from gradtui.core.graph import node_tags
 from gradtui.core.summary import Stats, format_number
 from gradtui.ui import fmt
 from gradtui.ui.state import Grads, PassView, UIState
@@ -135,7 +136,7 @@ class DetailPane(VerticalScroll):
     def _incoming(self, view: PassView, node: int) -> Iterable[Content]:
         data = view.graph.nodes[node]
         grads = view.incoming.get(node)
-        of = ", ".join([*data["labels"], *([data["param"]] if data["param"] else [])])
+        of = ", ".join(node_tags(data))
         note = f"grad of {of}" if of else ""
         edits = view.edits.get(node, [])
         if edits:

@@ -16,6 +16,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from gradtui.core.graph import node_tags
 from gradtui.ui.state import PassView, UIState
 
 WHOLE_LIMIT = 40
@@ -72,10 +73,10 @@ class GraphPane(VerticalScroll):
 
     def _chip(self, view: PassView, node: int, selected: int, long: bool = False) -> Content:
         data = view.graph.nodes[node]
-        tags = [*data["labels"], *([data["param"]] if data["param"] else [])]
+        tags = node_tags(data)
         marker, style = self._marker(view, node)
         if long:
-            text = f"#{node} {data['name']}" + (f" ({', '.join(tags)})" if tags else "")
+            text = view.title(node)
         else:
             text = f"#{node} {short_op(data['name'])}" + (f"({tags[0]})" if tags else "")
         name_style = "bold reverse" if node == selected else ("" if node in view.ran else "$text-muted")

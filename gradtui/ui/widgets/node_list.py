@@ -19,6 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gradtui.core.breakpoints import Breakpoints, matches_node
+from gradtui.core.graph import node_tags
 from gradtui.ui.state import PassView, UIState
 
 NAME_WIDTH = 22
@@ -179,7 +180,7 @@ class NodeList(ScrollView, can_focus=True):
         name = data["name"]
         if len(name) > self._name_width:
             name = name[: self._name_width - 1] + "…"
-        tags = " ".join([*data["labels"], *([data["param"]] if data["param"] else [])])
+        tags = " ".join(node_tags(data))
         fixed = 2 + self._id_width + 1 + self._name_width + 1
         room = max(0, width - fixed - 3)
         if len(tags) > room:
