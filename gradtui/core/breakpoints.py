@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradtui.core.commands import CommandError
-from gradtui.core.summary import Stats
+from gradtui.core.summary import Stats, any_nonfinite
 
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
 _LABEL = re.compile(r"^(?:[A-Za-z_]\w*|\d+)(?:\.(?:[A-Za-z_]\w*|\d+)|\[\d+\])*$")  # x, outs[1], 0.weight
@@ -65,10 +65,6 @@ class Breakpoint:
         return f"{self.number}: {self.spec.text}  (hit {self.hits}x)"
 
 
-def _nonfinite(grads: tuple[Stats | None, ...]) -> int:
-    return sum(s.nonfinite for s in grads if s is not None)
-
-
 def _norm(grads: tuple[Stats | None, ...]) -> float:
     return max((s.norm for s in grads if s is not None), default=0.0)
 
@@ -93,7 +89,7 @@ def matches_grads(spec: Spec, grads: tuple[Stats | None, ...], nan_seen: bool = 
     already seen), so `continue` does not stop again at every node downstream of it.
     """
     if spec.kind == "nan":
-        return not nan_seen and _nonfinite(grads) > 0
+        return not nan_seen and any_nonfinite(grads)
     if spec.kind == "norm":
         return _norm(grads) > spec.value
     return False

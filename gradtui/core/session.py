@@ -35,7 +35,7 @@ from gradtui.core.commands import (
 )
 from gradtui.core.graph import Capture, Names, capture, node_title
 from gradtui.core.provenance import Provenance
-from gradtui.core.summary import Stats, describe, format_stats, summarize, summarize_all
+from gradtui.core.summary import Stats, any_nonfinite, describe, format_stats, summarize, summarize_all
 
 Listener = Callable[[ev.Event], None]
 
@@ -319,7 +319,7 @@ class Session:
                 reason = f"breakpoint {bp.number}: {bp.spec.text}"
             elif self._mode == "step":
                 reason = "step"
-        if any(s is not None and s.nonfinite for s in stats):
+        if any_nonfinite(stats):
             state.nan_seen = True
         new = None
         if reason is not None:
@@ -355,8 +355,7 @@ class Session:
             if target is not None and grad is not None:
                 state.handoff[target] = (grad, grad._version, stats)
         self.emit(ev.NodeRan(state.index, node, state.done, incoming, outgoing))
-        made_nonfinite = any(s is not None and s.nonfinite for s in outgoing) and not any(
-            s is not None and s.nonfinite for s in incoming)
+        made_nonfinite = any_nonfinite(outgoing) and not any_nonfinite(incoming)
         if made_nonfinite and not self._detached:
             state.nan_seen = True
             bp = next((b for b in self.breakpoints if b.spec.kind == "nan"), None)

@@ -149,6 +149,11 @@ def _histogram(flat: torch.Tensor, lo: float, hi: float, nonfinite: int) -> tupl
     return tuple(int(c) for c in torch.histc(flat, bins=HISTOGRAM_BINS, min=lo, max=hi).tolist())
 
 
+def any_nonfinite(grads: tuple[Stats | None, ...]) -> bool:
+    """Does any of these gradients hold a NaN or an infinity?"""
+    return any(s is not None and s.nonfinite for s in grads)
+
+
 def summarize_all(grads: tuple[Any, ...] | list[Any], histogram: bool = False,
                   light: bool = False) -> tuple[Stats | None, ...]:
     """Summarize each gradient of a hook's tuple; `None` (no gradient) stays `None`."""

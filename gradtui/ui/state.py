@@ -13,7 +13,7 @@ import networkx as nx
 
 from gradtui.core import events as ev
 from gradtui.core.graph import engine_order, node_tags, node_title
-from gradtui.core.summary import Stats
+from gradtui.core.summary import Stats, any_nonfinite
 
 Grads = tuple[Stats | None, ...]
 
@@ -98,10 +98,6 @@ class Change:
     """The script ended."""
 
 
-def _has_nonfinite(grads: Grads) -> bool:
-    return any(s is not None and s.nonfinite for s in grads)
-
-
 class UIState:
     """The whole UI model: the latest pass, the engine's state, the script's end."""
 
@@ -163,7 +159,7 @@ class UIState:
         view.done = max(view.done, event.order)
         view.incoming[event.node] = event.grad_outputs
         view.outgoing[event.node] = event.grad_inputs
-        if _has_nonfinite(event.grad_outputs) or _has_nonfinite(event.grad_inputs):
+        if any_nonfinite(event.grad_outputs) or any_nonfinite(event.grad_inputs):
             view.nonfinite.add(event.node)
         self.progress = (view.done, view.total)
         return Change(rows={event.node}, header=True)
@@ -184,7 +180,7 @@ class UIState:
             else:
                 view.outgoing[event.node] = event.grads
                 view.outgoing_hist[event.node] = event.grads
-            if _has_nonfinite(event.grads):
+            if any_nonfinite(event.grads):
                 view.nonfinite.add(event.node)
             change.rows.add(event.node)
         self.progress = (event.done, event.total)
@@ -211,7 +207,7 @@ class UIState:
         view.edits.setdefault(event.node, []).append((event.command, event.before))
         view.incoming[event.node] = event.after
         view.incoming_hist.pop(event.node, None)
-        if _has_nonfinite(event.after):
+        if any_nonfinite(event.after):
             view.nonfinite.add(event.node)
         return Change(rows={event.node})
 
