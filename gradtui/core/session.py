@@ -98,7 +98,6 @@ class Session:
         self._quitting = threading.Event()
         self._local = threading.local()
         self._passes = 0
-        self._pass: _Pass | None = None
         self._pause: _Pause | None = None
         self._originals: dict[str, Any] | None = None
         self._provenance = Provenance() if provenance else None
@@ -250,7 +249,6 @@ class Session:
         for i, node in enumerate(cap.nodes):
             handles.append(node.register_prehook(functools.partial(self._prehook, state, i)))
             handles.append(node.register_hook(functools.partial(self._posthook, state, i)))
-        self._pass = state
         self._local.depth = 1
         error: BaseException | None = None
         try:
@@ -262,7 +260,6 @@ class Session:
             for handle in handles:
                 handle.remove()
             self._local.depth = 0
-            self._pass = None
             leaf_grads = self._leaf_grads(cap)
             total = len(cap.nodes)
             del cap, handles, nodes

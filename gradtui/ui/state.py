@@ -108,7 +108,6 @@ class UIState:
         """starting, running, paused, finished, failed or quit."""
         self.paused: ev.Paused | None = None
         self.progress: tuple[int, int] = (0, 0)
-        self.mode = "step"
         self.exit_status: int | None = None
         self.traceback: str | None = None
         self.passes = 0
@@ -191,7 +190,6 @@ class UIState:
         if self.current is not None:
             change.rows.add(self.current)
         self.paused = None
-        self.mode = event.mode
         self.status = "running"
         return change
 
@@ -256,7 +254,6 @@ class UIState:
             where = view.title(self.paused.node) if view is not None else f"#{self.paused.node}"
             return f"paused {'at' if self.paused.phase == 'before' else 'after'} {where}"
         if self.status == "running":
-            done, total = self.progress
             return "running"
         if self.status in ("finished", "failed"):
             if view is not None and view.error and view.failed_node is not None:
