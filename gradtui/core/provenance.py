@@ -92,22 +92,22 @@ def _innermost_user(frame: Any) -> tuple[str, int] | None:
 
 def source_of(node: Any) -> tuple[str, int] | None:
     """The `(filename, lineno)` of the user's call that created `node`, if it was recorded."""
-    md = getattr(node, "metadata", None)
-    if md is None:
-        return None
-    if FIRST_KEY in md:
-        _label_interior(node, md)
-    return md.get(SOURCE_KEY)
+    return _recorded(node, SOURCE_KEY)
 
 
 def module_of(node: Any) -> str | None:
     """The qualified name of the nn.Module whose forward created `node`, if it was recorded."""
+    return _recorded(node, MODULE_KEY)
+
+
+def _recorded(node: Any, key: str) -> Any:
+    """What was recorded under `key` on `node` (labelling its call's interior nodes first)."""
     md = getattr(node, "metadata", None)
     if md is None:
         return None
     if FIRST_KEY in md:
         _label_interior(node, md)
-    return md.get(MODULE_KEY)
+    return md.get(key)
 
 
 def _label_interior(node: Any, md: dict) -> None:
