@@ -14,7 +14,7 @@ from gradtui.core import events as ev
 from gradtui.core.commands import CommandError, parse
 from gradtui.core.graph import node_title
 from gradtui.core.session import Session
-from gradtui.core.summary import format_stats
+from gradtui.core.summary import format_grads
 
 
 class HeadlessDriver:
@@ -78,9 +78,8 @@ class HeadlessDriver:
             source = self._graph.nodes[event.node]["source"] if self._graph is not None else None
             if source:
                 self._print(f"  at {source}")
-            label = "in" if event.phase == "before" else "out"
-            for i, stats in enumerate(event.grads):
-                self._print(f"  {label}[{i}] {format_stats(stats)}")
+            for line in format_grads(event.grads, event.phase):
+                self._print(f"  {line}")
             self._feed()
         elif isinstance(event, ev.CommandResult):
             prefix = "" if event.ok else "error: "

@@ -35,7 +35,7 @@ from gradtui.core.commands import (
 )
 from gradtui.core.graph import Capture, Names, capture, node_title
 from gradtui.core.provenance import Provenance
-from gradtui.core.summary import Stats, any_nonfinite, describe, format_stats, summarize, summarize_all
+from gradtui.core.summary import Stats, any_nonfinite, describe, format_grads, format_stats, summarize, summarize_all
 
 Listener = Callable[[ev.Event], None]
 
@@ -433,9 +433,7 @@ class Session:
         assert pause is not None and state is not None, "needs_pause commands only run while paused"
         if isinstance(command, Print):
             if command.expr is None:
-                lines = [f"{'in' if pause.phase == 'before' else 'out'}[{i}] {format_stats(s)}"
-                         for i, s in enumerate(summarize_all(pause.grads))]
-                return "\n".join(lines) or "no gradients"
+                return "\n".join(format_grads(summarize_all(pause.grads), pause.phase)) or "no gradients"
             return describe(edits.evaluate(command.expr, pause.grads, self._scope(state)))
         if pause.phase != "before":
             raise edits.EditError("this node has already run; step to where its gradient arrives to edit it")

@@ -181,6 +181,12 @@ def format_number(value: float | None) -> str:
     return f"{value:.4g}"
 
 
+def format_grads(grads: tuple[Stats | None, ...], phase: str) -> list[str]:
+    """`in[0] [1] float32 cpu  norm 12 ...` per gradient of a pause (`out[i]` after a node ran)."""
+    label = "in" if phase == "before" else "out"
+    return [f"{label}[{i}] {format_stats(s)}" for i, s in enumerate(grads)]
+
+
 def format_stats(stats: Stats | None) -> str:
     """A one-line human summary, as headless mode and the UI print it."""
     if stats is None:
