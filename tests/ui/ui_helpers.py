@@ -10,22 +10,14 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
+from conftest import example  # noqa: F401 - the UI tests take it from here too
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.node_list import NodeList
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "scripts" / "examples"
 UI_SCRIPTS = Path(__file__).resolve().parent / "scripts"
 SIZE = (120, 40)
-
-
-def example(name: str) -> str:
-    """Path of an example script in scripts/examples."""
-    path = EXAMPLES / name
-    assert path.is_file(), path
-    return str(path)
 
 
 def ui_script(name: str) -> str:
