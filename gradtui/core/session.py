@@ -43,6 +43,11 @@ PROGRESS_INTERVAL = 0.05
 """Seconds between `Progress` events while the engine runs between pauses."""
 
 
+_graph_task: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: 0)
+"""The id of the autograd engine call running on this thread, -1 outside one (always 0 on a
+torch without it: then every hook call counts as the pass's own)."""
+
+
 def _as_tuple(tensors: Any) -> tuple[Any, ...]:
     """A tensor, or any iterable of them (a list, a generator), as a tuple, as torch reads it."""
     return (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
@@ -66,6 +71,9 @@ class _Pass:
     done: int = 0
     running: int | None = None
     nan_seen: bool = False
+    task: int | None = None
+    """Autograd's id of the pass's own engine call, so hooks ignore a backward nested in it (a
+    user's hook calling torch.autograd.grad through nodes of this graph)."""
     incoming: dict[int, tuple[Stats | None, ...]] = field(default_factory=dict)
     handoff: dict[tuple[int, int], tuple[torch.Tensor, int, Stats]] = field(default_factory=dict)
     """Gradients a node just sent to a sole receiver, with their version counter and stats, so
@@ -226,7 +234,10 @@ class Session:
 
     def _run_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], run: Callable[[], Any]) -> Any:
         """Capture the graph of `roots`, hook it, run the real backward, unhook."""
-        if getattr(self._local, "depth", 0) or threading.current_thread() is not self._thread():
+        outer: _Pass | None = getattr(self._local, "state", None)
+        if outer is not None or threading.current_thread() is not self._thread():
+            if outer is not None and outer.task is None and _graph_task() != -1:
+                outer.task = _graph_task()  # called from inside the outer pass's engine call
             return run()  # a backward inside a backward (e.g. checkpointing) or another thread
         if self._quitting.is_set():
             raise GradtuiQuit()
@@ -249,7 +260,7 @@ class Session:
         for i, node in enumerate(cap.nodes):
             handles.append(node.register_prehook(functools.partial(self._prehook, state, i)))
             handles.append(node.register_hook(functools.partial(self._posthook, state, i)))
-        self._local.depth = 1
+        self._local.state = state
         error: BaseException | None = None
         try:
             return run()
@@ -259,7 +270,7 @@ class Session:
         finally:
             for handle in handles:
                 handle.remove()
-            self._local.depth = 0
+            self._local.state = None
             leaf_grads = self._leaf_grads(cap)
             total = len(cap.nodes)
             del cap, handles, nodes
@@ -304,6 +315,8 @@ class Session:
         """Before a node runs: decide whether to pause, record what flows in."""
         if self._quitting.is_set():
             raise GradtuiQuit()
+        if not self._own_call(state):
+            return None
         state.running = node
         stats = self._incoming_stats(state, node, grads)
         reason = None
@@ -327,6 +340,14 @@ class Session:
         state.incoming[node] = stats
         return new
 
+    @staticmethod
+    def _own_call(state: _Pass) -> bool:
+        """Does this hook call belong to the pass's own engine call (not a nested backward)?"""
+        task = _graph_task()
+        if state.task is None:
+            state.task = task
+        return task == state.task
+
     def _incoming_stats(self, state: _Pass, node: int, grads: tuple[Any, ...]) -> tuple[Stats | None, ...]:
         """Stats of what flows into `node`, reusing its sender's when the tensor is the same."""
         out = []
@@ -344,6 +365,8 @@ class Session:
 
     def _posthook(self, state: _Pass, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
         """After a node ran: record what it sent on; stop if it made the first non-finite value."""
+        if not self._own_call(state):
+            return
         state.done += 1
         state.running = None
         incoming = state.incoming.pop(node, ())

@@ -526,3 +526,37 @@ def test_a_breakpoint_no_node_of_the_pass_matches_says_so():
     note = " (no node of this pass matches it)"
     assert texts == [f"breakpoint 1 at Addmm{note}", f"breakpoint 2 at MulBackward{note}", f"breakpoint 3 at #9{note}",
                      "breakpoint 4 at y", "breakpoint 5 at MulBackward0", "breakpoint 6 at nan"]
+
+
+@pytest.mark.parametrize("hooked", ["b", "loss"])
+def test_a_backward_nested_in_a_hook_does_not_pause_or_count(tmp_path, hooked):
+    """A user's tensor hook that calls torch.autograd.grad through nodes of the graph being
+    debugged: those nodes run for the inner call too, but only the outer pass pauses and counts
+    them (before, the inner call paused, counted 5 of 4 nodes and could take an edit)."""
+    path = tmp_path / "nested.py"
+    path.write_text(
+        "import torch\n"
+        "x = torch.tensor([1.0, 2.0], requires_grad=True)\n"
+        "a = x * 3\n"
+        "b = a ** 2\n"
+        "loss = b.sum()\n"
+        "def hook(g):\n"
+        "    with torch.enable_grad():\n"
+        "        (inner,) = torch.autograd.grad(a.sum(), x, retain_graph=True)\n"
+        "    print('inner', inner.tolist())\n"
+        f"{hooked}.register_hook(hook)\n"
+        "loss.backward()\n"
+        "print('x.grad', x.grad.tolist())\n",
+        encoding="utf-8",
+    )
+    run = run_headless(str(path), ["step"] * 4 + ["continue"])
+    assert run.status == 0, run.output
+    (started,) = run.of(ev.PassStarted)
+    names = [started.graph.nodes[p.node]["name"] for p in run.pauses]
+    assert names == ["SumBackward0", "PowBackward0", "MulBackward0", "AccumulateGrad"]
+    assert [p.done for p in run.pauses] == [0, 1, 2, 3]
+    assert [p.grads[0].values for p in run.pauses][1:] == [(1.0, 1.0), (6.0, 12.0), (18.0, 36.0)]
+    (finished,) = run.of(ev.PassFinished)
+    assert (finished.done, finished.total, finished.error) == (4, 4, None)
+    assert len(run.of(ev.NodeRan)) == 4
+    assert run.script_output() == "inner [3.0, 3.0]\nx.grad [18.0, 36.0]\n"
