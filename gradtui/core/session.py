@@ -257,12 +257,13 @@ class Session:
             cap.graph, cap.roots,
         ))
         handles = []
-        for i, node in enumerate(cap.nodes):
-            handles.append(node.register_prehook(functools.partial(self._prehook, state, i)))
-            handles.append(node.register_hook(functools.partial(self._posthook, state, i)))
         self._local.state = state
         error: BaseException | None = None
         try:
+            # Hooked inside the try: an interruption half-way (Ctrl-C, a quit) still unhooks.
+            for i, node in enumerate(cap.nodes):
+                handles.append(node.register_prehook(functools.partial(self._prehook, state, i)))
+                handles.append(node.register_hook(functools.partial(self._posthook, state, i)))
             return run()
         except BaseException as exc:
             error = exc

@@ -153,3 +153,33 @@ def test_quit_frees_the_graph(driven, stash):
     gc.collect()
     (refs,) = stash["refs"]
     assert [ref() for ref in refs] == [None, None, None]
+
+
+def test_an_interruption_while_hooking_the_graph_leaves_no_hook(monkeypatch):
+    """Ctrl-C (or a quit) may land while a big graph is being hooked: the hooks already
+    installed must come off too, or the graph keeps calling into a finished session."""
+    import functools
+    import types
+
+    from gradtui.core import session as session_module
+
+    calls = []
+    made = 0
+
+    def partial(fn, *args):
+        nonlocal made
+        made += 1
+        if made == 3:
+            raise KeyboardInterrupt
+        return functools.partial(lambda *a: calls.append(a) and None, *args)
+
+    monkeypatch.setattr(session_module, "functools", types.SimpleNamespace(partial=partial, wraps=functools.wraps))
+    session = session_module.Session(provenance=False)
+    session.bind_thread()
+    x = torch.tensor([2.0], requires_grad=True)
+    z = ((x * 3) ** 2).sum()
+    with session, pytest.raises(KeyboardInterrupt):
+        z.backward(retain_graph=True)
+    monkeypatch.undo()
+    z.backward()
+    assert calls == [] and torch.equal(x.grad, torch.tensor([36.0]))
