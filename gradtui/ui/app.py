@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Iterable
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
@@ -103,12 +104,16 @@ class GradtuiApp(App[int]):
         self.query_one(NodeList).focus()
         self.run_worker(self.host.run, thread=True, name="gradtui-script", group="script", exit_on_error=False)
 
-    def on_resize(self) -> None:
-        """Side by side detail and graph on wide terminals; a compact footer on narrow ones."""
-        self.query_one("#main").set_class(self.size.width >= WIDE, "wide")
+    def on_resize(self, event: events.Resize) -> None:
+        """Side by side detail and graph on wide terminals; a compact footer on narrow ones.
+
+        `event.size`, not `self.size`: this handler runs before App's own, which updates that.
+        """
+        width = event.size.width
+        self.query_one("#main").set_class(width >= WIDE, "wide")
         footer = self.query_one(Footer)
-        footer.compact = self.size.width < NARROW
-        footer.show_command_palette = self.size.width >= NARROW
+        footer.compact = width < NARROW
+        footer.show_command_palette = width >= NARROW
 
     async def on_unmount(self) -> None:
         """However the app ends, the script thread must unwind (torch's functions restored)."""

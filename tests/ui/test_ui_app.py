@@ -292,6 +292,24 @@ async def test_control_codes_in_the_output_become_styles_not_garbage():
 
 
 @pytest.mark.asyncio
+async def test_layout_follows_the_terminal_when_it_is_resized():
+    """The layout used to follow the size before the last resize (one resize behind)."""
+    from textual.widgets import Footer
+
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_paused_at(pilot, 0)
+        main, footer = app.query_one("#main"), app.query_one(Footer)
+        assert main.has_class("wide") and not footer.compact
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert not main.has_class("wide") and footer.compact and not footer.show_command_palette
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause()
+        assert main.has_class("wide") and not footer.compact and footer.show_command_palette
+
+
+@pytest.mark.asyncio
 async def test_q_while_the_script_runs_outside_backward_still_ends_it():
     app = GradtuiApp(ui_script("busy_after_backward.py"))
     async with app.run_test(size=SIZE) as pilot:
