@@ -423,6 +423,10 @@ class Session:
             text = self._run_command(command, state)
         except (CommandError, edits.EditError) as exc:
             self.emit(ev.CommandResult(command.text, str(exc), ok=False))
+        except Exception as exc:  # noqa: BLE001 - a command torch cannot do here must not end the script
+            first = (str(exc).splitlines() or [""])[0][:300]  # torch's dispatch errors run to pages
+            self.emit(ev.CommandResult(command.text, f"{command.text!r} failed: {type(exc).__name__}: {first}",
+                                       ok=False))
         else:
             if text is not None:
                 self.emit(ev.CommandResult(command.text, text))

@@ -560,3 +560,20 @@ def test_a_backward_nested_in_a_hook_does_not_pause_or_count(tmp_path, hooked):
     assert (finished.done, finished.total, finished.error) == (4, 4, None)
     assert len(run.of(ev.NodeRan)) == 4
     assert run.script_output() == "inner [3.0, 3.0]\nx.grad [18.0, 36.0]\n"
+
+
+def test_an_edit_torch_cannot_do_is_refused_not_the_end_of_the_script(monkeypatch):
+    """Any error of a command (here: an op torch lacks for this gradient's layout) is an answer;
+    before, it escaped the paused hook and aborted the script's backward."""
+    from gradtui.core import edits
+
+    def clip(grads, max_norm):
+        raise NotImplementedError("Could not run 'aten::linalg_vector_norm' on 'SparseCPU'\nbackends: ...")
+
+    monkeypatch.setattr(edits, "clip", clip)
+    run = run_headless(example("chain.py"), ["clip 1", "step", "continue"])
+    assert run.status == 0, run.output
+    (result,) = run.results()
+    assert (result.ok, result.text) == (
+        False, "'clip 1' failed: NotImplementedError: Could not run 'aten::linalg_vector_norm' on 'SparseCPU'")
+    assert "x.grad = 36.0" in run.script_output()
