@@ -40,7 +40,7 @@ def zero(grads: Grads) -> Grads:
 def clip(grads: Grads, max_norm: float) -> Grads:
     """Scale the gradients down so that their joint L2 norm is at most `max_norm`."""
     _require_some(grads)
-    norms = [torch.linalg.vector_norm(g.double()) for g in grads if g is not None]
+    norms = [torch.linalg.vector_norm(_stored_values(g).double()) for g in grads if g is not None]
     total = float(torch.linalg.vector_norm(torch.stack(norms)))
     if not total <= max_norm:  # also true for nan/inf norms: those cannot be clipped
         if not torch.isfinite(torch.tensor(total)):
@@ -51,6 +51,14 @@ def clip(grads: Grads, max_norm: float) -> Grads:
         factor = max_norm / total * (1 - max(eps, 1e-6))
         return tuple(None if g is None else g * factor for g in grads)
     return grads
+
+
+def _stored_values(g: torch.Tensor) -> torch.Tensor:
+    """The values a gradient stores, whatever its layout (nn.Embedding(sparse=True) sends a
+    sparse one): the same norm, and no dense copy of a huge embedding table."""
+    if g.layout == torch.sparse_coo:
+        return g.coalesce().values()
+    return g if g.layout == torch.strided else g.to_dense()
 
 
 def single(grads: Grads) -> Any:

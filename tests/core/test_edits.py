@@ -184,3 +184,13 @@ def test_g_and_torch_are_the_gradient_and_torch_even_if_the_script_has_its_own()
     assert torch.equal(edits.evaluate("g + w", (grad,), scope), torch.full((2,), 4.0))
     (new,) = edits.replace((grad,), "torch.ones_like(g) * 2", scope)
     assert torch.equal(new, torch.full((2,), 2.0))
+
+
+def test_clip_of_a_sparse_gradient():
+    """nn.Embedding(sparse=True) sends an uncoalesced sparse gradient (row 2 twice here)."""
+    grad = torch.sparse_coo_tensor(torch.tensor([[1, 2, 2]]), torch.ones(3, 3), (10, 3))
+    dense = grad.to_dense()
+    (clipped,) = edits.clip((grad,), 1.0)
+    assert clipped.layout == torch.sparse_coo
+    assert torch.linalg.vector_norm(clipped.to_dense()) <= 1.0
+    assert torch.allclose(clipped.to_dense(), dense / torch.linalg.vector_norm(dense), atol=1e-6)
