@@ -498,7 +498,8 @@ class Session:
         except (Exception, SystemExit) as exc:  # `exit()` in an expression must not end the script
             return f"{name} failed: {type(exc).__name__}: {exc}"
         if not isinstance(value, torch.Tensor):
-            return f"{name} is a {type(value).__name__}, not a tensor"
+            kind = type(value).__name__
+            return f"{name} is {'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}, not a tensor"
         graph, nodes = state.capture.graph, state.capture.nodes
         if value.grad_fn is None:
             if not value.requires_grad:

@@ -287,7 +287,7 @@ def test_why_messages():
     assert texts["detached"].startswith("detached does not require grad")
     assert texts["unused"].startswith("unused requires grad but this pass's output does not depend on it")
     assert texts["other"].startswith("other is not on this pass's graph: it was made by")
-    assert texts["count"] == "count is a int, not a tensor"
+    assert texts["count"] == "count is an int, not a tensor"
     assert texts["nope"] == "nope is not defined where backward was called (<module>)"
 
 
