@@ -8,6 +8,7 @@ traceback of an exception (frames of gradtui and runpy trimmed), or that the use
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import io
 import os
@@ -23,14 +24,20 @@ from gradtui.core.session import GradtuiQuit, Session
 
 
 class _EventStream(io.TextIOBase):
-    """A text stream that emits each complete line it receives as an `Output` event."""
+    """A text stream that emits each complete line it receives as an `Output` event.
+
+    It passes for `sys.stdout` where scripts reach past `write`: `buffer` takes bytes (UTF-8),
+    `reconfigure(line_buffering=True)` is accepted. `fileno()` raises, as for any captured stream.
+    """
 
     def __init__(self, session: Session, name: str) -> None:
         super().__init__()
         self._session = session
         self._name = name
-        self._buffer = ""
+        self._pending = ""
         self._lock = threading.Lock()
+        self.buffer = _BytesToText(self)
+        """The binary layer under the text stream, as `sys.stdout.buffer` is."""
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -42,20 +49,44 @@ class _EventStream(io.TextIOBase):
     def isatty(self) -> bool:
         return False
 
+    def reconfigure(self, **options: object) -> None:
+        """Accept io.TextIOWrapper's options (line_buffering, write_through...): lines are sent
+        as soon as they are complete anyway."""
+
     def write(self, text: str) -> int:
         with self._lock:
-            self._buffer += text
-            if "\n" not in self._buffer:
+            self._pending += text
+            if "\n" not in self._pending:
                 return len(text)
-            complete, _, self._buffer = self._buffer.rpartition("\n")
+            complete, _, self._pending = self._pending.rpartition("\n")
         self._session.emit(ev.Output(self._name, complete + "\n"))  # type: ignore[arg-type]
         return len(text)
 
     def flush(self) -> None:
         with self._lock:
-            rest, self._buffer = self._buffer, ""
+            rest, self._pending = self._pending, ""
         if rest:
             self._session.emit(ev.Output(self._name, rest))  # type: ignore[arg-type]
+
+
+class _BytesToText(io.RawIOBase):
+    """`sys.stdout.buffer` of an _EventStream: bytes written are decoded as UTF-8 into it."""
+
+    def __init__(self, text: _EventStream) -> None:
+        super().__init__()
+        self._text = text
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[override]
+        data = bytes(data)
+        self._text.write(self._decoder.decode(data))
+        return len(data)
+
+    def flush(self) -> None:
+        self._text.flush()
 
 
 class ScriptRunner:

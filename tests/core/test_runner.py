@@ -46,6 +46,23 @@ def test_partial_lines_are_flushed_at_the_end(tmp_path):
         ("stdout", "one\n"), ("stdout", "two"), ("stderr", "err")]
 
 
+def test_streams_pass_for_the_real_ones(tmp_path):
+    """What training scripts do to sys.stdout beyond print: reconfigure it, write bytes to its
+    buffer (split inside a UTF-8 character here). Each used to raise AttributeError."""
+    path = write(tmp_path, "streams.py", (
+        "import sys\n"
+        "sys.stdout.reconfigure(line_buffering=True)\n"
+        "sys.stderr.reconfigure(write_through=True)\n"
+        "data = 'bytés ✓\\n'.encode()\n"
+        "sys.stdout.buffer.write(data[:4])\n"
+        "sys.stdout.buffer.write(data[4:])\n"
+        "sys.stdout.buffer.flush()\n"
+        "print('text')\n"))
+    run = run_headless(path)
+    assert run.status == 0, run.output
+    assert run.script_output() == "bytés ✓\ntext\n"
+
+
 def test_exception_gives_status_1_a_trimmed_traceback_and_the_passes_so_far():
     run = run_headless(script("raises.py"))
     finished = run.finished
