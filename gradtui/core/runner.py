@@ -131,7 +131,7 @@ class ScriptRunner:
         status, tb, quit_ = 0, None, False
         sys.argv = [self.path, *self.args]
         sys.path.insert(0, os.path.dirname(self.path))
-        sys.stdout, sys.stderr, sys.stdin = out, err, io.StringIO()
+        sys.stdout, sys.stderr, sys.stdin = out, err, io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
         try:
             session.install()
             self._interruptible = True

@@ -63,6 +63,13 @@ def test_streams_pass_for_the_real_ones(tmp_path):
     assert run.script_output() == "bytés ✓\ntext\n"
 
 
+def test_stdin_is_empty_at_every_level(tmp_path):
+    path = write(tmp_path, "stdin.py", "import sys\nprint(repr(sys.stdin.read()), sys.stdin.buffer.read())\n")
+    run = run_headless(path)
+    assert run.status == 0, run.output
+    assert run.script_output() == "'' b''\n"
+
+
 def test_exception_gives_status_1_a_trimmed_traceback_and_the_passes_so_far():
     run = run_headless(script("raises.py"))
     finished = run.finished
