@@ -27,7 +27,8 @@ class _EventStream(io.TextIOBase):
     """A text stream that emits each complete line it receives as an `Output` event.
 
     It passes for `sys.stdout` where scripts reach past `write`: `buffer` takes bytes (UTF-8),
-    `reconfigure(line_buffering=True)` is accepted. `fileno()` raises, as for any captured stream.
+    `reconfigure(line_buffering=True)` is accepted, and `fileno()` is the process's own stream's
+    (so `faulthandler.enable()` works; what is written there directly is not captured).
     """
 
     def __init__(self, session: Session, name: str) -> None:
@@ -48,6 +49,12 @@ class _EventStream(io.TextIOBase):
 
     def isatty(self) -> bool:
         return False
+
+    def fileno(self) -> int:
+        real = getattr(sys, f"__{self._name}__", None)
+        if real is None:
+            raise io.UnsupportedOperation("fileno")
+        return real.fileno()
 
     def reconfigure(self, **options: object) -> None:
         """Accept io.TextIOWrapper's options (line_buffering, write_through...): lines are sent

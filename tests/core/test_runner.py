@@ -63,6 +63,15 @@ def test_streams_pass_for_the_real_ones(tmp_path):
     assert run.script_output() == "bytés ✓\ntext\n"
 
 
+def test_captured_streams_have_the_real_file_descriptors(tmp_path):
+    """`faulthandler.enable()` and friends ask sys.stderr.fileno(); it used to raise."""
+    path = write(tmp_path, "fds.py", "import sys\n"
+                 "print(sys.stdout.fileno() == sys.__stdout__.fileno(), sys.stderr.fileno() == sys.__stderr__.fileno())\n")
+    run = run_headless(path)
+    assert run.status == 0, run.output
+    assert run.script_output() == "True True\n"
+
+
 def test_stdin_is_empty_at_every_level(tmp_path):
     path = write(tmp_path, "stdin.py", "import sys\nprint(repr(sys.stdin.read()), sys.stdin.buffer.read())\n")
     run = run_headless(path)
