@@ -122,6 +122,22 @@ def test_bridge_flushes_before_every_other_event_and_survives_a_closed_loop():
     Bridge(closed)(ev.Output("stdout", "late\n"))  # no exception
 
 
+def test_bridge_batches_output_with_node_ran_in_order():
+    posted = []
+    bridge = Bridge(posted.append, interval=3600)
+    bridge(ev.Output("stdout", "first\n"))  # due at once
+    for i in range(1000):
+        bridge(ev.Output("stdout", f"line {i}\n"))
+    bridge(_ran(0))
+    bridge(ev.Output("stderr", "after\n"))
+    assert [type(m).__name__ for m in posted] == ["Printed"]
+    bridge.flush()  # the app's timer
+    assert [type(m).__name__ for m in posted] == ["Printed", "Printed", "NodesRan", "Printed"]
+    assert len(posted[1].events) == 1000 and posted[3].events == [ev.Output("stderr", "after\n")]
+    bridge.flush()
+    assert len(posted) == 4  # nothing pending, nothing posted
+
+
 def test_sparkline_and_values_never_flood():
     assert fmt.sparkline((0, 1, 2, 4, 8)) == " ▁▂▄█"
     assert fmt.sparkline((0, 0)) == "  "
