@@ -31,6 +31,14 @@ async def type_text(pilot, text: str) -> None:
     await pilot.press(*[_character_to_key(ch) for ch in text])
 
 
+async def answer_prompt(pilot, key: str, text: str) -> None:
+    """Press `key`, wait for its prompt, type `text` and enter."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, PromptScreen), what=f"the prompt of {key}")
+    await type_text(pilot, text)
+    await pilot.press("enter")
+
+
 @pytest.mark.asyncio
 async def test_step_through_chain_shows_each_gradient():
     app = GradtuiApp(example("chain.py"))
@@ -78,10 +86,7 @@ async def test_scale_key_changes_the_gradient_reaching_the_leaf():
         await wait_paused_at(pilot, 0)
         await pilot.press("s")
         await wait_paused_at(pilot, 1)
-        await pilot.press("x")
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the scale prompt")
-        await type_text(pilot, "0.5")
-        await pilot.press("enter")
+        await answer_prompt(pilot, "x", "0.5")
         await wait_for(pilot, lambda: 1 in app.state.view.edits, what="the edit")
         await pilot.pause()
         assert "edited: scale 0.5" in detail_text(app)
@@ -232,10 +237,7 @@ async def test_help_find_goto_and_palette():
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
 
-        await pilot.press("slash")
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen))
-        await type_text(pilot, "Accumulate")
-        await pilot.press("enter")
+        await answer_prompt(pilot, "slash", "Accumulate")
         await wait_for(pilot, lambda: app.state.view.graph.nodes[selected(app)]["name"] == "AccumulateGrad")
         first = selected(app)
         await pilot.press("n")
@@ -385,10 +387,7 @@ async def test_e_replaces_the_gradient_by_an_expression_and_the_palette_runs_act
         await wait_paused_at(pilot, 0)
         await pilot.press("s")
         await wait_paused_at(pilot, 1)
-        await pilot.press("e")
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the edit prompt")
-        await type_text(pilot, " * 0 + 1")  # the prompt starts with "g"
-        await pilot.press("enter")
+        await answer_prompt(pilot, "e", " * 0 + 1")  # the prompt starts with "g"
         await wait_for(pilot, lambda: 1 in app.state.view.edits, what="the edit")
         await pilot.pause()
         assert "edited: set g * 0 + 1" in detail_text(app) and "values [1]" in detail_text(app)
