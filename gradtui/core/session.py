@@ -100,7 +100,8 @@ class Session:
         `summarize(light=True)`): a third of the cost, for the UI when no report is written."""
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
-        self._commands: queue.Queue[Command] = queue.Queue()
+        self._commands: queue.Queue[tuple[Command, _Pause | None]] = queue.Queue()
+        """Commands for the paused hook, each with the pause it was typed at (None: any)."""
         self._mode = "step"  # pause at the first node of the first pass, as pdb does
         self._detached = False
         self._quitting = threading.Event()
@@ -195,8 +196,10 @@ class Session:
     def submit(self, command: Command | str) -> None:
         """Give the session a command (thread-safe). Results arrive as events.
 
-        While paused, commands queue up for the paused hook in order. While running, commands
-        that need a paused node are refused; breakpoint commands take effect at once.
+        While paused, commands queue up for the paused hook in order; one that acts on the paused
+        node (an edit, print, why) is dropped if the engine has moved on by the time it is read
+        (typed just after `continue`). While running, those are refused; breakpoint commands
+        take effect at once.
         """
         if isinstance(command, str):
             try:
@@ -206,8 +209,8 @@ class Session:
                 return
         if isinstance(command, Quit):
             self.quit()
-        elif self._pause is not None:
-            self._commands.put(command)
+        elif (pause := self._pause) is not None:
+            self._commands.put((command, pause))
         elif isinstance(command, (Break, Delete, ListBreakpoints, Help)):
             self._execute(command, None)
         else:
@@ -217,7 +220,7 @@ class Session:
     def quit(self) -> None:
         """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
         self._quitting.set()
-        self._commands.put(Quit("quit"))
+        self._commands.put((Quit("quit"), None))
 
     @property
     def quitting(self) -> bool:
@@ -228,7 +231,7 @@ class Session:
         """Never pause again (headless mode once its commands run out); resume if paused."""
         self._detached = True
         if self._pause is not None:
-            self._commands.put(Continue("continue"))
+            self._commands.put((Continue("continue"), None))
 
     # ---- one pass ------------------------------------------------------------------------
 
@@ -400,10 +403,14 @@ class Session:
                                 reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
             while True:
                 try:
-                    command = self._commands.get(timeout=0.25)
+                    command, meant_for = self._commands.get(timeout=0.25)
                 except queue.Empty:
                     if self._quitting.is_set():
                         raise GradtuiQuit() from None
+                    continue
+                if command.needs_pause and meant_for is not None and meant_for is not pause:
+                    self.emit(ev.CommandResult(command.text, f"not applied: typed while paused at #{meant_for.node}, "
+                                                             "which has run since", ok=False))
                     continue
                 if isinstance(command, Quit):
                     self._quitting.set()

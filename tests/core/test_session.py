@@ -578,3 +578,25 @@ def test_an_edit_torch_cannot_do_is_refused_not_the_end_of_the_script(monkeypatc
     assert (result.ok, result.text) == (
         False, "'clip 1' failed: NotImplementedError: Could not run 'aten::linalg_vector_norm' on 'SparseCPU'")
     assert "x.grad = 36.0" in run.script_output()
+
+
+def test_an_edit_typed_ahead_of_a_resume_never_lands_on_another_node(driven):
+    """`c` then `z` typed quickly while paused: the engine resumes on `c`, and `z` was meant
+    for the node the user was looking at. It must not zero whatever node pauses next (here
+    the first node of the next pass, at a breakpoint)."""
+    run = driven(script("loop.py"), ["2"])
+    run.next(ev.Paused)
+    run.submit("break pass 1")
+    assert run.result().ok
+    run.submit("continue")
+    run.submit("zero")
+    pause = run.next(ev.Paused)
+    assert (pause.pass_index, pause.node) == (1, 0)
+    run.submit("continue")
+    finished = run.join()
+    assert finished.exit_status == 0
+    assert not [e for e in run.events if isinstance(e, ev.GradEdited)]
+    (refused,) = [e for e in run.events if isinstance(e, ev.CommandResult) and e.command == "zero"]
+    assert not refused.ok
+    output = "".join(e.text for e in run.events if isinstance(e, ev.Output))
+    assert output == "pass 0 x.grad = 36.0\npass 1 x.grad = 36.0\n"
