@@ -188,7 +188,7 @@ def test_g_and_torch_are_the_gradient_and_torch_even_if_the_script_has_its_own()
 
 def test_clip_of_a_sparse_gradient():
     """nn.Embedding(sparse=True) sends an uncoalesced sparse gradient (row 2 twice here)."""
-    grad = torch.sparse_coo_tensor(torch.tensor([[1, 2, 2]]), torch.ones(3, 3), (10, 3))
+    grad = torch.sparse_coo_tensor(torch.tensor([[1, 2, 2]]), torch.ones(3, 3), (10, 3), check_invariants=True)
     dense = grad.to_dense()
     (clipped,) = edits.clip((grad,), 1.0)
     assert clipped.layout == torch.sparse_coo
