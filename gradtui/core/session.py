@@ -48,6 +48,24 @@ _graph_task: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lam
 torch without it: then every hook call counts as the pass's own)."""
 
 
+_functorch = getattr(torch._C, "_functorch", None)
+_functorch_level: Callable[[], int | None] = getattr(_functorch, "maybe_current_level", lambda: None)
+_legacy_batched: Callable[[torch.Tensor], bool] = getattr(_functorch, "is_legacy_batchedtensor", lambda t: False)
+
+
+def _vmapped(arguments: tuple[Any, ...]) -> bool:
+    """Is this backward call part of a torch.func transform (grad, vmap), or fed batched
+    gradients (jacobian(vectorize=True))? Its gradients are then wrappers that statistics
+    (`.item()`) cannot read."""
+    if _functorch_level() is not None:
+        return True
+    for value in arguments:
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        if any(isinstance(t, torch.Tensor) and _legacy_batched(t) for t in items):
+            return True
+    return False
+
+
 def _as_tuple(tensors: Any) -> tuple[Any, ...]:
     """A tensor, or any iterable of them (a list, a generator), as a tuple, as torch reads it."""
     return (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
@@ -152,6 +170,7 @@ class Session:
             return self._run_pass(
                 "backward", sys._getframe(1), (tensor,),
                 lambda: originals["tensor_backward"](tensor, gradient, retain_graph, create_graph, inputs),
+                (gradient,),
             )
 
         # `tensors` / `outputs` may be a generator: read it once, hand torch the tuple.
@@ -159,13 +178,16 @@ class Session:
         def backward(tensors, *args, **kwargs):
             roots = _as_tuple(tensors)
             return self._run_pass(
-                "backward", sys._getframe(1), roots, lambda: originals["backward"](roots, *args, **kwargs)
+                "backward", sys._getframe(1), roots, lambda: originals["backward"](roots, *args, **kwargs),
+                (*args, *kwargs.values()),
             )
 
         @functools.wraps(originals["grad"])
         def grad(outputs, *args, **kwargs):
             roots = _as_tuple(outputs)
-            return self._run_pass("grad", sys._getframe(1), roots, lambda: originals["grad"](roots, *args, **kwargs))
+            batched = bool(kwargs.get("is_grads_batched") or (len(args) > 6 and args[6]))  # torch vmaps inside
+            return self._run_pass("grad", sys._getframe(1), roots, lambda: originals["grad"](roots, *args, **kwargs),
+                                  (*args, *kwargs.values()), batched=batched)
 
         torch.Tensor.backward = tensor_backward
         torch.autograd.backward = backward
@@ -235,13 +257,20 @@ class Session:
 
     # ---- one pass ------------------------------------------------------------------------
 
-    def _run_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], run: Callable[[], Any]) -> Any:
-        """Capture the graph of `roots`, hook it, run the real backward, unhook."""
+    def _run_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], run: Callable[[], Any],
+                  arguments: tuple[Any, ...] = (), batched: bool = False) -> Any:
+        """Capture the graph of `roots`, hook it, run the real backward, unhook.
+
+        `arguments` are the call's other arguments: batched gradients among them (vmap), or
+        `batched` (is_grads_batched=True), make the pass one gradtui leaves alone.
+        """
         outer: _Pass | None = getattr(self._local, "state", None)
         if outer is not None or threading.current_thread() is not self._thread():
             if outer is not None and outer.task is None and _graph_task() != -1:
                 outer.task = _graph_task()  # called from inside the outer pass's engine call
             return run()  # a backward inside a backward (e.g. checkpointing) or another thread
+        if batched or _vmapped(arguments):
+            return run()  # torch.func / vmap / is_grads_batched: tensors that .item() cannot read
         if self._quitting.is_set():
             raise GradtuiQuit()
         nodes = [torch.autograd.graph.get_gradient_edge(t).node for t in roots

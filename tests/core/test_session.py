@@ -600,3 +600,18 @@ def test_an_edit_typed_ahead_of_a_resume_never_lands_on_another_node(driven):
     assert not refused.ok
     output = "".join(e.text for e in run.events if isinstance(e, ev.Output))
     assert output == "pass 0 x.grad = 36.0\npass 1 x.grad = 36.0\n"
+
+
+def test_vmapped_gradients_are_left_alone():
+    """torch.func.grad under vmap, jacobian(vectorize=True) and is_grads_batched=True call
+    torch.autograd.grad with batched tensors whose statistics cannot be read: each killed the
+    script. They now run untouched; the script's own backward is still debugged."""
+    run = run_headless(script("vmapped.py"), ["continue"])
+    assert run.status == 0, run.output
+    assert run.script_output() == ("vmap grad [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]\n"
+                                   "jacobian [[2.0, 0.0], [0.0, 4.0]]\n"
+                                   "is_grads_batched [[2.0, 0.0], [0.0, 4.0]]\n"
+                                   "x.grad [2.0, 4.0]\n")
+    (started,) = run.of(ev.PassStarted)
+    assert started.call_text == "loss.backward()"
+    assert run.where == [(0, 0)]
