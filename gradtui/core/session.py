@@ -269,8 +269,8 @@ class Session:
             if outer is not None and outer.task is None and _graph_task() != -1:
                 outer.task = _graph_task()  # called from inside the outer pass's engine call
             return run()  # a backward inside a backward (e.g. checkpointing) or another thread
-        if batched or _vmapped(arguments):
-            return run()  # torch.func / vmap / is_grads_batched: tensors that .item() cannot read
+        if batched or _vmapped(arguments) or any(isinstance(t, torch.Tensor) and t.is_meta for t in roots):
+            return run()  # vmap, torch.func, meta tensors: gradients with no values to read
         if self._quitting.is_set():
             raise GradtuiQuit()
         nodes = [torch.autograd.graph.get_gradient_edge(t).node for t in roots

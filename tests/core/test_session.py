@@ -615,3 +615,14 @@ def test_vmapped_gradients_are_left_alone():
     (started,) = run.of(ev.PassStarted)
     assert started.call_text == "loss.backward()"
     assert run.where == [(0, 0)]
+
+
+def test_a_backward_on_the_meta_device_is_left_alone(tmp_path):
+    """Meta tensors have shapes but no values: reading their statistics killed the script."""
+    path = tmp_path / "meta.py"
+    path.write_text("import torch\nx = torch.empty(3, device='meta', requires_grad=True)\n"
+                    "(x * 2).sum().backward()\nprint(x.grad.shape)\n", encoding="utf-8")
+    run = run_headless(str(path), ["continue"])
+    assert run.status == 0, run.output
+    assert run.script_output() == "torch.Size([3])\n"
+    assert run.finished.passes == 0
