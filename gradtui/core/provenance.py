@@ -79,15 +79,21 @@ def _is_user_file_cached(filename: str) -> bool:
     return is_user
 
 
-def _innermost_user(frame: Any) -> tuple[str, int] | None:
-    """(filename, lineno) of the innermost user frame from `frame` outwards: outside torch,
-    gradtui and the stdlib, and not a TorchFunctionMode's own __torch_function__."""
+def user_frame(frame: Any) -> Any:
+    """The innermost user frame from `frame` outwards (outside torch, gradtui and the stdlib,
+    and not a TorchFunctionMode's own __torch_function__), or None."""
     while frame is not None:
         code = frame.f_code
         if _is_user_file_cached(code.co_filename) and code.co_name not in _SKIP_CODE_NAMES:
-            return (code.co_filename, frame.f_lineno)
+            return frame
         frame = frame.f_back
     return None
+
+
+def _innermost_user(frame: Any) -> tuple[str, int] | None:
+    """(filename, lineno) of `user_frame(frame)`."""
+    frame = user_frame(frame)
+    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
 def source_of(node: Any) -> tuple[str, int] | None:

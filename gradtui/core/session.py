@@ -34,6 +34,7 @@ from gradtui.core.commands import (
     Print, Quit, Scale, SetGrad, Step, Why, Zero, parse,
 )
 from gradtui.core.graph import Capture, Names, capture, node_title
+from gradtui.core import provenance
 from gradtui.core.provenance import Provenance
 from gradtui.core.summary import Stats, any_nonfinite, describe, format_grads, format_stats, summarize, summarize_all
 
@@ -273,6 +274,7 @@ class Session:
             return run()  # vmap, torch.func, meta tensors: gradients with no values to read
         if self._quitting.is_set():
             raise GradtuiQuit()
+        frame = provenance.user_frame(frame) or frame  # jacobian() calls grad() from inside torch
         nodes = [torch.autograd.graph.get_gradient_edge(t).node for t in roots
                  if isinstance(t, torch.Tensor) and t.requires_grad]
         if not nodes:

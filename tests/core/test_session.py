@@ -626,3 +626,17 @@ def test_a_backward_on_the_meta_device_is_left_alone(tmp_path):
     assert run.status == 0, run.output
     assert run.script_output() == "torch.Size([3])\n"
     assert run.finished.passes == 0
+
+
+def test_a_pass_torch_starts_for_the_script_is_shown_at_the_scripts_line(tmp_path):
+    """jacobian() calls torch.autograd.grad from inside torch: the pass used to say it was
+    called at `functional.py:...` with torch's source line, and `set`/`why` saw torch's locals."""
+    path = tmp_path / "jac.py"
+    path.write_text("import torch\nscale = torch.tensor(3.0)\n"
+                    "J = torch.autograd.functional.jacobian(lambda v: v * scale, torch.ones(2))\n", encoding="utf-8")
+    run = run_headless(str(path), ["why scale", "continue"])
+    assert run.status == 0, run.output
+    first = run.of(ev.PassStarted)[0]
+    assert first.call_site == "jac.py:3" and first.call_text.startswith("J = torch.autograd.functional.jacobian(")
+    assert run.results()[0].text == "scale does not require grad: autograd never tracks it, so scale.grad stays None " \
+                                    "(create it with requires_grad=True or call scale.requires_grad_())"
