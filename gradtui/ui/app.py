@@ -8,6 +8,7 @@ for the script asynchronously (`ScriptHost.stop`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 import os
@@ -370,13 +371,20 @@ def run_app(script: str, args: Iterable[str] = (), commands: Iterable[str] = (),
     """Run the UI on `script` until the user quits; return the script's exit status."""
     report = Report() if report_path else None
     app = GradtuiApp(script, args, commands, report)
+    # Our own loop, not asyncio.run's: closing that joins the executor thread the script runs
+    # in, so quitting while the script sat in a C call (time.sleep(60)) cleared the screen and
+    # then hung until the call returned.
+    loop = asyncio.new_event_loop()
     try:
-        app.run()
+        app.run(loop=loop)
     finally:
         if report is not None and report_path:
             report.write(report_path)
     status = app.return_code or app.exit_status  # a crash of the UI itself is 1
-    if app.session.quitting:
+    if not app.session.quitting:
+        loop.run_until_complete(loop.shutdown_default_executor())  # the script has ended: quick
+        loop.close()
+    else:
         # The user quit before the script ended: leave now. Interpreter shutdown would join Textual's executor thread
         # (a script stuck in a C call holds it) and tear torch down, which takes a second.
         sys.stdout.flush()
