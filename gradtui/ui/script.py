@@ -19,6 +19,7 @@ class ScriptHost:
         self.runner = runner
         self.done = runner.finished
         """Set when the script has ended (unwound, torch's functions restored)."""
+        self._gave_up = False
 
     @property
     def exit_status(self) -> int | None:
@@ -33,11 +34,14 @@ class ScriptHost:
         """Quit the session and wait (asynchronously) for the script to unwind.
 
         A paused hook unblocks at once. A script busy elsewhere (a forward pass, a sleep)
-        gets GradtuiQuit raised in its thread after 0.3 s. True if it ended in time.
+        gets GradtuiQuit raised in its thread after 0.3 s. True if it ended in time. Once a
+        stop has timed out (the script sits in a C call), later ones do not wait again.
         """
         runner = self.runner
         if self.done.is_set():
             return True  # ended on its own: nothing to stop
+        if self._gave_up:
+            return False
         runner.session.quit()
         if runner.thread_id is None:
             return True  # never started; `run` will see the quit and not start
@@ -49,4 +53,5 @@ class ScriptHost:
                 runner.interrupt()
                 interrupted = True
             await asyncio.sleep(0.01)
-        return self.done.is_set()
+        self._gave_up = not self.done.is_set()
+        return not self._gave_up

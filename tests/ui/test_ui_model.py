@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import time
 
 import torch
@@ -173,3 +174,28 @@ def test_user_traceback_folds_library_frames_and_shortens_paths():
         '    raise ValueError("boom")\n'
         "ValueError: boom\n"
     )
+
+
+def test_script_host_waits_once_for_a_script_stuck_in_a_c_call(tmp_path):
+    """`q` stops the script (waiting up to a second), then the app's unmount stops it again:
+    that second wait doubled the time to leave while the script sat in time.sleep."""
+    import asyncio
+
+    from gradtui.ui.script import ScriptHost
+
+    path = tmp_path / "naps.py"
+    path.write_text("import time\nprint('napping', flush=True)\ntime.sleep(2)\n", encoding="utf-8")
+    napping = threading.Event()
+    session = Session(lambda e: isinstance(e, ev.Output) and napping.set(), provenance=False)
+    runner = ScriptRunner(str(path), [], session)
+    thread = runner.start()
+    host = ScriptHost(runner)
+    assert napping.wait(10)
+    started = time.monotonic()
+    assert asyncio.run(host.stop(0.5)) is False
+    first = time.monotonic() - started
+    assert asyncio.run(host.stop(0.5)) is False
+    assert time.monotonic() - started - first < 0.1
+    thread.join(10)
+    assert host.done.is_set()
+    assert asyncio.run(host.stop(0.5)) is True
