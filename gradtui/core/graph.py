@@ -128,6 +128,9 @@ def saved_summary(node: Node) -> tuple[str, ...]:
     out = []
     for attr in attrs:
         label = attr.removeprefix("_saved_")
+        if _packed(getattr(node, "_raw" + attr, None)):
+            out.append(f"{label} (packed by a saved-tensors hook)")
+            continue
         try:
             value = getattr(node, attr)
         except RuntimeError:
@@ -135,6 +138,14 @@ def saved_summary(node: Node) -> tuple[str, ...]:
             continue
         out.append(f"{label} {_describe_saved(value)}")
     return tuple(out)
+
+
+def _packed(raw: Any) -> bool:
+    """Is this raw saved value (or list of them) packed by a saved-tensors hook? Then reading
+    `_saved_*` would run the unpack hook: a recomputation under non-reentrant checkpointing,
+    a copy back from the CPU under save_on_cpu."""
+    items = raw if isinstance(raw, (list, tuple)) else (raw,)
+    return any(getattr(item, "unpack_hook", None) is not None for item in items)
 
 
 def _describe_saved(value: Any) -> str:

@@ -258,3 +258,27 @@ def test_engine_order_matches_the_engine_on_an_lstm():
 
 def test_engine_order_of_the_chain(chain):
     assert engine_order(capture([chain.z.grad_fn]).graph) == [0, 1, 2]
+
+
+def test_saved_tensors_packed_by_hooks_are_not_unpacked():
+    """Reading `_saved_self` runs a saved-tensors unpack hook: under non-reentrant
+    checkpointing, a recomputation of the checkpointed forward for every node captured."""
+    from torch.utils.checkpoint import checkpoint
+
+    calls = []
+
+    def block(a):
+        calls.append(1)
+        return torch.tanh(a) * a
+
+    x = torch.randn(2, 3, requires_grad=True)
+    y = checkpoint(block, x, use_reentrant=False)
+    with torch.autograd.graph.save_on_cpu():
+        z = torch.sin(y)
+    cap = capture([z.sum().grad_fn])
+    saved = {data["name"]: data["saved"] for _, data in cap.graph.nodes(data=True)}
+    assert saved["SinBackward0"] == ("self (packed by a saved-tensors hook)",)
+    assert "self (packed by a saved-tensors hook)" in saved["MulBackward0"]
+    assert len(calls) == 1  # the forward only: capturing recomputed nothing
+    z.sum().backward()
+    assert len(calls) == 2 and x.grad is not None
