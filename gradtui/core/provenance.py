@@ -39,6 +39,7 @@ FIRST_KEY = "gradtui.first"  # on a call's returned node: the call's first seque
 
 _Tensor = torch.Tensor
 _get_ident = threading.get_ident
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
 def _dir_of(path: str) -> str:
@@ -202,6 +203,8 @@ class Provenance(TorchFunctionMode):
     # -- recording -----------------------------------------------------------------------
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if _is_compiling():  # torch.compile traces this method: record nothing, break no graph
+            return func(*args, **kwargs) if kwargs else func(*args)
         # Autograd numbers the nodes it makes per thread: an unchanged counter means the
         # call made none (grad mode off, no input requiring grad, `x.shape`): nothing to do.
         start = _get_sequence_nr()
@@ -244,7 +247,7 @@ class Provenance(TorchFunctionMode):
     # -- module stack --------------------------------------------------------------------
 
     def _pre_hook(self, module: torch.nn.Module, args: Any) -> None:
-        if _get_ident() != self._thread:
+        if _is_compiling() or _get_ident() != self._thread:
             return
         stack = self._stack
         key = id(module)
@@ -283,7 +286,7 @@ class Provenance(TorchFunctionMode):
         stack.append((key, name, root, prefix, path, fixed))
 
     def _post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if _get_ident() != self._thread:
+        if _is_compiling() or _get_ident() != self._thread:
             return
         stack = self._stack
         key = id(module)

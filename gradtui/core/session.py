@@ -49,6 +49,7 @@ _graph_task: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lam
 torch without it: then every hook call counts as the pass's own)."""
 
 
+_is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 _functorch = getattr(torch._C, "_functorch", None)
 _functorch_level: Callable[[], int | None] = getattr(_functorch, "maybe_current_level", lambda: None)
 _legacy_batched: Callable[[torch.Tensor], bool] = getattr(_functorch, "is_legacy_batchedtensor", lambda t: False)
@@ -270,8 +271,9 @@ class Session:
             if outer is not None and outer.task is None and _graph_task() != -1:
                 outer.task = _graph_task()  # called from inside the outer pass's engine call
             return run()  # a backward inside a backward (e.g. checkpointing) or another thread
-        if batched or _vmapped(arguments) or any(isinstance(t, torch.Tensor) and t.is_meta for t in roots):
-            return run()  # vmap, torch.func, meta tensors: gradients with no values to read
+        if (batched or _vmapped(arguments) or _is_compiling()
+                or any(isinstance(t, torch.Tensor) and t.is_meta for t in roots)):
+            return run()  # vmap, torch.func, torch.compile's tracing, meta: no values to read
         if self._quitting.is_set():
             raise GradtuiQuit()
         frame = provenance.user_frame(frame) or frame  # jacobian() calls grad() from inside torch
