@@ -189,13 +189,15 @@ def test_report_path_is_checked_before_the_script_runs(tmp_path, capsys):
         assert "gradtui: cannot write --report" in err and why in err
 
 
-def test_relative_report_path_survives_the_script_changing_directory(tmp_path):
+def test_relative_report_path_survives_the_script_changing_directory(tmp_path, monkeypatch, capsys):
+    from gradtui.cli import main
+
     (tmp_path / "elsewhere").mkdir()
     path = tmp_path / "moves.py"
     path.write_text("import os, torch\nos.chdir('elsewhere')\nx = torch.ones(1, requires_grad=True)\n"
                     "(x * 2).sum().backward()\n", encoding="utf-8")
-    done = gradtui("--headless", "--report", "r.json", str(path), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    monkeypatch.chdir(tmp_path)  # restored after the test, whatever the script does
+    assert main(["--headless", "--report", "r.json", str(path)]) == 0, capsys.readouterr()
     assert strict_json(tmp_path / "r.json")["exit_status"] == 0
     assert not (tmp_path / "elsewhere" / "r.json").exists()
 
