@@ -28,7 +28,7 @@ import torch
 
 from gradtui.core import edits
 from gradtui.core import events as ev
-from gradtui.core.breakpoints import Breakpoints, matches_node
+from gradtui.core.breakpoints import Breakpoint, Breakpoints, matches_node
 from gradtui.core.commands import (
     Break, Clip, Command, CommandError, Continue, Delete, Finish, Help, HELP, ListBreakpoints,
     Print, Quit, Scale, SetGrad, Step, Why, Zero, parse,
@@ -361,9 +361,7 @@ class Session:
             attrs = state.capture.graph.nodes[node]
             bp = self.breakpoints.find(attrs, node, state.index, state.done == 0, stats, state.nan_seen)
             if bp is not None:
-                bp.hits += 1
-                self.emit(ev.BreakpointHit(bp.number, bp.spec.text, state.index, node))
-                reason = f"breakpoint {bp.number}: {bp.spec.text}"
+                reason = f"{self._hit(bp, state, node)}: {bp.spec.text}"
             elif self._mode == "step":
                 reason = "step"
         if any_nonfinite(stats):
@@ -376,6 +374,12 @@ class Session:
                 stats = summarize_all(new)
         state.incoming[node] = stats
         return new
+
+    def _hit(self, bp: Breakpoint, state: _Pass, node: int) -> str:
+        """Count and announce a breakpoint hit; returns how a pause reason names it."""
+        bp.hits += 1
+        self.emit(ev.BreakpointHit(bp.number, bp.spec.text, state.index, node))
+        return f"breakpoint {bp.number}"
 
     @staticmethod
     def _own_call(state: _Pass) -> bool:
@@ -417,10 +421,8 @@ class Session:
             state.nan_seen = True
             bp = next((b for b in self.breakpoints if b.spec.kind == "nan"), None)
             if bp is not None:
-                bp.hits += 1
-                self.emit(ev.BreakpointHit(bp.number, bp.spec.text, state.index, node))
                 title = node_title(state.capture.graph, node)
-                self._wait(state, node, "after", f"breakpoint {bp.number}: {title} made a non-finite gradient",
+                self._wait(state, node, "after", f"{self._hit(bp, state, node)}: {title} made a non-finite gradient",
                            grad_inputs)
         now = time.monotonic()
         if now - state.last_progress >= PROGRESS_INTERVAL:
