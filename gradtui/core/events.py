@@ -51,6 +51,47 @@ class PassStarted(Event):
     call_site: str
     graph: nx.DiGraph = field(repr=False, compare=False)
     roots: tuple[int, ...] = ()
+    losses: tuple[float | None, ...] = ()
+    """Per root, its value when backward was called if it has one element (the loss), else None."""
+    recorded: bool = True
+    """False: no breakpoint could stop in this pass and nobody asked for per-node statistics, so it
+    runs unhooked at plain speed (`graph` is empty; no NodeRan or Paused events follow)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParamFlow:
+    """How the gradient of one leaf (a parameter, usually) compares with the leaf after a pass.
+
+    A tiny `ratio` (grad norm / weight norm) marks a vanishing layer, a huge one an exploding
+    layer; `PassFinished.flow` is sorted by it.
+    """
+
+    name: str
+    """The parameter's name (`fc2.weight`), else a variable's, else `#ID`."""
+    node: int | None
+    """The leaf's accumulator node id in the pass graph (None on an unrecorded pass)."""
+    shape: tuple[int, ...]
+    grad_norm: float | None
+    """L2 norm of `.grad` after the pass; None when `.grad` is None."""
+    weight_norm: float
+    ratio: float | None
+    """grad_norm / weight_norm (inf when the weight is all zeros); None without a gradient."""
+    nonfinite: int
+    """Non-finite elements in `.grad`."""
+
+
+@dataclass(frozen=True, slots=True)
+class NestedPass(Event):
+    """A backward ran while pass `pass_index` was in flight (from one of its hooks, a reentrant
+    checkpoint's recomputation, or another thread): gradtui lets it run unhooked, never pausing."""
+
+    pass_index: int
+    call: str
+    call_site: str
+    nodes: int
+    """How many nodes its graph has."""
+    thread: str
+    """The name of the thread that called it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +185,9 @@ class PassFinished(Event):
     """What flowed into `node` before it raised (post-mortem); empty when not known."""
     leaf_grads: tuple[tuple[int, Stats | None], ...] = ()
     """(accumulator node id, stats of its leaf's `.grad` after the pass) for every leaf."""
+    flow: tuple[ParamFlow, ...] = ()
+    """Gradient flow per leaf, sorted by ratio from vanishing to exploding (leaves with no
+    gradient first, non-finite ones last)."""
 
 
 @dataclass(frozen=True, slots=True)
