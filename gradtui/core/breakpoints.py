@@ -1,14 +1,22 @@
 """Breakpoint specs and matching.
 
 A spec is one of: an op name (`AddmmBackward0`, the `torch::autograd::` prefix optional),
-a label (`z`, `fc.weight`), `#ID`, `nan`, `norm>X`, `pass N`. Op names are told from labels
-by shape: an identifier ending in `Backward<digits>` or `AccumulateGrad` is an op.
+a label (`z`, `fc.weight`), `#ID`, `nan`, `norm>X`, `pass N`, `loss>X`, `loss nan`, a place
+in the code (`model.py:42`) or a module (`module encoder.layers.*.attn`). Op names are told
+from labels by shape: an identifier ending in `Backward<digits>` or `AccumulateGrad` is an op.
+
+Place and module specs stop once per pass, at the first node of theirs the engine runs (a
+line or a module makes many nodes); loss specs are tested on the roots' values when
+backward is called and stop at the first node of that pass.
 """
 
 from __future__ import annotations
 
 import re
+import math
+from collections.abc import Collection
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
 from gradtui.core.commands import CommandError
@@ -20,7 +28,8 @@ _LABEL = re.compile(r"^(?:[A-Za-z_]\w*|\d+)(?:\.(?:[A-Za-z_]\w*|\d+)|\[\d+\])*$"
 
 @dataclass(frozen=True, slots=True)
 class Spec:
-    """A parsed breakpoint spec: `kind` is op, label, id, nan, norm or pass."""
+    """A parsed breakpoint spec: `kind` is op, label, id, nan, norm, pass, loss, lossnan,
+    source (value: (file, line)) or module (value: a glob)."""
 
     kind: str
     value: Any
@@ -41,15 +50,27 @@ def parse_spec(text: str) -> Spec:
             raise CommandError(f"break norm>X: {m.group(1)!r} is not a number") from None
     if m := re.fullmatch(r"pass\s+(\d+)", spec):
         return Spec("pass", int(m.group(1)), spec)
-    if spec.split()[:1] in (["pass"], ["norm"]):
-        raise CommandError(f"bad break spec {spec!r}: write pass N (e.g. pass 2) or norm>X (e.g. norm>100)")
+    if re.fullmatch(r"loss\s+nan", spec):
+        return Spec("lossnan", None, spec)
+    if m := re.fullmatch(r"loss\s*>\s*(\S+)", spec):
+        try:
+            return Spec("loss", float(m.group(1)), spec)
+        except ValueError:
+            raise CommandError(f"break loss>X: {m.group(1)!r} is not a number") from None
+    if m := re.fullmatch(r"module\s+(\S+)", spec):
+        return Spec("module", m.group(1), spec)
+    if m := re.fullmatch(r"(\S+\.py):(\d+)", spec):
+        return Spec("source", (m.group(1), int(m.group(2))), spec)
+    if re.match(r"(pass|norm|loss|module)\b", spec) or re.search(r"\.py:", spec):
+        raise CommandError(f"bad break spec {spec!r}: write pass N (e.g. pass 2), norm>X (e.g. norm>100), "
+                           "loss>X, loss nan, module PATH (e.g. module encoder.layers.*.attn) or FILE.py:LINE")
     if m := _OP.fullmatch(spec):
         return Spec("op", m.group(2), spec)
     if _LABEL.fullmatch(spec):
         return Spec("label", spec, spec)
     raise CommandError(
         f"bad break spec {spec!r}: use an op name, a variable or parameter name, "
-        "#ID, nan, norm>X or pass N"
+        "#ID, nan, norm>X, pass N, loss>X, loss nan, FILE.py:LINE or module PATH"
     )
 
 
@@ -79,6 +100,30 @@ def matches_node(spec: Spec, node: dict[str, Any], node_id: int, pass_index: int
         return node_id == spec.value
     if spec.kind == "pass":
         return first and pass_index == spec.value
+    if spec.kind == "module":
+        module = node["module"]
+        return module is not None and (fnmatchcase(module, spec.value) or fnmatchcase(module, spec.value + ".*"))
+    if spec.kind == "source":
+        path, line = node["path"], node["line"]
+        file, want = spec.value
+        return (line == want and path is not None
+                and (path == file or path.endswith("/" + file.lstrip("/")) or path.replace("\\", "/").endswith("/" + file)))
+    return False
+
+
+ONCE_PER_PASS = frozenset({"module", "source"})
+"""Specs that name a region of many nodes: they stop at the first one of a pass only."""
+
+PASS_LEVEL = frozenset({"loss", "lossnan"})
+"""Specs tested on the roots when backward is called, not at nodes."""
+
+
+def matches_losses(spec: Spec, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
+    """Does a loss spec match the roots of a pass? (`losses`: root values, None if not scalar)."""
+    if spec.kind == "lossnan":
+        return nonfinite_root
+    if spec.kind == "loss":
+        return any(v is not None and v > spec.value for v in losses)
     return False
 
 
@@ -128,18 +173,30 @@ class Breakpoints:
     def __len__(self) -> int:
         return len(self._items)
 
-    @property
-    def watches_values(self) -> bool:
-        """True when some breakpoint needs gradient statistics at every node."""
-        return any(bp.spec.kind in ("nan", "norm") for bp in self._items)
-
     def find(self, node: dict[str, Any], node_id: int, pass_index: int, first: bool,
-             grads: tuple[Stats | None, ...], nan_seen: bool = False) -> Breakpoint | None:
-        """The first breakpoint that matches this node, or None."""
+             grads: tuple[Stats | None, ...], nan_seen: bool = False,
+             fired: Collection[int] = ()) -> Breakpoint | None:
+        """The first breakpoint that matches this node, or None.
+
+        `fired` holds the numbers of breakpoints that already stopped in this pass: a module
+        or place spec among them does not stop again.
+        """
         for bp in self._items:
+            if bp.spec.kind in ONCE_PER_PASS and bp.number in fired:
+                continue
             if matches_node(bp.spec, node, node_id, pass_index, first) or matches_grads(bp.spec, grads, nan_seen):
                 return bp
         return None
+
+    def find_loss(self, losses: tuple[float | None, ...], nonfinite_root: bool) -> Breakpoint | None:
+        """The first loss breakpoint the roots of a starting pass match, or None."""
+        return next((bp for bp in self._items if matches_losses(bp.spec, losses, nonfinite_root)), None)
+
+    def could_stop(self, pass_index: int) -> bool:
+        """Could some breakpoint stop inside pass `pass_index` (loss specs aside)? If not, the
+        pass may run unhooked."""
+        return any(bp.spec.kind not in PASS_LEVEL and (bp.spec.kind != "pass" or bp.spec.value == pass_index)
+                   for bp in self._items)
 
     def has_spec(self, text: str) -> Breakpoint | None:
         """The breakpoint with exactly this spec text, if any (the UI's `b` toggles)."""

@@ -119,6 +119,12 @@ class Help(Command):
 
 
 @dataclass(frozen=True, slots=True)
+class Flow(Command):
+    """Show the gradient flow table (per parameter: grad norm, weight norm, ratio) of the last
+    pass that finished."""
+
+
+@dataclass(frozen=True, slots=True)
 class Quit(Command):
     """Stop the script and leave."""
 
@@ -128,6 +134,7 @@ step (s)            run the paused node, pause before the next one
 continue (c)        run until a breakpoint hits or the script ends
 finish (f)          run to the end of this pass, pause at the next pass
 break SPEC (b)      add a breakpoint: OP | NAME | #ID | nan | norm>X | pass N
+                    | loss>X | loss nan | FILE.py:LINE | module PATH (globs: layers.*.attn)
 breakpoints         list breakpoints;  delete N | delete all  removes
 scale F             multiply the incoming gradient by F
 zero                set the incoming gradient to zero
@@ -135,6 +142,7 @@ clip N              clip the incoming gradient's L2 norm to N
 set EXPR            replace the gradient by EXPR of g and torch (same shape/dtype/device)
 print [EXPR] (p)    statistics of the gradient, or of EXPR
 why NAME            is NAME on this pass's graph? why is its .grad None?
+flow                gradient flow of the last pass: grad/weight norm per parameter
 help (h, ?)         this list
 quit (q)            stop the script and leave"""
 
@@ -168,15 +176,16 @@ def parse(text: str) -> Command:
     word, _, rest = line.partition(" ")
     rest = rest.strip()
     verb = _ALIASES.get(word.lower(), word.lower())
-    if verb in ("step", "continue", "finish", "zero", "breakpoints", "help", "quit"):
+    if verb in ("step", "continue", "finish", "zero", "breakpoints", "help", "quit", "flow"):
         if rest:
             raise CommandError(f"{verb} takes no argument (got {rest!r})")
         simple = {"step": Step, "continue": Continue, "finish": Finish, "zero": Zero,
-                  "breakpoints": ListBreakpoints, "help": Help, "quit": Quit}[verb]
+                  "breakpoints": ListBreakpoints, "help": Help, "quit": Quit, "flow": Flow}[verb]
         return simple(line)
     if verb == "break":
         if not rest:
-            raise CommandError("break needs a spec: OP | NAME | #ID | nan | norm>X | pass N")
+            raise CommandError("break needs a spec: OP | NAME | #ID | nan | norm>X | pass N | loss>X | loss nan"
+                               " | FILE.py:LINE | module PATH")
         from gradtui.core.breakpoints import parse_spec  # the spec grammar lives with matching
 
         parse_spec(rest)

@@ -8,11 +8,36 @@ leaves at once, so a pass that runs unhooked pays a few microseconds per paramet
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 import torch
 
 from gradtui.core.events import ParamFlow
+
+
+class LeafNames:
+    """Names of leaf tensors seen in recorded passes, held weakly (a dict by id: tensors compare
+    elementwise, so a WeakKeyDictionary cannot hold them)."""
+
+    def __init__(self) -> None:
+        self._names: dict[int, tuple[weakref.ref, str]] = {}
+
+    def remember(self, leaf: torch.Tensor, name: str) -> None:
+        """Name `leaf` until it dies."""
+        key = id(leaf)
+        names = self._names
+
+        def forget(ref: weakref.ref, key: int = key) -> None:
+            if names.get(key, (None,))[0] is ref:
+                del names[key]
+
+        self._names[key] = (weakref.ref(leaf, forget), name)
+
+    def get(self, leaf: torch.Tensor) -> str | None:
+        """The name `leaf` was given, if any."""
+        entry = self._names.get(id(leaf))
+        return entry[1] if entry is not None and entry[0]() is leaf else None
 
 
 def _norms(tensors: list[torch.Tensor]) -> list[float]:

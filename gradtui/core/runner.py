@@ -130,7 +130,6 @@ class ScriptRunner:
 
     def _run(self) -> int:
         session = self.session
-        session.bind_thread()
         session.emit(ev.ScriptStarted(self.path, (self.path, *self.args)))
         saved: tuple[list[str], list[str], TextIO, TextIO, TextIO] = (
             sys.argv, list(sys.path), sys.stdout, sys.stderr, sys.stdin)

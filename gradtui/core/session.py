@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import linecache
+import math
 import os
 import queue
 import sys
@@ -24,15 +25,17 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+import networkx as nx
 import torch
 
 from gradtui.core import edits
 from gradtui.core import events as ev
 from gradtui.core.breakpoints import Breakpoint, Breakpoints, matches_node
 from gradtui.core.commands import (
-    Break, Clip, Command, CommandError, Continue, Delete, Finish, Help, HELP, ListBreakpoints,
+    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, HELP, ListBreakpoints,
     Print, Quit, Scale, SetGrad, Step, Why, Zero, parse,
 )
+from gradtui.core.flow import LeafNames, format_flow, gradient_flow
 from gradtui.core.graph import Capture, Names, capture, node_title
 from gradtui.core import provenance
 from gradtui.core.provenance import Provenance
@@ -73,6 +76,37 @@ def _as_tuple(tensors: Any) -> tuple[Any, ...]:
     return (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
 
 
+def _root_values(roots: tuple[Any, ...]) -> tuple[float | None, ...]:
+    """Each root's value if it has one element (the loss, usually), else None."""
+    out: list[float | None] = []
+    for t in roots:
+        value = None
+        if isinstance(t, torch.Tensor) and t.numel() == 1:
+            try:
+                value = float(t.detach().reshape(()).real if t.is_complex() else t.detach().reshape(()))
+            except (RuntimeError, TypeError, ValueError):
+                value = None
+        out.append(value)
+    return tuple(out)
+
+
+def _walk(nodes: list[Any]) -> tuple[int, list[Any]]:
+    """(number of nodes, leaf accumulators) of the graph below `nodes`: the least a pass that
+    runs unhooked needs to know (gradient flow)."""
+    seen = set(nodes)
+    todo = list(nodes)
+    leaves = []
+    while todo:
+        node = todo.pop()
+        if hasattr(node, "variable"):
+            leaves.append(node)
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return len(seen), leaves
+
+
 class GradtuiQuit(BaseException):
     """Raised in the script's thread to unwind it when the user quits.
 
@@ -99,6 +133,11 @@ class _Pass:
     """Gradients a node just sent to a sole receiver, with their version counter and stats, so
     the receiver's prehook need not summarize the same, unmodified tensor again."""
     last_progress: float = 0.0
+    pending: Breakpoint | None = None
+    """A loss breakpoint that matched the roots: stop at the pass's first node."""
+    pending_reason: str = ""
+    fired: set[int] = field(default_factory=set)
+    """Breakpoints that stopped in this pass (module and place specs stop once per pass)."""
 
 
 @dataclass
@@ -115,9 +154,14 @@ class Session:
     """Debugs the backward passes of whatever runs while it is active (see module doc)."""
 
     def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
-                 full_stats: bool = True) -> None:
+                 full_stats: bool = True, hook_all_passes: bool = True) -> None:
         """`full_stats=False` records only norms while the engine runs between pauses (see
-        `summarize(light=True)`): a third of the cost, for the UI when no report is written."""
+        `summarize(light=True)`): a third of the cost, for the UI when no report is written.
+
+        `hook_all_passes=False` lets a pass in which nothing can stop (running on, no
+        breakpoint that could match it) run unhooked at plain speed: no per-node statistics
+        for it, only its gradient flow. For headless runs that write no report.
+        """
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
         self._commands: queue.Queue[tuple[Command, _Pause | None]] = queue.Queue()
@@ -131,6 +175,14 @@ class Session:
         self._originals: dict[str, Any] | None = None
         self._provenance = Provenance() if provenance else None
         self._full_stats = full_stats
+        self._hook_all = hook_all_passes
+        self._pass_lock = threading.Lock()
+        """Held by the one pass in flight; a backward from another thread meanwhile runs unhooked."""
+        self._in_flight: _Pass | None = None
+        self._outside: frozenset[int | None] = frozenset()
+        self._flow: tuple[ev.ParamFlow, ...] = ()
+        self._leaf_names = LeafNames()
+        """Names of leaves seen in recorded passes, for the flow of passes that run unhooked."""
 
     # ---- wiring -------------------------------------------------------------------------
 
@@ -156,10 +208,15 @@ class Session:
     def install(self) -> None:
         """Patch torch's backward entry points and start provenance recording.
 
-        Call it on the thread that runs the script: provenance is per thread.
+        Call it on the thread that runs the script: provenance is per thread, and threads
+        that already run elsewhere in the process are not the script's.
         """
         if self._originals is not None:
             return
+        # Threads that exist now, other than this one, are not the script's (the UI, a test
+        # runner): their backward calls run untouched. Threads the script starts later are.
+        here = threading.current_thread()
+        self._outside = frozenset(t.ident for t in threading.enumerate() if t is not here)
         self._originals = {
             "tensor_backward": torch.Tensor.backward,
             "backward": torch.autograd.backward,
@@ -235,7 +292,7 @@ class Session:
             self.quit()
         elif (pause := self._pause) is not None:
             self._commands.put((command, pause))
-        elif isinstance(command, (Break, Delete, ListBreakpoints, Help)):
+        elif isinstance(command, (Break, Delete, ListBreakpoints, Help, Flow)):
             self._execute(command, None)
         else:
             running = "is running" if self._originals is not None else "is not running (it has ended or not started)"
@@ -264,34 +321,75 @@ class Session:
         """Capture the graph of `roots`, hook it, run the real backward, unhook.
 
         `arguments` are the call's other arguments: batched gradients among them (vmap), or
-        `batched` (is_grads_batched=True), make the pass one gradtui leaves alone.
+        `batched` (is_grads_batched=True), make the pass one gradtui leaves alone. A backward
+        called while a pass is in flight (from its hooks, or another thread) runs unhooked.
         """
+        if threading.get_ident() in self._outside:
+            return run()
         outer: _Pass | None = getattr(self._local, "state", None)
-        if outer is not None or threading.current_thread() is not self._thread():
-            if outer is not None and outer.task is None and _graph_task() != -1:
+        if outer is not None:
+            if outer.task is None and _graph_task() != -1:
                 outer.task = _graph_task()  # called from inside the outer pass's engine call
-            return run()  # a backward inside a backward (e.g. checkpointing) or another thread
+            self._nested(outer, call, frame, roots)
+            return run()  # a backward inside a backward (checkpointing, a user's hook)
         if (batched or _vmapped(arguments) or _is_compiling()
                 or any(isinstance(t, torch.Tensor) and t.is_meta for t in roots)):
             return run()  # vmap, torch.func, torch.compile's tracing, meta: no values to read
         if self._quitting.is_set():
             raise GradtuiQuit()
-        frame = provenance.user_frame(frame) or frame  # jacobian() calls grad() from inside torch
         nodes = [torch.autograd.graph.get_gradient_edge(t).node for t in roots
                  if isinstance(t, torch.Tensor) and t.requires_grad]
         if not nodes:
             return run()  # torch raises its own clear error
-        cap = capture(nodes, Names.from_scopes(frame.f_locals, frame.f_globals))
-        state = _Pass(self._passes, cap, frame)
+        if not self._pass_lock.acquire(blocking=False):
+            if (flight := self._in_flight) is not None:  # another thread's pass is in flight
+                self._nested(flight, call, frame, roots)
+            return run()
+        try:
+            frame = provenance.user_frame(frame) or frame  # jacobian() calls grad() from inside torch
+            return self._run_own_pass(call, frame, roots, nodes, run)
+        finally:
+            self._in_flight = None
+            self._pass_lock.release()
+
+    def _nested(self, outer: _Pass, call: str, frame: FrameType, roots: tuple[Any, ...]) -> None:
+        """Announce a backward that runs unhooked inside (or beside) pass `outer`."""
+        nodes = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        frame = provenance.user_frame(frame) or frame
+        self.emit(ev.NestedPass(outer.index, call, f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}",
+                                _walk(nodes)[0] if nodes else 0, threading.current_thread().name))
+
+    def _hooked(self, index: int, pending: Breakpoint | None) -> bool:
+        """Must pass `index` be hooked? Only if something could stop in it or a listener wants
+        per-node statistics."""
+        if self._hook_all or pending is not None:
+            return True
+        if self._detached:
+            return False
+        return self._mode != "continue" or self.breakpoints.could_stop(index)
+
+    def _run_own_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any],
+                      run: Callable[[], Any]) -> Any:
+        """One pass of the session's own: hooked (captured, hooks on every node) or unhooked."""
+        index = self._passes
         self._passes += 1
         if self._mode == "finish":
             self._mode = "step"
-        self.emit(ev.PassStarted(
-            state.index, call,  # type: ignore[arg-type]
-            linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip(),
-            f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}",
-            cap.graph, cap.roots,
-        ))
+        losses = _root_values(roots)
+        pending = None
+        if not self._detached and len(self.breakpoints):
+            pending = self.breakpoints.find_loss(losses, self._nonfinite_roots(roots, losses))
+        call_text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        call_site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        if not self._hooked(index, pending):
+            return self._run_unhooked(index, call, call_text, call_site, losses, nodes, run)
+        cap = capture(nodes, Names.from_scopes(frame.f_locals, frame.f_globals))
+        state = _Pass(index, cap, frame)
+        if pending is not None:
+            shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
+            state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"
+        self._in_flight = state
+        self.emit(ev.PassStarted(index, call, call_text, call_site, cap.graph, cap.roots, losses))  # type: ignore[arg-type]
         handles = []
         self._local.state = state
         error: BaseException | None = None
@@ -309,28 +407,73 @@ class Session:
                 handle.remove()
             self._local.state = None
             leaf_grads = self._leaf_grads(cap)
+            flow = self._recorded_flow(cap) if call != "grad" else ()
             total = len(cap.nodes)
             del cap, handles, nodes
             state.capture = None  # type: ignore[assignment]
             state.frame = None
-            self.emit(ev.PassFinished(
-                state.index, state.done, total,
-                None if error is None else (
-                    "quit" if isinstance(error, GradtuiQuit) else f"{type(error).__name__}: {error}"),
+            self._finish(ev.PassFinished(
+                state.index, state.done, total, self._error_text(error),
                 state.running if error is not None else None,
                 state.incoming.get(state.running, ()) if error is not None else (),
-                leaf_grads,
+                leaf_grads, flow,
             ))
             error = None  # this frame is on error's traceback: holding error would make a cycle
 
-    _script_thread: threading.Thread | None = None
+    def _nonfinite_roots(self, roots: tuple[Any, ...], losses: tuple[float | None, ...]) -> bool:
+        """Does a root hold a non-finite value? Non-scalar roots are only read for `loss nan`."""
+        if any(v is not None and not math.isfinite(v) for v in losses):
+            return True
+        if not any(bp.spec.kind == "lossnan" for bp in self.breakpoints):
+            return False
+        return any(v is None and isinstance(t, torch.Tensor) and not bool(torch.isfinite(t.detach()).all())
+                   for t, v in zip(roots, losses))
 
-    def bind_thread(self, thread: threading.Thread | None = None) -> None:
-        """Only intercept backward calls made on `thread` (default: the calling thread)."""
-        self._script_thread = thread or threading.current_thread()
+    def _run_unhooked(self, index: int, call: str, call_text: str, call_site: str,
+                      losses: tuple[float | None, ...], nodes: list[Any], run: Callable[[], Any]) -> Any:
+        """A pass nothing can stop in: the real backward, then only the gradient flow."""
+        self.emit(ev.PassStarted(index, call, call_text, call_site, nx.DiGraph(), (), losses,  # type: ignore[arg-type]
+                                 recorded=False))
+        total, leaves = _walk(nodes)
+        variables = [leaf.variable for leaf in leaves] if call != "grad" else []
+        del leaves, nodes
+        error: BaseException | None = None
+        try:
+            return run()
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            flow = gradient_flow([(self._leaf_names.get(v) or f"leaf {list(v.shape)}", None, v) for v in variables])
+            del variables
+            self._finish(ev.PassFinished(index, 0, total, self._error_text(error), flow=flow))
+            error = None
 
-    def _thread(self) -> threading.Thread:
-        return self._script_thread or threading.current_thread()
+    @staticmethod
+    def _error_text(error: BaseException | None) -> str | None:
+        if error is None:
+            return None
+        return "quit" if isinstance(error, GradtuiQuit) else f"{type(error).__name__}: {error}"
+
+    def _finish(self, event: ev.PassFinished) -> None:
+        """Keep the pass's flow for the `flow` command and announce its end."""
+        if event.flow:
+            self._flow = event.flow
+        self.emit(event)
+
+    def _recorded_flow(self, cap: Capture) -> tuple[ev.ParamFlow, ...]:
+        """Gradient flow of a captured pass's leaves, named as the graph names them."""
+        leaves = []
+        graph = cap.graph
+        for i, node in enumerate(cap.nodes):
+            data = graph.nodes[i]
+            if data["kind"] == "accumulate":
+                leaf = node.variable
+                name = data["param"] or (data["labels"][0] if data["labels"] else None)
+                if name is not None:
+                    self._leaf_names.remember(leaf, name)
+                leaves.append((name or self._leaf_names.get(leaf) or f"#{i}", i, leaf))
+        return gradient_flow(leaves)
 
     @property
     def _light(self) -> bool:
@@ -357,9 +500,12 @@ class Session:
         state.running = node
         stats = self._incoming_stats(state, node, grads)
         reason = None
-        if not self._detached:
+        if state.pending is not None:
+            reason = f"{self._hit(state.pending, state, node)}: {state.pending_reason}"
+            state.pending = None
+        elif not self._detached:
             attrs = state.capture.graph.nodes[node]
-            bp = self.breakpoints.find(attrs, node, state.index, state.done == 0, stats, state.nan_seen)
+            bp = self.breakpoints.find(attrs, node, state.index, state.done == 0, stats, state.nan_seen, state.fired)
             if bp is not None:
                 reason = f"{self._hit(bp, state, node)}: {bp.spec.text}"
             elif self._mode == "step":
@@ -378,6 +524,7 @@ class Session:
     def _hit(self, bp: Breakpoint, state: _Pass, node: int) -> str:
         """Count and announce a breakpoint hit; returns how a pause reason names it."""
         bp.hits += 1
+        state.fired.add(bp.number)
         self.emit(ev.BreakpointHit(bp.number, bp.spec.text, state.index, node))
         return f"breakpoint {bp.number}"
 
@@ -498,6 +645,8 @@ class Session:
             return "\n".join(str(bp) for bp in self.breakpoints) or "no breakpoints"
         if isinstance(command, Help):
             return HELP
+        if isinstance(command, Flow):
+            return "\n".join(format_flow(self._flow)) or "no gradient flow yet: no backward pass has finished"
         if isinstance(command, Why):
             return self._why(command.name, state)
         assert pause is not None and state is not None, "needs_pause commands only run while paused"

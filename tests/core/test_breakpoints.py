@@ -13,8 +13,9 @@ from gradtui.core.summary import summarize
 pytestmark = pytest.mark.timeout(60)
 
 
-def node(name: str = "MulBackward0", labels: tuple[str, ...] = (), param: str | None = None) -> dict:
-    return {"name": name, "labels": labels, "param": param}
+def node(name: str = "MulBackward0", labels: tuple[str, ...] = (), param: str | None = None,
+         module: str | None = None, path: str | None = None, line: int | None = None) -> dict:
+    return {"name": name, "labels": labels, "param": param, "module": module, "path": path, "line": line}
 
 
 def stats(*values: float):
@@ -38,6 +39,13 @@ def stats(*values: float):
     ("pass 0", "pass", 0),
     ("pass  12", "pass", 12),
     ("  z  ", "label", "z"),
+    ("loss>3", "loss", 3.0),
+    ("loss > 1e4", "loss", 1e4),
+    ("loss nan", "lossnan", None),
+    ("module fc2", "module", "fc2"),
+    ("module encoder.layers.*.attn", "module", "encoder.layers.*.attn"),
+    ("model.py:42", "source", ("model.py", 42)),
+    ("src/pkg/model.py:7", "source", ("src/pkg/model.py", 7)),
 ])
 def test_parse_spec_kinds(text, kind, value):
     spec = parse_spec(text)
@@ -50,7 +58,7 @@ def test_parse_spec_refuses(text):
         parse_spec(text)
 
 
-@pytest.mark.parametrize("text", ["pass", "norm"])
+@pytest.mark.parametrize("text", ["pass", "norm", "loss", "loss<3", "module", "model.py:", "model.py:x"])
 def test_pass_and_norm_need_their_number(text):
     with pytest.raises(CommandError, match="write pass N"):
         parse_spec(text)
@@ -122,10 +130,10 @@ def test_numbering_listing_and_deletion():
     assert (one.number, two.number) == (1, 2)
     assert len(bps) == 2 and [bp.number for bp in bps] == [1, 2]
     assert str(one) == "1: z  (hit 0x)"
-    assert bps.watches_values
+    assert bps.could_stop(5)
     assert bps.has_spec(" nan ") is two and bps.has_spec("y") is None
     assert bps.delete(2) == [two]
-    assert not bps.watches_values
+    assert bps.could_stop(5)  # z still may stop anywhere
     with pytest.raises(CommandError, match="no breakpoint 2"):
         bps.delete(2)
     three = bps.add("pass 1")
@@ -151,3 +159,45 @@ def test_find_returns_the_first_match():
 
 def test_spec_is_plain_data():
     assert parse_spec("#3") == Spec("id", 3, "#3")
+
+
+def test_module_spec_matches_the_module_and_what_it_contains():
+    spec = parse_spec("module encoder.layers.*.attn")
+    assert matches_node(spec, node(module="encoder.layers.3.attn"), 0, 0, False)
+    assert matches_node(spec, node(module="encoder.layers.3.attn.out_proj"), 0, 0, False)
+    assert not matches_node(spec, node(module="encoder.layers.3.ffn"), 0, 0, False)
+    assert not matches_node(spec, node(module=None), 0, 0, False)
+    fc = parse_spec("module fc")
+    assert matches_node(fc, node(module="fc"), 0, 0, False)
+    assert not matches_node(fc, node(module="fc2"), 0, 0, False)  # a name, not a prefix
+
+
+def test_source_spec_matches_file_suffix_and_line():
+    spec = parse_spec("model.py:42")
+    assert matches_node(spec, node(path="/home/u/proj/model.py", line=42), 0, 0, False)
+    assert not matches_node(spec, node(path="/home/u/proj/model.py", line=41), 0, 0, False)
+    assert not matches_node(spec, node(path="/home/u/proj/my_model.py", line=42), 0, 0, False)
+    assert not matches_node(spec, node(), 0, 0, False)
+    assert matches_node(parse_spec("proj/model.py:42"), node(path="/home/u/proj/model.py", line=42), 0, 0, False)
+
+
+def test_module_and_source_stop_once_per_pass():
+    bps = Breakpoints()
+    bp = bps.add("module fc2")
+    inside = node(module="fc2")
+    assert bps.find(inside, 1, 0, False, ()) is bp
+    assert bps.find(inside, 2, 0, False, (), fired={bp.number}) is None
+
+
+def test_loss_specs_and_could_stop():
+    bps = Breakpoints()
+    big = bps.add("loss>10")
+    nan = bps.add("loss nan")
+    assert bps.find_loss((3.0,), False) is None
+    assert bps.find_loss((None, 11.0), False) is big
+    assert bps.find_loss((float("nan"),), True) is nan
+    assert not bps.could_stop(0)  # loss specs are tested before the pass, not inside it
+    bps.add("pass 4")
+    assert not bps.could_stop(3) and bps.could_stop(4)
+    bps.add("nan")
+    assert bps.could_stop(3)

@@ -175,7 +175,6 @@ def test_an_interruption_while_hooking_the_graph_leaves_no_hook(monkeypatch):
 
     monkeypatch.setattr(session_module, "functools", types.SimpleNamespace(partial=partial, wraps=functools.wraps))
     session = session_module.Session(provenance=False)
-    session.bind_thread()
     x = torch.tensor([2.0], requires_grad=True)
     z = ((x * 3) ** 2).sum()
     with session, pytest.raises(KeyboardInterrupt):

@@ -349,8 +349,8 @@ def test_commands_while_running_from_another_thread(driven, stash):
 
 
 def test_backward_on_another_thread_is_not_intercepted(driven, stash):
-    """The session only debugs the script's thread: the test's own backward runs untouched,
-    even while the script is paused in a hook."""
+    """The session only debugs the script's threads (its own and those it starts): the test's
+    own backward runs untouched, even while the script is paused in a hook."""
     stash["waiting"], stash["go"] = threading.Event(), threading.Event()
     run = driven(script("gated.py"))
     run.next(ev.Paused)
