@@ -21,12 +21,17 @@ scale, zero, clip or replace it live. Without SCRIPT it runs a bundled demo.
 EPILOG = """\
 commands (for -c, -x and the UI's command bar):
   step (s) | continue (c) | finish (f) | break SPEC (b) | breakpoints | delete N|all
-  scale F | zero | clip N | set EXPR | print [EXPR] (p) | why NAME | help | quit (q)
+  scale F | zero | clip N | set EXPR | print [EXPR] (p) | why NAME | flow | help | quit (q)
 break specs: OP (AddmmBackward0) | NAME (z, fc.weight) | #ID | nan | norm>X | pass N
+  | loss>X | loss nan | FILE.py:LINE (model.py:42) | module PATH (encoder.layers.*.attn)
 
 examples:
   gradtui train.py --epochs 3
   gradtui --headless -c 'break nan' -c continue --report report.json train.py
+  gradtui --headless -c 'break pass 400' -c continue -c 'print' train.py
+
+Headless runs without --report let passes that nothing can stop in run unhooked, at
+plain speed; with --report every pass is recorded node by node.
 """
 
 
@@ -102,7 +107,7 @@ def run_headless(script: str, args: list[str], commands: list[str], report_path:
     from gradtui.headless import HeadlessDriver
 
     out = sys.stdout
-    session = Session()
+    session = Session(hook_all_passes=report_path is not None)
     report = Report()
     session.add_listener(report)
     session.add_listener(HeadlessDriver(session, commands, out))

@@ -27,6 +27,8 @@ class HeadlessDriver:
         self._graph = None
         self._line_open = False
         """The script's output so far ends without a newline: our next line must start one."""
+        self._unhooked: list[int] = []
+        """Indexes of the passes that ran unhooked since the last line about passes."""
 
     def _write(self, text: str) -> None:
         """Write the script's own text (output, traceback) as it is."""
@@ -62,14 +64,31 @@ class HeadlessDriver:
         self._print("(gradtui) -- no more commands: running to the end")
         self.session.detach()
 
+    def _flush_unhooked(self) -> None:
+        """One line for the passes that ran unhooked since the last line about passes."""
+        if not self._unhooked:
+            return
+        first, last = self._unhooked[0], self._unhooked[-1]
+        which = f"pass {first}" if first == last else f"passes {first}-{last}"
+        self._print(f"{which} ran unhooked at plain speed: nothing could stop in them")
+        self._unhooked.clear()
+
     def __call__(self, event: ev.Event) -> None:
         """Listener entry point."""
         if isinstance(event, ev.Output):
             self._write(event.text)
         elif isinstance(event, ev.PassStarted):
+            if not event.recorded:
+                self._unhooked.append(event.index)
+                return
+            self._flush_unhooked()
             self._graph = event.graph
+            loss = ", ".join(f"{v:.6g}" for v in event.losses if v is not None)
             self._print(f"pass {event.index} · {event.call_text or event.call} at {event.call_site}"
-                        f" · {event.graph.number_of_nodes()} nodes")
+                        f"{f' · loss {loss}' if loss else ''} · {event.graph.number_of_nodes()} nodes")
+        elif isinstance(event, ev.NestedPass):
+            self._print(f"  nested {event.call}() at {event.call_site} in {event.thread} · {event.nodes} nodes"
+                        f" · ran unhooked inside pass {event.pass_index}")
         elif isinstance(event, ev.Paused):
             where = "before" if event.phase == "before" else "after"
             title = node_title(self._graph, event.node) if self._graph is not None else f"#{event.node}"
@@ -88,10 +107,16 @@ class HeadlessDriver:
             if self.session.paused:
                 self._feed()
         elif isinstance(event, ev.PassFinished):
+            if self._unhooked and self._unhooked[-1] == event.index:
+                if event.error is not None:
+                    self._flush_unhooked()
+                    self._print(f"pass {event.index} failed: {event.error}")
+                return
             status = "done" if event.error is None else f"failed: {event.error}"
             where = f" at #{event.node}" if event.node is not None else ""
             self._print(f"pass {event.index} {status}{where} · {event.done}/{event.total} nodes ran")
         elif isinstance(event, ev.ScriptFinished):
+            self._flush_unhooked()
             if event.traceback:
                 self._end_line()
                 self._write(event.traceback)

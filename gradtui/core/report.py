@@ -11,7 +11,14 @@ import json
 from typing import Any
 
 from gradtui.core import events as ev
-from gradtui.core.summary import Stats
+from gradtui.core.summary import Stats, _json_float
+
+
+def flow_json(flow: tuple[ev.ParamFlow, ...]) -> list[dict[str, Any]]:
+    """The report's gradient flow rows (non-finite norms spelled as strings)."""
+    return [{"name": r.name, "node": r.node, "shape": list(r.shape), "grad_norm": _json_float(r.grad_norm),
+             "weight_norm": _json_float(r.weight_norm), "ratio": _json_float(r.ratio), "nonfinite": r.nonfinite}
+            for r in flow]
 
 
 def _stats(items: tuple[Stats | None, ...]) -> list[dict[str, Any] | None]:
@@ -52,10 +59,17 @@ class Report:
                 self._nodes[i] = node
                 nodes.append(node)
             self.passes.append({"index": event.index, "call": event.call, "call_text": event.call_text,
-                                "call_site": event.call_site, "nodes": nodes, "error": None})
+                                "call_site": event.call_site, "recorded": event.recorded,
+                                "losses": [_json_float(v) for v in event.losses], "nodes": nodes,
+                                "error": None, "flow": [], "nested": []})
         elif isinstance(event, ev.PassFinished):
             if self.passes:
                 self.passes[-1]["error"] = event.error
+                self.passes[-1]["flow"] = flow_json(event.flow)
+        elif isinstance(event, ev.NestedPass):
+            if self.passes and self.passes[-1]["index"] == event.pass_index:
+                self.passes[-1]["nested"].append({"call": event.call, "call_site": event.call_site,
+                                                  "nodes": event.nodes, "thread": event.thread})
         elif isinstance(event, ev.BreakpointHit):
             self.breakpoint_hits.append({"breakpoint": event.number, "spec": event.spec,
                                          "pass": event.pass_index, "node": event.node})

@@ -328,7 +328,9 @@ class Session:
             return run()
         outer: _Pass | None = getattr(self._local, "state", None)
         if outer is not None:
-            if outer.task is None and _graph_task() != -1:
+            if _graph_task() == -1:
+                return run()  # the outer call handing over to torch (Tensor.backward calls autograd.backward)
+            if outer.task is None:
                 outer.task = _graph_task()  # called from inside the outer pass's engine call
             self._nested(outer, call, frame, roots)
             return run()  # a backward inside a backward (checkpointing, a user's hook)
