@@ -189,9 +189,9 @@ class GradtuiApp(App[int]):
         state, header = self.state, self.query_one(GradHeader)
         view = state.view
         if view is not None:
-            header.pass_text = f"pass {view.index} · {view.call_text or view.call + '()'}"
-            done, total = state.progress
-            header.progress = f"{done}/{total} ran"
+            header.pass_text = state.pass_text()
+            done, total = state.progress if state.browsed is None else (view.done, view.total)
+            header.progress = f"{done}/{total} ran" if view.recorded else ""
         header.status = state.status
         header.status_text = state.status_text()
 

@@ -7,13 +7,16 @@ widgets redraw only what changed.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import networkx as nx
 
 from gradtui.core import events as ev
 from gradtui.core.graph import engine_order, node_tags, node_title
-from gradtui.core.summary import Stats, any_nonfinite
+from gradtui.core.summary import Stats, any_nonfinite, format_number
+from gradtui.ui.history import (KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary,
+                                combined_norm)
 
 Grads = tuple[Stats | None, ...]
 
@@ -52,6 +55,12 @@ class PassView:
     failed_node: int | None = None
     leaf_grads: dict[int, Stats | None] = field(default_factory=dict)
     """Accumulator node id -> its leaf's `.grad` after the pass."""
+    losses: tuple[float | None, ...] = ()
+    """Per root, the loss value when backward was called (None if not a single element)."""
+    recorded: bool = True
+    """False: the pass ran unhooked, its graph is empty and no node statistics exist."""
+    flow: tuple[ev.ParamFlow, ...] = ()
+    """Gradient flow per leaf once the pass has ended, vanishing to exploding."""
 
     @classmethod
     def from_event(cls, event: ev.PassStarted) -> "PassView":
@@ -60,7 +69,24 @@ class PassView:
         seen = set(order)
         order += [n for n in event.graph.nodes if n not in seen]  # defensive: never lose a node
         return cls(event.index, event.call, event.call_text, event.call_site, event.graph, order,
-                   {node: i for i, node in enumerate(order)}, event.graph.number_of_nodes())
+                   {node: i for i, node in enumerate(order)}, event.graph.number_of_nodes(),
+                   losses=tuple(event.losses), recorded=event.recorded)
+
+    def loss_text(self) -> str:
+        """`loss 0.4182`, `losses 0.41, 1.2`, or empty when no root was a single value."""
+        known = [format_number(v) for v in self.losses if v is not None]
+        if not known:
+            return ""
+        return f"loss {known[0]}" if len(self.losses) == 1 else "losses " + ", ".join(known)
+
+    def incoming_norms(self) -> dict[int, float | None]:
+        """Node id -> the combined norm of the gradients that reached it."""
+        return {node: combined_norm(grads) for node, grads in self.incoming.items()}
+
+    def summary(self) -> PassSummary:
+        """This pass in one line (kept long after the view is dropped)."""
+        return PassSummary(self.index, self.call_text or f"{self.call}()", self.losses, self.recorded,
+                           self.total, self.error)
 
     def title(self, node: int) -> str:
         """`#1 MulBackward0 (y)`."""
@@ -96,14 +122,30 @@ class Change:
     """A pause began: jump the selection to the paused node."""
     finished: bool = False
     """The script ended."""
+    log: list[str] = field(default_factory=list)
+    """Lines for the output pane (a nested backward)."""
 
 
 class UIState:
-    """The whole UI model: the latest pass, the engine's state, the script's end."""
+    """The whole UI model: the live pass, the pass being browsed, the engine's state, history.
+
+    `live` is the latest pass, which events update; `view` is the pass on screen: `live`, or
+    an ended pass the user browses with `browse`. Events of the live pass never redraw the
+    rows of a browsed pass.
+    """
 
     def __init__(self, script_name: str) -> None:
         self.script_name = script_name
-        self.view: PassView | None = None
+        self.live: PassView | None = None
+        """The latest pass (the one the engine runs or last ran)."""
+        self.browsed: PassView | None = None
+        """An earlier pass on screen instead of `live`, or None."""
+        self.views: deque[PassView] = deque()
+        """Full views of the last passes, oldest first, `live` last (bounded, see history)."""
+        self.summaries: deque[PassSummary] = deque(maxlen=KEEP_SUMMARIES)
+        """One line per pass that started, oldest first (bounded)."""
+        self.norms = NormHistory()
+        """Per-node incoming norms over the last recorded passes (the sparkline)."""
         self.status = "starting"
         """starting, running, paused, finished, failed or quit."""
         self.paused: ev.Paused | None = None
@@ -113,9 +155,15 @@ class UIState:
         self.passes = 0
 
     @property
+    def view(self) -> PassView | None:
+        """The pass on screen: the browsed one, else the live one."""
+        return self.browsed if self.browsed is not None else self.live
+
+    @property
     def current(self) -> int | None:
         """The node the engine is paused at, in the shown pass."""
-        if self.paused is not None and self.view is not None and self.paused.pass_index == self.view.index:
+        view = self.view
+        if self.paused is not None and view is not None and self.paused.pass_index == view.index:
             return self.paused.node
         return None
 
@@ -127,14 +175,51 @@ class UIState:
     def apply(self, event: ev.Event) -> Change:
         """Fold one event into the model."""
         handler = getattr(self, f"_on_{type(event).__name__}", None)
-        return handler(event) if handler is not None else Change()
+        change = handler(event) if handler is not None else Change()
+        if self.browsed is not None:
+            change.rows.clear()  # they are rows of the live pass, not of the one on screen
+        return change
 
     def apply_ran(self, events: list[ev.NodeRan]) -> Change:
         """Fold a batch of NodeRan events (the bridge batches them)."""
         change = Change(header=True)
         for event in events:
             change.rows |= self._on_NodeRan(event).rows
+        if self.browsed is not None:
+            change.rows.clear()
         return change
+
+    # ---- browsing earlier passes ---------------------------------------------------------
+
+    def browse(self, delta: int) -> Change | None:
+        """Show the kept pass `delta` steps older (-1) or newer (+1); None if there is none."""
+        view = self.view
+        if view is None or not self.views:
+            return None
+        kept = list(self.views)
+        at = next((i for i, v in enumerate(kept) if v is view), len(kept) - 1 if delta < 0 else None)
+        if at is None:  # a browsed pass that has since been dropped: newer goes back to live
+            target = self.live
+        else:
+            i = at + delta
+            if not 0 <= i < len(kept):
+                return None
+            target = kept[i]
+        self.browsed = None if target is self.live else target
+        return Change(new_pass=True, header=True)
+
+    def browse_live(self) -> Change | None:
+        """Back to the live pass; None if it is already shown."""
+        if self.browsed is None:
+            return None
+        self.browsed = None
+        return Change(new_pass=True, header=True)
+
+    def _keep(self, view: PassView) -> None:
+        self.views.append(view)
+        while len(self.views) > 2 and (len(self.views) > KEEP_VIEWS
+                                       or sum(v.total for v in self.views) > KEEP_NODES):
+            self.views.popleft()
 
     # ---- one handler per event type ------------------------------------------------------
 
@@ -143,15 +228,22 @@ class UIState:
         return Change(header=True)
 
     def _on_PassStarted(self, event: ev.PassStarted) -> Change:
-        self.view = PassView.from_event(event)
+        self.live = PassView.from_event(event)
+        self._keep(self.live)
+        self.summaries.append(self.live.summary())
         self.passes = event.index + 1
         self.paused = None
         self.status = "running"
-        self.progress = (0, self.view.total)
-        return Change(new_pass=True, header=True)
+        self.progress = (0, self.live.total)
+        return Change(new_pass=self.browsed is None, header=True)
+
+    def _on_NestedPass(self, event: ev.NestedPass) -> Change:
+        where = f" at {event.call_site}" if event.call_site else ""
+        return Change(log=[f"nested {event.call}{where} in pass {event.pass_index} from thread {event.thread}: "
+                           f"{event.nodes} nodes, ran unhooked"])
 
     def _on_NodeRan(self, event: ev.NodeRan) -> Change:
-        view = self.view
+        view = self.live
         if view is None or event.pass_index != view.index:
             return Change()
         view.ran[event.node] = event.order
@@ -164,13 +256,14 @@ class UIState:
         return Change(rows={event.node}, header=True)
 
     def _on_Paused(self, event: ev.Paused) -> Change:
+        self.browsed = None  # a pause is always worth seeing: back to the live pass
         change = Change(header=True, paused=True)
         previous = self.current
         if previous is not None:
             change.rows.add(previous)
         self.paused = event
         self.status = "paused"
-        view = self.view
+        view = self.live
         if view is not None and event.pass_index == view.index:
             view.done = max(view.done, event.done)
             if event.phase == "before":
@@ -194,12 +287,12 @@ class UIState:
         return change
 
     def _on_Progress(self, event: ev.Progress) -> Change:
-        if self.view is not None and event.pass_index == self.view.index:
+        if self.live is not None and event.pass_index == self.live.index:
             self.progress = (event.done, event.total)
         return Change(header=True)
 
     def _on_GradEdited(self, event: ev.GradEdited) -> Change:
-        view = self.view
+        view = self.live
         if view is None or event.pass_index != view.index:
             return Change()
         view.edits.setdefault(event.node, []).append((event.command, event.before))
@@ -210,7 +303,7 @@ class UIState:
         return Change(rows={event.node})
 
     def _on_PassFinished(self, event: ev.PassFinished) -> Change:
-        view = self.view
+        view = self.live
         change = Change(header=True)
         if view is None or event.index != view.index:
             return change
@@ -220,6 +313,7 @@ class UIState:
         view.finished = True
         view.done = event.done
         view.leaf_grads = dict(event.leaf_grads)
+        view.flow = tuple(event.flow)
         if event.error is not None and event.error != "quit":
             view.error = event.error
             view.failed_node = event.node
@@ -227,6 +321,12 @@ class UIState:
                 change.rows.add(event.node)
                 if event.failed_grads:
                     view.incoming[event.node] = event.failed_grads
+        if self.summaries and self.summaries[-1].index == view.index:
+            self.summaries[-1] = view.summary()
+        if view.recorded and view.total:
+            graph = view.graph
+            names = tuple(graph.nodes[n]["name"] if n in graph else "" for n in range(max(graph.nodes) + 1))
+            self.norms.add(view.index, names, view.incoming_norms())
         self.progress = (event.done, event.total)
         return change
 
@@ -247,9 +347,25 @@ class UIState:
 
     # ---- what the header says ------------------------------------------------------------
 
+    def pass_text(self) -> str:
+        """`pass 3 · loss 0.41 · loss.backward()`, with `(browsing, 2 newer)` or `unhooked`."""
+        view = self.view
+        if view is None:
+            return ""
+        parts = [f"pass {view.index}"]
+        loss = view.loss_text()
+        if loss:
+            parts.append(loss)
+        parts.append(view.call_text or view.call + "()")
+        if not view.recorded:
+            parts.append("unhooked")
+        if self.browsed is not None and self.live is not None:
+            parts.append(f"viewing an ended pass · live is {self.live.index}")
+        return " · ".join(parts)
+
     def status_text(self) -> str:
         """`paused at #1 MulBackward0 (y)`, `running`, `finished · exit 0`..."""
-        view = self.view
+        view = self.live
         if self.status == "paused" and self.paused is not None:
             where = view.title(self.paused.node) if view is not None else f"#{self.paused.node}"
             return f"paused {'at' if self.paused.phase == 'before' else 'after'} {where}"
