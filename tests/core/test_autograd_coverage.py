@@ -27,7 +27,7 @@ class Case:
     pause_in: tuple[int, ...] = (0,)
     """Passes that must pause at least once while in flight."""
     at: str | None = None
-    """An op the pause in the last of `pause_in` must be at (a node of that kind was stepped through)."""
+    """An op one of the pauses in those passes must be at (a node of that kind was paused at)."""
     args: tuple[str, ...] = ()
     nested: int = 0
     """NestedPass events the run must emit: backward calls made while a pass was in flight."""
@@ -40,7 +40,8 @@ ENTRY_POINTS = {
                                         pause_in=(0, 1), at="PowBackward0"),
     "backward_create_graph": Case("cov_create_graph.py", ("step", "break pass 1", "continue", "step", "continue"),
                                   pause_in=(0, 1)),
-    "backward_inputs": Case("cov_inputs.py", ("break w", "continue", "continue"), at="AccumulateGrad"),
+    "backward_inputs": Case("cov_inputs.py", ("break w", "continue", "break pass 1", "continue", "step", "continue"),
+                            pause_in=(0, 1), at="AccumulateGrad"),
     "autograd_backward_several_roots": Case("cov_several_roots.py", ("step", "step", "continue")),
     "autograd_grad_allow_unused": Case("cov_grad_allow_unused.py", ("break MulBackward0", "continue", "continue"),
                                        at="MulBackward0"),
@@ -50,6 +51,8 @@ ENTRY_POINTS = {
     "nested_pass_in_a_hook": Case("cov_nested_hook.py", ("step",) * 4 + ("continue",), at="AccumulateGrad",
                                   nested=1),
     "backward_in_a_user_thread": Case("cov_thread.py", ("step", "step", "continue"), at="PowBackward0"),
+    "backward_in_a_user_thread_while_a_pass_runs": Case("cov_thread_in_hook.py", ("step",) * 4 + ("continue",),
+                                                        at="AccumulateGrad", nested=1),
 }
 
 # Item 4: every kind of node.
@@ -141,7 +144,7 @@ def check_case(case: Case, tmp_path) -> Run:
     for index in case.pause_in:
         assert pauses_inside(run, index), f"no pause inside pass {index}; output:\n{run.output}"
     if case.at is not None:
-        assert case.at in [p.name for p in pauses_inside(run, case.pause_in[-1])], run.output
+        assert case.at in [p.name for i in case.pause_in for p in pauses_inside(run, i)], run.output
     nested = run.of(ev.NestedPass)
     assert len(nested) == case.nested, nested
     return run
@@ -223,6 +226,24 @@ def test_a_backward_in_a_thread_of_the_script_is_debugged(tmp_path):
     (only,) = run.of(ev.PassStarted)
     assert only.call_text == "loss.backward()" and only.call_site.startswith("cov_thread.py:")
     assert run.where[:3] == [(0, 0), (0, 1), (0, 2)]
+
+
+def test_a_backward_from_a_thread_while_a_pass_runs_is_announced_not_paused(tmp_path):
+    """The worker's backward runs while the script's pass is in flight (its hook waits for the
+    worker): it runs unhooked and is announced as a nested pass from its thread, never a deadlock."""
+    _, _, run = run_both(ENTRY_POINTS["backward_in_a_user_thread_while_a_pass_runs"], tmp_path)
+    (outer,) = run.of(ev.PassStarted)
+    assert outer.call_text == "loss.backward()"
+    assert len(pauses_inside(run, 0)) == outer.graph.number_of_nodes()
+    (nested,) = run.of(ev.NestedPass)
+    assert nested.pass_index == 0 and nested.thread == "user-worker" and nested.call == "backward"
+
+
+def test_backward_inputs_a_non_leaf_gets_its_grad(tmp_path):
+    expected, _, run = run_both(ENTRY_POINTS["backward_inputs"], tmp_path)
+    assert expected["hidden"] is not None
+    first, second = run.of(ev.PassFinished)
+    assert first.done < first.total and second.done < second.total  # x's accumulator, w's: never run
 
 
 def test_custom_function_node_pauses_with_its_two_incoming_slots(tmp_path):

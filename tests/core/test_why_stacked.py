@@ -7,12 +7,16 @@ and `why` says plainly which of them are not on it."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from conftest import Run, run_headless, run_plain, script
+from conftest import REPO, Run, run_headless, run_plain, script
 from gradtui.core import events as ev
 
 pytestmark = pytest.mark.timeout(60)
@@ -97,6 +101,27 @@ def test_why_tells_which_stacked_outputs_are_on_the_graph(stacked):
         assert "on this pass's graph" in text or "does not depend on it" in text, text
 
 
+def test_the_report_written_by_the_command_line_names_the_stacked_gradients(stacked, tmp_path):
+    """The same through `gradtui --headless --report`, as the user would run it: in every pass
+    of the JSON report, the node labelled a_s carries a_s's retain_grad() gradient, exactly."""
+    retained, _, _ = stacked
+    report_path = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "-c", "why c_s", "-c", "continue",
+                           "--report", str(report_path), script("cov_stacked.py"), str(tmp_path / "g.pt")],
+                          capture_output=True, text=True, timeout=50, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "c_s" in done.stdout and "not on" in done.stdout
+    with open(report_path, encoding="utf-8") as handle:
+        report = json.load(handle)
+    assert len(report["passes"]) == STEPS
+    for step, data in enumerate(report["passes"]):
+        for name in ("a_s", "b_s"):
+            (node,) = [n for n in data["nodes"] if name in n["labels"]]
+            values = node["grad_outputs"][0]["values"]
+            assert torch.equal(torch.tensor(values), retained[f"{name}.{step}"].flatten()), (step, name)
+
+
 # ---- every reason `why` gives --------------------------------------------------------------
 
 
@@ -134,7 +159,8 @@ def test_why_requires_grad_false(reasons):
     assert "require" in text  # requires_grad is False
 
 
-@pytest.mark.parametrize(("name", "reason"), [("detached", r"detach"), ("under_no_grad", r"no[_ ]grad")])
+@pytest.mark.parametrize(("name", "reason"), [("detached", r"detach"), ("under_no_grad", r"no[_ ]grad")],
+                         ids=["detached", "under_no_grad"])
 def test_why_detached_or_made_under_no_grad(reasons, name, reason):
     text = reasons[name]
     assert_not_on_the_graph(name, text)
