@@ -31,6 +31,7 @@ from gradtui.core.runner import ScriptRunner
 from gradtui.core.session import Session
 from gradtui.ui import fmt, keys
 from gradtui.ui.bridge import Bridge
+from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.script import ScriptHost
@@ -48,8 +49,9 @@ NARROW = 100
 """Below this terminal width the footer is compact, so every key fits."""
 
 ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
-                            "find", "find_next", "goto_current", "command", "help"})
-"""Actions that make no sense while a modal screen (help, prompt) is open."""
+                            "find", "find_next", "goto_current", "command", "help", "modules", "flow",
+                            "older_pass", "newer_pass"})
+"""Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
 OUTPUT_LINES = 5000
 """The output pane keeps this many lines of the script's output."""
@@ -165,10 +167,12 @@ class GradtuiApp(App[int]):
 
     def _redraw(self, change: Change) -> None:
         nodes = self.query_one(NodeList)
+        if change.log:
+            self._write_output("\n".join(change.log), "dim")
         if change.header:
             self._update_header()
         if change.new_pass:
-            nodes.border_title = f"nodes · engine order · {self.state.view.total}"
+            self._title_nodes()
             nodes.reset()
         elif change.rows:
             nodes.refresh_nodes(change.rows)
@@ -184,6 +188,16 @@ class GradtuiApp(App[int]):
             elif view.total <= WHOLE_LIMIT or change.rows & {*view.graph.successors(selected),
                                                              *view.graph.predecessors(selected)}:
                 self.query_one(GraphPane).show(selected)
+
+    def _title_nodes(self) -> None:
+        nodes, view = self.query_one(NodeList), self.state.view
+        if view is None:
+            return
+        how = "by module" if nodes.by_module else "engine order"
+        if not view.recorded:
+            how = "ran unhooked: no node data"
+        nodes.border_title = f"nodes · {how} · {view.total}"
+        nodes.border_subtitle = "nodes · grad leaving" if nodes.by_module and view.recorded else ""
 
     def _update_header(self) -> None:
         state, header = self.state, self.query_one(GradHeader)
@@ -202,6 +216,12 @@ class GradtuiApp(App[int]):
     def on_node_list_selected(self, message: NodeList.Selected) -> None:
         """The selection moved: show that node."""
         self._show_selected(message.node)
+
+    def on_node_list_module_selected(self, message: NodeList.ModuleSelected) -> None:
+        """The selection moved to a module row: sum it up in the detail pane."""
+        tree = self.query_one(NodeList).tree
+        if tree is not None and message.path in tree.modules:
+            self.query_one(DetailPane).show_module(tree, message.path)
 
     def _script_finished(self, event: ev.ScriptFinished) -> None:
         self.exit_status = 0 if event.quit else event.exit_status
@@ -266,7 +286,7 @@ class GradtuiApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Engine keys do nothing while a help or prompt screen is open."""
-        if action in ENGINE_ACTIONS and isinstance(self.screen, (HelpScreen, PromptScreen)):
+        if action in ENGINE_ACTIONS and isinstance(self.screen, (HelpScreen, PromptScreen, FlowScreen)):
             return False
         return True
 
@@ -342,6 +362,39 @@ class GradtuiApp(App[int]):
             self.query_one(CommandBar).answer("not paused", ok=False)
             return
         self.query_one(NodeList).select_node(self.state.current)
+
+    def action_modules(self) -> None:
+        """Switch the node list between engine order and the module tree."""
+        nodes = self.query_one(NodeList)
+        nodes.toggle_modules()
+        self._title_nodes()
+
+    def action_flow(self) -> None:
+        """Open the gradient flow table of the pass on screen."""
+        view = self.state.view
+        if view is None:
+            self.query_one(CommandBar).answer("no pass yet", ok=False)
+            return
+        self.push_screen(FlowScreen(view))
+
+    def action_older_pass(self) -> None:
+        """Show the previous pass kept."""
+        self._browse(-1)
+
+    def action_newer_pass(self) -> None:
+        """Show the next pass kept (the live one last)."""
+        self._browse(1)
+
+    def _browse(self, delta: int) -> None:
+        change = self.state.browse(delta)
+        if change is None:
+            kept = len(self.state.views)
+            where = "older" if delta < 0 else "newer"
+            self.query_one(CommandBar).answer(f"no {where} pass kept (the last {kept} are)", ok=False)
+            return
+        self._redraw(change)
+        if self.state.current is not None:
+            self.query_one(NodeList).select_node(self.state.current)
 
     def action_command(self) -> None:
         """Focus the command bar."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import linecache
+import math
 import os
 import re
 import sysconfig
@@ -23,6 +24,24 @@ def sparkline(counts: tuple[int, ...] | None) -> str:
     if top <= 0:
         return " " * len(counts)
     return "".join(" " if c == 0 else BARS[min(len(BARS) - 1, (c * len(BARS) - 1) // top)] for c in counts)
+
+
+def series_sparkline(values: list[float | None]) -> str:
+    """One bar per value, scaled from the smallest to the largest finite value; `·` for a
+    missing value (the node got no gradient that pass), `!` for nan or inf."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    low, high = (min(finite), max(finite)) if finite else (0.0, 0.0)
+    out = []
+    for v in values:
+        if v is None:
+            out.append("·")
+        elif not math.isfinite(v):
+            out.append("!")
+        elif high == low:
+            out.append(BARS[len(BARS) // 2])
+        else:
+            out.append(BARS[min(len(BARS) - 1, int((v - low) / (high - low) * len(BARS)))])
+    return "".join(out)
 
 
 def shape_text(stats: Stats) -> str:

@@ -33,6 +33,12 @@ KEYS: tuple[Key, ...] = (
     Key("slash", "find", "find", "find a node by op name, label or #id"),
     Key("n", "find_next", "next", "next match of the last find", footer=False),
     Key("g", "goto_current", "paused", "jump to the paused node", footer=False),
+    Key("m", "modules", "modules", "module view: the node list as a tree of nn.Modules (again: engine order)"),
+    Key("w", "flow", "flow", "gradient flow: grad norm / weight norm per parameter after the shown pass"),
+    Key("left_square_bracket", "older_pass", "older", "show the previous pass kept (its node stats, its flow)",
+        footer=False),
+    Key("right_square_bracket", "newer_pass", "newer", "show the next pass kept (back to the live one)",
+        footer=False),
     Key("colon", "command", "cmd", "type a command in the command bar", footer=False),
     Key("question_mark", "help", "help", "this help screen"),
     Key("q", "quit", "quit", "quit: stop the script and leave"),
@@ -42,13 +48,16 @@ OTHER_KEYS: tuple[tuple[str, str], ...] = (
     ("↑ ↓ j k", "move in the node list"),
     ("pgup pgdn", "a page up / down"),
     ("home end", "first / last node"),
+    ("enter space", "module view: fold / unfold the module"),
+    ("→ ← l h", "module view: unfold / fold, into / out of a module"),
     ("tab", "next pane (shift+tab: previous)"),
     ("↑ ↓ in bar", "command history"),
     ("escape", "leave the command bar"),
     ("ctrl+p", "command palette: every action by name"),
 )
 
-DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?"}
+DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?", "left_square_bracket": "[",
+           "right_square_bracket": "]"}
 
 
 def bindings() -> list[Binding]:

@@ -7,15 +7,23 @@ from collections.abc import Iterable
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.highlight import highlight
 from textual.widgets import Static
 
 from gradtui.core.graph import node_tags
 from gradtui.core.summary import Stats, format_number
 from gradtui.ui import fmt
+from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import Grads, PassView, UIState
 
 LEAVES_SHOWN = 12
 """At most this many leaf gradients are listed at the end of a pass."""
+
+SOURCE_CONTEXT = 2
+"""Lines of source shown above and below the node's line."""
+
+SUBMODULES_SHOWN = 8
+"""At most this many submodules are listed for a module row."""
 
 MUTED, KEY, ERROR, WARN, OK, ACCENT = "$text-muted", "bold", "$text-error", "$text-warning", "$text-success", "$text-accent"
 
@@ -59,6 +67,13 @@ class DetailPane(VerticalScroll):
         """Show `node` (None: whatever the state says, e.g. before the first pass)."""
         self.node = node
         view = self.state.view
+        if view is not None and not view.recorded:
+            self.border_title = f"pass {view.index}"
+            lines = [_heading(f"pass {view.index} ran unhooked", "no breakpoint could stop in it: no node statistics"),
+                     Content.styled("w shows its gradient flow once it ends · [ ] browse the passes kept", MUTED)]
+            lines += list(self._script_end())
+            self.query_one("#detail-body", Static).update(Content("\n").join(lines))
+            return
         if view is None or node is None or node not in view.graph:
             self.border_title = "detail"
             end = list(self._script_end())
@@ -71,7 +86,8 @@ class DetailPane(VerticalScroll):
         lines: list[Content] = []
         after = node == self.state.current and self.state.paused is not None and self.state.paused.phase == "after"
         flow = (self._outgoing, self._incoming) if after else (self._incoming, self._outgoing)
-        for section in (self._failure, self._about, *flow, self._source, self._neighbours, self._leaf):
+        for section in (self._failure, self._about, *flow, self._over_passes, self._source, self._neighbours,
+                        self._leaf):
             part = list(section(view, node))
             if part:
                 if lines:
@@ -80,6 +96,34 @@ class DetailPane(VerticalScroll):
         end = list(self._pass_end(view)) + list(self._script_end())
         if end:
             lines += [Content(""), *end]
+        self.query_one("#detail-body", Static).update(Content("\n").join(lines))
+
+    def show_module(self, tree: ModuleTree, path: str) -> None:
+        """Sum up a module row of the module view."""
+        self.node = None
+        module, stats = tree.modules[path], tree.stats(path)
+        self.border_title = f"module {path}"
+        lines = [
+            _line(("module ", MUTED), (path, KEY)),
+            _line(("nodes ", MUTED), str(stats.count), ("  ran ", MUTED), str(stats.ran),
+                  ("  direct ", MUTED), str(len(module.nodes))),
+            _bad(_line(("gradient leaving it ", MUTED),
+                       format_number(stats.out_norm) if stats.out_norm is not None else ("not yet", MUTED),
+                       ("  (norm of what its nodes sent to nodes outside it)", MUTED))),
+        ]
+        if stats.nonfinite:
+            lines.append(Content.styled("⚠ a node in it saw a non-finite gradient", f"bold {ERROR}"))
+        if module.children:
+            lines += [Content(""), _heading("submodules", f"{len(module.children)}")]
+            for child in module.children[:SUBMODULES_SHOWN]:
+                sub = tree.stats(child)
+                norm = format_number(sub.out_norm) if sub.out_norm is not None else "·"
+                lines.append(_bad(_line(("  " + display_name(tree.modules[child]), ACCENT),
+                                        (f"  {sub.count} nodes  out ", MUTED), norm,
+                                        (" ⚠" if sub.nonfinite else "", ERROR))))
+            if len(module.children) > SUBMODULES_SHOWN:
+                lines.append(Content.styled(f"  … {len(module.children) - SUBMODULES_SHOWN} more", MUTED))
+        lines += [Content(""), Content.styled("enter or space folds it, → ← open and close", MUTED)]
         self.query_one("#detail-body", Static).update(Content("\n").join(lines))
 
     def on_resize(self) -> None:
@@ -120,18 +164,40 @@ class DetailPane(VerticalScroll):
         yield _line(*names)
 
     def _source(self, view: PassView, node: int) -> Iterable[Content]:
+        """The node's source line with SOURCE_CONTEXT lines around, highlighted, the line marked."""
         data = view.graph.nodes[node]
-        lines = fmt.source_lines(data["path"], data["line"], context=1)
+        lines = fmt.source_lines(data["path"], data["line"], context=SOURCE_CONTEXT)
         if lines:
+            yield _heading("source", data["source"] or "")
             digits = len(str(lines[-1][0]))
             room = max(8, self.scrollable_content_region.width - digits - 5)
-            for number, text, here in lines:
-                text = text if len(text) <= room else text[: room - 1] + "…"  # source lines never wrap
-                yield _line(("▶ " if here else "  ", WARN), (f"{number:>{digits}} │ ", MUTED),
-                            (text, "bold" if here else MUTED))
+            code = highlight("\n".join(text for _, text, _ in lines), language="python").split("\n")
+            for (number, text, here), styled in zip(lines, code):
+                if len(text) > room:  # source lines never wrap
+                    styled = styled[: room - 1] + Content("…")
+                if not here:
+                    styled = styled.stylize("dim")
+                yield _line(("▶ " if here else "  ", WARN), (f"{number:>{digits}} │ ", WARN if here else MUTED),
+                            styled.stylize("bold") if here else styled)
         saved = saved_text(data["saved"])
         if saved:
             yield _line(("saved ", MUTED), saved)
+
+    def _over_passes(self, view: PassView, node: int) -> Iterable[Content]:
+        """A sparkline of this node's incoming norm over the last recorded passes (same id and op)."""
+        name = view.graph.nodes[node]["name"]
+        series = [(index, norm) for index, norm in self.state.norms.series(node, name) if index <= view.index]
+        if len(series) < 2:
+            return
+        norms = [norm for _, norm in series]
+        known = [n for n in norms if n is not None]
+        low = format_number(min(known)) if known else "-"
+        high = format_number(max(known)) if known else "-"
+        room = max(8, self.scrollable_content_region.width - len(low) - len(high) - 12)
+        bars = fmt.series_sparkline(norms[-room:])
+        yield _heading("incoming norm over passes",
+                       f"passes {series[-room:][0][0]}–{series[-1][0]} · #{node} {name} in each")
+        yield _bad(_line(("  min ", MUTED), low, " ", (bars, ACCENT), " ", high, (" max", MUTED)))
 
     def _incoming(self, view: PassView, node: int) -> Iterable[Content]:
         data = view.graph.nodes[node]

@@ -1,8 +1,10 @@
-"""The node list: every node of the pass in engine order, one row each, drawn lazily.
+"""The node list: every node of the pass in engine order, one row each, drawn lazily; or
+(`by_module`) the same nodes folded into a tree of nn.Module paths (`ModuleTree`).
 
 A Line API widget (ScrollView + `render_line`): only the rows on screen are ever rendered,
 so a 10,000-node pass costs what 40 rows cost, and a step redraws only the rows whose
-marker changed (`refresh_nodes`), never the whole list.
+marker changed (`refresh_nodes`), never the whole list. The tree's rows are a flat list
+rebuilt on expand and collapse, so it is drawn the same way.
 """
 
 from __future__ import annotations
@@ -20,19 +22,29 @@ from textual.strip import Strip
 
 from gradtui.core.breakpoints import Breakpoints, matches_node
 from gradtui.core.graph import node_tags
+from gradtui.core.summary import format_number
+from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import PassView, UIState
 
 NAME_WIDTH = 22
 """Op names longer than this are cut (labels start in one column)."""
 
+MODULE_WIDTH = 24
+"""The module path column (engine order) is at most this wide, cut from the left."""
+
+MODULE_ROOM = 60
+"""...and shown only when the list is at least this wide."""
+
 
 class NodeList(ScrollView, can_focus=True):
-    """Rows of `state.view.order`: marker, id, op name, labels, flags (⚠ non-finite, ● breakpoint)."""
+    """Rows of `state.view.order`: marker, id, op name, labels, module, flags (⚠ non-finite,
+    ● breakpoint); or the module tree: module rows (count, norm of the gradient leaving it, ⚠)
+    that expand to their submodules and nodes."""
 
     COMPONENT_CLASSES = {
         "node-list--cursor", "node-list--id", "node-list--label", "node-list--done",
         "node-list--current", "node-list--failed", "node-list--warning", "node-list--breakpoint",
-        "node-list--pending",
+        "node-list--pending", "node-list--module", "node-list--module-path", "node-list--count",
     }
 
     BINDINGS = [
@@ -42,10 +54,15 @@ class NodeList(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "page down", show=False),
         Binding("home", "jump(0)", "first", show=False),
         Binding("end", "jump(-1)", "last", show=False),
+        Binding("enter,space", "fold", "fold", show=False),
+        Binding("right,l", "expand", "expand", show=False),
+        Binding("left,h", "collapse", "collapse", show=False),
     ]
 
     cursor: reactive[int] = reactive(0, always_update=True, init=False, repaint=False)
-    """Row of the selected node."""
+    """Row of the selection."""
+    by_module: reactive[bool] = reactive(False, init=False)
+    """Show the module tree instead of engine order."""
 
     @dataclass
     class Selected(Message):
@@ -53,12 +70,19 @@ class NodeList(ScrollView, can_focus=True):
 
         node: int
 
+    @dataclass
+    class ModuleSelected(Message):
+        """The selection moved to the row of module `path` (module view)."""
+
+        path: str
+
     def __init__(self, state: UIState, breakpoints: Breakpoints, **kwargs) -> None:
         super().__init__(**kwargs)
         self.state = state
         self.breakpoints = breakpoints
         self._id_width = 1
         self._name_width = 8
+        self._tree: ModuleTree | None = None
 
     # ---- what is shown -------------------------------------------------------------------
 
@@ -68,34 +92,84 @@ class NodeList(ScrollView, can_focus=True):
         return self.state.view
 
     @property
-    def selected(self) -> int | None:
-        """The selected node id."""
+    def tree(self) -> ModuleTree | None:
+        """The module tree of the shown pass (module view only), built on first use."""
         view = self.view
-        if view is None or not view.order:
+        if not self.by_module or view is None:
             return None
-        return view.order[min(self.cursor, len(view.order) - 1)]
+        if self._tree is None or self._tree.view is not view:
+            self._tree = ModuleTree(view)
+            self._tree.auto_expand()
+        return self._tree
+
+    @property
+    def row_count(self) -> int:
+        """How many rows the list has."""
+        tree = self.tree
+        if tree is not None:
+            return len(tree.rows)
+        return len(self.view.order) if self.view else 0
+
+    def node_at(self, row: int) -> int | None:
+        """The node shown on `row` (None for a module row or past the end)."""
+        tree, view = self.tree, self.view
+        if tree is not None:
+            return tree.rows[row].node if 0 <= row < len(tree.rows) else None
+        if view is None or not 0 <= row < len(view.order):
+            return None
+        return view.order[row]
+
+    @property
+    def selected(self) -> int | None:
+        """The selected node id (None on a module row)."""
+        count = self.row_count
+        return self.node_at(min(self.cursor, count - 1)) if count else None
+
+    @property
+    def selected_module(self) -> str | None:
+        """The selected module path, on a module row of the module view."""
+        tree = self.tree
+        if tree is None or not 0 <= self.cursor < len(tree.rows):
+            return None
+        return tree.rows[self.cursor].module
 
     def reset(self) -> None:
-        """A new pass: size the list for it and select its first row."""
+        """A new pass on screen: size the list for it and select its first row."""
         view = self.view
-        rows = len(view.order) if view else 0
+        self._tree = None
         if view:
             self._id_width = len(str(max(view.order, default=0)))
             self._name_width = min(NAME_WIDTH, max((len(view.graph.nodes[n]["name"]) for n in view.order), default=8))
-        self.virtual_size = Size(0, rows)
+        self._resize()
         self.scroll_to(0, 0, animate=False, immediate=True)
         self.cursor = 0
         self.refresh()
 
+    def _resize(self) -> None:
+        self.virtual_size = Size(0, self.row_count)
+
     def select_node(self, node: int) -> None:
-        """Move the selection to `node`."""
-        if self.view is not None and node in self.view.row:
+        """Move the selection to `node` (in the module view, expanding the modules around it)."""
+        tree = self.tree
+        if tree is not None:
+            before = len(tree.rows)
+            row = tree.reveal(node)
+            if len(tree.rows) != before:
+                self._resize()
+                self.refresh()
+            if row is not None:
+                self.cursor = row
+        elif self.view is not None and node in self.view.row:
             self.cursor = self.view.row[node]
 
     def refresh_nodes(self, nodes: set[int]) -> None:
-        """Redraw the rows of these nodes, if they are on screen."""
+        """Redraw the rows of these nodes, if they are on screen (module view: every row on
+        screen, since module rows sum up their nodes)."""
         view = self.view
-        if view is None:
+        if view is None or not nodes:
+            return
+        if self.by_module:
+            self.refresh()
             return
         top = round(self.scroll_offset.y)
         bottom = top + self.size.height
@@ -107,6 +181,24 @@ class NodeList(ScrollView, can_focus=True):
     def refresh_visible(self) -> None:
         """Redraw every row on screen (breakpoints changed)."""
         self.refresh()
+
+    def watch_by_module(self, by_module: bool) -> None:
+        """Switch views, keeping the selected node selected."""
+        node = self._kept_node
+        self._tree = None
+        self._resize()
+        self.refresh()
+        if node is not None:
+            self.select_node(node)
+        else:
+            self.cursor = min(self.cursor, max(0, self.row_count - 1))
+
+    def toggle_modules(self) -> None:
+        """Between engine order and the module tree."""
+        self._kept_node = self.selected
+        self.by_module = not self.by_module
+
+    _kept_node: int | None = None
 
     # ---- keys ----------------------------------------------------------------------------
 
@@ -120,13 +212,46 @@ class NodeList(ScrollView, can_focus=True):
 
     def action_jump(self, row: int) -> None:
         """Select the first (0) or last (-1) row."""
-        count = len(self.view.order) if self.view else 0
-        self._set_cursor(row if row >= 0 else count - 1)
+        self._set_cursor(row if row >= 0 else self.row_count - 1)
 
     def _set_cursor(self, row: int) -> None:
-        count = len(self.view.order) if self.view else 0
+        count = self.row_count
         if count:
             self.cursor = max(0, min(count - 1, row))
+
+    def action_fold(self) -> None:
+        """Module view: expand or collapse the selected module."""
+        path, tree = self.selected_module, self.tree
+        if path is not None and tree is not None:
+            tree.toggle(path)
+            self._resize()
+            self.refresh()
+
+    def action_expand(self) -> None:
+        """Module view: expand the selected module, or step into an expanded one."""
+        path, tree = self.selected_module, self.tree
+        if path is None or tree is None:
+            return
+        if tree.set_expanded(path, True):
+            self._resize()
+            self.refresh()
+        elif self.cursor + 1 < self.row_count:
+            self.cursor += 1
+
+    def action_collapse(self) -> None:
+        """Module view: collapse the selected module, or go to the module around the selection."""
+        tree = self.tree
+        if tree is None or not self.row_count:
+            return
+        row = tree.rows[self.cursor]
+        if row.module is not None and tree.set_expanded(row.module, False):
+            self._resize()
+            self.refresh()
+            return
+        parent = tree.modules[row.module].parent if row.module is not None else tree.member.get(row.node)
+        target = tree.row_of_module(parent) if parent is not None else None
+        if target is not None:
+            self.cursor = target
 
     def watch_cursor(self, old: int, new: int) -> None:
         """Redraw the two rows, keep the cursor on screen (centred when it jumps), tell the app."""
@@ -138,6 +263,8 @@ class NodeList(ScrollView, can_focus=True):
         node = self.selected
         if node is not None:
             self.post_message(self.Selected(node))
+        elif self.selected_module is not None:
+            self.post_message(self.ModuleSelected(self.selected_module))
 
     def on_click(self, event) -> None:
         """Select the clicked row."""
@@ -159,17 +286,49 @@ class NodeList(ScrollView, can_focus=True):
         width = self.size.width
         base = self.rich_style
         view = self.view
-        if view is None or row >= len(view.order):
+        if view is None or row >= self.row_count:
             return Strip.blank(width, base)
         if row == self.cursor:
             base = base + self._style("cursor")
-        segments = self._row_segments(view, view.order[row], width, base)
+        tree = self.tree
+        if tree is None:
+            segments = self._row_segments(view, view.order[row], width, base)
+        else:
+            item = tree.rows[row]
+            if item.module is not None:
+                segments = self._module_segments(tree, item.module, item.depth, width, base)
+            else:
+                segments = self._row_segments(view, item.node, width, base, indent=2 * item.depth)
         return Strip(segments).crop_extend(0, width, base)
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"node-list--{name}")
 
-    def _row_segments(self, view: PassView, node: int, width: int, base: Style) -> list[Segment]:
+    def _module_segments(self, tree: ModuleTree, path: str, depth: int, width: int, base: Style) -> list[Segment]:
+        """`▾ layers.3      61  1.204e-3 ⚠`: twisty, name, node count, norm of the gradient leaving it."""
+        module = tree.modules[path]
+        stats = tree.stats(path)
+        twisty = "▾" if path in tree.expanded else "▸"
+        norm = format_number(stats.out_norm) if stats.out_norm is not None else "·"
+        right = f" {stats.count:>5} {norm:>9} "
+        flag = "⚠" if stats.nonfinite else " "
+        name = display_name(module)
+        room = max(1, width - 2 * depth - 2 - len(right) - 1)
+        if len(name) > room:
+            name = "…" + name[len(name) - room + 1:]
+        pad = max(0, width - 2 * depth - 2 - len(name) - len(right) - 1)
+        done = stats.ran == stats.count
+        return [
+            Segment(" " * (2 * depth) + twisty + " ", base + self._style("id")),
+            Segment(name, base + self._style("module")),
+            Segment(" " * pad, base),
+            Segment(f" {stats.count:>5}", base + self._style("count")),
+            Segment(f" {norm:>9} ", base + (self._style("done") if done else Style())),
+            Segment(flag, base + self._style("warning")),
+        ]
+
+    def _row_segments(self, view: PassView, node: int, width: int, base: Style, indent: int | None = None) -> list[Segment]:
+        """Marker, id, op name, labels; the module path in engine order (`indent` None); flags."""
         data = view.graph.nodes[node]
         marker, marker_style = self._marker(view, node)
         flags = []
@@ -181,18 +340,30 @@ class NodeList(ScrollView, can_focus=True):
         if len(name) > self._name_width:
             name = name[: self._name_width - 1] + "…"
         tags = " ".join(node_tags(data))
-        fixed = 2 + self._id_width + 1 + self._name_width + 1
+        lead = indent or 0
+        fixed = lead + 2 + self._id_width + 1 + self._name_width + 1
         room = max(0, width - fixed - 3)
+        module = (data.get("module") or "") if indent is None and width >= MODULE_ROOM else ""
+        if module:
+            cap = min(MODULE_WIDTH, max(8, room - len(tags) - 1))
+            if len(module) > cap:
+                module = "…" + module[len(module) - cap + 1:]
+            room -= len(module) + 1
         if len(tags) > room:
-            tags = tags[: max(0, room - 1)] + "…" if room else ""
+            tags = tags[: max(0, room - 1)] + "…" if room > 0 else ""
         name_style = base + (self._style("pending") if node not in view.ran and node != self.state.current else Style())
         segments = [
-            Segment(f"{marker} ", base + marker_style),
+            Segment(" " * lead + f"{marker} ", base + marker_style),
             Segment(f"{node:>{self._id_width}} ", base + self._style("id")),
             Segment(f"{name:<{self._name_width}} ", name_style),
             Segment(tags, base + self._style("label")),
         ]
         used = fixed + len(tags)
+        if module:
+            pad = width - used - len(module) - 3
+            segments.append(Segment(" " * max(1, pad), base))
+            segments.append(Segment(module, base + self._style("module-path")))
+            used += max(1, pad) + len(module)
         pad = width - used - len(flags) - 1
         if flags and pad > 0:
             segments.append(Segment(" " * pad, base))

@@ -1,0 +1,67 @@
+"""The gradient flow screen: per parameter, grad norm next to weight norm after a pass."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from gradtui.core.summary import format_number
+from gradtui.ui.flowtable import SPREAD, flow_rows
+from gradtui.ui.state import PassView
+
+FLAG_STYLE = {"non-finite": "bold red", "exploding": "bold red", "vanishing": "bold yellow", "no grad": "dim"}
+"""How a flagged row's ratio and flag are drawn."""
+
+
+class FlowScreen(ModalScreen[None]):
+    """A table of `view.flow`, vanishing at the top, exploding at the bottom; escape closes."""
+
+    BINDINGS = [Binding("escape,q,w", "close", "close")]
+
+    def __init__(self, view: PassView) -> None:
+        super().__init__()
+        self.view = view
+
+    def compose(self) -> ComposeResult:
+        """A note line, then the table."""
+        view = self.view
+        with Vertical(id="flow") as box:
+            box.border_title = f"gradient flow · pass {view.index}"
+            box.border_subtitle = "escape to close"
+            yield Static(self._note(), id="flow-note", markup=False)
+            yield DataTable(id="flow-table", cursor_type="row", zebra_stripes=True)
+
+    def _note(self) -> str:
+        view = self.view
+        if not view.finished:
+            return "the pass has not ended yet: the flow is measured when backward returns"
+        if not view.flow:
+            return "no leaf received a gradient in this pass"
+        return (f"{len(view.flow)} leaves · grad norm / weight norm, smallest first · "
+                f"flagged: zero, nan/inf, or {SPREAD:g}× off the median ratio")
+
+    def on_mount(self) -> None:
+        """Fill the table."""
+        table = self.query_one(DataTable)
+        table.add_columns("param", "shape", "grad norm", "weight norm", "ratio", "log ratio", "")
+        for row in flow_rows(self.view.flow):
+            flow = row.flow
+            style = FLAG_STYLE.get(row.flag, "")
+            table.add_row(
+                Text(flow.name, style="bold" if row.flag else ""),
+                Text("×".join(str(d) for d in flow.shape) or "scalar", style="dim"),
+                Text(format_number(flow.grad_norm) if flow.grad_norm is not None else "None", justify="right"),
+                Text(format_number(flow.weight_norm), justify="right"),
+                Text(format_number(flow.ratio) if flow.ratio is not None else "-", style=style, justify="right"),
+                Text(row.bar, style=style or "cyan"),
+                Text(row.flag, style=style),
+            )
+        table.focus()
+
+    def action_close(self) -> None:
+        """Back to the debugger."""
+        self.dismiss(None)
