@@ -8,6 +8,7 @@ to its end without pausing.
 
 from __future__ import annotations
 
+import linecache
 from typing import TextIO
 
 from gradtui.core import events as ev
@@ -94,9 +95,11 @@ class HeadlessDriver:
             title = node_title(self._graph, event.node) if self._graph is not None else f"#{event.node}"
             self._print(f"paused {where} {title} · pass {event.pass_index} · {event.done}/{event.total} done"
                         f" · {event.reason}")
-            source = self._graph.nodes[event.node]["source"] if self._graph is not None else None
-            if source:
-                self._print(f"  at {source}")
+            data = self._graph.nodes[event.node] if self._graph is not None else {}
+            if data.get("source"):
+                module = f" in {data['module']}" if data.get("module") else ""
+                text = linecache.getline(data["path"], data["line"]).strip()
+                self._print(f"  at {data['source']}{module}" + (f": {text}" if text else ""))
             for line in format_grads(event.grads, event.phase):
                 self._print(f"  {line}")
             self._feed()

@@ -167,12 +167,15 @@ def test_common_layers_are_recorded():
 def test_uninstall_leaves_nothing_behind():
     pre, post = len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)
     modes = len(_get_current_function_mode_stack())
+    apply = torch.autograd.Function.__dict__["apply"]
     prov = Provenance()
     prov.install()
     prov.install()  # idempotent
     assert len(nn_module._global_forward_pre_hooks) == pre + 1
+    assert torch.autograd.Function.__dict__["apply"] is not apply
     prov.uninstall()
     prov.uninstall()
+    assert torch.autograd.Function.__dict__["apply"] is apply
     assert len(nn_module._global_forward_pre_hooks) == pre
     assert len(nn_module._global_forward_hooks) == post
     assert len(_get_current_function_mode_stack()) == modes
@@ -287,3 +290,32 @@ def test_other_threads_are_not_recorded():
         thread.join(10)
     assert not thread.is_alive()
     assert seen["worker"]["gradtui.source"][0] == HERE
+
+
+class _Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+class _UsesDouble(nn.Module):
+    def forward(self, x):
+        return _Double.apply(x)
+
+
+def test_custom_function_nodes_are_recorded_with_line_and_module():
+    block = _UsesDouble()
+    x = torch.ones(3, requires_grad=True)
+    with Provenance():
+        line = inspect.currentframe().f_lineno + 1
+        direct = _Double.apply(x)
+        inside = block(x)
+    assert source_of(direct.grad_fn) == (HERE, line)
+    assert source_of(inside.grad_fn) == (HERE, _line_of(_UsesDouble.forward, "_Double.apply"))
+    assert module_of(inside.grad_fn) == "block"
+    direct.sum().backward()
+    assert torch.equal(x.grad, torch.full((3,), 2.0))

@@ -6,6 +6,10 @@ the call returned with the user's `(filename, lineno)` and the qualified name of
 innermost running `nn.Module`, in the node's own `metadata` dict, so the labels live and die
 with the graph. Nothing here holds a node, a tensor or a module.
 
+Custom `autograd.Function`s do not go through `__torch_function__`: while installed,
+`Function.apply` is wrapped to label their nodes the same way (and so the node of a
+reentrant `torch.utils.checkpoint`, which is one).
+
 Nodes a call creates without returning them (`F.linear` makes `TBackward0` under
 `AddmmBackward0`; `F.multi_head_attention_forward` makes dozens) are labelled later, when
 `source_of` or `module_of` first reads a node the call returned: autograd numbers nodes per
@@ -117,6 +121,21 @@ def _recorded(node: Any, key: str) -> Any:
     return md.get(key)
 
 
+def place_leaves(graph: Any) -> None:
+    """Give each leaf accumulator in a captured graph (networkx, see gradtui.core.graph) the
+    source and module of the first node that uses it: a parameter is placed where its layer
+    ran (`fc2.weight` at `self.fc2(h)`), as a leaf has no creating op of its own."""
+    nodes = graph.nodes
+    for i, data in nodes(data=True):
+        if data["kind"] != "accumulate" or data["source"] is not None:
+            continue
+        users = sorted(graph.predecessors(i))
+        user = next((nodes[u] for u in users if nodes[u]["source"] is not None), None)
+        if user is not None:
+            data["source"], data["path"], data["line"] = user["source"], user["path"], user["line"]
+            data["module"] = user["module"]
+
+
 def _label_interior(node: Any, md: dict) -> None:
     """Give the unlabelled nodes `node`'s call made below it `node`'s labels (once)."""
     first = md.pop(FIRST_KEY)
@@ -148,6 +167,8 @@ class Provenance(TorchFunctionMode):
         self._thread: int | None = None
         self._handles: list[Any] = []
         self._mode_pushed = False
+        self._apply: Any = None
+        """`Function.apply` as it was before install (a classmethod object)."""
         # One entry per running module forward: (id(module), its name, its root's entry,
         # prefix for names from that root's map, path for unregistered modules it calls,
         # the user line of its ops if its forward is torch's own code, else None).
@@ -170,6 +191,7 @@ class Provenance(TorchFunctionMode):
             )
             _push_mode(self)
             self._mode_pushed = True
+            self._wrap_function_apply()
         except BaseException:
             self.uninstall()
             raise
@@ -179,6 +201,10 @@ class Provenance(TorchFunctionMode):
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self._apply is not None:
+            if torch.autograd.Function.__dict__.get("apply") is self._wrapped_apply:
+                torch.autograd.Function.apply = self._apply
+            self._apply = None
         if self._mode_pushed and self._thread == _get_ident():
             stack = _get_current_function_mode_stack()
             if any(mode is self for mode in stack):
@@ -201,6 +227,27 @@ class Provenance(TorchFunctionMode):
         self.uninstall()
 
     # -- recording -----------------------------------------------------------------------
+
+    def _wrap_function_apply(self) -> None:
+        """Label the nodes custom autograd.Functions make, as __torch_function__ does for ops."""
+        original = torch.autograd.Function.__dict__["apply"]
+        call = original.__func__
+        mode = self
+
+        def apply(cls, *args, **kwargs):
+            if mode._thread != _get_ident() or _is_compiling():
+                return call(cls, *args, **kwargs)
+            start = _get_sequence_nr()
+            out = call(cls, *args, **kwargs)
+            created = _get_sequence_nr() - start
+            if created:
+                mode._label(out, start, created)
+            return out
+
+        apply.__doc__ = call.__doc__
+        self._apply = original
+        self._wrapped_apply = classmethod(apply)
+        torch.autograd.Function.apply = self._wrapped_apply
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if _is_compiling():  # torch.compile traces this method: record nothing, break no graph

@@ -386,6 +386,7 @@ class Session:
         if not self._hooked(index, pending):
             return self._run_unhooked(index, call, call_text, call_site, losses, nodes, run)
         cap = capture(nodes, Names.from_scopes(frame.f_locals, frame.f_globals))
+        provenance.place_leaves(cap.graph)
         state = _Pass(index, cap, frame)
         if pending is not None:
             shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)

@@ -150,7 +150,7 @@ def test_a_script_that_never_calls_backward():
 def test_headless_prints_the_pause_and_the_script_output():
     run = run_headless(script("chain.py"), ["step", "continue"])
     lines = run.output.splitlines()
-    assert lines[0] == "pass 0 · z.backward() at chain.py:10 · 3 nodes"
+    assert lines[0] == "pass 0 · z.backward() at chain.py:10 · loss 36 · 3 nodes"
     assert lines[1] == "paused before #0 PowBackward0 (z) · pass 0 · 0/3 done · step"
     assert lines[2] == "  at chain.py:9"
     assert "(gradtui) step" in lines
