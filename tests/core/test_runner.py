@@ -152,7 +152,7 @@ def test_headless_prints_the_pause_and_the_script_output():
     lines = run.output.splitlines()
     assert lines[0] == "pass 0 · z.backward() at chain.py:10 · loss 36 · 3 nodes"
     assert lines[1] == "paused before #0 PowBackward0 (z) · pass 0 · 0/3 done · step"
-    assert lines[2] == "  at chain.py:9"
+    assert lines[2] == "  at chain.py:9: z = y ** 2"
     assert "(gradtui) step" in lines
     assert "paused before #1 MulBackward0 (y) · pass 0 · 1/3 done · step" in lines
     assert "  in[0] [1] float32 cpu  norm 12  min 12  max 12  mean 12  values [12]" in lines
