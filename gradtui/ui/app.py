@@ -210,6 +210,12 @@ class GradtuiApp(App[int]):
         header.status_text = state.status_text()
 
     def _show_selected(self, node: int | None) -> None:
+        nodes = self.query_one(NodeList)
+        tree, path = nodes.tree, nodes.selected_module
+        if node is None and tree is not None and path is not None:
+            self.query_one(DetailPane).show_module(tree, path)
+            self.query_one(GraphPane).show_module(path)
+            return
         self.query_one(DetailPane).show(node)
         self.query_one(GraphPane).show(node)
 
@@ -219,9 +225,7 @@ class GradtuiApp(App[int]):
 
     def on_node_list_module_selected(self, message: NodeList.ModuleSelected) -> None:
         """The selection moved to a module row: sum it up in the detail pane."""
-        tree = self.query_one(NodeList).tree
-        if tree is not None and message.path in tree.modules:
-            self.query_one(DetailPane).show_module(tree, message.path)
+        self._show_selected(None)
 
     def _script_finished(self, event: ev.ScriptFinished) -> None:
         self.exit_status = 0 if event.quit else event.exit_status

@@ -348,7 +348,7 @@ class UIState:
     # ---- what the header says ------------------------------------------------------------
 
     def pass_text(self) -> str:
-        """`pass 3 · loss 0.41 · loss.backward()`, with `(browsing, 2 newer)` or `unhooked`."""
+        """`pass 3 · loss 0.41 · loss.backward()`, then `unhooked` or `browsing · live is 7`."""
         view = self.view
         if view is None:
             return ""
@@ -360,7 +360,7 @@ class UIState:
         if not view.recorded:
             parts.append("unhooked")
         if self.browsed is not None and self.live is not None:
-            parts.append(f"viewing an ended pass · live is {self.live.index}")
+            parts.append(f"browsing · live is {self.live.index}")
         return " · ".join(parts)
 
     def status_text(self) -> str:

@@ -119,7 +119,7 @@ def test_unrecorded_passes_and_browsing():
 
     change = state.browse(-1)
     assert change.new_pass and state.view.index == 1 and state.browsed is state.views[1]
-    assert "live is 2" in state.pass_text()
+    assert state.pass_text() == "pass 1 · loss 2 · loss.backward() · browsing · live is 2"
     assert state.browse(-1) and state.view.index == 0
     assert state.browse(-1) is None  # nothing older kept
     # events of a new live pass do not touch the rows of the pass on screen

@@ -85,9 +85,9 @@ class DetailPane(VerticalScroll):
         self.border_title = title
         lines: list[Content] = []
         after = node == self.state.current and self.state.paused is not None and self.state.paused.phase == "after"
-        flow = (self._outgoing, self._incoming) if after else (self._incoming, self._outgoing)
-        for section in (self._failure, self._about, *flow, self._over_passes, self._source, self._neighbours,
-                        self._leaf):
+        flow = ((self._outgoing, self._incoming, self._over_passes) if after
+                else (self._incoming, self._over_passes, self._outgoing))
+        for section in (self._failure, self._about, *flow, self._source, self._neighbours, self._leaf):
             part = list(section(view, node))
             if part:
                 if lines:
@@ -107,9 +107,8 @@ class DetailPane(VerticalScroll):
             _line(("module ", MUTED), (path, KEY)),
             _line(("nodes ", MUTED), str(stats.count), ("  ran ", MUTED), str(stats.ran),
                   ("  direct ", MUTED), str(len(module.nodes))),
-            _bad(_line(("gradient leaving it ", MUTED),
-                       format_number(stats.out_norm) if stats.out_norm is not None else ("not yet", MUTED),
-                       ("  (norm of what its nodes sent to nodes outside it)", MUTED))),
+            _bad(_line(("gradient leaving it ", MUTED), self._leaving(stats.out_norm, stats.ran == stats.count))),
+            Content.styled("  the norm of all its nodes sent to nodes outside it", MUTED),
         ]
         if stats.nonfinite:
             lines.append(Content.styled("⚠ a node in it saw a non-finite gradient", f"bold {ERROR}"))
@@ -125,6 +124,12 @@ class DetailPane(VerticalScroll):
                 lines.append(Content.styled(f"  … {len(module.children) - SUBMODULES_SHOWN} more", MUTED))
         lines += [Content(""), Content.styled("enter or space folds it, → ← open and close", MUTED)]
         self.query_one("#detail-body", Static).update(Content("\n").join(lines))
+
+    @staticmethod
+    def _leaving(norm: float | None, all_ran: bool) -> str | tuple[str, str]:
+        if norm is not None:
+            return format_number(norm)
+        return ("none: what it sent stayed inside it", MUTED) if all_ran else ("nothing yet", MUTED)
 
     def on_resize(self) -> None:
         """Source lines are cut to the width: redraw."""

@@ -50,6 +50,10 @@ class GraphPane(VerticalScroll):
         """Draw around `node`."""
         view = self.state.view
         body = self.query_one("#graph-body", Static)
+        if view is not None and not view.recorded:
+            self.border_title = f"graph · pass {view.index}"
+            body.update(Content.styled("this pass ran unhooked: its graph was not captured", "$text-muted"))
+            return
         if view is None or node is None or node not in view.graph:
             self.border_title = "graph"
             body.update(Content.styled("no pass yet", "$text-muted"))
@@ -59,6 +63,11 @@ class GraphPane(VerticalScroll):
         if view.total <= WHOLE_LIMIT:
             lines += [Content(""), *self._whole(view, node)]
         body.update(Content("\n").join(lines))
+
+    def show_module(self, path: str) -> None:
+        """A module row is selected: there is no single node to draw around."""
+        body = self.query_one("#graph-body", Static)
+        body.update(Content.styled(f"module {path}: select one of its nodes to see its neighbours", "$text-muted"))
 
     def _marker(self, view: PassView, node: int) -> tuple[str, str]:
         if node == view.failed_node:

@@ -32,7 +32,7 @@ NAME_WIDTH = 22
 MODULE_WIDTH = 24
 """The module path column (engine order) is at most this wide, cut from the left."""
 
-MODULE_ROOM = 60
+MODULE_ROOM = 40
 """...and shown only when the list is at least this wide."""
 
 

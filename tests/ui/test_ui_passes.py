@@ -1,0 +1,145 @@
+"""Pilot tests of the module view, the flow screen, browsing passes, unhooked and nested passes."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import DataTable
+
+from gradtui.core import events as ev
+from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.flow import FlowScreen
+from gradtui.ui.widgets.header import GradHeader
+from gradtui.ui.widgets.node_list import NodeList
+from ui_events import flow_row, run_mlp_pass, started
+from ui_helpers import SIZE, detail_text, example, selected, ui_script, wait_for, wait_paused_at
+
+
+def list_lines(app: GradtuiApp) -> list[str]:
+    """The node list's rows on screen, as text."""
+    nodes = app.query_one(NodeList)
+    return [nodes.render_line(y).text.rstrip() for y in range(min(nodes.size.height, nodes.row_count))]
+
+
+@pytest.mark.asyncio
+async def test_m_folds_the_node_list_by_module_and_keys_fold_and_unfold():
+    app = GradtuiApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        nodes = app.query_one(NodeList)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: nodes.by_module, what="the module view")
+        await pilot.pause()
+        assert selected(app) == 0  # the paused node stays selected, its module opened
+        lines = list_lines(app)
+        assert [line.split()[1] for line in lines if line.startswith(("▾", "▸"))] == ["0", "1", "2", "(no"]
+        assert "by module" in nodes.border_title
+
+        await pilot.press("home")
+        await wait_for(pilot, lambda: nodes.selected_module == "0")
+        await pilot.pause()
+        assert "module 0" in detail_text(app) and "nodes 4" in detail_text(app)
+        count = nodes.row_count
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: nodes.row_count == count - 4, what="module 0 folded")
+        assert list_lines(app)[0].startswith("▸ 0")
+        await pilot.press("right")
+        await wait_for(pilot, lambda: nodes.row_count == count, what="module 0 unfolded")
+        await pilot.press("right")  # into it: its first node
+        await wait_for(pilot, lambda: selected(app) == 5)
+        await pilot.press("left")  # out of it: the module row
+        await wait_for(pilot, lambda: nodes.selected_module == "0")
+        await pilot.press("left")  # fold
+        await wait_for(pilot, lambda: nodes.row_count == count - 4)
+
+        await pilot.press("s")  # the next pause selects its node, opening its module
+        await wait_paused_at(pilot, 1)
+        await pilot.press("s")
+        await wait_paused_at(pilot, 2)
+        module_2 = next(line for line in list_lines(app) if line.startswith("▾ 2"))
+        # module 2's Addmm (#1) sent gradient to 2.bias and its T (inside) and to the tanh (#3, module 1)
+        to_tanh = app.state.view.outgoing[1][app.state.view.graph.nodes[1]["next"].index(3)]
+        assert module_2.split()[-1] == f"{to_tanh.norm:.4g}"
+
+        await pilot.press("m")
+        await wait_for(pilot, lambda: not nodes.by_module)
+        assert selected(app) == 2 and nodes.row_count == 10
+
+
+@pytest.mark.asyncio
+async def test_w_shows_the_flow_and_brackets_browse_earlier_passes():
+    app = GradtuiApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
+        assert "has not ended yet" in str(app.screen.query_one("#flow-note").visual)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FlowScreen))
+
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "finished", timeout=30, what="the end")
+        assert [v.index for v in app.state.views] == [0, 1, 2]
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == 4
+        names = [str(table.get_row_at(i)[0]) for i in range(4)]
+        assert sorted(names) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+        ratios = [row.ratio for row in app.state.view.flow]
+        assert ratios == sorted(ratios)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FlowScreen))
+
+        header = app.query_one(GradHeader)
+        assert header.pass_text.startswith("pass 2 · loss ")
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: app.state.view.index == 1, what="pass 1 on screen")
+        await pilot.pause()
+        assert "pass 1" in header.pass_text and "browsing · live is 2" in header.pass_text
+        await pilot.press("j")
+        await wait_for(pilot, lambda: selected(app) == 1)
+        text = detail_text(app)
+        assert "incoming norm over passes" in text and "passes 0–1" in text
+        await pilot.press("left_square_bracket", "left_square_bracket")  # no pass before 0: said so
+        await wait_for(pilot, lambda: "no older pass" in str(app.query_one("#answer").visual))
+        assert app.state.view.index == 0
+        await pilot.press("right_square_bracket", "right_square_bracket")
+        await wait_for(pilot, lambda: app.state.browsed is None, what="the live pass")
+        assert "browsing" not in header.pass_text
+
+
+@pytest.mark.asyncio
+async def test_unhooked_and_nested_passes_are_shown_for_what_they_are():
+    """Engine events posted by hand (the script itself never calls backward)."""
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
+        flow = (flow_row("fc1.weight", 0.0, 2.0), flow_row("fc2.weight", 0.5, 1.0),
+                flow_row("fc2.bias", float("nan"), 1.0, nonfinite=3))
+        for event in run_mlp_pass(0):
+            app.bridge(event)
+        app.bridge(ev.NestedPass(0, "backward", "train.py:40", 12, "Thread-7"))
+        app.bridge(started(1, losses=(0.5,), recorded=False))
+        app.bridge(ev.PassFinished(1, 0, 0, flow=flow))
+        await wait_for(pilot, lambda: app.state.live is not None and app.state.live.finished
+                       and app.state.live.index == 1, what="the unhooked pass")
+        await pilot.pause()
+        nodes = app.query_one(NodeList)
+        assert nodes.row_count == 0 and "unhooked" in nodes.border_title
+        assert "pass 1 · loss 0.5 · loss.backward() · unhooked" in app.query_one(GradHeader).pass_text
+        assert "pass 1 ran unhooked" in detail_text(app)
+        output = " ".join(line.text.strip() for line in app.query_one("#output").lines)
+        assert "nested backward at train.py:40 in pass 0 from thread Thread-7: 12 nodes, ran unhooked" in output
+        await pilot.press("m")  # an empty tree: nothing breaks
+        await wait_for(pilot, lambda: nodes.by_module)
+
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
+        table = app.screen.query_one(DataTable)
+        flags = [str(table.get_row_at(i)[-1]) for i in range(3)]
+        assert flags == ["vanishing", "", "non-finite"]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FlowScreen))
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: app.state.view.index == 0)
+        await wait_for(pilot, lambda: nodes.row_count > 0, what="pass 0's tree")
