@@ -77,6 +77,7 @@ class HeadlessDriver:
     def __call__(self, event: ev.Event) -> None:
         """Listener entry point."""
         if isinstance(event, ev.Output):
+            self._flush_unhooked()  # keep our lines and the script's output in the order they happened
             self._write(event.text)
         elif isinstance(event, ev.PassStarted):
             if not event.recorded:
