@@ -101,9 +101,9 @@ class ModuleTree:
         """Node id -> the module path it is directly in."""
         self.expanded: set[str] = set()
         self.rows: list[Row] = []
-        self._stats: dict[str, ModuleStats] = {}
         self._stats_key: tuple | None = None
         self._chains: dict[str, tuple[str, ...]] = {}
+        self._reset()
         self._build()
         self._flatten()
 
@@ -216,29 +216,42 @@ class ModuleTree:
     # ---- what module rows say ------------------------------------------------------------
 
     def stats(self, path: str) -> ModuleStats:
-        """The summary of module `path` (recomputed for all modules at once when the pass moved on)."""
-        view = self.view
-        key = (len(view.outgoing), len(view.ran), len(view.nonfinite), view.finished, id(view))
-        if key != self._stats_key:
-            self._stats = self._compute()
-            self._stats_key = key
-        return self._stats[path]
+        """The summary of module `path`, folded in incrementally as nodes of the pass run."""
+        self._update()
+        squares = self._squares.get(path)
+        return ModuleStats(self.modules[path].count, None if squares is None else math.sqrt(squares),
+                           path in self._nonfinite, self._ran.get(path, 0))
 
-    def _compute(self) -> dict[str, ModuleStats]:
-        view, graph = self.view, self.view.graph
-        squares: dict[str, float] = {}
-        nonfinite: set[str] = set()
-        ran: dict[str, int] = {}
-        for node, path in self.member.items():
-            chain = self.chain(path)
-            if node in view.ran:
-                for p in chain:
-                    ran[p] = ran.get(p, 0) + 1
-            if node in view.nonfinite:
-                nonfinite.update(chain)
-            grads = view.outgoing.get(node)
-            if not grads:
+    def _reset(self) -> None:
+        self._squares: dict[str, float] = {}
+        self._nonfinite: set[str] = set()
+        self._ran: dict[str, int] = {}
+        self._sent: dict[int, object] = {}
+        """Node id -> the outgoing gradients already folded in (a new object means: start over)."""
+        self._ran_seen: set[int] = set()
+        self._nonfinite_seen: set[int] = set()
+
+    def _update(self) -> None:
+        view = self.view
+        key = (len(view.outgoing), len(view.ran), len(view.nonfinite), view.finished)
+        if key == self._stats_key:
+            return
+        self._stats_key = key
+        if any(self._sent.get(node, grads) is not grads for node, grads in view.outgoing.items()):
+            self._reset()  # a node's outgoing gradients were replaced (a pause after it): fold again
+        for node in view.ran.keys() - self._ran_seen:
+            self._ran_seen.add(node)
+            for p in self.chain(self.member.get(node, NO_MODULE)):
+                self._ran[p] = self._ran.get(p, 0) + 1
+        for node in view.nonfinite - self._nonfinite_seen:
+            self._nonfinite_seen.add(node)
+            self._nonfinite.update(self.chain(self.member.get(node, NO_MODULE)))
+        graph = view.graph
+        for node, grads in view.outgoing.items():
+            if node in self._sent:
                 continue
+            self._sent[node] = grads
+            chain = self.chain(self.member.get(node, NO_MODULE))
             for slot, target in enumerate(graph.nodes[node]["next"]):
                 if target is None or slot >= len(grads) or grads[slot] is None:
                     continue
@@ -246,7 +259,4 @@ class ModuleTree:
                 norm = grads[slot].norm
                 for p in chain:
                     if p not in inside:  # the gradient leaves p
-                        squares[p] = squares.get(p, 0.0) + norm * norm
-        return {path: ModuleStats(module.count, math.sqrt(squares[path]) if path in squares else None,
-                                  path in nonfinite, ran.get(path, 0))
-                for path, module in self.modules.items()}
+                        self._squares[p] = self._squares.get(p, 0.0) + norm * norm

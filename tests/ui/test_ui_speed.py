@@ -48,3 +48,49 @@ async def test_a_step_renders_only_changed_rows_of_a_10000_node_pass(monkeypatch
         await wait_for(pilot, lambda: app.state.status == "finished", timeout=60, what="the end")
         await pilot.press("end")
         await wait_for(pilot, lambda: app.query_one(NodeList).cursor == 10_001)
+
+
+class CountingTreeList(NodeList):
+    """Counts the rows it renders, and the module rows among them."""
+
+    rendered = 0
+
+    def render_line(self, y: int):
+        CountingTreeList.rendered += 1
+        return super().render_line(y)
+
+
+@pytest.mark.asyncio
+async def test_the_module_view_of_a_3000_node_encoder_is_a_few_dozen_rows_drawn_lazily(monkeypatch):
+    monkeypatch.setattr("gradtui.ui.app.NodeList", CountingTreeList)
+    app = GradtuiApp(ui_script("encoder.py"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_paused_at(pilot, 0, timeout=60)
+        nodes = app.query_one(NodeList)
+        assert app.state.view.total >= 2500
+        await pilot.press("home")
+        await pilot.press("m")
+        await wait_for(pilot, lambda: nodes.by_module, what="the module view")
+        await pilot.pause(0.2)
+        tree = nodes.tree
+        assert nodes.row_count <= 60, [r.module for r in tree.rows]
+        assert "layers" in tree.top and "layers.47" in tree.modules
+        assert tree.stats("layers").count >= 2400
+
+        CountingTreeList.rendered = 0
+        for _ in range(10):
+            await pilot.press("end", "home")
+        await pilot.pause()
+        for path in list(tree.modules):
+            tree.set_expanded(path, True)  # everything open: about a row per node, still drawn lazily
+        nodes._resize()
+        nodes.refresh()
+        await pilot.press("end")
+        await wait_for(pilot, lambda: nodes.cursor == nodes.row_count - 1)
+        await pilot.pause()
+        assert nodes.row_count > app.state.view.total
+        # a screenful per jump, never the whole tree
+        assert CountingTreeList.rendered <= 25 * nodes.size.height
+
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "finished", timeout=60, what="the end")
