@@ -82,6 +82,18 @@ def test_every_pass_shows_the_stacked_output_gradient_by_name(stacked, name):
         assert torch.equal(torch.tensor(arrived["values"]), want.flatten()), (step, name)
 
 
+def test_break_on_a_stacked_output_by_name_shows_its_gradient_in_every_pass(stacked, tmp_path):
+    retained, _, _ = stacked
+    run = run_headless(script("cov_stacked.py"), ["break a_s"] + ["continue"] * (STEPS + 1), [str(tmp_path / "g.pt")])
+    assert run.status == 0, run.output
+    at_a_s = [p for p in run.pauses if p.reason == "breakpoint 1: a_s"]
+    assert [p.pass_index for p in at_a_s] == list(range(STEPS))
+    for pause in at_a_s:
+        assert pause.name == "StackBackward0"
+        want = retained[f"a_s.{pause.pass_index}"]
+        assert torch.equal(torch.tensor(pause.grads[0].values), want.flatten()), pause.pass_index
+
+
 def test_c_s_is_on_no_pass_graph(stacked):
     _, _, run = stacked
     for report in run.report.to_json()["passes"]:

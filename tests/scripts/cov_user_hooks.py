@@ -1,5 +1,5 @@
 """The script's own hooks beside gradtui's: a tensor hook that doubles h's gradient, retain_grad,
-a full module backward hook and pre-hook, and a hook on an autograd node. Two training steps;
+a full module backward hook and pre-hook, and a hook on an autograd node, a post-accumulate-grad hook on a leaf. Two training steps;
 the first keeps its graph (retain_graph=True) in the `stash` module for the test to run again.
 Saves every value the hooks saw, the gradients and the hook counts to argv[1]."""
 
@@ -13,7 +13,7 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh())
 head = torch.nn.Linear(4, 2)
 out = {}
-seen = {"tensor_hook": [], "module": [], "module_pre": [], "node": []}
+seen = {"tensor_hook": [], "module": [], "module_pre": [], "node": [], "post_accumulate": []}
 
 
 def tensor_hook(g):
@@ -32,6 +32,7 @@ def module_pre_hook(module, grad_output):
 model.register_full_backward_hook(module_hook)
 model.register_full_backward_pre_hook(module_pre_hook)
 x = torch.randn(5, 3, requires_grad=True)
+x.register_post_accumulate_grad_hook(lambda leaf: seen["post_accumulate"].append(leaf.grad.clone()))
 for step in range(2):
     h = model(x)
     h.retain_grad()
