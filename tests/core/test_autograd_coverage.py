@@ -307,6 +307,16 @@ def test_complex_gradients_are_summarised(tmp_path):
     assert "complex64" in dtypes
 
 
+def test_clip_of_a_complex_gradient_clips_its_complex_norm(tmp_path):
+    """`clip N` at a complex gradient must bring its norm (of the complex values) down to N."""
+    run = run_headless(script("cov_complex.py"), ["break PolarBackward0", "continue", "clip 0.1", "continue"],
+                       [str(tmp_path / "g.pt")])
+    assert run.status == 0, run.output
+    (edit,) = run.of(ev.GradEdited)
+    assert edit.before[0].dtype == "complex64" and edit.before[0].norm > 1
+    assert edit.after[0].norm == pytest.approx(0.1, rel=1e-4)
+
+
 def test_unused_branch_gradient_is_shown_as_none(tmp_path):
     _, _, run = run_both(NODE_KINDS["unused_branch"], tmp_path)
     (pause,) = [p for p in run.pauses if p.name == "SplitBackward0"]
