@@ -230,6 +230,15 @@ def test_a_backward_in_a_thread_of_the_script_is_debugged(tmp_path):
     assert run.where[:3] == [(0, 0), (0, 1), (0, 2)]
 
 
+def test_nodes_made_in_a_thread_of_the_script_have_their_source_line(tmp_path):
+    """Like on the script's own thread, a pause in the worker's pass shows where each node was made."""
+    _, _, run = run_both(ENTRY_POINTS["backward_in_a_user_thread"], tmp_path)
+    graph = started(run).graph
+    lines = open(script("cov_thread.py"), encoding="utf-8").read().splitlines()
+    made = f"cov_thread.py:{lines.index('    loss = (x * w).tanh().pow(2).sum()') + 1}"
+    assert [d["source"] for _, d in graph.nodes(data=True) if d["kind"] == "op"] == [made] * 4
+
+
 def test_a_backward_from_a_thread_while_a_pass_runs_is_announced_not_paused(tmp_path):
     """The worker's backward runs while the script's pass is in flight (its hook waits for the
     worker): it runs unhooked and is announced as a nested pass from its thread, never a deadlock."""
