@@ -463,11 +463,12 @@ def bench_big_tensor(numel: int, repeat: int) -> None:
         raise RuntimeError(f"big-tensor child failed:\n{result.stderr}")
     data = json.loads(result.stdout.strip().splitlines()[-1])
     sizes = f"{numel / 1e6:g}M float32 ({data['tensor_mb']:.0f} MB)"
+    # three reductions (aminmax, sum, norm) against one; binning costs a bincount pass per chunk
     ratio_row("stats of a huge gradient (norm, min, max, mean, non-finite)", sizes, data["stats"], data["norm"],
-              3.0, "t.norm()")
+              4.0, "t.norm()")
     ratio_row("  the same, norms only (UI between pauses)", sizes, data["light"], data["norm"], 1.5, "t.norm()")
-    ratio_row("  the same at a pause (+ histogram, preview)", sizes, data["pause"], data["norm"], 10.0, "t.norm()")
-    ratio_row("  at a pause, with a NaN and an inf in it", sizes, data["nan_pause"], data["norm"], 20.0,
+    ratio_row("  the same at a pause (+ histogram, preview)", sizes, data["pause"], data["norm"], 25.0, "t.norm()")
+    ratio_row("  at a pause, with a NaN and an inf in it", sizes, data["nan_pause"], data["norm"], 40.0,
               "t.norm()")
     limit = max(64.0, data["tensor_mb"] / 8)
     add(Row("  memory high-water above the tensor, largest .tolist()", sizes, f"{data['extra_mb']:+.0f} MB",

@@ -3,11 +3,21 @@
 `summarize` is on the hot path of every backward pass gradtui watches, so the cheap form
 (no histogram) costs three reductions: aminmax, sum and a norm. The non-finite count is only
 computed when those say something is not finite.
+
+A tensor of more than `CHUNK` elements is read in chunks of `CHUNK` elements: each chunk's
+reductions run while it is in cache (one trip through memory instead of three), their
+partial results are combined in float64 (more accurate than one float32 reduction of 10^8
+values), and whatever must be converted or copied (a half tensor widened, a non-contiguous
+chunk flattened, the non-finite values masked out, a float32 overflow redone in float64, the
+histogram's bin indices) is copied one chunk at a time, never the whole tensor. The
+histogram is counted chunk by chunk in int64 (torch.histc counts in the tensor's dtype, so
+float32 counts stop at 2**24), with histc's own arithmetic, so the counts are histc's.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +30,13 @@ PREVIEW_LENGTH = 8
 """How many leading values a big tensor shows in `Stats.preview`."""
 
 HISTOGRAM_BINS = 16
+
+CHUNK = 1 << 20
+"""Tensors with more elements than this are summarized chunk by chunk, this many at a time."""
+
+NORM_BLOCK = 1 << 12
+"""A chunk's norm is taken per block of this many elements: torch's float32 norm of 10^6
+values is off by ~1e-5 (of 10^8 values, by 1%), of 4,096 values by ~1e-8."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +103,8 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     Without `histogram` this is the per-node hot path: three reductions read back with
     `.item()`, which is cheaper than stacking them, and no preview of big tensors. `light`
     takes only the norm (one pass over the data; a non-finite value makes it non-finite),
-    for a pass running between pauses: min, max and mean are then None.
+    for a pass running between pauses: min, max and mean are then None. Tensors of more
+    than `CHUNK` elements are read chunk by chunk (see the module doc).
     """
     t = tensor.detach()  # cheaper than no_grad(): reductions of a detached tensor record nothing
     shape = tuple(t.shape)
@@ -96,10 +114,9 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
         t = t.to_dense()
     if numel == 0:
         return Stats(shape, dtype, str(t.device), 0.0, 0.0, 0.0, 0.0, 0, values=())
-    if t.is_complex():
-        t = t.abs()
-    if t.dtype not in (torch.float32, torch.float64):
-        t = t.float()
+    if numel > CHUNK:
+        return _summarize_chunked(t, shape, dtype, numel, histogram, light)
+    t = _as_real_float(t)
     if light and numel > VALUES_LIMIT and not histogram:
         return _light(t, shape, dtype, numel)
     lo, hi = torch.aminmax(t)
@@ -108,7 +125,7 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     if math.isfinite(lo_v) and math.isfinite(hi_v):  # aminmax propagates nan: all values finite
         nonfinite = 0
         if not (math.isfinite(total) and math.isfinite(norm)):  # float32 overflowed: redo wide
-            wide = t.double()
+            wide = t.double()  # at most CHUNK elements
             total, norm = wide.sum().item(), torch.linalg.vector_norm(wide).item()
     else:
         nonfinite = int(numel - torch.isfinite(t).sum().item())
@@ -121,6 +138,15 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     hist = _histogram(t.reshape(-1), lo_v, hi_v, nonfinite) if histogram else None
     return Stats(shape, dtype, str(t.device), norm, lo_v, hi_v, total / numel, nonfinite, values,
                  preview or (), hist)
+
+
+def _as_real_float(t: torch.Tensor) -> torch.Tensor:
+    """Magnitudes of a complex tensor; anything not float32/float64 as float32."""
+    if t.is_complex():
+        t = t.abs()
+    if t.dtype not in (torch.float32, torch.float64):
+        t = t.float()
+    return t
 
 
 def _light(t: torch.Tensor, shape: tuple[int, ...], dtype: str, numel: int) -> Stats:
@@ -141,12 +167,171 @@ def _histogram(flat: torch.Tensor, lo: float, hi: float, nonfinite: int) -> tupl
             return (0,) * HISTOGRAM_BINS
         lo, hi = flat.min().item(), flat.max().item()
     if lo == hi:
-        counts = [0] * HISTOGRAM_BINS
-        counts[HISTOGRAM_BINS // 2] = flat.numel()
-        return tuple(counts)
+        return _one_bin(flat.numel())
     if flat.dtype == torch.float32 and hi - lo > torch.finfo(torch.float32).max:
         flat = flat.double()  # the range would overflow in float32 and every count would be 0
     return tuple(int(c) for c in torch.histc(flat, bins=HISTOGRAM_BINS, min=lo, max=hi).tolist())
+
+
+def _one_bin(count: int) -> tuple[int, ...]:
+    """The histogram of `count` equal values: all in the middle bin."""
+    counts = [0] * HISTOGRAM_BINS
+    counts[HISTOGRAM_BINS // 2] = count
+    return tuple(counts)
+
+
+# ---- tensors of more than CHUNK elements -------------------------------------------------
+
+def _pieces(t: torch.Tensor, size: int) -> Iterator[torch.Tensor]:
+    """Views of `t` that cover each of its elements once, each of at most `size` elements
+    (whole rows of the leading dimension where they fit), without copying anything."""
+    if t.numel() <= size:
+        yield t
+        return
+    if t.is_contiguous():
+        flat = t.view(-1)
+        for start in range(0, flat.numel(), size):
+            yield flat[start:start + size]
+        return
+    while t.dim() > 1 and t.shape[0] == 1:
+        t = t[0]
+    per_row = t.numel() // t.shape[0]
+    if per_row <= size:
+        step = size // per_row
+        for start in range(0, t.shape[0], step):
+            yield t[start:start + step]
+    else:
+        for row in t:
+            yield from _pieces(row, size)
+
+
+def _chunks(t: torch.Tensor) -> Iterator[torch.Tensor]:
+    """`t` as flat, real float32/float64 chunks of at most CHUNK elements; a chunk that must be
+    flattened or converted is copied on its own, so no copy is ever bigger than a chunk."""
+    for piece in _pieces(t, CHUNK):
+        yield _as_real_float(piece.reshape(-1))
+
+
+def _head(t: torch.Tensor, count: int) -> tuple[float, ...]:
+    """The first `count` values of `t` in row-major order, read without flattening `t`."""
+    if t.is_contiguous():
+        first = t.view(-1)[:count]
+    else:
+        flat_index = range(min(count, t.numel()))
+        coords: list[list[int]] = [[] for _ in t.shape]
+        for i in flat_index:
+            for d in range(t.dim() - 1, -1, -1):
+                i, r = divmod(i, t.shape[d])
+                coords[d].append(r)
+        first = t[tuple(torch.tensor(c) for c in coords)]
+    return tuple(_as_real_float(first).tolist())
+
+
+def _summarize_chunked(t: torch.Tensor, shape: tuple[int, ...], dtype: str, numel: int,
+                       histogram: bool, light: bool) -> Stats:
+    """`summarize` of a tensor of more than CHUNK elements: one trip through memory, partial
+    results combined in float64, no copy bigger than a chunk."""
+    device = str(t.device)
+    f64 = torch.float64
+    if light and not histogram:
+        norms = [_block_norms(c) for c in _chunks(t)]
+        norm = torch.linalg.vector_norm(torch.cat(norms).to(f64)).item()
+        nonfinite = 0
+        if not math.isfinite(norm):
+            nonfinite = sum(_count_nonfinite(c) for c in _chunks(t))
+            if not nonfinite:  # a chunk's float32 norm overflowed on finite values
+                norm = _wide_norm(t)
+        return Stats(shape, dtype, device, norm, None, None, None, nonfinite)
+    mins, maxs, sums, norms = [], [], [], []
+    for c in _chunks(t):
+        lo, hi = torch.aminmax(c)
+        mins.append(lo)
+        maxs.append(hi)
+        sums.append(c.sum())
+        norms.append(_block_norms(c))
+    chunk_mins, chunk_maxs = torch.stack(mins), torch.stack(maxs)
+    lo_v, hi_v = chunk_mins.min().item(), chunk_maxs.max().item()
+    total = torch.stack(sums).to(f64).sum().item()
+    norm = torch.linalg.vector_norm(torch.cat(norms).to(f64)).item()
+    bad: set[int] = set()
+    """Chunks holding a non-finite value (aminmax propagates nan; an infinity is a min or max)."""
+    if math.isfinite(lo_v) and math.isfinite(hi_v):
+        nonfinite = 0
+        if not math.isfinite(total):  # a chunk's float32 sum overflowed: redo in float64, chunk by chunk
+            total = sum(c.sum(dtype=f64).item() for c in _chunks(t))
+        if not math.isfinite(norm):
+            norm = _wide_norm(t)
+    else:
+        finite = torch.isfinite(chunk_mins) & torch.isfinite(chunk_maxs)
+        bad = set(torch.nonzero(~finite).flatten().tolist())
+        nonfinite = sum(_count_nonfinite(c) for i, c in enumerate(_chunks(t)) if i in bad)
+    preview = _head(t, PREVIEW_LENGTH) if histogram else ()
+    hist = None
+    if histogram:
+        if bad:  # the range of the finite values: the other chunks' min and max, the bad ones' finite part
+            lows = [m for i, m in enumerate(mins) if i not in bad]
+            highs = [m for i, m in enumerate(maxs) if i not in bad]
+            for i, c in enumerate(_chunks(t)):
+                if i in bad and (finite_part := c[torch.isfinite(c)]).numel():
+                    lo_c, hi_c = torch.aminmax(finite_part)
+                    lows.append(lo_c)
+                    highs.append(hi_c)
+            if not lows:
+                return Stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview,
+                             (0,) * HISTOGRAM_BINS)
+            hist = _chunked_histogram(t, torch.stack(lows).min().item(), torch.stack(highs).max().item(),
+                                      numel - nonfinite, bad)
+        else:
+            hist = _chunked_histogram(t, lo_v, hi_v, numel, bad)
+    return Stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview, hist)
+
+
+def _block_norms(c: torch.Tensor) -> torch.Tensor:
+    """The norms of a flat chunk's blocks of NORM_BLOCK elements (and of its tail), as a 1-D tensor."""
+    whole = c.numel() - c.numel() % NORM_BLOCK
+    if whole == 0:
+        return torch.linalg.vector_norm(c).reshape(1)
+    norms = torch.linalg.vector_norm(c[:whole].view(-1, NORM_BLOCK), dim=1)
+    if whole == c.numel():
+        return norms
+    return torch.cat((norms, torch.linalg.vector_norm(c[whole:]).reshape(1)))
+
+
+def _count_nonfinite(c: torch.Tensor) -> int:
+    return c.numel() - int(torch.count_nonzero(torch.isfinite(c)))
+
+
+def _wide_norm(t: torch.Tensor) -> float:
+    """The norm computed in float64, one chunk at a time (float32 overflowed on finite values)."""
+    norms = [torch.linalg.vector_norm(c.to(torch.float64)) for c in _chunks(t)]
+    return torch.linalg.vector_norm(torch.stack(norms)).item()
+
+
+def _chunked_histogram(t: torch.Tensor, lo: float, hi: float, finite: int, bad: set[int]) -> tuple[int, ...]:
+    """`_histogram` chunk by chunk, between the finite `lo` and `hi`, of the `finite` finite
+    values (the chunks numbered in `bad` hold the others): int64 counts, each chunk binned with
+    histc's arithmetic (`(x - lo) * bins / (hi - lo)` truncated, `hi` in the last bin) in two
+    buffers reused from chunk to chunk."""
+    if lo == hi:
+        return _one_bin(finite)
+    counts = torch.zeros(HISTOGRAM_BINS, dtype=torch.int64)
+    buffers: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor, float]] = {}
+    for i, c in enumerate(_chunks(t)):
+        if i in bad:
+            c = c[torch.isfinite(c)]
+        wanted = c.dtype
+        if wanted == torch.float32 and hi - lo > torch.finfo(torch.float32).max:
+            wanted = torch.float64  # the range overflows float32: bin in float64
+        if wanted not in buffers:
+            span = (torch.tensor(hi, dtype=wanted) - torch.tensor(lo, dtype=wanted)).item()  # as histc has it
+            buffers[wanted] = (torch.empty(CHUNK, dtype=wanted), torch.empty(CHUNK, dtype=torch.int32), span)
+        position, bins, span = buffers[wanted]
+        position, bins = position[:c.numel()], bins[:c.numel()]
+        torch.sub(c.to(wanted), lo, out=position)
+        position.mul_(HISTOGRAM_BINS).div_(span).clamp_(max=HISTOGRAM_BINS - 1)
+        bins.copy_(position)  # truncates, as histc's cast does
+        counts += torch.bincount(bins, minlength=HISTOGRAM_BINS)
+    return tuple(int(c) for c in counts.tolist())
 
 
 def any_nonfinite(grads: tuple[Stats | None, ...]) -> bool:

@@ -225,3 +225,166 @@ def test_light_stats_take_only_the_norm_of_big_tensors():
 def test_light_stats_survive_float32_overflow():
     stats = summarize(torch.full((100,), 3e37), light=True)
     assert stats.nonfinite == 0 and stats.norm == pytest.approx(3e38, rel=1e-6)
+
+
+# ---- tensors of more than CHUNK elements: summarized chunk by chunk -----------------------
+
+SMALL_CHUNK = 1 << 16  # a 2M-element tensor then takes 31 chunks
+
+
+@pytest.fixture
+def chunked(monkeypatch):
+    """Lower the chunked path's threshold, and record the size of every chunk that is converted
+    or flattened: none may be bigger than a chunk (no full copy of the tensor)."""
+    from gradtui.core import summary
+
+    monkeypatch.setattr(summary, "CHUNK", SMALL_CHUNK)
+    seen = []
+    convert = summary._as_real_float
+
+    def recording(t):
+        seen.append(t.numel())
+        return convert(t)
+
+    monkeypatch.setattr(summary, "_as_real_float", recording)
+    tolist = torch.Tensor.tolist
+    listed = []
+
+    def counting_tolist(self):
+        listed.append(self.numel())
+        return tolist(self)
+
+    monkeypatch.setattr(torch.Tensor, "tolist", counting_tolist)
+    yield seen
+    assert max(seen, default=0) <= SMALL_CHUNK, "a copy bigger than a chunk"
+    assert max(listed, default=0) <= VALUES_LIMIT, "a big tensor went to Python"
+
+
+def _oracle(t: torch.Tensor) -> torch.Tensor:
+    return (t.abs() if t.is_complex() else t).double()
+
+
+def _check_against_torch(s: Stats, t: torch.Tensor) -> None:
+    wide = _oracle(t)
+    finite = wide[torch.isfinite(wide)]
+    assert s.shape == tuple(t.shape) and s.numel == t.numel() and s.values is None
+    assert s.nonfinite == int((~torch.isfinite(wide)).sum())
+    if s.nonfinite == 0:
+        assert s.min == wide.min().item() and s.max == wide.max().item()  # exact
+        assert s.norm == pytest.approx(torch.linalg.vector_norm(wide).item(), rel=1e-6)
+        assert s.mean == pytest.approx(wide.mean().item(), rel=1e-5, abs=1e-6)
+    if s.histogram is not None:
+        assert sum(s.histogram) == finite.numel()
+        assert len(s.histogram) == HISTOGRAM_BINS
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_chunked_stats_match_torch(chunked, seed):
+    torch.manual_seed(seed)
+    t = torch.randn(2_000_000) * 3 + 0.5
+    s = summarize(t, histogram=True)
+    _check_against_torch(s, t)
+    # histc's own counts (float32 counts are exact below 2**24)
+    expected = torch.histc(t, bins=HISTOGRAM_BINS, min=t.min().item(), max=t.max().item())
+    assert s.histogram == tuple(int(c) for c in expected.tolist())
+    assert s.preview == tuple(t[:8].tolist())
+    assert len(chunked) > 30  # it did go chunk by chunk
+    assert summarize(t) == Stats(s.shape, s.dtype, s.device, s.norm, s.min, s.max, s.mean, 0)
+
+
+def test_chunked_float64_and_odd_shapes(chunked):
+    torch.manual_seed(0)
+    t = torch.randn(7, 300_001, dtype=torch.float64) * 1e-3  # rows bigger than a chunk
+    s = summarize(t, histogram=True)
+    _check_against_torch(s, t)
+    assert s.dtype == "float64"
+    expected = torch.histc(t, bins=HISTOGRAM_BINS, min=t.min().item(), max=t.max().item())
+    assert s.histogram == tuple(int(c) for c in expected.tolist())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(1000, 2100).t(),  # transposed: rows of 1000 strided values
+    lambda: torch.randn(3, 700_000).t(),  # transposed, rows shorter than a chunk
+    lambda: torch.randn(2100, 1000)[:, ::2],  # every other column
+    lambda: torch.randn(1, 1000).expand(2100, 1000),  # broadcast: stride 0
+    lambda: torch.randn(5, 1, 3, 200_000).transpose(0, 3),  # rows bigger than a chunk, size-1 dims
+])
+def test_chunked_non_contiguous(chunked, make):
+    t = make()
+    assert not t.is_contiguous() and t.numel() > SMALL_CHUNK
+    s = summarize(t, histogram=True)
+    _check_against_torch(s, t)
+    assert s.preview == tuple(t.flatten()[:8].tolist())  # row-major order, as for a contiguous tensor
+    expected = torch.histc(t.contiguous(), bins=HISTOGRAM_BINS, min=s.min, max=s.max)
+    assert s.histogram == tuple(int(c) for c in expected.tolist())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int32, torch.complex64])
+def test_chunked_other_dtypes_convert_a_chunk_at_a_time(chunked, dtype):
+    torch.manual_seed(0)
+    if dtype == torch.int32:
+        t = torch.randint(-100, 100, (1_500_000,), dtype=dtype)
+    else:
+        t = torch.randn(1_500_000, dtype=dtype)
+    s = summarize(t, histogram=True)
+    assert s.dtype == str(dtype).removeprefix("torch.")
+    _check_against_torch(s, t)
+    assert len(s.preview) == 8
+
+
+def test_chunked_nonfinite(chunked):
+    torch.manual_seed(0)
+    t = torch.randn(2_000_000)
+    t[17], t[1_000_003], t[-1] = NAN, INF, -INF
+    s = summarize(t, histogram=True)
+    _check_against_torch(s, t)
+    assert s.nonfinite == 3
+    finite = t[torch.isfinite(t)]
+    expected = torch.histc(finite, bins=HISTOGRAM_BINS, min=finite.min().item(), max=finite.max().item())
+    assert s.histogram == tuple(int(c) for c in expected.tolist())
+    assert math.isnan(s.min) or s.min == -INF  # as aminmax reports it
+    light = summarize(t, light=True)
+    assert light.nonfinite == 3 and light.min is None
+
+
+def test_chunked_nothing_finite_and_all_equal(chunked):
+    s = summarize(torch.full((SMALL_CHUNK * 3,), NAN), histogram=True)
+    assert s.nonfinite == SMALL_CHUNK * 3 and s.histogram == (0,) * HISTOGRAM_BINS
+    s = summarize(torch.full((SMALL_CHUNK * 3 + 1,), 2.5), histogram=True)
+    assert (s.min, s.max, s.mean, s.nonfinite) == (2.5, 2.5, 2.5, 0)
+    assert s.histogram[HISTOGRAM_BINS // 2] == SMALL_CHUNK * 3 + 1 and sum(s.histogram) == s.numel
+
+
+def test_chunked_float32_overflow_is_redone_wide(chunked):
+    """Finite values whose float32 sum and norm overflow: mean and norm stay finite, and the
+    histogram's range (beyond float32's max) still counts every value."""
+    t = torch.full((SMALL_CHUNK * 2 + 3,), 3e38)
+    t[::2] = -3e38
+    s = summarize(t, histogram=True)
+    assert s.nonfinite == 0
+    assert s.norm == pytest.approx(3e38 * math.sqrt(t.numel()), rel=1e-6)
+    assert s.mean == pytest.approx(t.double().mean().item(), rel=1e-6, abs=1e30)
+    assert sum(s.histogram) == t.numel() and s.histogram[0] > 0 and s.histogram[-1] > 0
+    light = summarize(t, light=True)
+    assert light.nonfinite == 0 and light.norm == pytest.approx(s.norm, rel=1e-6)
+
+
+def test_chunked_norm_is_more_accurate_than_one_float32_reduction(chunked):
+    """Partial norms combined in float64 stay within float32's precision of the exact norm."""
+    torch.manual_seed(0)
+    t = torch.rand(4_000_000) + 1
+    exact = torch.linalg.vector_norm(t.double()).item()
+    assert summarize(t).norm == pytest.approx(exact, rel=1e-6)
+    assert summarize(t, light=True).norm == pytest.approx(exact, rel=1e-6)
+
+
+def test_histc_counts_are_kept_past_float32_precision(monkeypatch):
+    """torch.histc counts float32 values in float32, which stops counting at 2**24 per bin;
+    the chunked histogram counts in int64. (Cheap to check with a constant tensor whose
+    single bin gets everything: expand makes 17M elements out of one.)"""
+    from gradtui.core import summary
+
+    monkeypatch.setattr(summary, "CHUNK", 1 << 22)
+    t = torch.tensor([1.0, 2.0]).repeat_interleave(2**24 + 8)
+    s = summarize(t, histogram=True)
+    assert s.histogram[0] == 2**24 + 8 and s.histogram[-1] == 2**24 + 8
