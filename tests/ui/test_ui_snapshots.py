@@ -8,6 +8,7 @@ timing. Regenerate with `pytest tests/ui --snapshot-update` and look at every SV
 from __future__ import annotations
 
 from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.node_list import NodeList
 from ui_helpers import example, ui_script, wait_for, wait_paused_at
@@ -100,3 +101,34 @@ def test_small_terminal_80x24(snap_compare):
         await _settle(pilot)
 
     assert snap_compare(GradtuiApp(example("mlp.py")), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_module_view_on_mlp(snap_compare):
+    """m on the MLP, three steps in: modules with their node counts and the gradient leaving them."""
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: app.query_one(NodeList).by_module, what="the module view")
+        for node in app.state.view.order[1:4]:
+            await pilot.press("s")
+            await wait_paused_at(pilot, node)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(example("mlp.py")), terminal_size=SIZE, run_before=run_before)
+
+
+def test_flow_view_with_vanishing_exploding_and_nan(snap_compare):
+    """w after a pass with a saturated first layer, a tiny last layer and a NaN gradient."""
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "finished", what="the end")
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(ui_script("flow_extremes.py")), terminal_size=SIZE, run_before=run_before)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -9,12 +11,27 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
+from gradtui.core.events import ParamFlow
 from gradtui.core.summary import format_number
 from gradtui.ui.flowtable import SPREAD, flow_rows
 from gradtui.ui.state import PassView
 
 FLAG_STYLE = {"non-finite": "bold red", "exploding": "bold red", "vanishing": "bold yellow", "no grad": "dim"}
 """How a flagged row's ratio and flag are drawn."""
+
+
+NUMBER_TITLES = ("grad norm", "weight norm", "ratio")
+
+
+def _number(value: float | None, missing: str) -> str:
+    return missing if value is None else format_number(value)
+
+
+def _ratio(flow: ParamFlow) -> str:
+    """The ratio as text; a non-finite gradient's ratio is its norm's nan or inf, whatever the weight."""
+    if flow.grad_norm is not None and not math.isfinite(flow.grad_norm):
+        return format_number(flow.grad_norm)
+    return _number(flow.ratio, "-")
 
 
 class FlowScreen(ModalScreen[None]):
@@ -45,18 +62,22 @@ class FlowScreen(ModalScreen[None]):
                 f"flagged: zero, nan/inf, or {SPREAD:g}× off the median ratio")
 
     def on_mount(self) -> None:
-        """Fill the table."""
+        """Fill the table; numbers right-aligned in their columns."""
         table = self.query_one(DataTable)
-        table.add_columns("param", "shape", "grad norm", "weight norm", "ratio", "log ratio", "")
-        for row in flow_rows(self.view.flow):
+        rows = flow_rows(self.view.flow)
+        numbers = [(_number(r.flow.grad_norm, "None"), format_number(r.flow.weight_norm), _ratio(r.flow))
+                   for r in rows]
+        widths = [max([len(title), *(len(n[i]) for n in numbers)]) for i, title in enumerate(NUMBER_TITLES)]
+        table.add_columns("param", "shape", *(t.rjust(w) for t, w in zip(NUMBER_TITLES, widths)), "log ratio", "")
+        for row, (grad, weight, ratio) in zip(rows, numbers):
             flow = row.flow
             style = FLAG_STYLE.get(row.flag, "")
             table.add_row(
                 Text(flow.name, style="bold" if row.flag else ""),
                 Text("×".join(str(d) for d in flow.shape) or "scalar", style="dim"),
-                Text(format_number(flow.grad_norm) if flow.grad_norm is not None else "None", justify="right"),
-                Text(format_number(flow.weight_norm), justify="right"),
-                Text(format_number(flow.ratio) if flow.ratio is not None else "-", style=style, justify="right"),
+                Text(grad.rjust(widths[0])),
+                Text(weight.rjust(widths[1])),
+                Text(ratio.rjust(widths[2]), style=style),
                 Text(row.bar, style=style or "cyan"),
                 Text(row.flag, style=style),
             )

@@ -64,7 +64,8 @@ class CommandBar(Vertical):
 
     def compose(self) -> ComposeResult:
         """The answer line, then the input."""
-        yield Static(Content.styled("type : then a command, ? for help", "$text-muted"), id="answer")
+        yield Static(Content.styled("type : then a command · m modules · w gradient flow · [ ] passes · ? help",
+                                    "$text-muted"), id="answer")
         yield HistoryInput(placeholder="command — step, continue, break nan, scale 0.5, print, help…",
                            id="command-input", select_on_focus=False)
 
