@@ -24,6 +24,7 @@ only for the duration of the pass.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import os
 from collections import deque
@@ -116,19 +117,32 @@ def node_kind(node: Node, name: str) -> str:
     return "op"
 
 
-_saved_attrs: dict[type, tuple[str, ...]] = {}
+_saved_attrs: dict[type, tuple[tuple[str, str, str | None], ...]] = {}
+"""Per node type: (label, `_saved_*` attribute, its `_raw_saved_*` attribute if the type has one)."""
+
+_described: dict[Any, str] = {}
+"""Descriptions of saved values by (type, value) or (shape, dtype): a pass repeats the same few
+shapes, sizes and scalars thousands of times."""
+_DESCRIBED_LIMIT = 50_000
+
+
+def _saved_fields(node: Node) -> tuple[tuple[str, str, str | None], ...]:
+    cls = type(node)
+    fields = _saved_attrs.get(cls)
+    if fields is None:
+        fields = tuple(
+            (a.removeprefix("_saved_"), a, "_raw" + a if hasattr(cls, "_raw" + a) else None)
+            for a in dir(node) if a.startswith("_saved_")
+        )
+        _saved_attrs[cls] = fields
+    return fields
 
 
 def saved_summary(node: Node) -> tuple[str, ...]:
     """Describe a node's `_saved_*` values without keeping them: shapes, or scalar values."""
-    attrs = _saved_attrs.get(type(node))
-    if attrs is None:
-        attrs = tuple(a for a in dir(node) if a.startswith("_saved_"))
-        _saved_attrs[type(node)] = attrs
     out = []
-    for attr in attrs:
-        label = attr.removeprefix("_saved_")
-        if _packed(getattr(node, "_raw" + attr, None)):
+    for label, attr, raw in _saved_fields(node):
+        if raw is not None and _packed(getattr(node, raw, None)):
             out.append(f"{label} (packed by a saved-tensors hook)")
             continue
         try:
@@ -148,9 +162,32 @@ def _packed(raw: Any) -> bool:
     return any(getattr(item, "unpack_hook", None) is not None for item in items)
 
 
+_PLAIN = frozenset({int, float, bool, str, type(None)})
+
+
 def _describe_saved(value: Any) -> str:
+    """`_describe_saved_uncached`, remembered for plain values (never for anything holding a
+    tensor: the cache must not keep a pass's tensors alive)."""
+    kind = type(value)
     if isinstance(value, torch.Tensor):
-        shape = ",".join(str(d) for d in value.shape)
+        key: Any = (value.shape, value.dtype)
+    elif kind in _PLAIN or (kind is tuple and all(type(v) is int for v in value)):
+        key = (kind, value)
+    else:
+        return _describe_saved_uncached(value)
+    text = _described.get(key)
+    if text is not None:
+        return text
+    text = _describe_saved_uncached(value)
+    if len(_described) >= _DESCRIBED_LIMIT:
+        _described.clear()
+    _described[key] = text
+    return text
+
+
+def _describe_saved_uncached(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        shape = ",".join(map(str, value.shape))
         return f"[{shape}] {str(value.dtype).removeprefix('torch.')}"
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
         return f"[{len(value)} tensors]"
@@ -179,8 +216,32 @@ def engine_order(graph: nx.DiGraph) -> list[int]:
 
 
 def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
-    """Walk the graph from `roots` (autograd nodes) and return it with metadata."""
-    names = names or Names()
+    """Walk the graph from `roots` (autograd nodes) and return it with metadata.
+
+    The collector is off meanwhile: a capture makes tens of thousands of small objects and
+    no garbage, and the collections they would trigger walk the whole heap (a model's
+    worth of objects), which cost as much as the capture itself on a 48-layer encoder.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _capture(roots, names or Names())
+    finally:
+        if collecting:
+            gc.enable()
+
+
+_basenames: dict[str, str] = {}
+
+
+def _source_text(path: str, line: int) -> str:
+    base = _basenames.get(path)
+    if base is None:
+        base = _basenames[path] = os.path.basename(path)
+    return f"{base}:{line}"
+
+
+def _capture(roots: Iterable[Node], names: Names) -> Capture:
     nodes: list[Node] = []
     ids: dict[Node, int] = {}
     edges: list[tuple[int, int, dict[str, int]]] = []
@@ -210,25 +271,28 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
                 nodes.append(child)
                 queue.append(child)
             edges.append((here, there, {"slot": slot}))
-            targets.append((there, input_nr))
-            senders[(there, input_nr)] = senders.get((there, input_nr), 0) + 1
+            target = (there, input_nr)
+            targets.append(target)
+            senders[target] = senders.get(target, 0) + 1
 
     graph = nx.DiGraph()
+    add_node = graph.add_node
+    by_leaf, by_grad_fn, params = names.by_leaf, names.by_grad_fn, names.params
+    source_of, module_of = provenance.source_of, provenance.module_of
     for i, node in enumerate(nodes):
         name = short_name(node)
         kind = node_kind(node, name)
-        param = None
+        param = source = module = None
         if kind == "accumulate":
-            leaf = node.variable
-            labels = tuple(names.by_leaf.get(id(leaf), ()))
-            param = names.params.get(id(leaf))
-            source = module = None
+            leaf_id = id(node.variable)
+            labels = tuple(by_leaf.get(leaf_id, ()))
+            param = params.get(leaf_id)
         else:
-            labels = tuple(names.by_grad_fn.get(id(node), ()))
-            source, module = provenance.source_of(node), provenance.module_of(node)
-        graph.add_node(
+            labels = tuple(by_grad_fn.get(id(node), ()))
+            source, module = source_of(node), module_of(node)
+        add_node(
             i, name=name, kind=kind, labels=labels, param=param,
-            source=None if source is None else f"{os.path.basename(source[0])}:{source[1]}",
+            source=None if source is None else _source_text(*source),
             path=None if source is None else source[0], line=None if source is None else source[1],
             module=module, saved=saved_summary(node), seq=node._sequence_nr(),
             next=tuple(None if t is None else t[0] for t in slots[i]),

@@ -282,3 +282,44 @@ def test_saved_tensors_packed_by_hooks_are_not_unpacked():
     assert len(calls) == 1  # the forward only: capturing recomputed nothing
     z.sum().backward()
     assert len(calls) == 2 and x.grad is not None
+
+
+def test_saved_summaries_are_the_same_when_remembered():
+    """Saved values are described once per shape/value and remembered: a second capture (and
+    a second graph of the same shapes) reads the same text, scalars of equal value but other
+    types (1, 1.0, True) keep their own spelling, and nothing that holds a tensor is kept."""
+    import gc
+    import weakref
+
+    from gradtui.core import graph as graph_module
+
+    x = torch.randn(3, 4, requires_grad=True)
+    first = capture([(x @ x.t()).sum().grad_fn]).graph
+    second = capture([(x @ x.t()).sum().grad_fn]).graph
+    assert [d["saved"] for _, d in first.nodes(data=True)] == [d["saved"] for _, d in second.nodes(data=True)]
+    assert any("self [3,4] float32" in s for _, d in first.nodes(data=True) for s in d["saved"])
+    assert graph_module._describe_saved(1) == "= 1"
+    assert graph_module._describe_saved(1.0) == "= 1.0"
+    assert graph_module._describe_saved(True) == "= True"
+    t = torch.ones(2)
+    assert graph_module._describe_saved((t, t)) == "[2 tensors]"
+    assert graph_module._describe_saved((3, t)).startswith("= (3, tensor(")
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None, "the description cache kept a tensor alive"
+
+
+def test_capture_leaves_the_collector_as_it_was():
+    import gc
+
+    x = torch.randn(3, requires_grad=True)
+    assert gc.isenabled()
+    capture([(x * 2).sum().grad_fn])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        capture([(x * 2).sum().grad_fn])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
