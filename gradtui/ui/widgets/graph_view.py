@@ -67,6 +67,9 @@ class GraphPane(VerticalScroll):
     def show_module(self, path: str) -> None:
         """A module row is selected: there is no single node to draw around."""
         body = self.query_one("#graph-body", Static)
+        view = self.state.view
+        if view is not None:
+            self.border_title = f"graph · pass {view.index} · {view.total} nodes"
         body.update(Content.styled(f"module {path}: select one of its nodes to see its neighbours", "$text-muted"))
 
     def _marker(self, view: PassView, node: int) -> tuple[str, str]:
