@@ -229,7 +229,7 @@ def test_module_stack_survives_an_exception_in_forward():
     with prov:
         with pytest.raises(ValueError):
             Boom()(torch.ones(1, 2))
-        assert prov._stack == []
+        assert prov._stacks[threading.get_ident()] == []
         out = model(torch.randn(1, 4))
     assert module_of(out.grad_fn) == "fc2"
 
@@ -264,7 +264,7 @@ def test_name_cache_does_not_keep_models_alive():
         train_fresh_models()
         gc.collect()
         assert max(sizes) <= 2
-        assert prov._roots == {} and prov._stack == []
+        assert prov._roots == {} and prov._stacks[threading.get_ident()] == []
 
 
 def test_other_threads_are_not_recorded():
@@ -284,7 +284,7 @@ def test_other_threads_are_not_recorded():
         assert installed.wait(10)
         main = nn.Linear(2, 2)(torch.ones(1, 2)) * 2
         assert dict(main.grad_fn.metadata) == {}
-        assert prov._roots == {} and prov._stack == []  # the main thread's module call is ignored
+        assert prov._roots == {} and threading.get_ident() not in prov._stacks  # the main thread is ignored
     finally:
         release.set()
         thread.join(10)
@@ -319,3 +319,19 @@ def test_custom_function_nodes_are_recorded_with_line_and_module():
     assert module_of(inside.grad_fn) == "block"
     direct.sum().backward()
     assert torch.equal(x.grad, torch.full((3,), 2.0))
+
+
+def test_threads_started_while_installed_are_recorded():
+    seen = {}
+
+    def worker():
+        seen["worker"] = source_of((torch.ones(1, requires_grad=True) * 2).grad_fn)
+        seen["line"] = inspect.currentframe().f_lineno - 1
+
+    with Provenance():
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert seen["worker"] == (HERE, seen["line"])
+    assert threading.Thread.start.__module__ == "threading"  # unwrapped again

@@ -23,6 +23,7 @@ from gradtui.core.commands import CommandError
 from gradtui.core.summary import Stats, any_nonfinite
 
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
+_PREFIXED_OP = re.compile(r"^torch::autograd::([A-Za-z_]\w*)$")  # CopySlices, any C++ node
 _LABEL = re.compile(r"^(?:[A-Za-z_]\w*|\d+)(?:\.(?:[A-Za-z_]\w*|\d+)|\[\d+\])*$")  # x, outs[1], 0.weight
 
 
@@ -66,6 +67,8 @@ def parse_spec(text: str) -> Spec:
                            "loss>X, loss nan, module PATH (e.g. module encoder.layers.*.attn) or FILE.py:LINE")
     if m := _OP.fullmatch(spec):
         return Spec("op", m.group(2), spec)
+    if m := _PREFIXED_OP.fullmatch(spec):
+        return Spec("op", m.group(1), spec)
     if _LABEL.fullmatch(spec):
         return Spec("label", spec, spec)
     raise CommandError(
@@ -94,8 +97,8 @@ def matches_node(spec: Spec, node: dict[str, Any], node_id: int, pass_index: int
     """Does a spec that depends only on where we are (not on gradient values) match?"""
     if spec.kind == "op":
         return node["name"] == spec.value
-    if spec.kind == "label":
-        return spec.value in node["labels"] or node["param"] == spec.value
+    if spec.kind == "label":  # a bare name may also be an op without the usual shape (CopySlices)
+        return spec.value in node["labels"] or node["param"] == spec.value or node["name"] == spec.value
     if spec.kind == "id":
         return node_id == spec.value
     if spec.kind == "pass":

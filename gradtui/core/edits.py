@@ -40,7 +40,7 @@ def zero(grads: Grads) -> Grads:
 def clip(grads: Grads, max_norm: float) -> Grads:
     """Scale the gradients down so that their joint L2 norm is at most `max_norm`."""
     _require_some(grads)
-    norms = [torch.linalg.vector_norm(_stored_values(g).double()) for g in grads if g is not None]
+    norms = [torch.linalg.vector_norm(_wide(_stored_values(g))) for g in grads if g is not None]
     total = float(torch.linalg.vector_norm(torch.stack(norms)))
     if not total <= max_norm:  # also true for nan/inf norms: those cannot be clipped
         if not torch.isfinite(torch.tensor(total)):
@@ -51,6 +51,11 @@ def clip(grads: Grads, max_norm: float) -> Grads:
         factor = max_norm / total * (1 - max(eps, 1e-6))
         return tuple(None if g is None else g * factor for g in grads)
     return grads
+
+
+def _wide(v: torch.Tensor) -> torch.Tensor:
+    """`v` in double precision, complex kept complex (its norm counts the imaginary part)."""
+    return v.to(torch.complex128 if v.is_complex() else torch.float64)
 
 
 def _stored_values(g: torch.Tensor) -> torch.Tensor:

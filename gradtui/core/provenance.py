@@ -84,6 +84,15 @@ def _is_user_file_cached(filename: str) -> bool:
     return is_user
 
 
+def _started_by_user(frame: Any) -> bool:
+    """Is the code that starts a thread the user's? (Skipping the stdlib, e.g. a
+    ThreadPoolExecutor the user made; a pool that torch made is torch's.)"""
+    while frame is not None and os.path.realpath(frame.f_code.co_filename).startswith(_STDLIB_DIRS) \
+            and not _is_user_file_cached(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame is not None and _is_user_file_cached(frame.f_code.co_filename)
+
+
 def user_frame(frame: Any) -> Any:
     """The innermost user frame from `frame` outwards (outside torch, gradtui and the stdlib,
     and not a TorchFunctionMode's own __torch_function__), or None."""
@@ -155,10 +164,11 @@ def _label_interior(node: Any, md: dict) -> None:
 class Provenance(TorchFunctionMode):
     """Records source line and module path on grad_fns created while installed.
 
-    Only the installing thread is recorded: torch keeps the function-mode stack per thread
-    (a new thread starts with an empty stack and does not inherit it), and the module hooks,
-    which are process-wide, ignore other threads. So install() and uninstall() must run on
-    the thread that runs the forward pass. Nothing is recorded while grad mode is off, and
+    Only the installing thread and the threads started after install are recorded: torch
+    keeps the function-mode stack per thread (a new thread starts with an empty stack), so
+    `Thread.start` is wrapped to push the mode in each new thread; the module hooks, which
+    are process-wide, ignore other threads. So install() and uninstall() must run on the
+    thread that runs the forward pass. Nothing is recorded while grad mode is off, and
     a user's own TorchFunctionMode or `torch.no_grad()` inside the script keeps working.
     """
 
@@ -169,10 +179,13 @@ class Provenance(TorchFunctionMode):
         self._mode_pushed = False
         self._apply: Any = None
         """`Function.apply` as it was before install (a classmethod object)."""
-        # One entry per running module forward: (id(module), its name, its root's entry,
-        # prefix for names from that root's map, path for unregistered modules it calls,
-        # the user line of its ops if its forward is torch's own code, else None).
-        self._stack: list[tuple[int, str, list, str, str, tuple[str, int] | None]] = []
+        # Per recorded thread (the installing one and those it starts), one entry per
+        # running module forward: (id(module), its name, its root's entry, prefix for names
+        # from that root's map, path for unregistered modules it calls, the user line of its
+        # ops if its forward is torch's own code, else None).
+        self._stacks: dict[int, list[tuple[int, str, list, str, str, tuple[str, int] | None]]] = {}
+        self._start: Any = None
+        """`threading.Thread.start` as it was before install."""
         # id(root module) -> its entry, see _root_entry; dropped when the module dies.
         self._roots: dict[int, list] = {}
 
@@ -183,7 +196,7 @@ class Provenance(TorchFunctionMode):
         if self._thread is not None:
             return
         self._thread = _get_ident()
-        self._stack.clear()
+        self._stacks = {self._thread: []}
         try:
             self._handles.append(_nn_module.register_module_forward_pre_hook(self._pre_hook))
             self._handles.append(
@@ -192,6 +205,7 @@ class Provenance(TorchFunctionMode):
             _push_mode(self)
             self._mode_pushed = True
             self._wrap_function_apply()
+            self._wrap_thread_start()
         except BaseException:
             self.uninstall()
             raise
@@ -205,19 +219,56 @@ class Provenance(TorchFunctionMode):
             if torch.autograd.Function.__dict__.get("apply") is self._wrapped_apply:
                 torch.autograd.Function.apply = self._apply
             self._apply = None
+        if self._start is not None:
+            if threading.Thread.start is self._wrapped_start:
+                threading.Thread.start = self._start
+            self._start = None
         if self._mode_pushed and self._thread == _get_ident():
-            stack = _get_current_function_mode_stack()
-            if any(mode is self for mode in stack):
-                # Pop down to our mode and put back any mode the script left above it.
-                above = []
-                while (mode := _pop_mode()) is not self:
-                    above.append(mode)
-                for mode in reversed(above):
-                    _push_mode(mode)
+            self._pop_self()
             self._mode_pushed = False
         # From another thread the mode cannot be popped; _thread = None makes it inert.
         self._thread = None
-        self._stack.clear()
+        self._stacks = {}
+
+    def _pop_self(self) -> None:
+        """Take this mode off the calling thread's mode stack, keeping any mode pushed above it."""
+        if any(mode is self for mode in _get_current_function_mode_stack()):
+            above = []
+            while (mode := _pop_mode()) is not self:
+                above.append(mode)
+            for mode in reversed(above):
+                _push_mode(mode)
+
+    def _wrap_thread_start(self) -> None:
+        """Record the threads the script starts too: push this mode at the start of their run
+        (torch keeps function modes per thread, and a new thread starts with none)."""
+        original = threading.Thread.start
+        mode = self
+
+        def start(thread: threading.Thread) -> None:
+            if not _started_by_user(sys._getframe(1)):  # torch's compile workers and the like
+                return original(thread)
+            run = thread.run
+
+            def recorded_run() -> None:
+                ident = _get_ident()
+                if mode._thread is None:  # uninstalled before the thread got going
+                    return run()
+                mode._stacks[ident] = []
+                _push_mode(mode)
+                try:
+                    return run()
+                finally:
+                    mode._pop_self()
+                    mode._stacks.pop(ident, None)
+
+            thread.run = recorded_run  # type: ignore[method-assign]
+            return original(thread)
+
+        start.__doc__ = original.__doc__
+        self._start = original
+        self._wrapped_start = start
+        threading.Thread.start = start  # type: ignore[method-assign]
 
     def __enter__(self) -> Provenance:
         self.install()
@@ -235,7 +286,7 @@ class Provenance(TorchFunctionMode):
         mode = self
 
         def apply(cls, *args, **kwargs):
-            if mode._thread != _get_ident() or _is_compiling():
+            if _is_compiling() or _get_ident() not in mode._stacks:
                 return call(cls, *args, **kwargs)
             start = _get_sequence_nr()
             out = call(cls, *args, **kwargs)
@@ -281,7 +332,8 @@ class Provenance(TorchFunctionMode):
 
     def _where(self, caller: Any) -> tuple[tuple[str, int] | None, str | None]:
         """(source, module) of an op whose __torch_function__ was called from `caller`."""
-        top = self._stack[-1] if self._stack else None
+        stack = self._stacks.get(_get_ident())
+        top = stack[-1] if stack else None
         code = caller.f_code
         if _is_user_file_cached(code.co_filename) and code.co_name not in _SKIP_CODE_NAMES:
             source = (code.co_filename, caller.f_lineno)
@@ -294,9 +346,11 @@ class Provenance(TorchFunctionMode):
     # -- module stack --------------------------------------------------------------------
 
     def _pre_hook(self, module: torch.nn.Module, args: Any) -> None:
-        if _is_compiling() or _get_ident() != self._thread:
+        if _is_compiling():  # first: Dynamo traces module hooks, and folds this to True
             return
-        stack = self._stack
+        stack = self._stacks.get(_get_ident())
+        if stack is None:
+            return
         key = id(module)
         top = stack[-1] if stack else None
         if top is None:
@@ -333,9 +387,11 @@ class Provenance(TorchFunctionMode):
         stack.append((key, name, root, prefix, path, fixed))
 
     def _post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if _is_compiling() or _get_ident() != self._thread:
+        if _is_compiling():  # first: Dynamo traces module hooks, and folds this to True
             return
-        stack = self._stack
+        stack = self._stacks.get(_get_ident())
+        if stack is None:
+            return
         key = id(module)
         # Pop down to this module's entry (entries above it missed their post hook).
         for i in range(len(stack) - 1, -1, -1):

@@ -324,8 +324,8 @@ class Session:
         `batched` (is_grads_batched=True), make the pass one gradtui leaves alone. A backward
         called while a pass is in flight (from its hooks, or another thread) runs unhooked.
         """
-        if threading.get_ident() in self._outside:
-            return run()
+        if threading.get_ident() in self._outside or getattr(self._local, "beside", False):
+            return run()  # not the script's thread, or torch's own nested call of one running beside
         outer: _Pass | None = getattr(self._local, "state", None)
         if outer is not None:
             if _graph_task() == -1:
@@ -346,7 +346,11 @@ class Session:
         if not self._pass_lock.acquire(blocking=False):
             if (flight := self._in_flight) is not None:  # another thread's pass is in flight
                 self._nested(flight, call, frame, roots)
-            return run()
+            self._local.beside = True  # Tensor.backward calls autograd.backward: announce it once
+            try:
+                return run()
+            finally:
+                self._local.beside = False
         try:
             frame = provenance.user_frame(frame) or frame  # jacobian() calls grad() from inside torch
             return self._run_own_pass(call, frame, roots, nodes, run)
@@ -695,18 +699,25 @@ class Session:
             kind = type(value).__name__
             return f"{name} is {'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}, not a tensor"
         graph, nodes = state.capture.graph, state.capture.nodes
+        off = f"{name} is not on this pass's graph, so {name}.grad stays None"
         if value.grad_fn is None:
             if not value.requires_grad:
-                return (f"{name} does not require grad: autograd never tracks it, so {name}.grad stays None "
-                        f"(create it with requires_grad=True or call {name}.requires_grad_())")
+                made = ("it is an inference tensor, made under torch.inference_mode()" if value.is_inference() else
+                        f"it was created without requires_grad=True (then use requires_grad=True or "
+                        f"{name}.requires_grad_()), or cut from the graph: made by .detach() or .data, "
+                        "or computed under torch.no_grad()")
+                return f"{off}: it does not require grad, so autograd never tracked it; {made}"
             for i, node in enumerate(nodes):
                 if graph.nodes[i]["kind"] == "accumulate" and node.variable is value:
                     return f"yes: {name} is a leaf on this graph, accumulated at {node_title(graph, i)}"
-            return (f"{name} requires grad but this pass's output does not depend on it: "
+            return (f"{off}: it requires grad but this pass's output does not depend on it: "
                     "it was not used, or only through .detach(), .data, .item() or under no_grad")
         for i, node in enumerate(nodes):
             if node is value.grad_fn:
-                return (f"yes: {name} is made by {node_title(graph, i)}; it is not a leaf, so {name}.grad stays "
-                        f"None unless {name}.retain_grad() is called; its gradient arrives at #{i}")
-        return (f"{name} is not on this pass's graph: it was made by {value.grad_fn.name()}, "
+                made = f"yes: {name} is made by {node_title(graph, i)}; its gradient arrives at #{i}"
+                if value.retains_grad:
+                    return f"{made}, and {name}.retain_grad() was called, so {name}.grad will hold it"
+                return (f"{made}; it is not a leaf, so {name}.grad stays None unless {name}.retain_grad() "
+                        "is called (or break on it here and print it)")
+        return (f"{off}: it was made by {value.grad_fn.name()}, "
                 "but the output of this backward call does not depend on it")
