@@ -39,6 +39,8 @@ def stats(*values: float):
     ("pass 0", "pass", 0),
     ("pass  12", "pass", 12),
     ("  z  ", "label", "z"),
+    ("torch::autograd::CopySlices", "op", "CopySlices"),
+    ("CopySlices", "label", "CopySlices"),  # a bare name: matched as a label or an op name
     ("loss>3", "loss", 3.0),
     ("loss > 1e4", "loss", 1e4),
     ("loss nan", "lossnan", None),
@@ -201,3 +203,9 @@ def test_loss_specs_and_could_stop():
     assert not bps.could_stop(3) and bps.could_stop(4)
     bps.add("nan")
     assert bps.could_stop(3)
+
+
+def test_a_bare_name_matches_an_op_without_the_usual_shape():
+    spec = parse_spec("CopySlices")
+    assert matches_node(spec, node("CopySlices"), 0, 0, False)
+    assert not matches_node(spec, node("MulBackward0"), 0, 0, False)
