@@ -81,8 +81,8 @@ def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]]) -> tup
                 nonfinite = int((~torch.isfinite(dense)).sum())
             if gnorm is None:
                 ratio = None
-            elif wnorm > 0:
-                ratio = gnorm / wnorm
+            elif wnorm > 0 or math.isnan(gnorm):
+                ratio = gnorm / wnorm if wnorm > 0 else math.nan
             else:
                 ratio = math.inf if gnorm > 0 else 0.0
             rows.append(ParamFlow(name, node, tuple(leaf.shape), gnorm, wnorm, ratio, nonfinite))
