@@ -1,4 +1,4 @@
-"""`gradtui [--headless] [-c CMD]... [-x FILE] [--report PATH] [SCRIPT [ARGS...]]`."""
+"""`gradtui [--headless] [-c CMD]... [-x FILE] [--report PATH] [--record-all] [SCRIPT [ARGS...]]`."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ examples:
   gradtui --headless -c 'break nan' -c continue --report report.json train.py
   gradtui --headless -c 'break pass 400' -c continue -c 'print' train.py
 
-Headless runs without --report let passes that nothing can stop in run unhooked, at
-plain speed; with --report every pass is recorded node by node.
+Passes that nothing can stop in (running on, no breakpoint that could match them) run
+unhooked at plain speed, with only their loss and gradient flow recorded; with --report
+or --record-all every pass is recorded node by node.
 """
 
 
@@ -52,7 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a command to run (repeatable, in order; like pdb -c)")
     parser.add_argument("-x", dest="command_file", metavar="FILE",
                         help="a file of commands, one per line (# comments allowed); run before -c")
-    parser.add_argument("--report", metavar="PATH", help="write a JSON report of every pass to PATH")
+    parser.add_argument("--report", metavar="PATH",
+                        help="write a JSON report of every pass to PATH (every pass is then recorded)")
+    parser.add_argument("--record-all", action="store_true",
+                        help="record every pass node by node, even one nothing can stop in (by default such "
+                             "passes run unhooked at plain speed, with only their loss and gradient flow)")
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     return parser
@@ -81,10 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gradtui: cannot write --report {options.report}: {problem}", file=sys.stderr)
         return 2
     if options.headless:
-        return run_headless(script, options.args, commands, report)
+        return run_headless(script, options.args, commands, report, options.record_all)
     from gradtui.ui.app import run_app  # imported late: headless runs never load Textual
 
-    return run_app(script, options.args, commands, report)
+    return run_app(script, options.args, commands, report, options.record_all)
 
 
 def _unwritable(path: str) -> str | None:
@@ -99,7 +104,8 @@ def _unwritable(path: str) -> str | None:
     return None
 
 
-def run_headless(script: str, args: list[str], commands: list[str], report_path: str | None) -> int:
+def run_headless(script: str, args: list[str], commands: list[str], report_path: str | None,
+                 record_all: bool = False) -> int:
     """Run `script` with no UI; print to stdout; write the report; return the exit status."""
     from gradtui.core.report import Report
     from gradtui.core.runner import ScriptRunner
@@ -107,7 +113,7 @@ def run_headless(script: str, args: list[str], commands: list[str], report_path:
     from gradtui.headless import HeadlessDriver
 
     out = sys.stdout
-    session = Session(hook_all_passes=report_path is not None)
+    session = Session(hook_all_passes=record_all or report_path is not None)
     report = Report()
     session.add_listener(report)
     session.add_listener(HeadlessDriver(session, commands, out))

@@ -65,14 +65,17 @@ class GradtuiApp(App[int]):
     BINDINGS = keys.bindings()
 
     def __init__(self, script: str, args: Iterable[str] = (), commands: Iterable[str] = (),
-                 report: Report | None = None) -> None:
+                 report: Report | None = None, record_all: bool = False) -> None:
+        """`record_all`: hook every pass, even one nothing can stop in (as a report does), so
+        every pass has per-node statistics to browse; else such passes run at plain speed."""
         super().__init__()
         self.script_path = os.path.abspath(script)
         self.state = UIState(os.path.basename(script))
         self.bridge = Bridge(self.post_message)
         # Full stats of every gradient only when a report wants them; between pauses the UI
         # records norms, so `continue` stays close to plain backward speed.
-        self.session = Session(self.bridge, full_stats=report is not None)
+        self.session = Session(self.bridge, full_stats=report is not None,
+                               hook_all_passes=record_all or report is not None)
         if report is not None:
             self.session.add_listener(report)
         self.runner = ScriptRunner(script, list(args), self.session)
@@ -424,10 +427,10 @@ class GradtuiApp(App[int]):
 
 
 def run_app(script: str, args: Iterable[str] = (), commands: Iterable[str] = (),
-            report_path: str | None = None) -> int:
+            report_path: str | None = None, record_all: bool = False) -> int:
     """Run the UI on `script` until the user quits; return the script's exit status."""
     report = Report() if report_path else None
-    app = GradtuiApp(script, args, commands, report)
+    app = GradtuiApp(script, args, commands, report, record_all)
     # Our own loop, not asyncio.run's: closing that joins the executor thread the script runs
     # in, so quitting while the script sat in a C call (time.sleep(60)) cleared the screen and
     # then hung until the call returned.

@@ -268,7 +268,7 @@ async def test_commands_given_up_front_run_at_the_pauses_and_the_report_is_kept(
 
 @pytest.mark.asyncio
 async def test_progress_and_output_while_running_many_passes():
-    app = GradtuiApp(example("mlp.py"))
+    app = GradtuiApp(example("mlp.py"), record_all=True)
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("c")
@@ -278,6 +278,19 @@ async def test_progress_and_output_while_running_many_passes():
         log = "\n".join(str(line.text) for line in app.query_one("#output").lines)
         assert "epoch 2 loss" in log and "exited with status 0" in log
         assert app.query_one(GradHeader).progress == "10/10 ran"
+
+
+@pytest.mark.asyncio
+async def test_passes_nothing_can_stop_in_run_unhooked_by_default():
+    app = GradtuiApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "finished")
+        await pilot.pause()
+        assert app.state.view.index == 2 and not app.state.view.recorded
+        assert "unhooked" in str(app.query_one(GradHeader).render())
+        assert app.state.view.flow  # the flow of an unhooked pass is still measured
 
 
 @pytest.mark.asyncio
@@ -406,7 +419,7 @@ async def test_nodes_run_in_continue_show_norms_and_say_what_is_missing():
     """Without --report the UI records only norms between pauses; the detail pane says so,
     and a report run keeps every statistic."""
     for report, expect_light in ((None, True), (Report(), False)):
-        app = GradtuiApp(example("mlp.py"), report=report)
+        app = GradtuiApp(example("mlp.py"), report=report, record_all=True)
         async with app.run_test(size=SIZE) as pilot:
             await wait_paused_at(pilot, 0)
             await pilot.press("c")

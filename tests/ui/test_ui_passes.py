@@ -67,7 +67,7 @@ async def test_m_folds_the_node_list_by_module_and_keys_fold_and_unfold():
 
 @pytest.mark.asyncio
 async def test_w_shows_the_flow_and_brackets_browse_earlier_passes():
-    app = GradtuiApp(example("mlp.py"))
+    app = GradtuiApp(example("mlp.py"), record_all=True)
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("w")
