@@ -264,3 +264,14 @@ def test_a_torch_compiled_model(tmp_path):
     assert started == [f"pass {i} · loss.backward() at compiled.py:11 · 7 nodes" for i in (0, 1)]
     assert "failed" not in done.stdout
     assert "Dynamo does not know how to trace" not in done.stderr and "graph break" not in done.stderr
+
+
+def test_record_all_hooks_every_pass_and_the_default_does_not():
+    fast = gradtui("--headless", "-c", "continue", script("train_loop.py"), "4")
+    every = gradtui("--headless", "--record-all", "-c", "continue", script("train_loop.py"), "4")
+    assert fast.returncode == every.returncode == 0, fast.stderr + every.stderr
+    assert "passes 1-3 ran unhooked at plain speed: nothing could stop in them" in fast.stdout
+    assert "unhooked" not in every.stdout
+    assert [line.split(" · ")[0] for line in every.stdout.splitlines() if line.endswith("nodes ran")] == [
+        f"pass {i} done" for i in range(4)]
+    assert fast.stdout.splitlines()[-2] == every.stdout.splitlines()[-2]  # the same final loss
