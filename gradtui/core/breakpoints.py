@@ -44,20 +44,15 @@ def parse_spec(text: str) -> Spec:
         return Spec("nan", None, spec)
     if m := re.fullmatch(r"#(\d+)", spec):
         return Spec("id", int(m.group(1)), spec)
-    if m := re.fullmatch(r"norm\s*>\s*(\S+)", spec):
+    if m := re.fullmatch(r"(norm|loss)\s*>\s*(\S+)", spec):
         try:
-            return Spec("norm", float(m.group(1)), spec)
+            return Spec(m.group(1), float(m.group(2)), spec)
         except ValueError:
-            raise CommandError(f"break norm>X: {m.group(1)!r} is not a number") from None
+            raise CommandError(f"break {m.group(1)}>X: {m.group(2)!r} is not a number") from None
     if m := re.fullmatch(r"pass\s+(\d+)", spec):
         return Spec("pass", int(m.group(1)), spec)
     if re.fullmatch(r"loss\s+nan", spec):
         return Spec("lossnan", None, spec)
-    if m := re.fullmatch(r"loss\s*>\s*(\S+)", spec):
-        try:
-            return Spec("loss", float(m.group(1)), spec)
-        except ValueError:
-            raise CommandError(f"break loss>X: {m.group(1)!r} is not a number") from None
     if m := re.fullmatch(r"module\s+(\S+)", spec):
         return Spec("module", m.group(1), spec)
     if m := re.fullmatch(r"(\S+\.py):(\d+)", spec):
