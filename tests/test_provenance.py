@@ -335,3 +335,20 @@ def test_threads_started_while_installed_are_recorded():
     assert not thread.is_alive()
     assert seen["worker"] == (HERE, seen["line"])
     assert threading.Thread.start.__module__ == "threading"  # unwrapped again
+
+
+def test_suspended_takes_the_mode_off_and_puts_it_back_under_the_users_modes():
+    class Mine(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Provenance() as prov, Mine() as mine:
+        assert _get_current_function_mode_stack()[-2:] == [prov, mine]
+        with prov.suspended():
+            assert prov not in _get_current_function_mode_stack()
+            assert _get_current_function_mode_stack()[-1] is mine
+            y = torch.ones(1, requires_grad=True) * 2
+        assert _get_current_function_mode_stack()[-2:] == [prov, mine]
+        z = torch.ones(1, requires_grad=True) * 3
+    assert source_of(y.grad_fn) is None and source_of(z.grad_fn) is not None
+    assert prov not in _get_current_function_mode_stack()

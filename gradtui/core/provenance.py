@@ -20,11 +20,13 @@ recording, and a pass usually reads few graphs of the many a training loop makes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import sysconfig
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -230,14 +232,45 @@ class Provenance(TorchFunctionMode):
         self._thread = None
         self._stacks = {}
 
-    def _pop_self(self) -> None:
-        """Take this mode off the calling thread's mode stack, keeping any mode pushed above it."""
-        if any(mode is self for mode in _get_current_function_mode_stack()):
-            above = []
-            while (mode := _pop_mode()) is not self:
-                above.append(mode)
-            for mode in reversed(above):
-                _push_mode(mode)
+    def _pop_self(self) -> bool:
+        """Take this mode off the calling thread's mode stack, keeping any mode pushed above it;
+        False if it was not there."""
+        if not any(mode is self for mode in _get_current_function_mode_stack()):
+            return False
+        above = []
+        while (mode := _pop_mode()) is not self:
+            above.append(mode)
+        for mode in reversed(above):
+            _push_mode(mode)
+        return True
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Record nothing on this thread meanwhile, at no cost per op: the mode is off the stack.
+
+        For a backward pass: its hooks' reductions (gradtui's and the user's) make no node
+        worth a source, yet each would go through `__torch_function__`.
+        """
+        stack = _get_current_function_mode_stack()
+        where = next((i for i, mode in enumerate(stack) if mode is self), None)
+        if where is None:
+            yield
+            return
+        above = stack[where + 1:]
+        self._pop_self()
+        try:
+            yield
+        finally:
+            now = _get_current_function_mode_stack()
+            count = len(above)
+            if count <= len(now) and all(a is b for a, b in zip(now[len(now) - count:], above)):
+                for _ in range(count):  # put this mode back under the modes that were above it
+                    _pop_mode()
+                _push_mode(self)
+                for mode in above:
+                    _push_mode(mode)
+            else:  # the script changed the stack meanwhile: back on top
+                _push_mode(self)
 
     def _wrap_thread_start(self) -> None:
         """Record the threads the script starts too: push this mode at the start of their run

@@ -13,6 +13,7 @@ and `quit`, and hear from it only through events.
 from __future__ import annotations
 
 import functools
+import gc
 import linecache
 import math
 import os
@@ -39,7 +40,7 @@ from gradtui.core.flow import LeafNames, format_flow, gradient_flow
 from gradtui.core.graph import Capture, Names, capture, node_title
 from gradtui.core import provenance
 from gradtui.core.provenance import Provenance
-from gradtui.core.summary import Stats, any_nonfinite, describe, format_grads, format_stats, summarize, summarize_all
+from gradtui.core.summary import VALUES_LIMIT, Stats, any_nonfinite, describe, format_grads, format_stats, summarize, summarize_all
 
 Listener = Callable[[ev.Event], None]
 
@@ -90,6 +91,19 @@ def _root_values(roots: tuple[Any, ...]) -> tuple[float | None, ...]:
     return tuple(out)
 
 
+def _dense(t: torch.Tensor) -> bool:
+    """Do `t`'s elements fill its memory span, each once (any order of dims)? Two such tensors
+    that start at the same address with as many elements hold the same elements."""
+    if t.is_contiguous():
+        return True
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _walk(nodes: list[Any]) -> tuple[int, list[Any]]:
     """(number of nodes, leaf accumulators) of the graph below `nodes`: the least a pass that
     runs unhooked needs to know (gradient flow)."""
@@ -136,6 +150,8 @@ class _Pass:
     pending: Breakpoint | None = None
     """A loss breakpoint that matched the roots: stop at the pass's first node."""
     pending_reason: str = ""
+    arrived: dict[int, tuple[tuple[Any, ...], tuple[int, ...]]] = field(default_factory=dict)
+    """Node id -> the gradients its prehook let through unedited, with their version counters."""
     fired: set[int] = field(default_factory=set)
     """Breakpoints that stopped in this pass (module and place specs stop once per pass)."""
 
@@ -180,6 +196,8 @@ class Session:
         """Held by the one pass in flight; a backward from another thread meanwhile runs unhooked."""
         self._in_flight: _Pass | None = None
         self._outside: frozenset[int | None] = frozenset()
+        self._collector = False
+        """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
         self._flow: tuple[ev.ParamFlow, ...] = ()
         self._leaf_names = LeafNames()
         """Names of leaves seen in recorded passes, for the flow of passes that run unhooked."""
@@ -323,6 +341,8 @@ class Session:
         `arguments` are the call's other arguments: batched gradients among them (vmap), or
         `batched` (is_grads_batched=True), make the pass one gradtui leaves alone. A backward
         called while a pass is in flight (from its hooks, or another thread) runs unhooked.
+        Provenance is suspended during the pass: gradtui's own reductions (leaf gradients,
+        flow) make no node worth a source. (Inside the engine, hooks see no mode anyway.)
         """
         if threading.get_ident() in self._outside or getattr(self._local, "beside", False):
             return run()  # not the script's thread, or torch's own nested call of one running beside
@@ -351,10 +371,21 @@ class Session:
                 return run()
             finally:
                 self._local.beside = False
+        collecting = gc.isenabled()
         try:
             frame = provenance.user_frame(frame) or frame  # jacobian() calls grad() from inside torch
-            return self._run_own_pass(call, frame, roots, nodes, run)
+            # A pass makes many small objects and no cyclic garbage; the collections they would
+            # set off walk the whole heap (a model's worth of objects) and cost as much as the
+            # hooks themselves. The collector is back on during a pause and after the pass.
+            self._collector = collecting
+            gc.disable()
+            if self._provenance is None:
+                return self._run_own_pass(call, frame, roots, nodes, run)
+            with self._provenance.suspended():
+                return self._run_own_pass(call, frame, roots, nodes, run)
         finally:
+            if collecting:
+                gc.enable()
             self._in_flight = None
             self._pass_lock.release()
 
@@ -526,6 +557,8 @@ class Session:
                 new = pause.grads
                 stats = summarize_all(new)
         state.incoming[node] = stats
+        if new is None:  # what the node will read: its posthook may find its outputs are the same values
+            state.arrived[node] = (grads, tuple(-1 if g is None else g._version for g in grads))
         return new
 
     def _hit(self, bp: Breakpoint, state: _Pass, node: int) -> str:
@@ -558,6 +591,30 @@ class Session:
                 out.append(summarize(grad, light=light))
         return tuple(out)
 
+    def _outgoing_stats(self, state: _Pass, node: int, grads: tuple[Any, ...],
+                        incoming: tuple[Stats | None, ...]) -> tuple[Stats | None, ...]:
+        """Stats of what `node` sent on. A view, transpose or pass-through (`ViewBackward0`,
+        `TBackward0`, the two sides of `AddBackward0`...) sends the very elements it received,
+        so their stats are the incoming ones in a new shape: half the reductions of a pass."""
+        arrived, versions = state.arrived.pop(node, ((), ()))
+        light = self._light
+        out = []
+        for grad in grads:
+            if grad is None:
+                out.append(None)
+                continue
+            same = None
+            if grad.numel() > VALUES_LIMIT and _dense(grad):  # small ones list their values in order
+                ptr, numel, dtype = grad.data_ptr(), grad.numel(), grad.dtype
+                for source, version, stats in zip(arrived, versions, incoming):
+                    if (source is not None and stats is not None and source._version == version
+                            and source.data_ptr() == ptr and source.numel() == numel and source.dtype == dtype
+                            and _dense(source) and (light or stats.mean is not None)):
+                        same = stats.reshaped(tuple(grad.shape))
+                        break
+            out.append(same or summarize(grad, light=light))
+        return tuple(out)
+
     def _posthook(self, state: _Pass, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
         """After a node ran: record what it sent on; stop if it made the first non-finite value."""
         if not self._own_call(state):
@@ -565,7 +622,7 @@ class Session:
         state.done += 1
         state.running = None
         incoming = state.incoming.pop(node, ())
-        outgoing = summarize_all(grad_inputs, light=self._light)
+        outgoing = self._outgoing_stats(state, node, grad_inputs, incoming)
         for target, grad, stats in zip(state.capture.sole_inputs[node], grad_inputs, outgoing):
             if target is not None and grad is not None:
                 state.handoff[target] = (grad, grad._version, stats)
@@ -587,6 +644,8 @@ class Session:
         """Pause: emit Paused, then run commands until one resumes the engine."""
         pause = _Pause(node, phase, tuple(grads))
         self._pause = pause
+        if self._collector:
+            gc.enable()  # the user may stay here long while other threads (the UI) make garbage
         try:
             self.emit(ev.Paused(state.index, node, state.capture.graph.nodes[node]["name"], phase,  # type: ignore[arg-type]
                                 reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
@@ -610,6 +669,8 @@ class Session:
                     return pause
         finally:
             self._pause = None
+            if self._collector:
+                gc.disable()
 
     # ---- executing commands --------------------------------------------------------------
 

@@ -57,6 +57,11 @@ class Stats:
     """The first values: always for small tensors, for big ones only in a pause's stats."""
     histogram: tuple[int, ...] | None = None
 
+    def reshaped(self, shape: tuple[int, ...]) -> "Stats":
+        """The same statistics for the same elements seen in another shape (a view's gradient)."""
+        return Stats(shape, self.dtype, self.device, self.norm, self.min, self.max, self.mean, self.nonfinite,
+                     self.values, self.preview, self.histogram)
+
     @property
     def numel(self) -> int:
         """Number of elements."""
