@@ -114,14 +114,15 @@ def run_headless(script: str, args: list[str], commands: list[str], report_path:
 
     out = sys.stdout
     session = Session(hook_all_passes=record_all or report_path is not None)
-    report = Report()
-    session.add_listener(report)
+    report = Report() if report_path else None
+    if report is not None:
+        session.add_listener(report)
     session.add_listener(HeadlessDriver(session, commands, out))
     runner = ScriptRunner(script, args, session)
     try:
         status = runner.run()
     finally:
-        if report_path:
+        if report is not None and report_path:
             report.write(report_path)
     return status
 

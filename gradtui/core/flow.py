@@ -50,8 +50,13 @@ def _norms(tensors: list[torch.Tensor]) -> list[float]:
         return [float(torch.linalg.vector_norm(t.detach().to(torch.float64))) for t in tensors]
 
 
+_PLAIN_FLOATS = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
+
+
 def _dense(t: torch.Tensor) -> torch.Tensor:
     t = t.detach()
+    if t.dtype in _PLAIN_FLOATS and t.layout == torch.strided:
+        return t  # the common case, in one test
     if t.layout != torch.strided:
         t = t.to_dense()
     if t.is_complex():
@@ -69,9 +74,10 @@ def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]]) -> tup
     with torch.no_grad():
         grads = [leaf.grad for _, _, leaf in leaves]
         have = [i for i, g in enumerate(grads) if g is not None]
-        weight_norms = _norms([_dense(leaf) for _, _, leaf in leaves])
+        both = _norms([_dense(leaf) for _, _, leaf in leaves] + [_dense(grads[i]) for i in have])  # one fused call
+        weight_norms = both[:len(leaves)]
         grad_norms: list[float | None] = [None] * len(leaves)
-        for i, norm in zip(have, _norms([_dense(grads[i]) for i in have])):
+        for i, norm in zip(have, both[len(leaves):]):
             grad_norms[i] = norm
         rows = []
         for (name, node, leaf), grad, gnorm, wnorm in zip(leaves, grads, grad_norms, weight_norms):

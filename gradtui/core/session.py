@@ -341,11 +341,9 @@ class Session:
         `arguments` are the call's other arguments: batched gradients among them (vmap), or
         `batched` (is_grads_batched=True), make the pass one gradtui leaves alone. A backward
         called while a pass is in flight (from its hooks, or another thread) runs unhooked.
-        Provenance is suspended during the pass: gradtui's own reductions (leaf gradients,
-        flow) make no node worth a source. (Inside the engine, hooks see no mode anyway.)
         """
-        if threading.get_ident() in self._outside or getattr(self._local, "beside", False):
-            return run()  # not the script's thread, or torch's own nested call of one running beside
+        if threading.get_ident() in self._outside or getattr(self._local, "untouched", False):
+            return run()  # not the script's thread, or inside a call that runs untouched
         outer: _Pass | None = getattr(self._local, "state", None)
         if outer is not None:
             if _graph_task() == -1:
@@ -354,6 +352,19 @@ class Session:
                 outer.task = _graph_task()  # called from inside the outer pass's engine call
             self._nested(outer, call, frame, roots)
             return run()  # a backward inside a backward (checkpointing, a user's hook)
+        if batched or _is_compiling() or self._provenance is None:
+            return self._intercept(call, frame, roots, run, arguments, batched)
+        # Provenance off the mode stack for the whole call: while it is on, every attribute
+        # read of a tensor (`.grad`, `.dtype`) goes through its __torch_function__, and
+        # gradtui's own work (checks, flow, leaf stats) makes no node worth a source. Inside the
+        # engine, hooks see no mode anyway.
+        with self._provenance.suspended():
+            return self._intercept(call, frame, roots, run, arguments, batched)
+
+    def _intercept(self, call: str, frame: FrameType, roots: tuple[Any, ...], run: Callable[[], Any],
+                   arguments: tuple[Any, ...], batched: bool) -> Any:
+        """`_run_pass` for a backward call that is not inside another: the session's own pass,
+        or one it leaves alone (vmap, compile tracing, meta tensors, another thread's meanwhile)."""
         if (batched or _vmapped(arguments) or _is_compiling()
                 or any(isinstance(t, torch.Tensor) and t.is_meta for t in roots)):
             return run()  # vmap, torch.func, torch.compile's tracing, meta: no values to read
@@ -366,11 +377,7 @@ class Session:
         if not self._pass_lock.acquire(blocking=False):
             if (flight := self._in_flight) is not None:  # another thread's pass is in flight
                 self._nested(flight, call, frame, roots)
-            self._local.beside = True  # Tensor.backward calls autograd.backward: announce it once
-            try:
-                return run()
-            finally:
-                self._local.beside = False
+            return self._untouched(run)  # Tensor.backward calls autograd.backward: announce it once
         collecting = gc.isenabled()
         try:
             frame = provenance.user_frame(frame) or frame  # jacobian() calls grad() from inside torch
@@ -379,15 +386,21 @@ class Session:
             # hooks themselves. The collector is back on during a pause and after the pass.
             self._collector = collecting
             gc.disable()
-            if self._provenance is None:
-                return self._run_own_pass(call, frame, roots, nodes, run)
-            with self._provenance.suspended():
-                return self._run_own_pass(call, frame, roots, nodes, run)
+            return self._run_own_pass(call, frame, roots, nodes, run)
         finally:
             if collecting:
                 gc.enable()
             self._in_flight = None
             self._pass_lock.release()
+
+    def _untouched(self, run: Callable[[], Any]) -> Any:
+        """Run a backward call with every backward call it makes on this thread left alone
+        (Tensor.backward calls autograd.backward, through our patch)."""
+        self._local.untouched = True
+        try:
+            return run()
+        finally:
+            self._local.untouched = False
 
     def _nested(self, outer: _Pass, call: str, frame: FrameType, roots: tuple[Any, ...]) -> None:
         """Announce a backward that runs unhooked inside (or beside) pass `outer`."""
@@ -477,7 +490,7 @@ class Session:
         del leaves, nodes
         error: BaseException | None = None
         try:
-            return run()
+            return self._untouched(run)
         except BaseException as exc:
             error = exc
             raise
