@@ -113,7 +113,9 @@ def run_headless(script: str, args: list[str], commands: list[str], report_path:
     from gradtui.headless import HeadlessDriver
 
     out = sys.stdout
-    session = Session(hook_all_passes=record_all or report_path is not None)
+    # The flow of a pass that runs unhooked is only ever read by a `flow` command here.
+    wants_flow = any(c.split()[:1] == ["flow"] for c in commands)
+    session = Session(hook_all_passes=record_all or report_path is not None, flow_unhooked=wants_flow)
     report = Report() if report_path else None
     if report is not None:
         session.add_listener(report)

@@ -170,13 +170,15 @@ class Session:
     """Debugs the backward passes of whatever runs while it is active (see module doc)."""
 
     def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
-                 full_stats: bool = True, hook_all_passes: bool = True) -> None:
+                 full_stats: bool = True, hook_all_passes: bool = True, flow_unhooked: bool = True) -> None:
         """`full_stats=False` records only norms while the engine runs between pauses (see
         `summarize(light=True)`): a third of the cost, for the UI when no report is written.
 
         `hook_all_passes=False` lets a pass in which nothing can stop (running on, no
         breakpoint that could match it) run unhooked at plain speed: no per-node statistics
         for it, only its gradient flow. For headless runs that write no report.
+        `flow_unhooked=False` skips even that flow (a walk of the graph and two norms of every
+        parameter and gradient) when no one will ask for it.
         """
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
@@ -192,6 +194,7 @@ class Session:
         self._provenance = Provenance() if provenance else None
         self._full_stats = full_stats
         self._hook_all = hook_all_passes
+        self._flow_unhooked = flow_unhooked
         self._pass_lock = threading.Lock()
         """Held by the one pass in flight; a backward from another thread meanwhile runs unhooked."""
         self._in_flight: _Pass | None = None
@@ -199,6 +202,7 @@ class Session:
         self._collector = False
         """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
         self._flow: tuple[ev.ParamFlow, ...] = ()
+        self._flow_pass = -1
         self._leaf_names = LeafNames()
         """Names of leaves seen in recorded passes, for the flow of passes that run unhooked."""
 
@@ -485,7 +489,7 @@ class Session:
         """A pass nothing can stop in: the real backward, then only the gradient flow."""
         self.emit(ev.PassStarted(index, call, call_text, call_site, nx.DiGraph(), (), losses,  # type: ignore[arg-type]
                                  recorded=False))
-        total, leaves = _walk(nodes)
+        total, leaves = _walk(nodes) if self._flow_unhooked else (0, [])
         variables = [leaf.variable for leaf in leaves] if call != "grad" else []
         del leaves, nodes
         error: BaseException | None = None
@@ -509,7 +513,7 @@ class Session:
     def _finish(self, event: ev.PassFinished) -> None:
         """Keep the pass's flow for the `flow` command and announce its end."""
         if event.flow:
-            self._flow = event.flow
+            self._flow, self._flow_pass = event.flow, event.index
         self.emit(event)
 
     def _recorded_flow(self, cap: Capture) -> tuple[ev.ParamFlow, ...]:
@@ -727,7 +731,9 @@ class Session:
         if isinstance(command, Help):
             return HELP
         if isinstance(command, Flow):
-            return "\n".join(format_flow(self._flow)) or "no gradient flow yet: no backward pass has finished"
+            if not self._flow:
+                return "no gradient flow yet: no backward pass has finished"
+            return "\n".join([f"gradient flow after pass {self._flow_pass}:", *format_flow(self._flow)])
         if isinstance(command, Why):
             return self._why(command.name, state)
         assert pause is not None and state is not None, "needs_pause commands only run while paused"

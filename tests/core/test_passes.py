@@ -81,6 +81,7 @@ def test_flow_command_and_report_fields(tmp_path):
     results = [r.text for r in run.results()]
     assert results[0] == "no gradient flow yet: no backward pass has finished"
     table = results[2].splitlines()
+    assert table.pop(0) == "gradient flow after pass 0:"
     assert table[0].split() == ["param", "grad", "norm", "weight", "norm", "ratio", "nonfinite"]
     assert sorted(line.split()[0] for line in table[1:]) == ["0.bias", "0.weight", "2.bias", "2.weight"]
     report = run.report.to_json()["passes"]
@@ -107,3 +108,18 @@ def test_backward_in_a_users_hook_is_announced_and_runs():
     assert run.status == 0, run.output
     (nested,) = run.of(ev.NestedPass)
     assert nested.call == "grad" and nested.nodes > 0 and nested.thread == "gradtui-script"
+
+
+def test_without_a_flow_command_headless_skips_the_flow_of_unhooked_passes(tmp_path, monkeypatch):
+    import gradtui.core.session as session_module
+    from gradtui.cli import main
+
+    out = tmp_path / "g.pt"
+    original = session_module.Session.emit
+    for commands, flows in ((["-c", "continue"], False), (["-c", "continue", "-c", "flow"], True)):
+        events: list[ev.Event] = []
+        monkeypatch.setattr(session_module.Session, "emit", lambda self, e: (events.append(e), original(self, e)))
+        assert main(["--headless", *commands, script("train_loop.py"), "3", str(out)]) == 0
+        finished = [e for e in events if isinstance(e, ev.PassFinished)]
+        assert len(finished) == 3 and finished[0].flow  # the hooked first pass always has its flow
+        assert all(bool(e.flow) == flows for e in finished[1:])
