@@ -122,6 +122,20 @@ def run_plain(path: str, args: list[str] | tuple[str, ...] = ()) -> dict[str, An
         sys.path[:] = saved_path
 
 
+def graph_nodes(root: Any) -> list[Any]:
+    """Every autograd node reachable from `root`, parents before children (breadth first, as
+    graph.capture reads them)."""
+    seen, order, todo = set(), [], [root]
+    while todo:
+        node = todo.pop(0)
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        order.append(node)
+        todo.extend(fn for fn, _ in node.next_functions)
+    return order
+
+
 def assert_grads_identical(expected: dict[str, torch.Tensor], actual: dict[str, torch.Tensor]) -> None:
     """Same names, and every gradient bit-identical (torch.equal), none of them None."""
     assert sorted(expected) == sorted(actual)

@@ -14,6 +14,7 @@ from torch.nn.modules import module as nn_module
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
 from gradtui.core.provenance import Provenance, module_of, source_of
+from tests.conftest import graph_nodes
 
 HERE = __file__
 
@@ -26,15 +27,7 @@ def _line_of(func, text: str) -> int:
 
 def _nodes(root) -> list:
     """Every node reachable from `root`, parents before children (as graph.capture reads them)."""
-    seen, order, todo = set(), [], [root]
-    while todo:
-        node = todo.pop(0)
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        order.append(node)
-        todo.extend(fn for fn, _ in node.next_functions)
-    return order
+    return graph_nodes(root)
 
 
 def _ops(root) -> list:

@@ -12,20 +12,9 @@ from torch.overrides import _get_current_function_mode_stack
 from gradtui.core import events as ev
 from gradtui.core.provenance import Provenance
 from gradtui.core.session import Session
+from tests.conftest import graph_nodes
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _nodes(root) -> list:
-    seen, order, todo = set(), [], [root]
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        order.append(node)
-        todo.extend(fn for fn, _ in node.next_functions)
-    return order
 
 
 @pytest.mark.parametrize("full", [True, False])
@@ -40,13 +29,13 @@ def test_outgoing_stats_of_every_node_match_torch(full):
     with session:
         loss = layer(x).pow(2).mean()
         seen: dict[str, list] = {}
-        for node in _nodes(loss.grad_fn):  # the user's own hooks see what gradtui's see
+        for node in graph_nodes(loss.grad_fn):  # the user's own hooks see what gradtui's see
             node.register_hook(lambda gi, go, name=id(node): seen.setdefault(name, []).append(gi))
-        graph_nodes = _nodes(loss.grad_fn)
+        live = graph_nodes(loss.grad_fn)
         loss.backward()
     (started,) = [e for e in events if isinstance(e, ev.PassStarted)]
     ran = {e.node: e for e in events if isinstance(e, ev.NodeRan)}
-    assert len(ran) == started.graph.number_of_nodes() == len(graph_nodes)
+    assert len(ran) == started.graph.number_of_nodes() == len(live)
     # As multisets: every outgoing gradient gradtui recorded has its twin in what torch sent.
     recorded = sorted((round(s.norm, 4), s.shape) for e in ran.values() for s in e.grad_inputs if s is not None)
     actual = sorted((round(float(g.norm()), 4), tuple(g.shape)) for calls in seen.values() for gi in calls
