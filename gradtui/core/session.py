@@ -461,8 +461,11 @@ class Session:
             for handle in handles:
                 handle.remove()
             self._local.state = None
-            leaf_grads = self._leaf_grads(cap)
-            flow = self._recorded_flow(cap) if call != "grad" else ()
+            leaves = [(i, node.variable) for i, node in enumerate(cap.nodes)
+                      if cap.graph.nodes[i]["kind"] == "accumulate"]
+            leaf_grads = self._leaf_grads(leaves)
+            flow = self._recorded_flow(cap.graph, leaves) if call != "grad" else ()
+            del leaves
             total = len(cap.nodes)
             del cap, handles, nodes
             state.capture = None  # type: ignore[assignment]
@@ -516,33 +519,27 @@ class Session:
             self._flow, self._flow_pass = event.flow, event.index
         self.emit(event)
 
-    def _recorded_flow(self, cap: Capture) -> tuple[ev.ParamFlow, ...]:
-        """Gradient flow of a captured pass's leaves, named as the graph names them."""
-        leaves = []
-        graph = cap.graph
-        for i, node in enumerate(cap.nodes):
+    def _recorded_flow(self, graph: nx.DiGraph, leaves: list[tuple[int, torch.Tensor]]) -> tuple[ev.ParamFlow, ...]:
+        """Gradient flow of a captured pass's leaves (accumulator id, leaf), named as the graph
+        names them."""
+        named = []
+        for i, leaf in leaves:
             data = graph.nodes[i]
-            if data["kind"] == "accumulate":
-                leaf = node.variable
-                name = data["param"] or (data["labels"][0] if data["labels"] else None)
-                if name is not None:
-                    self._leaf_names.remember(leaf, name)
-                leaves.append((name or self._leaf_names.get(leaf) or f"#{i}", i, leaf))
-        return gradient_flow(leaves)
+            name = data["param"] or (data["labels"][0] if data["labels"] else None)
+            if name is not None:
+                self._leaf_names.remember(leaf, name)
+            named.append((name or self._leaf_names.get(leaf) or f"#{i}", i, leaf))
+        return gradient_flow(named)
 
     @property
     def _light(self) -> bool:
         """Record light stats now? Only when asked for and not stepping (a step pauses anyway)."""
         return not self._full_stats and self._mode != "step"
 
-    def _leaf_grads(self, cap: Capture) -> tuple[tuple[int, Stats | None], ...]:
-        out = []
+    def _leaf_grads(self, leaves: list[tuple[int, torch.Tensor]]) -> tuple[tuple[int, Stats | None], ...]:
+        """(accumulator id, stats of the leaf's `.grad`) for each leaf of the pass."""
         light = self._light
-        for i, node in enumerate(cap.nodes):
-            if cap.graph.nodes[i]["kind"] == "accumulate":
-                grad = node.variable.grad
-                out.append((i, None if grad is None else summarize(grad, light=light)))
-        return tuple(out)
+        return tuple((i, None if leaf.grad is None else summarize(leaf.grad, light=light)) for i, leaf in leaves)
 
     # ---- hooks ---------------------------------------------------------------------------
 
