@@ -11,13 +11,13 @@ import json
 from typing import Any
 
 from gradtui.core import events as ev
-from gradtui.core.summary import Stats, _json_float
+from gradtui.core.summary import Stats, json_float
 
 
 def flow_json(flow: tuple[ev.ParamFlow, ...]) -> list[dict[str, Any]]:
     """The report's gradient flow rows (non-finite norms spelled as strings)."""
-    return [{"name": r.name, "node": r.node, "shape": list(r.shape), "grad_norm": _json_float(r.grad_norm),
-             "weight_norm": _json_float(r.weight_norm), "ratio": _json_float(r.ratio), "nonfinite": r.nonfinite}
+    return [{"name": r.name, "node": r.node, "shape": list(r.shape), "grad_norm": json_float(r.grad_norm),
+             "weight_norm": json_float(r.weight_norm), "ratio": json_float(r.ratio), "nonfinite": r.nonfinite}
             for r in flow]
 
 
@@ -60,7 +60,7 @@ class Report:
                 nodes.append(node)
             self.passes.append({"index": event.index, "call": event.call, "call_text": event.call_text,
                                 "call_site": event.call_site, "recorded": event.recorded,
-                                "losses": [_json_float(v) for v in event.losses], "nodes": nodes,
+                                "losses": [json_float(v) for v in event.losses], "nodes": nodes,
                                 "error": None, "flow": [], "nested": []})
         elif isinstance(event, ev.PassFinished):
             if self.passes:

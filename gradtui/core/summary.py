@@ -73,18 +73,18 @@ class Stats:
             "shape": list(self.shape),
             "dtype": self.dtype,
             "device": self.device,
-            "norm": _json_float(self.norm),
-            "min": _json_float(self.min),
-            "max": _json_float(self.max),
-            "mean": _json_float(self.mean),
+            "norm": json_float(self.norm),
+            "min": json_float(self.min),
+            "max": json_float(self.max),
+            "mean": json_float(self.mean),
             "nonfinite": self.nonfinite,
         }
         if self.values is not None:
-            out["values"] = [_json_float(v) for v in self.values]
+            out["values"] = [json_float(v) for v in self.values]
         return out
 
 
-def _json_float(value: float | None) -> float | str | None:
+def json_float(value: float | None) -> float | str | None:
     """JSON has no NaN or infinity: spell them as strings so the report stays valid JSON."""
     if value is None or math.isfinite(value):
         return value
