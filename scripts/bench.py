@@ -24,6 +24,7 @@ Timing thresholds are never asserted in the unit tests.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -241,29 +242,25 @@ def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int =
     data = torch.randn(*batch, width)
     provenance = Provenance()
     plain, recorded, anomaly = [], [], []
-    for i in range(repeat + 1):
-        start = time.perf_counter()
-        out = model(data)
-        elapsed = time.perf_counter() - start
-        del out
-        if i:
-            plain.append(elapsed)
-        with provenance:
+
+    def timed(context: Callable[[], contextlib.AbstractContextManager]) -> float:
+        """Seconds of one forward under a fresh `context()` (set_detect_anomaly switches the mode
+        on as it is made); the output is dropped outside the timing."""
+        with context():
             start = time.perf_counter()
             out = model(data)
             elapsed = time.perf_counter() - start
         del out
-        if i:
-            recorded.append(elapsed)
-        if label:
-            continue  # the small informational rows skip anomaly mode
-        with torch.autograd.set_detect_anomaly(True):
-            start = time.perf_counter()
-            out = model(data)
-            elapsed = time.perf_counter() - start
-        del out
-        if i:
-            anomaly.append(elapsed)
+        return elapsed
+
+    for i in range(repeat + 1):  # the first round warms up
+        runs = [(plain, contextlib.nullcontext), (recorded, lambda: provenance)]
+        if not label:  # the small informational rows skip anomaly mode
+            runs.append((anomaly, lambda: torch.autograd.set_detect_anomaly(True)))
+        for times, context in runs:
+            elapsed = timed(context)
+            if i:
+                times.append(elapsed)
     sizes = model_sizes(layers, batch, width)
     base = median(plain)
     ratio_row(f"forward with provenance recording{label}", sizes, median(recorded), base, target, "plain forward")
