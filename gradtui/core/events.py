@@ -148,6 +148,9 @@ class CommandResult(Event):
     command: str
     text: str
     ok: bool = True
+    request: int | None = None
+    """The id the command was submitted with (`Session.submit(..., request=N)`), so a client
+    can tell which of its commands this answers; None for commands given without one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +172,22 @@ class BreakpointHit(Event):
     spec: str
     pass_index: int
     node: int
+
+
+@dataclass(frozen=True, slots=True)
+class BreakpointInfo:
+    """One breakpoint as clients see it: its number, its spec as typed, and how often it hit."""
+
+    number: int
+    spec: str
+    hits: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BreakpointsChanged(Event):
+    """The breakpoints now (after `break`, `delete`, or a hit): clients never read the session."""
+
+    breakpoints: tuple[BreakpointInfo, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,3 +218,6 @@ class ScriptFinished(Event):
     quit: bool = False
     """True when the user quit the debugger before the script ended."""
     passes: int = 0
+    how: str | None = None
+    """Set by a client when the script's process ended without saying so itself (`os._exit`,
+    a signal): e.g. "killed by SIGSEGV (Segmentation fault)"."""
