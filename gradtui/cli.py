@@ -1,4 +1,4 @@
-"""`gradtui [--headless] [-c CMD]... [-x FILE] [--report PATH] [--record-all] [SCRIPT [ARGS...]]`."""
+"""The `gradtui` command line: the UI, `--headless`, `--listen`, and `gradtui attach`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from importlib import resources
 
 from gradtui.core.commands import parse_file
+from gradtui.options import RunOptions, build_session
 
 DESCRIPTION = """\
 Debug the backward passes of a PyTorch script, unmodified.
@@ -25,8 +26,13 @@ commands (for -c, -x and the UI's command bar):
 break specs: OP (AddmmBackward0) | NAME (z, fc.weight) | #ID | nan | norm>X | pass N
   | loss>X | loss nan | FILE.py:LINE (model.py:42) | module PATH (encoder.layers.*.attn)
 
+also:
+  gradtui attach [ADDRESS] [--headless -c CMD ...]   a client to an agent started with --listen
+                                                    or gradtui.listen() (gradtui attach --help)
+
 examples:
   gradtui train.py --epochs 3
+  gradtui --listen :0 train.py &   then   gradtui attach
   gradtui --headless -c 'break nan' -c continue --report report.json train.py
   gradtui --headless -c 'break pass 400' -c continue -c 'print' train.py
 
@@ -47,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gradtui", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"gradtui {_version()}")
     parser.add_argument("--headless", action="store_true",
                         help="no UI: run the commands at the pauses, print each pause and result")
     parser.add_argument("-c", dest="commands", action="append", default=[], metavar="CMD",
@@ -58,13 +65,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--record-all", action="store_true",
                         help="record every pass node by node, even one nothing can stop in (by default such "
                              "passes run unhooked at plain speed, with only their loss and gradient flow)")
+    parser.add_argument("--listen", metavar="[HOST:]PORT",
+                        help="no UI: run the script under an agent that waits at its first pause for a client "
+                             "(`gradtui attach`); loopback unless HOST says otherwise, :0 picks a free port")
+    parser.add_argument("--theme", metavar="NAME", help="a Textual theme for the UI (e.g. textual-dark, nord)")
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gradtui")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+SUBCOMMANDS = ("attach",)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gradtui` console script; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):
+        from gradtui.attach import main as attach_main
+
+        return attach_main(argv[1:])
     parser = build_parser()
     options = parser.parse_args(argv)
     script = options.script or demo_path()
@@ -85,11 +113,21 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"gradtui: cannot write --report {options.report}: {problem}", file=sys.stderr)
         return 2
+    if options.headless and options.listen:
+        print("gradtui: --headless and --listen do not go together: an agent that --listens serves clients; "
+              "run `gradtui attach --headless -c ...` against it", file=sys.stderr)
+        return 2
+    run = RunOptions(os.path.abspath(script), list(options.args), commands, report, options.record_all,
+                     headless=options.headless, listen=options.listen)
+    if options.listen:
+        from gradtui.agent.main import listen_main
+
+        return listen_main(run)
     if options.headless:
-        return run_headless(script, options.args, commands, report, options.record_all)
+        return run_headless(run)
     from gradtui.ui.app import run_app  # imported late: headless runs never load Textual
 
-    return run_app(script, options.args, commands, report, options.record_all)
+    return run_app(run, theme=options.theme)
 
 
 def _unwritable(path: str) -> str | None:
@@ -104,28 +142,23 @@ def _unwritable(path: str) -> str | None:
     return None
 
 
-def run_headless(script: str, args: list[str], commands: list[str], report_path: str | None,
-                 record_all: bool = False) -> int:
-    """Run `script` with no UI; print to stdout; write the report; return the exit status."""
+def run_headless(options: RunOptions) -> int:
+    """Run the script with no UI, client and agent in this process (the script on its main
+    thread); print to stdout (the script's stderr to stderr); write the report; return the
+    exit status."""
     from gradtui.core.report import Report
     from gradtui.core.runner import ScriptRunner
-    from gradtui.core.session import Session
     from gradtui.headless import HeadlessDriver
 
-    out = sys.stdout
-    # The flow of a pass that runs unhooked is only ever read by a `flow` command here.
-    wants_flow = any(c.split()[:1] == ["flow"] for c in commands)
-    session = Session(hook_all_passes=record_all or report_path is not None, flow_unhooked=wants_flow)
-    report = Report() if report_path else None
-    if report is not None:
-        session.add_listener(report)
-    session.add_listener(HeadlessDriver(session, commands, out))
-    runner = ScriptRunner(script, args, session)
+    report = Report() if options.report else None
+    session = build_session(options, *([report] if report is not None else []))
+    session.add_listener(HeadlessDriver(session, options.commands, sys.stdout, sys.stderr))
+    runner = ScriptRunner(options.script, options.args, session)
     try:
         status = runner.run()
     finally:
-        if report is not None and report_path:
-            report.write(report_path)
+        if report is not None and options.report:
+            report.write(options.report)
     return status
 
 

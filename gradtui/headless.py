@@ -1,42 +1,51 @@
 """Headless mode: run the given commands at the pauses, print everything as readable lines.
 
-The driver is a session listener, so it runs on the script's thread: on each pause it
-submits the next command, and on each command's answer the one after, until a command
-resumes the engine. When the commands run out the session is detached and the script runs
-to its end without pausing.
+The driver is a listener of events: in-process (`gradtui --headless`) it is a session
+listener on the script's thread; for `gradtui attach --headless` it is fed the events that
+arrive over the wire. Either way a `CommandFeeder` says when the next command is due, and
+the driver submits it to its target (anything with `submit(text)` and `detach()`). When the
+commands run out the target is detached: the script runs to its end without pausing (a
+remote agent keeps its breakpoints armed for the next client). The script's stderr goes to
+`err`, its stdout and everything of gradtui's to `out`.
 """
 
 from __future__ import annotations
 
 import linecache
-from typing import TextIO
+from typing import Any, TextIO
 
 from gradtui.core import events as ev
 from gradtui.core.commands import CommandError, parse
 from gradtui.core.graph import node_title
-from gradtui.core.session import Session
 from gradtui.core.summary import format_grads
+from gradtui.feeder import CommandFeeder
 
 
 class HeadlessDriver:
-    """Feeds `commands` to `session` one at a time and prints the session's events to `out`."""
+    """Feeds `commands` to `target` one at a time and prints the events to `out` (see module doc)."""
 
-    def __init__(self, session: Session, commands: list[str], out: TextIO) -> None:
-        self.session = session
-        self.commands = list(commands)
+    def __init__(self, target: Any, commands: list[str], out: TextIO, err: TextIO | None = None) -> None:
+        self.target = target
+        self.feeder = CommandFeeder(commands)
         self.out = out
+        self.err = err if err is not None else out
         self._graph = None
         self._line_open = False
         """The script's output so far ends without a newline: our next line must start one."""
         self._unhooked: list[int] = []
         """Indexes of the passes that ran unhooked since the last line about passes."""
 
-    def _write(self, text: str) -> None:
-        """Write the script's own text (output, traceback) as it is."""
-        if text:
-            self.out.write(text)
-            self.out.flush()
-            self._line_open = not text.endswith("\n")
+    def _write(self, text: str, stream: str = "stdout") -> None:
+        """Write the script's own text (output, traceback) as it is, to its own stream."""
+        if not text:
+            return
+        if stream == "stderr" and self.err is not self.out:
+            self.err.write(text)
+            self.err.flush()
+            return
+        self.out.write(text)
+        self.out.flush()
+        self._line_open = not text.endswith("\n")
 
     def _end_line(self) -> None:
         """Finish a line the script left open, so what follows starts a line of its own."""
@@ -52,18 +61,18 @@ class HeadlessDriver:
 
     def _feed(self) -> None:
         """Submit the next valid command, or detach when there are none left."""
-        while self.commands:
-            text = self.commands.pop(0)
+        while (text := self.feeder.pop()) is not None:
             self._print(f"(gradtui) {text}")
             try:
-                command = parse(text)
+                parse(text)
             except CommandError as exc:
                 self._print(f"error: {exc}")
+                self.feeder.skipped()
                 continue
-            self.session.submit(command)
+            self.feeder.sent(self.target.submit(text))
             return
         self._print("(gradtui) -- no more commands: running to the end")
-        self.session.detach()
+        self.target.detach()
 
     def _flush_unhooked(self) -> None:
         """One line for the passes that ran unhooked since the last line about passes."""
@@ -76,9 +85,16 @@ class HeadlessDriver:
 
     def __call__(self, event: ev.Event) -> None:
         """Listener entry point."""
+        due = self.feeder.due(event)
+        self._show(event)
+        if due:
+            self._feed()
+
+    def _show(self, event: ev.Event) -> None:
+        """Print one event."""
         if isinstance(event, ev.Output):
             self._flush_unhooked()  # keep our lines and the script's output in the order they happened
-            self._write(event.text)
+            self._write(event.text, event.stream)
         elif isinstance(event, ev.PassStarted):
             if not event.recorded:
                 self._unhooked.append(event.index)
@@ -103,13 +119,10 @@ class HeadlessDriver:
                 self._print(f"  at {data['source']}{module}" + (f": {text}" if text else ""))
             for line in format_grads(event.grads, event.phase):
                 self._print(f"  {line}")
-            self._feed()
         elif isinstance(event, ev.CommandResult):
             prefix = "" if event.ok else "error: "
             for line in event.text.splitlines() or [""]:
                 self._print(f"  {prefix}{line}")
-            if self.session.paused:
-                self._feed()
         elif isinstance(event, ev.PassFinished):
             if self._unhooked and self._unhooked[-1] == event.index:
                 if event.error is not None:
@@ -123,9 +136,11 @@ class HeadlessDriver:
             self._flush_unhooked()
             if event.traceback:
                 self._end_line()
-                self._write(event.traceback)
+                self._write(event.traceback, "stderr")
             if event.quit:
                 self._print("quit: the script was stopped")
+            if event.how:
+                self._print(f"the script's process {event.how}")
             if event.passes == 0:
                 self._print("note: the script never called backward() or torch.autograd.grad()")
             self._print(f"script exited with status {event.exit_status}")

@@ -99,8 +99,12 @@ class _BytesToText(io.RawIOBase):
 class ScriptRunner:
     """Runs one script under a session, in the calling thread (`run`) or a new one (`start`)."""
 
-    def __init__(self, path: str, args: list[str] | tuple[str, ...], session: Session) -> None:
+    def __init__(self, path: str, args: list[str] | tuple[str, ...], session: Session,
+                 capture_output: bool = True) -> None:
+        """`capture_output=False`: leave sys.stdout/sys.stderr alone (an agent whose fds 1/2 are
+        already captured at the fd level)."""
         self.path = os.path.abspath(path)
+        self.capture_output = capture_output
         self.args = list(args)
         self.session = session
         self.exit_status: int | None = None
@@ -133,7 +137,10 @@ class ScriptRunner:
         session.emit(ev.ScriptStarted(self.path, (self.path, *self.args)))
         saved: tuple[list[str], list[str], TextIO, TextIO, TextIO] = (
             sys.argv, list(sys.path), sys.stdout, sys.stderr, sys.stdin)
-        out, err = _EventStream(session, "stdout"), _EventStream(session, "stderr")
+        if self.capture_output:
+            out, err = _EventStream(session, "stdout"), _EventStream(session, "stderr")
+        else:
+            out, err = sys.stdout, sys.stderr
         status, tb, quit_ = 0, None, False
         sys.argv = [self.path, *self.args]
         sys.path.insert(0, os.path.dirname(self.path))
@@ -209,6 +216,9 @@ class ScriptRunner:
                 self._interruptible = False
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
 
+
+QUIT_STATUS = 130
+"""The exit status of a run the user quit before the script ended (as after Ctrl-C)."""
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -296,7 +296,14 @@ class Session:
 
     # ---- commands from other threads -----------------------------------------------------
 
-    def submit(self, command: Command | str) -> None:
+    def run_on(self) -> None:
+        """Run on until a breakpoint hits (as `continue`), paused or not: for a run armed before
+        its first pass, and an agent whose client detached."""
+        self._mode = "continue"
+        if self._pause is not None:
+            self._commands.put((Continue("continue"), None))
+
+    def submit(self, command: Command | str, request: int | None = None) -> None:
         """Give the session a command (thread-safe). Results arrive as events.
 
         While paused, commands queue up for the paused hook in order; one that acts on the paused
@@ -308,7 +315,7 @@ class Session:
             try:
                 command = parse(command)
             except CommandError as exc:
-                self.emit(ev.CommandResult(command, str(exc), ok=False))
+                self.emit(ev.CommandResult(command, str(exc), ok=False, request=request))
                 return
         if isinstance(command, Quit):
             self.quit()

@@ -1,0 +1,201 @@
+"""The agent: the user's script on its process's main thread, its session served to clients.
+
+Three ways in, one `run_agent`:
+- a child agent (`gradtui script.py`): the UI parent started `python -m gradtui.agent` with one
+  end of a socketpair and the child's stdout/stderr as pipes it reads itself; the agent quits
+  when that connection goes (the UI is gone, whatever killed it);
+- `gradtui --listen [HOST:]PORT script.py` (`listen_main`): a TCP listener on loopback unless
+  told otherwise, a token, a runtime file for `gradtui attach`; fds 1/2 teed into Output events;
+- `gradtui.listen()` in the user's own process (`gradtui.agent.listen`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+
+from gradtui.agent.output import FdTee
+from gradtui.agent.runtime import AgentEntry, remove_entry, write_entry
+from gradtui.agent.server import AgentServer, ServerHooks
+from gradtui.options import RunOptions, build_session
+
+TOKEN_ENV = "GRADTUI_TOKEN"
+FD_ENV = "GRADTUI_AGENT_FD"
+
+QUIT_GRACE = 2.0
+"""Seconds a quit script has to unwind (one that swallows GradtuiQuit in a loop) before the
+process exits anyway."""
+
+
+class Stopper:
+    """Quit the script: unblock a pause, interrupt a busy script, and exit hard if it will not end."""
+
+    def __init__(self, session, runner, on_hard_exit=lambda: None) -> None:
+        self._session = session
+        self._runner = runner
+        self._on_hard_exit = on_hard_exit
+        self._started = threading.Event()
+
+    def stop(self) -> None:
+        """Start stopping (returns at once; idempotent)."""
+        if self._started.is_set():
+            return
+        self._started.set()
+        self._session.quit()
+        threading.Thread(target=self._watch, name="gradtui-stopper", daemon=True).start()
+
+    def _watch(self) -> None:
+        from gradtui.core.runner import QUIT_STATUS
+
+        runner = self._runner
+        if runner.finished.wait(0.3):
+            return
+        runner.interrupt()  # busy in the script's own code (a forward, a loop)
+        if runner.finished.wait(QUIT_GRACE):
+            return
+        runner.interrupt()  # the script swallowed the first one
+        if runner.finished.wait(QUIT_GRACE):
+            return
+        self._on_hard_exit()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(QUIT_STATUS)
+
+
+def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = None,
+              listener: socket.socket | None = None, exit_with_client: bool = False,
+              tee: bool = False) -> int:
+    """Run the script under a session served over `conn` / `listener`; return its exit status."""
+    from gradtui.core.runner import ScriptRunner
+
+    def submit(text: str, request: int) -> None:
+        if _is_quit(text):
+            stopper.stop()  # unblocks a pause, and interrupts a script busy elsewhere
+        else:
+            session.submit(text, request)
+
+    hooks = ServerHooks(submit=submit,
+                        quit=lambda: stopper.stop(), resume=lambda: session.run_on(),
+                        info={"script": options.script, "argv": [options.script, *options.args],
+                              "pid": os.getpid(), "kind": "agent"})
+    server = AgentServer(listener, token, hooks, exit_with_client=exit_with_client)
+    session = build_session(options, server)
+    listeners = []
+    if options.report:
+        from gradtui.core.report import Report
+
+        report = Report()
+        session.add_listener(report)
+        listeners.append(report)
+    runner = ScriptRunner(options.script, options.args, session, capture_output=False)
+    stopper = Stopper(session, runner, on_hard_exit=lambda: _end(server, listeners, options, "quit"))
+    fds = FdTee(session.emit) if tee else None
+    server.start()
+    if conn is not None:
+        server.serve_connection(conn)
+    if fds is not None:
+        fds.start()
+    try:
+        status = runner.run()
+    finally:
+        if fds is not None:
+            fds.stop()
+        _end(server, listeners, options, "the script ended")
+    return status
+
+
+def _is_quit(text: str) -> bool:
+    from gradtui.core.commands import CommandError, Quit, parse
+
+    try:
+        return isinstance(parse(text), Quit)
+    except CommandError:
+        return False
+
+
+def _end(server: AgentServer, listeners: list, options: RunOptions, reason: str) -> None:
+    """Write the report and say goodbye to the client."""
+    for report in listeners:
+        report.write(options.report)
+    server.close(reason)
+
+
+def _die_with_parent() -> None:
+    """Linux: get SIGKILL when the parent (the UI) dies, however it dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def child_main() -> int:
+    """`python -m gradtui.agent`: the agent a UI parent started (see module doc)."""
+    options = RunOptions.from_env()
+    token = os.environ.pop(TOKEN_ENV)
+    conn = socket.socket(fileno=int(os.environ.pop(FD_ENV)))
+    _die_with_parent()
+    if sys.path and os.path.abspath(sys.path[0] or ".") == os.getcwd():
+        del sys.path[0]  # `-m` put the cwd first; `python script.py` would not have it
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True)  # a pipe, read live by the UI, as a terminal would be
+    return run_agent(options, token, conn=conn, exit_with_client=True)
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT`, `:PORT` or `PORT` (loopback) as (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"{text!r} is not [HOST:]PORT (e.g. :0, 127.0.0.1:5678)") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"port {number} is out of range 0-65535")
+    return host, number
+
+
+def is_loopback(host: str) -> bool:
+    """Does `host` name a loopback address only?"""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def open_listener(address: str) -> socket.socket:
+    """A listening TCP socket for `address` (OSError says why not, ValueError for a bad address)."""
+    host, port = parse_address(address)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=4)
+
+
+def listen_main(options: RunOptions) -> int:
+    """`gradtui --listen ADDRESS script.py`: serve the script's session to attaching clients."""
+    assert options.listen is not None
+    try:
+        listener = open_listener(options.listen)
+    except ValueError as exc:
+        print(f"gradtui: --listen {options.listen}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"gradtui: cannot listen on {options.listen}: {exc.strerror or exc} "
+              "(is another agent on that port? :0 picks a free one)", file=sys.stderr)
+        return 2
+    host, port = listener.getsockname()[:2]
+    if not is_loopback(host):
+        print(f"gradtui: warning: listening on {host}, not loopback: anyone who can reach this machine "
+              "and has the token can run code in the script's process", file=sys.stderr)
+    token = secrets.token_urlsafe(24)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    path = write_entry(AgentEntry(address, token, os.getpid(), options.script))
+    print(f"gradtui: agent listening on {address} (pid {os.getpid()}); attach with: gradtui attach {address}",
+          file=sys.stderr, flush=True)
+    try:
+        return run_agent(options, token, listener=listener, tee=True)
+    finally:
+        remove_entry(path)

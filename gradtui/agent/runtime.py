@@ -1,0 +1,86 @@
+"""Per-user runtime files: where a listening agent says how to reach it.
+
+An agent started with `--listen` (or `gradtui.listen()`) writes `{address, token, pid, script}`
+to `agent-PID.json` in a private folder (0700; the file 0600), and removes it when it ends.
+`gradtui attach` reads them to find an agent and its token; files of agents that died
+without removing theirs (SIGKILL) are skipped and cleaned up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    """One listening agent, as its runtime file describes it."""
+
+    address: str
+    token: str
+    pid: int
+    script: str
+
+
+def runtime_dir() -> str:
+    """The private folder of this user's runtime files (created 0700)."""
+    base = os.environ.get("GRADTUI_RUNTIME_DIR")
+    if not base:
+        xdg = os.environ.get("XDG_RUNTIME_DIR")
+        base = os.path.join(xdg, "gradtui") if xdg else os.path.join(tempfile.gettempdir(), f"gradtui-{os.getuid()}")
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    st = os.stat(base)
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise PermissionError(f"{base} is not a private folder of this user (mode {st.st_mode & 0o777:o})")
+    return base
+
+
+def write_entry(entry: AgentEntry) -> str:
+    """Write `entry`'s runtime file (mode 0600); returns its path."""
+    path = os.path.join(runtime_dir(), f"agent-{entry.pid}.json")
+    if os.path.exists(path):
+        os.unlink(path)  # a dead agent's with our pid
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(asdict(entry), out)
+    return path
+
+
+def remove_entry(path: str) -> None:
+    """Remove a runtime file (no error if it is gone already)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_agents() -> list[AgentEntry]:
+    """The agents whose runtime files name a live process, oldest pid first."""
+    found = []
+    folder = runtime_dir()
+    for name in sorted(os.listdir(folder)):
+        if not (name.startswith("agent-") and name.endswith(".json")):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            with open(path) as f:
+                entry = AgentEntry(**json.load(f))
+        except (OSError, ValueError, TypeError):
+            continue
+        if _alive(entry.pid):
+            found.append(entry)
+        else:
+            remove_entry(path)
+    return sorted(found, key=lambda e: e.pid)

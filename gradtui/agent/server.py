@@ -1,0 +1,251 @@
+"""The agent's side of the wire: serve one client at a time the session's events and commands.
+
+`AgentServer` is a session listener (events in, on whichever thread emits them) and owns the
+listening socket. Nothing it does blocks the script: an event is appended to a list under a
+lock, and a writer thread sends what is pending as one frame, at most every `BATCH_INTERVAL`
+seconds while only node and output events are pending (a `continue` through a 10,000-node pass
+is a few frames, not 10,000), at once when anything else is (a pause, an answer). With no client
+attached, events go only to the backlog a late client replays.
+
+A connection must pass the hello and show the token before anything it sends is read as a
+command. A second client while one is attached is refused with a message saying so. When the
+client goes (it detaches or dies), the agent either quits (`exit_with_client`: a child agent
+whose UI is gone) or runs on with its breakpoints armed: a pause that only a `step` asked for
+resumes by itself, a breakpoint hit waits for the next client.
+"""
+
+from __future__ import annotations
+
+import hmac
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradtui.agent.backlog import Backlog
+from gradtui.core import events as ev
+from gradtui.wire import protocol
+from gradtui.wire.codec import to_wire
+
+BATCH_INTERVAL = 0.05
+"""Seconds between two frames of node and output events (20 a second at most)."""
+
+_LOW = (ev.NodeRan, ev.Output, ev.Progress)
+
+
+@dataclass
+class ServerHooks:
+    """What the server asks of the agent around it."""
+
+    submit: Callable[[str, int], None]
+    """Run a command line typed by the client, answering with this request id."""
+    quit: Callable[[], None]
+    """Stop the script (the client asked to quit, or a child agent lost its UI)."""
+    resume: Callable[[], None] = lambda: None
+    """Let a paused engine run on (the client detached)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """What a client is told about the target in the welcome (script, argv, pid...)."""
+
+
+class AgentServer:
+    """Serves the session to one client at a time over `listener` (see module doc)."""
+
+    def __init__(self, listener: socket.socket | None, token: str, hooks: ServerHooks, *,
+                 exit_with_client: bool = False) -> None:
+        self._listener = listener
+        self._token = token
+        self._hooks = hooks
+        self._exit_with_client = exit_with_client
+        self._lock = threading.Condition()
+        self._pending: list[ev.Event] = []
+        self._backlog = Backlog()
+        self._client: socket.socket | None = None
+        self._send_lock = threading.Lock()
+        self._closed = False
+        self._paused_by_step = False
+        self._detached = False
+        """A client has come and gone: pauses a `step` made resume by themselves until the next one."""
+        self._threads: list[threading.Thread] = []
+        self.attached = threading.Event()
+        """Set while a client is attached."""
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the writer thread and, with a listening socket, the accept loop."""
+        self._spawn(self._write_loop, "gradtui-wire-writer")
+        if self._listener is not None:
+            self._spawn(self._accept_loop, "gradtui-wire-accept")
+
+    def serve_connection(self, conn: socket.socket) -> None:
+        """Serve an already connected socket (a child agent's end of its socketpair)."""
+        self._spawn(lambda: self._handshake(conn), "gradtui-wire-client")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def close(self, reason: str = "the script ended", timeout: float = 2.0) -> None:
+        """Send what is pending (up to `timeout` seconds), say goodbye, stop serving."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._pending and self._client is not None and time.monotonic() < deadline:
+                self._lock.notify_all()
+                self._lock.wait(0.02)
+            self._closed = True
+            client, self._client = self._client, None
+            self._lock.notify_all()
+        if client is not None:
+            self._send(client, {"bye": reason})
+            _close(client)
+        if self._listener is not None:
+            _close(self._listener)
+
+    # ---- events in -----------------------------------------------------------------------
+
+    def __call__(self, event: ev.Event) -> None:
+        """Session listener: queue `event` for the client (and the backlog). Never blocks long."""
+        with self._lock:
+            self._backlog.add(event)
+            if isinstance(event, ev.Paused):
+                self._paused_by_step = event.reason == "step"
+                if self._client is None and self._detached and self._paused_by_step:
+                    self._hooks.resume()
+            elif isinstance(event, (ev.Resumed, ev.PassFinished)):
+                self._paused_by_step = False
+            if self._client is not None:
+                self._pending.append(event)
+                if not isinstance(event, _LOW) or len(self._pending) == 1:
+                    self._lock.notify_all()
+
+    # ---- connections ---------------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._closed:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            self._spawn(lambda c=conn: self._handshake(c), "gradtui-wire-client")
+
+    def _handshake(self, conn: socket.socket) -> None:
+        """Hello, token, then serve the client's commands until it goes."""
+        try:
+            conn.settimeout(protocol.HELLO_TIMEOUT)
+            self._send(conn, protocol.hello())
+            answer = protocol.read_frame(conn)
+            refusal = self._refusal(answer)
+            if refusal is not None:
+                self._send(conn, {"refused": refusal[1], "code": refusal[0]})
+                _close(conn)
+                return
+            conn.settimeout(None)
+            with self._lock:
+                if self._client is not None or self._closed:
+                    busy = self._client is not None
+                    self._send(conn, {"refused": "another client is attached to this agent: detach it first"
+                                      if busy else "the script has ended", "code": "busy"})
+                    _close(conn)
+                    return
+                self._send(conn, {"welcome": self._hooks.info})
+                self._pending = self._backlog.replay()
+                self._client = conn
+                self.attached.set()
+                self._lock.notify_all()
+        except (OSError, protocol.ProtocolError):
+            _close(conn)
+            return
+        self._read_loop(conn)
+
+    def _refusal(self, answer: dict[str, Any] | None) -> tuple[str, str] | None:
+        """(code, reason) to refuse a client's hello answer, or None to let it in."""
+        if answer is None:
+            return "protocol", "no hello"
+        if answer.get("version") != protocol.VERSION:
+            return "version", (f"this agent speaks protocol version {protocol.VERSION}, the client "
+                               f"{answer.get('version')}: run the same gradtui version on both sides")
+        token = answer.get("auth")
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self._token.encode()):
+            return "token", "wrong token: take it from the agent's runtime file (gradtui attach reads it)"
+        return None
+
+    def _read_loop(self, conn: socket.socket) -> None:
+        """The attached client's commands, until it detaches or goes away."""
+        quit_ = False
+        try:
+            while True:
+                message = protocol.read_frame(conn)
+                if message is None or message.get("detach"):
+                    break
+                if message.get("quit"):
+                    quit_ = True
+                    break
+                text, request = message.get("submit"), message.get("id")
+                if isinstance(text, str) and isinstance(request, int):
+                    self._hooks.submit(text, request)
+        except (OSError, protocol.ProtocolError):
+            pass
+        self._drop(conn, quit_)
+
+    def _drop(self, conn: socket.socket, quit_: bool) -> None:
+        """The client went: quit, or run on with breakpoints armed."""
+        with self._lock:
+            if self._client is conn:
+                self._client = None
+                self._pending = []
+                self.attached.clear()
+            closed = self._closed
+            step_pause = self._paused_by_step
+            self._detached = True
+        _close(conn)
+        if closed:
+            return
+        if quit_ or self._exit_with_client:
+            self._hooks.quit()
+        elif step_pause:
+            self._hooks.resume()
+
+    # ---- events out ----------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        last = 0.0
+        while True:
+            with self._lock:
+                while not self._pending and not self._closed:
+                    self._lock.wait()
+                if self._closed and not self._pending:
+                    return
+                if all(isinstance(e, _LOW) for e in self._pending):
+                    wait = last + BATCH_INTERVAL - time.monotonic()
+                    if wait > 0:
+                        self._lock.wait(wait)  # gather more, unless something urgent arrives
+                batch, self._pending = self._pending, []
+                client = self._client
+                self._lock.notify_all()
+            if client is None or not batch:
+                continue
+            last = time.monotonic()
+            if not self._send(client, {"events": [to_wire(e) for e in batch]}):
+                self._drop(client, False)
+
+    def _send(self, conn: socket.socket, message: dict[str, Any]) -> bool:
+        """Send one frame; False if the connection is gone."""
+        try:
+            data = protocol.encode(message)
+            with self._send_lock:
+                conn.sendall(data)
+            return True
+        except OSError:
+            return False
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()

@@ -1,0 +1,55 @@
+"""The -c / -x commands of a run, fed one at a time: the one feeder every client uses.
+
+pdb's `-c` semantics: at each pause the next command is sent; when its answer arrives and the
+engine is still paused, the one after. A command that resumes the engine (`step`,
+`continue`...) gets no answer: the next command waits for the next pause. Headless mode, the
+UI and `attach --headless` all feed their commands through this.
+"""
+
+from __future__ import annotations
+
+from gradtui.core import events as ev
+
+
+class CommandFeeder:
+    """Decides when the next of `commands` is due, from the events a client sees."""
+
+    def __init__(self, commands: list[str] | tuple[str, ...]) -> None:
+        self.commands = list(commands)
+        self.paused = False
+        """Is the engine paused now (as far as the events said)?"""
+        self._awaiting: int | None = None
+        self._sent = False
+
+    def due(self, event: ev.Event) -> bool:
+        """Update the pause state from `event`; True when the next command should be sent now."""
+        match event:
+            case ev.Paused():
+                self.paused = True
+                self._awaiting = None
+                self._sent = False
+                return True
+            case ev.Resumed() | ev.PassFinished() | ev.ScriptFinished():
+                self.paused = False
+                self._awaiting = None
+            case ev.CommandResult(request=request):
+                mine = self._sent and (request is None or self._awaiting is None or request == self._awaiting)
+                if self.paused and mine:
+                    self._sent = False
+                    return True
+        return False
+
+    def pop(self) -> str | None:
+        """The next command, or None when they have run out."""
+        if not self.commands:
+            return None
+        self._sent = True
+        return self.commands.pop(0)
+
+    def sent(self, request: int | None) -> None:
+        """The command just popped was submitted with this request id (answers carry it)."""
+        self._awaiting = request
+
+    def skipped(self) -> None:
+        """The command just popped was not sent (it did not parse): the next one is due now."""
+        self._sent = False

@@ -1,0 +1,79 @@
+"""One wiring place: what a run asks for (`RunOptions`) and the one builder of its session.
+
+Every way of running gradtui (headless, the UI's child agent, `--listen`, `gradtui.listen()`)
+describes its run as a `RunOptions` and builds its session with `build_session`, so none of
+them re-derives which statistics to keep or which passes to hook.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+ENV = "GRADTUI_AGENT_OPTIONS"
+"""The environment variable a child agent reads its RunOptions from (JSON)."""
+
+
+@dataclass
+class RunOptions:
+    """What one run of gradtui asks for."""
+
+    script: str
+    """Absolute path of the script (gradtui.listen(): the calling program, for display)."""
+    args: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    """-c / -x commands, fed one per pause (by whichever client runs them)."""
+    report: str | None = None
+    """--report PATH: a JSON report of every pass."""
+    record_all: bool = False
+    """Hook every pass, even one nothing can stop in."""
+    headless: bool = False
+    listen: str | None = None
+    """--listen [HOST:]PORT: serve clients over TCP."""
+    break_on: list[str] = field(default_factory=list)
+    """Breakpoints armed before the first pass; with any, the run starts in `continue`."""
+
+    @property
+    def full_stats(self) -> bool:
+        """Every statistic of every gradient (headless prints them, a report writes them); the
+        UI between pauses needs only norms and non-finite counts."""
+        return self.headless or self.report is not None
+
+    @property
+    def hook_all_passes(self) -> bool:
+        """Record every pass node by node (a report wants them all)."""
+        return self.record_all or self.report is not None
+
+    @property
+    def flow_unhooked(self) -> bool:
+        """Compute the gradient flow of passes that run unhooked: always for a client that shows
+        it; headless only if a `flow` command may ask for it."""
+        return not self.headless or any(c.split()[:1] == ["flow"] for c in self.commands)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment entry that hands these options to a child agent."""
+        return {ENV: json.dumps(dataclasses.asdict(self))}
+
+    @classmethod
+    def from_env(cls) -> "RunOptions":
+        """The options a parent handed to this child agent."""
+        data: dict[str, Any] = json.loads(os.environ.pop(ENV))
+        return cls(**data)
+
+
+def build_session(options: RunOptions, *listeners: Any):
+    """The session for `options`, with its breakpoints armed and `listeners` attached."""
+    from gradtui.core.session import Session
+
+    session = Session(full_stats=options.full_stats, hook_all_passes=options.hook_all_passes,
+                      flow_unhooked=options.flow_unhooked)
+    for listener in listeners:
+        session.add_listener(listener)
+    for spec in options.break_on:
+        session.submit(f"break {spec}")
+    if options.break_on:
+        session.run_on()
+    return session

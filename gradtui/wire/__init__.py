@@ -1,0 +1,1 @@
+"""The wire between an agent and its clients: framing, the codec of events, DebugTargets."""

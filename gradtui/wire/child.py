@@ -1,0 +1,183 @@
+"""`ChildTarget`: start the script in a child agent process and debug it over a socketpair.
+
+The child is `python -m gradtui.agent` with the script on its main thread (so the script owns
+its signals, its `os._exit`, its crashes). Its stdout and stderr are pipes this side reads into
+`Output` events, so output of C++ code and subprocesses is captured too, and whatever the child
+wrote before it died is still read. It runs in a session of its own (no terminal signals reach
+it; this side stops it), with stdin from /dev/null, and it is killed with its process group if
+it does not quit when asked. If it ends without saying so itself (`os._exit`, a signal), this
+side makes the `ScriptFinished` event, with how it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import secrets
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+
+from gradtui.core import events as ev
+from gradtui.options import RunOptions
+from gradtui.wire.client import RemoteTarget
+from gradtui.wire.target import TargetError, TargetInfo
+
+QUIT_WAIT = 1.0
+"""Seconds the child has to end after `quit` before it is killed."""
+
+
+def describe_exit(returncode: int) -> str:
+    """`exited with status 4`, `killed by SIGSEGV (Segmentation fault)`."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        sig = signal.Signals(-returncode)
+        return f"killed by {sig.name} ({signal.strsignal(sig) or sig.name})"
+    except ValueError:
+        return f"killed by signal {-returncode}"
+
+
+class ChildTarget:
+    """The script in a child agent process (see module doc)."""
+
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self.info = TargetInfo(options.script, (options.script, *options.args))
+        self.process: asyncio.subprocess.Process | None = None
+        self._remote: RemoteTarget | None = None
+        self._queue: asyncio.Queue[list[ev.Event] | None] = asyncio.Queue()
+        self._tasks: list[asyncio.Task] = []
+        self._finished: ev.ScriptFinished | None = None
+        self._last_pass = 0
+
+    async def start(self) -> None:
+        """Start the child and connect to it."""
+        ours, theirs = socket.socketpair()
+        token = secrets.token_urlsafe(24)
+        env = {**os.environ, **self.options.to_env(), "GRADTUI_TOKEN": token,
+               "GRADTUI_AGENT_FD": str(theirs.fileno())}
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "gradtui.agent", stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+                pass_fds=(theirs.fileno(),), start_new_session=True)
+        except OSError as exc:
+            raise TargetError(f"cannot start the agent: {exc}") from None
+        finally:
+            theirs.close()
+        self.info = TargetInfo(self.options.script, (self.options.script, *self.options.args), self.process.pid)
+        self._remote = RemoteTarget(token, sock=ours, script=self.options.script)
+        self._tasks = [asyncio.ensure_future(self._read_output(self.process.stdout, "stdout")),
+                       asyncio.ensure_future(self._read_output(self.process.stderr, "stderr"))]
+        try:
+            await self._remote.start()
+        except TargetError:
+            await self._kill()
+            raise
+        self._tasks.append(asyncio.ensure_future(self._read_wire()))
+
+    def submit(self, text: str) -> int:
+        """Send a command line to the agent."""
+        assert self._remote is not None
+        return self._remote.submit(text)
+
+    async def _read_wire(self) -> None:
+        assert self._remote is not None
+        async for batch in self._remote.batches():
+            for event in batch:
+                if isinstance(event, ev.ScriptFinished):
+                    self._finished = event
+                elif isinstance(event, ev.PassStarted):
+                    self._last_pass = event.index + 1
+            await self._queue.put(batch)
+        await self._queue.put(None)
+
+    async def _read_output(self, stream: asyncio.StreamReader | None, name: str) -> None:
+        """The child's pipe, a complete line at a time (a `\\r` progress bar's last state included)."""
+        if stream is None:
+            return
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        pending = ""
+        while True:
+            data = await stream.read(1 << 16)
+            if not data:
+                break
+            pending += decoder.decode(data)
+            if "\n" in pending:
+                complete, _, pending = pending.rpartition("\n")
+                await self._queue.put([ev.Output(name, complete + "\n")])  # type: ignore[arg-type]
+        pending += decoder.decode(b"", final=True)
+        if pending:
+            await self._queue.put([ev.Output(name, pending)])  # type: ignore[arg-type]
+
+    async def batches(self) -> AsyncIterator[list[ev.Event]]:
+        """Events and output as they come; after the agent is gone, how it ended."""
+        wire_done = False
+        while not wire_done:
+            batch = await self._queue.get()
+            if batch is None:
+                wire_done = True
+            else:
+                yield batch
+        ended = await self._wait_exit()
+        await asyncio.gather(*self._tasks[:2], return_exceptions=True)  # the rest of the output
+        rest: list[ev.Event] = []
+        while not self._queue.empty():
+            batch = self._queue.get_nowait()
+            if batch:
+                rest.extend(batch)
+        if rest:
+            yield rest
+        if self._finished is None:
+            status = ended if ended >= 0 else 128 - ended
+            yield [ev.ScriptFinished(status, None, False, self._last_pass, how=describe_exit(ended))]
+
+    async def _wait_exit(self, timeout: float = 10.0) -> int:
+        """The child's return code once it has gone (killed if it lingers)."""
+        assert self.process is not None
+        try:
+            return await asyncio.wait_for(self.process.wait(), timeout)
+        except asyncio.TimeoutError:
+            await self._kill()
+            return await self.process.wait()
+
+    async def quit(self) -> None:
+        """Ask the agent to stop; kill its process group if it has not ended within QUIT_WAIT."""
+        if self.process is None or self.process.returncode is not None:
+            return
+        if self._remote is not None:
+            await self._remote.quit()
+        try:
+            await asyncio.wait_for(self.process.wait(), QUIT_WAIT)
+        except asyncio.TimeoutError:
+            await self._kill()
+
+    async def detach(self) -> None:
+        """A child agent lives only with its UI: detaching from it is quitting it."""
+        await self.quit()
+
+    async def _kill(self) -> None:
+        """SIGKILL the child's process group (its subprocesses too)."""
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            await asyncio.wait_for(process.wait(), 2.0)
+        except asyncio.TimeoutError:
+            pass
+
+    def kill_now(self) -> None:
+        """Synchronous last resort (a signal handler, interpreter exit): SIGKILL the child's group."""
+        process = self.process
+        if process is not None and process.returncode is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass

@@ -1,0 +1,117 @@
+"""`RemoteTarget`: a DebugTarget that is an agent at the other end of a socket.
+
+Asyncio all through, so the UI's event loop reads events and sends commands without a
+thread: `start` does the hello and the token, `batches` yields each frame's events decoded,
+`submit` writes a frame and returns its request id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+from gradtui.core import events as ev
+from gradtui.wire import protocol
+from gradtui.wire.codec import from_wire
+from gradtui.wire.target import TargetError, TargetInfo
+
+
+class RemoteTarget:
+    """An agent reached over a socket (TCP `address`, or an already connected `sock`)."""
+
+    def __init__(self, token: str, *, address: tuple[str, int] | None = None,
+                 sock: socket.socket | None = None, script: str = "") -> None:
+        self._token = token
+        self._address = address
+        self._sock = sock
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._ids = itertools.count(1)
+        self.info = TargetInfo(script)
+        self.bye: str | None = None
+        """The agent's goodbye (why it closed), once it said one."""
+
+    async def start(self) -> None:
+        """Connect and authenticate; TargetError with the reason if refused."""
+        try:
+            if self._sock is not None:
+                self._reader, self._writer = await asyncio.open_connection(sock=self._sock, limit=1 << 24)
+            else:
+                assert self._address is not None
+                host, port = self._address
+                self._reader, self._writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port, limit=1 << 24), protocol.HELLO_TIMEOUT)
+        except (OSError, asyncio.TimeoutError) as exc:
+            where = f"{self._address[0]}:{self._address[1]}" if self._address else "the agent"
+            raise TargetError(f"cannot reach {where}: {getattr(exc, 'strerror', None) or exc or 'timed out'} "
+                              "(is the agent still running? `gradtui attach` lists running agents)") from None
+        try:
+            hello = await asyncio.wait_for(protocol.read_frame_async(self._reader), protocol.HELLO_TIMEOUT)
+            protocol.check_hello(hello)
+            self._send({"auth": self._token, "version": protocol.VERSION})
+            answer = await asyncio.wait_for(protocol.read_frame_async(self._reader), protocol.HELLO_TIMEOUT)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+            raise TargetError(f"the agent did not answer the hello: {exc or 'timed out'}") from None
+        except protocol.ProtocolError as exc:
+            raise TargetError(str(exc)) from None
+        if answer is None:
+            raise TargetError("the agent closed the connection during the hello")
+        if "refused" in answer:
+            raise TargetError(f"refused by the agent: {answer['refused']}")
+        info = answer.get("welcome") or {}
+        self.info = TargetInfo(info.get("script", self.info.script), tuple(info.get("argv", ())),
+                               info.get("pid"), info.get("kind", "agent"), info)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self._writer is None or self._writer.is_closing():
+            return
+        self._writer.write(protocol.encode(message))
+
+    def submit(self, text: str) -> int:
+        """Send a command line; returns its request id."""
+        request = next(self._ids)
+        self._send({"submit": text, "id": request})
+        return request
+
+    async def batches(self) -> AsyncIterator[list[ev.Event]]:
+        """Each frame's events, until the agent says goodbye or the connection ends."""
+        assert self._reader is not None, "start() first"
+        while True:
+            try:
+                message = await protocol.read_frame_async(self._reader)
+            except (OSError, protocol.ProtocolError):
+                message = None
+            if message is None:
+                return
+            if "bye" in message:
+                self.bye = message["bye"]
+                return
+            events = message.get("events")
+            if events:
+                yield [from_wire(e) for e in events]
+
+    async def quit(self) -> None:
+        """Ask the agent to stop the script."""
+        self._send({"quit": True})
+        await self._drain()
+
+    async def detach(self) -> None:
+        """Leave the agent running; close our end."""
+        self._send({"detach": True})
+        await self._drain()
+        self.close()
+
+    async def _drain(self) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            try:
+                await asyncio.wait_for(self._writer.drain(), 1.0)
+            except (OSError, asyncio.TimeoutError):
+                pass
+
+    def close(self) -> None:
+        """Close the connection (no message)."""
+        if self._writer is not None:
+            self._writer.close()

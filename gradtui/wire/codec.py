@@ -1,0 +1,87 @@
+"""Events as plain data for the wire, and back: the one place that knows their wire form.
+
+Every event is a frozen dataclass of numbers, strings, tuples, nested dataclasses (`Stats`,
+`ParamFlow`, `BreakpointInfo`...) and, for `PassStarted`, a networkx graph of plain
+attributes. `to_wire` turns one into JSON-able data (a dataclass becomes a dict tagged with its
+class name under `"$"`, a graph becomes networkx's node-link data, tuples become lists), and
+`from_wire` rebuilds it (lists become tuples again, as the frozen events hold them). Floats stay
+floats, NaN and infinities included: a NaN gradient is what users come to see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import networkx as nx
+
+from gradtui.core import events as ev
+from gradtui.core.summary import Stats
+
+_TAG = "$"
+_GRAPH = "$graph"
+
+
+def _classes() -> dict[str, type]:
+    """Every dataclass that may travel: the events module's, and Stats."""
+    found: dict[str, type] = {"Stats": Stats}
+    for name, value in vars(ev).items():
+        if isinstance(value, type) and dataclasses.is_dataclass(value):
+            found[name] = value
+    return found
+
+
+CLASSES = _classes()
+"""Wire tag -> class."""
+
+_FIELDS = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in CLASSES.values()}
+
+
+def to_wire(value: Any) -> Any:
+    """JSON-able data for an event (or any value an event holds)."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (tuple, list)):
+        return [to_wire(v) for v in value]
+    fields = _FIELDS.get(type(value))
+    if fields is not None:
+        out = {_TAG: type(value).__name__}
+        for name in fields:
+            out[name] = to_wire(getattr(value, name))
+        return out
+    if isinstance(value, nx.Graph):
+        return {_GRAPH: nx.node_link_data(value, edges="edges")}
+    if isinstance(value, dict):
+        return {str(k): to_wire(v) for k, v in value.items()}
+    raise TypeError(f"{type(value).__name__} cannot travel on the wire")
+
+
+def from_wire(data: Any) -> Any:
+    """The value `to_wire` made `data` from."""
+    if isinstance(data, list):
+        return tuple(from_wire(v) for v in data)
+    if not isinstance(data, dict):
+        return data
+    tag = data.get(_TAG)
+    if tag is not None:
+        cls = CLASSES.get(tag)
+        if cls is None:
+            raise ValueError(f"unknown wire type {tag!r}")
+        return cls(**{k: from_wire(v) for k, v in data.items() if k != _TAG})
+    graph = data.get(_GRAPH)
+    if graph is not None:
+        return _graph(graph)
+    return {k: from_wire(v) for k, v in data.items()}
+
+
+def _graph(data: dict[str, Any]) -> nx.DiGraph:
+    """A pass graph from node-link data, its list attributes tuples again."""
+    graph = nx.DiGraph()
+    graph.graph.update(data.get("graph") or {})
+    for node in data["nodes"]:
+        attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in node.items() if k != "id"}
+        graph.add_node(node["id"], **attrs)
+    for edge in data["edges"]:
+        attrs = {k: v for k, v in edge.items() if k not in ("source", "target")}
+        graph.add_edge(edge["source"], edge["target"], **attrs)
+    return graph
