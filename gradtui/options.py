@@ -33,6 +33,8 @@ class RunOptions:
     headless: bool = False
     listen: str | None = None
     """--listen [HOST:]PORT: serve clients over TCP."""
+    every_stat: bool = False
+    """Every statistic of every gradient even between pauses (a client-side report wants them)."""
     break_on: list[str] = field(default_factory=list)
     """Breakpoints armed before the first pass; with any, the run starts in `continue`."""
 
@@ -40,12 +42,12 @@ class RunOptions:
     def full_stats(self) -> bool:
         """Every statistic of every gradient (headless prints them, a report writes them); the
         UI between pauses needs only norms and non-finite counts."""
-        return self.headless or self.report is not None
+        return self.headless or self.every_stat or self.report is not None
 
     @property
     def hook_all_passes(self) -> bool:
         """Record every pass node by node (a report wants them all)."""
-        return self.record_all or self.report is not None
+        return self.record_all or self.every_stat or self.report is not None
 
     @property
     def flow_unhooked(self) -> bool:

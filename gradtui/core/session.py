@@ -695,6 +695,10 @@ class Session:
 
     # ---- executing commands --------------------------------------------------------------
 
+    def _breakpoints_changed(self) -> None:
+        self.emit(ev.BreakpointsChanged(tuple(ev.BreakpointInfo(bp.number, bp.spec.text, bp.hits)
+                                              for bp in self.breakpoints)))
+
     def _execute(self, command: Command, state: _Pass | None) -> None:
         """Run one command; its result (or refusal) is emitted as a CommandResult."""
         try:
@@ -708,6 +712,8 @@ class Session:
         else:
             if text is not None:
                 self.emit(ev.CommandResult(command.text, text))
+            if isinstance(command, (Break, Delete)):
+                self._breakpoints_changed()
 
     def _run_command(self, command: Command, state: _Pass | None) -> str | None:
         pause = self._pause

@@ -1,9 +1,11 @@
-"""The gradtui Textual app: runs the script in a thread worker, renders engine events, and
-turns keys and the command bar into session commands.
+"""The gradtui Textual app: a client of a DebugTarget. It renders the target's events and
+turns keys and the command bar into command lines.
 
-The event loop never blocks: engine events arrive as messages from `Bridge` (posted on the
-script's thread), commands leave with `session.submit` (a queue put), and quitting waits
-for the script asynchronously (`ScriptHost.stop`).
+The script runs elsewhere: in a child agent process the app starts (`gradtui script.py`), in
+an agent it attached to (`gradtui attach`), or nowhere (a recording). The app never reads a
+session: the events say what happened (pauses, breakpoints, the script's end), `submit`
+sends commands, and `quit` stops the target. The event loop never blocks: events arrive in
+batches from an async worker that reads the target.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 import functools
 import itertools
 import os
-import sys
+import signal
 import traceback
 from collections.abc import Iterable
 
@@ -25,22 +27,24 @@ from textual.screen import Screen
 from textual.widgets import Footer, RichLog
 
 from gradtui.core import events as ev
+from gradtui.core.breakpoints import parse_spec
 from gradtui.core.commands import CommandError, Quit, parse
 from gradtui.core.report import Report
-from gradtui.core.runner import ScriptRunner
-from gradtui.core.session import Session
+from gradtui.core.runner import QUIT_STATUS
+from gradtui.feeder import CommandFeeder
+from gradtui.options import RunOptions
 from gradtui.ui import fmt, keys
-from gradtui.ui.bridge import Bridge
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
-from gradtui.ui.script import ScriptHost
 from gradtui.ui.state import Change, UIState
 from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
 from gradtui.ui.widgets.header import GradHeader
-from gradtui.ui.widgets.node_list import NodeList
+from gradtui.ui.widgets.node_list import Marker, NodeList
+from gradtui.wire.child import ChildTarget
+from gradtui.wire.target import DebugTarget, TargetError
 
 WIDE = 160
 """From this terminal width on, the detail and graph panes sit side by side."""
@@ -64,26 +68,35 @@ class GradtuiApp(App[int]):
     TITLE = "gradtui"
     BINDINGS = keys.bindings()
 
-    def __init__(self, script: str, args: Iterable[str] = (), commands: Iterable[str] = (),
-                 report: Report | None = None, record_all: bool = False) -> None:
-        """`record_all`: hook every pass, even one nothing can stop in (as a report does), so
-        every pass has per-node statistics to browse; else such passes run at plain speed."""
+    def __init__(self, script: str | None = None, args: Iterable[str] = (), commands: Iterable[str] = (),
+                 report: Report | None = None, record_all: bool = False, *,
+                 target: DebugTarget | None = None, theme: str | None = None) -> None:
+        """Debug `script` in a child agent, or the given `target`.
+
+        `record_all`: hook every pass, even one nothing can stop in (as a report does), so
+        every pass has per-node statistics to browse; else such passes run at plain speed.
+        `report`: a Report fed with every event this client sees (full statistics are then
+        recorded, as a report wants them).
+        """
         super().__init__()
-        self.script_path = os.path.abspath(script)
-        self.state = UIState(os.path.basename(script))
-        self.bridge = Bridge(self.post_message)
-        # Full stats of every gradient only when a report wants them; between pauses the UI
-        # records norms, so `continue` stays close to plain backward speed.
-        self.session = Session(self.bridge, full_stats=report is not None,
-                               hook_all_passes=record_all or report is not None)
-        if report is not None:
-            self.session.add_listener(report)
-        self.runner = ScriptRunner(script, list(args), self.session)
-        self.host = ScriptHost(self.runner)
-        self.pending_commands = list(commands)
+        if target is None:
+            assert script is not None, "a script or a target"
+            target = ChildTarget(RunOptions(os.path.abspath(script), list(args), record_all=record_all,
+                                            every_stat=report is not None))
+        self.target = target
+        self.script_path = os.path.abspath(script or target.info.script or ".")
+        self.state = UIState(os.path.basename(self.script_path))
+        self.report = report
+        self.feeder = CommandFeeder(list(commands))
+        self.breakpoints: tuple[ev.BreakpointInfo, ...] = ()
+        """The target's breakpoints, as its last BreakpointsChanged said."""
+        self.finished = asyncio.Event()
+        """Set once the target has ended (the script's ScriptFinished, or the agent gone)."""
+        self.quitting = False
         self.find_query = ""
         self.exit_status = 0
-        """What `run_app` returns: the script's exit status, 0 if the user quit."""
+        """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
+        self._theme = theme
 
     # ---- layout --------------------------------------------------------------------------
 
@@ -92,7 +105,7 @@ class GradtuiApp(App[int]):
         yield GradHeader(id="header")
         with Horizontal(id="main"):
             with Vertical(id="left"):
-                yield NodeList(self.state, self.session.breakpoints, id="nodes")
+                yield NodeList(self.state, id="nodes")
                 yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, min_width=20, markup=False)
             with Vertical(id="right"):
                 yield DetailPane(self.state, os.path.dirname(self.script_path), id="detail")
@@ -101,7 +114,9 @@ class GradtuiApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        """Title the panes, start the script in its worker."""
+        """Title the panes, start reading the target."""
+        if self._theme:
+            self.theme = self._theme
         header = self.query_one(GradHeader)
         header.script = self.state.script_name
         self.query_one("#nodes").border_title = "nodes"
@@ -109,8 +124,7 @@ class GradtuiApp(App[int]):
         self.query_one(DetailPane).show(None)
         self.query_one(GraphPane).show(None)
         self.query_one(NodeList).focus()
-        self.set_interval(self.bridge.interval, self.bridge.flush)  # the tail of a burst of output
-        self.run_worker(self.host.run, thread=True, name="gradtui-script", group="script", exit_on_error=False)
+        self.run_worker(self._pump(), name="gradtui-target", group="target", exit_on_error=False)
 
     def on_resize(self, event: events.Resize) -> None:
         """Side by side detail and graph on wide terminals; a compact footer on narrow ones.
@@ -124,32 +138,43 @@ class GradtuiApp(App[int]):
         footer.show_command_palette = width >= NARROW
 
     async def on_unmount(self) -> None:
-        """However the app ends, the script thread must unwind (torch's functions restored)."""
-        await self.host.stop(1.0)
+        """However the app ends, the target must not be left running (a child agent is stopped)."""
+        if not self.finished.is_set() and not self.quitting:
+            await self._stop_target()
 
     # ---- engine events -------------------------------------------------------------------
 
-    def on_bridge_nodes_ran(self, message: Bridge.NodesRan) -> None:
-        """A batch of nodes ran."""
+    async def _pump(self) -> None:
+        """Read the target's events until it ends."""
         try:
-            self._redraw(self.state.apply_ran(message.events))
-        except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
-            self._ui_error(exc)
+            await self.target.start()
+        except TargetError as exc:
+            self._write_output(f"gradtui: {exc}", "red")
+            self.query_one(CommandBar).answer(str(exc), ok=False)
+            self.finished.set()
+            return
+        async for batch in self.target.batches():
+            self.on_batch(batch)
+        self.finished.set()
 
-    def on_bridge_printed(self, message: Bridge.Printed) -> None:
-        """A batch of the script's output: one write per run of lines of one stream."""
-        try:
-            for stream, run in itertools.groupby(message.events, lambda e: e.stream):
-                self._write_output("".join(e.text for e in run), "red" if stream == "stderr" else "")
-        except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
-            self._ui_error(exc)
-
-    def on_bridge_engine_event(self, message: Bridge.EngineEvent) -> None:
-        """Any other engine event."""
-        try:
-            self._on_engine_event(message.event)
-        except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
-            self._ui_error(exc)
+    def on_batch(self, batch: list[ev.Event]) -> None:
+        """Apply a batch of events in order: runs of NodeRan and of Output at once each."""
+        for kind, run in itertools.groupby(batch, type):
+            events_ = list(run)
+            try:
+                if self.report is not None:
+                    for event in events_:
+                        self.report(event)
+                if kind is ev.NodeRan:
+                    self._redraw(self.state.apply_ran(events_))  # type: ignore[arg-type]
+                elif kind is ev.Output:
+                    for stream, lines in itertools.groupby(events_, lambda e: e.stream):
+                        self._write_output("".join(e.text for e in lines), "red" if stream == "stderr" else "")
+                else:
+                    for event in events_:
+                        self._on_engine_event(event)
+            except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
+                self._ui_error(exc)
 
     def _ui_error(self, exc: Exception) -> None:
         """Show a bug of the UI itself in the output pane instead of crashing."""
@@ -158,15 +183,20 @@ class GradtuiApp(App[int]):
         self.query_one(CommandBar).answer(f"gradtui UI error: {exc!r} (details in the output pane)", ok=False)
 
     def _on_engine_event(self, event: ev.Event) -> None:
+        due = self.feeder.due(event)
         if isinstance(event, ev.CommandResult):
             self._show_result(event)
-            return
-        change = self.state.apply(event)
-        self._redraw(change)
-        if isinstance(event, ev.Paused):
+        elif isinstance(event, ev.BreakpointsChanged):
+            self.breakpoints = event.breakpoints
+            nodes = self.query_one(NodeList)
+            nodes.breakpoints = tuple(Marker(b.number, parse_spec(b.spec)) for b in event.breakpoints)
+            nodes.refresh_visible()
+        else:
+            self._redraw(self.state.apply(event))
+            if isinstance(event, ev.ScriptFinished):
+                self._script_finished(event)
+        if due:
             self._feed_command()
-        elif isinstance(event, ev.ScriptFinished):
-            self._script_finished(event)
 
     def _redraw(self, change: Change) -> None:
         nodes = self.query_one(NodeList)
@@ -231,10 +261,12 @@ class GradtuiApp(App[int]):
         self._show_selected(None)
 
     def _script_finished(self, event: ev.ScriptFinished) -> None:
-        self.exit_status = 0 if event.quit else event.exit_status
+        self.exit_status = QUIT_STATUS if event.quit else event.exit_status
         if event.traceback:
             self._write_output(fmt.user_traceback(event.traceback, os.path.dirname(self.script_path)), "red")
         word = "stopped" if event.quit else f"exited with status {event.exit_status}"
+        if event.how:
+            word = f"ended: its process {event.how}"
         self._write_output(f"── the script {word} · q to leave", "dim")
         view = self.state.view
         if view is not None and view.failed_node is not None:
@@ -252,32 +284,32 @@ class GradtuiApp(App[int]):
 
     # ---- commands ------------------------------------------------------------------------
 
-    def send(self, text: str) -> None:
-        """Send a command line to the session (the answer comes back as an event)."""
+    def send(self, text: str) -> int | None:
+        """Send a command line to the target (the answer comes back as an event); its request id."""
         try:
             command = parse(text)
         except CommandError:
-            command = None  # the session answers with the parse error
+            command = None  # the agent answers with the parse error
         if isinstance(command, Quit):
             self.run_action("quit")
-            return
-        self.session.submit(text)
+            return None
+        if self.finished.is_set():
+            self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
+            return None
+        return self.target.submit(text)
 
     def _show_result(self, event: ev.CommandResult) -> None:
         self.query_one(CommandBar).answer(event.text, event.ok)
         if "\n" in event.text.strip() or not event.ok:
             self._write_output(f"(gradtui) {event.command}", "bold")
             self._write_output(event.text, "" if event.ok else "red")
-        self.query_one(NodeList).refresh_visible()  # breakpoints may have changed
-        if self.session.paused:
-            self._feed_command()
 
     def _feed_command(self) -> None:
         """Submit the next -c/-x command, one per pause or answer (as headless mode does)."""
-        if self.pending_commands:
-            text = self.pending_commands.pop(0)
+        text = self.feeder.pop()
+        if text is not None:
             self._write_output(f"(gradtui) {text}", "bold")
-            self.send(text)
+            self.feeder.sent(self.send(text))
 
     def on_command_bar_submitted(self, message: CommandBar.Submitted) -> None:
         """A line typed in the command bar: run it and go back to the node list (like vim's `:`)."""
@@ -323,7 +355,7 @@ class GradtuiApp(App[int]):
         if node is None:
             self.query_one(CommandBar).answer("no node selected", ok=False)
             return
-        existing = self.session.breakpoints.has_spec(f"#{node}")
+        existing = next((b for b in self.breakpoints if b.spec == f"#{node}"), None)
         self.send(f"delete {existing.number}" if existing else f"break #{node}")
 
     def action_scale(self) -> None:
@@ -412,9 +444,32 @@ class GradtuiApp(App[int]):
         self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
-        """Stop the script (unwinding its thread) and leave."""
-        await self.host.stop(1.0)
+        """Stop the script and leave."""
+        if not self.finished.is_set():
+            self.exit_status = QUIT_STATUS
+            await self._stop_target()
         self.exit(self.exit_status)
+
+    async def _stop_target(self) -> None:
+        """Quit the target; a child agent that will not end is killed (ChildTarget.quit)."""
+        self.quitting = True
+        try:
+            await asyncio.wait_for(self.target.quit(), 3.0)
+        except (asyncio.TimeoutError, OSError):
+            pass
+        kill = getattr(self.target, "kill_now", None)
+        if kill is not None:
+            kill()
+
+    def on_signal(self, signum: int) -> None:
+        """SIGINT, SIGTERM or SIGHUP to the UI: stop the target and leave (a second one: at once)."""
+        if self.quitting:
+            kill = getattr(self.target, "kill_now", None)
+            if kill is not None:
+                kill()
+            self.exit(QUIT_STATUS)
+            return
+        self.run_action("quit")
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette lists every gradtui action, then Textual's own."""
@@ -426,28 +481,23 @@ class GradtuiApp(App[int]):
         yield from super().get_system_commands(screen)
 
 
-def run_app(script: str, args: Iterable[str] = (), commands: Iterable[str] = (),
-            report_path: str | None = None, record_all: bool = False) -> int:
-    """Run the UI on `script` until the user quits; return the script's exit status."""
-    report = Report() if report_path else None
-    app = GradtuiApp(script, args, commands, report, record_all)
-    # Our own loop, not asyncio.run's: closing that joins the executor thread the script runs
-    # in, so quitting while the script sat in a C call (time.sleep(60)) cleared the screen and
-    # then hung until the call returned.
+def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),
+            theme: str | None = None) -> int:
+    """Run the UI on `options`' script in a child agent (or on `target`) until the user quits;
+    return the script's exit status (QUIT_STATUS if the user quit before it ended)."""
+    if target is None:
+        assert options is not None
+        target = ChildTarget(options)
+        commands = options.commands
+    app = GradtuiApp(target=target, commands=commands, theme=theme)
     loop = asyncio.new_event_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, app.on_signal, signum)
     try:
         app.run(loop=loop)
     finally:
-        if report is not None and report_path:
-            report.write(report_path)
-    status = app.return_code or app.exit_status  # a crash of the UI itself is 1
-    if not app.session.quitting:
-        loop.run_until_complete(loop.shutdown_default_executor())  # the script has ended: quick
+        kill = getattr(target, "kill_now", None)
+        if kill is not None:
+            kill()  # however the app ended, no agent of ours is left running
         loop.close()
-    else:
-        # The user quit before the script ended: leave now. Interpreter shutdown would join Textual's executor thread
-        # (a script stuck in a C call holds it) and tear torch down, which takes a second.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    return status
+    return app.return_code or app.exit_status  # a crash of the UI itself is 1

@@ -9,6 +9,8 @@ rebuilt on expand and collapse, so it is drawn the same way.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from dataclasses import dataclass
 
 from rich.segment import Segment
@@ -20,7 +22,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gradtui.core.breakpoints import Breakpoints, matches_node
+from gradtui.core.breakpoints import Spec, matches_node
 from gradtui.core.graph import node_tags
 from gradtui.core.summary import format_number
 from gradtui.ui.modtree import ModuleTree, display_name
@@ -34,6 +36,13 @@ MODULE_WIDTH = 24
 
 MODULE_ROOM = 40
 """...and shown only when the list is at least this wide."""
+
+
+class Marker(NamedTuple):
+    """A breakpoint as the node list marks it: its number and parsed spec."""
+
+    number: int
+    spec: Spec
 
 
 class NodeList(ScrollView, can_focus=True):
@@ -76,10 +85,11 @@ class NodeList(ScrollView, can_focus=True):
 
         path: str
 
-    def __init__(self, state: UIState, breakpoints: Breakpoints, **kwargs) -> None:
+    def __init__(self, state: UIState, breakpoints: tuple["Marker", ...] = (), **kwargs) -> None:
         super().__init__(**kwargs)
         self.state = state
         self.breakpoints = breakpoints
+        """The target's breakpoints (from its BreakpointsChanged events), to mark matching rows."""
         self._id_width = 1
         self._name_width = 8
         self._tree: ModuleTree | None = None
