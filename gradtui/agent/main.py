@@ -27,6 +27,9 @@ from gradtui.options import RunOptions, build_session
 TOKEN_ENV = "GRADTUI_TOKEN"
 FD_ENV = "GRADTUI_AGENT_FD"
 
+ATTACH_TIMEOUT = 30.0
+"""Seconds a child agent waits for its UI to complete the hello before giving up."""
+
 QUIT_GRACE = 2.0
 """Seconds a quit script has to unwind (one that swallows GradtuiQuit in a loop) before the
 process exits anyway."""
@@ -98,6 +101,10 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     server.start()
     if conn is not None:
         server.serve_connection(conn)
+        if not server.attached.wait(ATTACH_TIMEOUT):
+            print("gradtui agent: the UI did not connect; not running the script", file=sys.stderr)
+            server.close("no client")
+            return 2
     if fds is not None:
         fds.start()
     try:
@@ -144,7 +151,14 @@ def child_main() -> int:
         del sys.path[0]  # `-m` put the cwd first; `python script.py` would not have it
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)  # a pipe, read live by the UI, as a terminal would be
-    return run_agent(options, token, conn=conn, exit_with_client=True)
+    status = run_agent(options, token, conn=conn, exit_with_client=True)
+    from gradtui.core.runner import QUIT_STATUS
+
+    if status == QUIT_STATUS:  # the user asked to stop: the script's atexit work is not wanted
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 def parse_address(text: str) -> tuple[str, int]:

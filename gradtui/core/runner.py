@@ -150,7 +150,7 @@ class ScriptRunner:
             self._interruptible = True
             runpy.run_path(self.path, run_name="__main__")
         except GradtuiQuit:
-            quit_ = True
+            status, quit_ = QUIT_STATUS, True
         except SystemExit as exc:
             status, tb = _exit_status(exc)
         except BaseException as exc:  # noqa: BLE001 - the script's error is the result

@@ -261,7 +261,7 @@ class GradtuiApp(App[int]):
         self._show_selected(None)
 
     def _script_finished(self, event: ev.ScriptFinished) -> None:
-        self.exit_status = QUIT_STATUS if event.quit else event.exit_status
+        self.exit_status = QUIT_STATUS if event.quit or self.quitting else event.exit_status
         if event.traceback:
             self._write_output(fmt.user_traceback(event.traceback, os.path.dirname(self.script_path)), "red")
         word = "stopped" if event.quit else f"exited with status {event.exit_status}"
@@ -293,7 +293,7 @@ class GradtuiApp(App[int]):
         if isinstance(command, Quit):
             self.run_action("quit")
             return None
-        if self.finished.is_set():
+        if self.finished.is_set() or self.state.script_over:
             self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
             return None
         return self.target.submit(text)

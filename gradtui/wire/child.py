@@ -25,8 +25,12 @@ from gradtui.options import RunOptions
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.target import TargetError, TargetInfo
 
+START_TIMEOUT = 120.0
+"""Seconds a starting child has to say hello (importing torch on a busy machine takes a while;
+a child that dies first closes the socket, which ends the wait at once)."""
+
 QUIT_WAIT = 1.0
-"""Seconds the child has to end after `quit` before it is killed."""
+"""Seconds the child has to end after `quit` (write its report, say goodbye) before it is killed."""
 
 
 def describe_exit(returncode: int) -> str:
@@ -69,7 +73,7 @@ class ChildTarget:
         finally:
             theirs.close()
         self.info = TargetInfo(self.options.script, (self.options.script, *self.options.args), self.process.pid)
-        self._remote = RemoteTarget(token, sock=ours, script=self.options.script)
+        self._remote = RemoteTarget(token, sock=ours, script=self.options.script, hello_timeout=START_TIMEOUT)
         self._tasks = [asyncio.ensure_future(self._read_output(self.process.stdout, "stdout")),
                        asyncio.ensure_future(self._read_output(self.process.stderr, "stderr"))]
         try:
@@ -114,26 +118,47 @@ class ChildTarget:
             await self._queue.put([ev.Output(name, pending)])  # type: ignore[arg-type]
 
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
-        """Events and output as they come; after the agent is gone, how it ended."""
-        wire_done = False
-        while not wire_done:
+        """Events and output as they come; the script's end only after the last of its output
+        (the pipes reach their end when the process has gone); then how it ended."""
+        while True:
             batch = await self._queue.get()
             if batch is None:
-                wire_done = True
-            else:
+                break
+            end = next((i for i, e in enumerate(batch) if isinstance(e, ev.ScriptFinished)), None)
+            if end is None:
                 yield batch
+                continue
+            if batch[:end]:
+                yield batch[:end]
+            await self._output_done()
+            while not self._queue.empty():
+                more = self._queue.get_nowait()
+                if more is not None:
+                    yield [e for e in more if isinstance(e, ev.Output)]
+            yield batch[end:]
         ended = await self._wait_exit()
-        await asyncio.gather(*self._tasks[:2], return_exceptions=True)  # the rest of the output
-        rest: list[ev.Event] = []
-        while not self._queue.empty():
-            batch = self._queue.get_nowait()
-            if batch:
-                rest.extend(batch)
+        await self._output_done()
+        rest = [e for batch in self._drain() for e in batch]
         if rest:
             yield rest
         if self._finished is None:
             status = ended if ended >= 0 else 128 - ended
             yield [ev.ScriptFinished(status, None, False, self._last_pass, how=describe_exit(ended))]
+
+    async def _output_done(self, timeout: float = 3.0) -> None:
+        """Wait until both pipes are read to their end (a subprocess may hold them: not long)."""
+        try:
+            await asyncio.wait_for(asyncio.gather(*self._tasks[:2], return_exceptions=True), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    def _drain(self) -> list[list[ev.Event]]:
+        out = []
+        while not self._queue.empty():
+            batch = self._queue.get_nowait()
+            if batch:
+                out.append(batch)
+        return out
 
     async def _wait_exit(self, timeout: float = 10.0) -> int:
         """The child's return code once it has gone (killed if it lingers)."""

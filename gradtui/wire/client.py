@@ -23,8 +23,12 @@ class RemoteTarget:
     """An agent reached over a socket (TCP `address`, or an already connected `sock`)."""
 
     def __init__(self, token: str, *, address: tuple[str, int] | None = None,
-                 sock: socket.socket | None = None, script: str = "") -> None:
+                 sock: socket.socket | None = None, script: str = "",
+                 hello_timeout: float = protocol.HELLO_TIMEOUT) -> None:
+        """`hello_timeout`: how long the agent may take to say hello (a child agent that is
+        still importing torch takes seconds)."""
         self._token = token
+        self._hello_timeout = hello_timeout
         self._address = address
         self._sock = sock
         self._reader: asyncio.StreamReader | None = None
@@ -49,7 +53,7 @@ class RemoteTarget:
             raise TargetError(f"cannot reach {where}: {getattr(exc, 'strerror', None) or exc or 'timed out'} "
                               "(is the agent still running? `gradtui attach` lists running agents)") from None
         try:
-            hello = await asyncio.wait_for(protocol.read_frame_async(self._reader), protocol.HELLO_TIMEOUT)
+            hello = await asyncio.wait_for(protocol.read_frame_async(self._reader), self._hello_timeout)
             protocol.check_hello(hello)
             self._send({"auth": self._token, "version": protocol.VERSION})
             answer = await asyncio.wait_for(protocol.read_frame_async(self._reader), protocol.HELLO_TIMEOUT)

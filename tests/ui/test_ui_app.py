@@ -9,6 +9,7 @@ import torch
 from textual.keys import _character_to_key
 
 from gradtui.core.report import Report
+from gradtui.core.runner import QUIT_STATUS
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
@@ -112,7 +113,7 @@ async def test_b_on_a_node_then_c_pauses_there_and_b_again_removes_it():
             await pilot.press("j")
         await wait_for(pilot, lambda: selected(app) == target)
         await pilot.press("b")
-        await wait_for(pilot, lambda: app.session.breakpoints.has_spec(f"#{target}") is not None,
+        await wait_for(pilot, lambda: any(b.spec == f"#{target}" for b in app.breakpoints),
                        what="the breakpoint")
         await pilot.pause()
         assert row_text(app, target).rstrip().endswith("●")
@@ -123,7 +124,7 @@ async def test_b_on_a_node_then_c_pauses_there_and_b_again_removes_it():
         assert app.state.view.done == 5
 
         await pilot.press("b")
-        await wait_for(pilot, lambda: len(app.session.breakpoints) == 0, what="the breakpoint's removal")
+        await wait_for(pilot, lambda: len(app.breakpoints) == 0, what="the breakpoint's removal")
         await pilot.pause()
         assert "●" not in row_text(app, target)
 
@@ -136,7 +137,7 @@ async def test_break_nan_in_the_command_bar_stops_at_the_first_nonfinite_node():
         await pilot.press("colon")
         await type_text(pilot, "break nan")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.session.breakpoints) == 1, what="break nan")
+        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="break nan")
         await wait_for(pilot, lambda: "breakpoint 1 at nan" in answer_text(app))
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.query_one(NodeList).has_focus)
@@ -158,20 +159,19 @@ async def test_break_nan_in_the_command_bar_stops_at_the_first_nonfinite_node():
 
 
 @pytest.mark.asyncio
-async def test_q_mid_pass_unwinds_the_script_thread_and_restores_torch():
+async def test_q_mid_pass_ends_the_agent_process_and_the_ui_never_patches_torch():
     app = GradtuiApp(example("mlp.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("s")
         await wait_paused_at(pilot, 1)
-        assert torch.Tensor.backward is not ORIGINAL_BACKWARD  # the session is installed
-        worker = next(w for w in app.workers if w.name == "gradtui-script")
-        assert worker.group == "script" and not worker.is_finished
+        assert torch.Tensor.backward is ORIGINAL_BACKWARD  # the session lives in the agent, not here
+        process = app.target.process
+        assert process is not None and process.returncode is None
         await pilot.press("q")
-        await wait_for(pilot, lambda: app.host.done.is_set(), timeout=2, what="the script thread to end")
-    assert app.host.done.is_set() and worker.is_finished
-    assert torch.Tensor.backward is ORIGINAL_BACKWARD
-    assert app.return_value == 0 and app.exit_status == 0
+        await wait_for(pilot, lambda: process.returncode is not None and app.return_value is not None,
+                       timeout=5, what="the agent to end and the app to exit")
+    assert app.return_value == QUIT_STATUS and app.exit_status == QUIT_STATUS
 
 
 @pytest.mark.asyncio
@@ -217,7 +217,7 @@ async def test_bad_commands_are_answered_in_the_bar_never_crash():
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.status == "finished")
         await pilot.press("z")
-        await wait_for(pilot, lambda: "not paused" in answer_text(app))
+        await wait_for(pilot, lambda: "has ended" in answer_text(app))
         assert app.is_running
 
 
@@ -349,11 +349,12 @@ async def test_q_while_the_script_runs_outside_backward_still_ends_it():
         await pilot.press("c")
         await wait_for(pilot, lambda: "looping" in "\n".join(str(l.text) for l in app.query_one("#output").lines),
                        what="the script's loop")
-        assert not app.host.done.is_set()
+        assert not app.finished.is_set()
+        process = app.target.process
         await pilot.press("q")
-        await wait_for(pilot, lambda: app.host.done.is_set(), timeout=3, what="the script thread to end")
-    assert torch.Tensor.backward is ORIGINAL_BACKWARD
-    assert app.exit_status == 0
+        await wait_for(pilot, lambda: process.returncode is not None and app.return_value is not None,
+                       timeout=5, what="the agent to end and the app to exit")
+    assert app.exit_status == QUIT_STATUS
 
 
 @pytest.mark.asyncio
@@ -366,7 +367,7 @@ async def test_a_script_without_backward_shows_its_exit_status():
         assert "never called backward()" in text and "exit status 3" in text
         assert "failed · exit 3" in app.query_one(GradHeader).status_text
         await pilot.press("s")  # nothing to step: answered, no crash
-        await wait_for(pilot, lambda: "not paused" in answer_text(app))
+        await wait_for(pilot, lambda: "has ended" in answer_text(app))
     assert app.exit_status == 3
 
 

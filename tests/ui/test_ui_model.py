@@ -1,4 +1,4 @@
-"""The UI's plain-Python parts, without Textual running: state model, bridge, text helpers."""
+"""The UI's plain-Python parts, without Textual running: state model, text helpers."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from gradtui.core.session import Session
 from gradtui.core.summary import summarize
 from gradtui.headless import HeadlessDriver
 from gradtui.ui import fmt
-from gradtui.ui.bridge import Bridge
 from gradtui.ui.state import UIState
 from ui_helpers import example, ui_script
 
@@ -92,53 +91,6 @@ def _ran(i: int) -> ev.NodeRan:
     return ev.NodeRan(0, i, i + 1, (), ())
 
 
-def test_bridge_batches_node_ran_and_keeps_order():
-    posted = []
-    bridge = Bridge(posted.append, interval=0.05)
-    started = time.monotonic()
-    for i in range(10_000):
-        bridge(_ran(i))
-    bridge(ev.Paused(0, 10_000, "X", "before", "step", (), 10_000, 10_001))
-    elapsed = time.monotonic() - started
-    batches = [m for m in posted if isinstance(m, Bridge.NodesRan)]
-    assert len(batches) <= 2 + elapsed / 0.05  # one per interval, not one per node
-    assert [e.node for m in batches for e in m.events] == list(range(10_000))
-    assert isinstance(posted[-1], Bridge.EngineEvent) and isinstance(posted[-1].event, ev.Paused)
-
-
-def test_bridge_flushes_before_every_other_event_and_survives_a_closed_loop():
-    posted = []
-    bridge = Bridge(posted.append, interval=3600)
-    bridge(_ran(0))  # first one is due at once (nothing posted yet for an hour)
-    bridge(_ran(1))
-    bridge(_ran(2))
-    bridge(ev.PassFinished(0, 3, 3))
-    kinds = [type(m).__name__ for m in posted]
-    assert kinds == ["NodesRan", "NodesRan", "EngineEvent"]
-    assert [e.node for e in posted[1].events] == [1, 2]
-
-    def closed(message):
-        raise RuntimeError("Event loop is closed")
-
-    Bridge(closed)(ev.Output("stdout", "late\n"))  # no exception
-
-
-def test_bridge_batches_output_with_node_ran_in_order():
-    posted = []
-    bridge = Bridge(posted.append, interval=3600)
-    bridge(ev.Output("stdout", "first\n"))  # due at once
-    for i in range(1000):
-        bridge(ev.Output("stdout", f"line {i}\n"))
-    bridge(_ran(0))
-    bridge(ev.Output("stderr", "after\n"))
-    assert [type(m).__name__ for m in posted] == ["Printed"]
-    bridge.flush()  # the app's timer
-    assert [type(m).__name__ for m in posted] == ["Printed", "Printed", "NodesRan", "Printed"]
-    assert len(posted[1].events) == 1000 and posted[3].events == [ev.Output("stderr", "after\n")]
-    bridge.flush()
-    assert len(posted) == 4  # nothing pending, nothing posted
-
-
 def test_sparkline_and_values_never_flood():
     assert fmt.sparkline((0, 1, 2, 4, 8)) == " ▁▂▄█"
     assert fmt.sparkline((0, 0)) == "  "
@@ -174,25 +126,3 @@ def test_user_traceback_folds_library_frames_and_shortens_paths():
         '    raise ValueError("boom")\n'
         "ValueError: boom\n"
     )
-
-
-def test_script_host_waits_once_for_a_script_stuck_in_a_c_call(tmp_path):
-    """`q` stops the script (waiting up to a second), then the app's unmount stops it again:
-    that second wait doubled the time to leave while the script sat in time.sleep."""
-    import asyncio
-
-    from gradtui.ui.script import ScriptHost
-
-    path = tmp_path / "naps.py"
-    path.write_text("import time\nprint('napping', flush=True)\ntime.sleep(2)\n", encoding="utf-8")
-    napping = threading.Event()
-    session = Session(lambda e: isinstance(e, ev.Output) and napping.set(), provenance=False)
-    runner = ScriptRunner(str(path), [], session)
-    thread = runner.start()
-    host = ScriptHost(runner)
-    assert napping.wait(10)
-    assert asyncio.run(host.stop(0.5)) is False
-    assert asyncio.run(asyncio.wait_for(host.stop(0.5), 10)) is False  # a second stop neither hangs nor raises
-    thread.join(10)
-    assert host.done.is_set()
-    assert asyncio.run(host.stop(0.5)) is True

@@ -117,10 +117,10 @@ async def test_unhooked_and_nested_passes_are_shown_for_what_they_are():
         flow = (flow_row("fc1.weight", 0.0, 2.0), flow_row("fc2.weight", 0.5, 1.0),
                 flow_row("fc2.bias", float("nan"), 1.0, nonfinite=3))
         for event in run_mlp_pass(0):
-            app.bridge(event)
-        app.bridge(ev.NestedPass(0, "backward", "train.py:40", 12, "Thread-7"))
-        app.bridge(started(1, losses=(0.5,), recorded=False))
-        app.bridge(ev.PassFinished(1, 0, 0, flow=flow))
+            app.on_batch([event])
+        app.on_batch([ev.NestedPass(0, "backward", "train.py:40", 12, "Thread-7")])
+        app.on_batch([started(1, losses=(0.5,), recorded=False)])
+        app.on_batch([ev.PassFinished(1, 0, 0, flow=flow)])
         await wait_for(pilot, lambda: app.state.live is not None and app.state.live.finished
                        and app.state.live.index == 1, what="the unhooked pass")
         await pilot.pause()

@@ -27,7 +27,7 @@ def ui_script(name: str) -> str:
     return str(path)
 
 
-async def wait_for(pilot: Pilot, predicate: Callable[[], object], timeout: float = 10, what: str = "") -> None:
+async def wait_for(pilot: Pilot, predicate: Callable[[], object], timeout: float = 30, what: str = "") -> None:
     """Let the app run until `predicate()` is true; fail the test after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -39,7 +39,7 @@ async def wait_for(pilot: Pilot, predicate: Callable[[], object], timeout: float
         await pilot.pause(0.02)
 
 
-async def wait_paused_at(pilot: Pilot, node: int, timeout: float = 10) -> None:
+async def wait_paused_at(pilot: Pilot, node: int, timeout: float = 30) -> None:
     """Wait until the engine is paused at `node` and the app has drawn it."""
     app: GradtuiApp = pilot.app  # type: ignore[assignment]
     await wait_for(pilot, lambda: app.state.current == node and selected(app) == node, timeout,
