@@ -120,7 +120,8 @@ class ChildTarget:
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
         """Events and output as they come; the script's end only after the last of its output
         (the pipes reach their end when the process has gone); then how it ended."""
-        while True:
+        wire_open = True
+        while wire_open:
             batch = await self._queue.get()
             if batch is None:
                 break
@@ -133,8 +134,10 @@ class ChildTarget:
             await self._output_done()
             while not self._queue.empty():
                 more = self._queue.get_nowait()
-                if more is not None:
-                    yield [e for e in more if isinstance(e, ev.Output)]
+                if more is None:
+                    wire_open = False  # the agent's goodbye came with the last of the output
+                else:
+                    yield more
             yield batch[end:]
         ended = await self._wait_exit()
         await self._output_done()

@@ -136,7 +136,7 @@ def test_syntax_error_in_the_script(tmp_path):
     report_path = tmp_path / "report.json"
     done = gradtui("--headless", "--report", str(report_path), str(bad))
     assert done.returncode == 1
-    assert f'File "{bad}", line 2' in done.stdout and "SyntaxError" in done.stdout
+    assert f'File "{bad}", line 2' in done.stderr and "SyntaxError" in done.stderr
     report = strict_json(report_path)
     assert report["exit_status"] == 1 and report["passes"] == [] and "SyntaxError" in report["error"]
 
@@ -145,7 +145,7 @@ def test_exception_in_the_script_still_writes_the_report(tmp_path):
     report_path = tmp_path / "report.json"
     done = gradtui("--headless", "-c", "continue", "--report", str(report_path), script("raises.py"))
     assert done.returncode == 1
-    assert "ValueError: boom after one pass" in done.stdout
+    assert "ValueError: boom after one pass" in done.stderr
     report = strict_json(report_path)
     assert report["exit_status"] == 1 and len(report["passes"]) == 1
 
@@ -206,7 +206,7 @@ def test_arguments_after_the_script_go_to_the_script():
     done = gradtui("--headless", script("io_argv.py"), "-c", "step", "--report", "x")
     assert done.returncode == 0, done.stderr
     assert "argv ['-c', 'step', '--report', 'x']" in done.stdout
-    assert "to stderr" in done.stdout  # the script's stderr is shown in order, on stdout
+    assert "to stderr" in done.stderr and "to stderr" not in done.stdout  # stderr stays stderr (issue 11 item 12)
 
 
 def test_help_mentions_the_commands():

@@ -1,0 +1,52 @@
+"""Every event survives the wire: to_wire, JSON framing and from_wire give back an equal event."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gradtui.core import events as ev
+from gradtui.core.graph import Names, capture
+from gradtui.core.summary import summarize
+from gradtui.wire import protocol
+from gradtui.wire.codec import from_wire, to_wire
+
+
+def _through(event):
+    frame = protocol.encode({"events": [to_wire(event)]})
+    message = protocol.decode(frame[protocol.HEADER.size:])
+    return from_wire(message["events"][0])
+
+
+def test_plain_events_come_back_equal_nan_and_inf_included():
+    stats = summarize(torch.tensor([1.0, float("nan"), float("inf"), -2.0]), histogram=True)
+    flow = ev.ParamFlow("fc.weight", 3, (2, 2), float("nan"), 0.0, None, 1)
+    samples = [
+        ev.ScriptStarted("/x/train.py", ("/x/train.py", "--lr", "0.1")),
+        ev.Output("stderr", "warn ✓ 日本\r50%\n"),
+        ev.Paused(0, 2, "MulBackward0", "before", "breakpoint 1: nan", (stats, None), 1, 3),
+        ev.NodeRan(0, 2, 2, (stats,), (None, stats)),
+        ev.CommandResult("print", "line1\nline2", False, request=7),
+        ev.BreakpointsChanged((ev.BreakpointInfo(1, "nan", 2), ev.BreakpointInfo(2, "module fc*", 0))),
+        ev.PassFinished(0, 3, 3, None, None, (), ((2, stats),), (flow,)),
+        ev.ScriptFinished(4, "Traceback...", False, 1, how="exited with status 4"),
+    ]
+    for event in samples:
+        back = _through(event)
+        assert type(back) is type(event)
+        assert repr(back) == repr(event)  # NaN != NaN, but its repr is the same
+
+
+def test_a_captured_graph_comes_back_with_the_same_nodes_edges_and_attributes():
+    x = torch.ones(3, requires_grad=True)
+    y = x * 2
+    z = (y * y).sum()
+    cap = capture([z.grad_fn], Names.from_scopes({"x": x, "y": y, "z": z}))
+    event = ev.PassStarted(0, "backward", "z.backward()", "t.py:4", cap.graph, cap.roots, (z.item(),))
+    back = _through(event)
+    assert dict(back.graph.nodes(data=True)) == dict(cap.graph.nodes(data=True))
+    assert dict(((u, v), d) for u, v, d in back.graph.edges(data=True)) == \
+        dict(((u, v), d) for u, v, d in cap.graph.edges(data=True))
+    assert back.roots == event.roots and back.losses == event.losses
+    assert math.isclose(back.losses[0], 12.0)

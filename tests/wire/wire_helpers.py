@@ -1,0 +1,99 @@
+"""Helpers of the wire tests: a child agent driven from a test, listening agents in subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gradtui.core import events as ev
+from gradtui.feeder import CommandFeeder
+from gradtui.options import RunOptions
+from gradtui.wire.child import ChildTarget
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "tests" / "scripts"
+TIMEOUT = 90.0
+"""Seconds a whole child run may take (torch's import on a busy machine is most of it)."""
+
+
+async def _drive(target, commands: list[str]) -> list[ev.Event]:
+    await target.start()
+    feeder = CommandFeeder(commands)
+    events: list[ev.Event] = []
+    async for batch in target.batches():
+        for event in batch:
+            events.append(event)
+            if feeder.due(event) and (text := feeder.pop()) is not None:
+                feeder.sent(target.submit(text))
+    return events
+
+
+def run_child(script: str | Path, commands: list[str] = (), args: list[str] = ()) -> tuple[list[ev.Event], ChildTarget]:
+    """Run `script` in a child agent answering its pauses with `commands`; every event, and the target."""
+    target = ChildTarget(RunOptions(str(script), list(args)))
+
+    async def main():
+        try:
+            return await asyncio.wait_for(_drive(target, list(commands)), TIMEOUT)
+        finally:
+            target.kill_now()
+
+    return asyncio.run(main()), target
+
+
+def output_of(events: list[ev.Event], stream: str = "stdout") -> str:
+    """What the script wrote to one stream."""
+    return "".join(e.text for e in events if isinstance(e, ev.Output) and e.stream == stream)
+
+
+class Listening:
+    """`gradtui --listen ADDRESS SCRIPT` in a subprocess; ended (killed if need be) by `close`."""
+
+    def __init__(self, script: str | Path, runtime: Path, address: str = "127.0.0.1:0", *args: str) -> None:
+        self.env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gradtui", "--listen", address, str(script), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=self.env,
+            start_new_session=True)
+        self.address: str | None = None
+        self._err = b""
+
+    def wait_listening(self, timeout: float = TIMEOUT) -> str:
+        """The address the agent says it listens on (its stderr line)."""
+        deadline = time.monotonic() + timeout
+        assert self.process.stderr is not None
+        os.set_blocking(self.process.stderr.fileno(), False)
+        while time.monotonic() < deadline:
+            chunk = self.process.stderr.read()
+            if chunk:
+                self._err += chunk
+            found = re.search(rb"agent listening on (\S+) ", self._err)
+            if found:
+                self.address = found.group(1).decode()
+                return self.address
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"the agent did not start listening: {self._err.decode(errors='replace')}")
+
+    def attach(self, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+        """`gradtui attach ARGS` in a subprocess, with this agent's runtime folder."""
+        return subprocess.run([sys.executable, "-m", "gradtui", "attach", *args], capture_output=True,
+                              text=True, env=self.env, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def wait(self, timeout: float = TIMEOUT) -> int:
+        return self.process.wait(timeout)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
