@@ -3,7 +3,8 @@
 The agent is one started with `gradtui --listen` or `gradtui.listen()`; its runtime file gives
 its address and token. With no ADDRESS, the only running agent is chosen (several: they are
 listed). Headless, the -c / -x commands are fed at the pauses as `gradtui --headless` does;
-when they run out the client detaches and the script runs on, its breakpoints still armed.
+when they have run out and the pass the last one ran on in has finished (or a pause is left
+with nothing to do), the client detaches: the script runs on, its breakpoints still armed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 from gradtui.agent.main import parse_address
 from gradtui.agent.runtime import AgentEntry, running_agents
+from gradtui.core import events as ev
 from gradtui.core.commands import parse_file
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.target import TargetError
@@ -97,8 +99,11 @@ async def attach_headless(target: RemoteTarget, commands: list[str]) -> int:
     async for batch in target.batches():
         for event in batch:
             driver(event)
-            if type(event).__name__ == "ScriptFinished":
+            if isinstance(event, ev.ScriptFinished):
                 status = event.exit_status
+            elif (isinstance(event, ev.PassFinished) and driver.feeder.started and not driver.feeder.commands
+                  and not driver.feeder.paused):
+                detach.set()  # the last command ran on to the end of its pass: the process is not ours to wait for
         if detach.is_set():
             await target.detach()
             print("(gradtui) detached: the script runs on; its breakpoints stay armed for the next client")

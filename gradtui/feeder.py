@@ -20,6 +20,8 @@ class CommandFeeder:
         """Is the engine paused now (as far as the events said)?"""
         self._awaiting: int | None = None
         self._sent = False
+        self.started = False
+        """Has any command been handed out yet?"""
 
     def due(self, event: ev.Event) -> bool:
         """Update the pause state from `event`; True when the next command should be sent now."""
@@ -44,6 +46,7 @@ class CommandFeeder:
         if not self.commands:
             return None
         self._sent = True
+        self.started = True
         return self.commands.pop(0)
 
     def sent(self, request: int | None) -> None:

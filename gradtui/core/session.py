@@ -296,6 +296,14 @@ class Session:
 
     # ---- commands from other threads -----------------------------------------------------
 
+    def stop_debugging(self) -> None:
+        """After a quit in a process gradtui does not own (`gradtui.listen()` in a notebook): the
+        pass that was stopped raised GradtuiQuit; from now on backward calls run unhooked, as if
+        gradtui were not there, until `uninstall`."""
+        self.breakpoints.delete(None)
+        self._mode = "continue"
+        self._quitting.clear()
+
     def run_on(self) -> None:
         """Run on until a breakpoint hits (as `continue`), paused or not: for a run armed before
         its first pass, and an agent whose client detached."""

@@ -1,0 +1,125 @@
+"""`gradtui.listen()`: debug the backward passes of the calling process, for clients to attach.
+
+For programs gradtui cannot launch: a Jupyter kernel, a Trainer, a torchrun rank. The session
+is installed on the calling thread (provenance of later forwards, backward calls from then on)
+and served on a TCP port (loopback by default) with a token, written to a runtime file for
+`gradtui attach`. The next pause waits for a client; a pause blocks the calling thread (in a
+notebook: the cell). The process is not gradtui's, so `quit` stops only the paused pass
+(GradtuiQuit is raised out of its `backward()`, the kernel lives on) and gradtui then stops
+debugging: later backward calls run unhooked until `close()`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import sys
+import threading
+from collections.abc import Sequence
+
+from gradtui.agent.main import is_loopback, open_listener
+from gradtui.agent.runtime import AgentEntry, remove_entry, write_entry
+from gradtui.agent.server import AgentServer, ServerHooks
+from gradtui.core import events as ev
+from gradtui.options import RunOptions, build_session
+
+
+class Listening:
+    """A live `gradtui.listen()`: its address, and `close()` to stop debugging this process."""
+
+    def __init__(self, address: str | None, break_on: Sequence[str]) -> None:
+        script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "<interactive>"
+        self._paused = False
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        options = RunOptions(script, list(sys.argv[1:]), break_on=list(break_on))
+        self._listener = open_listener(address or "127.0.0.1:0")
+        host, port = self._listener.getsockname()[:2]
+        if not is_loopback(host):
+            print(f"gradtui: warning: listening on {host}, not loopback", file=sys.stderr)
+        self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        """HOST:PORT for `gradtui attach`."""
+        token = secrets.token_urlsafe(24)
+        hooks = ServerHooks(submit=self._submit, quit=self._quit, resume=lambda: self.session.run_on(),
+                            info={"script": script, "argv": sys.argv, "pid": os.getpid(), "kind": "listen"})
+        self._server = AgentServer(self._listener, token, hooks)
+        self.session = build_session(options, self._server, self._watch)
+        self._entry = write_entry(AgentEntry(self.address, token, os.getpid(), script))
+        self._closed = False
+        self._server.start()
+        self.session.install()
+        atexit.register(self._at_exit)
+        print(f"gradtui: listening on {self.address} (pid {os.getpid()}); attach with: gradtui attach {self.address}",
+              file=sys.stderr, flush=True)
+
+    def _watch(self, event: ev.Event) -> None:
+        """Follow the pause state; once a quit has stopped the paused pass, stop debugging."""
+        match event:
+            case ev.Paused():
+                self._paused = True
+            case ev.Resumed():
+                self._paused = False
+            case ev.PassFinished():
+                self._paused = False
+                if self._stopping.is_set():
+                    self._stopping.clear()
+                    self.session.stop_debugging()
+
+    def _submit(self, text: str, request: int) -> None:
+        from gradtui.core.commands import CommandError, Quit, parse
+
+        try:
+            quit_ = isinstance(parse(text), Quit)
+        except CommandError:
+            quit_ = False
+        if quit_:
+            self._quit()
+        else:
+            self.session.submit(text, request)
+
+    def _quit(self) -> None:
+        """Stop the paused pass (GradtuiQuit out of its backward), then stop debugging."""
+        if self._paused:
+            self._stopping.set()
+            self.session.quit()
+        else:
+            self.session.stop_debugging()
+
+    def close(self) -> None:
+        """Stop serving and debugging: torch's functions restored (call it on the thread that
+        called `listen`)."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self._at_exit)
+        self.session.stop_debugging()
+        self.session.uninstall()
+        self._server.close("gradtui.listen() closed")
+        remove_entry(self._entry)
+
+    def _at_exit(self) -> None:
+        """The process is ending: tell the client, as a script's end is told."""
+        if self._closed:
+            return
+        self._closed = True
+        self.session.emit(ev.ScriptFinished(0, None, False, self.session.passes, how="ended (the process exited)"))
+        self._server.close("the process exited")
+        remove_entry(self._entry)
+
+    def __enter__(self) -> "Listening":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def listen(address: str | None = None, *, break_on: str | Sequence[str] | None = None) -> Listening:
+    """Debug this process's backward passes from now on, served to `gradtui attach` clients.
+
+    `address`: `[HOST:]PORT` to listen on (default: a free port on loopback). `break_on`: a
+    break spec (or several, e.g. "nan") to run on until it hits; without it the first backward
+    pauses at its first node. Either way the pause waits for a client.
+    """
+    specs = [break_on] if isinstance(break_on, str) else list(break_on or ())
+    return Listening(address, specs)
