@@ -53,7 +53,7 @@ class Stopper:
         threading.Thread(target=self._watch, name="gradtui-stopper", daemon=True).start()
 
     def _watch(self) -> None:
-        from gradtui.core.runner import QUIT_STATUS
+        from gradtui.core.events import QUIT_STATUS
 
         runner = self._runner
         if runner.finished.wait(0.3):
@@ -152,7 +152,7 @@ def child_main() -> int:
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)  # a pipe, read live by the UI, as a terminal would be
     status = run_agent(options, token, conn=conn, exit_with_client=True)
-    from gradtui.core.runner import QUIT_STATUS
+    from gradtui.core.events import QUIT_STATUS
 
     if status == QUIT_STATUS:  # the user asked to stop: the script's atexit work is not wanted
         sys.stdout.flush()

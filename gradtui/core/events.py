@@ -16,6 +16,10 @@ import networkx as nx
 from gradtui.core.summary import Stats
 
 
+QUIT_STATUS = 130
+"""The exit status of a run the user quit before the script ended (as after Ctrl-C)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """Base class of everything a session or runner emits."""

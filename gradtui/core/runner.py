@@ -20,6 +20,7 @@ import types
 from typing import TextIO
 
 from gradtui.core import events as ev
+from gradtui.core.events import QUIT_STATUS
 from gradtui.core.session import GradtuiQuit, Session
 
 
@@ -216,9 +217,6 @@ class ScriptRunner:
                 self._interruptible = False
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
 
-
-QUIT_STATUS = 130
-"""The exit status of a run the user quit before the script ended (as after Ctrl-C)."""
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

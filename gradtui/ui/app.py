@@ -30,7 +30,7 @@ from gradtui.core import events as ev
 from gradtui.core.breakpoints import parse_spec
 from gradtui.core.commands import CommandError, Quit, parse
 from gradtui.core.report import Report
-from gradtui.core.runner import QUIT_STATUS
+from gradtui.core.events import QUIT_STATUS
 from gradtui.feeder import CommandFeeder
 from gradtui.options import RunOptions
 from gradtui.ui import fmt, keys
@@ -266,7 +266,7 @@ class GradtuiApp(App[int]):
             self._write_output(fmt.user_traceback(event.traceback, os.path.dirname(self.script_path)), "red")
         word = "stopped" if event.quit else f"exited with status {event.exit_status}"
         if event.how:
-            word = f"ended: its process {event.how}"
+            word = f"ended: its process {event.how}"  # os._exit, a signal: the agent could not say
         self._write_output(f"── the script {word} · q to leave", "dim")
         view = self.state.view
         if view is not None and view.failed_node is not None:

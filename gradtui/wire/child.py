@@ -34,14 +34,14 @@ QUIT_WAIT = 1.0
 
 
 def describe_exit(returncode: int) -> str:
-    """`exited with status 4`, `killed by SIGSEGV (Segmentation fault)`."""
+    """`exited with status 4`, `was killed by SIGSEGV (Segmentation fault)`: how a process ended."""
     if returncode >= 0:
         return f"exited with status {returncode}"
     try:
         sig = signal.Signals(-returncode)
-        return f"killed by {sig.name} ({signal.strsignal(sig) or sig.name})"
+        return f"was killed by {sig.name} ({signal.strsignal(sig) or sig.name})"
     except ValueError:
-        return f"killed by signal {-returncode}"
+        return f"was killed by signal {-returncode}"
 
 
 class ChildTarget:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gradtui.core.runner import QUIT_STATUS
+from gradtui.core.events import QUIT_STATUS
 
 from conftest import REPO
 from ui_helpers import ui_script

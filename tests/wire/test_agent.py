@@ -31,7 +31,7 @@ def test_the_script_runs_on_the_main_thread_of_its_own_process_and_fd_output_is_
 
 @pytest.mark.parametrize("script, status, how", [
     ("exit4.py", 4, "exited with status 4"),
-    ("segv.py", 128 + 11, "killed by SIGSEGV"),
+    ("segv.py", 128 + 11, "was killed by SIGSEGV"),
 ])
 def test_an_agent_that_dies_is_reported_with_how_it_ended_and_its_last_output(script, status, how):
     events, target = run_child(os.path.join(HERE, script), ["continue"])

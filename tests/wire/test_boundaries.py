@@ -1,0 +1,25 @@
+"""The boundaries DESIGN.md draws: the core without the UI, the UI without the session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _modules_after(statement: str) -> set[str]:
+    code = f"import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.split())
+
+
+def test_the_ui_never_loads_the_session_or_patches_torch():
+    loaded = _modules_after("import gradtui.ui.app, gradtui.attach, gradtui.wire.child")
+    assert "gradtui.core.session" not in loaded
+    assert "gradtui.core.runner" not in loaded
+
+
+def test_the_core_and_the_agent_never_load_textual_or_rich():
+    loaded = _modules_after("import gradtui.core.session, gradtui.core.runner, gradtui.agent.main, "
+                            "gradtui.agent.listen, gradtui.headless")
+    assert not {m.split(".")[0] for m in loaded} & {"textual", "rich"}
