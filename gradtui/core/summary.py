@@ -132,8 +132,8 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
         return Stats(shape, dtype, str(t.device), 0.0, 0.0, 0.0, 0.0, 0, values=())
     if t._is_zerotensor():
         return _zeros(shape, dtype, str(t.device), numel, histogram, light)
-    if t.is_meta or (type(t) is not torch.Tensor and _is_fake(t)):
-        return _unreadable(t, shape, dtype, f"a {'meta' if t.is_meta else 'fake'} tensor has no values")
+    if (why := no_values(t)) is not None:
+        return Stats(shape, dtype, str(t.device), math.nan, None, None, None, 0, unreadable=why)
     if t.layout != torch.strided:
         t = t.to_dense()
     if numel > CHUNK:
@@ -172,14 +172,15 @@ def _zeros(shape: tuple[int, ...], dtype: str, device: str, numel: int, histogra
                  _one_bin(numel) if histogram else None)
 
 
-def _is_fake(t: torch.Tensor) -> bool:
-    """Is `t` a FakeTensor (torch.compile's tracing stand-in: a device, but no values)?"""
+def no_values(t: torch.Tensor) -> str | None:
+    """Why `t` has no values to read (a meta tensor; a FakeTensor, torch.compile's tracing
+    stand-in), or None. A ZeroTensor has values: all zeros."""
+    if t.is_meta:
+        return "a meta tensor has no values"
     fake = sys.modules.get("torch._subclasses.fake_tensor")  # no import: it exists only if torch loaded it
-    return fake is not None and isinstance(t, fake.FakeTensor)
-
-
-def _unreadable(t: torch.Tensor, shape: tuple[int, ...], dtype: str, why: str) -> Stats:
-    return Stats(shape, dtype, str(t.device), math.nan, None, None, None, 0, unreadable=why)
+    if type(t) is not torch.Tensor and fake is not None and isinstance(t, fake.FakeTensor):
+        return "a fake tensor has no values"
+    return None
 
 
 def _as_real_float(t: torch.Tensor) -> torch.Tensor:
@@ -388,7 +389,19 @@ def summarize_all(grads: tuple[Any, ...] | list[Any], histogram: bool = False,
 
 
 def describe(value: Any) -> str:
-    """One short line for any value `print EXPR` may return."""
+    """One short line for any value `print EXPR` may return; a value that cannot be shown (its
+    `__repr__` raises, even a BaseException) says so instead of ending the run."""
+    try:
+        return _describe(value)
+    except BaseException as exc:
+        from gradtui.core.edits import failure_text, raised_by_user  # edits imports this module
+
+        if not raised_by_user(exc):
+            raise
+        return f"<a {type(value).__name__} that cannot be shown: {failure_text(exc)}>"
+
+
+def _describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return format_stats(summarize(value))
     if isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
