@@ -12,19 +12,21 @@ backward is called and stop at the first node of that pass.
 
 from __future__ import annotations
 
-import re
 import math
+import re
+import unicodedata
 from collections.abc import Collection
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from gradtui.core.commands import CommandError
+from gradtui.core.commands import CommandError, parse_float
 from gradtui.core.summary import Stats, any_nonfinite
 
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
 _PREFIXED_OP = re.compile(r"^torch::autograd::([A-Za-z_]\w*)$")  # CopySlices, any C++ node
-_LABEL = re.compile(r"^(?:[A-Za-z_]\w*|\d+)(?:\.(?:[A-Za-z_]\w*|\d+)|\[\d+\])*$")  # x, outs[1], 0.weight
+_LABEL = re.compile(r"[^\s.\[\]]+(?:\.[^\s.\[\]]+|\[[0-9]+\])*")
+"""Names joined by dots, with `[N]` indices (x, ŷ, outs[1], 0.weight); `_label` checks each name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +46,8 @@ def parse_spec(text: str) -> Spec:
         return Spec("nan", None, spec)
     if m := re.fullmatch(r"#(\d+)", spec):
         return Spec("id", int(m.group(1)), spec)
-    if m := re.fullmatch(r"(norm|loss)\s*>\s*(\S+)", spec):
-        try:
-            return Spec(m.group(1), float(m.group(2)), spec)
-        except ValueError:
-            raise CommandError(f"break {m.group(1)}>X: {m.group(2)!r} is not a number") from None
+    if m := re.fullmatch(r"(norm|loss)\s*>\s*(\S+)", spec):  # a NaN or infinite X could never fire
+        return Spec(m.group(1), parse_float(m.group(2), f"break {m.group(1)}>X"), spec)
     if m := re.fullmatch(r"pass\s+(\d+)", spec):
         return Spec("pass", int(m.group(1)), spec)
     if re.fullmatch(r"loss\s+nan", spec):
@@ -64,12 +63,28 @@ def parse_spec(text: str) -> Spec:
         return Spec("op", m.group(2), spec)
     if m := _PREFIXED_OP.fullmatch(spec):
         return Spec("op", m.group(1), spec)
-    if _LABEL.fullmatch(spec):
-        return Spec("label", spec, spec)
+    if (label := _label(spec)) is not None:
+        return Spec("label", label, spec)
     raise CommandError(
         f"bad break spec {spec!r}: use an op name, a variable or parameter name, "
         "#ID, nan, norm>X, pass N, loss>X, loss nan, FILE.py:LINE or module PATH"
     )
+
+
+def _label(spec: str) -> str | None:
+    """`spec` as a label (a variable, `outs[1]`, `layers.0.weight`), its names in the NFKC form
+    Python gives identifiers (`ﬁ` is the variable `fi`), or None if it is not one (`x²`: Python
+    refuses `²` in a name)."""
+    if not _LABEL.fullmatch(spec):
+        return None
+    out = []
+    for part in re.split(r"(\.|\[[0-9]+\])", spec):
+        if part and part[0] not in ".[" and not re.fullmatch(r"[0-9]+", part):
+            if not part.isidentifier():
+                return None
+            part = unicodedata.normalize("NFKC", part)
+        out.append(part)
+    return "".join(out)
 
 
 @dataclass
@@ -102,11 +117,40 @@ def matches_node(spec: Spec, node: dict[str, Any], node_id: int, pass_index: int
         module = node["module"]
         return module is not None and (fnmatchcase(module, spec.value) or fnmatchcase(module, spec.value + ".*"))
     if spec.kind == "source":
-        path, line = node["path"], node["line"]
-        file, want = spec.value
-        return (line == want and path is not None
-                and (path == file or path.endswith("/" + file.lstrip("/")) or path.replace("\\", "/").endswith("/" + file)))
+        return node["line"] == spec.value[1] and _same_file(spec.value[0], node["path"])
     return False
+
+
+def _same_file(file: str, path: str | None) -> bool:
+    """Is `path` (a node's source file) the `file` of a source spec (its whole path or a tail)?"""
+    return path is not None and (path == file or path.endswith("/" + file.lstrip("/"))
+                                 or path.replace("\\", "/").endswith("/" + file))
+
+
+def warning_for(spec: Spec, graph: Any, pass_index: int) -> str | None:
+    """What to tell the user about a breakpoint just set while paused in pass `pass_index`,
+    whose captured graph is `graph` (a networkx DiGraph of node attribute dicts), or None.
+
+    A spec that names nodes (an op, a label, `#ID`, a module, a place in the code) but matches
+    none of this pass's is accepted, since a later pass may have such a node, but would
+    silently never stop here: a typo (`break Addmm`, `module no.such`) is found at once.
+    """
+    nodes = graph.nodes(data=True)
+    match spec.kind:
+        case "op" | "label" | "id" | "module" | "source" if not any(
+                matches_node(spec, data, i, pass_index, False) for i, data in nodes):
+            if spec.kind == "module":
+                return "no node of this pass ran in a module that matches it"
+            if spec.kind == "source":
+                file = spec.value[0]
+                if any(_same_file(file, data["path"]) for _, data in nodes):
+                    return "no node of this pass was made at that line"
+                return f"no node of this pass was made in {file}"
+            return "no node of this pass matches it"
+        case "pass" if spec.value <= pass_index:
+            return f"pass {spec.value} has already begun; a pass breakpoint stops at the first node of its pass"
+        case _:
+            return None
 
 
 ONCE_PER_PASS = frozenset({"module", "source"})

@@ -158,13 +158,32 @@ _ALIASES = {
 }
 
 
-def _number(word: str, what: str) -> float:
+def parse_float(word: str, what: str) -> float:
+    """`word` as a finite number, read as `float()` reads it (`1e-3`, `1_000`, `٣`), or a
+    CommandError that starts with `what` (`nan` and `inf` are refused: no command wants them).
+
+    Every number of the command language goes through here or `parse_int`, so what one command
+    accepts the others do too, and nothing `str` methods accept but `float()` refuses (`²`)
+    gets further than a refusal.
+    """
     try:
         value = float(word)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise CommandError(f"{what}: {word!r} is not a number") from None
     if not math.isfinite(value):
         raise CommandError(f"{what}: {word!r} must be finite")
+    return value
+
+
+def parse_int(word: str, what: str, minimum: int | None = None) -> int:
+    """`word` as a whole number, read as `int()` reads it (`12`, `+3`, `١٢`), at least `minimum`,
+    or a CommandError that starts with `what` (`²` is a digit to `str.isdigit()`, not to `int()`)."""
+    try:
+        value = int(word)
+    except ValueError:
+        raise CommandError(f"{what}: {word!r} is not a whole number") from None
+    if minimum is not None and value < minimum:
+        raise CommandError(f"{what}: {word!r} must be at least {minimum}")
     return value
 
 
@@ -193,17 +212,19 @@ def parse(text: str) -> Command:
     if verb == "delete":
         if rest == "all":
             return Delete(line, None)
-        if not rest.isdigit():
-            raise CommandError("delete takes a breakpoint number or 'all'")
-        return Delete(line, int(rest))
+        try:
+            return Delete(line, parse_int(rest, "delete", minimum=0))
+        except CommandError:
+            got = f" (got {rest!r})" if rest else ""
+            raise CommandError(f"delete takes a breakpoint number or 'all'{got}") from None
     if verb == "scale":
         if not rest:
             raise CommandError("scale needs a factor, e.g. scale 0.5")
-        return Scale(line, _number(rest, "scale"))
+        return Scale(line, parse_float(rest, "scale"))
     if verb == "clip":
         if not rest:
             raise CommandError("clip needs a maximum norm, e.g. clip 1.0")
-        limit = _number(rest, "clip")
+        limit = parse_float(rest, "clip")
         if limit < 0:
             raise CommandError("clip: the maximum norm must be >= 0")
         return Clip(line, limit)
@@ -228,7 +249,15 @@ def _check_syntax(expr: str) -> None:
     try:
         compile(expr, "<expr>", "eval")
     except SyntaxError as exc:
-        raise CommandError(f"syntax error in {expr!r}: {exc.msg}") from None
+        raise CommandError(f"syntax error in {shown(expr)}: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte (before 3.12); nested too deep
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__} (nested too deep?)"
+        raise CommandError(f"cannot compile {shown(expr)}: {why}") from None
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """`text` quoted for a message, cut to about `limit` characters (a pasted page stays readable)."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
 def parse_file(path: str) -> list[str]:

@@ -586,7 +586,10 @@ class Session:
                 new = pause.grads
                 stats = summarize_all(new)
         state.incoming[node] = stats
-        if new is None:  # what the node will read: its posthook may find its outputs are the same values
+        # What the node will read: its posthook may find its outputs are the same values. Not for
+        # a leaf's accumulator (it sends nothing on): a reference kept here would make it copy the
+        # gradient into .grad instead of taking it (a ZeroTensor would become real zeros).
+        if new is None and state.capture.sole_inputs[node]:
             state.arrived[node] = (grads, tuple(-1 if g is None else g._version for g in grads))
         return new
 
@@ -788,11 +791,11 @@ class Session:
         if state is None or state.frame is None:
             raise CommandError("why works while paused in a pass")
         try:
-            value = eval(name, self._scope(state))  # noqa: S307 - a dotted name the user typed
-        except NameError:
-            return f"{name} is not defined where backward was called ({state.frame.f_code.co_name})"
-        except (Exception, SystemExit) as exc:  # `exit()` in an expression must not end the script
-            return f"{name} failed: {type(exc).__name__}: {exc}"
+            value = edits.safe_eval(name, self._scope(state))  # what it raises, BaseException too, is an answer
+        except edits.ExpressionError as exc:
+            if issubclass(exc.error, NameError):
+                return f"{name} is not defined where backward was called ({state.frame.f_code.co_name})"
+            return f"{name} failed: {exc.detail}"
         if not isinstance(value, torch.Tensor):
             kind = type(value).__name__
             return f"{name} is {'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}, not a tensor"

@@ -12,11 +12,18 @@ chunk flattened, the non-finite values masked out, a float32 overflow redone in 
 histogram's bin indices) is copied one chunk at a time, never the whole tensor. The
 histogram is counted chunk by chunk in int64 (torch.histc counts in the tensor's dtype, so
 float32 counts stop at 2**24), with histc's own arithmetic, so the counts are histc's.
+
+Some gradients have no storage to read. A ZeroTensor (`t._is_zerotensor()`: what `sgn`, `abs`
+at double backward and norms' subgradients send) is all zeros by definition and `.tolist()`
+refuses it, so its statistics are those of zeros, computed without reading it. A meta or fake
+tensor has no values at all: its statistics keep shape, dtype and device and say why the
+rest is missing (`Stats.unreadable`).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -56,11 +63,14 @@ class Stats:
     preview: tuple[float, ...] = ()
     """The first values: always for small tensors, for big ones only in a pause's stats."""
     histogram: tuple[int, ...] | None = None
+    unreadable: str | None = None
+    """Why the values could not be read (a meta or fake tensor has none); then norm is NaN,
+    min, max and mean are None and nonfinite is 0."""
 
     def reshaped(self, shape: tuple[int, ...]) -> "Stats":
         """The same statistics for the same elements seen in another shape (a view's gradient)."""
         return Stats(shape, self.dtype, self.device, self.norm, self.min, self.max, self.mean, self.nonfinite,
-                     self.values, self.preview, self.histogram)
+                     self.values, self.preview, self.histogram, self.unreadable)
 
     @property
     def numel(self) -> int:
@@ -79,6 +89,9 @@ class Stats:
             "mean": json_float(self.mean),
             "nonfinite": self.nonfinite,
         }
+        if self.unreadable is not None:
+            out["norm"] = None
+            out["unreadable"] = self.unreadable
         if self.values is not None:
             out["values"] = [json_float(v) for v in self.values]
         return out
@@ -115,10 +128,14 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     shape = tuple(t.shape)
     dtype = dtype_name(t.dtype)
     numel = t.numel()
-    if t.layout != torch.strided:
-        t = t.to_dense()
     if numel == 0:
         return Stats(shape, dtype, str(t.device), 0.0, 0.0, 0.0, 0.0, 0, values=())
+    if t._is_zerotensor():
+        return _zeros(shape, dtype, str(t.device), numel, histogram, light)
+    if (why := no_values(t)) is not None:
+        return Stats(shape, dtype, str(t.device), math.nan, None, None, None, 0, unreadable=why)
+    if t.layout != torch.strided:
+        t = t.to_dense()
     if numel > CHUNK:
         return _summarize_chunked(t, shape, dtype, numel, histogram, light)
     t = _as_real_float(t)
@@ -143,6 +160,27 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     hist = _histogram(t.reshape(-1), lo_v, hi_v, nonfinite) if histogram else None
     return Stats(shape, dtype, str(t.device), norm, lo_v, hi_v, total / numel, nonfinite, values,
                  preview or (), hist)
+
+
+def _zeros(shape: tuple[int, ...], dtype: str, device: str, numel: int, histogram: bool, light: bool) -> Stats:
+    """What `summarize` gives for `numel` zeros, without reading them (a ZeroTensor has no storage)."""
+    if light and numel > VALUES_LIMIT and not histogram:
+        return Stats(shape, dtype, device, 0.0, None, None, None, 0)
+    values = (0.0,) * numel if numel <= VALUES_LIMIT else None
+    preview = (0.0,) * min(numel, PREVIEW_LENGTH) if values is not None or histogram else ()
+    return Stats(shape, dtype, device, 0.0, 0.0, 0.0, 0.0, 0, values, preview,
+                 _one_bin(numel) if histogram else None)
+
+
+def no_values(t: torch.Tensor) -> str | None:
+    """Why `t` has no values to read (a meta tensor; a FakeTensor, torch.compile's tracing
+    stand-in), or None. A ZeroTensor has values: all zeros."""
+    if t.is_meta:
+        return "a meta tensor has no values"
+    fake = sys.modules.get("torch._subclasses.fake_tensor")  # no import: it exists only if torch loaded it
+    if type(t) is not torch.Tensor and fake is not None and isinstance(t, fake.FakeTensor):
+        return "a fake tensor has no values"
+    return None
 
 
 def _as_real_float(t: torch.Tensor) -> torch.Tensor:
@@ -351,7 +389,19 @@ def summarize_all(grads: tuple[Any, ...] | list[Any], histogram: bool = False,
 
 
 def describe(value: Any) -> str:
-    """One short line for any value `print EXPR` may return."""
+    """One short line for any value `print EXPR` may return; a value that cannot be shown (its
+    `__repr__` raises, even a BaseException) says so instead of ending the run."""
+    try:
+        return _describe(value)
+    except BaseException as exc:
+        from gradtui.core.edits import failure_text, raised_by_user  # edits imports this module
+
+        if not raised_by_user(exc):
+            raise
+        return f"<a {type(value).__name__} that cannot be shown: {failure_text(exc)}>"
+
+
+def _describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return format_stats(summarize(value))
     if isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
@@ -382,6 +432,8 @@ def format_stats(stats: Stats | None) -> str:
     if stats is None:
         return "None"
     shape = "[" + ", ".join(str(d) for d in stats.shape) + "]"
+    if stats.unreadable is not None:
+        return f"{shape} {stats.dtype} {stats.device}  no values: {stats.unreadable}"
     parts = [
         f"{shape} {stats.dtype} {stats.device}",
         f"norm {format_number(stats.norm)}",

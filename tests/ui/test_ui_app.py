@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 
 import pytest
 import torch
@@ -190,7 +191,8 @@ async def test_an_error_in_a_backward_is_shown_beside_its_node():
         text = detail_text(app)
         assert "the backward failed here: ValueError: this backward explodes on purpose" in text
         assert 'File "error_in_backward.py", line 15, in backward' in text
-        assert "/" not in text.split("Traceback")[1].split("ValueError")[0].replace("/work", "")  # short paths
+        trace = text.split("Traceback")[1].split("ValueError:")[0]
+        assert re.findall(r'File "([^"]+)"', trace) == ["error_in_backward.py"] * 2  # short paths; torch's folded
         assert app.exit_status == 1
         await pilot.press("j")  # the app is alive and usable
         await pilot.press("q")
@@ -228,11 +230,14 @@ async def test_help_find_goto_and_palette():
         await wait_paused_at(pilot, 0)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        sent: list[str] = []
+        send = app.send
+        app.send = lambda text: (sent.append(text), send(text))[1]  # every command the app sends
         await pilot.press("s")  # engine keys are off under the help screen
-        await pilot.pause(0.1)
-        assert app.state.current == 0
-        await pilot.press("escape")
+        await pilot.press("escape")  # handled after `s`: once the help is gone, `s` has been too
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        assert sent == [] and app.state.current == 0
+        app.send = send
 
         await answer_prompt(pilot, "slash", "Accumulate")
         await wait_for(pilot, lambda: app.state.view.graph.nodes[selected(app)]["name"] == "AccumulateGrad")
@@ -387,6 +392,16 @@ async def test_tab_cycles_the_panes_and_colon_focuses_the_command_bar():
         assert app.focused.id == "command-input"
 
 
+def _highlighted(palette) -> str | None:
+    """The title of the command the palette's list highlights (what enter runs), if any."""
+    from textual.command import CommandList
+
+    commands = palette.query_one(CommandList)
+    if commands.highlighted is None or not commands.option_count:
+        return None
+    return str(commands.get_option_at_index(commands.highlighted).hit.text)
+
+
 @pytest.mark.asyncio
 async def test_e_replaces_the_gradient_by_an_expression_and_the_palette_runs_actions():
     from textual.command import CommandPalette
@@ -404,7 +419,7 @@ async def test_e_replaces_the_gradient_by_an_expression_and_the_palette_runs_act
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the command palette")
         await type_text(pilot, "continue")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: _highlighted(app.screen) == "Continue", what="Continue found in the palette")
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.state.status == "finished", what="continue from the palette")
         assert app.state.view.leaf_grads[2].values == (3.0,)  # 1 * dy/dx
