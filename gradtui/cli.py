@@ -108,7 +108,7 @@ def run_headless(script: str, args: list[str], commands: list[str], report_path:
                  record_all: bool = False) -> int:
     """Run `script` with no UI; print to stdout; write the report; return the exit status."""
     from gradtui.core.report import Report
-    from gradtui.core.runner import ScriptRunner
+    from gradtui.core.runner import ScriptRunner, exit_now
     from gradtui.core.session import Session
     from gradtui.headless import HeadlessDriver
 
@@ -120,9 +120,15 @@ def run_headless(script: str, args: list[str], commands: list[str], report_path:
     if report is not None:
         session.add_listener(report)
     session.add_listener(HeadlessDriver(session, commands, out))
-    runner = ScriptRunner(script, args, session)
+
+    def hard_exit(status: int) -> None:  # the script went on after quit: write the report, then end
+        if report is not None and report_path:
+            report.write(report_path)
+        exit_now(status)
+
+    runner = ScriptRunner(script, args, session, hard_exit=hard_exit)
     try:
-        status = runner.run()
+        status = runner.run()  # runner.QUIT_STATUS (130) when the user quit
     finally:
         if report is not None and report_path:
             report.write(report_path)
