@@ -13,6 +13,7 @@ import networkx as nx
 import torch
 
 from gradtui.core.graph import node_title
+from gradtui.core.intercept import GradtuiQuit
 
 
 def explain(name: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Sequence[Any],
@@ -23,7 +24,9 @@ def explain(name: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Seque
         value = eval(name, dict(scope))  # noqa: S307 - a dotted name the user typed
     except NameError:
         return f"{name} is not defined where backward was called ({function})"
-    except (Exception, SystemExit) as exc:  # `exit()` in an expression must not end the script
+    except GradtuiQuit:
+        raise  # the user quit while it ran
+    except BaseException as exc:  # noqa: BLE001 - `exit()`, a generator's throw(KeyboardInterrupt): never the end of the run
         return f"{name} failed: {type(exc).__name__}: {exc}"
     if not isinstance(value, torch.Tensor):
         kind = type(value).__name__
