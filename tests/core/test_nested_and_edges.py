@@ -46,7 +46,11 @@ def _calls():
         torch.autograd.backward(get_gradient_edge(z), grad_tensors=torch.ones(3))
         return x.grad.clone(), w.grad.clone()
 
-    return [("one_edge", one_edge), ("edges_in_a_list", edges_in_a_list), ("edge_and_tensor", edge_and_tensor),
+    def edge_as_input(x, w):  # not a root, but torch takes it: the gradient at an intermediate
+        h = x * w
+        return torch.autograd.grad((h.exp() * 2).sum(), get_gradient_edge(h))
+
+    return [("one_edge", one_edge), ("edge_as_input", edge_as_input), ("edges_in_a_list", edges_in_a_list), ("edge_and_tensor", edge_and_tensor),
             ("backward_of_an_edge", backward_of_an_edge)]
 
 
