@@ -19,6 +19,7 @@ from gradtui.core.commands import (
     Print, Scale, SetGrad, Step, Why, Zero,
 )
 from gradtui.core.flow import format_flow
+from gradtui.core.intercept import GradtuiQuit
 from gradtui.core.recorder import PassRecord, Recorder
 from gradtui.core.summary import describe, format_grads, format_stats, summarize_all
 from gradtui.core.why import explain
@@ -32,7 +33,6 @@ class Pause:
     phase: str
     grads: tuple[torch.Tensor | None, ...]
     edited: bool = False
-
 
 
 class CommandDispatch:
@@ -55,7 +55,10 @@ class CommandDispatch:
             text = self._run_command(command, state)
         except (CommandError, edits.EditError) as exc:
             self.emit(ev.CommandResult(command.text, str(exc), ok=False, request=request))
-        except Exception as exc:  # noqa: BLE001 - a command torch cannot do here must not end the script
+        except GradtuiQuit:
+            raise  # the user quit while it ran
+        except BaseException as exc:  # noqa: BLE001 - a command torch cannot do here (or an expression's
+            # KeyboardInterrupt, GeneratorExit, SystemExit) must not end the script
             first = (str(exc).splitlines() or [""])[0][:300]  # torch's dispatch errors run to pages
             self.emit(ev.CommandResult(command.text, f"{command.text!r} failed: {type(exc).__name__}: {first}",
                                        ok=False, request=request))

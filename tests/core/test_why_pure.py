@@ -54,3 +54,18 @@ def test_a_quit_while_the_expression_runs_still_quits():
     graph, nodes = _pass(scope)
     with pytest.raises(GradtuiQuit):
         explain("quitting()", scope, graph, nodes)
+
+
+@pytest.mark.parametrize("command", ["print (_ for _ in ()).throw(KeyboardInterrupt)",
+                                     "set (_ for _ in ()).throw(GeneratorExit)",
+                                     "why (_ for _ in ()).throw(KeyboardInterrupt)"])
+def test_a_base_exception_from_a_commands_expression_is_a_refusal(command):
+    """Issue 11 item 5 at the session: whatever the expression raises, the run goes on."""
+    from conftest import example, run_headless
+
+    run = run_headless(example("chain.py"), [command, "continue"])
+    assert run.status == 0, run.output
+    (result,) = run.results()
+    assert ("KeyboardInterrupt" in result.text) or ("GeneratorExit" in result.text)
+    assert not result.ok or command.startswith("why")  # why answers with the failure as its text
+    assert run.script_output() == "x.grad = 36.0\n"  # the pass ran on, its gradient untouched
