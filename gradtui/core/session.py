@@ -335,10 +335,15 @@ class Session(CommandDispatch):
         self._breakpoints_changed()
         return f"breakpoint {bp.number}"
 
+    def breakpoint_state(self) -> ev.BreakpointsChanged:
+        """The breakpoints as they are now (numbers, specs, hits), as the event clients get after
+        every change: for a client that attaches late."""
+        return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(bp.number, bp.spec.text, bp.hits)
+                                           for bp in self.breakpoints))
+
     def _breakpoints_changed(self) -> None:
-        """Tell clients the breakpoints as they are now (numbers, specs, hits)."""
-        self.emit(ev.BreakpointsChanged(tuple(ev.BreakpointInfo(bp.number, bp.spec.text, bp.hits)
-                                              for bp in self.breakpoints)))
+        """Tell clients the breakpoints as they are now."""
+        self.emit(self.breakpoint_state())
 
     @staticmethod
     def _own_call(state: PassRecord) -> bool:

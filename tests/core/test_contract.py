@@ -63,6 +63,7 @@ def test_breakpoints_changed_after_break_delete_and_every_hit():
     assert changes[3] == ((1, "MulBackward0", 2), (2, "nan", 0))  # the second
     assert changes[4] == ((2, "nan", 0),)  # delete 1
     assert len(changes) == 3 + hits  # break, break, delete, and one per hit
+    assert run.session.breakpoint_state() == run.of(ev.BreakpointsChanged)[-1]  # for a late client
     # Each hit's change comes right after its BreakpointHit.
     for i, e in enumerate(run.events):
         if isinstance(e, ev.BreakpointHit):

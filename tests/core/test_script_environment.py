@@ -149,6 +149,17 @@ def test_quit_ends_a_script_that_swallows_every_base_exception(tmp_path):
     assert data["exit_status"] == QUIT_STATUS and data["passes"]
 
 
+def test_quit_ends_a_script_that_sleeps_after_swallowing_it(tmp_path):
+    """A blocking C call (time.sleep) cannot take an async exception: the hard exit ends it."""
+    path = tmp_path / "sleeper.py"
+    path.write_text("import time, torch\nx = torch.ones(1, requires_grad=True)\n"
+                    "try:\n    (x * 2).sum().backward()\nexcept BaseException:\n    time.sleep(600)\n",
+                    encoding="utf-8")
+    done = _run(["-m", "gradtui", "--headless", "-c", "quit", str(path)], tmp_path)
+    assert done.returncode == QUIT_STATUS, done.stdout + done.stderr
+    assert f"script exited with status {QUIT_STATUS}" in done.stdout
+
+
 def test_the_watchdog_calls_hard_exit_after_the_grace(tmp_path):
     """In process, with a recording hard_exit: ScriptFinished first, then the exit; a quit
     before the script starts needs none."""
