@@ -160,7 +160,8 @@ class ScriptRunner:
     def run(self) -> int:
         """Run the script to its end in this thread; emit ScriptFinished; return exit status.
 
-        Does nothing (status QUIT_STATUS) if the session was quit before the script started.
+        If the session was quit before the script started, the script never runs: status
+        QUIT_STATUS, announced as a quit like any other.
         """
         self.thread_id = threading.get_ident()
         if self.hard_exit is not None:
@@ -168,6 +169,7 @@ class ScriptRunner:
         try:
             if self.session.quitting:
                 self.exit_status = QUIT_STATUS
+                self._finish(ev.ScriptFinished(QUIT_STATUS, None, True, 0))
             else:
                 self.exit_status = self._run()
         finally:

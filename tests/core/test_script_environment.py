@@ -168,9 +168,12 @@ def test_the_watchdog_calls_hard_exit_after_the_grace(tmp_path):
     stop = tmp_path / "stop"
     exits: list[int] = []
     session = Session(provenance=False)
+    before: list[ev.Event] = []
+    session.add_listener(before.append)
     runner = ScriptRunner(str(path), [str(stop)], session, hard_exit=exits.append, grace=0.4)
     session.quit()
     assert runner.run() == QUIT_STATUS and exits == []
+    assert before == [ev.ScriptFinished(QUIT_STATUS, None, True, 0)]  # never started, still announced
 
     session = Session(provenance=False)
     events: list[ev.Event] = []
