@@ -65,6 +65,8 @@ class CommandDispatch:
         else:
             if text is not None:
                 self.emit(ev.CommandResult(command.text, text, request=request))
+            if isinstance(command, (Break, Delete)):
+                self._breakpoints_changed()  # after the answer, as clients expect
 
     def _run_command(self, command: Command, state: PassRecord | None) -> str | None:
         """Do `command`; its answer's text (None: nothing to say), or raise to refuse it."""
@@ -79,7 +81,6 @@ class CommandDispatch:
                 return self._break(spec, state)
             case Delete(number=number):
                 gone = self.breakpoints.delete(number)
-                self._breakpoints_changed()
                 return "deleted " + (", ".join(str(bp.number) for bp in gone) if gone else "nothing")
             case ListBreakpoints():
                 return "\n".join(str(bp) for bp in self.breakpoints) or "no breakpoints"
@@ -109,7 +110,6 @@ class CommandDispatch:
     def _break(self, text: str, state: PassRecord | None) -> str:
         """Add a breakpoint; say when it cannot stop where it names."""
         bp = self.breakpoints.add(text)
-        self._breakpoints_changed()
         answer = f"breakpoint {bp.number} at {bp.spec.text}"
         if state is not None and bp.spec.kind in ("op", "label", "id") and not any(
                 matches_node(bp.spec, data, i, state.index, False) for i, data in state.capture.graph.nodes(data=True)):

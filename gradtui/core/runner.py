@@ -187,11 +187,9 @@ class ScriptRunner:
             out, err = _EventStream(session, "stdout"), _EventStream(session, "stderr")
         status, tb, quit_, error = 0, None, False, None
         sys.argv = argv
-        folder = os.path.dirname(os.path.realpath(self.path))  # python resolves links for sys.path[0]
-        if sys.path:
-            sys.path[0] = folder
-        else:
-            sys.path.append(folder)
+        # python resolves links for sys.path[0]. Inserted, not replacing the launcher's entry: the
+        # launcher knows whether its own first entry is one `python script.py` would not have.
+        sys.path.insert(0, os.path.dirname(os.path.realpath(self.path)))
         if out is not None and err is not None:
             sys.stdout, sys.stderr = out, err
         sys.stdin = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")

@@ -178,6 +178,13 @@ class Session(CommandDispatch):
         """Has quit been asked for?"""
         return self._quitting.is_set()
 
+    def run_on(self) -> None:
+        """Run on until a breakpoint hits (as `continue`), paused or not: for a run armed before
+        its first pass, and an agent whose client detached."""
+        self._mode = "continue"
+        if self._pause is not None:
+            self._commands.put(_Queued(Continue("continue"), None))
+
     def detach(self) -> None:
         """Never pause again (headless mode once its commands run out); resume if paused."""
         self._detached = True

@@ -79,3 +79,25 @@ def test_a_refused_break_or_delete_changes_nothing_and_says_nothing_of_breakpoin
     run.submit("continue")
     run.join()
     assert [e for e in run.events if isinstance(e, ev.BreakpointsChanged)] == []
+
+
+def test_run_on_resumes_a_pause_and_runs_to_the_end(driven):
+    run = driven(script("loop.py"), ["3"])
+    run.next(ev.Paused)
+    run.session.run_on()
+    assert run.next(ev.Resumed).mode == "continue"
+    finished = run.join()
+    assert finished.exit_status == 0
+    assert len([e for e in run.events if isinstance(e, ev.Paused)]) == 1  # no pause after it
+
+
+def test_the_answer_to_break_comes_before_the_breakpoints_it_changed(driven):
+    run = driven(example("chain.py"))
+    run.next(ev.Paused)
+    run.submit("break nan")
+    answer = run.next(ev.CommandResult)
+    changed = run.next(ev.BreakpointsChanged)
+    assert run.events.index(answer) < run.events.index(changed)
+    assert changed.breakpoints == (ev.BreakpointInfo(1, "nan", 0),)
+    run.submit("continue")
+    run.join()
