@@ -160,44 +160,53 @@ def test_quit_ends_a_script_that_sleeps_after_swallowing_it(tmp_path):
     assert f"script exited with status {QUIT_STATUS}" in done.stdout
 
 
+STUCK = '''\
+import os, sys
+import torch
+x = torch.ones(1, requires_grad=True)
+try:
+    (x * 2).sum().backward()
+except BaseException:
+    print("swallowed")
+    os.read(int(sys.argv[1]), 1)  # blocked in a C call, where no async exception lands
+'''
+
+
 def test_the_watchdog_calls_hard_exit_after_the_grace(tmp_path):
-    """In process, with a recording hard_exit: ScriptFinished first, then the exit; a quit
-    before the script starts needs none."""
-    path = tmp_path / "swallow_all.py"
-    path.write_text(SWALLOW_ALL, encoding="utf-8")
-    stop = tmp_path / "stop"
+    """In process, with a recording hard_exit: ScriptFinished first, then the exit, while the
+    script is still stuck; a quit before the script starts needs none."""
+    path = tmp_path / "stuck.py"
+    path.write_text(STUCK, encoding="utf-8")
     exits: list[int] = []
     session = Session(provenance=False)
     before: list[ev.Event] = []
     session.add_listener(before.append)
-    runner = ScriptRunner(str(path), [str(stop)], session, hard_exit=exits.append, grace=0.4)
+    runner = ScriptRunner(str(path), ["0"], session, hard_exit=exits.append, grace=1.0)
     session.quit()
     assert runner.run() == QUIT_STATUS and exits == []
     assert before == [ev.ScriptFinished(QUIT_STATUS, None, True, 0)]  # never started, still announced
 
+    read, write = os.pipe()
     session = Session(provenance=False)
     events: list[ev.Event] = []
     session.add_listener(events.append)
-    session.add_listener(lambda e: isinstance(e, ev.Paused) and session.submit("continue"))
-    runner = ScriptRunner(str(path), [str(stop)], session, hard_exit=exits.append, grace=0.4)
+    session.add_listener(lambda e: isinstance(e, ev.Paused) and session.quit())
+    runner = ScriptRunner(str(path), [str(read)], session, hard_exit=exits.append, grace=1.0)
     thread = runner.start()
     try:
-        for _ in range(1000):  # at most 10 s
-            if session.passes >= 2:
-                break
-            thread.join(0.01)
-        assert session.passes >= 2
-        session.quit()
-        for _ in range(1000):
-            if exits:
+        for _ in range(3000):  # at most 30 s
+            if exits or not thread.is_alive():
                 break
             thread.join(0.01)
         assert exits == [QUIT_STATUS] and thread.is_alive()  # ended by the hard exit, not by itself
+        assert [e.text for e in events if isinstance(e, ev.Output)] == ["swallowed\n"]
         finished = [e for e in events if isinstance(e, ev.ScriptFinished)]
         assert len(finished) == 1 and finished[0].quit and finished[0].exit_status == QUIT_STATUS
         assert "hard exit" in finished[0].how
     finally:
-        stop.write_text("")  # the script's loop ends on its own
+        os.write(write, b"x")  # the script's read returns; the pending second stop ends it
         thread.join(30)
-    assert not thread.is_alive()
+        os.close(read)
+        os.close(write)
+    assert not thread.is_alive() and runner.exit_status == QUIT_STATUS
     assert len([e for e in events if isinstance(e, ev.ScriptFinished)]) == 1  # never announced twice
