@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         print("gradtui: --headless and --listen do not go together: an agent that --listens serves clients; "
               "run `gradtui attach --headless -c ...` against it", file=sys.stderr)
         return 2
-    run = RunOptions(os.path.abspath(script), list(options.args), commands, report, options.record_all,
+    run = RunOptions(script, list(options.args), commands, report, options.record_all,
                      headless=options.headless, listen=options.listen)
     if options.listen:
         from gradtui.agent.main import listen_main
@@ -147,15 +147,21 @@ def run_headless(options: RunOptions) -> int:
     thread); print to stdout (the script's stderr to stderr); write the report; return the
     exit status."""
     from gradtui.core.report import Report
-    from gradtui.core.runner import ScriptRunner
+    from gradtui.core.runner import ScriptRunner, exit_now
     from gradtui.headless import HeadlessDriver
 
     report = Report() if options.report else None
     session = build_session(options, *([report] if report is not None else []))
     session.add_listener(HeadlessDriver(session, options.commands, sys.stdout, sys.stderr))
-    runner = ScriptRunner(options.script, options.args, session)
+
+    def hard_exit(status: int) -> None:  # the script went on after quit: write the report, then end
+        if report is not None and options.report:
+            report.write(options.report)
+        exit_now(status)
+
+    runner = ScriptRunner(options.script, options.args, session, hard_exit=hard_exit)
     try:
-        status = runner.run()
+        status = runner.run()  # runner.QUIT_STATUS (130) when the user quit
     finally:
         if report is not None and options.report:
             report.write(options.report)

@@ -30,60 +30,23 @@ FD_ENV = "GRADTUI_AGENT_FD"
 ATTACH_TIMEOUT = 30.0
 """Seconds a child agent waits for its UI to complete the hello before giving up."""
 
-QUIT_GRACE = 2.0
-"""Seconds a quit script has to unwind (one that swallows GradtuiQuit in a loop) before the
-process exits anyway."""
-
-
-class Stopper:
-    """Quit the script: unblock a pause, interrupt a busy script, and exit hard if it will not end."""
-
-    def __init__(self, session, runner, on_hard_exit=lambda: None) -> None:
-        self._session = session
-        self._runner = runner
-        self._on_hard_exit = on_hard_exit
-        self._started = threading.Event()
-
-    def stop(self) -> None:
-        """Start stopping (returns at once; idempotent)."""
-        if self._started.is_set():
-            return
-        self._started.set()
-        self._session.quit()
-        threading.Thread(target=self._watch, name="gradtui-stopper", daemon=True).start()
-
-    def _watch(self) -> None:
-        from gradtui.core.events import QUIT_STATUS
-
-        runner = self._runner
-        if runner.finished.wait(0.3):
-            return
-        runner.interrupt()  # busy in the script's own code (a forward, a loop)
-        if runner.finished.wait(QUIT_GRACE):
-            return
-        runner.interrupt()  # the script swallowed the first one
-        if runner.finished.wait(QUIT_GRACE):
-            return
-        self._on_hard_exit()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(QUIT_STATUS)
-
-
 def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = None,
               listener: socket.socket | None = None, exit_with_client: bool = False,
               tee: bool = False) -> int:
     """Run the script under a session served over `conn` / `listener`; return its exit status."""
-    from gradtui.core.runner import ScriptRunner
+    from gradtui.core.runner import ScriptRunner, exit_now
 
     def submit(text: str, request: int) -> None:
         if _is_quit(text):
-            stopper.stop()  # unblocks a pause, and interrupts a script busy elsewhere
+            stop()
         else:
             session.submit(text, request)
 
+    def stop() -> None:  # session.quit(), then the script interrupted if it is busy outside a pause
+        threading.Thread(target=runner.stop, name="gradtui-stop", daemon=True).start()
+
     hooks = ServerHooks(submit=submit,
-                        quit=lambda: stopper.stop(), resume=lambda: session.run_on(),
+                        quit=stop, resume=lambda: session.run_on(),
                         info={"script": options.script, "argv": [options.script, *options.args],
                               "pid": os.getpid(), "kind": "agent"})
     server = AgentServer(listener, token, hooks, exit_with_client=exit_with_client)
@@ -95,8 +58,11 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
         report = Report()
         session.add_listener(report)
         listeners.append(report)
-    runner = ScriptRunner(options.script, options.args, session, capture_output=False)
-    stopper = Stopper(session, runner, on_hard_exit=lambda: _end(server, listeners, options, "quit"))
+    def hard_exit(status: int) -> None:  # the script went on after quit (runner's watchdog)
+        _end(server, listeners, options, "quit")
+        exit_now(status)
+
+    runner = ScriptRunner(options.script, options.args, session, capture_output=False, hard_exit=hard_exit)
     fds = FdTee(session.emit) if tee else None
     server.start()
     if conn is not None:
@@ -153,11 +119,10 @@ def child_main() -> int:
         stream.reconfigure(line_buffering=True)  # a pipe, read live by the UI, as a terminal would be
     status = run_agent(options, token, conn=conn, exit_with_client=True)
     from gradtui.core.events import QUIT_STATUS
+    from gradtui.core.runner import exit_now
 
     if status == QUIT_STATUS:  # the user asked to stop: the script's atexit work is not wanted
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+        exit_now(status)
     return status
 
 

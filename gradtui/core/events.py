@@ -96,6 +96,9 @@ class NestedPass(Event):
     """How many nodes its graph has."""
     thread: str
     """The name of the thread that called it."""
+    missed: tuple[str, ...] = ()
+    """Specs of `module` breakpoints naming a module whose parameters this pass updates (a
+    reentrant checkpoint's): it runs unhooked, so they cannot stop in it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +217,36 @@ class PassFinished(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class FrameInfo:
+    """One frame of a script's traceback, as `traceback.FrameSummary` gives it."""
+
+    filename: str
+    lineno: int
+    name: str
+    """The function's name (`<module>` at the top level)."""
+    line: str
+    """The source line, stripped ("" when the file cannot be read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """The exception a script ended with, as data a client renders (Rich's Traceback in the UI).
+
+    `frames` are those of `ScriptFinished.traceback`: every frame but gradtui's own, outermost
+    first (torch's and the standard library's included, as python prints them; a client that
+    folds library frames asks `gradtui.core.places.is_user_file`). Chained exceptions
+    (`__cause__`, `__context__`) are in the traceback text only."""
+
+    exc_type: str
+    """`ValueError`; qualified by module outside builtins and __main__ (`torch.OutOfMemoryError`)."""
+    message: str
+    frames: tuple[FrameInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ScriptFinished(Event):
-    """The script ended: exit status (0 ok, 1 exception, n from sys.exit), traceback if any."""
+    """The script ended: exit status (0 ok, 1 exception, n from sys.exit, `runner.QUIT_STATUS`
+    (130) when the user quit), traceback if any."""
 
     exit_status: int
     traceback: str | None = None
@@ -224,4 +255,7 @@ class ScriptFinished(Event):
     passes: int = 0
     how: str | None = None
     """Set by a client when the script's process ended without saying so itself (`os._exit`,
-    a signal): e.g. "killed by SIGSEGV (Segmentation fault)"."""
+    a signal): e.g. "killed by SIGSEGV (Segmentation fault)"; set by the runner when it had to
+    end a script that went on after quit ("hard exit ...")."""
+    error: ErrorInfo | None = None
+    """The exception the script ended with, structured (None when it did not raise)."""

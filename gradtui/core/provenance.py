@@ -23,21 +23,22 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import sysconfig
 import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch._C._autograd import _get_sequence_nr
 from torch.nn.modules import module as _nn_module
-from torch.overrides import (
-    TorchFunctionMode,
-    _get_current_function_mode_stack,
-    _pop_mode,
-    _push_mode,
-)
+from torch.overrides import TorchFunctionMode
+
+from gradtui.core.compat import get_function_mode_stack as _get_current_function_mode_stack
+from gradtui.core.compat import get_sequence_nr as _get_sequence_nr
+from gradtui.core.compat import is_compiling as _is_compiling
+from gradtui.core.compat import pop_mode as _pop_mode
+from gradtui.core.compat import push_mode as _push_mode
+from gradtui.core.places import STDLIB_DIRS as _STDLIB_DIRS
+from gradtui.core.places import is_user_file as _is_user_file
 
 SOURCE_KEY = "gradtui.source"
 MODULE_KEY = "gradtui.module"
@@ -45,35 +46,10 @@ FIRST_KEY = "gradtui.first"  # on a call's returned node: the call's first seque
 
 _Tensor = torch.Tensor
 _get_ident = threading.get_ident
-_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
-def _dir_of(path: str) -> str:
-    return os.path.join(os.path.dirname(os.path.realpath(path)), "")
-
-
-_TORCH_DIR = _dir_of(torch.__file__)
-_GRADTUI_DIR = os.path.join(os.path.dirname(_dir_of(__file__).rstrip(os.sep)), "")
-_GRADTUI_EXAMPLES = os.path.join(_GRADTUI_DIR, "examples", "")  # the bundled demo is user code
-_paths = sysconfig.get_paths()
-_STDLIB_DIRS = tuple({_dir_of(os.path.join(_paths[k], "x")) for k in ("stdlib", "platstdlib")})
-# site-packages usually sits inside the stdlib dir; third-party code counts as the user's.
-_SITE_DIRS = tuple({_dir_of(os.path.join(_paths[k], "x")) for k in ("purelib", "platlib")})
 # A user's own mode forwarding the call to ours is not where the op was written.
 _SKIP_CODE_NAMES = frozenset({"__torch_function__", "__torch_dispatch__"})
-
-
-def _is_user_file(filename: str) -> bool:
-    if filename.startswith("<frozen"):
-        return False
-    if filename.startswith("<"):
-        return True  # <stdin>, <string>, notebook cells: code the user typed
-    path = os.path.realpath(filename)
-    if path.startswith(_TORCH_DIR):
-        return False
-    if path.startswith(_GRADTUI_DIR) and not path.startswith(_GRADTUI_EXAMPLES):
-        return False
-    return not path.startswith(_STDLIB_DIRS) or path.startswith(_SITE_DIRS)
 
 
 _user_files: dict[str, bool] = {}  # filename -> _is_user_file(filename)

@@ -1,15 +1,21 @@
 """Run the user's script as `python script.py args` would, under a Session.
 
-The script runs as `__main__` with its own `sys.argv`, its folder first on `sys.path`, an
-empty stdin (a debugger must never steal the terminal's keys), and its stdout/stderr turned
-into `Output` events. Its end is reported as a `ScriptFinished` event: exit status, the
-traceback of an exception (frames of gradtui and runpy trimmed), or that the user quit.
+The script sees what `python script.py args` gives it: `sys.argv` (argv[0] as typed), its
+real folder as `sys.path[0]`, a fresh `__main__` module in `sys.modules` (so pickling classes
+it defines works, as multiprocessing and DataLoader workers need), `__file__`, `__spec__` and
+`__package__` None, `__builtins__` the builtins module; plus an empty stdin (a debugger must
+never steal the terminal's keys). Its stdout/stderr become `Output` events unless the caller
+captures fds 1/2 itself (`capture_output=False`). Its end is reported as a `ScriptFinished`
+event: exit status, the traceback of an exception (gradtui's frames trimmed) as text and as
+`ErrorInfo`, or that the user quit (status `QUIT_STATUS`).
 """
 
 from __future__ import annotations
 
+import builtins
 import codecs
 import ctypes
+import importlib.machinery
 import io
 import os
 import runpy
@@ -17,11 +23,32 @@ import sys
 import threading
 import traceback
 import types
+import zipfile
+from collections.abc import Callable
 from typing import TextIO
 
 from gradtui.core import events as ev
-from gradtui.core.events import QUIT_STATUS
+from gradtui.core.places import is_gradtui_file
 from gradtui.core.session import GradtuiQuit, Session
+
+QUIT_STATUS = 130
+"""Exit status of a run the user quit before the script ended: "stopped by the user", as a
+shell reports a process ended by Ctrl-C (128 + SIGINT), so CI never takes it for success."""
+
+QUIT_GRACE = 2.0
+"""Seconds a script may take to unwind after quit before the runner stops it again and then,
+if it owns the process (`hard_exit`), ends the process."""
+
+
+def exit_now(status: int) -> None:
+    """The default hard exit: flush the real stdout/stderr, then end the process at once."""
+    for stream in (sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 class _EventStream(io.TextIOBase):
@@ -98,16 +125,25 @@ class _BytesToText(io.RawIOBase):
 
 
 class ScriptRunner:
-    """Runs one script under a session, in the calling thread (`run`) or a new one (`start`)."""
+    """Runs one script under a session, in the calling thread (`run`) or a new one (`start`).
 
-    def __init__(self, path: str, args: list[str] | tuple[str, ...], session: Session,
-                 capture_output: bool = True) -> None:
-        """`capture_output=False`: leave sys.stdout/sys.stderr alone (an agent whose fds 1/2 are
-        already captured at the fd level)."""
+    `capture_output=False` leaves `sys.stdout`/`sys.stderr` alone (a caller that captures fds
+    1/2 itself). `hard_exit(status)`, for a caller that owns the process (headless, the agent),
+    is how a script that goes on after quit is ended (see `stop`); without it the runner never
+    ends the process.
+    """
+
+    def __init__(self, path: str, args: list[str] | tuple[str, ...], session: Session, *,
+                 capture_output: bool = True, hard_exit: Callable[[int], None] | None = None,
+                 grace: float = QUIT_GRACE) -> None:
         self.path = os.path.abspath(path)
-        self.capture_output = capture_output
+        self.argv0 = path
+        """argv[0] as given (python keeps it as typed)."""
         self.args = list(args)
         self.session = session
+        self.capture_output = capture_output
+        self.hard_exit = hard_exit
+        self.grace = grace
         self.exit_status: int | None = None
         self.thread_id: int | None = None
         """The thread `run` runs in (set when it starts)."""
@@ -117,16 +153,23 @@ class ScriptRunner:
         self._interrupt = threading.Lock()
         self._interruptible = False
         """True while the script's own code runs: only then may `interrupt` raise in its thread."""
+        self._announce = threading.Lock()
+        self._announced = False
+        """ScriptFinished was emitted (by `run`, or by the hard exit): never twice."""
 
     def run(self) -> int:
         """Run the script to its end in this thread; emit ScriptFinished; return exit status.
 
-        Does nothing (status 0) if the session was quit before the script started.
+        If the session was quit before the script started, the script never runs: status
+        QUIT_STATUS, announced as a quit like any other.
         """
         self.thread_id = threading.get_ident()
+        if self.hard_exit is not None:
+            threading.Thread(target=self._watch, name="gradtui-quit-watch", daemon=True).start()
         try:
             if self.session.quitting:
-                self.exit_status = 0
+                self.exit_status = QUIT_STATUS
+                self._finish(ev.ScriptFinished(QUIT_STATUS, None, True, 0))
             else:
                 self.exit_status = self._run()
         finally:
@@ -135,50 +178,90 @@ class ScriptRunner:
 
     def _run(self) -> int:
         session = self.session
-        session.emit(ev.ScriptStarted(self.path, (self.path, *self.args)))
+        argv = [self.argv0, *self.args]
+        session.emit(ev.ScriptStarted(self.path, tuple(argv)))
         saved: tuple[list[str], list[str], TextIO, TextIO, TextIO] = (
             sys.argv, list(sys.path), sys.stdout, sys.stderr, sys.stdin)
+        out = err = None
         if self.capture_output:
             out, err = _EventStream(session, "stdout"), _EventStream(session, "stderr")
-        else:
-            out, err = sys.stdout, sys.stderr
-        status, tb, quit_ = 0, None, False
-        sys.argv = [self.path, *self.args]
-        sys.path.insert(0, os.path.dirname(self.path))
-        sys.stdout, sys.stderr, sys.stdin = out, err, io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+        status, tb, quit_, error = 0, None, False, None
+        sys.argv = argv
+        # python resolves links for sys.path[0]. Inserted, not replacing the launcher's entry: the
+        # launcher knows whether its own first entry is one `python script.py` would not have.
+        sys.path.insert(0, os.path.dirname(os.path.realpath(self.path)))
+        if out is not None and err is not None:
+            sys.stdout, sys.stderr = out, err
+        sys.stdin = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
         try:
             session.install()
             self._interruptible = True
-            runpy.run_path(self.path, run_name="__main__")
+            self._run_main()
         except GradtuiQuit:
-            status, quit_ = QUIT_STATUS, True
+            quit_, status = True, QUIT_STATUS
         except SystemExit as exc:
             status, tb = _exit_status(exc)
         except BaseException as exc:  # noqa: BLE001 - the script's error is the result
-            status, tb = 1, self._format(exc)
+            status, (tb, error) = 1, self._format(exc)
         finally:
             self._disarm()
             session.uninstall()
-            out.flush()
-            err.flush()
+            if out is not None and err is not None:
+                out.flush()
+                err.flush()
             sys.argv, sys.path[:] = saved[0], saved[1]
             sys.stdout, sys.stderr, sys.stdin = saved[2], saved[3], saved[4]
-        session.emit(ev.ScriptFinished(status, tb, quit_, session.passes))
+        self._finish(ev.ScriptFinished(status, tb, quit_, session.passes, error=error))
         return status
 
-    def _format(self, exc: BaseException) -> str:
-        """The traceback without gradtui's and runpy's frames (also those between user frames,
-        e.g. the session's backward wrappers when a user hook raises during backward)."""
+    def _run_main(self) -> None:
+        """Execute the script as python does with `python script.py`: in a fresh `__main__`
+        module that is `sys.modules["__main__"]` while it runs (a zip archive through runpy)."""
+        if not self.path.endswith(".py") and zipfile.is_zipfile(self.path):
+            runpy.run_path(self.path, run_name="__main__")
+            return
+        main = types.ModuleType("__main__")
+        main.__dict__.update(__file__=self.path, __cached__=None, __builtins__=builtins, __annotations__={},
+                             __loader__=importlib.machinery.SourceFileLoader("__main__", self.path))
+        with io.open_code(self.path) as f:
+            source = f.read()
+        code = compile(source, self.path, "exec", dont_inherit=True)  # the coding cookie, as python reads it
+        saved = sys.modules.get("__main__")
+        sys.modules["__main__"] = main
+        try:
+            exec(code, main.__dict__)  # noqa: S102 - running the user's script is the point
+        finally:
+            if saved is not None:
+                sys.modules["__main__"] = saved
+            else:
+                del sys.modules["__main__"]
+
+    def _finish(self, event: ev.ScriptFinished) -> bool:
+        """Emit ScriptFinished unless it was already; True if this call emitted it."""
+        with self._announce:
+            if self._announced:
+                return False
+            self._announced = True
+        self.session.emit(event)
+        return True
+
+    def _format(self, exc: BaseException) -> tuple[str, ev.ErrorInfo]:
+        """The traceback without gradtui's frames (also those between user frames, e.g. the
+        session's backward wrappers when a user hook raises during backward), as text and data."""
         kept = []
         tb = exc.__traceback__
         while tb is not None:
-            if _is_user_file(tb.tb_frame.f_code.co_filename):
+            if not _is_internal(tb.tb_frame.f_code.co_filename):
                 kept.append(tb)
             tb = tb.tb_next
         tb = None
         for entry in reversed(kept):
             tb = types.TracebackType(tb, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
-        return "".join(traceback.format_exception(type(exc), exc, tb))
+        kind = type(exc)
+        name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__") else f"{kind.__module__}.{kind.__qualname__}"
+        frames = tuple(ev.FrameInfo(f.filename, f.lineno or 0, f.name, (f.line or "").strip())
+                       for f in traceback.extract_tb(tb))
+        return "".join(traceback.format_exception(kind, exc, tb)), ev.ErrorInfo(name, str(exc), frames)
 
     def start(self) -> threading.Thread:
         """Run the script in a new daemon thread named `gradtui-script`."""
@@ -190,7 +273,9 @@ class ScriptRunner:
         """Quit: unblock a paused hook, interrupt a busy script; True if `run` returned in time.
 
         Blocks up to `timeout`; the UI instead calls `session.quit()` and `interrupt()` itself
-        and polls `finished`, so its event loop never blocks.
+        and polls `finished`, so its event loop never blocks. With `hard_exit`, a script that
+        still runs `grace` seconds after quit (it swallows BaseException) is stopped again, then
+        the process ends (`_watch`), whoever asked for the quit.
         """
         self.session.quit()
         if self.thread_id is None:
@@ -198,6 +283,26 @@ class ScriptRunner:
         if not self.finished.wait(min(0.3, timeout)):
             self.interrupt()
         return self.finished.wait(timeout)
+
+    def _watch(self) -> None:
+        """Watchdog of a runner that owns its process: after a quit, give the script `grace`
+        seconds to unwind, stopping it a second time half-way; then announce the end
+        (ScriptFinished, so listeners write what they keep) and `hard_exit(QUIT_STATUS)`."""
+        while not self.finished.wait(0.05):
+            if self.session.quitting:
+                break
+        else:
+            return
+        if self.finished.wait(self.grace / 2):
+            return
+        self.interrupt()  # the second stop
+        if self.finished.wait(self.grace / 2):
+            return
+        announced = self._finish(ev.ScriptFinished(
+            QUIT_STATUS, None, True, self.session.passes,
+            how=f"hard exit: the script went on {self.grace:g} s after quit (it catches BaseException?)"))
+        if announced and self.hard_exit is not None:
+            self.hard_exit(QUIT_STATUS)
 
     def interrupt(self) -> None:
         """Raise GradtuiQuit in the script's thread, if the script's own code is running.
@@ -218,12 +323,9 @@ class ScriptRunner:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _is_user_file(filename: str) -> bool:
-    return not (filename.startswith(_PACKAGE_DIR) or os.path.basename(filename) == "runpy.py"
-                or filename.startswith("<frozen"))
+def _is_internal(filename: str) -> bool:
+    """A frame tracebacks drop: gradtui's own, or runpy's (a zip archive runs through it)."""
+    return is_gradtui_file(filename) or os.path.basename(filename) == "runpy.py" or filename == "<frozen runpy>"
 
 
 def _exit_status(exc: SystemExit) -> tuple[int, str | None]:

@@ -6,8 +6,8 @@ import linecache
 import math
 import os
 import re
-import sysconfig
 
+from gradtui.core.places import library_of
 from gradtui.core.summary import Stats, format_number
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -89,21 +89,11 @@ def source_lines(path: str | None, line: int | None, context: int = 2) -> list[t
 _FRAME = re.compile(r'^  File "([^"]+)", line (\d+), in (.*)$')
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _GRADTUI_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_LIBRARY_DIRS = tuple(os.path.join(os.path.realpath(p), "") for p in {
-    sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
 
 
 def library_package(path: str) -> str | None:
-    """`torch` for a file of an installed package, `gradtui` for gradtui's own, None for user code."""
-    full = os.path.realpath(path)
-    if full.startswith(os.path.join(_GRADTUI_DIR, "")):
-        return "gradtui"
-    if path.startswith("<"):
-        return "python"
-    for root in sorted(_LIBRARY_DIRS, key=len, reverse=True):
-        if full.startswith(root):
-            return os.path.relpath(full, root).split(os.sep)[0].removesuffix(".py")
-    return None
+    """`torch`, `gradtui` or `python` for a file that is not user code, None for user code."""
+    return library_of(path)
 
 
 def short_path(path: str, home: str | None = None) -> str:

@@ -1,0 +1,72 @@
+"""Every private (or recent) torch symbol gradtui uses, in one place, each with a fallback.
+
+torch may rename or drop its private functions in any release. Other modules import them from
+here, never from torch directly, so a torch that lacks one degrades one feature (named beside
+each fallback) instead of failing at import. The floor declared in pyproject (torch 2.2) is the
+first release with `torch.autograd.graph.GradientEdge` / `get_gradient_edge` (pytorch#110867);
+everything else here has a fallback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.overrides as _overrides
+
+_C: Any = torch._C
+
+current_graph_task_id: Callable[[], int] = getattr(_C, "_current_graph_task_id", lambda: 0)
+"""The id of the autograd engine call running on this thread, -1 outside one. Fallback: always 0,
+so every hook call counts as the pass's own (a backward nested in a pass is hooked too)."""
+
+_compiler = getattr(torch, "compiler", None)
+is_compiling: Callable[[], bool] = getattr(_compiler, "is_compiling", None) or getattr(
+    getattr(torch, "_dynamo", None), "is_compiling", lambda: False)
+"""Is torch.compile tracing this call? Fallback: never (compiled code would be stepped eagerly)."""
+
+_functorch = getattr(_C, "_functorch", None)
+functorch_level: Callable[[], int | None] = getattr(_functorch, "maybe_current_level", lambda: None)
+"""The torch.func transform level in effect (None outside grad/vmap). Fallback: None."""
+is_legacy_batched: Callable[[torch.Tensor], bool] = getattr(_functorch, "is_legacy_batchedtensor",
+                                                            lambda t: False)
+"""Is `t` a batched tensor of `jacobian(vectorize=True)`? Fallback: no."""
+
+_autograd_c = getattr(_C, "_autograd", None)
+get_sequence_nr: Callable[[], int] = getattr(_autograd_c, "_get_sequence_nr", lambda: 0)
+"""Autograd's next sequence number on this thread. Fallback: 0, so provenance finds only the node
+a call returns, not the ones torch made inside it (those keep no source)."""
+
+
+def _stack_fallback() -> list[Any]:
+    length = getattr(_C, "_len_torch_function_stack", lambda: 0)()
+    return [_C._get_function_stack_at(i) for i in range(length)]
+
+
+push_mode: Callable[[Any], None] = (getattr(_overrides, "_push_mode", None)
+                                     or getattr(_C, "_push_on_torch_function_stack", None))
+"""Push a TorchFunctionMode on this thread's mode stack."""
+pop_mode: Callable[[], Any] = (getattr(_overrides, "_pop_mode", None)
+                               or getattr(_C, "_pop_torch_function_stack", None))
+"""Pop the innermost TorchFunctionMode of this thread's mode stack and return it."""
+get_function_mode_stack: Callable[[], list[Any]] = getattr(
+    _overrides, "_get_current_function_mode_stack", _stack_fallback)
+"""This thread's TorchFunctionMode stack, outermost first."""
+
+GradientEdge = torch.autograd.graph.GradientEdge
+"""(node, output_nr): a root or input torch accepts in place of a tensor (torch >= 2.2)."""
+get_gradient_edge: Callable[[torch.Tensor], Any] = torch.autograd.graph.get_gradient_edge
+"""The gradient edge of a tensor: its grad_fn, or for a leaf its AccumulateGrad node."""
+
+
+def is_zerotensor(t: torch.Tensor) -> bool:
+    """Is `t` a ZeroTensor (all zeros, no storage)? Fallback: no (a torch without the method has
+    no ZeroTensors)."""
+    check = getattr(t, "_is_zerotensor", None)
+    return bool(check()) if check is not None else False
+
+
+SYMBOLS = ("current_graph_task_id", "is_compiling", "functorch_level", "is_legacy_batched", "get_sequence_nr",
+           "push_mode", "pop_mode", "get_function_mode_stack", "GradientEdge", "get_gradient_edge", "is_zerotensor")
+"""What this module exposes (a test checks each is present and callable on this torch)."""

@@ -1,0 +1,57 @@
+"""Whose code is this file? The one answer provenance, tracebacks and the UI share.
+
+User code is what the user wrote or chose to run: their scripts, code typed at a prompt or in
+a notebook cell (`<stdin>`, `<ipython-input-…>`), gradtui's bundled examples, and third-party
+packages in site-packages (a model from `transformers` is the user's model: its lines are
+where its nodes come from). Not user code: torch, gradtui itself, the standard library and
+frozen modules (`<frozen runpy>`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sysconfig
+
+import torch
+
+
+def _dir_of(path: str) -> str:
+    return os.path.join(os.path.dirname(os.path.realpath(path)), "")
+
+
+TORCH_DIR = _dir_of(torch.__file__)
+GRADTUI_DIR = os.path.join(os.path.dirname(_dir_of(__file__).rstrip(os.sep)), "")
+_EXAMPLES_DIR = os.path.join(GRADTUI_DIR, "examples", "")
+_paths = sysconfig.get_paths()
+STDLIB_DIRS = tuple({_dir_of(os.path.join(_paths[k], "x")) for k in ("stdlib", "platstdlib")})
+# site-packages usually sits inside the stdlib dir; checked first.
+_SITE_DIRS = tuple({_dir_of(os.path.join(_paths[k], "x")) for k in ("purelib", "platlib")})
+
+
+@functools.lru_cache(maxsize=4096)
+def library_of(path: str) -> str | None:
+    """`torch`, `gradtui` or `python` (the standard library, frozen modules) for a file that is
+    not user code; None for user code. Cached: provenance asks per forward call."""
+    if path.startswith("<frozen"):
+        return "python"
+    if path.startswith("<"):
+        return None  # <stdin>, <string>, notebook cells: code the user typed
+    full = os.path.realpath(path)
+    if full.startswith(TORCH_DIR):
+        return "torch"
+    if full.startswith(GRADTUI_DIR):
+        return None if full.startswith(_EXAMPLES_DIR) else "gradtui"
+    if full.startswith(_SITE_DIRS):
+        return None
+    return "python" if full.startswith(STDLIB_DIRS) else None
+
+
+def is_user_file(path: str) -> bool:
+    """Is `path` user code (see the module doc)?"""
+    return library_of(path) is None
+
+
+def is_gradtui_file(path: str) -> bool:
+    """Is `path` gradtui's own machinery (not its bundled examples)? Tracebacks drop these frames."""
+    return library_of(path) == "gradtui"
