@@ -9,6 +9,7 @@ to its end without pausing.
 from __future__ import annotations
 
 import linecache
+import sys
 from typing import TextIO
 
 from gradtui.core import events as ev
@@ -19,12 +20,15 @@ from gradtui.core.summary import format_grads
 
 
 class HeadlessDriver:
-    """Feeds `commands` to `session` one at a time and prints the session's events to `out`."""
+    """Feeds `commands` to `session` one at a time and prints the session's events to `out`;
+    what the script wrote to stderr goes to `err` (default: this process's stderr), as a
+    plain run would send it, so `2>/dev/null` hides it there too."""
 
-    def __init__(self, session: Session, commands: list[str], out: TextIO) -> None:
+    def __init__(self, session: Session, commands: list[str], out: TextIO, err: TextIO | None = None) -> None:
         self.session = session
         self.commands = list(commands)
         self.out = out
+        self.err = err if err is not None else sys.stderr  # now: while the script runs, sys.stderr is its stream
         self._graph = None
         self._line_open = False
         """The script's output so far ends without a newline: our next line must start one."""
@@ -37,6 +41,11 @@ class HeadlessDriver:
             self.out.write(text)
             self.out.flush()
             self._line_open = not text.endswith("\n")
+
+    def _write_err(self, text: str) -> None:
+        """Write the script's stderr text to our stderr."""
+        self.err.write(text)
+        self.err.flush()
 
     def _end_line(self) -> None:
         """Finish a line the script left open, so what follows starts a line of its own."""
@@ -78,7 +87,10 @@ class HeadlessDriver:
         """Listener entry point."""
         if isinstance(event, ev.Output):
             self._flush_unhooked()  # keep our lines and the script's output in the order they happened
-            self._write(event.text)
+            if event.stream == "stderr":
+                self._write_err(event.text)
+            else:
+                self._write(event.text)
         elif isinstance(event, ev.PassStarted):
             if not event.recorded:
                 self._unhooked.append(event.index)

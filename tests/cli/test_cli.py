@@ -206,7 +206,7 @@ def test_arguments_after_the_script_go_to_the_script():
     done = gradtui("--headless", script("io_argv.py"), "-c", "step", "--report", "x")
     assert done.returncode == 0, done.stderr
     assert "argv ['-c', 'step', '--report', 'x']" in done.stdout
-    assert "to stderr" in done.stdout  # the script's stderr is shown in order, on stdout
+    assert "to stderr" in done.stderr and "to stderr" not in done.stdout  # each stream to its own (issue 11.12)
 
 
 def test_help_mentions_the_commands():
