@@ -107,11 +107,13 @@ def _unwritable(path: str) -> str | None:
 def run_headless(script: str, args: list[str], commands: list[str], report_path: str | None,
                  record_all: bool = False) -> int:
     """Run `script` with no UI; print to stdout; write the report; return the exit status."""
+    from gradtui.core.graph import allow_deep_graphs
     from gradtui.core.report import Report
     from gradtui.core.runner import ScriptRunner
     from gradtui.core.session import Session
     from gradtui.headless import HeadlessDriver
 
+    allow_deep_graphs()  # the script runs on this (the main) thread: freeing a deep graph must not overflow
     out = sys.stdout
     # The flow of a pass that runs unhooked is only ever read by a `flow` command here.
     wants_flow = any(c.split()[:1] == ["flow"] for c in commands)

@@ -40,6 +40,10 @@ from gradtui.core import provenance
 Node = Any  # torch.autograd.graph.Node: C++ nodes have no common Python base class
 
 _PREFIX = "torch::autograd::"
+
+DEEP_STACK = 256 << 20
+"""Bytes of main-thread stack `allow_deep_graphs` asks for: freeing a chain of nodes that had
+Python wrappers takes about 190 bytes of C stack per node, so this frees ~1.4 million."""
 _LIST_LABEL_LIMIT = 256  # label list elements `outs[3]` only for reasonably short lists
 
 
@@ -99,6 +103,33 @@ class Capture:
     sole_inputs: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
     """Per node, per output slot: (node id, input number) the gradient goes to when that
     input receives from this slot only, so the very tensor arrives there (else None)."""
+
+
+def allow_deep_graphs(size: int = DEEP_STACK) -> int:
+    """Let the main thread's stack grow to `size` bytes (the soft RLIMIT_STACK, within the hard
+    one); returns the soft limit now (0 where there is no such limit).
+
+    Why: once a node has had a Python wrapper (provenance reads `t.grad_fn` of every op, a
+    capture walks `next_functions`), torch frees it through that wrapper, and the wrapper's
+    deallocation frees the next node the same way: freeing a graph recurses once per node in
+    a chain, and the default 8 MiB stack overflows at ~45,000 nodes (SIGSEGV, issue 11.2). Linux
+    checks the limit when the main thread's stack grows, so raising it at run time is enough.
+    Other threads' stacks are fixed when they start; processes this one starts inherit it.
+    """
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    if soft == resource.RLIM_INFINITY or soft >= size:
+        return soft
+    new = size if hard == resource.RLIM_INFINITY else min(size, hard)
+    if new > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_STACK, (new, hard))
+        except (ValueError, OSError):
+            return soft
+    return resource.getrlimit(resource.RLIMIT_STACK)[0]
 
 
 def short_name(node: Node) -> str:

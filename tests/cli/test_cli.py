@@ -25,10 +25,10 @@ NODE_KEYS = {"id", "name", "labels", "param", "source", "module", "order", "next
 STATS_KEYS = {"shape", "dtype", "device", "norm", "min", "max", "mean", "nonfinite"}
 
 
-def gradtui(*args: str, launcher: list[str] | None = None, cwd=REPO) -> subprocess.CompletedProcess:
+def gradtui(*args: str, launcher: list[str] | None = None, cwd=REPO, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.run([*(launcher or LAUNCHERS[0]), *args], capture_output=True, text=True,
-                          timeout=TIMEOUT, cwd=cwd, env=env)
+                          timeout=timeout, cwd=cwd, env=env)
 
 
 def strict_json(path) -> dict:
