@@ -1,9 +1,11 @@
-"""`gradtui [--headless] [-c CMD]... [-x FILE] [--report PATH] [--record-all] [SCRIPT [ARGS...]]`."""
+"""`gradtui [--headless] [-c CMD]... [-x FILE] [--report PATH] [--record DB [--record-every N | --flight K]]
+[--record-all] [SCRIPT [ARGS...]]`."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from importlib import resources
 
@@ -58,9 +60,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--record-all", action="store_true",
                         help="record every pass node by node, even one nothing can stop in (by default such "
                              "passes run unhooked at plain speed, with only their loss and gradient flow)")
+    parser.add_argument("--record", metavar="DB",
+                        help="(headless) record the run into a SQLite database: every pass's loss and gradient flow, "
+                             "and per-node gradient statistics of the passes that were hooked")
+    parser.add_argument("--record-every", type=_positive, metavar="N",
+                        help="with --record: hook every pass (light statistics) and keep per-node data of every N-th")
+    parser.add_argument("--flight", type=_positive, metavar="K",
+                        help="with --record: keep the last K passes' per-node statistics in memory and write them "
+                             "only when a breakpoint hits, the script fails or is quit")
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     return parser
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,55 +101,110 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gradtui: cannot read -x {options.command_file}: {why}", file=sys.stderr)
             return 2
     commands += options.commands
-    report = os.path.abspath(options.report) if options.report else None  # the script may chdir
-    problem = report and _unwritable(report)
+    report = os.path.abspath(options.report) if options.report is not None else None  # the script may chdir
+    problem = report is not None and _unwritable(options.report)
     if problem:
         print(f"gradtui: cannot write --report {options.report}: {problem}", file=sys.stderr)
         return 2
+    record = os.path.abspath(options.record) if options.record is not None else None
+    if record is None and (options.record_every or options.flight):
+        print("gradtui: --record-every and --flight need --record DB", file=sys.stderr)
+        return 2
+    if options.record_every and options.flight:
+        print("gradtui: use either --record-every or --flight, not both", file=sys.stderr)
+        return 2
+    if record is not None:
+        from gradtui.record.store import check_path
+
+        problem = "it is the --report path" if record == report else check_path(options.record and record)
+        if problem:
+            print(f"gradtui: cannot record to {options.record}: {problem}", file=sys.stderr)
+            return 2
+        if not options.headless:
+            print("gradtui: --record works with --headless for now", file=sys.stderr)
+            return 2
     if options.headless:
-        return run_headless(script, options.args, commands, report, options.record_all)
+        return run_headless(script, options.args, commands, report, options.record_all,
+                            record_path=record, record_every=options.record_every, flight=options.flight)
     from gradtui.ui.app import run_app  # imported late: headless runs never load Textual
 
     return run_app(script, options.args, commands, report, options.record_all)
 
 
-def _unwritable(path: str) -> str | None:
-    """Why the report could not be written to `path` (asked before the script runs), or None."""
+def _unwritable(given: str) -> str | None:
+    """Why the report could not be written to `given` (asked before the script runs), or None.
+    A missing folder is created."""
+    if given == "":
+        return "empty path"
+    path = os.path.abspath(given)
     folder = os.path.dirname(path)
     if os.path.isdir(path):
         return "it is a directory"
-    if not os.path.isdir(folder):
-        return f"no such directory {folder}"
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the folder {folder}: {exc.strerror}"
     if not os.access(path if os.path.exists(path) else folder, os.W_OK):
         return "permission denied"
     return None
 
 
+OUTPUT_FAILED = 2
+"""Exit status of a run whose script succeeded but whose report or recording could not be written."""
+
+
 def run_headless(script: str, args: list[str], commands: list[str], report_path: str | None,
-                 record_all: bool = False) -> int:
-    """Run `script` with no UI; print to stdout; write the report; return the exit status."""
+                 record_all: bool = False, *, record_path: str | None = None, record_every: int | None = None,
+                 flight: int | None = None) -> int:
+    """Run `script` with no UI; print to stdout; stream the report and the recording as passes
+    end; return the exit status (OUTPUT_FAILED if the script succeeded but they could not be written)."""
     from gradtui.core.graph import allow_deep_graphs
-    from gradtui.core.report import Report
+    from gradtui.core.report import JsonStream, Report
     from gradtui.core.runner import ScriptRunner
     from gradtui.core.session import Session
     from gradtui.headless import HeadlessDriver
 
     allow_deep_graphs()  # the script runs on this (the main) thread: freeing a deep graph must not overflow
     out = sys.stdout
-    # The flow of a pass that runs unhooked is only ever read by a `flow` command here.
-    wants_flow = any(c.split()[:1] == ["flow"] for c in commands)
-    session = Session(hook_all_passes=record_all or report_path is not None, flow_unhooked=wants_flow)
-    report = Report() if report_path else None
-    if report is not None:
-        session.add_listener(report)
+    # The flow of a pass that runs unhooked is only ever read by a `flow` command here (or recorded).
+    wants_flow = record_path is not None or any(c.split()[:1] == ["flow"] for c in commands)
+    # Per-node data of every pass for a recording: every pass hooked, with light statistics.
+    every_pass = record_path is not None and (record_every is not None or flight is not None)
+    session = Session(hook_all_passes=record_all or report_path is not None or every_pass, flow_unhooked=wants_flow,
+                      full_stats=not every_pass or record_all or report_path is not None)
+    report = recorder = None
+    try:
+        if report_path is not None:
+            report = Report(JsonStream(report_path))
+        if record_path is not None:
+            from gradtui.record.store import Recorder
+
+            recorder = Recorder(record_path, every=record_every, flight=flight, argv=[script, *args])
+    except (OSError, sqlite3.Error) as exc:
+        which = f"--report {report_path}" if report is None else f"--record {record_path}"
+        print(f"gradtui: cannot write {which}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        if report is not None:
+            report.close()
+        return OUTPUT_FAILED
+    for listener in (report, recorder):
+        if listener is not None:
+            session.add_listener(listener)
     session.add_listener(HeadlessDriver(session, commands, out))
     runner = ScriptRunner(script, args, session)
+    status = 1
     try:
         status = runner.run()
     finally:
-        if report is not None and report_path:
-            report.write(report_path)
-    return status
+        failures = []
+        if report is not None and (why := report.close()):
+            failures.append(f"gradtui: could not write the report {report_path}: {why}")
+        if recorder is not None:
+            recorder.close()
+            if recorder.failed:
+                failures.append(f"gradtui: the recording {record_path} stopped: {recorder.failed}")
+        for line in failures:
+            print(line, file=sys.stderr)
+    return OUTPUT_FAILED if failures and status == 0 else status
 
 
 if __name__ == "__main__":

@@ -183,10 +183,21 @@ def test_command_file_that_is_not_text(tmp_path, capsys):
 def test_report_path_is_checked_before_the_script_runs(tmp_path, capsys):
     from gradtui.cli import main
 
-    for bad, why in [(tmp_path / "no" / "r.json", "no such directory"), (tmp_path, "it is a directory")]:
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    for bad, why in [(tmp_path / "file" / "r.json", "cannot create the folder"), (tmp_path, "it is a directory"),
+                     ("", "empty path")]:
         assert main(["--headless", "--report", str(bad), example("chain.py")]) == 2
         err = capsys.readouterr().err
-        assert "gradtui: cannot write --report" in err and why in err
+        assert "gradtui: cannot write --report" in err and why in err and len(err.splitlines()) == 1
+        assert "step" not in capsys.readouterr().out  # refused before the script ran
+
+
+def test_a_missing_report_folder_is_created(tmp_path, capsys):
+    from gradtui.cli import main
+
+    path = tmp_path / "new" / "deeper" / "r.json"
+    assert main(["--headless", "--report", str(path), example("chain.py")]) == 0, capsys.readouterr()
+    assert strict_json(path)["exit_status"] == 0
 
 
 def test_relative_report_path_survives_the_script_changing_directory(tmp_path, monkeypatch, capsys):
