@@ -45,7 +45,9 @@ class JsonStream:
     def __init__(self, path: str) -> None:
         self.path = path
         self.failed: str | None = None
-        self._file: BinaryIO | None = open(path, "wb")  # noqa: SIM115 - kept open for the run
+        # Read back too: a file whose folder was removed during the run is copied from here.
+        plain = not os.path.exists(path) or os.path.isfile(path)
+        self._file: BinaryIO | None = open(path, "w+b" if plain else "wb")  # noqa: SIM115 - kept open for the run
         self._regular = os.path.isfile(path)
         self._inode = os.fstat(self._file.fileno()).st_ino
         self._held: list[bytes] = []
@@ -142,9 +144,10 @@ class JsonStream:
             return
         try:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            with open(self.path, "wb") as copy, open(self._file.fileno(), "rb", closefd=False) as original:
-                original.seek(0)
-                copy.write(original.read())
+            self._file.flush()
+            self._file.seek(0)
+            with open(self.path, "wb") as copy:
+                copy.write(self._file.read())
         except OSError as exc:
             self._fail(OSError(exc.errno, f"it was removed during the run and cannot be written again: "
                                           f"{exc.strerror or exc}"))
