@@ -57,12 +57,15 @@ class Names:
     """id(leaf tensor) -> variable names bound to it."""
     params: dict[int, str] = field(default_factory=dict)
     """id(parameter) -> its name in its module, e.g. "fc.weight"."""
+    several_roots: bool = False
+    """More than one root module with parameters is in scope (a GAN's `netG` and `netD`): then
+    parameter names and module paths are led by the root's variable (`netG.0.weight`)."""
 
     @classmethod
     def from_scopes(cls, *scopes: Mapping[str, Any]) -> "Names":
         """Collect names from scopes in priority order (locals, then globals)."""
         names = cls()
-        seen_modules: set[int] = set()
+        modules: dict[int, tuple[str, torch.nn.Module]] = {}
         for scope in scopes:
             for var, value in list(scope.items()):
                 if var.startswith("__"):
@@ -73,14 +76,28 @@ class Names:
                     for i, item in enumerate(value):
                         if isinstance(item, torch.Tensor):
                             names._add(f"{var}[{i}]", item)
-                elif isinstance(value, torch.nn.Module) and id(value) not in seen_modules:
-                    seen_modules.add(id(value))
-                    # A model's parameters are named within it (`fc.weight`); a lone layer's
-                    # by its variable (`fc = nn.Linear(...)` gives `fc.weight`, not `weight`).
-                    prefix = "" if any(True for _ in value.children()) else var + "."
-                    for pname, param in value.named_parameters():
-                        names.params.setdefault(id(param), prefix + pname)
+                elif isinstance(value, torch.nn.Module):
+                    modules.setdefault(id(value), (var, value))
+        if modules:
+            names._name_params(list(modules.values()))
         return names
+
+    def _name_params(self, modules: list[tuple[str, torch.nn.Module]]) -> None:
+        """Parameter names, unique across the root modules in scope (those no other one contains)."""
+        inside: set[int] = set()
+        for _, module in modules:
+            inside.update(id(m) for m in module.modules() if m is not module)
+        roots = [(var, m) for var, m in modules if id(m) not in inside and any(True for _ in m.parameters())]
+        ran = [(var, m) for var, m in roots if m in provenance.forward_roots]
+        self.several_roots = len(ran or roots) > 1
+        for var, module in roots + [(var, m) for var, m in modules if id(m) in inside]:
+            # A model's parameters are named within it (`fc.weight`); a lone layer's by its
+            # variable (`fc = nn.Linear(...)` gives `fc.weight`, not `weight`); with several
+            # roots, every name by its root's variable.
+            lone = not any(True for _ in module.children())
+            prefix = var + "." if lone or (self.several_roots and id(module) not in inside) else ""
+            for pname, param in module.named_parameters():
+                self.params.setdefault(id(param), prefix + pname)
 
     def _add(self, var: str, tensor: torch.Tensor) -> None:
         if tensor.grad_fn is not None:
@@ -310,6 +327,9 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
     add_node = graph.add_node
     by_leaf, by_grad_fn, params = names.by_leaf, names.by_grad_fn, names.params
     source_of, module_of = provenance.source_of, provenance.module_of
+    shown: dict[str, str] = {}
+    """Recorded module path (led by its root's variable) -> as this pass shows it."""
+    several = names.several_roots
     for i, node in enumerate(nodes):
         name = short_name(node)
         kind = node_kind(node, name)
@@ -321,6 +341,11 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
         else:
             labels = tuple(by_grad_fn.get(id(node), ()))
             source, module = source_of(node), module_of(node)
+            if module is not None and not several:
+                short = shown.get(module)
+                if short is None:
+                    short = shown[module] = module.partition(".")[2] or module
+                module = short
         add_node(
             i, name=name, kind=kind, labels=labels, param=param,
             source=None if source is None else _source_text(*source),

@@ -43,6 +43,10 @@ SOURCE_KEY = "gradtui.source"
 MODULE_KEY = "gradtui.module"
 FIRST_KEY = "gradtui.first"  # on a call's returned node: the call's first sequence number
 
+forward_roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+"""Modules whose forward has run at the top of a recorded module stack (a model, a GAN's `netG`
+and `netD`; not a template layer that was only copied): the roots that name things."""
+
 _Tensor = torch.Tensor
 _get_ident = threading.get_ident
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
@@ -118,7 +122,8 @@ def source_of(node: Any) -> tuple[str, int] | None:
 
 
 def module_of(node: Any) -> str | None:
-    """The qualified name of the nn.Module whose forward created `node`, if it was recorded."""
+    """The qualified name of the nn.Module whose forward created `node`, if it was recorded,
+    led by its root module's variable name (`model.fc1`; `model` for the root's own ops)."""
     return _recorded(node, MODULE_KEY)
 
 
@@ -390,7 +395,11 @@ class Provenance(TorchFunctionMode):
             root = self._root_entry(module)
             if root[2] is None:
                 root[2] = _variable_name(module)
-            name, prefix, path = root[2], "", ""
+                forward_roots.add(module)
+            # Names are led by the root's variable (`netG.0`); a capture drops the lead when only
+            # one root module is in scope, so one model's paths read `encoder.layers.3`.
+            name = root[2]
+            prefix, path = name + ".", name
         else:
             _, parent, root, prefix, path, _ = top
             names = root[1]
