@@ -39,6 +39,8 @@ from torch.overrides import (
     _push_mode,
 )
 
+from gradtui.core import blame
+
 SOURCE_KEY = "gradtui.source"
 MODULE_KEY = "gradtui.module"
 FIRST_KEY = "gradtui.first"  # on a call's returned node: the call's first sequence number
@@ -191,6 +193,9 @@ class Provenance(TorchFunctionMode):
         # from that root's map, path for unregistered modules it calls, the user line of its
         # ops if its forward is torch's own code, else None).
         self._stacks: dict[int, list[tuple[int, str, list, str, str, tuple[str, int] | None]]] = {}
+        self._has_hook: Any = None
+        """`torch.nn.modules.module._has_any_global_hook` as it was before install."""
+        self._has_other_hook: Any = None
         self._start: Any = None
         """`threading.Thread.start` as it was before install."""
         # id(root module) -> its entry, see _root_entry; dropped when the module dies.
@@ -213,12 +218,20 @@ class Provenance(TorchFunctionMode):
             self._mode_pushed = True
             self._wrap_function_apply()
             self._wrap_thread_start()
+            self._hide_global_hooks()
+            blame.install(frozenset({Provenance.__torch_function__.__code__, self._wrapped_apply.__func__.__code__}),
+                          __file__, globals())
         except BaseException:
             self.uninstall()
             raise
 
     def uninstall(self) -> None:
         """Stop recording and remove the hooks; safe to call twice or after a failed install."""
+        blame.uninstall()
+        if self._has_hook is not None:
+            if _nn_module._has_any_global_hook is self._has_other_hook:
+                _nn_module._has_any_global_hook = self._has_hook
+            self._has_hook = None
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
@@ -236,6 +249,24 @@ class Provenance(TorchFunctionMode):
         # From another thread the mode cannot be popped; _thread = None makes it inert.
         self._thread = None
         self._stacks = {}
+
+    def _hide_global_hooks(self) -> None:
+        """`torch.compile(model)` warns when any global module hook exists (it would fire an extra
+        time for the OptimizedModule); a plain run has none, so ours are not counted."""
+        original = getattr(_nn_module, "_has_any_global_hook", None)
+        if original is None:
+            return
+        ours = frozenset(h.id for h in self._handles)
+        m = _nn_module
+
+        def has_other_hook() -> bool:
+            return bool(m._global_backward_pre_hooks or m._global_backward_hooks or m._global_forward_hooks_with_kwargs
+                        or any(k not in ours for k in m._global_forward_pre_hooks)
+                        or any(k not in ours for k in m._global_forward_hooks)
+                        or any(k not in ours for k in m._global_forward_hooks_always_called))
+
+        self._has_hook, self._has_other_hook = original, has_other_hook
+        _nn_module._has_any_global_hook = has_other_hook
 
     def _pop_self(self) -> bool:
         """Take this mode off the calling thread's mode stack, keeping any mode pushed above it;
