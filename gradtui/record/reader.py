@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,7 +149,7 @@ class Recording:
             if shape is None:
                 lists.append(None)
                 continue
-            values = None if vals is None else tuple(_num(v) for v in json.loads(vals))
+            values = None if vals is None else tuple(array("d", vals))
             lists.append(Stats(tuple(json.loads(shape)), dtype, device, _num(norm), _num(lo), _num(hi), _num(mean),
                                nonfinite, values, values[:8] if values else ()))
         return {node: NodeStats(tuple(a), tuple(b)) for node, (a, b) in found.items()}

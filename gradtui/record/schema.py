@@ -4,7 +4,8 @@ Shared by the writer (`store`) and the reader (`reader`). Floats are REAL column
 SQLite stores NaN as NULL, so a NaN is written as the text 'nan' (`nonfinite > 0` finds it);
 lists (shapes, labels, losses) are JSON text. Gradient statistics are rows of `grads`, one per
 node, direction and slot: `dir` 0 is what flowed into the node (its `grad_outputs`), 1 what
-it sent on (`grad_inputs`); an empty slot is a row whose `shape` is NULL.
+it sent on (`grad_inputs`); an empty slot is a row whose `shape` is NULL. `vals` (the values of a
+tensor of at most 64 elements) is a BLOB of float64s in the machine's byte order.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ CREATE TABLE nodes (
 CREATE TABLE grads (
     pass INTEGER NOT NULL, node INTEGER NOT NULL, dir INTEGER NOT NULL, slot INTEGER NOT NULL,
     shape TEXT, dtype TEXT, device TEXT, norm REAL, min REAL, max REAL, mean REAL,
-    nonfinite INTEGER, vals TEXT,
+    nonfinite INTEGER, vals BLOB,
     PRIMARY KEY (pass, node, dir, slot)
 ) WITHOUT ROWID;
 CREATE INDEX grads_nonfinite ON grads (pass, node) WHERE nonfinite > 0;

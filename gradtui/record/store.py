@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 import platform
 import sqlite3
 import time
@@ -73,8 +74,17 @@ def _f(x: float | None) -> float | str | None:
     return "nan" if x is not None and x != x else x
 
 
-def _list(items: Iterable[Any]) -> str:
-    return json.dumps(list(items), separators=(",", ":"))
+_texts: dict[tuple, str] = {}
+"""JSON text of shapes, labels and `next` tuples: a training loop repeats the same few."""
+
+
+def _list(items: tuple) -> str:
+    text = _texts.get(items)
+    if text is None:
+        if len(_texts) > 100_000:
+            _texts.clear()
+        text = _texts[items] = json.dumps(list(items), separators=(",", ":"))
+    return text
 
 
 def _int64(n: int) -> int:
@@ -92,7 +102,7 @@ def _grad_rows(index: int, node: int, direction: int, grads: tuple[Stats | None,
         if s is None:
             rows.append((index, node, direction, slot, None, None, None, None, None, None, None, None, None))
         else:
-            vals = None if s.values is None else json.dumps([_f(v) for v in s.values], separators=(",", ":"))
+            vals = None if s.values is None else array("d", s.values).tobytes()
             rows.append((index, node, direction, slot, _list(s.shape), s.dtype, s.device, _f(s.norm), _f(s.min),
                          _f(s.max), _f(s.mean), s.nonfinite, vals))
 
@@ -287,7 +297,7 @@ class Recorder:
               json.dumps(flight.nested) if flight.nested else None)]))
         work.append(("INSERT INTO flow (pass, rank, name, node, shape, grad_norm, weight_norm, ratio, nonfinite) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     [(event.index, rank, r.name, r.node, _list(r.shape), _f(r.grad_norm), _f(r.weight_norm),
+                     [(event.index, rank, r.name, r.node, _list(tuple(r.shape)), _f(r.grad_norm), _f(r.weight_norm),
                        _f(r.ratio), r.nonfinite) for rank, r in enumerate(event.flow)]))
         self._write(work)
 
