@@ -116,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     if record is not None:
         from gradtui.record.store import check_path
 
-        problem = "it is the --report path" if record == report else check_path(options.record and record)
+        if options.record == "":
+            problem = "empty path"
+        else:
+            problem = "it is the --report path" if record == report else check_path(record)
         if problem:
             print(f"gradtui: cannot record to {options.record}: {problem}", file=sys.stderr)
             return 2
@@ -179,7 +182,7 @@ def run_headless(script: str, args: list[str], commands: list[str], report_path:
         if record_path is not None:
             from gradtui.record.store import Recorder
 
-            recorder = Recorder(record_path, every=record_every, flight=flight, argv=[script, *args])
+            recorder = Recorder(record_path, every=record_every, flight=flight)
     except (OSError, sqlite3.Error) as exc:
         which = f"--report {report_path}" if report is None else f"--record {record_path}"
         print(f"gradtui: cannot write {which}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)

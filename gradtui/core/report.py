@@ -234,7 +234,7 @@ class Report:
                 "passes": self.passes, "breakpoint_hits": self.breakpoint_hits, "edits": self.edits}
 
     def write(self, path: str) -> None:
-        """Write the report as JSON to `path`."""
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(self.to_json(), handle, indent=1)
-            handle.write("\n")
+        """Write the report held in memory as compact JSON to `path` (at the end of a run;
+        `JsonStream` writes it as passes end)."""
+        with open(path, "wb") as handle:
+            handle.write(_dumps(self.to_json()))
