@@ -9,6 +9,7 @@ from importlib import resources
 
 from gradtui.core.commands import parse_file
 from gradtui.options import RunOptions, build_session
+from gradtui.outputs import OUTPUT_FAILED, OutputError, Outputs
 
 DESCRIPTION = """\
 Debug the backward passes of a PyTorch script, unmodified.
@@ -69,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="no UI: run the script under an agent that waits at its first pause for a client "
                              "(`gradtui attach`); loopback unless HOST says otherwise, :0 picks a free port")
     parser.add_argument("--theme", metavar="NAME", help="a Textual theme for the UI (e.g. textual-dark, nord)")
+    parser.add_argument("--record", metavar="DB",
+                        help="(headless) record the run into a SQLite database: every pass's loss and gradient flow, "
+                             "and per-node gradient statistics of the passes that were hooked")
+    parser.add_argument("--record-every", type=_positive, metavar="N",
+                        help="with --record: hook every pass (light statistics) and keep per-node data of every N-th")
+    parser.add_argument("--flight", type=_positive, metavar="K",
+                        help="with --record: keep the last K passes' per-node statistics in memory and write them "
+                             "only when a breakpoint hits, the script fails or is quit")
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     return parser
@@ -84,6 +93,17 @@ def _version() -> str:
 
 
 SUBCOMMANDS = ("attach",)
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,17 +128,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gradtui: cannot read -x {options.command_file}: {why}", file=sys.stderr)
             return 2
     commands += options.commands
-    report = os.path.abspath(options.report) if options.report else None  # the script may chdir
-    problem = report and _unwritable(report)
+    report = os.path.abspath(options.report) if options.report is not None else None  # the script may chdir
+    problem = report is not None and _unwritable(options.report)
     if problem:
         print(f"gradtui: cannot write --report {options.report}: {problem}", file=sys.stderr)
         return 2
+    record = os.path.abspath(options.record) if options.record is not None else None
+    if record is None and (options.record_every or options.flight):
+        print("gradtui: --record-every and --flight need --record DB", file=sys.stderr)
+        return 2
+    if options.record_every and options.flight:
+        print("gradtui: use either --record-every or --flight, not both", file=sys.stderr)
+        return 2
+    if record is not None:
+        from gradtui.record.store import check_path
+
+        if options.record == "":
+            problem = "empty path"
+        else:
+            problem = "it is the --report path" if record == report else check_path(record)
+        if problem:
+            print(f"gradtui: cannot record to {options.record}: {problem}", file=sys.stderr)
+            return 2
     if options.headless and options.listen:
         print("gradtui: --headless and --listen do not go together: an agent that --listens serves clients; "
               "run `gradtui attach --headless -c ...` against it", file=sys.stderr)
         return 2
     run = RunOptions(script, list(options.args), commands, report, options.record_all,
-                     headless=options.headless, listen=options.listen)
+                     headless=options.headless, listen=options.listen, record=record,
+                     record_every=options.record_every, flight=options.flight)
     if options.listen:
         from gradtui.agent.main import listen_main
 
@@ -130,13 +168,19 @@ def main(argv: list[str] | None = None) -> int:
     return run_app(run, theme=options.theme)
 
 
-def _unwritable(path: str) -> str | None:
-    """Why the report could not be written to `path` (asked before the script runs), or None."""
+def _unwritable(given: str) -> str | None:
+    """Why the report could not be written to `given` (asked before the script runs), or None.
+    A missing folder is created."""
+    if given == "":
+        return "empty path"
+    path = os.path.abspath(given)
     folder = os.path.dirname(path)
     if os.path.isdir(path):
         return "it is a directory"
-    if not os.path.isdir(folder):
-        return f"no such directory {folder}"
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the folder {folder}: {exc.strerror}"
     if not os.access(path if os.path.exists(path) else folder, os.W_OK):
         return "permission denied"
     return None
@@ -144,28 +188,36 @@ def _unwritable(path: str) -> str | None:
 
 def run_headless(options: RunOptions) -> int:
     """Run the script with no UI, client and agent in this process (the script on its main
-    thread); print to stdout (the script's stderr to stderr); write the report; return the
-    exit status."""
-    from gradtui.core.report import Report
+    thread); print to stdout (the script's stderr to stderr); stream the report and the recording
+    as passes end; return the exit status (OUTPUT_FAILED if the script succeeded but they could
+    not be written)."""
+    from gradtui.core.graph import allow_deep_graphs
     from gradtui.core.runner import ScriptRunner, exit_now
     from gradtui.headless import HeadlessDriver
 
-    report = Report() if options.report else None
-    session = build_session(options, *([report] if report is not None else []))
+    allow_deep_graphs()  # the script runs on this (the main) thread: freeing a deep graph must not overflow
+    try:
+        outputs = Outputs(options)
+    except OutputError as exc:
+        print(f"gradtui: {exc}", file=sys.stderr)
+        return OUTPUT_FAILED
+    session = build_session(options, *outputs.listeners)
     session.add_listener(HeadlessDriver(session, options.commands, sys.stdout, sys.stderr))
 
-    def hard_exit(status: int) -> None:  # the script went on after quit: write the report, then end
-        if report is not None and options.report:
-            report.write(options.report)
+    def hard_exit(status: int) -> None:  # the script went on after quit: finish the outputs, then end
+        for line in outputs.close():
+            print(line, file=sys.stderr)
         exit_now(status)
 
     runner = ScriptRunner(options.script, options.args, session, hard_exit=hard_exit)
+    status = 1
     try:
         status = runner.run()  # runner.QUIT_STATUS (130) when the user quit
     finally:
-        if report is not None and options.report:
-            report.write(options.report)
-    return status
+        failures = outputs.close()
+        for line in failures:
+            print(line, file=sys.stderr)
+    return OUTPUT_FAILED if failures and status == 0 else status
 
 
 if __name__ == "__main__":

@@ -33,27 +33,44 @@ class RunOptions:
     headless: bool = False
     listen: str | None = None
     """--listen [HOST:]PORT: serve clients over TCP."""
+    record: str | None = None
+    """--record DB: a SQLite recording of the run."""
+    record_every: int | None = None
+    """--record-every N: per-node data of every N-th pass (every pass is hooked)."""
+    flight: int | None = None
+    """--flight K: per-node data of the last K passes, written when something goes wrong."""
     every_stat: bool = False
     """Every statistic of every gradient even between pauses (a client-side report wants them)."""
     break_on: list[str] = field(default_factory=list)
     """Breakpoints armed before the first pass; with any, the run starts in `continue`."""
 
     @property
+    def every_pass(self) -> bool:
+        """A recording wants per-node data of passes nothing would stop in (--record-every, --flight)."""
+        return self.record is not None and (self.record_every is not None or self.flight is not None)
+
+    @property
     def full_stats(self) -> bool:
         """Every statistic of every gradient (headless prints them, a report writes them); the
-        UI between pauses needs only norms and non-finite counts."""
-        return self.headless or self.every_stat or self.report is not None
+        UI between pauses needs only norms and non-finite counts, and so does a recording of
+        every pass (light statistics keep it near plain speed)."""
+        if self.report is not None or self.every_stat:
+            return True
+        if self.every_pass:
+            return self.record_all
+        return self.headless
 
     @property
     def hook_all_passes(self) -> bool:
-        """Record every pass node by node (a report wants them all)."""
-        return self.record_all or self.every_stat or self.report is not None
+        """Record every pass node by node (a report or a recording of every pass wants them)."""
+        return self.record_all or self.every_stat or self.report is not None or self.every_pass
 
     @property
     def flow_unhooked(self) -> bool:
         """Compute the gradient flow of passes that run unhooked: always for a client that shows
-        it; headless only if a `flow` command may ask for it."""
-        return not self.headless or any(c.split()[:1] == ["flow"] for c in self.commands)
+        it or a recording; headless only if a `flow` command may ask for it."""
+        return (not self.headless or self.record is not None
+                or any(c.split()[:1] == ["flow"] for c in self.commands))
 
     def to_env(self) -> dict[str, str]:
         """The environment entry that hands these options to a child agent."""

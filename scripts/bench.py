@@ -3,7 +3,7 @@
     python scripts/bench.py            # every figure, the issue's model sizes (~4 min on 2 cores)
     python scripts/bench.py --quick    # smaller models and fewer repeats: a smoke run (< 1 min)
     python scripts/bench.py --only capture,ui   # some groups (capture backward forward small ui
-                                                # memory bigtensor headless)
+                                                # memory bigtensor headless record)
 
 The capture baseline is torchviz's `make_dot(show_saved=True)` (`pip install '.[bench]'`);
 without torchviz that row prints our time and no ratio. Everything else needs only
@@ -541,9 +541,64 @@ def bench_headless(steps: int, stop: int, rounds: int = 2) -> None:
         print(f"  headless run did not stop (only) at pass {stop}:\n{run.stdout[-3000:]}", file=sys.stderr)
 
 
+ENCODER_LOOP = """\
+import sys, torch
+from torch import nn
+torch.manual_seed(0)
+torch.set_num_threads(1)
+steps, layers = int(sys.argv[1]), int(sys.argv[2])
+layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+model = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+x = torch.randn(8, 32, 64)
+for step in range(steps):
+    optimizer.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def bench_record(steps: int, layers: int, rounds: int) -> None:
+    """Whole process: `python loop.py` vs `gradtui --headless --record run.db` with per-node
+    data of every pass (`--record-every 1`), and with `--flight 5` and no hit; the median of
+    `rounds` alternated runs each; the database's size."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    sizes = f"{steps} steps, {layers}-layer encoder d=64 h=4 ffn=128, batch 8x32, SGD"
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "encoder_loop.py")
+        with open(script, "w") as f:
+            f.write(ENCODER_LOOP)
+        db = os.path.join(folder, "run.db")
+        runs = {"plain": [sys.executable, script],
+                "record": [sys.executable, "-m", "gradtui", "--headless", "--record", db, "--record-every", "1",
+                           "-c", "continue", script],
+                "flight": [sys.executable, "-m", "gradtui", "--headless", "--record", db, "--flight", "5",
+                           "-c", "continue", script]}
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        db_size = {}
+        for _ in range(rounds):  # alternate: a machine's load changes between runs
+            for name, command in runs.items():
+                start = time.perf_counter()
+                done = subprocess.run([*command, str(steps), str(layers)], env=env, capture_output=True, text=True,
+                                      timeout=600)
+                times[name].append(time.perf_counter() - start)
+                if done.returncode:
+                    raise RuntimeError(f"{name} run failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr}")
+                if name != "plain":
+                    db_size[name] = os.path.getsize(db)
+    base = median(times["plain"])
+    for name, label, target in (("record", "per-node data of every pass (--record-every 1)", 1.3),
+                                ("flight", "--flight 5, no hit", 1.2)):
+        ours = median(times[name])
+        add(Row(f"whole process, `--headless --record run.db`, {label}", sizes,
+                f"{ms(ours)}, db {db_size[name] / 1e6:.2f} MB", f"{ms(base)} python", ours / base,
+                f"<= {target:.2f}x", ours / base <= target))
+
+
 # ---- main --------------------------------------------------------------------------------
 
-GROUPS = ("capture", "backward", "forward", "small", "ui", "memory", "bigtensor", "headless")
+GROUPS = ("capture", "backward", "forward", "small", "ui", "memory", "bigtensor", "headless", "record")
 
 
 def main() -> None:
@@ -586,6 +641,8 @@ def main() -> None:
         bench_big_tensor(10_000_000 if quick else 100_000_000, 3 if quick else 5)
     if "headless" in only:
         bench_headless(*((120, 100, 1) if quick else (500, 400, 2)))
+    if "record" in only:
+        bench_record(50, 2 if quick else 4, 1 if quick else 3)
     cpu = f"{os.cpu_count()} cores" + (f", {platform.processor()}" if platform.processor() else "")
     print_table(f"gradtui bench{' --quick' if quick else ''}: torch {torch.__version__}, "
                 f"{torch.get_num_threads()} torch thread, CPU ({cpu}), Python {platform.python_version()}; "

@@ -23,6 +23,7 @@ from gradtui.agent.output import FdTee
 from gradtui.agent.runtime import AgentEntry, remove_entry, write_entry
 from gradtui.agent.server import AgentServer, ServerHooks
 from gradtui.options import RunOptions, build_session
+from gradtui.outputs import OUTPUT_FAILED, OutputError, Outputs
 
 TOKEN_ENV = "GRADTUI_TOKEN"
 FD_ENV = "GRADTUI_AGENT_FD"
@@ -34,6 +35,7 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
               listener: socket.socket | None = None, exit_with_client: bool = False,
               tee: bool = False) -> int:
     """Run the script under a session served over `conn` / `listener`; return its exit status."""
+    from gradtui.core.graph import allow_deep_graphs
     from gradtui.core.runner import ScriptRunner, exit_now
 
     def submit(text: str, request: int) -> None:
@@ -50,16 +52,15 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
                         info={"script": options.script, "argv": [options.script, *options.args],
                               "pid": os.getpid(), "kind": "agent"})
     server = AgentServer(listener, token, hooks, exit_with_client=exit_with_client)
-    session = build_session(options, server)
-    listeners = []
-    if options.report:
-        from gradtui.core.report import Report
+    try:
+        outputs = Outputs(options)
+    except OutputError as exc:
+        print(f"gradtui: {exc}", file=sys.stderr)
+        return OUTPUT_FAILED
+    session = build_session(options, server, *outputs.listeners)
 
-        report = Report()
-        session.add_listener(report)
-        listeners.append(report)
     def hard_exit(status: int) -> None:  # the script went on after quit (runner's watchdog)
-        _end(server, listeners, options, "quit")
+        _end(server, outputs, "quit")
         exit_now(status)
 
     runner = ScriptRunner(options.script, options.args, session, capture_output=False, hard_exit=hard_exit)
@@ -73,13 +74,15 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
             return 2
     if fds is not None:
         fds.start()
+    allow_deep_graphs()
+    status = 1
     try:
         status = runner.run()
     finally:
         if fds is not None:
             fds.stop()
-        _end(server, listeners, options, "the script ended")
-    return status
+        failures = _end(server, outputs, "the script ended")
+    return OUTPUT_FAILED if failures and status == 0 else status
 
 
 def _is_quit(text: str) -> bool:
@@ -91,11 +94,13 @@ def _is_quit(text: str) -> bool:
         return False
 
 
-def _end(server: AgentServer, listeners: list, options: RunOptions, reason: str) -> None:
-    """Write the report and say goodbye to the client."""
-    for report in listeners:
-        report.write(options.report)
+def _end(server: AgentServer, outputs: Outputs, reason: str) -> list[str]:
+    """Finish the report and recording, say goodbye to the client; what failed to be written."""
+    failures = outputs.close()
+    for line in failures:
+        print(line, file=sys.stderr)
     server.close(reason)
+    return failures
 
 
 def _die_with_parent() -> None:

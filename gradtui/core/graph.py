@@ -40,6 +40,10 @@ from gradtui.core import provenance
 Node = Any  # torch.autograd.graph.Node: C++ nodes have no common Python base class
 
 _PREFIX = "torch::autograd::"
+
+DEEP_STACK = 256 << 20
+"""Bytes of main-thread stack `allow_deep_graphs` asks for: freeing a chain of nodes that had
+Python wrappers takes about 190 bytes of C stack per node, so this frees ~1.4 million."""
 _LIST_LABEL_LIMIT = 256  # label list elements `outs[3]` only for reasonably short lists
 
 
@@ -53,12 +57,15 @@ class Names:
     """id(leaf tensor) -> variable names bound to it."""
     params: dict[int, str] = field(default_factory=dict)
     """id(parameter) -> its name in its module, e.g. "fc.weight"."""
+    several_roots: bool = False
+    """More than one root module with parameters is in scope (a GAN's `netG` and `netD`): then
+    parameter names and module paths are led by the root's variable (`netG.0.weight`)."""
 
     @classmethod
     def from_scopes(cls, *scopes: Mapping[str, Any]) -> "Names":
         """Collect names from scopes in priority order (locals, then globals)."""
         names = cls()
-        seen_modules: set[int] = set()
+        modules: dict[int, tuple[str, torch.nn.Module]] = {}
         for scope in scopes:
             for var, value in list(scope.items()):
                 if var.startswith("__"):
@@ -69,14 +76,28 @@ class Names:
                     for i, item in enumerate(value):
                         if isinstance(item, torch.Tensor):
                             names._add(f"{var}[{i}]", item)
-                elif isinstance(value, torch.nn.Module) and id(value) not in seen_modules:
-                    seen_modules.add(id(value))
-                    # A model's parameters are named within it (`fc.weight`); a lone layer's
-                    # by its variable (`fc = nn.Linear(...)` gives `fc.weight`, not `weight`).
-                    prefix = "" if any(True for _ in value.children()) else var + "."
-                    for pname, param in value.named_parameters():
-                        names.params.setdefault(id(param), prefix + pname)
+                elif isinstance(value, torch.nn.Module):
+                    modules.setdefault(id(value), (var, value))
+        if modules:
+            names._name_params(list(modules.values()))
         return names
+
+    def _name_params(self, modules: list[tuple[str, torch.nn.Module]]) -> None:
+        """Parameter names, unique across the root modules in scope (those no other one contains)."""
+        inside: set[int] = set()
+        for _, module in modules:
+            inside.update(id(m) for m in module.modules() if m is not module)
+        roots = [(var, m) for var, m in modules if id(m) not in inside and any(True for _ in m.parameters())]
+        ran = [(var, m) for var, m in roots if m in provenance.forward_roots]
+        self.several_roots = len(ran or roots) > 1
+        for var, module in roots + [(var, m) for var, m in modules if id(m) in inside]:
+            # A model's parameters are named within it (`fc.weight`); a lone layer's by its
+            # variable (`fc = nn.Linear(...)` gives `fc.weight`, not `weight`); with several
+            # roots, every name by its root's variable.
+            lone = not any(True for _ in module.children())
+            prefix = var + "." if lone or (self.several_roots and id(module) not in inside) else ""
+            for pname, param in module.named_parameters():
+                self.params.setdefault(id(param), prefix + pname)
 
     def _add(self, var: str, tensor: torch.Tensor) -> None:
         if tensor.grad_fn is not None:
@@ -99,6 +120,33 @@ class Capture:
     sole_inputs: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
     """Per node, per output slot: (node id, input number) the gradient goes to when that
     input receives from this slot only, so the very tensor arrives there (else None)."""
+
+
+def allow_deep_graphs(size: int = DEEP_STACK) -> int:
+    """Let the main thread's stack grow to `size` bytes (the soft RLIMIT_STACK, within the hard
+    one); returns the soft limit now (0 where there is no such limit).
+
+    Why: once a node has had a Python wrapper (provenance reads `t.grad_fn` of every op, a
+    capture walks `next_functions`), torch frees it through that wrapper, and the wrapper's
+    deallocation frees the next node the same way: freeing a graph recurses once per node in
+    a chain, and the default 8 MiB stack overflows at ~45,000 nodes (SIGSEGV, issue 11.2). Linux
+    checks the limit when the main thread's stack grows, so raising it at run time is enough.
+    Other threads' stacks are fixed when they start; processes this one starts inherit it.
+    """
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    if soft == resource.RLIM_INFINITY or soft >= size:
+        return soft
+    new = size if hard == resource.RLIM_INFINITY else min(size, hard)
+    if new > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_STACK, (new, hard))
+        except (ValueError, OSError):
+            return soft
+    return resource.getrlimit(resource.RLIMIT_STACK)[0]
 
 
 def short_name(node: Node) -> str:
@@ -279,6 +327,9 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
     add_node = graph.add_node
     by_leaf, by_grad_fn, params = names.by_leaf, names.by_grad_fn, names.params
     source_of, module_of = provenance.source_of, provenance.module_of
+    shown: dict[str, str] = {}
+    """Recorded module path (led by its root's variable) -> as this pass shows it."""
+    several = names.several_roots
     for i, node in enumerate(nodes):
         name = short_name(node)
         kind = node_kind(node, name)
@@ -290,6 +341,11 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
         else:
             labels = tuple(by_grad_fn.get(id(node), ()))
             source, module = source_of(node), module_of(node)
+            if module is not None and not several:
+                short = shown.get(module)
+                if short is None:
+                    short = shown[module] = module.partition(".")[2] or module
+                module = short
         add_node(
             i, name=name, kind=kind, labels=labels, param=param,
             source=None if source is None else _source_text(*source),

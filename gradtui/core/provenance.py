@@ -21,7 +21,6 @@ recording, and a pass usually reads few graphs of the many a training loop makes
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import weakref
@@ -37,55 +36,28 @@ from gradtui.core.compat import get_sequence_nr as _get_sequence_nr
 from gradtui.core.compat import is_compiling as _is_compiling
 from gradtui.core.compat import pop_mode as _pop_mode
 from gradtui.core.compat import push_mode as _push_mode
-from gradtui.core.places import STDLIB_DIRS as _STDLIB_DIRS
 from gradtui.core.places import is_user_file as _is_user_file
+
+from gradtui.core import blame, userfiles
 
 SOURCE_KEY = "gradtui.source"
 MODULE_KEY = "gradtui.module"
 FIRST_KEY = "gradtui.first"  # on a call's returned node: the call's first sequence number
 
+forward_roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+"""Modules whose forward has run at the top of a recorded module stack (a model, a GAN's `netG`
+and `netD`; not a template layer that was only copied): the roots that name things."""
+
 _Tensor = torch.Tensor
 _get_ident = threading.get_ident
 
 
-# A user's own mode forwarding the call to ours is not where the op was written.
-_SKIP_CODE_NAMES = frozenset({"__torch_function__", "__torch_dispatch__"})
-
-
-_user_files: dict[str, bool] = {}  # filename -> _is_user_file(filename)
-
-
-def _is_user_file_cached(filename: str) -> bool:
-    is_user = _user_files.get(filename)
-    if is_user is None:
-        is_user = _user_files[filename] = _is_user_file(filename)
-    return is_user
-
-
-def _started_by_user(frame: Any) -> bool:
-    """Is the code that starts a thread the user's? (Skipping the stdlib, e.g. a
-    ThreadPoolExecutor the user made; a pool that torch made is torch's.)"""
-    while frame is not None and os.path.realpath(frame.f_code.co_filename).startswith(_STDLIB_DIRS) \
-            and not _is_user_file_cached(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame is not None and _is_user_file_cached(frame.f_code.co_filename)
-
-
-def user_frame(frame: Any) -> Any:
-    """The innermost user frame from `frame` outwards (outside torch, gradtui and the stdlib,
-    and not a TorchFunctionMode's own __torch_function__), or None."""
-    while frame is not None:
-        code = frame.f_code
-        if _is_user_file_cached(code.co_filename) and code.co_name not in _SKIP_CODE_NAMES:
-            return frame
-        frame = frame.f_back
-    return None
-
-
-def _innermost_user(frame: Any) -> tuple[str, int] | None:
-    """(filename, lineno) of `user_frame(frame)`."""
-    frame = user_frame(frame)
-    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+# Which code is the user's (names kept short here: the forward's hot path reads them).
+_is_user_file_cached = userfiles.is_user_file
+_started_by_user = userfiles.started_by_user
+_innermost_user = userfiles.innermost_user
+_SKIP_CODE_NAMES = userfiles.SKIP_CODE_NAMES
+user_frame = userfiles.user_frame
 
 
 def source_of(node: Any) -> tuple[str, int] | None:
@@ -94,7 +66,8 @@ def source_of(node: Any) -> tuple[str, int] | None:
 
 
 def module_of(node: Any) -> str | None:
-    """The qualified name of the nn.Module whose forward created `node`, if it was recorded."""
+    """The qualified name of the nn.Module whose forward created `node`, if it was recorded,
+    led by its root module's variable name (`model.fc1`; `model` for the root's own ops)."""
     return _recorded(node, MODULE_KEY)
 
 
@@ -162,6 +135,9 @@ class Provenance(TorchFunctionMode):
         # from that root's map, path for unregistered modules it calls, the user line of its
         # ops if its forward is torch's own code, else None).
         self._stacks: dict[int, list[tuple[int, str, list, str, str, tuple[str, int] | None]]] = {}
+        self._has_hook: Any = None
+        """`torch.nn.modules.module._has_any_global_hook` as it was before install."""
+        self._has_other_hook: Any = None
         self._start: Any = None
         """`threading.Thread.start` as it was before install."""
         # id(root module) -> its entry, see _root_entry; dropped when the module dies.
@@ -184,12 +160,20 @@ class Provenance(TorchFunctionMode):
             self._mode_pushed = True
             self._wrap_function_apply()
             self._wrap_thread_start()
+            self._hide_global_hooks()
+            blame.install(frozenset({Provenance.__torch_function__.__code__, self._wrapped_apply.__func__.__code__}),
+                          __file__, globals())
         except BaseException:
             self.uninstall()
             raise
 
     def uninstall(self) -> None:
         """Stop recording and remove the hooks; safe to call twice or after a failed install."""
+        blame.uninstall()
+        if self._has_hook is not None:
+            if _nn_module._has_any_global_hook is self._has_other_hook:
+                _nn_module._has_any_global_hook = self._has_hook
+            self._has_hook = None
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
@@ -207,6 +191,24 @@ class Provenance(TorchFunctionMode):
         # From another thread the mode cannot be popped; _thread = None makes it inert.
         self._thread = None
         self._stacks = {}
+
+    def _hide_global_hooks(self) -> None:
+        """`torch.compile(model)` warns when any global module hook exists (it would fire an extra
+        time for the OptimizedModule); a plain run has none, so ours are not counted."""
+        original = getattr(_nn_module, "_has_any_global_hook", None)
+        if original is None:
+            return
+        ours = frozenset(h.id for h in self._handles)
+        m = _nn_module
+
+        def has_other_hook() -> bool:
+            return bool(m._global_backward_pre_hooks or m._global_backward_hooks or m._global_forward_hooks_with_kwargs
+                        or any(k not in ours for k in m._global_forward_pre_hooks)
+                        or any(k not in ours for k in m._global_forward_hooks)
+                        or any(k not in ours for k in m._global_forward_hooks_always_called))
+
+        self._has_hook, self._has_other_hook = original, has_other_hook
+        _nn_module._has_any_global_hook = has_other_hook
 
     def _pop_self(self) -> bool:
         """Take this mode off the calling thread's mode stack, keeping any mode pushed above it;
@@ -366,7 +368,11 @@ class Provenance(TorchFunctionMode):
             root = self._root_entry(module)
             if root[2] is None:
                 root[2] = _variable_name(module)
-            name, prefix, path = root[2], "", ""
+                forward_roots.add(module)
+            # Names are led by the root's variable (`netG.0`); a capture drops the lead when only
+            # one root module is in scope, so one model's paths read `encoder.layers.3`.
+            name = root[2]
+            prefix, path = name + ".", name
         else:
             _, parent, root, prefix, path, _ = top
             names = root[1]

@@ -25,10 +25,10 @@ NODE_KEYS = {"id", "name", "labels", "param", "source", "module", "order", "next
 STATS_KEYS = {"shape", "dtype", "device", "norm", "min", "max", "mean", "nonfinite"}
 
 
-def gradtui(*args: str, launcher: list[str] | None = None, cwd=REPO) -> subprocess.CompletedProcess:
+def gradtui(*args: str, launcher: list[str] | None = None, cwd=REPO, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.run([*(launcher or LAUNCHERS[0]), *args], capture_output=True, text=True,
-                          timeout=TIMEOUT, cwd=cwd, env=env)
+                          timeout=timeout, cwd=cwd, env=env)
 
 
 def strict_json(path) -> dict:
@@ -183,10 +183,21 @@ def test_command_file_that_is_not_text(tmp_path, capsys):
 def test_report_path_is_checked_before_the_script_runs(tmp_path, capsys):
     from gradtui.cli import main
 
-    for bad, why in [(tmp_path / "no" / "r.json", "no such directory"), (tmp_path, "it is a directory")]:
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    for bad, why in [(tmp_path / "file" / "r.json", "cannot create the folder"), (tmp_path, "it is a directory"),
+                     ("", "empty path")]:
         assert main(["--headless", "--report", str(bad), example("chain.py")]) == 2
         err = capsys.readouterr().err
-        assert "gradtui: cannot write --report" in err and why in err
+        assert "gradtui: cannot write --report" in err and why in err and len(err.splitlines()) == 1
+        assert "step" not in capsys.readouterr().out  # refused before the script ran
+
+
+def test_a_missing_report_folder_is_created(tmp_path, capsys):
+    from gradtui.cli import main
+
+    path = tmp_path / "new" / "deeper" / "r.json"
+    assert main(["--headless", "--report", str(path), example("chain.py")]) == 0, capsys.readouterr()
+    assert strict_json(path)["exit_status"] == 0
 
 
 def test_relative_report_path_survives_the_script_changing_directory(tmp_path, monkeypatch, capsys):
@@ -206,7 +217,7 @@ def test_arguments_after_the_script_go_to_the_script():
     done = gradtui("--headless", script("io_argv.py"), "-c", "step", "--report", "x")
     assert done.returncode == 0, done.stderr
     assert "argv ['-c', 'step', '--report', 'x']" in done.stdout
-    assert "to stderr" in done.stderr and "to stderr" not in done.stdout  # stderr stays stderr (issue 11 item 12)
+    assert "to stderr" in done.stderr and "to stderr" not in done.stdout  # each stream to its own (issue 11.12)
 
 
 def test_help_mentions_the_commands():

@@ -1,0 +1,176 @@
+"""Read a recording back: the run, its passes, a pass's graph with its statistics, the flow,
+hits, edits and output, as plain data (the same types the events carry where there is one).
+
+`Recording(path)` opens the database without writing to it; a recording whose run was killed
+mid-pass opens too (SQLite replays its write-ahead log), and holds every pass that had ended.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from array import array
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from gradtui.core.events import ParamFlow
+from gradtui.core.summary import Stats
+from gradtui.record import schema
+
+
+def _num(x: Any) -> float | None:
+    """A REAL column back as a float ('nan' was written for NaN)."""
+    return float("nan") if x == "nan" else x
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """The run: what was run, with what, and how it ended (None while it was still running)."""
+
+    script: str | None
+    argv: tuple[str, ...]
+    torch: str | None
+    python: str | None
+    started: float | None
+    finished: float | None
+    exit_status: int | None
+    error: str | None
+    quit: bool
+    how: str | None
+    per_node: str | None
+    """Which passes have per-node data: "hooked", "every N" or "flight K"."""
+
+
+@dataclass(frozen=True, slots=True)
+class PassInfo:
+    """One pass as recorded (always: loss, flow summary, timing; per-node data if `per_node`)."""
+
+    index: int
+    call: str
+    call_text: str
+    call_site: str
+    losses: tuple[float | None, ...]
+    hooked: bool
+    per_node: bool
+    nodes: int
+    done: int
+    error: str | None
+    failed_node: int | None
+    started: float
+    """Seconds after the run started."""
+    wall: float
+    grad_norm: float | None
+    """The global gradient norm over the flow's leaves."""
+    nonfinite: int
+    nested: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStats:
+    """What flowed into a node (`grad_outputs`) and what it sent on (`grad_inputs`), per slot."""
+
+    grad_outputs: tuple[Stats | None, ...]
+    grad_inputs: tuple[Stats | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputLine:
+    """Text the script wrote, after pass `pass_index` had started (None: before the first)."""
+
+    pass_index: int | None
+    stream: str
+    text: str
+
+
+class Recording:
+    """A recording opened for reading (see the module doc); raises schema.NotARecording."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            self.version = schema.check_version(self._db)
+        except sqlite3.DatabaseError as exc:
+            raise schema.NotARecording(f"not a gradtui recording ({exc})") from None
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    def __enter__(self) -> "Recording":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self) -> RunInfo:
+        """The run's row (an empty RunInfo if the script never started)."""
+        row = self._db.execute("SELECT script, argv, torch, python, started, finished, exit_status, error, quit, "
+                               "how, per_node FROM run WHERE id = 1").fetchone()
+        if row is None:
+            return RunInfo(None, (), None, None, None, None, None, None, False, None, None)
+        return RunInfo(row[0], tuple(json.loads(row[1] or "[]")), row[2], row[3], row[4], row[5], row[6], row[7],
+                       bool(row[8]), row[9], row[10])
+
+    def passes(self) -> list[PassInfo]:
+        """Every pass that ended, in order."""
+        rows = self._db.execute("SELECT idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, error, "
+                                "failed_node, started, wall, grad_norm, nonfinite, nested FROM passes ORDER BY idx")
+        return [PassInfo(r[0], r[1], r[2], r[3], tuple(_num(v) for v in json.loads(r[4])), bool(r[5]), bool(r[6]),
+                         r[7], r[8], r[9], r[10], r[11], r[12], _num(r[13]), r[14] or 0,
+                         tuple(json.loads(r[15])) if r[15] else ()) for r in rows]
+
+    def graph(self, index: int) -> nx.DiGraph:
+        """Pass `index`'s graph with the node attributes of `gradtui.core.graph` that were recorded
+        (name, kind, labels, param, source, module, next, seq) and `order`; empty without per-node data."""
+        graph = nx.DiGraph()
+        rows = self._db.execute("SELECT id, op, kind, labels, param, source, module, ord, next, seq FROM nodes "
+                                "WHERE pass = ? ORDER BY id", (index,)).fetchall()
+        for i, op, kind, labels, param, source, module, order, nxt, seq in rows:
+            graph.add_node(i, name=op, kind=kind, labels=tuple(json.loads(labels)) if labels else (), param=param,
+                           source=source, module=module, order=order, next=tuple(json.loads(nxt)), seq=seq + (1 << 64) if seq < 0 else seq)
+        for i, _, _, _, _, _, _, _, nxt, _ in rows:
+            for slot, target in enumerate(json.loads(nxt)):
+                if target is not None and not graph.has_edge(i, target):
+                    graph.add_edge(i, target, slot=slot)
+        return graph
+
+    def stats(self, index: int) -> dict[int, NodeStats]:
+        """Per node of pass `index` that ran: its incoming and outgoing statistics."""
+        found: dict[int, tuple[list[Stats | None], list[Stats | None]]] = {}
+        rows = self._db.execute("SELECT node, dir, slot, shape, dtype, device, norm, min, max, mean, nonfinite, vals "
+                                "FROM grads WHERE pass = ? ORDER BY node, dir, slot", (index,))
+        for node, direction, slot, shape, dtype, device, norm, lo, hi, mean, nonfinite, vals in rows:
+            lists = found.setdefault(node, ([], []))[direction]
+            while len(lists) < slot:
+                lists.append(None)
+            if shape is None:
+                lists.append(None)
+                continue
+            values = None if vals is None else tuple(array("d", vals))
+            lists.append(Stats(tuple(json.loads(shape)), dtype, device, _num(norm), _num(lo), _num(hi), _num(mean),
+                               nonfinite, values, values[:8] if values else ()))
+        return {node: NodeStats(tuple(a), tuple(b)) for node, (a, b) in found.items()}
+
+    def flow(self, index: int) -> tuple[ParamFlow, ...]:
+        """Pass `index`'s gradient flow, in the order the session sorted it."""
+        rows = self._db.execute("SELECT name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
+                                "WHERE pass = ? ORDER BY rank", (index,))
+        return tuple(ParamFlow(name, node, tuple(json.loads(shape)), _num(g), _num(w), _num(r), nf)
+                     for name, node, shape, g, w, r, nf in rows)
+
+    def hits(self) -> list[dict[str, Any]]:
+        """Breakpoint hits in order: breakpoint number, spec, pass, node."""
+        return [{"breakpoint": b, "spec": s, "pass": p, "node": n}
+                for p, n, b, s in self._db.execute("SELECT pass, node, breakpoint, spec FROM hits ORDER BY seq")]
+
+    def edits(self) -> list[dict[str, Any]]:
+        """Edits in order: pass, node, command, and the statistics before and after (JSON dicts)."""
+        return [{"pass": p, "node": n, "command": c, "before": json.loads(b), "after": json.loads(a)}
+                for p, n, c, b, a in self._db.execute("SELECT pass, node, command, before, after FROM edits ORDER BY seq")]
+
+    def output(self) -> list[OutputLine]:
+        """The script's output, in order."""
+        return [OutputLine(p, s, t) for p, s, t in self._db.execute("SELECT pass, stream, text FROM output ORDER BY seq")]

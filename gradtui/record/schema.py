@@ -1,0 +1,77 @@
+"""The recording database's schema (version 1) and how a file is recognized as a recording.
+
+Shared by the writer (`store`) and the reader (`reader`). Floats are REAL columns, except that
+SQLite stores NaN as NULL, so a NaN is written as the text 'nan' (`nonfinite > 0` finds it);
+lists (shapes, labels, losses) are JSON text. Gradient statistics are rows of `grads`, one per
+node, direction and slot: `dir` 0 is what flowed into the node (its `grad_outputs`), 1 what
+it sent on (`grad_inputs`); an empty slot is a row whose `shape` is NULL. `vals` (the values of a
+tensor of at most 64 elements) is a BLOB of float64s in the machine's byte order.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+APP = "gradtui"
+VERSION = 1
+
+SCHEMA = """
+CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL);
+CREATE TABLE run (
+    id INTEGER PRIMARY KEY CHECK (id = 1), script TEXT, argv TEXT, torch TEXT, python TEXT,
+    started REAL, finished REAL, exit_status INTEGER, error TEXT, quit INTEGER, how TEXT,
+    per_node TEXT
+);
+CREATE TABLE passes (
+    idx INTEGER PRIMARY KEY, call TEXT, call_text TEXT, call_site TEXT, losses TEXT,
+    hooked INTEGER, per_node INTEGER, nodes INTEGER, done INTEGER, error TEXT, failed_node INTEGER,
+    started REAL, wall REAL, grad_norm REAL, nonfinite INTEGER, nested TEXT
+);
+CREATE TABLE nodes (
+    pass INTEGER NOT NULL, id INTEGER NOT NULL, op TEXT, kind TEXT, labels TEXT, param TEXT,
+    source TEXT, module TEXT, ord INTEGER, next TEXT, seq INTEGER,
+    PRIMARY KEY (pass, id)
+) WITHOUT ROWID;
+CREATE TABLE grads (
+    pass INTEGER NOT NULL, node INTEGER NOT NULL, dir INTEGER NOT NULL, slot INTEGER NOT NULL,
+    shape TEXT, dtype TEXT, device TEXT, norm REAL, min REAL, max REAL, mean REAL,
+    nonfinite INTEGER, vals BLOB,
+    PRIMARY KEY (pass, node, dir, slot)
+) WITHOUT ROWID;
+CREATE INDEX grads_nonfinite ON grads (pass, node) WHERE nonfinite > 0;
+CREATE TABLE flow (
+    pass INTEGER NOT NULL, rank INTEGER NOT NULL, name TEXT, node INTEGER, shape TEXT,
+    grad_norm REAL, weight_norm REAL, ratio REAL, nonfinite INTEGER,
+    PRIMARY KEY (pass, rank)
+) WITHOUT ROWID;
+CREATE INDEX flow_by_name ON flow (name, pass);
+CREATE INDEX flow_nonfinite ON flow (pass) WHERE nonfinite > 0;
+CREATE TABLE hits (seq INTEGER PRIMARY KEY, pass INTEGER, node INTEGER, breakpoint INTEGER, spec TEXT);
+CREATE TABLE edits (seq INTEGER PRIMARY KEY, pass INTEGER, node INTEGER, command TEXT, before TEXT, after TEXT);
+CREATE TABLE output (seq INTEGER PRIMARY KEY, pass INTEGER, stream TEXT, text TEXT);
+"""
+
+
+class NotARecording(Exception):
+    """The file exists but cannot be read as a gradtui recording of a version this gradtui knows."""
+
+
+def version_of(connection: sqlite3.Connection) -> int:
+    """The schema version of an open database, or raise NotARecording (with a one-line reason)."""
+    try:
+        row = connection.execute("SELECT app, version FROM schema_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        if "no such table" in str(exc):
+            raise NotARecording("not a gradtui recording (no schema_version table)") from None
+        raise NotARecording(f"not a gradtui recording ({exc})") from None
+    if row is None or row[0] != APP:
+        raise NotARecording("not a gradtui recording (another program's schema_version)")
+    return int(row[1])
+
+
+def check_version(connection: sqlite3.Connection) -> int:
+    """`version_of`, refusing a recording made by a newer gradtui."""
+    version = version_of(connection)
+    if version > VERSION:
+        raise NotARecording(f"recorded by a newer gradtui (schema {version}; this one reads up to {VERSION})")
+    return version

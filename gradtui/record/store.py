@@ -1,0 +1,329 @@
+"""`--record run.db`: a session listener that writes the run into a SQLite database.
+
+Events in, rows out, nothing else: the recorder needs nothing from the session but its events
+(`gradtui.core.events`), so it can run wherever events arrive. Each pass is one transaction,
+committed when the pass ends, together with the output lines, hits and edits since the last
+one; the database is in WAL mode, so a crash, SIGKILL or SIGTERM loses at most the pass in
+flight and the file always opens afterwards. A write that fails (a full disk, a folder
+removed) is said once in `failed`; the run goes on unrecorded.
+
+Which passes get per-node rows (`nodes`, `grads`): every hooked pass by default, every N-th
+with `every=N`, or with `flight=K` the last K passes kept in a ring in memory and written only
+when a breakpoint hits, the script fails or is quit. The loss and flow of every pass are
+always written (`passes`, `flow`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from array import array
+import platform
+import sqlite3
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradtui.core import events as ev
+from gradtui.core.summary import Stats
+from gradtui.record import schema
+
+OUTPUT_BATCH = 1000
+"""Output lines kept before they are committed on their own (a script that prints much between passes)."""
+
+
+def check_path(path: str) -> str | None:
+    """Why `path` cannot be recorded to (asked before the script runs), or None.
+
+    Creates the folder if it is missing. An existing file must be a gradtui recording this
+    version can replace; anything else is never overwritten.
+    """
+    if path == "":
+        return "empty path"
+    if os.path.isdir(path):
+        return "it is a directory"
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create {folder}: {exc.strerror}"
+    if os.path.exists(path):
+        try:
+            connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                schema.check_version(connection)
+            finally:
+                connection.close()
+        except schema.NotARecording as exc:
+            return str(exc)
+        except sqlite3.DatabaseError as exc:
+            return f"not a gradtui recording ({exc})"
+        if not os.access(path, os.W_OK):
+            return "permission denied"
+    elif not os.access(folder, os.W_OK):
+        return "permission denied"
+    return None
+
+
+def _f(x: float | None) -> float | str | None:
+    """A float for a REAL column: SQLite would store NaN as NULL."""
+    return "nan" if x is not None and x != x else x
+
+
+_texts: dict[tuple, str] = {}
+"""JSON text of shapes, labels and `next` tuples: a training loop repeats the same few."""
+
+
+def _list(items: tuple) -> str:
+    text = _texts.get(items)
+    if text is None:
+        if len(_texts) > 100_000:
+            _texts.clear()
+        text = _texts[items] = json.dumps(list(items), separators=(",", ":"))
+    return text
+
+
+def _int64(n: int) -> int:
+    """An unsigned 64-bit number (a leaf's sequence number is 2**64 - 1) as SQLite's signed INTEGER."""
+    return n - (1 << 64) if n >= 1 << 63 else n
+
+
+def stats_json(stats: Stats | None) -> dict[str, Any] | None:
+    """A Stats as a JSON-ready dict (edits' before/after)."""
+    return None if stats is None else stats.to_json()
+
+
+def _grad_rows(index: int, node: int, direction: int, grads: tuple[Stats | None, ...], rows: list[tuple]) -> None:
+    for slot, s in enumerate(grads):
+        if s is None:
+            rows.append((index, node, direction, slot, None, None, None, None, None, None, None, None, None))
+        else:
+            vals = None if s.values is None else array("d", s.values).tobytes()
+            rows.append((index, node, direction, slot, _list(s.shape), s.dtype, s.device, _f(s.norm), _f(s.min),
+                         _f(s.max), _f(s.mean), s.nonfinite, vals))
+
+
+@dataclass
+class _Pass:
+    """A pass in flight (or in the flight ring): its start and the per-node events it produced."""
+
+    started: ev.PassStarted
+    t0: float
+    ran: list[ev.NodeRan] = field(default_factory=list)
+    nested: list[dict[str, Any]] = field(default_factory=list)
+    keep_nodes: bool = False
+    """Write this pass's per-node rows when it ends (flight mode: a breakpoint hit in it)."""
+
+
+class Recorder:
+    """Writes a run's events into the SQLite database at `path` (see the module doc)."""
+
+    def __init__(self, path: str, *, every: int | None = None, flight: int | None = None,
+                 argv: list[str] | None = None) -> None:
+        if every is not None and every < 1:
+            raise ValueError("every must be at least 1")
+        if flight is not None and flight < 1:
+            raise ValueError("flight must be at least 1")
+        self.path = path
+        self.every = every
+        self.flight = flight
+        self.failed: str | None = None
+        """The first write error, as one line; nothing more is written after it."""
+        self._argv = argv
+        self._pass: _Pass | None = None
+        self._ring: deque[_Pass] = deque(maxlen=(flight or 1) - 1)  # with the pass a hit is in: K
+        self._pending: list[tuple[str, list[tuple]]] = []
+        """Rows (statement, rows) waiting for the next commit: output, hits, edits."""
+        self._output_rows: list[tuple] = []
+        self._last_pass: int | None = None
+        self._t0 = time.time()
+        self._db = self._open(path)
+
+    # ---- the database ---------------------------------------------------------------------
+
+    @staticmethod
+    def _open(path: str) -> sqlite3.Connection | None:
+        for suffix in ("", "-wal", "-shm", "-journal"):  # check_path said it is ours to replace
+            try:
+                os.remove(path + suffix)
+            except FileNotFoundError:
+                pass
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # WAL: a committed pass survives a crash of the process
+        db.executescript(schema.SCHEMA)
+        db.execute("INSERT INTO schema_version VALUES (?, ?)", (schema.APP, schema.VERSION))
+        return db
+
+    def _mode_text(self) -> str:
+        if self.flight:
+            return f"flight {self.flight}"
+        return f"every {self.every}" if self.every else "hooked"
+
+    def _write(self, work: list[tuple[str, Iterable[tuple]]]) -> None:
+        """Run statements with their rows in one transaction, with whatever is pending."""
+        if self._db is None:
+            return
+        if self._output_rows:
+            self._pending.append(("INSERT INTO output (pass, stream, text) VALUES (?, ?, ?)", self._output_rows))
+            self._output_rows = []
+        work = self._pending + work
+        self._pending = []
+        try:
+            self._db.execute("BEGIN")
+            for statement, rows in work:
+                self._db.executemany(statement, rows)
+            self._db.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.failed is not None:
+            return
+        self.failed = f"{type(exc).__name__}: {exc}" if not isinstance(exc, sqlite3.Error) else str(exc)
+        db, self._db = self._db, None
+        if db is None:
+            return
+        for finish in (db.rollback, db.close):
+            try:
+                finish()
+            except sqlite3.Error:
+                pass
+
+    def close(self) -> None:
+        """Commit what is pending and close the database (idempotent)."""
+        if self._db is not None:
+            self._write([])
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # ---- events -----------------------------------------------------------------------------
+
+    def __call__(self, event: ev.Event) -> None:
+        """Listener entry point: never raises into the session (a failure stops the recording)."""
+        if self._db is None:
+            return
+        try:
+            self._on(event)
+        except Exception as exc:  # noqa: BLE001 - the recording must never break the user's run
+            self._fail(exc)
+
+    def _on(self, event: ev.Event) -> None:
+        match event:
+            case ev.NodeRan():
+                if self._pass is not None:
+                    self._pass.ran.append(event)
+            case ev.PassStarted():
+                self._pass = _Pass(event, time.time())
+                self._last_pass = event.index
+            case ev.PassFinished():
+                self._pass_finished(event)
+            case ev.Output():
+                self._output_rows.append((self._last_pass, event.stream, event.text))
+                if len(self._output_rows) >= OUTPUT_BATCH:
+                    self._write([])
+            case ev.NestedPass():
+                if self._pass is not None:
+                    self._pass.nested.append({"call": event.call, "call_site": event.call_site,
+                                              "nodes": event.nodes, "thread": event.thread})
+            case ev.BreakpointHit():
+                self._pending.append(("INSERT INTO hits (pass, node, breakpoint, spec) VALUES (?, ?, ?, ?)",
+                                      [(event.pass_index, event.node, event.number, event.spec)]))
+                if self.flight:
+                    if self._pass is not None:
+                        self._pass.keep_nodes = True
+                    self._dump_ring()
+                else:
+                    self._write([])
+            case ev.GradEdited():
+                self._pending.append((
+                    "INSERT INTO edits (pass, node, command, before, after) VALUES (?, ?, ?, ?, ?)",
+                    [(event.pass_index, event.node, event.command, json.dumps([stats_json(s) for s in event.before]),
+                      json.dumps([stats_json(s) for s in event.after]))]))
+            case ev.Paused():
+                self._write([])  # the user may stay here, or kill the run: what came before is kept
+            case ev.ScriptStarted():
+                self._write([("INSERT INTO run (id, script, argv, torch, python, started, per_node) "
+                              "VALUES (1, ?, ?, ?, ?, ?, ?)",
+                              [(event.path, json.dumps(self._argv if self._argv is not None else list(event.argv)),
+                                torch.__version__, platform.python_version(), self._t0, self._mode_text())])])
+            case ev.ScriptFinished():
+                if self.flight and (event.exit_status != 0 or event.quit or event.traceback):
+                    self._dump_ring()
+                self._write([("UPDATE run SET finished = ?, exit_status = ?, error = ?, quit = ?, how = ? WHERE id = 1",
+                              [(time.time(), event.exit_status, event.traceback, int(event.quit), event.how)])])
+            case _:
+                pass
+
+    def _wants_nodes(self, started: ev.PassStarted) -> bool:
+        if not started.recorded:
+            return False
+        return self.every is None or started.index % self.every == 0
+
+    def _pass_finished(self, event: ev.PassFinished) -> None:
+        flight = self._pass
+        self._pass = None
+        if flight is None or flight.started.index != event.index:
+            return
+        started = flight.started
+        wall = time.time() - flight.t0
+        norms = [r.grad_norm for r in event.flow if r.grad_norm is not None]
+        total_norm = sum(n * n for n in norms) ** 0.5 if norms else None
+        nonfinite = sum(r.nonfinite for r in event.flow)
+        per_node = False
+        work: list[tuple[str, Iterable[tuple]]] = []
+        if self.flight:
+            if started.recorded:
+                if flight.keep_nodes:
+                    per_node = True
+                    work += self._node_work(flight)
+                else:
+                    self._ring.append(flight)
+        elif self._wants_nodes(started):
+            per_node = True
+            work += self._node_work(flight)
+        work.insert(0, (
+            "INSERT OR REPLACE INTO passes (idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, "
+            "error, failed_node, started, wall, grad_norm, nonfinite, nested) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(event.index, started.call, started.call_text, started.call_site,
+              json.dumps([_f(v) for v in started.losses]), int(started.recorded), int(per_node), event.total,
+              event.done, event.error, event.node, flight.t0 - self._t0, wall, _f(total_norm), nonfinite,
+              json.dumps(flight.nested) if flight.nested else None)]))
+        work.append(("INSERT INTO flow (pass, rank, name, node, shape, grad_norm, weight_norm, ratio, nonfinite) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     [(event.index, rank, r.name, r.node, _list(tuple(r.shape)), _f(r.grad_norm), _f(r.weight_norm),
+                       _f(r.ratio), r.nonfinite) for rank, r in enumerate(event.flow)]))
+        self._write(work)
+
+    def _node_work(self, flight: _Pass) -> list[tuple[str, list[tuple]]]:
+        """The `nodes` and `grads` rows of a pass."""
+        index = flight.started.index
+        order: dict[int, int] = {}
+        grads: list[tuple] = []
+        for ran in flight.ran:
+            order[ran.node] = ran.order
+            _grad_rows(index, ran.node, 0, ran.grad_outputs, grads)
+            _grad_rows(index, ran.node, 1, ran.grad_inputs, grads)
+        nodes = [(index, i, d["name"], d["kind"], _list(d["labels"]) if d["labels"] else None, d["param"],
+                  d["source"], d["module"], order.get(i), _list(d["next"]), _int64(d["seq"]))
+                 for i, d in flight.started.graph.nodes(data=True)]
+        return [("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", nodes),
+                ("INSERT INTO grads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", grads)]
+
+    def _dump_ring(self) -> None:
+        """Write the flight ring's passes node by node (a breakpoint hit, the script failed or quit)."""
+        work: list[tuple[str, Iterable[tuple]]] = []
+        indexes = []
+        while self._ring:
+            kept = self._ring.popleft()
+            work += self._node_work(kept)
+            indexes.append((kept.started.index,))
+        if indexes:
+            work.append(("UPDATE passes SET per_node = 1 WHERE idx = ?", indexes))
+        self._write(work)
