@@ -17,7 +17,8 @@ from conftest import graph_nodes
 from gradtui.core import events as ev
 from gradtui.core.session import Session
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120),
+              pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]  # ops' own deprecations
 
 ZERO_TENSOR_OPS = [
     "sgn", "abs", "nn.functional.normalize", "nn.functional.softsign", "nn.functional.l1_loss",
