@@ -12,7 +12,6 @@ backward is called and stop at the first node of that pass.
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from collections.abc import Collection
