@@ -16,13 +16,12 @@ import sys
 import traceback
 from collections.abc import Iterable
 
-from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.screen import Screen
-from textual.widgets import Footer, RichLog
+from textual.widgets import Footer
 
 from gradtui.core import events as ev
 from gradtui.core.commands import CommandError, Quit, parse
@@ -41,6 +40,7 @@ from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
+from gradtui.ui.widgets.output_log import STREAM_STYLE, OutputLog
 
 WIDE = 160
 """From this terminal width on, the detail and graph panes sit side by side."""
@@ -53,8 +53,8 @@ ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "
                             "older_pass", "newer_pass"})
 """Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
-OUTPUT_LINES = 5000
-"""The output pane keeps this many lines of the script's output."""
+ECHO_STYLE, ANSWER_STYLE, ERROR_STYLE, NOTE_STYLE = "bold cyan", "cyan", "red", "dim"
+"""How gradtui's own lines stand apart from the script's in the output pane."""
 
 
 class GradtuiApp(App[int]):
@@ -82,6 +82,8 @@ class GradtuiApp(App[int]):
         self.host = ScriptHost(self.runner)
         self.pending_commands = list(commands)
         self.find_query = ""
+        self._echoed: str | None = None
+        """The command line last echoed to the output pane whose answer has not come yet."""
         self.exit_status = 0
         """What `run_app` returns: the script's exit status, 0 if the user quit."""
 
@@ -93,7 +95,7 @@ class GradtuiApp(App[int]):
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield NodeList(self.state, self.session.breakpoints, id="nodes")
-                yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, min_width=20, markup=False)
+                yield OutputLog(id="output")
             with Vertical(id="right"):
                 yield DetailPane(self.state, os.path.dirname(self.script_path), id="detail")
                 yield GraphPane(self.state, id="graph")
@@ -140,7 +142,7 @@ class GradtuiApp(App[int]):
         """A batch of the script's output: one write per run of lines of one stream."""
         try:
             for stream, run in itertools.groupby(message.events, lambda e: e.stream):
-                self._write_output("".join(e.text for e in run), "red" if stream == "stderr" else "")
+                self.query_one(OutputLog).write_stream("".join(e.text for e in run), STREAM_STYLE[stream])
         except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
             self._ui_error(exc)
 
@@ -154,7 +156,7 @@ class GradtuiApp(App[int]):
     def _ui_error(self, exc: Exception) -> None:
         """Show a bug of the UI itself in the output pane instead of crashing."""
         text = "".join(traceback.format_exception(exc)).rstrip()
-        self._write_output(f"gradtui UI error (please report it):\n{text}", "red")
+        self._write_output(f"gradtui UI error (please report it):\n{text}", ERROR_STYLE)
         self.query_one(CommandBar).answer(f"gradtui UI error: {exc!r} (details in the output pane)", ok=False)
 
     def _on_engine_event(self, event: ev.Event) -> None:
@@ -171,7 +173,7 @@ class GradtuiApp(App[int]):
     def _redraw(self, change: Change) -> None:
         nodes = self.query_one(NodeList)
         if change.log:
-            self._write_output("\n".join(change.log), "dim")
+            self._write_output("\n".join(change.log), NOTE_STYLE)
         if change.header:
             self._update_header()
         if change.new_pass:
@@ -235,20 +237,24 @@ class GradtuiApp(App[int]):
         if event.traceback:
             self._write_output(fmt.user_traceback(event.traceback, os.path.dirname(self.script_path)), "red")
         word = "stopped" if event.quit else f"exited with status {event.exit_status}"
-        self._write_output(f"── the script {word} · q to leave", "dim")
+        self._write_output(f"── the script {word} · q to leave", NOTE_STYLE)
+        # Whatever the bar said (`gradient now …`) was about a pass that is over.
+        self.query_one(CommandBar).answer(f"the script {word} · [ ] or P browse its passes · q to leave",
+                                          ok=event.quit or event.exit_status == 0)
         view = self.state.view
         if view is not None and view.failed_node is not None:
             self.query_one(NodeList).select_node(view.failed_node)
         self._show_selected(self.query_one(NodeList).selected)
 
     def _write_output(self, text: str, style: str = "") -> None:
-        """Add lines to the output pane, in one write (one per line made 50,000 lines take 25 s).
+        """Add whole lines of gradtui's own to the output pane (the script's go through
+        `OutputLog.write_stream`, which keeps its progress bars on one line)."""
+        self.query_one(OutputLog).write_lines(text, style)
 
-        The script's colour codes become styles and a `\r` keeps what follows it (a progress
-        bar), as in a terminal; other control codes, which would break the layout, are dropped.
-        """
-        lines = text.rstrip("\n").split("\n")[-OUTPUT_LINES:]
-        self.query_one("#output", RichLog).write(Text("\n").join(Text.from_ansi(line, style=style) for line in lines))
+    def _echo(self, text: str) -> None:
+        """Write a command line to the output pane, once: its answer follows it there."""
+        self._write_output(f"(gradtui) {text}", ECHO_STYLE)
+        self._echoed = text
 
     # ---- commands ------------------------------------------------------------------------
 
@@ -264,10 +270,14 @@ class GradtuiApp(App[int]):
         self.session.submit(text)
 
     def _show_result(self, event: ev.CommandResult) -> None:
+        # The whole answer goes to the output pane, under its command (echoed once: a typed
+        # line is echoed when sent, a key's command here); the bar shows its first line.
         self.query_one(CommandBar).answer(event.text, event.ok)
-        if "\n" in event.text.strip() or not event.ok:
-            self._write_output(f"(gradtui) {event.command}", "bold")
-            self._write_output(event.text, "" if event.ok else "red")
+        if event.text.strip():
+            if self._echoed != event.command:
+                self._echo(event.command)
+            self._write_output(event.text, ANSWER_STYLE if event.ok else ERROR_STYLE)
+        self._echoed = None
         self.query_one(NodeList).refresh_visible()  # breakpoints may have changed
         if self.session.paused:
             self._feed_command()
@@ -276,12 +286,12 @@ class GradtuiApp(App[int]):
         """Submit the next -c/-x command, one per pause or answer (as headless mode does)."""
         if self.pending_commands:
             text = self.pending_commands.pop(0)
-            self._write_output(f"(gradtui) {text}", "bold")
+            self._echo(text)
             self.send(text)
 
     def on_command_bar_submitted(self, message: CommandBar.Submitted) -> None:
         """A line typed in the command bar: run it and go back to the node list (like vim's `:`)."""
-        self._write_output(f"(gradtui) {message.text}", "bold")
+        self._echo(message.text)
         self.query_one(NodeList).focus()
         self.send(message.text)
 
@@ -333,10 +343,9 @@ class GradtuiApp(App[int]):
 
     def action_edit(self) -> None:
         """Ask for an expression of g; replace the incoming gradient by it."""
-        self.push_screen(PromptScreen("replace the incoming gradient g by", value="g",
-                                      placeholder="g.clamp(-1, 1)",
-                                      hint="an expression of g and torch · same shape, dtype, device",
-                                      select=False),
+        self.push_screen(PromptScreen("replace the incoming gradient g by",
+                                      placeholder="an expression of g: g.clamp(-1, 1), g * 0, torch.ones(3)",
+                                      hint="g is the gradient, torch is torch · same shape, dtype, device"),
                          lambda value: value and self.send(f"set {value}"))
 
     def action_find(self) -> None:

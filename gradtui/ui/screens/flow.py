@@ -16,7 +16,8 @@ from gradtui.core.summary import format_number
 from gradtui.ui.flowtable import SPREAD, flow_rows
 from gradtui.ui.state import PassView
 
-FLAG_STYLE = {"non-finite": "bold red", "exploding": "bold red", "vanishing": "bold yellow", "no grad": "dim"}
+FLAG_STYLE = {"non-finite": "bold red", "exploding": "bold red", "vanishing": "bold yellow", "no grad": "dim",
+              "zero weight": "dim"}
 """How a flagged row's ratio and flag are drawn."""
 
 
@@ -31,6 +32,8 @@ def _ratio(flow: ParamFlow) -> str:
     """The ratio as text; a non-finite gradient's ratio is its norm's nan or inf, whatever the weight."""
     if flow.grad_norm is not None and not math.isfinite(flow.grad_norm):
         return format_number(flow.grad_norm)
+    if flow.weight_norm == 0 and flow.ratio is not None:
+        return "w=0"  # grad / 0: not a measure of the gradient
     return _number(flow.ratio, "-")
 
 
@@ -59,7 +62,8 @@ class FlowScreen(ModalScreen[None]):
         if not view.flow:
             return "no leaf received a gradient in this pass"
         return (f"{len(view.flow)} leaves · grad norm / weight norm, smallest first · "
-                f"flagged: zero, nan/inf, or {SPREAD:g}× off the median ratio")
+                f"flagged: zero, nan/inf, or {SPREAD:g}× off the median ratio · w=0: a zero weight "
+                "(a zero-initialised bias), its own case")
 
     def on_mount(self) -> None:
         """Fill the table; numbers right-aligned in their columns."""

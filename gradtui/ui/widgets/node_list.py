@@ -267,8 +267,11 @@ class NodeList(ScrollView, can_focus=True):
             self.post_message(self.ModuleSelected(self.selected_module))
 
     def on_click(self, event) -> None:
-        """Select the clicked row."""
-        self._set_cursor(round(self.scroll_offset.y) + event.y)
+        """Select the clicked row: the row number is in the style's meta of what was drawn
+        there (as Textual's OptionList does), so borders and scrolling cannot shift it."""
+        row = event.style.meta.get("row")
+        if isinstance(row, int):
+            self._set_cursor(row)
 
     def on_focus(self) -> None:
         """The cursor's colour depends on focus."""
@@ -299,7 +302,7 @@ class NodeList(ScrollView, can_focus=True):
                 segments = self._module_segments(tree, item.module, item.depth, width, base)
             else:
                 segments = self._row_segments(view, item.node, width, base, indent=2 * item.depth)
-        return Strip(segments).crop_extend(0, width, base)
+        return Strip(segments).crop_extend(0, width, base).apply_meta({"row": row})
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"node-list--{name}")
