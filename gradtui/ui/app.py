@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
+from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.screen import Screen
@@ -32,9 +33,12 @@ from gradtui.ui import fmt, keys
 from gradtui.ui.bridge import Bridge
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
+from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.script import ScriptHost
-from gradtui.ui.state import Change, UIState
+from gradtui.ui.search import NodeIndex, NodeProvider
+from gradtui.ui.state import Change, UIState, neighbour
+from gradtui.ui.theme import DEFAULT_THEME, GRADTUI_THEME
 from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
@@ -48,9 +52,13 @@ WIDE = 160
 NARROW = 100
 """Below this terminal width the footer is compact, so every key fits."""
 
+SHORT = 32
+"""Below this terminal height (or width NARROW) the layout is the 80x24 one: the detail pane
+puts the node's source line beside its labels, the graph pane keeps to its neighbours."""
+
 ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
                             "find", "find_next", "goto_current", "command", "help", "modules", "flow",
-                            "older_pass", "newer_pass"})
+                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output"})
 """Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
 ECHO_STYLE, ANSWER_STYLE, ERROR_STYLE, NOTE_STYLE = "bold cyan", "cyan", "red", "dim"
@@ -61,14 +69,23 @@ class GradtuiApp(App[int]):
     """Debug the backward passes of one script (see module doc)."""
 
     CSS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gradtui.tcss")
+    COMMANDS = App.COMMANDS | {NodeProvider}
+    """The palette finds nodes (op, label, module, source line) as well as actions and themes."""
     TITLE = "gradtui"
     BINDINGS = keys.bindings()
+    ALLOW_IN_MAXIMIZED_VIEW = "GradHeader, CommandBar, Footer"
+    """A zoomed pane keeps the header, the command bar and the keys around it."""
 
     def __init__(self, script: str, args: Iterable[str] = (), commands: Iterable[str] = (),
-                 report: Report | None = None, record_all: bool = False) -> None:
+                 report: Report | None = None, record_all: bool = False, *, theme: str | None = None) -> None:
         """`record_all`: hook every pass, even one nothing can stop in (as a report does), so
-        every pass has per-node statistics to browse; else such passes run at plain speed."""
+        every pass has per-node statistics to browse; else such passes run at plain speed.
+        `theme`: a Textual theme name (default gradtui's own, made for 256 colours)."""
         super().__init__()
+        self.register_theme(GRADTUI_THEME)
+        self.theme_problem = None if theme is None or theme in self.available_themes else (
+            f"no theme {theme!r}: using {DEFAULT_THEME} (themes: {', '.join(sorted(self.available_themes))})")
+        self.theme = theme if theme is not None and self.theme_problem is None else DEFAULT_THEME
         self.script_path = os.path.abspath(script)
         self.state = UIState(os.path.basename(script))
         self.bridge = Bridge(self.post_message)
@@ -82,6 +99,9 @@ class GradtuiApp(App[int]):
         self.host = ScriptHost(self.runner)
         self.pending_commands = list(commands)
         self.find_query = ""
+        self.find_ranked: list[int] = []
+        """The nodes the last find matched, best first (`N` steps through them)."""
+        self._node_index: NodeIndex | None = None
         self._echoed: str | None = None
         """The command line last echoed to the output pane whose answer has not come yet."""
         self.exit_status = 0
@@ -111,6 +131,8 @@ class GradtuiApp(App[int]):
         self.query_one(DetailPane).show(None)
         self.query_one(GraphPane).show(None)
         self.query_one(NodeList).focus()
+        if self.theme_problem:
+            self._write_output(self.theme_problem, ERROR_STYLE)
         self.set_interval(self.bridge.interval, self.bridge.flush)  # the tail of a burst of output
         self.run_worker(self.host.run, thread=True, name="gradtui-script", group="script", exit_on_error=False)
 
@@ -120,7 +142,10 @@ class GradtuiApp(App[int]):
         `event.size`, not `self.size`: this handler runs before App's own, which updates that.
         """
         width = event.size.width
+        short = event.size.height < SHORT or width < NARROW
         self.query_one("#main").set_class(width >= WIDE, "wide")
+        self.query_one("#main").set_class(short, "short")
+        self.query_one(DetailPane).compact = short
         footer = self.query_one(Footer)
         footer.compact = width < NARROW
         footer.show_command_palette = width >= NARROW
@@ -179,6 +204,7 @@ class GradtuiApp(App[int]):
         if change.new_pass:
             self._title_nodes()
             nodes.reset()
+            self._show_selected(nodes.selected)  # every pane follows the pass shown, even an empty one
         elif change.rows:
             nodes.refresh_nodes(change.rows)
         if change.paused and self.state.current is not None:
@@ -199,9 +225,9 @@ class GradtuiApp(App[int]):
         if view is None:
             return
         how = "by module" if nodes.by_module else "engine order"
+        nodes.border_title = f"pass {view.index} · {view.total} nodes · {how}"
         if not view.recorded:
-            how = "ran unhooked: no node data"
-        nodes.border_title = f"nodes · {how} · {view.total}"
+            nodes.border_title = f"nodes · pass {view.index} ran unhooked"
         nodes.border_subtitle = "nodes · grad leaving" if nodes.by_module and view.recorded else ""
 
     def _update_header(self) -> None:
@@ -209,10 +235,12 @@ class GradtuiApp(App[int]):
         view = state.view
         if view is not None:
             header.pass_text = state.pass_text()
+            header.pass_parts = state.pass_parts()
             done, total = state.progress if state.browsed is None else (view.done, view.total)
             header.progress = f"{done}/{total} ran" if view.recorded else ""
         header.status = state.status
         header.status_text = state.status_text()
+        header.status_short = state.status_short()
 
     def _show_selected(self, node: int | None) -> None:
         nodes = self.query_one(NodeList)
@@ -349,28 +377,37 @@ class GradtuiApp(App[int]):
                          lambda value: value and self.send(f"set {value}"))
 
     def action_find(self) -> None:
-        """Ask for an op name, label or #id; select the next node that matches."""
-        self.push_screen(PromptScreen("find a node by op name, label or #id", value=self.find_query,
-                                      placeholder="Addmm, fc.weight, #12"), self._find)
+        """Find a node by op, label, module or source line: the palette with nodes only."""
+        self.push_screen(CommandPalette(providers=[NodeProvider],
+                                        placeholder="find a node: op, label, module, source line…"))
+
+    def node_index(self) -> NodeIndex | None:
+        """The search text of the shown pass's nodes (built once per pass)."""
+        view = self.state.view
+        if view is None or not view.order:
+            return None
+        if self._node_index is None or self._node_index.view is not view:
+            self._node_index = NodeIndex(view)
+        return self._node_index
+
+    def found(self, query: str, ranked: list[int], node: int) -> None:
+        """A node picked from the palette: select it; `N` goes on through the same matches."""
+        self.find_query, self.find_ranked = query, ranked
+        nodes = self.query_one(NodeList)
+        nodes.select_node(node)
+        nodes.focus()
 
     def action_find_next(self) -> None:
-        """The next match of the last find."""
-        if self.find_query:
-            self._find(self.find_query)
-        else:
+        """The next match of the last find (by rank, wrapping)."""
+        view, nodes = self.state.view, self.query_one(NodeList)
+        ranked = [n for n in self.find_ranked if view is not None and n in view.graph]
+        if not ranked:
             self.action_find()
-
-    def _find(self, query: str | None) -> None:
-        if not query:
             return
-        self.find_query = query
-        nodes, view = self.query_one(NodeList), self.state.view
-        row = view.find(query, nodes.cursor) if view is not None else None
-        if row is None:
-            self.query_one(CommandBar).answer(f"no node matches {query!r}", ok=False)
-            return
-        nodes.cursor = row
-        nodes.focus()
+        at = ranked.index(nodes.selected) if nodes.selected in ranked else -1
+        nodes.select_node(ranked[(at + 1) % len(ranked)])
+        self.query_one(CommandBar).answer(f"match {(at + 1) % len(ranked) + 1} of {len(ranked)} for "
+                                          f"{self.find_query!r}" if self.find_query else "next node")
 
     def action_goto_current(self) -> None:
         """Select the node the engine is paused at."""
@@ -404,13 +441,73 @@ class GradtuiApp(App[int]):
     def _browse(self, delta: int) -> None:
         change = self.state.browse(delta)
         if change is None:
-            kept = len(self.state.views)
-            where = "older" if delta < 0 else "newer"
-            self.query_one(CommandBar).answer(f"no {where} pass kept (the last {kept} are)", ok=False)
+            views = self.state.views
+            if not views:
+                self.query_one(CommandBar).answer("no pass yet", ok=False)
+                return
+            edge = f"pass {views[0].index} is the oldest kept" if delta < 0 else f"pass {views[-1].index} is the live one"
+            self.query_one(CommandBar).answer(f"no {'older' if delta < 0 else 'newer'} pass: {edge}", ok=False)
             return
         self._redraw(change)
         if self.state.current is not None:
             self.query_one(NodeList).select_node(self.state.current)
+
+    def action_up(self) -> None:
+        """Select a consumer of the selected node: where its gradient came from (pdb's `u`)."""
+        self._walk(up=True)
+
+    def action_down(self) -> None:
+        """Select the first input of the selected node: where its gradient goes (pdb's `d`)."""
+        self._walk(up=False)
+
+    def _walk(self, up: bool) -> None:
+        nodes, view = self.query_one(NodeList), self.state.view
+        node = nodes.selected
+        if view is None or node is None:
+            self.query_one(CommandBar).answer("no node selected", ok=False)
+            return
+        target = neighbour(view, node, up)
+        if target is None:
+            self.query_one(CommandBar).answer(f"#{node} is {'the root' if up else 'a leaf'}: nothing "
+                                              f"{'above' if up else 'below'} it", ok=False)
+            return
+        nodes.select_node(target)
+
+    def action_passes(self) -> None:
+        """List every pass kept; enter (or a click) shows one."""
+        if not self.state.summaries:
+            self.query_one(CommandBar).answer("no pass yet", ok=False)
+            return
+        self.push_screen(PassesScreen(self.state), self._show_pass)
+
+    def _show_pass(self, index: int | None) -> None:
+        if index is None:
+            return
+        change = self.state.browse_to(index)
+        if change is None:
+            self.query_one(CommandBar).answer(f"pass {index} is not kept: only its summary is", ok=False)
+            return
+        self._redraw(change)
+        if self.state.current is not None:
+            self.query_one(NodeList).select_node(self.state.current)
+
+    def action_zoom(self) -> None:
+        """The focused pane full screen, or back."""
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+        elif screen.focused is not None:
+            screen.maximize(screen.focused, container=False)
+
+    def action_zoom_output(self) -> None:
+        """The output pane full screen (focused), or back."""
+        screen, output = self.screen, self.query_one(OutputLog)
+        if screen.maximized is output:
+            screen.minimize()
+            self.query_one(NodeList).focus()
+            return
+        output.focus()
+        screen.maximize(output, container=False)
 
     def action_command(self) -> None:
         """Focus the command bar."""
@@ -426,8 +523,12 @@ class GradtuiApp(App[int]):
         self.exit(self.exit_status)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette lists every gradtui action, then Textual's own."""
+        """The command palette lists every gradtui action (once: `n` is `s`), then Textual's own."""
+        seen = set()
         for key in keys.KEYS:
+            if key.action in seen:
+                continue
+            seen.add(key.action)
             title, _, text = key.help.partition(": ")
             yield SystemCommand(title.capitalize() if text else key.short.capitalize(),
                                 escape(f"{text or key.help} · key {keys.display(key)}"),

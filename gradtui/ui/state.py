@@ -7,8 +7,10 @@ widgets redraw only what changed.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import networkx as nx
 
@@ -85,8 +87,12 @@ class PassView:
 
     def summary(self) -> PassSummary:
         """This pass in one line (kept long after the view is dropped)."""
+        if self.recorded:
+            bad = len(self.nonfinite)
+        else:
+            bad = sum(1 for f in self.flow if f.nonfinite or (f.grad_norm is not None and not math.isfinite(f.grad_norm)))
         return PassSummary(self.index, self.call_text or f"{self.call}()", self.losses, self.recorded,
-                           self.total, self.error)
+                           self.total, self.error, bad, self.finished)
 
     def title(self, node: int) -> str:
         """`#1 MulBackward0 (y)`."""
@@ -108,6 +114,26 @@ class PassView:
             if any(needle in item.lower() for item in haystack):
                 return row
         return None
+
+
+class HeaderPart(NamedTuple):
+    """A part of the header's text; parts of higher `drop` go first when the line is short."""
+
+    text: str
+    drop: int
+
+
+def neighbour(view: PassView, node: int, up: bool) -> int | None:
+    """The node `u` (up: a consumer, toward the root) or `d` (down: the first input, toward
+    the leaves) goes to from `node`; the one of them that comes first in engine order."""
+    graph = view.graph
+    if node not in graph:
+        return None
+    if up:
+        found = sorted(graph.predecessors(node), key=lambda n: view.row.get(n, 0))
+    else:
+        found = [n for _, n, _ in sorted(graph.out_edges(node, data="slot"), key=lambda e: e[2])]
+    return found[0] if found else None
 
 
 @dataclass
@@ -153,6 +179,8 @@ class UIState:
         self.exit_status: int | None = None
         self.traceback: str | None = None
         self.passes = 0
+        self.hits: dict[int, int] = {}
+        """Pass index -> how many breakpoint hits it had."""
 
     @property
     def view(self) -> PassView | None:
@@ -208,6 +236,14 @@ class UIState:
         self.browsed = None if target is self.live else target
         return Change(new_pass=True, header=True)
 
+    def browse_to(self, index: int) -> Change | None:
+        """Show the kept pass of that index (the live one: back to live); None if not kept."""
+        target = next((v for v in self.views if v.index == index), None)
+        if target is None:
+            return None
+        self.browsed = None if target is self.live else target
+        return Change(new_pass=True, header=True)
+
     def browse_live(self) -> Change | None:
         """Back to the live pass; None if it is already shown."""
         if self.browsed is None:
@@ -216,10 +252,21 @@ class UIState:
         return Change(new_pass=True, header=True)
 
     def _keep(self, view: PassView) -> None:
+        """Keep `view`; drop views past the bounds, those without per-node data first (a
+        training loop's one hooked pass must not be pushed out by the unhooked ones after it)."""
         self.views.append(view)
         while len(self.views) > 2 and (len(self.views) > KEEP_VIEWS
                                        or sum(v.total for v in self.views) > KEEP_NODES):
-            self.views.popleft()
+            victim = next((v for v in self.views if not v.recorded and v is not self.live
+                           and v is not self.browsed), None)
+            if victim is None:
+                victim = next(v for v in self.views if v is not self.browsed)
+            self.views.remove(victim)
+
+    @property
+    def last_recorded(self) -> PassView | None:
+        """The latest kept pass with per-node data (the one worth browsing at the end)."""
+        return next((v for v in reversed(self.views) if v.recorded and v.total), None)
 
     # ---- one handler per event type ------------------------------------------------------
 
@@ -277,6 +324,10 @@ class UIState:
             change.rows.add(event.node)
         self.progress = (event.done, event.total)
         return change
+
+    def _on_BreakpointHit(self, event: ev.BreakpointHit) -> Change:
+        self.hits[event.pass_index] = self.hits.get(event.pass_index, 0) + 1
+        return Change()
 
     def _on_Resumed(self, event: ev.Resumed) -> Change:
         change = Change(header=True)
@@ -347,21 +398,33 @@ class UIState:
 
     # ---- what the header says ------------------------------------------------------------
 
-    def pass_text(self) -> str:
-        """`pass 3 · loss 0.41 · loss.backward()`, then `unhooked` or `browsing · live is 7`."""
+    def pass_parts(self) -> tuple[HeaderPart, ...]:
+        """The header's pass text in parts, each with how soon it goes when the line is short."""
         view = self.view
         if view is None:
-            return ""
-        parts = [f"pass {view.index}"]
+            return ()
+        parts = [HeaderPart(f"pass {view.index}", 0)]
         loss = view.loss_text()
         if loss:
-            parts.append(loss)
-        parts.append(view.call_text or view.call + "()")
+            parts.append(HeaderPart(loss, 2))
+        parts.append(HeaderPart(view.call_text or view.call + "()", 4))
         if not view.recorded:
-            parts.append("unhooked")
+            parts.append(HeaderPart("unhooked", 1))
         if self.browsed is not None and self.live is not None:
-            parts.append(f"browsing · live is {self.live.index}")
-        return " · ".join(parts)
+            parts.append(HeaderPart(f"browsing · live is {self.live.index}", 0))
+        return tuple(parts)
+
+    def pass_text(self) -> str:
+        """`pass 3 · loss 0.41 · loss.backward()`, then `unhooked` or `browsing · live is 7`."""
+        return " · ".join(part.text for part in self.pass_parts())
+
+    def status_short(self) -> str:
+        """The state text for a narrow header: `paused #1 (y)`, else as `status_text`."""
+        view = self.live
+        if self.status == "paused" and self.paused is not None:
+            tags = node_tags(view.graph.nodes[self.paused.node]) if view is not None and self.paused.node in view.graph else []
+            return f"paused #{self.paused.node}" + (f" ({tags[0]})" if tags else "")
+        return self.status_text()
 
     def status_text(self) -> str:
         """`paused at #1 MulBackward0 (y)`, `running`, `finished · exit 0`..."""

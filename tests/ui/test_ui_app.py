@@ -235,10 +235,18 @@ async def test_help_find_goto_and_palette():
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
 
-        await answer_prompt(pilot, "slash", "Accumulate")
+        from textual.command import CommandPalette
+
+        await pilot.press("slash")  # the palette with the node provider alone
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the find palette")
+        await type_text(pilot, "Accumulate")
+        await wait_for(pilot, lambda: len(app.screen.query("CommandList Option")) > 0 or
+                       app.screen.query_one("CommandList").option_count > 0, what="the matches")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, CommandPalette), what="the palette to close")
         await wait_for(pilot, lambda: app.state.view.graph.nodes[selected(app)]["name"] == "AccumulateGrad")
         first = selected(app)
-        await pilot.press("n")
+        await pilot.press("N")  # the next match of the same search
         await wait_for(pilot, lambda: selected(app) != first)
         assert app.state.view.graph.nodes[selected(app)]["name"] == "AccumulateGrad"
         await pilot.press("g")

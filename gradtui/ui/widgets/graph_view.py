@@ -56,7 +56,11 @@ class GraphPane(VerticalScroll):
             return
         if view is None or node is None or node not in view.graph:
             self.border_title = "graph"
-            body.update(Content.styled("no pass yet", "$text-muted"))
+            if view is None and self.state.script_over:
+                text = "no graph: the script never called backward()"
+            else:
+                text = "no pass yet" if view is None else "select a node to see its neighbours"
+            body.update(Content.styled(text, "$text-muted"))
             return
         self.border_title = f"graph · pass {view.index} · {view.total} nodes"
         lines = list(self._neighbourhood(view, node))
