@@ -43,7 +43,10 @@ class PassView:
     incoming: dict[int, Grads] = field(default_factory=dict)
     """Gradients that reached a node (after edits)."""
     incoming_hist: dict[int, Grads] = field(default_factory=dict)
-    """Incoming gradients with histograms, as a pause saw them (dropped by an edit)."""
+    """Incoming gradients with histograms, as a pause saw them, or as an edit made them when
+    its summary has histograms (else dropped by the edit: `arrived_hist` keeps the original)."""
+    arrived_hist: dict[int, Grads] = field(default_factory=dict)
+    """Incoming gradients with histograms as they arrived, before any edit."""
     outgoing: dict[int, Grads] = field(default_factory=dict)
     """Gradients a node sent on, once it ran."""
     outgoing_hist: dict[int, Grads] = field(default_factory=dict)
@@ -316,6 +319,7 @@ class UIState:
             if event.phase == "before":
                 view.incoming[event.node] = event.grads
                 view.incoming_hist[event.node] = event.grads
+                view.arrived_hist.setdefault(event.node, event.grads)
             else:
                 view.outgoing[event.node] = event.grads
                 view.outgoing_hist[event.node] = event.grads
@@ -348,7 +352,10 @@ class UIState:
             return Change()
         view.edits.setdefault(event.node, []).append((event.command, event.before))
         view.incoming[event.node] = event.after
-        view.incoming_hist.pop(event.node, None)
+        if any(s is not None and s.histogram for s in event.after):
+            view.incoming_hist[event.node] = event.after
+        else:
+            view.incoming_hist.pop(event.node, None)
         if any_nonfinite(event.after):
             view.nonfinite.add(event.node)
         return Change(rows={event.node})

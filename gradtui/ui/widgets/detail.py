@@ -149,7 +149,11 @@ class DetailPane(VerticalScroll):
         return ("none: what it sent stayed inside it", MUTED) if all_ran else ("nothing yet", MUTED)
 
     def on_resize(self) -> None:
-        """Source lines are cut to the width: redraw."""
+        """Source lines are cut to the width: redraw, once the new width is laid out."""
+        if self.node is not None:
+            self.call_after_refresh(self._reshow)
+
+    def _reshow(self) -> None:
         if self.node is not None:
             self.show(self.node)
 
@@ -169,7 +173,8 @@ class DetailPane(VerticalScroll):
         if node == view.failed_node:
             where = ("✗ raised while running", ERROR)
         elif paused is not None:
-            where = ("▶ paused before it runs" if paused.phase == "before" else "▶ paused after it ran", WARN)
+            where = ("▶ paused here, before it runs" if paused.phase == "before" and not self.compact
+                     else "▶ paused here" if paused.phase == "before" else "▶ paused after it ran", WARN)
         elif node in view.ran:
             where = (f"✓ ran {view.ran[node]} of {view.total}", OK)
         else:
@@ -195,7 +200,8 @@ class DetailPane(VerticalScroll):
                 yield _line(("at ", MUTED), (data["source"], WARN))
             return
         text = lines[0][1].strip()
-        room = max(8, self.scrollable_content_region.width - len(data["source"] or "") - 6)
+        # 3 for "at ", 3 for " │ ", 2 in case a scrollbar appears once the text is in
+        room = max(8, self.scrollable_content_region.width - len(data["source"] or "") - 8)
         code = highlight(text, language="python")
         if len(text) > room:
             code = code[: room - 1] + Content("…")
@@ -254,7 +260,13 @@ class DetailPane(VerticalScroll):
         yield from self._grads(grads, hist, "in")
         if edits:
             before = edits[0][1]
-            yield _line(("  before the edit: ", MUTED), "; ".join(fmt.one_line(s) for s in before))
+            arrived = view.arrived_hist.get(node)
+            if hist is None and arrived is not None:
+                # the edit's summary has no histogram or values: keep the ones it arrived with
+                yield Content.styled("  as it arrived, before the edit:", MUTED)
+                yield from self._grads(arrived, arrived, "in")
+            else:
+                yield _line(("  before the edit: ", MUTED), "; ".join(fmt.one_line(s) for s in before))
 
     def _outgoing(self, view: PassView, node: int) -> Iterable[Content]:
         grads = view.outgoing.get(node)
@@ -381,4 +393,5 @@ class DetailPane(VerticalScroll):
                 yield _line(indent, (bars, ACCENT), (note, MUTED))
         else:
             yield _bad(_line(indent, ("min ", MUTED), low, ("  max ", MUTED), high))
-        yield _bad(_line(indent, ("values ", MUTED), fmt.values_text(stats)))
+        if stats.values or stats.preview or not stats.numel:  # no values known: no `[… 512 more]`
+            yield _bad(_line(indent, ("values ", MUTED), fmt.values_text(stats)))

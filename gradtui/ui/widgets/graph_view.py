@@ -41,6 +41,7 @@ class GraphPane(VerticalScroll):
         self.state = state
         self._layers: list[list[int]] | None = None
         self._layers_of: int | None = None
+        self._shown: int | None = None
 
     def compose(self) -> ComposeResult:
         """One Static holds the drawing."""
@@ -48,6 +49,7 @@ class GraphPane(VerticalScroll):
 
     def show(self, node: int | None) -> None:
         """Draw around `node`."""
+        self._shown = node
         view = self.state.view
         body = self.query_one("#graph-body", Static)
         if view is not None and not view.recorded:
@@ -68,8 +70,17 @@ class GraphPane(VerticalScroll):
             lines += [Content(""), *self._whole(view, node)]
         body.update(Content("\n").join(lines))
 
+    def on_resize(self) -> None:
+        """The whole-pass rows are wrapped to the width: redraw once it is laid out."""
+        self.call_after_refresh(self._reshow)
+
+    def _reshow(self) -> None:
+        if self._shown is not None:
+            self.show(self._shown)
+
     def show_module(self, path: str) -> None:
         """A module row is selected: there is no single node to draw around."""
+        self._shown = None
         body = self.query_one("#graph-body", Static)
         view = self.state.view
         if view is not None:
@@ -128,6 +139,19 @@ class GraphPane(VerticalScroll):
             self._layers_of = id(view.graph)
         yield Content.styled("whole pass, by depth from the root", "bold $text-primary")
         width = len(str(len(self._layers or []) - 1))
+        gutter = width + 4
+        room = max(10, self.scrollable_content_region.width - gutter - 1)
         for depth, layer in enumerate(self._layers or []):
-            chips = Content("  ").join(self._chip(view, n, selected) for n in layer)
-            yield Content.assemble((f" {depth:>{width}} │ ", "$text-muted"), chips)
+            # Wrapped by hand, chip by chip, so a continuation row keeps the depth gutter.
+            rows: list[list[Content]] = [[]]
+            used = 0
+            for chip in (self._chip(view, n, selected) for n in layer):
+                need = chip.cell_length + (2 if rows[-1] else 0)
+                if rows[-1] and used + need > room:
+                    rows.append([])
+                    used, need = 0, chip.cell_length
+                rows[-1].append(chip)
+                used += need
+            for i, row in enumerate(rows):
+                label = f" {depth:>{width}} │ " if i == 0 else " " * (width + 1) + " │ "
+                yield Content.assemble((label, "$text-muted"), Content("  ").join(row))
