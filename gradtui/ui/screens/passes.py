@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -15,6 +16,17 @@ from gradtui.ui.state import UIState
 COLUMNS = ("pass", "loss", "nodes", "hits", "non-finite", "call")
 
 
+class PassTable(DataTable):
+    """A DataTable where one click on a row chooses it (a DataTable chooses only a row already
+    under the cursor, which takes a second click)."""
+
+    async def _on_click(self, event: events.Click) -> None:
+        await super()._on_click(event)
+        row = event.style.meta.get("row")
+        if isinstance(row, int) and row >= 0 and self.cursor_row == row:
+            self.action_select_cursor()
+
+
 class PassesScreen(ModalScreen[int | None]):
     """Every pass summary kept, newest last; enter or a click shows that pass, escape closes."""
 
@@ -25,6 +37,7 @@ class PassesScreen(ModalScreen[int | None]):
         self.state = state
         self.indices: list[int] = []
         """Pass index of each table row."""
+        self._chosen = False
 
     def compose(self) -> ComposeResult:
         """A note line, then the table."""
@@ -32,7 +45,7 @@ class PassesScreen(ModalScreen[int | None]):
             box.border_title = f"passes · {self.state.passes} run"
             box.border_subtitle = "enter or click: show it · escape: close"
             yield Static(self._note(), id="passes-note", markup=False)
-            yield DataTable(id="passes-table", cursor_type="row", zebra_stripes=True)
+            yield PassTable(id="passes-table", cursor_type="row", zebra_stripes=True)
 
     def _note(self) -> str:
         kept = len(self.state.views)
@@ -76,9 +89,14 @@ class PassesScreen(ModalScreen[int | None]):
         table.focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        """Show the pass of that row."""
+        """Enter on a row: show that pass."""
         event.stop()
-        self.dismiss(self.indices[event.cursor_row])
+        self._choose(event.cursor_row)
+
+    def _choose(self, row: int) -> None:
+        if not self._chosen:
+            self._chosen = True
+            self.dismiss(self.indices[row])
 
     def action_close(self) -> None:
         """Back to the debugger."""
