@@ -24,13 +24,22 @@ DISCOVER_SHOWN = 12
 """Nodes offered before anything is typed (the palette's discovery list)."""
 
 
+SOURCE_WEIGHT = 0.8
+"""A match in the module or source line counts this much of one in the op or labels, so
+`prediction` finds the node labelled so before the nodes whose source line mentions it."""
+
+
+def node_head(view: PassView, node: int) -> str:
+    """`#3 TanhBackward0 h`: the node's id, op and labels."""
+    data = view.graph.nodes[node]
+    tags = " ".join(node_tags(data))
+    return f"#{node} {data['name']}" + (f" {tags}" if tags else "")
+
+
 def node_text(view: PassView, node: int) -> str:
     """`#3 TanhBackward0 h · fc1 · demo.py:24 h = torch.tanh(self.fc1(x))`: what a query matches."""
     data = view.graph.nodes[node]
-    parts = [f"#{node} {data['name']}"]
-    tags = " ".join(node_tags(data))
-    if tags:
-        parts[0] += " " + tags
+    parts = [node_head(view, node)]
     if data.get("module"):
         parts.append(data["module"])
     if data.get("source"):
@@ -45,9 +54,13 @@ class NodeIndex:
 
     view: PassView
     texts: list[tuple[int, str]] = field(default_factory=list)
+    """(node, its whole search text) in engine order."""
+    heads: list[str] = field(default_factory=list)
+    """Each node's id, op and labels (the part that scores fully)."""
 
     def __post_init__(self) -> None:
         self.texts = [(node, node_text(self.view, node)) for node in self.view.order]
+        self.heads = [node_head(self.view, node) for node in self.view.order]
 
 
 class FindHost(Protocol):
@@ -59,7 +72,8 @@ class FindHost(Protocol):
 
 def ranked_matches(index: NodeIndex, score: Callable[[str], float]) -> list[tuple[float, int, str]]:
     """(score, node, text) of every node that matches, best first, engine order among equals."""
-    found = [(s, row, node, text) for row, (node, text) in enumerate(index.texts) if (s := score(text)) > 0]
+    found = [(s, row, node, text) for row, ((node, text), head) in enumerate(zip(index.texts, index.heads))
+             if (s := max(score(head), SOURCE_WEIGHT * score(text))) > 0]
     found.sort(key=lambda item: (-item[0], item[1]))
     return [(s, node, text) for s, _, node, text in found]
 

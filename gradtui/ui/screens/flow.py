@@ -72,7 +72,8 @@ class FlowScreen(ModalScreen[None]):
         numbers = [(_number(r.flow.grad_norm, "None"), format_number(r.flow.weight_norm), _ratio(r.flow))
                    for r in rows]
         widths = [max([len(title), *(len(n[i]) for n in numbers)]) for i, title in enumerate(NUMBER_TITLES)]
-        table.add_columns("param", "shape", *(t.rjust(w) for t, w in zip(NUMBER_TITLES, widths)), "log ratio", "")
+        # the flag before the bar: at 80 columns the last column is the one cut off
+        table.add_columns("param", "shape", *(t.rjust(w) for t, w in zip(NUMBER_TITLES, widths)), "flag", "log ratio")
         for row, (grad, weight, ratio) in zip(rows, numbers):
             flow = row.flow
             style = FLAG_STYLE.get(row.flag, "")
@@ -82,8 +83,8 @@ class FlowScreen(ModalScreen[None]):
                 Text(grad.rjust(widths[0])),
                 Text(weight.rjust(widths[1])),
                 Text(ratio.rjust(widths[2]), style=style),
-                Text(row.bar, style=style or "cyan"),
                 Text(row.flag, style=style),
+                Text(row.bar, style=style or "cyan"),
             )
         table.focus()
 

@@ -76,6 +76,7 @@ class OutputLog(ScrollView, can_focus=True):
         self._cache: OrderedDict[tuple[int, int], list[Strip]] = OrderedDict()
         self._base = 0
         """How many lines were dropped from the front (cache keys are absolute line numbers)."""
+        self._following = False
         self.renders = 0
         """How many lines were turned into styled text (the cost a flood must not grow)."""
 
@@ -162,9 +163,15 @@ class OutputLog(ScrollView, can_focus=True):
             self._rows_width = 0  # rebuilt on next use
         at_bottom = self.scroll_offset.y >= self.max_scroll_y - 1
         self._resize()
-        if at_bottom:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        if at_bottom and not self._following:
+            # after the refresh: the new virtual size is not laid out yet
+            self._following = True
+            self.call_after_refresh(self._follow)
         self.refresh()
+
+    def _follow(self) -> None:
+        self._following = False
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     # ---- geometry ------------------------------------------------------------------------
 
