@@ -169,6 +169,13 @@ async def test_the_output_pane_overwrites_on_carriage_return_across_writes_and_k
         green = [seg for seg in log.styled_line(1).render(app.console) if seg.text == "ok"]
         assert green and green[0].style.color is not None
 
+        width = log.scrollable_content_region.width
+        log.write_lines("w" * (width + 5) + "END")  # wraps hard, as a terminal does
+        await pilot.pause()
+        rows = [log.render_line(y).text for y in range(log.size.height)]
+        at = next(i for i, row in enumerate(rows) if row.startswith("w"))
+        assert rows[at][:width] == "w" * width and rows[at + 1].rstrip() == "wwwwwEND"
+
 
 @pytest.mark.asyncio
 async def test_the_output_pane_takes_100k_lines_styling_only_what_is_drawn():

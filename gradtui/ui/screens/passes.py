@@ -50,8 +50,7 @@ class PassesScreen(ModalScreen[int | None]):
     def _note(self) -> str:
         kept = len(self.state.views)
         shown = len(self.state.summaries)
-        return (f"{shown} passes listed · the last {kept} keep their node data (· nodes: unhooked, "
-                f"loss and flow only)")
+        return f"{shown} passes · node data kept for the last {kept} · unhooked: loss and flow only"
 
     def on_mount(self) -> None:
         """Fill the table, the cursor on the pass on screen."""

@@ -72,7 +72,7 @@ class CommandBar(Vertical):
 
     def compose(self) -> ComposeResult:
         """The answer line, then the input."""
-        yield Static(Content.styled("type : then a command · m modules · w gradient flow · [ ] passes · ? help",
+        yield Static(Content.styled("type : then a command · / find · P passes · w flow · m modules · ? help",
                                     "$text-muted"), id="answer")
         yield HistoryInput(placeholder="command — step, continue, break nan, scale 0.5, print, help…",
                            id="command-input", select_on_focus=False)

@@ -83,12 +83,14 @@ class DetailPane(VerticalScroll):
         view = self.state.view
         if view is not None and not view.recorded:
             self.border_title = f"pass {view.index}"
-            lines = [_heading(f"pass {view.index} ran unhooked", "nothing could stop in it: no per-node statistics")]
+            note = " · ".join(filter(None, (view.loss_text(), "nothing could stop in it: no per-node statistics")))
+            lines = list(self._script_end())  # at the end of a run, its story first
+            lines += [Content("")] if lines else []
+            lines.append(_heading(f"pass {view.index} ran unhooked", note))
             if not view.finished:
                 lines.append(Content.styled("its leaf gradients and flow are measured when it ends", MUTED))
-            lines += list(self._pass_end(view))
-            end = list(self._script_end())
-            lines += [Content(""), *end] if end else []
+            elif view.leaf_grads or view.flow:
+                lines += list(self._pass_end(view))[1:]  # its heading says what the one above does
             self.query_one("#detail-body", Static).update(Content("\n").join(lines))
             return
         if view is None or node is None or node not in view.graph:
@@ -316,14 +318,13 @@ class DetailPane(VerticalScroll):
     def _flow_leaves(self, view: PassView) -> Iterable[Content]:
         """Leaf gradients of a pass without node statistics, from its flow: norm, weight, flag."""
         rows = flow_rows(view.flow)
-        yield Content.styled("  leaf gradients (norms; w for the flow table)", MUTED)
+        yield Content.styled("  leaf gradients · w: the flow table", MUTED)
         for row in rows[:LEAVES_SHOWN]:
             flow = row.flow
             shape = "×".join(str(d) for d in flow.shape) or "scalar"
             grad = format_number(flow.grad_norm) if flow.grad_norm is not None else "None"
             flag = (f"  {row.flag}", WARN if row.flag not in ("zero weight", "no grad") else MUTED) if row.flag else ""
-            yield _bad(_line((f"  {flow.name}.grad ", ACCENT), (f"[{shape}] ", MUTED), ("norm ", MUTED), grad,
-                             ("  weight ", MUTED), format_number(flow.weight_norm), flag))
+            yield _bad(_line((f"  {flow.name}.grad ", ACCENT), (f"[{shape}] ", MUTED), ("norm ", MUTED), grad, flag))
         if len(rows) > LEAVES_SHOWN:
             yield Content.styled(f"  … {len(rows) - LEAVES_SHOWN} more leaves (w)", MUTED)
 

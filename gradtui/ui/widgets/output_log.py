@@ -224,8 +224,8 @@ class OutputLog(ScrollView, can_focus=True):
         text = Text.from_ansi(line.text, style=line.style) if "\x1b" in line.text else Text(line.text, line.style)
         segments = list(text.render(self.app.console))
         whole = Strip(segments, text.cell_len)
-        cuts = list(range(width, max(width, whole.cell_length), width))
-        strips = whole.divide(cuts) if cuts else [whole]
+        total = whole.cell_length
+        strips = whole.divide([*range(width, total, width), total]) if total > width else [whole]
         strips = [s.crop_extend(0, width, Style()) for s in strips] or [Strip.blank(width)]
         self._cache[key] = strips
         if len(self._cache) > CACHE:
