@@ -224,8 +224,9 @@ class GradtuiApp(App[int]):
         nodes, view = self.query_one(NodeList), self.state.view
         if view is None:
             return
-        how = "by module" if nodes.by_module else "engine order"
-        nodes.border_title = f"pass {view.index} · {view.total} nodes · {how}"
+        # short enough for the 34-column list at 80x24 (engine order is the default: unsaid)
+        nodes.border_title = (f"by module · pass {view.index} · {view.total}" if nodes.by_module
+                              else f"pass {view.index} · {view.total} nodes")
         if not view.recorded:
             nodes.border_title = f"nodes · pass {view.index} ran unhooked"
         nodes.border_subtitle = "nodes · grad leaving" if nodes.by_module and view.recorded else ""
@@ -510,8 +511,10 @@ class GradtuiApp(App[int]):
         screen.maximize(output, container=False)
 
     def action_command(self) -> None:
-        """Focus the command bar."""
-        self.query_one(CommandBar).input.focus()
+        """Focus the command bar, at once: `Widget.focus` defers it, so in a real terminal the
+        keys typed right after `:` (`:why x` pasted or typed fast) went to the node list
+        (`w` opened the flow screen) and the line was lost."""
+        self.screen.set_focus(self.query_one(CommandBar).input)
 
     def action_help(self) -> None:
         """Show every key and command."""

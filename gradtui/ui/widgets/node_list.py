@@ -318,7 +318,7 @@ class NodeList(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         """Row `scroll_y + y`."""
         row = round(self.scroll_offset.y) + y
-        width = self.size.width
+        width = self.scrollable_content_region.width  # not under the scrollbar
         base = self.rich_style
         view = self.view
         if view is None or row >= self.row_count:
@@ -375,7 +375,7 @@ class NodeList(ScrollView, can_focus=True):
         name, name_width = data["name"], self._name_width
         lead = indent or 0
         reserve = len(flags) + 1 if flags else 0
-        if width - (lead + 3 + self._id_width + name_width) - reserve < min(self._tags_width, SHORT_BELOW):
+        if width - (lead + 4 + self._id_width + name_width) - reserve < min(self._tags_width, SHORT_BELOW):
             # narrow: `Mul` rather than `MulBackward0`, so the labels (what the user named) fit
             name, name_width = list_op(name), self._short_width
         if len(name) > name_width:

@@ -41,11 +41,13 @@ STREAM_STYLE = {"stdout": "", "stderr": "red"}
 
 
 class Line(NamedTuple):
-    """One line: its raw text (ANSI codes kept), the style it is drawn in, its cell length."""
+    """One line: its raw text (ANSI codes kept), the style it is drawn in, its cell length,
+    and whether it wraps at words (gradtui's own answers) rather than hard (the script's)."""
 
     text: str
     style: str
     cells: int
+    words: bool = False
 
 
 def _cells(text: str) -> int:
@@ -129,7 +131,7 @@ class OutputLog(ScrollView, can_focus=True):
         self._open = False
         self._restart = False
         for piece in _CONTROL.sub("", text.replace("\r", "")).rstrip("\n").split("\n"):
-            self._append(piece, style)
+            self._append(piece, style, words=True)
         self._changed()
 
     def clear(self) -> None:
@@ -141,10 +143,11 @@ class OutputLog(ScrollView, can_focus=True):
         self._open = self._restart = False
         self._changed()
 
-    def _append(self, text: str, style: str) -> None:
-        self._lines.append(Line(text, style, _cells(text)))
+    def _append(self, text: str, style: str, words: bool = False) -> None:
+        self._lines.append(Line(text, style, _cells(text), words))
         if self._rows_width:
-            self._rows.append((self._rows[-1] if self._rows else 0) + self._row_count(self._lines[-1]))
+            index = len(self._lines) - 1
+            self._rows.append((self._rows[-1] if self._rows else 0) + self._row_count(index, self._lines[-1]))
 
     def _replace(self, text: str, style: str) -> None:
         index = len(self._lines) - 1
@@ -152,7 +155,7 @@ class OutputLog(ScrollView, can_focus=True):
         new = self._lines[index] = Line(text, style, _cells(text))
         self._cache.pop((self._base + index, self._rows_width), None)
         if self._rows_width and self._rows:
-            self._rows[-1] += self._row_count(new) - self._row_count(old)
+            self._rows[-1] += self._row_count(index, new) - max(1, -(-old.cells // self._rows_width))
 
     def _changed(self) -> None:
         if len(self._lines) > self.max_lines:
@@ -178,14 +181,18 @@ class OutputLog(ScrollView, can_focus=True):
     def _width(self) -> int:
         return max(1, self.scrollable_content_region.width)
 
-    def _row_count(self, line: Line) -> int:
+    def _row_count(self, index: int, line: Line) -> int:
+        """Rows line `index` takes at the current width: cells / width when it wraps hard; its
+        word-wrapped rows otherwise (gradtui's lines are few, so wrapping them to count is cheap)."""
+        if line.words and line.cells > self._rows_width:
+            return len(self._strips(index, self._rows_width))
         return max(1, -(-line.cells // self._rows_width))
 
     def _ensure_rows(self) -> None:
         width = self._width()
         if width != self._rows_width or len(self._rows) != len(self._lines):
             self._rows_width = width
-            self._rows = list(accumulate(max(1, -(-line.cells // width)) for line in self._lines))
+            self._rows = list(accumulate(self._row_count(i, line) for i, line in enumerate(self._lines)))
 
     def _resize(self) -> None:
         self._ensure_rows()
@@ -222,10 +229,14 @@ class OutputLog(ScrollView, can_focus=True):
         self.renders += 1
         line = self._lines[index]
         text = Text.from_ansi(line.text, style=line.style) if "\x1b" in line.text else Text(line.text, line.style)
-        segments = list(text.render(self.app.console))
-        whole = Strip(segments, text.cell_len)
-        total = whole.cell_length
-        strips = whole.divide([*range(width, total, width), total]) if total > width else [whole]
+        console = self.app.console
+        if line.words and text.cell_len > width:
+            strips = [Strip(list(part.render(console)), part.cell_len)
+                      for part in text.wrap(console, width, overflow="fold")]
+        else:
+            whole = Strip(list(text.render(console)), text.cell_len)
+            total = whole.cell_length
+            strips = whole.divide([*range(width, total, width), total]) if total > width else [whole]
         strips = [s.crop_extend(0, width, Style()) for s in strips] or [Strip.blank(width)]
         self._cache[key] = strips
         if len(self._cache) > CACHE:
