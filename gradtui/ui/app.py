@@ -331,8 +331,9 @@ class GradtuiApp(App[int]):
     # ---- actions (keys, palette) ---------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Engine keys do nothing while a help or prompt screen is open."""
-        if action in ENGINE_ACTIONS and isinstance(self.screen, (HelpScreen, PromptScreen, FlowScreen)):
+        """Engine keys do nothing while a modal screen (help, prompt, flow, passes, the palette)
+        is open: the key goes to that screen (a `:` typed in the palette is text)."""
+        if action in ENGINE_ACTIONS and self.screen is not self.screen_stack[0]:
             return False
         return True
 
@@ -512,9 +513,13 @@ class GradtuiApp(App[int]):
 
     def action_command(self) -> None:
         """Focus the command bar, at once: `Widget.focus` defers it, so in a real terminal the
-        keys typed right after `:` (`:why x` pasted or typed fast) went to the node list
-        (`w` opened the flow screen) and the line was lost."""
-        self.screen.set_focus(self.query_one(CommandBar).input)
+        keys typed right after `:` (`:why x` pasted or typed fast) had gone to the node list's
+        queue and were lost. `:` is a priority binding, so in the bar itself it is text."""
+        bar = self.query_one(CommandBar).input
+        if bar.has_focus:
+            bar.insert_text_at_cursor(":")
+            return
+        self.screen.set_focus(bar)
 
     def action_help(self) -> None:
         """Show every key and command."""

@@ -19,6 +19,8 @@ class Key:
     help: str
     """Help screen and command palette text."""
     footer: bool = True
+    priority: bool = False
+    """Checked by the app before the key goes to the focused widget (see `:`)."""
 
 
 KEYS: tuple[Key, ...] = (
@@ -54,7 +56,9 @@ KEYS: tuple[Key, ...] = (
     Key("o", "zoom_output", "output", "the output pane full screen (again: back); answers are there in full",
         footer=False),
     Key("Z", "zoom", "zoom", "the focused pane full screen (again or escape: back)"),
-    Key("colon", "command", "cmd", "type a command in the command bar", footer=False),
+    # priority: the app acts on `:` before it forwards the next keys, so `:why x` typed fast
+    # or pasted reaches the bar whole; a `:` typed in the bar is inserted there (see the app)
+    Key("colon", "command", "cmd", "type a command in the command bar", footer=False, priority=True),
     Key("question_mark", "help", "help", "this help screen"),
     Key("q", "quit", "quit", "quit: stop the script and leave"),
 )
@@ -78,7 +82,7 @@ DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?", "left_square_bracke
 
 def bindings() -> list[Binding]:
     """The app's bindings, made from KEYS."""
-    return [Binding(k.keys, k.action, k.short, show=k.footer) for k in KEYS]
+    return [Binding(k.keys, k.action, k.short, show=k.footer, priority=k.priority) for k in KEYS]
 
 
 def display(key: Key) -> str:

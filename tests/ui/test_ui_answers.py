@@ -196,3 +196,21 @@ async def test_a_script_without_backward_says_so_everywhere():
         await wait_for(pilot, lambda: "no pass yet" in answer_line(app), what="the answer to [")
         assert "the last 0" not in answer_line(app)
 
+
+
+@pytest.mark.asyncio
+async def test_a_colon_typed_in_the_bar_or_a_prompt_is_text():
+    """`:` is a priority key (the bar takes the keys typed right after it); inside the bar, a
+    prompt or the palette it is still a character."""
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_paused_at(pilot, 0)
+        text = await answered(pilot, "break chain.py:6")
+        assert "breakpoint 1 at chain.py:6" in text
+        await pilot.press("s")
+        await wait_paused_at(pilot, 1)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the edit prompt")
+        await pilot.press(*[_character_to_key(ch) for ch in "g[:1] * 2"], "enter")
+        await wait_for(pilot, lambda: 1 in app.state.view.edits, what="the edit")
+        assert app.state.view.edits[1][0][0] == "set g[:1] * 2"
