@@ -7,6 +7,7 @@ import pytest
 from textual.widgets import DataTable
 
 from gradtui.ui.app import GradtuiApp
+from gradtui.ui.fmt import cut_left
 from gradtui.ui.flowtable import flag_of, flow_rows
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.passes import PassesScreen
@@ -172,3 +173,27 @@ async def test_u_and_d_walk_the_graph_n_steps_and_r_finishes():
         await wait_for(pilot, lambda: app.state.status == "finished", what="r to the end")
         assert app.state.view.leaf_grads[2].values == (36.0,)
 
+
+
+def test_module_paths_are_cut_at_dots_never_mid_word():
+    """`▾ …o module)` was cut mid-word."""
+    assert cut_left("encoder.layers.3.attn", 12) == "…3.attn"
+    assert cut_left("encoder.layers.3.attn", 14) == "…layers.3.attn"
+    assert cut_left("(no module)", 11) == "(no module)"
+    assert cut_left("averyveryverylongname", 8) == "…ongname"
+
+
+@pytest.mark.asyncio
+async def test_the_module_view_at_80x24_shows_whole_module_names():
+    app = GradtuiApp(example("mlp.py"))
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_paused_at(pilot, 0)
+        nodes = app.query_one(NodeList)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: nodes.by_module, what="the module view")
+        await pilot.press("end")  # the (no module) group comes last
+        await wait_for(pilot, lambda: nodes.cursor == nodes.row_count - 1, what="the last row")
+        await pilot.pause()
+        rows = [nodes.render_line(y).text for y in range(nodes.size.height)]
+        assert any("▾ (no module)" in row for row in rows), rows
+        assert not any("…" in row for row in rows), rows

@@ -7,7 +7,6 @@ every node layered by `nx.topological_generations` (layer k = k steps from the r
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import networkx as nx
@@ -17,6 +16,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gradtui.core.graph import node_tags
+from gradtui.ui.fmt import short_op
 from gradtui.ui.state import PassView, UIState
 
 WHOLE_LIMIT = 40
@@ -24,14 +24,6 @@ WHOLE_LIMIT = 40
 
 NEIGHBOURS_SHOWN = 8
 """At most this many consumers / inputs are listed."""
-
-_SUFFIX = re.compile(r"Backward\d*$")
-
-
-def short_op(name: str) -> str:
-    """`AddmmBackward0` -> `Addmm`; `AccumulateGrad` stays."""
-    return _SUFFIX.sub("", name) or name
-
 
 class GraphPane(VerticalScroll):
     """Neighbourhood of the selected node, and the layered pass if small (see module doc)."""

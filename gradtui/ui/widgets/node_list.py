@@ -23,9 +23,9 @@ from textual.strip import Strip
 from gradtui.core.breakpoints import Breakpoints, matches_node
 from gradtui.core.graph import node_tags
 from gradtui.core.summary import format_number
+from gradtui.ui.fmt import cut_left, list_op
 from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import PassView, UIState
-from gradtui.ui.widgets.graph_view import short_op
 
 NAME_WIDTH = 22
 """Op names longer than this are cut (labels start in one column)."""
@@ -38,29 +38,6 @@ MODULE_ROOM = 6
 
 SHORT_BELOW = 16
 """Op names lose their `Backward0` when the labels would get fewer cells than this."""
-
-
-def list_op(name: str) -> str:
-    """The op name a narrow list shows: `Mul` for `MulBackward0`, `AccumGrad` for `AccumulateGrad`."""
-    return "AccumGrad" if name == "AccumulateGrad" else short_op(name)
-
-
-def cut_left(path: str, room: int) -> str:
-    """`…layers.3.attn` for a dotted path too long for `room` cells: whole dotted parts
-    from the right, never half a word (`…o module)` read as garbage); a single part too long
-    is cut at its start."""
-    if len(path) <= room:
-        return path
-    parts = path.split(".")
-    kept = ""
-    for part in reversed(parts):
-        candidate = part if not kept else f"{part}.{kept}"
-        if len(candidate) + 1 > room:
-            break
-        kept = candidate
-    if not kept:
-        return "…" + path[len(path) - room + 1:] if room > 1 else "…"
-    return "…" + kept
 
 
 class NodeList(ScrollView, can_focus=True):
