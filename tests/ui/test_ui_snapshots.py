@@ -24,6 +24,15 @@ async def _settle(pilot) -> None:
     await pilot.pause()
 
 
+async def _footer_of_the_modal(pilot) -> None:
+    """Under a modal screen the footer recomposes to that screen's keys a moment later: wait
+    for it (else the picture has the main screen's keys one run and the modal's the next)."""
+    from textual.widgets._footer import FooterKey
+
+    await wait_for(pilot, lambda: not any(key.action == "step" for key in pilot.app.query(FooterKey)),
+                   what="the footer of the modal screen")
+
+
 def test_first_pause_on_chain(snap_compare):
     async def run_before(pilot):
         await wait_paused_at(pilot, 0)
@@ -74,6 +83,7 @@ def test_help_screen(snap_compare):
         await wait_paused_at(pilot, 0)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen), what="the help screen")
+        await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
     assert snap_compare(GradtuiApp(example("chain.py")), terminal_size=SIZE, run_before=run_before)
@@ -131,6 +141,7 @@ def test_flow_view_with_vanishing_exploding_and_nan(snap_compare):
         await wait_for(pilot, lambda: app.state.status == "finished", what="the end")
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
+        await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
     assert snap_compare(GradtuiApp(ui_script("flow_extremes.py")), terminal_size=SIZE, run_before=run_before)
@@ -173,6 +184,7 @@ def test_passes_screen_after_a_loop(snap_compare):
         await wait_for(pilot, lambda: app.state.status == "finished", what="the end")
         await pilot.press("P")
         await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
+        await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
     app = GradtuiApp(example("mlp.py"), commands=["break pass 1", "continue"])
