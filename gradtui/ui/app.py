@@ -18,13 +18,12 @@ import signal
 import traceback
 from collections.abc import Iterable
 
-from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.screen import Screen
-from textual.widgets import Footer, RichLog
+from textual.widgets import Footer
 
 from gradtui.core import events as ev
 from gradtui.core.breakpoints import parse_spec
@@ -34,15 +33,19 @@ from gradtui.core.events import QUIT_STATUS
 from gradtui.feeder import CommandFeeder
 from gradtui.options import RunOptions
 from gradtui.ui import fmt, keys
+from gradtui.ui.actions import NavigationActions
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
+from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState
+from gradtui.ui.theme import DEFAULT_THEME, GRADTUI_THEME
 from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import Marker, NodeList
+from gradtui.ui.widgets.output_log import STREAM_STYLE, OutputLog
 from gradtui.wire.child import ChildTarget
 from gradtui.wire.target import DebugTarget, TargetError
 
@@ -52,21 +55,29 @@ WIDE = 160
 NARROW = 100
 """Below this terminal width the footer is compact, so every key fits."""
 
+SHORT = 32
+"""Below this terminal height (or width NARROW) the layout is the 80x24 one: the detail pane
+puts the node's source line beside its labels, the graph pane keeps to its neighbours."""
+
 ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
                             "find", "find_next", "goto_current", "command", "help", "modules", "flow",
-                            "older_pass", "newer_pass"})
+                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output"})
 """Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
-OUTPUT_LINES = 5000
-"""The output pane keeps this many lines of the script's output."""
+ECHO_STYLE, ANSWER_STYLE, ERROR_STYLE, NOTE_STYLE = "bold cyan", "cyan", "red", "dim"
+"""How gradtui's own lines stand apart from the script's in the output pane."""
 
 
-class GradtuiApp(App[int]):
+class GradtuiApp(NavigationActions, App[int]):
     """Debug the backward passes of one script (see module doc)."""
 
     CSS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gradtui.tcss")
+    COMMANDS = App.COMMANDS | {NodeProvider}
+    """The palette finds nodes (op, label, module, source line) as well as actions and themes."""
     TITLE = "gradtui"
     BINDINGS = keys.bindings()
+    ALLOW_IN_MAXIMIZED_VIEW = "GradHeader, CommandBar, Footer"
+    """A zoomed pane keeps the header, the command bar and the keys around it."""
 
     def __init__(self, script: str | None = None, args: Iterable[str] = (), commands: Iterable[str] = (),
                  report: Report | None = None, record_all: bool = False, *,
@@ -76,9 +87,14 @@ class GradtuiApp(App[int]):
         `record_all`: hook every pass, even one nothing can stop in (as a report does), so
         every pass has per-node statistics to browse; else such passes run at plain speed.
         `report`: a Report fed with every event this client sees (full statistics are then
-        recorded, as a report wants them).
+        recorded, as a report wants them). `theme`: a Textual theme name (default gradtui's
+        own, made for 256 colours).
         """
         super().__init__()
+        self.register_theme(GRADTUI_THEME)
+        self.theme_problem = None if theme is None or theme in self.available_themes else (
+            f"no theme {theme!r}: using {DEFAULT_THEME} (themes: {', '.join(sorted(self.available_themes))})")
+        self.theme = theme if theme is not None and self.theme_problem is None else DEFAULT_THEME
         if target is None:
             assert script is not None, "a script or a target"
             target = ChildTarget(RunOptions(os.path.abspath(script), list(args), record_all=record_all,
@@ -94,9 +110,13 @@ class GradtuiApp(App[int]):
         """Set once the target has ended (the script's ScriptFinished, or the agent gone)."""
         self.quitting = False
         self.find_query = ""
+        self.find_ranked: list[int] = []
+        """The nodes the last find matched, best first (`N` steps through them)."""
+        self._node_index: NodeIndex | None = None
+        self._echoed: str | None = None
+        """The command line last echoed to the output pane whose answer has not come yet."""
         self.exit_status = 0
         """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
-        self._theme = theme
 
     # ---- layout --------------------------------------------------------------------------
 
@@ -106,7 +126,7 @@ class GradtuiApp(App[int]):
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield NodeList(self.state, id="nodes")
-                yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, min_width=20, markup=False)
+                yield OutputLog(id="output")
             with Vertical(id="right"):
                 yield DetailPane(self.state, os.path.dirname(self.script_path), id="detail")
                 yield GraphPane(self.state, id="graph")
@@ -115,8 +135,6 @@ class GradtuiApp(App[int]):
 
     def on_mount(self) -> None:
         """Title the panes, start reading the target."""
-        if self._theme:
-            self.theme = self._theme
         header = self.query_one(GradHeader)
         header.script = self.state.script_name
         self.query_one("#nodes").border_title = "nodes"
@@ -124,6 +142,8 @@ class GradtuiApp(App[int]):
         self.query_one(DetailPane).show(None)
         self.query_one(GraphPane).show(None)
         self.query_one(NodeList).focus()
+        if self.theme_problem:
+            self._write_output(self.theme_problem, ERROR_STYLE)
         self.run_worker(self._pump(), name="gradtui-target", group="target", exit_on_error=False)
 
     def on_resize(self, event: events.Resize) -> None:
@@ -132,7 +152,10 @@ class GradtuiApp(App[int]):
         `event.size`, not `self.size`: this handler runs before App's own, which updates that.
         """
         width = event.size.width
+        short = event.size.height < SHORT or width < NARROW
         self.query_one("#main").set_class(width >= WIDE, "wide")
+        self.query_one("#main").set_class(short, "short")
+        self.query_one(DetailPane).compact = short
         footer = self.query_one(Footer)
         footer.compact = width < NARROW
         footer.show_command_palette = width >= NARROW
@@ -169,7 +192,7 @@ class GradtuiApp(App[int]):
                     self._redraw(self.state.apply_ran(events_))  # type: ignore[arg-type]
                 elif kind is ev.Output:
                     for stream, lines in itertools.groupby(events_, lambda e: e.stream):
-                        self._write_output("".join(e.text for e in lines), "red" if stream == "stderr" else "")
+                        self.query_one(OutputLog).write_stream("".join(e.text for e in lines), STREAM_STYLE[stream])
                 else:
                     for event in events_:
                         self._on_engine_event(event)
@@ -179,7 +202,7 @@ class GradtuiApp(App[int]):
     def _ui_error(self, exc: Exception) -> None:
         """Show a bug of the UI itself in the output pane instead of crashing."""
         text = "".join(traceback.format_exception(exc)).rstrip()
-        self._write_output(f"gradtui UI error (please report it):\n{text}", "red")
+        self._write_output(f"gradtui UI error (please report it):\n{text}", ERROR_STYLE)
         self.query_one(CommandBar).answer(f"gradtui UI error: {exc!r} (details in the output pane)", ok=False)
 
     def _on_engine_event(self, event: ev.Event) -> None:
@@ -201,12 +224,13 @@ class GradtuiApp(App[int]):
     def _redraw(self, change: Change) -> None:
         nodes = self.query_one(NodeList)
         if change.log:
-            self._write_output("\n".join(change.log), "dim")
+            self._write_output("\n".join(change.log), NOTE_STYLE)
         if change.header:
             self._update_header()
         if change.new_pass:
             self._title_nodes()
             nodes.reset()
+            self._show_selected(nodes.selected)  # every pane follows the pass shown, even an empty one
         elif change.rows:
             nodes.refresh_nodes(change.rows)
         if change.paused and self.state.current is not None:
@@ -226,10 +250,11 @@ class GradtuiApp(App[int]):
         nodes, view = self.query_one(NodeList), self.state.view
         if view is None:
             return
-        how = "by module" if nodes.by_module else "engine order"
+        # short enough for the 34-column list at 80x24 (engine order is the default: unsaid)
+        nodes.border_title = (f"by module · pass {view.index} · {view.total}" if nodes.by_module
+                              else f"pass {view.index} · {view.total} nodes")
         if not view.recorded:
-            how = "ran unhooked: no node data"
-        nodes.border_title = f"nodes · {how} · {view.total}"
+            nodes.border_title = f"nodes · pass {view.index} ran unhooked"
         nodes.border_subtitle = "nodes · grad leaving" if nodes.by_module and view.recorded else ""
 
     def _update_header(self) -> None:
@@ -237,10 +262,12 @@ class GradtuiApp(App[int]):
         view = state.view
         if view is not None:
             header.pass_text = state.pass_text()
+            header.pass_parts = state.pass_parts()
             done, total = state.progress if state.browsed is None else (view.done, view.total)
             header.progress = f"{done}/{total} ran" if view.recorded else ""
         header.status = state.status
         header.status_text = state.status_text()
+        header.status_short = state.status_short()
 
     def _show_selected(self, node: int | None) -> None:
         nodes = self.query_one(NodeList)
@@ -267,20 +294,24 @@ class GradtuiApp(App[int]):
         word = "stopped" if event.quit else f"exited with status {event.exit_status}"
         if event.how:
             word = f"ended: its process {event.how}"  # os._exit, a signal: the agent could not say
-        self._write_output(f"── the script {word} · q to leave", "dim")
+        self._write_output(f"── the script {word} · q to leave", NOTE_STYLE)
+        # Whatever the bar said (`gradient now …`) was about a pass that is over.
+        self.query_one(CommandBar).answer(f"the script {word} · [ ] or P browse its passes · q to leave",
+                                          ok=event.quit or event.exit_status == 0)
         view = self.state.view
         if view is not None and view.failed_node is not None:
             self.query_one(NodeList).select_node(view.failed_node)
         self._show_selected(self.query_one(NodeList).selected)
 
     def _write_output(self, text: str, style: str = "") -> None:
-        """Add lines to the output pane, in one write (one per line made 50,000 lines take 25 s).
+        """Add whole lines of gradtui's own to the output pane (the script's go through
+        `OutputLog.write_stream`, which keeps its progress bars on one line)."""
+        self.query_one(OutputLog).write_lines(text, style)
 
-        The script's colour codes become styles and a `\r` keeps what follows it (a progress
-        bar), as in a terminal; other control codes, which would break the layout, are dropped.
-        """
-        lines = text.rstrip("\n").split("\n")[-OUTPUT_LINES:]
-        self.query_one("#output", RichLog).write(Text("\n").join(Text.from_ansi(line, style=style) for line in lines))
+    def _echo(self, text: str) -> None:
+        """Write a command line to the output pane, once: its answer follows it there."""
+        self._write_output(f"(gradtui) {text}", ECHO_STYLE)
+        self._echoed = text
 
     # ---- commands ------------------------------------------------------------------------
 
@@ -299,21 +330,25 @@ class GradtuiApp(App[int]):
         return self.target.submit(text)
 
     def _show_result(self, event: ev.CommandResult) -> None:
+        # The whole answer goes to the output pane, under its command (echoed once: a typed
+        # line is echoed when sent, a key's command here); the bar shows its first line.
         self.query_one(CommandBar).answer(event.text, event.ok)
-        if "\n" in event.text.strip() or not event.ok:
-            self._write_output(f"(gradtui) {event.command}", "bold")
-            self._write_output(event.text, "" if event.ok else "red")
+        if event.text.strip():
+            if self._echoed != event.command:
+                self._echo(event.command)
+            self._write_output(event.text, ANSWER_STYLE if event.ok else ERROR_STYLE)
+        self._echoed = None
 
     def _feed_command(self) -> None:
         """Submit the next -c/-x command, one per pause or answer (as headless mode does)."""
         text = self.feeder.pop()
         if text is not None:
-            self._write_output(f"(gradtui) {text}", "bold")
+            self._echo(text)
             self.feeder.sent(self.send(text))
 
     def on_command_bar_submitted(self, message: CommandBar.Submitted) -> None:
         """A line typed in the command bar: run it and go back to the node list (like vim's `:`)."""
-        self._write_output(f"(gradtui) {message.text}", "bold")
+        self._echo(message.text)
         self.query_one(NodeList).focus()
         self.send(message.text)
 
@@ -324,8 +359,9 @@ class GradtuiApp(App[int]):
     # ---- actions (keys, palette) ---------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Engine keys do nothing while a help or prompt screen is open."""
-        if action in ENGINE_ACTIONS and isinstance(self.screen, (HelpScreen, PromptScreen, FlowScreen)):
+        """Engine keys do nothing while a modal screen (help, prompt, flow, passes, the palette)
+        is open: the key goes to that screen (a `:` typed in the palette is text)."""
+        if action in ENGINE_ACTIONS and self.screen is not self.screen_stack[0]:
             return False
         return True
 
@@ -365,35 +401,10 @@ class GradtuiApp(App[int]):
 
     def action_edit(self) -> None:
         """Ask for an expression of g; replace the incoming gradient by it."""
-        self.push_screen(PromptScreen("replace the incoming gradient g by", value="g",
-                                      placeholder="g.clamp(-1, 1)",
-                                      hint="an expression of g and torch · same shape, dtype, device",
-                                      select=False),
+        self.push_screen(PromptScreen("replace the incoming gradient g by",
+                                      placeholder="an expression of g: g.clamp(-1, 1), g * 0, torch.ones(3)",
+                                      hint="g is the gradient, torch is torch · same shape, dtype, device"),
                          lambda value: value and self.send(f"set {value}"))
-
-    def action_find(self) -> None:
-        """Ask for an op name, label or #id; select the next node that matches."""
-        self.push_screen(PromptScreen("find a node by op name, label or #id", value=self.find_query,
-                                      placeholder="Addmm, fc.weight, #12"), self._find)
-
-    def action_find_next(self) -> None:
-        """The next match of the last find."""
-        if self.find_query:
-            self._find(self.find_query)
-        else:
-            self.action_find()
-
-    def _find(self, query: str | None) -> None:
-        if not query:
-            return
-        self.find_query = query
-        nodes, view = self.query_one(NodeList), self.state.view
-        row = view.find(query, nodes.cursor) if view is not None else None
-        if row is None:
-            self.query_one(CommandBar).answer(f"no node matches {query!r}", ok=False)
-            return
-        nodes.cursor = row
-        nodes.focus()
 
     def action_goto_current(self) -> None:
         """Select the node the engine is paused at."""
@@ -427,17 +438,26 @@ class GradtuiApp(App[int]):
     def _browse(self, delta: int) -> None:
         change = self.state.browse(delta)
         if change is None:
-            kept = len(self.state.views)
-            where = "older" if delta < 0 else "newer"
-            self.query_one(CommandBar).answer(f"no {where} pass kept (the last {kept} are)", ok=False)
+            views = self.state.views
+            if not views:
+                self.query_one(CommandBar).answer("no pass yet", ok=False)
+                return
+            edge = f"pass {views[0].index} is the oldest kept" if delta < 0 else f"pass {views[-1].index} is the live one"
+            self.query_one(CommandBar).answer(f"no {'older' if delta < 0 else 'newer'} pass: {edge}", ok=False)
             return
         self._redraw(change)
         if self.state.current is not None:
             self.query_one(NodeList).select_node(self.state.current)
 
     def action_command(self) -> None:
-        """Focus the command bar."""
-        self.query_one(CommandBar).input.focus()
+        """Focus the command bar, at once: `Widget.focus` defers it, so in a real terminal the
+        keys typed right after `:` (`:why x` pasted or typed fast) had gone to the node list's
+        queue and were lost. `:` is a priority binding, so in the bar itself it is text."""
+        bar = self.query_one(CommandBar).input
+        if bar.has_focus:
+            bar.insert_text_at_cursor(":")
+            return
+        self.screen.set_focus(bar)
 
     def action_help(self) -> None:
         """Show every key and command."""
@@ -472,8 +492,12 @@ class GradtuiApp(App[int]):
         self.run_action("quit")
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette lists every gradtui action, then Textual's own."""
+        """The command palette lists every gradtui action (once: `n` is `s`), then Textual's own."""
+        seen = set()
         for key in keys.KEYS:
+            if key.action in seen:
+                continue
+            seen.add(key.action)
             title, _, text = key.help.partition(": ")
             yield SystemCommand(title.capitalize() if text else key.short.capitalize(),
                                 escape(f"{text or key.help} · key {keys.display(key)}"),

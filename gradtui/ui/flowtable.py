@@ -5,6 +5,8 @@
 - `no grad` when the parameter got no gradient,
 - `vanishing` when its ratio (grad norm / weight norm) is zero, below `TINY`, or more than
   `SPREAD` times below the median ratio,
+- `zero weight` when the weight itself is all zeros (a zero-initialised bias): its ratio is
+  infinite, which says nothing about the gradient, so it is neither exploding nor compared,
 - `exploding` when its ratio is above `HUGE`, or more than `SPREAD` times above the median.
 """
 
@@ -40,6 +42,8 @@ def flag_of(row: ParamFlow, median: float | None) -> str:
         return "non-finite"
     if row.ratio is None:
         return "no grad"
+    if row.weight_norm == 0:
+        return "zero weight"
     if not math.isfinite(row.ratio) or row.ratio > HUGE or (median and row.ratio > median * SPREAD):
         return "exploding"
     if row.ratio < TINY or (median and row.ratio < median / SPREAD):
@@ -59,7 +63,7 @@ def flow_rows(flow: Sequence[ParamFlow]) -> list[FlowRow]:
         if row.ratio is not None and math.isfinite(row.ratio) and row.ratio > 0:
             share = 1.0 if high == low else (math.log10(row.ratio) - low) / (high - low)
             bar = "█" * max(1, round(share * BAR_WIDTH))
-        elif row.ratio is not None and not math.isfinite(row.ratio):
+        elif row.ratio is not None and not math.isfinite(row.ratio) and row.weight_norm != 0:
             bar = "█" * BAR_WIDTH
         rows.append(FlowRow(row, flag_of(row, median), bar))
     return rows

@@ -137,3 +137,34 @@ def user_traceback(text: str, home: str | None = None) -> str:
         out.append(line)
     fold()
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+_SUFFIX = re.compile(r"Backward\d*$")
+
+
+def short_op(name: str) -> str:
+    """`AddmmBackward0` -> `Addmm`; `AccumulateGrad` stays."""
+    return _SUFFIX.sub("", name) or name
+
+
+def list_op(name: str) -> str:
+    """The op name a narrow list shows: `Mul` for `MulBackward0`, `AccumGrad` for `AccumulateGrad`."""
+    return "AccumGrad" if name == "AccumulateGrad" else short_op(name)
+
+
+def cut_left(path: str, room: int) -> str:
+    """`…layers.3.attn` for a dotted path too long for `room` cells: whole dotted parts
+    from the right, never half a word (`…o module)` read as garbage); a single part too long
+    is cut at its start."""
+    if len(path) <= room:
+        return path
+    parts = path.split(".")
+    kept = ""
+    for part in reversed(parts):
+        candidate = part if not kept else f"{part}.{kept}"
+        if len(candidate) + 1 > room:
+            break
+        kept = candidate
+    if not kept:
+        return "…" + path[len(path) - room + 1:] if room > 1 else "…"
+    return "…" + kept

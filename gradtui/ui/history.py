@@ -59,6 +59,9 @@ class PassSummary:
     recorded: bool
     nodes: int
     error: str | None = None
+    nonfinite: int = 0
+    """Nodes (a recorded pass) or leaves (an unhooked one) that saw a non-finite gradient."""
+    finished: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,29 +19,46 @@ class Key:
     help: str
     """Help screen and command palette text."""
     footer: bool = True
+    priority: bool = False
+    """Checked by the app before the key goes to the focused widget (see `:`)."""
 
 
 KEYS: tuple[Key, ...] = (
     Key("s", "step", "step", "step: run the paused node, pause before the next one"),
+    Key("n", "step", "next", "next: the same as s (pdb's n; a backward pass has no calls to step over)",
+        footer=False),
     Key("c", "cont", "cont", "continue: run until a breakpoint hits or the script ends"),
     Key("f", "finish", "finish", "finish: run to the end of this pass"),
+    Key("r", "finish", "return", "return: the same as f (pdb's r runs to the end of the frame; here, of the pass)",
+        footer=False),
     Key("b", "toggle_break", "break", "toggle a breakpoint on the selected node (#ID)"),
-    Key("x", "scale", "scale", "scale the incoming gradient by a factor"),
-    Key("z", "zero", "zero", "zero the incoming gradient"),
+    Key("x", "scale", "scale", "scale the incoming gradient by a factor", footer=False),
+    Key("z", "zero", "zero", "zero the incoming gradient", footer=False),
     Key("e", "edit", "edit", "replace the incoming gradient by an expression of g"),
     Key("p", "print", "print", "print statistics of the incoming gradient", footer=False),
-    Key("slash", "find", "find", "find a node by op name, label or #id"),
-    Key("n", "find_next", "next", "next match of the last find", footer=False),
-    Key("g", "goto_current", "paused", "jump to the paused node", footer=False),
+    Key("u", "up", "up", "up: select a consumer of the selected node, where its gradient came from "
+        "(pdb's u goes to the caller; the root is the top here)", footer=False),
+    Key("d", "down", "down", "down: select the first input of the selected node, where its gradient goes",
+        footer=False),
+    Key("slash", "find", "find", "find a node by op, label, module or source line (fuzzy, as ctrl+p)"),
+    Key("N", "find_next", "next match", "next match of the last find", footer=False),
+    Key("g", "goto_current", "paused", "jump to the paused node (pdb's w(here) is the header's right end)",
+        footer=False),
     Key("m", "modules", "modules", "module view: the node list as a tree of nn.Modules (again: engine order)",
         footer=False),
-    Key("w", "flow", "flow", "gradient flow: grad norm / weight norm per parameter after the shown pass",
-        footer=False),
+    Key("w", "flow", "flow", "gradient flow: grad norm / weight norm per parameter after the shown pass "
+        "(pdb's w is where: here the header says where)", footer=False),
+    Key("P", "passes", "passes", "passes: every pass kept, its loss, hits, non-finite; enter shows one"),
     Key("left_square_bracket", "older_pass", "older", "show the previous pass kept (its node stats, its flow)",
         footer=False),
     Key("right_square_bracket", "newer_pass", "newer", "show the next pass kept (back to the live one)",
         footer=False),
-    Key("colon", "command", "cmd", "type a command in the command bar", footer=False),
+    Key("o", "zoom_output", "output", "the output pane full screen (again: back); answers are there in full",
+        footer=False),
+    Key("Z", "zoom", "zoom", "the focused pane full screen (again or escape: back)"),
+    # priority: the app acts on `:` before it forwards the next keys, so `:why x` typed fast
+    # or pasted reaches the bar whole; a `:` typed in the bar is inserted there (see the app)
+    Key("colon", "command", "cmd", "type a command in the command bar", footer=False, priority=True),
     Key("question_mark", "help", "help", "this help screen"),
     Key("q", "quit", "quit", "quit: stop the script and leave"),
 )
@@ -50,12 +67,13 @@ OTHER_KEYS: tuple[tuple[str, str], ...] = (
     ("↑ ↓ j k", "move in the node list"),
     ("pgup pgdn", "a page up / down"),
     ("home end", "first / last node"),
+    ("click", "select the row clicked (node, module, flow and pass rows)"),
     ("enter space", "module view: fold / unfold the module"),
-    ("→ ← l h", "module view: unfold / fold, into / out of a module"),
+    ("→ ← l h", "module view: unfold / fold (pdb's l and h: the source is always in the detail pane, help is ?)"),
     ("tab", "next pane (shift+tab: previous)"),
     ("↑ ↓ in bar", "command history"),
-    ("escape", "leave the command bar"),
-    ("ctrl+p", "command palette: every action by name"),
+    ("escape", "leave the command bar (its text is dropped), or a zoomed pane"),
+    ("ctrl+p", "command palette: nodes, every action, themes"),
 )
 
 DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?", "left_square_bracket": "[",
@@ -64,7 +82,7 @@ DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?", "left_square_bracke
 
 def bindings() -> list[Binding]:
     """The app's bindings, made from KEYS."""
-    return [Binding(k.keys, k.action, k.short, show=k.footer) for k in KEYS]
+    return [Binding(k.keys, k.action, k.short, show=k.footer, priority=k.priority) for k in KEYS]
 
 
 def display(key: Key) -> str:

@@ -9,105 +9,20 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-
-import networkx as nx
+from typing import NamedTuple
 
 from gradtui.core import events as ev
-from gradtui.core.graph import engine_order, node_tags, node_title
-from gradtui.core.summary import Stats, any_nonfinite, format_number
-from gradtui.ui.history import (KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary,
-                                combined_norm)
-
-Grads = tuple[Stats | None, ...]
+from gradtui.core.graph import node_tags
+from gradtui.core.summary import any_nonfinite
+from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary
+from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
 
 
-@dataclass
-class PassView:
-    """One backward pass as the UI knows it: its graph, engine order and what has flowed."""
+class HeaderPart(NamedTuple):
+    """A part of the header's text; parts of higher `drop` go first when the line is short."""
 
-    index: int
-    call: str
-    call_text: str
-    call_site: str
-    graph: nx.DiGraph
-    order: list[int]
-    """Node ids in the order the engine runs them (the node list's rows)."""
-    row: dict[int, int]
-    """Node id -> its row in `order`."""
-    total: int
-    done: int = 0
-    ran: dict[int, int] = field(default_factory=dict)
-    """Node id -> the position (1-based) in which it ran."""
-    incoming: dict[int, Grads] = field(default_factory=dict)
-    """Gradients that reached a node (after edits)."""
-    incoming_hist: dict[int, Grads] = field(default_factory=dict)
-    """Incoming gradients with histograms, as a pause saw them (dropped by an edit)."""
-    outgoing: dict[int, Grads] = field(default_factory=dict)
-    """Gradients a node sent on, once it ran."""
-    outgoing_hist: dict[int, Grads] = field(default_factory=dict)
-    """Outgoing gradients with histograms (a pause after the node: `break nan`)."""
-    edits: dict[int, list[tuple[str, Grads]]] = field(default_factory=dict)
-    """Node id -> (command, gradients before it) for every edit made there."""
-    nonfinite: set[int] = field(default_factory=set)
-    """Nodes that received or sent a non-finite value."""
-    finished: bool = False
-    error: str | None = None
-    failed_node: int | None = None
-    leaf_grads: dict[int, Stats | None] = field(default_factory=dict)
-    """Accumulator node id -> its leaf's `.grad` after the pass."""
-    losses: tuple[float | None, ...] = ()
-    """Per root, the loss value when backward was called (None if not a single element)."""
-    recorded: bool = True
-    """False: the pass ran unhooked, its graph is empty and no node statistics exist."""
-    flow: tuple[ev.ParamFlow, ...] = ()
-    """Gradient flow per leaf once the pass has ended, vanishing to exploding."""
-
-    @classmethod
-    def from_event(cls, event: ev.PassStarted) -> "PassView":
-        """A fresh view of a pass that just started."""
-        order = engine_order(event.graph)
-        seen = set(order)
-        order += [n for n in event.graph.nodes if n not in seen]  # defensive: never lose a node
-        return cls(event.index, event.call, event.call_text, event.call_site, event.graph, order,
-                   {node: i for i, node in enumerate(order)}, event.graph.number_of_nodes(),
-                   losses=tuple(event.losses), recorded=event.recorded)
-
-    def loss_text(self) -> str:
-        """`loss 0.4182`, `losses 0.41, 1.2`, or empty when no root was a single value."""
-        known = [format_number(v) for v in self.losses if v is not None]
-        if not known:
-            return ""
-        return f"loss {known[0]}" if len(self.losses) == 1 else "losses " + ", ".join(known)
-
-    def incoming_norms(self) -> dict[int, float | None]:
-        """Node id -> the combined norm of the gradients that reached it."""
-        return {node: combined_norm(grads) for node, grads in self.incoming.items()}
-
-    def summary(self) -> PassSummary:
-        """This pass in one line (kept long after the view is dropped)."""
-        return PassSummary(self.index, self.call_text or f"{self.call}()", self.losses, self.recorded,
-                           self.total, self.error)
-
-    def title(self, node: int) -> str:
-        """`#1 MulBackward0 (y)`."""
-        return node_title(self.graph, node)
-
-    def find(self, query: str, after_row: int) -> int | None:
-        """Row of the next node (wrapping) whose op name, label or parameter contains `query`."""
-        needle = query.strip().lower().removeprefix("#")
-        if not needle:
-            return None
-        count = len(self.order)
-        for step in range(1, count + 1):
-            row = (after_row + step) % count
-            node = self.order[row]
-            data = self.graph.nodes[node]
-            haystack = [data["name"], *node_tags(data)]
-            if query.strip().startswith("#") and needle == str(node):
-                return row
-            if any(needle in item.lower() for item in haystack):
-                return row
-        return None
+    text: str
+    drop: int
 
 
 @dataclass
@@ -153,6 +68,8 @@ class UIState:
         self.exit_status: int | None = None
         self.traceback: str | None = None
         self.passes = 0
+        self.hits: dict[int, int] = {}
+        """Pass index -> how many breakpoint hits it had."""
 
     @property
     def view(self) -> PassView | None:
@@ -208,6 +125,14 @@ class UIState:
         self.browsed = None if target is self.live else target
         return Change(new_pass=True, header=True)
 
+    def browse_to(self, index: int) -> Change | None:
+        """Show the kept pass of that index (the live one: back to live); None if not kept."""
+        target = next((v for v in self.views if v.index == index), None)
+        if target is None:
+            return None
+        self.browsed = None if target is self.live else target
+        return Change(new_pass=True, header=True)
+
     def browse_live(self) -> Change | None:
         """Back to the live pass; None if it is already shown."""
         if self.browsed is None:
@@ -216,10 +141,21 @@ class UIState:
         return Change(new_pass=True, header=True)
 
     def _keep(self, view: PassView) -> None:
+        """Keep `view`; drop views past the bounds, those without per-node data first (a
+        training loop's one hooked pass must not be pushed out by the unhooked ones after it)."""
         self.views.append(view)
         while len(self.views) > 2 and (len(self.views) > KEEP_VIEWS
                                        or sum(v.total for v in self.views) > KEEP_NODES):
-            self.views.popleft()
+            victim = next((v for v in self.views if not v.recorded and v is not self.live
+                           and v is not self.browsed), None)
+            if victim is None:
+                victim = next(v for v in self.views if v is not self.browsed)
+            self.views.remove(victim)
+
+    @property
+    def last_recorded(self) -> PassView | None:
+        """The latest kept pass with per-node data (the one worth browsing at the end)."""
+        return next((v for v in reversed(self.views) if v.recorded and v.total), None)
 
     # ---- one handler per event type ------------------------------------------------------
 
@@ -269,6 +205,7 @@ class UIState:
             if event.phase == "before":
                 view.incoming[event.node] = event.grads
                 view.incoming_hist[event.node] = event.grads
+                view.arrived_hist.setdefault(event.node, event.grads)
             else:
                 view.outgoing[event.node] = event.grads
                 view.outgoing_hist[event.node] = event.grads
@@ -277,6 +214,10 @@ class UIState:
             change.rows.add(event.node)
         self.progress = (event.done, event.total)
         return change
+
+    def _on_BreakpointHit(self, event: ev.BreakpointHit) -> Change:
+        self.hits[event.pass_index] = self.hits.get(event.pass_index, 0) + 1
+        return Change()
 
     def _on_Resumed(self, event: ev.Resumed) -> Change:
         change = Change(header=True)
@@ -297,7 +238,10 @@ class UIState:
             return Change()
         view.edits.setdefault(event.node, []).append((event.command, event.before))
         view.incoming[event.node] = event.after
-        view.incoming_hist.pop(event.node, None)
+        if any(s is not None and s.histogram for s in event.after):
+            view.incoming_hist[event.node] = event.after
+        else:
+            view.incoming_hist.pop(event.node, None)
         if any_nonfinite(event.after):
             view.nonfinite.add(event.node)
         return Change(rows={event.node})
@@ -347,21 +291,33 @@ class UIState:
 
     # ---- what the header says ------------------------------------------------------------
 
-    def pass_text(self) -> str:
-        """`pass 3 · loss 0.41 · loss.backward()`, then `unhooked` or `browsing · live is 7`."""
+    def pass_parts(self) -> tuple[HeaderPart, ...]:
+        """The header's pass text in parts, each with how soon it goes when the line is short."""
         view = self.view
         if view is None:
-            return ""
-        parts = [f"pass {view.index}"]
+            return ()
+        parts = [HeaderPart(f"pass {view.index}", 0)]
         loss = view.loss_text()
         if loss:
-            parts.append(loss)
-        parts.append(view.call_text or view.call + "()")
+            parts.append(HeaderPart(loss, 2))
+        parts.append(HeaderPart(view.call_text or view.call + "()", 4))
         if not view.recorded:
-            parts.append("unhooked")
+            parts.append(HeaderPart("unhooked", 1))
         if self.browsed is not None and self.live is not None:
-            parts.append(f"browsing · live is {self.live.index}")
-        return " · ".join(parts)
+            parts.append(HeaderPart(f"browsing · live is {self.live.index}", 0))
+        return tuple(parts)
+
+    def pass_text(self) -> str:
+        """`pass 3 · loss 0.41 · loss.backward()`, then `unhooked` or `browsing · live is 7`."""
+        return " · ".join(part.text for part in self.pass_parts())
+
+    def status_short(self) -> str:
+        """The state text for a narrow header: `paused #1 (y)`, else as `status_text`."""
+        view = self.live
+        if self.status == "paused" and self.paused is not None:
+            tags = node_tags(view.graph.nodes[self.paused.node]) if view is not None and self.paused.node in view.graph else []
+            return f"paused #{self.paused.node}" + (f" ({tags[0]})" if tags else "")
+        return self.status_text()
 
     def status_text(self) -> str:
         """`paused at #1 MulBackward0 (y)`, `running`, `finished · exit 0`..."""

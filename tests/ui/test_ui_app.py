@@ -17,8 +17,9 @@ from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
-from ui_helpers import (SIZE, detail_text, example, graph_text, row_text, selected, ui_script, wait_for,
-                        wait_paused_at)
+from gradtui.ui.widgets.output_log import OutputLog
+from ui_helpers import (SIZE, detail_text, example, graph_text, output_lines, row_text, selected, ui_script,
+                        wait_for, wait_paused_at)
 
 ORIGINAL_BACKWARD = torch.Tensor.backward
 
@@ -239,10 +240,18 @@ async def test_help_find_goto_and_palette():
         assert sent == [] and app.state.current == 0
         app.send = send
 
-        await answer_prompt(pilot, "slash", "Accumulate")
+        from textual.command import CommandPalette
+
+        await pilot.press("slash")  # the palette with the node provider alone
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the find palette")
+        await type_text(pilot, "Accumulate")
+        await wait_for(pilot, lambda: len(app.screen.query("CommandList Option")) > 0 or
+                       app.screen.query_one("CommandList").option_count > 0, what="the matches")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, CommandPalette), what="the palette to close")
         await wait_for(pilot, lambda: app.state.view.graph.nodes[selected(app)]["name"] == "AccumulateGrad")
         first = selected(app)
-        await pilot.press("n")
+        await pilot.press("N")  # the next match of the same search
         await wait_for(pilot, lambda: selected(app) != first)
         assert app.state.view.graph.nodes[selected(app)]["name"] == "AccumulateGrad"
         await pilot.press("g")
@@ -277,7 +286,7 @@ async def test_progress_and_output_while_running_many_passes():
         await wait_for(pilot, lambda: app.state.status == "finished")
         await pilot.pause()
         assert app.state.view.index == 2
-        log = "\n".join(str(line.text) for line in app.query_one("#output").lines)
+        log = "\n".join(output_lines(app))
         assert "epoch 2 loss" in log and "exited with status 0" in log
         assert app.query_one(GradHeader).progress == "10/10 ran"
 
@@ -301,14 +310,13 @@ async def test_control_codes_in_the_output_become_styles_not_garbage():
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.status == "finished")
         await pilot.pause()
-        lines = [line.text for line in app.query_one("#output").lines]
-        # the `\r` updates of one batch collapse to the last, as a terminal shows them
-        steps = [line for line in lines if line.startswith("step")]
-        assert steps[-1] == "step 2 red" and set(steps) <= {"step 0 red", "step 1 red", "step 2 red"}
+        lines = output_lines(app)
+        # the `\r` updates overwrite one line, as a terminal shows them, across writes too
+        assert [line for line in lines if line.startswith("step")] == ["step 2 red"]
         assert "bold ✓ 日本" in lines
         assert all(ch.isprintable() for line in lines for ch in line)
-        red = app.query_one("#output").lines[lines.index("step 2 red")]
-        assert any(segment.text == "red" and segment.style.color is not None for segment in red)
+        red = app.query_one(OutputLog).styled_line(lines.index("step 2 red"))
+        assert any(segment.text == "red" and segment.style.color is not None for segment in red.render(app.console))
 
 
 @pytest.mark.asyncio
@@ -331,19 +339,15 @@ async def test_layout_follows_the_terminal_when_it_is_resized():
 
 @pytest.mark.asyncio
 async def test_a_flood_of_output_is_written_in_batches(monkeypatch):
-    """One RichLog.write per line made a script printing 50,000 lines take 25 s instead of 1."""
-    from textual.widgets import RichLog
-
-    writes = []
-    original = RichLog.write
-    monkeypatch.setattr(RichLog, "write", lambda self, content, *a, **k: writes.append(1) or original(self, content, *a, **k))
+    """Styling every line as it came made a script printing 50,000 lines take 25 s instead of
+    1: only the lines drawn are styled, a few screenfuls whatever the flood."""
     app = GradtuiApp(ui_script("chatty.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.status == "finished", timeout=30)
         await pilot.pause()
-        lines = [line.text for line in app.query_one("#output").lines]
+        lines = output_lines(app)
         assert [line for line in lines if line.startswith("line ")] == [f"line {i}" for i in range(3000)]
-        assert len(writes) < 300
+        assert app.query_one(OutputLog).renders < 300
 
 
 @pytest.mark.asyncio
@@ -352,7 +356,7 @@ async def test_q_while_the_script_runs_outside_backward_still_ends_it():
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("c")
-        await wait_for(pilot, lambda: "looping" in "\n".join(str(l.text) for l in app.query_one("#output").lines),
+        await wait_for(pilot, lambda: "looping" in "\n".join(output_lines(app)),
                        what="the script's loop")
         assert not app.finished.is_set()
         process = app.target.process
@@ -411,7 +415,7 @@ async def test_e_replaces_the_gradient_by_an_expression_and_the_palette_runs_act
         await wait_paused_at(pilot, 0)
         await pilot.press("s")
         await wait_paused_at(pilot, 1)
-        await answer_prompt(pilot, "e", " * 0 + 1")  # the prompt starts with "g"
+        await answer_prompt(pilot, "e", "g * 0 + 1")  # the prompt starts empty
         await wait_for(pilot, lambda: 1 in app.state.view.edits, what="the edit")
         await pilot.pause()
         assert "edited: set g * 0 + 1" in detail_text(app) and "values [1]" in detail_text(app)

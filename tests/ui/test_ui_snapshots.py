@@ -1,13 +1,15 @@
 """SVG snapshots of the app at 120x36 on tiny seeded scripts (pytest-textual-snapshot).
 
-Each `run_before` waits (with a timeout) for the state it pictures, then lets rendering
+The 80x24 ones are the layout a laptop split or an SSH session gets. Each `run_before` waits (with a timeout) for the state it pictures, then lets rendering
 settle. Nothing in the picture depends on the machine: no clock, no absolute path, no
 timing. Regenerate with `pytest tests/ui --snapshot-update` and look at every SVG.
 """
 
 from __future__ import annotations
 
+from gradtui.cli import demo_path
 from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.node_list import NodeList
@@ -20,6 +22,15 @@ async def _settle(pilot) -> None:
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
     await pilot.pause()
+
+
+async def _footer_of_the_modal(pilot) -> None:
+    """Under a modal screen the footer recomposes to that screen's keys a moment later: wait
+    for it (else the picture has the main screen's keys one run and the modal's the next)."""
+    from textual.widgets._footer import FooterKey
+
+    await wait_for(pilot, lambda: not any(key.action == "step" for key in pilot.app.query(FooterKey)),
+                   what="the footer of the modal screen")
 
 
 def test_first_pause_on_chain(snap_compare):
@@ -72,6 +83,7 @@ def test_help_screen(snap_compare):
         await wait_paused_at(pilot, 0)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen), what="the help screen")
+        await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
     assert snap_compare(GradtuiApp(example("chain.py")), terminal_size=SIZE, run_before=run_before)
@@ -129,6 +141,51 @@ def test_flow_view_with_vanishing_exploding_and_nan(snap_compare):
         await wait_for(pilot, lambda: app.state.status == "finished", what="the end")
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
+        await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
     assert snap_compare(GradtuiApp(ui_script("flow_extremes.py")), terminal_size=SIZE, run_before=run_before)
+
+
+def test_first_pause_on_lstm_at_80x24(snap_compare):
+    """80x24: the labels `h outputs[3]` whole (op names shortened), the header's `0/70 ran`,
+    the paused node's source line and incoming gradient above the fold."""
+
+    async def run_before(pilot):
+        await wait_paused_at(pilot, 0)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(example("lstm.py")), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_demo_paused_mid_pass_at_80x24(snap_compare):
+    """80x24, the demo three steps in: node, labels, source line and incoming gradient
+    statistics (norm, mean, min, max, histogram) without scrolling."""
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        for node in app.state.view.order[1:4]:
+            await pilot.press("s")
+            await wait_paused_at(pilot, node)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(demo_path()), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_passes_screen_after_a_loop(snap_compare):
+    """P after mlp.py ran on: pass 0 recorded, 1 hit by `break pass 1`, 2 unhooked."""
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
+                       what="the pause in pass 1")
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "finished", what="the end")
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
+        await _footer_of_the_modal(pilot)
+        await _settle(pilot)
+
+    app = GradtuiApp(example("mlp.py"), commands=["break pass 1", "continue"])
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

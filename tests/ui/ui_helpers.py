@@ -15,6 +15,7 @@ from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.node_list import NodeList
+from gradtui.ui.widgets.output_log import OutputLog
 
 UI_SCRIPTS = Path(__file__).resolve().parent / "scripts"
 SIZE = (120, 40)
@@ -69,3 +70,8 @@ def row_text(app: GradtuiApp, node: int) -> str:
     y = row - round(nodes.scroll_offset.y)
     assert 0 <= y < nodes.size.height, f"row of #{node} is off screen"
     return nodes.render_line(y).text
+
+
+def output_lines(app: GradtuiApp) -> list[str]:
+    """Every line of the output pane, as plain text."""
+    return app.query_one(OutputLog).plain_lines()

@@ -16,7 +16,8 @@ from gradtui.core.summary import format_number
 from gradtui.ui.flowtable import SPREAD, flow_rows
 from gradtui.ui.state import PassView
 
-FLAG_STYLE = {"non-finite": "bold red", "exploding": "bold red", "vanishing": "bold yellow", "no grad": "dim"}
+FLAG_STYLE = {"non-finite": "bold red", "exploding": "bold red", "vanishing": "bold yellow", "no grad": "dim",
+              "zero weight": "dim"}
 """How a flagged row's ratio and flag are drawn."""
 
 
@@ -31,6 +32,8 @@ def _ratio(flow: ParamFlow) -> str:
     """The ratio as text; a non-finite gradient's ratio is its norm's nan or inf, whatever the weight."""
     if flow.grad_norm is not None and not math.isfinite(flow.grad_norm):
         return format_number(flow.grad_norm)
+    if flow.weight_norm == 0 and flow.ratio is not None:
+        return "w=0"  # grad / 0: not a measure of the gradient
     return _number(flow.ratio, "-")
 
 
@@ -59,7 +62,8 @@ class FlowScreen(ModalScreen[None]):
         if not view.flow:
             return "no leaf received a gradient in this pass"
         return (f"{len(view.flow)} leaves · grad norm / weight norm, smallest first · "
-                f"flagged: zero, nan/inf, or {SPREAD:g}× off the median ratio")
+                f"flagged: zero, nan/inf, or {SPREAD:g}× off the median ratio · w=0: a zero weight "
+                "(a zero-initialised bias), its own case")
 
     def on_mount(self) -> None:
         """Fill the table; numbers right-aligned in their columns."""
@@ -68,7 +72,8 @@ class FlowScreen(ModalScreen[None]):
         numbers = [(_number(r.flow.grad_norm, "None"), format_number(r.flow.weight_norm), _ratio(r.flow))
                    for r in rows]
         widths = [max([len(title), *(len(n[i]) for n in numbers)]) for i, title in enumerate(NUMBER_TITLES)]
-        table.add_columns("param", "shape", *(t.rjust(w) for t, w in zip(NUMBER_TITLES, widths)), "log ratio", "")
+        # the flag before the bar: at 80 columns the last column is the one cut off
+        table.add_columns("param", "shape", *(t.rjust(w) for t, w in zip(NUMBER_TITLES, widths)), "flag", "log ratio")
         for row, (grad, weight, ratio) in zip(rows, numbers):
             flow = row.flow
             style = FLAG_STYLE.get(row.flag, "")
@@ -78,8 +83,8 @@ class FlowScreen(ModalScreen[None]):
                 Text(grad.rjust(widths[0])),
                 Text(weight.rjust(widths[1])),
                 Text(ratio.rjust(widths[2]), style=style),
-                Text(row.bar, style=style or "cyan"),
                 Text(row.flag, style=style),
+                Text(row.bar, style=style or "cyan"),
             )
         table.focus()
 

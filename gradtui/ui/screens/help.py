@@ -11,7 +11,12 @@ from textual.widgets import Static
 from gradtui.core.commands import HELP
 from gradtui.ui.keys import KEYS, OTHER_KEYS, display
 
-BREAK_SPECS = "break specs: OP (AddmmBackward0) · NAME (z, fc.weight) · #ID · nan · norm>X · pass N"
+BREAK_SPECS = ("break specs: OP (AddmmBackward0) · NAME (z, fc.weight) · #ID · nan · norm>X · pass N · "
+               "loss>X · loss nan · FILE.py:LINE · module PATH (globs)")
+
+PDB_NOTE = ("for pdb users: s, n, c, r, b, p, u, d, q do what your fingers expect; w is the gradient "
+            "flow (where you are is the header's right end, g jumps there), l and h fold the module "
+            "view (the source is always in the detail pane), ? is help")
 
 NARROW = 110
 """Below this width the two columns stack."""
@@ -53,6 +58,7 @@ class HelpScreen(ModalScreen[None]):
                             yield Static(command, classes="help-key", markup=False)
                             yield Static(text, classes="help-text", markup=False)
                     yield Static(BREAK_SPECS, classes="help-note", markup=False)
+                    yield Static(PDB_NOTE, classes="help-note", markup=False)
 
     def on_resize(self) -> None:
         """Stack the columns on narrow terminals."""

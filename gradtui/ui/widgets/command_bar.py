@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
@@ -49,7 +50,11 @@ class HistoryInput(Input):
         self.cursor_position = len(self.value)
 
     def action_leave(self) -> None:
-        """Tell the bar to give the focus back."""
+        """Drop the half-typed line (or the history line shown) and give the focus back, so
+        the next `:` starts empty, as Escape does in a shell's or vim's command line."""
+        self.value = ""
+        self._index = len(self.history)
+        self._draft = ""
         self.post_message(self.Leave())
 
 
@@ -62,9 +67,12 @@ class CommandBar(Vertical):
 
         text: str
 
+    answer_text = ""
+    """The whole of the last answer shown (the line shows its first line)."""
+
     def compose(self) -> ComposeResult:
         """The answer line, then the input."""
-        yield Static(Content.styled("type : then a command · m modules · w gradient flow · [ ] passes · ? help",
+        yield Static(Content.styled("type : then a command · / find · P passes · w flow · m modules · ? help",
                                     "$text-muted"), id="answer")
         yield HistoryInput(placeholder="command — step, continue, break nan, scale 0.5, print, help…",
                            id="command-input", select_on_focus=False)
@@ -75,9 +83,17 @@ class CommandBar(Vertical):
         return self.query_one(HistoryInput)
 
     def answer(self, text: str, ok: bool = True) -> None:
-        """Show the first line of an answer (errors in red)."""
-        first = text.splitlines()[0] if text else ""
-        more = "  (more in the output pane)" if "\n" in text.strip() else ""
+        """Show the first line of an answer (errors in red); when it has more lines or is cut
+        to the width, say that the whole answer is in the output pane (it always is)."""
+        self.answer_text = text
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        room = max(10, (self.size.width or 80) - 4)
+        more = ""
+        if "\n" in text.strip() or cell_len(first) > room:
+            more = "  ↳ whole answer in the output pane (o)"
+            cut = max(8, room - len(more))
+            if cell_len(first) > cut:
+                first = first[: cut - 1] + "…"
         style = "$text-success" if ok else "bold $text-error"
         self.query_one("#answer", Static).update(
             Content.assemble(("✓ " if ok else "✗ ", style), (first, "" if ok else "$text-error"), (more, "$text-muted")))

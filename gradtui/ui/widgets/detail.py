@@ -13,6 +13,7 @@ from textual.widgets import Static
 from gradtui.core.graph import node_tags
 from gradtui.core.summary import Stats, format_number
 from gradtui.ui import fmt
+from gradtui.ui.flowtable import flow_rows
 from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import Grads, PassView, UIState
 
@@ -58,6 +59,19 @@ class DetailPane(VerticalScroll):
         self.home = home
         """The script's folder: paths in tracebacks are shown relative to it."""
         self.node: int | None = None
+        self._compact = False
+
+    @property
+    def compact(self) -> bool:
+        """The 80x24 layout: the source line right under the labels, without context lines."""
+        return self._compact
+
+    @compact.setter
+    def compact(self, value: bool) -> None:
+        if value != self._compact:
+            self._compact = value
+            if self.node is not None:
+                self.show(self.node)
 
     def compose(self) -> ComposeResult:
         """One Static holds the text."""
@@ -69,9 +83,14 @@ class DetailPane(VerticalScroll):
         view = self.state.view
         if view is not None and not view.recorded:
             self.border_title = f"pass {view.index}"
-            lines = [_heading(f"pass {view.index} ran unhooked", "no breakpoint could stop in it: no node statistics"),
-                     Content.styled("w shows its gradient flow once it ends · [ ] browse the passes kept", MUTED)]
-            lines += list(self._script_end())
+            note = " · ".join(filter(None, (view.loss_text(), "nothing could stop in it: no per-node statistics")))
+            lines = list(self._script_end())  # at the end of a run, its story first
+            lines += [Content("")] if lines else []
+            lines.append(_heading(f"pass {view.index} ran unhooked", note))
+            if not view.finished:
+                lines.append(Content.styled("its leaf gradients and flow are measured when it ends", MUTED))
+            elif view.leaf_grads or view.flow:
+                lines += list(self._pass_end(view))[1:]  # its heading says what the one above does
             self.query_one("#detail-body", Static).update(Content("\n").join(lines))
             return
         if view is None or node is None or node not in view.graph:
@@ -132,7 +151,11 @@ class DetailPane(VerticalScroll):
         return ("none: what it sent stayed inside it", MUTED) if all_ran else ("nothing yet", MUTED)
 
     def on_resize(self) -> None:
-        """Source lines are cut to the width: redraw."""
+        """Source lines are cut to the width: redraw, once the new width is laid out."""
+        if self.node is not None:
+            self.call_after_refresh(self._reshow)
+
+    def _reshow(self) -> None:
         if self.node is not None:
             self.show(self.node)
 
@@ -152,7 +175,8 @@ class DetailPane(VerticalScroll):
         if node == view.failed_node:
             where = ("✗ raised while running", ERROR)
         elif paused is not None:
-            where = ("▶ paused before it runs" if paused.phase == "before" else "▶ paused after it ran", WARN)
+            where = ("▶ paused here, before it runs" if paused.phase == "before" and not self.compact
+                     else "▶ paused here" if paused.phase == "before" else "▶ paused after it ran", WARN)
         elif node in view.ran:
             where = (f"✓ ran {view.ran[node]} of {view.total}", OK)
         else:
@@ -167,11 +191,28 @@ class DetailPane(VerticalScroll):
         if data["module"]:
             names += [("  module ", MUTED), data["module"]]
         yield _line(*names)
+        if self.compact:
+            yield from self._source_line(data)
+
+    def _source_line(self, data: dict) -> Iterable[Content]:
+        """`at demo.py:24 │ loss = ((prediction - target) ** 2).mean()`: the line, one row."""
+        lines = [entry for entry in fmt.source_lines(data["path"], data["line"], context=0) if entry[2]]
+        if not lines:
+            if data["source"]:
+                yield _line(("at ", MUTED), (data["source"], WARN))
+            return
+        text = lines[0][1].strip()
+        # 3 for "at ", 3 for " │ ", 2 in case a scrollbar appears once the text is in
+        room = max(8, self.scrollable_content_region.width - len(data["source"] or "") - 8)
+        code = highlight(text, language="python")
+        if len(text) > room:
+            code = code[: room - 1] + Content("…")
+        yield _line(("at ", MUTED), (data["source"] or "", WARN), (" │ ", MUTED), code.stylize("bold"))
 
     def _source(self, view: PassView, node: int) -> Iterable[Content]:
         """The node's source line with SOURCE_CONTEXT lines around, highlighted, the line marked."""
         data = view.graph.nodes[node]
-        lines = fmt.source_lines(data["path"], data["line"], context=SOURCE_CONTEXT)
+        lines = [] if self.compact else fmt.source_lines(data["path"], data["line"], context=SOURCE_CONTEXT)
         if lines:
             yield _heading("source", data["source"] or "")
             digits = len(str(lines[-1][0]))
@@ -221,7 +262,13 @@ class DetailPane(VerticalScroll):
         yield from self._grads(grads, hist, "in")
         if edits:
             before = edits[0][1]
-            yield _line(("  before the edit: ", MUTED), "; ".join(fmt.one_line(s) for s in before))
+            arrived = view.arrived_hist.get(node)
+            if hist is None and arrived is not None:
+                # the edit's summary has no histogram or values: keep the ones it arrived with
+                yield Content.styled("  as it arrived, before the edit:", MUTED)
+                yield from self._grads(arrived, arrived, "in")
+            else:
+                yield _line(("  before the edit: ", MUTED), "; ".join(fmt.one_line(s) for s in before))
 
     def _outgoing(self, view: PassView, node: int) -> Iterable[Content]:
         grads = view.outgoing.get(node)
@@ -255,7 +302,11 @@ class DetailPane(VerticalScroll):
         if not view.finished:
             return
         state = "failed" if view.error else "finished"
-        yield _heading(f"pass {view.index} {state}", f"{view.done}/{view.total} nodes ran",)
+        ran = f"{view.done}/{view.total} nodes ran" if view.recorded else "ran unhooked"
+        yield _heading(f"pass {view.index} {state}", " · ".join(filter(None, (view.loss_text(), ran))))
+        if not view.leaf_grads and view.flow:
+            yield from self._flow_leaves(view)
+            return
         leaves = list(view.leaf_grads.items())
         for leaf, stats in leaves[:LEAVES_SHOWN]:
             data = view.graph.nodes[leaf]
@@ -264,7 +315,21 @@ class DetailPane(VerticalScroll):
         if len(leaves) > LEAVES_SHOWN:
             yield Content.styled(f"  … {len(leaves) - LEAVES_SHOWN} more leaves", MUTED)
 
+    def _flow_leaves(self, view: PassView) -> Iterable[Content]:
+        """Leaf gradients of a pass without node statistics, from its flow: norm, weight, flag."""
+        rows = flow_rows(view.flow)
+        yield Content.styled("  leaf gradients · w: the flow table", MUTED)
+        for row in rows[:LEAVES_SHOWN]:
+            flow = row.flow
+            shape = "×".join(str(d) for d in flow.shape) or "scalar"
+            grad = format_number(flow.grad_norm) if flow.grad_norm is not None else "None"
+            flag = (f"  {row.flag}", WARN if row.flag not in ("zero weight", "no grad") else MUTED) if row.flag else ""
+            yield _bad(_line((f"  {flow.name}.grad ", ACCENT), (f"[{shape}] ", MUTED), ("norm ", MUTED), grad, flag))
+        if len(rows) > LEAVES_SHOWN:
+            yield Content.styled(f"  … {len(rows) - LEAVES_SHOWN} more leaves (w)", MUTED)
+
     def _script_end(self) -> Iterable[Content]:
+        """The story of a run that ended: how, how many passes, the last pass, where to look."""
         state = self.state
         if not state.script_over:
             return
@@ -274,10 +339,23 @@ class DetailPane(VerticalScroll):
         if state.passes == 0:
             yield Content.styled("the script never called backward() or torch.autograd.grad()", WARN)
         style = OK if state.status == "finished" else ERROR
-        yield _line(("script ", "bold $text-primary"), (f"{state.status} · exit status {state.exit_status}", style))
+        passes = f"  · {state.passes} pass{'es' if state.passes != 1 else ''} run" if state.passes else ""
+        yield _line(("script ", "bold $text-primary"), (f"{state.status} · exit status {state.exit_status}", style),
+                    (passes, MUTED))
         if state.traceback and (state.view is None or state.view.failed_node is None):
             for text in fmt.user_traceback(state.traceback, self.home).rstrip().splitlines():
                 yield Content.styled(text, ERROR)
+        live, shown = state.live, state.view
+        if live is not None and shown is not live:
+            yield _line(("last pass ", MUTED), str(live.index), ("  " + live.loss_text(), MUTED),
+                        ("  ] goes back to it", MUTED))
+        hooked = state.last_recorded
+        if hooked is not None and hooked is not shown:
+            yield Content.styled(f"pass {hooked.index} has per-node statistics: P lists the passes, "
+                                 f"[ ] browse them", MUTED)
+        elif hooked is None and state.passes:
+            yield Content.styled("no kept pass has per-node statistics: rerun with --record-all, "
+                                 "or a breakpoint, to step through one", MUTED)
 
     # ---- gradients -----------------------------------------------------------------------
 
@@ -316,4 +394,5 @@ class DetailPane(VerticalScroll):
                 yield _line(indent, (bars, ACCENT), (note, MUTED))
         else:
             yield _bad(_line(indent, ("min ", MUTED), low, ("  max ", MUTED), high))
-        yield _bad(_line(indent, ("values ", MUTED), fmt.values_text(stats)))
+        if stats.values or stats.preview or not stats.numel:  # no values known: no `[… 512 more]`
+            yield _bad(_line(indent, ("values ", MUTED), fmt.values_text(stats)))

@@ -7,7 +7,6 @@ every node layered by `nx.topological_generations` (layer k = k steps from the r
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import networkx as nx
@@ -17,6 +16,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gradtui.core.graph import node_tags
+from gradtui.ui.fmt import short_op
 from gradtui.ui.state import PassView, UIState
 
 WHOLE_LIMIT = 40
@@ -24,14 +24,6 @@ WHOLE_LIMIT = 40
 
 NEIGHBOURS_SHOWN = 8
 """At most this many consumers / inputs are listed."""
-
-_SUFFIX = re.compile(r"Backward\d*$")
-
-
-def short_op(name: str) -> str:
-    """`AddmmBackward0` -> `Addmm`; `AccumulateGrad` stays."""
-    return _SUFFIX.sub("", name) or name
-
 
 class GraphPane(VerticalScroll):
     """Neighbourhood of the selected node, and the layered pass if small (see module doc)."""
@@ -41,6 +33,7 @@ class GraphPane(VerticalScroll):
         self.state = state
         self._layers: list[list[int]] | None = None
         self._layers_of: int | None = None
+        self._shown: int | None = None
 
     def compose(self) -> ComposeResult:
         """One Static holds the drawing."""
@@ -48,6 +41,7 @@ class GraphPane(VerticalScroll):
 
     def show(self, node: int | None) -> None:
         """Draw around `node`."""
+        self._shown = node
         view = self.state.view
         body = self.query_one("#graph-body", Static)
         if view is not None and not view.recorded:
@@ -56,7 +50,11 @@ class GraphPane(VerticalScroll):
             return
         if view is None or node is None or node not in view.graph:
             self.border_title = "graph"
-            body.update(Content.styled("no pass yet", "$text-muted"))
+            if view is None and self.state.script_over:
+                text = "no graph: the script never called backward()"
+            else:
+                text = "no pass yet" if view is None else "select a node to see its neighbours"
+            body.update(Content.styled(text, "$text-muted"))
             return
         self.border_title = f"graph · pass {view.index} · {view.total} nodes"
         lines = list(self._neighbourhood(view, node))
@@ -64,8 +62,17 @@ class GraphPane(VerticalScroll):
             lines += [Content(""), *self._whole(view, node)]
         body.update(Content("\n").join(lines))
 
+    def on_resize(self) -> None:
+        """The whole-pass rows are wrapped to the width: redraw once it is laid out."""
+        self.call_after_refresh(self._reshow)
+
+    def _reshow(self) -> None:
+        if self._shown is not None:
+            self.show(self._shown)
+
     def show_module(self, path: str) -> None:
         """A module row is selected: there is no single node to draw around."""
+        self._shown = None
         body = self.query_one("#graph-body", Static)
         view = self.state.view
         if view is not None:
@@ -124,6 +131,19 @@ class GraphPane(VerticalScroll):
             self._layers_of = id(view.graph)
         yield Content.styled("whole pass, by depth from the root", "bold $text-primary")
         width = len(str(len(self._layers or []) - 1))
+        gutter = width + 4
+        room = max(10, self.scrollable_content_region.width - gutter - 1)
         for depth, layer in enumerate(self._layers or []):
-            chips = Content("  ").join(self._chip(view, n, selected) for n in layer)
-            yield Content.assemble((f" {depth:>{width}} │ ", "$text-muted"), chips)
+            # Wrapped by hand, chip by chip, so a continuation row keeps the depth gutter.
+            rows: list[list[Content]] = [[]]
+            used = 0
+            for chip in (self._chip(view, n, selected) for n in layer):
+                need = chip.cell_length + (2 if rows[-1] else 0)
+                if rows[-1] and used + need > room:
+                    rows.append([])
+                    used, need = 0, chip.cell_length
+                rows[-1].append(chip)
+                used += need
+            for i, row in enumerate(rows):
+                label = f" {depth:>{width}} │ " if i == 0 else " " * (width + 1) + " │ "
+                yield Content.assemble((label, "$text-muted"), Content("  ").join(row))

@@ -1,10 +1,16 @@
-"""The one-line header: script, pass, call, engine state. No clock, so snapshots are stable."""
+"""The one-line header: script, pass, call, engine state. No clock, so snapshots are stable.
+
+At 80 columns not everything fits: parts go in a fixed order (the brand, the call text, the
+script name, the loss) so that the pass index, `N/M ran`, `browsing` and the state stay.
+"""
 
 from __future__ import annotations
 
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
+
+from gradtui.ui.state import HeaderPart
 
 _STATE_STYLE = {
     "paused": "$warning bold",
@@ -14,6 +20,9 @@ _STATE_STYLE = {
     "quit": "$text-muted",
     "starting": "$text-muted",
 }
+
+BRAND_DROP, SCRIPT_DROP, PROGRESS_DROP = 5, 3, 1
+"""How soon the brand, the script name and `N/M ran` go (see HeaderPart.drop)."""
 
 
 class GradHeader(Widget):
@@ -27,26 +36,42 @@ class GradHeader(Widget):
     """Basename of the script being debugged."""
     pass_text: reactive[str] = reactive("")
     """`pass 0 · z.backward()`, empty before the first pass."""
+    pass_parts: reactive[tuple[HeaderPart, ...]] = reactive(())
+    """`pass_text` in parts (what a narrow header drops first)."""
     progress: reactive[str] = reactive("")
     """`17/911 ran`: nodes of the pass that have run."""
     status: reactive[str] = reactive("starting")
     """The engine state word: starting, running, paused, finished, failed, quit."""
     status_text: reactive[str] = reactive("starting")
     """The full state text shown at the right."""
+    status_short: reactive[str] = reactive("")
+    """The state text when the full one does not fit."""
+
+    def _left(self, dropped: int) -> Content:
+        """The left part without the parts that go at level `dropped` or sooner."""
+        keep = lambda level: level < dropped  # noqa: E731
+        parts = self.pass_parts or ((HeaderPart(self.pass_text, 0),) if self.pass_text else ())
+        pieces: list[tuple[str, str] | str] = []
+        if keep(BRAND_DROP):
+            pieces += [(" gradtui ", "bold $text-accent"), " "]
+        if keep(SCRIPT_DROP):
+            pieces += [(self.script, "bold")]
+        text = " · ".join(part.text for part in parts if keep(part.drop))
+        if text:
+            pieces.append(("  " + text if pieces else " " + text, "$text-muted"))
+        if self.progress and keep(PROGRESS_DROP):
+            pieces.append(("  · " + self.progress, "$text-muted"))
+        return Content.assemble(*pieces)
 
     def render(self) -> Content:
-        """The header line: left part, padding, state at the right."""
-        left = Content.assemble(
-            (" gradtui ", "bold $text-accent"), " ", (self.script, "bold"),
-            *([("  " + self.pass_text, "$text-muted")] if self.pass_text else []),
-            *([("  · " + self.progress, "$text-muted")] if self.progress else []),
-        )
-        right = Content.assemble(
-            ("● " if self.status == "paused" else "", "$warning"),
-            (self.status_text, _STATE_STYLE.get(self.status, "")), " ",
-        )
+        """The header line: left part, padding, state at the right; parts dropped to fit."""
         width = self.size.width
-        room = width - right.cell_length
-        if left.cell_length > room - 1:
-            left = left.truncate(max(0, room - 1), ellipsis=True)
+        for status in (self.status_text, self.status_short or self.status_text):
+            right = Content.assemble(("● " if self.status == "paused" else "", "$warning"),
+                                     (status, _STATE_STYLE.get(self.status, "")), " ")
+            for dropped in (99, BRAND_DROP, 4, SCRIPT_DROP, 2, PROGRESS_DROP):
+                left = self._left(dropped)
+                if left.cell_length + right.cell_length + 1 <= width:
+                    return left + Content(" " * (width - left.cell_length - right.cell_length)) + right
+        left = left.truncate(max(0, width - right.cell_length - 1), ellipsis=True)
         return left + Content(" " * max(1, width - left.cell_length - right.cell_length)) + right

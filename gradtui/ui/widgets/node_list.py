@@ -25,6 +25,7 @@ from textual.strip import Strip
 from gradtui.core.breakpoints import Spec, matches_node
 from gradtui.core.graph import node_tags
 from gradtui.core.summary import format_number
+from gradtui.ui.fmt import cut_left, list_op
 from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import PassView, UIState
 
@@ -34,8 +35,11 @@ NAME_WIDTH = 22
 MODULE_WIDTH = 24
 """The module path column (engine order) is at most this wide, cut from the left."""
 
-MODULE_ROOM = 40
-"""...and shown only when the list is at least this wide."""
+MODULE_ROOM = 6
+"""...and shown only when this many cells are left after the labels (labels come first)."""
+
+SHORT_BELOW = 16
+"""Op names lose their `Backward0` when the labels would get fewer cells than this."""
 
 
 class Marker(NamedTuple):
@@ -92,6 +96,8 @@ class NodeList(ScrollView, can_focus=True):
         """The target's breakpoints (from its BreakpointsChanged events), to mark matching rows."""
         self._id_width = 1
         self._name_width = 8
+        self._short_width = 4
+        self._tags_width = 0
         self._tree: ModuleTree | None = None
 
     # ---- what is shown -------------------------------------------------------------------
@@ -148,8 +154,11 @@ class NodeList(ScrollView, can_focus=True):
         view = self.view
         self._tree = None
         if view:
+            nodes = view.graph.nodes
             self._id_width = len(str(max(view.order, default=0)))
-            self._name_width = min(NAME_WIDTH, max((len(view.graph.nodes[n]["name"]) for n in view.order), default=8))
+            self._name_width = min(NAME_WIDTH, max((len(nodes[n]["name"]) for n in view.order), default=8))
+            self._short_width = min(NAME_WIDTH, max((len(list_op(nodes[n]["name"])) for n in view.order), default=4))
+            self._tags_width = max((len(" ".join(node_tags(nodes[n]))) for n in view.order), default=0)
         self._resize()
         self.scroll_to(0, 0, animate=False, immediate=True)
         self.cursor = 0
@@ -277,8 +286,11 @@ class NodeList(ScrollView, can_focus=True):
             self.post_message(self.ModuleSelected(self.selected_module))
 
     def on_click(self, event) -> None:
-        """Select the clicked row."""
-        self._set_cursor(round(self.scroll_offset.y) + event.y)
+        """Select the clicked row: the row number is in the style's meta of what was drawn
+        there (as Textual's OptionList does), so borders and scrolling cannot shift it."""
+        row = event.style.meta.get("row")
+        if isinstance(row, int):
+            self._set_cursor(row)
 
     def on_focus(self) -> None:
         """The cursor's colour depends on focus."""
@@ -293,7 +305,7 @@ class NodeList(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         """Row `scroll_y + y`."""
         row = round(self.scroll_offset.y) + y
-        width = self.size.width
+        width = self.scrollable_content_region.width  # not under the scrollbar
         base = self.rich_style
         view = self.view
         if view is None or row >= self.row_count:
@@ -309,7 +321,7 @@ class NodeList(ScrollView, can_focus=True):
                 segments = self._module_segments(tree, item.module, item.depth, width, base)
             else:
                 segments = self._row_segments(view, item.node, width, base, indent=2 * item.depth)
-        return Strip(segments).crop_extend(0, width, base)
+        return Strip(segments).crop_extend(0, width, base).apply_meta({"row": row})
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"node-list--{name}")
@@ -320,19 +332,20 @@ class NodeList(ScrollView, can_focus=True):
         stats = tree.stats(path)
         twisty = "▾" if path in tree.expanded else "▸"
         norm = format_number(stats.out_norm) if stats.out_norm is not None else "·"
-        right = f" {stats.count:>5} {norm:>9} "
+        digits = len(str(max((m.count for m in tree.modules.values()), default=1)))
+        right = f" {stats.count:>{digits}} {norm:>9} "
         flag = "⚠" if stats.nonfinite else " "
         name = display_name(module)
         room = max(1, width - 2 * depth - 2 - len(right) - 1)
         if len(name) > room:
-            name = "…" + name[len(name) - room + 1:]
+            name = cut_left(name, room)
         pad = max(0, width - 2 * depth - 2 - len(name) - len(right) - 1)
         done = stats.ran == stats.count
         return [
             Segment(" " * (2 * depth) + twisty + " ", base + self._style("id")),
             Segment(name, base + self._style("module")),
             Segment(" " * pad, base),
-            Segment(f" {stats.count:>5}", base + self._style("count")),
+            Segment(f" {stats.count:>{digits}}", base + self._style("count")),
             Segment(f" {norm:>9} ", base + (self._style("done") if done else Style())),
             Segment(flag, base + self._style("warning")),
         ]
@@ -346,18 +359,22 @@ class NodeList(ScrollView, can_focus=True):
             flags.append(Segment("⚠", base + self._style("warning")))
         if self._has_breakpoint(view, node, data):
             flags.append(Segment("●", base + self._style("breakpoint")))
-        name = data["name"]
-        if len(name) > self._name_width:
-            name = name[: self._name_width - 1] + "…"
-        tags = " ".join(node_tags(data))
+        name, name_width = data["name"], self._name_width
         lead = indent or 0
-        fixed = lead + 2 + self._id_width + 1 + self._name_width + 1
-        room = max(0, width - fixed - 3)
-        module = (data.get("module") or "") if indent is None and width >= MODULE_ROOM else ""
+        reserve = len(flags) + 1 if flags else 0
+        if width - (lead + 4 + self._id_width + name_width) - reserve < min(self._tags_width, SHORT_BELOW):
+            # narrow: `Mul` rather than `MulBackward0`, so the labels (what the user named) fit
+            name, name_width = list_op(name), self._short_width
+        if len(name) > name_width:
+            name = name[: name_width - 1] + "…"
+        tags = " ".join(node_tags(data))
+        fixed = lead + 2 + self._id_width + 1 + name_width + 1
+        room = max(0, width - fixed - reserve)
+        module = (data.get("module") or "") if indent is None and room - len(tags) - 1 >= MODULE_ROOM else ""
         if module:
-            cap = min(MODULE_WIDTH, max(8, room - len(tags) - 1))
+            cap = min(MODULE_WIDTH, room - len(tags) - 1)
             if len(module) > cap:
-                module = "…" + module[len(module) - cap + 1:]
+                module = cut_left(module, cap)
             room -= len(module) + 1
         if len(tags) > room:
             tags = tags[: max(0, room - 1)] + "…" if room > 0 else ""
@@ -365,12 +382,12 @@ class NodeList(ScrollView, can_focus=True):
         segments = [
             Segment(" " * lead + f"{marker} ", base + marker_style),
             Segment(f"{node:>{self._id_width}} ", base + self._style("id")),
-            Segment(f"{name:<{self._name_width}} ", name_style),
+            Segment(f"{name:<{name_width}} ", name_style),
             Segment(tags, base + self._style("label")),
         ]
         used = fixed + len(tags)
         if module:
-            pad = width - used - len(module) - 3
+            pad = width - used - len(module) - reserve - 1
             segments.append(Segment(" " * max(1, pad), base))
             segments.append(Segment(module, base + self._style("module-path")))
             used += max(1, pad) + len(module)

@@ -1,0 +1,126 @@
+"""The app's ways around a run, as a mixin of `GradtuiApp`: finding nodes (`/`, `N`), walking
+the graph (`u`, `d`), the passes screen (`P`), and zooming a pane (`Z`, `o`). Kept apart from
+app.py, which wires the app to the script; these only read the UI state and move the view.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.command import CommandPalette
+
+from gradtui.ui.screens.passes import PassesScreen
+from gradtui.ui.search import NodeIndex, NodeProvider
+from gradtui.ui.state import Change, UIState, neighbour
+from gradtui.ui.widgets.command_bar import CommandBar
+from gradtui.ui.widgets.node_list import NodeList
+from gradtui.ui.widgets.output_log import OutputLog
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    _Base = App[int]
+else:
+    _Base = object
+
+
+class NavigationActions(_Base):
+    """Actions that move what is shown; the app provides `state` and `_redraw`."""
+
+    state: UIState
+    find_query: str
+    find_ranked: list[int]
+    _node_index: NodeIndex | None
+
+    def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
+        raise NotImplementedError
+
+    def action_find(self) -> None:
+        """Find a node by op, label, module or source line: the palette with nodes only."""
+        self.push_screen(CommandPalette(providers=[NodeProvider],
+                                        placeholder="find a node: op, label, module, source line…"))
+
+    def node_index(self) -> NodeIndex | None:
+        """The search text of the shown pass's nodes (built once per pass)."""
+        view = self.state.view
+        if view is None or not view.order:
+            return None
+        if self._node_index is None or self._node_index.view is not view:
+            self._node_index = NodeIndex(view)
+        return self._node_index
+
+    def found(self, query: str, ranked: list[int], node: int) -> None:
+        """A node picked from the palette: select it; `N` goes on through the same matches."""
+        self.find_query, self.find_ranked = query, ranked
+        nodes = self.query_one(NodeList)
+        nodes.select_node(node)
+        nodes.focus()
+
+    def action_find_next(self) -> None:
+        """The next match of the last find (by rank, wrapping)."""
+        view, nodes = self.state.view, self.query_one(NodeList)
+        ranked = [n for n in self.find_ranked if view is not None and n in view.graph]
+        if not ranked:
+            self.action_find()
+            return
+        at = ranked.index(nodes.selected) if nodes.selected in ranked else -1
+        nodes.select_node(ranked[(at + 1) % len(ranked)])
+        self.query_one(CommandBar).answer(f"match {(at + 1) % len(ranked) + 1} of {len(ranked)} for "
+                                          f"{self.find_query!r}" if self.find_query else "next node")
+
+    def action_up(self) -> None:
+        """Select a consumer of the selected node: where its gradient came from (pdb's `u`)."""
+        self._walk(up=True)
+
+    def action_down(self) -> None:
+        """Select the first input of the selected node: where its gradient goes (pdb's `d`)."""
+        self._walk(up=False)
+
+    def _walk(self, up: bool) -> None:
+        nodes, view = self.query_one(NodeList), self.state.view
+        node = nodes.selected
+        if view is None or node is None:
+            self.query_one(CommandBar).answer("no node selected", ok=False)
+            return
+        target = neighbour(view, node, up)
+        if target is None:
+            self.query_one(CommandBar).answer(f"#{node} is {'the root' if up else 'a leaf'}: nothing "
+                                              f"{'above' if up else 'below'} it", ok=False)
+            return
+        nodes.select_node(target)
+
+    def action_passes(self) -> None:
+        """List every pass kept; enter (or a click) shows one."""
+        if not self.state.summaries:
+            self.query_one(CommandBar).answer("no pass yet", ok=False)
+            return
+        self.push_screen(PassesScreen(self.state), self._show_pass)
+
+    def _show_pass(self, index: int | None) -> None:
+        if index is None:
+            return
+        change = self.state.browse_to(index)
+        if change is None:
+            self.query_one(CommandBar).answer(f"pass {index} is not kept: only its summary is", ok=False)
+            return
+        self._redraw(change)
+        if self.state.current is not None:
+            self.query_one(NodeList).select_node(self.state.current)
+
+    def action_zoom(self) -> None:
+        """The focused pane full screen, or back."""
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+        elif screen.focused is not None:
+            screen.maximize(screen.focused, container=False)
+
+    def action_zoom_output(self) -> None:
+        """The output pane full screen (focused), or back."""
+        screen, output = self.screen, self.query_one(OutputLog)
+        if screen.maximized is output:
+            screen.minimize()
+            self.query_one(NodeList).focus()
+            return
+        output.focus()
+        screen.maximize(output, container=False)

@@ -1,0 +1,125 @@
+"""One backward pass as the UI knows it (`PassView`), and walking its graph (`neighbour`).
+Plain Python fed by engine events, no Textual (see state.py, which keeps the views)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from gradtui.core import events as ev
+from gradtui.core.graph import engine_order, node_tags, node_title
+from gradtui.core.summary import Stats, format_number
+from gradtui.ui.history import PassSummary, combined_norm
+
+Grads = tuple[Stats | None, ...]
+
+
+@dataclass
+class PassView:
+    """One backward pass as the UI knows it: its graph, engine order and what has flowed."""
+
+    index: int
+    call: str
+    call_text: str
+    call_site: str
+    graph: nx.DiGraph
+    order: list[int]
+    """Node ids in the order the engine runs them (the node list's rows)."""
+    row: dict[int, int]
+    """Node id -> its row in `order`."""
+    total: int
+    done: int = 0
+    ran: dict[int, int] = field(default_factory=dict)
+    """Node id -> the position (1-based) in which it ran."""
+    incoming: dict[int, Grads] = field(default_factory=dict)
+    """Gradients that reached a node (after edits)."""
+    incoming_hist: dict[int, Grads] = field(default_factory=dict)
+    """Incoming gradients with histograms, as a pause saw them, or as an edit made them when
+    its summary has histograms (else dropped by the edit: `arrived_hist` keeps the original)."""
+    arrived_hist: dict[int, Grads] = field(default_factory=dict)
+    """Incoming gradients with histograms as they arrived, before any edit."""
+    outgoing: dict[int, Grads] = field(default_factory=dict)
+    """Gradients a node sent on, once it ran."""
+    outgoing_hist: dict[int, Grads] = field(default_factory=dict)
+    """Outgoing gradients with histograms (a pause after the node: `break nan`)."""
+    edits: dict[int, list[tuple[str, Grads]]] = field(default_factory=dict)
+    """Node id -> (command, gradients before it) for every edit made there."""
+    nonfinite: set[int] = field(default_factory=set)
+    """Nodes that received or sent a non-finite value."""
+    finished: bool = False
+    error: str | None = None
+    failed_node: int | None = None
+    leaf_grads: dict[int, Stats | None] = field(default_factory=dict)
+    """Accumulator node id -> its leaf's `.grad` after the pass."""
+    losses: tuple[float | None, ...] = ()
+    """Per root, the loss value when backward was called (None if not a single element)."""
+    recorded: bool = True
+    """False: the pass ran unhooked, its graph is empty and no node statistics exist."""
+    flow: tuple[ev.ParamFlow, ...] = ()
+    """Gradient flow per leaf once the pass has ended, vanishing to exploding."""
+
+    @classmethod
+    def from_event(cls, event: ev.PassStarted) -> "PassView":
+        """A fresh view of a pass that just started."""
+        order = engine_order(event.graph)
+        seen = set(order)
+        order += [n for n in event.graph.nodes if n not in seen]  # defensive: never lose a node
+        return cls(event.index, event.call, event.call_text, event.call_site, event.graph, order,
+                   {node: i for i, node in enumerate(order)}, event.graph.number_of_nodes(),
+                   losses=tuple(event.losses), recorded=event.recorded)
+
+    def loss_text(self) -> str:
+        """`loss 0.4182`, `losses 0.41, 1.2`, or empty when no root was a single value."""
+        known = [format_number(v) for v in self.losses if v is not None]
+        if not known:
+            return ""
+        return f"loss {known[0]}" if len(self.losses) == 1 else "losses " + ", ".join(known)
+
+    def incoming_norms(self) -> dict[int, float | None]:
+        """Node id -> the combined norm of the gradients that reached it."""
+        return {node: combined_norm(grads) for node, grads in self.incoming.items()}
+
+    def summary(self) -> PassSummary:
+        """This pass in one line (kept long after the view is dropped)."""
+        if self.recorded:
+            bad = len(self.nonfinite)
+        else:
+            bad = sum(1 for f in self.flow if f.nonfinite or (f.grad_norm is not None and not math.isfinite(f.grad_norm)))
+        return PassSummary(self.index, self.call_text or f"{self.call}()", self.losses, self.recorded,
+                           self.total, self.error, bad, self.finished)
+
+    def title(self, node: int) -> str:
+        """`#1 MulBackward0 (y)`."""
+        return node_title(self.graph, node)
+
+    def find(self, query: str, after_row: int) -> int | None:
+        """Row of the next node (wrapping) whose op name, label or parameter contains `query`."""
+        needle = query.strip().lower().removeprefix("#")
+        if not needle:
+            return None
+        count = len(self.order)
+        for step in range(1, count + 1):
+            row = (after_row + step) % count
+            node = self.order[row]
+            data = self.graph.nodes[node]
+            haystack = [data["name"], *node_tags(data)]
+            if query.strip().startswith("#") and needle == str(node):
+                return row
+            if any(needle in item.lower() for item in haystack):
+                return row
+        return None
+
+
+def neighbour(view: PassView, node: int, up: bool) -> int | None:
+    """The node `u` (up: a consumer, toward the root) or `d` (down: the first input, toward
+    the leaves) goes to from `node`; the one of them that comes first in engine order."""
+    graph = view.graph
+    if node not in graph:
+        return None
+    if up:
+        found = sorted(graph.predecessors(node), key=lambda n: view.row.get(n, 0))
+    else:
+        found = [n for _, n, _ in sorted(graph.out_edges(node, data="slot"), key=lambda e: e[2])]
+    return found[0] if found else None

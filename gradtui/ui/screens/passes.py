@@ -1,0 +1,102 @@
+"""The passes screen: one row per pass the UI remembers, to jump to one (not only `[` `]`)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from gradtui.core.summary import format_number
+from gradtui.ui.state import UIState
+
+COLUMNS = ("pass", "loss", "nodes", "hits", "non-finite", "call")
+
+
+class PassTable(DataTable):
+    """A DataTable where one click on a row chooses it (a DataTable chooses only a row already
+    under the cursor, which takes a second click)."""
+
+    async def _on_click(self, event: events.Click) -> None:
+        await super()._on_click(event)
+        row = event.style.meta.get("row")
+        if isinstance(row, int) and row >= 0 and self.cursor_row == row:
+            self.action_select_cursor()
+
+
+class PassesScreen(ModalScreen[int | None]):
+    """Every pass summary kept, newest last; enter or a click shows that pass, escape closes."""
+
+    BINDINGS = [Binding("escape,q,P", "close", "close")]
+
+    def __init__(self, state: UIState) -> None:
+        super().__init__()
+        self.state = state
+        self.indices: list[int] = []
+        """Pass index of each table row."""
+        self._chosen = False
+
+    def compose(self) -> ComposeResult:
+        """A note line, then the table."""
+        with Vertical(id="passes") as box:
+            box.border_title = f"passes · {self.state.passes} run"
+            box.border_subtitle = "enter or click: show it · escape: close"
+            yield Static(self._note(), id="passes-note", markup=False)
+            yield PassTable(id="passes-table", cursor_type="row", zebra_stripes=True)
+
+    def _note(self) -> str:
+        kept = len(self.state.views)
+        shown = len(self.state.summaries)
+        return f"{shown} passes · node data kept for the last {kept} · unhooked: loss and flow only"
+
+    def on_mount(self) -> None:
+        """Fill the table, the cursor on the pass on screen."""
+        table = self.query_one(DataTable)
+        table.add_columns(*COLUMNS)
+        kept = {v.index for v in self.state.views}
+        shown = self.state.view.index if self.state.view is not None else None
+        cursor = 0
+        for summary in self.state.summaries:
+            live = self.state.live is not None and summary.index == self.state.live.index
+            if live:
+                summary = self.state.live.summary()  # the live pass's summary moves on
+            losses = [format_number(v) for v in summary.losses if v is not None]
+            if not summary.recorded:
+                nodes = Text("unhooked", style="dim")
+            elif summary.index in kept:
+                nodes = Text(str(summary.nodes))
+            else:
+                nodes = Text(f"{summary.nodes} (dropped)", style="dim")
+            hits = self.state.hits.get(summary.index, 0)
+            bad = summary.nonfinite
+            table.add_row(
+                Text(f"{summary.index}" + (" ▶" if summary.index == shown else ""), style="bold"),
+                Text(", ".join(losses) or "-"),
+                nodes,
+                Text(str(hits) if hits else "-", style="bold yellow" if hits else "dim"),
+                Text(str(bad) if bad else "-", style="bold red" if bad else "dim"),
+                Text(summary.call_text + (f" · {summary.error}" if summary.error else ""),
+                     style="red" if summary.error else "dim"),
+            )
+            self.indices.append(summary.index)
+            if summary.index == shown:
+                cursor = len(self.indices) - 1
+        table.move_cursor(row=cursor, animate=False)
+        table.focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a row: show that pass."""
+        event.stop()
+        self._choose(event.cursor_row)
+
+    def _choose(self, row: int) -> None:
+        if not self._chosen:
+            self._chosen = True
+            self.dismiss(self.indices[row])
+
+    def action_close(self) -> None:
+        """Back to the debugger."""
+        self.dismiss(None)
