@@ -6,11 +6,11 @@ import pytest
 
 from gradtui.core.events import QUIT_STATUS
 from gradtui.ui.app import GradtuiApp
-from ui_helpers import SIZE, ui_script, wait_for, wait_paused_at
+from ui_helpers import SIZE, output_lines, ui_script, wait_for, wait_paused_at
 
 
 def _output(app: GradtuiApp) -> str:
-    return "\n".join(str(line.text) for line in app.query_one("#output").lines)
+    return "\n".join(output_lines(app))
 
 
 @pytest.mark.asyncio
