@@ -95,7 +95,8 @@ class Breakpoint:
     hits: int = 0
 
     def __str__(self) -> str:
-        return f"{self.number}: {self.spec.text}  (hit {self.hits}x)"
+        hits = {0: "never hit", 1: "hit once"}.get(self.hits, f"hit {self.hits} times")
+        return f"{self.number}: {self.spec.text}  ({hits})"
 
 
 def _norm(grads: tuple[Stats | None, ...]) -> float:

@@ -13,7 +13,7 @@ import torch
 
 from gradtui.core import edits
 from gradtui.core import events as ev
-from gradtui.core.breakpoints import Breakpoints, matches_node
+from gradtui.core.breakpoints import Breakpoints, warning_for
 from gradtui.core.commands import (
     Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, HELP, ListBreakpoints,
     Print, Scale, SetGrad, Step, Why, Zero,
@@ -111,9 +111,8 @@ class CommandDispatch:
         """Add a breakpoint; say when it cannot stop where it names."""
         bp = self.breakpoints.add(text)
         answer = f"breakpoint {bp.number} at {bp.spec.text}"
-        if state is not None and bp.spec.kind in ("op", "label", "id") and not any(
-                matches_node(bp.spec, data, i, state.index, False) for i, data in state.capture.graph.nodes(data=True)):
-            answer += " (no node of this pass matches it)"
+        if state is not None and (warning := warning_for(bp.spec, state.capture.graph, state.index)):
+            answer += f" ({warning})"
         if bp.spec.kind == "module" and (why := self._recorder.checkpointed(bp)):
             answer += f" (but {why})"
         return answer
@@ -129,7 +128,7 @@ class CommandDispatch:
         assert state is not None
         if pause.phase != "before":
             raise edits.EditError("this node has already run; step to where its gradient arrives to edit it")
-        before = summarize_all(pause.grads)
+        before = summarize_all(pause.grads, histogram=True)
         match command:
             case Scale(factor=factor):
                 new = edits.scale(pause.grads, factor)
@@ -142,7 +141,7 @@ class CommandDispatch:
             case _:  # pragma: no cover
                 raise CommandError(f"cannot run {command.text!r} here")
         pause.grads, pause.edited = new, True
-        after = summarize_all(new)
+        after = summarize_all(new, histogram=True)  # the UI shows the edited gradient's own values
         self.emit(ev.GradEdited(state.index, pause.node, command.text, before, after))
         return "gradient now " + "; ".join(format_stats(s) for s in after if s is not None)
 

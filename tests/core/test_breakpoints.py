@@ -131,7 +131,7 @@ def test_numbering_listing_and_deletion():
     two = bps.add("nan")
     assert (one.number, two.number) == (1, 2)
     assert len(bps) == 2 and [bp.number for bp in bps] == [1, 2]
-    assert str(one) == "1: z  (hit 0x)"
+    assert str(one) == "1: z  (never hit)"
     assert bps.could_stop(5)
     assert bps.has_spec(" nan ") is two and bps.has_spec("y") is None
     assert bps.delete(2) == [two]

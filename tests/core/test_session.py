@@ -160,9 +160,9 @@ def test_delete_and_list_breakpoints():
     assert texts == [
         ("break y", "breakpoint 1 at y", True),
         ("break nan", "breakpoint 2 at nan", True),
-        ("breakpoints", "1: y  (hit 0x)\n2: nan  (hit 0x)", True),
+        ("breakpoints", "1: y  (never hit)\n2: nan  (never hit)", True),
         ("delete 1", "deleted 1", True),
-        ("breakpoints", "2: nan  (hit 0x)", True),
+        ("breakpoints", "2: nan  (never hit)", True),
         ("delete 7", "no breakpoint 7", False),
     ]
 
@@ -172,7 +172,7 @@ def test_delete_all_and_hit_counts():
         "break y", "break x", "continue", "breakpoints", "delete all", "breakpoints", "continue"], ["2"])
     assert run.where == [(0, 0), (0, 1)]
     texts = [r.text for r in run.results()]
-    assert "1: y  (hit 1x)\n2: x  (hit 0x)" in texts
+    assert "1: y  (hit once)\n2: x  (never hit)" in texts
     assert "deleted 1, 2" in texts and "no breakpoints" in texts
 
 
@@ -642,3 +642,11 @@ def test_a_pass_torch_starts_for_the_script_is_shown_at_the_scripts_line(tmp_pat
     assert first.call_site == "jac.py:3" and first.call_text.startswith("J = torch.autograd.functional.jacobian(")
     assert run.results()[0].text.startswith("scale is not on this pass's graph, so scale.grad stays None: "
                                             "it does not require grad")
+
+
+def test_module_and_place_specs_that_match_no_node_are_accepted_with_a_warning():
+    """Issue 11 item 16: `break module no.such` and `break nosuch.py:3` were accepted silently."""
+    run = run_headless(example("chain.py"), ["break module no.such", "break nosuch.py:3", "continue"])
+    answers = [r.text for r in run.results() if r.text.startswith("breakpoint ")]
+    assert len(answers) == 2 and all(r.ok for r in run.results())
+    assert all("(" in text and "no node" in text for text in answers), answers
