@@ -38,6 +38,7 @@ from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
+from gradtui.ui.tracebacks import render_error
 from gradtui.ui.state import Change, UIState
 from gradtui.ui.theme import DEFAULT_THEME, GRADTUI_THEME
 from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
@@ -289,8 +290,16 @@ class GradtuiApp(NavigationActions, App[int]):
 
     def _script_finished(self, event: ev.ScriptFinished) -> None:
         self.exit_status = QUIT_STATUS if event.quit or self.quitting else event.exit_status
-        if event.traceback:
-            self._write_output(fmt.user_traceback(event.traceback, os.path.dirname(self.script_path)), "red")
+        home = os.path.dirname(self.script_path)
+        if event.error is not None and event.error.frames:
+            log = self.query_one(OutputLog)
+            log.write_lines("")  # the traceback starts a line of its own
+            drawn, note = render_error(event.error, home, log.scrollable_content_region.width - 1)
+            log.write_stream(drawn)
+            if note:
+                log.write_lines(note, NOTE_STYLE)
+        elif event.traceback:  # a SyntaxError has no frames: its file and line are in the text
+            self._write_output(fmt.user_traceback(event.traceback, home), ERROR_STYLE)
         word = "stopped" if event.quit else f"exited with status {event.exit_status}"
         if event.how:
             word = f"ended: its process {event.how}"  # os._exit, a signal: the agent could not say
