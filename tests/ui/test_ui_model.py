@@ -54,7 +54,7 @@ def test_state_follows_a_stepped_chain():
     assert view.ran == {0: 1, 1: 2, 2: 3}
     assert view.incoming[1][0].values == (6.0,)  # 12 scaled by 0.5
     assert view.edits[1][0][0] == "scale 0.5" and view.edits[1][0][1][0].values == (12.0,)
-    assert 1 not in view.incoming_hist  # the histogram was of the gradient before the edit
+    assert view.incoming_hist[1][0].values == (6.0,)  # the edit sent the edited gradient's own histogram
     assert view.outgoing[1][0].values == (18.0,)
     assert view.leaf_grads[2].values == (18.0,)
     assert state.status == "finished" and state.exit_status == 0 and state.current is None
