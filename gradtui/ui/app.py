@@ -491,14 +491,19 @@ class GradtuiApp(NavigationActions, App[int]):
             kill()
 
     def on_signal(self, signum: int) -> None:
-        """SIGINT, SIGTERM or SIGHUP to the UI: stop the target and leave (a second one: at once)."""
+        """SIGINT, SIGTERM or SIGHUP to the UI: stop the target and leave (a second one: at once).
+
+        `run_action` is a coroutine: called from this (synchronous) handler it never ran, so
+        every signal was ignored. The quit is scheduled instead, and `quitting` is set here so a
+        second signal before it has run kills the agent and exits at once."""
         if self.quitting:
             kill = getattr(self.target, "kill_now", None)
             if kill is not None:
                 kill()
             self.exit(QUIT_STATUS)
             return
-        self.run_action("quit")
+        self.quitting = True
+        self.call_later(self.action_quit)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette lists every gradtui action (once: `n` is `s`), then Textual's own."""
