@@ -17,7 +17,10 @@ mode's forward is printed beside it); in the UI with a 10,000-node pass, the `s`
 next node drawn <= 50 ms median and the pass drawn <= 1 s after its backward call; RSS
 grows < 50 MB over 200 training passes with no graph kept alive; a 100-million-element
 gradient is summarized in bounded time and memory, never copied to Python; a 500-step
-headless loop stopping at `break pass 400` runs its earlier passes <= 1.5x plain.
+headless loop stopping at `break pass 400` runs its earlier passes <= 1.5x plain. The `wire`
+group (bench_agent.py, issue 10) sizes and times a 10,000-node graph frame with stdlib json
+beside msgspec (when installed; not a dependency) and counts frames per second while NodeRan
+events stream through a real AgentServer (<= ~20/s); the `ui` rows run against a child agent.
 Timing thresholds are never asserted in the unit tests.
 """
 
