@@ -2,7 +2,7 @@
 
     python scripts/bench.py            # every figure, the issue's model sizes (~4 min on 2 cores)
     python scripts/bench.py --quick    # smaller models and fewer repeats: a smoke run (< 1 min)
-    python scripts/bench.py --only capture,ui   # some groups (capture backward forward small ui
+    python scripts/bench.py --only capture,ui   # some groups (capture backward forward small wire ui
                                                 # memory bigtensor headless record)
 
 The capture baseline is torchviz's `make_dot(show_saved=True)` (`pip install '.[bench]'`);
@@ -17,7 +17,10 @@ mode's forward is printed beside it); in the UI with a 10,000-node pass, the `s`
 next node drawn <= 50 ms median and the pass drawn <= 1 s after its backward call; RSS
 grows < 50 MB over 200 training passes with no graph kept alive; a 100-million-element
 gradient is summarized in bounded time and memory, never copied to Python; a 500-step
-headless loop stopping at `break pass 400` runs its earlier passes <= 1.5x plain.
+headless loop stopping at `break pass 400` runs its earlier passes <= 1.5x plain. The `wire`
+group (bench_agent.py, issue 10) sizes and times a 10,000-node graph frame with stdlib json
+beside msgspec (when installed; not a dependency) and counts frames per second while NodeRan
+events stream through a real AgentServer (<= ~20/s); the `ui` rows run against a child agent.
 Timing thresholds are never asserted in the unit tests.
 """
 
@@ -30,7 +33,6 @@ import json
 import os
 import platform
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,7 +40,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -52,61 +53,9 @@ from gradtui.core.graph import Names, capture  # noqa: E402
 from gradtui.core.provenance import Provenance  # noqa: E402
 from gradtui.core.session import Session  # noqa: E402
 
-
-# ---- the table ---------------------------------------------------------------------------
-
-@dataclass
-class Row:
-    """One line of the table."""
-
-    figure: str
-    sizes: str
-    measured: str
-    baseline: str
-    ratio: float | None
-    target: str
-    ok: bool | None  # None: informational, no target
-
-    @property
-    def verdict(self) -> str:
-        return "info" if self.ok is None else ("ok" if self.ok else "MISSED")
-
-
-ROWS: list[Row] = []
-
-
-def add(row: Row) -> None:
-    """Keep a row for the table and show progress on stderr as it is measured."""
-    ROWS.append(row)
-    ratio = "" if row.ratio is None else f"{row.ratio:.2f}x  "
-    print(f"  {row.figure} [{row.sizes}]: {row.measured} vs {row.baseline}  {ratio}{row.target} {row.verdict}",
-          file=sys.stderr, flush=True)
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
-
-
-def ratio_row(figure: str, sizes: str, ours: float, base: float, target: float | None, base_name: str) -> float:
-    """A row comparing our time to a baseline's; target None makes it informational."""
-    ratio = ours / base
-    add(Row(figure, sizes, ms(ours), f"{ms(base)} {base_name}", ratio,
-            "-" if target is None else f"<= {target:.2f}x", None if target is None else ratio <= target))
-    return ratio
-
-
-def print_table(header: str) -> None:
-    """The one table of the run, as Markdown (the README's Performance section shows it)."""
-    print(header)
-    print()
-    print("| figure | sizes | gradtui | baseline | ratio | target | |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for r in ROWS:
-        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x"
-        print(f"| {r.figure} | {r.sizes} | {r.measured} | {r.baseline} | {ratio} | {r.target} | {r.verdict} |")
-    missed = [r.figure for r in ROWS if r.ok is False]
-    print()
-    print("every target holds" if not missed else f"MISSED: {len(missed)} target(s)")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_agent import bench_ui, bench_wire  # noqa: E402
+from benchtable import Row, add, median, ms, print_table, ratio_row  # noqa: E402
 
 
 # ---- models ------------------------------------------------------------------------------
@@ -125,10 +74,6 @@ def transformer(layers: int, width: int = D_MODEL) -> nn.Module:
 def model_sizes(layers: int, batch: tuple[int, int], width: int = D_MODEL) -> str:
     heads, ffn = (HEADS, FFN) if width == D_MODEL else (4, 2 * width)
     return f"{layers}-layer encoder d={width} h={heads} ffn={ffn}, batch {batch[0]}x{batch[1]}"
-
-
-def median(times: list[float]) -> float:
-    return statistics.median(times)
 
 
 # ---- capture vs torchviz -----------------------------------------------------------------
@@ -269,89 +214,6 @@ def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int =
                   "plain forward")
         add(Row("gradtui's provenance vs anomaly mode, forward", sizes, ms(median(recorded)),
                 f"{ms(median(anomaly))} anomaly mode", median(recorded) / median(anomaly), "-", None))
-
-
-# ---- UI ----------------------------------------------------------------------------------
-
-LONG_CHAIN = """\
-import sys
-import time
-import torch
-x = torch.tensor([1.0], requires_grad=True)
-y = x
-for _ in range({n}):
-    y = y * 1.0001
-loss = y.sum()
-with open(sys.argv[1], "w") as mark:
-    mark.write(repr(time.perf_counter()))
-loss.backward()
-"""
-
-
-def bench_ui(nodes: int, steps: int) -> None:
-    """With a `nodes`-node pass loaded in the Textual app (Pilot, headless): the time from the
-    backward call to the pass drawn (paused at its first node), and the median time from the
-    `s` key to the next paused node drawn."""
-    import asyncio
-
-    from gradtui.ui.app import GradtuiApp
-
-    class TimedApp(GradtuiApp):
-        """Records when each pause is on screen, and the time from each step action to it."""
-
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.times: list[float] = []
-            self.first_paint: float | None = None
-            self._start: float | None = None
-
-        def action_step(self) -> None:
-            self._start = time.perf_counter()
-            super().action_step()
-
-        def on_bridge_engine_event(self, message) -> None:
-            super().on_bridge_engine_event(message)
-            if not isinstance(message.event, ev.Paused):
-                return
-            if self.first_paint is None:
-                self.call_after_refresh(lambda: setattr(self, "first_paint", time.perf_counter()))
-            elif self._start is not None:
-                start, self._start = self._start, None
-                self.call_after_refresh(lambda: self.times.append(time.perf_counter() - start))
-
-    async def drive(app: TimedApp) -> None:
-        async with app.run_test(size=(120, 40)) as pilot:
-            deadline = time.monotonic() + 120
-            while app.first_paint is None:
-                assert time.monotonic() < deadline, "the first pause never came"
-                await pilot.pause(0.005)
-            await pilot.pause(0.2)
-            for _ in range(steps):
-                count = len(app.times)
-                await pilot.press("s")
-                deadline = time.monotonic() + 10
-                while len(app.times) == count:
-                    assert time.monotonic() < deadline, "a step never drew"
-                    await pilot.pause(0.001)
-            await app.action_quit()
-
-    with tempfile.TemporaryDirectory() as folder:
-        script, mark = os.path.join(folder, "long_chain.py"), os.path.join(folder, "mark")
-        with open(script, "w") as f:
-            f.write(LONG_CHAIN.format(n=nodes - 2))
-        app = TimedApp(script, [mark])
-        started = time.perf_counter()
-        asyncio.run(drive(app))
-        with open(mark) as f:
-            backward_called = float(f.read())
-    assert app.first_paint is not None
-    sizes = f"a {nodes:,}-node pass (chain of muls), 120x40 terminal, Pilot headless"
-    paint = app.first_paint - backward_called
-    add(Row("UI: the pass drawn after its backward call", sizes, ms(paint),
-            f"{ms(app.first_paint - started)} from app start", None, "<= 1 s", paint <= 1.0))
-    step = median(app.times)
-    add(Row("UI: `s` key to the next node drawn, median", sizes, ms(step), f"max {ms(max(app.times))}, "
-            f"{steps} steps", None, "<= 50 ms", step <= 0.050))
 
 
 # ---- memory ------------------------------------------------------------------------------
@@ -598,7 +460,7 @@ def bench_record(steps: int, layers: int, rounds: int) -> None:
 
 # ---- main --------------------------------------------------------------------------------
 
-GROUPS = ("capture", "backward", "forward", "small", "ui", "memory", "bigtensor", "headless", "record")
+GROUPS = ("capture", "backward", "forward", "small", "wire", "ui", "memory", "bigtensor", "headless", "record")
 
 
 def main() -> None:
@@ -633,6 +495,8 @@ def main() -> None:
         small = " [tiny tensors, informational]"
         bench_backward(4 if quick else 12, (8, 32), repeat, width=64, target=None, label=small)
         bench_forward(4 if quick else 12, (8, 32), 3 * repeat, width=64, target=None, label=small)
+    if "wire" in only:
+        bench_wire(quick)
     if "ui" in only:
         bench_ui(10_002, 10 if quick else 40)
     if "memory" in only:

@@ -1,0 +1,74 @@
+"""The bench's one table: rows of a figure, its sizes, gradtui's figure, the baseline measured
+in the same run, the ratio and the target; printed as Markdown at the end of a run.
+
+A module of its own so that bench.py and the groups in its helper modules (bench_agent.py)
+add rows to the same table.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass
+
+
+def median(times: list[float]) -> float:
+    """The median of some timings (every time in the bench is one)."""
+    return statistics.median(times)
+
+
+@dataclass
+class Row:
+    """One line of the table."""
+
+    figure: str
+    sizes: str
+    measured: str
+    baseline: str
+    ratio: float | None
+    target: str
+    ok: bool | None  # None: informational, no target
+
+    @property
+    def verdict(self) -> str:
+        return "info" if self.ok is None else ("ok" if self.ok else "MISSED")
+
+
+ROWS: list[Row] = []
+
+
+def add(row: Row) -> None:
+    """Keep a row for the table and show progress on stderr as it is measured."""
+    ROWS.append(row)
+    ratio = "" if row.ratio is None else f"{row.ratio:.2f}x  "
+    print(f"  {row.figure} [{row.sizes}]: {row.measured} vs {row.baseline}  {ratio}{row.target} {row.verdict}",
+          file=sys.stderr, flush=True)
+
+
+def ms(seconds: float) -> str:
+    """Seconds as `12.3 ms`, or `12.3 s` from ten seconds on."""
+    return f"{seconds * 1e3:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def ratio_row(figure: str, sizes: str, ours: float, base: float, target: float | None, base_name: str) -> float:
+    """A row comparing our time to a baseline's; target None makes it informational."""
+    ratio = ours / base
+    add(Row(figure, sizes, ms(ours), f"{ms(base)} {base_name}", ratio,
+            "-" if target is None else f"<= {target:.2f}x", None if target is None else ratio <= target))
+    return ratio
+
+
+def print_table(header: str) -> None:
+    """The one table of the run, as Markdown (the README's Performance section shows it)."""
+    print(header)
+    print()
+    print("| figure | sizes | gradtui | baseline | ratio | target | |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in ROWS:
+        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x"
+        print(f"| {r.figure} | {r.sizes} | {r.measured} | {r.baseline} | {ratio} | {r.target} | {r.verdict} |")
+    missed = [r.figure for r in ROWS if r.ok is False]
+    print()
+    print("every target holds" if not missed else f"MISSED: {len(missed)} target(s)")
+
+
