@@ -331,7 +331,7 @@ class GradtuiApp(NavigationActions, App[int]):
         except CommandError:
             command = None  # the agent answers with the parse error
         if isinstance(command, Quit):
-            self.run_action("quit")
+            self.call_later(self.action_quit)  # run_action is a coroutine: called here it never ran
             return None
         if self.finished.is_set() or self.state.script_over:
             self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
