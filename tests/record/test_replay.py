@@ -202,3 +202,21 @@ async def test_the_ui_over_a_recording_shows_the_pass_and_s_steps(db):
                     "the refusal in the output pane")
         assert app.state.current == 6
         await pilot.press("q")
+
+
+async def test_a_pass_shown_again_replaces_its_old_view_and_summary_in_the_ui_model(db):
+    from gradtui.ui.state import UIState
+
+    replay = Replay(db)
+    state = UIState("nan_at_30.py")
+    for event in await replay.start():
+        state.apply(event)
+    for text in ("pass 28", "pass 26"):
+        _, events = await replay.send(text)
+        for event in events:
+            state.apply(event)
+    assert [s.index for s in state.summaries] == list(range(40))  # once each, in order
+    indexes = [v.index for v in state.views]
+    assert len(indexes) == len(set(indexes)) and indexes[-1] == 26 and state.live.index == 26
+    assert state.current == walk_of(db, 26)[0]
+    await replay.target.quit()
