@@ -211,8 +211,7 @@ class ReplayTarget:
 
     def _walk_of(self, index: int) -> list[int]:
         assert self._rec is not None
-        rows = self._rec._db.execute("SELECT id FROM nodes WHERE pass = ? AND ord IS NOT NULL ORDER BY ord", (index,))
-        return [r[0] for r in rows]
+        return self._rec.walk(index)
 
     def _enter(self, index: int) -> list[ev.Event]:
         """PassStarted and NodeRan of every recorded node of pass `index`; the walk at its first node."""
@@ -220,8 +219,7 @@ class ReplayTarget:
         info = self._passes[index]
         graph = self._graph(index)
         stats = self._rec.stats(index)
-        walk = [n for n in sorted(graph.nodes, key=lambda n: graph.nodes[n]["order"] or 0)
-                if graph.nodes[n]["order"] is not None]
+        walk = self._rec.walk(index)
         self._shown = _Shown(info, graph, stats, walk)
         events: list[ev.Event] = [self._started(info, graph)]
         for position, node in enumerate(walk, 1):
