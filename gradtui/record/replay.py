@@ -21,13 +21,13 @@ from dataclasses import dataclass
 import networkx as nx
 
 from gradtui.core import events as ev
-from gradtui.core.breakpoints import Breakpoints, matches_grads
+from gradtui.core.breakpoints import Breakpoint, Breakpoints, matches_grads
 from gradtui.core.commands import (
     Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, HELP, ListBreakpoints, Print,
     Quit, Scale, SetGrad, Step, Why, Zero, parse, parse_int,
 )
 from gradtui.core.flow import format_flow
-from gradtui.core.summary import Stats, any_nonfinite, format_grads
+from gradtui.core.summary import any_nonfinite, format_grads
 from gradtui.record import schema
 from gradtui.record.reader import NodeStats, PassInfo, Recording
 from gradtui.wire.target import TargetError, TargetInfo
@@ -159,7 +159,7 @@ class ReplayTarget:
     async def quit(self) -> None:
         """End the replay."""
         if not self._over:
-            self._queue.put_nowait(self._end(quit=True))
+            self._queue.put_nowait(self._end(by_user=True))
             self._close()
 
     async def detach(self) -> None:
@@ -175,13 +175,14 @@ class ReplayTarget:
             self._rec.close()
             self._rec = None
 
-    def _end(self, quit: bool = False) -> list[ev.Event]:
-        """The script's end (as recorded; `quit`: the user's): the replay closes once it is queued."""
+    def _end(self, by_user: bool = False) -> list[ev.Event]:
+        """The script's end (as recorded; `by_user`: the user quit the replay): the replay closes
+        once it is queued."""
         run = self._rec.run() if self._rec is not None else None
-        status = 0 if quit or run is None else (run.exit_status or 0)
-        traceback = None if quit or run is None else run.error
+        status = 0 if by_user or run is None else (run.exit_status or 0)
+        traceback = None if by_user or run is None else run.error
         self._ending = True
-        return [ev.ScriptFinished(status, traceback, quit or bool(run and run.quit), len(self._passes))]
+        return [ev.ScriptFinished(status, traceback, by_user or bool(run and run.quit), len(self._passes))]
 
     # ---- events from the recording --------------------------------------------------------
 
@@ -312,7 +313,7 @@ class ReplayTarget:
             case Help():
                 return answer(REPLAY_HELP)
             case Quit():
-                return self._end(quit=True)
+                return self._end(by_user=True)
             case _:
                 return answer(f"cannot run {command.text!r} in a replay", False)
 
@@ -363,7 +364,7 @@ class ReplayTarget:
             if (bp := self._stops_before()) is not None:
                 return events + self._hit(bp)
 
-    def _stops_before(self):
+    def _stops_before(self) -> Breakpoint | None:
         """The breakpoint that stops before the paused node (a loss spec: at a pass's first node)."""
         shown = self._shown
         assert shown is not None
@@ -376,7 +377,7 @@ class ReplayTarget:
         return self.breakpoints.find(shown.graph.nodes[node], node, shown.info.index, shown.at == 0,
                                      self._grads(node).grad_outputs, shown.nan_seen, shown.fired)
 
-    def _stops_after(self, got: NodeStats):
+    def _stops_after(self, got: NodeStats) -> Breakpoint | None:
         """A `nan` breakpoint that stops after the paused node: it sent on a non-finite value."""
         shown = self._shown
         assert shown is not None
@@ -384,7 +385,7 @@ class ReplayTarget:
         return next((bp for bp in self.breakpoints if bp.spec.kind == "nan"
                      and matches_grads(bp.spec, got.grad_inputs, seen)), None)
 
-    def _hit(self, bp) -> list[ev.Event]:
+    def _hit(self, bp: Breakpoint) -> list[ev.Event]:
         shown = self._shown
         assert shown is not None
         bp.hits += 1
