@@ -30,6 +30,7 @@ break specs: OP (AddmmBackward0) | NAME (z, fc.weight) | #ID | nan | norm>X | pa
 also:
   gradtui attach [ADDRESS] [--headless -c CMD ...]   a client to an agent started with --listen
                                                     or gradtui.listen() (gradtui attach --help)
+  gradtui replay DB [--headless -c CMD ...]         browse a recording (--record DB), read-only
 
 examples:
   gradtui train.py --epochs 3
