@@ -30,6 +30,7 @@ break specs: OP (AddmmBackward0) | NAME (z, fc.weight) | #ID | nan | norm>X | pa
 also:
   gradtui attach [ADDRESS] [--headless -c CMD ...]   a client to an agent started with --listen
                                                     or gradtui.listen() (gradtui attach --help)
+  gradtui replay DB [--headless -c CMD ...]         browse a recording (--record DB), read-only
 
 examples:
   gradtui train.py --epochs 3
@@ -92,7 +93,7 @@ def _version() -> str:
         return "unknown"
 
 
-SUBCOMMANDS = ("attach",)
+SUBCOMMANDS = ("attach", "replay")
 
 
 def _positive(text: str) -> int:
@@ -109,6 +110,10 @@ def _positive(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gradtui` console script; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "replay" and not os.path.isfile(argv[0]):
+        from gradtui.replay_cli import main as replay_main
+
+        return replay_main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):
         from gradtui.attach import main as attach_main
 

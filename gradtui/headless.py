@@ -12,6 +12,7 @@ remote agent keeps its breakpoints armed for the next client). The script's stde
 from __future__ import annotations
 
 import linecache
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from gradtui.core import events as ev
@@ -24,8 +25,11 @@ from gradtui.feeder import CommandFeeder
 class HeadlessDriver:
     """Feeds `commands` to `target` one at a time and prints the events to `out` (see module doc)."""
 
-    def __init__(self, target: Any, commands: list[str], out: TextIO, err: TextIO | None = None) -> None:
+    def __init__(self, target: Any, commands: list[str], out: TextIO, err: TextIO | None = None, *,
+                 check: Callable[[str], object] = parse) -> None:
+        """`check`: parses a line before it is sent (raises CommandError); a replay's knows `pass N`."""
         self.target = target
+        self._check = check
         self.feeder = CommandFeeder(commands)
         self.out = out
         self.err = err if err is not None else out
@@ -64,7 +68,7 @@ class HeadlessDriver:
         while (text := self.feeder.pop()) is not None:
             self._print(f"(gradtui) {text}")
             try:
-                parse(text)
+                self._check(text)
             except CommandError as exc:
                 self._print(f"error: {exc}")
                 self.feeder.skipped()

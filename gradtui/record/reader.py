@@ -137,6 +137,11 @@ class Recording:
                     graph.add_edge(i, target, slot=slot)
         return graph
 
+    def walk(self, index: int) -> list[int]:
+        """The nodes of pass `index` that ran, in engine order (empty without per-node data)."""
+        rows = self._db.execute("SELECT id FROM nodes WHERE pass = ? AND ord IS NOT NULL ORDER BY ord", (index,))
+        return [r[0] for r in rows]
+
     def stats(self, index: int) -> dict[int, NodeStats]:
         """Per node of pass `index` that ran: its incoming and outgoing statistics."""
         found: dict[int, tuple[list[Stats | None], list[Stats | None]]] = {}

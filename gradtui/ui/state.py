@@ -164,10 +164,17 @@ class UIState:
         return Change(header=True)
 
     def _on_PassStarted(self, event: ev.PassStarted) -> Change:
+        if event.index < self.passes:  # a pass shown again (a recording's `pass N`): it replaces its old view
+            self.views = deque(v for v in self.views if v.index != event.index)
+            self.summaries = deque((s for s in self.summaries if s.index != event.index), maxlen=KEEP_SUMMARIES)
+            if self.browsed is not None and self.browsed.index == event.index:
+                self.browsed = None
         self.live = PassView.from_event(event)
         self._keep(self.live)
         self.summaries.append(self.live.summary())
-        self.passes = event.index + 1
+        if len(self.summaries) > 1 and self.summaries[-2].index > event.index:
+            self.summaries = deque(sorted(self.summaries, key=lambda s: s.index), maxlen=KEEP_SUMMARIES)
+        self.passes = max(self.passes, event.index + 1)
         self.paused = None
         self.status = "running"
         self.progress = (0, self.live.total)

@@ -1,0 +1,416 @@
+"""`ReplayTarget`: a DebugTarget over a recording (`gradtui replay run.db`), read-only.
+
+A client (the UI, headless) sees the run's story as the live run told it: ScriptStarted, then
+per pass a PassStarted (with its graph where the recording has per-node data) and a
+PassFinished with its flow, the script's output between them. Then the replay pauses in the
+last pass with per-node data, where the run stopped in it (its first breakpoint hit), else at
+its first node. `pass N` shows another recorded pass; `step`, `continue` and `finish` walk the
+recorded nodes in engine order (the `order` column), stopping at breakpoints set with `break`
+as a live run would; `print` and `flow` answer from the recorded statistics. A recording keeps
+statistics, not tensors: edits, `print EXPR` and `why` are refused with a `read-only:` answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import networkx as nx
+
+from gradtui.core import events as ev
+from gradtui.core.breakpoints import Breakpoint, Breakpoints, matches_grads
+from gradtui.core.commands import (
+    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, HELP, ListBreakpoints, Print,
+    Quit, Scale, SetGrad, Step, Why, Zero, parse, parse_int,
+)
+from gradtui.core.flow import format_flow
+from gradtui.core.summary import any_nonfinite, format_grads
+from gradtui.record import schema
+from gradtui.record.reader import NodeStats, PassInfo, Recording
+from gradtui.wire.target import TargetError, TargetInfo
+
+READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
+
+
+@dataclass(frozen=True, slots=True)
+class ShowPass(Command):
+    """`pass N`: show recorded pass N, paused where the run stopped in it (else its first node)."""
+
+    index: int
+
+
+def parse_replay(text: str) -> Command:
+    """A replay command line: `pass N`, else the command language of `gradtui.core.commands`."""
+    word, _, rest = text.strip().partition(" ")
+    if word.lower() == "pass":
+        if not rest.strip():
+            raise CommandError("pass needs a pass number, e.g. pass 30")
+        return ShowPass(text.strip(), parse_int(rest.strip(), "pass", minimum=0))
+    return parse(text)
+
+
+REPLAY_HELP = HELP + """
+pass N              show recorded pass N (replay: paused where the run stopped in it)
+(replay is read-only: scale, zero, clip, set, print EXPR and why need a live run)"""
+
+
+def open_recording(path: str) -> Recording:
+    """Open `path` for replay, or raise TargetError with a one-line reason."""
+    if not os.path.exists(path):
+        raise TargetError("no such file")
+    if os.path.isdir(path):
+        raise TargetError("it is a directory")
+    try:
+        return Recording(path)
+    except schema.NotARecording as exc:
+        raise TargetError(str(exc)) from None
+
+
+@dataclass
+class _Shown:
+    """The recorded pass on screen and where in its walk the replay is paused."""
+
+    info: PassInfo
+    graph: nx.DiGraph
+    stats: dict[int, NodeStats]
+    walk: list[int]
+    """The nodes that ran, in engine order."""
+    at: int = 0
+    """Position in `walk` of the paused node."""
+    phase: str = "before"
+    nan_seen: bool = False
+    fired: frozenset[int] = frozenset()
+
+
+class ReplayTarget:
+    """A recording as a DebugTarget (see module doc)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.info = TargetInfo(path, kind="recording")
+        self._ids = itertools.count(1)
+        self._queue: asyncio.Queue[list[ev.Event] | None] = asyncio.Queue()
+        self._rec: Recording | None = None
+        self._passes: dict[int, PassInfo] = {}
+        self._script = ""
+        self._shown: _Shown | None = None
+        self._over = False
+        self._ending = False
+        self.breakpoints = Breakpoints()
+
+    # ---- the DebugTarget protocol ----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the recording and queue the run's story and the first pause."""
+        self._rec = open_recording(self.path)
+        run = self._rec.run()
+        self._script = run.script or self.path
+        self.info = TargetInfo(self._script, run.argv, None, "recording", {"recording": self.path})
+        passes = self._rec.passes()
+        self._passes = {p.index: p for p in passes}
+        story: list[ev.Event] = [ev.ScriptStarted(self._script, run.argv)]
+        output: dict[int | None, list[ev.Event]] = {}
+        for line in self._rec.output():
+            output.setdefault(line.pass_index, []).append(ev.Output(line.stream, line.text))  # type: ignore[arg-type]
+        story += output.pop(None, [])
+        for info in passes:
+            graph = self._graph(info.index) if info.per_node else nx.DiGraph()
+            story.append(self._started(info, graph))
+            story.append(self._finished(info))
+            story += output.pop(info.index, [])
+        for rest in output.values():
+            story += rest
+        self._queue.put_nowait(story)
+        last = next((p for p in reversed(passes) if p.per_node and self._walk_of(p.index)), None)
+        if last is None:
+            why = "no pass has per-node data" if passes else "no pass was recorded"
+            self._queue.put_nowait([ev.CommandResult("", f"recording: {why}; nothing to walk", ok=False), *self._end()])
+            self._close()
+        else:
+            self._queue.put_nowait(self._show(last.index, "recording"))
+
+    def submit(self, text: str) -> int:
+        """Answer a command line (the events are queued at once); its request id."""
+        request = next(self._ids)
+        if self._over:
+            return request
+        try:
+            command = parse_replay(text)
+        except CommandError as exc:
+            self._queue.put_nowait([ev.CommandResult(text, str(exc), ok=False, request=request)])
+            return request
+        self._queue.put_nowait(self._run(command, request))
+        if self._ending:
+            self._close()
+        return request
+
+    async def batches(self) -> AsyncIterator[list[ev.Event]]:
+        """The queued events, a batch at a time, until the replay ends."""
+        while True:
+            batch = await self._queue.get()
+            if batch is None:
+                return
+            if batch:
+                yield batch
+
+    async def quit(self) -> None:
+        """End the replay."""
+        if not self._over:
+            self._queue.put_nowait(self._end(by_user=True))
+            self._close()
+
+    async def detach(self) -> None:
+        """A recording runs nowhere: detaching ends the replay."""
+        self._close()
+
+    def _close(self) -> None:
+        if self._over:
+            return
+        self._over = True
+        self._queue.put_nowait(None)
+        if self._rec is not None:
+            self._rec.close()
+            self._rec = None
+
+    def _end(self, by_user: bool = False) -> list[ev.Event]:
+        """The script's end (as recorded; `by_user`: the user quit the replay): the replay closes
+        once it is queued."""
+        run = self._rec.run() if self._rec is not None else None
+        status = 0 if by_user or run is None else (run.exit_status or 0)
+        traceback = None if by_user or run is None else run.error
+        self._ending = True
+        return [ev.ScriptFinished(status, traceback, by_user or bool(run and run.quit), len(self._passes))]
+
+    # ---- events from the recording --------------------------------------------------------
+
+    def _graph(self, index: int) -> nx.DiGraph:
+        """The recorded graph with the attributes a live capture has that a recording lacks."""
+        assert self._rec is not None
+        graph = self._rec.graph(index)
+        folder = os.path.dirname(self._script)
+        for _, data in graph.nodes(data=True):
+            source = data.get("source")
+            file, _, line = (source or "").rpartition(":")
+            data["path"] = os.path.join(folder, file) if source and line.isdigit() else None
+            data["line"] = int(line) if source and line.isdigit() else None
+            data.setdefault("saved", ())
+        return graph
+
+    @staticmethod
+    def _started(info: PassInfo, graph: nx.DiGraph) -> ev.PassStarted:
+        return ev.PassStarted(info.index, info.call, info.call_text, info.call_site,  # type: ignore[arg-type]
+                              graph, (0,) if graph.number_of_nodes() else (), info.losses,
+                              recorded=info.per_node and graph.number_of_nodes() > 0)
+
+    def _finished(self, info: PassInfo) -> ev.PassFinished:
+        assert self._rec is not None
+        return ev.PassFinished(info.index, info.done, info.nodes, info.error, info.failed_node,
+                               flow=self._rec.flow(info.index))
+
+    def _walk_of(self, index: int) -> list[int]:
+        assert self._rec is not None
+        return self._rec.walk(index)
+
+    def _enter(self, index: int) -> list[ev.Event]:
+        """PassStarted and NodeRan of every recorded node of pass `index`; the walk at its first node."""
+        assert self._rec is not None
+        info = self._passes[index]
+        graph = self._graph(index)
+        stats = self._rec.stats(index)
+        walk = self._rec.walk(index)
+        self._shown = _Shown(info, graph, stats, walk)
+        events: list[ev.Event] = [self._started(info, graph)]
+        for position, node in enumerate(walk, 1):
+            got = stats.get(node, NodeStats((), ()))
+            events.append(ev.NodeRan(index, node, position, got.grad_outputs, got.grad_inputs))
+        return events
+
+    def _show(self, index: int, reason: str) -> list[ev.Event]:
+        """`_enter` pass `index`, then pause: at the run's first breakpoint hit in it, else at its first node."""
+        assert self._rec is not None
+        events = self._enter(index)
+        shown = self._shown
+        assert shown is not None
+        hit = next((h for h in self._rec.hits() if h["pass"] == index and h["node"] in shown.walk), None)
+        if hit is not None:
+            shown.at = shown.walk.index(hit["node"])
+            got = self._grads(hit["node"])
+            # a `nan` hit stopped after the node that made the non-finite value, others before it
+            nan_here = hit["spec"] == "nan" and any_nonfinite(got.grad_inputs) and not any_nonfinite(got.grad_outputs)
+            shown.phase = "after" if nan_here else "before"
+            shown.nan_seen = nan_here or any_nonfinite(got.grad_outputs)
+            reason = f"{reason}: the run stopped here (breakpoint {hit['breakpoint']}: {hit['spec']})"
+        else:
+            reason = f"{reason}: pass {index}, its first node"
+        events.append(self._paused(reason))
+        return events
+
+    def _grads(self, node: int) -> NodeStats:
+        assert self._shown is not None
+        return self._shown.stats.get(node, NodeStats((), ()))
+
+    def _paused(self, reason: str) -> ev.Paused:
+        shown = self._shown
+        assert shown is not None
+        node = shown.walk[shown.at]
+        got = self._grads(node)
+        grads = got.grad_outputs if shown.phase == "before" else got.grad_inputs
+        return ev.Paused(shown.info.index, node, shown.graph.nodes[node]["name"], shown.phase,  # type: ignore[arg-type]
+                         reason, grads, shown.at + (shown.phase == "after"), shown.graph.number_of_nodes())
+
+    # ---- commands --------------------------------------------------------------------------
+
+    def _run(self, command: Command, request: int) -> list[ev.Event]:
+        """The events that answer `command`."""
+        def answer(text: str, ok: bool = True) -> list[ev.Event]:
+            return [ev.CommandResult(command.text, text, ok=ok, request=request)]
+
+        shown = self._shown
+        assert shown is not None, "commands come after start()"
+        match command:
+            case ShowPass(index=index):
+                return self._pass_command(index, answer)
+            case Step():
+                return self._walk("step")
+            case Continue():
+                return self._walk("continue")
+            case Finish():
+                return self._walk("finish")
+            case Print(expr=None):
+                node = shown.walk[shown.at]
+                got = self._grads(node)
+                lines = format_grads(got.grad_outputs, "before")
+                if shown.phase == "after":
+                    lines += format_grads(got.grad_inputs, "after")
+                return answer("\n".join(lines) or "no gradients recorded")
+            case Print():
+                return answer(f"{READ_ONLY}: print EXPR needs a live run (print alone shows the statistics)", False)
+            case Scale() | Zero() | Clip() | SetGrad():
+                return answer(f"{READ_ONLY}: edits need a live run", False)
+            case Why():
+                return answer(f"{READ_ONLY}: why needs the live script's variables", False)
+            case Flow():
+                assert self._rec is not None
+                flow = self._rec.flow(shown.info.index)
+                if not flow:
+                    return answer(f"no gradient flow recorded for pass {shown.info.index}", False)
+                return answer("\n".join([f"gradient flow after pass {shown.info.index}:", *format_flow(flow)]))
+            case Break(spec=spec):
+                bp = self.breakpoints.add(spec)
+                return [*answer(f"breakpoint {bp.number} at {bp.spec.text}"), self._breakpoints_changed()]
+            case Delete(number=number):
+                try:
+                    gone = self.breakpoints.delete(number)
+                except CommandError as exc:
+                    return answer(str(exc), False)
+                return [*answer("deleted " + (", ".join(str(b.number) for b in gone) if gone else "nothing")),
+                        self._breakpoints_changed()]
+            case ListBreakpoints():
+                return answer("\n".join(self._breakpoint_lines()))
+            case Help():
+                return answer(REPLAY_HELP)
+            case Quit():
+                return self._end(by_user=True)
+            case _:
+                return answer(f"cannot run {command.text!r} in a replay", False)
+
+    def _pass_command(self, index: int, answer) -> list[ev.Event]:
+        info = self._passes.get(index)
+        with_nodes = [i for i, p in self._passes.items() if p.per_node]
+        listed = _ranges(with_nodes) or "none"
+        if info is None:
+            last = max(self._passes) if self._passes else None
+            return answer(f"no pass {index} in this recording" + (f" (passes 0-{last})" if last is not None else ""), False)
+        if not info.per_node or not self._walk_of(index):
+            loss = ", ".join(f"{v:.6g}" for v in info.losses if v is not None) or "-"
+            norm = "-" if info.grad_norm is None else f"{info.grad_norm:.6g}"
+            return answer(f"pass {index} has no per-node data (loss {loss} · gradient norm {norm} · "
+                          f"non-finite {info.nonfinite}); passes with per-node data: {listed}", False)
+        return self._show(index, "pass")
+
+    def _walk(self, mode: str) -> list[ev.Event]:
+        """Run the recorded nodes on from the pause, as `mode` would, to the next pause: on into
+        the next pass with per-node data when this one ends, the script's end after the last."""
+        shown = self._shown
+        assert shown is not None
+        events: list[ev.Event] = [ev.Resumed(shown.info.index, mode)]
+        while True:
+            node = shown.walk[shown.at]
+            got = self._grads(node)
+            if shown.phase == "before":
+                shown.phase = "after"
+                if mode == "continue" and (bp := self._stops_after(got)) is not None:
+                    return events + self._hit(bp)
+            shown.nan_seen = shown.nan_seen or any_nonfinite(got.grad_outputs) or any_nonfinite(got.grad_inputs)
+            if shown.at + 1 < len(shown.walk):
+                shown.at, shown.phase = shown.at + 1, "before"
+                if mode == "step":
+                    return [*events, self._paused("step")]
+                if mode == "continue" and (bp := self._stops_before()) is not None:
+                    return events + self._hit(bp)
+                continue
+            events.append(self._finished(shown.info))
+            later = next((i for i in sorted(self._passes) if i > shown.info.index and self._passes[i].per_node
+                          and self._walk_of(i)), None)
+            if later is None:
+                return events + self._end()
+            events += self._enter(later)
+            shown = self._shown
+            if mode != "continue":
+                return [*events, self._paused(mode)]
+            if (bp := self._stops_before()) is not None:
+                return events + self._hit(bp)
+
+    def _stops_before(self) -> Breakpoint | None:
+        """The breakpoint that stops before the paused node (a loss spec: at a pass's first node)."""
+        shown = self._shown
+        assert shown is not None
+        node = shown.walk[shown.at]
+        if shown.at == 0:
+            losses = shown.info.losses
+            bp = self.breakpoints.find_loss(losses, any(v is not None and v != v for v in losses))
+            if bp is not None:
+                return bp
+        return self.breakpoints.find(shown.graph.nodes[node], node, shown.info.index, shown.at == 0,
+                                     self._grads(node).grad_outputs, shown.nan_seen, shown.fired)
+
+    def _stops_after(self, got: NodeStats) -> Breakpoint | None:
+        """A `nan` breakpoint that stops after the paused node: it sent on a non-finite value."""
+        shown = self._shown
+        assert shown is not None
+        seen = shown.nan_seen or any_nonfinite(got.grad_outputs)
+        return next((bp for bp in self.breakpoints if bp.spec.kind == "nan"
+                     and matches_grads(bp.spec, got.grad_inputs, seen)), None)
+
+    def _hit(self, bp: Breakpoint) -> list[ev.Event]:
+        shown = self._shown
+        assert shown is not None
+        bp.hits += 1
+        shown.fired = shown.fired | {bp.number}
+        return [ev.BreakpointHit(bp.number, bp.spec.text, shown.info.index, shown.walk[shown.at]),
+                self._breakpoints_changed(), self._paused(f"breakpoint {bp.number}: {bp.spec.text}")]
+
+    def _breakpoints_changed(self) -> ev.BreakpointsChanged:
+        return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(b.number, b.spec.text, b.hits) for b in self.breakpoints))
+
+    def _breakpoint_lines(self) -> list[str]:
+        lines = [str(bp) for bp in self.breakpoints] or ["no breakpoints"]
+        hits = self._rec.hits() if self._rec is not None else []
+        if hits:
+            lines.append("recorded hits:")
+            lines += [f"  breakpoint {h['breakpoint']} ({h['spec']}) at pass {h['pass']} #{h['node']}" for h in hits]
+        return lines
+
+
+def _ranges(indexes: list[int]) -> str:
+    """`26-30, 35`: sorted indexes as runs."""
+    runs: list[list[int]] = []
+    for i in sorted(indexes):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

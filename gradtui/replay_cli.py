@@ -1,0 +1,91 @@
+"""`gradtui replay DB`: the debugger over a recording (`--record DB`), in the UI or headless.
+
+The recording is a `ReplayTarget`: the same UI and the same headless driver as a live run,
+read-only. Headless, the -c / -x commands are fed at the replay's pauses as `gradtui
+--headless` feeds them; when they run out the replay ends. A path that is not a recording
+this gradtui reads is one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from gradtui.core import events as ev
+from gradtui.core.commands import parse_file
+from gradtui.record.replay import ReplayTarget, open_recording, parse_replay
+from gradtui.wire.target import TargetError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `gradtui replay`."""
+    parser = argparse.ArgumentParser(
+        prog="gradtui replay", description="Browse a recording made with --record DB: its passes, any recorded "
+                                           "pass node by node, step/continue through it (read-only).",
+        epilog="examples:\n  gradtui replay run.db\n  gradtui replay run.db --headless -c 'pass 30' -c print",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("db", metavar="DB", help="the recording (a SQLite database written by --record)")
+    parser.add_argument("--headless", action="store_true", help="no UI: run the commands at the pauses, print")
+    parser.add_argument("-c", dest="commands", action="append", default=[], metavar="CMD",
+                        help="a command to run at the pauses (repeatable, in order); `pass N` shows pass N")
+    parser.add_argument("-x", dest="command_file", metavar="FILE", help="a file of commands, run before -c")
+    parser.add_argument("--theme", metavar="NAME", help="a Textual theme for the UI")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """Run `gradtui replay`; returns the exit status (2: bad input)."""
+    options = build_parser().parse_args(argv)
+    try:
+        open_recording(options.db).close()
+    except TargetError as exc:
+        print(f"gradtui replay: cannot replay {options.db}: {exc}", file=sys.stderr)
+        return 2
+    commands: list[str] = []
+    if options.command_file:
+        try:
+            commands += parse_file(options.command_file)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason})"
+            print(f"gradtui replay: cannot read -x {options.command_file}: {why}", file=sys.stderr)
+            return 2
+    commands += options.commands
+    target = ReplayTarget(options.db)
+    if options.headless:
+        return asyncio.run(replay_headless(target, commands))
+    from gradtui.ui.app import run_app
+
+    run_app(None, target=target, commands=commands, theme=options.theme)
+    return 0  # leaving a replay is how it ends, not a failure of the run
+
+
+async def replay_headless(target: ReplayTarget, commands: list[str]) -> int:
+    """Feed `commands` at the replay's pauses and print its events, as --headless does."""
+    from gradtui.headless import HeadlessDriver
+
+    try:
+        await target.start()
+    except TargetError as exc:
+        print(f"gradtui replay: {exc}", file=sys.stderr)
+        return 2
+    driver = HeadlessDriver(_Link(target), commands, sys.stdout, sys.stderr, check=parse_replay)
+    async for batch in target.batches():
+        for event in batch:
+            driver(event)
+            if isinstance(event, ev.ScriptFinished):
+                return 0
+    return 0
+
+
+class _Link:
+    """What the headless driver needs of its target: submit a line, detach (ends the replay)."""
+
+    def __init__(self, target: ReplayTarget) -> None:
+        self._target = target
+
+    def submit(self, text: str) -> int:
+        return self._target.submit(text)
+
+    def detach(self) -> None:
+        asyncio.ensure_future(self._target.detach())
