@@ -43,3 +43,16 @@ async def test_the_ui_stays_open_when_the_agent_dies_and_says_how(script, words,
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_value is not None, what="q to leave")
     assert app.return_value == status and app.return_value != QUIT_STATUS
+
+
+@pytest.mark.asyncio
+async def test_quit_typed_in_the_command_bar_ends_the_agent_and_the_app():
+    """`send` called the coroutine `run_action("quit")` without awaiting it: typed quit did nothing."""
+    app = GradtuiApp(ui_script("owns_signals.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        process = app.target.process
+        await pilot.press("colon", *"quit", "enter")
+        await wait_for(pilot, lambda: process.returncode is not None and app.return_value is not None,
+                       what="the agent to end and the app to exit")
+    assert app.return_value == QUIT_STATUS
