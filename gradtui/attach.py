@@ -16,10 +16,10 @@ import sys
 
 from gradtui.agent.main import parse_address
 from gradtui.agent.runtime import AgentEntry, running_agents
-from gradtui.core import events as ev
-from gradtui.core.commands import parse_file
+from gradtui.clientcli import UsageError, drive_headless, read_commands
 from gradtui.wire.client import RemoteTarget
-from gradtui.wire.target import TargetError
+
+DETACHED = "(gradtui) detached: the script runs on; its breakpoints stay armed for the next client"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,57 +73,15 @@ def main(argv: list[str]) -> int:
         print(f"gradtui attach: no runtime file names an agent at {found.address}: give its token with --token",
               file=sys.stderr)
         return 2
-    commands = parse_file(options.command_file) if options.command_file else []
-    commands += options.commands
+    try:
+        commands = read_commands(options.command_file, options.commands)
+    except UsageError as exc:
+        print(f"gradtui attach: {exc}", file=sys.stderr)
+        return 2
     target = RemoteTarget(token, address=parse_address(found.address), script=found.script)
     if options.headless:
-        return asyncio.run(attach_headless(target, commands))
+        return asyncio.run(drive_headless(target, commands, prog="gradtui attach", leave_after_pass=True,
+                                          detached=DETACHED))
     from gradtui.ui.app import run_app
 
     return run_app(None, target=target, commands=commands, theme=options.theme)
-
-
-async def attach_headless(target: RemoteTarget, commands: list[str]) -> int:
-    """Feed `commands` at the remote agent's pauses and print its events, as --headless does."""
-    from gradtui.headless import HeadlessDriver
-
-    try:
-        await target.start()
-    except TargetError as exc:
-        print(f"gradtui attach: {exc}", file=sys.stderr)
-        return 2
-    detach = asyncio.Event()
-    link = _Link(target, detach)
-    driver = HeadlessDriver(link, commands, sys.stdout, sys.stderr)
-    status: int | None = None
-    async for batch in target.batches():
-        for event in batch:
-            driver(event)
-            if isinstance(event, ev.ScriptFinished):
-                status = event.exit_status
-            elif (isinstance(event, ev.PassFinished) and driver.feeder.started and not driver.feeder.commands
-                  and not driver.feeder.paused):
-                detach.set()  # the last command ran on to the end of its pass: the process is not ours to wait for
-        if detach.is_set():
-            await target.detach()
-            print("(gradtui) detached: the script runs on; its breakpoints stay armed for the next client")
-            return 0
-    target.close()
-    if status is None:
-        print(f"gradtui attach: the agent went away ({target.bye or 'connection closed'})", file=sys.stderr)
-        return 1
-    return status
-
-
-class _Link:
-    """What the headless driver needs of its target: submit a line, detach."""
-
-    def __init__(self, target: RemoteTarget, detach: asyncio.Event) -> None:
-        self._target = target
-        self._detach = detach
-
-    def submit(self, text: str) -> int:
-        return self._target.submit(text)
-
-    def detach(self) -> None:
-        self._detach.set()

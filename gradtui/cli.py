@@ -7,7 +7,7 @@ import os
 import sys
 from importlib import resources
 
-from gradtui.core.commands import parse_file
+from gradtui.clientcli import UsageError, read_commands
 from gradtui.options import RunOptions, build_session
 from gradtui.outputs import OUTPUT_FAILED, OutputError, Outputs
 
@@ -124,15 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(script):
         print(f"gradtui: no such script: {script}", file=sys.stderr)
         return 2
-    commands = []
-    if options.command_file:
-        try:
-            commands += parse_file(options.command_file)
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-            print(f"gradtui: cannot read -x {options.command_file}: {why}", file=sys.stderr)
-            return 2
-    commands += options.commands
+    try:
+        commands = read_commands(options.command_file, options.commands)
+    except UsageError as exc:
+        print(f"gradtui: {exc}", file=sys.stderr)
+        return 2
     report = os.path.abspath(options.report) if options.report is not None else None  # the script may chdir
     problem = report is not None and _unwritable(options.report)
     if problem:

@@ -12,8 +12,7 @@ import argparse
 import asyncio
 import sys
 
-from gradtui.core import events as ev
-from gradtui.core.commands import parse_file
+from gradtui.clientcli import UsageError, drive_headless, read_commands
 from gradtui.record.replay import ReplayTarget, open_recording, parse_replay
 from gradtui.wire.target import TargetError
 
@@ -42,50 +41,17 @@ def main(argv: list[str]) -> int:
     except TargetError as exc:
         print(f"gradtui replay: cannot replay {options.db}: {exc}", file=sys.stderr)
         return 2
-    commands: list[str] = []
-    if options.command_file:
-        try:
-            commands += parse_file(options.command_file)
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason})"
-            print(f"gradtui replay: cannot read -x {options.command_file}: {why}", file=sys.stderr)
-            return 2
-    commands += options.commands
+    try:
+        commands = read_commands(options.command_file, options.commands)
+    except UsageError as exc:
+        print(f"gradtui replay: {exc}", file=sys.stderr)
+        return 2
     target = ReplayTarget(options.db)
     if options.headless:
-        return asyncio.run(replay_headless(target, commands))
+        # a replay's end is how it ends, not the recorded run's status
+        return asyncio.run(drive_headless(target, commands, prog="gradtui replay", check=parse_replay,
+                                          status_of=lambda end: 0))
     from gradtui.ui.app import run_app
 
     run_app(None, target=target, commands=commands, theme=options.theme)
     return 0  # leaving a replay is how it ends, not a failure of the run
-
-
-async def replay_headless(target: ReplayTarget, commands: list[str]) -> int:
-    """Feed `commands` at the replay's pauses and print its events, as --headless does."""
-    from gradtui.headless import HeadlessDriver
-
-    try:
-        await target.start()
-    except TargetError as exc:
-        print(f"gradtui replay: {exc}", file=sys.stderr)
-        return 2
-    driver = HeadlessDriver(_Link(target), commands, sys.stdout, sys.stderr, check=parse_replay)
-    async for batch in target.batches():
-        for event in batch:
-            driver(event)
-            if isinstance(event, ev.ScriptFinished):
-                return 0
-    return 0
-
-
-class _Link:
-    """What the headless driver needs of its target: submit a line, detach (ends the replay)."""
-
-    def __init__(self, target: ReplayTarget) -> None:
-        self._target = target
-
-    def submit(self, text: str) -> int:
-        return self._target.submit(text)
-
-    def detach(self) -> None:
-        asyncio.ensure_future(self._target.detach())

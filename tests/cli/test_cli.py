@@ -286,3 +286,18 @@ def test_record_all_hooks_every_pass_and_the_default_does_not():
     assert [line.split(" · ")[0] for line in every.stdout.splitlines() if line.endswith("nodes ran")] == [
         f"pass {i} done" for i in range(4)]
     assert fast.stdout.splitlines()[-2] == every.stdout.splitlines()[-2]  # the same final loss
+
+
+@pytest.mark.parametrize("command", [["attach", "127.0.0.1:1", "--token", "t", "--headless"], ["replay", "DB"]])
+def test_every_client_command_says_why_it_cannot_read_its_command_file(tmp_path, capsys, command):
+    """attach and replay read -x as gradtui does: a bad file is one line and status 2, no traceback."""
+    from gradtui.cli import main
+    from gradtui.record.store import Recorder
+
+    if command[-1] == "DB":
+        command = ["replay", str(tmp_path / "run.db")]
+        Recorder(command[1], argv=[]).close()
+    assert main([*command, "-x", str(tmp_path / "nope.txt")]) == 2
+    err = capsys.readouterr().err
+    assert f"gradtui {command[0]}: cannot read -x {tmp_path / 'nope.txt'}: No such file or directory" in err
+    assert "Traceback" not in err

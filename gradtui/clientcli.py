@@ -1,0 +1,90 @@
+"""What the client commands share: `gradtui`, `gradtui attach` and `gradtui replay` read their
+-x / -c commands the same way, and `attach --headless` and `replay --headless` drive their
+target (a RemoteTarget, a ReplayTarget) with the same loop."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gradtui.core import events as ev
+from gradtui.core.commands import parse, parse_file
+from gradtui.wire.target import TargetError
+
+
+class UsageError(Exception):
+    """Bad input on the command line: the caller prints it as one line and exits with status 2."""
+
+
+def read_commands(command_file: str | None, commands: list[str]) -> list[str]:
+    """The -x file's commands (comments dropped) followed by the -c ones; raises UsageError
+    when the file cannot be read, saying why."""
+    read: list[str] = []
+    if command_file:
+        try:
+            read = parse_file(command_file)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+            raise UsageError(f"cannot read -x {command_file}: {why}") from None
+    return read + list(commands)
+
+
+async def drive_headless(target: Any, commands: list[str], *, prog: str, check: Callable[[str], object] = parse,
+                         leave_after_pass: bool = False, detached: str | None = None,
+                         status_of: Callable[[ev.ScriptFinished], int] = lambda end: end.exit_status) -> int:
+    """Feed `commands` at `target`'s pauses and print its events as `gradtui --headless` does;
+    return the exit status.
+
+    The driver detaches when the commands run out at a pause; with `leave_after_pass` also
+    when the pass the last command ran on in has finished (a process the client did not start
+    may never end). `detached` is printed on detaching. The status is `status_of` the
+    ScriptFinished; a target that ends without one went away: status 1.
+    """
+    from gradtui.headless import HeadlessDriver
+
+    try:
+        await target.start()
+    except TargetError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    detach = asyncio.Event()
+    driver = HeadlessDriver(_Link(target, detach), commands, sys.stdout, sys.stderr, check=check)
+    status: int | None = None
+    async for batch in target.batches():
+        for event in batch:
+            driver(event)
+            if isinstance(event, ev.ScriptFinished):
+                status = status_of(event)
+            elif (leave_after_pass and isinstance(event, ev.PassFinished) and driver.feeder.started
+                  and not driver.feeder.commands and not driver.feeder.paused):
+                detach.set()
+        if status is not None:
+            break
+        if detach.is_set():
+            await target.detach()
+            if detached:
+                print(detached)
+            return 0
+    close = getattr(target, "close", None)
+    if close is not None:
+        close()
+    if status is None:
+        print(f"{prog}: the target went away ({getattr(target, 'bye', None) or 'connection closed'})", file=sys.stderr)
+        return 1
+    return status
+
+
+class _Link:
+    """What the headless driver needs of its target: submit a line, detach (at the next batch)."""
+
+    def __init__(self, target: Any, detach: asyncio.Event) -> None:
+        self._target = target
+        self._detach = detach
+
+    def submit(self, text: str) -> int:
+        return self._target.submit(text)
+
+    def detach(self) -> None:
+        self._detach.set()
