@@ -59,9 +59,10 @@ class TabService(AppService):
     """One browser tab's client process: textual-serve's AppService, started from an argv in
     its own session, stopped with a timeout (then killed, its whole process group)."""
 
-    def __init__(self, argv: list[str], **kwargs) -> None:
+    def __init__(self, argv: list[str], *, stop_timeout: float = STOP_TIMEOUT, **kwargs) -> None:
         super().__init__(" ".join(argv), **kwargs)
         self.argv = argv
+        self.stop_timeout = stop_timeout
         self._stopping: asyncio.Task[None] | None = None
 
     @property
@@ -88,15 +89,16 @@ class TabService(AppService):
             pass
 
     async def stop(self) -> None:
-        """Ask the app to quit (the tab detaches from the agent) and wait; kill it if it has not
-        ended within STOP_TIMEOUT. Safe to call more than once, and concurrently."""
+        """Ask the app to quit (the tab detaches from the agent) and wait; kill it, its whole
+        process group, if it has not ended within `stop_timeout` seconds. Safe to call more
+        than once, and concurrently."""
         if self._stopping is None:
             self._stopping = asyncio.ensure_future(self._stop())
         await asyncio.shield(self._stopping)
 
     async def _stop(self) -> None:
         try:
-            await asyncio.wait_for(super().stop(), STOP_TIMEOUT)
+            await asyncio.wait_for(super().stop(), self.stop_timeout)
         except (asyncio.TimeoutError, OSError, RuntimeError):
             pass
         process = self._process
@@ -108,7 +110,7 @@ class TabService(AppService):
             except ProcessLookupError:
                 pass
         try:
-            await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
+            await asyncio.wait_for(process.wait(), self.stop_timeout)
         except asyncio.TimeoutError:
             log.error("tab process %s did not end after SIGKILL", process.pid)
 
