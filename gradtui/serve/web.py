@@ -165,7 +165,12 @@ class BrowserServer(Server):
             "config": {"static": {"url": "/static/"}},
             "application": {"name": f"gradtui · {os.path.basename(agent.script) or agent.address}"},
         }
-        return aiohttp_jinja2.render_template("app_index.html", request, context)
+        response = aiohttp_jinja2.render_template("app_index.html", request, context)
+        # the page's URL holds the token: not to be cached, nor sent on as a Referer (the
+        # template loads a web font from Google)
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        return response
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         """One tab: start its client process, relay keys and screen until either side goes."""

@@ -53,6 +53,7 @@ async def test_the_page_with_the_token_points_its_websocket_at_the_host_it_was_a
     try:
         answer = await client.get(f"/?token={TOKEN}", headers={"Host": "localhost:9000"})
         assert answer.status == 200
+        assert answer.headers["Referrer-Policy"] == "no-referrer" and answer.headers["Cache-Control"] == "no-store"
         page = await answer.text()
         assert f'data-session-websocket-url="ws://localhost:9000/ws/{TOKEN}"' in page
         assert "gradtui · train.py" in page  # the agent's script names the page
