@@ -66,9 +66,9 @@ class TabService(AppService):
         self._stopping: asyncio.Task[None] | None = None
 
     @property
-    def pid(self) -> int | None:
-        """The tab process's pid, once started."""
-        return None if self._process is None else self._process.pid
+    def process(self) -> asyncio.subprocess.Process | None:
+        """The tab process, once started."""
+        return self._process
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> asyncio.subprocess.Process:
         self._process = await asyncio.create_subprocess_exec(

@@ -3,6 +3,7 @@ process (asked, then killed with its group), and which agent a tab attaches to."
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
@@ -36,8 +37,8 @@ async def _nothing(*args) -> None:
     pass
 
 
-def _service(argv: list[str]) -> TabService:
-    return TabService(argv, stop_timeout=0.5, write_bytes=_nothing, write_str=_nothing, close=_nothing,
+def _service(argv: list[str], stop_timeout: float) -> TabService:
+    return TabService(argv, stop_timeout=stop_timeout, write_bytes=_nothing, write_str=_nothing, close=_nothing,
                       download_manager=DownloadManager())
 
 
@@ -49,32 +50,47 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _end(service: TabService) -> None:
+    """However the test went, no process of it is left (SIGKILL to its group)."""
+    process = service.process
+    if process is not None and process.returncode is None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 async def test_a_tab_process_that_ends_when_asked_is_not_killed():
-    service = _service([sys.executable, "-c", OBEDIENT])
-    await service.start(80, 24)
-    await service.stop()
-    await service.stop()  # a second stop (the websocket handler's, the server's) is harmless
-    assert service._process.returncode == 0
+    service = _service([sys.executable, "-c", OBEDIENT], stop_timeout=30)  # it ends long before
+    try:
+        await service.start(80, 24)
+        await service.stop()
+        await service.stop()  # a second stop (the websocket handler's, the server's) is harmless
+        assert service.process.returncode == 0
+    finally:
+        _end(service)
 
 
 async def test_a_tab_process_that_ignores_the_quit_is_killed_with_its_whole_group(tmp_path):
     pidfile = tmp_path / "grandchild"
-    service = _service([sys.executable, "-c", STUBBORN, str(pidfile)])
-    await service.start(80, 24)
-    deadline = time.monotonic() + 30
-    while not (pidfile.exists() and pidfile.read_text()):
-        assert time.monotonic() < deadline, "the tab process did not start its child"
-        time.sleep(0.05)
-    grandchild = int(pidfile.read_text())
+    service = _service([sys.executable, "-c", STUBBORN, str(pidfile)], stop_timeout=0.5)
+    grandchild = None
     try:
+        await service.start(80, 24)
+        deadline = time.monotonic() + 30
+        while not (pidfile.exists() and pidfile.read_text()):
+            assert time.monotonic() < deadline, "the tab process did not start its child"
+            await asyncio.sleep(0.05)
+        grandchild = int(pidfile.read_text())
         await service.stop()
-        assert service._process.returncode == -signal.SIGKILL
+        assert service.process.returncode == -signal.SIGKILL
         deadline = time.monotonic() + 10
         while not _gone(grandchild):
             assert time.monotonic() < deadline, "the tab process's own child outlived it"
-            time.sleep(0.05)
+            await asyncio.sleep(0.05)
     finally:
-        if not _gone(grandchild):
+        _end(service)
+        if grandchild is not None and not _gone(grandchild):
             os.kill(grandchild, signal.SIGKILL)
 
 
