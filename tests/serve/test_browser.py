@@ -146,7 +146,7 @@ async def wait_async(predicate, timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def in_the_browser(url: str, serve: Proc, agent_token: str) -> dict[str, object]:
+async def in_the_browser(url: str, serve: Proc) -> dict[str, object]:
     """Load `url` in headless Chromium: the first pause, `s`, then SIGINT to `serve` while the
     page is open. What was seen on the way."""
     binary = chromium_path()
@@ -165,6 +165,7 @@ async def in_the_browser(url: str, serve: Proc, agent_token: str) -> dict[str, o
             seen["first"] = await page.screen()
             seen["tabs"] = tabs = children(serve.process.pid)
             seen["tab argv"] = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in tabs]
+            seen["tab environ"] = [Path(f"/proc/{pid}/environ").read_bytes() for pid in tabs]
             await page.evaluate("window.__gradtuiTerminal.focus()")
             pressed = time.monotonic()
             await page.press("s")
@@ -207,13 +208,14 @@ def test_the_page_shows_the_paused_node_s_steps_a_wrong_token_is_refused_and_ctr
         status, page = http_status(f"{url}?token={token}")
         assert status == 200 and f"/ws/{token}" in page and agent_token not in page
 
-        seen = asyncio.run(in_the_browser(f"{url}?token={token}", serve, agent_token))
+        seen = asyncio.run(in_the_browser(f"{url}?token={token}", serve))
         assert "0/3 ran" in seen["first"] and "▶ 0 PowBackward0" in seen["first"]
         assert "1/3 ran" in seen["stepped"]  # the header: `s` ran exactly one node
         assert "▶ 1 MulBackward0" in seen["stepped"] and "✓ 0 PowBackward0" in seen["stepped"]
         [tab] = seen["tabs"]  # one tab, one process: the tab client, not the script
         [argv] = seen["tab argv"]
         assert b"gradtui.serve.tab" in argv and agent_token.encode() not in b" ".join(argv)
+        assert agent_token.encode() not in seen["tab environ"][0]  # the tab reads it from the runtime file
 
         # SIGINT ended the server and its tab process; the tab detached, so the script ran on
         # to its end, with the gradient a plain run gives
