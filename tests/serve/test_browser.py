@@ -174,7 +174,12 @@ async def in_the_browser(url: str, serve: Proc) -> dict[str, object]:
             seen["stepped"] = await page.screen()
             os.kill(serve.process.pid, signal.SIGINT)  # Ctrl-C, with the tab open
             await wait_async(lambda: serve.process.poll() is not None, 20, "gradtui serve to end after SIGINT")
-            seen["closed"] = await page.evaluate("document.body.classList.contains('-closed')")
+            deadline = time.monotonic() + 10
+            while not (closed := await page.evaluate("document.body.classList.contains('-closed')")):
+                if time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+            seen["closed"] = closed  # the page's "Session ended": its websocket was closed
         finally:
             await page.close()
     finally:
