@@ -173,7 +173,8 @@ async def in_the_browser(url: str, serve: Proc) -> dict[str, object]:
             seen["step"] = time.monotonic() - pressed
             seen["stepped"] = await page.screen()
             os.kill(serve.process.pid, signal.SIGINT)  # Ctrl-C, with the tab open
-            await wait_async(lambda: serve.process.poll() is not None, 20, "gradtui serve to end after SIGINT")
+            await wait_async(lambda: serve.read() or serve.process.poll() is not None, 20,  # read: a full pipe blocks it
+                             "gradtui serve to end after SIGINT")
             deadline = time.monotonic() + 10
             while not (closed := await page.evaluate("document.body.classList.contains('-closed')")):
                 if time.monotonic() > deadline:
