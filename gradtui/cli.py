@@ -114,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         from gradtui.replay_cli import main as replay_main
 
         return replay_main(argv[1:])
+    if argv and argv[0] == "serve" and not os.path.isfile(argv[0]):
+        from gradtui.serve.cli import main as serve_main
+
+        return serve_main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):
         from gradtui.attach import main as attach_main
 

@@ -1,0 +1,112 @@
+"""`python -m gradtui.serve.tab ADDRESS`: the client process of one browser tab.
+
+textual-serve starts it for each websocket, with Textual's web driver on its stdin/stdout. It
+is `gradtui attach ADDRESS`'s UI (the agent's token from its runtime file, or GRADTUI_TOKEN),
+with one difference: when the app ends without `q` (the tab was closed or reloaded, its SSH
+tunnel dropped, `gradtui serve` stopped), it detaches from the agent, so the script runs on
+with its breakpoints armed and the next tab attaches again; `gradtui attach` in a terminal
+stops the script instead. `q` in the tab still quits the script. If it cannot reach the
+agent, the tab shows why (in the UI's output pane) rather than a blank page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+
+from textual import events
+
+from gradtui.agent.main import parse_address
+from gradtui.agent.runtime import running_agents
+from gradtui.core import events as ev
+from gradtui.ui.app import GradtuiApp
+from gradtui.wire.client import RemoteTarget
+from gradtui.wire.target import TargetError, TargetInfo
+
+DETACH_TIMEOUT = 3.0
+"""Seconds the detach may take before the app ends anyway (the agent sees the socket close)."""
+
+
+class Unreachable:
+    """A DebugTarget that only says why there is no agent to attach to (its start fails)."""
+
+    def __init__(self, reason: str) -> None:
+        self.info = TargetInfo("")
+        self._reason = reason
+
+    async def start(self) -> None:
+        """Fail with the reason: the UI shows it."""
+        raise TargetError(self._reason)
+
+    def submit(self, text: str) -> int:
+        """Nothing to send to."""
+        return 0
+
+    async def batches(self) -> AsyncIterator[list[ev.Event]]:
+        """No events."""
+        return
+        yield  # pragma: no cover - makes this an async generator
+
+    async def quit(self) -> None:
+        """Nothing to stop."""
+
+    async def detach(self) -> None:
+        """Nothing to leave."""
+
+
+class TabApp(GradtuiApp):
+    """The UI of a browser tab: an app that ends without `q` detaches instead of quitting."""
+
+    async def on_unmount(self, event: events.Unmount) -> None:
+        """Detach (GradtuiApp's own handler, which stops the target, is not run)."""
+        if self.finished.is_set() or self.quitting:
+            return  # ended, or `q`: GradtuiApp's handler has nothing left to do
+        event.prevent_default()
+        self.quitting = True
+        try:
+            await asyncio.wait_for(self.target.detach(), DETACH_TIMEOUT)
+        except (asyncio.TimeoutError, OSError):
+            pass
+
+
+def target_for(address: str) -> RemoteTarget | Unreachable:
+    """The agent at `address`, with its token (GRADTUI_TOKEN, else its runtime file), as
+    `gradtui attach` finds it."""
+    try:
+        host, port = parse_address(address)
+        found = next((a for a in running_agents() if parse_address(a.address) == (host, port)), None)
+    except ValueError as exc:
+        return Unreachable(f"gradtui serve: {exc}")
+    token = os.environ.get("GRADTUI_TOKEN") or (found.token if found else "")
+    if not token:
+        return Unreachable(f"gradtui serve: no runtime file names an agent at {address} (has it ended?); "
+                           "for an agent of another user or machine, start gradtui serve with GRADTUI_TOKEN set")
+    return RemoteTarget(token, address=(host, port), script=found.script if found else "")
+
+
+def _die_with_parent() -> None:
+    """Linux: get SIGKILL when `gradtui serve` dies, however it dies (the agent then sees its
+    client go, and runs on)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def main(argv: list[str]) -> int:
+    """Run one tab's UI against the agent at argv[0]; returns the app's exit status."""
+    _die_with_parent()
+    if len(argv) != 1:
+        print("usage: python -m gradtui.serve.tab ADDRESS", file=sys.stderr)
+        return 2
+    app = TabApp(target=target_for(argv[0]))
+    app.run()
+    return app.return_code or app.exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

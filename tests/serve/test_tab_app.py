@@ -1,0 +1,82 @@
+"""The UI of a browser tab (gradtui.serve.tab) in Textual's test harness, against a fake
+target: an app that ends without `q` (the tab went, the server stopped) detaches, `q` still
+quits the script, and an agent that cannot be reached is shown, not a blank page."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from gradtui.serve.tab import TabApp, Unreachable, target_for
+from gradtui.ui.widgets.output_log import OutputLog
+from gradtui.wire.target import TargetInfo
+
+SIZE = (100, 30)
+
+
+class FakeTarget:
+    """A target that connects, sends nothing, and notes whether it was quit or detached."""
+
+    def __init__(self) -> None:
+        self.info = TargetInfo("/x/train.py")
+        self.calls: list[str] = []
+        self._gone = asyncio.Event()
+
+    async def start(self) -> None:
+        self.calls.append("start")
+
+    def submit(self, text: str) -> int:
+        self.calls.append(f"submit {text}")
+        return 1
+
+    async def batches(self):
+        await self._gone.wait()
+        return
+        yield
+
+    async def quit(self) -> None:
+        self.calls.append("quit")
+        self._gone.set()
+
+    async def detach(self) -> None:
+        self.calls.append("detach")
+        self._gone.set()
+
+
+async def _until(pilot, predicate, what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.02)
+
+
+async def test_an_app_ended_without_q_detaches_and_leaves_the_script_running():
+    target = FakeTarget()
+    app = TabApp(target=target)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: "start" in target.calls, "the target to start")
+        app.exit()  # what textual-serve's quit packet does (the websocket closed, or Ctrl-C)
+    assert target.calls == ["start", "detach"]
+
+
+async def test_q_in_a_tab_still_quits_the_script():
+    target = FakeTarget()
+    app = TabApp(target=target)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: "start" in target.calls, "the target to start")
+        await pilot.press("q")
+        await _until(pilot, lambda: app.return_value is not None, "q to leave")
+    assert target.calls == ["start", "quit"]
+
+
+async def test_an_agent_that_is_not_there_is_explained_in_the_tab(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADTUI_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.delenv("GRADTUI_TOKEN", raising=False)
+    target = target_for("127.0.0.1:9")
+    assert isinstance(target, Unreachable)
+    app = TabApp(target=target)
+    async with app.run_test(size=SIZE) as pilot:
+        log = app.query_one(OutputLog)
+        await _until(pilot, lambda: "no runtime file names an agent at 127.0.0.1:9" in " ".join(log.plain_lines()),
+                     "the reason in the output pane")
+    assert isinstance(target_for("not an address"), Unreachable)

@@ -1,0 +1,76 @@
+"""gradtui serve's web app in this process (aiohttp's test server, no browser, no agent): the
+token guard, the page's URLs, and what is refused before any tab process starts."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from gradtui.serve.agents import AgentChoice
+from gradtui.serve.web import BrowserServer, ServeOptions
+
+TOKEN = "serve-token-123"
+AGENT = AgentChoice("127.0.0.1:5678", "/home/u/train.py", 42)
+
+
+async def _client(agent: AgentChoice | None = AGENT) -> tuple[BrowserServer, TestClient]:
+    server = BrowserServer(ServeOptions("127.0.0.1", 0, TOKEN, None), choose_agent=lambda address: agent)
+    client = TestClient(TestServer(server.make_app()))
+    await client.start_server()
+    return server, client
+
+
+@pytest.mark.parametrize("query", ["", "?token=", "?token=serve-token-12", "?token=serve-token-1234", "?tok=serve-token-123"])
+async def test_the_page_without_the_token_is_refused(query):
+    server, client = await _client()
+    try:
+        answer = await client.get(f"/{query}")
+        assert answer.status == 403
+        text = await answer.text()
+        assert "wrong or missing token" in text and TOKEN not in text
+    finally:
+        await client.close()
+    assert server.started == 0
+
+
+async def test_a_websocket_without_the_token_is_refused_before_any_tab_process_starts():
+    server, client = await _client()
+    try:
+        for path in ("/ws/wrong", "/ws/", f"/ws/{TOKEN}x", f"/ws?token={TOKEN}"):
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await client.ws_connect(path)
+            assert refused.value.status in (403, 404), path
+        assert server.started == 0 and not server.tabs
+    finally:
+        await client.close()
+
+
+async def test_the_page_with_the_token_points_its_websocket_at_the_host_it_was_asked_for():
+    """Through `ssh -L 9000:127.0.0.1:8000` the browser asks for localhost:9000: the websocket's
+    URL must say that, not the address the server is bound to."""
+    server, client = await _client()
+    try:
+        answer = await client.get(f"/?token={TOKEN}", headers={"Host": "localhost:9000"})
+        assert answer.status == 200
+        assert answer.headers["Referrer-Policy"] == "no-referrer" and answer.headers["Cache-Control"] == "no-store"
+        page = await answer.text()
+        assert f'data-session-websocket-url="ws://localhost:9000/ws/{TOKEN}"' in page
+        assert "gradtui · train.py" in page  # the agent's script names the page
+        assert 'src="/static/js/textual.js"' in page
+        script = await client.get("/static/js/textual.js")  # textual-serve's own files need no token
+        assert script.status == 200 and "WebSocket" in await script.text()
+    finally:
+        await client.close()
+    assert server.started == 0
+
+
+async def test_with_no_agent_running_the_page_says_how_to_start_one():
+    server, client = await _client(agent=None)
+    try:
+        answer = await client.get(f"/?token={TOKEN}")
+        assert answer.status == 503
+        assert "gradtui --listen" in await answer.text()
+    finally:
+        await client.close()
+    assert server.started == 0
