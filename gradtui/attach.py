@@ -14,10 +14,8 @@ import asyncio
 import os
 import sys
 
-from gradtui.agent.main import parse_address
-from gradtui.agent.runtime import AgentEntry, running_agents
+from gradtui.agent.runtime import AgentEntry, parse_address, running_agents
 from gradtui.clientcli import UsageError, drive_headless, read_commands
-from gradtui.wire.client import RemoteTarget
 
 DETACHED = "(gradtui) detached: the script runs on; its breakpoints stay armed for the next client"
 
@@ -78,6 +76,8 @@ def main(argv: list[str]) -> int:
     except UsageError as exc:
         print(f"gradtui attach: {exc}", file=sys.stderr)
         return 2
+    from gradtui.wire.client import RemoteTarget  # imports torch (the events): only once the input is good
+
     target = RemoteTarget(token, address=parse_address(found.address), script=found.script)
     if options.headless:
         return asyncio.run(drive_headless(target, commands, prog="gradtui attach", leave_after_pass=True,

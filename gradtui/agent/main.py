@@ -20,7 +20,7 @@ import sys
 import threading
 
 from gradtui.agent.output import FdTee
-from gradtui.agent.runtime import AgentEntry, remove_entry, write_entry
+from gradtui.agent.runtime import AgentEntry, parse_address, remove_entry, write_entry
 from gradtui.agent.server import AgentServer, ServerHooks
 from gradtui.options import RunOptions, build_session
 from gradtui.outputs import OUTPUT_FAILED, OutputError, Outputs
@@ -129,21 +129,6 @@ def child_main() -> int:
     if status == QUIT_STATUS:  # the user asked to stop: the script's atexit work is not wanted
         exit_now(status)
     return status
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT`, `:PORT` or `PORT` (loopback) as (host, port)."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "", text
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        number = int(port)
-    except ValueError:
-        raise ValueError(f"{text!r} is not [HOST:]PORT (e.g. :0, 127.0.0.1:5678)") from None
-    if not 0 <= number <= 65535:
-        raise ValueError(f"port {number} is out of range 0-65535")
-    return host, number
 
 
 def is_loopback(host: str) -> bool:

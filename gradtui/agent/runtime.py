@@ -84,3 +84,18 @@ def running_agents() -> list[AgentEntry]:
         else:
             remove_entry(path)
     return sorted(found, key=lambda e: e.pid)
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT`, `:PORT` or `PORT` (loopback) as (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"{text!r} is not [HOST:]PORT (e.g. :0, 127.0.0.1:5678)") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"port {number} is out of range 0-65535")
+    return host, number

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 
 from textual import events
 
-from gradtui.agent.main import parse_address
+from gradtui.agent.runtime import parse_address
 from gradtui.agent.runtime import running_agents
 from gradtui.core import events as ev
 from gradtui.ui.app import GradtuiApp

@@ -301,3 +301,22 @@ def test_every_client_command_says_why_it_cannot_read_its_command_file(tmp_path,
     err = capsys.readouterr().err
     assert f"gradtui {command[0]}: cannot read -x {tmp_path / 'nope.txt'}: No such file or directory" in err
     assert "Traceback" not in err
+
+
+CHECK_NO_TORCH = """
+import sys
+from gradtui import cli
+for argv in (['--headless', 'no/such/script.py'], ['attach', '--headless', '-x', 'no/such/file']):
+    assert cli.main(argv) == 2
+assert 'torch' not in sys.modules, 'bad input loaded torch'
+print('no torch loaded')
+"""
+
+
+def test_bad_input_is_answered_without_loading_torch():
+    """A typo on the command line is answered at once: torch (seconds to import) is not loaded."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", CHECK_NO_TORCH], capture_output=True, text=True, timeout=TIMEOUT,
+                          cwd=REPO, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no torch loaded" in done.stdout
