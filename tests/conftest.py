@@ -47,6 +47,15 @@ def example(name: str) -> str:
     return str(path)
 
 
+@pytest.fixture(autouse=True)
+def private_runtime_dir(tmp_path_factory, monkeypatch):
+    """Each test's agents write their runtime files to a folder of their own: a test never sees
+    the agents of a test running beside it (pytest-xdist), nor the user's own."""
+    folder = tmp_path_factory.mktemp("runtime")
+    folder.chmod(0o700)
+    monkeypatch.setenv("GRADTUI_RUNTIME_DIR", str(folder))
+
+
 # ---- running a script -------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -271,14 +272,17 @@ class GradtuiApp(NavigationActions, App[int]):
         header.status_short = state.status_short()
 
     def _show_selected(self, node: int | None) -> None:
-        nodes = self.query_one(NodeList)
+        try:
+            nodes, detail, graph = self.query_one(NodeList), self.query_one(DetailPane), self.query_one(GraphPane)
+        except NoMatches:  # a selection still queued when the app closed and removed its panes
+            return
         tree, path = nodes.tree, nodes.selected_module
         if node is None and tree is not None and path is not None:
-            self.query_one(DetailPane).show_module(tree, path)
-            self.query_one(GraphPane).show_module(path)
+            detail.show_module(tree, path)
+            graph.show_module(path)
             return
-        self.query_one(DetailPane).show(node)
-        self.query_one(GraphPane).show(node)
+        detail.show(node)
+        graph.show(node)
 
     def on_node_list_selected(self, message: NodeList.Selected) -> None:
         """The selection moved: show that node."""
