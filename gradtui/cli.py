@@ -31,6 +31,8 @@ also:
   gradtui attach [ADDRESS] [--headless -c CMD ...]   a client to an agent started with --listen
                                                     or gradtui.listen() (gradtui attach --help)
   gradtui replay DB [--headless -c CMD ...]         browse a recording (--record DB), read-only
+  gradtui serve [ADDRESS] [--port P]                the UI in a browser, a client of a listening agent
+                                                    (gradtui serve --help)
 
 examples:
   gradtui train.py --epochs 3
@@ -93,7 +95,21 @@ def _version() -> str:
         return "unknown"
 
 
-SUBCOMMANDS = ("attach", "replay")
+SUBCOMMANDS = ("attach", "replay", "serve")
+
+
+def _subcommand(name: str, argv: list[str]) -> int:
+    """Run `gradtui NAME ARGV` (each imported only when asked for: none loads the UI or torch early)."""
+    match name:
+        case "attach":
+            from gradtui.attach import main
+        case "replay":
+            from gradtui.replay_cli import main
+        case "serve":
+            from gradtui.serve.cli import main
+        case _:
+            raise ValueError(name)
+    return main(argv)
 
 
 def _positive(text: str) -> int:
@@ -110,18 +126,8 @@ def _positive(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gradtui` console script; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "replay" and not os.path.isfile(argv[0]):
-        from gradtui.replay_cli import main as replay_main
-
-        return replay_main(argv[1:])
-    if argv and argv[0] == "serve" and not os.path.isfile(argv[0]):
-        from gradtui.serve.cli import main as serve_main
-
-        return serve_main(argv[1:])
-    if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):
-        from gradtui.attach import main as attach_main
-
-        return attach_main(argv[1:])
+    if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):  # a script named `attach` still runs
+        return _subcommand(argv[0], argv[1:])
     parser = build_parser()
     options = parser.parse_args(argv)
     script = options.script or demo_path()
