@@ -143,6 +143,7 @@ set EXPR            replace the gradient by EXPR of g and torch (same shape/dtyp
 print [EXPR] (p)    statistics of the gradient, or of EXPR
 why NAME            is NAME on this pass's graph? why is its .grad None?
 flow                gradient flow of the last pass: grad/weight norm per parameter
+rank N / ranks      (torchrun job) show rank N / list the ranks and where each is
 help (h, ?)         this list
 quit (q)            stop the script and leave"""
 
@@ -156,6 +157,18 @@ _ALIASES = {
     "h": "help", "?": "help",
     "d": "delete",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Rank(Command):
+    """(torchrun job) Show rank `number`: its graph, gradients and pause."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ranks(Command):
+    """(torchrun job) List the ranks: where each is, its loss, its non-finite counts."""
 
 
 def parse_float(word: str, what: str) -> float:
@@ -209,6 +222,14 @@ def parse(text: str) -> Command:
 
         parse_spec(rest)
         return Break(line, rest)
+    if verb == "ranks":
+        if rest:
+            raise CommandError(f"ranks takes no argument (got {rest!r})")
+        return Ranks(line)
+    if verb == "rank":
+        if not rest:
+            raise CommandError("rank needs a rank number, e.g. rank 1")
+        return Rank(line, parse_int(rest, "rank", minimum=0))
     if verb == "delete":
         if rest == "all":
             return Delete(line, None)
