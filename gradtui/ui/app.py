@@ -30,6 +30,7 @@ from gradtui.core.breakpoints import parse_spec
 from gradtui.core.commands import CommandError, Quit, parse
 from gradtui.core.report import Report
 from gradtui.core.events import QUIT_STATUS
+from gradtui.dist.events import RanksChanged
 from gradtui.feeder import CommandFeeder
 from gradtui.options import RunOptions
 from gradtui.ui import fmt, keys
@@ -45,6 +46,7 @@ from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
 from gradtui.ui.widgets.header import GradHeader
+from gradtui.ui.widgets.ranks import RankStrip
 from gradtui.ui.widgets.node_list import Marker, NodeList
 from gradtui.ui.widgets.output_log import STREAM_STYLE, OutputLog
 from gradtui.wire.child import ChildTarget
@@ -124,6 +126,7 @@ class GradtuiApp(NavigationActions, App[int]):
     def compose(self) -> ComposeResult:
         """Header, node list + output on the left, detail + graph on the right, command bar, footer."""
         yield GradHeader(id="header")
+        yield RankStrip(id="ranks")  # a torchrun job's ranks (hidden otherwise)
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield NodeList(self.state, id="nodes")
@@ -210,6 +213,8 @@ class GradtuiApp(NavigationActions, App[int]):
         due = self.feeder.due(event)
         if isinstance(event, ev.CommandResult):
             self._show_result(event)
+        elif isinstance(event, RanksChanged):
+            self.query_one(RankStrip).update_ranks(event)
         elif isinstance(event, ev.BreakpointsChanged):
             self.breakpoints = event.breakpoints
             nodes = self.query_one(NodeList)
