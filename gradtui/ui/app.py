@@ -126,7 +126,6 @@ class GradtuiApp(NavigationActions, App[int]):
     def compose(self) -> ComposeResult:
         """Header, node list + output on the left, detail + graph on the right, command bar, footer."""
         yield GradHeader(id="header")
-        yield RankStrip(id="ranks")  # a torchrun job's ranks (hidden otherwise)
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield NodeList(self.state, id="nodes")
@@ -213,8 +212,12 @@ class GradtuiApp(NavigationActions, App[int]):
         due = self.feeder.due(event)
         if isinstance(event, ev.CommandResult):
             self._show_result(event)
-        elif isinstance(event, RanksChanged):
-            self.query_one(RankStrip).update_ranks(event)
+        elif isinstance(event, RanksChanged):  # a torchrun job: the rank strip, under the header
+            strips = self.query(RankStrip)
+            strip = strips.first() if strips else RankStrip(id="ranks")
+            if not strips:
+                self.mount(strip, after=self.query_one(GradHeader))
+            strip.update_ranks(event)
         elif isinstance(event, ev.BreakpointsChanged):
             self.breakpoints = event.breakpoints
             nodes = self.query_one(NodeList)
