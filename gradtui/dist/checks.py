@@ -75,7 +75,7 @@ class Checks:
                     got[r] = self.store.get(f"{key}/{r}")
                     break
                 except Exception:  # noqa: BLE001 - a slice of the wait ran out
-                    if self.link._passed(-1, r) or self.session.quitting:
+                    if self.link.passed(-1, r) or self.session.quitting:
                         break
         return got
 

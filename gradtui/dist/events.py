@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gradtui.core.events import Event
+from gradtui.core.events import Event, ParamFlow
+from gradtui.core.summary import format_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +55,22 @@ class RankWaiting(Event):
     pass_index: int
     node: int
     waiting_for: tuple[int, ...]
+
+
+def flow_table(flows: dict[int, tuple[ParamFlow, ...]], world: int) -> list[str]:
+    """`flow` on a job: per parameter, its gradient norm on every rank and their spread (max - min)."""
+    names: dict[str, dict[int, float | None]] = {}
+    for rank, rows in flows.items():
+        for row in rows:
+            names.setdefault(row.name, {})[rank] = row.grad_norm
+    if not names:
+        return ["no gradient flow yet: no backward pass has finished"]
+    lines = ["gradient norm per rank (spread = max - min):",
+             "  " + "parameter".ljust(24) + "".join(f"rank {r}".rjust(12) for r in range(world)) + "spread".rjust(12)]
+    for name, norms in names.items():
+        values = [norms.get(r) for r in range(world)]
+        known = [v for v in values if v is not None]
+        spread = max(known) - min(known) if len(known) > 1 else None
+        lines.append("  " + name[:24].ljust(24) + "".join(format_number(v).rjust(12) for v in values)
+                     + format_number(spread).rjust(12))
+    return lines

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,11 +29,9 @@ from gradtui.core import events as ev
 from gradtui.core.commands import (
     Break, Clip, CommandError, Continue, Delete, Finish, Flow, Print, Quit, Rank, Ranks, Scale, SetGrad, Step, Zero, parse,
 )
-from gradtui.core.summary import format_number
-from gradtui.dist.events import RanksChanged, RankState, RankWaiting, format_ranks
+from gradtui.dist.conn import RankConn, alive
+from gradtui.dist.events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks
 from gradtui.dist.rank import CONTROL
-from gradtui.wire import protocol
-from gradtui.wire.codec import from_wire
 
 PARKED = "parked"
 """How a parked rank's pause reason starts."""
@@ -67,56 +64,6 @@ class _Rank:
 
     def public(self) -> RankState:
         return RankState(self.rank, self.state, self.at, self.loss, self.nonfinite, self.pid)
-
-
-class RankConn:
-    """The hub's client connection to one other rank's agent (plain sockets, a reader thread)."""
-
-    def __init__(self, rank: int, address: str, token: str, on_event: Callable[[int, ev.Event], None],
-                 on_gone: Callable[[int, str | None], None]) -> None:
-        from gradtui.agent.main import parse_address
-
-        self.rank = rank
-        host, port = parse_address(address)
-        self._sock = socket.create_connection((host, port), timeout=protocol.HELLO_TIMEOUT)
-        protocol.check_hello(protocol.read_frame(self._sock))
-        self._sock.sendall(protocol.encode({"auth": token, "version": protocol.VERSION}))
-        answer = protocol.read_frame(self._sock)
-        if answer is None or "refused" in answer:
-            raise protocol.ProtocolError(f"rank {rank}'s agent refused the hub: {(answer or {}).get('refused')}")
-        self._sock.settimeout(None)
-        self._lock = threading.Lock()
-        self._on_event, self._on_gone = on_event, on_gone
-        self._thread = threading.Thread(target=self._read, name=f"gradtui-hub-rank{rank}", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        bye = None
-        try:
-            while (message := protocol.read_frame(self._sock)) is not None:
-                if "bye" in message:
-                    bye = message["bye"]
-                    break
-                for data in message.get("events") or ():
-                    self._on_event(self.rank, from_wire(data))
-        except (OSError, protocol.ProtocolError):
-            pass
-        self._on_gone(self.rank, bye)
-
-    def send(self, message: dict[str, Any]) -> None:
-        """Send one frame (quietly nothing if the rank is gone)."""
-        try:
-            with self._lock:
-                self._sock.sendall(protocol.encode(message))
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._sock.close()
 
 
 class JobHub:
@@ -261,7 +208,7 @@ class JobHub:
             if st.state == "done":
                 return
             st.state, st.paused = "dead", None
-            alive = st.pid is not None and _alive(st.pid)
+            alive = st.pid is not None and alive(st.pid)
             st.at = f"its agent went away ({bye or 'connection lost'}; pid {st.pid} {'still running' if alive else 'gone'})"
             try:
                 self._store.set(f"x/{rank}", "")
@@ -346,27 +293,12 @@ class JobHub:
                           "across ranks after their all-reduce", request)
 
     def _flow(self) -> list[str]:
-        """Per parameter, its gradient norm on every rank and their spread (max - min)."""
-        names: dict[str, dict[int, float | None]] = {}
-        for st in self._ranks:
-            for row in st.flow:
-                names.setdefault(row.name, {})[st.rank] = row.grad_norm
-        if not names:
-            return ["no gradient flow yet: no backward pass has finished"]
-        lines = ["gradient norm per rank (spread = max - min):",
-                 "  " + "parameter".ljust(24) + "".join(f"rank {r}".rjust(12) for r in range(self.world)) + "spread".rjust(12)]
-        for name, norms in names.items():
-            values = [norms.get(r) for r in range(self.world)]
-            known = [v for v in values if v is not None]
-            spread = max(known) - min(known) if len(known) > 1 else None
-            lines.append("  " + name[:24].ljust(24) + "".join(format_number(v).rjust(12) for v in values)
-                         + format_number(spread).rjust(12))
-        return lines
+        return flow_table({st.rank: st.flow for st in self._ranks}, self.world)
 
     def notice_deaths(self) -> None:
         """Declare dead every rank whose process is gone, now (before this process ends)."""
         for st in list(self._ranks[1:]):
-            if st.state not in ("dead", "done") and st.pid is not None and not _alive(st.pid):
+            if st.state not in ("dead", "done") and st.pid is not None and not alive(st.pid):
                 self._gone(st.rank, None)
 
     def quit_all(self) -> None:
@@ -456,18 +388,3 @@ class _Gather:
     ranks: list[int]
     answers: dict[int, ev.CommandResult] = field(default_factory=dict)
     done: bool = False
-
-
-def _alive(pid: int) -> bool:
-    """Is process `pid` running (a zombie, dead but not yet reaped by torchrun, is not)?"""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True

@@ -113,7 +113,7 @@ class RankLink:
                 last = now
                 if self.session.quitting:
                     return None  # the next hook raises GradtuiQuit
-                waiting = [r for r in waiting if r not in self.gone and not self._passed(index, r)]
+                waiting = [r for r in waiting if r not in self.gone and not self.passed(index, r)]
                 keys = [self._key(index, self._gate, r) for r in waiting]
                 if not told and now - since > WAITING_AFTER:
                     told = True
@@ -122,7 +122,7 @@ class RankLink:
     def _key(self, index: int, gate: int, rank: int) -> str:
         return f"g/{index}/{gate}/{rank}"
 
-    def _passed(self, index: int, rank: int) -> bool:
+    def passed(self, index: int, rank: int) -> bool:
         """Is `rank` past every gate of pass `index` (finished it, ended or died)?"""
         try:
             if self.store.check([f"x/{rank}"]) or self.store.check([f"e/{rank}"]):
