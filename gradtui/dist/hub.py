@@ -208,8 +208,8 @@ class JobHub:
             if st.state == "done":
                 return
             st.state, st.paused = "dead", None
-            alive = st.pid is not None and alive(st.pid)
-            st.at = f"its agent went away ({bye or 'connection lost'}; pid {st.pid} {'still running' if alive else 'gone'})"
+            running = st.pid is not None and alive(st.pid)
+            st.at = f"its agent went away ({bye or 'connection lost'}; pid {st.pid} {'still running' if running else 'gone'})"
             try:
                 self._store.set(f"x/{rank}", "")
             except Exception:  # noqa: BLE001 - the store is gone too: the job is ending
@@ -247,6 +247,10 @@ class JobHub:
             case Step() | Continue() | Finish():
                 self._resume(line, request)
             case Break() | Delete():
+                if isinstance(command, Delete) and command.number is None and self.diverge:
+                    self.diverge = False  # `delete all` disarms the job's diverge check too
+                    for r in self._live():
+                        self._control(r, "diverge off")
                 for r in self._live():
                     self._submit(r, line, request if r == self.shown else None)
             case Print():

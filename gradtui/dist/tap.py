@@ -43,6 +43,8 @@ class JobTap:
         """The agent's session, its own command and quit paths, and where it listens."""
         self.session, self._submit, self._quit, self._token = session, submit, quit_, token
         host, port = listener.getsockname()[:2]
+        if host in ("0.0.0.0", "::"):
+            host = socket.getfqdn()  # listening on every interface: rank 0 reaches it by name
         self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     # ---- the session listener --------------------------------------------------------------
