@@ -143,7 +143,6 @@ set EXPR            replace the gradient by EXPR of g and torch (same shape/dtyp
 print [EXPR] (p)    statistics of the gradient, or of EXPR
 why NAME            is NAME on this pass's graph? why is its .grad None?
 flow                gradient flow of the last pass: grad/weight norm per parameter
-rank N / ranks      (torchrun job) show rank N / list the ranks and where each is
 help (h, ?)         this list
 quit (q)            stop the script and leave"""
 
