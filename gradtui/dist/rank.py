@@ -107,7 +107,7 @@ class RankLink:
                 return None
             # Polled with check(), not store.wait(): a wait that runs out logs two warnings.
             time.sleep(delay)
-            delay = min(delay * 2 or 0.0005, POLL_MAX)
+            delay = min(delay * 2 or 0.0001, POLL_MAX)
             now = time.monotonic()
             if now - last >= SLICE:
                 last = now
