@@ -33,7 +33,10 @@ class Listening:
         self._paused = False
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        options = RunOptions(script, list(sys.argv[1:]), break_on=list(break_on))
+        from gradtui.dist.job import in_job_env
+
+        job = in_job_env()  # one rank of a torchrun job: every pass hooked, so every rank gates alike
+        options = RunOptions(script, list(sys.argv[1:]), break_on=list(break_on), record_all=job)
         self._listener = open_listener(address or "127.0.0.1:0")
         host, port = self._listener.getsockname()[:2]
         if not is_loopback(host):
@@ -44,8 +47,18 @@ class Listening:
         hooks = ServerHooks(submit=self._submit, quit=self._quit, resume=lambda: self.session.run_on(),
                             info={"script": script, "argv": sys.argv, "pid": os.getpid(), "kind": "listen"})
         self._server = AgentServer(self._listener, token, hooks)
-        self.session = build_session(options, self._server, self._watch)
-        self._entry = write_entry(AgentEntry(self.address, token, os.getpid(), script))
+        tap = None
+        if job:
+            from gradtui.dist.tap import JobTap
+
+            tap = JobTap(self._server)
+        self.session = build_session(options, tap or self._server, self._watch)
+        if tap is not None:
+            tap.bind(self.session, self._submit, self._quit, self._listener, token)
+            hooks.submit, hooks.quit, hooks.detached = tap.submit, tap.quit, tap.detached
+        from gradtui.dist.tap import is_follower
+
+        self._entry = None if is_follower() else write_entry(AgentEntry(self.address, token, os.getpid(), script))
         self._closed = False
         self._server.start()
         self.session.install()
@@ -96,7 +109,8 @@ class Listening:
         self.session.stop_debugging()
         self.session.uninstall()
         self._server.close("gradtui.listen() closed")
-        remove_entry(self._entry)
+        if self._entry is not None:
+            remove_entry(self._entry)
 
     def _at_exit(self) -> None:
         """The process is ending: tell the client, as a script's end is told."""
@@ -105,7 +119,8 @@ class Listening:
         self._closed = True
         self.session.emit(ev.ScriptFinished(0, None, False, self.session.passes, how="ended (the process exited)"))
         self._server.close("the process exited")
-        remove_entry(self._entry)
+        if self._entry is not None:
+            remove_entry(self._entry)
 
     def __enter__(self) -> "Listening":
         return self

@@ -12,6 +12,7 @@ Three ways in, one `run_agent`:
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import secrets
 import signal
@@ -52,12 +53,18 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
                         info={"script": options.script, "argv": [options.script, *options.args],
                               "pid": os.getpid(), "kind": "agent"})
     server = AgentServer(listener, token, hooks, exit_with_client=exit_with_client)
+    if listener is not None and _in_job():
+        options = dataclasses.replace(options, record_all=True)  # every rank hooks (and gates) every pass
     try:
         outputs = Outputs(options)
     except OutputError as exc:
         print(f"gradtui: {exc}", file=sys.stderr)
         return OUTPUT_FAILED
-    session = build_session(options, server, *outputs.listeners)
+    tap = _job_tap(server, listener)
+    session = build_session(options, tap or server, *outputs.listeners)
+    if tap is not None:  # one rank of a torchrun job: commands and quit go through the job's tap
+        tap.bind(session, submit, stop, listener, token)
+        hooks.submit, hooks.quit, hooks.detached = tap.submit, tap.quit, tap.detached
 
     def hard_exit(status: int) -> None:  # the script went on after quit (runner's watchdog)
         _end(server, outputs, "quit")
@@ -83,6 +90,27 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
             fds.stop()
         failures = _end(server, outputs, "the script ended")
     return OUTPUT_FAILED if failures and status == 0 else status
+
+
+def _in_job() -> bool:
+    from gradtui.dist.job import in_job_env
+
+    return in_job_env()
+
+
+def _follower() -> bool:
+    from gradtui.dist.tap import is_follower
+
+    return is_follower()
+
+
+def _job_tap(server: AgentServer, listener: socket.socket | None):
+    """A listening agent under torchrun (WORLD_SIZE > 1) is one rank of a job (gradtui.dist)."""
+    if listener is None or not _in_job():
+        return None
+    from gradtui.dist.tap import JobTap
+
+    return JobTap(server)
 
 
 def _is_quit(text: str) -> bool:
@@ -161,10 +189,11 @@ def listen_main(options: RunOptions) -> int:
               "and has the token can run code in the script's process", file=sys.stderr)
     token = secrets.token_urlsafe(24)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    path = write_entry(AgentEntry(address, token, os.getpid(), options.script))
+    path = None if _follower() else write_entry(AgentEntry(address, token, os.getpid(), options.script))
     print(f"gradtui: agent listening on {address} (pid {os.getpid()}); attach with: gradtui attach {address}",
           file=sys.stderr, flush=True)
     try:
         return run_agent(options, token, listener=listener, tee=True)
     finally:
-        remove_entry(path)
+        if path is not None:
+            remove_entry(path)

@@ -45,6 +45,8 @@ class ServerHooks:
     """Stop the script (the client asked to quit, or a child agent lost its UI)."""
     resume: Callable[[], None] = lambda: None
     """Let a paused engine run on (the client detached)."""
+    detached: Callable[[], None] = lambda: None
+    """The client went without quitting (a job's hub releases its ranks)."""
     info: dict[str, Any] = field(default_factory=dict)
     """What a client is told about the target in the welcome (script, argv, pid...)."""
 
@@ -206,7 +208,9 @@ class AgentServer:
             return
         if quit_ or self._exit_with_client:
             self._hooks.quit()
-        elif step_pause:
+            return
+        self._hooks.detached()
+        if step_pause:
             self._hooks.resume()
 
     # ---- events out ----------------------------------------------------------------------

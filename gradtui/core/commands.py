@@ -158,6 +158,18 @@ _ALIASES = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Rank(Command):
+    """(torchrun job) Show rank `number`: its graph, gradients and pause."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ranks(Command):
+    """(torchrun job) List the ranks: where each is, its loss, its non-finite counts."""
+
+
 def parse_float(word: str, what: str) -> float:
     """`word` as a finite number, read as `float()` reads it (`1e-3`, `1_000`, `٣`), or a
     CommandError that starts with `what` (`nan` and `inf` are refused: no command wants them).
@@ -209,6 +221,14 @@ def parse(text: str) -> Command:
 
         parse_spec(rest)
         return Break(line, rest)
+    if verb == "ranks":
+        if rest:
+            raise CommandError(f"ranks takes no argument (got {rest!r})")
+        return Ranks(line)
+    if verb == "rank":
+        if not rest:
+            raise CommandError("rank needs a rank number, e.g. rank 1")
+        return Rank(line, parse_int(rest, "rank", minimum=0))
     if verb == "delete":
         if rest == "all":
             return Delete(line, None)

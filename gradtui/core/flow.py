@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from gradtui.core.events import ParamFlow
+from gradtui.core.summary import freed, local_shard
 
 
 class LeafNames:
@@ -71,10 +72,11 @@ def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]]) -> tup
 
     Leaves without a `.grad` come first (ratio None), leaves with a non-finite gradient last.
     """
+    leaves = [item for item in leaves if not freed(item[2])]  # FSDP2's resharded parameters: nothing to read
     with torch.no_grad():
-        grads = [leaf.grad for _, _, leaf in leaves]
+        grads = [None if leaf.grad is None or freed(leaf.grad) else local_shard(leaf.grad) for _, _, leaf in leaves]
         have = [i for i, g in enumerate(grads) if g is not None]
-        both = _norms([_dense(leaf) for _, _, leaf in leaves] + [_dense(grads[i]) for i in have])  # one fused call
+        both = _norms([_dense(local_shard(leaf)) for _, _, leaf in leaves] + [_dense(grads[i]) for i in have])  # one fused call
         weight_norms = both[:len(leaves)]
         grad_norms: list[float | None] = [None] * len(leaves)
         for i, norm in zip(have, both[len(leaves):]):

@@ -91,6 +91,10 @@ class Session(CommandDispatch):
         self._flow_unhooked = flow_unhooked
         self._collector = False
         """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
+        self.follow: Callable[[PassRecord, int], str | None] | None = None
+        """Distributed follow mode's per-node "park here?" check (gradtui.dist.rank), or None.
+        Called before a node runs, after any pause of its own; it may block (the ranks' gate) and
+        returns a reason to pause here (another rank is paused) or None to let the node run."""
 
     # ---- wiring -------------------------------------------------------------------------
 
@@ -334,6 +338,11 @@ class Session(CommandDispatch):
         new = None
         if reason is not None:
             pause = self._wait(state, node, "before", reason, grads)
+            if pause.edited:
+                new = pause.grads
+                stats = summarize_all(new)
+        while self.follow is not None and (why := self.follow(state, node)) is not None:
+            pause = self._wait(state, node, "before", why, grads if new is None else new)  # parked
             if pause.edited:
                 new = pause.grads
                 stats = summarize_all(new)

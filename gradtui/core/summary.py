@@ -124,7 +124,7 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     for a pass running between pauses: min, max and mean are then None. Tensors of more
     than `CHUNK` elements are read chunk by chunk (see the module doc).
     """
-    t = tensor.detach()  # cheaper than no_grad(): reductions of a detached tensor record nothing
+    t = local_shard(tensor).detach()  # detach: cheaper than no_grad(); reductions record nothing
     shape = tuple(t.shape)
     dtype = dtype_name(t.dtype)
     numel = t.numel()
@@ -180,7 +180,28 @@ def no_values(t: torch.Tensor) -> str | None:
     fake = sys.modules.get("torch._subclasses.fake_tensor")  # no import: it exists only if torch loaded it
     if type(t) is not torch.Tensor and fake is not None and isinstance(t, fake.FakeTensor):
         return "a fake tensor has no values"
+    if freed(t):
+        return "its storage is freed (FSDP2 frees an unsharded parameter's after backward)"
     return None
+
+
+def freed(t: torch.Tensor) -> bool:
+    """Does `t` lack the storage its elements need? FSDP2 resizes an unsharded parameter's storage
+    to 0 after backward and keeps the tensor: reading it would read freed memory (a crash)."""
+    if t.layout != torch.strided or t.numel() == 0 or type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
+        return False
+    try:
+        extent = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+        return t.untyped_storage().nbytes() < (t.storage_offset() + extent) * t.element_size()
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+def local_shard(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard (never gathered: gathering is a collective that would need every
+    rank to take part); any other tensor as it is."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if callable(to_local) and type(t).__name__ == "DTensor" else t
 
 
 def _as_real_float(t: torch.Tensor) -> torch.Tensor:
@@ -403,6 +424,10 @@ def describe(value: Any) -> str:
 
 def _describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
+        if local_shard(value) is not value:
+            placements = ", ".join(str(p) for p in getattr(value, "placements", ()))
+            return (f"DTensor, this rank's local shard ({placements}; global shape {list(value.shape)}): "
+                    + format_stats(summarize(value)))
         return format_stats(summarize(value))
     if isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
         return "; ".join(f"[{i}] {format_stats(summarize(v))}" for i, v in enumerate(value))

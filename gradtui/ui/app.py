@@ -31,6 +31,7 @@ from gradtui.core.breakpoints import parse_spec
 from gradtui.core.commands import CommandError, Quit, parse
 from gradtui.core.report import Report
 from gradtui.core.events import QUIT_STATUS
+from gradtui.dist.events import RanksChanged
 from gradtui.feeder import CommandFeeder
 from gradtui.options import RunOptions
 from gradtui.ui import fmt, keys
@@ -46,6 +47,7 @@ from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
 from gradtui.ui.widgets.header import GradHeader
+from gradtui.ui.widgets.ranks import RankStrip
 from gradtui.ui.widgets.node_list import Marker, NodeList
 from gradtui.ui.widgets.output_log import STREAM_STYLE, OutputLog
 from gradtui.wire.child import ChildTarget
@@ -211,6 +213,12 @@ class GradtuiApp(NavigationActions, App[int]):
         due = self.feeder.due(event)
         if isinstance(event, ev.CommandResult):
             self._show_result(event)
+        elif isinstance(event, RanksChanged):  # a torchrun job: the rank strip, under the header
+            strips = self.query(RankStrip)
+            strip = strips.first() if strips else RankStrip(id="ranks")
+            if not strips:
+                self.mount(strip, after=self.query_one(GradHeader))
+            strip.update_ranks(event)
         elif isinstance(event, ev.BreakpointsChanged):
             self.breakpoints = event.breakpoints
             nodes = self.query_one(NodeList)

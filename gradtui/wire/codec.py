@@ -23,11 +23,14 @@ _GRAPH = "$graph"
 
 
 def _classes() -> dict[str, type]:
-    """Every dataclass that may travel: the events module's, and Stats."""
+    """Every dataclass that may travel: the events modules' (core and dist), and Stats."""
+    from gradtui.dist import events as dist_events  # a job's events (the rank strip) travel too
+
     found: dict[str, type] = {"Stats": Stats}
-    for name, value in vars(ev).items():
-        if isinstance(value, type) and dataclasses.is_dataclass(value):
-            found[name] = value
+    for module in (ev, dist_events):
+        for name, value in vars(module).items():
+            if isinstance(value, type) and dataclasses.is_dataclass(value):
+                found[name] = value
     return found
 
 

@@ -1,0 +1,158 @@
+"""Cross-rank checks: `break diverge`, gradients that differ across ranks after their all-reduce.
+
+After DDP's all-reduce every rank must hold the same parameter gradients, bit for bit; one
+that differs is a desync bug (or an edit through `no_sync`). With `break diverge` armed, at
+the end of every pass each rank hashes every parameter gradient of the pass (blake2b of its
+bytes; a DTensor's local shard is its own, so FSDP2's shards are not compared), writes the
+hashes to the job's store (`v/PASS/RANK`) and reads every rank's. For the first parameter (in
+engine order) whose hashes differ, the ranks exchange that gradient (`vt/PASS/RANK`), and
+each computes the max abs difference from every other rank's. The rank(s) whose hash differs
+from the most ranks' are named. Then every rank holds after that pass, its script stopped
+right after `backward()` returned: a `Paused` at the parameter's accumulator (phase `after`)
+that `continue` / `step` / `finish` end, `print` answers with the differences, `quit` stops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import queue
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import torch
+
+from gradtui.core import events as ev
+from gradtui.core.commands import CommandError, Continue, Finish, Print, Quit, Step, parse
+from gradtui.core.intercept import GradtuiQuit
+from gradtui.core.summary import summarize_all
+
+WAIT = timedelta(seconds=0.2)
+
+
+def local_of(grad: torch.Tensor) -> torch.Tensor:
+    """A gradient as this rank holds it: a DTensor's local shard, never gathered."""
+    to_local = getattr(grad, "to_local", None)
+    return to_local() if callable(to_local) else grad
+
+
+def digest(grad: torch.Tensor) -> str:
+    """A hash of a gradient's bytes (its local shard's)."""
+    t = local_of(grad).detach().cpu().contiguous()
+    return hashlib.blake2b(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"", digest_size=16).hexdigest()
+
+
+class Checks:
+    """The diverge check of one rank, and its hold after a pass (see module doc)."""
+
+    def __init__(self, session: Any, store: Any, rank: int, world: int, link: Any) -> None:
+        self.session, self.store, self.rank, self.world, self.link = session, store, rank, world, link
+        self.diverge = False
+        self.held = False
+        self._commands: queue.Queue[tuple[str, int]] = queue.Queue()
+        self._report = ""
+
+    def on_event(self, event: ev.Event) -> None:
+        """At the end of a pass with `diverge` armed: compare, and hold if a gradient differs."""
+        if not (self.diverge and isinstance(event, ev.PassFinished) and event.error is None):
+            return
+        found = self._compare(event.index)
+        if found is not None:
+            node, reason, grads = found
+            self._hold(event, node, reason, grads)
+
+    def _exchange(self, key: str, value: bytes) -> dict[int, bytes]:
+        """Write our `value` under `key/RANK`, read every live rank's."""
+        self.store.set(f"{key}/{self.rank}", value)
+        got: dict[int, bytes] = {self.rank: value}
+        for r in range(self.world):
+            if r == self.rank:
+                continue
+            while r not in self.link.gone:
+                try:
+                    self.store.wait([f"{key}/{r}"], WAIT)
+                    got[r] = self.store.get(f"{key}/{r}")
+                    break
+                except Exception:  # noqa: BLE001 - a slice of the wait ran out
+                    if self.link.passed(-1, r) or self.session.quitting:
+                        break
+        return got
+
+    def _compare(self, index: int) -> tuple[int, str, tuple[Any, ...]] | None:
+        leaves = []
+        for node, name, ref in self.link.leaves:
+            leaf = ref()
+            grad = getattr(leaf, "grad", None)
+            if grad is not None and not callable(getattr(grad, "to_local", None)):
+                leaves.append((node, name, grad))
+        mine = {name: digest(grad) for _, name, grad in leaves}
+        hashes = {r: json.loads(v) for r, v in self._exchange(f"v/{index}", json.dumps(mine).encode()).items()}
+        for node, name, grad in leaves:
+            seen = {r: h.get(name) for r, h in hashes.items()}
+            if len(set(seen.values())) < 2:
+                continue
+            tensors = self._exchange(f"vt/{index}", _to_bytes(grad))
+            local = grad.detach().cpu()
+            diffs = {}
+            for r, data in tensors.items():
+                if r != self.rank:
+                    other = torch.frombuffer(bytearray(data), dtype=local.dtype).reshape(local.shape) if data else None
+                    diffs[r] = float((other.double() - local.double()).abs().max()) if other is not None else float("nan")
+            counts = Counter(seen.values())
+            top = counts.most_common(1)[0][1]
+            odd = sorted(r for r, h in seen.items() if counts[h] < top) or sorted(r for r in seen if r != 0)
+            worst = max(diffs.values(), default=0.0)
+            which = ", ".join(f"rank {r}" for r in odd)
+            reason = (f"breakpoint diverge: {name} differs across ranks after its all-reduce: {which} "
+                      f"(max abs difference {worst:.6g} from this rank, rank {self.rank})")
+            self._report = "\n".join([reason, *(f"  vs rank {r}: max abs difference {d:.6g}" for r, d in sorted(diffs.items()))])
+            return node, reason, (grad,)
+        return None
+
+    def _hold(self, finished: ev.PassFinished, node: int, reason: str, grads: tuple[Any, ...]) -> None:
+        """Hold the script here (after backward) until a resuming command or quit."""
+        self.held = True
+        self.link.timeouts.raise_()
+        try:
+            self.session.emit(ev.Paused(finished.index, node, "AccumulateGrad", "after", reason,
+                                        summarize_all(grads, histogram=True), finished.done, finished.total))
+            while True:
+                try:
+                    text, request = self._commands.get(timeout=0.25)
+                except queue.Empty:
+                    if self.session.quitting:
+                        raise GradtuiQuit() from None
+                    continue
+                try:
+                    command = parse(text)
+                except CommandError as exc:
+                    self.session.emit(ev.CommandResult(text, str(exc), ok=False, request=request))
+                    continue
+                match command:
+                    case Continue() | Step() | Finish():
+                        self.session.run_on()
+                        if not isinstance(command, Continue):
+                            self.session._mode = "step"  # the next pass's first node (no node is left in this one)
+                        self.session.emit(ev.Resumed(finished.index, "continue" if isinstance(command, Continue) else "step"))
+                        return
+                    case Quit():
+                        raise GradtuiQuit()
+                    case Print():
+                        self.session.emit(ev.CommandResult(text, self._report, request=request))
+                    case _:
+                        self.session.emit(ev.CommandResult(
+                            text, "held after the pass by break diverge: continue, step, finish, print or quit",
+                            ok=False, request=request))
+        finally:
+            self.held = False
+            self.link.timeouts.restore()
+
+    def submit(self, text: str, request: int) -> None:
+        """A command for the hold (from the agent's command path)."""
+        self._commands.put((text, request))
+
+
+def _to_bytes(grad: torch.Tensor) -> bytes:
+    t = grad.detach().cpu().contiguous()
+    return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""

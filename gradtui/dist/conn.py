@@ -1,0 +1,78 @@
+"""The hub's connection to another rank's agent, and whether a rank's process still runs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from gradtui.core import events as ev
+from gradtui.wire import protocol
+from gradtui.wire.codec import from_wire
+
+
+class RankConn:
+    """The hub's client connection to one other rank's agent (plain sockets, a reader thread)."""
+
+    def __init__(self, rank: int, address: str, token: str, on_event: Callable[[int, ev.Event], None],
+                 on_gone: Callable[[int, str | None], None]) -> None:
+        from gradtui.agent.main import parse_address
+
+        self.rank = rank
+        host, port = parse_address(address)
+        self._sock = socket.create_connection((host, port), timeout=protocol.HELLO_TIMEOUT)
+        protocol.check_hello(protocol.read_frame(self._sock))
+        self._sock.sendall(protocol.encode({"auth": token, "version": protocol.VERSION}))
+        answer = protocol.read_frame(self._sock)
+        if answer is None or "refused" in answer:
+            raise protocol.ProtocolError(f"rank {rank}'s agent refused the hub: {(answer or {}).get('refused')}")
+        self._sock.settimeout(None)
+        self._lock = threading.Lock()
+        self._on_event, self._on_gone = on_event, on_gone
+        self._thread = threading.Thread(target=self._read, name=f"gradtui-hub-rank{rank}", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        bye = None
+        try:
+            while (message := protocol.read_frame(self._sock)) is not None:
+                if "bye" in message:
+                    bye = message["bye"]
+                    break
+                for data in message.get("events") or ():
+                    self._on_event(self.rank, from_wire(data))
+        except (OSError, protocol.ProtocolError):
+            pass
+        self._on_gone(self.rank, bye)
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send one frame (quietly nothing if the rank is gone)."""
+        try:
+            with self._lock:
+                self._sock.sendall(protocol.encode(message))
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+
+
+def alive(pid: int) -> bool:
+    """Is process `pid` running (a zombie, dead but not yet reaped by torchrun, is not)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

@@ -1,0 +1,394 @@
+"""Rank 0's side of a job: the job's one address, the shown rank, commands routed to every rank.
+
+Every rank's agent writes `a/RANK` (its address, token, pid) in the job's store once
+torch.distributed is initialised; rank 0's agent reads them all and connects to each other
+rank's agent as its client over the ordinary wire (hello, token, events, commands). The job's
+client attaches to rank 0's agent as to any agent. The hub hears every rank's events (rank 0's
+from its own session, the others' over their connections), keeps each rank's state and present
+pass, forwards the *shown* rank's events to the client (the others' output too, prefixed) and
+a `RanksChanged` whenever a rank's state changes. A rank that pauses on its own (a breakpoint,
+a step) has the others parked (`park`); if the shown rank was not itself paused, the client is
+switched to the rank that paused (as gdb does for the thread that hit a breakpoint), its pass
+replayed first. Commands from the client: see `JobHub.submit`. A rank whose connection ends
+without a `ScriptFinished` is dead: `x/RANK` goes in the store (gates no longer wait for it),
+the client is told, and the other ranks are released (no more gates, paused ones continue),
+so they end at their next collective rather than hang.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradtui.core import events as ev
+from gradtui.core.commands import (
+    Break, Clip, CommandError, Continue, Delete, Finish, Flow, Print, Quit, Rank, Ranks, Scale, SetGrad, Step, Zero, parse,
+)
+from gradtui.dist.conn import RankConn, alive
+from gradtui.dist.events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks
+from gradtui.dist.rank import CONTROL
+
+PARKED = "parked"
+"""How a parked rank's pause reason starts."""
+
+EDIT_NOTE = ("(edited on rank {rank} only: DDP will average this gradient into every rank at the "
+             "all-reduce)")
+
+SWITCH_AFTER = 0.3
+"""Seconds after another rank's own pause before the client is switched to it."""
+
+GATHER_TIMEOUT = 3.0
+"""Seconds `print` waits for every paused rank's answer."""
+
+
+@dataclass
+class _Rank:
+    """What the hub knows of one rank."""
+
+    rank: int
+    pid: int | None = None
+    state: str = "starting"
+    at: str = ""
+    loss: float | None = None
+    nonfinite: int = 0
+    paused: str | None = None
+    """`own` or `parked` while paused, else None."""
+    current: list[ev.Event] = field(default_factory=list)
+    """Its present pass's events (PassStarted first), replayed when the client switches to it."""
+    flow: tuple[ev.ParamFlow, ...] = ()
+
+    def public(self) -> RankState:
+        return RankState(self.rank, self.state, self.at, self.loss, self.nonfinite, self.pid)
+
+
+class JobHub:
+    """Rank 0's job hub (see module doc)."""
+
+    def __init__(self, world: int, out: Callable[[ev.Event], None], local: Any, store: Any) -> None:
+        """`out`: the job's client (rank 0's AgentServer as a listener); `local`: rank 0's tap
+        (`control(text)`, `submit(text, request)`, `quit_self()`); `store`: the job's store (gradtui's keys)."""
+        self.world = world
+        self.shown = 0
+        self._out = out
+        self._local = local
+        self._store = store
+        self._lock = threading.RLock()
+        self._ranks = [_Rank(r) for r in range(world)]
+        self._ranks[0].pid = os.getpid()
+        self._conns: dict[int, RankConn] = {}
+        self._ids = iter(range(-1, -(1 << 62), -1))
+        self._requests: dict[int, int] = {}
+        """Hub request id -> the client's request id, for the answers the client asked for."""
+        self._gathers: dict[int, _Gather] = {}
+        self._notes: dict[int, str] = {}
+        """Hub request id -> a line added to its answer (an edit's note about DDP)."""
+        self.diverge = False
+
+    # ---- joining --------------------------------------------------------------------------
+
+    def connect_all(self, timeout: float = 120.0) -> None:
+        """Read every other rank's registration from the store and connect to its agent."""
+        from datetime import timedelta
+
+        for r in range(1, self.world):
+            key = f"a/{r}"
+            self._store.wait([key], timedelta(seconds=timeout))
+            entry = json.loads(self._store.get(key))
+            self._ranks[r].pid = entry.get("pid")
+            self._conns[r] = RankConn(r, entry["address"], entry["token"], self.on_event, self._gone)
+        self._changed()
+
+    # ---- events from the ranks --------------------------------------------------------------
+
+    def on_event(self, rank: int, event: ev.Event) -> None:
+        """An event of `rank`'s session (rank 0's from its tap, the others' from their connection)."""
+        actions: list[Callable[[], None]] = []
+        with self._lock:
+            st = self._ranks[rank]
+            before = st.public()
+            forward: ev.Event | None = event
+            match event:
+                case ev.PassStarted():
+                    if event.recorded:
+                        st.current = [event]
+                    st.loss = next((v for v in event.losses if v is not None), st.loss)
+                    st.state, st.at = "running", f"pass {event.index}"
+                case ev.NodeRan():
+                    st.current.append(event)
+                case ev.Paused():
+                    st.current.append(event)
+                    st.paused = PARKED if event.reason.startswith(PARKED) else "own"
+                    st.state = "parked" if st.paused == PARKED else "paused"
+                    st.at = f"pass {event.pass_index} · #{event.node} {event.name}"
+                    forward = dataclasses.replace(event, reason=f"rank {rank} · {event.reason}")
+                    if st.paused == "own":
+                        actions += self._park_others(rank, event)
+                        if rank != self.shown and self._ranks[self.shown].paused != "own":
+                            actions.append(lambda r=rank: self._switch_soon(r))
+                case ev.Resumed():
+                    st.current.append(event)
+                    st.paused, st.state = None, "running"
+                case ev.PassFinished():
+                    st.current.append(event)
+                    st.paused, st.state = None, "running"
+                    st.flow = event.flow
+                    st.nonfinite = sum(f.nonfinite for f in event.flow)
+                case ev.ScriptFinished():
+                    st.paused, st.state = None, "done"
+                    st.at = event.how or f"exit status {event.exit_status}"
+                    if rank != 0:
+                        forward = None  # the job ends with rank 0 (and torchrun)
+                case RankWaiting():
+                    st.state = "waiting"
+                    st.at = f"pass {event.pass_index} · #{event.node} (for rank {', '.join(map(str, event.waiting_for))})"
+                    forward = None
+                case ev.CommandResult(request=request) if request is not None and request < 0:
+                    forward = self._answer(rank, event)
+                case ev.CommandResult():
+                    pass  # rank 0's answers to its own -c commands (none under a hub)
+                case ev.Output():
+                    if rank != self.shown:
+                        forward = dataclasses.replace(event, text="".join(
+                            f"[rank {rank}] {line}" for line in event.text.splitlines(keepends=True)))
+                case ev.BreakpointsChanged():
+                    pass
+            if forward is not None and (rank == self.shown or isinstance(event, (ev.Output, ev.CommandResult))):
+                self._out(forward)
+            if st.public() != before:
+                self._changed()
+        for action in actions:
+            action()
+
+    def _park_others(self, rank: int, event: ev.Paused) -> list[Callable[[], None]]:
+        """Park order for every other live rank not paused on its own."""
+        why = f"{PARKED}: rank {rank} is paused at #{event.node} {event.name} (pass {event.pass_index})"
+        return [lambda r=r.rank: self._control(r, f"park {why}") for r in self._ranks
+                if r.rank != rank and r.state not in ("dead", "done") and r.paused != "own"]
+
+    def _changed(self) -> None:
+        self._out(RanksChanged(tuple(r.public() for r in self._ranks), self.shown, self.world))
+
+    def _switch_soon(self, rank: int) -> None:
+        """Show `rank`, which paused on its own, unless the shown rank pauses too by then (ranks
+        that hit the same breakpoint together keep the client where it was)."""
+        def check() -> None:
+            with self._lock:
+                stay = self._ranks[self.shown].paused == "own" or self._ranks[rank].paused != "own"
+            if not stay:
+                self.show(rank)
+
+        timer = threading.Timer(SWITCH_AFTER, check)
+        timer.daemon = True
+        timer.start()
+
+    def show(self, rank: int) -> None:
+        """Show `rank` to the client: its state, then its present pass replayed."""
+        with self._lock:
+            self.shown = rank
+            self._changed()
+            st = self._ranks[rank]
+            last_pause = None
+            for event in st.current:
+                if isinstance(event, ev.Paused):
+                    last_pause = event
+                elif not isinstance(event, ev.Resumed):
+                    self._out(event)  # its graph, the nodes that ran, the pass's end
+            if st.paused and last_pause is not None:  # only the pause it is in now
+                self._out(dataclasses.replace(last_pause, reason=f"rank {rank} · {last_pause.reason}"))
+
+    def _gone(self, rank: int, bye: str | None) -> None:
+        """`rank`'s connection ended: done if it said so, else dead (the others are released)."""
+        with self._lock:
+            st = self._ranks[rank]
+            if st.state == "done":
+                return
+            st.state, st.paused = "dead", None
+            running = st.pid is not None and alive(st.pid)
+            st.at = f"its agent went away ({bye or 'connection lost'}; pid {st.pid} {'still running' if running else 'gone'})"
+            try:
+                self._store.set(f"x/{rank}", "")
+            except Exception:  # noqa: BLE001 - the store is gone too: the job is ending
+                pass
+            self._out(ev.Output("stderr", f"gradtui: rank {rank} died: {st.at}; releasing the other ranks\n"))
+            self._changed()
+            others = [r for r in self._ranks if r.state not in ("dead", "done")]
+        for r in others:
+            self._control(r.rank, f"gone {rank}")
+            self._control(r.rank, "release")
+            if r.paused == "own":
+                self._submit(r.rank, "continue", None)
+        if rank == self.shown:
+            self.show(0)
+
+    # ---- commands from the client ------------------------------------------------------------
+
+    def submit(self, text: str, request: int) -> None:
+        """A line the job's client typed: `ranks`, `rank N`, `break diverge` and a job's `flow`
+        are the hub's; resuming commands go to every rank (follow mode); `break`/`delete` to every
+        rank; `print` to every paused rank, answered side by side; edits and the rest to the shown
+        rank (edits say that DDP will average them)."""
+        line = text.strip()
+        try:
+            command = parse(line)
+        except CommandError as exc:
+            return self._reply(text, str(exc), request, ok=False)
+        match command:
+            case Ranks():
+                self._reply(text, "\n".join(format_ranks(self._snapshot())), request)
+            case Rank(number=number):
+                self._rank_command(text, number, request)
+            case Break(spec="diverge"):
+                self._break_diverge(text, request)
+            case Step() | Continue() | Finish():
+                self._resume(line, request)
+            case Break() | Delete():
+                if isinstance(command, Delete) and command.number is None and self.diverge:
+                    self.diverge = False  # `delete all` disarms the job's diverge check too
+                    for r in self._live():
+                        self._control(r, "diverge off")
+                for r in self._live():
+                    self._submit(r, line, request if r == self.shown else None)
+            case Print():
+                paused = [r for r in self._live() if self._ranks[r].paused]
+                if len(paused) < 2:
+                    self._submit(self.shown, line, request)
+                else:
+                    gather = _Gather(text, request, paused)
+                    for r in paused:
+                        self._submit(r, line, None, gather=gather)
+                    timer = threading.Timer(GATHER_TIMEOUT, lambda: self._finish_gather(gather))
+                    timer.daemon = True
+                    timer.start()
+            case Scale() | Zero() | Clip() | SetGrad():
+                self._submit(self.shown, line, request, note=EDIT_NOTE.format(rank=self.shown))
+            case Quit():
+                self.quit_all()
+            case Flow() if self.world > 1:
+                self._reply(text, "\n".join(self._flow()), request)
+            case _:
+                self._submit(self.shown, line, request)
+
+    def _resume(self, line: str, request: int) -> None:
+        """Every rank resumes: parked ones through `unpark MODE`, paused ones by the command."""
+        for r in self._live():
+            self._control(r, f"unpark {line}")
+        for r in self._live():
+            if self._ranks[r].paused == "own":
+                self._submit(r, line, request if r == self.shown else None)
+
+    def _rank_command(self, text: str, rank: int, request: int) -> None:
+        if not 0 <= rank < self.world:
+            return self._reply(text, f"rank N: N is a rank of this job, 0-{self.world - 1}", request, ok=False)
+        if self._ranks[rank].state == "dead":
+            return self._reply(text, f"rank {rank} is dead: {self._ranks[rank].at}", request, ok=False)
+        self.show(rank)
+        self._reply(text, f"showing rank {rank}", request)  # after its pause: a client's feeder sends on at the pause
+
+    def _break_diverge(self, text: str, request: int) -> None:
+        self.diverge = True
+        for r in self._live():
+            self._control(r, "diverge on")
+        self._reply(text, "breakpoint diverge: the job stops after a pass whose parameter gradients differ "
+                          "across ranks after their all-reduce", request)
+
+    def _flow(self) -> list[str]:
+        return flow_table({st.rank: st.flow for st in self._ranks}, self.world)
+
+    def notice_deaths(self) -> None:
+        """Declare dead every rank whose process is gone, now (before this process ends)."""
+        for st in list(self._ranks[1:]):
+            if st.state not in ("dead", "done") and st.pid is not None and not alive(st.pid):
+                self._gone(st.rank, None)
+
+    def quit_all(self) -> None:
+        """Stop every rank's script (the client quit)."""
+        for r in self._live():
+            if r != 0:
+                self._conns[r].send({"quit": True})
+        self._local.quit_self()
+
+    def release_all(self) -> None:
+        """The client went: every rank runs on (breakpoints stay armed)."""
+        self._resume("continue", -1)
+
+    # ---- sending -------------------------------------------------------------------------
+
+    def _live(self) -> list[int]:
+        return [r.rank for r in self._ranks if r.state not in ("dead", "done")]
+
+    def _snapshot(self) -> RanksChanged:
+        with self._lock:
+            return RanksChanged(tuple(r.public() for r in self._ranks), self.shown, self.world)
+
+    def _control(self, rank: int, line: str) -> None:
+        if rank == 0:
+            self._local.control(line)
+        elif rank in self._conns:
+            self._conns[rank].send({"submit": CONTROL + line, "id": 0})
+
+    def _submit(self, rank: int, line: str, request: int | None, *, note: str | None = None,
+                gather: "_Gather | None" = None) -> None:
+        """Send `line` to `rank` under a hub id; its answer goes to the client as `request`."""
+        hub_id = next(self._ids)
+        with self._lock:
+            if request is not None or gather is not None:
+                self._requests[hub_id] = request if request is not None else -1
+            if note is not None:
+                self._notes[hub_id] = note
+            if gather is not None:
+                self._gathers[hub_id] = gather
+        if rank == 0:
+            self._local.submit(line, hub_id)
+        elif rank in self._conns:
+            self._conns[rank].send({"submit": line, "id": hub_id})
+
+    def _answer(self, rank: int, event: ev.CommandResult) -> ev.CommandResult | None:
+        """The client's view of an answer to a hub id (None: nobody asked, or gathered)."""
+        hub_id = event.request
+        assert hub_id is not None
+        gather = self._gathers.pop(hub_id, None)
+        if gather is not None:
+            self._requests.pop(hub_id, None)
+            gather.answers[rank] = event
+            if len(gather.answers) == len(gather.ranks):
+                self._finish_gather(gather)
+            return None
+        request = self._requests.pop(hub_id, None)
+        if request is None or request < 0:
+            return None
+        note = self._notes.pop(hub_id, None)
+        text = f"{event.text}\n{note}" if note is not None and event.ok else event.text
+        return dataclasses.replace(event, text=text, request=request)
+
+    def _finish_gather(self, gather: "_Gather") -> None:
+        with self._lock:
+            if gather.done:
+                return
+            gather.done = True
+            lines = []
+            for r in gather.ranks:
+                answer = gather.answers.get(r)
+                body = answer.text if answer is not None else "(no answer)"
+                lines.append(f"rank {r}:")
+                lines += [f"  {line}" for line in body.splitlines()]
+            ok = any(a.ok for a in gather.answers.values())
+            self._out(ev.CommandResult(gather.text, "\n".join(lines), ok=ok, request=gather.request))
+
+    def _reply(self, text: str, answer: str, request: int, ok: bool = True) -> None:
+        self._out(ev.CommandResult(text, answer, ok=ok, request=request))
+
+
+@dataclass
+class _Gather:
+    """A `print` sent to several paused ranks, answered side by side once all have answered."""
+
+    text: str
+    request: int
+    ranks: list[int]
+    answers: dict[int, ev.CommandResult] = field(default_factory=dict)
+    done: bool = False

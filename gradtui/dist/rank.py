@@ -1,0 +1,196 @@
+"""Each rank's side of a job: the gate before every node (follow mode), parking, timeouts.
+
+Follow mode rests on one fact verified here: a gloo collective already in flight keeps the
+timeout it was launched with, so raising the timeouts for a pause (`torch.distributed.breakpoint`
+does) cannot save a rank that launched a collective its paused peer has not. So no rank may run
+a node that another rank has not reached: before each node of a hooked pass, every rank marks
+its arrival at that node's *gate* in the job's store and waits for every other rank's arrival
+(`store.check`, polled with a short backoff). Collectives are launched from nodes (DDP's
+Reducer from the parameters' accumulators, FSDP2 from its hooks), so with a gate before every
+node the ranks are never more than one node apart and no collective ever waits on a paused
+rank. A rank that pauses on its own (a breakpoint, a step) does so before its arrival, so the
+others wait at the same node; when the hub says that some rank is paused (`park`), a rank
+waiting at a gate pauses there itself ("parked"), with its timeouts raised, so a client can
+`print` on it. A rank that finished the pass (`d/PASS/RANK`), ended (`e/RANK`) or died
+(`x/RANK`, set by the hub) no longer holds a gate.
+
+Control lines from the hub arrive as commands starting with `CONTROL` (see `RankLink.control`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import Any
+
+from gradtui.core import events as ev
+from gradtui.core.recorder import PassRecord
+from gradtui.dist.events import RankWaiting
+from gradtui.dist.job import Timeouts
+
+CONTROL = "gradtui-dist "
+"""The prefix of the hub's control lines to a rank (never typed by a user)."""
+
+SLICE = 0.1
+"""Seconds between two looks, while waiting at a gate, at whether the awaited ranks ended."""
+
+POLL_MAX = 0.005
+"""The longest sleep between two polls of a gate (the store's `check`)."""
+
+WAITING_AFTER = 0.5
+"""Seconds at a gate after which the rank tells the hub it is held there."""
+
+
+class RankLink:
+    """One rank's part in follow mode (see module doc); the session's `follow` hook."""
+
+    def __init__(self, session: Any, store: Any, rank: int, world: int) -> None:
+        self.session = session
+        self.store = store
+        self.rank = rank
+        self.world = world
+        self.timeouts = Timeouts()
+        self._lock = threading.Lock()
+        self._park: str | None = None
+        """Why to park at the next gate (another rank is paused), or None."""
+        self._parked = False
+        """The session is (about to be) paused because follow() said to park."""
+        self._own_pause = False
+        self._released = False
+        """No more gates (a rank died, or the job was let go): run on like a lone process."""
+        self._at: tuple[int, int] | None = None
+        self._gate = -1
+        self._gate_pass = -1
+        self.gone: set[int] = set()
+        """Ranks known to have ended or died (no longer awaited at gates)."""
+        self.leaves: list[tuple[int, str, weakref.ref]] = []
+        """This pass's leaves (accumulator node, name, the leaf) for the diverge check."""
+
+    # ---- the session hook ----------------------------------------------------------------
+
+    def follow(self, state: PassRecord, node: int) -> str | None:
+        """Before `node` runs: arrive at its gate and wait for the other ranks (see module doc).
+        Returns why to park here, or None to run the node."""
+        with self._lock:
+            self._parked = False
+        if self._released or self.world < 2:
+            return None
+        index = state.index
+        if self._at != (index, node):  # the first call for this node: arrive
+            if self._gate_pass != index:
+                self._gate_pass, self._gate = index, -1
+                self.leaves = []
+            self._gate += 1
+            self._at = (index, node)
+            attrs = state.capture.graph.nodes[node]
+            if attrs.get("kind") == "accumulate":
+                leaf = getattr(state.capture.nodes[node], "variable", None)
+                if leaf is not None:
+                    self.leaves.append((node, attrs.get("param") or ",".join(attrs.get("labels") or ()) or f"#{node}",
+                                        weakref.ref(leaf)))
+            self.store.set(self._key(index, self._gate, self.rank), "")
+        waiting = [r for r in range(self.world) if r != self.rank and r not in self.gone]
+        keys = [self._key(index, self._gate, r) for r in waiting]
+        since = last = time.monotonic()
+        delay = 0.0
+        told = False
+        while True:
+            with self._lock:
+                if self._park is not None:
+                    self._parked = True
+                    return self._park
+            try:
+                if not keys or self.store.check(keys):
+                    return None
+            except Exception:  # noqa: BLE001 - the job's store is gone: the job is ending
+                return None
+            # Polled with check(), not store.wait(): a wait that runs out logs two warnings.
+            time.sleep(delay)
+            delay = min(delay * 2 or 0.0001, POLL_MAX)
+            now = time.monotonic()
+            if now - last >= SLICE:
+                last = now
+                if self.session.quitting:
+                    return None  # the next hook raises GradtuiQuit
+                waiting = [r for r in waiting if r not in self.gone and not self.passed(index, r)]
+                keys = [self._key(index, self._gate, r) for r in waiting]
+                if not told and now - since > WAITING_AFTER:
+                    told = True
+                    self.session.emit(RankWaiting(index, node, tuple(waiting)))
+
+    def _key(self, index: int, gate: int, rank: int) -> str:
+        return f"g/{index}/{gate}/{rank}"
+
+    def passed(self, index: int, rank: int) -> bool:
+        """Is `rank` past every gate of pass `index` (finished it, ended or died)?"""
+        try:
+            if self.store.check([f"x/{rank}"]) or self.store.check([f"e/{rank}"]):
+                self.gone.add(rank)
+                return True
+            return self.store.check([f"d/{index}/{rank}"])
+        except Exception:  # noqa: BLE001 - the store went away: the job is ending
+            self.gone.add(rank)
+            return True
+
+    # ---- events of this rank's session ------------------------------------------------------
+
+    def on_event(self, event: ev.Event) -> None:
+        """Raise the group timeouts while paused, restore them after; mark passes done."""
+        match event:
+            case ev.Paused():
+                with self._lock:
+                    self._own_pause = not self._parked
+                self.timeouts.raise_()
+            case ev.Resumed():
+                self._own_pause = False
+                if self._park is None:
+                    self.timeouts.restore()
+            case ev.PassFinished(index=index):
+                self._own_pause = False
+                self._mark(f"d/{index}/{self.rank}")
+            case ev.ScriptFinished():
+                self._mark(f"e/{self.rank}")
+                self.timeouts.restore()
+
+    def _mark(self, key: str) -> None:
+        if self.world < 2:
+            return
+        try:
+            self.store.set(key, "")
+        except Exception:  # noqa: BLE001 - the job's store is gone (rank 0 ended first)
+            pass
+
+    # ---- control lines from the hub ----------------------------------------------------------
+
+    def control(self, text: str) -> None:
+        """Do one control line: `park REASON`, `unpark MODE`, `release`, `gone RANK`."""
+        verb, _, rest = text.partition(" ")
+        match verb:
+            case "park":
+                with self._lock:
+                    self._park = rest or "parked: another rank is paused"
+                self.timeouts.raise_()
+            case "unpark":
+                self._unpark(rest or "continue")
+            case "release":
+                self._released = True
+                self._unpark("continue")
+                self.timeouts.restore()
+            case "gone":
+                self.gone.add(int(rest))
+            case _:
+                pass
+
+    def _unpark(self, mode: str) -> None:
+        """Clear the park order; a rank paused because of it resumes in `mode`."""
+        with self._lock:
+            self._park = None
+            parked, self._parked = self._parked, False
+        if parked:
+            deadline = time.monotonic() + 2.0
+            while not self.session.paused and time.monotonic() < deadline:
+                time.sleep(0.005)  # follow() said park; the session is about to pause
+            self.session.submit(mode)  # its Resumed restores the timeouts
+        elif not self._own_pause:
+            self.timeouts.restore()

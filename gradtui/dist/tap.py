@@ -1,0 +1,164 @@
+"""What an agent plugs in to be one rank of a job: one session listener, one command filter.
+
+`JobTap` stands between a rank's session and its agent's server. Until torch.distributed is
+initialised it only passes events on. At the first backward pass after that (the script's own
+`init_process_group` has run by then; `gradtui.listen()` called after it joins at once), the
+rank joins the job: it writes its agent's address and token to the job's store (`a/RANK`),
+installs follow mode's gate as the session's `follow` hook, and on rank 0 starts the hub,
+which connects to every other rank's agent; from then on rank 0's events go through the hub
+and the job's client is served by rank 0's agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gradtui.core import events as ev
+from gradtui.dist import job
+from gradtui.dist.rank import CONTROL, RankLink
+
+
+class JobTap:
+    """A rank's plug (see module doc): the session listener in front of `server`."""
+
+    def __init__(self, server: Callable[[ev.Event], None]) -> None:
+        self.server = server
+        self.session: Any = None
+        self.link: RankLink | None = None
+        self.hub: Any = None
+        self.checks: Any = None
+        self._submit: Callable[[str, int], None] | None = None
+        self._quit: Callable[[], None] | None = None
+        self._address = ""
+        self._token = ""
+
+    def bind(self, session: Any, submit: Callable[[str, int], None], quit_: Callable[[], None],
+             listener: socket.socket, token: str) -> None:
+        """The agent's session, its own command and quit paths, and where it listens."""
+        self.session, self._submit, self._quit, self._token = session, submit, quit_, token
+        host, port = listener.getsockname()[:2]
+        if host in ("0.0.0.0", "::"):
+            host = socket.getfqdn()  # listening on every interface: rank 0 reaches it by name
+        self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    # ---- the session listener --------------------------------------------------------------
+
+    def __call__(self, event: ev.Event) -> None:
+        if self.link is None and isinstance(event, ev.PassStarted) and job.initialized():
+            self.join()
+        if self.link is not None:
+            self.link.on_event(event)
+        if self.checks is not None:
+            self.checks.on_event(event)  # may hold the script here (break diverge)
+        if self.hub is not None:
+            self.hub.on_event(0, event)
+        else:
+            self.server(event)
+
+    def join(self) -> None:
+        """Join the job: register in its store, gate every node, start the hub on rank 0."""
+        from gradtui.dist.checks import Checks
+
+        rank, world = job.rank_and_world()
+        store = job.job_store()
+        self.link = RankLink(self.session, store, rank, world)
+        self.checks = Checks(self.session, store, rank, world, self.link)
+        self.session.follow = self.link.follow
+        store.set(f"a/{rank}", json.dumps({"address": self._address, "token": self._token, "pid": os.getpid()}))
+        if rank == 0:
+            from gradtui.dist.hub import JobHub
+
+            hub = JobHub(world, self.server, self, store)
+            try:
+                hub.connect_all()
+            except Exception as exc:  # noqa: BLE001 - a rank that never registers: debug this one alone
+                print(f"gradtui: could not reach every rank's agent ({exc}); debugging rank 0 alone",
+                      file=sys.stderr)
+                self.link.control("release")
+                return
+            self.hub = hub
+            self._on_sigterm()
+            print(f"gradtui: job of {world} ranks; attach to rank 0's agent at {self._address}",
+                  file=sys.stderr, flush=True)
+
+    def _on_sigterm(self) -> None:
+        """torchrun stops the job with SIGTERM when a rank fails: if the script left SIGTERM to
+        its default, rank 0 first tells the client which rank died (and says goodbye), then dies
+        of SIGTERM as it would have, so torchrun reports the same. Main thread only."""
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return  # the script's own handler (checkpoint on SIGTERM): not ours to touch
+
+        def stop(signum: int, frame: Any) -> None:
+            try:
+                self.hub.notice_deaths()
+                close = getattr(self.server, "close", None)
+                if close is not None:
+                    close("rank 0 got SIGTERM (torchrun stops the job when a rank fails)", timeout=1.0)
+            finally:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        try:
+            signal.signal(signal.SIGTERM, stop)
+        except ValueError:
+            pass  # not the main thread
+
+    # ---- commands --------------------------------------------------------------------------
+
+    def submit(self, text: str, request: int) -> None:
+        """The agent's command path: the hub's control lines, a held rank's commands, the job's
+        client's commands (through the hub on rank 0), else the session."""
+        if self.link is not None and text.startswith(CONTROL) and self.hub is None:
+            self.control(text[len(CONTROL):])
+        elif self.hub is not None and request >= 0:
+            self.hub.submit(text, request)  # the job's client, on rank 0
+        else:
+            self.local_submit(text, request)
+
+    def local_submit(self, text: str, request: int) -> None:
+        """A command for this rank's own session (or its diverge hold)."""
+        if self.checks is not None and self.checks.held:
+            self.checks.submit(text, request)
+        else:
+            assert self._submit is not None
+            self._submit(text, request)
+
+    def control(self, line: str) -> None:
+        """A control line from the hub (rank 0's come as calls)."""
+        if line.startswith("diverge"):
+            if self.checks is not None:
+                self.checks.diverge = line.split()[1:] != ["off"]
+        elif self.link is not None:
+            self.link.control(line)
+
+    def quit(self) -> None:
+        """The client quit: on rank 0 with a hub, every rank; else this rank."""
+        if self.hub is not None:
+            self.hub.quit_all()
+        else:
+            self.quit_self()
+
+    def quit_self(self) -> None:
+        """This rank's own quit path."""
+        assert self._quit is not None
+        self._quit()
+
+    def detached(self) -> None:
+        """The agent's client went: on rank 0 the job's client (release every rank); on another
+        rank the hub itself (rank 0 is gone: stop following)."""
+        if self.hub is not None:
+            self.hub.release_all()
+        elif self.link is not None:
+            self.link.control("release")
+
+
+def is_follower() -> bool:
+    """Is this process a rank other than 0 of a job? (Its agent is reached through rank 0's, so it
+    writes no runtime file: `gradtui attach` finds the job's one address.)"""
+    return job.in_job_env() and os.environ.get("RANK", "0") != "0"

@@ -1,0 +1,163 @@
+"""Every rank of a torchrun job under gradtui (issue 14): CPU, gloo, 2 ranks, 5 s collective timeout.
+
+Each test starts a real `torchrun --nproc_per_node 2 -m gradtui --listen :0 SCRIPT` and drives
+the job through its one address (rank 0's agent) as `gradtui attach` would; torch is the
+oracle: the gradients of a plain torchrun of the same script. Every wait has a timeout and
+every job's process group is killed in a finalizer.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from gradtui.core import events as ev
+from tests.dist.jobs import HERE, Client, Job, grads, same, torchrun
+
+DDP = str(HERE / "ddp_train.py")
+FSDP = str(HERE / "fsdp_train.py")
+
+
+@pytest.fixture
+def start(tmp_path, request):
+    """start(script, *args) -> (job, client, out folder): a job under gradtui and its client."""
+    made: list[tuple[Job, Client | None]] = []
+
+    def run(script: str, *args: str):
+        out = tmp_path / f"out{len(made)}"
+        out.mkdir()
+        job = Job(torchrun("-m", "gradtui", "--listen", ":0", script, str(out), *args), tmp_path / f"rt{len(made)}")
+        made.append((job, None))
+        entry = job.agent()
+        client = Client(entry["address"], entry["token"])
+        made[-1] = (job, client)
+        return job, client, out
+
+    yield run
+    for job, client in made:
+        if client is not None:
+            client.close()
+        job.end()
+
+
+class Plain:
+    """A plain torchrun of a test script (no gradtui), started at once and awaited when its
+    gradients are wanted, so it runs while the job under gradtui is paused."""
+
+    def __init__(self, script: str, out: Path, runtime: Path, *args: str) -> None:
+        self.out = out
+        self.job = Job(torchrun(script, str(out), *args), runtime)
+
+    def gradients(self) -> Path:
+        """The folder of its saved gradients, once it ended well."""
+        assert self.job.wait(120) == 0, self.job.output()
+        return self.out
+
+
+@pytest.fixture
+def plain(tmp_path):
+    """plain(script, *args) -> a Plain run, ended by the test's finalizer."""
+    made: list[Plain] = []
+
+    def run(script: str, *args: str) -> Plain:
+        out = tmp_path / f"plain{len(made)}"
+        out.mkdir()
+        made.append(Plain(script, out, tmp_path / f"plain-rt{len(made)}", *args))
+        return made[-1]
+
+    yield run
+    for p in made:
+        p.job.end()
+
+
+def test_pause_past_the_timeout_loses_no_rank(start, plain):
+    baseline = plain(DDP, "plain")
+    job, client, out = start(DDP, "plain")
+    first = client.paused()
+    assert first.pass_index == 0 and first.reason.startswith("rank 0 ·")
+    assert "breakpoint 1 at #5" in client.ask("break #5").text
+    client.submit("continue")
+    paused = client.next(lambda e: isinstance(e, ev.Paused) and e.node == 5)
+    assert paused.pass_index == 0 and 0 < paused.done < paused.total  # mid-pass
+    ranks = client.ranks_where(lambda r: all(s.state in ("paused", "parked") for s in r.ranks))
+    assert [s.at.split(" · ")[1].split()[0] for s in ranks.ranks] == ["#5", "#5"], ranks
+    time.sleep(15)  # the point of the test: a pause three times the 5 s collective timeout
+    listed = client.ask("ranks").text
+    assert "rank 0: paused at pass 0 · #5" in listed and "rank 1: paused at pass 0 · #5" in listed, listed
+    client.ask("delete all")
+    client.submit("continue")
+    client.drain()
+    assert job.wait(60) == 0, job.output()
+    for step in (0, 1):
+        for rank in (0, 1):
+            mine, theirs = grads(out, step, rank), grads(baseline.gradients(), step, rank)
+            assert mine.keys() == theirs.keys()
+            assert all(same(mine[k], theirs[k]) for k in mine), (step, rank)
+
+
+def test_break_diverge_names_the_parameter_and_rank(start):
+    job, client, out = start(DDP, "diverge")
+    client.paused()
+    assert "diverge" in client.ask("break diverge").text
+    client.submit("continue")
+    paused = client.next(lambda e: isinstance(e, ev.Paused) and "diverge" in e.reason)
+    assert paused.pass_index == 1, paused  # pass 0 was all-reduced: equal on both ranks
+    assert "rank 1" in paused.reason and "max abs difference" in paused.reason, paused.reason
+    assert any(name in paused.reason for name in ("module.0.weight", "module.0.bias", "module.2.weight",
+                                                  "module.2.bias")), paused.reason
+    diff = float(paused.reason.split("max abs difference ")[1].split()[0])
+    assert diff > 0
+    client.submit("continue")
+    client.drain()
+    assert job.wait(60) == 0, job.output()
+    g0, g1 = grads(out, 1, 0), grads(out, 1, 1)
+    assert any(not same(g0[k], g1[k]) for k in g0)
+
+
+def test_break_nan_names_rank_1_and_parks_rank_0(start):
+    job, client, out = start(DDP, "nan")
+    client.paused()
+    client.ask("break nan")
+    client.submit("continue")
+    paused = client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason)
+    assert paused.reason.startswith("rank 1 ·") and paused.pass_index == 1, paused.reason
+    ranks = client.ranks_where(lambda r: r.shown == 1 and r.ranks[0].state == "parked")
+    assert ranks.ranks[1].state == "paused"
+    time.sleep(6)  # longer than the 5 s collective timeout, rank 0 parked meanwhile
+    client.submit("continue")
+    client.drain()
+    assert job.wait(60) == 0, job.output()
+
+
+def test_killing_rank_1_while_paused_releases_rank_0(start):
+    job, client, out = start(DDP, "plain")
+    client.paused()
+    ranks = client.ranks_where(lambda r: r.ranks[1].pid is not None and r.ranks[1].state == "paused")
+    os.kill(ranks.ranks[1].pid, signal.SIGKILL)
+    said = client.next(lambda e: isinstance(e, ev.Output) and "rank 1 died" in e.text)
+    assert "releasing" in said.text
+    client.ranks_where(lambda r: r.ranks[1].state == "dead")
+    client.drain(60)
+    status = job.wait(60)
+    assert status != 0, job.output()
+
+
+def test_fsdp2_pauses_once_and_gradients_are_untouched(start, plain):
+    baseline = plain(FSDP)
+    job, client, out = start(FSDP)
+    first = client.paused()
+    assert first.pass_index == 0
+    client.ranks_where(lambda r: all(s.state == "paused" for s in r.ranks))
+    shards = client.ask("print param0").text  # a DTensor, summarised from each rank's shard, never gathered
+    assert shards.count("local shard (S(0); global shape [8, 4])") == 2, shards
+    assert "rank 0:" in shards and "rank 1:" in shards and shards.count("[4, 4] float32") == 2, shards
+    client.submit("continue")
+    client.drain()
+    assert job.wait(60) == 0, job.output()
+    for rank in (0, 1):
+        mine, theirs = grads(out, 0, rank), grads(baseline.gradients(), 0, rank)
+        assert mine.keys() == theirs.keys() and all(same(mine[k], theirs[k]) for k in mine)
