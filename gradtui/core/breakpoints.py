@@ -156,6 +156,9 @@ def warning_for(spec: Spec, graph: Any, pass_index: int) -> str | None:
 ONCE_PER_PASS = frozenset({"module", "source"})
 """Specs that name a region of many nodes: they stop at the first one of a pass only."""
 
+VALUE = frozenset({"nan", "norm"})
+"""Specs tested on gradient statistics (read back from the device every few nodes)."""
+
 PASS_LEVEL = frozenset({"loss", "lossnan"})
 """Specs tested on the roots when backward is called, not at nodes."""
 
@@ -229,6 +232,28 @@ class Breakpoints:
             if matches_node(bp.spec, node, node_id, pass_index, first) or matches_grads(bp.spec, grads, nan_seen):
                 return bp
         return None
+
+    def find_place(self, node: dict[str, Any], node_id: int, pass_index: int, first: bool,
+                   fired: Collection[int] = ()) -> Breakpoint | None:
+        """The first breakpoint that matches this node by where it is (not by gradient values),
+        or None: what a hook can decide before any statistic is read back."""
+        for bp in self._items:
+            if bp.spec.kind in ONCE_PER_PASS and bp.number in fired:
+                continue
+            if matches_node(bp.spec, node, node_id, pass_index, first):
+                return bp
+        return None
+
+    def find_value(self, grads: tuple[Stats | None, ...], nan_seen: bool = False) -> Breakpoint | None:
+        """The first value breakpoint (`nan`, `norm>X`) these gradient statistics match, or None."""
+        for bp in self._items:
+            if bp.spec.kind in VALUE and matches_grads(bp.spec, grads, nan_seen):
+                return bp
+        return None
+
+    def watching(self) -> bool:
+        """Is a value breakpoint (`nan`, `norm>X`) armed? Then statistics are read every few nodes."""
+        return any(bp.spec.kind in VALUE for bp in self._items)
 
     def find_loss(self, losses: tuple[float | None, ...], nonfinite_root: bool) -> Breakpoint | None:
         """The first loss breakpoint the roots of a starting pass match, or None."""

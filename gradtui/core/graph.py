@@ -110,16 +110,102 @@ class Names:
             known.append(var)
 
 
+class _Built:
+    """A data descriptor for one of DiGraph's storage attributes (`_node`, `_adj`, `_succ`,
+    `_pred`): reading it builds a LazyGraph first; setting it is networkx's own."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._parent = nx.DiGraph.__dict__.get(name) or nx.Graph.__dict__.get(name)
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        od = obj.__dict__
+        if self._name not in od:
+            obj._build(od["_lazy"])
+        return od[self._name]
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        if self._parent is not None and hasattr(self._parent, "__set__"):
+            self._parent.__set__(obj, value)
+        else:
+            obj.__dict__[self._name] = value
+
+
+class LazyGraph(nx.DiGraph):
+    """A networkx DiGraph that is built the first time anyone reads it.
+
+    A pass's hooks need only the node attribute dicts (`Capture.attrs`); the networkx view is
+    for clients (the UI, the report, `why`), and building it costs as much as the walk itself.
+    So it starts as the attribute dicts and edge list and becomes an ordinary DiGraph, with
+    the very same attribute dicts, on first use (any attribute it does not have yet: `nodes`,
+    `_succ`, ...). `number_of_nodes()` and `len()` answer without building it.
+    """
+
+    _node = _Built("_node")
+    _adj = _Built("_adj")
+    _succ = _Built("_succ")
+    _pred = _Built("_pred")
+
+    def __init__(self, attrs: list[dict[str, Any]], edges: list[tuple[int, int, dict[str, int]]]) -> None:
+        # No DiGraph.__init__ here: `_build` runs it on first use.
+        self.__dict__["_lazy"] = (attrs, edges)
+
+    def __getattr__(self, name: str) -> Any:
+        lazy = self.__dict__.get("_lazy")
+        if lazy is None:
+            raise AttributeError(name)
+        self._build(lazy)
+        return getattr(self, name)
+
+    def _build(self, lazy: tuple[list[dict[str, Any]], list[tuple[int, int, dict[str, int]]]]) -> None:
+        attrs, edges = lazy
+        nx.DiGraph.__init__(self)
+        del self.__dict__["_lazy"]
+        od = self.__dict__
+        node, adj, pred = od["_node"], od["_adj"], od["_pred"]
+        for i, data in enumerate(attrs):  # the same dicts, not copies: what the session reads is what clients read
+            node[i] = data
+            adj[i] = {}
+            pred[i] = {}
+        for here, there, data in edges:
+            adj[here][there] = data
+            pred[there][here] = data
+
+    @property
+    def built(self) -> bool:
+        """Has the networkx graph been built (has someone read it)?"""
+        return "_lazy" not in self.__dict__
+
+    def number_of_nodes(self) -> int:
+        lazy = self.__dict__.get("_lazy")
+        return len(lazy[0]) if lazy is not None else len(self._node)
+
+    def __len__(self) -> int:
+        return self.number_of_nodes()
+
+    def __reduce__(self) -> Any:
+        if not self.built:
+            self._build(self.__dict__["_lazy"])
+        return (nx.DiGraph, (), self.__dict__)
+
+
 @dataclass
 class Capture:
-    """A captured pass: the plain-data graph, and the live autograd nodes indexed by id."""
+    """A captured pass: the node attribute dicts, the graph (built lazily from them), and the
+    live autograd nodes indexed by id."""
 
-    graph: nx.DiGraph
+    attrs: list[dict[str, Any]]
+    """Per node id, its attributes (the dicts the graph's nodes carry)."""
+    graph: LazyGraph
     nodes: list[Node]
     roots: tuple[int, ...]
     sole_inputs: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
     """Per node, per output slot: (node id, input number) the gradient goes to when that
     input receives from this slot only, so the very tensor arrives there (else None)."""
+    accumulators: frozenset[int] = frozenset()
+    """Ids of the leaf accumulators."""
 
 
 def allow_deep_graphs(size: int = DEEP_STACK) -> int:
@@ -323,13 +409,13 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
             targets.append(target)
             senders[target] = senders.get(target, 0) + 1
 
-    graph = nx.DiGraph()
-    add_node = graph.add_node
+    attrs: list[dict[str, Any]] = []
     by_leaf, by_grad_fn, params = names.by_leaf, names.by_grad_fn, names.params
     source_of, module_of = provenance.source_of, provenance.module_of
     shown: dict[str, str] = {}
     """Recorded module path (led by its root's variable) -> as this pass shows it."""
     several = names.several_roots
+    accumulators = []
     for i, node in enumerate(nodes):
         name = short_name(node)
         kind = node_kind(node, name)
@@ -338,6 +424,7 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
             leaf_id = id(node.variable)
             labels = tuple(by_leaf.get(leaf_id, ()))
             param = params.get(leaf_id)
+            accumulators.append(i)
         else:
             labels = tuple(by_grad_fn.get(id(node), ()))
             source, module = source_of(node), module_of(node)
@@ -346,16 +433,37 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
                 if short is None:
                     short = shown[module] = module.partition(".")[2] or module
                 module = short
-        add_node(
-            i, name=name, kind=kind, labels=labels, param=param,
-            source=None if source is None else _source_text(*source),
-            path=None if source is None else source[0], line=None if source is None else source[1],
-            module=module, saved=saved_summary(node), seq=node._sequence_nr(),
-            next=tuple(None if t is None else t[0] for t in slots[i]),
-        )
-    graph.add_edges_from(edges)
+        attrs.append({
+            "name": name, "kind": kind, "labels": labels, "param": param,
+            "source": None if source is None else _source_text(*source),
+            "path": None if source is None else source[0], "line": None if source is None else source[1],
+            "module": module, "saved": saved_summary(node), "seq": node._sequence_nr(),
+            "next": tuple(None if t is None else t[0] for t in slots[i]),
+        })
     sole = [tuple(t if t is not None and senders[t] == 1 else None for t in targets) for targets in slots]
-    return Capture(graph=graph, nodes=nodes, roots=tuple(root_ids), sole_inputs=sole)
+    return Capture(attrs=attrs, graph=LazyGraph(attrs, edges), nodes=nodes, roots=tuple(root_ids), sole_inputs=sole,
+                   accumulators=frozenset(accumulators))
+
+
+def place_leaves(attrs: list[dict[str, Any]]) -> None:
+    """Give each leaf accumulator the source and module of the first node (lowest id) that
+    uses it: a parameter is placed where its layer ran (`fc2.weight` at `self.fc2(h)`), as a
+    leaf has no creating op of its own. Works on `Capture.attrs`, so the networkx view stays
+    unbuilt."""
+    todo = {i for i, data in enumerate(attrs) if data["kind"] == "accumulate" and data["source"] is None}
+    if not todo:
+        return
+    for data in attrs:  # in id order: the first user with a source places the leaf
+        if data["source"] is None:
+            continue
+        for there in data["next"]:
+            if there in todo:
+                leaf = attrs[there]
+                leaf["source"], leaf["path"], leaf["line"] = data["source"], data["path"], data["line"]
+                leaf["module"] = data["module"]
+                todo.discard(there)
+        if not todo:
+            return
 
 
 def node_tags(data: Mapping[str, Any]) -> list[str]:
