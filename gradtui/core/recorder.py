@@ -164,12 +164,14 @@ def outgoing_stats(state: PassRecord, node: int, grads: tuple[Any, ...], incomin
             out.append(None)
             continue
         same = None
-        if arrived and grad.numel() > VALUES_LIMIT and _dense(grad):  # small ones list their values in order
-            ptr, numel, dtype = grad.data_ptr(), grad.numel(), grad.dtype
+        if arrived:
+            ptr = grad.data_ptr()
             for source, version, handle in zip(arrived, versions, incoming):
-                if (source is not None and handle is not None and source._version == version
-                        and source.data_ptr() == ptr and source.numel() == numel and source.dtype == dtype
-                        and _dense(source)):
+                # Small ones list their values in order, so only bigger ones are shared.
+                if (source is not None and handle is not None and source.data_ptr() == ptr
+                        and source._version == version and (numel := grad.numel()) > VALUES_LIMIT
+                        and source.numel() == numel and source.dtype == grad.dtype
+                        and _dense(grad) and _dense(source)):
                     if type(handle) is int:
                         if not light:
                             window.want_full(handle)

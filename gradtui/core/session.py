@@ -391,7 +391,7 @@ class Session(CommandDispatch):
             return "loss"
         if self._detached:
             return None
-        if len(self.breakpoints):
+        if self.breakpoints.places:
             bp = self.breakpoints.find_place(state.capture.attrs[node], node, state.index, state.done == 0,
                                              state.fired)
             if bp is not None:

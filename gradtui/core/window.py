@@ -76,8 +76,8 @@ class StatsWindow:
         window cannot hold it (see module doc)."""
         if tensor is None:
             return None
-        if (tensor.dtype in _BULK and tensor.layout is torch.strided and type(tensor) is torch.Tensor
-                and not tensor.is_meta and not tensor._is_zerotensor() and 0 < (numel := tensor.numel()) <= CHUNK):
+        if (type(tensor) is torch.Tensor and tensor.dtype in _BULK and tensor.layout is torch.strided
+                and 0 < (numel := tensor.numel()) <= CHUNK and not tensor.is_meta and not tensor._is_zerotensor()):
             self.tensors.append(tensor)
             self.full.append(not light)
             self.held += numel
@@ -125,7 +125,7 @@ class StatsWindow:
                 tensors[entry] = grad
             else:
                 out[entry] = summarize(grad, light=not full[entry])
-        live = [(i, t.detach()) for i, t in enumerate(tensors) if t is not None]
+        live = [(i, t) for i, t in enumerate(tensors) if t is not None]
         if live:
             self._read_live(live, full, out)
         for entry, (source, shape) in aliases.items():
@@ -135,32 +135,34 @@ class StatsWindow:
     @staticmethod
     def _read_live(live: list[tuple[int, torch.Tensor]], full: list[bool], out: list[Any]) -> None:
         """Fill `out` with the Stats of the held tensors `live` ((entry, tensor) pairs)."""
-        with torch.no_grad():
-            norms = torch._foreach_norm([t for _, t in live])
-            parts = [torch.stack(norms).to(torch.float64)]
-            wide = [(i, t) for i, t in live if full[i] and t.numel() > VALUES_LIMIT]
-            extras = []
-            for _, t in wide:
-                lo, hi = torch.aminmax(t)
-                extras += (lo, hi, t.sum())
-            if extras:
-                parts.append(torch.stack(extras).to(torch.float64))
-            small = [t.reshape(-1) for _, t in live if t.numel() <= VALUES_LIMIT]
-            if small:
-                parts.append(torch.cat(small).to(torch.float64))
-            numbers = torch.cat(parts).tolist()  # the one host read
-        count = len(live)
+        grad_mode = torch.is_grad_enabled()
+        if grad_mode:  # create_graph's gradients require grad: these reductions must record nothing
+            torch._C._set_grad_enabled(False)
+        try:
+            # Small tensors' values come back whole (their norm, min, max and mean are taken from
+            # them); bigger ones' norms in one fused call, min, max and sum beside where wanted.
+            big = [(i, t) for i, t in live if t.numel() > VALUES_LIMIT]
+            parts = []
+            if big:
+                parts.append(torch.stack(torch._foreach_norm([t for _, t in big])))
+            wide = [(i, t) for i, t in big if full[i]]
+            if wide:
+                extras = []
+                for _, t in wide:
+                    lo, hi = torch.aminmax(t)
+                    extras += (lo, hi, t.sum())
+                parts.append(torch.stack(extras))
+            parts += [t for _, t in live if t.numel() <= VALUES_LIMIT]
+            numbers = _flatten(parts).tolist()  # the one host read
+        finally:
+            if grad_mode:
+                torch._C._set_grad_enabled(True)
+        count = len(big)
         position = count + 3 * len(wide)
         minmax = {i: numbers[count + 3 * k:count + 3 * k + 3] for k, (i, _) in enumerate(wide)}
         redo: list[tuple[int, torch.Tensor, float]] = []
-        for (i, t), norm in zip(live, numbers[:count]):
-            shape, dtype, device = tuple(t.shape), dtype_name(t.dtype), _device_name(t.device)
-            numel = t.numel()
-            if numel <= VALUES_LIMIT:
-                values = tuple(numbers[position:position + numel])
-                position += numel
-                out[i] = _small_stats(shape, dtype, device, norm, values)
-                continue
+        for (i, t), norm in zip(big, numbers[:count]):
+            shape, dtype, device, numel = tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), t.numel()
             if i in minmax:
                 lo, hi, total = minmax[i]
                 if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(total) and math.isfinite(norm)):
@@ -171,6 +173,12 @@ class StatsWindow:
                 out[i] = Stats(shape, dtype, device, norm, None, None, None, 0)
             else:
                 redo.append((i, t, norm))
+        for i, t in live:
+            numel = t.numel()
+            if numel <= VALUES_LIMIT:
+                values = tuple(numbers[position:position + numel])
+                position += numel
+                out[i] = _small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
         if redo:
             _read_nonfinite(redo, full, minmax, out)
 
@@ -194,18 +202,24 @@ def _read_nonfinite(redo: list[tuple[int, torch.Tensor, float]], full: list[bool
             out[i] = Stats(shape, dtype, device, norm, None, None, None, nonfinite)
 
 
-def _small_stats(shape: tuple[int, ...], dtype: str, device: str, norm: float, values: tuple[float, ...]) -> Stats:
-    """Stats of a tensor small enough to list its values (min, max and mean from them)."""
+def _small_stats(shape: tuple[int, ...], dtype: str, device: str, values: tuple[float, ...]) -> Stats:
+    """Stats of a tensor small enough to list its values: all of them from the values."""
     numel = len(values)
-    nonfinite = sum(1 for v in values if not math.isfinite(v))
+    total = sum(values)
+    nonfinite = 0 if math.isfinite(total) else sum(1 for v in values if not math.isfinite(v))
     if nonfinite and any(math.isnan(v) for v in values):
-        lo = hi = math.nan  # as torch.aminmax: a NaN propagates
+        lo = hi = norm = math.nan  # as torch.aminmax and the norm: a NaN propagates
     else:
         lo, hi = min(values), max(values)
-    total = math.fsum(values) if not nonfinite else sum(values)
-    if not math.isfinite(norm) and not nonfinite:  # float32 overflowed on finite values
-        norm = math.sqrt(math.fsum(v * v for v in values))
+        norm = math.hypot(*values)  # an infinity makes it infinite; no overflow on finite values
     return Stats(shape, dtype, device, norm, lo, hi, total / numel, nonfinite, values, values[:PREVIEW_LENGTH])
+
+
+def _flatten(parts: list[torch.Tensor]) -> torch.Tensor:
+    """One flat tensor of every element of `parts` (any shapes; float32 and float64 mixed)."""
+    if len(parts) == 1 and parts[0].dim() == 1:
+        return parts[0]
+    return torch._C._nn.flatten_dense_tensors(parts)
 
 
 def resolve(handles: Sequence[Any], stats: list[Stats]) -> tuple[Stats | None, ...]:
