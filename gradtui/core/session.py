@@ -417,9 +417,14 @@ class Session(CommandDispatch):
         seen = [Seen(r.node, r.order, resolve(r.incoming, stats), resolve(r.outgoing, stats)) for r in ran]
         for item in seen:
             self.emit(ev.NodeRan(state.index, item.node, item.order, item.incoming, item.outgoing))
-        if self._detached or not self.breakpoints.watching():
+        values = self.breakpoints.values
+        if self._detached or not values:
             return None
-        hit, state.nan_seen = scan(seen, self.breakpoints, state.nan_seen)
+        hit = None
+        # Nothing non-finite read back and only `nan` watched: no node can match (statistics
+        # reused from an earlier read were tested as what their sender sent on).
+        if window.nonfinite or any(bp.spec.kind != "nan" for bp in values):
+            hit, state.nan_seen = scan(seen, self.breakpoints, state.nan_seen)
         if hit is not None and pause:
             self._pause_late(state, hit, ran, tensors, after)
         if node is None:

@@ -55,7 +55,7 @@ class StatsWindow:
     of the generation and starts the next one.
     """
 
-    __slots__ = ("tensors", "full", "leaves", "aliases", "held")
+    __slots__ = ("tensors", "full", "leaves", "aliases", "held", "nonfinite", "_bad")
 
     def __init__(self) -> None:
         self.tensors: list[torch.Tensor | None] = []
@@ -67,6 +67,9 @@ class StatsWindow:
         """Entry -> (entry, shape): the same elements in another shape (a view's gradient)."""
         self.held = 0
         """Elements held."""
+        self.nonfinite = False
+        """Did a gradient of the last read (or one summarized at once before it) hold a NaN or an infinity?"""
+        self._bad = False
 
     def __len__(self) -> int:
         return len(self.tensors)
@@ -82,7 +85,10 @@ class StatsWindow:
             self.full.append(not light)
             self.held += numel
             return len(self.tensors) - 1
-        return summarize(tensor, light=light)
+        stats = summarize(tensor, light=light)
+        if stats.nonfinite:
+            self._bad = True
+        return stats
 
     def alias(self, entry: int, shape: tuple[int, ...]) -> int:
         """A handle for the statistics of `entry`'s elements seen in `shape`."""
@@ -115,6 +121,7 @@ class StatsWindow:
         the window for the next generation."""
         tensors, full, leaves, aliases = self.tensors, self.full, self.leaves, self.aliases
         self.tensors, self.full, self.leaves, self.aliases, self.held = [], [], {}, {}, 0
+        found, self._bad = self._bad, False
         out: list[Any] = [None] * len(tensors)
         for entry, leaf in leaves.items():
             grad = leaf.grad
@@ -127,14 +134,16 @@ class StatsWindow:
                 out[entry] = summarize(grad, light=not full[entry])
         live = [(i, t) for i, t in enumerate(tensors) if t is not None]
         if live:
-            self._read_live(live, full, out)
+            found = self._read_live(live, full, out) or found
         for entry, (source, shape) in aliases.items():
             out[entry] = out[source].reshaped(shape)
+        self.nonfinite = found
         return out
 
     @staticmethod
-    def _read_live(live: list[tuple[int, torch.Tensor]], full: list[bool], out: list[Any]) -> None:
-        """Fill `out` with the Stats of the held tensors `live` ((entry, tensor) pairs)."""
+    def _read_live(live: list[tuple[int, torch.Tensor]], full: list[bool], out: list[Any]) -> bool:
+        """Fill `out` with the Stats of the held tensors `live` ((entry, tensor) pairs); did one
+        hold a non-finite value?"""
         grad_mode = torch.is_grad_enabled()
         if grad_mode:  # create_graph's gradients require grad: these reductions must record nothing
             torch._C._set_grad_enabled(False)
@@ -173,14 +182,18 @@ class StatsWindow:
                 out[i] = Stats(shape, dtype, device, norm, None, None, None, 0)
             else:
                 redo.append((i, t, norm))
+        found = False
         for i, t in live:
             numel = t.numel()
             if numel <= VALUES_LIMIT:
                 values = tuple(numbers[position:position + numel])
                 position += numel
-                out[i] = _small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
+                stats = out[i] = _small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
+                found = found or stats.nonfinite > 0
         if redo:
             _read_nonfinite(redo, full, minmax, out)
+            found = found or any(out[i].nonfinite for i, _, _ in redo)
+        return found
 
 
 def _read_nonfinite(redo: list[tuple[int, torch.Tensor, float]], full: list[bool],
