@@ -235,9 +235,20 @@ def allow_deep_graphs(size: int = DEEP_STACK) -> int:
     return resource.getrlimit(resource.RLIMIT_STACK)[0]
 
 
+_names: dict[type, str] = {}
+"""Node type -> its nodes' name, for types named as their nodes are (a generic wrapper type of
+C++ nodes, `CppFunction`, names each node on its own)."""
+
+
 def short_name(node: Node) -> str:
     """`torch::autograd::AccumulateGrad` -> `AccumulateGrad`."""
-    return node.name().removeprefix(_PREFIX)
+    cls = type(node)
+    name = _names.get(cls)
+    if name is None:
+        name = node.name().removeprefix(_PREFIX)
+        if cls.__name__ == name:
+            _names[cls] = name
+    return name
 
 
 def node_kind(node: Node, name: str) -> str:

@@ -164,11 +164,12 @@ def outgoing_stats(state: PassRecord, node: int, grads: tuple[Any, ...], incomin
             out.append(None)
             continue
         same = None
-        if arrived:
+        if arrived and grad.layout is torch.strided and not grad._is_zerotensor():  # sparse: no data pointer
             ptr = grad.data_ptr()
             for source, version, handle in zip(arrived, versions, incoming):
                 # Small ones list their values in order, so only bigger ones are shared.
-                if (source is not None and handle is not None and source.data_ptr() == ptr
+                if (source is not None and handle is not None and source.layout is torch.strided
+                        and not source._is_zerotensor() and source.data_ptr() == ptr
                         and source._version == version and (numel := grad.numel()) > VALUES_LIMIT
                         and source.numel() == numel and source.dtype == grad.dtype
                         and _dense(grad) and _dense(source)):
