@@ -494,9 +494,9 @@ def main() -> None:
     # (layers, batch): the issue's 12- and 48-layer encoders; --quick shrinks them
     models = [(2, (4, 32)), (6, (4, 32))] if quick else [(12, (8, 128)), (48, (8, 64))]
     began = time.perf_counter()
-    if "capture" in only:
+    if "capture" in only:  # issue 15's target is the 48-layer row's
         for layers, batch in models:
-            bench_capture(layers, batch, repeat)
+            bench_capture(layers, batch, repeat, target=0.2 if layers == models[-1][0] else 0.5)
     if "backward" in only:
         for layers, batch in models:
             bench_backward(layers, batch, repeat, target=1.10 if layers == models[0][0] else 1.25)
