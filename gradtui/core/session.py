@@ -346,8 +346,9 @@ class Session(CommandDispatch):
         place = self._stop_reason(state, node)
         watching = not self._detached and self.breakpoints.watching()
         value = None
-        if (place is not None or (watching and len(state.ran) >= self._check_every)
-                or state.window.held > HELD_ELEMENTS):
+        # With a watch, also read before the pass's last node: a small pass is then exact.
+        if (place is not None or state.window.held > HELD_ELEMENTS
+                or (watching and (len(state.ran) >= self._check_every or state.done == len(state.capture.nodes) - 1))):
             value = self._read(state, node, None, pause=True)
         reason = None
         if state.pending is not None:
