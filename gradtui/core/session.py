@@ -31,15 +31,15 @@ from gradtui.core.breakpoints import Breakpoint, Breakpoints
 from gradtui.core.commands import Break, Command, CommandError, Continue, Delete, Flow, Help, ListBreakpoints, Quit, parse
 from gradtui.core.compat import current_graph_task_id
 from gradtui.core.dispatch import CommandDispatch, Pause
-from gradtui.core.graph import Names, capture, node_title, place_leaves
+from gradtui.core.reads import BulkReads
+from gradtui.core.graph import Names, capture, place_leaves
 from gradtui.core.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.core.provenance import Provenance
 from gradtui.core.recorder import (
     PassRecord, Ran, Recorder, UnhookedFlow, hand_off, incoming_stats, nonfinite_roots, outgoing_stats, root_values,
 )
 from gradtui.core.summary import summarize_all
-from gradtui.core.watch import Hit, Seen, current, handles_tensors, hit_text, scan
-from gradtui.core.window import HELD_ELEMENTS, resolve
+from gradtui.core.window import HELD_ELEMENTS
 
 __all__ = ["GradtuiQuit", "Listener", "Session", "PROGRESS_INTERVAL"]
 
@@ -69,7 +69,7 @@ class _Queued(NamedTuple):
     """The client's id for it, carried by every CommandResult that answers it."""
 
 
-class Session(CommandDispatch):
+class Session(CommandDispatch, BulkReads):
     """Debugs the backward passes of whatever runs while it is active (see module doc)."""
 
     def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
@@ -399,54 +399,6 @@ class Session(CommandDispatch):
                 return bp
         return "step" if self._mode == "step" else None
 
-    def _read(self, state: PassRecord, node: int | None, after: tuple[int, tuple[Any, ...]] | None,
-              pause: bool) -> Breakpoint | None:
-        """Read the window back in bulk: emit a NodeRan for every node that ran since the last
-        read, test value breakpoints on them in the order they ran, and pause (if `pause`) at the
-        first hit, which names its node exactly. `node`: the node whose prehook reads (its
-        incoming gradients are tested too: a match there is returned, for a pause before it);
-        `after`: (node, outgoing gradients) of the posthook that reads."""
-        window = state.window
-        tensors = list(window.tensors)  # for a late pause's gradients (a leaf's: its .grad, which it became)
-        for entry, leaf in window.leaves.items():
-            tensors[entry] = leaf.grad
-        stats = window.read()
-        state.incoming = {n: resolve(h, stats) for n, h in state.incoming.items()}
-        if state.handoff:
-            state.handoff = {k: (t, v, stats[h] if type(h) is int else h) for k, (t, v, h) in state.handoff.items()}
-        ran, state.ran = state.ran, []
-        seen = [Seen(r.node, r.order, resolve(r.incoming, stats), resolve(r.outgoing, stats)) for r in ran]
-        for item in seen:
-            self.emit(ev.NodeRan(state.index, item.node, item.order, item.incoming, item.outgoing))
-        values = self.breakpoints.values
-        if self._detached or not values:
-            return None
-        hit = None
-        # Nothing non-finite read back and only `nan` watched: no node can match (statistics
-        # reused from an earlier read were tested as what their sender sent on).
-        if window.nonfinite or any(bp.spec.kind != "nan" for bp in values):
-            hit, state.nan_seen = scan(seen, self.breakpoints, state.nan_seen)
-        if hit is not None and pause:
-            self._pause_late(state, hit, ran, tensors, after)
-        if node is None:
-            return None
-        found, state.nan_seen = current(state.incoming[node], self.breakpoints, state.nan_seen)
-        return found
-
-    def _pause_late(self, state: PassRecord, hit: Hit, ran: list[Ran], tensors: list[Any],
-                    after: tuple[int, tuple[Any, ...]] | None) -> None:
-        """Pause for a value breakpoint that matched a node that has run: shown after it (what it
-        sent on) if it made a non-finite gradient, else before it (what it received); no edits."""
-        item = ran[hit.index]
-        if after is not None and after[0] == item.node and hit.phase == "after":
-            grads = after[1]
-        else:
-            grads = handles_tensors(item.outgoing if hit.phase == "after" else item.incoming, tensors)
-        title = node_title(state.capture.graph if state.capture.graph.built else _Titles(state.capture.attrs),
-                           item.node)
-        reason = f"{self._hit(hit.breakpoint, state, item.node)}: {hit_text(hit, len(ran), title)}"
-        self._wait(state, item.node, hit.phase, reason, grads, late=after is None or after[0] != item.node)
-
     def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
         """Count and announce a breakpoint hit; returns how a pause reason names it."""
         bp.hits += 1
@@ -528,10 +480,3 @@ class Session(CommandDispatch):
             if self._collector:
                 gc.disable()
 
-
-class _Titles:
-    """Just enough of a graph for `node_title` (`.nodes[i]`), over a capture's attribute dicts,
-    so naming a node does not build the networkx view."""
-
-    def __init__(self, attrs: list[dict[str, Any]]) -> None:
-        self.nodes = attrs
