@@ -156,6 +156,9 @@ def warning_for(spec: Spec, graph: Any, pass_index: int) -> str | None:
 ONCE_PER_PASS = frozenset({"module", "source"})
 """Specs that name a region of many nodes: they stop at the first one of a pass only."""
 
+VALUE = frozenset({"nan", "norm"})
+"""Specs tested on gradient statistics (read back from the device every few nodes)."""
+
 PASS_LEVEL = frozenset({"loss", "lossnan"})
 """Specs tested on the roots when backward is called, not at nodes."""
 
@@ -189,24 +192,32 @@ class Breakpoints:
         # A tuple replaced on every change, so the script thread can iterate it while the
         # UI thread adds or deletes breakpoints.
         self._items: tuple[Breakpoint, ...] = ()
+        self._split: tuple[tuple[Breakpoint, ...], tuple[Breakpoint, ...]] = ((), ())
+        """(place breakpoints, value breakpoints) of `_items`, replaced with it: the hooks' view."""
         self._next = 1
+
+    def _set(self, items: tuple[Breakpoint, ...]) -> None:
+        self._items = items
+        self._split = (tuple(bp for bp in items if bp.spec.kind not in VALUE and bp.spec.kind not in PASS_LEVEL),
+                       tuple(bp for bp in items if bp.spec.kind in VALUE))
 
     def add(self, text: str) -> Breakpoint:
         """Parse and add a breakpoint; CommandError on a bad spec."""
         bp = Breakpoint(self._next, parse_spec(text))
         self._next += 1
-        self._items = self._items + (bp,)
+        self._set(self._items + (bp,))
         return bp
 
     def delete(self, number: int | None) -> list[Breakpoint]:
         """Delete breakpoint `number` (all when None); CommandError if there is none."""
         if number is None:
-            gone, self._items = list(self._items), ()
+            gone = list(self._items)
+            self._set(())
             return gone
         gone = [bp for bp in self._items if bp.number == number]
         if not gone:
             raise CommandError(f"no breakpoint {number}")
-        self._items = tuple(bp for bp in self._items if bp.number != number)
+        self._set(tuple(bp for bp in self._items if bp.number != number))
         return gone
 
     def __iter__(self):
@@ -229,6 +240,38 @@ class Breakpoints:
             if matches_node(bp.spec, node, node_id, pass_index, first) or matches_grads(bp.spec, grads, nan_seen):
                 return bp
         return None
+
+    def find_place(self, node: dict[str, Any], node_id: int, pass_index: int, first: bool,
+                   fired: Collection[int] = ()) -> Breakpoint | None:
+        """The first breakpoint that matches this node by where it is (not by gradient values),
+        or None: what a hook can decide before any statistic is read back."""
+        for bp in self._split[0]:
+            if bp.spec.kind in ONCE_PER_PASS and bp.number in fired:
+                continue
+            if matches_node(bp.spec, node, node_id, pass_index, first):
+                return bp
+        return None
+
+    def find_value(self, grads: tuple[Stats | None, ...], nan_seen: bool = False) -> Breakpoint | None:
+        """The first value breakpoint (`nan`, `norm>X`) these gradient statistics match, or None."""
+        for bp in self._split[1]:
+            if matches_grads(bp.spec, grads, nan_seen):
+                return bp
+        return None
+
+    @property
+    def places(self) -> tuple[Breakpoint, ...]:
+        """The breakpoints that match nodes by where they are (op, label, #ID, module, place, pass)."""
+        return self._split[0]
+
+    @property
+    def values(self) -> tuple[Breakpoint, ...]:
+        """The value breakpoints (`nan`, `norm>X`): while one is armed, statistics are read every few nodes."""
+        return self._split[1]
+
+    def watching(self) -> bool:
+        """Is a value breakpoint (`nan`, `norm>X`) armed?"""
+        return bool(self._split[1])
 
     def find_loss(self, losses: tuple[float | None, ...], nonfinite_root: bool) -> Breakpoint | None:
         """The first loss breakpoint the roots of a starting pass match, or None."""

@@ -33,6 +33,8 @@ class Pause:
     phase: str
     grads: tuple[torch.Tensor | None, ...]
     edited: bool = False
+    late: bool = False
+    """The node has already run (a value breakpoint read back after it): nothing to edit."""
 
 
 class CommandDispatch:
@@ -126,7 +128,7 @@ class CommandDispatch:
         """Apply an edit command to the paused node's incoming gradient."""
         pause = self._paused_at(state)
         assert state is not None
-        if pause.phase != "before":
+        if pause.phase != "before" or pause.late:
             raise edits.EditError("this node has already run; step to where its gradient arrives to edit it")
         before = summarize_all(pause.grads, histogram=True)
         match command:

@@ -28,6 +28,9 @@ class LeafNames:
         """Name `leaf` until it dies."""
         key = id(leaf)
         names = self._names
+        known = names.get(key)
+        if known is not None and known[1] == name and known[0]() is leaf:
+            return  # named so already (every pass names its parameters again)
 
         def forget(ref: weakref.ref, key: int = key) -> None:
             if names.get(key, (None,))[0] is ref:

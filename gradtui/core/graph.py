@@ -36,6 +36,7 @@ import networkx as nx
 import torch
 
 from gradtui.core import provenance
+from gradtui.core.lazygraph import LazyGraph
 
 Node = Any  # torch.autograd.graph.Node: C++ nodes have no common Python base class
 
@@ -112,14 +113,19 @@ class Names:
 
 @dataclass
 class Capture:
-    """A captured pass: the plain-data graph, and the live autograd nodes indexed by id."""
+    """A captured pass: the node attribute dicts, the graph (built lazily from them), and the
+    live autograd nodes indexed by id."""
 
-    graph: nx.DiGraph
+    attrs: list[dict[str, Any]]
+    """Per node id, its attributes (the dicts the graph's nodes carry)."""
+    graph: LazyGraph
     nodes: list[Node]
     roots: tuple[int, ...]
     sole_inputs: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
     """Per node, per output slot: (node id, input number) the gradient goes to when that
     input receives from this slot only, so the very tensor arrives there (else None)."""
+    accumulators: frozenset[int] = frozenset()
+    """Ids of the leaf accumulators."""
 
 
 def allow_deep_graphs(size: int = DEEP_STACK) -> int:
@@ -149,9 +155,20 @@ def allow_deep_graphs(size: int = DEEP_STACK) -> int:
     return resource.getrlimit(resource.RLIMIT_STACK)[0]
 
 
+_names: dict[type, str] = {}
+"""Node type -> its nodes' name, for types named as their nodes are (a generic wrapper type of
+C++ nodes, `CppFunction`, names each node on its own)."""
+
+
 def short_name(node: Node) -> str:
     """`torch::autograd::AccumulateGrad` -> `AccumulateGrad`."""
-    return node.name().removeprefix(_PREFIX)
+    cls = type(node)
+    name = _names.get(cls)
+    if name is None:
+        name = node.name().removeprefix(_PREFIX)
+        if cls.__name__ == name:
+            _names[cls] = name
+    return name
 
 
 def node_kind(node: Node, name: str) -> str:
@@ -323,13 +340,13 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
             targets.append(target)
             senders[target] = senders.get(target, 0) + 1
 
-    graph = nx.DiGraph()
-    add_node = graph.add_node
+    attrs: list[dict[str, Any]] = []
     by_leaf, by_grad_fn, params = names.by_leaf, names.by_grad_fn, names.params
     source_of, module_of = provenance.source_of, provenance.module_of
     shown: dict[str, str] = {}
     """Recorded module path (led by its root's variable) -> as this pass shows it."""
     several = names.several_roots
+    accumulators = []
     for i, node in enumerate(nodes):
         name = short_name(node)
         kind = node_kind(node, name)
@@ -338,6 +355,7 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
             leaf_id = id(node.variable)
             labels = tuple(by_leaf.get(leaf_id, ()))
             param = params.get(leaf_id)
+            accumulators.append(i)
         else:
             labels = tuple(by_grad_fn.get(id(node), ()))
             source, module = source_of(node), module_of(node)
@@ -346,16 +364,37 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
                 if short is None:
                     short = shown[module] = module.partition(".")[2] or module
                 module = short
-        add_node(
-            i, name=name, kind=kind, labels=labels, param=param,
-            source=None if source is None else _source_text(*source),
-            path=None if source is None else source[0], line=None if source is None else source[1],
-            module=module, saved=saved_summary(node), seq=node._sequence_nr(),
-            next=tuple(None if t is None else t[0] for t in slots[i]),
-        )
-    graph.add_edges_from(edges)
+        attrs.append({
+            "name": name, "kind": kind, "labels": labels, "param": param,
+            "source": None if source is None else _source_text(*source),
+            "path": None if source is None else source[0], "line": None if source is None else source[1],
+            "module": module, "saved": saved_summary(node), "seq": node._sequence_nr(),
+            "next": tuple(None if t is None else t[0] for t in slots[i]),
+        })
     sole = [tuple(t if t is not None and senders[t] == 1 else None for t in targets) for targets in slots]
-    return Capture(graph=graph, nodes=nodes, roots=tuple(root_ids), sole_inputs=sole)
+    return Capture(attrs=attrs, graph=LazyGraph(attrs, edges), nodes=nodes, roots=tuple(root_ids), sole_inputs=sole,
+                   accumulators=frozenset(accumulators))
+
+
+def place_leaves(attrs: list[dict[str, Any]]) -> None:
+    """Give each leaf accumulator the source and module of the first node (lowest id) that
+    uses it: a parameter is placed where its layer ran (`fc2.weight` at `self.fc2(h)`), as a
+    leaf has no creating op of its own. Works on `Capture.attrs`, so the networkx view stays
+    unbuilt."""
+    todo = {i for i, data in enumerate(attrs) if data["kind"] == "accumulate" and data["source"] is None}
+    if not todo:
+        return
+    for data in attrs:  # in id order: the first user with a source places the leaf
+        if data["source"] is None:
+            continue
+        for there in data["next"]:
+            if there in todo:
+                leaf = attrs[there]
+                leaf["source"], leaf["path"], leaf["line"] = data["source"], data["path"], data["line"]
+                leaf["module"] = data["module"]
+                todo.discard(there)
+        if not todo:
+            return
 
 
 def node_tags(data: Mapping[str, Any]) -> list[str]:

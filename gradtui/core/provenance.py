@@ -81,21 +81,6 @@ def _recorded(node: Any, key: str) -> Any:
     return md.get(key)
 
 
-def place_leaves(graph: Any) -> None:
-    """Give each leaf accumulator in a captured graph (networkx, see gradtui.core.graph) the
-    source and module of the first node that uses it: a parameter is placed where its layer
-    ran (`fc2.weight` at `self.fc2(h)`), as a leaf has no creating op of its own."""
-    nodes = graph.nodes
-    for i, data in nodes(data=True):
-        if data["kind"] != "accumulate" or data["source"] is not None:
-            continue
-        users = sorted(graph.predecessors(i))
-        user = next((nodes[u] for u in users if nodes[u]["source"] is not None), None)
-        if user is not None:
-            data["source"], data["path"], data["line"] = user["source"], user["path"], user["line"]
-            data["module"] = user["module"]
-
-
 def _label_interior(node: Any, md: dict) -> None:
     """Give the unlabelled nodes `node`'s call made below it `node`'s labels (once)."""
     first = md.pop(FIRST_KEY)

@@ -13,9 +13,8 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
-import networkx as nx
 import torch
 
 from gradtui.core import events as ev
@@ -24,7 +23,8 @@ from gradtui.core.breakpoints import Breakpoint, matches_node
 from gradtui.core.compat import GradientEdge
 from gradtui.core.flow import LeafNames, gradient_flow
 from gradtui.core.graph import Capture, Names
-from gradtui.core.summary import VALUES_LIMIT, Stats, summarize
+from gradtui.core.summary import VALUES_LIMIT, Stats
+from gradtui.core.window import StatsWindow, resolve
 
 
 @dataclass
@@ -57,6 +57,19 @@ class PassRecord:
     nested_leaves: list[tuple[str, torch.Tensor]] = field(default_factory=list)
     """Named leaves that nested backward calls (a reentrant checkpoint) accumulate into during
     this pass: they are not on its graph, but their `.grad` changes with it."""
+    window: StatsWindow = field(default_factory=StatsWindow)
+    """The gradients whose statistics are not read back yet (gradtui.core.window)."""
+    ran: list["Ran"] = field(default_factory=list)
+    """Nodes that ran since the window was last read, in the order they ran."""
+
+
+class Ran(NamedTuple):
+    """A node that ran, with handles (gradtui.core.window) of what flowed in and out."""
+
+    node: int
+    order: int
+    incoming: tuple[Any, ...]
+    outgoing: tuple[Any, ...]
 
 
 def root_values(roots: tuple[Any, ...]) -> tuple[float | None, ...]:
@@ -113,42 +126,61 @@ def _dense(t: torch.Tensor) -> bool:
     return True
 
 
-def incoming_stats(state: PassRecord, node: int, grads: tuple[Any, ...], light: bool) -> tuple[Stats | None, ...]:
-    """Stats of what flows into `node`, reusing its sender's when the tensor is the same."""
-    out = []
+def incoming_stats(state: PassRecord, node: int, grads: tuple[Any, ...], light: bool) -> tuple[Any, ...]:
+    """Handles of what flows into `node` (gradtui.core.window), reusing its sender's when the
+    tensor is the same."""
+    window = state.window
+    handoff = state.handoff
+    out: list[Any] = []
     for nr, grad in enumerate(grads):
-        sent = state.handoff.pop((node, nr), None)
+        sent = handoff.pop((node, nr), None) if handoff else None
         if grad is None:
             out.append(None)
-        elif (sent is not None and sent[0] is grad and sent[1] == grad._version  # not changed in place
-              and (light or sent[2].mean is not None)):  # and not light stats while stepping
-            out.append(sent[2])
+        elif sent is not None and sent[0] is grad and sent[1] == grad._version:  # not changed in place
+            handle = sent[2]
+            if type(handle) is int:
+                if not light:
+                    window.want_full(handle)
+                out.append(handle)
+            elif light or handle.mean is not None:  # not light stats while stepping
+                out.append(handle)
+            else:
+                out.append(window.add(grad, light))
         else:
-            out.append(summarize(grad, light=light))
+            out.append(window.add(grad, light))
     return tuple(out)
 
 
-def outgoing_stats(state: PassRecord, node: int, grads: tuple[Any, ...], incoming: tuple[Stats | None, ...],
-                   light: bool) -> tuple[Stats | None, ...]:
-    """Stats of what `node` sent on. A view, transpose or pass-through (`ViewBackward0`,
+def outgoing_stats(state: PassRecord, node: int, grads: tuple[Any, ...], incoming: tuple[Any, ...],
+                   light: bool) -> tuple[Any, ...]:
+    """Handles of what `node` sent on. A view, transpose or pass-through (`ViewBackward0`,
     `TBackward0`, the two sides of `AddBackward0`...) sends the very elements it received,
     so their stats are the incoming ones in a new shape: half the reductions of a pass."""
     arrived, versions = state.arrived.pop(node, ((), ()))
-    out = []
+    window = state.window
+    out: list[Any] = []
     for grad in grads:
         if grad is None:
             out.append(None)
             continue
         same = None
-        if grad.numel() > VALUES_LIMIT and _dense(grad):  # small ones list their values in order
-            ptr, numel, dtype = grad.data_ptr(), grad.numel(), grad.dtype
-            for source, version, stats in zip(arrived, versions, incoming):
-                if (source is not None and stats is not None and source._version == version
-                        and source.data_ptr() == ptr and source.numel() == numel and source.dtype == dtype
-                        and _dense(source) and (light or stats.mean is not None)):
-                    same = stats.reshaped(tuple(grad.shape))
+        if arrived and grad.layout is torch.strided and not grad._is_zerotensor():  # sparse: no data pointer
+            ptr = grad.data_ptr()
+            for source, version, handle in zip(arrived, versions, incoming):
+                # Small ones list their values in order, so only bigger ones are shared.
+                if (source is not None and handle is not None and source.layout is torch.strided
+                        and not source._is_zerotensor() and source.data_ptr() == ptr
+                        and source._version == version and (numel := grad.numel()) > VALUES_LIMIT
+                        and source.numel() == numel and source.dtype == grad.dtype
+                        and _dense(grad) and _dense(source)):
+                    if type(handle) is int:
+                        if not light:
+                            window.want_full(handle)
+                        same = window.alias(handle, tuple(grad.shape))
+                    elif light or handle.mean is not None:
+                        same = handle.reshaped(tuple(grad.shape))
                     break
-        out.append(same or summarize(grad, light=light))
+        out.append(window.add(grad, light) if same is None else same)
     return tuple(out)
 
 
@@ -181,21 +213,23 @@ class Recorder:
     @staticmethod
     def leaves(capture: Capture) -> list[tuple[int, torch.Tensor]]:
         """(accumulator id, leaf tensor) of every leaf on a captured pass's graph."""
-        graph = capture.graph
-        return [(i, node.variable) for i, node in enumerate(capture.nodes) if graph.nodes[i]["kind"] == "accumulate"]
+        return [(i, capture.nodes[i].variable) for i in sorted(capture.accumulators)]
 
     @staticmethod
     def leaf_grads(leaves: list[tuple[int, torch.Tensor]], light: bool) -> tuple[tuple[int, Stats | None], ...]:
-        """(accumulator id, stats of the leaf's `.grad`) for each leaf of the pass."""
-        return tuple((i, None if leaf.grad is None else summarize(leaf.grad, light=light)) for i, leaf in leaves)
+        """(accumulator id, stats of the leaf's `.grad`) for each leaf of the pass, read back in bulk."""
+        window = StatsWindow()
+        handles = [window.add(leaf.grad, light) for _, leaf in leaves]
+        stats = resolve(handles, window.read())
+        return tuple((i, s) for (i, _), s in zip(leaves, stats))
 
-    def recorded_flow(self, graph: nx.DiGraph, leaves: list[tuple[int, torch.Tensor]],
+    def recorded_flow(self, attrs: list[dict[str, Any]], leaves: list[tuple[int, torch.Tensor]],
                       nested: list[tuple[str, torch.Tensor]] = ()) -> tuple[ev.ParamFlow, ...]:
         """Gradient flow of a captured pass's leaves (accumulator id, leaf), named as the graph
         names them, and of the leaves nested passes updated (node None: not on the graph)."""
         named: list[tuple[str, int | None, torch.Tensor]] = []
         for i, leaf in leaves:
-            data = graph.nodes[i]
+            data = attrs[i]
             name = data["param"] or (data["labels"][0] if data["labels"] else None)
             if name is not None:
                 self._leaf_names.remember(leaf, name)
@@ -246,7 +280,7 @@ class Recorder:
         cap = state.capture
         leaves = self.leaves(cap)
         leaf_grads = self.leaf_grads(leaves, light)
-        flow = self.recorded_flow(cap.graph, leaves, state.nested_leaves) if call != "grad" else ()
+        flow = self.recorded_flow(cap.attrs, leaves, state.nested_leaves) if call != "grad" else ()
         total = len(cap.nodes)
         del leaves, cap
         state.capture = None  # type: ignore[assignment]

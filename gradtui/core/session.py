@@ -27,18 +27,19 @@ from typing import Any, NamedTuple
 import networkx as nx
 
 from gradtui.core import events as ev
-from gradtui.core import provenance
 from gradtui.core.breakpoints import Breakpoint, Breakpoints
 from gradtui.core.commands import Break, Command, CommandError, Continue, Delete, Flow, Help, ListBreakpoints, Quit, parse
 from gradtui.core.compat import current_graph_task_id
 from gradtui.core.dispatch import CommandDispatch, Pause
-from gradtui.core.graph import Names, capture, node_title
+from gradtui.core.reads import BulkReads
+from gradtui.core.graph import Names, capture, place_leaves
 from gradtui.core.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.core.provenance import Provenance
 from gradtui.core.recorder import (
-    PassRecord, Recorder, UnhookedFlow, hand_off, incoming_stats, nonfinite_roots, outgoing_stats, root_values,
+    PassRecord, Ran, Recorder, UnhookedFlow, hand_off, incoming_stats, nonfinite_roots, outgoing_stats, root_values,
 )
-from gradtui.core.summary import any_nonfinite, summarize_all
+from gradtui.core.summary import summarize_all
+from gradtui.core.window import HELD_ELEMENTS
 
 __all__ = ["GradtuiQuit", "Listener", "Session", "PROGRESS_INTERVAL"]
 
@@ -46,6 +47,13 @@ Listener = Callable[[ev.Event], None]
 
 PROGRESS_INTERVAL = 0.05
 """Seconds between `Progress` events while the engine runs between pauses."""
+
+CHECK_EVERY = 8
+"""With a `nan` / `norm>X` breakpoint armed, statistics are read back (and tested) every this
+many nodes: one host read per CHECK_EVERY nodes, a hit at most CHECK_EVERY - 1 nodes late."""
+
+READ_EVERY = 64
+"""Without one, every this many nodes (NodeRan events arrive in batches of this many)."""
 
 _REGION_COMMANDS = (Break, Delete, ListBreakpoints, Help, Flow)
 """Commands that take effect while the engine runs, too."""
@@ -61,11 +69,12 @@ class _Queued(NamedTuple):
     """The client's id for it, carried by every CommandResult that answers it."""
 
 
-class Session(CommandDispatch):
+class Session(CommandDispatch, BulkReads):
     """Debugs the backward passes of whatever runs while it is active (see module doc)."""
 
     def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
-                 full_stats: bool = True, hook_all_passes: bool = True, flow_unhooked: bool = True) -> None:
+                 full_stats: bool = True, hook_all_passes: bool = True, flow_unhooked: bool = True,
+                 check_every: int = CHECK_EVERY) -> None:
         """`full_stats=False` records only norms while the engine runs between pauses (see
         `summarize(light=True)`): a third of the cost, for the UI when no report is written.
 
@@ -74,6 +83,8 @@ class Session(CommandDispatch):
         for it, only its gradient flow. For headless runs that write no report.
         `flow_unhooked=False` skips even that flow (a walk of the graph and two norms of every
         parameter and gradient) when no one will ask for it.
+        `check_every`: with a value breakpoint armed, read statistics back every this many
+        nodes (1: at every node, so a hit is never late; see gradtui.core.watch).
         """
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
@@ -91,6 +102,7 @@ class Session(CommandDispatch):
         self._flow_unhooked = flow_unhooked
         self._collector = False
         """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
+        self._check_every = max(1, check_every)
         self.follow: Callable[[PassRecord, int], str | None] | None = None
         """Distributed follow mode's per-node "park here?" check (gradtui.dist.rank), or None.
         Called before a node runs, after any pause of its own; it may block (the ranks' gate) and
@@ -250,7 +262,7 @@ class Session(CommandDispatch):
             return self._run_unhooked(index, call, call_text, call_site, losses, nodes, run)
         names = Names.from_scopes(frame.f_locals, frame.f_globals)
         cap = capture(nodes, names)
-        provenance.place_leaves(cap.graph)
+        place_leaves(cap.attrs)
         state = PassRecord(index, cap, frame, names)
         if pending is not None:
             shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
@@ -262,21 +274,30 @@ class Session(CommandDispatch):
         error: BaseException | None = None
         try:
             # Hooked inside the try: an interruption half-way (Ctrl-C, a quit) still unhooks.
+            prehook, posthook = self._prehook, self._posthook
+            partial = functools.partial
             for i, node in enumerate(cap.nodes):
-                handles.append(node.register_prehook(functools.partial(self._prehook, state, i)))
-                handles.append(node.register_hook(functools.partial(self._posthook, state, i)))
-            return run()
+                handles.append(node.register_prehook(partial(prehook, state, i)))
+                handles.append(node.register_hook(partial(posthook, state, i)))
+            result = run()
         except BaseException as exc:
             error = exc
             raise
+        else:
+            return result
         finally:
             for handle in handles:
                 handle.remove()
             self._intercept.end()
             del cap, handles, nodes, names
-            finished = self._recorder.finished(state, call, self._error_text(error), self._light)
-            error = None  # this frame is on error's traceback: holding error would make a cycle
-            self._finish(finished)
+            try:
+                # What the window still holds; a value breakpoint it shows can still pause here
+                # (the engine has returned) unless the pass failed.
+                self._read(state, None, None, pause=error is None)
+            finally:
+                finished = self._recorder.finished(state, call, self._error_text(error), self._light)
+                error = None  # this frame is on error's traceback: holding error would make a cycle
+                self._finish(finished)
 
     def _run_unhooked(self, index: int, call: str, call_text: str, call_site: str,
                       losses: tuple[float | None, ...], nodes: list[Any], run: Callable[[], Any]) -> Any:
@@ -313,46 +334,80 @@ class Session(CommandDispatch):
         return not self._full_stats and self._mode != "step"
 
     # ---- hooks ---------------------------------------------------------------------------
+    # The per-node hot path. `_prehook` is where a per-node decision to stop (a breakpoint by
+    # place, stepping, a value breakpoint on the incoming gradient, or a caller's own check)
+    # is made before the node runs: see `_stop_reason`.
 
     def _prehook(self, state: PassRecord, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """Before a node runs: decide whether to pause, record what flows in."""
+        """Before a node runs: decide whether to pause, note what flows in (read back later, in bulk)."""
         if self._quitting.is_set():
             raise GradtuiQuit()
         if not self._own_call(state):
             return None
         state.running = node
-        stats = incoming_stats(state, node, grads, self._light)
+        light = self._light
+        state.incoming[node] = incoming_stats(state, node, grads, light)
+        place = self._stop_reason(state, node)
+        watching = not self._detached and self.breakpoints.watching()
+        value = None
+        # With a watch, also read before the pass's last node: a small pass is then exact.
+        if (place is not None or state.window.held > HELD_ELEMENTS
+                or (watching and (len(state.ran) >= self._check_every or state.done == len(state.capture.nodes) - 1))):
+            value = self._read(state, node, None, pause=True)
         reason = None
         if state.pending is not None:
             reason = f"{self._hit(state.pending, state, node)}: {state.pending_reason}"
             state.pending = None
-        elif not self._detached:
-            attrs = state.capture.graph.nodes[node]
-            bp = self.breakpoints.find(attrs, node, state.index, state.done == 0, stats, state.nan_seen, state.fired)
-            if bp is not None:
-                reason = f"{self._hit(bp, state, node)}: {bp.spec.text}"
-            elif self._mode == "step":
-                reason = "step"
-        if any_nonfinite(stats):
-            state.nan_seen = True
+        elif isinstance(place, Breakpoint):
+            reason = f"{self._hit(place, state, node)}: {place.spec.text}"
+        elif value is not None:
+            reason = f"{self._hit(value, state, node)}: {value.spec.text}"
+        elif place is not None:
+            reason = place
         new = None
         if reason is not None:
             pause = self._wait(state, node, "before", reason, grads)
             if pause.edited:
                 new = pause.grads
-                stats = summarize_all(new)
+                state.incoming[node] = summarize_all(new)
         while self.follow is not None and (why := self.follow(state, node)) is not None:
+            self._read(state, node, None, pause=True)  # the parked pause shows what has run (a hit in it pauses first)
             pause = self._wait(state, node, "before", why, grads if new is None else new)  # parked
             if pause.edited:
                 new = pause.grads
-                stats = summarize_all(new)
-        state.incoming[node] = stats
+                state.incoming[node] = summarize_all(new)
+        if node in state.capture.accumulators:
+            # The gradient is about to become the leaf's .grad: holding it would make
+            # AccumulateGrad copy it instead of taking it. Its stats are read from .grad.
+            leaf = None
+            for handle in state.incoming[node]:
+                if type(handle) is int:
+                    leaf = state.capture.nodes[node].variable if leaf is None else leaf
+                    if leaf.grad is None:
+                        state.window.to_leaf(handle, leaf)
         # What the node will read: its posthook may find its outputs are the same values. Not for
         # a leaf's accumulator (it sends nothing on): a reference kept here would make it copy the
         # gradient into .grad instead of taking it (a ZeroTensor would become real zeros).
-        if new is None and state.capture.sole_inputs[node]:
+        elif new is None and state.capture.sole_inputs[node]:
             state.arrived[node] = (grads, tuple(-1 if g is None else g._version for g in grads))
         return new
+
+    def _stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:
+        """Must the engine stop before `node`, whatever its gradients are? A breakpoint that
+        matches it by place (op, label, #ID, module, FILE:LINE, pass N), "step", "loss" (a loss
+        breakpoint matched the pass's roots), or None. The one place for a per-node check that
+        needs no statistics (a caller's own "park here", say): it runs before the node does, and
+        whatever it returns makes the hook read the window back and pause."""
+        if state.pending is not None:
+            return "loss"
+        if self._detached:
+            return None
+        if self.breakpoints.places:
+            bp = self.breakpoints.find_place(state.capture.attrs[node], node, state.index, state.done == 0,
+                                             state.fired)
+            if bp is not None:
+                return bp
+        return "step" if self._mode == "step" else None
 
     def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
         """Count and announce a breakpoint hit; returns how a pause reason names it."""
@@ -382,7 +437,7 @@ class Session(CommandDispatch):
 
     def _posthook(self, state: PassRecord, node: int, grad_inputs: tuple[Any, ...],
                   grad_outputs: tuple[Any, ...]) -> None:
-        """After a node ran: record what it sent on; stop if it made the first non-finite value."""
+        """After a node ran: note what it sent on (read back later, in bulk)."""
         if not self._own_call(state):
             return
         state.done += 1
@@ -390,28 +445,27 @@ class Session(CommandDispatch):
         incoming = state.incoming.pop(node, ())
         outgoing = outgoing_stats(state, node, grad_inputs, incoming, self._light)
         hand_off(state, node, grad_inputs, outgoing)
-        self.emit(ev.NodeRan(state.index, node, state.done, incoming, outgoing))
-        made_nonfinite = any_nonfinite(outgoing) and not any_nonfinite(incoming)
-        if made_nonfinite and not self._detached:
-            state.nan_seen = True
-            bp = next((b for b in self.breakpoints if b.spec.kind == "nan"), None)
-            if bp is not None:
-                title = node_title(state.capture.graph, node)
-                self._wait(state, node, "after", f"{self._hit(bp, state, node)}: {title} made a non-finite gradient",
-                           grad_inputs)
+        state.ran.append(Ran(node, state.done, incoming, outgoing))
+        total = len(state.capture.nodes)
+        if state.done == total and not self._detached and self.breakpoints.watching():
+            self._read(state, None, (node, grad_inputs), pause=True)  # the last node: what it made, now
+        elif len(state.ran) >= READ_EVERY or state.window.held > HELD_ELEMENTS:
+            self._read(state, None, (node, grad_inputs), pause=True)
         now = time.monotonic()
         if now - state.last_progress >= PROGRESS_INTERVAL:
             state.last_progress = now
-            self.emit(ev.Progress(state.index, state.done, len(state.capture.nodes)))
+            self.emit(ev.Progress(state.index, state.done, total))
 
-    def _wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...]) -> Pause:
-        """Pause: emit Paused, then run commands until one resumes the engine."""
-        pause = Pause(node, phase, tuple(grads))
+    def _wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
+              late: bool = False) -> Pause:
+        """Pause: emit Paused, then run commands until one resumes the engine. `late`: `node`
+        has run already (a value breakpoint read back after it): nothing can be edited."""
+        pause = Pause(node, phase, tuple(grads), late=late)
         self._pause = pause
         if self._collector:
             gc.enable()  # the user may stay here long while other threads (the UI) make garbage
         try:
-            self.emit(ev.Paused(state.index, node, state.capture.graph.nodes[node]["name"], phase,  # type: ignore[arg-type]
+            self.emit(ev.Paused(state.index, node, state.capture.attrs[node]["name"], phase,  # type: ignore[arg-type]
                                 reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
             while True:
                 try:
@@ -435,3 +489,4 @@ class Session(CommandDispatch):
             self._pause = None
             if self._collector:
                 gc.disable()
+

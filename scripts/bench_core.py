@@ -1,0 +1,197 @@
+"""The bench's figures for the core's hot path (issue 15): host reads per node, the no-op hook
+floor, and a 100,000-node chain pass.
+
+    python scripts/bench.py --only hostreads,floor,chain100k
+
+`hostreads` counts, with gradtui.core.hostreads.HostReads, the calls that read a tensor back
+to the host (each a device sync on a GPU) during one pass of the d=64 encoder, per mode;
+`floor` times a no-op prehook + posthook on every node against plain backward (the floor of
+any hook-based design, printed beside the targets it bounds); `chain100k` runs a chain of
+100,000 multiplications in a fresh process, plain and under a session in `continue` with a
+`nan` watch (first pause, the pass, peak memory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from benchtable import Row, add, median, ratio_row
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _encoder(layers: int, width: int):
+    from bench import transformer
+
+    return transformer(layers, width)
+
+
+def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] = (8, 32)) -> None:
+    """Host reads per node of one pass, per mode (a count, the same on any machine)."""
+    from gradtui.core import events as ev
+    from gradtui.core.hostreads import HostReads
+    from gradtui.core.session import Session
+
+    model = _encoder(layers, width)
+    data = torch.randn(*batch, width)
+    modes = [  # (name, full stats, breakpoint, stepping, target per node)
+        ("continue, no watch (UI: norms)", False, None, False, 0.05),
+        ("continue + `nan` watch", False, "nan", False, 0.2),
+        ("continue + `norm>1e9` watch", False, "norm>1e9", False, 0.2),
+        ("continue + `nan`, every statistic (--report)", True, "nan", False, 0.2),
+        ("step through every node (each pause: histograms)", True, None, True, None),
+    ]
+    for name, full, spec, stepping, target in modes:
+        session = Session(None, provenance=False, full_stats=full)
+        nodes: list[int] = []
+        session.add_listener(lambda e: nodes.append(e.graph.number_of_nodes()) if isinstance(e, ev.PassStarted) else None)
+        if stepping:
+            session.add_listener(lambda e, s=session: s.submit("step") if isinstance(e, ev.Paused) else None)
+        else:
+            session.run_on()
+        if spec:
+            session.submit(f"break {spec}")
+        loss = model(data).pow(2).mean()
+        with session, HostReads() as reads:
+            loss.backward()
+        model.zero_grad(set_to_none=True)
+        per_node = reads.total / nodes[0]
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(reads.counts.items()))
+        add(Row(f"host reads per node: {name}", f"{layers}-layer encoder d={width}, {nodes[0]} nodes",
+                f"{per_node:.3f} / node", f"{reads.total} in the pass ({counts})", None,
+                "-" if target is None else f"<= {target:g}", None if target is None else per_node <= target))
+
+
+def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) -> None:
+    """A no-op prehook and posthook on every node (registered and removed each pass, as gradtui
+    does) against plain backward: what no hook-based design can go below."""
+    from bench import model_sizes
+
+    model = _encoder(layers, width)
+    data = torch.randn(*batch, width)
+    plain, hooked = [], []
+
+    def nodes_of(root):
+        seen, todo = {root}, [root]
+        while todo:
+            for child, _ in todo.pop().next_functions:
+                if child is not None and child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        return seen
+
+    for i in range(repeat + 1):
+        for times, hook in ((plain, False), (hooked, True)):
+            loss = model(data).pow(2).mean()
+            start = time.perf_counter()
+            handles = []
+            if hook:
+                for node in nodes_of(loss.grad_fn):
+                    handles.append(node.register_prehook(lambda grads: None))
+                    handles.append(node.register_hook(lambda grads_in, grads_out: None))
+            loss.backward()
+            for handle in handles:
+                handle.remove()
+            if i:
+                times.append(time.perf_counter() - start)
+            model.zero_grad(set_to_none=True)
+    ratio_row("floor: a no-op prehook + posthook on every node", model_sizes(layers, batch, width), median(hooked),
+              median(plain), None, "plain backward")
+
+
+CHAIN = """\
+import json, resource, sys, time
+import torch
+torch.set_num_threads(1)
+from gradtui.core.graph import allow_deep_graphs
+allow_deep_graphs()  # freeing a 100,000-node chain recurses once per node (DESIGN.md)
+n, mode = int(sys.argv[1]), sys.argv[2]
+x = torch.ones(4, requires_grad=True)
+y = x
+for _ in range(n):
+    y = y * 1.0000001
+loss = y.sum()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = {"before_mb": before / 1024}
+if mode == "plain":
+    start = time.perf_counter()
+    loss.backward()
+    out["pass"] = time.perf_counter() - start
+else:
+    from gradtui.core import events as ev
+    from gradtui.core.session import Session
+    session = Session(None, provenance=False, full_stats=False)
+    start = time.perf_counter()
+    def on(event):
+        if isinstance(event, ev.Paused):
+            out.setdefault("first_pause", time.perf_counter() - start)
+            session.submit("continue")
+    session.add_listener(on)
+    session.submit("break nan")
+    with session:
+        start = time.perf_counter()
+        loss.backward()
+        out["pass"] = time.perf_counter() - start
+out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+del x, y, loss
+print(json.dumps(out))
+"""
+
+
+def bench_chain(nodes: int = 100_000, rounds: int = 2) -> None:
+    """A chain of `nodes` multiplications: plain backward vs a session that stops at the first
+    node (as `gradtui script.py` does) and then continues with a `nan` watch; in fresh processes,
+    alternated; each process must exit cleanly (a deep graph must not segfault at exit)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    runs: dict[str, list[dict]] = {"plain": [], "gradtui": []}
+    for _ in range(rounds):
+        for mode in runs:
+            done = subprocess.run([sys.executable, "-c", CHAIN, str(nodes), mode], env=env, capture_output=True,
+                                  text=True, timeout=600)
+            if done.returncode:
+                raise RuntimeError(f"chain {mode} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+            runs[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    sizes = f"a chain of {nodes:,} muls, 4 elements each"
+    plain = median([r["pass"] for r in runs["plain"]])
+    ours = median([r["pass"] - r["first_pause"] for r in runs["gradtui"]])
+    first = median([r["first_pause"] for r in runs["gradtui"]])
+    add(Row("100k chain: first pause (capture, hooks, the pause)", sizes, f"{first:.2f} s", "from backward()", None,
+            "<= 5 s", first <= 5))
+    ratio_row("100k chain: the pass in continue after it, nan watch", sizes, ours, plain, 3.0, "plain backward")
+    mem = median([r["peak_mb"] for r in runs["gradtui"]]) / median([r["peak_mb"] for r in runs["plain"]])
+    add(Row("100k chain: peak RSS of the process", sizes, f"{median([r['peak_mb'] for r in runs['gradtui']]):.0f} MB",
+            f"{median([r['peak_mb'] for r in runs['plain']]):.0f} MB plain", mem, "<= 2.00x", mem <= 2.0))
+
+
+def bench_headless_continue(steps: int, layers: int, rounds: int) -> None:
+    """Whole process: `python loop.py` vs `gradtui --headless -c continue loop.py`, the d=64
+    encoder loop of the record rows; the median of `rounds` alternated runs each."""
+    from bench import ENCODER_LOOP
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "encoder_loop.py")
+        with open(script, "w") as f:
+            f.write(ENCODER_LOOP)
+        runs = {"plain": [sys.executable, script],
+                "gradtui": [sys.executable, "-m", "gradtui", "--headless", "-c", "continue", script]}
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(rounds):
+            for name, command in runs.items():
+                start = time.perf_counter()
+                done = subprocess.run([*command, str(steps), str(layers)], env=env, capture_output=True, text=True,
+                                      timeout=600)
+                times[name].append(time.perf_counter() - start)
+                if done.returncode:
+                    raise RuntimeError(f"{name} run failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr}")
+    ratio_row("whole process, `--headless -c continue`", f"{steps} steps, {layers}-layer encoder d=64, batch 8x32",
+              median(times["gradtui"]), median(times["plain"]), 1.05, "python")
