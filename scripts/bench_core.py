@@ -37,7 +37,7 @@ def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] =
     """Host reads per node of one pass, per mode (a count, the same on any machine)."""
     from gradtui.core import events as ev
     from gradtui.core.hostreads import HostReads
-    from gradtui.core.session import Session
+    from gradtui.core.session import CHECK_EVERY, Session
 
     model = _encoder(layers, width)
     data = torch.randn(*batch, width)
@@ -49,7 +49,8 @@ def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] =
         ("step through every node (each pause: histograms)", True, None, True, None),
     ]
     for name, full, spec, stepping, target in modes:
-        session = Session(None, provenance=False, full_stats=full)
+        # the accelerator's read rate (CHECK_EVERY); a CPU pass reads at every node with a watch
+        session = Session(None, provenance=False, full_stats=full, check_every=CHECK_EVERY)
         nodes: list[int] = []
         session.add_listener(lambda e: nodes.append(e.graph.number_of_nodes()) if isinstance(e, ev.PassStarted) else None)
         if stepping:

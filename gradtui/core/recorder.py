@@ -39,6 +39,8 @@ class PassRecord:
     done: int = 0
     running: int | None = None
     nan_seen: bool = False
+    check_every: int = 1
+    """With a value breakpoint armed, statistics are read back every this many nodes."""
     task: int | None = None
     """Autograd's id of the pass's own engine call, so hooks ignore a backward nested in it (a
     user's hook calling torch.autograd.grad through nodes of this graph)."""

@@ -49,8 +49,10 @@ PROGRESS_INTERVAL = 0.05
 """Seconds between `Progress` events while the engine runs between pauses."""
 
 CHECK_EVERY = 8
-"""With a `nan` / `norm>X` breakpoint armed, statistics are read back (and tested) every this
-many nodes: one host read per CHECK_EVERY nodes, a hit at most CHECK_EVERY - 1 nodes late."""
+"""With a `nan` / `norm>X` breakpoint armed on a pass whose loss is on an accelerator,
+statistics are read back (and tested) every this many nodes: one host read (a device sync)
+per CHECK_EVERY nodes, a hit at most CHECK_EVERY - 1 nodes late. On the CPU a read costs no
+sync, so a CPU pass reads at every node and stops exactly at the culprit, editable."""
 
 READ_EVERY = 64
 """Without one, every this many nodes (NodeRan events arrive in batches of this many)."""
@@ -74,7 +76,7 @@ class Session(CommandDispatch, BulkReads):
 
     def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
                  full_stats: bool = True, hook_all_passes: bool = True, flow_unhooked: bool = True,
-                 check_every: int = CHECK_EVERY) -> None:
+                 check_every: int | None = None) -> None:
         """`full_stats=False` records only norms while the engine runs between pauses (see
         `summarize(light=True)`): a third of the cost, for the UI when no report is written.
 
@@ -84,7 +86,8 @@ class Session(CommandDispatch, BulkReads):
         `flow_unhooked=False` skips even that flow (a walk of the graph and two norms of every
         parameter and gradient) when no one will ask for it.
         `check_every`: with a value breakpoint armed, read statistics back every this many
-        nodes (1: at every node, so a hit is never late; see gradtui.core.watch).
+        nodes (1: at every node, so a hit is never late; see gradtui.core.watch). None: 1 for
+        a pass whose roots are on the CPU, CHECK_EVERY for one on an accelerator.
         """
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
@@ -102,7 +105,7 @@ class Session(CommandDispatch, BulkReads):
         self._flow_unhooked = flow_unhooked
         self._collector = False
         """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
-        self._check_every = max(1, check_every)
+        self._check_every = None if check_every is None else max(1, check_every)
         self.follow: Callable[[PassRecord, int], str | None] | None = None
         """Distributed follow mode's per-node "park here?" check (gradtui.dist.rank), or None.
         Called before a node runs, after any pause of its own; it may block (the ranks' gate) and
@@ -264,6 +267,7 @@ class Session(CommandDispatch, BulkReads):
         cap = capture(nodes, names)
         place_leaves(cap.attrs)
         state = PassRecord(index, cap, frame, names)
+        state.check_every = self._check_every or (1 if _on_cpu(roots) else CHECK_EVERY)
         if pending is not None:
             shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
             state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"
@@ -352,7 +356,7 @@ class Session(CommandDispatch, BulkReads):
         value = None
         # With a watch, also read before the pass's last node: a small pass is then exact.
         if (place is not None or state.window.held > HELD_ELEMENTS
-                or (watching and (len(state.ran) >= self._check_every or state.done == len(state.capture.nodes) - 1))):
+                or (watching and (len(state.ran) >= state.check_every or state.done == len(state.capture.nodes) - 1))):
             value = self._read(state, node, None, pause=True)
         reason = None
         if state.pending is not None:
@@ -490,3 +494,7 @@ class Session(CommandDispatch, BulkReads):
             if self._collector:
                 gc.disable()
 
+
+def _on_cpu(roots: tuple[Any, ...]) -> bool:
+    """Are a pass's roots (its losses) CPU tensors? Reading statistics back then syncs nothing."""
+    return all(getattr(getattr(root, "device", None), "type", "cpu") == "cpu" for root in roots)

@@ -108,10 +108,10 @@ def test_node_ran_events_and_leaf_grads():
     ("pass 1", (1, 0)),
 ])
 def test_each_break_spec_pauses_where_it_should(spec, where):
-    # check_every=1: value specs (norm>X) read statistics back at every node, so they stop
-    # exactly where they match, before the node runs (the default reads every 8 nodes:
-    # test_value_breakpoints_read_in_bulk_name_the_node_exactly).
-    run = run_headless(script("loop.py"), [f"break {spec}", "continue"], ["2"], check_every=1)
+    # A CPU pass reads statistics back at every node with a value spec armed (norm>X), so it
+    # stops exactly where one matches, before the node runs (an accelerator's pass reads every
+    # CHECK_EVERY nodes: test_bulk_stats).
+    run = run_headless(script("loop.py"), [f"break {spec}", "continue"], ["2"])
     assert run.where == [(0, 0), where]
     assert run.pauses[1].reason == f"breakpoint 1: {spec}"
     (hit,) = run.of(ev.BreakpointHit)
