@@ -114,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         from gradtui.replay_cli import main as replay_main
 
         return replay_main(argv[1:])
+    if argv and argv[0] == "export" and not os.path.isfile(argv[0]):
+        from gradtui.export_cli import main as export_main  # gradtui export DB --json PATH
+
+        return export_main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):
         from gradtui.attach import main as attach_main
 

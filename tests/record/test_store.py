@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO, script
+from conftest import script
 from gradtui.core.report import Report
 from gradtui.core.runner import ScriptRunner
 from gradtui.core.session import Session
@@ -24,6 +21,7 @@ from gradtui.record import schema
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording
 from gradtui.record.store import Recorder, check_path
+from recordings import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,12 +34,6 @@ WHERE g.dir = 1 AND g.nonfinite > 0
 ORDER BY g.pass, n.ord LIMIT 1
 """
 """The README's query: the first node that sent on a non-finite gradient it did not receive."""
-
-
-def gradtui(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "gradtui", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env=env)
 
 
 def record(path: str, db: str, commands=("continue",), args=(), report: Report | None = None,
@@ -126,13 +118,12 @@ def test_record_every_n_keeps_nodes_of_every_nth_pass_and_flow_of_all(tmp_path):
         assert not recording.graph(5)
 
 
-def test_flight_recorder_acceptance(tmp_path):
+def test_flight_recorder_acceptance():
     """Issue 13's acceptance: `--flight 5 -c 'break nan' -c continue --record run.db` leaves
     per-node statistics of passes 26-30, loss and flow of every pass, and the README's query
     names the culprit node (the sqrt whose backward divides by zero)."""
-    db = tmp_path / "run.db"
-    done = gradtui("--headless", "--flight", "5", "-c", "break nan", "-c", "continue", "--record", str(db),
-                   script("nan_at_30.py"))
+    made = flight_recording()
+    db, done = made.path, made.run
     assert done.returncode == 0, done.stderr[-2000:]
     connection = sqlite3.connect(db)
     try:
