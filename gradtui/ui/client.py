@@ -13,7 +13,7 @@ import itertools
 import os
 import signal
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from gradtui.core import events as ev
@@ -47,7 +47,8 @@ STOP_TIMEOUT = 3.0
 
 class TargetClient(_Base):
     """Reads the target, sends it commands, stops it (see module doc); the app provides the
-    screen (`_redraw`, `_on_engine_event`, `_show_selected`) and the state."""
+    screen (`_redraw`, `_on_engine_event`, `_show_selected`) and the state, NavigationActions
+    `local_command` (the lines the UI answers itself)."""
 
     target: DebugTarget
     state: UIState
@@ -58,6 +59,7 @@ class TargetClient(_Base):
     exit_status: int
     script_path: str
     _echoed: str | None
+    local_command: Callable[[str], ev.CommandResult | None]
 
     def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
@@ -67,11 +69,6 @@ class TargetClient(_Base):
 
     def _show_selected(self, node: int | None) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
-
-    def local_command(self, text: str) -> ev.CommandResult | None:
-        """The answer to a command line the UI answers itself (`pass N` in a live run), else
-        None: the line goes to the target (the app's)."""
-        return None
 
     async def on_unmount(self) -> None:
         """However the app ends, the target must not be left running (a child agent is stopped)."""

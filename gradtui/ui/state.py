@@ -16,6 +16,7 @@ from gradtui.core.graph import node_tags
 from gradtui.core.summary import any_nonfinite
 from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary
 from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
+from gradtui.ui.series import PassSeries
 
 
 class HeaderPart(NamedTuple):
@@ -61,6 +62,8 @@ class UIState:
         """One line per pass that started, oldest first (bounded)."""
         self.norms = NormHistory()
         """Per-node incoming norms over the last recorded passes (the sparkline)."""
+        self.series = PassSeries()
+        """Loss, gradient norm, non-finite count and module norms of every pass (the plots)."""
         self.status = "starting"
         """starting, running, paused, finished, failed or quit."""
         self.paused: ev.Paused | None = None
@@ -169,6 +172,7 @@ class UIState:
             self.summaries = deque((s for s in self.summaries if s.index != event.index), maxlen=KEEP_SUMMARIES)
             if self.browsed is not None and self.browsed.index == event.index:
                 self.browsed = None
+        self.series.started(event.index, tuple(event.losses))
         self.live = PassView.from_event(event)
         self._keep(self.live)
         self.summaries.append(self.live.summary())
@@ -254,6 +258,7 @@ class UIState:
         return Change(rows={event.node})
 
     def _on_PassFinished(self, event: ev.PassFinished) -> Change:
+        self.series.finished(event.index, event.flow)
         view = self.live
         change = Change(header=True)
         if view is None or event.index != view.index:
