@@ -68,6 +68,18 @@ class PassInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PassFigures:
+    """What the plots over passes need of one pass: its losses, global gradient norm,
+    non-finite leaves and each leaf's gradient norm (None where not read: see `figures`)."""
+
+    index: int
+    losses: tuple[float | None, ...]
+    grad_norm: float | None
+    nonfinite: int
+    norms: tuple[tuple[str, float | None], ...] | None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeStats:
     """What flowed into a node (`grad_outputs`) and what it sent on (`grad_inputs`), per slot."""
 
@@ -122,6 +134,23 @@ class Recording:
                          r[7], r[8], r[9], r[10], r[11], r[12], _num(r[13]), r[14] or 0,
                          tuple(json.loads(r[15])) if r[15] else ()) for r in rows]
 
+    def figures(self, limit: int) -> list[PassFigures]:
+        """Every pass's figures, in order; the per-leaf norms only of at most `limit` passes spread
+        evenly over the run and of every pass with a non-finite gradient (a long run's plot is
+        a terminal wide), the others' `norms` None. Two queries, whatever the recording's size."""
+        rows = self._db.execute("SELECT idx, losses, grad_norm, nonfinite FROM passes ORDER BY idx").fetchall()
+        stride = max(1, -(-len(rows) // max(1, limit)))
+        wanted = {r[0] for i, r in enumerate(rows) if r[0] % stride == 0 or r[3] or i == len(rows) - 1}
+        norms: dict[int, list[tuple[str, float | None]]] = {}
+        query = "SELECT pass, name, grad_norm FROM flow" + ("" if stride == 1 else " WHERE pass % ? = 0 OR pass IN "
+                                                            "(SELECT idx FROM passes WHERE nonfinite > 0) OR pass = ?")
+        args = () if stride == 1 else (stride, rows[-1][0])
+        for index, name, norm in self._db.execute(query + " ORDER BY pass, rank", args):
+            if index in wanted:
+                norms.setdefault(index, []).append((name, _num(norm)))
+        return [PassFigures(i, tuple(_num(v) for v in json.loads(losses)), _num(g), bad or 0,
+                            tuple(norms.get(i, ())) if i in wanted else None) for i, losses, g, bad in rows]
+
     def graph(self, index: int) -> nx.DiGraph:
         """Pass `index`'s graph with the node attributes of `gradtui.core.graph` that were recorded
         (name, kind, labels, param, source, module, next, seq) and `order`; empty without per-node data."""
@@ -158,6 +187,16 @@ class Recording:
             lists.append(Stats(tuple(json.loads(shape)), dtype, device, _num(norm), _num(lo), _num(hi), _num(mean),
                                nonfinite, values, values[:8] if values else ()))
         return {node: NodeStats(tuple(a), tuple(b)) for node, (a, b) in found.items()}
+
+    def flows(self, first: int) -> dict[int, tuple[ParamFlow, ...]]:
+        """The gradient flow of every pass from `first` on, in one query."""
+        found: dict[int, list[ParamFlow]] = {}
+        rows = self._db.execute("SELECT pass, name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
+                                "WHERE pass >= ? ORDER BY pass, rank", (first,))
+        for index, name, node, shape, g, w, r, nf in rows:
+            found.setdefault(index, []).append(ParamFlow(name, node, tuple(json.loads(shape)), _num(g), _num(w),
+                                                         _num(r), nf))
+        return {index: tuple(flow) for index, flow in found.items()}
 
     def flow(self, index: int) -> tuple[ParamFlow, ...]:
         """Pass `index`'s gradient flow, in the order the session sorted it."""

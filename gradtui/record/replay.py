@@ -29,10 +29,21 @@ from gradtui.core.commands import (
 from gradtui.core.flow import format_flow
 from gradtui.core.summary import any_nonfinite, format_grads
 from gradtui.record import schema
-from gradtui.record.reader import NodeStats, PassInfo, Recording
+from gradtui.record.reader import NodeStats, PassFigures, PassInfo, Recording
 from gradtui.wire.target import TargetError, TargetInfo
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
+
+STORY_PASSES = 1000
+"""The story tells the last this many passes (what a client keeps a line of: the UI's
+KEEP_SUMMARIES); `pass N` shows any pass, and `figures()` has every pass for the plots."""
+
+STORY_GRAPHS = 20
+"""...with the graphs of the last this many of them with per-node data (the views a client keeps:
+the UI's KEEP_VIEWS); the others' PassStarted has an empty graph (`pass N` brings it)."""
+
+FIGURE_POINTS = 2048
+"""Passes whose per-leaf norms `figures()` reads (evenly spread, and every non-finite one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +126,20 @@ class ReplayTarget:
         output: dict[int | None, list[ev.Event]] = {}
         for line in self._rec.output():
             output.setdefault(line.pass_index, []).append(ev.Output(line.stream, line.text))  # type: ignore[arg-type]
+        told = passes[-STORY_PASSES:]
+        earlier = passes[:-STORY_PASSES] if len(passes) > STORY_PASSES else []
         story += output.pop(None, [])
-        for info in passes:
-            graph = self._graph(info.index) if info.per_node else nx.DiGraph()
-            story.append(self._started(info, graph))
-            story.append(self._finished(info))
+        for info in earlier:
+            story += output.pop(info.index, [])
+        if earlier:
+            story.append(ev.Output("stderr", f"gradtui replay: passes 0-{earlier[-1].index} are not listed "
+                                   f"(plotted, and shown by pass N); the last {len(told)} follow\n"))
+        drawn = {p.index for p in [p for p in told if p.per_node][-STORY_GRAPHS:]}
+        flows = self._rec.flows(told[0].index) if told else {}
+        for info in told:
+            graph = self._graph(info.index) if info.index in drawn else nx.DiGraph()
+            story.append(self._started(info, graph, listed=info.index not in drawn))
+            story.append(self._finished(info, flows.get(info.index, ())))
             story += output.pop(info.index, [])
         for rest in output.values():
             story += rest
@@ -200,15 +220,20 @@ class ReplayTarget:
         return graph
 
     @staticmethod
-    def _started(info: PassInfo, graph: nx.DiGraph) -> ev.PassStarted:
+    def _started(info: PassInfo, graph: nx.DiGraph, listed: bool = False) -> ev.PassStarted:
+        """`listed`: a pass with per-node data told without its graph (see STORY_GRAPHS)."""
         return ev.PassStarted(info.index, info.call, info.call_text, info.call_site,  # type: ignore[arg-type]
                               graph, (0,) if graph.number_of_nodes() else (), info.losses,
-                              recorded=info.per_node and graph.number_of_nodes() > 0)
+                              recorded=info.per_node and (listed or graph.number_of_nodes() > 0))
 
-    def _finished(self, info: PassInfo) -> ev.PassFinished:
+    def _finished(self, info: PassInfo, flow: tuple[ev.ParamFlow, ...] | None = None) -> ev.PassFinished:
         assert self._rec is not None
         return ev.PassFinished(info.index, info.done, info.nodes, info.error, info.failed_node,
-                               flow=self._rec.flow(info.index))
+                               flow=self._rec.flow(info.index) if flow is None else flow)
+
+    def figures(self) -> list[PassFigures]:
+        """Every recorded pass's figures for the plots (see `Recording.figures`); [] before start."""
+        return self._rec.figures(FIGURE_POINTS) if self._rec is not None else []
 
     def _walk_of(self, index: int) -> list[int]:
         assert self._rec is not None

@@ -86,6 +86,9 @@ class TargetClient(_Base):
             self.query_one(CommandBar).answer(str(exc), ok=False)
             self.finished.set()
             return
+        figures = getattr(self.target, "figures", None)  # a recording has every pass's, for the plots
+        if figures is not None:
+            self.state.series.load(figures())
         async for batch in self.target.batches():
             self.on_batch(batch)
         self.finished.set()

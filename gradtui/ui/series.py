@@ -11,9 +11,11 @@ a terminal wide), except that a pass with a non-finite gradient is never dropped
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gradtui.core import events as ev
 
@@ -85,11 +87,21 @@ class PassSeries:
         """A pass ended with this flow: add (or replace) its point."""
         self.add(point_of(index, self._losses.pop(index, ()), flow))
 
+    def load(self, figures: Iterable[Any]) -> None:
+        """A recording's figures (`reader.PassFigures`) of the whole run, before its story: the
+        passes whose per-leaf norms were read (evenly spread, and every non-finite one)."""
+        for f in figures:
+            if f.norms is not None:
+                point = point_of(f.index, f.losses, (ev.ParamFlow(name, None, (), norm, 0.0, None, 0)
+                                                     for name, norm in f.norms))
+                self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules))
+        self.version += 1
+
     def add(self, point: SeriesPoint) -> None:
         """Add a point (one of the same pass replaces it: a recording's pass shown again)."""
         self.version += 1
         if self.points and self.points[-1].index >= point.index:
-            at = next((i for i, p in enumerate(self.points) if p.index >= point.index), len(self.points))
+            at = bisect.bisect_left(self.points, point.index, key=lambda p: p.index)
             if at < len(self.points) and self.points[at].index == point.index:
                 self.points[at] = point
             else:

@@ -78,6 +78,8 @@ class PassesScreen(ModalScreen[int | None]):
                 nodes = Text("unhooked", style="dim")
             elif summary.index in kept:
                 nodes = Text(str(summary.nodes))
+            elif self.recording:
+                nodes = Text("recorded", style="dim")  # enter asks the recording for it
             else:
                 nodes = Text(f"{summary.nodes} (dropped)", style="dim")
             hits = self.state.hits.get(summary.index, 0)
