@@ -7,6 +7,7 @@ mid-pass opens too (SQLite replays its write-ahead log), and holds every pass th
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from array import array
@@ -18,6 +19,12 @@ import networkx as nx
 from gradtui.core.events import ParamFlow
 from gradtui.core.summary import Stats
 from gradtui.record import schema
+
+
+@functools.lru_cache(maxsize=8192)
+def _tuple(text: str) -> tuple:
+    """A JSON list column (shape, labels, next) as a tuple: a run repeats the same few texts."""
+    return tuple(json.loads(text))
 
 
 def _num(x: Any) -> float | None:
@@ -142,12 +149,10 @@ class Recording:
         stride = max(1, -(-len(rows) // max(1, limit)))
         wanted = {r[0] for i, r in enumerate(rows) if r[0] % stride == 0 or r[3] or i == len(rows) - 1}
         norms: dict[int, list[tuple[str, float | None]]] = {}
-        query = "SELECT pass, name, grad_norm FROM flow" + ("" if stride == 1 else " WHERE pass % ? = 0 OR pass IN "
-                                                            "(SELECT idx FROM passes WHERE nonfinite > 0) OR pass = ?")
-        args = () if stride == 1 else (stride, rows[-1][0])
-        for index, name, norm in self._db.execute(query + " ORDER BY pass, rank", args):
-            if index in wanted:
-                norms.setdefault(index, []).append((name, _num(norm)))
+        rows_of = ("SELECT pass, name, grad_norm FROM flow WHERE pass IN (SELECT value FROM json_each(?)) "
+                   "ORDER BY pass, rank")  # primary-key lookups, not a scan of every pass's flow
+        for index, name, norm in self._db.execute(rows_of, (json.dumps(sorted(wanted)),)):
+            norms.setdefault(index, []).append((name, _num(norm)))
         return [PassFigures(i, tuple(_num(v) for v in json.loads(losses)), _num(g), bad or 0,
                             tuple(norms.get(i, ())) if i in wanted else None) for i, losses, g, bad in rows]
 
@@ -158,10 +163,10 @@ class Recording:
         rows = self._db.execute("SELECT id, op, kind, labels, param, source, module, ord, next, seq FROM nodes "
                                 "WHERE pass = ? ORDER BY id", (index,)).fetchall()
         for i, op, kind, labels, param, source, module, order, nxt, seq in rows:
-            graph.add_node(i, name=op, kind=kind, labels=tuple(json.loads(labels)) if labels else (), param=param,
-                           source=source, module=module, order=order, next=tuple(json.loads(nxt)), seq=seq + (1 << 64) if seq < 0 else seq)
+            graph.add_node(i, name=op, kind=kind, labels=_tuple(labels) if labels else (), param=param,
+                           source=source, module=module, order=order, next=_tuple(nxt), seq=seq + (1 << 64) if seq < 0 else seq)
         for i, _, _, _, _, _, _, _, nxt, _ in rows:
-            for slot, target in enumerate(json.loads(nxt)):
+            for slot, target in enumerate(_tuple(nxt)):
                 if target is not None and not graph.has_edge(i, target):
                     graph.add_edge(i, target, slot=slot)
         return graph
@@ -184,7 +189,7 @@ class Recording:
                 lists.append(None)
                 continue
             values = None if vals is None else tuple(array("d", vals))
-            lists.append(Stats(tuple(json.loads(shape)), dtype, device, _num(norm), _num(lo), _num(hi), _num(mean),
+            lists.append(Stats(_tuple(shape), dtype, device, _num(norm), _num(lo), _num(hi), _num(mean),
                                nonfinite, values, values[:8] if values else ()))
         return {node: NodeStats(tuple(a), tuple(b)) for node, (a, b) in found.items()}
 
@@ -194,7 +199,7 @@ class Recording:
         rows = self._db.execute("SELECT pass, name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
                                 "WHERE pass >= ? ORDER BY pass, rank", (first,))
         for index, name, node, shape, g, w, r, nf in rows:
-            found.setdefault(index, []).append(ParamFlow(name, node, tuple(json.loads(shape)), _num(g), _num(w),
+            found.setdefault(index, []).append(ParamFlow(name, node, _tuple(shape), _num(g), _num(w),
                                                          _num(r), nf))
         return {index: tuple(flow) for index, flow in found.items()}
 
@@ -202,7 +207,7 @@ class Recording:
         """Pass `index`'s gradient flow, in the order the session sorted it."""
         rows = self._db.execute("SELECT name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
                                 "WHERE pass = ? ORDER BY rank", (index,))
-        return tuple(ParamFlow(name, node, tuple(json.loads(shape)), _num(g), _num(w), _num(r), nf)
+        return tuple(ParamFlow(name, node, _tuple(shape), _num(g), _num(w), _num(r), nf)
                      for name, node, shape, g, w, r, nf in rows)
 
     def hits(self) -> list[dict[str, Any]]:

@@ -34,13 +34,14 @@ from gradtui.wire.target import TargetError, TargetInfo
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
 
-STORY_PASSES = 1000
-"""The story tells the last this many passes (what a client keeps a line of: the UI's
-KEEP_SUMMARIES); `pass N` shows any pass, and `figures()` has every pass for the plots."""
+STORY_PASSES = 200
+"""The story tells the last this many passes (the passes view lists them); `pass N` shows any
+pass, and `figures()` has every pass for the plots."""
 
-STORY_GRAPHS = 20
-"""...with the graphs of the last this many of them with per-node data (the views a client keeps:
-the UI's KEEP_VIEWS); the others' PassStarted has an empty graph (`pass N` brings it)."""
+STORY_GRAPHS = 5
+"""...with the graphs of the last this many of them with per-node data (`[` `]` browse them;
+a `--flight 5` recording has five); the others' PassStarted has an empty graph (`pass N`
+brings it)."""
 
 FIGURE_POINTS = 2048
 """Passes whose per-leaf norms `figures()` reads (evenly spread, and every non-finite one)."""

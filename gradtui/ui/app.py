@@ -108,6 +108,8 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self.find_ranked: list[int] = []
         """The nodes the last find matched, best first (`N` steps through them)."""
         self._node_index: NodeIndex | None = None
+        self._pending: Change | None = None
+        """Changes folded and not drawn yet (see `flush`)."""
         self._echoed: str | None = None
         """The command line last echoed to the output pane whose answer has not come yet."""
         self.exit_status = 0
@@ -158,8 +160,11 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
     # ---- engine events -------------------------------------------------------------------
 
     def _on_engine_event(self, event: ev.Event) -> None:
+        """Fold one event into the state; its redraw is merged with the next ones' (`flush`)
+        until something must be drawn in order: an answer, a command fed, the script's end."""
         due = self.feeder.due(event)
         if isinstance(event, ev.CommandResult):
+            self.flush()
             self._show_result(event)
         elif isinstance(event, ev.BreakpointsChanged):
             self.breakpoints = event.breakpoints
@@ -167,11 +172,21 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
             nodes.breakpoints = tuple(Marker(b.number, parse_spec(b.spec)) for b in event.breakpoints)
             nodes.refresh_visible()
         else:
-            self._redraw(self.state.apply(event))
+            change = self.state.apply(event)
+            self._pending = change if self._pending is None else self._pending.merge(change)
             if isinstance(event, ev.ScriptFinished):
+                self.flush()
                 self._script_finished(event)
         if due:
+            self.flush()
             self._feed_command()
+
+    def flush(self) -> None:
+        """Draw what the events folded since the last flush changed (a recording's story of a
+        thousand passes is drawn once, not once a pass)."""
+        change, self._pending = self._pending, None
+        if change is not None:
+            self._redraw(change)
 
     def _redraw(self, change: Change) -> None:
         nodes = self.query_one(NodeList)

@@ -70,6 +70,9 @@ class TargetClient(_Base):
     def _show_selected(self, node: int | None) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
 
+    def flush(self) -> None:  # pragma: no cover - the app's
+        raise NotImplementedError
+
     async def on_unmount(self) -> None:
         """However the app ends, the target must not be left running (a child agent is stopped)."""
         if not self.finished.is_set() and not self.quitting:
@@ -102,8 +105,10 @@ class TargetClient(_Base):
                     for event in events_:
                         self.report(event)
                 if kind is ev.NodeRan:
+                    self.flush()
                     self._redraw(self.state.apply_ran(events_))  # type: ignore[arg-type]
                 elif kind is ev.Output:
+                    self.flush()
                     for stream, lines in itertools.groupby(events_, lambda e: e.stream):
                         self.query_one(OutputLog).write_stream("".join(e.text for e in lines), STREAM_STYLE[stream])
                 else:
@@ -111,6 +116,10 @@ class TargetClient(_Base):
                         self._on_engine_event(event)
             except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
                 self._ui_error(exc)
+        try:
+            self.flush()
+        except Exception as exc:  # noqa: BLE001
+            self._ui_error(exc)
 
     def _ui_error(self, exc: Exception) -> None:
         """Show a bug of the UI itself in the output pane instead of crashing."""

@@ -49,18 +49,22 @@ class SeriesPoint:
 
 def point_of(index: int, losses: Iterable[float | None], flow: Iterable[ev.ParamFlow]) -> SeriesPoint:
     """A pass's point from its losses and its flow."""
+    rows = list(flow)
+    return _point(index, losses, ((r.name, r.grad_norm) for r in rows), sum(1 for r in rows if r.nonfinite))
+
+
+def _point(index: int, losses: Iterable[float | None], norms: Iterable[tuple[str, float | None]],
+           nonfinite: int) -> SeriesPoint:
     loss = next((v for v in losses if v is not None), None)
     squares: dict[str, float] = {}
-    total, seen, nonfinite = 0.0, False, 0
-    for row in flow:
-        if row.nonfinite:
-            nonfinite += 1
-        norm = row.grad_norm
+    total, seen = 0.0, False
+    for name, norm in norms:
         if norm is None:
             continue
         seen = True
         total += norm * norm
-        module = module_of(row.name)
+        head, dot, _ = name.rpartition(".")
+        module = head if dot else TOP
         squares[module] = squares.get(module, 0.0) + norm * norm
     return SeriesPoint(index, loss, math.sqrt(total) if seen else None, nonfinite,
                        {m: math.sqrt(s) for m, s in squares.items()})
@@ -92,8 +96,7 @@ class PassSeries:
         passes whose per-leaf norms were read (evenly spread, and every non-finite one)."""
         for f in figures:
             if f.norms is not None:
-                point = point_of(f.index, f.losses, (ev.ParamFlow(name, None, (), norm, 0.0, None, 0)
-                                                     for name, norm in f.norms))
+                point = _point(f.index, f.losses, f.norms, f.nonfinite)
                 self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules))
         self.version += 1
 

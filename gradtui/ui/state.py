@@ -41,6 +41,11 @@ class Change:
     log: list[str] = field(default_factory=list)
     """Lines for the output pane (a nested backward)."""
 
+    def merge(self, later: "Change") -> "Change":
+        """This change and a later one, drawn as one."""
+        return Change(self.rows | later.rows, self.new_pass or later.new_pass, self.header or later.header,
+                      self.paused or later.paused, self.finished or later.finished, self.log + later.log)
+
 
 class UIState:
     """The whole UI model: the live pass, the pass being browsed, the engine's state, history.
