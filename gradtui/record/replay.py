@@ -23,14 +23,16 @@ import networkx as nx
 from gradtui.core import events as ev
 from gradtui.core.breakpoints import Breakpoint, Breakpoints, matches_grads
 from gradtui.core.commands import (
-    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, HELP, ListBreakpoints, Print,
-    Quit, Scale, SetGrad, Step, Why, Zero, parse, parse_int,
+    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, ListBreakpoints, Print,
+    Quit, Scale, SetGrad, Step, Why, Zero,
 )
 from gradtui.core.flow import format_flow
 from gradtui.core.summary import any_nonfinite, format_grads
-from gradtui.record import schema
 from gradtui.record.reader import NodeStats, PassFigures, PassInfo, Recording
-from gradtui.wire.target import TargetError, TargetInfo
+from gradtui.record.replay_commands import REPLAY_HELP, ShowPass, open_recording, parse_replay, ranges
+from gradtui.wire.target import TargetInfo
+
+__all__ = ["READ_ONLY", "ReplayTarget", "ShowPass", "open_recording", "parse_replay"]
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
 
@@ -45,40 +47,6 @@ brings it)."""
 
 FIGURE_POINTS = 2048
 """Passes whose per-leaf norms `figures()` reads (evenly spread, and every non-finite one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ShowPass(Command):
-    """`pass N`: show recorded pass N, paused where the run stopped in it (else its first node)."""
-
-    index: int
-
-
-def parse_replay(text: str) -> Command:
-    """A replay command line: `pass N`, else the command language of `gradtui.core.commands`."""
-    word, _, rest = text.strip().partition(" ")
-    if word.lower() == "pass":
-        if not rest.strip():
-            raise CommandError("pass needs a pass number, e.g. pass 30")
-        return ShowPass(text.strip(), parse_int(rest.strip(), "pass", minimum=0))
-    return parse(text)
-
-
-REPLAY_HELP = HELP + """
-pass N              show recorded pass N (replay: paused where the run stopped in it)
-(replay is read-only: scale, zero, clip, set, print EXPR and why need a live run)"""
-
-
-def open_recording(path: str) -> Recording:
-    """Open `path` for replay, or raise TargetError with a one-line reason."""
-    if not os.path.exists(path):
-        raise TargetError("no such file")
-    if os.path.isdir(path):
-        raise TargetError("it is a directory")
-    try:
-        return Recording(path)
-    except schema.NotARecording as exc:
-        raise TargetError(str(exc)) from None
 
 
 @dataclass
@@ -215,8 +183,9 @@ class ReplayTarget:
         for _, data in graph.nodes(data=True):
             source = data.get("source")
             file, _, line = (source or "").rpartition(":")
-            data["path"] = os.path.join(folder, file) if source and line.isdigit() else None
-            data["line"] = int(line) if source and line.isdigit() else None
+            number = bool(source) and line.isascii() and line.isdigit()  # int() refuses '²', isdigit does not
+            data["path"] = os.path.join(folder, file) if number else None
+            data["line"] = int(line) if number else None
             data.setdefault("saved", ())
         return graph
 
@@ -346,7 +315,7 @@ class ReplayTarget:
     def _pass_command(self, index: int, answer) -> list[ev.Event]:
         info = self._passes.get(index)
         with_nodes = [i for i, p in self._passes.items() if p.per_node]
-        listed = _ranges(with_nodes) or "none"
+        listed = ranges(with_nodes) or "none"
         if info is None:
             last = max(self._passes) if self._passes else None
             return answer(f"no pass {index} in this recording" + (f" (passes 0-{last})" if last is not None else ""), False)
@@ -429,14 +398,3 @@ class ReplayTarget:
             lines.append("recorded hits:")
             lines += [f"  breakpoint {h['breakpoint']} ({h['spec']}) at pass {h['pass']} #{h['node']}" for h in hits]
         return lines
-
-
-def _ranges(indexes: list[int]) -> str:
-    """`26-30, 35`: sorted indexes as runs."""
-    runs: list[list[int]] = []
-    for i in sorted(indexes):
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

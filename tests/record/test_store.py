@@ -194,3 +194,31 @@ def test_a_full_disk_stops_the_recording_and_keeps_what_was_written(tmp_path):
         kept = recording.passes()
         assert 0 < len(kept) < 20
         assert [p.index for p in kept] == list(range(len(kept)))
+
+
+def test_a_recording_that_cannot_grow_mid_run_is_one_line_and_the_run_ends_with_its_status(tmp_path):
+    """Through the command line: the file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes the
+    database's writes fail a few passes in, as a full disk does; the script runs to its end, one
+    line says the recording stopped, the status is OUTPUT_FAILED (2), and what was written opens."""
+    import resource
+    import signal
+
+    db = tmp_path / "run.db"
+    limit = 256 * 1024  # the schema and a few passes of nan_at_30.py's per-node data
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = gradtui("--headless", "--record", str(db), "--record-every", "1", "-c", "continue",
+                   script("nan_at_30.py"), "40", preexec_fn=small_files)
+    assert done.stdout.count("step ") == 40  # the script ran to its end
+    ours = [line for line in done.stderr.splitlines() if line.startswith("gradtui:")]
+    assert len(ours) == 1 and ours[0].startswith(f"gradtui: the recording {db} stopped: "), done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    with Recording(str(db)) as recording:
+        kept = recording.passes()
+        assert 0 < len(kept) < 40
+        assert [p.index for p in kept] == list(range(len(kept)))
+        assert all(p.per_node and recording.stats(p.index) for p in kept)
