@@ -45,6 +45,9 @@ STORY_GRAPHS = 5
 a `--flight 5` recording has five); the others' PassStarted has an empty graph (`pass N`
 brings it)."""
 
+STORY_OUTPUT = 2000
+"""Output lines of the passes before the story that it still tells (the last ones)."""
+
 FIGURE_POINTS = 2048
 """Passes whose per-leaf norms `figures()` reads (evenly spread, and every non-finite one)."""
 
@@ -98,8 +101,10 @@ class ReplayTarget:
         told = passes[-STORY_PASSES:]
         earlier = passes[:-STORY_PASSES] if len(passes) > STORY_PASSES else []
         story += output.pop(None, [])
+        before: list[ev.Event] = []
         for info in earlier:
-            story += output.pop(info.index, [])
+            before += output.pop(info.index, [])
+        story += before[-STORY_OUTPUT:]  # a line a step of 100,000 steps: the pane shows the last ones
         if earlier:
             story.append(ev.Output("stderr", f"gradtui replay: passes 0-{earlier[-1].index} are not listed "
                                    f"(plotted, and shown by pass N); the last {len(told)} follow\n"))

@@ -76,10 +76,10 @@ class PassesScreen(ModalScreen[int | None]):
             losses = [format_number(v) for v in summary.losses if v is not None]
             if not summary.recorded:
                 nodes = Text("unhooked", style="dim")
-            elif summary.index in kept:
+            elif summary.index in kept and (summary.nodes or not self.recording):
                 nodes = Text(str(summary.nodes))
-            elif self.recording:
-                nodes = Text("recorded", style="dim")  # enter asks the recording for it
+            elif self.recording:  # told without its graph: enter asks the recording for it
+                nodes = Text("recorded", style="dim")
             else:
                 nodes = Text(f"{summary.nodes} (dropped)", style="dim")
             hits = self.state.hits.get(summary.index, 0)

@@ -55,6 +55,9 @@ class SeriesPlot(PlotextPlot):
         plt.clear_data()
         plt.clear_figure()
         points = self.series.points
+        every = max(1, len(points) // (2 * max(self.size.width, 40)))  # plotext's cost is per point: two a column
+        if every > 1:
+            points = [p for i, p in enumerate(points) if i % every == 0 or p.nonfinite or i == len(points) - 1]
         xs = [p.index for p in points]
         plt.title(TITLES[self.figure] if points else f"{TITLES[self.figure]} · no pass has ended yet")
         plt.xlabel("pass")
