@@ -31,6 +31,7 @@ also:
   gradtui attach [ADDRESS] [--headless -c CMD ...]   a client to an agent started with --listen
                                                     or gradtui.listen() (gradtui attach --help)
   gradtui replay DB [--headless -c CMD ...]         browse a recording (--record DB), read-only
+  gradtui export DB --json PATH                     a recording as the --report JSON
   gradtui serve [ADDRESS] [--port P]                the UI in a browser, a client of a listening agent
                                                     (gradtui serve --help)
 
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "(`gradtui attach`); loopback unless HOST says otherwise, :0 picks a free port")
     parser.add_argument("--theme", metavar="NAME", help="a Textual theme for the UI (e.g. textual-dark, nord)")
     parser.add_argument("--record", metavar="DB",
-                        help="(headless) record the run into a SQLite database: every pass's loss and gradient flow, "
+                        help="record the run into a SQLite database: every pass's loss and gradient flow, "
                              "and per-node gradient statistics of the passes that were hooked")
     parser.add_argument("--record-every", type=_positive, metavar="N",
                         help="with --record: hook every pass (light statistics) and keep per-node data of every N-th")
@@ -95,7 +96,7 @@ def _version() -> str:
         return "unknown"
 
 
-SUBCOMMANDS = ("attach", "replay", "serve")
+SUBCOMMANDS = ("attach", "replay", "export", "serve")
 
 
 def _subcommand(name: str, argv: list[str]) -> int:
@@ -105,6 +106,8 @@ def _subcommand(name: str, argv: list[str]) -> int:
             from gradtui.attach import main
         case "replay":
             from gradtui.replay_cli import main
+        case "export":
+            from gradtui.export_cli import main
         case "serve":
             from gradtui.serve.cli import main
         case _:

@@ -526,6 +526,10 @@ def main() -> None:
         bench_headless(*((120, 100, 1) if quick else (500, 400, 2)))
     if "record" in only:
         bench_record(50, 2 if quick else 4, 1 if quick else 3)
+        from bench_record import bench_recorder, bench_replay_open
+
+        bench_recorder(10 if quick else 20, 2 if quick else 4, 1 if quick else 3)
+        bench_replay_open(64 if quick else 1024, 1 if quick else 3)
     cpu = f"{os.cpu_count()} cores" + (f", {platform.processor()}" if platform.processor() else "")
     print_table(f"gradtui bench{' --quick' if quick else ''}: torch {torch.__version__}, "
                 f"{torch.get_num_threads()} torch thread, CPU ({cpu}), Python {platform.python_version()}; "

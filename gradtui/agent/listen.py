@@ -7,6 +7,9 @@ and served on a TCP port (loopback by default) with a token, written to a runtim
 notebook: the cell). The process is not gradtui's, so `quit` stops only the paused pass
 (GradtuiQuit is raised out of its `backward()`, the kernel lives on) and gradtui then stops
 debugging: later backward calls run unhooked until `close()`.
+
+`record=PATH` records the process's passes into a SQLite database, as `--record` does (with
+`record_every` / `flight`); the recording is closed by `close()` or when the process exits.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from gradtui.agent.runtime import AgentEntry, remove_entry, write_entry
 from gradtui.agent.server import AgentServer, ServerHooks
 from gradtui.core import events as ev
 from gradtui.options import RunOptions, build_session
+from gradtui.outputs import Outputs
 
 
 class Listening:
     """A live `gradtui.listen()`: its address, and `close()` to stop debugging this process."""
 
-    def __init__(self, address: str | None, break_on: Sequence[str]) -> None:
+    def __init__(self, address: str | None, break_on: Sequence[str], record: str | None = None,
+                 record_every: int | None = None, flight: int | None = None) -> None:
         script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "<interactive>"
         self._paused = False
         self._stopping = threading.Event()
@@ -36,8 +41,24 @@ class Listening:
         from gradtui.dist.job import in_job_env
 
         job = in_job_env()  # one rank of a torchrun job: every pass hooked, so every rank gates alike
-        options = RunOptions(script, list(sys.argv[1:]), break_on=list(break_on), record_all=job)
-        self._listener = open_listener(address or "127.0.0.1:0")
+        if record is not None:
+            from gradtui.record.store import check_path
+
+            record = os.path.abspath(record)
+            if (problem := check_path(record)) is not None:
+                raise ValueError(f"gradtui: cannot record to {record}: {problem}")
+        elif record_every is not None or flight is not None:
+            raise ValueError("gradtui: record_every and flight need record=PATH")
+        options = RunOptions(script, list(sys.argv[1:]), break_on=list(break_on), record_all=job, record=record,
+                             record_every=record_every, flight=flight)
+        self._outputs = Outputs(options)  # OutputError: the recording could not be opened
+        for listener in self._outputs.listeners:  # no runner here to announce the process
+            listener(ev.ScriptStarted(script, tuple(sys.argv)))
+        try:
+            self._listener = open_listener(address or "127.0.0.1:0")
+        except (OSError, ValueError):
+            self._outputs.close()
+            raise
         host, port = self._listener.getsockname()[:2]
         if not is_loopback(host):
             print(f"gradtui: warning: listening on {host}, not loopback", file=sys.stderr)
@@ -52,7 +73,7 @@ class Listening:
             from gradtui.dist.tap import JobTap
 
             tap = JobTap(self._server)
-        self.session = build_session(options, tap or self._server, self._watch)
+        self.session = build_session(options, tap or self._server, *self._outputs.listeners, self._watch)
         if tap is not None:
             tap.bind(self.session, self._submit, self._quit, self._listener, token)
             hooks.submit, hooks.quit, hooks.detached = tap.submit, tap.quit, tap.detached
@@ -108,9 +129,16 @@ class Listening:
         atexit.unregister(self._at_exit)
         self.session.stop_debugging()
         self.session.uninstall()
+        for listener in self._outputs.listeners:  # the recording's run ends here; clients are told below
+            listener(ev.ScriptFinished(0, None, False, self.session.passes, how="gradtui.listen() closed"))
+        self._close_outputs()
         self._server.close("gradtui.listen() closed")
         if self._entry is not None:
             remove_entry(self._entry)
+
+    def _close_outputs(self) -> None:
+        for line in self._outputs.close():
+            print(line, file=sys.stderr)
 
     def _at_exit(self) -> None:
         """The process is ending: tell the client, as a script's end is told."""
@@ -118,6 +146,7 @@ class Listening:
             return
         self._closed = True
         self.session.emit(ev.ScriptFinished(0, None, False, self.session.passes, how="ended (the process exited)"))
+        self._close_outputs()
         self._server.close("the process exited")
         if self._entry is not None:
             remove_entry(self._entry)
@@ -129,12 +158,15 @@ class Listening:
         self.close()
 
 
-def listen(address: str | None = None, *, break_on: str | Sequence[str] | None = None) -> Listening:
+def listen(address: str | None = None, *, break_on: str | Sequence[str] | None = None, record: str | None = None,
+           record_every: int | None = None, flight: int | None = None) -> Listening:
     """Debug this process's backward passes from now on, served to `gradtui attach` clients.
 
     `address`: `[HOST:]PORT` to listen on (default: a free port on loopback). `break_on`: a
     break spec (or several, e.g. "nan") to run on until it hits; without it the first backward
-    pauses at its first node. Either way the pause waits for a client.
+    pauses at its first node. Either way the pause waits for a client. `record`: a SQLite
+    recording of the passes, as `--record PATH` (`record_every`, `flight` as `--record-every`,
+    `--flight`); a path that cannot be recorded to raises ValueError before anything is installed.
     """
     specs = [break_on] if isinstance(break_on, str) else list(break_on or ())
-    return Listening(address, specs)
+    return Listening(address, specs, record, record_every, flight)

@@ -7,6 +7,7 @@ mid-pass opens too (SQLite replays its write-ahead log), and holds every pass th
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from array import array
@@ -18,6 +19,12 @@ import networkx as nx
 from gradtui.core.events import ParamFlow
 from gradtui.core.summary import Stats
 from gradtui.record import schema
+
+
+@functools.lru_cache(maxsize=8192)
+def _tuple(text: str) -> tuple:
+    """A JSON list column (shape, labels, next) as a tuple: a run repeats the same few texts."""
+    return tuple(json.loads(text))
 
 
 def _num(x: Any) -> float | None:
@@ -65,6 +72,18 @@ class PassInfo:
     """The global gradient norm over the flow's leaves."""
     nonfinite: int
     nested: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PassFigures:
+    """What the plots over passes need of one pass: its losses, global gradient norm,
+    non-finite leaves and each leaf's gradient norm (None where not read: see `figures`)."""
+
+    index: int
+    losses: tuple[float | None, ...]
+    grad_norm: float | None
+    nonfinite: int
+    norms: tuple[tuple[str, float | None], ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +141,21 @@ class Recording:
                          r[7], r[8], r[9], r[10], r[11], r[12], _num(r[13]), r[14] or 0,
                          tuple(json.loads(r[15])) if r[15] else ()) for r in rows]
 
+    def figures(self, limit: int) -> list[PassFigures]:
+        """Every pass's figures, in order; the per-leaf norms only of at most `limit` passes spread
+        evenly over the run and of every pass with a non-finite gradient (a long run's plot is
+        a terminal wide), the others' `norms` None. Two queries, whatever the recording's size."""
+        rows = self._db.execute("SELECT idx, losses, grad_norm, nonfinite FROM passes ORDER BY idx").fetchall()
+        stride = max(1, -(-len(rows) // max(1, limit)))
+        wanted = {r[0] for i, r in enumerate(rows) if r[0] % stride == 0 or r[3] or i == len(rows) - 1}
+        norms: dict[int, list[tuple[str, float | None]]] = {}
+        rows_of = ("SELECT pass, name, grad_norm FROM flow WHERE pass IN (SELECT value FROM json_each(?)) "
+                   "ORDER BY pass, rank")  # primary-key lookups, not a scan of every pass's flow
+        for index, name, norm in self._db.execute(rows_of, (json.dumps(sorted(wanted)),)):
+            norms.setdefault(index, []).append((name, _num(norm)))
+        return [PassFigures(i, tuple(_num(v) for v in json.loads(losses)), _num(g), bad or 0,
+                            tuple(norms.get(i, ())) if i in wanted else None) for i, losses, g, bad in rows]
+
     def graph(self, index: int) -> nx.DiGraph:
         """Pass `index`'s graph with the node attributes of `gradtui.core.graph` that were recorded
         (name, kind, labels, param, source, module, next, seq) and `order`; empty without per-node data."""
@@ -129,10 +163,10 @@ class Recording:
         rows = self._db.execute("SELECT id, op, kind, labels, param, source, module, ord, next, seq FROM nodes "
                                 "WHERE pass = ? ORDER BY id", (index,)).fetchall()
         for i, op, kind, labels, param, source, module, order, nxt, seq in rows:
-            graph.add_node(i, name=op, kind=kind, labels=tuple(json.loads(labels)) if labels else (), param=param,
-                           source=source, module=module, order=order, next=tuple(json.loads(nxt)), seq=seq + (1 << 64) if seq < 0 else seq)
+            graph.add_node(i, name=op, kind=kind, labels=_tuple(labels) if labels else (), param=param,
+                           source=source, module=module, order=order, next=_tuple(nxt), seq=seq + (1 << 64) if seq < 0 else seq)
         for i, _, _, _, _, _, _, _, nxt, _ in rows:
-            for slot, target in enumerate(json.loads(nxt)):
+            for slot, target in enumerate(_tuple(nxt)):
                 if target is not None and not graph.has_edge(i, target):
                     graph.add_edge(i, target, slot=slot)
         return graph
@@ -155,15 +189,25 @@ class Recording:
                 lists.append(None)
                 continue
             values = None if vals is None else tuple(array("d", vals))
-            lists.append(Stats(tuple(json.loads(shape)), dtype, device, _num(norm), _num(lo), _num(hi), _num(mean),
+            lists.append(Stats(_tuple(shape), dtype, device, _num(norm), _num(lo), _num(hi), _num(mean),
                                nonfinite, values, values[:8] if values else ()))
         return {node: NodeStats(tuple(a), tuple(b)) for node, (a, b) in found.items()}
+
+    def flows(self, first: int) -> dict[int, tuple[ParamFlow, ...]]:
+        """The gradient flow of every pass from `first` on, in one query."""
+        found: dict[int, list[ParamFlow]] = {}
+        rows = self._db.execute("SELECT pass, name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
+                                "WHERE pass >= ? ORDER BY pass, rank", (first,))
+        for index, name, node, shape, g, w, r, nf in rows:
+            found.setdefault(index, []).append(ParamFlow(name, node, _tuple(shape), _num(g), _num(w),
+                                                         _num(r), nf))
+        return {index: tuple(flow) for index, flow in found.items()}
 
     def flow(self, index: int) -> tuple[ParamFlow, ...]:
         """Pass `index`'s gradient flow, in the order the session sorted it."""
         rows = self._db.execute("SELECT name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
                                 "WHERE pass = ? ORDER BY rank", (index,))
-        return tuple(ParamFlow(name, node, tuple(json.loads(shape)), _num(g), _num(w), _num(r), nf)
+        return tuple(ParamFlow(name, node, _tuple(shape), _num(g), _num(w), _num(r), nf)
                      for name, node, shape, g, w, r, nf in rows)
 
     def hits(self) -> list[dict[str, Any]]:

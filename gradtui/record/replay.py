@@ -23,50 +23,33 @@ import networkx as nx
 from gradtui.core import events as ev
 from gradtui.core.breakpoints import Breakpoint, Breakpoints, matches_grads
 from gradtui.core.commands import (
-    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, HELP, ListBreakpoints, Print,
-    Quit, Scale, SetGrad, Step, Why, Zero, parse, parse_int,
+    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, ListBreakpoints, Print,
+    Quit, Scale, SetGrad, Step, Why, Zero,
 )
 from gradtui.core.flow import format_flow
 from gradtui.core.summary import any_nonfinite, format_grads
-from gradtui.record import schema
-from gradtui.record.reader import NodeStats, PassInfo, Recording
-from gradtui.wire.target import TargetError, TargetInfo
+from gradtui.record.reader import NodeStats, PassFigures, PassInfo, Recording
+from gradtui.record.replay_commands import REPLAY_HELP, ShowPass, open_recording, parse_replay, ranges
+from gradtui.wire.target import TargetInfo
+
+__all__ = ["READ_ONLY", "ReplayTarget", "ShowPass", "open_recording", "parse_replay"]
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
 
+STORY_PASSES = 200
+"""The story tells the last this many passes (the passes view lists them); `pass N` shows any
+pass, and `figures()` has every pass for the plots."""
 
-@dataclass(frozen=True, slots=True)
-class ShowPass(Command):
-    """`pass N`: show recorded pass N, paused where the run stopped in it (else its first node)."""
+STORY_GRAPHS = 5
+"""...with the graphs of the last this many of them with per-node data (`[` `]` browse them;
+a `--flight 5` recording has five); the others' PassStarted has an empty graph (`pass N`
+brings it)."""
 
-    index: int
+STORY_OUTPUT = 2000
+"""Output lines of the passes before the story that it still tells (the last ones)."""
 
-
-def parse_replay(text: str) -> Command:
-    """A replay command line: `pass N`, else the command language of `gradtui.core.commands`."""
-    word, _, rest = text.strip().partition(" ")
-    if word.lower() == "pass":
-        if not rest.strip():
-            raise CommandError("pass needs a pass number, e.g. pass 30")
-        return ShowPass(text.strip(), parse_int(rest.strip(), "pass", minimum=0))
-    return parse(text)
-
-
-REPLAY_HELP = HELP + """
-pass N              show recorded pass N (replay: paused where the run stopped in it)
-(replay is read-only: scale, zero, clip, set, print EXPR and why need a live run)"""
-
-
-def open_recording(path: str) -> Recording:
-    """Open `path` for replay, or raise TargetError with a one-line reason."""
-    if not os.path.exists(path):
-        raise TargetError("no such file")
-    if os.path.isdir(path):
-        raise TargetError("it is a directory")
-    try:
-        return Recording(path)
-    except schema.NotARecording as exc:
-        raise TargetError(str(exc)) from None
+FIGURE_POINTS = 2048
+"""Passes whose per-leaf norms `figures()` reads (evenly spread, and every non-finite one)."""
 
 
 @dataclass
@@ -115,11 +98,22 @@ class ReplayTarget:
         output: dict[int | None, list[ev.Event]] = {}
         for line in self._rec.output():
             output.setdefault(line.pass_index, []).append(ev.Output(line.stream, line.text))  # type: ignore[arg-type]
+        told = passes[-STORY_PASSES:]
+        earlier = passes[:-STORY_PASSES] if len(passes) > STORY_PASSES else []
         story += output.pop(None, [])
-        for info in passes:
-            graph = self._graph(info.index) if info.per_node else nx.DiGraph()
-            story.append(self._started(info, graph))
-            story.append(self._finished(info))
+        before: list[ev.Event] = []
+        for info in earlier:
+            before += output.pop(info.index, [])
+        story += before[-STORY_OUTPUT:]  # a line a step of 100,000 steps: the pane shows the last ones
+        if earlier:
+            story.append(ev.Output("stderr", f"gradtui replay: passes 0-{earlier[-1].index} are not listed "
+                                   f"(plotted, and shown by pass N); the last {len(told)} follow\n"))
+        drawn = {p.index for p in [p for p in told if p.per_node][-STORY_GRAPHS:]}
+        flows = self._rec.flows(told[0].index) if told else {}
+        for info in told:
+            graph = self._graph(info.index) if info.index in drawn else nx.DiGraph()
+            story.append(self._started(info, graph, listed=info.index not in drawn))
+            story.append(self._finished(info, flows.get(info.index, ())))
             story += output.pop(info.index, [])
         for rest in output.values():
             story += rest
@@ -194,21 +188,27 @@ class ReplayTarget:
         for _, data in graph.nodes(data=True):
             source = data.get("source")
             file, _, line = (source or "").rpartition(":")
-            data["path"] = os.path.join(folder, file) if source and line.isdigit() else None
-            data["line"] = int(line) if source and line.isdigit() else None
+            number = bool(source) and line.isascii() and line.isdigit()  # int() refuses '²', isdigit does not
+            data["path"] = os.path.join(folder, file) if number else None
+            data["line"] = int(line) if number else None
             data.setdefault("saved", ())
         return graph
 
     @staticmethod
-    def _started(info: PassInfo, graph: nx.DiGraph) -> ev.PassStarted:
+    def _started(info: PassInfo, graph: nx.DiGraph, listed: bool = False) -> ev.PassStarted:
+        """`listed`: a pass with per-node data told without its graph (see STORY_GRAPHS)."""
         return ev.PassStarted(info.index, info.call, info.call_text, info.call_site,  # type: ignore[arg-type]
                               graph, (0,) if graph.number_of_nodes() else (), info.losses,
-                              recorded=info.per_node and graph.number_of_nodes() > 0)
+                              recorded=info.per_node and (listed or graph.number_of_nodes() > 0))
 
-    def _finished(self, info: PassInfo) -> ev.PassFinished:
+    def _finished(self, info: PassInfo, flow: tuple[ev.ParamFlow, ...] | None = None) -> ev.PassFinished:
         assert self._rec is not None
         return ev.PassFinished(info.index, info.done, info.nodes, info.error, info.failed_node,
-                               flow=self._rec.flow(info.index))
+                               flow=self._rec.flow(info.index) if flow is None else flow)
+
+    def figures(self) -> list[PassFigures]:
+        """Every recorded pass's figures for the plots (see `Recording.figures`); [] before start."""
+        return self._rec.figures(FIGURE_POINTS) if self._rec is not None else []
 
     def _walk_of(self, index: int) -> list[int]:
         assert self._rec is not None
@@ -320,7 +320,7 @@ class ReplayTarget:
     def _pass_command(self, index: int, answer) -> list[ev.Event]:
         info = self._passes.get(index)
         with_nodes = [i for i, p in self._passes.items() if p.per_node]
-        listed = _ranges(with_nodes) or "none"
+        listed = ranges(with_nodes) or "none"
         if info is None:
             last = max(self._passes) if self._passes else None
             return answer(f"no pass {index} in this recording" + (f" (passes 0-{last})" if last is not None else ""), False)
@@ -403,14 +403,3 @@ class ReplayTarget:
             lines.append("recorded hits:")
             lines += [f"  breakpoint {h['breakpoint']} ({h['spec']}) at pass {h['pass']} #{h['node']}" for h in hits]
         return lines
-
-
-def _ranges(indexes: list[int]) -> str:
-    """`26-30, 35`: sorted indexes as runs."""
-    runs: list[list[int]] = []
-    for i in sorted(indexes):
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

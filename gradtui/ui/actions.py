@@ -1,6 +1,7 @@
 """The app's ways around a run, as a mixin of `GradtuiApp`: finding nodes (`/`, `N`), walking
-the graph (`u`, `d`), the passes screen (`P`), and zooming a pane (`Z`, `o`). Kept apart from
-app.py, which wires the app to the script; these only read the UI state and move the view.
+the graph (`u`, `d`), the passes screen (`P`) and `pass N`, and zooming a pane (`Z`, `o`). Kept
+apart from app.py, which wires the app to the script; these only read the UI state and move the
+view (a recording's passes not kept in the UI are asked of the target with `pass N`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from typing import TYPE_CHECKING
 
 from textual.command import CommandPalette
 
+from gradtui.core import events as ev
+from gradtui.core.commands import CommandError, parse_int
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState, neighbour
@@ -19,6 +22,8 @@ from gradtui.ui.widgets.output_log import OutputLog
 if TYPE_CHECKING:
     from textual.app import App
 
+    from gradtui.wire.target import DebugTarget
+
     _Base = App[int]
 else:
     _Base = object
@@ -28,12 +33,21 @@ class NavigationActions(_Base):
     """Actions that move what is shown; the app provides `state` and `_redraw`."""
 
     state: UIState
+    target: DebugTarget
     find_query: str
     find_ranked: list[int]
     _node_index: NodeIndex | None
 
     def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
+
+    def send(self, text: str) -> int | None:  # pragma: no cover - TargetClient's
+        raise NotImplementedError
+
+    @property
+    def is_recording(self) -> bool:
+        """Is the target a recording (`gradtui replay`)?"""
+        return self.target.info.kind == "recording"
 
     def action_find(self) -> None:
         """Find a node by op, label, module or source line: the palette with nodes only."""
@@ -90,22 +104,53 @@ class NavigationActions(_Base):
         nodes.select_node(target)
 
     def action_passes(self) -> None:
-        """List every pass kept; enter (or a click) shows one."""
+        """List every pass kept, with the plots over passes; enter (or a click) shows one."""
         if not self.state.summaries:
             self.query_one(CommandBar).answer("no pass yet", ok=False)
             return
-        self.push_screen(PassesScreen(self.state), self._show_pass)
+        self.push_screen(PassesScreen(self.state, recording=self.is_recording), self._show_pass)
 
     def _show_pass(self, index: int | None) -> None:
         if index is None:
             return
+        if self.is_recording:
+            self.send(f"pass {index}")  # the recording has it, with its statistics
+            return
+        answer = self.browse_pass(index)
+        if answer is not None:
+            self.query_one(CommandBar).answer(answer, ok=False)
+
+    def browse_pass(self, index: int) -> str | None:
+        """Show kept pass `index` (a live run's `pass N`); None, or why it cannot be shown."""
         change = self.state.browse_to(index)
         if change is None:
-            self.query_one(CommandBar).answer(f"pass {index} is not kept: only its summary is", ok=False)
-            return
+            if index >= self.state.passes:
+                return f"no pass {index} yet: {self.state.passes} have started"
+            kept = [v.index for v in self.state.views]
+            return (f"pass {index} is not kept: only its summary is (P lists them); node data is kept for "
+                    f"passes {', '.join(map(str, kept))}")
         self._redraw(change)
         if self.state.current is not None:
             self.query_one(NodeList).select_node(self.state.current)
+        return None
+
+    def local_command(self, text: str) -> ev.CommandResult | None:
+        """`pass N` in a live run browses to pass N here (a recording's target answers it itself)."""
+        word, _, rest = text.strip().partition(" ")
+        if word.lower() != "pass" or self.is_recording:
+            return None
+        try:
+            index = parse_int(rest.strip(), "pass", minimum=0) if rest.strip() else None
+        except CommandError as exc:
+            return ev.CommandResult(text, str(exc), ok=False)
+        if index is None:
+            return ev.CommandResult(text, "pass needs a pass number, e.g. pass 3", ok=False)
+        why = self.browse_pass(index)
+        if why is not None:
+            return ev.CommandResult(text, why, ok=False)
+        live = self.state.live
+        back = f" · live is pass {live.index}: ] goes back" if live is not None and live.index != index else ""
+        return ev.CommandResult(text, f"showing pass {index}{back}")
 
     def action_zoom(self) -> None:
         """The focused pane full screen, or back."""

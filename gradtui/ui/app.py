@@ -5,17 +5,15 @@ The script runs elsewhere: in a child agent process the app starts (`gradtui scr
 an agent it attached to (`gradtui attach`), or nowhere (a recording). The app never reads a
 session: the events say what happened (pauses, breakpoints, the script's end), `submit`
 sends commands, and `quit` stops the target. The event loop never blocks: events arrive in
-batches from an async worker that reads the target.
+batches from an async worker that reads the target (`gradtui.ui.client`, which also sends
+the commands and stops the target; `run_app` is there too, re-exported here).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import os
-import signal
-import traceback
 from collections.abc import Iterable
 
 from textual import events
@@ -28,19 +26,17 @@ from textual.widgets import Footer
 
 from gradtui.core import events as ev
 from gradtui.core.breakpoints import parse_spec
-from gradtui.core.commands import CommandError, Quit, parse
 from gradtui.core.report import Report
-from gradtui.core.events import QUIT_STATUS
 from gradtui.dist.events import RanksChanged
 from gradtui.feeder import CommandFeeder
 from gradtui.options import RunOptions
-from gradtui.ui import fmt, keys
+from gradtui.ui import keys
 from gradtui.ui.actions import NavigationActions
+from gradtui.ui.client import ERROR_STYLE, NOTE_STYLE, TargetClient, run_app
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
-from gradtui.ui.tracebacks import render_error
 from gradtui.ui.state import Change, UIState
 from gradtui.ui.theme import DEFAULT_THEME, GRADTUI_THEME
 from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
@@ -49,9 +45,11 @@ from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.ranks import RankStrip
 from gradtui.ui.widgets.node_list import Marker, NodeList
-from gradtui.ui.widgets.output_log import STREAM_STYLE, OutputLog
+from gradtui.ui.widgets.output_log import OutputLog
 from gradtui.wire.child import ChildTarget
-from gradtui.wire.target import DebugTarget, TargetError
+from gradtui.wire.target import DebugTarget
+
+__all__ = ["GradtuiApp", "run_app"]
 
 WIDE = 160
 """From this terminal width on, the detail and graph panes sit side by side."""
@@ -68,11 +66,7 @@ ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "
                             "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output"})
 """Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
-ECHO_STYLE, ANSWER_STYLE, ERROR_STYLE, NOTE_STYLE = "bold cyan", "cyan", "red", "dim"
-"""How gradtui's own lines stand apart from the script's in the output pane."""
-
-
-class GradtuiApp(NavigationActions, App[int]):
+class GradtuiApp(TargetClient, NavigationActions, App[int]):
     """Debug the backward passes of one script (see module doc)."""
 
     CSS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gradtui.tcss")
@@ -117,6 +111,8 @@ class GradtuiApp(NavigationActions, App[int]):
         self.find_ranked: list[int] = []
         """The nodes the last find matched, best first (`N` steps through them)."""
         self._node_index: NodeIndex | None = None
+        self._pending: Change | None = None
+        """Changes folded and not drawn yet (see `flush`)."""
         self._echoed: str | None = None
         """The command line last echoed to the output pane whose answer has not come yet."""
         self.exit_status = 0
@@ -164,54 +160,14 @@ class GradtuiApp(NavigationActions, App[int]):
         footer.compact = width < NARROW
         footer.show_command_palette = width >= NARROW
 
-    async def on_unmount(self) -> None:
-        """However the app ends, the target must not be left running (a child agent is stopped)."""
-        if not self.finished.is_set() and not self.quitting:
-            await self._stop_target()
-
     # ---- engine events -------------------------------------------------------------------
 
-    async def _pump(self) -> None:
-        """Read the target's events until it ends."""
-        try:
-            await self.target.start()
-        except TargetError as exc:
-            self._write_output(f"gradtui: {exc}", "red")
-            self.query_one(CommandBar).answer(str(exc), ok=False)
-            self.finished.set()
-            return
-        async for batch in self.target.batches():
-            self.on_batch(batch)
-        self.finished.set()
-
-    def on_batch(self, batch: list[ev.Event]) -> None:
-        """Apply a batch of events in order: runs of NodeRan and of Output at once each."""
-        for kind, run in itertools.groupby(batch, type):
-            events_ = list(run)
-            try:
-                if self.report is not None:
-                    for event in events_:
-                        self.report(event)
-                if kind is ev.NodeRan:
-                    self._redraw(self.state.apply_ran(events_))  # type: ignore[arg-type]
-                elif kind is ev.Output:
-                    for stream, lines in itertools.groupby(events_, lambda e: e.stream):
-                        self.query_one(OutputLog).write_stream("".join(e.text for e in lines), STREAM_STYLE[stream])
-                else:
-                    for event in events_:
-                        self._on_engine_event(event)
-            except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
-                self._ui_error(exc)
-
-    def _ui_error(self, exc: Exception) -> None:
-        """Show a bug of the UI itself in the output pane instead of crashing."""
-        text = "".join(traceback.format_exception(exc)).rstrip()
-        self._write_output(f"gradtui UI error (please report it):\n{text}", ERROR_STYLE)
-        self.query_one(CommandBar).answer(f"gradtui UI error: {exc!r} (details in the output pane)", ok=False)
-
     def _on_engine_event(self, event: ev.Event) -> None:
+        """Fold one event into the state; its redraw is merged with the next ones' (`flush`)
+        until something must be drawn in order: an answer, a command fed, the script's end."""
         due = self.feeder.due(event)
         if isinstance(event, ev.CommandResult):
+            self.flush()
             self._show_result(event)
         elif isinstance(event, RanksChanged):  # a torchrun job: the rank strip, under the header
             strips = self.query(RankStrip)
@@ -225,11 +181,21 @@ class GradtuiApp(NavigationActions, App[int]):
             nodes.breakpoints = tuple(Marker(b.number, parse_spec(b.spec)) for b in event.breakpoints)
             nodes.refresh_visible()
         else:
-            self._redraw(self.state.apply(event))
+            change = self.state.apply(event)
+            self._pending = change if self._pending is None else self._pending.merge(change)
             if isinstance(event, ev.ScriptFinished):
+                self.flush()
                 self._script_finished(event)
         if due:
+            self.flush()
             self._feed_command()
+
+    def flush(self) -> None:
+        """Draw what the events folded since the last flush changed (a recording's story of a
+        thousand passes is drawn once, not once a pass)."""
+        change, self._pending = self._pending, None
+        if change is not None:
+            self._redraw(change)
 
     def _redraw(self, change: Change) -> None:
         nodes = self.query_one(NodeList)
@@ -299,73 +265,6 @@ class GradtuiApp(NavigationActions, App[int]):
     def on_node_list_module_selected(self, message: NodeList.ModuleSelected) -> None:
         """The selection moved to a module row: sum it up in the detail pane."""
         self._show_selected(None)
-
-    def _script_finished(self, event: ev.ScriptFinished) -> None:
-        self.exit_status = QUIT_STATUS if event.quit or self.quitting else event.exit_status
-        home = os.path.dirname(self.script_path)
-        if event.error is not None and event.error.frames:
-            log = self.query_one(OutputLog)
-            log.write_lines("")  # the traceback starts a line of its own
-            drawn, note = render_error(event.error, home, log.scrollable_content_region.width - 1)
-            log.write_stream(drawn)
-            if note:
-                log.write_lines(note, NOTE_STYLE)
-        elif event.traceback:  # a SyntaxError has no frames: its file and line are in the text
-            self._write_output(fmt.user_traceback(event.traceback, home), ERROR_STYLE)
-        word = "stopped" if event.quit else f"exited with status {event.exit_status}"
-        if event.how:
-            word = f"ended: its process {event.how}"  # os._exit, a signal: the agent could not say
-        self._write_output(f"── the script {word} · q to leave", NOTE_STYLE)
-        # Whatever the bar said (`gradient now …`) was about a pass that is over.
-        self.query_one(CommandBar).answer(f"the script {word} · [ ] or P browse its passes · q to leave",
-                                          ok=event.quit or event.exit_status == 0)
-        view = self.state.view
-        if view is not None and view.failed_node is not None:
-            self.query_one(NodeList).select_node(view.failed_node)
-        self._show_selected(self.query_one(NodeList).selected)
-
-    def _write_output(self, text: str, style: str = "") -> None:
-        """Add whole lines of gradtui's own to the output pane (the script's go through
-        `OutputLog.write_stream`, which keeps its progress bars on one line)."""
-        self.query_one(OutputLog).write_lines(text, style)
-
-    def _echo(self, text: str) -> None:
-        """Write a command line to the output pane, once: its answer follows it there."""
-        self._write_output(f"(gradtui) {text}", ECHO_STYLE)
-        self._echoed = text
-
-    # ---- commands ------------------------------------------------------------------------
-
-    def send(self, text: str) -> int | None:
-        """Send a command line to the target (the answer comes back as an event); its request id."""
-        try:
-            command = parse(text)
-        except CommandError:
-            command = None  # the agent answers with the parse error
-        if isinstance(command, Quit):
-            self.call_later(self.action_quit)  # run_action is a coroutine: called here it never ran
-            return None
-        if self.finished.is_set() or self.state.script_over:
-            self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
-            return None
-        return self.target.submit(text)
-
-    def _show_result(self, event: ev.CommandResult) -> None:
-        # The whole answer goes to the output pane, under its command (echoed once: a typed
-        # line is echoed when sent, a key's command here); the bar shows its first line.
-        self.query_one(CommandBar).answer(event.text, event.ok)
-        if event.text.strip():
-            if self._echoed != event.command:
-                self._echo(event.command)
-            self._write_output(event.text, ANSWER_STYLE if event.ok else ERROR_STYLE)
-        self._echoed = None
-
-    def _feed_command(self) -> None:
-        """Submit the next -c/-x command, one per pause or answer (as headless mode does)."""
-        text = self.feeder.pop()
-        if text is not None:
-            self._echo(text)
-            self.feeder.sent(self.send(text))
 
     def on_command_bar_submitted(self, message: CommandBar.Submitted) -> None:
         """A line typed in the command bar: run it and go back to the node list (like vim's `:`)."""
@@ -484,39 +383,6 @@ class GradtuiApp(NavigationActions, App[int]):
         """Show every key and command."""
         self.push_screen(HelpScreen())
 
-    async def action_quit(self) -> None:
-        """Stop the script and leave."""
-        if not self.finished.is_set():
-            self.exit_status = QUIT_STATUS
-            await self._stop_target()
-        self.exit(self.exit_status)
-
-    async def _stop_target(self) -> None:
-        """Quit the target; a child agent that will not end is killed (ChildTarget.quit)."""
-        self.quitting = True
-        try:
-            await asyncio.wait_for(self.target.quit(), 3.0)
-        except (asyncio.TimeoutError, OSError):
-            pass
-        kill = getattr(self.target, "kill_now", None)
-        if kill is not None:
-            kill()
-
-    def on_signal(self, signum: int) -> None:
-        """SIGINT, SIGTERM or SIGHUP to the UI: stop the target and leave (a second one: at once).
-
-        `run_action` is a coroutine: called from this (synchronous) handler it never ran, so
-        every signal was ignored. The quit is scheduled instead, and `quitting` is set here so a
-        second signal before it has run kills the agent and exits at once."""
-        if self.quitting:
-            kill = getattr(self.target, "kill_now", None)
-            if kill is not None:
-                kill()
-            self.exit(QUIT_STATUS)
-            return
-        self.quitting = True
-        self.call_later(self.action_quit)
-
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette lists every gradtui action (once: `n` is `s`), then Textual's own."""
         seen = set()
@@ -530,24 +396,3 @@ class GradtuiApp(NavigationActions, App[int]):
                                 functools.partial(self.run_action, key.action))
         yield from super().get_system_commands(screen)
 
-
-def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),
-            theme: str | None = None) -> int:
-    """Run the UI on `options`' script in a child agent (or on `target`) until the user quits;
-    return the script's exit status (QUIT_STATUS if the user quit before it ended)."""
-    if target is None:
-        assert options is not None
-        target = ChildTarget(options)
-        commands = options.commands
-    app = GradtuiApp(target=target, commands=commands, theme=theme)
-    loop = asyncio.new_event_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(signum, app.on_signal, signum)
-    try:
-        app.run(loop=loop)
-    finally:
-        kill = getattr(target, "kill_now", None)
-        if kill is not None:
-            kill()  # however the app ended, no agent of ours is left running
-        loop.close()
-    return app.return_code or app.exit_status  # a crash of the UI itself is 1

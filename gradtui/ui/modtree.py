@@ -71,12 +71,15 @@ def owner_of(data: dict) -> str | None:
     return None
 
 
+_DIGITS = re.compile(r"[0-9]+")
+"""A path part that is a list index (`layers.3`). ASCII digits only: `str.isdigit` is also
+true of `²` or `①`, which `int()` refuses (a ModuleDict may use any key), and `\\d` with `$`
+would take `3\\n` too."""
+
+
 def _natural(path: str) -> tuple:
-    """Sort key: `layers.10` after `layers.9`."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in path.split("."))
-
-
-_DIGITS = re.compile(r"^\d+$")
+    """Sort key: `layers.10` after `layers.9`; other parts by text, after the numbers."""
+    return tuple((0, int(p), "") if _DIGITS.fullmatch(p) else (1, 0, p) for p in path.split("."))
 
 
 def display_name(module: Module) -> str:
@@ -84,7 +87,7 @@ def display_name(module: Module) -> str:
     if module.parent is None:
         return module.path
     rel = module.path[len(module.parent) + 1:]
-    if _DIGITS.match(rel):
+    if _DIGITS.fullmatch(rel):
         return module.parent.rpartition(".")[2] + "." + rel
     return rel
 

@@ -16,6 +16,7 @@ from gradtui.core.graph import node_tags
 from gradtui.core.summary import any_nonfinite
 from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary
 from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
+from gradtui.ui.series import PassSeries
 
 
 class HeaderPart(NamedTuple):
@@ -40,6 +41,11 @@ class Change:
     log: list[str] = field(default_factory=list)
     """Lines for the output pane (a nested backward)."""
 
+    def merge(self, later: "Change") -> "Change":
+        """This change and a later one, drawn as one."""
+        return Change(self.rows | later.rows, self.new_pass or later.new_pass, self.header or later.header,
+                      self.paused or later.paused, self.finished or later.finished, self.log + later.log)
+
 
 class UIState:
     """The whole UI model: the live pass, the pass being browsed, the engine's state, history.
@@ -61,6 +67,8 @@ class UIState:
         """One line per pass that started, oldest first (bounded)."""
         self.norms = NormHistory()
         """Per-node incoming norms over the last recorded passes (the sparkline)."""
+        self.series = PassSeries()
+        """Loss, gradient norm, non-finite count and module norms of every pass (the plots)."""
         self.status = "starting"
         """starting, running, paused, finished, failed or quit."""
         self.paused: ev.Paused | None = None
@@ -169,6 +177,7 @@ class UIState:
             self.summaries = deque((s for s in self.summaries if s.index != event.index), maxlen=KEEP_SUMMARIES)
             if self.browsed is not None and self.browsed.index == event.index:
                 self.browsed = None
+        self.series.started(event.index, tuple(event.losses))
         self.live = PassView.from_event(event)
         self._keep(self.live)
         self.summaries.append(self.live.summary())
@@ -254,6 +263,7 @@ class UIState:
         return Change(rows={event.node})
 
     def _on_PassFinished(self, event: ev.PassFinished) -> Change:
+        self.series.finished(event.index, event.flow)
         view = self.live
         change = Change(header=True)
         if view is None or event.index != view.index:

@@ -14,12 +14,11 @@ import time
 
 import pytest
 
-from conftest import script
 from gradtui.core import events as ev
 from gradtui.core.summary import format_grads
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
-from test_store import gradtui
+from recordings import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,12 +27,10 @@ STEP = 5.0
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("replay") / "run.db"
-    done = gradtui("--headless", "--flight", "5", "-c", "break nan", "-c", "continue", "--record", str(path),
-                   script("nan_at_30.py"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    return str(path)
+def db() -> str:
+    made = flight_recording()
+    assert made.run.returncode == 0, made.run.stderr[-2000:]
+    return made.path
 
 
 def walk_of(db: str, index: int) -> list[int]:

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO, script
+from conftest import script
 from gradtui.core.report import Report
 from gradtui.core.runner import ScriptRunner
 from gradtui.core.session import Session
@@ -24,6 +21,7 @@ from gradtui.record import schema
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording
 from gradtui.record.store import Recorder, check_path
+from recordings import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,12 +34,6 @@ WHERE g.dir = 1 AND g.nonfinite > 0
 ORDER BY g.pass, n.ord LIMIT 1
 """
 """The README's query: the first node that sent on a non-finite gradient it did not receive."""
-
-
-def gradtui(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "gradtui", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env=env)
 
 
 def record(path: str, db: str, commands=("continue",), args=(), report: Report | None = None,
@@ -126,13 +118,12 @@ def test_record_every_n_keeps_nodes_of_every_nth_pass_and_flow_of_all(tmp_path):
         assert not recording.graph(5)
 
 
-def test_flight_recorder_acceptance(tmp_path):
+def test_flight_recorder_acceptance():
     """Issue 13's acceptance: `--flight 5 -c 'break nan' -c continue --record run.db` leaves
     per-node statistics of passes 26-30, loss and flow of every pass, and the README's query
     names the culprit node (the sqrt whose backward divides by zero)."""
-    db = tmp_path / "run.db"
-    done = gradtui("--headless", "--flight", "5", "-c", "break nan", "-c", "continue", "--record", str(db),
-                   script("nan_at_30.py"))
+    made = flight_recording()
+    db, done = made.path, made.run
     assert done.returncode == 0, done.stderr[-2000:]
     connection = sqlite3.connect(db)
     try:
@@ -160,6 +151,7 @@ def test_flight_ring_is_written_when_the_script_fails(tmp_path):
         assert "ValueError: late" in recording.run().error
 
 
+@pytest.mark.timeout(300)  # five CLI runs in a row: past 120 s when the 2 cores are shared by five suites
 def test_bad_recording_paths_are_refused_before_the_script_runs(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("my notes\n", encoding="utf-8")
@@ -203,3 +195,31 @@ def test_a_full_disk_stops_the_recording_and_keeps_what_was_written(tmp_path):
         kept = recording.passes()
         assert 0 < len(kept) < 20
         assert [p.index for p in kept] == list(range(len(kept)))
+
+
+def test_a_recording_that_cannot_grow_mid_run_is_one_line_and_the_run_ends_with_its_status(tmp_path):
+    """Through the command line: the file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes the
+    database's writes fail a few passes in, as a full disk does; the script runs to its end, one
+    line says the recording stopped, the status is OUTPUT_FAILED (2), and what was written opens."""
+    import resource
+    import signal
+
+    db = tmp_path / "run.db"
+    limit = 256 * 1024  # the schema and a few passes of nan_at_30.py's per-node data
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = gradtui("--headless", "--record", str(db), "--record-every", "1", "-c", "continue",
+                   script("nan_at_30.py"), "40", preexec_fn=small_files)
+    assert done.stdout.count("step ") == 40  # the script ran to its end
+    ours = [line for line in done.stderr.splitlines() if line.startswith("gradtui:")]
+    assert len(ours) == 1 and ours[0].startswith(f"gradtui: the recording {db} stopped: "), done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    with Recording(str(db)) as recording:
+        kept = recording.passes()
+        assert 0 < len(kept) < 40
+        assert [p.index for p in kept] == list(range(len(kept)))
+        assert all(p.per_node and recording.stats(p.index) for p in kept)

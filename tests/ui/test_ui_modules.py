@@ -35,6 +35,22 @@ def test_tree_groups_nodes_and_parameters_by_module():
     assert tree.reveal(8) == 4 and tree.rows[4].node == 8  # fc1 expanded to show #8 (after #5, #7)
 
 
+def test_module_paths_with_non_ascii_digit_keys_sort_and_show():
+    """A ModuleDict key may be any text: `²` and `①` pass `str.isdigit` but `int()` refuses them,
+    which made the module view raise on such a model; numbers still sort as numbers."""
+    nodes = [("MseLossBackward0", None, None, (1,)),
+             ("AddmmBackward0", "blocks.²", None, (2,)),
+             ("AddmmBackward0", "blocks.10", None, (3,)),
+             ("AddmmBackward0", "blocks.9", None, (4,)),
+             ("AddmmBackward0", "blocks.①", None, (5,)),
+             ("AddmmBackward0", "blocks.٣", None, ())]
+    tree = ModuleTree(fold([started(0, nodes)]).view)
+    assert tree.modules["blocks"].children == ["blocks.9", "blocks.10", "blocks.²", "blocks.٣", "blocks.①"]
+    tree.toggle("blocks")
+    names = [display_name(tree.modules[r.module]) for r in tree.rows if r.module and r.module != NO_MODULE]
+    assert names == ["blocks", "blocks.9", "blocks.10", "²", "٣", "①"]  # only ASCII numbers read as list indexes
+
+
 def test_module_outgoing_norm_counts_only_gradient_leaving_the_module():
     events = [started(0)]
     # fc2's Addmm (#1) sends 3 to fc2.bias (inside), 4 to act (outside), 12 to its T (inside)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from textual.widgets import DataTable
 
 from gradtui.core import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
+from gradtui.ui.screens.passes import PassesScreen
+from gradtui.ui.widgets.plots import SeriesPlot
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from ui_events import flow_row, run_mlp_pass, started
@@ -106,6 +110,30 @@ async def test_w_shows_the_flow_and_brackets_browse_earlier_passes():
         await pilot.press("right_square_bracket", "right_square_bracket")
         await wait_for(pilot, lambda: app.state.browsed is None, what="the live pass")
         assert "browsing" not in header.pass_text
+
+        # `pass N` in the command bar browses to a kept pass; one not run yet is refused
+        def answer() -> str:
+            return str(app.query_one("#answer").visual)
+
+        await pilot.press("colon", *"pass 1", "enter")
+        await wait_for(pilot, lambda: app.state.view.index == 1, what="pass 1 from `pass 1`")
+        assert "showing pass 1" in answer() and "browsing · live is 2" in header.pass_text
+        await pilot.press("colon", *"pass 9", "enter")
+        await wait_for(pilot, lambda: "no pass 9 yet" in answer(), what="the refusal of pass 9")
+        assert app.state.view.index == 1
+
+        # P: the loss and gradient-norm plots of the passes so far, from each pass's flow
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
+        plots = {p.figure: p for p in app.screen.query(SeriesPlot)}
+        assert sorted(plots) == ["loss", "norm"]
+        points = app.state.series.points
+        assert [p.index for p in points] == [0, 1, 2]
+        for point, view in zip(points, app.state.views):
+            assert point.loss == view.losses[0]
+            assert point.grad_norm == pytest.approx(math.sqrt(sum(r.grad_norm ** 2 for r in view.flow)), rel=1e-12)
+        assert all(p._drawn == app.state.series.version for p in plots.values())  # noqa: SLF001 - drawn with the data
+        await pilot.press("escape")
 
 
 @pytest.mark.asyncio

@@ -189,3 +189,30 @@ def test_passes_screen_after_a_loop(snap_compare):
 
     app = GradtuiApp(example("mlp.py"), commands=["break pass 1", "continue"])
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_replay_passes_view_with_its_plots(snap_compare, tmp_path):
+    """P in `gradtui replay` of plots_loop.py recorded with `--record-every 1`: loss, gradient
+    norm (pass 8's is not finite: a red line), non-finite count and per-module norm over passes."""
+    import subprocess
+    import sys
+
+    from gradtui.record.replay import ReplayTarget
+    from conftest import REPO
+
+    db = tmp_path / "run.db"
+    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "--record", str(db), "--record-every", "1",
+                           "-c", "continue", ui_script("plots_loop.py")], capture_output=True, text=True,
+                          timeout=90, cwd=REPO, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 11,
+                       what="the replay's pause in pass 11")
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
+        await _footer_of_the_modal(pilot)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(target=ReplayTarget(str(db))), terminal_size=(120, 40), run_before=run_before)

@@ -1,4 +1,6 @@
-"""The passes screen: one row per pass the UI remembers, to jump to one (not only `[` `]`)."""
+"""The passes screen: plots over passes (loss and gradient norm; a recording's non-finite
+counts and per-module norms too), and one row per pass the UI remembers, to jump to one (not
+only `[` `]`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,10 @@ from textual.widgets import DataTable, Static
 
 from gradtui.core.summary import format_number
 from gradtui.ui.state import UIState
+from gradtui.ui.widgets.plots import PassPlots
+
+SHORT = 30
+"""Below this terminal height the plots are shorter, so the table keeps some rows."""
 
 COLUMNS = ("pass", "loss", "nodes", "hits", "non-finite", "call")
 
@@ -32,9 +38,11 @@ class PassesScreen(ModalScreen[int | None]):
 
     BINDINGS = [Binding("escape,q,P", "close", "close")]
 
-    def __init__(self, state: UIState) -> None:
+    def __init__(self, state: UIState, recording: bool = False) -> None:
+        """`recording`: the passes of a recording (every plot), else of a live run (loss, norm)."""
         super().__init__()
         self.state = state
+        self.recording = recording
         self.indices: list[int] = []
         """Pass index of each table row."""
         self._chosen = False
@@ -44,6 +52,7 @@ class PassesScreen(ModalScreen[int | None]):
         with Vertical(id="passes") as box:
             box.border_title = f"passes · {self.state.passes} run"
             box.border_subtitle = "enter or click: show it · escape: close"
+            yield PassPlots(self.state.series, self.recording)
             yield Static(self._note(), id="passes-note", markup=False)
             yield PassTable(id="passes-table", cursor_type="row", zebra_stripes=True)
 
@@ -54,6 +63,7 @@ class PassesScreen(ModalScreen[int | None]):
 
     def on_mount(self) -> None:
         """Fill the table, the cursor on the pass on screen."""
+        self.query_one(PassPlots).set_class(self.app.size.height < SHORT, "short")
         table = self.query_one(DataTable)
         table.add_columns(*COLUMNS)
         kept = {v.index for v in self.state.views}
@@ -66,8 +76,10 @@ class PassesScreen(ModalScreen[int | None]):
             losses = [format_number(v) for v in summary.losses if v is not None]
             if not summary.recorded:
                 nodes = Text("unhooked", style="dim")
-            elif summary.index in kept:
+            elif summary.index in kept and (summary.nodes or not self.recording):
                 nodes = Text(str(summary.nodes))
+            elif self.recording:  # told without its graph: enter asks the recording for it
+                nodes = Text("recorded", style="dim")
             else:
                 nodes = Text(f"{summary.nodes} (dropped)", style="dim")
             hits = self.state.hits.get(summary.index, 0)

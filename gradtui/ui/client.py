@@ -1,0 +1,262 @@
+"""The app's side of its DebugTarget, as a mixin of `GradtuiApp`: reading the target's events
+(`_pump`, `on_batch`), sending it command lines (`send`, the -c/-x feeder), the script's end,
+and stopping the target however the app ends (`q`, a signal, the app torn down); and `run_app`,
+which runs the app on a target with the signal handlers installed.
+
+app.py lays out and redraws the screen; this module is all it does with the target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import traceback
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from gradtui.core import events as ev
+from gradtui.core.commands import CommandError, Quit, parse
+from gradtui.core.events import QUIT_STATUS
+from gradtui.options import RunOptions
+from gradtui.ui import fmt
+from gradtui.ui.tracebacks import render_error
+from gradtui.ui.widgets.command_bar import CommandBar
+from gradtui.ui.widgets.node_list import NodeList
+from gradtui.ui.widgets.output_log import STREAM_STYLE, OutputLog
+from gradtui.wire.target import DebugTarget, TargetError
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from gradtui.core.report import Report
+    from gradtui.feeder import CommandFeeder
+    from gradtui.ui.state import Change, UIState
+
+    _Base = App[int]
+else:
+    _Base = object
+
+ECHO_STYLE, ANSWER_STYLE, ERROR_STYLE, NOTE_STYLE = "bold cyan", "cyan", "red", "dim"
+"""How gradtui's own lines stand apart from the script's in the output pane."""
+
+STOP_TIMEOUT = 3.0
+"""Seconds a target may take to quit before a child agent is killed."""
+
+
+class TargetClient(_Base):
+    """Reads the target, sends it commands, stops it (see module doc); the app provides the
+    screen (`_redraw`, `_on_engine_event`, `_show_selected`) and the state, NavigationActions
+    `local_command` (the lines the UI answers itself)."""
+
+    target: DebugTarget
+    state: UIState
+    report: Report | None
+    feeder: CommandFeeder
+    finished: asyncio.Event
+    quitting: bool
+    exit_status: int
+    script_path: str
+    _echoed: str | None
+    local_command: Callable[[str], ev.CommandResult | None]
+
+    def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
+        raise NotImplementedError
+
+    def _on_engine_event(self, event: ev.Event) -> None:  # pragma: no cover - the app's
+        raise NotImplementedError
+
+    def _show_selected(self, node: int | None) -> None:  # pragma: no cover - the app's
+        raise NotImplementedError
+
+    def flush(self) -> None:  # pragma: no cover - the app's
+        raise NotImplementedError
+
+    async def on_unmount(self) -> None:
+        """However the app ends, the target must not be left running (a child agent is stopped)."""
+        if not self.finished.is_set() and not self.quitting:
+            await self._stop_target()
+
+    # ---- events in -------------------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        """Read the target's events until it ends."""
+        try:
+            await self.target.start()
+        except TargetError as exc:
+            self._write_output(f"gradtui: {exc}", "red")
+            self.query_one(CommandBar).answer(str(exc), ok=False)
+            self.finished.set()
+            return
+        figures = getattr(self.target, "figures", None)  # a recording has every pass's, for the plots
+        if figures is not None:
+            self.state.series.load(figures())
+        async for batch in self.target.batches():
+            self.on_batch(batch)
+        self.finished.set()
+
+    def on_batch(self, batch: list[ev.Event]) -> None:
+        """Apply a batch of events in order: runs of NodeRan and of Output at once each."""
+        for kind, run in itertools.groupby(batch, type):
+            events_ = list(run)
+            try:
+                if self.report is not None:
+                    for event in events_:
+                        self.report(event)
+                if kind is ev.NodeRan:
+                    self.flush()
+                    self._redraw(self.state.apply_ran(events_))  # type: ignore[arg-type]
+                elif kind is ev.Output:
+                    self.flush()
+                    for stream, lines in itertools.groupby(events_, lambda e: e.stream):
+                        self.query_one(OutputLog).write_stream("".join(e.text for e in lines), STREAM_STYLE[stream])
+                else:
+                    for event in events_:
+                        self._on_engine_event(event)
+            except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
+                self._ui_error(exc)
+        try:
+            self.flush()
+        except Exception as exc:  # noqa: BLE001
+            self._ui_error(exc)
+
+    def _ui_error(self, exc: Exception) -> None:
+        """Show a bug of the UI itself in the output pane instead of crashing."""
+        text = "".join(traceback.format_exception(exc)).rstrip()
+        self._write_output(f"gradtui UI error (please report it):\n{text}", ERROR_STYLE)
+        self.query_one(CommandBar).answer(f"gradtui UI error: {exc!r} (details in the output pane)", ok=False)
+
+    def _script_finished(self, event: ev.ScriptFinished) -> None:
+        self.exit_status = QUIT_STATUS if event.quit or self.quitting else event.exit_status
+        home = os.path.dirname(self.script_path)
+        if event.error is not None and event.error.frames:
+            log = self.query_one(OutputLog)
+            log.write_lines("")  # the traceback starts a line of its own
+            drawn, note = render_error(event.error, home, log.scrollable_content_region.width - 1)
+            log.write_stream(drawn)
+            if note:
+                log.write_lines(note, NOTE_STYLE)
+        elif event.traceback:  # a SyntaxError has no frames: its file and line are in the text
+            self._write_output(fmt.user_traceback(event.traceback, home), ERROR_STYLE)
+        word = "stopped" if event.quit else f"exited with status {event.exit_status}"
+        if event.how:
+            word = f"ended: its process {event.how}"  # os._exit, a signal: the agent could not say
+        self._write_output(f"── the script {word} · q to leave", NOTE_STYLE)
+        # Whatever the bar said (`gradient now …`) was about a pass that is over.
+        self.query_one(CommandBar).answer(f"the script {word} · [ ] or P browse its passes · q to leave",
+                                          ok=event.quit or event.exit_status == 0)
+        view = self.state.view
+        if view is not None and view.failed_node is not None:
+            self.query_one(NodeList).select_node(view.failed_node)
+        self._show_selected(self.query_one(NodeList).selected)
+
+    def _write_output(self, text: str, style: str = "") -> None:
+        """Add whole lines of gradtui's own to the output pane (the script's go through
+        `OutputLog.write_stream`, which keeps its progress bars on one line)."""
+        self.query_one(OutputLog).write_lines(text, style)
+
+    def _echo(self, text: str) -> None:
+        """Write a command line to the output pane, once: its answer follows it there."""
+        self._write_output(f"(gradtui) {text}", ECHO_STYLE)
+        self._echoed = text
+
+    # ---- commands out ----------------------------------------------------------------------
+
+    def send(self, text: str) -> int | None:
+        """Send a command line to the target (the answer comes back as an event); its request id.
+
+        A line the UI answers itself (`local_command`) is answered with a CommandResult of no
+        request id, as the target would, so the -c/-x feeder goes on after it."""
+        answer = self.local_command(text)
+        if answer is not None:
+            self._on_engine_event(answer)
+            return None
+        try:
+            command = parse(text)
+        except CommandError:
+            command = None  # the agent answers with the parse error
+        if isinstance(command, Quit):
+            self.call_later(self.action_quit)  # run_action is a coroutine: called here it never ran
+            return None
+        if self.finished.is_set() or self.state.script_over:
+            self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
+            return None
+        return self.target.submit(text)
+
+    def _show_result(self, event: ev.CommandResult) -> None:
+        # The whole answer goes to the output pane, under its command (echoed once: a typed
+        # line is echoed when sent, a key's command here); the bar shows its first line.
+        self.query_one(CommandBar).answer(event.text, event.ok)
+        if event.text.strip():
+            if self._echoed != event.command:
+                self._echo(event.command)
+            self._write_output(event.text, ANSWER_STYLE if event.ok else ERROR_STYLE)
+        self._echoed = None
+
+    def _feed_command(self) -> None:
+        """Submit the next -c/-x command, one per pause or answer (as headless mode does)."""
+        text = self.feeder.pop()
+        if text is not None:
+            self._echo(text)
+            self.feeder.sent(self.send(text))
+
+    # ---- the end ---------------------------------------------------------------------------
+
+    async def action_quit(self) -> None:
+        """Stop the script and leave."""
+        if not self.finished.is_set():
+            self.exit_status = QUIT_STATUS
+            await self._stop_target()
+        self.exit(self.exit_status)
+
+    async def _stop_target(self) -> None:
+        """Quit the target; a child agent that will not end is killed (ChildTarget.quit)."""
+        self.quitting = True
+        try:
+            await asyncio.wait_for(self.target.quit(), STOP_TIMEOUT)
+        except (asyncio.TimeoutError, OSError):
+            pass
+        kill = getattr(self.target, "kill_now", None)
+        if kill is not None:
+            kill()
+
+    def on_signal(self, signum: int) -> None:
+        """SIGINT, SIGTERM or SIGHUP to the UI: stop the target and leave (a second one: at once).
+
+        `run_action` is a coroutine: called from this (synchronous) handler it never ran, so
+        every signal was ignored. The quit is scheduled instead, and `quitting` is set here so a
+        second signal before it has run kills the agent and exits at once."""
+        if self.quitting:
+            kill = getattr(self.target, "kill_now", None)
+            if kill is not None:
+                kill()
+            self.exit(QUIT_STATUS)
+            return
+        self.quitting = True
+        self.call_later(self.action_quit)
+
+
+def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),
+            theme: str | None = None) -> int:
+    """Run the UI on `options`' script in a child agent (or on `target`) until the user quits;
+    return the script's exit status (QUIT_STATUS if the user quit before it ended)."""
+    from gradtui.ui.app import GradtuiApp
+    from gradtui.wire.child import ChildTarget
+
+    if target is None:
+        assert options is not None
+        target = ChildTarget(options)
+        commands = options.commands
+    app = GradtuiApp(target=target, commands=commands, theme=theme)
+    loop = asyncio.new_event_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, app.on_signal, signum)
+    try:
+        app.run(loop=loop)
+    finally:
+        kill = getattr(target, "kill_now", None)
+        if kill is not None:
+            kill()  # however the app ended, no agent of ours is left running
+        loop.close()
+    return app.return_code or app.exit_status  # a crash of the UI itself is 1
