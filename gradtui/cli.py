@@ -23,9 +23,11 @@ scale, zero, clip or replace it live. Without SCRIPT it runs a bundled demo.
 EPILOG = """\
 commands (for -c, -x and the UI's command bar):
   step (s) | continue (c) | finish (f) | break SPEC (b) | breakpoints | delete N|all
-  scale F | zero | clip N | set EXPR | print [EXPR] (p) | why NAME | flow | help | quit (q)
+  scale F | zero | clip N | set EXPR | print [EXPR] (p) | why NAME | flow | pass N | help | quit (q)
+  ranks | rank N   (a torchrun job)
 break specs: OP (AddmmBackward0) | NAME (z, fc.weight) | #ID | nan | norm>X | pass N
   | loss>X | loss nan | FILE.py:LINE (model.py:42) | module PATH (encoder.layers.*.attn)
+  | diverge (a torchrun job)
 
 also:
   gradtui attach [ADDRESS] [--headless -c CMD ...]   a client to an agent started with --listen

@@ -135,6 +135,7 @@ continue (c)        run until a breakpoint hits or the script ends
 finish (f)          run to the end of this pass, pause at the next pass
 break SPEC (b)      add a breakpoint: OP | NAME | #ID | nan | norm>X | pass N
                     | loss>X | loss nan | FILE.py:LINE | module PATH (globs: layers.*.attn)
+                    | diverge (a torchrun job: gradients that differ across ranks)
 breakpoints         list breakpoints;  delete N | delete all  removes
 scale F             multiply the incoming gradient by F
 zero                set the incoming gradient to zero
@@ -143,6 +144,8 @@ set EXPR            replace the gradient by EXPR of g and torch (same shape/dtyp
 print [EXPR] (p)    statistics of the gradient, or of EXPR
 why NAME            is NAME on this pass's graph? why is its .grad None?
 flow                gradient flow of the last pass: grad/weight norm per parameter
+pass N              show pass N (a kept pass in the UI; any pass of a recording)
+ranks;  rank N      (a torchrun job) list the ranks; show rank N
 help (h, ?)         this list
 quit (q)            stop the script and leave"""
 

@@ -31,7 +31,6 @@ def parse_replay(text: str) -> Command:
 
 
 REPLAY_HELP = HELP + """
-pass N              show recorded pass N (replay: paused where the run stopped in it)
 (replay is read-only: scale, zero, clip, set, print EXPR and why need a live run)"""
 
 
