@@ -145,7 +145,8 @@ print [EXPR] (p)    statistics of the gradient, or of EXPR
 why NAME            is NAME on this pass's graph? why is its .grad None?
 flow                gradient flow of the last pass: grad/weight norm per parameter
 pass N              show pass N (a kept pass in the UI; any pass of a recording)
-ranks;  rank N      (a torchrun job) list the ranks; show rank N
+ranks               (a torchrun job) each rank: where it is, its loss, non-finite
+rank N              (a torchrun job) show rank N: its pass, pause and gradients
 help (h, ?)         this list
 quit (q)            stop the script and leave"""
 
