@@ -26,10 +26,18 @@ WAIT = 60.0
 """Seconds to wait for the script to reach the step the test kills it at."""
 
 
+def _default_signals() -> None:
+    """The run's signals at their defaults, as in a terminal: a suite started under `nohup`
+    would otherwise hand it an ignored SIGHUP, which it rightly keeps ignoring."""
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def start(*args: str) -> tuple[subprocess.Popen, queue.Queue]:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     process = subprocess.Popen([sys.executable, "-m", "gradtui", *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True, cwd=REPO, env=env)
+                               stderr=subprocess.DEVNULL, text=True, cwd=REPO, env=env,
+                               preexec_fn=_default_signals)
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:
