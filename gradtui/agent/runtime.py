@@ -56,14 +56,19 @@ def remove_entry(path: str) -> None:
         pass
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Is process `pid` running (a zombie, dead but not yet reaped by its parent, is not)?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def running_agents() -> list[AgentEntry]:
@@ -79,7 +84,7 @@ def running_agents() -> list[AgentEntry]:
                 entry = AgentEntry(**json.load(f))
         except (OSError, ValueError, TypeError):
             continue
-        if _alive(entry.pid):
+        if alive(entry.pid):
             found.append(entry)
         else:
             remove_entry(path)

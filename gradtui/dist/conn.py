@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 from collections.abc import Callable
@@ -61,18 +60,3 @@ class RankConn:
         except OSError:
             pass
         self._sock.close()
-
-
-def alive(pid: int) -> bool:
-    """Is process `pid` running (a zombie, dead but not yet reaped by torchrun, is not)?"""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True

@@ -29,7 +29,8 @@ from gradtui.core import events as ev
 from gradtui.core.commands import (
     Break, Clip, CommandError, Continue, Delete, Finish, Flow, Print, Quit, Rank, Ranks, Scale, SetGrad, Step, Zero, parse,
 )
-from gradtui.dist.conn import RankConn, alive
+from gradtui.agent.runtime import alive
+from gradtui.dist.conn import RankConn
 from gradtui.dist.events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks
 from gradtui.dist.rank import CONTROL
 
