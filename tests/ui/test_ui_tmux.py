@@ -5,6 +5,7 @@ Every wait has a timeout; the tmux server (a private socket) is killed at the en
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -24,6 +25,8 @@ class Tmux:
         env = dict(os.environ, TERM="xterm-256color", PYTHONPATH=str(REPO))
         self._tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height),
                    "env", f"PYTHONPATH={REPO}", "TERM=xterm-256color", *command, env=env)
+        self.pid = int(self._tmux("list-panes", "-t", "t", "-F", "#{pane_pid}").stdout.split()[0])
+        """The pane's process: the app (`env` execs it)."""
 
     def _tmux(self, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
@@ -60,8 +63,17 @@ class Tmux:
         return self._tmux("has-session", "-t", "t", check=False).returncode == 0
 
     def kill(self) -> None:
-        """End the tmux server and whatever still runs in it."""
+        """End the tmux server, then the app if it outlived its terminal's hangup (its agent
+        dies with it: PR_SET_PDEATHSIG)."""
         self._tmux("kill-server", check=False)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{self.pid}"):
+            time.sleep(0.05)
+        if os.path.exists(f"/proc/{self.pid}"):
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def paused_row(screen: str) -> str:
