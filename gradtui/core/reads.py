@@ -17,7 +17,7 @@ from gradtui.core.breakpoints import Breakpoint, Breakpoints
 from gradtui.core.dispatch import Pause
 from gradtui.core.graph import node_title
 from gradtui.core.recorder import PassRecord, Ran
-from gradtui.core.watch import Hit, Seen, current, handles_tensors, hit_text, scan
+from gradtui.core.watch import Hit, current, handles_tensors, hit_text, scan
 from gradtui.core.window import resolve
 
 
@@ -45,17 +45,26 @@ class BulkReads:
         incoming gradients are tested too: a match there is returned, for a pause before it);
         `after`: (node, outgoing gradients) of the posthook that reads."""
         window = state.window
-        tensors = list(window.tensors)  # for a late pause's gradients (a leaf's: its .grad, which it became)
-        for entry, leaf in window.leaves.items():
-            tensors[entry] = leaf.grad
+        # read() starts a new generation in new lists: this one keeps the tensors, for a late
+        # pause's gradients (a leaf's is its .grad, which it became: a copy, read() must not see it).
+        tensors = window.tensors
+        if window.leaves:
+            tensors = list(tensors)
+            for entry, leaf in window.leaves.items():
+                tensors[entry] = leaf.grad
         stats = window.read()
-        state.incoming = {n: resolve(h, stats) for n, h in state.incoming.items()}
+        if state.incoming:
+            state.incoming = {n: resolve(h, stats) for n, h in state.incoming.items()}
         if state.handoff:
             state.handoff = {k: (t, v, stats[h] if type(h) is int else h) for k, (t, v, h) in state.handoff.items()}
         ran, state.ran = state.ran, []
-        seen = [Seen(r.node, r.order, resolve(r.incoming, stats), resolve(r.outgoing, stats)) for r in ran]
-        for item in seen:
-            self.emit(ev.NodeRan(state.index, item.node, item.order, item.incoming, item.outgoing))
+        index, emit, node_ran = state.index, self.emit, ev.NodeRan
+        seen = []
+        for r in ran:
+            event = node_ran(index, r.node, r.order, tuple([stats[h] if type(h) is int else h for h in r.incoming]),
+                             tuple([stats[h] if type(h) is int else h for h in r.outgoing]))
+            seen.append(event)
+            emit(event)
         values = self.breakpoints.values
         if self._detached or not values:
             return None

@@ -13,18 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from gradtui.core import events as ev
 from gradtui.core.breakpoints import Breakpoint, Breakpoints
 from gradtui.core.summary import Stats, any_nonfinite
-
-
-class Seen(NamedTuple):
-    """A node that ran, with the statistics of what flowed in and out."""
-
-    node: int
-    order: int
-    incoming: tuple[Stats | None, ...]
-    outgoing: tuple[Stats | None, ...]
-
 
 class Hit(NamedTuple):
     """A value breakpoint that matched a node that has already run."""
@@ -37,12 +28,14 @@ class Hit(NamedTuple):
     """The node's position in the scanned list; the nodes after it ran before the read."""
 
 
-def scan(seen: Sequence[Seen], breakpoints: Breakpoints, nan_seen: bool) -> tuple[Hit | None, bool]:
-    """The first value-breakpoint hit among `seen` (or None), and whether a non-finite gradient
-    has been seen in the pass by the end of them (`nan_seen`: the `nan` spec fires once a pass)."""
+def scan(seen: Sequence[ev.NodeRan], breakpoints: Breakpoints, nan_seen: bool) -> tuple[Hit | None, bool]:
+    """The first value-breakpoint hit among the nodes `seen` ran (in that order; or None), and
+    whether a non-finite gradient has been seen in the pass by the end of them (`nan_seen`: the
+    `nan` spec fires once a pass)."""
     hit = None
     nan_bp = next((bp for bp in breakpoints if bp.spec.kind == "nan"), None)
-    for index, (node, _, incoming, outgoing) in enumerate(seen):
+    for index, item in enumerate(seen):
+        node, incoming, outgoing = item.node, item.grad_outputs, item.grad_inputs
         bad_in = any_nonfinite(incoming)
         if hit is None and (bp := breakpoints.find_value(incoming, nan_seen)) is not None:
             hit = Hit(bp, node, "before", index)
