@@ -120,7 +120,11 @@ class StatsWindow:
         """Every entry's Stats, read back in one go (two if a gradient is not finite); clears
         the window for the next generation."""
         tensors, full, leaves, aliases = self.tensors, self.full, self.leaves, self.aliases
-        self.tensors, self.full, self.leaves, self.aliases, self.held = [], [], {}, {}, 0
+        self.tensors, self.full, self.held = [], [], 0
+        if leaves:
+            self.leaves = {}
+        if aliases:
+            self.aliases = {}
         found, self._bad = self._bad, False
         out: list[Any] = [None] * len(tensors)
         for entry, leaf in leaves.items():
@@ -132,64 +136,67 @@ class StatsWindow:
                 tensors[entry] = grad
             else:
                 out[entry] = summarize(grad, light=not full[entry])
-        live = [(i, t) for i, t in enumerate(tensors) if t is not None]
-        if live:
-            found = self._read_live(live, full, out) or found
+        if any(t is not None for t in tensors):
+            found = self._read_live(tensors, full, out) or found
         for entry, (source, shape) in aliases.items():
             out[entry] = out[source].reshaped(shape)
         self.nonfinite = found
         return out
 
     @staticmethod
-    def _read_live(live: list[tuple[int, torch.Tensor]], full: list[bool], out: list[Any]) -> bool:
-        """Fill `out` with the Stats of the held tensors `live` ((entry, tensor) pairs); did one
-        hold a non-finite value?"""
+    def _read_live(tensors: list[torch.Tensor | None], full: list[bool], out: list[Any]) -> bool:
+        """Fill `out` with the Stats of the held tensors (entries whose tensor is not None); did
+        one hold a non-finite value?"""
+        # Small tensors' values come back whole (their norm, min, max and mean are taken from
+        # them); bigger ones' norms in one fused call, min, max and sum beside where wanted.
+        big: list[tuple[int, torch.Tensor, int]] = []
+        small: list[tuple[int, torch.Tensor, int]] = []
+        for i, t in enumerate(tensors):
+            if t is not None:
+                numel = t.numel()
+                (big if numel > VALUES_LIMIT else small).append((i, t, numel))
+        wide = [item for item in big if full[item[0]]]
         grad_mode = torch.is_grad_enabled()
         if grad_mode:  # create_graph's gradients require grad: these reductions must record nothing
             torch._C._set_grad_enabled(False)
         try:
-            # Small tensors' values come back whole (their norm, min, max and mean are taken from
-            # them); bigger ones' norms in one fused call, min, max and sum beside where wanted.
-            big = [(i, t) for i, t in live if t.numel() > VALUES_LIMIT]
             parts = []
             if big:
-                parts.append(torch.stack(torch._foreach_norm([t for _, t in big])))
-            wide = [(i, t) for i, t in big if full[i]]
+                parts.append(torch.stack(torch._foreach_norm([t for _, t, _ in big])))
             if wide:
                 extras = []
-                for _, t in wide:
+                for _, t, _ in wide:
                     lo, hi = torch.aminmax(t)
                     extras += (lo, hi, t.sum())
                 parts.append(torch.stack(extras))
-            parts += [t for _, t in live if t.numel() <= VALUES_LIMIT]
+            parts += [t for _, t, _ in small]
             numbers = _flatten(parts).tolist()  # the one host read
         finally:
             if grad_mode:
                 torch._C._set_grad_enabled(True)
         count = len(big)
         position = count + 3 * len(wide)
-        minmax = {i: numbers[count + 3 * k:count + 3 * k + 3] for k, (i, _) in enumerate(wide)}
+        minmax = {item[0]: numbers[count + 3 * k:count + 3 * k + 3] for k, item in enumerate(wide)}
         redo: list[tuple[int, torch.Tensor, float]] = []
-        for (i, t), norm in zip(big, numbers[:count]):
-            shape, dtype, device, numel = tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), t.numel()
+        isfinite = math.isfinite
+        for (i, t, _), norm in zip(big, numbers):
             if i in minmax:
                 lo, hi, total = minmax[i]
-                if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(total) and math.isfinite(norm)):
+                if not (isfinite(lo) and isfinite(hi) and isfinite(total) and isfinite(norm)):
                     redo.append((i, t, norm))
                     continue
-                out[i] = Stats(shape, dtype, device, norm, lo, hi, total / numel, 0)
-            elif math.isfinite(norm):
-                out[i] = Stats(shape, dtype, device, norm, None, None, None, 0)
+                out[i] = Stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, lo, hi,
+                               total / t.numel(), 0)
+            elif isfinite(norm):
+                out[i] = Stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, None, None, None, 0)
             else:
                 redo.append((i, t, norm))
         found = False
-        for i, t in live:
-            numel = t.numel()
-            if numel <= VALUES_LIMIT:
-                values = tuple(numbers[position:position + numel])
-                position += numel
-                stats = out[i] = _small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
-                found = found or stats.nonfinite > 0
+        for i, t, numel in small:
+            values = tuple(numbers[position:position + numel])
+            position += numel
+            stats = out[i] = _small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
+            found = found or stats.nonfinite > 0
         if redo:
             _read_nonfinite(redo, full, minmax, out)
             found = found or any(out[i].nonfinite for i, _, _ in redo)
