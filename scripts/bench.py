@@ -510,8 +510,10 @@ def main() -> None:
         bench_headless_continue(20 if quick else 50, 2 if quick else 4, 1 if quick else 3)
     if "hostreads" in only:
         bench_host_reads(4 if quick else 12)
-    if "floor" in only:
+    if "floor" in only:  # the floors under the backward rows' targets, at both widths
         bench_floor(4 if quick else 12, 64, (8, 32), repeat)
+        if not quick:
+            bench_floor(12, D_MODEL, models[0][1], 3)
     if "chain100k" in only:
         bench_chain(20_000 if quick else 100_000, 1 if quick else 2)
     if "wire" in only:

@@ -6,7 +6,8 @@ floor, and a 100,000-node chain pass.
 `hostreads` counts, with gradtui.core.hostreads.HostReads, the calls that read a tensor back
 to the host (each a device sync on a GPU) during one pass of the d=64 encoder, per mode;
 `floor` times a no-op prehook + posthook on every node against plain backward (the floor of
-any hook-based design, printed beside the targets it bounds); `chain100k` runs a chain of
+any hook-based design, printed beside the targets it bounds), and one norm of every gradient a
+pass made (the floor of any per-node statistics); `chain100k` runs a chain of
 100,000 multiplications in a fresh process, plain and under a session in `continue` with a
 `nan` watch (first pause, the pass, peak memory).
 """
@@ -104,6 +105,33 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
                 times.append(time.perf_counter() - start)
             model.zero_grad(set_to_none=True)
     ratio_row("floor: a no-op prehook + posthook on every node", model_sizes(layers, batch, width), median(hooked),
+              median(plain), None, "plain backward")
+    # The other floor: what taking each gradient's norm costs, whoever takes it and however it is
+    # batched. One fused norm over every distinct gradient a pass made (kept by a posthook in an
+    # untimed pass), against the plain backward: per-node statistics cannot cost less.
+    grads: dict[int, torch.Tensor] = {}
+
+    def keep(grad_inputs, _grad_outputs):
+        for grad in grad_inputs:
+            if grad is not None and grad.numel() > 1:
+                grads.setdefault(grad.data_ptr(), grad)
+
+    loss = model(data).pow(2).mean()
+    handles = [node.register_hook(keep) for node in nodes_of(loss.grad_fn)]
+    loss.backward()
+    for handle in handles:
+        handle.remove()
+    model.zero_grad(set_to_none=True)
+    tensors = list(grads.values())
+    norms = []
+    for i in range(repeat + 1):
+        start = time.perf_counter()
+        torch._foreach_norm(tensors)
+        if i:
+            norms.append(time.perf_counter() - start)
+    megabytes = sum(t.numel() * t.element_size() for t in tensors) / 2**20
+    ratio_row("floor: one norm of every gradient the pass made (one fused call)",
+              f"{model_sizes(layers, batch, width)}, {len(tensors)} gradients, {megabytes:.0f} MB", median(norms),
               median(plain), None, "plain backward")
 
 
