@@ -218,7 +218,7 @@ def run_headless(options: RunOptions) -> int:
         print(f"gradtui: {exc}", file=sys.stderr)
         return OUTPUT_FAILED
     session = build_session(options, *outputs.listeners)
-    session.add_listener(HeadlessDriver(session, options.commands, sys.stdout, sys.stderr))
+    session.add_listener(HeadlessDriver(session, options.commands, sys.stdout, sys.stderr, sole=True))
 
     def hard_exit(status: int) -> None:  # the script went on after quit: finish the outputs, then end
         for line in outputs.close():

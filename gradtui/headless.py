@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from gradtui.core import events as ev
-from gradtui.core.commands import CommandError, parse
+from gradtui.core.commands import CommandError, Continue, parse
 from gradtui.core.graph import node_title
 from gradtui.core.summary import format_grads
 from gradtui.feeder import CommandFeeder
@@ -26,10 +26,15 @@ class HeadlessDriver:
     """Feeds `commands` to `target` one at a time and prints the events to `out` (see module doc)."""
 
     def __init__(self, target: Any, commands: list[str], out: TextIO, err: TextIO | None = None, *,
-                 check: Callable[[str], object] = parse) -> None:
-        """`check`: parses a line before it is sent (raises CommandError); a replay's knows `pass N`."""
+                 check: Callable[[str], object] = parse, sole: bool = False) -> None:
+        """`check`: parses a line before it is sent (raises CommandError); a replay's knows `pass N`.
+        `sole`: this driver is the only source of commands and `target` the in-process Session
+        (`gradtui --headless`): once its last command is a `continue` with no breakpoint armed,
+        nothing can stop the script again, and the session is detached at once (it then stops
+        recording the forward's provenance)."""
         self.target = target
         self._check = check
+        self._sole = sole
         self.feeder = CommandFeeder(commands)
         self.out = out
         self.err = err if err is not None else out
@@ -74,6 +79,9 @@ class HeadlessDriver:
                 self.feeder.skipped()
                 continue
             self.feeder.sent(self.target.submit(text))
+            if (self._sole and not self.feeder.commands and not len(self.target.breakpoints)
+                    and isinstance(parse(text), Continue)):
+                self.target.detach()  # silently: nothing would pause to say "no more commands"
             return
         self._print("(gradtui) -- no more commands: running to the end")
         self.target.detach()

@@ -99,17 +99,17 @@ class Run:
 
 def run_headless(path: str, commands: list[str] | tuple[str, ...] = ("continue",),
                  args: list[str] | tuple[str, ...] = (), timeout: float = RUN_TIMEOUT,
-                 full_stats: bool = True, **options: Any) -> Run:
+                 full_stats: bool = True, sole: bool = False, **options: Any) -> Run:
     """Run `path` under a Session (`options`: more Session keywords) with a HeadlessDriver
-    feeding `commands`, in the runner's own thread (the driver answers pauses on that thread);
-    join with a timeout and check it ended."""
+    feeding `commands` (`sole`: as `gradtui --headless` makes it), in the runner's own thread
+    (the driver answers pauses on that thread); join with a timeout and check it ended."""
     session = Session(full_stats=full_stats, **options)
     events: list[ev.Event] = []
     session.add_listener(events.append)
     report = Report()
     session.add_listener(report)
     out = io.StringIO()
-    session.add_listener(HeadlessDriver(session, list(commands), out))
+    session.add_listener(HeadlessDriver(session, list(commands), out, sole=sole))
     runner = ScriptRunner(path, list(args), session)
     thread = runner.start()
     thread.join(timeout)

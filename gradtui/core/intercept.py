@@ -62,6 +62,10 @@ class PassOwner(Protocol):
         """A backward is about to run unhooked inside pass `outer`'s engine call (`inside`) or
         beside it, on another thread."""
 
+    def wants_provenance(self) -> bool:
+        """Can a later pass still be captured (and its nodes' sources read)? Once not, forward
+        provenance recording stops: the script's forward runs at plain speed."""
+
 
 def as_roots(tensors: Any) -> tuple[Any, ...]:
     """Roots as torch reads them: a tensor or a GradientEdge, or any iterable of them (a list, a
@@ -221,8 +225,14 @@ class Interceptor:
         # read of a tensor (`.grad`, `.dtype`) goes through its __torch_function__, and
         # gradtui's own work (checks, flow, leaf stats) makes no node worth a source. Inside the
         # engine, hooks see no mode anyway.
-        with self._provenance.suspended():
-            return self._intercept(call, frame, roots, run, arguments, batched)
+        try:
+            with self._provenance.suspended():
+                return self._intercept(call, frame, roots, run, arguments, batched)
+        finally:
+            if self._provenance is not None and not self._owner.wants_provenance():
+                # On the script's thread, with the mode back on its stack: it can be popped now.
+                self._provenance.uninstall()
+                self._provenance = None
 
     def _intercept(self, call: str, frame: FrameType, roots: tuple[Any, ...], run: Callable[[], Any],
                    arguments: tuple[Any, ...], batched: bool) -> Any:

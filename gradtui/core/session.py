@@ -212,8 +212,14 @@ class Session(CommandDispatch, BulkReads):
         if self._pause is not None:
             self._commands.put(_Queued(Continue("continue"), None))
 
+    def wants_provenance(self) -> bool:
+        """Can a later pass still be captured? Not once detached with no pass hooked for a
+        report or recording: the interceptor then stops recording the forward's provenance."""
+        return not self._detached or self._hook_all
+
     def detach(self) -> None:
-        """Never pause again (headless mode once its commands run out); resume if paused."""
+        """Never pause again (headless mode once its commands run out); resume if paused. With
+        nothing hooked for a report or recording, provenance stops after the pass in flight."""
         self._detached = True
         if self._pause is not None:
             self._commands.put(_Queued(Continue("continue"), None))
