@@ -17,8 +17,8 @@ from typing import Any, TextIO
 
 from gradtui.core import events as ev
 from gradtui.core.commands import CommandError, Continue, parse
-from gradtui.core.graph import node_title
-from gradtui.core.summary import format_grads
+from gradtui.core.nodes import node_title
+from gradtui.core.stats import format_grads
 from gradtui.feeder import CommandFeeder
 
 

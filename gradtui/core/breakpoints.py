@@ -20,7 +20,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from gradtui.core.commands import CommandError, parse_float
-from gradtui.core.summary import Stats, any_nonfinite
+from gradtui.core.stats import Stats, any_nonfinite
 
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
 _PREFIXED_OP = re.compile(r"^torch::autograd::([A-Za-z_]\w*)$")  # CopySlices, any C++ node

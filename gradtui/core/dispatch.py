@@ -18,10 +18,11 @@ from gradtui.core.commands import (
     Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, HELP, ListBreakpoints,
     Print, Scale, SetGrad, Step, Why, Zero,
 )
-from gradtui.core.flow import format_flow
+from gradtui.core.flowtext import format_flow
 from gradtui.core.intercept import GradtuiQuit
 from gradtui.core.recorder import PassRecord, Recorder
-from gradtui.core.summary import describe, format_grads, format_stats, summarize_all
+from gradtui.core.summary import describe, summarize_all
+from gradtui.core.stats import format_grads, format_stats
 from gradtui.core.why import explain
 
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 import networkx as nx
 
-from gradtui.core.summary import Stats
+from gradtui.core.stats import Stats
 
 
 QUIT_STATUS = 130

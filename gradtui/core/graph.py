@@ -25,14 +25,12 @@ only for the duration of the pass.
 from __future__ import annotations
 
 import gc
-import heapq
 import os
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
 import torch
 
 from gradtui.core import provenance
@@ -260,26 +258,6 @@ def _describe_saved_uncached(value: Any) -> str:
     return "= " + (text if len(text) <= 40 else text[:37] + "...")
 
 
-def engine_order(graph: nx.DiGraph) -> list[int]:
-    """Predict the order in which the CPU engine runs the nodes.
-
-    The engine runs a node once all its consumers have run; among ready nodes it takes the
-    highest sequence number first (accumulators have the largest), as this simulation does.
-    """
-    waiting = dict(graph.in_degree())
-    ready = [(-graph.nodes[n]["seq"], n) for n, count in waiting.items() if count == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, node = heapq.heappop(ready)
-        order.append(node)
-        for nxt in graph.successors(node):
-            waiting[nxt] -= 1
-            if waiting[nxt] == 0:
-                heapq.heappush(ready, (-graph.nodes[nxt]["seq"], nxt))
-    return order
-
-
 def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
     """Walk the graph from `roots` (autograd nodes) and return it with metadata.
 
@@ -395,16 +373,3 @@ def place_leaves(attrs: list[dict[str, Any]]) -> None:
                 todo.discard(there)
         if not todo:
             return
-
-
-def node_tags(data: Mapping[str, Any]) -> list[str]:
-    """The names a node goes by: its variable labels, then its parameter name (from its attributes)."""
-    return [*data["labels"], *([data["param"]] if data["param"] else [])]
-
-
-def node_title(graph: nx.DiGraph, node: int) -> str:
-    """`#17 AddmmBackward0 (h, fc2)`: how a node is named in messages."""
-    data = graph.nodes[node]
-    tags = node_tags(data)
-    suffix = f" ({', '.join(tags)})" if tags else ""
-    return f"#{node} {data['name']}{suffix}"

@@ -10,17 +10,26 @@ frozen modules (`<frozen runpy>`).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+import sys
 import sysconfig
-
-import torch
 
 
 def _dir_of(path: str) -> str:
     return os.path.join(os.path.dirname(os.path.realpath(path)), "")
 
 
-TORCH_DIR = _dir_of(torch.__file__)
+def _torch_file() -> str:
+    """torch's `__init__.py`, found without importing torch (clients never import it: seconds)."""
+    module = sys.modules.get("torch")
+    if module is not None and getattr(module, "__file__", None):
+        return module.__file__
+    spec = importlib.util.find_spec("torch")
+    return spec.origin if spec is not None and spec.origin else os.path.join(os.sep, "nonexistent", "torch", "x")
+
+
+TORCH_DIR = _dir_of(_torch_file())
 GRADTUI_DIR = os.path.join(os.path.dirname(_dir_of(__file__).rstrip(os.sep)), "")
 _EXAMPLES_DIR = os.path.join(GRADTUI_DIR, "examples", "")
 _paths = sysconfig.get_paths()

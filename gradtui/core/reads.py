@@ -15,7 +15,7 @@ from typing import Any
 from gradtui.core import events as ev
 from gradtui.core.breakpoints import Breakpoint, Breakpoints
 from gradtui.core.dispatch import Pause
-from gradtui.core.graph import node_title
+from gradtui.core.nodes import node_title
 from gradtui.core.recorder import PassRecord, Ran
 from gradtui.core.watch import Hit, current, handles_tensors, hit_text, scan
 from gradtui.core.window import resolve

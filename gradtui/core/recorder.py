@@ -23,7 +23,7 @@ from gradtui.core.breakpoints import Breakpoint, matches_node
 from gradtui.core.compat import GradientEdge
 from gradtui.core.flow import LeafNames, gradient_flow
 from gradtui.core.graph import Capture, Names
-from gradtui.core.summary import VALUES_LIMIT, Stats
+from gradtui.core.stats import VALUES_LIMIT, Stats
 from gradtui.core.window import StatsWindow, resolve
 
 

@@ -14,7 +14,7 @@ import os
 from typing import Any, BinaryIO
 
 from gradtui.core import events as ev
-from gradtui.core.summary import Stats, json_float
+from gradtui.core.stats import Stats, json_float
 
 
 def flow_json(flow: tuple[ev.ParamFlow, ...]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from gradtui.core import events as ev
 from gradtui.core.breakpoints import Breakpoint, Breakpoints
-from gradtui.core.summary import Stats, any_nonfinite
+from gradtui.core.stats import Stats, any_nonfinite
 
 class Hit(NamedTuple):
     """A value breakpoint that matched a node that has already run."""

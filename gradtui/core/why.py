@@ -12,7 +12,7 @@ from typing import Any
 import networkx as nx
 import torch
 
-from gradtui.core.graph import node_title
+from gradtui.core.nodes import node_title
 from gradtui.core import edits
 
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import torch
 
-from gradtui.core.summary import CHUNK, PREVIEW_LENGTH, VALUES_LIMIT, Stats, dtype_name, summarize
+from gradtui.core.summary import CHUNK, dtype_name, summarize
+from gradtui.core.stats import PREVIEW_LENGTH, VALUES_LIMIT, Stats
 
 Handle = "int | Stats | None"
 """What a hook keeps for a gradient: an index into the window, its Stats once read, None for no gradient."""

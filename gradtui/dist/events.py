@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradtui.core.events import Event, ParamFlow
-from gradtui.core.summary import format_number
+from gradtui.core.stats import format_number
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradtui.core.report import JsonStream
-from gradtui.core.summary import Stats, json_float
+from gradtui.core.stats import Stats, json_float
 from gradtui.record.reader import NodeStats, PassInfo, Recording
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import networkx as nx
 
 from gradtui.core.events import ParamFlow
-from gradtui.core.summary import Stats
+from gradtui.core.stats import Stats
 from gradtui.record import schema
 
 

@@ -26,8 +26,8 @@ from gradtui.core.commands import (
     Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, ListBreakpoints, Print,
     Quit, Scale, SetGrad, Step, Why, Zero,
 )
-from gradtui.core.flow import format_flow
-from gradtui.core.summary import any_nonfinite, format_grads
+from gradtui.core.flowtext import format_flow
+from gradtui.core.stats import any_nonfinite, format_grads
 from gradtui.record.reader import NodeStats, PassFigures, PassInfo, Recording
 from gradtui.record.replay_commands import REPLAY_HELP, ShowPass, open_recording, parse_replay, ranges
 from gradtui.wire.target import TargetInfo

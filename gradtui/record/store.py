@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from gradtui.core import events as ev
-from gradtui.core.summary import Stats
+from gradtui.core.stats import Stats
 from gradtui.record import schema
 
 OUTPUT_BATCH = 1000

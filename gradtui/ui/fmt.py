@@ -8,7 +8,7 @@ import os
 import re
 
 from gradtui.core.places import library_of
-from gradtui.core.summary import Stats, format_number
+from gradtui.core.stats import Stats, format_number
 
 BARS = "▁▂▃▄▅▆▇█"
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from gradtui.core import events as ev
-from gradtui.core.graph import engine_order, node_tags, node_title
-from gradtui.core.summary import Stats, format_number
+from gradtui.core.nodes import engine_order, node_tags, node_title
+from gradtui.core.stats import Stats, format_number
 from gradtui.ui.history import PassSummary, combined_norm
 
 Grads = tuple[Stats | None, ...]

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from gradtui.core import events as ev
-from gradtui.core.graph import node_tags
-from gradtui.core.summary import any_nonfinite
+from gradtui.core.nodes import node_tags
+from gradtui.core.stats import any_nonfinite
 from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary
 from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
 from gradtui.ui.series import PassSeries

@@ -16,7 +16,7 @@ from typing import Any
 import networkx as nx
 
 from gradtui.core import events as ev
-from gradtui.core.summary import Stats
+from gradtui.core.stats import Stats
 
 _TAG = "$"
 _GRAPH = "$graph"

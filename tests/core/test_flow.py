@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from gradtui.core.flow import LeafNames, format_flow, gradient_flow
+from gradtui.core.flow import LeafNames, gradient_flow
+from gradtui.core.flowtext import format_flow
 
 pytestmark = pytest.mark.timeout(60)
 

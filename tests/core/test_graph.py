@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from gradtui.core import events as ev
-from gradtui.core.graph import Names, capture, engine_order, node_title, short_name
+from gradtui.core.graph import Names, capture, short_name
+from gradtui.core.nodes import engine_order, node_title
 from gradtui.core.session import Session
 
 pytestmark = pytest.mark.timeout(60)

@@ -13,7 +13,8 @@ import torch
 from conftest import run_headless, run_plain, script
 from gradtui.core import edits
 from gradtui.core import events as ev
-from gradtui.core.summary import CHUNK, VALUES_LIMIT, describe, format_stats, summarize
+from gradtui.core.summary import CHUNK, describe, summarize
+from gradtui.core.stats import VALUES_LIMIT, format_stats
 
 pytestmark = pytest.mark.timeout(120)
 

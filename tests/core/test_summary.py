@@ -9,9 +9,8 @@ import math
 import pytest
 import torch
 
-from gradtui.core.summary import (
-    HISTOGRAM_BINS, VALUES_LIMIT, Stats, describe, format_number, format_stats, summarize, summarize_all,
-)
+from gradtui.core.summary import describe, summarize, summarize_all
+from gradtui.core.stats import HISTOGRAM_BINS, VALUES_LIMIT, Stats, format_number, format_stats
 
 pytestmark = pytest.mark.timeout(60)
 

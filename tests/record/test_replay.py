@@ -15,7 +15,7 @@ import time
 import pytest
 
 from gradtui.core import events as ev
-from gradtui.core.summary import format_grads
+from gradtui.core.stats import format_grads
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
 from recordings import flight_recording, gradtui

@@ -6,7 +6,7 @@ from __future__ import annotations
 import networkx as nx
 
 from gradtui.core import events as ev
-from gradtui.core.summary import Stats
+from gradtui.core.stats import Stats
 
 
 def stats(norm: float, nonfinite: int = 0) -> Stats:

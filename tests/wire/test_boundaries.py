@@ -19,6 +19,15 @@ def test_the_ui_never_loads_the_session_or_patches_torch():
     assert "gradtui.core.runner" not in loaded
 
 
+def test_clients_never_load_torch():
+    """A client formats the statistics it receives: importing torch would cost it seconds of
+    start-up (the UI, `attach`, a browser tab, `replay`, `export`)."""
+    loaded = _modules_after("import gradtui.ui.app, gradtui.attach, gradtui.wire.child, gradtui.clientcli, "
+                            "gradtui.headless, gradtui.serve.tab, gradtui.serve.cli, gradtui.replay_cli, "
+                            "gradtui.export_cli, gradtui.record.replay")
+    assert "torch" not in loaded
+
+
 def test_the_core_and_the_agent_never_load_textual_or_rich():
     loaded = _modules_after("import gradtui.core.session, gradtui.core.runner, gradtui.agent.main, "
                             "gradtui.agent.listen, gradtui.headless")

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from gradtui.core.events import ParamFlow
-from gradtui.core.summary import format_number
+from gradtui.core.stats import format_number
 from gradtui.ui.flowtable import SPREAD, flow_rows
 from gradtui.ui.state import PassView
 

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from gradtui.core.summary import format_number
+from gradtui.core.stats import format_number
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.plots import PassPlots
 

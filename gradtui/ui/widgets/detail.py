@@ -10,8 +10,8 @@ from textual.content import Content
 from textual.highlight import highlight
 from textual.widgets import Static
 
-from gradtui.core.graph import node_tags
-from gradtui.core.summary import Stats, format_number
+from gradtui.core.nodes import node_tags
+from gradtui.core.stats import Stats, format_number
 from gradtui.ui import fmt
 from gradtui.ui.flowtable import flow_rows
 from gradtui.ui.modtree import ModuleTree, display_name

@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from gradtui.core.graph import node_tags
+from gradtui.core.nodes import node_tags
 from gradtui.ui.fmt import short_op
 from gradtui.ui.state import PassView, UIState
 

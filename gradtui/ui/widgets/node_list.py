@@ -23,8 +23,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gradtui.core.breakpoints import Spec, matches_node
-from gradtui.core.graph import node_tags
-from gradtui.core.summary import format_number
+from gradtui.core.nodes import node_tags
+from gradtui.core.stats import format_number
 from gradtui.ui.fmt import cut_left, list_op
 from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import PassView, UIState
