@@ -190,6 +190,28 @@ def _nodes_of(model: nn.Module, data: torch.Tensor) -> int:
 
 # ---- forward with provenance, and anomaly mode -------------------------------------------
 
+@contextlib.contextmanager
+def _noop_recording():
+    """What any recording of every op's source and module costs from Python before it records
+    anything: a TorchFunctionMode that only calls through, and a module pre- and post-hook that
+    do nothing (gradtui's provenance is these, plus the labelling)."""
+    from torch.nn.modules import module as nn_module
+    from torch.overrides import TorchFunctionMode
+
+    class CallThrough(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **kwargs) if kwargs else func(*args)
+
+    handles = [nn_module.register_module_forward_pre_hook(lambda module, args: None),
+               nn_module.register_module_forward_hook(lambda module, args, out: None)]
+    try:
+        with CallThrough():
+            yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int = D_MODEL,
                   target: float | None = 1.10, label: str = "") -> None:
     """Forward with provenance recording vs plain forward, and anomaly mode's forward vs plain
@@ -209,10 +231,13 @@ def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int =
         del out
         return elapsed
 
+    floor: list[float] = []
     for i in range(repeat + 1):  # the first round warms up
         runs = [(plain, contextlib.nullcontext), (recorded, lambda: provenance)]
         if not label:  # the small informational rows skip anomaly mode
             runs.append((anomaly, lambda: torch.autograd.set_detect_anomaly(True)))
+        else:  # tiny tensors: the floor of recording per op from Python
+            runs.append((floor, _noop_recording))
         for times, context in runs:
             elapsed = timed(context)
             if i:
@@ -220,6 +245,9 @@ def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int =
     sizes = model_sizes(layers, batch, width)
     base = median(plain)
     ratio_row(f"forward with provenance recording{label}", sizes, median(recorded), base, target, "plain forward")
+    if floor:
+        ratio_row("  floor: a no-op TorchFunctionMode + global module hooks", sizes, median(floor), base, None,
+                  "plain forward")
     if anomaly:
         ratio_row("forward under set_detect_anomaly(True) (issue 4)", sizes, median(anomaly), base, None,
                   "plain forward")
