@@ -273,6 +273,11 @@ class Breakpoints:
         """Is a value breakpoint (`nan`, `norm>X`) armed?"""
         return bool(self._split[1])
 
+    def nan_only(self) -> bool:
+        """Are the value breakpoints armed all `nan` specs (no gradient can match them unless
+        one holds a non-finite value)?"""
+        return all(bp.spec.kind == "nan" for bp in self._split[1])
+
     def find_loss(self, losses: tuple[float | None, ...], nonfinite_root: bool) -> Breakpoint | None:
         """The first loss breakpoint the roots of a starting pass match, or None."""
         return next((bp for bp in self._items if matches_losses(bp.spec, losses, nonfinite_root)), None)

@@ -361,9 +361,14 @@ class Session(CommandDispatch, BulkReads):
         watching = not self._detached and self.breakpoints.watching()
         value = None
         # With a watch, also read before the pass's last node: a small pass is then exact.
-        if (place is not None or state.window.held > HELD_ELEMENTS
-                or (watching and (len(state.ran) >= state.check_every or state.done == len(state.capture.nodes) - 1))):
+        if place is not None or state.window.held > HELD_ELEMENTS:
             value = self._read(state, node, None, pause=True)
+        elif watching and (((ran := len(state.ran)) and ran % state.check_every == 0)
+                           or state.done == len(state.capture.nodes) - 1):
+            # Only `nan` watched: a check says whether anything since the last read is not
+            # finite; only then are the statistics read back (and the culprit found from them).
+            if not self.breakpoints.nan_only() or state.window.check():
+                value = self._read(state, node, None, pause=True)
         reason = None
         if state.pending is not None:
             reason = f"{self._hit(state.pending, state, node)}: {state.pending_reason}"

@@ -56,7 +56,7 @@ class StatsWindow:
     of the generation and starts the next one.
     """
 
-    __slots__ = ("tensors", "full", "leaves", "aliases", "held", "nonfinite", "_bad")
+    __slots__ = ("tensors", "full", "leaves", "aliases", "known", "checked", "held", "nonfinite", "_bad")
 
     def __init__(self) -> None:
         self.tensors: list[torch.Tensor | None] = []
@@ -66,6 +66,10 @@ class StatsWindow:
         """Entry -> the leaf whose `.grad` holds its values once its accumulator ran."""
         self.aliases: dict[int, tuple[int, tuple[int, ...]]] = {}
         """Entry -> (entry, shape): the same elements in another shape (a view's gradient)."""
+        self.known: dict[int, float | tuple[float, ...]] = {}
+        """Entry -> what a `check` read of it: its norm, or a small tensor's values (not read again)."""
+        self.checked = 0
+        """Entries before this one have been checked."""
         self.held = 0
         """Elements held."""
         self.nonfinite = False
@@ -112,20 +116,45 @@ class StatsWindow:
         if tensor is not None:
             self.tensors[entry] = None
             self.leaves[entry] = leaf
+            self.known.pop(entry, None)  # read from the leaf's .grad, as it is then
 
     def tensor(self, entry: int) -> torch.Tensor | None:
         """The tensor held for `entry` (None once handed to a leaf, or for an alias)."""
         return self.tensors[entry]
 
+    def check(self) -> bool:
+        """Did a gradient added since the last check (or read) hold a NaN or an infinity? One
+        host read of the new entries' norms (a small tensor's values), kept for the read, so a
+        `nan` watch can test every node without reading every node's statistics back."""
+        if self._bad:
+            return True
+        start, self.checked = self.checked, len(self.tensors)
+        big, small = _split((i, self.tensors[i]) for i in range(start, self.checked))
+        if not big and not small:
+            return False
+        with _no_grad():
+            parts = [torch.stack(torch._foreach_norm([t for _, t, _ in big]))] if big else []
+            numbers = _flatten(parts + [t for _, t, _ in small]).tolist()  # the one host read
+        known = self.known
+        for (i, _, _), norm in zip(big, numbers):
+            known[i] = norm
+        position = len(big)
+        for i, _, numel in small:
+            known[i] = tuple(numbers[position:position + numel])
+            position += numel
+        return not all(map(math.isfinite, numbers))
+
     def read(self) -> list[Stats]:
         """Every entry's Stats, read back in one go (two if a gradient is not finite); clears
         the window for the next generation."""
-        tensors, full, leaves, aliases = self.tensors, self.full, self.leaves, self.aliases
-        self.tensors, self.full, self.held = [], [], 0
+        tensors, full, leaves, aliases, known = self.tensors, self.full, self.leaves, self.aliases, self.known
+        self.tensors, self.full, self.held, self.checked = [], [], 0, 0
         if leaves:
             self.leaves = {}
         if aliases:
             self.aliases = {}
+        if known:
+            self.known = {}
         found, self._bad = self._bad, False
         out: list[Any] = [None] * len(tensors)
         for entry, leaf in leaves.items():
@@ -138,70 +167,96 @@ class StatsWindow:
             else:
                 out[entry] = summarize(grad, light=not full[entry])
         if any(t is not None for t in tensors):
-            found = self._read_live(tensors, full, out) or found
+            found = self._read_live(tensors, full, known, out) or found
         for entry, (source, shape) in aliases.items():
             out[entry] = out[source].reshaped(shape)
         self.nonfinite = found
         return out
 
     @staticmethod
-    def _read_live(tensors: list[torch.Tensor | None], full: list[bool], out: list[Any]) -> bool:
-        """Fill `out` with the Stats of the held tensors (entries whose tensor is not None); did
-        one hold a non-finite value?"""
+    def _read_live(tensors: list[torch.Tensor | None], full: list[bool], known: dict[int, Any],
+                   out: list[Any]) -> bool:
+        """Fill `out` with the Stats of the held tensors (entries whose tensor is not None; `known`:
+        what a check read already); did one hold a non-finite value?"""
         # Small tensors' values come back whole (their norm, min, max and mean are taken from
         # them); bigger ones' norms in one fused call, min, max and sum beside where wanted.
-        big: list[tuple[int, torch.Tensor, int]] = []
-        small: list[tuple[int, torch.Tensor, int]] = []
-        for i, t in enumerate(tensors):
-            if t is not None:
-                numel = t.numel()
-                (big if numel > VALUES_LIMIT else small).append((i, t, numel))
+        big, small = _split(enumerate(tensors))
         wide = [item for item in big if full[item[0]]]
-        grad_mode = torch.is_grad_enabled()
-        if grad_mode:  # create_graph's gradients require grad: these reductions must record nothing
-            torch._C._set_grad_enabled(False)
-        try:
-            parts = []
-            if big:
-                parts.append(torch.stack(torch._foreach_norm([t for _, t, _ in big])))
-            if wide:
-                extras = []
-                for _, t, _ in wide:
-                    lo, hi = torch.aminmax(t)
-                    extras += (lo, hi, t.sum())
-                parts.append(torch.stack(extras))
-            parts += [t for _, t, _ in small]
-            numbers = _flatten(parts).tolist()  # the one host read
-        finally:
-            if grad_mode:
-                torch._C._set_grad_enabled(True)
-        count = len(big)
+        unread = [item for item in big if item[0] not in known] if known else big
+        fresh = [item for item in small if item[0] not in known] if known else small
+        numbers: list[float] = []
+        if unread or wide or fresh:
+            with _no_grad():
+                parts = [torch.stack(torch._foreach_norm([t for _, t, _ in unread]))] if unread else []
+                if wide:
+                    extras = []
+                    for _, t, _ in wide:
+                        lo, hi = torch.aminmax(t)
+                        extras += (lo, hi, t.sum())
+                    parts.append(torch.stack(extras))
+                parts += [t for _, t, _ in fresh]
+                numbers = _flatten(parts).tolist()  # the one host read
+        norms = dict(zip((i for i, _, _ in unread), numbers))
+        if known:
+            norms.update((i, known[i]) for i, _, _ in big if i in known)
+        count = len(unread)
         position = count + 3 * len(wide)
         minmax = {item[0]: numbers[count + 3 * k:count + 3 * k + 3] for k, item in enumerate(wide)}
         redo: list[tuple[int, torch.Tensor, float]] = []
         isfinite = math.isfinite
-        for (i, t, _), norm in zip(big, numbers):
+        for i, t, numel in big:
+            norm = norms[i]
             if i in minmax:
                 lo, hi, total = minmax[i]
                 if not (isfinite(lo) and isfinite(hi) and isfinite(total) and isfinite(norm)):
                     redo.append((i, t, norm))
                     continue
                 out[i] = Stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, lo, hi,
-                               total / t.numel(), 0)
+                               total / numel, 0)
             elif isfinite(norm):
                 out[i] = Stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, None, None, None, 0)
             else:
                 redo.append((i, t, norm))
         found = False
         for i, t, numel in small:
-            values = tuple(numbers[position:position + numel])
-            position += numel
+            values = known.get(i) if known else None  # read by a check
+            if values is None:
+                values = tuple(numbers[position:position + numel])
+                position += numel
             stats = out[i] = _small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
             found = found or stats.nonfinite > 0
         if redo:
             _read_nonfinite(redo, full, minmax, out)
             found = found or any(out[i].nonfinite for i, _, _ in redo)
         return found
+
+
+def _split(entries: Any) -> tuple[list[tuple[int, torch.Tensor, int]], list[tuple[int, torch.Tensor, int]]]:
+    """(entry, tensor, numel) of the held tensors among `entries` ((entry, tensor or None)
+    pairs): those read by their norm, and those small enough to read their values."""
+    big: list[tuple[int, torch.Tensor, int]] = []
+    small: list[tuple[int, torch.Tensor, int]] = []
+    for i, t in entries:
+        if t is not None:
+            numel = t.numel()
+            (big if numel > VALUES_LIMIT else small).append((i, t, numel))
+    return big, small
+
+
+class _no_grad:
+    """No autograd recording for gradtui's reductions (create_graph's gradients require grad);
+    cheaper than torch.no_grad() when grad mode is already off, as it is inside the engine."""
+
+    __slots__ = ("_was",)
+
+    def __enter__(self) -> None:
+        self._was = torch.is_grad_enabled()
+        if self._was:
+            torch._C._set_grad_enabled(False)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was:
+            torch._C._set_grad_enabled(True)
 
 
 def _read_nonfinite(redo: list[tuple[int, torch.Tensor, float]], full: list[bool],
