@@ -7,7 +7,10 @@ norms of all its tensors are taken in one fused `torch._foreach_norm`, min, max 
 those that need them beside, the values of small tensors concatenated, and everything comes
 back to the host in **one** `.tolist()`: on a GPU, one device sync for many nodes instead of
 several per node; on the CPU, one Python call instead of a dozen per node. Only a gradient
-that holds a non-finite value (or overflowed float32) costs a second read.
+that holds a non-finite value (or overflowed float32) costs a second read. A `nan` watch
+`check`s more often than the window is read: one read of the new entries' norms, kept for the
+read, says whether anything since is not finite (only then is the window read and the culprit
+found).
 
 What the window holds: plain dense float32/float64 tensors of at most `CHUNK` elements.
 Anything else (a ZeroTensor, a meta or sparse tensor, half precision, a huge tensor that is
