@@ -79,9 +79,14 @@ class RankLink:
         index = state.index
         if self._at != (index, node):  # the first call for this node: arrive
             if self._gate_pass != index:
+                self._forget_pass()
                 self._gate_pass, self._gate = index, -1
                 self.leaves = []
             self._gate += 1
+            if self._gate >= 2:
+                # Every rank has seen this rank's arrival two gates back: it is here, so all of
+                # them arrived at the gate between, which they reached only by passing that one.
+                self._forget(self._key(index, self._gate - 2, self.rank))
             self._at = (index, node)
             attrs = state.capture.graph.nodes[node]
             if attrs.get("kind") == "accumulate":
@@ -121,6 +126,23 @@ class RankLink:
 
     def _key(self, index: int, gate: int, rank: int) -> str:
         return f"g/{index}/{gate}/{rank}"
+
+    def _forget_pass(self) -> None:
+        """A new hooked pass: delete this rank's last two arrivals of the previous one, so the
+        job's store holds two gate keys per rank, not one per node and pass (a rank still at the
+        previous pass's last gate sees this rank's `d/` mark of it instead; those marks, one per
+        pass, are kept: which pass another rank is in is not known here)."""
+        if self._gate_pass < 0:
+            return
+        for gate in (self._gate - 1, self._gate):
+            if gate >= 0:
+                self._forget(self._key(self._gate_pass, gate, self.rank))
+
+    def _forget(self, key: str) -> None:
+        try:
+            self.store.delete_key(key)
+        except Exception:  # noqa: BLE001 - the store is gone (the job is ending) or cannot delete
+            pass
 
     def passed(self, index: int, rank: int) -> bool:
         """Is `rank` past every gate of pass `index` (finished it, ended or died)?"""
