@@ -15,7 +15,7 @@ import os
 import sys
 
 from gradtui.agent.runtime import AgentEntry, parse_address, running_agents
-from gradtui.clientcli import UsageError, drive_headless, read_commands
+from gradtui.clientcli import UsageError, add_client_options, drive_headless, read_commands
 
 DETACHED = "(gradtui) detached: the script runs on; its breakpoints stay armed for the next client"
 
@@ -30,11 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("address", nargs="?", metavar="ADDRESS",
                         help="HOST:PORT of the agent (default: the only running agent of this user)")
     parser.add_argument("--token", help="the agent's token (default: read from its runtime file)")
-    parser.add_argument("--headless", action="store_true", help="no UI: run the commands at the pauses, print")
-    parser.add_argument("-c", dest="commands", action="append", default=[], metavar="CMD",
-                        help="a command to run at the pauses (repeatable, in order)")
-    parser.add_argument("-x", dest="command_file", metavar="FILE", help="a file of commands, run before -c")
-    parser.add_argument("--theme", metavar="NAME", help="a Textual theme for the UI")
+    add_client_options(parser, "a command to run at the pauses (repeatable, in order)")
     return parser
 
 

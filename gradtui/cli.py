@@ -7,7 +7,7 @@ import os
 import sys
 from importlib import resources
 
-from gradtui.clientcli import UsageError, read_commands
+from gradtui.clientcli import UsageError, add_client_options, read_commands
 from gradtui.options import RunOptions, build_session
 from gradtui.outputs import OUTPUT_FAILED, OutputError, Outputs
 
@@ -61,12 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gradtui {_version()}")
-    parser.add_argument("--headless", action="store_true",
-                        help="no UI: run the commands at the pauses, print each pause and result")
-    parser.add_argument("-c", dest="commands", action="append", default=[], metavar="CMD",
-                        help="a command to run (repeatable, in order; like pdb -c)")
-    parser.add_argument("-x", dest="command_file", metavar="FILE",
-                        help="a file of commands, one per line (# comments allowed); run before -c")
+    add_client_options(parser, "a command to run (repeatable, in order; like pdb -c)",
+                       "no UI: run the commands at the pauses, print each pause and result")
     parser.add_argument("--report", metavar="PATH",
                         help="write a JSON report of every pass to PATH (every pass is then recorded)")
     parser.add_argument("--record-all", action="store_true",
@@ -75,7 +71,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--listen", metavar="[HOST:]PORT",
                         help="no UI: run the script under an agent that waits at its first pause for a client "
                              "(`gradtui attach`); loopback unless HOST says otherwise, :0 picks a free port")
-    parser.add_argument("--theme", metavar="NAME", help="a Textual theme for the UI (e.g. textual-dark, nord)")
     parser.add_argument("--record", metavar="DB",
                         help="record the run into a SQLite database: every pass's loss and gradient flow, "
                              "and per-node gradient statistics of the passes that were hooked")

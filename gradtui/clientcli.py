@@ -1,9 +1,11 @@
-"""What the client commands share: `gradtui`, `gradtui attach` and `gradtui replay` read their
--x / -c commands the same way, and `attach --headless` and `replay --headless` drive their
-target (a RemoteTarget, a ReplayTarget) with the same loop."""
+"""What the client commands share: `gradtui`, `gradtui attach` and `gradtui replay` take the same
+--headless / -c / -x / --theme options and read their commands the same way, and `attach
+--headless` and `replay --headless` drive their target (a RemoteTarget, a ReplayTarget) with the
+same loop."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from collections.abc import Callable
@@ -11,12 +13,22 @@ from typing import TYPE_CHECKING, Any
 
 from gradtui.core.commands import parse, parse_file
 
-if TYPE_CHECKING:  # the events import torch: `gradtui --help` and bad input answer without it
+if TYPE_CHECKING:  # the events import networkx: `gradtui --help` and bad input answer without it
     from gradtui.core import events as ev
 
 
 class UsageError(Exception):
     """Bad input on the command line: the caller prints it as one line and exits with status 2."""
+
+
+def add_client_options(parser: argparse.ArgumentParser, commands_help: str,
+                       headless_help: str = "no UI: run the commands at the pauses, print") -> None:
+    """--headless, -c, -x and --theme, as every debugger command spells them."""
+    parser.add_argument("--headless", action="store_true", help=headless_help)
+    parser.add_argument("-c", dest="commands", action="append", default=[], metavar="CMD", help=commands_help)
+    parser.add_argument("-x", dest="command_file", metavar="FILE",
+                        help="a file of commands, one per line (# comments allowed); run before -c")
+    parser.add_argument("--theme", metavar="NAME", help="a Textual theme for the UI (e.g. textual-dark, nord)")
 
 
 def read_commands(command_file: str | None, commands: list[str]) -> list[str]:
