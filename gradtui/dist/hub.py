@@ -27,7 +27,8 @@ from typing import Any
 
 from gradtui.core import events as ev
 from gradtui.core.commands import (
-    Break, Clip, CommandError, Continue, Delete, Finish, Flow, Print, Quit, Rank, Ranks, Scale, SetGrad, Step, Zero, parse,
+    Break, Clip, CommandError, Continue, Delete, Finish, Flow, ListBreakpoints, Print, Quit, Rank, Ranks, Scale, SetGrad,
+    Step, Zero, parse,
 )
 from gradtui.agent.runtime import alive
 from gradtui.dist.conn import RankConn
@@ -271,6 +272,8 @@ class JobHub:
                 self.quit_all()
             case Flow() if self.world > 1:
                 self._reply(text, "\n".join(self._flow()), request)
+            case ListBreakpoints() if self.diverge:  # the job's own check is listed with the rank's
+                self._submit(self.shown, line, request, note="job: break diverge (checked after every pass)")
             case _:
                 self._submit(self.shown, line, request)
 

@@ -103,6 +103,7 @@ def test_break_diverge_names_the_parameter_and_rank(start):
     job, client, out = start(DDP, "diverge")
     client.paused()
     assert "diverge" in client.ask("break diverge").text
+    assert "job: break diverge" in client.ask("breakpoints").text  # listed with the rank's own
     client.submit("continue")
     paused = client.next(lambda e: isinstance(e, ev.Paused) and "diverge" in e.reason)
     assert paused.pass_index == 1, paused  # pass 0 was all-reduced: equal on both ranks
