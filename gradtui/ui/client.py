@@ -100,6 +100,12 @@ class TargetClient(_Base):
         figures = getattr(self.target, "figures", None)  # a recording has every pass's, for the plots
         if figures is not None:
             self.state.series.load(figures())
+        # The first events are drawn once the panes are laid out: text cut or wrapped to a pane's
+        # width, made before it has one, was laid out at that width's height and redrawn a frame
+        # later, a layout that a modal screen opened in between (P at once) put off until it closed.
+        laid_out = asyncio.Event()
+        self.call_after_refresh(laid_out.set)
+        await laid_out.wait()
         async for batch in self.target.batches():
             self.on_batch(batch)
         self.finished.set()
