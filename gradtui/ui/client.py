@@ -1,7 +1,8 @@
 """The app's side of its DebugTarget, as a mixin of `GradtuiApp`: reading the target's events
-(`_pump`, `on_batch`), sending it command lines (`send`, the -c/-x feeder), the script's end,
-and stopping the target however the app ends (`q`, a signal, the app torn down); and `run_app`,
-which runs the app on a target with the signal handlers installed.
+(`_pump`, `on_batch`) and folding their changes until they are drawn (`flush`), sending it
+command lines (`send`, the -c/-x feeder), the script's end, and stopping the target however the
+app ends (`q`, a signal, the app torn down); and `run_app`, which runs the app on a target with
+the signal handlers installed (and gradtui.ui.watchdog's last resort).
 
 app.py lays out and redraws the screen; this module is all it does with the target.
 """
@@ -30,6 +31,7 @@ from gradtui.wire.target import DebugTarget, TargetError
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.timer import Timer
 
     from gradtui.core.report import Report
     from gradtui.feeder import CommandFeeder
@@ -49,6 +51,14 @@ QUIT_GRACE = STOP_TIMEOUT + 2.0
 """Seconds the app has, after a signal asked it to quit, before QuitWatchdog ends the process:
 the target's STOP_TIMEOUT, then the terminal given back."""
 
+RUNNING_DRAW = 0.1
+"""Seconds a batch that only says the engine runs (Resumed, Progress) waits to be drawn: a step's
+pause comes a millisecond later and is drawn in the same frame (a frame between cost ~30 ms)."""
+
+RUNNING = (ev.Resumed, ev.Progress)
+"""Events that say only that the engine runs: a batch of nothing else is drawn a little later
+(`flush_soon`), with the pause that usually follows."""
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that quit the UI (and the script with it)."""
 
@@ -66,6 +76,8 @@ class TargetClient(_Base):
     quitting: bool
     exit_status: int
     script_path: str
+    _pending: Change | None
+    _flush_timer: Timer | None = None
     _echoed: str | None
     local_command: Callable[[str], ev.CommandResult | None]
 
@@ -76,9 +88,6 @@ class TargetClient(_Base):
         raise NotImplementedError
 
     def _show_selected(self, node: int | None) -> None:  # pragma: no cover - the app's
-        raise NotImplementedError
-
-    def flush(self) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
 
     async def on_unmount(self) -> None:
@@ -111,16 +120,16 @@ class TargetClient(_Base):
         self.finished.set()
 
     def on_batch(self, batch: list[ev.Event]) -> None:
-        """Apply a batch of events in order: runs of NodeRan and of Output at once each."""
+        """Apply a batch of events in order: runs of NodeRan and of Output at once each; the
+        panes are drawn once, at the end (or before what must be drawn in order: output, answers)."""
         for kind, run in itertools.groupby(batch, type):
             events_ = list(run)
             try:
                 if self.report is not None:
                     for event in events_:
                         self.report(event)
-                if kind is ev.NodeRan:
-                    self.flush()
-                    self._redraw(self.state.apply_ran(events_))  # type: ignore[arg-type]
+                if kind is ev.NodeRan:  # drawn with the rest of the batch (a step's Paused follows)
+                    self._fold(self.state.apply_ran(events_))  # type: ignore[arg-type]
                 elif kind is ev.Output:
                     self.flush()
                     for stream, lines in itertools.groupby(events_, lambda e: e.stream):
@@ -131,9 +140,35 @@ class TargetClient(_Base):
             except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
                 self._ui_error(exc)
         try:
-            self.flush()
+            if all(isinstance(event, RUNNING) for event in batch):
+                self.flush_soon()  # a step's pause follows at once: one frame for both
+            else:
+                self.flush()
         except Exception as exc:  # noqa: BLE001
             self._ui_error(exc)
+
+    def _fold(self, change: Change) -> None:
+        """Merge a change into the ones not drawn yet (`flush` draws them)."""
+        self._pending = change if self._pending is None else self._pending.merge(change)
+
+    def flush_soon(self) -> None:
+        """Draw the changes folded so far within RUNNING_DRAW (with whatever comes by then)."""
+        if self._flush_timer is None and self._pending is not None:
+            self._flush_timer = self.set_timer(RUNNING_DRAW, self._flush_timed)
+
+    def _flush_timed(self) -> None:
+        self._flush_timer = None
+        self.flush()
+
+    def flush(self) -> None:
+        """Draw what the events folded since the last flush changed (a recording's story of a
+        thousand passes is drawn once, not once a pass)."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        change, self._pending = self._pending, None
+        if change is not None:
+            self._redraw(change)
 
     def _ui_error(self, exc: Exception) -> None:
         """Show a bug of the UI itself in the output pane instead of crashing."""
