@@ -1,7 +1,8 @@
 """The app's side of its DebugTarget, as a mixin of `GradtuiApp`: reading the target's events
-(`_pump`, `on_batch`), sending it command lines (`send`, the -c/-x feeder), the script's end,
-and stopping the target however the app ends (`q`, a signal, the app torn down); and `run_app`,
-which runs the app on a target with the signal handlers installed.
+(`_pump`, `on_batch`) and folding their changes until they are drawn (`flush`), sending it
+command lines (`send`, the -c/-x feeder), the script's end, and stopping the target however the
+app ends (`q`, a signal, the app torn down); and `run_app`, which runs the app on a target with
+the signal handlers installed (and gradtui.ui.watchdog's last resort).
 
 app.py lays out and redraws the screen; this module is all it does with the target.
 """
@@ -22,6 +23,7 @@ from gradtui.core.events import QUIT_STATUS
 from gradtui.options import RunOptions
 from gradtui.ui import fmt
 from gradtui.ui.tracebacks import render_error
+from gradtui.ui.watchdog import QuitWatchdog
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import STREAM_STYLE, OutputLog
@@ -29,6 +31,7 @@ from gradtui.wire.target import DebugTarget, TargetError
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.timer import Timer
 
     from gradtui.core.report import Report
     from gradtui.feeder import CommandFeeder
@@ -44,6 +47,21 @@ ECHO_STYLE, ANSWER_STYLE, ERROR_STYLE, NOTE_STYLE = "bold cyan", "cyan", "red", 
 STOP_TIMEOUT = 3.0
 """Seconds a target may take to quit before a child agent is killed."""
 
+QUIT_GRACE = STOP_TIMEOUT + 2.0
+"""Seconds the app has, after a signal asked it to quit, before QuitWatchdog ends the process:
+the target's STOP_TIMEOUT, then the terminal given back."""
+
+RUNNING_DRAW = 0.1
+"""Seconds a batch that only says the engine runs (Resumed, Progress) waits to be drawn: a step's
+pause comes a millisecond later and is drawn in the same frame (a frame between cost ~30 ms)."""
+
+RUNNING = (ev.Resumed, ev.Progress)
+"""Events that say only that the engine runs: a batch of nothing else is drawn a little later
+(`flush_soon`), with the pause that usually follows."""
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that quit the UI (and the script with it)."""
+
 
 class TargetClient(_Base):
     """Reads the target, sends it commands, stops it (see module doc); the app provides the
@@ -58,6 +76,8 @@ class TargetClient(_Base):
     quitting: bool
     exit_status: int
     script_path: str
+    _pending: Change | None
+    _flush_timer: Timer | None = None
     _echoed: str | None
     local_command: Callable[[str], ev.CommandResult | None]
 
@@ -68,9 +88,6 @@ class TargetClient(_Base):
         raise NotImplementedError
 
     def _show_selected(self, node: int | None) -> None:  # pragma: no cover - the app's
-        raise NotImplementedError
-
-    def flush(self) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
 
     async def on_unmount(self) -> None:
@@ -92,21 +109,27 @@ class TargetClient(_Base):
         figures = getattr(self.target, "figures", None)  # a recording has every pass's, for the plots
         if figures is not None:
             self.state.series.load(figures())
+        # The first events are drawn once the panes are laid out: text cut or wrapped to a pane's
+        # width, made before it has one, was laid out at that width's height and redrawn a frame
+        # later, a layout that a modal screen opened in between (P at once) put off until it closed.
+        laid_out = asyncio.Event()
+        self.call_after_refresh(laid_out.set)
+        await laid_out.wait()
         async for batch in self.target.batches():
             self.on_batch(batch)
         self.finished.set()
 
     def on_batch(self, batch: list[ev.Event]) -> None:
-        """Apply a batch of events in order: runs of NodeRan and of Output at once each."""
+        """Apply a batch of events in order: runs of NodeRan and of Output at once each; the
+        panes are drawn once, at the end (or before what must be drawn in order: output, answers)."""
         for kind, run in itertools.groupby(batch, type):
             events_ = list(run)
             try:
                 if self.report is not None:
                     for event in events_:
                         self.report(event)
-                if kind is ev.NodeRan:
-                    self.flush()
-                    self._redraw(self.state.apply_ran(events_))  # type: ignore[arg-type]
+                if kind is ev.NodeRan:  # drawn with the rest of the batch (a step's Paused follows)
+                    self._fold(self.state.apply_ran(events_))  # type: ignore[arg-type]
                 elif kind is ev.Output:
                     self.flush()
                     for stream, lines in itertools.groupby(events_, lambda e: e.stream):
@@ -117,9 +140,35 @@ class TargetClient(_Base):
             except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
                 self._ui_error(exc)
         try:
-            self.flush()
+            if all(isinstance(event, RUNNING) for event in batch):
+                self.flush_soon()  # a step's pause follows at once: one frame for both
+            else:
+                self.flush()
         except Exception as exc:  # noqa: BLE001
             self._ui_error(exc)
+
+    def _fold(self, change: Change) -> None:
+        """Merge a change into the ones not drawn yet (`flush` draws them)."""
+        self._pending = change if self._pending is None else self._pending.merge(change)
+
+    def flush_soon(self) -> None:
+        """Draw the changes folded so far within RUNNING_DRAW (with whatever comes by then)."""
+        if self._flush_timer is None and self._pending is not None:
+            self._flush_timer = self.set_timer(RUNNING_DRAW, self._flush_timed)
+
+    def _flush_timed(self) -> None:
+        self._flush_timer = None
+        self.flush()
+
+    def flush(self) -> None:
+        """Draw what the events folded since the last flush changed (a recording's story of a
+        thousand passes is drawn once, not once a pass)."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        change, self._pending = self._pending, None
+        if change is not None:
+            self._redraw(change)
 
     def _ui_error(self, exc: Exception) -> None:
         """Show a bug of the UI itself in the output pane instead of crashing."""
@@ -240,7 +289,11 @@ class TargetClient(_Base):
 def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),
             theme: str | None = None) -> int:
     """Run the UI on `options`' script in a child agent (or on `target`) until the user quits;
-    return the script's exit status (QUIT_STATUS if the user quit before it ended)."""
+    return the script's exit status (QUIT_STATUS if the user quit before it ended).
+
+    SIGINT, SIGTERM and SIGHUP quit (`on_signal`) and arm a QuitWatchdog. The handlers are
+    Python's own (`signal.signal`), not the loop's: they run even while the loop is blocked
+    in a write to a dead terminal, which the loop's handlers (run by the loop) never would."""
     from gradtui.ui.app import GradtuiApp
     from gradtui.wire.child import ChildTarget
 
@@ -250,11 +303,23 @@ def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, co
         commands = options.commands
     app = GradtuiApp(target=target, commands=commands, theme=theme)
     loop = asyncio.new_event_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(signum, app.on_signal, signum)
+    watchdog = QuitWatchdog(target, lambda: app._driver, QUIT_GRACE)
+    watchdog.start()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        watchdog.arm()
+        try:
+            loop.call_soon_threadsafe(app.on_signal, signum)
+        except RuntimeError:  # the loop is closed: the app has ended, the watchdog sees to the rest
+            pass
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in SIGNALS}
     try:
         app.run(loop=loop)
     finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        watchdog.disarm()
         kill = getattr(target, "kill_now", None)
         if kill is not None:
             kill()  # however the app ended, no agent of ours is left running

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gradtui.ui.app import GradtuiApp
+from gradtui.ui.widgets.body import Body
 from gradtui.ui.widgets.node_list import NodeList
 from ui_helpers import ui_script, wait_for, wait_paused_at
 
@@ -26,16 +27,36 @@ class CountingNodeList(NodeList):
         return super().render_line(y)
 
 
+class CountingBody(Body):
+    """Counts the updates of the detail and graph panes' text, and the layouts they ask for."""
+
+    updates = 0
+    layouts = 0
+
+    def update(self, content="", *, layout: bool = True) -> None:
+        CountingBody.updates += 1
+        CountingBody.layouts += layout
+        super().update(content, layout=layout)
+
+
 @pytest.mark.asyncio
 async def test_a_step_renders_only_changed_rows_of_a_10000_node_pass(monkeypatch):
+    """A step redraws the node list's changed rows only; the detail and graph panes once or
+    twice (running, then the next pause), not once per event, and with no layout of the
+    screen: their text is as high from one node of the chain to the next (a layout of the
+    whole screen took ~70 ms here, more than a step's budget)."""
     monkeypatch.setattr("gradtui.ui.app.NodeList", CountingNodeList)
+    monkeypatch.setattr("gradtui.ui.widgets.detail.Body", CountingBody)
+    monkeypatch.setattr("gradtui.ui.widgets.graph_view.Body", CountingBody)
     app = GradtuiApp(ui_script("long_chain.py"))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_paused_at(pilot, 0, timeout=60)
         assert app.state.view.total == 10_002
+        await pilot.press("s")  # the first step: the panes settle to a node in the middle of the chain
+        await wait_paused_at(pilot, 1, timeout=10)
         await pilot.pause(0.2)
-        CountingNodeList.rendered = 0
-        for step in range(1, STEPS + 1):
+        CountingNodeList.rendered = CountingBody.updates = CountingBody.layouts = 0
+        for step in range(2, STEPS + 2):
             await pilot.press("s")
             await wait_paused_at(pilot, step, timeout=10)
             await pilot.pause()
@@ -43,6 +64,8 @@ async def test_a_step_renders_only_changed_rows_of_a_10000_node_pass(monkeypatch
         # two rows per step, plus a screenful each time the cursor leaves the screen
         assert CountingNodeList.rendered <= STEPS * 2 + rows * (1 + 2 * STEPS // rows), \
             "a step redrew more than the rows that changed"
+        assert CountingBody.updates <= 2 * 2 * STEPS, "a pane was redrawn more than twice a step"
+        assert CountingBody.layouts == 0, "a step laid the screen out again"
 
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.status == "finished", timeout=60, what="the end")

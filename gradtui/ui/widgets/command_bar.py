@@ -95,8 +95,10 @@ class CommandBar(Vertical):
             if cell_len(first) > cut:
                 first = first[: cut - 1] + "…"
         style = "$text-success" if ok else "bold $text-error"
+        # One row whatever the text (height 1, no wrap, in the css): no layout of the screen.
         self.query_one("#answer", Static).update(
-            Content.assemble(("✓ " if ok else "✗ ", style), (first, "" if ok else "$text-error"), (more, "$text-muted")))
+            Content.assemble(("✓ " if ok else "✗ ", style), (first, "" if ok else "$text-error"), (more, "$text-muted")),
+            layout=False)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Send the line on, remember it, clear the input."""

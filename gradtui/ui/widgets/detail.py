@@ -7,8 +7,6 @@ from collections.abc import Iterable
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.highlight import highlight
-from textual.widgets import Static
 
 from gradtui.core.nodes import node_tags
 from gradtui.core.stats import Stats, format_number
@@ -16,12 +14,11 @@ from gradtui.ui import fmt
 from gradtui.ui.flowtable import flow_rows
 from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import Grads, PassView, UIState
+from gradtui.ui.widgets.body import Body
+from gradtui.ui.widgets.source import source_block, source_row, warm_highlighter
 
 LEAVES_SHOWN = 12
 """At most this many leaf gradients are listed at the end of a pass."""
-
-SOURCE_CONTEXT = 2
-"""Lines of source shown above and below the node's line."""
 
 SUBMODULES_SHOWN = 8
 """At most this many submodules are listed for a module row."""
@@ -60,6 +57,7 @@ class DetailPane(VerticalScroll):
         """The script's folder: paths in tracebacks are shown relative to it."""
         self.node: int | None = None
         self._compact = False
+        self._title: str | None = None
 
     @property
     def compact(self) -> bool:
@@ -74,15 +72,25 @@ class DetailPane(VerticalScroll):
                 self.show(self.node)
 
     def compose(self) -> ComposeResult:
-        """One Static holds the text."""
-        yield Static(id="detail-body")
+        """One Body holds the text."""
+        yield Body(id="detail-body")
+
+    def on_mount(self) -> None:
+        """Warm the highlighter in a thread, so that the first pause does not wait for it."""
+        self.run_worker(warm_highlighter, name="warm-highlighter", thread=True, exit_on_error=False)
+
+    def _draw(self, title: str, body: Content) -> None:
+        """Title and text: each redrawn only if it changed (see Body)."""
+        if title != self._title:
+            self._title = title
+            self.border_title = title
+        self.query_one("#detail-body", Body).set(body)
 
     def show(self, node: int | None) -> None:
         """Show `node` (None: whatever the state says, e.g. before the first pass)."""
         self.node = node
         view = self.state.view
         if view is not None and not view.recorded:
-            self.border_title = f"pass {view.index}"
             note = " · ".join(filter(None, (view.loss_text(), "nothing could stop in it: no per-node statistics")))
             lines = list(self._script_end())  # at the end of a run, its story first
             lines += [Content("")] if lines else []
@@ -91,17 +99,15 @@ class DetailPane(VerticalScroll):
                 lines.append(Content.styled("its leaf gradients and flow are measured when it ends", MUTED))
             elif view.leaf_grads or view.flow:
                 lines += list(self._pass_end(view))[1:]  # its heading says what the one above does
-            self.query_one("#detail-body", Static).update(Content("\n").join(lines))
+            self._draw(f"pass {view.index}", Content("\n").join(lines))
             return
         if view is None or node is None or node not in view.graph:
-            self.border_title = "detail"
             end = list(self._script_end())
             body = Content("\n").join(end) if end else Content.styled("waiting for the first backward pass…", MUTED)
-            self.query_one("#detail-body", Static).update(body)
+            self._draw("detail", body)
             return
         data = view.graph.nodes[node]
         title = view.title(node) + (f" · {data['source']}" if data["source"] else "")
-        self.border_title = title
         lines: list[Content] = []
         after = node == self.state.current and self.state.paused is not None and self.state.paused.phase == "after"
         flow = ((self._outgoing, self._incoming, self._over_passes) if after
@@ -115,13 +121,12 @@ class DetailPane(VerticalScroll):
         end = list(self._pass_end(view)) + list(self._script_end())
         if end:
             lines += [Content(""), *end]
-        self.query_one("#detail-body", Static).update(Content("\n").join(lines))
+        self._draw(title, Content("\n").join(lines))
 
     def show_module(self, tree: ModuleTree, path: str) -> None:
         """Sum up a module row of the module view."""
         self.node = None
         module, stats = tree.modules[path], tree.stats(path)
-        self.border_title = f"module {path}"
         lines = [
             _line(("module ", MUTED), (path, KEY)),
             _line(("nodes ", MUTED), str(stats.count), ("  ran ", MUTED), str(stats.ran),
@@ -142,7 +147,7 @@ class DetailPane(VerticalScroll):
             if len(module.children) > SUBMODULES_SHOWN:
                 lines.append(Content.styled(f"  … {len(module.children) - SUBMODULES_SHOWN} more", MUTED))
         lines += [Content(""), Content.styled("enter or space folds it, → ← open and close", MUTED)]
-        self.query_one("#detail-body", Static).update(Content("\n").join(lines))
+        self._draw(f"module {path}", Content("\n").join(lines))
 
     @staticmethod
     def _leaving(norm: float | None, all_ran: bool) -> str | tuple[str, str]:
@@ -196,35 +201,15 @@ class DetailPane(VerticalScroll):
 
     def _source_line(self, data: dict) -> Iterable[Content]:
         """`at demo.py:24 │ loss = ((prediction - target) ** 2).mean()`: the line, one row."""
-        lines = [entry for entry in fmt.source_lines(data["path"], data["line"], context=0) if entry[2]]
-        if not lines:
-            if data["source"]:
-                yield _line(("at ", MUTED), (data["source"], WARN))
-            return
-        text = lines[0][1].strip()
-        # 3 for "at ", 3 for " │ ", 2 in case a scrollbar appears once the text is in
-        room = max(8, self.scrollable_content_region.width - len(data["source"] or "") - 8)
-        code = highlight(text, language="python")
-        if len(text) > room:
-            code = code[: room - 1] + Content("…")
-        yield _line(("at ", MUTED), (data["source"] or "", WARN), (" │ ", MUTED), code.stylize("bold"))
+        yield from source_row(data, self.scrollable_content_region.width)
 
     def _source(self, view: PassView, node: int) -> Iterable[Content]:
-        """The node's source line with SOURCE_CONTEXT lines around, highlighted, the line marked."""
+        """The node's source line with a few lines around, highlighted, the line marked; its saved values."""
         data = view.graph.nodes[node]
-        lines = [] if self.compact else fmt.source_lines(data["path"], data["line"], context=SOURCE_CONTEXT)
+        lines = [] if self.compact else source_block(data, self.scrollable_content_region.width)
         if lines:
             yield _heading("source", data["source"] or "")
-            digits = len(str(lines[-1][0]))
-            room = max(8, self.scrollable_content_region.width - digits - 5)
-            code = highlight("\n".join(text for _, text, _ in lines), language="python").split("\n")
-            for (number, text, here), styled in zip(lines, code):
-                if len(text) > room:  # source lines never wrap
-                    styled = styled[: room - 1] + Content("…")
-                if not here:
-                    styled = styled.stylize("dim")
-                yield _line(("▶ " if here else "  ", WARN), (f"{number:>{digits}} │ ", WARN if here else MUTED),
-                            styled.stylize("bold") if here else styled)
+            yield from lines
         saved = saved_text(data["saved"])
         if saved:
             yield _line(("saved ", MUTED), saved)

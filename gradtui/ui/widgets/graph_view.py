@@ -13,11 +13,11 @@ import networkx as nx
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.widgets import Static
 
 from gradtui.core.nodes import node_tags
 from gradtui.ui.fmt import short_op
 from gradtui.ui.state import PassView, UIState
+from gradtui.ui.widgets.body import Body
 
 WHOLE_LIMIT = 40
 """Passes with at most this many nodes are drawn whole."""
@@ -34,33 +34,38 @@ class GraphPane(VerticalScroll):
         self._layers: list[list[int]] | None = None
         self._layers_of: int | None = None
         self._shown: int | None = None
+        self._title: str | None = None
 
     def compose(self) -> ComposeResult:
-        """One Static holds the drawing."""
-        yield Static(id="graph-body")
+        """One Body holds the drawing."""
+        yield Body(id="graph-body")
+
+    def _draw(self, title: str, body: Content) -> None:
+        """Title and drawing: each redrawn only if it changed (see Body)."""
+        if title != self._title:
+            self._title = title
+            self.border_title = title
+        self.query_one("#graph-body", Body).set(body)
 
     def show(self, node: int | None) -> None:
         """Draw around `node`."""
         self._shown = node
         view = self.state.view
-        body = self.query_one("#graph-body", Static)
         if view is not None and not view.recorded:
-            self.border_title = f"graph · pass {view.index}"
-            body.update(Content.styled("this pass ran unhooked: its graph was not captured", "$text-muted"))
+            self._draw(f"graph · pass {view.index}",
+                       Content.styled("this pass ran unhooked: its graph was not captured", "$text-muted"))
             return
         if view is None or node is None or node not in view.graph:
-            self.border_title = "graph"
             if view is None and self.state.script_over:
                 text = "no graph: the script never called backward()"
             else:
                 text = "no pass yet" if view is None else "select a node to see its neighbours"
-            body.update(Content.styled(text, "$text-muted"))
+            self._draw("graph", Content.styled(text, "$text-muted"))
             return
-        self.border_title = f"graph · pass {view.index} · {view.total} nodes"
         lines = list(self._neighbourhood(view, node))
         if view.total <= WHOLE_LIMIT:
             lines += [Content(""), *self._whole(view, node)]
-        body.update(Content("\n").join(lines))
+        self._draw(f"graph · pass {view.index} · {view.total} nodes", Content("\n").join(lines))
 
     def on_resize(self) -> None:
         """The whole-pass rows are wrapped to the width: redraw once it is laid out."""
@@ -73,11 +78,9 @@ class GraphPane(VerticalScroll):
     def show_module(self, path: str) -> None:
         """A module row is selected: there is no single node to draw around."""
         self._shown = None
-        body = self.query_one("#graph-body", Static)
         view = self.state.view
-        if view is not None:
-            self.border_title = f"graph · pass {view.index} · {view.total} nodes"
-        body.update(Content.styled(f"module {path}: select one of its nodes to see its neighbours", "$text-muted"))
+        title = f"graph · pass {view.index} · {view.total} nodes" if view is not None else self._title or "graph"
+        self._draw(title, Content.styled(f"module {path}: select one of its nodes to see its neighbours", "$text-muted"))
 
     def _marker(self, view: PassView, node: int) -> tuple[str, str]:
         if node == view.failed_node:

@@ -1,0 +1,43 @@
+"""The text of a pane (detail, graph): a Static that redraws only what changed.
+
+`Static.update` asks for a layout of the whole screen by default (~70 ms at 120x40 on a
+small machine, the whole of a step's budget), and the panes are shown several times a
+pause. `Body.set` skips a text that did not change, and asks for a layout only when the
+text's height at the current width changed (the only thing about it the layout depends
+on); otherwise it repaints just its own region.
+"""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import Static
+
+
+def same(a: Content | None, b: Content) -> bool:
+    """The same text with the same styles (Content's `==` compares the plain text only)."""
+    return a is not None and a.plain == b.plain and a.spans == b.spans
+
+
+class Body(Static):
+    """A pane's whole text as one Content (see module doc)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.shown: Content | None = None
+        """What `set` last drew."""
+        self._measure: tuple[int, int] | None = None
+        """(width, height) of `shown` when it was set."""
+
+    def set(self, content: Content) -> None:
+        """Show `content`: nothing if it is what is shown, a repaint if it is as high as that.
+
+        The height is compared with the last text's (at the same width), not with the laid
+        out size: a layout asked for and not done yet (the screen under a modal one is laid
+        out only when it is on top again) still lays out whatever is shown by then."""
+        if same(self.shown, content):
+            return
+        width = self.content_size.width if self.is_mounted else 0
+        measure = (width, content.get_height(self.styles, width)) if width else None
+        layout = measure is None or measure != self._measure
+        self.shown, self._measure = content, measure
+        self.update(content, layout=layout)
