@@ -123,6 +123,11 @@ class Checks:
                 except queue.Empty:
                     if self.session.quitting:
                         raise GradtuiQuit() from None
+                    # Every rank holds after the same pass; the client's resume reaches those the
+                    # hub knew were held. A rank whose hold began after that follows the one that
+                    # resumed, through the store.
+                    if (mode := self._resumed(finished.index)) is not None:
+                        return self._resume(finished, mode)
                     continue
                 try:
                     command = parse(text)
@@ -131,11 +136,9 @@ class Checks:
                     continue
                 match command:
                     case Continue() | Step() | Finish():
-                        self.session.run_on()
-                        if not isinstance(command, Continue):
-                            self.session._mode = "step"  # the next pass's first node (no node is left in this one)
-                        self.session.emit(ev.Resumed(finished.index, "continue" if isinstance(command, Continue) else "step"))
-                        return
+                        mode = "continue" if isinstance(command, Continue) else "step"
+                        self._mark_resumed(finished.index, mode)
+                        return self._resume(finished, mode)
                     case Quit():
                         raise GradtuiQuit()
                     case Print():
@@ -151,6 +154,28 @@ class Checks:
     def submit(self, text: str, request: int) -> None:
         """A command for the hold (from the agent's command path)."""
         self._commands.put((text, request))
+
+    def _resume(self, finished: ev.PassFinished, mode: str) -> None:
+        """End the hold: run on, or step (at the next pass's first node: none is left in this one)."""
+        self.session.run_on()
+        if mode == "step":
+            self.session._mode = "step"
+        self.session.emit(ev.Resumed(finished.index, mode))
+
+    def _mark_resumed(self, index: int, mode: str) -> None:
+        try:
+            self.store.set(f"vr/{index}", mode)
+        except Exception:  # noqa: BLE001 - the job's store is gone: the job is ending
+            pass
+
+    def _resumed(self, index: int) -> str | None:
+        """How another rank resumed its hold after pass `index` (None: none has yet)."""
+        try:
+            if self.store.check([f"vr/{index}"]):
+                return self.store.get(f"vr/{index}").decode()
+        except Exception:  # noqa: BLE001 - the store is gone: nothing to follow
+            pass
+        return None
 
 
 def _to_bytes(grad: torch.Tensor) -> bytes:

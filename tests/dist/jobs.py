@@ -63,8 +63,11 @@ class Job:
         raise AssertionError(f"no agent after {timeout} s:\n{self.output()}")
 
     def wait(self, timeout: float = 60.0) -> int:
-        """torchrun's exit status."""
-        return self.proc.wait(timeout)
+        """torchrun's exit status; a job still running after `timeout` fails the test with its output."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the job still runs after {timeout} s:\n{self.output()}") from None
 
     def output(self) -> str:
         self._out.flush()
