@@ -10,7 +10,7 @@ naming its node exactly.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradtui.core import events as ev
 from gradtui.core.breakpoints import Breakpoint, Breakpoints
@@ -27,15 +27,13 @@ class BulkReads:
     breakpoints: Breakpoints
     _detached: bool
 
-    def emit(self, event: ev.Event) -> None:  # pragma: no cover - the session's
-        raise NotImplementedError
+    if TYPE_CHECKING:  # the session's and NodeHooks' (stubs here would shadow them)
+        def emit(self, event: ev.Event) -> None: ...
 
-    def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:  # pragma: no cover - the session's
-        raise NotImplementedError
+        def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str: ...
 
-    def _wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
-              late: bool = False) -> Pause:  # pragma: no cover - the session's
-        raise NotImplementedError
+        def _wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
+                  late: bool = False) -> Pause: ...
 
     def _read(self, state: PassRecord, node: int | None, after: tuple[int, tuple[Any, ...]] | None,
               pause: bool) -> Breakpoint | None:

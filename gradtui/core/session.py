@@ -5,7 +5,8 @@ A `Session` intercepts the backward calls of whatever runs while it is installed
 captured, a prehook and a posthook are installed on every node, the real backward runs, and
 every hook is removed when it returns or raises. Hooks run on the thread that called backward
 (the script's thread); to pause, a prehook emits `Paused` and blocks on the command queue.
-What a pass records (statistics, leaf gradients, flow) is gradtui.core.recorder's job.
+What a pass records (statistics, leaf gradients, flow) is gradtui.core.recorder's job; the
+hooks and the pause are gradtui.core.hooks', the bulk reads gradtui.core.reads'.
 
 Other threads (the UI, the headless driver, the agent's server) talk to the session only
 through `submit` and `quit`, and hear from it only through events.
@@ -19,59 +20,29 @@ import linecache
 import os
 import queue
 import threading
-import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, NamedTuple
+from typing import Any
 
 import networkx as nx
 
 from gradtui.core import events as ev
 from gradtui.core.breakpoints import Breakpoint, Breakpoints
-from gradtui.core.commands import Break, Command, CommandError, Continue, Delete, Flow, Help, ListBreakpoints, Quit, parse
-from gradtui.core.compat import current_graph_task_id
+from gradtui.core.commands import Command, CommandError, Continue, Quit, parse
 from gradtui.core.dispatch import CommandDispatch, Pause
 from gradtui.core.reads import BulkReads
 from gradtui.core.graph import Names, capture, place_leaves
+from gradtui.core.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks, Queued
 from gradtui.core.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.core.provenance import Provenance
-from gradtui.core.recorder import (
-    PassRecord, Ran, Recorder, UnhookedFlow, hand_off, incoming_stats, nonfinite_roots, outgoing_stats, root_values,
-)
-from gradtui.core.summary import summarize_all
-from gradtui.core.window import HELD_ELEMENTS
+from gradtui.core.recorder import PassRecord, Recorder, UnhookedFlow, nonfinite_roots, root_values
 
-__all__ = ["GradtuiQuit", "Listener", "Session", "PROGRESS_INTERVAL"]
+__all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
 
 Listener = Callable[[ev.Event], None]
 
-PROGRESS_INTERVAL = 0.05
-"""Seconds between `Progress` events while the engine runs between pauses."""
 
-CHECK_EVERY = 8
-"""With a `nan` / `norm>X` breakpoint armed on a pass whose loss is on an accelerator,
-statistics are read back (and tested) every this many nodes: one host read (a device sync)
-per CHECK_EVERY nodes, a hit at most CHECK_EVERY - 1 nodes late. On the CPU a read costs no
-sync, so a CPU pass reads at every node and stops exactly at the culprit, editable."""
-
-READ_EVERY = 64
-"""Without one, every this many nodes (NodeRan events arrive in batches of this many)."""
-
-_REGION_COMMANDS = (Break, Delete, ListBreakpoints, Help, Flow)
-"""Commands that take effect while the engine runs, too."""
-
-
-class _Queued(NamedTuple):
-    """A command waiting for the paused hook."""
-
-    command: Command
-    meant_for: Pause | None
-    """The pause it was typed at (None: any)."""
-    request: int | None = None
-    """The client's id for it, carried by every CommandResult that answers it."""
-
-
-class Session(CommandDispatch, BulkReads):
+class Session(CommandDispatch, BulkReads, NodeHooks):
     """Debugs the backward passes of whatever runs while it is active (see module doc)."""
 
     def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
@@ -91,7 +62,7 @@ class Session(CommandDispatch, BulkReads):
         """
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
-        self._commands: queue.Queue[_Queued] = queue.Queue()
+        self._commands: queue.Queue[Queued] = queue.Queue()
         self._mode = "step"  # pause at the first node of the first pass, as pdb does
         self._detached = False
         self._quitting = threading.Event()
@@ -180,8 +151,8 @@ class Session(CommandDispatch, BulkReads):
         if isinstance(command, Quit):
             self.quit()
         elif (pause := self._pause) is not None:
-            self._commands.put(_Queued(command, pause, request))
-        elif isinstance(command, _REGION_COMMANDS):
+            self._commands.put(Queued(command, pause, request))
+        elif isinstance(command, REGION_COMMANDS):
             self._execute(command, None, request)
         else:
             running = "is running" if self._intercept.installed else "is not running (it has ended or not started)"
@@ -190,7 +161,7 @@ class Session(CommandDispatch, BulkReads):
     def quit(self) -> None:
         """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
         self._quitting.set()
-        self._commands.put(_Queued(Quit("quit"), None))
+        self._commands.put(Queued(Quit("quit"), None))
 
     @property
     def quitting(self) -> bool:
@@ -210,7 +181,7 @@ class Session(CommandDispatch, BulkReads):
         its first pass, and an agent whose client detached."""
         self._mode = "continue"
         if self._pause is not None:
-            self._commands.put(_Queued(Continue("continue"), None))
+            self._commands.put(Queued(Continue("continue"), None))
 
     def wants_provenance(self) -> bool:
         """Can a later pass still be captured? Not once detached with no pass hooked for a
@@ -222,7 +193,7 @@ class Session(CommandDispatch, BulkReads):
         nothing hooked for a report or recording, provenance stops after the pass in flight."""
         self._detached = True
         if self._pause is not None:
-            self._commands.put(_Queued(Continue("continue"), None))
+            self._commands.put(Queued(Continue("continue"), None))
 
     # ---- passes (called by the interceptor) ---------------------------------------------
 
@@ -343,87 +314,6 @@ class Session(CommandDispatch, BulkReads):
         """Record light stats now? Only when asked for and not stepping (a step pauses anyway)."""
         return not self._full_stats and self._mode != "step"
 
-    # ---- hooks ---------------------------------------------------------------------------
-    # The per-node hot path. `_prehook` is where a per-node decision to stop (a breakpoint by
-    # place, stepping, a value breakpoint on the incoming gradient, or a caller's own check)
-    # is made before the node runs: see `_stop_reason`.
-
-    def _prehook(self, state: PassRecord, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """Before a node runs: decide whether to pause, note what flows in (read back later, in bulk)."""
-        if self._quitting.is_set():
-            raise GradtuiQuit()
-        if not self._own_call(state):
-            return None
-        state.running = node
-        light = self._light
-        state.incoming[node] = incoming_stats(state, node, grads, light)
-        place = self._stop_reason(state, node)
-        watching = not self._detached and self.breakpoints.watching()
-        value = None
-        # With a watch, also read before the pass's last node: a small pass is then exact.
-        if place is not None or state.window.held > HELD_ELEMENTS:
-            value = self._read(state, node, None, pause=True)
-        elif watching and (((ran := len(state.ran)) and ran % state.check_every == 0)
-                           or state.done == len(state.capture.nodes) - 1):
-            # Only `nan` watched: a check says whether anything since the last read is not
-            # finite; only then are the statistics read back (and the culprit found from them).
-            if not self.breakpoints.nan_only() or state.window.check():
-                value = self._read(state, node, None, pause=True)
-        reason = None
-        if state.pending is not None:
-            reason = f"{self._hit(state.pending, state, node)}: {state.pending_reason}"
-            state.pending = None
-        elif isinstance(place, Breakpoint):
-            reason = f"{self._hit(place, state, node)}: {place.spec.text}"
-        elif value is not None:
-            reason = f"{self._hit(value, state, node)}: {value.spec.text}"
-        elif place is not None:
-            reason = place
-        new = None
-        if reason is not None:
-            pause = self._wait(state, node, "before", reason, grads)
-            if pause.edited:
-                new = pause.grads
-                state.incoming[node] = summarize_all(new)
-        while self.follow is not None and (why := self.follow(state, node)) is not None:
-            self._read(state, node, None, pause=True)  # the parked pause shows what has run (a hit in it pauses first)
-            pause = self._wait(state, node, "before", why, grads if new is None else new)  # parked
-            if pause.edited:
-                new = pause.grads
-                state.incoming[node] = summarize_all(new)
-        if node in state.capture.accumulators:
-            # The gradient is about to become the leaf's .grad: holding it would make
-            # AccumulateGrad copy it instead of taking it. Its stats are read from .grad.
-            leaf = None
-            for handle in state.incoming[node]:
-                if type(handle) is int:
-                    leaf = state.capture.nodes[node].variable if leaf is None else leaf
-                    if leaf.grad is None:
-                        state.window.to_leaf(handle, leaf)
-        # What the node will read: its posthook may find its outputs are the same values. Not for
-        # a leaf's accumulator (it sends nothing on): a reference kept here would make it copy the
-        # gradient into .grad instead of taking it (a ZeroTensor would become real zeros).
-        elif new is None and state.capture.sole_inputs[node]:
-            state.arrived[node] = (grads, tuple(-1 if g is None else g._version for g in grads))
-        return new
-
-    def _stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:
-        """Must the engine stop before `node`, whatever its gradients are? A breakpoint that
-        matches it by place (op, label, #ID, module, FILE:LINE, pass N), "step", "loss" (a loss
-        breakpoint matched the pass's roots), or None. The one place for a per-node check that
-        needs no statistics (a caller's own "park here", say): it runs before the node does, and
-        whatever it returns makes the hook read the window back and pause."""
-        if state.pending is not None:
-            return "loss"
-        if self._detached:
-            return None
-        if self.breakpoints.places:
-            bp = self.breakpoints.find_place(state.capture.attrs[node], node, state.index, state.done == 0,
-                                             state.fired)
-            if bp is not None:
-                return bp
-        return "step" if self._mode == "step" else None
-
     def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
         """Count and announce a breakpoint hit; returns how a pause reason names it."""
         bp.hits += 1
@@ -441,70 +331,6 @@ class Session(CommandDispatch, BulkReads):
     def _breakpoints_changed(self) -> None:
         """Tell clients the breakpoints as they are now."""
         self.emit(self.breakpoint_state())
-
-    @staticmethod
-    def _own_call(state: PassRecord) -> bool:
-        """Does this hook call belong to the pass's own engine call (not a nested backward)?"""
-        task = current_graph_task_id()
-        if state.task is None:
-            state.task = task
-        return task == state.task
-
-    def _posthook(self, state: PassRecord, node: int, grad_inputs: tuple[Any, ...],
-                  grad_outputs: tuple[Any, ...]) -> None:
-        """After a node ran: note what it sent on (read back later, in bulk)."""
-        if not self._own_call(state):
-            return
-        state.done += 1
-        state.running = None
-        incoming = state.incoming.pop(node, ())
-        outgoing = outgoing_stats(state, node, grad_inputs, incoming, self._light)
-        hand_off(state, node, grad_inputs, outgoing)
-        state.ran.append(Ran(node, state.done, incoming, outgoing))
-        total = len(state.capture.nodes)
-        if state.done == total and not self._detached and self.breakpoints.watching():
-            self._read(state, None, (node, grad_inputs), pause=True)  # the last node: what it made, now
-        elif len(state.ran) >= READ_EVERY or state.window.held > HELD_ELEMENTS:
-            self._read(state, None, (node, grad_inputs), pause=True)
-        now = time.monotonic()
-        if now - state.last_progress >= PROGRESS_INTERVAL:
-            state.last_progress = now
-            self.emit(ev.Progress(state.index, state.done, total))
-
-    def _wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
-              late: bool = False) -> Pause:
-        """Pause: emit Paused, then run commands until one resumes the engine. `late`: `node`
-        has run already (a value breakpoint read back after it): nothing can be edited."""
-        pause = Pause(node, phase, tuple(grads), late=late)
-        self._pause = pause
-        if self._collector:
-            gc.enable()  # the user may stay here long while other threads (the UI) make garbage
-        try:
-            self.emit(ev.Paused(state.index, node, state.capture.attrs[node]["name"], phase,  # type: ignore[arg-type]
-                                reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
-            while True:
-                try:
-                    command, meant_for, request = self._commands.get(timeout=0.25)
-                except queue.Empty:
-                    if self._quitting.is_set():
-                        raise GradtuiQuit() from None
-                    continue
-                if command.needs_pause and meant_for is not None and meant_for is not pause:
-                    self.emit(ev.CommandResult(command.text, f"not applied: typed while paused at #{meant_for.node}, "
-                                                             "which has run since", ok=False, request=request))
-                    continue
-                if isinstance(command, Quit):
-                    self._quitting.set()
-                    raise GradtuiQuit()
-                self._execute(command, state, request)
-                if command.resumes:
-                    self.emit(ev.Resumed(state.index, self._mode))
-                    return pause
-        finally:
-            self._pause = None
-            if self._collector:
-                gc.disable()
-
 
 def _on_cpu(roots: tuple[Any, ...]) -> bool:
     """Are a pass's roots (its losses) CPU tensors? Reading statistics back then syncs nothing."""
