@@ -81,10 +81,9 @@ def _graph(data: dict[str, Any]) -> nx.DiGraph:
     """A pass graph from node-link data, its list attributes tuples again."""
     graph = nx.DiGraph()
     graph.graph.update(data.get("graph") or {})
-    for node in data["nodes"]:
-        attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in node.items() if k != "id"}
-        graph.add_node(node["id"], **attrs)
-    for edge in data["edges"]:
-        attrs = {k: v for k, v in edge.items() if k not in ("source", "target")}
-        graph.add_edge(edge["source"], edge["target"], **attrs)
+    # In bulk: networkx's per-call checks cost as much as the dicts themselves on a 10k pass.
+    graph.add_nodes_from((node["id"], {k: tuple(v) if type(v) is list else v for k, v in node.items() if k != "id"})
+                         for node in data["nodes"])
+    graph.add_edges_from((edge["source"], edge["target"],
+                          {k: v for k, v in edge.items() if k != "source" and k != "target"}) for edge in data["edges"])
     return graph
