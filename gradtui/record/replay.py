@@ -28,7 +28,7 @@ from gradtui.core.commands import (
 )
 from gradtui.core.flow import format_flow
 from gradtui.core.summary import any_nonfinite, format_grads
-from gradtui.record.reader import NodeStats, PassFigures, PassInfo, Recording
+from gradtui.record.reader import NodeStats, OutputLine, PassFigures, PassInfo, PassSpan, Recording
 from gradtui.record.replay_commands import REPLAY_HELP, ShowPass, open_recording, parse_replay, ranges
 from gradtui.wire.target import TargetInfo
 
@@ -46,10 +46,12 @@ a `--flight 5` recording has five); the others' PassStarted has an empty graph (
 brings it)."""
 
 STORY_OUTPUT = 2000
-"""Output lines of the passes before the story that it still tells (the last ones)."""
+"""Output lines the story tells at most of each part of the run: before its first pass, of the
+passes it does not list (their last lines), of those it lists (their last lines)."""
 
-FIGURE_POINTS = 2048
-"""Passes whose per-leaf norms `figures()` reads (evenly spread, and every non-finite one)."""
+FIGURE_POINTS = 512
+"""Passes `figures()` reads, evenly spread, and as many first non-finite ones (the plots draw
+two points a column: a 256-column plot)."""
 
 
 @dataclass
@@ -78,6 +80,8 @@ class ReplayTarget:
         self._queue: asyncio.Queue[list[ev.Event] | None] = asyncio.Queue()
         self._rec: Recording | None = None
         self._passes: dict[int, PassInfo] = {}
+        """The pass rows read so far (the story's, and those `pass N` showed)."""
+        self._span = PassSpan(0, None, None)
         self._script = ""
         self._shown: _Shown | None = None
         self._over = False
@@ -87,29 +91,29 @@ class ReplayTarget:
     # ---- the DebugTarget protocol ----------------------------------------------------------
 
     async def start(self) -> None:
-        """Open the recording and queue the run's story and the first pause."""
-        self._rec = open_recording(self.path)
-        run = self._rec.run()
+        """Open the recording and queue the run's story and the first pause. Reads only what the
+        story tells: the last STORY_PASSES pass rows with their flow, a few graphs, the output
+        around them (a 1 GB recording opens in the time of a small one)."""
+        self._rec = rec = open_recording(self.path)
+        run = rec.run()
         self._script = run.script or self.path
         self.info = TargetInfo(self._script, run.argv, None, "recording", {"recording": self.path})
-        passes = self._rec.passes()
-        self._passes = {p.index: p for p in passes}
+        self._span = span = rec.span()
+        told = rec.last_passes(STORY_PASSES)
+        for info in told:
+            self._passes[info.index] = info
         story: list[ev.Event] = [ev.ScriptStarted(self._script, run.argv)]
+        lines = rec.output_story(told[0].index if told else None, STORY_OUTPUT)
+        story += [self._output(line) for line in lines.before + lines.earlier]
+        if span.count > len(told):
+            story.append(ev.Output("stderr", f"gradtui replay: passes {span.first}-{told[0].index - 1} are not "
+                                   f"listed (plotted, and shown by pass N); the last {len(told)} follow\n"))
+        last = rec.walkable(last=True)
+        drawn = {p.index for p in [p for p in told if p.per_node and p.index != last][-(STORY_GRAPHS - 1):]}
+        flows = rec.flows(told[0].index) if told else {}
         output: dict[int | None, list[ev.Event]] = {}
-        for line in self._rec.output():
-            output.setdefault(line.pass_index, []).append(ev.Output(line.stream, line.text))  # type: ignore[arg-type]
-        told = passes[-STORY_PASSES:]
-        earlier = passes[:-STORY_PASSES] if len(passes) > STORY_PASSES else []
-        story += output.pop(None, [])
-        before: list[ev.Event] = []
-        for info in earlier:
-            before += output.pop(info.index, [])
-        story += before[-STORY_OUTPUT:]  # a line a step of 100,000 steps: the pane shows the last ones
-        if earlier:
-            story.append(ev.Output("stderr", f"gradtui replay: passes 0-{earlier[-1].index} are not listed "
-                                   f"(plotted, and shown by pass N); the last {len(told)} follow\n"))
-        drawn = {p.index for p in [p for p in told if p.per_node][-STORY_GRAPHS:]}
-        flows = self._rec.flows(told[0].index) if told else {}
+        for line in lines.told:
+            output.setdefault(line.pass_index, []).append(self._output(line))
         for info in told:
             graph = self._graph(info.index) if info.index in drawn else nx.DiGraph()
             story.append(self._started(info, graph, listed=info.index not in drawn))
@@ -118,13 +122,25 @@ class ReplayTarget:
         for rest in output.values():
             story += rest
         self._queue.put_nowait(story)
-        last = next((p for p in reversed(passes) if p.per_node and self._walk_of(p.index)), None)
         if last is None:
-            why = "no pass has per-node data" if passes else "no pass was recorded"
+            why = "no pass has per-node data" if span.count else "no pass was recorded"
             self._queue.put_nowait([ev.CommandResult("", f"recording: {why}; nothing to walk", ok=False), *self._end()])
             self._close()
         else:
-            self._queue.put_nowait(self._show(last.index, "recording"))
+            self._queue.put_nowait(self._show(last, "recording"))
+
+    @staticmethod
+    def _output(line: OutputLine) -> ev.Output:
+        return ev.Output(line.stream, line.text)  # type: ignore[arg-type]
+
+    def _pass(self, index: int) -> PassInfo | None:
+        """Pass `index`'s row (read once, when first asked for)."""
+        info = self._passes.get(index)
+        if info is None and self._rec is not None:
+            info = self._rec.pass_info(index)
+            if info is not None:
+                self._passes[index] = info
+        return info
 
     def submit(self, text: str) -> int:
         """Answer a command line (the events are queued at once); its request id."""
@@ -176,7 +192,7 @@ class ReplayTarget:
         status = 0 if by_user or run is None else (run.exit_status or 0)
         traceback = None if by_user or run is None else run.error
         self._ending = True
-        return [ev.ScriptFinished(status, traceback, by_user or bool(run and run.quit), len(self._passes))]
+        return [ev.ScriptFinished(status, traceback, by_user or bool(run and run.quit), self._span.count)]
 
     # ---- events from the recording --------------------------------------------------------
 
@@ -217,7 +233,8 @@ class ReplayTarget:
     def _enter(self, index: int) -> list[ev.Event]:
         """PassStarted and NodeRan of every recorded node of pass `index`; the walk at its first node."""
         assert self._rec is not None
-        info = self._passes[index]
+        info = self._pass(index)
+        assert info is not None
         graph = self._graph(index)
         stats = self._rec.stats(index)
         walk = self._rec.walk(index)
@@ -234,7 +251,7 @@ class ReplayTarget:
         events = self._enter(index)
         shown = self._shown
         assert shown is not None
-        hit = next((h for h in self._rec.hits() if h["pass"] == index and h["node"] in shown.walk), None)
+        hit = next((h for h in self._rec.hits(index) if h["node"] in shown.walk), None)
         if hit is not None:
             shown.at = shown.walk.index(hit["node"])
             got = self._grads(hit["node"])
@@ -318,15 +335,16 @@ class ReplayTarget:
                 return answer(f"cannot run {command.text!r} in a replay", False)
 
     def _pass_command(self, index: int, answer) -> list[ev.Event]:
-        info = self._passes.get(index)
-        with_nodes = [i for i, p in self._passes.items() if p.per_node]
-        listed = ranges(with_nodes) or "none"
+        assert self._rec is not None
+        info = self._pass(index)
         if info is None:
-            last = max(self._passes) if self._passes else None
-            return answer(f"no pass {index} in this recording" + (f" (passes 0-{last})" if last is not None else ""), False)
+            last = self._span.last
+            return answer(f"no pass {index} in this recording" + (f" (passes {self._span.first}-{last})"
+                                                                 if last is not None else ""), False)
         if not info.per_node or not self._walk_of(index):
             loss = ", ".join(f"{v:.6g}" for v in info.losses if v is not None) or "-"
             norm = "-" if info.grad_norm is None else f"{info.grad_norm:.6g}"
+            listed = ranges(self._rec.with_nodes()) or "none"
             return answer(f"pass {index} has no per-node data (loss {loss} · gradient norm {norm} · "
                           f"non-finite {info.nonfinite}); passes with per-node data: {listed}", False)
         return self._show(index, "pass")
@@ -353,8 +371,8 @@ class ReplayTarget:
                     return events + self._hit(bp)
                 continue
             events.append(self._finished(shown.info))
-            later = next((i for i in sorted(self._passes) if i > shown.info.index and self._passes[i].per_node
-                          and self._walk_of(i)), None)
+            assert self._rec is not None
+            later = self._rec.walkable(after=shown.info.index)
             if later is None:
                 return events + self._end()
             events += self._enter(later)

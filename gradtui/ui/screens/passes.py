@@ -9,7 +9,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Static
 
 from gradtui.core.summary import format_number
@@ -33,7 +33,7 @@ class PassTable(DataTable):
             self.action_select_cursor()
 
 
-class PassesScreen(ModalScreen[int | None]):
+class PassesScreen(Screen[int | None]):
     """Every pass summary kept, newest last; enter or a click shows that pass, escape closes."""
 
     BINDINGS = [Binding("escape,q,P", "close", "close")]
