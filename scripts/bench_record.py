@@ -93,8 +93,7 @@ def grow(db: str, size: int) -> int:
 async def open_and_draw(db: str) -> tuple[float, float, int]:
     """Seconds from starting the replay UI to its first pause drawn, and to the passes view drawn
     with its plots (Pilot, 120x40); the points plotted."""
-    from gradtui.record.replay import ReplayTarget
-    from gradtui.replay_cli import settle_heap
+    from gradtui.replay_cli import settle_heap, ui_target
     from gradtui.ui.app import GradtuiApp
     from gradtui.ui.screens.passes import PassesScreen
     from gradtui.ui.widgets.plots import SeriesPlot
@@ -102,7 +101,7 @@ async def open_and_draw(db: str) -> tuple[float, float, int]:
     gc.collect()  # the rounds before this one's garbage: `gradtui replay` starts without any
     settle_heap()  # as `gradtui replay` does once its imports are done
     start = time.perf_counter()
-    app = GradtuiApp(target=ReplayTarget(db))
+    app = GradtuiApp(target=ui_target(db))  # as `gradtui replay DB` makes it
     async with app.run_test(size=(120, 40)) as pilot:
         async def until(predicate, what: str, timeout: float = 300) -> None:
             deadline = time.perf_counter() + timeout

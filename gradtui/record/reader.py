@@ -85,11 +85,16 @@ def _pass_info(r: tuple) -> PassInfo:
 
 
 class PassSpan(NamedTuple):
-    """How many passes a recording has, and the first and last index (None: no pass ended)."""
+    """The first and last index of a recording's passes (None: no pass ended)."""
 
-    count: int
     first: int | None
     last: int | None
+
+    @property
+    def count(self) -> int:
+        """Passes in the span: those that ended (a pass ends or the run does; the session
+        numbers them from 0 on)."""
+        return 0 if self.first is None or self.last is None else self.last - self.first + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,12 +172,11 @@ class Recording:
         return [_pass_info(r) for r in self._db.execute(f"SELECT {_PASS_COLUMNS} FROM passes ORDER BY idx")]
 
     def span(self) -> PassSpan:
-        """How many passes ended, and the first and last index (a count, and the ends of the table's
-        B-tree: min and max in one statement would scan it)."""
-        count = self._db.execute("SELECT count(*) FROM passes").fetchone()[0]
+        """The first and last pass index: the two ends of the table's B-tree (not a count, which
+        reads every page; min and max in one statement would too)."""
         first = self._db.execute("SELECT min(idx) FROM passes").fetchone()[0]
         last = self._db.execute("SELECT max(idx) FROM passes").fetchone()[0]
-        return PassSpan(count, first, last)
+        return PassSpan(first, last)
 
     def pass_info(self, index: int) -> PassInfo | None:
         """Pass `index`, or None if it never ended (a primary-key lookup)."""
@@ -203,11 +207,11 @@ class Recording:
         passes with a non-finite gradient and of the last pass, in order, each with its leaves'
         gradient norms (a long run's plot is a terminal wide). Primary-key and index lookups
         only: the same few queries whatever the recording's size."""
-        span = self.span()
-        if not span.count:
+        first, last = self.span()
+        if first is None or last is None:
             return []
-        stride = max(1, -(-(span.last - span.first + 1) // max(1, limit)))
-        wanted = set(range(span.first, span.last + 1, stride)) | {span.last}
+        stride = max(1, -(-(last - first + 1) // max(1, limit)))
+        wanted = set(range(first, last + 1, stride)) | {last}
         wanted.update(r[0] for r in self._db.execute(
             "SELECT idx FROM passes WHERE nonfinite > 0 ORDER BY idx LIMIT ?", (limit,)))
         keys = json.dumps(sorted(wanted))

@@ -73,15 +73,20 @@ class _Shown:
 class ReplayTarget:
     """A recording as a DebugTarget (see module doc)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, output_in_passes: bool = True) -> None:
+        """`output_in_passes`: the story tells each listed pass's output lines after it, as the
+        run printed them (a transcript: headless); False: all of them before the passes, in
+        order (a UI's output pane has no passes in it, and its client draws what is pending
+        before each run of output: once, not once a pass)."""
         self.path = path
+        self.output_in_passes = output_in_passes
         self.info = TargetInfo(path, kind="recording")
         self._ids = itertools.count(1)
         self._queue: asyncio.Queue[list[ev.Event] | None] = asyncio.Queue()
         self._rec: Recording | None = None
         self._passes: dict[int, PassInfo] = {}
         """The pass rows read so far (the story's, and those `pass N` showed)."""
-        self._span = PassSpan(0, None, None)
+        self._span = PassSpan(None, None)
         self._script = ""
         self._shown: _Shown | None = None
         self._over = False
@@ -114,6 +119,9 @@ class ReplayTarget:
         output: dict[int | None, list[ev.Event]] = {}
         for line in lines.told:
             output.setdefault(line.pass_index, []).append(self._output(line))
+        if not self.output_in_passes:
+            story += [line for pass_lines in output.values() for line in pass_lines]
+            output.clear()
         for info in told:
             graph = self._graph(info.index) if info.index in drawn else nx.DiGraph()
             story.append(self._started(info, graph, listed=info.index not in drawn))

@@ -100,9 +100,10 @@ class Traced:
         return 0
 
 
-async def opened(path: str) -> tuple[ReplayTarget, list[ev.Event], list[ev.Event], list]:
+async def opened(path: str, target: ReplayTarget | None = None
+                 ) -> tuple[ReplayTarget, list[ev.Event], list[ev.Event], list]:
     """A replay started: the target, its story, its first pause and the figures the UI asks for."""
-    target = ReplayTarget(path)
+    target = target or ReplayTarget(path)
     await target.start()
     batches = target.batches().__aiter__()
     story = await asyncio.wait_for(batches.__anext__(), STEP)
@@ -203,3 +204,24 @@ async def test_a_long_recording_tells_its_last_passes_and_shows_any_pass_on_dema
     await target.quit()
     ends = await asyncio.wait_for(batches.__anext__(), STEP)
     assert [e.passes for e in ends if isinstance(e, ev.ScriptFinished)] == [count]
+
+
+async def test_the_ui_story_tells_the_same_lines_in_one_piece_before_the_passes(recordings):
+    """`gradtui replay` in the UI: the output pane gets the lines the transcript's story tells,
+    in the same order, with no pass between them (the UI draws once, not once a pass)."""
+    from gradtui.replay_cli import ui_target
+
+    path = recordings[500]
+    transcript, told, *_ = await opened(path)
+    ui, grouped, *_ = await opened(path, ui_target(path))
+    await transcript.quit()
+    await ui.quit()
+    lines = [e for e in told if isinstance(e, ev.Output)]
+    assert [e for e in grouped if isinstance(e, ev.Output)] == lines and len(lines) > replay.STORY_PASSES
+    first_pass = next(k for k, e in enumerate(grouped) if isinstance(e, ev.PassStarted))
+    assert all(isinstance(e, ev.Output) for e in grouped[1:first_pass])
+    assert not any(isinstance(e, ev.Output) for e in grouped[first_pass:])
+
+    def passes(story):
+        return [(type(e).__name__, e.index) for e in story if isinstance(e, (ev.PassStarted, ev.PassFinished))]
+    assert passes(grouped) == passes(told)
