@@ -1,8 +1,8 @@
 """`ReplayTarget`: a DebugTarget over a recording (`gradtui replay run.db`), read-only.
 
-A client (the UI, headless) sees the run's story as the live run told it: ScriptStarted, then
-per pass a PassStarted (with its graph where the recording has per-node data) and a
-PassFinished with its flow, the script's output between them. Then the replay pauses in the
+A client (the UI, headless) sees the run's story as the live run told it (`gradtui.record.story`:
+ScriptStarted, then per pass a PassStarted, with its graph where the recording has per-node
+data, and a PassFinished with its flow; the script's output). Then the replay pauses in the
 last pass with per-node data, where the run stopped in it (its first breakpoint hit), else at
 its first node. `pass N` shows another recorded pass; `step`, `continue` and `finish` walk the
 recorded nodes in engine order (the `order` column), stopping at breakpoints set with `break`
@@ -28,26 +28,17 @@ from gradtui.core.commands import (
 )
 from gradtui.core.flow import format_flow
 from gradtui.core.summary import any_nonfinite, format_grads
-from gradtui.record.reader import NodeStats, OutputLine, PassFigures, PassInfo, PassSpan, Recording
+from gradtui.record.reader import NodeStats, PassFigures, PassInfo, PassSpan, Recording
 from gradtui.record.replay_commands import REPLAY_HELP, ShowPass, open_recording, parse_replay, ranges
+from gradtui.record.story import (  # noqa: F401 - the story's constants, re-exported
+    STORY_GRAPHS, STORY_OUTPUT, STORY_PASSES, pass_finished, pass_started, recorded_graph, tell,
+)
 from gradtui.wire.target import TargetInfo
 
-__all__ = ["READ_ONLY", "ReplayTarget", "ShowPass", "open_recording", "parse_replay"]
+__all__ = ["READ_ONLY", "STORY_GRAPHS", "STORY_OUTPUT", "STORY_PASSES", "ReplayTarget", "ShowPass", "open_recording",
+           "parse_replay"]
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
-
-STORY_PASSES = 200
-"""The story tells the last this many passes (the passes view lists them); `pass N` shows any
-pass, and `figures()` has every pass for the plots."""
-
-STORY_GRAPHS = 5
-"""...with the graphs of the last this many of them with per-node data (`[` `]` browse them;
-a `--flight 5` recording has five); the others' PassStarted has an empty graph (`pass N`
-brings it)."""
-
-STORY_OUTPUT = 2000
-"""Output lines the story tells at most of each part of the run: before its first pass, of the
-passes it does not list (their last lines), of those it lists (their last lines)."""
 
 FIGURE_POINTS = 512
 """Passes `figures()` reads, evenly spread, and as many first non-finite ones (the plots draw
@@ -96,50 +87,22 @@ class ReplayTarget:
     # ---- the DebugTarget protocol ----------------------------------------------------------
 
     async def start(self) -> None:
-        """Open the recording and queue the run's story and the first pause. Reads only what the
-        story tells: the last STORY_PASSES pass rows with their flow, a few graphs, the output
-        around them (a 1 GB recording opens in the time of a small one)."""
+        """Open the recording and queue the run's story (`gradtui.record.story`: only what it
+        tells is read) and the first pause."""
         self._rec = rec = open_recording(self.path)
         run = rec.run()
         self._script = run.script or self.path
         self.info = TargetInfo(self._script, run.argv, None, "recording", {"recording": self.path})
-        self._span = span = rec.span()
-        told = rec.last_passes(STORY_PASSES)
-        for info in told:
-            self._passes[info.index] = info
-        story: list[ev.Event] = [ev.ScriptStarted(self._script, run.argv)]
-        lines = rec.output_story(told[0].index if told else None, STORY_OUTPUT)
-        story += [self._output(line) for line in lines.before + lines.earlier]
-        if span.count > len(told):
-            story.append(ev.Output("stderr", f"gradtui replay: passes {span.first}-{told[0].index - 1} are not "
-                                   f"listed (plotted, and shown by pass N); the last {len(told)} follow\n"))
-        last = rec.walkable(last=True)
-        drawn = {p.index for p in [p for p in told if p.per_node and p.index != last][-(STORY_GRAPHS - 1):]}
-        flows = rec.flows(told[0].index) if told else {}
-        output: dict[int | None, list[ev.Event]] = {}
-        for line in lines.told:
-            output.setdefault(line.pass_index, []).append(self._output(line))
-        if not self.output_in_passes:
-            story += [line for pass_lines in output.values() for line in pass_lines]
-            output.clear()
-        for info in told:
-            graph = self._graph(info.index) if info.index in drawn else nx.DiGraph()
-            story.append(self._started(info, graph, listed=info.index not in drawn))
-            story.append(self._finished(info, flows.get(info.index, ())))
-            story += output.pop(info.index, [])
-        for rest in output.values():
-            story += rest
-        self._queue.put_nowait(story)
+        story = tell(rec, self._script, run.argv, self.output_in_passes)
+        self._span, last = story.span, story.last
+        self._passes.update(story.told)
+        self._queue.put_nowait(story.events)
         if last is None:
-            why = "no pass has per-node data" if span.count else "no pass was recorded"
+            why = "no pass has per-node data" if story.span.count else "no pass was recorded"
             self._queue.put_nowait([ev.CommandResult("", f"recording: {why}; nothing to walk", ok=False), *self._end()])
             self._close()
         else:
             self._queue.put_nowait(self._show(last, "recording"))
-
-    @staticmethod
-    def _output(line: OutputLine) -> ev.Output:
-        return ev.Output(line.stream, line.text)  # type: ignore[arg-type]
 
     def _pass(self, index: int) -> PassInfo | None:
         """Pass `index`'s row (read once, when first asked for)."""
@@ -205,30 +168,12 @@ class ReplayTarget:
     # ---- events from the recording --------------------------------------------------------
 
     def _graph(self, index: int) -> nx.DiGraph:
-        """The recorded graph with the attributes a live capture has that a recording lacks."""
         assert self._rec is not None
-        graph = self._rec.graph(index)
-        folder = os.path.dirname(self._script)
-        for _, data in graph.nodes(data=True):
-            source = data.get("source")
-            file, _, line = (source or "").rpartition(":")
-            number = bool(source) and line.isascii() and line.isdigit()  # int() refuses '²', isdigit does not
-            data["path"] = os.path.join(folder, file) if number else None
-            data["line"] = int(line) if number else None
-            data.setdefault("saved", ())
-        return graph
+        return recorded_graph(self._rec, index, os.path.dirname(self._script))
 
-    @staticmethod
-    def _started(info: PassInfo, graph: nx.DiGraph, listed: bool = False) -> ev.PassStarted:
-        """`listed`: a pass with per-node data told without its graph (see STORY_GRAPHS)."""
-        return ev.PassStarted(info.index, info.call, info.call_text, info.call_site,  # type: ignore[arg-type]
-                              graph, (0,) if graph.number_of_nodes() else (), info.losses,
-                              recorded=info.per_node and (listed or graph.number_of_nodes() > 0))
-
-    def _finished(self, info: PassInfo, flow: tuple[ev.ParamFlow, ...] | None = None) -> ev.PassFinished:
+    def _finished(self, info: PassInfo) -> ev.PassFinished:
         assert self._rec is not None
-        return ev.PassFinished(info.index, info.done, info.nodes, info.error, info.failed_node,
-                               flow=self._rec.flow(info.index) if flow is None else flow)
+        return pass_finished(info, self._rec.flow(info.index))
 
     def figures(self) -> list[PassFigures]:
         """Every recorded pass's figures for the plots (see `Recording.figures`); [] before start."""
@@ -247,7 +192,7 @@ class ReplayTarget:
         stats = self._rec.stats(index)
         walk = self._rec.walk(index)
         self._shown = _Shown(info, graph, stats, walk)
-        events: list[ev.Event] = [self._started(info, graph)]
+        events: list[ev.Event] = [pass_started(info, graph)]
         for position, node in enumerate(walk, 1):
             got = stats.get(node, NodeStats((), ()))
             events.append(ev.NodeRan(index, node, position, got.grad_outputs, got.grad_inputs))

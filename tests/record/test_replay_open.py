@@ -17,6 +17,7 @@ import pytest
 
 from gradtui.core import events as ev
 from gradtui.record import reader, replay, schema
+from gradtui.record import story as stories
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
 
@@ -112,7 +113,7 @@ async def opened(path: str, target: ReplayTarget | None = None
 
 
 def test_the_open_does_the_same_sqlite_work_for_a_run_40_times_longer(recordings, monkeypatch):
-    monkeypatch.setattr(replay, "STORY_OUTPUT", 50)  # the short run has more earlier lines than told, as the long
+    monkeypatch.setattr(stories, "STORY_OUTPUT", 50)  # the short run has more earlier lines than told, as the long
     work = {}
     for count, path in recordings.items():
         traced = Traced(monkeypatch)
