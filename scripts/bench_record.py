@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import sqlite3
 import subprocess
@@ -63,7 +64,8 @@ def record_loop(folder: str, steps: int, layers: int, *extra: str) -> tuple[str,
 
 
 def grow(db: str, size: int) -> int:
-    """Copy the recording's passes under new numbers until the file is at least `size` bytes; its pass count."""
+    """Copy the recording's passes (their nodes, statistics, flow and output lines) under new
+    numbers until the file is at least `size` bytes; its pass count."""
     connection = sqlite3.connect(db, isolation_level=None)
     connection.execute("PRAGMA journal_mode=WAL")
     try:
@@ -80,6 +82,9 @@ def grow(db: str, size: int) -> int:
                 columns = [r[1] for r in connection.execute(f"PRAGMA table_info({table})")]
                 shifted = ", ".join("pass + ?" if c == "pass" else c for c in columns)
                 connection.execute(f"INSERT INTO {table} SELECT {shifted} FROM {table}", (count,))
+            # the script's lines too (a line a step), after the others: an output line's seq is its rowid
+            connection.execute("INSERT INTO output (pass, stream, text) SELECT pass + ?, stream, text FROM output "
+                               "WHERE pass IS NOT NULL ORDER BY seq", (count,))
             connection.execute("COMMIT")
     finally:
         connection.close()
@@ -88,13 +93,15 @@ def grow(db: str, size: int) -> int:
 async def open_and_draw(db: str) -> tuple[float, float, int]:
     """Seconds from starting the replay UI to its first pause drawn, and to the passes view drawn
     with its plots (Pilot, 120x40); the points plotted."""
-    from gradtui.record.replay import ReplayTarget
+    from gradtui.replay_cli import settle_heap, ui_target
     from gradtui.ui.app import GradtuiApp
     from gradtui.ui.screens.passes import PassesScreen
     from gradtui.ui.widgets.plots import SeriesPlot
 
+    gc.collect()  # the rounds before this one's garbage: `gradtui replay` starts without any
+    settle_heap()  # as `gradtui replay` does once its imports are done
     start = time.perf_counter()
-    app = GradtuiApp(target=ReplayTarget(db))
+    app = GradtuiApp(target=ui_target(db))  # as `gradtui replay DB` makes it
     async with app.run_test(size=(120, 40)) as pilot:
         async def until(predicate, what: str, timeout: float = 300) -> None:
             deadline = time.perf_counter() + timeout

@@ -3,7 +3,8 @@
 Three ways in, one `run_agent`:
 - a child agent (`gradtui script.py`): the UI parent started `python -m gradtui.agent` with one
   end of a socketpair and the child's stdout/stderr as pipes it reads itself; the agent quits
-  when that connection goes (the UI is gone, whatever killed it);
+  when that connection goes (the UI is gone, whatever killed it); with `--record`, the lines
+  written through `sys.stdout`/`sys.stderr` reach the recording too (`gradtui.record.tee`);
 - `gradtui --listen [HOST:]PORT script.py` (`listen_main`): a TCP listener on loopback unless
   told otherwise, a token, a runtime file for `gradtui attach`; fds 1/2 teed into Output events;
 - `gradtui.listen()` in the user's own process (`gradtui.agent.listen`).
@@ -81,6 +82,11 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
             return 2
     if fds is not None:
         fds.start()
+    lines = None
+    if fds is None and outputs.recorder is not None:  # a child agent: the UI reads its pipes, not the session
+        from gradtui.record.tee import TeedStreams
+
+        lines = TeedStreams(outputs.recorder)
     allow_deep_graphs()
     status = 1
     try:
@@ -88,6 +94,8 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     finally:
         if fds is not None:
             fds.stop()
+        if lines is not None:
+            lines.restore()
         failures = _end(server, outputs, "the script ended")
     return OUTPUT_FAILED if failures and status == 0 else status
 

@@ -3,7 +3,7 @@
 For an agent that owns the terminal it runs in (`--listen`): each fd is redirected to a pipe,
 and a reader thread writes what arrives to the original fd (the terminal still shows it) and
 emits it as an `Output` event for the attached client. A child agent needs none of this: its
-parent reads its pipes.
+parent reads its pipes (a recording child tees its Python streams instead: `gradtui.record.tee`).
 """
 
 from __future__ import annotations

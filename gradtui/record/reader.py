@@ -12,7 +12,7 @@ import json
 import sqlite3
 from array import array
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
 
@@ -74,16 +74,39 @@ class PassInfo:
     nested: tuple[dict[str, Any], ...]
 
 
+_PASS_COLUMNS = ("idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, error, failed_node, "
+                 "started, wall, grad_norm, nonfinite, nested")
+
+
+def _pass_info(r: tuple) -> PassInfo:
+    return PassInfo(r[0], r[1], r[2], r[3], tuple(_num(v) for v in json.loads(r[4])), bool(r[5]), bool(r[6]),
+                    r[7], r[8], r[9], r[10], r[11], r[12], _num(r[13]), r[14] or 0,
+                    tuple(json.loads(r[15])) if r[15] else ())
+
+
+class PassSpan(NamedTuple):
+    """The first and last index of a recording's passes (None: no pass ended)."""
+
+    first: int | None
+    last: int | None
+
+    @property
+    def count(self) -> int:
+        """Passes in the span: those that ended (a pass ends or the run does; the session
+        numbers them from 0 on)."""
+        return 0 if self.first is None or self.last is None else self.last - self.first + 1
+
+
 @dataclass(frozen=True, slots=True)
 class PassFigures:
     """What the plots over passes need of one pass: its losses, global gradient norm,
-    non-finite leaves and each leaf's gradient norm (None where not read: see `figures`)."""
+    non-finite leaves and each leaf's gradient norm."""
 
     index: int
     losses: tuple[float | None, ...]
     grad_norm: float | None
     nonfinite: int
-    norms: tuple[tuple[str, float | None], ...] | None
+    norms: tuple[tuple[str, float | None], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +124,17 @@ class OutputLine:
     pass_index: int | None
     stream: str
     text: str
+
+
+class OutputStory(NamedTuple):
+    """The output lines a replay tells (see `Recording.output_story`)."""
+
+    before: list[OutputLine]
+    """Lines written before the first pass started."""
+    earlier: list[OutputLine]
+    """The last lines of the passes not listed."""
+    told: list[OutputLine]
+    """The last lines of the listed passes (and of any later pass that never ended)."""
 
 
 class Recording:
@@ -134,27 +168,62 @@ class Recording:
                        bool(row[8]), row[9], row[10])
 
     def passes(self) -> list[PassInfo]:
-        """Every pass that ended, in order."""
-        rows = self._db.execute("SELECT idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, error, "
-                                "failed_node, started, wall, grad_norm, nonfinite, nested FROM passes ORDER BY idx")
-        return [PassInfo(r[0], r[1], r[2], r[3], tuple(_num(v) for v in json.loads(r[4])), bool(r[5]), bool(r[6]),
-                         r[7], r[8], r[9], r[10], r[11], r[12], _num(r[13]), r[14] or 0,
-                         tuple(json.loads(r[15])) if r[15] else ()) for r in rows]
+        """Every pass that ended, in order (a whole table: the open path reads `last_passes`)."""
+        return [_pass_info(r) for r in self._db.execute(f"SELECT {_PASS_COLUMNS} FROM passes ORDER BY idx")]
+
+    def span(self) -> PassSpan:
+        """The first and last pass index: the two ends of the table's B-tree (not a count, which
+        reads every page; min and max in one statement would too)."""
+        first = self._db.execute("SELECT min(idx) FROM passes").fetchone()[0]
+        last = self._db.execute("SELECT max(idx) FROM passes").fetchone()[0]
+        return PassSpan(first, last)
+
+    def pass_info(self, index: int) -> PassInfo | None:
+        """Pass `index`, or None if it never ended (a primary-key lookup)."""
+        row = self._db.execute(f"SELECT {_PASS_COLUMNS} FROM passes WHERE idx = ?", (index,)).fetchone()
+        return None if row is None else _pass_info(row)
+
+    def last_passes(self, count: int) -> list[PassInfo]:
+        """The last `count` passes that ended, in order."""
+        rows = self._db.execute(f"SELECT {_PASS_COLUMNS} FROM passes ORDER BY idx DESC LIMIT ?", (count,)).fetchall()
+        return [_pass_info(r) for r in reversed(rows)]
+
+    def with_nodes(self) -> list[int]:
+        """The passes with per-node data, in order."""
+        return [r[0] for r in self._db.execute("SELECT idx FROM passes WHERE per_node = 1 ORDER BY idx")]
+
+    def walkable(self, after: int | None = None, *, last: bool = False) -> int | None:
+        """The first pass after `after` (or the `last` pass) with per-node data and a node that
+        ran, or None: the passes a replay can walk."""
+        where = "per_node = 1" + ("" if after is None else " AND idx > ?")
+        rows = self._db.execute(f"SELECT idx FROM passes WHERE {where} AND EXISTS (SELECT 1 FROM nodes "
+                                f"WHERE nodes.pass = passes.idx AND ord IS NOT NULL) "
+                                f"ORDER BY idx {'DESC' if last else 'ASC'} LIMIT 1",
+                                () if after is None else (after,)).fetchone()
+        return None if rows is None else rows[0]
 
     def figures(self, limit: int) -> list[PassFigures]:
-        """Every pass's figures, in order; the per-leaf norms only of at most `limit` passes spread
-        evenly over the run and of every pass with a non-finite gradient (a long run's plot is
-        a terminal wide), the others' `norms` None. Two queries, whatever the recording's size."""
-        rows = self._db.execute("SELECT idx, losses, grad_norm, nonfinite FROM passes ORDER BY idx").fetchall()
-        stride = max(1, -(-len(rows) // max(1, limit)))
-        wanted = {r[0] for i, r in enumerate(rows) if r[0] % stride == 0 or r[3] or i == len(rows) - 1}
+        """The figures of at most `limit` passes spread evenly over the run, of the first `limit`
+        passes with a non-finite gradient and of the last pass, in order, each with its leaves'
+        gradient norms (a long run's plot is a terminal wide). Primary-key and index lookups
+        only: the same few queries whatever the recording's size."""
+        first, last = self.span()
+        if first is None or last is None:
+            return []
+        stride = max(1, -(-(last - first + 1) // max(1, limit)))
+        wanted = set(range(first, last + 1, stride)) | {last}
+        wanted.update(r[0] for r in self._db.execute(
+            "SELECT idx FROM passes WHERE nonfinite > 0 ORDER BY idx LIMIT ?", (limit,)))
+        keys = json.dumps(sorted(wanted))
+        rows = self._db.execute("SELECT idx, losses, grad_norm, nonfinite FROM passes "
+                                "WHERE idx IN (SELECT value FROM json_each(?)) ORDER BY idx", (keys,)).fetchall()
         norms: dict[int, list[tuple[str, float | None]]] = {}
-        rows_of = ("SELECT pass, name, grad_norm FROM flow WHERE pass IN (SELECT value FROM json_each(?)) "
-                   "ORDER BY pass, rank")  # primary-key lookups, not a scan of every pass's flow
-        for index, name, norm in self._db.execute(rows_of, (json.dumps(sorted(wanted)),)):
+        for index, name, norm in self._db.execute(
+                "SELECT pass, name, grad_norm FROM flow WHERE pass IN (SELECT value FROM json_each(?)) "
+                "ORDER BY pass, rank", (keys,)):
             norms.setdefault(index, []).append((name, _num(norm)))
-        return [PassFigures(i, tuple(_num(v) for v in json.loads(losses)), _num(g), bad or 0,
-                            tuple(norms.get(i, ())) if i in wanted else None) for i, losses, g, bad in rows]
+        return [PassFigures(i, tuple(_num(v) for v in json.loads(losses)), _num(g), bad or 0, tuple(norms.get(i, ())))
+                for i, losses, g, bad in rows]
 
     def graph(self, index: int) -> nx.DiGraph:
         """Pass `index`'s graph with the node attributes of `gradtui.core.graph` that were recorded
@@ -210,10 +279,12 @@ class Recording:
         return tuple(ParamFlow(name, node, _tuple(shape), _num(g), _num(w), _num(r), nf)
                      for name, node, shape, g, w, r, nf in rows)
 
-    def hits(self) -> list[dict[str, Any]]:
-        """Breakpoint hits in order: breakpoint number, spec, pass, node."""
+    def hits(self, index: int | None = None) -> list[dict[str, Any]]:
+        """Breakpoint hits in order (of pass `index` only, if given): breakpoint number, spec, pass, node."""
+        where, args = ("", ()) if index is None else (" WHERE pass = ?", (index,))
         return [{"breakpoint": b, "spec": s, "pass": p, "node": n}
-                for p, n, b, s in self._db.execute("SELECT pass, node, breakpoint, spec FROM hits ORDER BY seq")]
+                for p, n, b, s in self._db.execute(f"SELECT pass, node, breakpoint, spec FROM hits{where} ORDER BY seq",
+                                                   args)]
 
     def edits(self) -> list[dict[str, Any]]:
         """Edits in order: pass, node, command, and the statistics before and after (JSON dicts)."""
@@ -223,3 +294,23 @@ class Recording:
     def output(self) -> list[OutputLine]:
         """The script's output, in order."""
         return [OutputLine(p, s, t) for p, s, t in self._db.execute("SELECT pass, stream, text FROM output ORDER BY seq")]
+
+    def output_story(self, first: int | None, limit: int) -> OutputStory:
+        """The output a replay tells when it lists the passes from `first` on (None: none ended):
+        the lines before the first pass, the last `limit` lines of the passes before `first`, and
+        the last `limit` lines from pass `first` on; each at most `limit` lines, in order."""
+        prefix = self._lines("WHERE pass IS NULL ORDER BY seq LIMIT ?", (limit,))
+        if first is None:
+            return OutputStory(prefix, [], self._tail("pass IS NOT NULL", (), limit))
+        return OutputStory(prefix, self._tail("pass < ?", (first,), limit), self._tail("pass >= ?", (first,), limit))
+
+    def _lines(self, clause: str, args: tuple) -> list[OutputLine]:
+        return [OutputLine(p, s, t) for p, s, t in self._db.execute(f"SELECT pass, stream, text FROM output {clause}",
+                                                                    args)]
+
+    def _tail(self, where: str, args: tuple, limit: int) -> list[OutputLine]:
+        """The last `limit` lines `where` says, by pass then line (the order of `output_by_pass`,
+        so no sort; a pass's lines are written after those of the passes before it)."""
+        rows = self._db.execute(f"SELECT pass, stream, text FROM output WHERE {where} "
+                                f"ORDER BY pass DESC, seq DESC LIMIT ?", (*args, limit)).fetchall()
+        return [OutputLine(p, s, t) for p, s, t in reversed(rows)]

@@ -1,8 +1,8 @@
 """`ReplayTarget`: a DebugTarget over a recording (`gradtui replay run.db`), read-only.
 
-A client (the UI, headless) sees the run's story as the live run told it: ScriptStarted, then
-per pass a PassStarted (with its graph where the recording has per-node data) and a
-PassFinished with its flow, the script's output between them. Then the replay pauses in the
+A client (the UI, headless) sees the run's story as the live run told it (`gradtui.record.story`:
+ScriptStarted, then per pass a PassStarted, with its graph where the recording has per-node
+data, and a PassFinished with its flow; the script's output). Then the replay pauses in the
 last pass with per-node data, where the run stopped in it (its first breakpoint hit), else at
 its first node. `pass N` shows another recorded pass; `step`, `continue` and `finish` walk the
 recorded nodes in engine order (the `order` column), stopping at breakpoints set with `break`
@@ -28,28 +28,21 @@ from gradtui.core.commands import (
 )
 from gradtui.core.flowtext import format_flow
 from gradtui.core.stats import any_nonfinite, format_grads
-from gradtui.record.reader import NodeStats, PassFigures, PassInfo, Recording
+from gradtui.record.reader import NodeStats, PassFigures, PassInfo, PassSpan, Recording
 from gradtui.record.replay_commands import REPLAY_HELP, ShowPass, open_recording, parse_replay, ranges
+from gradtui.record.story import (  # noqa: F401 - the story's constants, re-exported
+    STORY_GRAPHS, STORY_OUTPUT, STORY_PASSES, pass_finished, pass_started, recorded_graph, tell,
+)
 from gradtui.wire.target import TargetInfo
 
-__all__ = ["READ_ONLY", "ReplayTarget", "ShowPass", "open_recording", "parse_replay"]
+__all__ = ["READ_ONLY", "STORY_GRAPHS", "STORY_OUTPUT", "STORY_PASSES", "ReplayTarget", "ShowPass", "open_recording",
+           "parse_replay"]
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
 
-STORY_PASSES = 200
-"""The story tells the last this many passes (the passes view lists them); `pass N` shows any
-pass, and `figures()` has every pass for the plots."""
-
-STORY_GRAPHS = 5
-"""...with the graphs of the last this many of them with per-node data (`[` `]` browse them;
-a `--flight 5` recording has five); the others' PassStarted has an empty graph (`pass N`
-brings it)."""
-
-STORY_OUTPUT = 2000
-"""Output lines of the passes before the story that it still tells (the last ones)."""
-
-FIGURE_POINTS = 2048
-"""Passes whose per-leaf norms `figures()` reads (evenly spread, and every non-finite one)."""
+FIGURE_POINTS = 512
+"""Passes `figures()` reads, evenly spread, and as many first non-finite ones (the plots draw
+two points a column: a 256-column plot)."""
 
 
 @dataclass
@@ -71,13 +64,20 @@ class _Shown:
 class ReplayTarget:
     """A recording as a DebugTarget (see module doc)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, output_in_passes: bool = True) -> None:
+        """`output_in_passes`: the story tells each listed pass's output lines after it, as the
+        run printed them (a transcript: headless); False: all of them before the passes, in
+        order (a UI's output pane has no passes in it, and its client draws what is pending
+        before each run of output: once, not once a pass)."""
         self.path = path
+        self.output_in_passes = output_in_passes
         self.info = TargetInfo(path, kind="recording")
         self._ids = itertools.count(1)
         self._queue: asyncio.Queue[list[ev.Event] | None] = asyncio.Queue()
         self._rec: Recording | None = None
         self._passes: dict[int, PassInfo] = {}
+        """The pass rows read so far (the story's, and those `pass N` showed)."""
+        self._span = PassSpan(None, None)
         self._script = ""
         self._shown: _Shown | None = None
         self._over = False
@@ -87,44 +87,31 @@ class ReplayTarget:
     # ---- the DebugTarget protocol ----------------------------------------------------------
 
     async def start(self) -> None:
-        """Open the recording and queue the run's story and the first pause."""
-        self._rec = open_recording(self.path)
-        run = self._rec.run()
+        """Open the recording and queue the run's story (`gradtui.record.story`: only what it
+        tells is read) and the first pause."""
+        self._rec = rec = open_recording(self.path)
+        run = rec.run()
         self._script = run.script or self.path
         self.info = TargetInfo(self._script, run.argv, None, "recording", {"recording": self.path})
-        passes = self._rec.passes()
-        self._passes = {p.index: p for p in passes}
-        story: list[ev.Event] = [ev.ScriptStarted(self._script, run.argv)]
-        output: dict[int | None, list[ev.Event]] = {}
-        for line in self._rec.output():
-            output.setdefault(line.pass_index, []).append(ev.Output(line.stream, line.text))  # type: ignore[arg-type]
-        told = passes[-STORY_PASSES:]
-        earlier = passes[:-STORY_PASSES] if len(passes) > STORY_PASSES else []
-        story += output.pop(None, [])
-        before: list[ev.Event] = []
-        for info in earlier:
-            before += output.pop(info.index, [])
-        story += before[-STORY_OUTPUT:]  # a line a step of 100,000 steps: the pane shows the last ones
-        if earlier:
-            story.append(ev.Output("stderr", f"gradtui replay: passes 0-{earlier[-1].index} are not listed "
-                                   f"(plotted, and shown by pass N); the last {len(told)} follow\n"))
-        drawn = {p.index for p in [p for p in told if p.per_node][-STORY_GRAPHS:]}
-        flows = self._rec.flows(told[0].index) if told else {}
-        for info in told:
-            graph = self._graph(info.index) if info.index in drawn else nx.DiGraph()
-            story.append(self._started(info, graph, listed=info.index not in drawn))
-            story.append(self._finished(info, flows.get(info.index, ())))
-            story += output.pop(info.index, [])
-        for rest in output.values():
-            story += rest
-        self._queue.put_nowait(story)
-        last = next((p for p in reversed(passes) if p.per_node and self._walk_of(p.index)), None)
+        story = tell(rec, self._script, run.argv, self.output_in_passes)
+        self._span, last = story.span, story.last
+        self._passes.update(story.told)
+        self._queue.put_nowait(story.events)
         if last is None:
-            why = "no pass has per-node data" if passes else "no pass was recorded"
+            why = "no pass has per-node data" if story.span.count else "no pass was recorded"
             self._queue.put_nowait([ev.CommandResult("", f"recording: {why}; nothing to walk", ok=False), *self._end()])
             self._close()
         else:
-            self._queue.put_nowait(self._show(last.index, "recording"))
+            self._queue.put_nowait(self._show(last, "recording"))
+
+    def _pass(self, index: int) -> PassInfo | None:
+        """Pass `index`'s row (read once, when first asked for)."""
+        info = self._passes.get(index)
+        if info is None and self._rec is not None:
+            info = self._rec.pass_info(index)
+            if info is not None:
+                self._passes[index] = info
+        return info
 
     def submit(self, text: str) -> int:
         """Answer a command line (the events are queued at once); its request id."""
@@ -176,35 +163,17 @@ class ReplayTarget:
         status = 0 if by_user or run is None else (run.exit_status or 0)
         traceback = None if by_user or run is None else run.error
         self._ending = True
-        return [ev.ScriptFinished(status, traceback, by_user or bool(run and run.quit), len(self._passes))]
+        return [ev.ScriptFinished(status, traceback, by_user or bool(run and run.quit), self._span.count)]
 
     # ---- events from the recording --------------------------------------------------------
 
     def _graph(self, index: int) -> nx.DiGraph:
-        """The recorded graph with the attributes a live capture has that a recording lacks."""
         assert self._rec is not None
-        graph = self._rec.graph(index)
-        folder = os.path.dirname(self._script)
-        for _, data in graph.nodes(data=True):
-            source = data.get("source")
-            file, _, line = (source or "").rpartition(":")
-            number = bool(source) and line.isascii() and line.isdigit()  # int() refuses '²', isdigit does not
-            data["path"] = os.path.join(folder, file) if number else None
-            data["line"] = int(line) if number else None
-            data.setdefault("saved", ())
-        return graph
+        return recorded_graph(self._rec, index, os.path.dirname(self._script))
 
-    @staticmethod
-    def _started(info: PassInfo, graph: nx.DiGraph, listed: bool = False) -> ev.PassStarted:
-        """`listed`: a pass with per-node data told without its graph (see STORY_GRAPHS)."""
-        return ev.PassStarted(info.index, info.call, info.call_text, info.call_site,  # type: ignore[arg-type]
-                              graph, (0,) if graph.number_of_nodes() else (), info.losses,
-                              recorded=info.per_node and (listed or graph.number_of_nodes() > 0))
-
-    def _finished(self, info: PassInfo, flow: tuple[ev.ParamFlow, ...] | None = None) -> ev.PassFinished:
+    def _finished(self, info: PassInfo) -> ev.PassFinished:
         assert self._rec is not None
-        return ev.PassFinished(info.index, info.done, info.nodes, info.error, info.failed_node,
-                               flow=self._rec.flow(info.index) if flow is None else flow)
+        return pass_finished(info, self._rec.flow(info.index))
 
     def figures(self) -> list[PassFigures]:
         """Every recorded pass's figures for the plots (see `Recording.figures`); [] before start."""
@@ -217,12 +186,13 @@ class ReplayTarget:
     def _enter(self, index: int) -> list[ev.Event]:
         """PassStarted and NodeRan of every recorded node of pass `index`; the walk at its first node."""
         assert self._rec is not None
-        info = self._passes[index]
+        info = self._pass(index)
+        assert info is not None
         graph = self._graph(index)
         stats = self._rec.stats(index)
         walk = self._rec.walk(index)
         self._shown = _Shown(info, graph, stats, walk)
-        events: list[ev.Event] = [self._started(info, graph)]
+        events: list[ev.Event] = [pass_started(info, graph)]
         for position, node in enumerate(walk, 1):
             got = stats.get(node, NodeStats((), ()))
             events.append(ev.NodeRan(index, node, position, got.grad_outputs, got.grad_inputs))
@@ -234,7 +204,7 @@ class ReplayTarget:
         events = self._enter(index)
         shown = self._shown
         assert shown is not None
-        hit = next((h for h in self._rec.hits() if h["pass"] == index and h["node"] in shown.walk), None)
+        hit = next((h for h in self._rec.hits(index) if h["node"] in shown.walk), None)
         if hit is not None:
             shown.at = shown.walk.index(hit["node"])
             got = self._grads(hit["node"])
@@ -318,15 +288,16 @@ class ReplayTarget:
                 return answer(f"cannot run {command.text!r} in a replay", False)
 
     def _pass_command(self, index: int, answer) -> list[ev.Event]:
-        info = self._passes.get(index)
-        with_nodes = [i for i, p in self._passes.items() if p.per_node]
-        listed = ranges(with_nodes) or "none"
+        assert self._rec is not None
+        info = self._pass(index)
         if info is None:
-            last = max(self._passes) if self._passes else None
-            return answer(f"no pass {index} in this recording" + (f" (passes 0-{last})" if last is not None else ""), False)
+            last = self._span.last
+            return answer(f"no pass {index} in this recording" + (f" (passes {self._span.first}-{last})"
+                                                                 if last is not None else ""), False)
         if not info.per_node or not self._walk_of(index):
             loss = ", ".join(f"{v:.6g}" for v in info.losses if v is not None) or "-"
             norm = "-" if info.grad_norm is None else f"{info.grad_norm:.6g}"
+            listed = ranges(self._rec.with_nodes()) or "none"
             return answer(f"pass {index} has no per-node data (loss {loss} · gradient norm {norm} · "
                           f"non-finite {info.nonfinite}); passes with per-node data: {listed}", False)
         return self._show(index, "pass")
@@ -353,8 +324,8 @@ class ReplayTarget:
                     return events + self._hit(bp)
                 continue
             events.append(self._finished(shown.info))
-            later = next((i for i in sorted(self._passes) if i > shown.info.index and self._passes[i].per_node
-                          and self._walk_of(i)), None)
+            assert self._rec is not None
+            later = self._rec.walkable(after=shown.info.index)
             if later is None:
                 return events + self._end()
             events += self._enter(later)

@@ -93,11 +93,10 @@ class PassSeries:
 
     def load(self, figures: Iterable[Any]) -> None:
         """A recording's figures (`reader.PassFigures`) of the whole run, before its story: the
-        passes whose per-leaf norms were read (evenly spread, and every non-finite one)."""
+        passes it read (evenly spread, the first non-finite ones, the last), in pass order."""
         for f in figures:
-            if f.norms is not None:
-                point = _point(f.index, f.losses, f.norms, f.nonfinite)
-                self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules))
+            point = _point(f.index, f.losses, f.norms, f.nonfinite)
+            self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules))
         self.version += 1
 
     def add(self, point: SeriesPoint) -> None:

@@ -46,7 +46,8 @@ def assert_flow_is_torchs(db: str, steps: int, text: str | None = None) -> Recor
 
 
 def test_the_ui_child_agent_records(tmp_path):
-    """What `gradtui --record run.db train.py` runs: the UI's ChildTarget with these options."""
+    """What `gradtui --record run.db train.py` runs: the UI's ChildTarget with these options;
+    the script's output lines are recorded too (issue 13: in every mode)."""
     db = str(tmp_path / "ui.db")
     target = ChildTarget(RunOptions(script("nan_at_30.py"), ["3"], record=db))
 
@@ -70,10 +71,15 @@ def test_the_ui_child_agent_records(tmp_path):
     seen = asyncio.run(main())
     [end] = [e for e in seen if isinstance(e, ev.ScriptFinished)]
     assert end.exit_status == 0
-    # The child's output goes to the UI through pipes, not through the agent: the recording has none.
+    # The child's output reaches the UI through its pipes, and the recording through the agent's
+    # teed streams: the same lines, each filed under the pass that printed it.
     printed = "".join(e.text for e in seen if isinstance(e, ev.Output) and e.stream == "stdout")
+    assert printed.count("\n") == 3
     with assert_flow_is_torchs(db, 3, printed) as recording:
-        assert not recording.output()
+        recorded = [line for line in recording.output() if line.stream == "stdout"]
+        assert "".join(line.text for line in recorded) == printed
+        assert [(line.pass_index, line.text.split()[:2]) for line in recorded] == [
+            (step, ["step", str(step)]) for step in range(3)]
         assert [p.index for p in recording.passes() if p.per_node] == [0]  # the pass it paused in
         assert recording.stats(0) and recording.run().exit_status == 0
 
