@@ -13,7 +13,7 @@ import asyncio
 import gc
 import sys
 
-from gradtui.clientcli import UsageError, drive_headless, read_commands
+from gradtui.clientcli import UsageError, add_client_options, drive_headless, read_commands
 from gradtui.record.replay import ReplayTarget, open_recording, parse_replay
 from gradtui.wire.target import TargetError
 
@@ -26,11 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  gradtui replay run.db\n  gradtui replay run.db --headless -c 'pass 30' -c print",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("db", metavar="DB", help="the recording (a SQLite database written by --record)")
-    parser.add_argument("--headless", action="store_true", help="no UI: run the commands at the pauses, print")
-    parser.add_argument("-c", dest="commands", action="append", default=[], metavar="CMD",
-                        help="a command to run at the pauses (repeatable, in order); `pass N` shows pass N")
-    parser.add_argument("-x", dest="command_file", metavar="FILE", help="a file of commands, run before -c")
-    parser.add_argument("--theme", metavar="NAME", help="a Textual theme for the UI")
+    add_client_options(parser, "a command to run at the pauses (repeatable, in order); `pass N` shows pass N")
     return parser
 
 
