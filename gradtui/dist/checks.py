@@ -169,12 +169,13 @@ class Checks:
             pass
 
     def _resumed(self, index: int) -> str | None:
-        """How another rank resumed its hold after pass `index` (None: none has yet)."""
+        """How another rank resumed its hold after pass `index` (None: none has yet); "continue"
+        once the job's store is gone (its launcher ended: nothing could resume this hold)."""
         try:
             if self.store.check([f"vr/{index}"]):
                 return self.store.get(f"vr/{index}").decode()
-        except Exception:  # noqa: BLE001 - the store is gone: nothing to follow
-            pass
+        except Exception:  # noqa: BLE001 - the store is gone with the job
+            return "continue"
         return None
 
 

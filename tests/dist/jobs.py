@@ -35,6 +35,25 @@ def torchrun(*args: str) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc), children first."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 class Job:
     """A torchrun job started by a test (in its own process group)."""
 
@@ -74,11 +93,19 @@ class Job:
         return self.log.read_text(errors="replace")
 
     def end(self) -> None:
-        """Kill the whole job (torchrun and its ranks) if it still runs."""
+        """Kill the whole job (torchrun and its ranks) if it still runs. torchrun starts each rank
+        in a session of its own, so they are found as its descendants first (once it is killed
+        they are orphans)."""
+        ranks = _descendants(self.proc.pid)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        for pid in ranks:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:  # pragma: no cover
