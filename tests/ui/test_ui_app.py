@@ -309,6 +309,10 @@ async def test_control_codes_in_the_output_become_styles_not_garbage():
     app = GradtuiApp(ui_script("control_codes.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.status == "finished")
+        # stdout and stderr come through pipes of their own, and the output pane draws its
+        # batches after the status line: wait until both streams' last lines are drawn.
+        await wait_for(pilot, lambda: {"bold ✓ 日本", "step 2 red"} <= set(output_lines(app)),
+                       what="the last line of stdout and of stderr")
         await pilot.pause()
         lines = output_lines(app)
         # the `\r` updates overwrite one line, as a terminal shows them, across writes too
