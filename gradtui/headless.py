@@ -73,14 +73,14 @@ class HeadlessDriver:
         while (text := self.feeder.pop()) is not None:
             self._print(f"(gradtui) {text}")
             try:
-                self._check(text)
+                command = self._check(text)
             except CommandError as exc:
                 self._print(f"error: {exc}")
                 self.feeder.skipped()
                 continue
             self.feeder.sent(self.target.submit(text))
             if (self._sole and not self.feeder.commands and not len(self.target.breakpoints)
-                    and isinstance(parse(text), Continue)):
+                    and isinstance(command, Continue)):
                 self.target.detach()  # silently: nothing would pause to say "no more commands"
             return
         self._print("(gradtui) -- no more commands: running to the end")

@@ -135,9 +135,7 @@ class StatsWindow:
         big, small = _split((i, self.tensors[i]) for i in range(start, self.checked))
         if not big and not small:
             return False
-        with _no_grad():
-            parts = [torch.stack(torch._foreach_norm([t for _, t, _ in big]))] if big else []
-            numbers = _flatten(parts + [t for _, t, _ in small]).tolist()  # the one host read
+        numbers = _fetch(big, small)
         known = self.known
         for (i, _, _), norm in zip(big, numbers):
             known[i] = norm
@@ -187,18 +185,7 @@ class StatsWindow:
         wide = [item for item in big if full[item[0]]]
         unread = [item for item in big if item[0] not in known] if known else big
         fresh = [item for item in small if item[0] not in known] if known else small
-        numbers: list[float] = []
-        if unread or wide or fresh:
-            with _no_grad():
-                parts = [torch.stack(torch._foreach_norm([t for _, t, _ in unread]))] if unread else []
-                if wide:
-                    extras = []
-                    for _, t, _ in wide:
-                        lo, hi = torch.aminmax(t)
-                        extras += (lo, hi, t.sum())
-                    parts.append(torch.stack(extras))
-                parts += [t for _, t, _ in fresh]
-                numbers = _flatten(parts).tolist()  # the one host read
+        numbers = _fetch(unread, fresh, wide) if unread or wide or fresh else []
         norms = dict(zip((i for i, _, _ in unread), numbers))
         if known:
             norms.update((i, known[i]) for i, _, _ in big if i in known)
@@ -232,6 +219,22 @@ class StatsWindow:
             _read_nonfinite(redo, full, minmax, out)
             found = found or any(out[i].nonfinite for i, _, _ in redo)
         return found
+
+
+def _fetch(big: list[tuple[int, torch.Tensor, int]], small: list[tuple[int, torch.Tensor, int]],
+           wide: Sequence[tuple[int, torch.Tensor, int]] = ()) -> list[float]:
+    """One host read: the norms of `big` (one fused call), min, max and sum of each of `wide`,
+    then every value of `small`, in that order."""
+    with _no_grad():
+        parts = [torch.stack(torch._foreach_norm([t for _, t, _ in big]))] if big else []
+        if wide:
+            extras = []
+            for _, t, _ in wide:
+                lo, hi = torch.aminmax(t)
+                extras += (lo, hi, t.sum())
+            parts.append(torch.stack(extras))
+        parts += [t for _, t, _ in small]
+        return _flatten(parts).tolist()
 
 
 def _split(entries: Any) -> tuple[list[tuple[int, torch.Tensor, int]], list[tuple[int, torch.Tensor, int]]]:
