@@ -56,7 +56,7 @@ from gradtui.core.session import Session  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_agent import bench_ui, bench_wire  # noqa: E402
 from bench_core import bench_chain, bench_floor, bench_headless_continue, bench_host_reads  # noqa: E402
-from benchtable import Row, add, median, ms, print_table, ratio_row  # noqa: E402
+from benchtable import Row, add, alternate, median, ms, print_table, ratio_row  # noqa: E402
 
 
 # ---- models ------------------------------------------------------------------------------
@@ -476,18 +476,13 @@ def bench_record(steps: int, layers: int, rounds: int) -> None:
                            "-c", "continue", script],
                 "flight": [sys.executable, "-m", "gradtui", "--headless", "--record", db, "--flight", "5",
                            "-c", "continue", script]}
-        times: dict[str, list[float]] = {name: [] for name in runs}
         db_size = {}
-        for _ in range(rounds):  # alternate: a machine's load changes between runs
-            for name, command in runs.items():
-                start = time.perf_counter()
-                done = subprocess.run([*command, str(steps), str(layers)], env=env, capture_output=True, text=True,
-                                      timeout=600)
-                times[name].append(time.perf_counter() - start)
-                if done.returncode:
-                    raise RuntimeError(f"{name} run failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr}")
-                if name != "plain":
-                    db_size[name] = os.path.getsize(db)
+
+        def measure(name: str) -> None:
+            if name != "plain":
+                db_size[name] = os.path.getsize(db)
+
+        times = alternate(runs, [str(steps), str(layers)], env, rounds, measure)
     base = median(times["plain"])
     for name, label, target in (("record", "per-node data of every pass (--record-every 1)", 1.3),
                                 ("flight", "--flight 5, no hit", 1.2)):

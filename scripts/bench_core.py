@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from benchtable import Row, add, median, ratio_row
+from benchtable import Row, add, alternate, median, ratio_row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -213,14 +213,6 @@ def bench_headless_continue(steps: int, layers: int, rounds: int) -> None:
             f.write(ENCODER_LOOP)
         runs = {"plain": [sys.executable, script],
                 "gradtui": [sys.executable, "-m", "gradtui", "--headless", "-c", "continue", script]}
-        times: dict[str, list[float]] = {name: [] for name in runs}
-        for _ in range(rounds):
-            for name, command in runs.items():
-                start = time.perf_counter()
-                done = subprocess.run([*command, str(steps), str(layers)], env=env, capture_output=True, text=True,
-                                      timeout=600)
-                times[name].append(time.perf_counter() - start)
-                if done.returncode:
-                    raise RuntimeError(f"{name} run failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr}")
+        times = alternate(runs, [str(steps), str(layers)], env, rounds)
     ratio_row("whole process, `--headless -c continue`", f"{steps} steps, {layers}-layer encoder d=64, batch 8x32",
               median(times["gradtui"]), median(times["plain"]), 1.05, "python")

@@ -8,13 +8,34 @@ add rows to the same table.
 from __future__ import annotations
 
 import statistics
+import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
 def median(times: list[float]) -> float:
     """The median of some timings (every time in the bench is one)."""
     return statistics.median(times)
+
+
+def alternate(runs: dict[str, list[str]], args: list[str], env: dict[str, str], rounds: int,
+              after: Callable[[str], None] | None = None) -> dict[str, list[float]]:
+    """Wall seconds of each command of `runs` (`args` appended) in a fresh process, `rounds`
+    times, alternated so that each sees the machine's changing load; a failed run raises with its
+    output. `after(name)` is called after each run (to look at what it wrote)."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, command in runs.items():
+            start = time.perf_counter()
+            done = subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=600)
+            times[name].append(time.perf_counter() - start)
+            if done.returncode:
+                raise RuntimeError(f"{name} run failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr}")
+            if after is not None:
+                after(name)
+    return times
 
 
 @dataclass
