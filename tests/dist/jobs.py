@@ -24,6 +24,7 @@ from gradtui.core import events as ev
 from gradtui.dist.events import RanksChanged
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire
+from tests.procs import descendants
 
 HERE = Path(__file__).resolve().parent
 START_TIMEOUT = 90.0
@@ -33,25 +34,6 @@ EVENT_TIMEOUT = 30.0
 def torchrun(*args: str) -> list[str]:
     """The torchrun command line for 2 local ranks."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (from /proc), children first."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rpartition(")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 class Job:
@@ -96,7 +78,7 @@ class Job:
         """Kill the whole job (torchrun and its ranks) if it still runs. torchrun starts each rank
         in a session of its own, so they are found as its descendants first (once it is killed
         they are orphans)."""
-        ranks = _descendants(self.proc.pid)
+        ranks = descendants(self.proc.pid)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -31,6 +31,7 @@ import pytest
 import torch
 
 from browser import Chromium, Page, SCREEN_HOOK, chromium_path
+from tests.procs import children, gone
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -94,21 +95,6 @@ class Proc:
         self.process.wait(10)
         self.process.stdout.close()
         self.process.stderr.close()
-
-
-def children(pid: int) -> list[int]:
-    """The pids of `pid`'s live children."""
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, timeout=10).stdout
-    return [int(p) for p in out.split()]
-
-
-def gone(pid: int) -> bool:
-    """Has `pid` ended (a zombie counts as ended)?"""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except (FileNotFoundError, IndexError):
-        return True
 
 
 def http_status(url: str) -> tuple[int, str]:

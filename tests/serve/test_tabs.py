@@ -14,6 +14,7 @@ from textual_serve.download_manager import DownloadManager
 from gradtui.agent.runtime import AgentEntry, write_entry
 from gradtui.serve.agents import choose
 from gradtui.serve.web import TabService
+from tests.procs import gone
 
 STUBBORN = """
 import os, signal, subprocess, sys, time
@@ -40,14 +41,6 @@ async def _nothing(*args) -> None:
 def _service(argv: list[str], stop_timeout: float) -> TabService:
     return TabService(argv, stop_timeout=stop_timeout, write_bytes=_nothing, write_str=_nothing, close=_nothing,
                       download_manager=DownloadManager())
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
 
 
 def _end(service: TabService) -> None:
@@ -85,12 +78,12 @@ async def test_a_tab_process_that_ignores_the_quit_is_killed_with_its_whole_grou
         await service.stop()
         assert service.process.returncode == -signal.SIGKILL
         deadline = time.monotonic() + 10
-        while not _gone(grandchild):
+        while not gone(grandchild):
             assert time.monotonic() < deadline, "the tab process's own child outlived it"
             await asyncio.sleep(0.05)
     finally:
         _end(service)
-        if grandchild is not None and not _gone(grandchild):
+        if grandchild is not None and not gone(grandchild):
             os.kill(grandchild, signal.SIGKILL)
 
 

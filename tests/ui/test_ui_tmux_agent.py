@@ -25,6 +25,7 @@ from collections.abc import Callable
 import pytest
 
 from gradtui.core.events import QUIT_STATUS
+from tests.procs import children, gone
 
 from conftest import REPO
 from ui_helpers import ui_script
@@ -38,20 +39,6 @@ START = 60.0
 _SERVERS = itertools.count()
 
 
-def gone(pid: int) -> bool:
-    """Has process `pid` ended? A zombie counts as ended: it runs nothing (an orphan's may wait
-    for an init that does not reap in a container)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except (FileNotFoundError, IndexError):
-        return True
-
-
 def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
     """Poll `predicate` until true; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -59,13 +46,6 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> No
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)
-
-
-def children(pid: int, pattern: str | None = None) -> list[int]:
-    """The pids of `pid`'s children (whose command line matches `pattern`)."""
-    args = ["pgrep", "-P", str(pid)] + (["-f", pattern] if pattern else [])
-    out = subprocess.run(args, capture_output=True, text=True, timeout=10).stdout
-    return [int(p) for p in out.split()]
 
 
 class Panes:
