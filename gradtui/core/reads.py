@@ -59,8 +59,7 @@ class BulkReads:
         index, emit, node_ran = state.index, self.emit, ev.NodeRan
         seen = []
         for r in ran:
-            event = node_ran(index, r.node, r.order, tuple([stats[h] if type(h) is int else h for h in r.incoming]),
-                             tuple([stats[h] if type(h) is int else h for h in r.outgoing]))
+            event = node_ran(index, r.node, r.order, resolve(r.incoming, stats), resolve(r.outgoing, stats))
             seen.append(event)
             emit(event)
         values = self.breakpoints.values

@@ -306,4 +306,4 @@ def _flatten(parts: list[torch.Tensor]) -> torch.Tensor:
 
 def resolve(handles: Sequence[Any], stats: list[Stats]) -> tuple[Stats | None, ...]:
     """Handles of the generation just read, as Stats (Stats and None stay as they are)."""
-    return tuple(stats[h] if type(h) is int else h for h in handles)
+    return tuple([stats[h] if type(h) is int else h for h in handles])  # a list first: faster than a generator
