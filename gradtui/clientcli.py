@@ -75,13 +75,15 @@ async def drive_headless(target: Any, commands: list[str], *, prog: str, check: 
             elif (leave_after_pass and isinstance(event, ev.PassFinished) and driver.feeder.started
                   and not driver.feeder.commands and not driver.feeder.paused):
                 detach.set()
-        if status is not None:
-            break
+            if detach.is_set():
+                break  # what follows is not this client's: the same however the wire batched it
         if detach.is_set():
             await target.detach()
             if detached:
                 print(detached)
             return 0
+        if status is not None:
+            break
     close = getattr(target, "close", None)
     if close is not None:
         close()
