@@ -52,12 +52,15 @@ QUIT_GRACE = STOP_TIMEOUT + 2.0
 the target's STOP_TIMEOUT, then the terminal given back."""
 
 RUNNING_DRAW = 0.1
-"""Seconds a batch that only says the engine runs (Resumed, Progress) waits to be drawn: a step's
-pause comes a millisecond later and is drawn in the same frame (a frame between cost ~30 ms)."""
+"""Seconds a batch that only says the engine runs (Resumed, Progress, NodeRan) waits to be drawn:
+a step's pause comes a millisecond later and is drawn in the same frame (a frame between cost
+~30 ms, and a layout ~70 ms when the node just run, taller with its outgoing gradients, was
+drawn before the next one)."""
 
-RUNNING = (ev.Resumed, ev.Progress)
+RUNNING = (ev.Resumed, ev.Progress, ev.NodeRan)
 """Events that say only that the engine runs: a batch of nothing else is drawn a little later
-(`flush_soon`), with the pause that usually follows."""
+(`flush_soon`), with the pause that usually follows; a long `continue` is drawn ten times a
+second."""
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that quit the UI (and the script with it)."""
