@@ -9,7 +9,9 @@ notebook: the cell). The process is not gradtui's, so `quit` stops only the paus
 debugging: later backward calls run unhooked until `close()`.
 
 `record=PATH` records the process's passes into a SQLite database, as `--record` does (with
-`record_every` / `flight`); the recording is closed by `close()` or when the process exits.
+`record_every` / `flight`), and the lines the process writes to `sys.stdout` and `sys.stderr`
+(teed: they still go where they went, a notebook's cell included); the recording is closed by
+`close()` or when the process exits.
 """
 
 from __future__ import annotations
@@ -86,6 +88,11 @@ class Listening:
         atexit.register(self._at_exit)
         print(f"gradtui: listening on {self.address} (pid {os.getpid()}); attach with: gradtui attach {self.address}",
               file=sys.stderr, flush=True)
+        self._lines = None
+        if self._outputs.recorder is not None:  # the process's lines from here on, filed under their pass
+            from gradtui.record.tee import TeedStreams
+
+            self._lines = TeedStreams(self._outputs.recorder)
 
     def _watch(self, event: ev.Event) -> None:
         """Follow the pause state; once a quit has stopped the paused pass, stop debugging."""
@@ -129,6 +136,8 @@ class Listening:
         atexit.unregister(self._at_exit)
         self.session.stop_debugging()
         self.session.uninstall()
+        if self._lines is not None:  # the last partial line recorded before the run ends
+            self._lines.restore()
         for listener in self._outputs.listeners:  # the recording's run ends here; clients are told below
             listener(ev.ScriptFinished(0, None, False, self.session.passes, how="gradtui.listen() closed"))
         self._close_outputs()
@@ -137,6 +146,8 @@ class Listening:
             remove_entry(self._entry)
 
     def _close_outputs(self) -> None:
+        if self._lines is not None:
+            self._lines.restore()
         for line in self._outputs.close():
             print(line, file=sys.stderr)
 

@@ -125,6 +125,8 @@ LISTENS = textwrap.dedent("""
             ((w * 3) ** 2).backward()
             print(f"step {step} grad {w.grad.item()}", flush=True)
             w.grad = None
+        print("unfinished", end="", file=sys.stderr)
+    print("after close")
 """)
 
 
@@ -138,7 +140,8 @@ def test_gradtui_listen_records_the_process_passes(tmp_path):
     done = subprocess.run([sys.executable, str(path), db], capture_output=True, text=True, env=env,
                           timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
-    assert [line for line in done.stdout.splitlines()] == [f"step {i} grad 36.0" for i in range(3)]
+    assert [line for line in done.stdout.splitlines()] == [f"step {i} grad 36.0" for i in range(3)] + ["after close"]
+    assert done.stderr.endswith("unfinished")
     with Recording(db) as recording:
         passes = recording.passes()
         assert [(p.index, p.per_node) for p in passes] == [(0, True), (1, True), (2, True)]
@@ -150,6 +153,9 @@ def test_gradtui_listen_records_the_process_passes(tmp_path):
             assert stats[acc].grad_outputs[0].norm == 36.0  # what reached w, as torch computed it
         run = recording.run()
         assert run.script == str(path) and run.finished is not None and run.how == "gradtui.listen() closed"
+        # the process's lines, each under the pass that printed it; none from before or after
+        assert [(line.pass_index, line.stream, line.text) for line in recording.output()] == [
+            *[(step, "stdout", f"step {step} grad 36.0\n") for step in range(3)], (2, "stderr", "unfinished")]
 
 
 def test_gradtui_listen_refuses_a_path_it_cannot_record_to(tmp_path):
