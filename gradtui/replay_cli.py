@@ -1,7 +1,8 @@
 """`gradtui replay DB`: the debugger over a recording (`--record DB`), in the UI or headless.
 
 The recording is a `ReplayTarget`: the same UI and the same headless driver as a live run,
-read-only. Headless, the -c / -x commands are fed at the replay's pauses as `gradtui
+read-only. The UI opens on the passes view (unless given commands, which are the debugger's).
+Headless, the -c / -x commands are fed at the replay's pauses as `gradtui
 --headless` feeds them; when they run out the replay ends. A path that is not a recording
 this gradtui reads is one line and exit status 2.
 """
@@ -22,7 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of `gradtui replay`."""
     parser = argparse.ArgumentParser(
         prog="gradtui replay", description="Browse a recording made with --record DB: its passes, any recorded "
-                                           "pass node by node, step/continue through it (read-only).",
+                                           "pass node by node, step/continue through it (read-only). It opens "
+                                           "on the passes view (plots over passes, a row per pass): enter shows "
+                                           "a pass in the debugger, escape the pass where the run stopped.",
         epilog="examples:\n  gradtui replay run.db\n  gradtui replay run.db --headless -c 'pass 30' -c print",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("db", metavar="DB", help="the recording (a SQLite database written by --record)")
@@ -67,5 +70,6 @@ def main(argv: list[str]) -> int:
 
     target = ui_target(options.db)
     settle_heap()
-    run_app(None, target=target, commands=commands, theme=options.theme)
+    # commands are for the debugger: with none, the replay opens on its passes view
+    run_app(None, target=target, commands=commands, theme=options.theme, passes_first=not commands)
     return 0  # leaving a replay is how it ends, not a failure of the run

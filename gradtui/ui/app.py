@@ -80,14 +80,16 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
 
     def __init__(self, script: str | None = None, args: Iterable[str] = (), commands: Iterable[str] = (),
                  report: Report | None = None, record_all: bool = False, *,
-                 target: DebugTarget | None = None, theme: str | None = None) -> None:
+                 target: DebugTarget | None = None, theme: str | None = None, passes_first: bool = False) -> None:
         """Debug `script` in a child agent, or the given `target`.
 
         `record_all`: hook every pass, even one nothing can stop in (as a report does), so
         every pass has per-node statistics to browse; else such passes run at plain speed.
         `report`: a Report fed with every event this client sees (full statistics are then
         recorded, as a report wants them). `theme`: a Textual theme name (default gradtui's
-        own, made for 256 colours).
+        own, made for 256 colours). `passes_first`: open on the passes view once the target has
+        told its passes (a replay's landing: which pass is the question a recording is opened
+        for), the debugger under it.
         """
         super().__init__()
         self.register_theme(GRADTUI_THEME)
@@ -117,6 +119,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self._echoed: str | None = None
         """The command line last echoed to the output pane whose answer has not come yet."""
         self.exit_status = 0
+        self.passes_first = passes_first
         """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
 
     # ---- layout --------------------------------------------------------------------------

@@ -82,7 +82,9 @@ class TargetClient(_Base):
     _pending: Change | None
     _flush_timer: Timer | None = None
     _echoed: str | None
+    passes_first: bool
     local_command: Callable[[str], ev.CommandResult | None]
+    action_passes: Callable[[], None]
 
     def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
@@ -120,6 +122,9 @@ class TargetClient(_Base):
         await laid_out.wait()
         async for batch in self.target.batches():
             self.on_batch(batch)
+            if self.passes_first and self.state.summaries:  # the story is in: open on its passes
+                self.passes_first = False
+                self.action_passes()
         self.finished.set()
 
     def on_batch(self, batch: list[ev.Event]) -> None:
@@ -290,7 +295,7 @@ class TargetClient(_Base):
 
 
 def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),
-            theme: str | None = None) -> int:
+            theme: str | None = None, passes_first: bool = False) -> int:
     """Run the UI on `options`' script in a child agent (or on `target`) until the user quits;
     return the script's exit status (QUIT_STATUS if the user quit before it ended).
 
@@ -304,7 +309,7 @@ def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, co
         assert options is not None
         target = ChildTarget(options)
         commands = options.commands
-    app = GradtuiApp(target=target, commands=commands, theme=theme)
+    app = GradtuiApp(target=target, commands=commands, theme=theme, passes_first=passes_first)
     loop = asyncio.new_event_loop()
     watchdog = QuitWatchdog(target, lambda: app._driver, QUIT_GRACE)
     watchdog.start()

@@ -217,3 +217,39 @@ async def test_a_pass_shown_again_replaces_its_old_view_and_summary_in_the_ui_mo
     assert len(indexes) == len(set(indexes)) and indexes[-1] == 26 and state.live.index == 26
     assert state.current == walk_of(db, 26)[0]
     await replay.target.quit()
+
+
+async def test_the_ui_replay_opens_on_its_passes_view_and_goes_from_there_to_a_pass(db):
+    """`gradtui replay DB` (passes_first): the passes view first, its cursor on the pass the run
+    stopped in; escape shows that stop in the debugger, enter on another row that pass."""
+    from gradtui.ui.app import GradtuiApp
+    from gradtui.ui.screens.passes import PassesScreen
+    from gradtui.ui.widgets.node_list import NodeList
+
+    app = GradtuiApp(target=ReplayTarget(db), passes_first=True)
+
+    async def until(predicate, what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not predicate():
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out waiting for {what} (app: {app.state.status_text()})")
+            await pilot.pause(0.02)
+
+    def passes() -> PassesScreen | None:
+        return app.screen if isinstance(app.screen, PassesScreen) else None
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(lambda: passes() is not None and passes().indices, "the passes view")
+        screen = passes()
+        assert screen.indices == list(range(40))
+        assert screen.indices[screen.query_one("#passes-table").cursor_row] == 30
+        await pilot.press("escape")
+        await until(lambda: passes() is None and app.query_one(NodeList).selected == 4, "the stop at #4")
+        assert app.state.view.index == 30 and app.state.paused.pass_index == 30
+        await pilot.press("P")
+        await until(lambda: passes() is not None and passes().indices, "the passes view again")
+        await pilot.press("up", "up", "enter")
+        await until(lambda: passes() is None and app.state.view is not None and app.state.view.index == 28,
+                    "pass 28 shown")
+        assert app.state.current == walk_of(db, 28)[0]
+        await pilot.press("q")

@@ -192,8 +192,9 @@ def test_passes_screen_after_a_loop(snap_compare):
 
 
 def test_replay_passes_view_with_its_plots(snap_compare, tmp_path):
-    """P in `gradtui replay` of plots_loop.py recorded with `--record-every 1`: loss, gradient
-    norm (pass 8's is not finite: a red line), non-finite count and per-module norm over passes."""
+    """`gradtui replay` of plots_loop.py recorded with `--record-every 1` opens on its passes
+    view: loss, gradient norm (pass 8's is not finite: a red line), non-finite count and
+    per-module norm over passes; the cursor on pass 11, where the replay pauses under it."""
     import subprocess
     import sys
 
@@ -210,9 +211,9 @@ def test_replay_passes_view_with_its_plots(snap_compare, tmp_path):
         app = pilot.app
         await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 11,
                        what="the replay's pause in pass 11")
-        await pilot.press("P")
         await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
         await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
-    assert snap_compare(GradtuiApp(target=ReplayTarget(str(db))), terminal_size=(120, 40), run_before=run_before)
+    app = GradtuiApp(target=ReplayTarget(str(db)), passes_first=True)  # as `gradtui replay DB` makes it
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

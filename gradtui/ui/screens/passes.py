@@ -24,7 +24,13 @@ COLUMNS = ("pass", "loss", "nodes", "hits", "non-finite", "call")
 
 class PassTable(DataTable):
     """A DataTable where one click on a row chooses it (a DataTable chooses only a row already
-    under the cursor, which takes a second click)."""
+    under the cursor, which takes a second click), and whose cursor row is in view once it has a
+    size (the cursor is set on mount, before the screen is laid out: a scroll then went nowhere,
+    and the pass on screen was off the bottom of the table)."""
+
+    def on_resize(self) -> None:
+        """Scroll the cursor's row into view at the table's new size."""
+        self.call_after_refresh(self._scroll_cursor_into_view)
 
     async def _on_click(self, event: events.Click) -> None:
         await super()._on_click(event)
@@ -60,8 +66,11 @@ class PassesScreen(Screen[int | None]):
             yield PassTable(id="passes-table", cursor_type="row", zebra_stripes=True)
 
     def _note(self) -> str:
-        kept = len(self.state.views)
         shown = len(self.state.summaries)
+        if self.recording:
+            recorded = sum(summary.recorded for summary in self.state.summaries)
+            return f"{shown} passes listed · {recorded} with per-node data · unhooked: loss and flow only"
+        kept = len(self.state.views)
         return f"{shown} passes · node data kept for the last {kept} · unhooked: loss and flow only"
 
     def on_mount(self) -> None:
