@@ -117,9 +117,12 @@ class TargetClient(_Base):
         # The first events are drawn once the panes are laid out: text cut or wrapped to a pane's
         # width, made before it has one, was laid out at that width's height and redrawn a frame
         # later, a layout that a modal screen opened in between (P at once) put off until it closed.
-        laid_out = asyncio.Event()
-        self.call_after_refresh(laid_out.set)
-        await laid_out.wait()
+        # Opening on the passes view, the debugger is laid out when it is first shown (its panes
+        # redraw at their widths then, on_resize): its empty first paint is not waited for.
+        if not self.passes_first:
+            laid_out = asyncio.Event()
+            self.call_after_refresh(laid_out.set)
+            await laid_out.wait()
         async for batch in self.target.batches():
             self.on_batch(batch)
             if self.passes_first and self.state.summaries:  # the story is in: open on its passes
@@ -140,8 +143,9 @@ class TargetClient(_Base):
                     self._fold(self.state.apply_ran(events_))  # type: ignore[arg-type]
                 elif kind is ev.Output:
                     self.flush()
-                    for stream, lines in itertools.groupby(events_, lambda e: e.stream):
-                        self.query_one(OutputLog).write_stream("".join(e.text for e in lines), STREAM_STYLE[stream])
+                    self.query_one(OutputLog).write_streams(
+                        ("".join(e.text for e in lines), STREAM_STYLE[stream])
+                        for stream, lines in itertools.groupby(events_, lambda e: e.stream))
                 else:
                     for event in events_:
                         self._on_engine_event(event)

@@ -191,14 +191,11 @@ def test_passes_screen_after_a_loop(snap_compare):
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_replay_passes_view_with_its_plots(snap_compare, tmp_path):
-    """`gradtui replay` of plots_loop.py recorded with `--record-every 1` opens on its passes
-    view: loss, gradient norm (pass 8's is not finite: a red line), non-finite count and
-    per-module norm over passes; the cursor on pass 11, where the replay pauses under it."""
+def _plots_recording(tmp_path) -> str:
+    """plots_loop.py recorded with `--record-every 1`: 12 passes, pass 8's gradient not finite."""
     import subprocess
     import sys
 
-    from gradtui.record.replay import ReplayTarget
     from conftest import REPO
 
     db = tmp_path / "run.db"
@@ -206,14 +203,44 @@ def test_replay_passes_view_with_its_plots(snap_compare, tmp_path):
                            "-c", "continue", ui_script("plots_loop.py")], capture_output=True, text=True,
                           timeout=90, cwd=REPO, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
+    return str(db)
+
+
+def _replay_app(db: str) -> GradtuiApp:
+    from gradtui.record.replay import ReplayTarget
+
+    return GradtuiApp(target=ReplayTarget(db), passes_first=True)  # as `gradtui replay DB` makes it
+
+
+async def _replay_paused_in_pass_11(pilot) -> None:
+    app = pilot.app
+    await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 11,
+                   what="the replay's pause in pass 11")
+    await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
+
+
+def test_replay_passes_view_with_its_plots(snap_compare, tmp_path):
+    """`gradtui replay` of plots_loop.py opens on its passes view: loss, gradient norm (pass
+    8's is not finite: a red line), non-finite count and per-module norm over passes; the
+    cursor on pass 11, where the replay pauses under it."""
 
     async def run_before(pilot):
-        app = pilot.app
-        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 11,
-                       what="the replay's pause in pass 11")
-        await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
+        await _replay_paused_in_pass_11(pilot)
         await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
-    app = GradtuiApp(target=ReplayTarget(str(db)), passes_first=True)  # as `gradtui replay DB` makes it
-    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+    assert snap_compare(_replay_app(_plots_recording(tmp_path)), terminal_size=(120, 40), run_before=run_before)
+
+
+def test_replay_debugger_after_the_passes_view(snap_compare, tmp_path):
+    """Escape from the replay's passes view: the debugger, first drawn now, at its panes'
+    widths (its first events were applied before it was ever laid out)."""
+
+    async def run_before(pilot):
+        await _replay_paused_in_pass_11(pilot)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(pilot.app.screen, PassesScreen), what="the debugger")
+        await wait_for(pilot, lambda: pilot.app.query_one(NodeList).selected is not None, what="the selected node")
+        await _settle(pilot)
+
+    assert snap_compare(_replay_app(_plots_recording(tmp_path)), terminal_size=(120, 40), run_before=run_before)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import OrderedDict
+from collections.abc import Iterable
 from itertools import accumulate
 from typing import NamedTuple
 
@@ -107,6 +108,15 @@ class OutputLog(ScrollView, can_focus=True):
 
     def write_stream(self, text: str, style: str = "") -> None:
         """Add a chunk of the script's output with terminal semantics (see module doc)."""
+        self.write_streams([(text, style)])
+
+    def write_streams(self, chunks: Iterable[tuple[str, str]]) -> None:
+        """Add chunks of output, (text, style) each (stdout and stderr in turn), drawn once."""
+        for text, style in chunks:
+            self._write(text, style)
+        self._changed()
+
+    def _write(self, text: str, style: str) -> None:
         text = _CONTROL.sub("", text.replace("\r\n", "\n").expandtabs(8))
         for i, piece in enumerate(text.split("\n")):
             if i > 0:  # a newline ended the previous piece
@@ -118,7 +128,6 @@ class OutputLog(ScrollView, can_focus=True):
                     self._restart = True
                 if part:
                     self._put(part, style)
-        self._changed()
 
     def _put(self, part: str, style: str) -> None:
         if self._open and not self._restart:
