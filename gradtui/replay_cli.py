@@ -22,10 +22,11 @@ from gradtui.wire.target import TargetError
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `gradtui replay`."""
     parser = argparse.ArgumentParser(
-        prog="gradtui replay", description="Browse a recording made with --record DB: its passes, any recorded "
-                                           "pass node by node, step/continue through it (read-only). It opens "
-                                           "on the passes view (plots over passes, a row per pass): enter shows "
-                                           "a pass in the debugger, escape the pass where the run stopped.",
+        prog="gradtui replay",
+        description="Browse a recording made with --record DB: its passes, any recorded pass node by node,\n"
+                    "step/continue through it (read-only). It opens on the passes view (plots over the\n"
+                    "passes, a row per pass): enter shows a pass in the debugger, escape the pass where\n"
+                    "the run stopped, P the passes view again.",
         epilog="examples:\n  gradtui replay run.db\n  gradtui replay run.db --headless -c 'pass 30' -c print",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("db", metavar="DB", help="the recording (a SQLite database written by --record)")
