@@ -24,21 +24,17 @@ import contextlib
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch.nn.modules import module as _nn_module
 from torch.overrides import TorchFunctionMode
 
-from gradtui.core.compat import get_function_mode_stack as _get_current_function_mode_stack
 from gradtui.core.compat import get_sequence_nr as _get_sequence_nr
 from gradtui.core.compat import is_compiling as _is_compiling
-from gradtui.core.compat import pop_mode as _pop_mode
 from gradtui.core.compat import push_mode as _push_mode
-from gradtui.core.places import is_user_file as _is_user_file
 
-from gradtui.core import blame, userfiles
+from gradtui.core import blame, modestack, userfiles
 
 SOURCE_KEY = "gradtui.source"
 MODULE_KEY = "gradtui.module"
@@ -196,44 +192,14 @@ class Provenance(TorchFunctionMode):
         _nn_module._has_any_global_hook = has_other_hook
 
     def _pop_self(self) -> bool:
-        """Take this mode off the calling thread's mode stack, keeping any mode pushed above it;
-        False if it was not there."""
-        if not any(mode is self for mode in _get_current_function_mode_stack()):
-            return False
-        above = []
-        while (mode := _pop_mode()) is not self:
-            above.append(mode)
-        for mode in reversed(above):
-            _push_mode(mode)
-        return True
+        """Take this mode off the calling thread's mode stack (`modestack.remove`)."""
+        return modestack.remove(self)
 
-    @contextlib.contextmanager
-    def suspended(self) -> Iterator[None]:
-        """Record nothing on this thread meanwhile, at no cost per op: the mode is off the stack.
-
-        For a backward pass: its hooks' reductions (gradtui's and the user's) make no node
-        worth a source, yet each would go through `__torch_function__`.
-        """
-        stack = _get_current_function_mode_stack()
-        where = next((i for i, mode in enumerate(stack) if mode is self), None)
-        if where is None:
-            yield
-            return
-        above = stack[where + 1:]
-        self._pop_self()
-        try:
-            yield
-        finally:
-            now = _get_current_function_mode_stack()
-            count = len(above)
-            if count <= len(now) and all(a is b for a, b in zip(now[len(now) - count:], above)):
-                for _ in range(count):  # put this mode back under the modes that were above it
-                    _pop_mode()
-                _push_mode(self)
-                for mode in above:
-                    _push_mode(mode)
-            else:  # the script changed the stack meanwhile: back on top
-                _push_mode(self)
+    def suspended(self) -> contextlib.AbstractContextManager[None]:
+        """Record nothing on this thread meanwhile, at no cost per op: the mode is off the stack
+        (`modestack.suspended`). For a backward pass: its hooks' reductions (gradtui's and the
+        user's) make no node worth a source, yet each would go through `__torch_function__`."""
+        return modestack.suspended(self)
 
     def _wrap_thread_start(self) -> None:
         """Record the threads the script starts too: push this mode at the start of their run

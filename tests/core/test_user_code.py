@@ -33,6 +33,6 @@ def test_every_check_gives_the_same_answer(kind):
     assert places.library_of(path) == library
     user = library is None
     assert places.is_user_file(path) is user
-    assert provenance._is_user_file(path) is user
+    assert provenance._is_user_file_cached(path) is user  # the check its forward hot path makes
     assert (fmt.library_package(path) is None) is user
     assert runner._is_internal(path) is (library == "gradtui" or path == "<frozen runpy>")
