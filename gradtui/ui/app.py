@@ -45,7 +45,8 @@ from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.ranks import RankStrip
-from gradtui.ui.widgets.node_list import Marker, NodeList
+from gradtui.ui.widgets.node_list import NodeList
+from gradtui.ui.widgets.node_rows import Marker
 from gradtui.ui.widgets.output_log import OutputLog
 from gradtui.wire.child import ChildTarget
 from gradtui.wire.target import DebugTarget

@@ -1,5 +1,6 @@
 """The node list: every node of the pass in engine order, one row each, drawn lazily; or
-(`by_module`) the same nodes folded into a tree of nn.Module paths (`ModuleTree`).
+(`by_module`) the same nodes folded into a tree of nn.Module paths (`ModuleTree`); each row's
+segments are `node_rows.RowPainter`'s.
 
 A Line API widget (ScrollView + `render_line`): only the rows on screen are ever rendered,
 so a 10,000-node pass costs what 40 rows cost, and a step redraws only the rows whose
@@ -9,11 +10,8 @@ rebuilt on expand and collapse, so it is drawn the same way.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from dataclasses import dataclass
 
-from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
 from textual.geometry import Region, Size
@@ -22,32 +20,9 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gradtui.core.breakpoints import Spec, matches_node
-from gradtui.core.nodes import node_tags
-from gradtui.core.stats import format_number
-from gradtui.ui.fmt import cut_left, list_op
-from gradtui.ui.modtree import ModuleTree, display_name
+from gradtui.ui.modtree import ModuleTree
 from gradtui.ui.state import PassView, UIState
-
-NAME_WIDTH = 22
-"""Op names longer than this are cut (labels start in one column)."""
-
-MODULE_WIDTH = 24
-"""The module path column (engine order) is at most this wide, cut from the left."""
-
-MODULE_ROOM = 6
-"""...and shown only when this many cells are left after the labels (labels come first)."""
-
-SHORT_BELOW = 16
-"""Op names lose their `Backward0` when the labels would get fewer cells than this."""
-
-
-class Marker(NamedTuple):
-    """A breakpoint as the node list marks it: its number and parsed spec."""
-
-    number: int
-    spec: Spec
-
+from gradtui.ui.widgets.node_rows import Marker, RowPainter, Widths
 
 class NodeList(ScrollView, can_focus=True):
     """Rows of `state.view.order`: marker, id, op name, labels, module, flags (⚠ non-finite,
@@ -94,10 +69,7 @@ class NodeList(ScrollView, can_focus=True):
         self.state = state
         self.breakpoints = breakpoints
         """The target's breakpoints (from its BreakpointsChanged events), to mark matching rows."""
-        self._id_width = 1
-        self._name_width = 8
-        self._short_width = 4
-        self._tags_width = 0
+        self._painter = RowPainter(self._style)
         self._tree: ModuleTree | None = None
 
     # ---- what is shown -------------------------------------------------------------------
@@ -154,17 +126,7 @@ class NodeList(ScrollView, can_focus=True):
         view = self.view
         self._tree = None
         if view:
-            # One walk over the nodes' data (a 10,000-node pass has a few distinct op names):
-            # looking each node up in networkx, three times, took 0.1 s of the first paint.
-            names: set[str] = set()
-            tags_width = 0
-            for _, data in view.graph.nodes(data=True):
-                names.add(data["name"])
-                tags_width = max(tags_width, len(" ".join(node_tags(data))))
-            self._id_width = len(str(max(view.order, default=0)))
-            self._name_width = min(NAME_WIDTH, max((len(name) for name in names), default=8))
-            self._short_width = min(NAME_WIDTH, max((len(list_op(name)) for name in names), default=4))
-            self._tags_width = tags_width
+            self._painter.widths = Widths.of(view)
         self._resize()
         self.scroll_to(0, 0, animate=False, immediate=True)
         self.cursor = 0
@@ -318,100 +280,16 @@ class NodeList(ScrollView, can_focus=True):
             return Strip.blank(width, base)
         if row == self.cursor:
             base = base + self._style("cursor")
-        tree = self.tree
+        tree, rows, current = self.tree, self._painter, self.state.current
         if tree is None:
-            segments = self._row_segments(view, view.order[row], width, base)
+            segments = rows.node_row(view, view.order[row], width, base, current, self.breakpoints)
         else:
             item = tree.rows[row]
             if item.module is not None:
-                segments = self._module_segments(tree, item.module, item.depth, width, base)
+                segments = rows.module_row(tree, item.module, item.depth, width, base)
             else:
-                segments = self._row_segments(view, item.node, width, base, indent=2 * item.depth)
+                segments = rows.node_row(view, item.node, width, base, current, self.breakpoints, indent=2 * item.depth)
         return Strip(segments).crop_extend(0, width, base).apply_meta({"row": row})
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"node-list--{name}")
-
-    def _module_segments(self, tree: ModuleTree, path: str, depth: int, width: int, base: Style) -> list[Segment]:
-        """`▾ layers.3      61  1.204e-3 ⚠`: twisty, name, node count, norm of the gradient leaving it."""
-        module = tree.modules[path]
-        stats = tree.stats(path)
-        twisty = "▾" if path in tree.expanded else "▸"
-        norm = format_number(stats.out_norm) if stats.out_norm is not None else "·"
-        digits = len(str(max((m.count for m in tree.modules.values()), default=1)))
-        right = f" {stats.count:>{digits}} {norm:>9} "
-        flag = "⚠" if stats.nonfinite else " "
-        name = display_name(module)
-        room = max(1, width - 2 * depth - 2 - len(right) - 1)
-        if len(name) > room:
-            name = cut_left(name, room)
-        pad = max(0, width - 2 * depth - 2 - len(name) - len(right) - 1)
-        done = stats.ran == stats.count
-        return [
-            Segment(" " * (2 * depth) + twisty + " ", base + self._style("id")),
-            Segment(name, base + self._style("module")),
-            Segment(" " * pad, base),
-            Segment(f" {stats.count:>{digits}}", base + self._style("count")),
-            Segment(f" {norm:>9} ", base + (self._style("done") if done else Style())),
-            Segment(flag, base + self._style("warning")),
-        ]
-
-    def _row_segments(self, view: PassView, node: int, width: int, base: Style, indent: int | None = None) -> list[Segment]:
-        """Marker, id, op name, labels; the module path in engine order (`indent` None); flags."""
-        data = view.graph.nodes[node]
-        marker, marker_style = self._marker(view, node)
-        flags = []
-        if node in view.nonfinite:
-            flags.append(Segment("⚠", base + self._style("warning")))
-        if self._has_breakpoint(view, node, data):
-            flags.append(Segment("●", base + self._style("breakpoint")))
-        name, name_width = data["name"], self._name_width
-        lead = indent or 0
-        reserve = len(flags) + 1 if flags else 0
-        if width - (lead + 4 + self._id_width + name_width) - reserve < min(self._tags_width, SHORT_BELOW):
-            # narrow: `Mul` rather than `MulBackward0`, so the labels (what the user named) fit
-            name, name_width = list_op(name), self._short_width
-        if len(name) > name_width:
-            name = name[: name_width - 1] + "…"
-        tags = " ".join(node_tags(data))
-        fixed = lead + 2 + self._id_width + 1 + name_width + 1
-        room = max(0, width - fixed - reserve)
-        module = (data.get("module") or "") if indent is None and room - len(tags) - 1 >= MODULE_ROOM else ""
-        if module:
-            cap = min(MODULE_WIDTH, room - len(tags) - 1)
-            if len(module) > cap:
-                module = cut_left(module, cap)
-            room -= len(module) + 1
-        if len(tags) > room:
-            tags = tags[: max(0, room - 1)] + "…" if room > 0 else ""
-        name_style = base + (self._style("pending") if node not in view.ran and node != self.state.current else Style())
-        segments = [
-            Segment(" " * lead + f"{marker} ", base + marker_style),
-            Segment(f"{node:>{self._id_width}} ", base + self._style("id")),
-            Segment(f"{name:<{name_width}} ", name_style),
-            Segment(tags, base + self._style("label")),
-        ]
-        used = fixed + len(tags)
-        if module:
-            pad = width - used - len(module) - reserve - 1
-            segments.append(Segment(" " * max(1, pad), base))
-            segments.append(Segment(module, base + self._style("module-path")))
-            used += max(1, pad) + len(module)
-        pad = width - used - len(flags) - 1
-        if flags and pad > 0:
-            segments.append(Segment(" " * pad, base))
-            segments.extend(flags)
-        return segments
-
-    def _marker(self, view: PassView, node: int) -> tuple[str, Style]:
-        if node == view.failed_node:
-            return "✗", self._style("failed")
-        if node == self.state.current:
-            return "▶", self._style("current")
-        if node in view.ran:
-            return "✓", self._style("done")
-        return " ", Style()
-
-    def _has_breakpoint(self, view: PassView, node: int, data: dict) -> bool:
-        first = view.order and view.order[0] == node
-        return any(matches_node(bp.spec, data, node, view.index, bool(first)) for bp in self.breakpoints)

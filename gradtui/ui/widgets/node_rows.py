@@ -1,0 +1,162 @@
+"""The node list's rows as Rich segments: a node's (marker, id, op name, labels, module path,
+flags) and a module's in the module tree (twisty, name, node count, norm of the gradient
+leaving it). `NodeList` draws only the rows on screen and asks `RowPainter` for each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from rich.segment import Segment
+from rich.style import Style
+
+from gradtui.core.breakpoints import Spec, matches_node
+from gradtui.core.nodes import node_tags
+from gradtui.core.stats import format_number
+from gradtui.ui.fmt import cut_left, list_op
+from gradtui.ui.modtree import ModuleTree, display_name
+from gradtui.ui.state import PassView
+
+NAME_WIDTH = 22
+"""Op names longer than this are cut (labels start in one column)."""
+
+MODULE_WIDTH = 24
+"""The module path column (engine order) is at most this wide, cut from the left."""
+
+MODULE_ROOM = 6
+"""...and shown only when this many cells are left after the labels (labels come first)."""
+
+SHORT_BELOW = 16
+"""Op names lose their `Backward0` when the labels would get fewer cells than this."""
+
+
+class Marker(NamedTuple):
+    """A breakpoint as the node list marks it: its number and parsed spec."""
+
+    number: int
+    spec: Spec
+
+
+@dataclass
+class Widths:
+    """Column widths for one pass, so labels start in one column on every row."""
+
+    id: int = 1
+    name: int = 8
+    short: int = 4
+    """The op name without its `Backward0`, on narrow panes."""
+    tags: int = 0
+    """The widest labels."""
+
+    @classmethod
+    def of(cls, view: PassView) -> "Widths":
+        """Measured in one walk over the nodes' data (a 10,000-node pass has a few distinct op
+        names: looking each node up in networkx, three times, took 0.1 s of the first paint)."""
+        names: set[str] = set()
+        tags = 0
+        for _, data in view.graph.nodes(data=True):
+            names.add(data["name"])
+            tags = max(tags, len(" ".join(node_tags(data))))
+        return cls(len(str(max(view.order, default=0))),
+                   min(NAME_WIDTH, max((len(name) for name in names), default=8)),
+                   min(NAME_WIDTH, max((len(list_op(name)) for name in names), default=4)), tags)
+
+
+class RowPainter:
+    """The segments of one row (see module doc); `style(name)` is the widget's component style
+    `node-list--NAME`."""
+
+    def __init__(self, style: Callable[[str], Style]) -> None:
+        self._style = style
+        self.widths = Widths()
+
+    def module_row(self, tree: ModuleTree, path: str, depth: int, width: int, base: Style) -> list[Segment]:
+        """`▾ layers.3      61  1.204e-3 ⚠`: twisty, name, node count, norm of the gradient leaving it."""
+        module = tree.modules[path]
+        stats = tree.stats(path)
+        twisty = "▾" if path in tree.expanded else "▸"
+        norm = format_number(stats.out_norm) if stats.out_norm is not None else "·"
+        digits = len(str(max((m.count for m in tree.modules.values()), default=1)))
+        right = f" {stats.count:>{digits}} {norm:>9} "
+        flag = "⚠" if stats.nonfinite else " "
+        name = display_name(module)
+        room = max(1, width - 2 * depth - 2 - len(right) - 1)
+        if len(name) > room:
+            name = cut_left(name, room)
+        pad = max(0, width - 2 * depth - 2 - len(name) - len(right) - 1)
+        done = stats.ran == stats.count
+        return [
+            Segment(" " * (2 * depth) + twisty + " ", base + self._style("id")),
+            Segment(name, base + self._style("module")),
+            Segment(" " * pad, base),
+            Segment(f" {stats.count:>{digits}}", base + self._style("count")),
+            Segment(f" {norm:>9} ", base + (self._style("done") if done else Style())),
+            Segment(flag, base + self._style("warning")),
+        ]
+
+    def node_row(self, view: PassView, node: int, width: int, base: Style, current: int | None,
+                 breakpoints: tuple[Marker, ...], indent: int | None = None) -> list[Segment]:
+        """Marker, id, op name, labels; the module path in engine order (`indent` None); flags.
+        `current`: the node the engine is paused at."""
+        data = view.graph.nodes[node]
+        marker, marker_style = self._marker(view, node, current)
+        flags = []
+        if node in view.nonfinite:
+            flags.append(Segment("⚠", base + self._style("warning")))
+        if _has_breakpoint(breakpoints, view, node, data):
+            flags.append(Segment("●", base + self._style("breakpoint")))
+        widths = self.widths
+        name, name_width = data["name"], widths.name
+        lead = indent or 0
+        reserve = len(flags) + 1 if flags else 0
+        if width - (lead + 4 + widths.id + name_width) - reserve < min(widths.tags, SHORT_BELOW):
+            # narrow: `Mul` rather than `MulBackward0`, so the labels (what the user named) fit
+            name, name_width = list_op(name), widths.short
+        if len(name) > name_width:
+            name = name[: name_width - 1] + "…"
+        tags = " ".join(node_tags(data))
+        fixed = lead + 2 + widths.id + 1 + name_width + 1
+        room = max(0, width - fixed - reserve)
+        module = (data.get("module") or "") if indent is None and room - len(tags) - 1 >= MODULE_ROOM else ""
+        if module:
+            cap = min(MODULE_WIDTH, room - len(tags) - 1)
+            if len(module) > cap:
+                module = cut_left(module, cap)
+            room -= len(module) + 1
+        if len(tags) > room:
+            tags = tags[: max(0, room - 1)] + "…" if room > 0 else ""
+        name_style = base + (self._style("pending") if node not in view.ran and node != current else Style())
+        segments = [
+            Segment(" " * lead + f"{marker} ", base + marker_style),
+            Segment(f"{node:>{widths.id}} ", base + self._style("id")),
+            Segment(f"{name:<{name_width}} ", name_style),
+            Segment(tags, base + self._style("label")),
+        ]
+        used = fixed + len(tags)
+        if module:
+            pad = width - used - len(module) - reserve - 1
+            segments.append(Segment(" " * max(1, pad), base))
+            segments.append(Segment(module, base + self._style("module-path")))
+            used += max(1, pad) + len(module)
+        pad = width - used - len(flags) - 1
+        if flags and pad > 0:
+            segments.append(Segment(" " * pad, base))
+            segments.extend(flags)
+        return segments
+
+    def _marker(self, view: PassView, node: int, current: int | None) -> tuple[str, Style]:
+        if node == view.failed_node:
+            return "✗", self._style("failed")
+        if node == current:
+            return "▶", self._style("current")
+        if node in view.ran:
+            return "✓", self._style("done")
+        return " ", Style()
+
+
+
+def _has_breakpoint(breakpoints: tuple[Marker, ...], view: PassView, node: int, data: dict) -> bool:
+    first = view.order and view.order[0] == node
+    return any(matches_node(bp.spec, data, node, view.index, bool(first)) for bp in breakpoints)
