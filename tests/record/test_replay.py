@@ -63,6 +63,15 @@ class Replay:
         return request, await self.batch()
 
 
+async def until(pilot, predicate, what: str) -> None:
+    """Wait (30 s at most) until `predicate()` holds in the app `pilot` drives."""
+    deadline = time.monotonic() + 30
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what} (app: {pilot.app.state.status_text()})")
+        await pilot.pause(0.02)
+
+
 def pauses(events: list[ev.Event]) -> list[ev.Paused]:
     return [e for e in events if isinstance(e, ev.Paused)]
 
@@ -179,23 +188,16 @@ async def test_the_ui_over_a_recording_shows_the_pass_and_s_steps(db):
 
     app = GradtuiApp(target=ReplayTarget(db))
 
-    async def until(predicate, what: str) -> None:
-        deadline = time.monotonic() + 30
-        while not predicate():
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what} (app: {app.state.status_text()})")
-            await pilot.pause(0.02)
-
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(lambda: app.state.current == 4 and app.query_one(NodeList).selected == 4, "the pause at #4")
+        await until(pilot, lambda: app.state.current == 4 and app.query_one(NodeList).selected == 4, "the pause at #4")
         assert app.state.view.index == 30 and app.state.view.recorded
         assert app.state.pass_text().startswith("pass 30")
         assert len(app.state.view.ran) == len(walk_of(db, 30))  # every recorded node's statistics shown
         await pilot.press("s")
-        await until(lambda: app.state.current == 6, "the step to #6")
+        await until(pilot, lambda: app.state.current == 6, "the step to #6")
         assert app.state.paused.phase == "before" and app.query_one(NodeList).selected == 6
         await pilot.press("z")  # an edit key: refused, nothing changes
-        await until(lambda: "read-only" in "\n".join(app.query_one("#output").plain_lines()),
+        await until(pilot, lambda: "read-only" in "\n".join(app.query_one("#output").plain_lines()),
                     "the refusal in the output pane")
         assert app.state.current == 6
         await pilot.press("q")
@@ -228,28 +230,21 @@ async def test_the_ui_replay_opens_on_its_passes_view_and_goes_from_there_to_a_p
 
     app = GradtuiApp(target=ReplayTarget(db), passes_first=True)
 
-    async def until(predicate, what: str) -> None:
-        deadline = time.monotonic() + 30
-        while not predicate():
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what} (app: {app.state.status_text()})")
-            await pilot.pause(0.02)
-
     def passes() -> PassesScreen | None:
         return app.screen if isinstance(app.screen, PassesScreen) else None
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(lambda: passes() is not None and passes().indices, "the passes view")
+        await until(pilot, lambda: passes() is not None and passes().indices, "the passes view")
         screen = passes()
         assert screen.indices == list(range(40))
         assert screen.indices[screen.query_one("#passes-table").cursor_row] == 30
         await pilot.press("escape")
-        await until(lambda: passes() is None and app.query_one(NodeList).selected == 4, "the stop at #4")
+        await until(pilot, lambda: passes() is None and app.query_one(NodeList).selected == 4, "the stop at #4")
         assert app.state.view.index == 30 and app.state.paused.pass_index == 30
         await pilot.press("P")
-        await until(lambda: passes() is not None and passes().indices, "the passes view again")
+        await until(pilot, lambda: passes() is not None and passes().indices, "the passes view again")
         await pilot.press("up", "up", "enter")
-        await until(lambda: passes() is None and app.state.view is not None and app.state.view.index == 28,
+        await until(pilot, lambda: passes() is None and app.state.view is not None and app.state.view.index == 28,
                     "pass 28 shown")
         assert app.state.current == walk_of(db, 28)[0]
         await pilot.press("q")
