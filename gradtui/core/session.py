@@ -332,6 +332,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         """Tell clients the breakpoints as they are now."""
         self.emit(self.breakpoint_state())
 
+
 def _on_cpu(roots: tuple[Any, ...]) -> bool:
     """Are a pass's roots (its losses) CPU tensors? Reading statistics back then syncs nothing."""
     return all(getattr(getattr(root, "device", None), "type", "cpu") == "cpu" for root in roots)

@@ -17,6 +17,7 @@ from gradtui.core import events as ev
 from gradtui.core.breakpoints import Breakpoint, Breakpoints
 from gradtui.core.stats import Stats, any_nonfinite
 
+
 class Hit(NamedTuple):
     """A value breakpoint that matched a node that has already run."""
 

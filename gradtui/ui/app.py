@@ -120,8 +120,9 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self._echoed: str | None = None
         """The command line last echoed to the output pane whose answer has not come yet."""
         self.exit_status = 0
-        self.passes_first = passes_first
         """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
+        self.passes_first = passes_first
+        """Open on the passes view when the target's passes are in (cleared once it is open)."""
 
     # ---- layout --------------------------------------------------------------------------
 

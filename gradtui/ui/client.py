@@ -117,8 +117,8 @@ class TargetClient(_Base):
         # The first events are drawn once the panes are laid out: text cut or wrapped to a pane's
         # width, made before it has one, was laid out at that width's height and redrawn a frame
         # later, a layout that a modal screen opened in between (P at once) put off until it closed.
-        # Opening on the passes view, the debugger is laid out when it is first shown (its panes
-        # redraw at their widths then, on_resize): its empty first paint is not waited for.
+        # Not when opening on the passes view: the debugger is then laid out when first shown, and
+        # its panes redraw at their widths (on_resize).
         if not self.passes_first:
             laid_out = asyncio.Event()
             self.call_after_refresh(laid_out.set)
