@@ -30,13 +30,10 @@ from gradtui.core.flowtext import format_flow
 from gradtui.core.stats import any_nonfinite, format_grads
 from gradtui.record.reader import NodeStats, PassFigures, PassInfo, PassSpan, Recording
 from gradtui.record.replay_commands import REPLAY_HELP, ShowPass, open_recording, parse_replay, ranges
-from gradtui.record.story import (  # noqa: F401 - the story's constants, re-exported
-    STORY_GRAPHS, STORY_OUTPUT, STORY_PASSES, pass_finished, pass_started, recorded_graph, tell,
-)
+from gradtui.record.story import pass_finished, pass_started, recorded_graph, tell
 from gradtui.wire.target import TargetInfo
 
-__all__ = ["READ_ONLY", "STORY_GRAPHS", "STORY_OUTPUT", "STORY_PASSES", "ReplayTarget", "ShowPass", "open_recording",
-           "parse_replay"]
+__all__ = ["READ_ONLY", "ReplayTarget", "ShowPass", "open_recording", "parse_replay"]
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
 

@@ -120,7 +120,7 @@ def test_the_open_does_the_same_sqlite_work_for_a_run_40_times_longer(recordings
         target, story, pause, figures = asyncio.run(opened(path))
         work[count] = traced.steps
         asyncio.run(target.quit())
-        assert len([e for e in story if isinstance(e, ev.PassStarted)]) == replay.STORY_PASSES
+        assert len([e for e in story if isinstance(e, ev.PassStarted)]) == stories.STORY_PASSES
         assert len(figures) <= 2 * replay.FIGURE_POINTS + 1
     # the story and the plots read the same number of rows from both: a scan of the long run's
     # 20,000 passes (or its 60,000 flow rows) would be thousands of steps more
@@ -174,14 +174,14 @@ async def test_a_long_recording_tells_its_last_passes_and_shows_any_pass_on_dema
     count = 20_000
     target, story, pause, _ = await opened(recordings[count])
     started = [e.index for e in story if isinstance(e, ev.PassStarted)]
-    assert started == list(range(count - replay.STORY_PASSES, count))
+    assert started == list(range(count - stories.STORY_PASSES, count))
     texts = [e.text for e in story if isinstance(e, ev.Output)]
-    first_told = count - replay.STORY_PASSES
+    first_told = count - stories.STORY_PASSES
     assert texts[:2] == ["loading\n", "ready\n"]  # the lines before the first pass
-    earlier = [f"step {i} line 0\n" for i in range(first_told - replay.STORY_OUTPUT, first_told)]
-    assert texts[2:2 + replay.STORY_OUTPUT] == earlier  # the last lines of the passes not listed
-    assert "are not listed" in texts[2 + replay.STORY_OUTPUT]
-    told = texts[3 + replay.STORY_OUTPUT:]
+    earlier = [f"step {i} line 0\n" for i in range(first_told - stories.STORY_OUTPUT, first_told)]
+    assert texts[2:2 + stories.STORY_OUTPUT] == earlier  # the last lines of the passes not listed
+    assert "are not listed" in texts[2 + stories.STORY_OUTPUT]
+    told = texts[3 + stories.STORY_OUTPUT:]
     assert told == [f"step {i} line 0\n" for i in range(first_told, count)]
     # each told pass's line comes right after its PassFinished
     at = next(k for k, e in enumerate(story) if isinstance(e, ev.PassFinished) and e.index == count - 1)
@@ -218,7 +218,7 @@ async def test_the_ui_story_tells_the_same_lines_in_one_piece_before_the_passes(
     await transcript.quit()
     await ui.quit()
     lines = [e for e in told if isinstance(e, ev.Output)]
-    assert [e for e in grouped if isinstance(e, ev.Output)] == lines and len(lines) > replay.STORY_PASSES
+    assert [e for e in grouped if isinstance(e, ev.Output)] == lines and len(lines) > stories.STORY_PASSES
     first_pass = next(k for k, e in enumerate(grouped) if isinstance(e, ev.PassStarted))
     assert all(isinstance(e, ev.Output) for e in grouped[1:first_pass])
     assert not any(isinstance(e, ev.Output) for e in grouped[first_pass:])
