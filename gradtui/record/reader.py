@@ -293,7 +293,7 @@ class Recording:
 
     def output(self) -> list[OutputLine]:
         """The script's output, in order."""
-        return [OutputLine(p, s, t) for p, s, t in self._db.execute("SELECT pass, stream, text FROM output ORDER BY seq")]
+        return self._lines("ORDER BY seq", ())
 
     def output_story(self, first: int | None, limit: int) -> OutputStory:
         """The output a replay tells when it lists the passes from `first` on (None: none ended):

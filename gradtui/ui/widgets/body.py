@@ -4,11 +4,13 @@
 small machine, the whole of a step's budget), and the panes are shown several times a
 pause. `Body.set` skips a text that did not change, and asks for a layout only when the
 text's height at the current width changed (the only thing about it the layout depends
-on); otherwise it repaints just its own region.
+on); otherwise it repaints just its own region. `BodyPane` is a scrolling pane of one Body
+whose title and text are each redrawn only if they changed.
 """
 
 from __future__ import annotations
 
+from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
@@ -41,3 +43,20 @@ class Body(Static):
         layout = measure is None or measure != self._measure
         self.shown, self._measure = content, measure
         self.update(content, layout=layout)
+
+
+class BodyPane(VerticalScroll):
+    """A pane (detail, graph) that shows its text in the one Body it composes, under a border
+    title; `_draw` redraws each only if it changed."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._title: str | None = None
+        """The border title last drawn."""
+
+    def _draw(self, title: str, body: Content) -> None:
+        """Title and text: each redrawn only if it changed (see Body)."""
+        if title != self._title:
+            self._title = title
+            self.border_title = title
+        self.query_one(Body).set(body)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.content import Content
 
 from gradtui.core.nodes import node_tags
@@ -14,7 +13,7 @@ from gradtui.ui import fmt
 from gradtui.ui.flowtable import flow_rows
 from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import Grads, PassView, UIState
-from gradtui.ui.widgets.body import Body
+from gradtui.ui.widgets.body import Body, BodyPane
 from gradtui.ui.widgets.source import source_block, source_row, warm_highlighter
 
 LEAVES_SHOWN = 12
@@ -47,7 +46,7 @@ def _heading(text: str, note: str = "", note_style: str = MUTED) -> Content:
     return _line((text, "bold $text-primary"), ("  " + note if note else "", note_style))
 
 
-class DetailPane(VerticalScroll):
+class DetailPane(BodyPane):
     """Shows one node: op, names, source, the gradient arriving, what it sent on, neighbours."""
 
     def __init__(self, state: UIState, home: str | None = None, **kwargs) -> None:
@@ -57,7 +56,6 @@ class DetailPane(VerticalScroll):
         """The script's folder: paths in tracebacks are shown relative to it."""
         self.node: int | None = None
         self._compact = False
-        self._title: str | None = None
 
     @property
     def compact(self) -> bool:
@@ -78,13 +76,6 @@ class DetailPane(VerticalScroll):
     def on_mount(self) -> None:
         """Warm the highlighter in a thread, so that the first pause does not wait for it."""
         self.run_worker(warm_highlighter, name="warm-highlighter", thread=True, exit_on_error=False)
-
-    def _draw(self, title: str, body: Content) -> None:
-        """Title and text: each redrawn only if it changed (see Body)."""
-        if title != self._title:
-            self._title = title
-            self.border_title = title
-        self.query_one("#detail-body", Body).set(body)
 
     def show(self, node: int | None) -> None:
         """Show `node` (None: whatever the state says, e.g. before the first pass)."""

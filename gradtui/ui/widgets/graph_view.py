@@ -11,13 +11,12 @@ from collections.abc import Iterable
 
 import networkx as nx
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.content import Content
 
 from gradtui.core.nodes import node_tags
 from gradtui.ui.fmt import short_op
 from gradtui.ui.state import PassView, UIState
-from gradtui.ui.widgets.body import Body
+from gradtui.ui.widgets.body import Body, BodyPane
 
 WHOLE_LIMIT = 40
 """Passes with at most this many nodes are drawn whole."""
@@ -25,7 +24,7 @@ WHOLE_LIMIT = 40
 NEIGHBOURS_SHOWN = 8
 """At most this many consumers / inputs are listed."""
 
-class GraphPane(VerticalScroll):
+class GraphPane(BodyPane):
     """Neighbourhood of the selected node, and the layered pass if small (see module doc)."""
 
     def __init__(self, state: UIState, **kwargs) -> None:
@@ -34,18 +33,10 @@ class GraphPane(VerticalScroll):
         self._layers: list[list[int]] | None = None
         self._layers_of: int | None = None
         self._shown: int | None = None
-        self._title: str | None = None
 
     def compose(self) -> ComposeResult:
         """One Body holds the drawing."""
         yield Body(id="graph-body")
-
-    def _draw(self, title: str, body: Content) -> None:
-        """Title and drawing: each redrawn only if it changed (see Body)."""
-        if title != self._title:
-            self._title = title
-            self.border_title = title
-        self.query_one("#graph-body", Body).set(body)
 
     def show(self, node: int | None) -> None:
         """Draw around `node`."""
