@@ -202,8 +202,8 @@ def run_headless(options: RunOptions) -> int:
     thread); print to stdout (the script's stderr to stderr); stream the report and the recording
     as passes end; return the exit status (OUTPUT_FAILED if the script succeeded but they could
     not be written)."""
-    from gradtui.core.graph import allow_deep_graphs
-    from gradtui.core.runner import ScriptRunner, exit_now
+    from gradtui.engine.graph import allow_deep_graphs
+    from gradtui.engine.runner import ScriptRunner, exit_now
     from gradtui.headless import HeadlessDriver
 
     allow_deep_graphs()  # the script runs on this (the main) thread: freeing a deep graph must not overflow

@@ -11,10 +11,10 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gradtui.core.commands import parse, parse_file
+from gradtui.model.commands import parse, parse_file
 
 if TYPE_CHECKING:  # the events import networkx: `gradtui --help` and bad input answer without it
-    from gradtui.core import events as ev
+    from gradtui.model import events as ev
 
 
 class UsageError(Exception):
@@ -55,7 +55,7 @@ async def drive_headless(target: Any, commands: list[str], *, prog: str, check: 
     may never end). `detached` is printed on detaching. The status is `status_of` the
     ScriptFinished; a target that ends without one went away: status 1.
     """
-    from gradtui.core import events as ev
+    from gradtui.model import events as ev
     from gradtui.headless import HeadlessDriver
     from gradtui.wire.target import TargetError
 

@@ -8,7 +8,7 @@ UI and `attach --headless` all feed their commands through this.
 
 from __future__ import annotations
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 
 
 class CommandFeeder:

@@ -15,10 +15,10 @@ import linecache
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from gradtui.core import events as ev
-from gradtui.core.commands import CommandError, Continue, parse
-from gradtui.core.nodes import node_title
-from gradtui.core.stats import format_grads
+from gradtui.model import events as ev
+from gradtui.model.commands import CommandError, Continue, parse
+from gradtui.model.nodes import node_title
+from gradtui.model.stats import format_grads
 from gradtui.feeder import CommandFeeder
 
 

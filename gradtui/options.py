@@ -85,7 +85,7 @@ class RunOptions:
 
 def build_session(options: RunOptions, *listeners: Any):
     """The session for `options`, with its breakpoints armed and `listeners` attached."""
-    from gradtui.core.session import Session
+    from gradtui.engine.session import Session
 
     session = Session(full_stats=options.full_stats, hook_all_passes=options.hook_all_passes,
                       flow_unhooked=options.flow_unhooked)

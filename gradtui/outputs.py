@@ -25,7 +25,7 @@ class Outputs:
     """The report and the recording of one run (either may be absent)."""
 
     def __init__(self, options: RunOptions) -> None:
-        from gradtui.core.report import JsonStream, Report
+        from gradtui.model.report import JsonStream, Report
 
         self.options = options
         self.report: Any = None

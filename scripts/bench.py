@@ -48,10 +48,10 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gradtui.core import events as ev  # noqa: E402
-from gradtui.core.graph import Names, capture  # noqa: E402
-from gradtui.core.provenance import Provenance  # noqa: E402
-from gradtui.core.session import Session  # noqa: E402
+from gradtui.model import events as ev  # noqa: E402
+from gradtui.engine.graph import Names, capture  # noqa: E402
+from gradtui.engine.provenance import Provenance  # noqa: E402
+from gradtui.engine.session import Session  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_agent import bench_ui, bench_wire  # noqa: E402
@@ -313,7 +313,7 @@ def bench_memory(passes: int) -> None:
 def big_tensor_child(numel: int, repeat: int) -> None:
     """In a fresh process (so the memory high-water is this figure's own): summarize a
     `numel`-element float32 tensor vs `t.norm()`; print the figures as JSON."""
-    from gradtui.core import summary
+    from gradtui.engine import summary
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -20,9 +20,9 @@ import torch
 
 from benchtable import Row, add, median, ms
 from gradtui.agent.server import BATCH_INTERVAL, AgentServer, ServerHooks
-from gradtui.core import events as ev
-from gradtui.core.graph import Names, capture
-from gradtui.core.session import Session
+from gradtui.model import events as ev
+from gradtui.engine.graph import Names, capture
+from gradtui.engine.session import Session
 from gradtui.wire import protocol
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.codec import from_wire, to_wire

@@ -3,7 +3,7 @@ floor, and a 100,000-node chain pass.
 
     python scripts/bench.py --only hostreads,floor,chain100k
 
-`hostreads` counts, with gradtui.core.hostreads.HostReads, the calls that read a tensor back
+`hostreads` counts, with gradtui.engine.hostreads.HostReads, the calls that read a tensor back
 to the host (each a device sync on a GPU) during one pass of the d=64 encoder, per mode;
 `floor` times a no-op prehook + posthook on every node against plain backward (the floor of
 any hook-based design, printed beside the targets it bounds), and one norm of every gradient a
@@ -36,9 +36,9 @@ def _encoder(layers: int, width: int):
 
 def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] = (8, 32)) -> None:
     """Host reads per node of one pass, per mode (a count, the same on any machine)."""
-    from gradtui.core import events as ev
-    from gradtui.core.hostreads import HostReads
-    from gradtui.core.session import CHECK_EVERY, Session
+    from gradtui.model import events as ev
+    from gradtui.engine.hostreads import HostReads
+    from gradtui.engine.session import CHECK_EVERY, Session
 
     model = _encoder(layers, width)
     data = torch.randn(*batch, width)
@@ -139,7 +139,7 @@ CHAIN = """\
 import json, resource, sys, time
 import torch
 torch.set_num_threads(1)
-from gradtui.core.graph import allow_deep_graphs
+from gradtui.engine.graph import allow_deep_graphs
 allow_deep_graphs()  # freeing a 100,000-node chain recurses once per node (DESIGN.md)
 n, mode = int(sys.argv[1]), sys.argv[2]
 x = torch.ones(4, requires_grad=True)
@@ -154,8 +154,8 @@ if mode == "plain":
     loss.backward()
     out["pass"] = time.perf_counter() - start
 else:
-    from gradtui.core import events as ev
-    from gradtui.core.session import Session
+    from gradtui.model import events as ev
+    from gradtui.engine.session import Session
     session = Session(None, provenance=False, full_stats=False)
     start = time.perf_counter()
     def on(event):

@@ -145,9 +145,9 @@ def bench_recorder(steps: int = 20, layers: int = 4, rounds: int = 3) -> None:
     Recorder, its time per NodeRan written, beside the run's own time per node."""
     import torch
 
-    from gradtui.core import events as ev
-    from gradtui.core.runner import ScriptRunner
-    from gradtui.core.session import Session
+    from gradtui.model import events as ev
+    from gradtui.engine.runner import ScriptRunner
+    from gradtui.engine.session import Session
     from gradtui.record.store import Recorder
 
     torch.set_num_threads(1)

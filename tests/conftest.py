@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import torch
 
-from gradtui.core import events as ev
-from gradtui.core.report import Report
-from gradtui.core.runner import ScriptRunner
-from gradtui.core.session import Session
+from gradtui.model import events as ev
+from gradtui.model.report import Report
+from gradtui.engine.runner import ScriptRunner
+from gradtui.engine.session import Session
 from gradtui.headless import HeadlessDriver
 
 REPO = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from gradtui.agent.main import is_loopback, open_listener
 from gradtui.agent.runtime import AgentEntry, remove_entry, write_entry
 from gradtui.agent.server import AgentServer, ServerHooks
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from gradtui.options import RunOptions, build_session
 from gradtui.outputs import Outputs
 
@@ -108,7 +108,7 @@ class Listening:
                     self.session.stop_debugging()
 
     def _submit(self, text: str, request: int) -> None:
-        from gradtui.core.commands import CommandError, Quit, parse
+        from gradtui.model.commands import CommandError, Quit, parse
 
         try:
             quit_ = isinstance(parse(text), Quit)

@@ -37,8 +37,8 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
               listener: socket.socket | None = None, exit_with_client: bool = False,
               tee: bool = False) -> int:
     """Run the script under a session served over `conn` / `listener`; return its exit status."""
-    from gradtui.core.graph import allow_deep_graphs
-    from gradtui.core.runner import ScriptRunner, exit_now
+    from gradtui.engine.graph import allow_deep_graphs
+    from gradtui.engine.runner import ScriptRunner, exit_now
 
     def submit(text: str, request: int) -> None:
         if _is_quit(text):
@@ -122,7 +122,7 @@ def _job_tap(server: AgentServer, listener: socket.socket | None):
 
 
 def _is_quit(text: str) -> bool:
-    from gradtui.core.commands import CommandError, Quit, parse
+    from gradtui.model.commands import CommandError, Quit, parse
 
     try:
         return isinstance(parse(text), Quit)
@@ -159,8 +159,8 @@ def child_main() -> int:
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)  # a pipe, read live by the UI, as a terminal would be
     status = run_agent(options, token, conn=conn, exit_with_client=True)
-    from gradtui.core.events import QUIT_STATUS
-    from gradtui.core.runner import exit_now
+    from gradtui.model.events import QUIT_STATUS
+    from gradtui.engine.runner import exit_now
 
     if status == QUIT_STATUS:  # the user asked to stop: the script's atexit work is not wanted
         exit_now(status)

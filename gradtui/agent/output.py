@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 
 
 class FdTee:

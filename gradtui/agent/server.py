@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradtui.agent.backlog import Backlog
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from gradtui.wire import protocol
 from gradtui.wire.codec import to_wire
 

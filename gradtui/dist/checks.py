@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
-from gradtui.core import events as ev
-from gradtui.core.commands import CommandError, Continue, Finish, Print, Quit, Step, parse
-from gradtui.core.intercept import GradtuiQuit
-from gradtui.core.summary import summarize_all
+from gradtui.model import events as ev
+from gradtui.model.commands import CommandError, Continue, Finish, Print, Quit, Step, parse
+from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.summary import summarize_all
 
 WAIT = timedelta(seconds=0.2)
 

@@ -25,14 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradtui.core import events as ev
-from gradtui.core.commands import (
+from gradtui.model import events as ev
+from gradtui.model.commands import (
     Break, Clip, CommandError, Continue, Delete, Finish, Flow, ListBreakpoints, Print, Quit, Rank, Ranks, Scale, SetGrad,
     Step, Zero, parse,
 )
 from gradtui.agent.runtime import alive
 from gradtui.dist.conn import RankConn
-from gradtui.dist.events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks
+from gradtui.model.dist_events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks
 from gradtui.dist.rank import CONTROL
 
 PARKED = "parked"

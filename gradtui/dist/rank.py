@@ -24,9 +24,9 @@ import time
 import weakref
 from typing import Any
 
-from gradtui.core import events as ev
-from gradtui.core.recorder import PassRecord
-from gradtui.dist.events import RankWaiting
+from gradtui.model import events as ev
+from gradtui.engine.recorder import PassRecord
+from gradtui.model.dist_events import RankWaiting
 from gradtui.dist.job import Timeouts
 
 CONTROL = "gradtui-dist "

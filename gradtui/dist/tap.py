@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from gradtui.dist import job
 from gradtui.dist.rank import CONTROL, RankLink
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtui.core.report import JsonStream
-from gradtui.core.stats import Stats, json_float
+from gradtui.model.report import JsonStream
+from gradtui.model.stats import Stats, json_float
 from gradtui.record.reader import NodeStats, PassInfo, Recording
 
 

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import networkx as nx
 
-from gradtui.core.events import ParamFlow
-from gradtui.core.stats import Stats
+from gradtui.model.events import ParamFlow
+from gradtui.model.stats import Stats
 from gradtui.record import schema
 
 
@@ -226,7 +226,7 @@ class Recording:
                 for i, losses, g, bad in rows]
 
     def graph(self, index: int) -> nx.DiGraph:
-        """Pass `index`'s graph with the node attributes of `gradtui.core.graph` that were recorded
+        """Pass `index`'s graph with the node attributes of `gradtui.engine.graph` that were recorded
         (name, kind, labels, param, source, module, next, seq) and `order`; empty without per-node data."""
         graph = nx.DiGraph()
         rows = self._db.execute("SELECT id, op, kind, labels, param, source, module, ord, next, seq FROM nodes "

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from gradtui.core import events as ev
-from gradtui.core.breakpoints import Breakpoint, Breakpoints, matches_grads
-from gradtui.core.commands import (
+from gradtui.model import events as ev
+from gradtui.model.breakpoints import Breakpoint, Breakpoints, matches_grads
+from gradtui.model.commands import (
     Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, ListBreakpoints, Print,
     Quit, Scale, SetGrad, Step, Why, Zero,
 )
-from gradtui.core.flowtext import format_flow
-from gradtui.core.stats import any_nonfinite, format_grads
+from gradtui.model.flowtext import format_flow
+from gradtui.model.stats import any_nonfinite, format_grads
 from gradtui.record.reader import NodeStats, PassFigures, PassInfo, PassSpan, Recording
 from gradtui.record.replay_commands import REPLAY_HELP, ShowPass, open_recording, parse_replay, ranges
 from gradtui.record.story import pass_finished, pass_started, recorded_graph, tell

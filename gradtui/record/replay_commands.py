@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gradtui.core.commands import HELP, Command, CommandError, parse, parse_int
+from gradtui.model.commands import HELP, Command, CommandError, parse, parse_int
 from gradtui.record import schema
 from gradtui.record.reader import Recording
 from gradtui.wire.target import TargetError
@@ -21,7 +21,7 @@ class ShowPass(Command):
 
 
 def parse_replay(text: str) -> Command:
-    """A replay command line: `pass N`, else the command language of `gradtui.core.commands`."""
+    """A replay command line: `pass N`, else the command language of `gradtui.model.commands`."""
     word, _, rest = text.strip().partition(" ")
     if word.lower() == "pass":
         if not rest.strip():

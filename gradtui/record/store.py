@@ -1,7 +1,7 @@
 """`--record run.db`: a session listener that writes the run into a SQLite database.
 
 Events in, rows out, nothing else: the recorder needs nothing from the session but its events
-(`gradtui.core.events`), so it can run wherever events arrive. Each pass is one transaction,
+(`gradtui.model.events`), so it can run wherever events arrive. Each pass is one transaction,
 committed when the pass ends, together with the output lines, hits and edits since the last
 one; the database is in WAL mode, so a crash, SIGKILL or SIGTERM loses at most the pass in
 flight and the file always opens afterwards. A write that fails (a full disk, a folder
@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from gradtui.core import events as ev
-from gradtui.core.stats import Stats
+from gradtui.model import events as ev
+from gradtui.model.stats import Stats
 from gradtui.record import schema
 
 OUTPUT_BATCH = 1000

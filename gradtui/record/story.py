@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from gradtui.record.reader import OutputLine, PassInfo, PassSpan, Recording
 
 STORY_PASSES = 200

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 
 
 class LineTee:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from textual.command import CommandPalette
 
-from gradtui.core import events as ev
-from gradtui.core.commands import CommandError, parse_int
+from gradtui.model import events as ev
+from gradtui.model.commands import CommandError, parse_int
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState, neighbour

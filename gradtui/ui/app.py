@@ -25,10 +25,10 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from gradtui.core import events as ev
-from gradtui.core.breakpoints import parse_spec
-from gradtui.core.report import Report
-from gradtui.dist.events import RanksChanged
+from gradtui.model import events as ev
+from gradtui.model.breakpoints import parse_spec
+from gradtui.model.report import Report
+from gradtui.model.dist_events import RanksChanged
 from gradtui.feeder import CommandFeeder
 from gradtui.options import RunOptions
 from gradtui.ui import keys

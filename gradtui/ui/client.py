@@ -17,9 +17,9 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from gradtui.core import events as ev
-from gradtui.core.commands import CommandError, Quit, parse
-from gradtui.core.events import QUIT_STATUS
+from gradtui.model import events as ev
+from gradtui.model.commands import CommandError, Quit, parse
+from gradtui.model.events import QUIT_STATUS
 from gradtui.options import RunOptions
 from gradtui.ui import fmt
 from gradtui.ui.tracebacks import render_error
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.timer import Timer
 
-    from gradtui.core.report import Report
+    from gradtui.model.report import Report
     from gradtui.feeder import CommandFeeder
     from gradtui.ui.state import Change, UIState
 

@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gradtui.core.events import ParamFlow
+from gradtui.model.events import ParamFlow
 
 TINY = 1e-8
 HUGE = 10.0

@@ -7,8 +7,8 @@ import math
 import os
 import re
 
-from gradtui.core.places import library_of
-from gradtui.core.stats import Stats, format_number
+from gradtui.model.places import library_of
+from gradtui.model.stats import Stats, format_number
 
 BARS = "▁▂▃▄▅▆▇█"
 

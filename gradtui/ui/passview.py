@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from gradtui.core import events as ev
-from gradtui.core.nodes import engine_order, node_tags, node_title
-from gradtui.core.stats import Stats, format_number
+from gradtui.model import events as ev
+from gradtui.model.nodes import engine_order, node_tags, node_title
+from gradtui.model.stats import Stats, format_number
 from gradtui.ui.history import PassSummary, combined_norm
 
 Grads = tuple[Stats | None, ...]

@@ -11,9 +11,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from gradtui.core import events as ev
-from gradtui.core.nodes import node_tags
-from gradtui.core.stats import any_nonfinite
+from gradtui.model import events as ev
+from gradtui.model.nodes import node_tags
+from gradtui.model.stats import any_nonfinite
 from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary
 from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
 from gradtui.ui.series import PassSeries

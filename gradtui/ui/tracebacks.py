@@ -13,8 +13,8 @@ import io
 from rich.console import Console
 from rich.traceback import Frame, Stack, Trace, Traceback
 
-from gradtui.core import events as ev
-from gradtui.core.places import is_user_file, library_of
+from gradtui.model import events as ev
+from gradtui.model.places import is_user_file, library_of
 from gradtui.ui.fmt import short_path
 
 

@@ -13,7 +13,7 @@ import termios
 import threading
 from collections.abc import Callable
 
-from gradtui.core.events import QUIT_STATUS
+from gradtui.model.events import QUIT_STATUS
 from gradtui.wire.target import DebugTarget
 
 RESTORE_WAIT = 0.5

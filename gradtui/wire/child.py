@@ -20,7 +20,7 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from gradtui.options import RunOptions
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.target import TargetError, TargetInfo

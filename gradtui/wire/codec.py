@@ -15,17 +15,16 @@ from typing import Any
 
 import networkx as nx
 
-from gradtui.core import events as ev
-from gradtui.core.stats import Stats
+from gradtui.model import dist_events
+from gradtui.model import events as ev
+from gradtui.model.stats import Stats
 
 _TAG = "$"
 _GRAPH = "$graph"
 
 
 def _classes() -> dict[str, type]:
-    """Every dataclass that may travel: the events modules' (core and dist), and Stats."""
-    from gradtui.dist import events as dist_events  # a job's events (the rank strip) travel too
-
+    """Every dataclass that may travel: the events modules' (a pass's and a job's), and Stats."""
     found: dict[str, type] = {"Stats": Stats}
     for module in (ev, dist_events):
         for name, value in vars(module).items():

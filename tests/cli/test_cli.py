@@ -241,7 +241,7 @@ def test_no_script_runs_the_demo(tmp_path):
 
 CHECK_NO_UI = """
 import sys
-import gradtui.core.session, gradtui.core.runner, gradtui.core.report, gradtui.cli, gradtui.headless
+import gradtui.engine.session, gradtui.engine.runner, gradtui.model.report, gradtui.cli, gradtui.headless
 def loaded():
     return sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'rich'})
 assert not loaded(), loaded()

@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 import torch
 
-from gradtui.core import events as ev
-from gradtui.dist.events import RanksChanged
+from gradtui.model import events as ev
+from gradtui.model.dist_events import RanksChanged
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire
 from tests.procs import descendants

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import torch.distributed as dist
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from gradtui.dist.rank import RankLink
 
 NODES, PASSES = 40, 5

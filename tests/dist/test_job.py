@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from tests.dist.jobs import HERE, Client, Job, grads, same, torchrun
 
 DDP = str(HERE / "ddp_train.py")

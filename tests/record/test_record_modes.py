@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import REPO, script
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from gradtui.feeder import CommandFeeder
 from gradtui.options import RunOptions
 from gradtui.record.reader import Recording

@@ -13,9 +13,9 @@ import sqlite3
 import pytest
 
 from conftest import script
-from gradtui.core.report import Report
-from gradtui.core.runner import ScriptRunner
-from gradtui.core.session import Session
+from gradtui.model.report import Report
+from gradtui.engine.runner import ScriptRunner
+from gradtui.engine.session import Session
 from gradtui.headless import HeadlessDriver
 from gradtui.record import schema
 from gradtui.record.export import to_json

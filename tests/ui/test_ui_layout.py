@@ -11,7 +11,7 @@ from textual.keys import _character_to_key
 from textual.widgets import DataTable, Footer
 
 from gradtui.cli import demo_path
-from gradtui.core.nodes import node_tags
+from gradtui.model.nodes import node_tags
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.search import NodeIndex, ranked_matches

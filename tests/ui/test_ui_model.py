@@ -9,10 +9,10 @@ import time
 
 import torch
 
-from gradtui.core import events as ev
-from gradtui.core.runner import ScriptRunner
-from gradtui.core.session import Session
-from gradtui.core.summary import summarize
+from gradtui.model import events as ev
+from gradtui.engine.runner import ScriptRunner
+from gradtui.engine.session import Session
+from gradtui.engine.summary import summarize
 from gradtui.headless import HeadlessDriver
 from gradtui.ui import fmt
 from gradtui.ui.state import UIState
@@ -108,7 +108,7 @@ def test_user_traceback_folds_library_frames_and_shortens_paths():
         "Traceback (most recent call last):\n"
         f'  File "{home}/error_in_backward.py", line 22, in <module>\n'
         "    loss.backward()\n"
-        f'  File "{fmt._GRADTUI_DIR}/core/session.py", line 135, in tensor_backward\n'
+        f'  File "{fmt._GRADTUI_DIR}/engine/session.py", line 135, in tensor_backward\n'
         "    return self._run_pass(\n"
         "           ^^^^^^^^^^^^^^^\n"
         f'  File "{torch_file}", line 395, in backward\n'

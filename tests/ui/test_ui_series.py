@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from gradtui.ui.series import TOP, PassSeries, module_of
 from gradtui.ui.state import UIState
 from ui_events import started

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from gradtui.agent.runtime import alive
-from gradtui.core.events import QUIT_STATUS
+from gradtui.model.events import QUIT_STATUS
 from gradtui.ui.client import QUIT_GRACE
 
 from conftest import REPO, example

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gradtui.core.events import QUIT_STATUS
+from gradtui.model.events import QUIT_STATUS
 from tests.procs import children, gone
 
 from conftest import REPO

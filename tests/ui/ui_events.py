@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import networkx as nx
 
-from gradtui.core import events as ev
-from gradtui.core.stats import Stats
+from gradtui.model import events as ev
+from gradtui.model.stats import Stats
 
 
 def stats(norm: float, nonfinite: int = 0) -> Stats:

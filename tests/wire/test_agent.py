@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from gradtui.wire import protocol
 from wire_helpers import SCRIPTS, Listening, output_of, run_child
 

@@ -15,8 +15,8 @@ def _modules_after(statement: str) -> set[str]:
 
 def test_the_ui_never_loads_the_session_or_patches_torch():
     loaded = _modules_after("import gradtui.ui.app, gradtui.attach, gradtui.wire.child")
-    assert "gradtui.core.session" not in loaded
-    assert "gradtui.core.runner" not in loaded
+    assert "gradtui.engine.session" not in loaded
+    assert "gradtui.engine.runner" not in loaded
 
 
 def test_clients_never_load_torch():
@@ -29,6 +29,34 @@ def test_clients_never_load_torch():
 
 
 def test_the_core_and_the_agent_never_load_textual_or_rich():
-    loaded = _modules_after("import gradtui.core.session, gradtui.core.runner, gradtui.agent.main, "
+    loaded = _modules_after("import gradtui.engine.session, gradtui.engine.runner, gradtui.agent.main, "
                             "gradtui.agent.listen, gradtui.headless")
     assert not {m.split(".")[0] for m in loaded} & {"textual", "rich"}
+
+
+def _imports_of(path) -> set[str]:
+    """Every module `path` imports, at any depth of its body (TYPE_CHECKING blocks included)."""
+    import ast
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def test_the_model_imports_no_torch_and_no_textual_statically():
+    """gradtui.model is the plain data every layer shares: it imports nothing of torch, Textual or
+    Rich, nor any gradtui package but itself, directly or through another module."""
+    import pathlib
+
+    import gradtui
+    package = pathlib.Path(gradtui.__file__).parent
+    for path in sorted((package / "model").glob("*.py")):
+        for name in _imports_of(path):
+            top = name.split(".")[0]
+            assert top not in {"torch", "textual", "rich"}, f"{path.name} imports {name}"
+            if top == "gradtui":
+                assert name.startswith("gradtui.model"), f"{path.name} imports {name}"

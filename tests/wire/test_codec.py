@@ -6,9 +6,9 @@ import math
 
 import torch
 
-from gradtui.core import events as ev
-from gradtui.core.graph import Names, capture
-from gradtui.core.summary import summarize
+from gradtui.model import events as ev
+from gradtui.engine.graph import Names, capture
+from gradtui.engine.summary import summarize
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire, to_wire
 

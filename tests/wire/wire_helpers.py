@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from gradtui.core import events as ev
+from gradtui.model import events as ev
 from gradtui.feeder import CommandFeeder
 from gradtui.options import RunOptions
 from gradtui.wire.child import ChildTarget

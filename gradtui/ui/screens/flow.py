@@ -11,8 +11,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from gradtui.core.events import ParamFlow
-from gradtui.core.stats import format_number
+from gradtui.model.events import ParamFlow
+from gradtui.model.stats import format_number
 from gradtui.ui.flowtable import SPREAD, flow_rows
 from gradtui.ui.state import PassView
 

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from gradtui.core.stats import format_number
+from gradtui.model.stats import format_number
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.plots import PassPlots
 

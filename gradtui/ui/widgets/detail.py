@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from textual.app import ComposeResult
 from textual.content import Content
 
-from gradtui.core.nodes import node_tags
-from gradtui.core.stats import Stats, format_number
+from gradtui.model.nodes import node_tags
+from gradtui.model.stats import Stats, format_number
 from gradtui.ui import fmt
 from gradtui.ui.flowtable import flow_rows
 from gradtui.ui.modtree import ModuleTree, display_name

@@ -12,9 +12,9 @@ from typing import NamedTuple
 from rich.segment import Segment
 from rich.style import Style
 
-from gradtui.core.breakpoints import Spec, matches_node
-from gradtui.core.nodes import node_tags
-from gradtui.core.stats import format_number
+from gradtui.model.breakpoints import Spec, matches_node
+from gradtui.model.nodes import node_tags
+from gradtui.model.stats import format_number
 from gradtui.ui.fmt import cut_left, list_op
 from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import PassView

@@ -1,0 +1,156 @@
+"""What each command does once the session runs it: dispatch by `match` on the command classes.
+
+A mixin of `Session` (gradtui.engine.session), which owns the queue and the pause loop and calls
+`_execute` for each command it takes; kept apart so each file does one job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradtui.engine import edits
+from gradtui.model import events as ev
+from gradtui.model.breakpoints import Breakpoints, warning_for
+from gradtui.model.commands import (
+    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, HELP, ListBreakpoints,
+    Print, Scale, SetGrad, Step, Why, Zero,
+)
+from gradtui.model.flowtext import format_flow
+from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.recorder import PassRecord, Recorder
+from gradtui.engine.summary import describe, summarize_all
+from gradtui.model.stats import format_grads, format_stats
+from gradtui.engine.why import explain
+
+
+@dataclass
+class Pause:
+    """The state of a pause: the node, and the gradients the commands edit."""
+
+    node: int
+    phase: str
+    grads: tuple[torch.Tensor | None, ...]
+    edited: bool = False
+    late: bool = False
+    """The node has already run (a value breakpoint read back after it): nothing to edit."""
+
+
+class CommandDispatch:
+    """Runs commands for the session (see module doc); the attributes below are the session's."""
+
+    breakpoints: Breakpoints
+    _mode: str
+    _pause: Pause | None
+    _recorder: Recorder
+
+    def emit(self, event: ev.Event) -> None:  # pragma: no cover - the session's
+        raise NotImplementedError
+
+    def _breakpoints_changed(self) -> None:  # pragma: no cover - the session's
+        raise NotImplementedError
+
+    def _execute(self, command: Command, state: PassRecord | None, request: int | None = None) -> None:
+        """Run one command; its result (or refusal) is emitted as a CommandResult for `request`."""
+        try:
+            text = self._run_command(command, state)
+        except (CommandError, edits.EditError) as exc:
+            self.emit(ev.CommandResult(command.text, str(exc), ok=False, request=request))
+        except GradtuiQuit:
+            raise  # the user quit while it ran
+        except BaseException as exc:  # noqa: BLE001 - a command torch cannot do here (or an expression's
+            # KeyboardInterrupt, GeneratorExit, SystemExit) must not end the script
+            first = (str(exc).splitlines() or [""])[0][:300]  # torch's dispatch errors run to pages
+            self.emit(ev.CommandResult(command.text, f"{command.text!r} failed: {type(exc).__name__}: {first}",
+                                       ok=False, request=request))
+        else:
+            if text is not None:
+                self.emit(ev.CommandResult(command.text, text, request=request))
+            if isinstance(command, (Break, Delete)):
+                self._breakpoints_changed()  # after the answer, as clients expect
+
+    def _run_command(self, command: Command, state: PassRecord | None) -> str | None:
+        """Do `command`; its answer's text (None: nothing to say), or raise to refuse it."""
+        match command:
+            case Step():
+                self._mode = "step"
+            case Continue():
+                self._mode = "continue"
+            case Finish():
+                self._mode = "finish"
+            case Break(spec=spec):
+                return self._break(spec, state)
+            case Delete(number=number):
+                gone = self.breakpoints.delete(number)
+                return "deleted " + (", ".join(str(bp.number) for bp in gone) if gone else "nothing")
+            case ListBreakpoints():
+                return "\n".join(str(bp) for bp in self.breakpoints) or "no breakpoints"
+            case Help():
+                return HELP
+            case Flow():
+                flow = self._recorder.flow
+                if not flow:
+                    return "no gradient flow yet: no backward pass has finished"
+                return "\n".join([f"gradient flow after pass {self._recorder.flow_pass}:", *format_flow(flow)])
+            case Why(name=name):
+                if state is None or state.frame is None:
+                    raise CommandError("why works while paused in a pass")
+                return explain(name, self._scope(state), state.capture.graph, state.capture.nodes,
+                               state.frame.f_code.co_name)
+            case Print(expr=expr):
+                pause = self._paused_at(state)
+                if expr is None:
+                    return "\n".join(format_grads(summarize_all(pause.grads), pause.phase)) or "no gradients"
+                return describe(edits.evaluate(expr, pause.grads, self._scope(state)))  # type: ignore[arg-type]
+            case Scale() | Zero() | Clip() | SetGrad():
+                return self._edit(command, state)
+            case _:  # pragma: no cover - every command class is handled above
+                raise CommandError(f"cannot run {command.text!r} here")
+        return None
+
+    def _break(self, text: str, state: PassRecord | None) -> str:
+        """Add a breakpoint; say when it cannot stop where it names."""
+        bp = self.breakpoints.add(text)
+        answer = f"breakpoint {bp.number} at {bp.spec.text}"
+        if state is not None and (warning := warning_for(bp.spec, state.capture.graph, state.index)):
+            answer += f" ({warning})"
+        if bp.spec.kind == "module" and (why := self._recorder.checkpointed(bp)):
+            answer += f" (but {why})"
+        return answer
+
+    def _paused_at(self, state: PassRecord | None) -> Pause:
+        pause = self._pause
+        assert pause is not None and state is not None, "needs_pause commands only run while paused"
+        return pause
+
+    def _edit(self, command: Command, state: PassRecord | None) -> str:
+        """Apply an edit command to the paused node's incoming gradient."""
+        pause = self._paused_at(state)
+        assert state is not None
+        if pause.phase != "before" or pause.late:
+            raise edits.EditError("this node has already run; step to where its gradient arrives to edit it")
+        before = summarize_all(pause.grads, histogram=True)
+        match command:
+            case Scale(factor=factor):
+                new = edits.scale(pause.grads, factor)
+            case Zero():
+                new = edits.zero(pause.grads)
+            case Clip(max_norm=max_norm):
+                new = edits.clip(pause.grads, max_norm)
+            case SetGrad(expr=expr):
+                new = edits.replace(pause.grads, expr, self._scope(state))
+            case _:  # pragma: no cover
+                raise CommandError(f"cannot run {command.text!r} here")
+        pause.grads, pause.edited = new, True
+        after = summarize_all(new, histogram=True)  # the UI shows the edited gradient's own values
+        self.emit(ev.GradEdited(state.index, pause.node, command.text, before, after))
+        return "gradient now " + "; ".join(format_stats(s) for s in after if s is not None)
+
+    @staticmethod
+    def _scope(state: PassRecord) -> dict[str, Any]:
+        """Names an expression may use besides `g` and `torch`: the calling frame's variables."""
+        if state.frame is None:
+            return {}
+        return {**state.frame.f_globals, **state.frame.f_locals}

@@ -1,0 +1,375 @@
+"""Capture a backward pass's autograd graph as a networkx DiGraph of plain data.
+
+`capture(roots, names)` walks `grad_fn.next_functions` breadth-first from the roots. Node
+ids are small integers in discovery order, so the loss's node is 0. Edges run from a node
+to the nodes it sends gradient to (its inputs), the way gradient flows, with `slot` = the
+index in `next_functions`.
+
+Node attributes (all plain data, so the graph can outlive the pass):
+    name    op name without the `torch::autograd::` prefix, e.g. "AddmmBackward0"
+    kind    "accumulate" (leaf accumulator), "op", "custom" (autograd.Function), "opaque"
+    labels  tuple of variable names whose tensor this node made (or, for a leaf, is)
+    param   for an accumulator of an nn.Parameter: its name, e.g. "fc.weight"
+    source  "file.py:LINE" of the user code that made the node (None if unknown)
+    path, line  the full path and line number behind `source` (None if unknown)
+    seq     autograd's sequence number: the engine runs ready nodes highest first
+    next    per `next_functions` slot, the node id gradient goes to (None for no node); unlike
+            the DiGraph's edges this keeps repeats, e.g. both slots of `x * x`
+    module  dotted path of the nn.Module whose forward made it, e.g. "encoder.layers.3"
+    saved   tuple of "name [shape] dtype" / "name = value" for the node's saved values
+
+The autograd nodes themselves stay in `Capture.nodes`, which only the session holds, and
+only for the duration of the pass.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradtui.engine import provenance
+from gradtui.engine.lazygraph import LazyGraph
+
+Node = Any  # torch.autograd.graph.Node: C++ nodes have no common Python base class
+
+_PREFIX = "torch::autograd::"
+
+DEEP_STACK = 256 << 20
+"""Bytes of main-thread stack `allow_deep_graphs` asks for: freeing a chain of nodes that had
+Python wrappers takes about 190 bytes of C stack per node, so this frees ~1.4 million."""
+_LIST_LABEL_LIMIT = 256  # label list elements `outs[3]` only for reasonably short lists
+
+
+@dataclass
+class Names:
+    """What the calling frame knows: which names refer to which tensors and parameters."""
+
+    by_grad_fn: dict[int, list[str]] = field(default_factory=dict)
+    """id(grad_fn) -> variable names whose tensor has that grad_fn."""
+    by_leaf: dict[int, list[str]] = field(default_factory=dict)
+    """id(leaf tensor) -> variable names bound to it."""
+    params: dict[int, str] = field(default_factory=dict)
+    """id(parameter) -> its name in its module, e.g. "fc.weight"."""
+    several_roots: bool = False
+    """More than one root module with parameters is in scope (a GAN's `netG` and `netD`): then
+    parameter names and module paths are led by the root's variable (`netG.0.weight`)."""
+
+    @classmethod
+    def from_scopes(cls, *scopes: Mapping[str, Any]) -> "Names":
+        """Collect names from scopes in priority order (locals, then globals)."""
+        names = cls()
+        modules: dict[int, tuple[str, torch.nn.Module]] = {}
+        for scope in scopes:
+            for var, value in list(scope.items()):
+                if var.startswith("__"):
+                    continue
+                if isinstance(value, torch.Tensor):
+                    names._add(var, value)
+                elif isinstance(value, (list, tuple)) and 0 < len(value) <= _LIST_LABEL_LIMIT:
+                    for i, item in enumerate(value):
+                        if isinstance(item, torch.Tensor):
+                            names._add(f"{var}[{i}]", item)
+                elif isinstance(value, torch.nn.Module):
+                    modules.setdefault(id(value), (var, value))
+        if modules:
+            names._name_params(list(modules.values()))
+        return names
+
+    def _name_params(self, modules: list[tuple[str, torch.nn.Module]]) -> None:
+        """Parameter names, unique across the root modules in scope (those no other one contains)."""
+        inside: set[int] = set()
+        for _, module in modules:
+            inside.update(id(m) for m in module.modules() if m is not module)
+        roots = [(var, m) for var, m in modules if id(m) not in inside and any(True for _ in m.parameters())]
+        ran = [(var, m) for var, m in roots if m in provenance.forward_roots]
+        self.several_roots = len(ran or roots) > 1
+        for var, module in roots + [(var, m) for var, m in modules if id(m) in inside]:
+            # A model's parameters are named within it (`fc.weight`); a lone layer's by its
+            # variable (`fc = nn.Linear(...)` gives `fc.weight`, not `weight`); with several
+            # roots, every name by its root's variable.
+            lone = not any(True for _ in module.children())
+            prefix = var + "." if lone or (self.several_roots and id(module) not in inside) else ""
+            for pname, param in module.named_parameters():
+                self.params.setdefault(id(param), prefix + pname)
+
+    def _add(self, var: str, tensor: torch.Tensor) -> None:
+        if tensor.grad_fn is not None:
+            known = self.by_grad_fn.setdefault(id(tensor.grad_fn), [])
+        elif tensor.requires_grad:
+            known = self.by_leaf.setdefault(id(tensor), [])
+        else:
+            return
+        if var not in known:  # at module level, locals and globals are the same dict
+            known.append(var)
+
+
+@dataclass
+class Capture:
+    """A captured pass: the node attribute dicts, the graph (built lazily from them), and the
+    live autograd nodes indexed by id."""
+
+    attrs: list[dict[str, Any]]
+    """Per node id, its attributes (the dicts the graph's nodes carry)."""
+    graph: LazyGraph
+    nodes: list[Node]
+    roots: tuple[int, ...]
+    sole_inputs: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
+    """Per node, per output slot: (node id, input number) the gradient goes to when that
+    input receives from this slot only, so the very tensor arrives there (else None)."""
+    accumulators: frozenset[int] = frozenset()
+    """Ids of the leaf accumulators."""
+
+
+def allow_deep_graphs(size: int = DEEP_STACK) -> int:
+    """Let the main thread's stack grow to `size` bytes (the soft RLIMIT_STACK, within the hard
+    one); returns the soft limit now (0 where there is no such limit).
+
+    Why: once a node has had a Python wrapper (provenance reads `t.grad_fn` of every op, a
+    capture walks `next_functions`), torch frees it through that wrapper, and the wrapper's
+    deallocation frees the next node the same way: freeing a graph recurses once per node in
+    a chain, and the default 8 MiB stack overflows at ~45,000 nodes (SIGSEGV, issue 11.2). Linux
+    checks the limit when the main thread's stack grows, so raising it at run time is enough.
+    Other threads' stacks are fixed when they start; processes this one starts inherit it.
+    """
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    if soft == resource.RLIM_INFINITY or soft >= size:
+        return soft
+    new = size if hard == resource.RLIM_INFINITY else min(size, hard)
+    if new > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_STACK, (new, hard))
+        except (ValueError, OSError):
+            return soft
+    return resource.getrlimit(resource.RLIMIT_STACK)[0]
+
+
+_names: dict[type, str] = {}
+"""Node type -> its nodes' name, for types named as their nodes are (a generic wrapper type of
+C++ nodes, `CppFunction`, names each node on its own)."""
+
+
+def short_name(node: Node) -> str:
+    """`torch::autograd::AccumulateGrad` -> `AccumulateGrad`."""
+    cls = type(node)
+    name = _names.get(cls)
+    if name is None:
+        name = node.name().removeprefix(_PREFIX)
+        if cls.__name__ == name:
+            _names[cls] = name
+    return name
+
+
+def node_kind(node: Node, name: str) -> str:
+    """Classify a node: accumulate, op, custom (autograd.Function) or opaque (compiled...)."""
+    if name == "AccumulateGrad":
+        return "accumulate"
+    if "Compiled" in name or name in ("CppFunction", "Error", "NotImplemented"):
+        return "opaque"
+    if isinstance(node, torch.autograd.function.BackwardCFunction):
+        return "custom"
+    return "op"
+
+
+_saved_attrs: dict[type, tuple[tuple[str, str, str | None], ...]] = {}
+"""Per node type: (label, `_saved_*` attribute, its `_raw_saved_*` attribute if the type has one)."""
+
+_described: dict[Any, str] = {}
+"""Descriptions of saved values by (type, value) or (shape, dtype): a pass repeats the same few
+shapes, sizes and scalars thousands of times."""
+_DESCRIBED_LIMIT = 50_000
+
+
+def _saved_fields(node: Node) -> tuple[tuple[str, str, str | None], ...]:
+    cls = type(node)
+    fields = _saved_attrs.get(cls)
+    if fields is None:
+        fields = tuple(
+            (a.removeprefix("_saved_"), a, "_raw" + a if hasattr(cls, "_raw" + a) else None)
+            for a in dir(node) if a.startswith("_saved_")
+        )
+        _saved_attrs[cls] = fields
+    return fields
+
+
+def saved_summary(node: Node) -> tuple[str, ...]:
+    """Describe a node's `_saved_*` values without keeping them: shapes, or scalar values."""
+    out = []
+    for label, attr, raw in _saved_fields(node):
+        if raw is not None and _packed(getattr(node, raw, None)):
+            out.append(f"{label} (packed by a saved-tensors hook)")
+            continue
+        try:
+            value = getattr(node, attr)
+        except RuntimeError:
+            out.append(f"{label} (freed)")
+            continue
+        out.append(f"{label} {_describe_saved(value)}")
+    return tuple(out)
+
+
+def _packed(raw: Any) -> bool:
+    """Is this raw saved value (or list of them) packed by a saved-tensors hook? Then reading
+    `_saved_*` would run the unpack hook: a recomputation under non-reentrant checkpointing,
+    a copy back from the CPU under save_on_cpu."""
+    items = raw if isinstance(raw, (list, tuple)) else (raw,)
+    return any(getattr(item, "unpack_hook", None) is not None for item in items)
+
+
+_PLAIN = frozenset({int, float, bool, str, type(None)})
+
+
+def _describe_saved(value: Any) -> str:
+    """`_describe_saved_uncached`, remembered for plain values (never for anything holding a
+    tensor: the cache must not keep a pass's tensors alive)."""
+    kind = type(value)
+    if isinstance(value, torch.Tensor):
+        key: Any = (value.shape, value.dtype)
+    elif kind in _PLAIN or (kind is tuple and all(type(v) is int for v in value)):
+        key = (kind, value)
+    else:
+        return _describe_saved_uncached(value)
+    text = _described.get(key)
+    if text is not None:
+        return text
+    text = _describe_saved_uncached(value)
+    if len(_described) >= _DESCRIBED_LIMIT:
+        _described.clear()
+    _described[key] = text
+    return text
+
+
+def _describe_saved_uncached(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        shape = ",".join(map(str, value.shape))
+        return f"[{shape}] {str(value.dtype).removeprefix('torch.')}"
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+        return f"[{len(value)} tensors]"
+    text = repr(value)
+    return "= " + (text if len(text) <= 40 else text[:37] + "...")
+
+
+def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
+    """Walk the graph from `roots` (autograd nodes) and return it with metadata.
+
+    The collector is off meanwhile: a capture makes tens of thousands of small objects and
+    no garbage, and the collections they would trigger walk the whole heap (a model's
+    worth of objects), which cost as much as the capture itself on a 48-layer encoder.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _capture(roots, names or Names())
+    finally:
+        if collecting:
+            gc.enable()
+
+
+_basenames: dict[str, str] = {}
+
+
+def _source_text(path: str, line: int) -> str:
+    base = _basenames.get(path)
+    if base is None:
+        base = _basenames[path] = os.path.basename(path)
+    return f"{base}:{line}"
+
+
+def _capture(roots: Iterable[Node], names: Names) -> Capture:
+    nodes: list[Node] = []
+    ids: dict[Node, int] = {}
+    edges: list[tuple[int, int, dict[str, int]]] = []
+    slots: list[list[tuple[int, int] | None]] = []
+    senders: dict[tuple[int, int], int] = {}
+    queue: deque[Node] = deque()
+    root_ids = []
+    for root in roots:
+        if root is not None and root not in ids:
+            ids[root] = len(nodes)
+            nodes.append(root)
+            queue.append(root)
+        if root is not None:
+            root_ids.append(ids[root])
+    while queue:
+        node = queue.popleft()
+        here = ids[node]
+        targets: list[tuple[int, int] | None] = []
+        slots.append(targets)
+        for slot, (child, input_nr) in enumerate(node.next_functions):
+            if child is None:
+                targets.append(None)
+                continue
+            there = ids.get(child)
+            if there is None:
+                there = ids[child] = len(nodes)
+                nodes.append(child)
+                queue.append(child)
+            edges.append((here, there, {"slot": slot}))
+            target = (there, input_nr)
+            targets.append(target)
+            senders[target] = senders.get(target, 0) + 1
+
+    attrs: list[dict[str, Any]] = []
+    by_leaf, by_grad_fn, params = names.by_leaf, names.by_grad_fn, names.params
+    source_of, module_of = provenance.source_of, provenance.module_of
+    shown: dict[str, str] = {}
+    """Recorded module path (led by its root's variable) -> as this pass shows it."""
+    several = names.several_roots
+    accumulators = []
+    for i, node in enumerate(nodes):
+        name = short_name(node)
+        kind = node_kind(node, name)
+        param = source = module = None
+        if kind == "accumulate":
+            leaf_id = id(node.variable)
+            labels = tuple(by_leaf.get(leaf_id, ()))
+            param = params.get(leaf_id)
+            accumulators.append(i)
+        else:
+            labels = tuple(by_grad_fn.get(id(node), ()))
+            source, module = source_of(node), module_of(node)
+            if module is not None and not several:
+                short = shown.get(module)
+                if short is None:
+                    short = shown[module] = module.partition(".")[2] or module
+                module = short
+        attrs.append({
+            "name": name, "kind": kind, "labels": labels, "param": param,
+            "source": None if source is None else _source_text(*source),
+            "path": None if source is None else source[0], "line": None if source is None else source[1],
+            "module": module, "saved": saved_summary(node), "seq": node._sequence_nr(),
+            "next": tuple(None if t is None else t[0] for t in slots[i]),
+        })
+    sole = [tuple(t if t is not None and senders[t] == 1 else None for t in targets) for targets in slots]
+    return Capture(attrs=attrs, graph=LazyGraph(attrs, edges), nodes=nodes, roots=tuple(root_ids), sole_inputs=sole,
+                   accumulators=frozenset(accumulators))
+
+
+def place_leaves(attrs: list[dict[str, Any]]) -> None:
+    """Give each leaf accumulator the source and module of the first node (lowest id) that
+    uses it: a parameter is placed where its layer ran (`fc2.weight` at `self.fc2(h)`), as a
+    leaf has no creating op of its own. Works on `Capture.attrs`, so the networkx view stays
+    unbuilt."""
+    todo = {i for i, data in enumerate(attrs) if data["kind"] == "accumulate" and data["source"] is None}
+    if not todo:
+        return
+    for data in attrs:  # in id order: the first user with a source places the leaf
+        if data["source"] is None:
+            continue
+        for there in data["next"]:
+            if there in todo:
+                leaf = attrs[there]
+                leaf["source"], leaf["path"], leaf["line"] = data["source"], data["path"], data["line"]
+                leaf["module"] = data["module"]
+                todo.discard(there)
+        if not todo:
+            return

@@ -1,0 +1,338 @@
+"""The stepping controller: modes, breakpoints, pauses, the command queue, command dispatch.
+
+A `Session` intercepts the backward calls of whatever runs while it is installed (through an
+`Interceptor`, gradtui.engine.intercept). Each call of its own is one *pass*: the graph is
+captured, a prehook and a posthook are installed on every node, the real backward runs, and
+every hook is removed when it returns or raises. Hooks run on the thread that called backward
+(the script's thread); to pause, a prehook emits `Paused` and blocks on the command queue.
+What a pass records (statistics, leaf gradients, flow) is gradtui.engine.recorder's job; the
+hooks and the pause are gradtui.engine.hooks', the bulk reads gradtui.engine.reads'.
+
+Other threads (the UI, the headless driver, the agent's server) talk to the session only
+through `submit` and `quit`, and hear from it only through events.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import linecache
+import os
+import queue
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import networkx as nx
+
+from gradtui.model import events as ev
+from gradtui.model.breakpoints import Breakpoint, Breakpoints
+from gradtui.model.commands import Command, CommandError, Continue, Quit, parse
+from gradtui.engine.dispatch import CommandDispatch, Pause
+from gradtui.engine.reads import BulkReads
+from gradtui.engine.graph import Names, capture, place_leaves
+from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks, Queued
+from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
+from gradtui.engine.provenance import Provenance
+from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow, nonfinite_roots, root_values
+
+__all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
+
+Listener = Callable[[ev.Event], None]
+
+
+class Session(CommandDispatch, BulkReads, NodeHooks):
+    """Debugs the backward passes of whatever runs while it is active (see module doc)."""
+
+    def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
+                 full_stats: bool = True, hook_all_passes: bool = True, flow_unhooked: bool = True,
+                 check_every: int | None = None) -> None:
+        """`full_stats=False` records only norms while the engine runs between pauses (see
+        `summarize(light=True)`): a third of the cost, for the UI when no report is written.
+
+        `hook_all_passes=False` lets a pass in which nothing can stop (running on, no
+        breakpoint that could match it) run unhooked at plain speed: no per-node statistics
+        for it, only its gradient flow. For headless runs that write no report.
+        `flow_unhooked=False` skips even that flow (a walk of the graph and two norms of every
+        parameter and gradient) when no one will ask for it.
+        `check_every`: with a value breakpoint armed, read statistics back every this many
+        nodes (1: at every node, so a hit is never late; see gradtui.engine.watch). None: 1 for
+        a pass whose roots are on the CPU, CHECK_EVERY for one on an accelerator.
+        """
+        self.breakpoints = Breakpoints()
+        self._listeners: list[Listener] = [listener] if listener else []
+        self._commands: queue.Queue[Queued] = queue.Queue()
+        self._mode = "step"  # pause at the first node of the first pass, as pdb does
+        self._detached = False
+        self._quitting = threading.Event()
+        self._passes = 0
+        self._pause: Pause | None = None
+        self._provenance = Provenance() if provenance else None
+        self._intercept = Interceptor(self, self._quitting, self._provenance)
+        self._recorder = Recorder()
+        self._full_stats = full_stats
+        self._hook_all = hook_all_passes
+        self._flow_unhooked = flow_unhooked
+        self._collector = False
+        """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
+        self._check_every = None if check_every is None else max(1, check_every)
+        self.follow: Callable[[PassRecord, int], str | None] | None = None
+        """Distributed follow mode's per-node "park here?" check (gradtui.dist.rank), or None.
+        Called before a node runs, after any pause of its own; it may block (the ranks' gate) and
+        returns a reason to pause here (another rank is paused) or None to let the node run."""
+
+    # ---- wiring -------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        """Also send every event to `listener` (called on the emitting thread)."""
+        self._listeners.append(listener)
+
+    def emit(self, event: ev.Event) -> None:
+        """Send an event to every listener."""
+        for listener in self._listeners:
+            listener(event)
+
+    @property
+    def passes(self) -> int:
+        """How many backward passes have started."""
+        return self._passes
+
+    @property
+    def paused(self) -> bool:
+        """Is the engine blocked at a node, waiting for a command? (For in-process drivers; clients
+        follow `Paused` / `Resumed` / `PassFinished` instead.)"""
+        return self._pause is not None
+
+    def install(self) -> None:
+        """Patch torch's backward entry points and start provenance recording.
+
+        Call it on the thread that runs the script: provenance is per thread, and threads
+        that already run elsewhere in the process are not the script's.
+        """
+        if self._intercept.installed:
+            return
+        self._intercept.install()
+        if self._provenance:
+            self._provenance.install()
+
+    def uninstall(self) -> None:
+        """Restore torch's own functions and stop provenance recording."""
+        if not self._intercept.installed:
+            return
+        self._intercept.uninstall()
+        if self._provenance:
+            self._provenance.uninstall()
+
+    def __enter__(self) -> "Session":
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    # ---- commands from other threads -----------------------------------------------------
+
+    def submit(self, command: Command | str, request: int | None = None) -> None:
+        """Give the session a command (thread-safe). Results arrive as events; every
+        `CommandResult` answering this command carries `request`.
+
+        While paused, commands queue up for the paused hook in order; one that acts on the paused
+        node (an edit, print, why) is dropped if the engine has moved on by the time it is read
+        (typed just after `continue`). While running, those are refused; breakpoint commands
+        take effect at once.
+        """
+        if isinstance(command, str):
+            try:
+                command = parse(command)
+            except CommandError as exc:
+                self.emit(ev.CommandResult(command, str(exc), ok=False, request=request))
+                return
+        if isinstance(command, Quit):
+            self.quit()
+        elif (pause := self._pause) is not None:
+            self._commands.put(Queued(command, pause, request))
+        elif isinstance(command, REGION_COMMANDS):
+            self._execute(command, None, request)
+        else:
+            running = "is running" if self._intercept.installed else "is not running (it has ended or not started)"
+            self.emit(ev.CommandResult(command.text, f"not paused: the script {running}", ok=False, request=request))
+
+    def quit(self) -> None:
+        """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
+        self._quitting.set()
+        self._commands.put(Queued(Quit("quit"), None))
+
+    @property
+    def quitting(self) -> bool:
+        """Has quit been asked for?"""
+        return self._quitting.is_set()
+
+    def stop_debugging(self) -> None:
+        """After a quit in a process gradtui does not own (`gradtui.listen()` in a notebook): the
+        pass that was stopped raised GradtuiQuit; from now on backward calls run unhooked, as if
+        gradtui were not there, until `uninstall`."""
+        self.breakpoints.delete(None)
+        self._mode = "continue"
+        self._quitting.clear()
+
+    def run_on(self) -> None:
+        """Run on until a breakpoint hits (as `continue`), paused or not: for a run armed before
+        its first pass, and an agent whose client detached."""
+        self._mode = "continue"
+        if self._pause is not None:
+            self._commands.put(Queued(Continue("continue"), None))
+
+    def wants_provenance(self) -> bool:
+        """Can a later pass still be captured? Not once detached with no pass hooked for a
+        report or recording: the interceptor then stops recording the forward's provenance."""
+        return not self._detached or self._hook_all
+
+    def detach(self) -> None:
+        """Never pause again (headless mode once its commands run out); resume if paused. With
+        nothing hooked for a report or recording, provenance stops after the pass in flight."""
+        self._detached = True
+        if self._pause is not None:
+            self._commands.put(Queued(Continue("continue"), None))
+
+    # ---- passes (called by the interceptor) ---------------------------------------------
+
+    def nested(self, outer: InFlight, call: str, frame: FrameType, roots: tuple[Any, ...],
+               inside: bool = True) -> None:
+        """Announce a backward that runs unhooked inside (or beside) pass `outer`."""
+        self.emit(self._recorder.nested_pass(outer, call, frame, roots, inside, self.breakpoints))
+
+    def own_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any],
+                 run: Callable[[], Any]) -> Any:
+        """One pass of the session's own: hooked (captured, hooks on every node) or unhooked."""
+        collecting = gc.isenabled()
+        # A pass makes many small objects and no cyclic garbage; the collections they would
+        # set off walk the whole heap (a model's worth of objects) and cost as much as the
+        # hooks themselves. The collector is back on during a pause and after the pass.
+        self._collector = collecting
+        gc.disable()
+        try:
+            return self._own_pass(call, frame, roots, nodes, run)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _hooked(self, index: int, pending: Breakpoint | None) -> bool:
+        """Must pass `index` be hooked? Only if something could stop in it or a listener wants
+        per-node statistics."""
+        if self._hook_all or pending is not None:
+            return True
+        if self._detached:
+            return False
+        return self._mode != "continue" or self.breakpoints.could_stop(index)
+
+    def _own_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any],
+                  run: Callable[[], Any]) -> Any:
+        index = self._passes
+        self._passes += 1
+        if self._mode == "finish":
+            self._mode = "step"
+        losses = root_values(roots)
+        pending = None
+        if not self._detached and len(self.breakpoints):
+            pending = self.breakpoints.find_loss(losses, nonfinite_roots(roots, losses, self.breakpoints))
+        call_text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        call_site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        if not self._hooked(index, pending):
+            return self._run_unhooked(index, call, call_text, call_site, losses, nodes, run)
+        names = Names.from_scopes(frame.f_locals, frame.f_globals)
+        cap = capture(nodes, names)
+        place_leaves(cap.attrs)
+        state = PassRecord(index, cap, frame, names)
+        state.check_every = self._check_every or (1 if _on_cpu(roots) else CHECK_EVERY)
+        if pending is not None:
+            shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
+            state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"
+        self._intercept.in_flight = state
+        self.emit(ev.PassStarted(index, call, call_text, call_site, cap.graph, cap.roots, losses))  # type: ignore[arg-type]
+        handles = []
+        self._intercept.begin(state)
+        error: BaseException | None = None
+        try:
+            # Hooked inside the try: an interruption half-way (Ctrl-C, a quit) still unhooks.
+            prehook, posthook = self._prehook, self._posthook
+            partial = functools.partial
+            for i, node in enumerate(cap.nodes):
+                handles.append(node.register_prehook(partial(prehook, state, i)))
+                handles.append(node.register_hook(partial(posthook, state, i)))
+            result = run()
+        except BaseException as exc:
+            error = exc
+            raise
+        else:
+            return result
+        finally:
+            for handle in handles:
+                handle.remove()
+            self._intercept.end()
+            del cap, handles, nodes, names
+            try:
+                # What the window still holds; a value breakpoint it shows can still pause here
+                # (the engine has returned) unless the pass failed.
+                self._read(state, None, None, pause=error is None)
+            finally:
+                finished = self._recorder.finished(state, call, self._error_text(error), self._light)
+                error = None  # this frame is on error's traceback: holding error would make a cycle
+                self._finish(finished)
+
+    def _run_unhooked(self, index: int, call: str, call_text: str, call_site: str,
+                      losses: tuple[float | None, ...], nodes: list[Any], run: Callable[[], Any]) -> Any:
+        """A pass nothing can stop in: the real backward, then only the gradient flow."""
+        self.emit(ev.PassStarted(index, call, call_text, call_site, nx.DiGraph(), (), losses,  # type: ignore[arg-type]
+                                 recorded=False))
+        flow = UnhookedFlow(self._recorder, nodes, call, self._flow_unhooked)
+        del nodes
+        error: BaseException | None = None
+        try:
+            return self._intercept.untouched(run, flow.on_nested if flow.wanted else None)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            finished = ev.PassFinished(index, 0, flow.total, self._error_text(error), flow=flow.rows())
+            error = None
+            self._finish(finished)
+
+    @staticmethod
+    def _error_text(error: BaseException | None) -> str | None:
+        if error is None:
+            return None
+        return "quit" if isinstance(error, GradtuiQuit) else f"{type(error).__name__}: {error}"
+
+    def _finish(self, event: ev.PassFinished) -> None:
+        """Keep the pass's flow for the `flow` command and announce its end."""
+        self._recorder.keep(event)
+        self.emit(event)
+
+    @property
+    def _light(self) -> bool:
+        """Record light stats now? Only when asked for and not stepping (a step pauses anyway)."""
+        return not self._full_stats and self._mode != "step"
+
+    def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
+        """Count and announce a breakpoint hit; returns how a pause reason names it."""
+        bp.hits += 1
+        state.fired.add(bp.number)
+        self.emit(ev.BreakpointHit(bp.number, bp.spec.text, state.index, node))
+        self._breakpoints_changed()
+        return f"breakpoint {bp.number}"
+
+    def breakpoint_state(self) -> ev.BreakpointsChanged:
+        """The breakpoints as they are now (numbers, specs, hits), as the event clients get after
+        every change: for a client that attaches late."""
+        return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(bp.number, bp.spec.text, bp.hits)
+                                           for bp in self.breakpoints))
+
+    def _breakpoints_changed(self) -> None:
+        """Tell clients the breakpoints as they are now."""
+        self.emit(self.breakpoint_state())
+
+
+def _on_cpu(roots: tuple[Any, ...]) -> bool:
+    """Are a pass's roots (its losses) CPU tensors? Reading statistics back then syncs nothing."""
+    return all(getattr(getattr(root, "device", None), "type", "cpu") == "cpu" for root in roots)

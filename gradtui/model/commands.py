@@ -1,0 +1,308 @@
+"""The one command language (DESIGN.md): `parse` turns a line of text into a command object.
+
+The UI's command bar, `-c`/`-x` on the command line and the tests all go through `parse`,
+so a command means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+class CommandError(ValueError):
+    """A line that is not a valid command; the message says what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """Base class: every command keeps the text it was parsed from."""
+
+    text: str
+
+    resumes = False
+    """Does the command let the paused engine run on?"""
+    needs_pause = False
+    """Does it act on the paused node (so makes no sense while running)?"""
+
+
+@dataclass(frozen=True, slots=True)
+class Step(Command):
+    """Run the paused node; pause before the next node the engine runs."""
+
+    resumes = True
+
+
+@dataclass(frozen=True, slots=True)
+class Continue(Command):
+    """Run until a breakpoint hits or the script ends."""
+
+    resumes = True
+
+
+@dataclass(frozen=True, slots=True)
+class Finish(Command):
+    """Run to the end of this pass; pause at the first node of the next pass."""
+
+    resumes = True
+
+
+@dataclass(frozen=True, slots=True)
+class Break(Command):
+    """Add a breakpoint with this spec."""
+
+    spec: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListBreakpoints(Command):
+    """List the breakpoints."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delete(Command):
+    """Delete breakpoint `number`, or all of them when `number` is None."""
+
+    number: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Scale(Command):
+    """Multiply the paused node's incoming gradient by `factor`."""
+
+    factor: float
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class Zero(Command):
+    """Set the paused node's incoming gradient to zero."""
+
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class Clip(Command):
+    """Clip the L2 norm of the paused node's incoming gradient to `max_norm`."""
+
+    max_norm: float
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class SetGrad(Command):
+    """Replace the incoming gradient by `expr` (a Python expression of `g` and `torch`)."""
+
+    expr: str
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class Print(Command):
+    """Statistics of the incoming gradient, or of `expr`."""
+
+    expr: str | None
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class Why(Command):
+    """Is the tensor in variable `name` on this pass's graph? If not, why its .grad stays None."""
+
+    name: str
+    needs_pause = True
+
+
+@dataclass(frozen=True, slots=True)
+class Help(Command):
+    """List the commands."""
+
+
+@dataclass(frozen=True, slots=True)
+class Flow(Command):
+    """Show the gradient flow table (per parameter: grad norm, weight norm, ratio) of the last
+    pass that finished."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quit(Command):
+    """Stop the script and leave."""
+
+
+HELP = """\
+step (s)            run the paused node, pause before the next one
+continue (c)        run until a breakpoint hits or the script ends
+finish (f)          run to the end of this pass, pause at the next pass
+break SPEC (b)      add a breakpoint: OP | NAME | #ID | nan | norm>X | pass N
+                    | loss>X | loss nan | FILE.py:LINE | module PATH (globs: layers.*.attn)
+                    | diverge (a torchrun job: gradients that differ across ranks)
+breakpoints         list breakpoints;  delete N | delete all  removes
+scale F             multiply the incoming gradient by F
+zero                set the incoming gradient to zero
+clip N              clip the incoming gradient's L2 norm to N
+set EXPR            replace the gradient by EXPR of g and torch (same shape/dtype/device)
+print [EXPR] (p)    statistics of the gradient, or of EXPR
+why NAME            is NAME on this pass's graph? why is its .grad None?
+flow                gradient flow of the last pass: grad/weight norm per parameter
+pass N              show pass N (a kept pass in the UI; any pass of a recording)
+ranks               (a torchrun job) each rank: where it is, its loss, non-finite
+rank N              (a torchrun job) show rank N: its pass, pause and gradients
+help (h, ?)         this list
+quit (q)            stop the script and leave"""
+
+_ALIASES = {
+    "s": "step", "n": "step", "next": "step",
+    "c": "continue", "cont": "continue",
+    "f": "finish",
+    "b": "break",
+    "p": "print",
+    "q": "quit", "exit": "quit",
+    "h": "help", "?": "help",
+    "d": "delete",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Rank(Command):
+    """(torchrun job) Show rank `number`: its graph, gradients and pause."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ranks(Command):
+    """(torchrun job) List the ranks: where each is, its loss, its non-finite counts."""
+
+
+def parse_float(word: str, what: str) -> float:
+    """`word` as a finite number, read as `float()` reads it (`1e-3`, `1_000`, `٣`), or a
+    CommandError that starts with `what` (`nan` and `inf` are refused: no command wants them).
+
+    Every number of the command language goes through here or `parse_int`, so what one command
+    accepts the others do too, and nothing `str` methods accept but `float()` refuses (`²`)
+    gets further than a refusal.
+    """
+    try:
+        value = float(word)
+    except (ValueError, OverflowError):
+        raise CommandError(f"{what}: {word!r} is not a number") from None
+    if not math.isfinite(value):
+        raise CommandError(f"{what}: {word!r} must be finite")
+    return value
+
+
+def parse_int(word: str, what: str, minimum: int | None = None) -> int:
+    """`word` as a whole number, read as `int()` reads it (`12`, `+3`, `١٢`), at least `minimum`,
+    or a CommandError that starts with `what` (`²` is a digit to `str.isdigit()`, not to `int()`)."""
+    try:
+        value = int(word)
+    except ValueError:
+        raise CommandError(f"{what}: {word!r} is not a whole number") from None
+    if minimum is not None and value < minimum:
+        raise CommandError(f"{what}: {word!r} must be at least {minimum}")
+    return value
+
+
+def parse(text: str) -> Command:
+    """Parse one command line; raise CommandError naming the problem."""
+    line = text.strip()
+    if not line:
+        raise CommandError("empty command")
+    word, _, rest = line.partition(" ")
+    rest = rest.strip()
+    verb = _ALIASES.get(word.lower(), word.lower())
+    if verb in ("step", "continue", "finish", "zero", "breakpoints", "help", "quit", "flow"):
+        if rest:
+            raise CommandError(f"{verb} takes no argument (got {rest!r})")
+        simple = {"step": Step, "continue": Continue, "finish": Finish, "zero": Zero,
+                  "breakpoints": ListBreakpoints, "help": Help, "quit": Quit, "flow": Flow}[verb]
+        return simple(line)
+    if verb == "break":
+        if not rest:
+            raise CommandError("break needs a spec: OP | NAME | #ID | nan | norm>X | pass N | loss>X | loss nan"
+                               " | FILE.py:LINE | module PATH")
+        from gradtui.model.breakpoints import parse_spec  # the spec grammar lives with matching
+
+        parse_spec(rest)
+        return Break(line, rest)
+    if verb == "ranks":
+        if rest:
+            raise CommandError(f"ranks takes no argument (got {rest!r})")
+        return Ranks(line)
+    if verb == "rank":
+        if not rest:
+            raise CommandError("rank needs a rank number, e.g. rank 1")
+        return Rank(line, parse_int(rest, "rank", minimum=0))
+    if verb == "delete":
+        if rest == "all":
+            return Delete(line, None)
+        try:
+            return Delete(line, parse_int(rest, "delete", minimum=0))
+        except CommandError:
+            got = f" (got {rest!r})" if rest else ""
+            raise CommandError(f"delete takes a breakpoint number or 'all'{got}") from None
+    if verb == "scale":
+        if not rest:
+            raise CommandError("scale needs a factor, e.g. scale 0.5")
+        return Scale(line, parse_float(rest, "scale"))
+    if verb == "clip":
+        if not rest:
+            raise CommandError("clip needs a maximum norm, e.g. clip 1.0")
+        limit = parse_float(rest, "clip")
+        if limit < 0:
+            raise CommandError("clip: the maximum norm must be >= 0")
+        return Clip(line, limit)
+    if verb == "set":
+        if not rest:
+            raise CommandError("set needs an expression of g, e.g. set g.clamp(-1, 1)")
+        _check_syntax(rest)
+        return SetGrad(line, rest)
+    if verb == "print":
+        if rest:
+            _check_syntax(rest)
+        return Print(line, rest or None)
+    if verb == "why":
+        if not rest:
+            raise CommandError("why needs a variable name or expression, e.g. why x or why model[0].weight")
+        _check_syntax(rest)
+        return Why(line, rest)
+    raise CommandError(f"unknown command {word!r} (type 'help' for the list)")
+
+
+def _check_syntax(expr: str) -> None:
+    try:
+        compile(expr, "<expr>", "eval")
+    except SyntaxError as exc:
+        raise CommandError(f"syntax error in {shown(expr)}: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte (before 3.12); nested too deep
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__} (nested too deep?)"
+        raise CommandError(f"cannot compile {shown(expr)}: {why}") from None
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """`text` quoted for a message, cut to about `limit` characters (a pasted page stays readable)."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
+def parse_file(path: str) -> list[str]:
+    """Command lines of a `-x FILE`: one per line; blank lines, `#` comment lines and trailing
+    ` # comments` dropped (a `#` glued to a word, as in `break #3`, is not a comment)."""
+    with open(path, encoding="utf-8-sig") as handle:  # -sig: an editor's byte-order mark is not a command
+        lines = [_strip_comment(line).strip() for line in handle]
+    return [line for line in lines if line]
+
+
+def _strip_comment(line: str) -> str:
+    """`line` without a `#` comment: one at the start, or after white space and followed by
+    white space or the end, outside quotes (`set g * (s == "a # b")` keeps its string)."""
+    quote = None
+    for i, char in enumerate(line):
+        if quote:
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (not line[:i].strip() or line[i - 1].isspace() and (line[i + 1:] + " ")[0].isspace()):
+            return line[:i]
+    return line
+

@@ -1,0 +1,261 @@
+"""Events the engine emits: plain data (numbers, strings, Stats, a networkx graph of plain
+attributes), never tensors, so any listener (headless printer, report, Textual UI, a
+socket one day) can hold them without keeping a graph alive.
+
+Listeners are called on the script's thread, synchronously; they must be quick and must
+not block (the UI posts a message, the report appends to a list).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import networkx as nx
+
+from gradtui.model.stats import Stats
+
+
+QUIT_STATUS = 130
+"""The exit status of a run the user quit before the script ended (as after Ctrl-C)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base class of everything a session or runner emits."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptStarted(Event):
+    """The user's script is about to run with this argv (argv[0] is the script path)."""
+
+    path: str
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Output(Event):
+    """Text the script wrote to stdout or stderr."""
+
+    stream: Literal["stdout", "stderr"]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PassStarted(Event):
+    """A backward call was intercepted and its graph captured.
+
+    `graph` nodes carry the attributes documented in `gradtui.engine.graph`; edges go from a
+    node to the nodes it sends gradient to (its inputs), in the direction gradient flows.
+    """
+
+    index: int
+    call: Literal["backward", "grad"]
+    call_text: str
+    call_site: str
+    graph: nx.DiGraph = field(repr=False, compare=False)
+    roots: tuple[int, ...] = ()
+    losses: tuple[float | None, ...] = ()
+    """Per root, its value when backward was called if it has one element (the loss), else None."""
+    recorded: bool = True
+    """False: no breakpoint could stop in this pass and nobody asked for per-node statistics, so it
+    runs unhooked at plain speed (`graph` is empty; no NodeRan or Paused events follow)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParamFlow:
+    """How the gradient of one leaf (a parameter, usually) compares with the leaf after a pass.
+
+    A tiny `ratio` (grad norm / weight norm) marks a vanishing layer, a huge one an exploding
+    layer; `PassFinished.flow` is sorted by it.
+    """
+
+    name: str
+    """The parameter's name (`fc2.weight`), else a variable's, else `#ID`."""
+    node: int | None
+    """The leaf's accumulator node id in the pass graph (None on an unrecorded pass)."""
+    shape: tuple[int, ...]
+    grad_norm: float | None
+    """L2 norm of `.grad` after the pass; None when `.grad` is None."""
+    weight_norm: float
+    ratio: float | None
+    """grad_norm / weight_norm (inf when the weight is all zeros); None without a gradient."""
+    nonfinite: int
+    """Non-finite elements in `.grad`."""
+
+
+@dataclass(frozen=True, slots=True)
+class NestedPass(Event):
+    """A backward ran while pass `pass_index` was in flight (from one of its hooks, a reentrant
+    checkpoint's recomputation, or another thread): gradtui lets it run unhooked, never pausing."""
+
+    pass_index: int
+    call: str
+    call_site: str
+    nodes: int
+    """How many nodes its graph has."""
+    thread: str
+    """The name of the thread that called it."""
+    missed: tuple[str, ...] = ()
+    """Specs of `module` breakpoints naming a module whose parameters this pass updates (a
+    reentrant checkpoint's): it runs unhooked, so they cannot stop in it."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRan(Event):
+    """A node finished: what flowed into it (after edits) and what it sent on."""
+
+    pass_index: int
+    node: int
+    order: int
+    grad_outputs: tuple[Stats | None, ...]
+    grad_inputs: tuple[Stats | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Paused(Event):
+    """The engine is blocked before (`phase="before"`) or just after a node, awaiting commands.
+
+    `grads` are the node's incoming gradients (with histograms) before it runs, or its
+    outgoing gradients when `phase="after"` (a `nan` breakpoint found the node that made one).
+    `done` is how many nodes of the pass have run.
+    """
+
+    pass_index: int
+    node: int
+    name: str
+    phase: Literal["before", "after"]
+    reason: str
+    grads: tuple[Stats | None, ...]
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed(Event):
+    """The engine runs again after a pause, in this mode (`step`, `continue`, `finish`)."""
+
+    pass_index: int
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
+class Progress(Event):
+    """Nodes done of total while the engine runs between pauses; emitted at most every ~50 ms."""
+
+    pass_index: int
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult(Event):
+    """The answer to a command: `ok=False` means it was refused and nothing changed."""
+
+    command: str
+    text: str
+    ok: bool = True
+    request: int | None = None
+    """The id the command was submitted with (`Session.submit(..., request=N)`), so a client
+    can tell which of its commands this answers; None for commands given without one."""
+
+
+@dataclass(frozen=True, slots=True)
+class GradEdited(Event):
+    """An edit replaced the paused node's incoming gradient."""
+
+    pass_index: int
+    node: int
+    command: str
+    before: tuple[Stats | None, ...]
+    after: tuple[Stats | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BreakpointHit(Event):
+    """Breakpoint `number` (spec `spec`) stopped the engine at a node."""
+
+    number: int
+    spec: str
+    pass_index: int
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
+class BreakpointInfo:
+    """One breakpoint as clients see it: its number, its spec as typed, and how often it hit."""
+
+    number: int
+    spec: str
+    hits: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BreakpointsChanged(Event):
+    """The breakpoints now (after `break`, `delete`, or a hit): clients never read the session."""
+
+    breakpoints: tuple[BreakpointInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PassFinished(Event):
+    """A backward call returned (`error` is None) or raised (`error` is its message)."""
+
+    index: int
+    done: int
+    total: int
+    error: str | None = None
+    node: int | None = None
+    """The node whose hook or backward raised, when known (post-mortem)."""
+    failed_grads: tuple[Stats | None, ...] = ()
+    """What flowed into `node` before it raised (post-mortem); empty when not known."""
+    leaf_grads: tuple[tuple[int, Stats | None], ...] = ()
+    """(accumulator node id, stats of its leaf's `.grad` after the pass) for every leaf."""
+    flow: tuple[ParamFlow, ...] = ()
+    """Gradient flow per leaf, sorted by ratio from vanishing to exploding (leaves with no
+    gradient first, non-finite ones last)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrameInfo:
+    """One frame of a script's traceback, as `traceback.FrameSummary` gives it."""
+
+    filename: str
+    lineno: int
+    name: str
+    """The function's name (`<module>` at the top level)."""
+    line: str
+    """The source line, stripped ("" when the file cannot be read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """The exception a script ended with, as data a client renders (Rich's Traceback in the UI).
+
+    `frames` are those of `ScriptFinished.traceback`: every frame but gradtui's own, outermost
+    first (torch's and the standard library's included, as python prints them; a client that
+    folds library frames asks `gradtui.model.places.is_user_file`). Chained exceptions
+    (`__cause__`, `__context__`) are in the traceback text only."""
+
+    exc_type: str
+    """`ValueError`; qualified by module outside builtins and __main__ (`torch.OutOfMemoryError`)."""
+    message: str
+    frames: tuple[FrameInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptFinished(Event):
+    """The script ended: exit status (0 ok, 1 exception, n from sys.exit, `runner.QUIT_STATUS`
+    (130) when the user quit), traceback if any."""
+
+    exit_status: int
+    traceback: str | None = None
+    quit: bool = False
+    """True when the user quit the debugger before the script ended."""
+    passes: int = 0
+    how: str | None = None
+    """Set by a client when the script's process ended without saying so itself (`os._exit`,
+    a signal): e.g. "killed by SIGSEGV (Segmentation fault)"; set by the runner when it had to
+    end a script that went on after quit ("hard exit ...")."""
+    error: ErrorInfo | None = None
+    """The exception the script ended with, structured (None when it did not raise)."""

@@ -1,0 +1,152 @@
+"""The command language (gradtui.model.commands): every command and alias parses to the right
+object, and every malformed line is refused with a message that says what is wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradtui.model.commands import (
+    HELP, Break, Clip, Command, CommandError, Continue, Delete, Finish, Help, ListBreakpoints, Print,
+    Quit, Scale, SetGrad, Step, Why, Zero, parse, parse_file,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("step", Step("step")),
+    ("s", Step("s")),
+    ("n", Step("n")),
+    ("next", Step("next")),
+    ("STEP", Step("STEP")),
+    ("continue", Continue("continue")),
+    ("c", Continue("c")),
+    ("cont", Continue("cont")),
+    ("finish", Finish("finish")),
+    ("f", Finish("f")),
+    ("zero", Zero("zero")),
+    ("breakpoints", ListBreakpoints("breakpoints")),
+    ("help", Help("help")),
+    ("h", Help("h")),
+    ("?", Help("?")),
+    ("quit", Quit("quit")),
+    ("q", Quit("q")),
+    ("exit", Quit("exit")),
+    ("break AddmmBackward0", Break("break AddmmBackward0", "AddmmBackward0")),
+    ("b z", Break("b z", "z")),
+    ("break   fc.weight  ", Break("break   fc.weight", "fc.weight")),
+    ("break 0.weight", Break("break 0.weight", "0.weight")),
+    ("break #3", Break("break #3", "#3")),
+    ("break nan", Break("break nan", "nan")),
+    ("break norm>2.5", Break("break norm>2.5", "norm>2.5")),
+    ("break pass 1", Break("break pass 1", "pass 1")),
+    ("delete 2", Delete("delete 2", 2)),
+    ("d 1", Delete("d 1", 1)),
+    ("delete all", Delete("delete all", None)),
+    ("scale 0.5", Scale("scale 0.5", 0.5)),
+    ("scale -2", Scale("scale -2", -2.0)),
+    ("scale 1e-3", Scale("scale 1e-3", 1e-3)),
+    ("clip 1.0", Clip("clip 1.0", 1.0)),
+    ("clip 0", Clip("clip 0", 0.0)),
+    ("set g * 3", SetGrad("set g * 3", "g * 3")),
+    ("set g.clamp(-1, 1)", SetGrad("set g.clamp(-1, 1)", "g.clamp(-1, 1)")),
+    ("print", Print("print", None)),
+    ("p", Print("p", None)),
+    ("print g.abs().max()", Print("print g.abs().max()", "g.abs().max()")),
+    ("p g", Print("p g", "g")),
+    ("why x", Why("why x", "x")),
+    ("why model.fc", Why("why model.fc", "model.fc")),
+    ("why model[0].weight", Why("why model[0].weight", "model[0].weight")),
+    ("  step  ", Step("step")),
+])
+def test_parse(text, expected):
+    command = parse(text)
+    assert type(command) is type(expected)
+    assert command == expected
+
+
+def test_command_flags():
+    assert all(parse(t).resumes for t in ("step", "continue", "finish"))
+    assert not any(parse(t).resumes for t in ("zero", "scale 2", "print", "break z", "help", "why x"))
+    assert all(parse(t).needs_pause for t in ("zero", "scale 2", "clip 1", "set g", "print", "why x"))
+    assert not any(parse(t).needs_pause for t in ("break z", "delete all", "breakpoints", "help", "step"))
+    assert isinstance(parse("help"), Command)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "empty command"),
+    ("   ", "empty command"),
+    ("frobnicate", "unknown command 'frobnicate'"),
+    ("stepp", "unknown command 'stepp'"),
+    ("step 2", "step takes no argument (got '2')"),
+    ("c now", "continue takes no argument"),
+    ("zero all", "zero takes no argument"),
+    ("quit now", "quit takes no argument"),
+    ("break", "break needs a spec"),
+    ("b", "break needs a spec"),
+    ("break 1abc", "bad break spec '1abc'"),
+    ("break a b", "bad break spec 'a b'"),
+    ("break #x", "bad break spec '#x'"),
+    ("break pass x", "bad break spec 'pass x'"),
+    ("break norm>big", "break norm>X: 'big' is not a number"),
+    ("delete", "delete takes a breakpoint number or 'all'"),
+    ("delete x", "delete takes a breakpoint number or 'all'"),
+    ("delete -1", "delete takes a breakpoint number or 'all'"),
+    ("scale", "scale needs a factor"),
+    ("scale half", "scale: 'half' is not a number"),
+    ("scale nan", "scale: 'nan' must be finite"),
+    ("scale inf", "scale: 'inf' must be finite"),
+    ("clip", "clip needs a maximum norm"),
+    ("clip big", "clip: 'big' is not a number"),
+    ("clip -1", "clip: the maximum norm must be >= 0"),
+    ("clip inf", "clip: 'inf' must be finite"),
+    ("set", "set needs an expression of g"),
+    ("set g +", "syntax error in 'g +'"),
+    ("set x = 3", "syntax error in 'x = 3'"),
+    ("print g +", "syntax error in 'g +'"),
+    ("why", "why needs a variable name"),
+    ("why 1x", "syntax error in '1x'"),
+])
+def test_parse_errors(text, message):
+    with pytest.raises(CommandError) as info:
+        parse(text)
+    assert message in str(info.value)
+
+
+def test_command_error_is_a_value_error():
+    assert issubclass(CommandError, ValueError)
+
+
+def test_help_lists_every_command():
+    for word in ("step", "continue", "finish", "break", "breakpoints", "delete", "scale", "zero",
+                 "clip", "set", "print", "why", "help", "quit"):
+        assert word in HELP
+    for spec in ("nan", "norm>X", "pass N", "#ID"):
+        assert spec in HELP
+
+
+def test_parse_file(tmp_path):
+    path = tmp_path / "commands.txt"
+    path.write_text("# a comment\n\nbreak nan\n  continue  \n# another\nscale 0.5\n", encoding="utf-8")
+    assert parse_file(str(path)) == ["break nan", "continue", "scale 0.5"]
+    assert [type(parse(line)) for line in parse_file(str(path))] == [Break, Continue, Scale]
+
+
+def test_parse_file_trailing_comments_and_byte_order_mark(tmp_path):
+    path = tmp_path / "commands.txt"
+    path.write_bytes(
+        "\ufeff# written on Windows\r\n"
+        "break nan   # the first NaN\r\n"
+        "break #3\t# node 3, not a comment\r\n"
+        "step #\r\n"
+        "  # indented comment\r\n"
+        "print g#x\r\n"
+        "set g * (name == 'a # b')  # keeps its string\r\n".encode("utf-8"))
+    lines = parse_file(str(path))
+    assert lines == ["break nan", "break #3", "step", "print g#x", "set g * (name == 'a # b')"]
+    assert [type(parse(line)) for line in lines] == [Break, Break, Step, Print, SetGrad]
+
+
+def test_parse_file_missing(tmp_path):
+    with pytest.raises(OSError):
+        parse_file(str(tmp_path / "nope.txt"))

@@ -1,0 +1,71 @@
+"""`why` as a pure function of (name, scope, graph, nodes): no session needed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gradtui.engine.graph import Names, capture
+from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.why import explain
+
+
+def _pass(scope: dict):
+    loss = scope["loss"]
+    cap = capture([loss.grad_fn], Names.from_scopes(scope))
+    return cap.graph, cap.nodes
+
+
+def test_explain_tells_every_kind_of_variable_apart():
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    scope = {"x": x, "h": h, "frozen": torch.ones(1), "unused": torch.ones(1, requires_grad=True),
+             "other": x * 7, "count": 3, "loss": (h * h).sum()}
+    graph, nodes = _pass(scope)
+    assert explain("x", scope, graph, nodes).startswith("yes: x is a leaf on this graph, accumulated at")
+    assert explain("h", scope, graph, nodes).startswith("yes: h is made by #2 MulBackward0 (h); its gradient arrives at #2")
+    assert "does not require grad" in explain("frozen", scope, graph, nodes)
+    assert "does not depend on it" in explain("unused", scope, graph, nodes)
+    assert "it was made by MulBackward0, but the output" in explain("other", scope, graph, nodes)
+    assert explain("count", scope, graph, nodes) == "count is an int, not a tensor"
+    assert explain("nope", scope, graph, nodes, "train") == "nope is not defined where backward was called (train)"
+
+
+@pytest.mark.parametrize(("expr", "kind"), [
+    ("(_ for _ in ()).throw(KeyboardInterrupt)", "KeyboardInterrupt"),
+    ("(_ for _ in ()).throw(GeneratorExit)", "GeneratorExit"),
+    ("exit(3)", "SystemExit"),
+])
+def test_an_expression_raising_a_base_exception_is_an_answer_not_the_end(expr, kind):
+    """Issue 11 item 5 for `why`: a BaseException from the expression is a refusal."""
+    x = torch.ones(2, requires_grad=True)
+    scope = {"x": x, "loss": (x * 2).sum()}
+    graph, nodes = _pass(scope)
+    assert explain(expr, scope, graph, nodes).startswith(f"{expr} failed: {kind}")
+
+
+def test_a_quit_while_the_expression_runs_still_quits():
+    x = torch.ones(2, requires_grad=True)
+
+    def quitting():
+        raise GradtuiQuit()
+
+    scope = {"x": x, "loss": (x * 2).sum(), "quitting": quitting}
+    graph, nodes = _pass(scope)
+    with pytest.raises(GradtuiQuit):
+        explain("quitting()", scope, graph, nodes)
+
+
+@pytest.mark.parametrize("command", ["print (_ for _ in ()).throw(KeyboardInterrupt)",
+                                     "set (_ for _ in ()).throw(GeneratorExit)",
+                                     "why (_ for _ in ()).throw(KeyboardInterrupt)"])
+def test_a_base_exception_from_a_commands_expression_is_a_refusal(command):
+    """Issue 11 item 5 at the session: whatever the expression raises, the run goes on."""
+    from conftest import example, run_headless
+
+    run = run_headless(example("chain.py"), [command, "continue"])
+    assert run.status == 0, run.output
+    (result,) = run.results()
+    assert ("KeyboardInterrupt" in result.text) or ("GeneratorExit" in result.text)
+    assert not result.ok or command.startswith("why")  # why answers with the failure as its text
+    assert run.script_output() == "x.grad = 36.0\n"  # the pass ran on, its gradient untouched
