@@ -2,6 +2,6 @@
 
 import sys
 
-from gradtui.cli import main
+from gradtui.cli.main import main
 
 sys.exit(main())

@@ -94,7 +94,7 @@ async def open_and_draw(db: str) -> tuple[float, float, int]:
     """Seconds from starting the replay UI to its passes view drawn with its plots (the replay
     opens on it), and to the debugger drawn at the run's stop after escape (Pilot, 120x40); the
     points plotted."""
-    from gradtui.replay_cli import settle_heap, ui_target
+    from gradtui.cli.replay import settle_heap, ui_target
     from gradtui.ui.app import GradtuiApp
     from gradtui.ui.screens.passes import PassesScreen
     from gradtui.ui.widgets.plots import SeriesPlot

@@ -22,7 +22,7 @@ from gradtui.model import events as ev
 from gradtui.model.report import Report
 from gradtui.engine.runner import ScriptRunner
 from gradtui.engine.session import Session
-from gradtui.headless import HeadlessDriver
+from gradtui.clients.headless import HeadlessDriver
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "tests" / "scripts"

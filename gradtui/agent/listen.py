@@ -27,8 +27,9 @@ from gradtui.agent.main import is_loopback, open_listener
 from gradtui.agent.runtime import AgentEntry, remove_entry, write_entry
 from gradtui.agent.server import AgentServer, ServerHooks
 from gradtui.model import events as ev
-from gradtui.options import RunOptions, build_session
-from gradtui.outputs import Outputs
+from gradtui.agent.build import build_session
+from gradtui.model.options import RunOptions
+from gradtui.agent.outputs import Outputs
 
 
 class Listening:
@@ -40,7 +41,7 @@ class Listening:
         self._paused = False
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        from gradtui.dist.job import in_job_env
+        from gradtui.distributed.job import in_job_env
 
         job = in_job_env()  # one rank of a torchrun job: every pass hooked, so every rank gates alike
         if record is not None:
@@ -72,14 +73,14 @@ class Listening:
         self._server = AgentServer(self._listener, token, hooks)
         tap = None
         if job:
-            from gradtui.dist.tap import JobTap
+            from gradtui.distributed.tap import JobTap
 
             tap = JobTap(self._server)
         self.session = build_session(options, tap or self._server, *self._outputs.listeners, self._watch)
         if tap is not None:
             tap.bind(self.session, self._submit, self._quit, self._listener, token)
             hooks.submit, hooks.quit, hooks.detached = tap.submit, tap.quit, tap.detached
-        from gradtui.dist.tap import is_follower
+        from gradtui.distributed.tap import is_follower
 
         self._entry = None if is_follower() else write_entry(AgentEntry(self.address, token, os.getpid(), script))
         self._closed = False

@@ -24,8 +24,9 @@ import threading
 from gradtui.agent.output import FdTee
 from gradtui.agent.runtime import AgentEntry, parse_address, remove_entry, write_entry
 from gradtui.agent.server import AgentServer, ServerHooks
-from gradtui.options import RunOptions, build_session
-from gradtui.outputs import OUTPUT_FAILED, OutputError, Outputs
+from gradtui.agent.build import build_session
+from gradtui.model.options import RunOptions
+from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
 
 TOKEN_ENV = "GRADTUI_TOKEN"
 FD_ENV = "GRADTUI_AGENT_FD"
@@ -101,22 +102,22 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
 
 
 def _in_job() -> bool:
-    from gradtui.dist.job import in_job_env
+    from gradtui.distributed.job import in_job_env
 
     return in_job_env()
 
 
 def _follower() -> bool:
-    from gradtui.dist.tap import is_follower
+    from gradtui.distributed.tap import is_follower
 
     return is_follower()
 
 
 def _job_tap(server: AgentServer, listener: socket.socket | None):
-    """A listening agent under torchrun (WORLD_SIZE > 1) is one rank of a job (gradtui.dist)."""
+    """A listening agent under torchrun (WORLD_SIZE > 1) is one rank of a job (gradtui.distributed)."""
     if listener is None or not _in_job():
         return None
-    from gradtui.dist.tap import JobTap
+    from gradtui.distributed.tap import JobTap
 
     return JobTap(server)
 

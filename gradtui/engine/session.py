@@ -78,7 +78,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
         self._check_every = None if check_every is None else max(1, check_every)
         self.follow: Callable[[PassRecord, int], str | None] | None = None
-        """Distributed follow mode's per-node "park here?" check (gradtui.dist.rank), or None.
+        """Distributed follow mode's per-node "park here?" check (gradtui.distributed.rank), or None.
         Called before a node runs, after any pause of its own; it may block (the ranks' gate) and
         returns a reason to pause here (another rank is paused) or None to let the node run."""
 

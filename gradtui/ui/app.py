@@ -29,8 +29,8 @@ from gradtui.model import events as ev
 from gradtui.model.breakpoints import parse_spec
 from gradtui.model.report import Report
 from gradtui.model.dist_events import RanksChanged
-from gradtui.feeder import CommandFeeder
-from gradtui.options import RunOptions
+from gradtui.clients.feeder import CommandFeeder
+from gradtui.model.options import RunOptions
 from gradtui.ui import keys
 from gradtui.ui.actions import NavigationActions
 from gradtui.ui.client import ERROR_STYLE, NOTE_STYLE, TargetClient, run_app

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from gradtui.model import events as ev
 from gradtui.model.commands import CommandError, Quit, parse
 from gradtui.model.events import QUIT_STATUS
-from gradtui.options import RunOptions
+from gradtui.model.options import RunOptions
 from gradtui.ui import fmt
 from gradtui.ui.tracebacks import render_error
 from gradtui.ui.watchdog import QuitWatchdog
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from textual.timer import Timer
 
     from gradtui.model.report import Report
-    from gradtui.feeder import CommandFeeder
+    from gradtui.clients.feeder import CommandFeeder
     from gradtui.ui.state import Change, UIState
 
     _Base = App[int]

@@ -21,7 +21,7 @@ import sys
 from collections.abc import AsyncIterator
 
 from gradtui.model import events as ev
-from gradtui.options import RunOptions
+from gradtui.model.options import RunOptions
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.target import TargetError, TargetInfo
 

@@ -172,7 +172,7 @@ def test_missing_command_file(tmp_path):
 
 
 def test_command_file_that_is_not_text(tmp_path, capsys):
-    from gradtui.cli import main
+    from gradtui.cli.main import main
 
     commands = tmp_path / "commands.bin"
     commands.write_bytes(b"step\n\xff\xfe\n")
@@ -181,7 +181,7 @@ def test_command_file_that_is_not_text(tmp_path, capsys):
 
 
 def test_report_path_is_checked_before_the_script_runs(tmp_path, capsys):
-    from gradtui.cli import main
+    from gradtui.cli.main import main
 
     (tmp_path / "file").write_text("", encoding="utf-8")
     for bad, why in [(tmp_path / "file" / "r.json", "cannot create the folder"), (tmp_path, "it is a directory"),
@@ -193,7 +193,7 @@ def test_report_path_is_checked_before_the_script_runs(tmp_path, capsys):
 
 
 def test_a_missing_report_folder_is_created(tmp_path, capsys):
-    from gradtui.cli import main
+    from gradtui.cli.main import main
 
     path = tmp_path / "new" / "deeper" / "r.json"
     assert main(["--headless", "--report", str(path), example("chain.py")]) == 0, capsys.readouterr()
@@ -201,7 +201,7 @@ def test_a_missing_report_folder_is_created(tmp_path, capsys):
 
 
 def test_relative_report_path_survives_the_script_changing_directory(tmp_path, monkeypatch, capsys):
-    from gradtui.cli import main
+    from gradtui.cli.main import main
 
     (tmp_path / "elsewhere").mkdir()
     path = tmp_path / "moves.py"
@@ -241,11 +241,11 @@ def test_no_script_runs_the_demo(tmp_path):
 
 CHECK_NO_UI = """
 import sys
-import gradtui.engine.session, gradtui.engine.runner, gradtui.model.report, gradtui.cli, gradtui.headless
+import gradtui.engine.session, gradtui.engine.runner, gradtui.model.report, gradtui.cli.main, gradtui.clients.headless
 def loaded():
     return sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'rich'})
 assert not loaded(), loaded()
-from gradtui import cli
+from gradtui.cli import main as cli
 status = cli.main(['--headless', '-c', 'step', '-c', 'continue', sys.argv[1]])
 assert status == 0, status
 assert not loaded(), loaded()
@@ -291,7 +291,7 @@ def test_record_all_hooks_every_pass_and_the_default_does_not():
 @pytest.mark.parametrize("command", [["attach", "127.0.0.1:1", "--token", "t", "--headless"], ["replay", "DB"]])
 def test_every_client_command_says_why_it_cannot_read_its_command_file(tmp_path, capsys, command):
     """attach and replay read -x as gradtui does: a bad file is one line and status 2, no traceback."""
-    from gradtui.cli import main
+    from gradtui.cli.main import main
     from gradtui.record.store import Recorder
 
     if command[-1] == "DB":
@@ -305,7 +305,7 @@ def test_every_client_command_says_why_it_cannot_read_its_command_file(tmp_path,
 
 CHECK_NO_TORCH = """
 import sys
-from gradtui import cli
+from gradtui.cli import main as cli
 for argv in (['--headless', 'no/such/script.py'], ['attach', '--headless', '-x', 'no/such/file']):
     assert cli.main(argv) == 2
 assert 'torch' not in sys.modules, 'bad input loaded torch'

@@ -112,7 +112,7 @@ def test_backward_in_a_users_hook_is_announced_and_runs():
 
 def test_without_a_flow_command_headless_skips_the_flow_of_unhooked_passes(tmp_path, monkeypatch):
     import gradtui.engine.session as session_module
-    from gradtui.cli import main
+    from gradtui.cli.main import main
 
     out = tmp_path / "g.pt"
     original = session_module.Session.emit

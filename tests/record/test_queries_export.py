@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from gradtui import export_cli
+from gradtui.cli import export as export_cli
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording
 from recordings import flight_recording, gradtui

@@ -17,8 +17,8 @@ import pytest
 
 from conftest import REPO, script
 from gradtui.model import events as ev
-from gradtui.feeder import CommandFeeder
-from gradtui.options import RunOptions
+from gradtui.clients.feeder import CommandFeeder
+from gradtui.model.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
 from recordings import RUN_TIMEOUT

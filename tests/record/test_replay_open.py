@@ -210,7 +210,7 @@ async def test_a_long_recording_tells_its_last_passes_and_shows_any_pass_on_dema
 async def test_the_ui_story_tells_the_same_lines_in_one_piece_before_the_passes(recordings):
     """`gradtui replay` in the UI: the output pane gets the lines the transcript's story tells,
     in the same order, with no pass between them (the UI draws once, not once a pass)."""
-    from gradtui.replay_cli import ui_target
+    from gradtui.cli.replay import ui_target
 
     path = recordings[500]
     transcript, told, *_ = await opened(path)

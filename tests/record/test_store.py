@@ -16,7 +16,7 @@ from conftest import script
 from gradtui.model.report import Report
 from gradtui.engine.runner import ScriptRunner
 from gradtui.engine.session import Session
-from gradtui.headless import HeadlessDriver
+from gradtui.clients.headless import HeadlessDriver
 from gradtui.record import schema
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from gradtui.serve import cli
+from gradtui.cli import serve as cli
 from gradtui.serve.web import ServeOptions
 
 
@@ -38,7 +38,7 @@ def test_another_host_is_served_with_a_warning(tmp_path, monkeypatch, capsys):
 
 
 def test_gradtui_serve_is_dispatched_by_the_gradtui_command(capsys):
-    from gradtui.cli import main
+    from gradtui.cli.main import main
 
     with pytest.raises(SystemExit) as done:
         main(["serve", "--help"])

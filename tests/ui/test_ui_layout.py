@@ -10,7 +10,7 @@ from textual.command import CommandPalette
 from textual.keys import _character_to_key
 from textual.widgets import DataTable, Footer
 
-from gradtui.cli import demo_path
+from gradtui.cli.main import demo_path
 from gradtui.model.nodes import node_tags
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen

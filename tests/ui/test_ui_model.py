@@ -13,7 +13,7 @@ from gradtui.model import events as ev
 from gradtui.engine.runner import ScriptRunner
 from gradtui.engine.session import Session
 from gradtui.engine.summary import summarize
-from gradtui.headless import HeadlessDriver
+from gradtui.clients.headless import HeadlessDriver
 from gradtui.ui import fmt
 from gradtui.ui.state import UIState
 from ui_helpers import example, ui_script

@@ -7,7 +7,7 @@ timing. Regenerate with `pytest tests/ui --snapshot-update` and look at every SV
 
 from __future__ import annotations
 
-from gradtui.cli import demo_path
+from gradtui.cli.main import demo_path
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.flow import FlowScreen

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from gradtui.model import events as ev
-from gradtui.feeder import CommandFeeder
-from gradtui.options import RunOptions
+from gradtui.clients.feeder import CommandFeeder
+from gradtui.model.options import RunOptions
 from gradtui.wire.child import ChildTarget
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""A tiny DDP job for tests/dist: an MLP, 2 passes, gradients saved per rank.
+"""A tiny DDP job for tests/distributed: an MLP, 2 passes, gradients saved per rank.
 
 argv: OUT_DIR MODE (plain | diverge | nan). Timeout 5 s on purpose: a pause longer than that
 must not lose a rank. `diverge`: pass 1 runs under no_sync with rank 1's loss scaled (the

@@ -27,7 +27,7 @@ from typing import Any
 from gradtui.model import events as ev
 from gradtui.engine.recorder import PassRecord
 from gradtui.model.dist_events import RankWaiting
-from gradtui.dist.job import Timeouts
+from gradtui.distributed.job import Timeouts
 
 CONTROL = "gradtui-dist "
 """The prefix of the hub's control lines to a rank (never typed by a user)."""

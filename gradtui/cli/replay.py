@@ -14,7 +14,7 @@ import asyncio
 import gc
 import sys
 
-from gradtui.clientcli import UsageError, add_client_options, drive_headless, read_commands
+from gradtui.cli.options import UsageError, add_client_options, drive_headless, read_commands
 from gradtui.record.replay import ReplayTarget, open_recording, parse_replay
 from gradtui.wire.target import TargetError
 

@@ -15,7 +15,7 @@ import os
 import sys
 
 from gradtui.agent.runtime import AgentEntry, parse_address, running_agents
-from gradtui.clientcli import UsageError, add_client_options, drive_headless, read_commands
+from gradtui.cli.options import UsageError, add_client_options, drive_headless, read_commands
 
 DETACHED = "(gradtui) detached: the script runs on; its breakpoints stay armed for the next client"
 

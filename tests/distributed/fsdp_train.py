@@ -1,4 +1,4 @@
-"""A tiny FSDP2 (`fully_shard`) job for tests/dist: one pass, each rank's local gradient shards saved.
+"""A tiny FSDP2 (`fully_shard`) job for tests/distributed: one pass, each rank's local gradient shards saved.
 
 argv: OUT_DIR. Timeout 5 s on purpose, as in ddp_train.py."""
 

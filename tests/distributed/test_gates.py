@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import torch.distributed as dist
 
 from gradtui.model import events as ev
-from gradtui.dist.rank import RankLink
+from gradtui.distributed.rank import RankLink
 
 NODES, PASSES = 40, 5
 

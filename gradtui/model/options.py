@@ -81,18 +81,3 @@ class RunOptions:
         """The options a parent handed to this child agent."""
         data: dict[str, Any] = json.loads(os.environ.pop(ENV))
         return cls(**data)
-
-
-def build_session(options: RunOptions, *listeners: Any):
-    """The session for `options`, with its breakpoints armed and `listeners` attached."""
-    from gradtui.engine.session import Session
-
-    session = Session(full_stats=options.full_stats, hook_all_passes=options.hook_all_passes,
-                      flow_unhooked=options.flow_unhooked)
-    for listener in listeners:
-        session.add_listener(listener)
-    for spec in options.break_on:
-        session.submit(f"break {spec}")
-    if options.break_on:
-        session.run_on()
-    return session

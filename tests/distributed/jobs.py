@@ -1,4 +1,4 @@
-"""Helpers for tests/dist: a torchrun job of 2 gloo ranks under gradtui, and a client of its hub.
+"""Helpers for tests/distributed: a torchrun job of 2 gloo ranks under gradtui, and a client of its hub.
 
 Every wait has a timeout; the job runs in its own process group, which `Job.end` kills (the
 fixtures call it in a finalizer), so no rank outlives its test.

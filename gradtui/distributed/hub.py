@@ -31,9 +31,9 @@ from gradtui.model.commands import (
     Step, Zero, parse,
 )
 from gradtui.agent.runtime import alive
-from gradtui.dist.conn import RankConn
+from gradtui.distributed.conn import RankConn
 from gradtui.model.dist_events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks
-from gradtui.dist.rank import CONTROL
+from gradtui.distributed.rank import CONTROL
 
 PARKED = "parked"
 """How a parked rank's pause reason starts."""

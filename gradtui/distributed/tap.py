@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gradtui.model import events as ev
-from gradtui.dist import job
-from gradtui.dist.rank import CONTROL, RankLink
+from gradtui.distributed import job
+from gradtui.distributed.rank import CONTROL, RankLink
 
 
 class JobTap:
@@ -63,7 +63,7 @@ class JobTap:
 
     def join(self) -> None:
         """Join the job: register in its store, gate every node, start the hub on rank 0."""
-        from gradtui.dist.checks import Checks
+        from gradtui.distributed.checks import Checks
 
         rank, world = job.rank_and_world()
         store = job.job_store()
@@ -72,7 +72,7 @@ class JobTap:
         self.session.follow = self.link.follow
         store.set(f"a/{rank}", json.dumps({"address": self._address, "token": self._token, "pid": os.getpid()}))
         if rank == 0:
-            from gradtui.dist.hub import JobHub
+            from gradtui.distributed.hub import JobHub
 
             hub = JobHub(world, self.server, self, store)
             try:

@@ -7,9 +7,10 @@ import os
 import sys
 from importlib import resources
 
-from gradtui.clientcli import UsageError, add_client_options, read_commands
-from gradtui.options import RunOptions, build_session
-from gradtui.outputs import OUTPUT_FAILED, OutputError, Outputs
+from gradtui.cli.options import UsageError, add_client_options, read_commands
+from gradtui.agent.build import build_session
+from gradtui.model.options import RunOptions
+from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
 
 DESCRIPTION = """\
 Debug the backward passes of a PyTorch script, unmodified.
@@ -100,13 +101,13 @@ def _subcommand(name: str, argv: list[str]) -> int:
     """Run `gradtui NAME ARGV` (each imported only when asked for: none loads the UI or torch early)."""
     match name:
         case "attach":
-            from gradtui.attach import main
+            from gradtui.cli.attach import main
         case "replay":
-            from gradtui.replay_cli import main
+            from gradtui.cli.replay import main
         case "export":
-            from gradtui.export_cli import main
+            from gradtui.cli.export import main
         case "serve":
-            from gradtui.serve.cli import main
+            from gradtui.cli.serve import main
         case _:
             raise ValueError(name)
     return main(argv)
@@ -204,7 +205,7 @@ def run_headless(options: RunOptions) -> int:
     not be written)."""
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
-    from gradtui.headless import HeadlessDriver
+    from gradtui.clients.headless import HeadlessDriver
 
     allow_deep_graphs()  # the script runs on this (the main) thread: freeing a deep graph must not overflow
     try:

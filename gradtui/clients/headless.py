@@ -19,7 +19,7 @@ from gradtui.model import events as ev
 from gradtui.model.commands import CommandError, Continue, parse
 from gradtui.model.nodes import node_title
 from gradtui.model.stats import format_grads
-from gradtui.feeder import CommandFeeder
+from gradtui.clients.feeder import CommandFeeder
 
 
 class HeadlessDriver:

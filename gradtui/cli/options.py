@@ -56,7 +56,7 @@ async def drive_headless(target: Any, commands: list[str], *, prog: str, check: 
     ScriptFinished; a target that ends without one went away: status 1.
     """
     from gradtui.model import events as ev
-    from gradtui.headless import HeadlessDriver
+    from gradtui.clients.headless import HeadlessDriver
     from gradtui.wire.target import TargetError
 
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gradtui.model import events as ev
-from tests.dist.jobs import HERE, Client, Job, grads, same, torchrun
+from tests.distributed.jobs import HERE, Client, Job, grads, same, torchrun
 
 DDP = str(HERE / "ddp_train.py")
 FSDP = str(HERE / "fsdp_train.py")

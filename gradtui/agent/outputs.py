@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from gradtui.options import RunOptions
+from gradtui.model.options import RunOptions
 
 OUTPUT_FAILED = 2
 """Exit status of a run whose script succeeded but whose report or recording could not be written."""
