@@ -172,6 +172,7 @@ class Recording:
     # ---- reading, damage named and skipped -------------------------------------------------
 
     def _note(self, what: str) -> None:
+        what = "".join(c if c.isprintable() else "?" for c in what)  # a damaged cell's text: one line
         if what not in self.damage:
             self.damage.append(what)
 
