@@ -68,7 +68,7 @@ class PassesScreen(Screen[int | None]):
     def _note(self) -> str:
         shown = len(self.state.summaries)
         if self.recording:
-            recorded = sum(summary.recorded for summary in self.state.summaries)
+            recorded = sum(summary.recorded and summary.kept for summary in self.state.summaries)
             return f"{shown} passes listed · {recorded} with per-node data · unhooked: loss and flow only"
         kept = len(self.state.views)
         return f"{shown} passes · node data kept for the last {kept} · unhooked: loss and flow only"
@@ -88,10 +88,10 @@ class PassesScreen(Screen[int | None]):
             losses = [format_number(v) for v in summary.losses if v is not None]
             if not summary.recorded:
                 nodes = Text("unhooked", style="dim")
-            elif summary.index in kept and (summary.nodes or not self.recording):
+            elif not summary.kept:  # hooked in the run, its node statistics not recorded (--flight)
+                nodes = Text(f"{summary.nodes} · not kept", style="dim")
+            elif summary.index in kept or self.recording:  # a recording has every pass's (enter asks it)
                 nodes = Text(str(summary.nodes))
-            elif self.recording:  # told without its graph: enter asks the recording for it
-                nodes = Text("recorded", style="dim")
             else:
                 nodes = Text(f"{summary.nodes} (dropped)", style="dim")
             hits = self.state.hits.get(summary.index, 0)
