@@ -97,3 +97,31 @@ async def test_the_detail_pane_draws_a_nodes_recorded_norms_over_the_passes_befo
         text = detail_text(app)
         assert "passes 0–4" in text and "min -" not in text, text
         await pilot.press("q")
+
+
+async def _settled_passes_view(pilot) -> None:
+    from textual.widgets._footer import FooterKey
+
+    await _passes_view(pilot)
+    await wait_for(pilot, lambda: not any(key.action == "step" for key in pilot.app.query(FooterKey)),
+                   what="the footer of the passes view")
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+def test_replay_passes_view_keeps_its_table_rows(snap_compare, recordings, size):
+    """The passes view of the nanmlp recording: at 80x24 the loss and norm plots only, over a
+    table with rows (pass 5's hit, every pass's node count); at 160x45 all four plots."""
+    assert snap_compare(_app(recordings["all"]), terminal_size=size, run_before=_settled_passes_view)
+
+
+@pytest.mark.parametrize("height,recording,size", [(24, True, "compact"), (45, True, "full"), (40, True, "short"),
+                                                   (20, True, "hidden"), (24, False, "short"), (36, False, "full")])
+def test_the_plots_give_way_to_the_table(height, recording, size):
+    from gradtui.ui.screens.passes import AROUND, PLOT_SIZES, TABLE_ROWS, plot_size
+
+    assert plot_size(height, recording) == size
+    taken = dict(PLOT_SIZES[recording]).get(size, 0)
+    assert height * 9 // 10 - AROUND - taken >= TABLE_ROWS
