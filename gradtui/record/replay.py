@@ -30,7 +30,7 @@ from gradtui.model.flowtext import format_flow
 from gradtui.model.nodes import node_title
 from gradtui.model.stats import any_nonfinite, format_grads
 from gradtui.record.reader import NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, ran_in_order
-from gradtui.record.replay_commands import REPLAY_HELP, ShowPass, open_recording, parse_replay, ranges
+from gradtui.record.replay_commands import REPLAY_HELP, FlowOf, ShowPass, open_recording, parse_replay, ranges
 from gradtui.record.story import nodes_ran, pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo
 
@@ -258,12 +258,12 @@ class ReplayTarget:
                 return answer(f"{READ_ONLY}: edits need a live run", False)
             case Why():
                 return answer(f"{READ_ONLY}: why needs the live script's variables", False)
+            case FlowOf(index=index):
+                if self._pass(index) is None:
+                    return answer(f"no pass {index} in this recording", False)
+                return answer(*self._flow_text(index))
             case Flow():
-                assert self._rec is not None
-                flow = self._rec.flow(shown.info.index)
-                if not flow:
-                    return answer(f"no gradient flow recorded for pass {shown.info.index}", False)
-                return answer("\n".join([f"gradient flow after pass {shown.info.index}:", *format_flow(flow)]))
+                return answer(*self._flow_text(shown.info.index))
             case Break(spec=spec):
                 bp = self.breakpoints.add(spec)
                 return [*answer(f"breakpoint {bp.number} at {bp.spec.text}"), self._breakpoints_changed()]
@@ -283,6 +283,14 @@ class ReplayTarget:
             case _:
                 return answer(f"cannot run {command.text!r} in a replay", False)
 
+    def _flow_text(self, index: int) -> tuple[str, bool]:
+        """Pass `index`'s recorded flow as `flow` prints it, and whether there was one."""
+        assert self._rec is not None
+        flow = self._rec.flow(index)
+        if not flow:
+            return f"no gradient flow recorded for pass {index}", False
+        return "\n".join([f"gradient flow after pass {index}:", *format_flow(flow)]), True
+
     def _pass_command(self, index: int, answer) -> list[ev.Event]:
         assert self._rec is not None
         info = self._pass(index)
@@ -298,7 +306,8 @@ class ReplayTarget:
             norm = "-" if info.grad_norm is None else f"{info.grad_norm:.6g}"
             listed = ranges(self._rec.with_nodes()) or "none"
             return answer(f"pass {index} has no per-node data (loss {loss} · gradient norm {norm} · "
-                          f"non-finite {info.nonfinite}); passes with per-node data: {listed}", False)
+                          f"non-finite {info.nonfinite}); passes with per-node data: {listed}; "
+                          f"its flow: flow {index}", False)
         return self._show(index, "pass")
 
     def _walk(self, mode: str) -> list[ev.Event]:
