@@ -3,7 +3,8 @@
 The same shape as `--report PATH` (DESIGN.md's, with every pass's loss and flow, and nodes
 where the recording has per-node data), streamed a pass at a time and compact. A DB that is
 not a recording this gradtui reads, or a PATH that cannot be written, is one line on stderr
-and exit status 2; so is a write that fails midway (what was written is a valid document).
+and exit status 2; so is a write that fails midway (what was written is a valid document), and
+a recording that is damaged (what could be read is written: the line names what could not).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     """Run `gradtui export`; returns the exit status (0, or 2: bad input or a failed write)."""
-    from gradtui.record.export import to_json
+    from gradtui.record.export import export_json
+    from gradtui.record.reader import damage_text
 
     options = build_parser().parse_args(argv)
     try:
@@ -48,12 +50,16 @@ def main(argv: list[str]) -> int:
         print(f"gradtui export: cannot write --json {options.json}: it is a directory", file=sys.stderr)
         return BAD_INPUT
     try:
-        failed = to_json(options.db, options.json)
+        done = export_json(options.db, options.json)
     except OSError as exc:
         print(f"gradtui export: cannot write --json {options.json}: {exc.strerror or exc}", file=sys.stderr)
         return BAD_INPUT
-    if failed:
-        print(f"gradtui export: could not write --json {options.json}: {failed}", file=sys.stderr)
+    if done.failed:
+        print(f"gradtui export: could not write --json {options.json}: {done.failed}", file=sys.stderr)
+        return BAD_INPUT
+    if done.damage:
+        print(f"gradtui export: {options.db} is damaged: {damage_text(list(done.damage))}; "
+              f"--json {options.json} has the rest", file=sys.stderr)
         return BAD_INPUT
     return 0
 

@@ -4,7 +4,8 @@ The recording is a `ReplayTarget`: the same UI and the same headless driver as a
 read-only. The UI opens on the passes view (unless given commands, which are the debugger's).
 Headless, the -c / -x commands are fed at the replay's pauses as `gradtui
 --headless` feeds them; when they run out the replay ends. A path that is not a recording
-this gradtui reads is one line and exit status 2.
+this gradtui reads is one line and exit status 2; so is a damaged recording, once what could be
+read of it was replayed (the line names what could not).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import gc
 import sys
 
 from gradtui.cli.options import UsageError, add_client_options, drive_headless, read_commands
+from gradtui.record.reader import damage_text
 from gradtui.record.replay import ReplayTarget, open_recording, parse_replay
 from gradtui.wire.target import TargetError
 
@@ -65,12 +67,21 @@ def main(argv: list[str]) -> int:
         target = ReplayTarget(options.db)
         settle_heap()
         # a replay's end is how it ends, not the recorded run's status
-        return asyncio.run(drive_headless(target, commands, prog="gradtui replay", check=parse_replay,
-                                          status_of=lambda end: 0))
+        status = asyncio.run(drive_headless(target, commands, prog="gradtui replay", check=parse_replay,
+                                            status_of=lambda end: 0))
+        return damaged(options.db, target) or status
     from gradtui.ui.app import run_app
 
     target = ui_target(options.db)
     settle_heap()
     # commands are for the debugger: with none, the replay opens on its passes view
     run_app(None, target=target, commands=commands, theme=options.theme, passes_first=not commands)
-    return 0  # leaving a replay is how it ends, not a failure of the run
+    return damaged(options.db, target)  # else 0: leaving a replay is how it ends, not a failure of the run
+
+
+def damaged(db: str, target: ReplayTarget) -> int:
+    """2 with one line on stderr naming what the replay found damaged in `db`; 0 if nothing."""
+    if not target.damage:
+        return 0
+    print(f"gradtui replay: {db} is damaged: {damage_text(target.damage)}; the rest was replayed", file=sys.stderr)
+    return 2

@@ -92,7 +92,7 @@ class HeadlessDriver:
             return
         first, last = self._unhooked[0], self._unhooked[-1]
         which = f"pass {first}" if first == last else f"passes {first}-{last}"
-        self._print(f"{which} ran unhooked at plain speed: nothing could stop in them")
+        self._print(f"{which} ran unhooked at plain speed: nothing could stop in {'it' if first == last else 'them'}")
         self._unhooked.clear()
 
     def __call__(self, event: ev.Event) -> None:
@@ -115,7 +115,7 @@ class HeadlessDriver:
             self._graph = event.graph
             loss = ", ".join(f"{v:.6g}" for v in event.losses if v is not None)
             self._print(f"pass {event.index} · {event.call_text or event.call} at {event.call_site}"
-                        f"{f' · loss {loss}' if loss else ''} · {event.graph.number_of_nodes()} nodes")
+                        f"{f' · loss {loss}' if loss else ''} · {event.nodes or event.graph.number_of_nodes()} nodes")
         elif isinstance(event, ev.NestedPass):
             self._print(f"  nested {event.call}() at {event.call_site} in {event.thread} · {event.nodes} nodes"
                         f" · ran unhooked inside pass {event.pass_index}")

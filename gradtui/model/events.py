@@ -60,6 +60,12 @@ class PassStarted(Event):
     recorded: bool = True
     """False: no breakpoint could stop in this pass and nobody asked for per-node statistics, so it
     runs unhooked at plain speed (`graph` is empty; no NodeRan or Paused events follow)."""
+    nodes: int | None = None
+    """How many nodes the pass had when `graph` does not hold them: a recording's pass told
+    without its graph (None: `graph` is the whole graph)."""
+    kept: bool = True
+    """False: a recording's pass that ran hooked but whose per-node statistics were not kept
+    (outside a `--flight` window): its graph cannot be shown."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gradtui.model.report import JsonStream
@@ -39,8 +40,17 @@ def pass_json(recording: Recording, info: PassInfo) -> dict[str, Any]:
             "error": info.error, "flow": flow, "nested": list(info.nested)}
 
 
-def to_json(db: str, path: str) -> str | None:
-    """Write recording `db` to `path` as the JSON report; returns why writing failed, or None.
+@dataclass(frozen=True, slots=True)
+class Exported:
+    """How an export went: why writing failed (None: it did not), and what of the recording was
+    found damaged and left out (`reader.Recording.damage`; the document is still valid)."""
+
+    failed: str | None
+    damage: tuple[str, ...]
+
+
+def export_json(db: str, path: str) -> Exported:
+    """Write recording `db` to `path` as the JSON report: what was readable of it.
 
     Raises schema.NotARecording for a file that is not a recording, OSError if `path` cannot
     be opened.
@@ -54,4 +64,9 @@ def to_json(db: str, path: str) -> str | None:
         for info in recording.passes():
             stream.add_pass(pass_json(recording, info), tail)
         stream.close(tail)
-        return stream.failed
+        return Exported(stream.failed, tuple(recording.damage))
+
+
+def to_json(db: str, path: str) -> str | None:
+    """`export_json`, returning only why writing failed, or None."""
+    return export_json(db, path).failed

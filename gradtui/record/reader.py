@@ -3,14 +3,16 @@ hits, edits and output, as plain data (the same types the events carry where the
 
 `Recording(path)` opens the database without writing to it; a recording whose run was killed
 mid-pass opens too (SQLite replays its write-ahead log), and holds every pass that had ended.
+
+A damaged recording opens when its `passes` table can be read at all: a missing table, a page
+SQLite cannot read or a row whose cells do not hold what the schema says (`rows`) is named in
+`Recording.damage` and skipped; every read answers with what is still readable.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
-from array import array
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -18,18 +20,11 @@ import networkx as nx
 
 from gradtui.model.events import ParamFlow
 from gradtui.model.stats import Stats
-from gradtui.record import schema
+from gradtui.record import rows, schema
+from gradtui.record.rows import BadRow
 
-
-@functools.lru_cache(maxsize=8192)
-def _tuple(text: str) -> tuple:
-    """A JSON list column (shape, labels, next) as a tuple: a run repeats the same few texts."""
-    return tuple(json.loads(text))
-
-
-def _num(x: Any) -> float | None:
-    """A REAL column back as a float ('nan' was written for NaN)."""
-    return float("nan") if x == "nan" else x
+TABLES = ("run", "passes", "nodes", "grads", "flow", "hits", "edits", "output")
+"""The tables a recording has (besides schema_version); without `passes` nothing can be read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +74,14 @@ _PASS_COLUMNS = ("idx, call, call_text, call_site, losses, hooked, per_node, nod
 
 
 def _pass_info(r: tuple) -> PassInfo:
-    return PassInfo(r[0], r[1], r[2], r[3], tuple(_num(v) for v in json.loads(r[4])), bool(r[5]), bool(r[6]),
-                    r[7], r[8], r[9], r[10], r[11], r[12], _num(r[13]), r[14] or 0,
-                    tuple(json.loads(r[15])) if r[15] else ())
+    """A `passes` row, checked (raises BadRow)."""
+    return PassInfo(rows.integer(r[0], "idx"), rows.text(r[1], "call", False), rows.text(r[2], "call_text", False),
+                    rows.text(r[3], "call_site", False), rows.losses(r[4]), bool(rows.integer(r[5], "hooked")),
+                    bool(rows.integer(r[6], "per_node")), rows.integer(r[7], "nodes"), rows.integer(r[8], "done"),
+                    rows.text(r[9], "error"), rows.integer(r[10], "failed_node", null=True),
+                    rows.real(r[11], "started", null=False), rows.real(r[12], "wall", null=False),
+                    rows.real(r[13], "grad_norm"), rows.integer(r[14], "nonfinite", null=True) or 0,
+                    rows.nested(r[15]))
 
 
 class PassSpan(NamedTuple):
@@ -142,11 +142,22 @@ class Recording:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.damage: list[str] = []
+        """What was found damaged so far, a few words each, in the order found (no repeats)."""
+        self.unreadable: dict[int, str] = {}
+        """Pass index -> why its row of `passes` cannot be read (the pass is skipped)."""
         try:
             self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
             self.version = schema.check_version(self._db)
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
-            raise schema.NotARecording(f"not a gradtui recording ({exc})") from None
+            raise schema.NotARecording(schema.unreadable(exc)) from None
+        if "passes" not in tables:
+            raise schema.NotARecording("damaged: its passes table is missing")
+        self._missing = {t for t in TABLES if t not in tables}
+        for table in TABLES:
+            if table in self._missing:
+                self._note(f"the {table} table is missing")
 
     def close(self) -> None:
         """Close the database."""
@@ -158,49 +169,93 @@ class Recording:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # ---- reading, damage named and skipped -------------------------------------------------
+
+    def _note(self, what: str) -> None:
+        what = "".join(c if c.isprintable() else "?" for c in what)  # a damaged cell's text: one line
+        if what not in self.damage:
+            self.damage.append(what)
+
+    def _query(self, sql: str, args: tuple, what: str, table: str) -> list[tuple]:
+        """The rows of `sql`; [] with the damage noted when SQLite cannot read them (`what`
+        names them; a missing `table` was noted when the file was opened)."""
+        if table in self._missing:
+            return []
+        try:
+            return self._db.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            self._note(f"{what} cannot be read ({exc})")
+            return []
+
+    def _decoded(self, found: list[tuple], decode, what) -> list:
+        """Each row of `found` decoded; a row that does not decode is noted (`what(row)` names
+        it) and skipped."""
+        out = []
+        for row in found:
+            try:
+                out.append(decode(row))
+            except BadRow as exc:
+                self._note(f"{what(row)} cannot be read ({exc})")
+        return out
+
+    def _passes(self, found: list[tuple]) -> list[PassInfo]:
+        out = []
+        for row in found:
+            try:
+                out.append(_pass_info(row))
+            except BadRow as exc:
+                self.unreadable[row[0]] = str(exc)
+                self._note(f"pass {row[0]}'s row cannot be read ({exc}): it is skipped")
+        return out
+
     def run(self) -> RunInfo:
-        """The run's row (an empty RunInfo if the script never started)."""
-        row = self._db.execute("SELECT script, argv, torch, python, started, finished, exit_status, error, quit, "
-                               "how, per_node FROM run WHERE id = 1").fetchone()
-        if row is None:
-            return RunInfo(None, (), None, None, None, None, None, None, False, None, None)
-        return RunInfo(row[0], tuple(json.loads(row[1] or "[]")), row[2], row[3], row[4], row[5], row[6], row[7],
-                       bool(row[8]), row[9], row[10])
+        """The run's row (an empty RunInfo if the script never started, or if it cannot be read)."""
+        found = self._query("SELECT script, argv, torch, python, started, finished, exit_status, error, quit, "
+                            "how, per_node FROM run WHERE id = 1", (), "the run's row", "run")
+        decoded = self._decoded(found, _run_info, lambda _: "the run's row")
+        return decoded[0] if decoded else RunInfo(None, (), None, None, None, None, None, None, False, None, None)
 
     def passes(self) -> list[PassInfo]:
         """Every pass that ended, in order (a whole table: the open path reads `last_passes`)."""
-        return [_pass_info(r) for r in self._db.execute(f"SELECT {_PASS_COLUMNS} FROM passes ORDER BY idx")]
+        return self._passes(self._query(f"SELECT {_PASS_COLUMNS} FROM passes ORDER BY idx", (),
+                                        "the passes", "passes"))
 
     def span(self) -> PassSpan:
         """The first and last pass index: the two ends of the table's B-tree (not a count, which
         reads every page; min and max in one statement would too)."""
-        first = self._db.execute("SELECT min(idx) FROM passes").fetchone()[0]
-        last = self._db.execute("SELECT max(idx) FROM passes").fetchone()[0]
-        return PassSpan(first, last)
+        first = self._query("SELECT min(idx) FROM passes", (), "the passes", "passes")
+        last = self._query("SELECT max(idx) FROM passes", (), "the passes", "passes")
+        return PassSpan(first[0][0] if first else None, last[0][0] if last else None)
 
     def pass_info(self, index: int) -> PassInfo | None:
-        """Pass `index`, or None if it never ended (a primary-key lookup)."""
-        row = self._db.execute(f"SELECT {_PASS_COLUMNS} FROM passes WHERE idx = ?", (index,)).fetchone()
-        return None if row is None else _pass_info(row)
+        """Pass `index`, or None if it never ended or cannot be read (a primary-key lookup)."""
+        found = self._passes(self._query(f"SELECT {_PASS_COLUMNS} FROM passes WHERE idx = ?", (index,),
+                                         f"pass {index}'s row", "passes"))
+        return found[0] if found else None
 
     def last_passes(self, count: int) -> list[PassInfo]:
-        """The last `count` passes that ended, in order."""
-        rows = self._db.execute(f"SELECT {_PASS_COLUMNS} FROM passes ORDER BY idx DESC LIMIT ?", (count,)).fetchall()
-        return [_pass_info(r) for r in reversed(rows)]
+        """The last `count` passes that ended, in order (less any whose row cannot be read)."""
+        found = self._query(f"SELECT {_PASS_COLUMNS} FROM passes ORDER BY idx DESC LIMIT ?", (count,),
+                            "the last passes", "passes")
+        return self._passes(found[::-1])
 
     def with_nodes(self) -> list[int]:
         """The passes with per-node data, in order."""
-        return [r[0] for r in self._db.execute("SELECT idx FROM passes WHERE per_node = 1 ORDER BY idx")]
+        return [r[0] for r in self._query("SELECT idx FROM passes WHERE per_node = 1 ORDER BY idx", (),
+                                          "the passes", "passes")]
 
-    def walkable(self, after: int | None = None, *, last: bool = False) -> int | None:
-        """The first pass after `after` (or the `last` pass) with per-node data and a node that
-        ran, or None: the passes a replay can walk."""
-        where = "per_node = 1" + ("" if after is None else " AND idx > ?")
-        rows = self._db.execute(f"SELECT idx FROM passes WHERE {where} AND EXISTS (SELECT 1 FROM nodes "
-                                f"WHERE nodes.pass = passes.idx AND ord IS NOT NULL) "
-                                f"ORDER BY idx {'DESC' if last else 'ASC'} LIMIT 1",
-                                () if after is None else (after,)).fetchone()
-        return None if rows is None else rows[0]
+    def walkable(self, after: int | None = None, *, last: bool = False, before: int | None = None) -> int | None:
+        """The first pass after `after` (or the `last` one, before `before` if given) with
+        per-node data and a node that ran, or None: the passes a replay can walk."""
+        where, args = "per_node = 1", ()
+        if after is not None:
+            where, args = where + " AND idx > ?", (after,)
+        if before is not None:
+            where, args = where + " AND idx < ?", (*args, before)
+        found = self._query(f"SELECT idx FROM passes WHERE {where} AND EXISTS (SELECT 1 FROM nodes "
+                            f"WHERE nodes.pass = passes.idx AND ord IS NOT NULL) "
+                            f"ORDER BY idx {'DESC' if last else 'ASC'} LIMIT 1", args, "the passes", "nodes")
+        return found[0][0] if found and type(found[0][0]) is int else None
 
     def figures(self, limit: int) -> list[PassFigures]:
         """The figures of at most `limit` passes spread evenly over the run, of the first `limit`
@@ -208,88 +263,92 @@ class Recording:
         gradient norms (a long run's plot is a terminal wide). Primary-key and index lookups
         only: the same few queries whatever the recording's size."""
         first, last = self.span()
-        if first is None or last is None:
+        if type(first) is not int or type(last) is not int:
             return []
         stride = max(1, -(-(last - first + 1) // max(1, limit)))
         wanted = set(range(first, last + 1, stride)) | {last}
-        wanted.update(r[0] for r in self._db.execute(
-            "SELECT idx FROM passes WHERE nonfinite > 0 ORDER BY idx LIMIT ?", (limit,)))
+        wanted.update(r[0] for r in self._query("SELECT idx FROM passes WHERE nonfinite > 0 ORDER BY idx LIMIT ?",
+                                                (limit,), "the passes", "passes"))
         keys = json.dumps(sorted(wanted))
-        rows = self._db.execute("SELECT idx, losses, grad_norm, nonfinite FROM passes "
-                                "WHERE idx IN (SELECT value FROM json_each(?)) ORDER BY idx", (keys,)).fetchall()
+        found = self._query("SELECT idx, losses, grad_norm, nonfinite FROM passes "
+                            "WHERE idx IN (SELECT value FROM json_each(?)) ORDER BY idx", (keys,), "the passes", "passes")
         norms: dict[int, list[tuple[str, float | None]]] = {}
-        for index, name, norm in self._db.execute(
-                "SELECT pass, name, grad_norm FROM flow WHERE pass IN (SELECT value FROM json_each(?)) "
-                "ORDER BY pass, rank", (keys,)):
-            norms.setdefault(index, []).append((name, _num(norm)))
-        return [PassFigures(i, tuple(_num(v) for v in json.loads(losses)), _num(g), bad or 0, tuple(norms.get(i, ())))
-                for i, losses, g, bad in rows]
+        for index, name, norm in self._decoded(
+                self._query("SELECT pass, name, grad_norm FROM flow WHERE pass IN (SELECT value FROM json_each(?)) "
+                            "ORDER BY pass, rank", (keys,), "the flow", "flow"),
+                lambda r: (r[0], rows.text(r[1], "name", False), rows.real(r[2], "grad_norm")),
+                lambda r: f"the flow of pass {r[0]}"):
+            norms.setdefault(index, []).append((name, norm))
+
+        def figure(r: tuple) -> PassFigures:
+            return PassFigures(r[0], rows.losses(r[1]), rows.real(r[2], "grad_norm"),
+                               rows.integer(r[3], "nonfinite", null=True) or 0, tuple(norms.get(r[0], ())))
+        return self._decoded(found, figure, lambda r: f"pass {r[0]}'s row")
 
     def graph(self, index: int) -> nx.DiGraph:
         """Pass `index`'s graph with the node attributes of `gradtui.engine.graph` that were recorded
-        (name, kind, labels, param, source, module, next, seq) and `order`; empty without per-node data."""
+        (name, kind, labels, param, source, module, next, seq) and `order`; empty without per-node
+        data. A node whose row cannot be read is left out, and so are the edges to it."""
         graph = nx.DiGraph()
-        rows = self._db.execute("SELECT id, op, kind, labels, param, source, module, ord, next, seq FROM nodes "
-                                "WHERE pass = ? ORDER BY id", (index,)).fetchall()
-        for i, op, kind, labels, param, source, module, order, nxt, seq in rows:
-            graph.add_node(i, name=op, kind=kind, labels=_tuple(labels) if labels else (), param=param,
-                           source=source, module=module, order=order, next=_tuple(nxt), seq=seq + (1 << 64) if seq < 0 else seq)
-        for i, _, _, _, _, _, _, _, nxt, _ in rows:
-            for slot, target in enumerate(_tuple(nxt)):
-                if target is not None and not graph.has_edge(i, target):
+        found = self._query("SELECT id, op, kind, labels, param, source, module, ord, next, seq FROM nodes "
+                            "WHERE pass = ? ORDER BY id", (index,), f"the nodes of pass {index}", "nodes")
+        nodes = self._decoded(found, rows.node, lambda r: f"node {r[0]} of pass {index}")
+        graph.add_nodes_from(nodes)
+        for i, data in nodes:
+            for slot, target in enumerate(data["next"]):
+                if target is not None and target in graph and not graph.has_edge(i, target):
                     graph.add_edge(i, target, slot=slot)
         return graph
 
     def walk(self, index: int) -> list[int]:
         """The nodes of pass `index` that ran, in engine order (empty without per-node data)."""
-        rows = self._db.execute("SELECT id FROM nodes WHERE pass = ? AND ord IS NOT NULL ORDER BY ord", (index,))
-        return [r[0] for r in rows]
+        return ran_in_order(self.graph(index))
 
     def stats(self, index: int) -> dict[int, NodeStats]:
         """Per node of pass `index` that ran: its incoming and outgoing statistics."""
         found: dict[int, tuple[list[Stats | None], list[Stats | None]]] = {}
-        rows = self._db.execute("SELECT node, dir, slot, shape, dtype, device, norm, min, max, mean, nonfinite, vals "
-                                "FROM grads WHERE pass = ? ORDER BY node, dir, slot", (index,))
-        for node, direction, slot, shape, dtype, device, norm, lo, hi, mean, nonfinite, vals in rows:
+        grads = self._query("SELECT node, dir, slot, shape, dtype, device, norm, min, max, mean, nonfinite, vals "
+                            "FROM grads WHERE pass = ? ORDER BY node, dir, slot", (index,),
+                            f"the gradients of pass {index}", "grads")
+        for node, direction, slot, stats in self._decoded(grads, rows.stats,
+                                                          lambda r: f"a gradient of node {r[0]} of pass {index}"):
             lists = found.setdefault(node, ([], []))[direction]
             while len(lists) < slot:
                 lists.append(None)
-            if shape is None:
-                lists.append(None)
-                continue
-            values = None if vals is None else tuple(array("d", vals))
-            lists.append(Stats(_tuple(shape), dtype, device, _num(norm), _num(lo), _num(hi), _num(mean),
-                               nonfinite, values, values[:8] if values else ()))
+            if len(lists) == slot:
+                lists.append(stats)
         return {node: NodeStats(tuple(a), tuple(b)) for node, (a, b) in found.items()}
 
     def flows(self, first: int) -> dict[int, tuple[ParamFlow, ...]]:
         """The gradient flow of every pass from `first` on, in one query."""
         found: dict[int, list[ParamFlow]] = {}
-        rows = self._db.execute("SELECT pass, name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
-                                "WHERE pass >= ? ORDER BY pass, rank", (first,))
-        for index, name, node, shape, g, w, r, nf in rows:
-            found.setdefault(index, []).append(ParamFlow(name, node, _tuple(shape), _num(g), _num(w),
-                                                         _num(r), nf))
+        flow = self._query("SELECT pass, name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
+                           "WHERE pass >= ? ORDER BY pass, rank", (first,), "the flow", "flow")
+        for index, row in self._decoded(flow, lambda r: (r[0], rows.flow(r[1:])), lambda r: f"the flow of pass {r[0]}"):
+            found.setdefault(index, []).append(row)
         return {index: tuple(flow) for index, flow in found.items()}
 
     def flow(self, index: int) -> tuple[ParamFlow, ...]:
         """Pass `index`'s gradient flow, in the order the session sorted it."""
-        rows = self._db.execute("SELECT name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
-                                "WHERE pass = ? ORDER BY rank", (index,))
-        return tuple(ParamFlow(name, node, _tuple(shape), _num(g), _num(w), _num(r), nf)
-                     for name, node, shape, g, w, r, nf in rows)
+        found = self._query("SELECT name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
+                            "WHERE pass = ? ORDER BY rank", (index,), f"the flow of pass {index}", "flow")
+        return tuple(self._decoded(found, rows.flow, lambda _: f"the flow of pass {index}"))
 
-    def hits(self, index: int | None = None) -> list[dict[str, Any]]:
-        """Breakpoint hits in order (of pass `index` only, if given): breakpoint number, spec, pass, node."""
+    def hits(self, index: int | None = None, *, since: int | None = None) -> list[dict[str, Any]]:
+        """Breakpoint hits in order (of pass `index` only, or of the passes from `since` on, if
+        given): breakpoint number, spec, pass, node."""
         where, args = ("", ()) if index is None else (" WHERE pass = ?", (index,))
-        return [{"breakpoint": b, "spec": s, "pass": p, "node": n}
-                for p, n, b, s in self._db.execute(f"SELECT pass, node, breakpoint, spec FROM hits{where} ORDER BY seq",
-                                                   args)]
+        if since is not None:
+            where, args = " WHERE pass >= ?", (since,)
+        found = self._query(f"SELECT pass, node, breakpoint, spec FROM hits{where} ORDER BY seq", args,
+                            "the breakpoint hits", "hits")
+        return self._decoded(found, rows.hit, lambda r: f"a breakpoint hit of pass {r[0]}")
 
     def edits(self) -> list[dict[str, Any]]:
         """Edits in order: pass, node, command, and the statistics before and after (JSON dicts)."""
-        return [{"pass": p, "node": n, "command": c, "before": json.loads(b), "after": json.loads(a)}
-                for p, n, c, b, a in self._db.execute("SELECT pass, node, command, before, after FROM edits ORDER BY seq")]
+        found = self._query("SELECT pass, node, command, before, after FROM edits ORDER BY seq", (),
+                            "the edits", "edits")
+        return self._decoded(found, rows.edit, lambda r: f"an edit of pass {r[0]}")
 
     def output(self) -> list[OutputLine]:
         """The script's output, in order."""
@@ -304,13 +363,39 @@ class Recording:
             return OutputStory(prefix, [], self._tail("pass IS NOT NULL", (), limit))
         return OutputStory(prefix, self._tail("pass < ?", (first,), limit), self._tail("pass >= ?", (first,), limit))
 
+    def _output_rows(self, found: list[tuple]) -> list[OutputLine]:
+        return [OutputLine(*line) for line in self._decoded(found, rows.output,
+                                                             lambda r: f"an output line of pass {r[0]}")]
+
     def _lines(self, clause: str, args: tuple) -> list[OutputLine]:
-        return [OutputLine(p, s, t) for p, s, t in self._db.execute(f"SELECT pass, stream, text FROM output {clause}",
-                                                                    args)]
+        return self._output_rows(self._query(f"SELECT pass, stream, text FROM output {clause}", args,
+                                             "the output", "output"))
 
     def _tail(self, where: str, args: tuple, limit: int) -> list[OutputLine]:
         """The last `limit` lines `where` says, by pass then line (the order of `output_by_pass`,
         so no sort; a pass's lines are written after those of the passes before it)."""
-        rows = self._db.execute(f"SELECT pass, stream, text FROM output WHERE {where} "
-                                f"ORDER BY pass DESC, seq DESC LIMIT ?", (*args, limit)).fetchall()
-        return [OutputLine(p, s, t) for p, s, t in reversed(rows)]
+        found = self._query(f"SELECT pass, stream, text FROM output WHERE {where} "
+                            f"ORDER BY pass DESC, seq DESC LIMIT ?", (*args, limit), "the output", "output")
+        return self._output_rows(found[::-1])
+
+
+def ran_in_order(graph: nx.DiGraph) -> list[int]:
+    """The nodes of a recorded graph that ran, in engine order (their `order`)."""
+    return [n for n, _ in sorted(((n, d["order"]) for n, d in graph.nodes(data=True) if d["order"] is not None),
+                                 key=lambda item: item[1])]
+
+
+def damage_text(damage: list[str], most: int = 3) -> str:
+    """What `Recording.damage` holds, in one line: the first `most` items and how many more."""
+    shown = "; ".join(damage[:most])
+    return shown + (f"; and {len(damage) - most} more" if len(damage) > most else "")
+
+
+def _run_info(row: tuple) -> RunInfo:
+    """The `run` row, checked (raises BadRow)."""
+    script, argv, torch, python, started, finished, status, error, quit, how, per_node = row
+    return RunInfo(rows.text(script, "script"), rows.json_list(argv or "[]", "argv", lambda x: type(x) is str),
+                   rows.text(torch, "torch"), rows.text(python, "python"), rows.real(started, "started"),
+                   rows.real(finished, "finished"), rows.integer(status, "exit_status", null=True),
+                   rows.text(error, "error"), bool(rows.integer(quit, "quit", null=True)), rows.text(how, "how"),
+                   rows.text(per_node, "per_node"))

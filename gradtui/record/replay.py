@@ -27,10 +27,11 @@ from gradtui.model.commands import (
     Quit, Scale, SetGrad, Step, Why, Zero,
 )
 from gradtui.model.flowtext import format_flow
+from gradtui.model.nodes import node_title
 from gradtui.model.stats import any_nonfinite, format_grads
-from gradtui.record.reader import NodeStats, PassFigures, PassInfo, PassSpan, Recording
-from gradtui.record.replay_commands import REPLAY_HELP, ShowPass, open_recording, parse_replay, ranges
-from gradtui.record.story import pass_finished, pass_started, recorded_graph, tell
+from gradtui.record.reader import NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, ran_in_order
+from gradtui.record.replay_commands import REPLAY_HELP, FlowOf, ShowPass, open_recording, parse_replay, ranges
+from gradtui.record.story import nodes_ran, pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo
 
 __all__ = ["READ_ONLY", "ReplayTarget", "ShowPass", "open_recording", "parse_replay"]
@@ -80,6 +81,8 @@ class ReplayTarget:
         self._over = False
         self._ending = False
         self.breakpoints = Breakpoints()
+        self.damage: list[str] = []
+        """What the replay found damaged in the recording (see `reader.Recording.damage`)."""
 
     # ---- the DebugTarget protocol ----------------------------------------------------------
 
@@ -87,6 +90,7 @@ class ReplayTarget:
         """Open the recording and queue the run's story (`gradtui.record.story`: only what it
         tells is read) and the first pause."""
         self._rec = rec = open_recording(self.path)
+        self.damage = rec.damage  # the same list: it grows as the replay reads on
         run = rec.run()
         self._script = run.script or self.path
         self.info = TargetInfo(self._script, run.argv, None, "recording", {"recording": self.path})
@@ -94,6 +98,9 @@ class ReplayTarget:
         self._span, last = story.span, story.last
         self._passes.update(story.told)
         self._queue.put_nowait(story.events)
+        if self.damage:
+            self._queue.put_nowait([ev.CommandResult("", f"recording damaged: {damage_text(self.damage)}; "
+                                                         "the rest is replayed", ok=False)])
         if last is None:
             why = "no pass has per-node data" if story.span.count else "no pass was recorded"
             self._queue.put_nowait([ev.CommandResult("", f"recording: {why}; nothing to walk", ok=False), *self._end()])
@@ -176,10 +183,6 @@ class ReplayTarget:
         """Every recorded pass's figures for the plots (see `Recording.figures`); [] before start."""
         return self._rec.figures(FIGURE_POINTS) if self._rec is not None else []
 
-    def _walk_of(self, index: int) -> list[int]:
-        assert self._rec is not None
-        return self._rec.walk(index)
-
     def _enter(self, index: int) -> list[ev.Event]:
         """PassStarted and NodeRan of every recorded node of pass `index`; the walk at its first node."""
         assert self._rec is not None
@@ -187,13 +190,9 @@ class ReplayTarget:
         assert info is not None
         graph = self._graph(index)
         stats = self._rec.stats(index)
-        walk = self._rec.walk(index)
+        walk = ran_in_order(graph)
         self._shown = _Shown(info, graph, stats, walk)
-        events: list[ev.Event] = [pass_started(info, graph)]
-        for position, node in enumerate(walk, 1):
-            got = stats.get(node, NodeStats((), ()))
-            events.append(ev.NodeRan(index, node, position, got.grad_outputs, got.grad_inputs))
-        return events
+        return [pass_started(info, graph), *nodes_ran(index, walk, stats)]
 
     def _show(self, index: int, reason: str) -> list[ev.Event]:
         """`_enter` pass `index`, then pause: at the run's first breakpoint hit in it, else at its first node."""
@@ -209,7 +208,7 @@ class ReplayTarget:
             nan_here = hit["spec"] == "nan" and any_nonfinite(got.grad_inputs) and not any_nonfinite(got.grad_outputs)
             shown.phase = "after" if nan_here else "before"
             shown.nan_seen = nan_here or any_nonfinite(got.grad_outputs)
-            reason = f"{reason}: the run stopped here (breakpoint {hit['breakpoint']}: {hit['spec']})"
+            reason = f"{reason}: the run stopped here: {self._hit_reason(hit['breakpoint'], hit['spec'])}"
         else:
             reason = f"{reason}: pass {index}, its first node"
         events.append(self._paused(reason))
@@ -259,12 +258,12 @@ class ReplayTarget:
                 return answer(f"{READ_ONLY}: edits need a live run", False)
             case Why():
                 return answer(f"{READ_ONLY}: why needs the live script's variables", False)
+            case FlowOf(index=index):
+                if self._pass(index) is None:
+                    return answer(f"no pass {index} in this recording", False)
+                return answer(*self._flow_text(index))
             case Flow():
-                assert self._rec is not None
-                flow = self._rec.flow(shown.info.index)
-                if not flow:
-                    return answer(f"no gradient flow recorded for pass {shown.info.index}", False)
-                return answer("\n".join([f"gradient flow after pass {shown.info.index}:", *format_flow(flow)]))
+                return answer(*self._flow_text(shown.info.index))
             case Break(spec=spec):
                 bp = self.breakpoints.add(spec)
                 return [*answer(f"breakpoint {bp.number} at {bp.spec.text}"), self._breakpoints_changed()]
@@ -284,19 +283,31 @@ class ReplayTarget:
             case _:
                 return answer(f"cannot run {command.text!r} in a replay", False)
 
+    def _flow_text(self, index: int) -> tuple[str, bool]:
+        """Pass `index`'s recorded flow as `flow` prints it, and whether there was one."""
+        assert self._rec is not None
+        flow = self._rec.flow(index)
+        if not flow:
+            return f"no gradient flow recorded for pass {index}", False
+        return "\n".join([f"gradient flow after pass {index}:", *format_flow(flow)]), True
+
     def _pass_command(self, index: int, answer) -> list[ev.Event]:
         assert self._rec is not None
         info = self._pass(index)
+        if info is None and index in self._rec.unreadable:
+            return answer(f"pass {index} cannot be read: the recording is damaged "
+                          f"({self._rec.unreadable[index]})", False)
         if info is None:
             last = self._span.last
             return answer(f"no pass {index} in this recording" + (f" (passes {self._span.first}-{last})"
                                                                  if last is not None else ""), False)
-        if not info.per_node or not self._walk_of(index):
+        if not info.per_node or not self._rec.walk(index):
             loss = ", ".join(f"{v:.6g}" for v in info.losses if v is not None) or "-"
             norm = "-" if info.grad_norm is None else f"{info.grad_norm:.6g}"
             listed = ranges(self._rec.with_nodes()) or "none"
             return answer(f"pass {index} has no per-node data (loss {loss} · gradient norm {norm} · "
-                          f"non-finite {info.nonfinite}); passes with per-node data: {listed}", False)
+                          f"non-finite {info.nonfinite}); passes with per-node data: {listed}; "
+                          f"its flow: flow {index}", False)
         return self._show(index, "pass")
 
     def _walk(self, mode: str) -> list[ev.Event]:
@@ -322,7 +333,7 @@ class ReplayTarget:
                 continue
             events.append(self._finished(shown.info))
             assert self._rec is not None
-            later = self._rec.walkable(after=shown.info.index)
+            later = walkable(self._rec, after=shown.info.index)
             if later is None:
                 return events + self._end()
             events += self._enter(later)
@@ -359,7 +370,17 @@ class ReplayTarget:
         bp.hits += 1
         shown.fired = shown.fired | {bp.number}
         return [ev.BreakpointHit(bp.number, bp.spec.text, shown.info.index, shown.walk[shown.at]),
-                self._breakpoints_changed(), self._paused(f"breakpoint {bp.number}: {bp.spec.text}")]
+                self._breakpoints_changed(), self._paused(self._hit_reason(bp.number, bp.spec.text))]
+
+    def _hit_reason(self, number: int, spec: str) -> str:
+        """How the run's pause named a hit at the paused node: the node that made a non-finite
+        gradient (a pause after it), or the spec and the node it matched."""
+        shown = self._shown
+        assert shown is not None
+        title = node_title(shown.graph, shown.walk[shown.at])
+        if shown.phase == "after":
+            return f"breakpoint {number}: {title} made a non-finite gradient"
+        return f"breakpoint {number}: {spec} at {title}"
 
     def _breakpoints_changed(self) -> ev.BreakpointsChanged:
         return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(b.number, b.spec.text, b.hits) for b in self.breakpoints))

@@ -20,17 +20,27 @@ class ShowPass(Command):
     index: int
 
 
+@dataclass(frozen=True, slots=True)
+class FlowOf(Command):
+    """`flow N`: recorded pass N's gradient flow (every pass has one, per-node data or not)."""
+
+    index: int
+
+
 def parse_replay(text: str) -> Command:
-    """A replay command line: `pass N`, else the command language of `gradtui.model.commands`."""
+    """A replay command line: `pass N`, `flow N`, else the command language of `gradtui.model.commands`."""
     word, _, rest = text.strip().partition(" ")
     if word.lower() == "pass":
         if not rest.strip():
             raise CommandError("pass needs a pass number, e.g. pass 30")
         return ShowPass(text.strip(), parse_int(rest.strip(), "pass", minimum=0))
+    if word.lower() == "flow" and rest.strip():
+        return FlowOf(text.strip(), parse_int(rest.strip(), "flow", minimum=0))
     return parse(text)
 
 
 REPLAY_HELP = HELP + """
+pass N: show recorded pass N · flow N: pass N's gradient flow (any pass)
 (replay is read-only: scale, zero, clip, set, print EXPR and why need a live run)"""
 
 

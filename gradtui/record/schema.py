@@ -66,6 +66,14 @@ class NotARecording(Exception):
     """The file exists but cannot be read as a gradtui recording of a version this gradtui knows."""
 
 
+def unreadable(exc: sqlite3.DatabaseError) -> str:
+    """Why SQLite cannot open a file, in a few words: a file SQLite knows but cannot read is
+    damaged; any other is not a recording."""
+    if "malformed" in str(exc):
+        return f"damaged: SQLite cannot read it ({exc})"
+    return f"not a gradtui recording ({exc})"
+
+
 def version_of(connection: sqlite3.Connection) -> int:
     """The schema version of an open database, or raise NotARecording (with a one-line reason)."""
     try:
@@ -73,10 +81,12 @@ def version_of(connection: sqlite3.Connection) -> int:
     except sqlite3.DatabaseError as exc:
         if "no such table" in str(exc):
             raise NotARecording("not a gradtui recording (no schema_version table)") from None
-        raise NotARecording(f"not a gradtui recording ({exc})") from None
+        raise NotARecording(unreadable(exc)) from None
     if row is None or row[0] != APP:
         raise NotARecording("not a gradtui recording (another program's schema_version)")
-    return int(row[1])
+    if type(row[1]) is not int:
+        raise NotARecording(f"damaged: its schema_version is {row[1]!r}, not a version number")
+    return row[1]
 
 
 def check_version(connection: sqlite3.Connection) -> int:

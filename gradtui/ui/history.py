@@ -62,6 +62,8 @@ class PassSummary:
     nonfinite: int = 0
     """Nodes (a recorded pass) or leaves (an unhooked one) that saw a non-finite gradient."""
     finished: bool = False
+    kept: bool = True
+    """False: a recording's pass that ran hooked but whose node statistics were not kept."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,10 @@ class PassView:
     """False: the pass ran unhooked, its graph is empty and no node statistics exist."""
     flow: tuple[ev.ParamFlow, ...] = ()
     """Gradient flow per leaf once the pass has ended, vanishing to exploding."""
+    size: int | None = None
+    """How many nodes the pass had, when its graph was not told (a recording's pass)."""
+    kept: bool = True
+    """False: a recording's pass that ran hooked but whose node statistics were not kept."""
 
     @classmethod
     def from_event(cls, event: ev.PassStarted) -> "PassView":
@@ -68,7 +72,7 @@ class PassView:
         order += [n for n in event.graph.nodes if n not in seen]  # defensive: never lose a node
         return cls(event.index, event.call, event.call_text, event.call_site, event.graph, order,
                    {node: i for i, node in enumerate(order)}, event.graph.number_of_nodes(),
-                   losses=tuple(event.losses), recorded=event.recorded)
+                   losses=tuple(event.losses), recorded=event.recorded, size=event.nodes, kept=event.kept)
 
     def loss_text(self) -> str:
         """`loss 0.4182`, `losses 0.41, 1.2`, or empty when no root was a single value."""
@@ -88,7 +92,7 @@ class PassView:
         else:
             bad = sum(1 for f in self.flow if f.nonfinite or (f.grad_norm is not None and not math.isfinite(f.grad_norm)))
         return PassSummary(self.index, self.call_text or f"{self.call}()", self.losses, self.recorded,
-                           self.total, self.error, bad, self.finished)
+                           self.total or self.size or 0, self.error, bad, self.finished, self.kept)
 
     def title(self, node: int) -> str:
         """`#1 MulBackward0 (y)`."""

@@ -83,7 +83,8 @@ def test_headless_pass_30_print_shows_the_culprit_and_its_recorded_stats(db):
     shown = lines.index("(gradtui) pass 30")
     paused = next(line for line in lines[shown:] if line.startswith("paused"))
     assert paused.startswith("paused after #4 SqrtBackward0 (h) · pass 30 · 7/13 done")
-    assert "breakpoint 1: nan" in paused
+    live = next(line for line in flight_recording().run.stdout.splitlines() if line.startswith("paused after"))
+    assert paused.endswith(": " + live.split(" · ")[-1])  # the run's words
     answer = lines[lines.index("(gradtui) print") + 1:]
     with Recording(db) as recording:
         stats = recording.stats(30)[4]
@@ -98,7 +99,10 @@ async def test_the_replay_tells_the_story_then_pauses_where_the_run_stopped(db):
     assert isinstance(events[0], ev.ScriptStarted) and events[0].path.endswith("nan_at_30.py")
     started = [e for e in events if isinstance(e, ev.PassStarted)]
     assert [e.index for e in started[:40]] == list(range(40))
-    assert [e.index for e in started if e.recorded][:5] == [26, 27, 28, 29, 30]
+    assert [e.index for e in started if e.kept][:5] == [26, 27, 28, 29, 30]
+    with Recording(db) as recording:  # hooked as the run was, with the run's node counts
+        assert [(e.recorded, e.nodes or e.graph.number_of_nodes()) for e in started[:-1]] == [
+            (p.hooked, p.nodes) for p in recording.passes()]
     finished = {e.index: e for e in events if isinstance(e, ev.PassFinished)}
     with Recording(db) as recording:
         assert all(repr(finished[i].flow) == repr(recording.flow(i)) for i in range(40))  # NaN-aware

@@ -16,8 +16,22 @@ from gradtui.model.stats import format_number
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.plots import PassPlots
 
-SHORT = 30
-"""Below this terminal height the plots are shorter, so the table keeps some rows."""
+TABLE_ROWS = 8
+"""Rows the table keeps at least (its header and seven passes): the plots give way to it."""
+
+PLOT_SIZES = {True: (("full", 25), ("short", 15), ("compact", 8)), False: (("full", 12), ("short", 8))}
+"""A recording's plots (four) and a live run's (two): each size's class and the rows it takes,
+largest first; `compact` is a recording's loss and norm alone, side by side (gradtui.tcss)."""
+
+AROUND = 5
+"""Rows of the passes box that are neither plots nor table: its border, the note, two margins."""
+
+
+def plot_size(height: int, recording: bool) -> str:
+    """The largest size of the plots that leaves the table TABLE_ROWS rows in a terminal
+    `height` rows high (the passes box is at most 90% of it), else `hidden`."""
+    rows = height * 9 // 10 - AROUND
+    return next((name for name, taken in PLOT_SIZES[recording] if rows - taken >= TABLE_ROWS), "hidden")
 
 COLUMNS = ("pass", "loss", "nodes", "hits", "non-finite", "call")
 
@@ -68,14 +82,14 @@ class PassesScreen(Screen[int | None]):
     def _note(self) -> str:
         shown = len(self.state.summaries)
         if self.recording:
-            recorded = sum(summary.recorded for summary in self.state.summaries)
+            recorded = sum(summary.recorded and summary.kept for summary in self.state.summaries)
             return f"{shown} passes listed · {recorded} with per-node data · unhooked: loss and flow only"
         kept = len(self.state.views)
         return f"{shown} passes · node data kept for the last {kept} · unhooked: loss and flow only"
 
     def on_mount(self) -> None:
         """Fill the table, the cursor on the pass on screen."""
-        self.query_one(PassPlots).set_class(self.app.size.height < SHORT, "short")
+        self._fit(self.app.size.height)
         table = self.query_one(DataTable)
         table.add_columns(*COLUMNS)
         kept = {v.index for v in self.state.views}
@@ -88,10 +102,10 @@ class PassesScreen(Screen[int | None]):
             losses = [format_number(v) for v in summary.losses if v is not None]
             if not summary.recorded:
                 nodes = Text("unhooked", style="dim")
-            elif summary.index in kept and (summary.nodes or not self.recording):
+            elif not summary.kept:  # hooked in the run, its node statistics not recorded (--flight)
+                nodes = Text(f"{summary.nodes} · not kept", style="dim")
+            elif summary.index in kept or self.recording:  # a recording has every pass's (enter asks it)
                 nodes = Text(str(summary.nodes))
-            elif self.recording:  # told without its graph: enter asks the recording for it
-                nodes = Text("recorded", style="dim")
             else:
                 nodes = Text(f"{summary.nodes} (dropped)", style="dim")
             hits = self.state.hits.get(summary.index, 0)
@@ -110,6 +124,16 @@ class PassesScreen(Screen[int | None]):
                 cursor = len(self.indices) - 1
         table.move_cursor(row=cursor, animate=False)
         table.focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Give the plots the room the table leaves at the new size."""
+        self._fit(event.size.height)
+
+    def _fit(self, height: int) -> None:
+        plots = self.query_one(PassPlots)
+        size = plot_size(height, self.recording)
+        for name in ("full", "short", "compact", "hidden"):
+            plots.set_class(name == size, name)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a row: show that pass."""

@@ -1,0 +1,175 @@
+"""A recording's rows as plain data, checked: every column has the type the schema gives it.
+
+A damaged file (a flipped byte, a cell overwritten by hand or by another program) can hold a
+text where a number belongs, a JSON cell that does not parse, a blob of the wrong length. Each
+decoder here raises `BadRow` with a few words naming the column, so the reader can name the
+row, skip it and read on (`reader.Recording.damage`), rather than let a `TypeError` surface in
+a client long after the read.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from array import array
+from typing import Any
+
+from gradtui.model.events import ParamFlow
+from gradtui.model.stats import Stats
+
+SLOTS = 4096
+"""More gradient slots than any node has: a larger slot number is damage, not data."""
+
+
+class BadRow(ValueError):
+    """A row whose column `what` does not hold what the schema says (the message names it)."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _parsed(text: str) -> Any:
+    return json.loads(text)
+
+
+def json_cell(value: Any, what: str) -> Any:
+    """A JSON text cell, parsed (a run repeats the same few texts: they are parsed once)."""
+    if type(value) is not str:
+        raise BadRow(f"{what} is not JSON text")
+    try:
+        return _parsed(value)
+    except (ValueError, RecursionError):
+        raise BadRow(f"{what} is not JSON") from None
+
+
+def json_list(value: Any, what: str, item=None) -> tuple:
+    """A JSON list cell as a tuple; `item(x)` says whether each element is one it may hold."""
+    found = json_cell(value, what)
+    if type(found) is not list or (item is not None and not all(item(x) for x in found)):
+        raise BadRow(f"{what} is not a list of what it should hold")
+    return tuple(found)
+
+
+def integer(value: Any, what: str, null: bool = False) -> int | None:
+    """An INTEGER cell (`null`: NULL is allowed)."""
+    if value is None and null:
+        return None
+    if type(value) is not int:
+        raise BadRow(f"{what} is not an integer")
+    return value
+
+
+def real(value: Any, what: str, null: bool = True) -> float | None:
+    """A REAL cell back as a float ('nan' was written for NaN, which SQLite would store as NULL)."""
+    if value == "nan":
+        return float("nan")
+    if value is None and null:
+        return None
+    if type(value) not in (int, float):
+        raise BadRow(f"{what} is not a number")
+    return float(value)
+
+
+def text(value: Any, what: str, null: bool = True) -> str | None:
+    """A TEXT cell."""
+    if value is None and null:
+        return None
+    if type(value) is not str:
+        raise BadRow(f"{what} is not text")
+    return value
+
+
+def _loss(x: Any) -> bool:
+    return x is None or x == "nan" or type(x) in (int, float)
+
+
+def _node_id(x: Any) -> bool:
+    return x is None or type(x) is int
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int
+
+
+def losses(value: Any) -> tuple[float | None, ...]:
+    """The `losses` cell: per root its loss, None where it had none."""
+    return tuple(real(v, "losses") for v in json_list(value, "losses", _loss))
+
+
+def shape(value: Any, what: str = "shape") -> tuple[int, ...]:
+    """A shape cell: a JSON list of sizes."""
+    return json_list(value, what, _is_int)
+
+
+def labels(value: Any) -> tuple[str, ...]:
+    """A node's `labels` cell (NULL: none)."""
+    return () if value is None else json_list(value, "labels", lambda x: type(x) is str)
+
+
+def next_ids(value: Any) -> tuple[int | None, ...]:
+    """A node's `next` cell: per input slot the node it sends gradient to, or None."""
+    return json_list(value, "next", _node_id)
+
+
+def nested(value: Any) -> tuple[dict[str, Any], ...]:
+    """A pass's `nested` cell (NULL: none)."""
+    return () if not value else json_list(value, "nested", lambda x: type(x) is dict)
+
+
+def stats(row: tuple) -> tuple[int, int, int, Stats | None]:
+    """A `grads` row (node, dir, slot, shape, dtype, device, norm, min, max, mean, nonfinite,
+    vals) as (node, direction, slot, its Stats or None for an empty slot)."""
+    node, direction, slot, size, dtype, device, norm, lo, hi, mean, bad, vals = row
+    integer(node, "node")
+    if direction not in (0, 1) or type(direction) is not int:
+        raise BadRow("dir is not 0 or 1")
+    if type(slot) is not int or not 0 <= slot < SLOTS:
+        raise BadRow("slot is not a slot number")
+    if size is None:
+        return node, direction, slot, None
+    if vals is not None and (type(vals) is not bytes or len(vals) % 8):
+        raise BadRow("vals is not a list of float64s")
+    values = None if vals is None else tuple(array("d", vals))
+    norm_value = real(norm, "norm", null=False)
+    return node, direction, slot, Stats(shape(size), text(dtype, "dtype", False), text(device, "device", False),
+                                        norm_value, real(lo, "min"), real(hi, "max"), real(mean, "mean"),
+                                        integer(bad, "nonfinite"), values, values[:8] if values else ())
+
+
+def flow(row: tuple) -> ParamFlow:
+    """A `flow` row (name, node, shape, grad_norm, weight_norm, ratio, nonfinite) as a ParamFlow."""
+    name, node, size, g, w, r, bad = row
+    return ParamFlow(text(name, "name", False), integer(node, "node", null=True), shape(size), real(g, "grad_norm"),
+                     real(w, "weight_norm", null=False), real(r, "ratio"), integer(bad, "nonfinite"))
+
+
+def node(row: tuple) -> tuple[int, dict[str, Any]]:
+    """A `nodes` row (id, op, kind, labels, param, source, module, ord, next, seq) as the id
+    and the node attributes of `gradtui.engine.graph` that were recorded, with `order`."""
+    i, op, kind, tags, param, source, module, order, nxt, seq = row
+    seq = integer(seq, "seq", null=True)
+    return integer(i, "id"), dict(
+        name=text(op, "op", False), kind=text(kind, "kind"), labels=labels(tags), param=text(param, "param"),
+        source=text(source, "source"), module=text(module, "module"), order=integer(order, "ord", null=True),
+        next=next_ids(nxt), seq=None if seq is None else seq + (1 << 64) if seq < 0 else seq)
+
+
+def hit(row: tuple) -> dict[str, Any]:
+    """A `hits` row (pass, node, breakpoint, spec): breakpoint number, spec, pass, node."""
+    index, node_id, number, spec = row
+    return {"breakpoint": integer(number, "breakpoint"), "spec": text(spec, "spec", False),
+            "pass": integer(index, "pass"), "node": integer(node_id, "node", null=True)}
+
+
+def edit(row: tuple) -> dict[str, Any]:
+    """An `edits` row (pass, node, command, before, after); before and after JSON lists."""
+    index, node_id, command, before, after = row
+    return {"pass": integer(index, "pass"), "node": integer(node_id, "node"),
+            "command": text(command, "command", False),
+            "before": list(json_list(before, "before")), "after": list(json_list(after, "after"))}
+
+
+def output(row: tuple) -> tuple[int | None, str, str]:
+    """An `output` row (pass, stream, text)."""
+    index, stream, line = row
+    if stream not in ("stdout", "stderr"):
+        raise BadRow("stream is not stdout or stderr")
+    return integer(index, "pass", null=True), stream, text(line, "text", False)
