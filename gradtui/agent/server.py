@@ -8,14 +8,15 @@ is a few frames, not 10,000), at once when anything else is (a pause, an answer)
 attached, events go only to the backlog a late client replays.
 
 A connection must pass the hello and show the token before anything it sends is read as a
-command, and before that it costs little: at most `admission.MAX_PENDING` connections are in the hello at
-once (more are refused at once), the whole hello has one deadline, the token's frame may be only
-`protocol.AUTH_MAX_FRAME` bytes, and a failed `accept` (out of file descriptors) is retried, never
-the end of serving. What goes wrong is said on gradtui's own diagnostics (`Diagnostics`), never on
-fd 2, which under --listen is the script's stderr as clients and recordings see it. A second client while one is attached is refused with a message saying so. When the
-client goes (it detaches or dies), the agent either quits (`exit_with_client`: a child agent
-whose UI is gone) or runs on with its breakpoints armed: a pause that only a `step` asked for
-resumes by itself, a breakpoint hit waits for the next client.
+command, and before that it costs little (`gradtui.agent.admission`): at most MAX_PENDING
+connections are in the hello at once (more are refused at once), the whole hello has one
+deadline, the token's frame may be only `protocol.AUTH_MAX_FRAME` bytes and is decoded flat, and
+a failed `accept` (out of file descriptors) is retried, never the end of serving. What goes wrong
+is said on gradtui's own `Diagnostics`, never on fd 2, which under --listen is the script's
+stderr as clients and recordings see it. A second client while one is attached is refused with
+a message saying so. When the client goes (it detaches or dies), the agent either quits
+(`exit_with_client`: a child agent whose UI is gone) or runs on with its breakpoints armed: a
+pause that only a `step` asked for resumes by itself, a breakpoint hit waits for the next client.
 """
 
 from __future__ import annotations
