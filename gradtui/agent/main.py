@@ -28,7 +28,8 @@ from gradtui.agent.build import build_session
 from gradtui.model.options import RunOptions
 from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
 
-TOKEN_ENV = "GRADTUI_TOKEN"
+TOKEN_FD_ENV = "GRADTUI_TOKEN_FD"
+"""A child agent reads its token from this inherited fd (not the environment: /proc/PID/environ)."""
 FD_ENV = "GRADTUI_AGENT_FD"
 
 ATTACH_TIMEOUT = 30.0
@@ -149,10 +150,21 @@ def _die_with_parent() -> None:
         pass
 
 
+def _read_token(fd: int) -> str:
+    """The token the UI parent wrote to the pipe at `fd` (read to its end, then closed)."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode()
+
+
 def child_main() -> int:
     """`python -m gradtui.agent`: the agent a UI parent started (see module doc)."""
     options = RunOptions.from_env()
-    token = os.environ.pop(TOKEN_ENV)
+    token = _read_token(int(os.environ.pop(TOKEN_FD_ENV)))
     conn = socket.socket(fileno=int(os.environ.pop(FD_ENV)))
     _die_with_parent()
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.getcwd():

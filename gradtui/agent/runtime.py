@@ -4,12 +4,18 @@ An agent started with `--listen` (or `gradtui.listen()`) writes `{address, token
 to `agent-PID.json` in a private folder (0700; the file 0600), and removes it when it ends.
 `gradtui attach` reads them to find an agent and its token; files of agents that died
 without removing theirs (SIGKILL) are skipped and cleaned up.
+
+The folder is `$GRADTUI_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/gradtui`, else `/tmp/gradtui-UID`
+(which anyone can create first). One that is not private (open to others, or owned by another
+user) is refused with `RuntimeDirError`: one line naming it and what to do, among which setting
+`GRADTUI_RUNTIME_DIR` to a private folder of the user's own (on both sides: listen and attach).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from dataclasses import asdict, dataclass
 
@@ -24,17 +30,50 @@ class AgentEntry:
     script: str
 
 
+RUNTIME_DIR_ENV = "GRADTUI_RUNTIME_DIR"
+
+
+class RuntimeDirError(PermissionError):
+    """The runtime folder is not private to this user, or cannot be made: one line for the user."""
+
+
 def runtime_dir() -> str:
-    """The private folder of this user's runtime files (created 0700)."""
-    base = os.environ.get("GRADTUI_RUNTIME_DIR")
+    """The private folder of this user's runtime files (created 0700); RuntimeDirError if it is
+    not private (see module doc)."""
+    base = os.path.expanduser(os.environ.get(RUNTIME_DIR_ENV, ""))
     if not base:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
         base = os.path.join(xdg, "gradtui") if xdg else os.path.join(tempfile.gettempdir(), f"gradtui-{os.getuid()}")
-    os.makedirs(base, mode=0o700, exist_ok=True)
-    st = os.stat(base)
-    if st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise PermissionError(f"{base} is not a private folder of this user (mode {st.st_mode & 0o777:o})")
+    try:
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        link, st = os.lstat(base), os.stat(base)
+    except OSError as exc:
+        raise RuntimeDirError(f"cannot use the runtime folder {base}: {exc.strerror or exc}; "
+                              f"{_what_to_do()}") from None
+    problem = _not_private(link, st)
+    if problem is not None:
+        fix = "chmod 700 it, or " if problem.startswith("mode") else ""
+        raise RuntimeDirError(f"the runtime folder {base} is not private ({problem}): {fix}{_what_to_do()}")
     return base
+
+
+def _not_private(link: os.stat_result, st: os.stat_result) -> str | None:
+    """Why a folder (`link`: its lstat, `st`: what it names) is not private to this user, or None."""
+    uid = os.getuid()
+    if stat.S_ISLNK(link.st_mode) and link.st_uid not in (uid, 0):
+        return f"a symbolic link owned by uid {link.st_uid}"
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a folder"
+    if st.st_uid != uid:
+        return f"owned by uid {st.st_uid}, not {uid}"
+    if st.st_mode & 0o077:
+        return f"mode {stat.S_IMODE(st.st_mode):o}, open to others"
+    return None
+
+
+def _what_to_do() -> str:
+    return (f"set {RUNTIME_DIR_ENV} to a private folder of yours (e.g. {RUNTIME_DIR_ENV}=~/.cache/gradtui), "
+            "the same for the agent and for gradtui attach")
 
 
 def write_entry(entry: AgentEntry) -> str:

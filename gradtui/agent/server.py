@@ -8,15 +8,22 @@ is a few frames, not 10,000), at once when anything else is (a pause, an answer)
 attached, events go only to the backlog a late client replays.
 
 A connection must pass the hello and show the token before anything it sends is read as a
-command. A second client while one is attached is refused with a message saying so. When the
-client goes (it detaches or dies), the agent either quits (`exit_with_client`: a child agent
-whose UI is gone) or runs on with its breakpoints armed: a pause that only a `step` asked for
-resumes by itself, a breakpoint hit waits for the next client.
+command, and before that it costs little (`gradtui.agent.admission`): at most MAX_PENDING
+connections are in the hello at once (more are refused at once), the whole hello has one
+deadline, the token's frame may be only `protocol.AUTH_MAX_FRAME` bytes and is decoded flat, and
+a failed `accept` (out of file descriptors) is retried, never the end of serving. What goes wrong
+is said on gradtui's own `Diagnostics`, never on fd 2, which under --listen is the script's
+stderr as clients and recordings see it. A second client while one is attached is refused with
+a message saying so. When the client goes (it detaches or dies), the agent either quits
+(`exit_with_client`: a child agent whose UI is gone) or runs on with its breakpoints armed: a
+pause that only a `step` asked for resumes by itself, a breakpoint hit waits for the next client.
 """
 
 from __future__ import annotations
 
+import errno
 import hmac
+import os
 import socket
 import threading
 import time
@@ -24,13 +31,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradtui.agent.admission import FdReserve, Gate, refuse
+from gradtui.agent.admission import close_quietly as _close
 from gradtui.agent.backlog import Backlog
+from gradtui.agent.diagnostics import Diagnostics
 from gradtui.model import events as ev
 from gradtui.wire import protocol
 from gradtui.wire.codec import to_wire
 
 BATCH_INTERVAL = 0.05
 """Seconds between two frames of node and output events (20 a second at most)."""
+
+ACCEPT_BACKOFF = (0.05, 1.0)
+"""Seconds to wait after a failed `accept` before retrying: the first, and the most (doubling)."""
+
+_LISTENER_GONE = (errno.EBADF, errno.EINVAL, errno.ENOTSOCK)
+_OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
 
 _LOW = (ev.NodeRan, ev.Output, ev.Progress)
 
@@ -69,7 +85,11 @@ class AgentServer:
         self._paused_by_step = False
         self._detached = False
         """A client has come and gone: pauses a `step` made resume by themselves until the next one."""
-        self._threads: list[threading.Thread] = []
+        self._gate = Gate()
+        """Connections accepted that have not finished the hello (a bounded number)."""
+        self._handshake_timeout = protocol.handshake_timeout()
+        self._diagnostics = Diagnostics()
+        self._reserve = FdReserve() if listener is not None else None
         self.attached = threading.Event()
         """Set while a client is attached."""
 
@@ -81,14 +101,18 @@ class AgentServer:
         if self._listener is not None:
             self._spawn(self._accept_loop, "gradtui-wire-accept")
 
-    def serve_connection(self, conn: socket.socket) -> None:
-        """Serve an already connected socket (a child agent's end of its socketpair)."""
-        self._spawn(lambda: self._handshake(conn), "gradtui-wire-client")
-
     def _spawn(self, target: Callable[[], None], name: str) -> None:
-        thread = threading.Thread(target=target, name=name, daemon=True)
-        self._threads.append(thread)
-        thread.start()
+        """Run `target` on a daemon thread (not kept: a stream of strangers grows no list)."""
+        threading.Thread(target=self._guarded, args=(target, name), name=name, daemon=True).start()
+
+    def _guarded(self, target: Callable[[], None], name: str) -> None:
+        """`target`, with anything it raises said in one diagnostic line: a thread's traceback
+        would go to fd 2, which under --listen is the script's stderr as clients see it."""
+        try:
+            target()
+        except Exception as exc:  # noqa: BLE001 - the last guard of a server thread
+            self._diagnostics.once(f"thread:{name}:{type(exc).__name__}",
+                                   f"internal error in {name}: {type(exc).__name__}: {exc}")
 
     def close(self, reason: str = "the script ended", timeout: float = 2.0) -> None:
         """Send what is pending (up to `timeout` seconds), say goodbye, stop serving."""
@@ -105,6 +129,9 @@ class AgentServer:
             _close(client)
         if self._listener is not None:
             _close(self._listener)
+        if self._reserve is not None:
+            self._reserve.close()
+        self._diagnostics.close()
 
     # ---- events in -----------------------------------------------------------------------
 
@@ -126,42 +153,76 @@ class AgentServer:
     # ---- connections ---------------------------------------------------------------------
 
     def _accept_loop(self) -> None:
+        """Accept until closed; a failed `accept` (EMFILE...) is logged once and retried after a
+        back-off, never the end of the loop (the script may be waiting at a pause for a client)."""
         assert self._listener is not None
+        backoff = ACCEPT_BACKOFF[0]
         while not self._closed:
             try:
                 conn, _ = self._listener.accept()
-            except OSError:
-                return  # closed
-            self._spawn(lambda c=conn: self._handshake(c), "gradtui-wire-client")
+            except OSError as exc:
+                if self._closed or exc.errno in _LISTENER_GONE:
+                    return
+                self._diagnostics.once("accept", f"accepting a client failed ({exc.strerror or exc}); "
+                                       "the agent keeps retrying")
+                if exc.errno in _OUT_OF_FDS and self._reserve is not None:
+                    self._reserve.refuse_one(self._listener)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, ACCEPT_BACKOFF[1])
+                continue
+            backoff = ACCEPT_BACKOFF[0]
+            if self._gate.enter():
+                self._spawn(lambda c=conn: self._handshake(c), "gradtui-wire-client")
+            else:
+                refuse(conn, f"{self._gate.limit} connections are already waiting to show the token: "
+                       "try again in a few seconds")
+
+    def serve_connection(self, conn: socket.socket) -> None:
+        """Serve an already connected socket (a child agent's end of its socketpair)."""
+        self._gate.enter()  # the only one: a socketpair's peer is the UI that made it
+        self._spawn(lambda: self._handshake(conn), "gradtui-wire-client")
 
     def _handshake(self, conn: socket.socket) -> None:
-        """Hello, token, then serve the client's commands until it goes."""
+        """Hello, token (one deadline for both, a frame of at most AUTH_MAX_FRAME bytes), then
+        serve the client's commands until it goes. `conn` was counted by the gate."""
         try:
-            conn.settimeout(protocol.HELLO_TIMEOUT)
-            self._send(conn, protocol.hello())
-            answer = protocol.read_frame(conn)
+            admitted = self._authenticate(conn)
+        finally:
+            self._gate.leave()
+        if admitted:
+            self._read_loop(conn)
+
+    def _authenticate(self, conn: socket.socket) -> bool:
+        """The hello and the token; True if `conn` is now the attached client (else it is closed)."""
+        try:
+            deadline = time.monotonic() + self._handshake_timeout
+            conn.settimeout(self._handshake_timeout)
+            conn.sendall(protocol.encode(protocol.hello()))
+            answer = protocol.read_frame(conn, limit=protocol.AUTH_MAX_FRAME, deadline=deadline,
+                                         decoder=protocol.decode_client)
             refusal = self._refusal(answer)
             if refusal is not None:
-                self._send(conn, {"refused": refusal[1], "code": refusal[0]})
-                _close(conn)
-                return
+                refuse(conn, refusal[1], refusal[0])
+                return False
             conn.settimeout(None)
             with self._lock:
                 if self._client is not None or self._closed:
-                    busy = self._client is not None
-                    self._send(conn, {"refused": "another client is attached to this agent: detach it first"
-                                      if busy else "the script has ended", "code": "busy"})
-                    _close(conn)
-                    return
+                    refuse(conn, "another client is attached to this agent: detach it first"
+                           if self._client is not None else "the script has ended")
+                    return False
                 self._send(conn, {"welcome": self._hooks.info})
                 self._pending = self._backlog.replay()
                 self._client = conn
                 self.attached.set()
                 self._lock.notify_all()
-        except (OSError, protocol.ProtocolError):
-            _close(conn)
-            return
-        self._read_loop(conn)
+            return True
+        except protocol.ProtocolError as exc:
+            refuse(conn, str(exc), exc.code)
+            return False
+        except OSError:
+            pass
+        _close(conn)
+        return False
 
     def _refusal(self, answer: dict[str, Any] | None) -> tuple[str, str] | None:
         """(code, reason) to refuse a client's hello answer, or None to let it in."""
@@ -180,7 +241,7 @@ class AgentServer:
         quit_ = False
         try:
             while True:
-                message = protocol.read_frame(conn)
+                message = protocol.read_frame(conn, decoder=protocol.decode_client)
                 if message is None or message.get("detach"):
                     break
                 if message.get("quit"):
@@ -246,10 +307,3 @@ class AgentServer:
         except OSError:
             return False
 
-
-def _close(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()

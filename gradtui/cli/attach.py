@@ -14,7 +14,7 @@ import asyncio
 import os
 import sys
 
-from gradtui.agent.runtime import AgentEntry, parse_address, running_agents
+from gradtui.agent.runtime import AgentEntry, RuntimeDirError, parse_address, running_agents
 from gradtui.cli.options import UsageError, add_client_options, drive_headless, read_commands
 
 DETACHED = "(gradtui) detached: the script runs on; its breakpoints stay armed for the next client"
@@ -34,9 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _find(address: str | None) -> AgentEntry | str:
-    """The agent to attach to, or why there is none to choose."""
-    agents = running_agents()
+def _find(address: str | None, token: str | None) -> AgentEntry | str:
+    """The agent to attach to, or why there is none to choose (an ADDRESS given with its token
+    needs no runtime file: a runtime folder that cannot be used is then no reason to stop)."""
+    try:
+        agents = running_agents()
+    except RuntimeDirError as exc:
+        if address is None or not token:
+            return str(exc)
+        agents = []
     if address is None:
         if not agents:
             return "no running agent of this user: start one with `gradtui --listen :0 script.py`"
@@ -55,7 +61,7 @@ def main(argv: list[str]) -> int:
     """Run `gradtui attach`; returns the exit status."""
     options = build_parser().parse_args(argv)
     try:
-        found = _find(options.address)
+        found = _find(options.address, options.token or os.environ.get("GRADTUI_TOKEN"))
     except ValueError as exc:
         print(f"gradtui attach: {exc}", file=sys.stderr)
         return 2

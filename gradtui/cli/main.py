@@ -171,8 +171,13 @@ def main(argv: list[str] | None = None) -> int:
                      record_every=options.record_every, flight=options.flight)
     if options.listen:
         from gradtui.agent.main import listen_main
+        from gradtui.agent.runtime import RuntimeDirError
 
-        return listen_main(run)
+        try:
+            return listen_main(run)
+        except RuntimeDirError as exc:  # before the script runs: its runtime file has nowhere to go
+            print(f"gradtui: {exc}", file=sys.stderr)
+            return 2
     if options.headless:
         return run_headless(run)
     from gradtui.ui.app import run_app  # imported late: headless runs never load Textual

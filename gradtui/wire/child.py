@@ -44,6 +44,18 @@ def describe_exit(returncode: int) -> str:
         return f"was killed by signal {-returncode}"
 
 
+def _token_pipe(token: str) -> int:
+    """The read end of a pipe holding `token` (and then its end): the child reads its token from
+    this inherited fd, because an environment variable stays readable in /proc/PID/environ for
+    the child's whole life, whatever the child removes from `os.environ`."""
+    read, write = os.pipe()
+    try:
+        os.write(write, token.encode())  # far below a pipe's buffer: never blocks
+    finally:
+        os.close(write)
+    return read
+
+
 class ChildTarget:
     """The script in a child agent process (see module doc)."""
 
@@ -61,17 +73,19 @@ class ChildTarget:
         """Start the child and connect to it."""
         ours, theirs = socket.socketpair()
         token = secrets.token_urlsafe(24)
-        env = {**os.environ, **self.options.to_env(), "GRADTUI_TOKEN": token,
+        token_fd = _token_pipe(token)
+        env = {**os.environ, **self.options.to_env(), "GRADTUI_TOKEN_FD": str(token_fd),
                "GRADTUI_AGENT_FD": str(theirs.fileno())}
         try:
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "gradtui.agent", stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
-                pass_fds=(theirs.fileno(),), start_new_session=True)
+                pass_fds=(theirs.fileno(), token_fd), start_new_session=True)
         except OSError as exc:
             raise TargetError(f"cannot start the agent: {exc}") from None
         finally:
             theirs.close()
+            os.close(token_fd)
         self.info = TargetInfo(self.options.script, (self.options.script, *self.options.args), self.process.pid)
         self._remote = RemoteTarget(token, sock=ours, script=self.options.script, hello_timeout=START_TIMEOUT)
         self._tasks = [asyncio.ensure_future(self._read_output(self.process.stdout, "stdout")),

@@ -50,7 +50,7 @@ class RemoteTarget:
                     asyncio.open_connection(host, port, limit=1 << 24), protocol.HELLO_TIMEOUT)
         except (OSError, asyncio.TimeoutError) as exc:
             where = f"{self._address[0]}:{self._address[1]}" if self._address else "the agent"
-            raise TargetError(f"cannot reach {where}: {getattr(exc, 'strerror', None) or exc or 'timed out'} "
+            raise TargetError(f"cannot reach {where}: {_reason(exc)} "
                               "(is the agent still running? `gradtui attach` lists running agents)") from None
         try:
             hello = await asyncio.wait_for(protocol.read_frame_async(self._reader), self._hello_timeout)
@@ -58,7 +58,7 @@ class RemoteTarget:
             self._send({"auth": self._token, "version": protocol.VERSION})
             answer = await asyncio.wait_for(protocol.read_frame_async(self._reader), protocol.HELLO_TIMEOUT)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
-            raise TargetError(f"the agent did not answer the hello: {exc or 'timed out'}") from None
+            raise TargetError(f"the agent did not answer the hello: {_reason(exc)}") from None
         except protocol.ProtocolError as exc:
             raise TargetError(str(exc)) from None
         if answer is None:
@@ -119,3 +119,11 @@ class RemoteTarget:
         """Close the connection (no message)."""
         if self._writer is not None:
             self._writer.close()
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a connection failed, never blank (a timeout's `str` is empty)."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "timed out"
+    text = getattr(exc, "strerror", None) or str(exc)
+    return text or type(exc).__name__

@@ -10,7 +10,10 @@ with msgspec. The conversation:
     agent  -> client   {"events": [EVENT, ...]}   (each EVENT as `codec.to_wire` makes it)
     agent  -> client   {"bye": REASON}            the script ended; the agent closes
 
-The agent reads no command before the token is checked. Plain data, not pickle: a client must
+The agent reads no command before the token is checked, and before it a peer costs the agent
+little: the whole hello has one deadline (`handshake_timeout`), the answer may be only
+`AUTH_MAX_FRAME` bytes, and what a client sends is decoded as a flat map of plain values
+(`decode_client`), so no nesting can recurse. Plain data, not pickle: a client must
 never be able to make the agent run code by what it sends (only `set`/`print` expressions,
 which are the debugger's job, as in pdb). MessagePack because it was measured (scripts/bench.py,
 `wire`): on a 10,000-node graph frame msgspec's msgpack encodes and decodes in 0.14x the time of
@@ -21,8 +24,11 @@ infinities, which a gradient debugger must carry.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
+import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -32,10 +38,26 @@ VERSION = 1
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
-"""A frame longer than this is a broken or hostile peer."""
+"""A frame longer than this is a broken or hostile peer (once it has shown the token)."""
+
+AUTH_MAX_FRAME = 512
+"""The longest answer to the hello an agent reads: `{"auth": TOKEN, "version": N}` is ~60 bytes,
+so a peer without the token cannot make the agent hold more than this."""
 
 HELLO_TIMEOUT = 5.0
-"""Seconds a peer has to complete the hello."""
+"""Seconds a peer has to complete the hello, all of it (`GRADTUI_HANDSHAKE_TIMEOUT` overrides)."""
+
+HANDSHAKE_TIMEOUT_ENV = "GRADTUI_HANDSHAKE_TIMEOUT"
+
+
+def handshake_timeout() -> float:
+    """Seconds an agent gives a connection to complete the whole hello: HELLO_TIMEOUT, or
+    `GRADTUI_HANDSHAKE_TIMEOUT` where set to a positive number (the tests set it low)."""
+    try:
+        value = float(os.environ.get(HANDSHAKE_TIMEOUT_ENV, ""))
+    except ValueError:
+        return HELLO_TIMEOUT
+    return value if value > 0 else HELLO_TIMEOUT
 
 
 class ProtocolError(Exception):
@@ -44,11 +66,14 @@ class ProtocolError(Exception):
     def __init__(self, message: str, code: str = "protocol") -> None:
         super().__init__(message)
         self.code = code
-        """`token`, `version`, `busy`, `protocol` or `closed`."""
+        """`token`, `version`, `busy`, `protocol`, `timeout` or `closed`."""
 
 
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder()
+_CLIENT_DECODER = msgspec.msgpack.Decoder(dict[str, str | int | float | bool | None])
+"""What a client sends (hello answer, submit, quit, detach) is one flat map: decoding it stops at
+the first nested value instead of recursing into it."""
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -58,27 +83,43 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def decode(payload: bytes) -> dict[str, Any]:
-    """The message in a frame's payload."""
+    """The message in a frame's payload (an agent's: events nest)."""
     try:
         message = _DECODER.decode(payload)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise ProtocolError(f"not a gradtui frame: {exc}") from None
     if not isinstance(message, dict):
         raise ProtocolError("not a gradtui frame: not an object")
     return message
 
 
-def _length(header: bytes) -> int:
+def decode_client(payload: bytes) -> dict[str, Any]:
+    """The message in a frame a client sent: a flat map of plain values, or ProtocolError."""
+    try:
+        return _CLIENT_DECODER.decode(payload)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise ProtocolError(f"not a gradtui client frame: {exc}") from None
+
+
+def _length(header: bytes, limit: int = MAX_FRAME) -> int:
     (length,) = HEADER.unpack(header)
-    if length > MAX_FRAME:
-        raise ProtocolError(f"frame of {length} bytes is too long")
+    if length > limit:
+        raise ProtocolError(f"frame of {length} bytes is too long (at most {limit} here)")
     return length
 
 
-def recv_exact(sock: socket.socket, size: int) -> bytes | None:
-    """`size` bytes from a blocking socket, or None at a clean end of stream before any."""
+def recv_exact(sock: socket.socket, size: int, deadline: float | None = None) -> bytes | None:
+    """`size` bytes from a blocking socket, or None at a clean end of stream before any.
+
+    `deadline` (a `time.monotonic()` value) bounds the whole read, not each `recv`: a peer
+    trickling a byte at a time is cut off when it passes (ProtocolError, code `timeout`)."""
     chunks, got = [], 0
     while got < size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ProtocolError("the peer took too long", "timeout")
+            sock.settimeout(left)
         chunk = sock.recv(min(size - got, 1 << 20))
         if not chunk:
             if got == 0:
@@ -89,15 +130,19 @@ def recv_exact(sock: socket.socket, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def read_frame(sock: socket.socket) -> dict[str, Any] | None:
-    """The next message from a blocking socket; None when the peer closed the connection."""
-    header = recv_exact(sock, HEADER.size)
+def read_frame(sock: socket.socket, *, limit: int = MAX_FRAME, deadline: float | None = None,
+               decoder: Callable[[bytes], dict[str, Any]] = decode) -> dict[str, Any] | None:
+    """The next message from a blocking socket; None when the peer closed the connection.
+
+    `limit`: the longest frame accepted (a longer one is refused before it is read);
+    `deadline`: see `recv_exact`; `decoder`: `decode_client` for what a client sends."""
+    header = recv_exact(sock, HEADER.size, deadline)
     if header is None:
         return None
-    payload = recv_exact(sock, _length(header))
+    payload = recv_exact(sock, _length(header, limit), deadline)
     if payload is None:
         raise ProtocolError("connection closed mid-frame", "closed")
-    return decode(payload)
+    return decoder(payload)
 
 
 async def read_frame_async(reader: asyncio.StreamReader) -> dict[str, Any] | None:
@@ -122,6 +167,8 @@ def hello() -> dict[str, Any]:
 
 def check_hello(message: dict[str, Any] | None) -> None:
     """Refuse what is not a gradtui agent of our protocol version."""
+    if message is not None and "refused" in message and "hello" not in message:
+        raise ProtocolError(f"refused by the agent: {message['refused']}", str(message.get("code", "busy")))
     if message is None or message.get("hello") != "gradtui":
         raise ProtocolError("that address is not a gradtui agent")
     if message.get("version") != VERSION:

@@ -3,8 +3,10 @@ survives its end, the listening agent refuses what it must."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import secrets
 import socket
 import stat
 import subprocess
@@ -13,8 +15,10 @@ import sys
 import pytest
 
 from gradtui.model import events as ev
+from gradtui.model.options import RunOptions
 from gradtui.wire import protocol
-from wire_helpers import SCRIPTS, Listening, output_of, run_child
+from gradtui.wire.child import ChildTarget
+from wire_helpers import SCRIPTS, TIMEOUT, Listening, output_of, run_child
 
 HERE = os.path.join(os.path.dirname(__file__), "scripts")
 
@@ -134,3 +138,31 @@ def test_attach_with_no_agent_running_says_how_to_start_one(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gradtui", "attach", "--headless"], capture_output=True,
                           text=True, env=env, timeout=60)
     assert done.returncode == 2 and "gradtui --listen" in done.stderr
+
+
+def test_a_child_agents_token_is_not_in_its_environment_nor_its_command_line(monkeypatch):
+    known = "KNOWN-TOKEN-not-in-environ-0123"
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda nbytes=None: known)
+    target = ChildTarget(RunOptions(str(SCRIPTS / "chain.py"), []))
+    seen: dict[str, bytes] = {}
+    finished: list[ev.ScriptFinished] = []
+
+    async def drive() -> None:
+        try:
+            await target.start()
+            async for batch in target.batches():
+                for event in batch:
+                    if isinstance(event, ev.Paused) and not seen:
+                        for name in ("environ", "cmdline"):
+                            with open(f"/proc/{target.process.pid}/{name}", "rb") as f:
+                                seen[name] = f.read()
+                        target.submit("continue")
+                    elif isinstance(event, ev.ScriptFinished):
+                        finished.append(event)
+        finally:
+            target.kill_now()
+
+    asyncio.run(asyncio.wait_for(drive(), TIMEOUT))
+    assert seen and finished and finished[0].exit_status == 0  # it authenticated with that token
+    for name, data in seen.items():
+        assert known.encode() not in data and b"GRADTUI_TOKEN=" not in data, name

@@ -55,13 +55,17 @@ def output_of(events: list[ev.Event], stream: str = "stdout") -> str:
 class Listening:
     """`gradtui --listen ADDRESS SCRIPT` in a subprocess; ended (killed if need be) by `close`."""
 
-    def __init__(self, script: str | Path, runtime: Path, address: str = "127.0.0.1:0", *args: str) -> None:
-        self.env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime)}
+    def __init__(self, script: str | Path, runtime: Path, address: str = "127.0.0.1:0", *args: str,
+                 env: dict[str, str] | None = None, preexec_fn=None) -> None:
+        """`env`: variables to set for the agent; `preexec_fn`: run in the agent's process
+        before it starts (e.g. to lower a resource limit)."""
+        self.env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime), **(env or {})}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gradtui", "--listen", address, str(script), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=self.env,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=preexec_fn)
         self.address: str | None = None
+        self._out = b""
         self._err = b""
 
     def wait_listening(self, timeout: float = TIMEOUT) -> str:
@@ -81,6 +85,27 @@ class Listening:
                 break
             time.sleep(0.05)
         raise AssertionError(f"the agent did not start listening: {self._err.decode(errors='replace')}")
+
+    def wait_stdout(self, text: bytes, timeout: float = TIMEOUT) -> None:
+        """Wait until the agent's stdout (the script's, teed) has shown `text`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.output()[0]:
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"the agent never printed {text!r}: {self.output()}")
+
+    def output(self) -> tuple[bytes, bytes]:
+        """Everything the agent has written to its stdout and stderr so far (read without waiting)."""
+        for stream, name in ((self.process.stdout, "_out"), (self.process.stderr, "_err")):
+            assert stream is not None
+            os.set_blocking(stream.fileno(), False)
+            chunk = stream.read()
+            if chunk:
+                setattr(self, name, getattr(self, name) + chunk)
+        return self._out, self._err
 
     def attach(self, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
         """`gradtui attach ARGS` in a subprocess, with this agent's runtime folder."""

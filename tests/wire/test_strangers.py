@@ -1,0 +1,114 @@
+"""A stranger on the machine, without the token, against a paused agent: refused without cost.
+
+From another process, 300 slow or malformed connections (silent, trickling, oversized, deeply
+nested) against `gradtui --listen` paused at its first node, run under `ulimit -n 256`. After
+them the agent's memory is where it was, no traceback appeared in its output nor in what a
+client is sent as the script's, and a client with the token attaches and steps.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gradtui.model import events as ev
+from gradtui.wire import protocol
+from gradtui.wire.codec import from_wire
+from wire_helpers import Listening
+
+HERE = Path(__file__).resolve().parent / "scripts"
+CONNECTIONS = 300
+ATTACK_SECONDS = 3.0
+ATTACH_WAIT = 5.0
+"""Seconds the client with the token is given to attach and step (a wait timeout, not a speed assertion)."""
+RSS_SLACK = 50 * 1024 * 1024
+
+
+def low_fd_limit() -> None:
+    """`ulimit -n 256` in the agent's process, before it starts."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+
+def rss(pid: int) -> int:
+    """The resident memory of process `pid`, in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        line = next(line for line in f if line.startswith("VmRSS:"))
+    return int(line.split()[1]) * 1024
+
+
+class Client:
+    """A client with the token on a raw socket: every event it is sent, kept."""
+
+    def __init__(self, address: str, token: str, deadline: float) -> None:
+        host, port = address.rsplit(":", 1)
+        self.deadline = deadline
+        self.events: list[ev.Event] = []
+        while True:  # the agent may still be finishing the strangers' hellos: "busy, try again"
+            self.sock = socket.create_connection((host, int(port)), timeout=self.left())
+            self.sock.settimeout(self.left())
+            hello = protocol.read_frame(self.sock)
+            if hello is not None and "hello" in hello:
+                break
+            self.sock.close()
+            assert hello is not None and hello.get("code") == "busy", hello
+            time.sleep(0.1)
+        self.sock.sendall(protocol.encode({"auth": token, "version": protocol.VERSION}))
+        answer = protocol.read_frame(self.sock)
+        assert answer is not None and "welcome" in answer, answer
+
+    def left(self) -> float:
+        left = self.deadline - time.monotonic()
+        assert left > 0, "the client with the token did not get through in time"
+        return left
+
+    def until(self, kind: type, count: int = 1) -> ev.Event:
+        """Read events until the `count`-th of `kind` has come."""
+        while len([e for e in self.events if isinstance(e, kind)]) < count:
+            self.sock.settimeout(self.left())
+            message = protocol.read_frame(self.sock)
+            assert message is not None and "bye" not in message, message
+            self.events.extend(from_wire(e) for e in message.get("events") or ())
+        return [e for e in self.events if isinstance(e, kind)][count - 1]
+
+    def send(self, message: dict) -> None:
+        self.sock.sendall(protocol.encode(message))
+
+
+def test_three_hundred_strangers_cost_a_paused_agent_nothing_and_the_token_still_gets_in(tmp_path):
+    agent = Listening(HERE / "ready_chain.py", tmp_path, env={"GRADTUI_HANDSHAKE_TIMEOUT": "0.5"},
+                      preexec_fn=low_fd_limit)
+    try:
+        address = agent.wait_listening()
+        agent.wait_stdout(b"ready")
+        time.sleep(1.0)  # the backward has reached its first pause, waiting for a client
+        before = rss(agent.process.pid)
+        host, port = address.rsplit(":", 1)
+        attack = subprocess.run([sys.executable, str(HERE / "strangers.py"), host, port, str(CONNECTIONS),
+                                 str(ATTACK_SECONDS)], capture_output=True, text=True, timeout=120)
+        assert attack.returncode == 0, attack.stderr
+        stats = json.loads(attack.stdout)
+        assert stats["opened"] == CONNECTIONS and stats["closed_by_agent"] > 0, stats
+        assert agent.process.poll() is None
+        after = rss(agent.process.pid)
+        assert after - before < RSS_SLACK, (before, after)
+
+        token = json.loads(next(tmp_path.iterdir()).read_text())["token"]
+        client = Client(address, token, time.monotonic() + ATTACH_WAIT)
+        first = client.until(ev.Paused)
+        client.send({"submit": "step", "id": 1})
+        second = client.until(ev.Paused, 2)
+        assert (first.node, second.node) == (0, 1), (first, second)
+        client.send({"quit": True})
+        client.sock.close()
+        agent.wait()
+        out, err = agent.output()
+        told = "".join(e.text for e in client.events if isinstance(e, ev.Output))
+        for text in (out.decode(errors="replace"), err.decode(errors="replace"), told):
+            assert "Traceback" not in text and "RecursionError" not in text, text
+    finally:
+        agent.close()
