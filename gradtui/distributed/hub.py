@@ -316,6 +316,12 @@ class JobHub:
                 self._conns[r].send({"quit": True})
         self._local.quit_self()
 
+    def client(self, attached: bool) -> None:
+        """The job's client attached or went: while one is attached the job can pause, so every
+        rank keeps its groups' timeouts raised (RankLink.can_pause)."""
+        for r in self._live():
+            self._control(r, f"client {'on' if attached else 'off'}")
+
     def release_all(self) -> None:
         """The client went: every rank runs on (breakpoints stay armed)."""
         self._resume("continue", -1)

@@ -17,6 +17,7 @@ NODES, PASSES = 40, 5
 class _Session:
     quitting = False
     paused = False
+    breakpoints = ()
 
     def emit(self, event: ev.Event) -> None:
         pass
