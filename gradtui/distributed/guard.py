@@ -32,6 +32,8 @@ TICK = 0.25
 _TORCH = os.sep + "torch" + os.sep
 _DIST = _TORCH + "distributed" + os.sep
 _AUTOGRAD = _TORCH + "autograd" + os.sep
+_WRAPPERS = frozenset({"wrapper", "inner", "_fn", "decorated"})
+"""Names of torch.distributed's decorators' frames (c10d_logger's `wrapper` around `barrier`)."""
 
 
 class Stuck(NamedTuple):
@@ -56,8 +58,9 @@ def stuck_at(frame: FrameType | None) -> Stuck | None:
         return None
     caller = frame
     while caller is not None and (_TORCH in caller.f_code.co_filename or "gradtui" in caller.f_code.co_filename):
-        if _DIST in caller.f_code.co_filename and "gradtui" not in caller.f_code.co_filename:
-            what = caller.f_code.co_name  # the outermost torch.distributed call (all_reduce, barrier)
+        code = caller.f_code
+        if _DIST in code.co_filename and "gradtui" not in code.co_filename and code.co_name not in _WRAPPERS:
+            what = code.co_name  # the outermost torch.distributed call (all_reduce, barrier)
         caller = caller.f_back
     where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}" if caller is not None else ""
     return Stuck(what, where)

@@ -1,12 +1,15 @@
 """A DDP job whose ranks' graphs differ on one pass, for tests/distributed.
 
-argv: OUT_DIR. Timeout 5 s on purpose. On pass 3 rank 1 adds nodes of its own (a rank-specific
+argv: OUT_DIR [desync]. Timeout 5 s on purpose. On pass 3 rank 1 adds nodes of its own (a rank-specific
 branch, as data-dependent code or expert routing makes): `out * sqrt(zeros)`, whose gradient
 is not finite, so `break nan` stops rank 1 there while rank 0 has none of those nodes.
-Prints every rank's loss per step: the job must print the same under gradtui as without."""
+Prints every rank's loss per step: the job must print the same under gradtui as without.
+`desync`: after the last step rank 0 enters a barrier that rank 1 never joins (it sleeps): the
+job fails at rank 0's timeout, with gradtui as without it."""
 
 import datetime
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -28,4 +31,10 @@ for step in range(5):
     loss.backward()
     opt.step()
     print(f"rank {rank} step {step} loss {loss.item():.8f}", flush=True)
+if sys.argv[2:] == ["desync"]:
+    if rank == 0:
+        dist.barrier()
+    else:
+        time.sleep(90)
+    print(f"rank {rank} after the desync", flush=True)
 dist.destroy_process_group()

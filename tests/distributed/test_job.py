@@ -9,6 +9,7 @@ every job's process group is killed in a finalizer.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from tests.distributed.jobs import HERE, Client, Job, grads, same, torchrun
 
 DDP = str(HERE / "ddp_train.py")
 FSDP = str(HERE / "fsdp_train.py")
+BRANCH = str(HERE / "ddp_branch.py")
 
 
 @pytest.fixture
@@ -162,3 +164,31 @@ def test_fsdp2_pauses_once_and_gradients_are_untouched(start, plain):
     for rank in (0, 1):
         mine, theirs = grads(out, 0, rank), grads(baseline.gradients(), 0, rank)
         assert mine.keys() == theirs.keys() and all(same(mine[k], theirs[k]) for k in mine)
+
+
+def _losses(log: str) -> list[str]:
+    return sorted(re.findall(r"^rank \d step \d loss \S+$", log, re.M))
+
+
+def test_a_pause_where_the_ranks_graphs_differ_loses_no_rank_and_a_desync_still_fails(start, plain):
+    """Pass 3 has nodes on rank 1 only; `break nan` stops it there for 15 s (three times the 5 s
+    timeout) while rank 0, whose graph lacks them, has launched its all-reduce. Then rank 0
+    enters a barrier rank 1 never joins: the job fails at the script's timeout, as plain."""
+    baseline = plain(BRANCH, "desync")
+    job, client, out = start(BRANCH, "desync")
+    client.paused()
+    client.ask("break nan")
+    client.submit("continue")
+    paused = client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason, 60)
+    assert paused.reason.startswith("rank 1 ·") and paused.pass_index == 3, paused.reason
+    time.sleep(15)
+    assert "rank 1: paused at pass 3" in client.ask("ranks").text
+    client.ask("delete all")
+    client.submit("continue")
+    client.drain(90)
+    assert job.wait(60) != 0, job.output()
+    assert baseline.job.wait(120) != 0, baseline.job.output()
+    mine, theirs = job.output(), baseline.job.output()
+    assert len(_losses(theirs)) == 10 and _losses(mine) == _losses(theirs), (mine, theirs)
+    assert "rank 0: barrier (from ddp_branch.py:" in mine and "a desync" in mine, mine
+    assert "after the desync" not in mine + theirs
