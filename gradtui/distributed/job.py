@@ -67,7 +67,10 @@ def groups() -> list[Any]:
     from torch.distributed import distributed_c10d as c10d
 
     found = list(getattr(c10d, "_pg_map", None) or c10d._world.pg_map)
-    default = c10d._get_default_group()
+    try:
+        default = c10d._get_default_group()
+    except (ValueError, RuntimeError):  # not initialised (or destroyed by the script's end)
+        return found
     return [default] + [g for g in found if g is not default]
 
 
