@@ -167,7 +167,9 @@ class JobHub:
                 case ev.CommandResult(request=request) if request is not None and request < 0:
                     forward = self._answer(rank, event)
                 case ev.CommandResult():
-                    pass  # rank 0's answers to its own -c commands (none under a hub)
+                    # An answer nobody asked for (a rank's answer to the hub's own `continue` after
+                    # an unpark): a client would take it for its command's and send the next early.
+                    forward = None
                 case ev.Output():
                     if rank != self.shown:
                         forward = dataclasses.replace(event, text="".join(

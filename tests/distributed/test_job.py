@@ -192,3 +192,35 @@ def test_a_pause_where_the_ranks_graphs_differ_loses_no_rank_and_a_desync_still_
     assert len(_losses(theirs)) == 10 and _losses(mine) == _losses(theirs), (mine, theirs)
     assert "rank 0: barrier (from ddp_branch.py:" in mine and "a desync" in mine, mine
     assert "after the desync" not in mine + theirs
+
+
+def test_attach_headless_steps_every_rank_and_answers_follow_their_commands(tmp_path):
+    """`gradtui attach --headless` on a job: the first `step` moves both ranks (lockstep), and
+    each answer is printed under its own command, before the next command's echo."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    out.mkdir()
+    job = Job(torchrun("-m", "gradtui", "--listen", ":0", DDP, str(out), "plain"), tmp_path / "rt")
+    try:
+        job.agent()
+        commands = ["step", "ranks", "rank 1", "print", "ranks", "flow", "quit"]
+        argv = [sys.executable, "-m", "gradtui", "attach", "--headless"]
+        for command in commands:
+            argv += ["-c", command]
+        env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(tmp_path / "rt")}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        text = done.stdout
+        blocks = {}  # each command's echo -> what is printed before the next echo
+        for chunk in text.split("(gradtui) ")[1:]:
+            command, _, body = chunk.partition("\n")
+            blocks.setdefault(command.strip(), body)
+        assert set(commands) <= set(blocks), text
+        first = blocks["ranks"]
+        assert "rank 0: paused at pass 0 · #1 " in first and "rank 1: paused at pass 0 · #1 " in first, text
+        assert "showing rank 1" in blocks["rank 1"], text
+        assert "showing rank 1" not in blocks["print"] and "gradient norm" not in blocks["print"], text
+        assert "rank 0:" not in blocks["flow"].split("gradient norm")[0], text
+    finally:
+        job.end()
