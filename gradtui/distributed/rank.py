@@ -203,6 +203,11 @@ class RankLink:
             pass
 
     @property
+    def released(self) -> bool:
+        """Has the job let this rank go (a rank died): no more gates or holds."""
+        return self._released
+
+    @property
     def can_pause(self) -> bool:
         """Can this rank (or so the job) pause from now on: a client attached, a breakpoint or a
         job-wide check armed? Ranks' graphs can differ (a rank-specific branch, expert routing),

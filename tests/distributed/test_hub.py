@@ -80,3 +80,39 @@ def test_a_rank_whose_peer_reached_the_gate_runs_the_node_before_it_parks():
     assert link.follow(state, 0) is None
     state.done = 1
     assert link.follow(state, 1) == "parked: rank 1 is paused at #1 op1 (pass 0)"
+
+
+class _HeldSession(_Session):
+    def __init__(self) -> None:
+        self.events: list[ev.Event] = []
+        self.submitted: list[str] = []
+
+    def emit(self, event: ev.Event) -> None:
+        self.events.append(event)
+
+    def submit(self, command, request=None) -> None:
+        self.submitted.append(command.text)
+
+    def run_on(self) -> None:
+        pass
+
+
+def test_a_diverge_hold_lists_and_deletes_breakpoints_and_a_dead_rank_ends_it():
+    import threading
+
+    from gradtui.distributed.checks import Checks
+
+    session, store = _HeldSession(), dist.HashStore()
+    link = RankLink(session, store, 0, 2)
+    checks = Checks(session, store, 0, 2, link)
+    finished = ev.PassFinished(1, 6, 6, None)
+    hold = threading.Thread(target=checks._hold, args=(finished, 5, "breakpoint diverge: w differs", ()), daemon=True)  # noqa: SLF001
+    hold.start()
+    checks.submit("breakpoints", 7)
+    checks.submit("delete all", 8)
+    link.control("release")  # the hub: rank 1 died
+    hold.join(10)
+    assert not hold.is_alive(), "a dead rank must end the hold at once"
+    assert session.submitted == ["breakpoints", "delete all"], session.events
+    assert not any(isinstance(e, ev.CommandResult) and not e.ok for e in session.events), session.events
+    assert isinstance(session.events[-1], ev.Resumed)
