@@ -110,7 +110,10 @@ class JobTap:
     def _end_stuck(self, message: str) -> None:
         """A collective is stuck with no rank paused (a desync): say so and end this rank, exit
         status 1, as the script's own timeout would have (its RuntimeError, uncaught)."""
-        print(message, end="", file=sys.stderr, flush=True)
+        # As an event, not through fd 2: the agent's tee of fd 2 might not pass it on before the
+        # exit, while closing the server sends what is pending (rank 0's to the client, another
+        # rank's to the hub, which relays it).
+        self.session.emit(ev.Output("stderr", message))
         close = getattr(self.server, "close", None)
         try:
             if close is not None:
