@@ -28,6 +28,8 @@ class CommandFeeder:
         match event:
             case ev.Paused():
                 self.paused = True
+                if self._sent and self._awaiting is not None:
+                    return False  # the same stop shown again (a job's `rank N`): its answer is due first
                 self._awaiting = None
                 self._sent = False
                 return True

@@ -24,7 +24,9 @@ from typing import Any
 import torch
 
 from gradtui.model import events as ev
-from gradtui.model.commands import CommandError, Continue, Finish, Print, Quit, Step, parse
+from gradtui.model.commands import (
+    Break, CommandError, Continue, Delete, Finish, ListBreakpoints, Print, Quit, Step, parse,
+)
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.summary import summarize_all
 
@@ -128,6 +130,8 @@ class Checks:
                     # resumed, through the store.
                     if (mode := self._resumed(finished.index)) is not None:
                         return self._resume(finished, mode)
+                    if self.link.released:  # a rank died: the others are let go at once
+                        return self._resume(finished, "continue")
                     continue
                 try:
                     command = parse(text)
@@ -143,9 +147,12 @@ class Checks:
                         raise GradtuiQuit()
                     case Print():
                         self.session.emit(ev.CommandResult(text, self._report, request=request))
+                    case Break() | Delete() | ListBreakpoints():
+                        self.session.submit(command, request)  # they take effect while running, too
                     case _:
                         self.session.emit(ev.CommandResult(
-                            text, "held after the pass by break diverge: continue, step, finish, print or quit",
+                            text, "held after the pass by break diverge: continue, step, finish, print, "
+                                  "quit, break, delete or breakpoints",
                             ok=False, request=request))
         finally:
             self.held = False

@@ -63,6 +63,11 @@ class _Rank:
     current: list[ev.Event] = field(default_factory=list)
     """Its present pass's events (PassStarted first), replayed when the client switches to it."""
     flow: tuple[ev.ParamFlow, ...] = ()
+    passing: bool = False
+    """Its present pause is one `pending` ends: not shown, not waited for."""
+    pending: str | None = None
+    """A resuming command typed while this rank was on its way to a step pause (running, not yet
+    paused): its step pause belongs to the stop the client resumed, so that command ends it."""
 
     def public(self) -> RankState:
         return RankState(self.rank, self.state, self.at, self.loss, self.nonfinite, self.pid)
@@ -124,10 +129,18 @@ class JobHub:
                     st.current.append(event)
                 case ev.Paused():
                     st.current.append(event)
-                    st.paused = PARKED if event.reason.startswith(PARKED) else "own"
-                    st.state = "parked" if st.paused == PARKED else "paused"
-                    st.at = f"pass {event.pass_index} · #{event.node} {event.name}"
-                    forward = dataclasses.replace(event, reason=f"rank {rank} · {event.reason}")
+                    pending, st.pending = st.pending, None
+                    if pending is not None and event.reason == "step":
+                        # The step pause of a stop the client already resumed: ended at once,
+                        # unseen by the client (its feeder answers pauses), parking no rank.
+                        st.passing = True
+                        actions.append(lambda r=rank, line=pending: self._submit(r, line, None))
+                        forward = None
+                    else:
+                        st.paused = PARKED if event.reason.startswith(PARKED) else "own"
+                        st.state = "parked" if st.paused == PARKED else "paused"
+                        st.at = f"pass {event.pass_index} · #{event.node} {event.name}"
+                        forward = dataclasses.replace(event, reason=f"rank {rank} · {event.reason}")
                     if st.paused == "own":
                         actions += self._park_others(rank, event)
                         if rank != self.shown and self._ranks[self.shown].paused != "own":
@@ -135,6 +148,8 @@ class JobHub:
                 case ev.Resumed():
                     st.current.append(event)
                     st.paused, st.state = None, "running"
+                    if st.passing:
+                        st.passing, forward = False, None
                 case ev.PassFinished():
                     st.current.append(event)
                     st.paused, st.state = None, "running"
@@ -152,7 +167,9 @@ class JobHub:
                 case ev.CommandResult(request=request) if request is not None and request < 0:
                     forward = self._answer(rank, event)
                 case ev.CommandResult():
-                    pass  # rank 0's answers to its own -c commands (none under a hub)
+                    # An answer nobody asked for (a rank's answer to the hub's own `continue` after
+                    # an unpark): a client would take it for its command's and send the next early.
+                    forward = None
                 case ev.Output():
                     if rank != self.shown:
                         forward = dataclasses.replace(event, text="".join(
@@ -278,9 +295,15 @@ class JobHub:
                 self._submit(self.shown, line, request)
 
     def _resume(self, line: str, request: int) -> None:
-        """Every rank resumes: parked ones through `unpark MODE`, paused ones by the command."""
+        """Every rank resumes: parked ones through `unpark MODE`, paused ones by the command, and
+        one still on its way to a step pause at that pause (`_Rank.pending`): a rank the hub has
+        not yet heard pause is not left behind."""
         for r in self._live():
             self._control(r, f"unpark {line}")
+        with self._lock:
+            for st in self._ranks:
+                if st.state not in ("dead", "done") and st.paused is None:
+                    st.pending = line
         for r in self._live():
             if self._ranks[r].paused == "own":
                 self._submit(r, line, request if r == self.shown else None)
@@ -315,6 +338,12 @@ class JobHub:
             if r != 0:
                 self._conns[r].send({"quit": True})
         self._local.quit_self()
+
+    def client(self, attached: bool) -> None:
+        """The job's client attached or went: while one is attached the job can pause, so every
+        rank keeps its groups' timeouts raised (RankLink.can_pause)."""
+        for r in self._live():
+            self._control(r, f"client {'on' if attached else 'off'}")
 
     def release_all(self) -> None:
         """The client went: every rank runs on (breakpoints stay armed)."""

@@ -5,8 +5,9 @@ Every private torch symbol the distributed layer uses is here, each with a fallb
 TCPStore), `_set_pg_timeout` and the group map (as `torch.distributed.breakpoint` uses them).
 Verified here (torch 2.13, gloo): `_set_pg_timeout` changes the timeout of work launched
 after it only; a collective already in flight keeps the timeout it was launched with and
-fails at it. That is why follow mode keeps every rank at the same node (no collective is ever
-left waiting on a paused rank) rather than relying on raised timeouts alone.
+fails at it. So the timeouts are raised for as long as the job can pause, not only during a
+pause (see `RankLink.can_pause`), and follow mode keeps the ranks at the same node where their
+graphs agree.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ def groups() -> list[Any]:
     from torch.distributed import distributed_c10d as c10d
 
     found = list(getattr(c10d, "_pg_map", None) or c10d._world.pg_map)
-    default = c10d._get_default_group()
+    try:
+        default = c10d._get_default_group()
+    except (ValueError, RuntimeError):  # not initialised (or destroyed by the script's end)
+        return found
     return [default] + [g for g in found if g is not default]
 
 
@@ -100,7 +104,7 @@ def set_timeouts(timeouts: dict[Any, timedelta]) -> None:
 
 
 class Timeouts:
-    """Raises every group's timeout for a pause and puts the old ones back after."""
+    """Raises every group's timeout while the job can pause and puts the old ones back after."""
 
     def __init__(self) -> None:
         self._saved: dict[Any, timedelta] | None = None
@@ -109,6 +113,14 @@ class Timeouts:
     def raised(self) -> bool:
         """Are the timeouts raised now?"""
         return self._saved is not None
+
+    def script_timeout(self) -> timedelta | None:
+        """The default group's timeout as the script set it (the saved one while raised)."""
+        saved = self._saved
+        if saved is not None:
+            return next(iter(saved.values()), None)
+        found = groups()
+        return group_timeout(found[0]) if found else None
 
     def raise_(self) -> None:
         """Raise them (no-op if raised)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from gradtui.model import events as ev
@@ -66,12 +67,19 @@ class RankLink:
         """Ranks known to have ended or died (no longer awaited at gates)."""
         self.leaves: list[tuple[int, str, weakref.ref]] = []
         """This pass's leaves (accumulator node, name, the leaf) for the diverge check."""
+        self.client = False
+        """Is a client attached to the job (the hub says, `client on|off`)?"""
+        self.armed: Callable[[], bool] = lambda: False
+        """Is a job-wide check armed on this rank (`break diverge`)?"""
+        self.progress = 0
+        """Counts this rank's gates and events: the guard's sign that the rank moves."""
 
     # ---- the session hook ----------------------------------------------------------------
 
     def follow(self, state: PassRecord, node: int) -> str | None:
         """Before `node` runs: arrive at its gate and wait for the other ranks (see module doc).
         Returns why to park here, or None to run the node."""
+        self.progress += 1
         with self._lock:
             self._parked = False
         if self._released or self.world < 2:
@@ -95,21 +103,29 @@ class RankLink:
                     self.leaves.append((node, attrs.get("param") or ",".join(attrs.get("labels") or ()) or f"#{node}",
                                         weakref.ref(leaf)))
             self.store.set(self._key(index, self._gate, self.rank), "")
+            if state.done >= len(state.capture.nodes) - 1:
+                # This rank's last node: it has no more gates in this pass. Said now, not at its
+                # PassFinished: a rank whose graph has more nodes (a rank-specific branch) must
+                # not wait at a gate this rank never reaches while this one waits for its
+                # all-reduce in the backward's final callback.
+                self._mark(f"d/{index}/{self.rank}")
         waiting = [r for r in range(self.world) if r != self.rank and r not in self.gone]
         keys = [self._key(index, self._gate, r) for r in waiting]
         since = last = time.monotonic()
         delay = 0.0
         told = False
         while True:
-            with self._lock:
-                if self._park is not None:
-                    self._parked = True
-                    return self._park
+            # The gate first, then the park order: a rank whose peers all arrived runs the node,
+            # so a peer that ran it and paused at the next one is not left a node ahead.
             try:
                 if not keys or self.store.check(keys):
                     return None
             except Exception:  # noqa: BLE001 - the job's store is gone: the job is ending
                 return None
+            with self._lock:
+                if self._park is not None:
+                    self._parked = True
+                    return self._park
             # Polled with check(), not store.wait(): a wait that runs out logs two warnings.
             time.sleep(delay)
             delay = min(delay * 2 or 0.0001, POLL_MAX)
@@ -158,19 +174,22 @@ class RankLink:
     # ---- events of this rank's session ------------------------------------------------------
 
     def on_event(self, event: ev.Event) -> None:
-        """Raise the group timeouts while paused, restore them after; mark passes done."""
+        """Raise the group timeouts while the job can pause, restore them after; mark passes done."""
+        self.progress += 1
         match event:
             case ev.Paused():
                 with self._lock:
                     self._own_pause = not self._parked
                 self.timeouts.raise_()
+            case ev.PassStarted():
+                self.settle()  # before the pass launches its collectives
             case ev.Resumed():
                 self._own_pause = False
-                if self._park is None:
-                    self.timeouts.restore()
+                self.settle()
             case ev.PassFinished(index=index):
                 self._own_pause = False
                 self._mark(f"d/{index}/{self.rank}")
+                self.settle()
             case ev.ScriptFinished():
                 self._mark(f"e/{self.rank}")
                 self.timeouts.restore()
@@ -183,10 +202,37 @@ class RankLink:
         except Exception:  # noqa: BLE001 - the job's store is gone (rank 0 ended first)
             pass
 
+    @property
+    def released(self) -> bool:
+        """Has the job let this rank go (a rank died): no more gates or holds."""
+        return self._released
+
+    @property
+    def can_pause(self) -> bool:
+        """Can this rank (or so the job) pause from now on: a client attached, a breakpoint or a
+        job-wide check armed? Ranks' graphs can differ (a rank-specific branch, expert routing),
+        so a collective launched now may wait on a rank that pauses later: it must be launched
+        with the raised timeout (in flight, it keeps the one it was launched with)."""
+        return not self._released and (self.client or len(self.session.breakpoints) > 0 or self.armed())
+
+    @property
+    def holding(self) -> bool:
+        """Is this rank paused, parked, or told to park (some rank of the job is paused)?"""
+        return self._park is not None or self._parked or self._own_pause or bool(self.session.paused)
+
+    def settle(self) -> None:
+        """Raised timeouts while the job can pause or this rank is held, the script's own else."""
+        if self.world < 2:
+            return
+        if self.holding or self.can_pause:
+            self.timeouts.raise_()
+        else:
+            self.timeouts.restore()
+
     # ---- control lines from the hub ----------------------------------------------------------
 
     def control(self, text: str) -> None:
-        """Do one control line: `park REASON`, `unpark MODE`, `release`, `gone RANK`."""
+        """Do one control line: `park REASON`, `unpark MODE`, `release`, `gone RANK`, `client on|off`."""
         verb, _, rest = text.partition(" ")
         match verb:
             case "park":
@@ -201,6 +247,9 @@ class RankLink:
                 self.timeouts.restore()
             case "gone":
                 self.gone.add(int(rest))
+            case "client":
+                self.client = rest == "on"
+                self.settle()
             case _:
                 pass
 
@@ -213,6 +262,6 @@ class RankLink:
             deadline = time.monotonic() + 2.0
             while not self.session.paused and time.monotonic() < deadline:
                 time.sleep(0.005)  # follow() said park; the session is about to pause
-            self.session.submit(mode)  # its Resumed restores the timeouts
+            self.session.submit(mode)  # its Resumed settles the timeouts
         elif not self._own_pause:
-            self.timeouts.restore()
+            self.settle()

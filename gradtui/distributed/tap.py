@@ -33,6 +33,7 @@ class JobTap:
         self.link: RankLink | None = None
         self.hub: Any = None
         self.checks: Any = None
+        self.guard: Any = None
         self._submit: Callable[[str, int], None] | None = None
         self._quit: Callable[[], None] | None = None
         self._address = ""
@@ -54,6 +55,8 @@ class JobTap:
             self.join()
         if self.link is not None:
             self.link.on_event(event)
+        if self.guard is not None and isinstance(event, ev.ScriptFinished):
+            self.guard.stop()
         if self.checks is not None:
             self.checks.on_event(event)  # may hold the script here (break diverge)
         if self.hub is not None:
@@ -69,6 +72,8 @@ class JobTap:
         store = job.job_store()
         self.link = RankLink(self.session, store, rank, world)
         self.checks = Checks(self.session, store, rank, world, self.link)
+        checks = self.checks
+        self.link.armed = lambda: checks.diverge
         self.session.follow = self.link.follow
         store.set(f"a/{rank}", json.dumps({"address": self._address, "token": self._token, "pid": os.getpid()}))
         if rank == 0:
@@ -84,8 +89,37 @@ class JobTap:
                 return
             self.hub = hub
             self._on_sigterm()
+            attached = getattr(self.server, "attached", None)
+            self._guard(lambda: attached is not None and attached.is_set(), hub.client)
             print(f"gradtui: job of {world} ranks; attach to rank 0's agent at {self._address}",
                   file=sys.stderr, flush=True)
+        else:
+            self._guard()
+
+    def _guard(self, attached: Callable[[], bool] | None = None,
+               on_client: Callable[[bool], None] | None = None) -> None:
+        """Start this rank's desync guard (gradtui.distributed.guard) for the script's thread."""
+        import threading
+
+        from gradtui.distributed.guard import Guard
+
+        assert self.link is not None
+        self.guard = Guard(self.link, self.session, threading.get_ident(), self._end_stuck, attached, on_client)
+        self.guard.start()
+
+    def _end_stuck(self, message: str) -> None:
+        """A collective is stuck with no rank paused (a desync): say so and end this rank, exit
+        status 1, as the script's own timeout would have (its RuntimeError, uncaught)."""
+        # As an event, not through fd 2: the agent's tee of fd 2 might not pass it on before the
+        # exit, while closing the server sends what is pending (rank 0's to the client, another
+        # rank's to the hub, which relays it).
+        self.session.emit(ev.Output("stderr", message))
+        close = getattr(self.server, "close", None)
+        try:
+            if close is not None:
+                close(message.strip(), timeout=1.0)
+        finally:
+            os._exit(1)
 
     def _on_sigterm(self) -> None:
         """torchrun stops the job with SIGTERM when a rank fails: if the script left SIGTERM to

@@ -17,24 +17,42 @@ NODES, PASSES = 40, 5
 class _Session:
     quitting = False
     paused = False
+    breakpoints = ()
 
     def emit(self, event: ev.Event) -> None:
         pass
 
 
-def _pass(index: int) -> SimpleNamespace:
-    attrs = [{"kind": "op", "name": f"op{i}"} for i in range(NODES)]
-    return SimpleNamespace(index=index, capture=SimpleNamespace(graph=SimpleNamespace(nodes=attrs), nodes=[None] * NODES))
+def _pass(index: int, nodes: int = NODES) -> SimpleNamespace:
+    attrs = [{"kind": "op", "name": f"op{i}"} for i in range(nodes)]
+    return SimpleNamespace(index=index, done=0,
+                           capture=SimpleNamespace(graph=SimpleNamespace(nodes=attrs), nodes=[None] * nodes))
 
 
-def _rank(link: RankLink, order: list[tuple[int, int, int]], lock: threading.Lock) -> None:
+def _rank(link: RankLink, order: list[tuple[int, int, int]], lock: threading.Lock,
+          nodes: int = NODES, all_reduce: threading.Barrier | None = None) -> None:
+    """One rank's passes; `all_reduce`: after its last node the rank waits for every rank's
+    last node, as DDP's final callback waits for its all-reduce, before its PassFinished."""
     for index in range(PASSES):
-        state = _pass(index)
-        for node in range(NODES):
+        state = _pass(index, nodes)
+        for node in range(nodes):
+            state.done = node
             assert link.follow(state, node) is None
             with lock:
                 order.append((link.rank, index, node))
-        link.on_event(ev.PassFinished(index, NODES, NODES, None))
+        if all_reduce is not None:
+            all_reduce.wait(30)
+        link.on_event(ev.PassFinished(index, nodes, nodes, None))
+
+
+def _run(links: list[RankLink], order: list, lock: threading.Lock, **kwargs) -> None:
+    threads = [threading.Thread(target=_rank, args=(link, order, lock), kwargs=kwargs[str(link.rank)], daemon=True)
+               for link in links]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "a rank is stuck at a gate"
 
 
 def test_the_ranks_keep_step_and_the_store_holds_a_few_keys_per_rank():
@@ -42,12 +60,8 @@ def test_the_ranks_keep_step_and_the_store_holds_a_few_keys_per_rank():
     order: list[tuple[int, int, int]] = []
     lock = threading.Lock()
     links = [RankLink(_Session(), store, rank, 2) for rank in range(2)]
-    threads = [threading.Thread(target=_rank, args=(link, order, lock), daemon=True) for link in links]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not any(thread.is_alive() for thread in threads), "a rank is stuck at a gate"
+    _run(links, order, lock, **{"0": {}, "1": {}})
+    assert len(order) == 2 * NODES * PASSES
     # No rank ever ran a node more than one gate ahead of the other.
     done = {0: -1, 1: -1}
     for rank, index, node in order:
@@ -55,3 +69,16 @@ def test_the_ranks_keep_step_and_the_store_holds_a_few_keys_per_rank():
         assert done[rank] - done[1 - rank] <= 1
     # Per rank: its last two gates and one `d/` mark per pass (not NODES x PASSES gate keys).
     assert store.num_keys() <= 2 * (2 + PASSES)
+
+
+def test_ranks_whose_graphs_differ_pass_every_gate():
+    """Rank 1 has nodes of its own (a rank-specific branch): rank 0, done with its nodes, waits
+    for the all-reduce that rank 1 launches at its last node; rank 1 must not wait at a gate
+    rank 0 never reaches."""
+    store = dist.HashStore()
+    order: list[tuple[int, int, int]] = []
+    lock = threading.Lock()
+    links = [RankLink(_Session(), store, rank, 2) for rank in range(2)]
+    all_reduce = threading.Barrier(2)
+    _run(links, order, lock, **{"0": {"all_reduce": all_reduce}, "1": {"nodes": NODES + 3, "all_reduce": all_reduce}})
+    assert not all_reduce.broken and len(order) == (2 * NODES + 3) * PASSES

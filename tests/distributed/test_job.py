@@ -9,6 +9,7 @@ every job's process group is killed in a finalizer.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from tests.distributed.jobs import HERE, Client, Job, grads, same, torchrun
 
 DDP = str(HERE / "ddp_train.py")
 FSDP = str(HERE / "fsdp_train.py")
+BRANCH = str(HERE / "ddp_branch.py")
 
 
 @pytest.fixture
@@ -162,3 +164,64 @@ def test_fsdp2_pauses_once_and_gradients_are_untouched(start, plain):
     for rank in (0, 1):
         mine, theirs = grads(out, 0, rank), grads(baseline.gradients(), 0, rank)
         assert mine.keys() == theirs.keys() and all(same(mine[k], theirs[k]) for k in mine)
+
+
+def _losses(log: str) -> list[str]:
+    return sorted(re.findall(r"^rank \d step \d loss \S+$", log, re.M))
+
+
+def test_a_pause_where_the_ranks_graphs_differ_loses_no_rank_and_a_desync_still_fails(start, plain):
+    """Pass 3 has nodes on rank 1 only; `break nan` stops it there for 15 s (three times the 5 s
+    timeout) while rank 0, whose graph lacks them, has launched its all-reduce. Then rank 0
+    enters a barrier rank 1 never joins: the job fails at the script's timeout, as plain."""
+    baseline = plain(BRANCH, "desync")
+    job, client, out = start(BRANCH, "desync")
+    client.paused()
+    client.ask("break nan")
+    client.submit("continue")
+    paused = client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason, 60)
+    assert paused.reason.startswith("rank 1 ·") and paused.pass_index == 3, paused.reason
+    time.sleep(15)
+    assert "rank 1: paused at pass 3" in client.ask("ranks").text
+    client.ask("delete all")
+    client.submit("continue")
+    client.drain(90)
+    assert job.wait(60) != 0, job.output()
+    assert baseline.job.wait(120) != 0, baseline.job.output()
+    mine, theirs = job.output(), baseline.job.output()
+    assert len(_losses(theirs)) == 10 and _losses(mine) == _losses(theirs), (mine, theirs)
+    said = "".join(e.text for e in client.seen if isinstance(e, ev.Output))
+    assert "rank 0: barrier (from ddp_branch.py:" in said and "a desync" in said, said
+    assert "after the desync" not in mine + theirs
+
+
+def test_attach_headless_steps_every_rank_and_answers_follow_their_commands(tmp_path):
+    """`gradtui attach --headless` on a job: the first `step` moves both ranks (lockstep), and
+    each answer is printed under its own command, before the next command's echo."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    out.mkdir()
+    job = Job(torchrun("-m", "gradtui", "--listen", ":0", DDP, str(out), "plain"), tmp_path / "rt")
+    try:
+        job.agent()
+        commands = ["step", "ranks", "rank 1", "print", "ranks", "flow", "quit"]
+        argv = [sys.executable, "-m", "gradtui", "attach", "--headless"]
+        for command in commands:
+            argv += ["-c", command]
+        env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(tmp_path / "rt")}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        text = done.stdout
+        blocks = {}  # each command's echo -> what is printed before the next echo
+        for chunk in text.split("(gradtui) ")[1:]:
+            command, _, body = chunk.partition("\n")
+            blocks.setdefault(command.strip(), body)
+        assert set(commands) <= set(blocks), text
+        first = blocks["ranks"]
+        assert "rank 0: paused at pass 0 · #1 " in first and "rank 1: paused at pass 0 · #1 " in first, text
+        assert "showing rank 1" in blocks["rank 1"], text
+        assert "showing rank 1" not in blocks["print"] and "gradient norm" not in blocks["print"], text
+        assert "rank 0:" not in blocks["flow"].split("gradient norm")[0], text
+    finally:
+        job.end()
