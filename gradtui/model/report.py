@@ -17,15 +17,36 @@ from gradtui.model import events as ev
 from gradtui.model.stats import Stats, json_float
 
 
-def flow_json(flow: tuple[ev.ParamFlow, ...]) -> list[dict[str, Any]]:
-    """The report's gradient flow rows (non-finite norms spelled as strings)."""
+def flow_json(flow) -> list[dict[str, Any]]:
+    """The report's gradient flow rows (non-finite norms spelled as strings), from `ParamFlow`s or
+    any rows with the same fields (a recording's)."""
     return [{"name": r.name, "node": r.node, "shape": list(r.shape), "grad_norm": json_float(r.grad_norm),
              "weight_norm": json_float(r.weight_norm), "ratio": json_float(r.ratio), "nonfinite": r.nonfinite}
             for r in flow]
 
 
-def _stats(items: tuple[Stats | None, ...]) -> list[dict[str, Any] | None]:
-    return [None if s is None else s.to_json() for s in items]
+def stats_json(items: tuple[Stats | None, ...] | None) -> list[dict[str, Any] | None] | None:
+    """A node's gradient slots as the report writes them (None: the node did not run)."""
+    return None if items is None else [None if s is None else s.to_json() for s in items]
+
+
+def node_json(node: int, data: dict[str, Any], order: int | None = None,
+              grad_outputs: tuple[Stats | None, ...] | None = None,
+              grad_inputs: tuple[Stats | None, ...] | None = None) -> dict[str, Any]:
+    """One node of a pass in the report, from its captured attributes and what it received/sent."""
+    return {"id": node, "name": data["name"], "kind": data["kind"], "labels": list(data["labels"]),
+            "param": data["param"], "source": data["source"], "module": data["module"], "order": order,
+            "next": list(data["next"]), "grad_outputs": stats_json(grad_outputs),
+            "grad_inputs": stats_json(grad_inputs)}
+
+
+def pass_json(*, index: int, call: str, call_text: str, call_site: str | None, recorded: bool,
+              losses: tuple[float, ...], nodes: list[dict[str, Any]], error: str | None = None,
+              flow: list[dict[str, Any]] | None = None, nested: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One pass of the report: the one writer of its shape, for the live report and the export."""
+    return {"index": index, "call": call, "call_text": call_text, "call_site": call_site, "recorded": recorded,
+            "losses": [json_float(v) for v in losses], "nodes": nodes, "error": error, "flow": flow or [],
+            "nested": nested or []}
 
 
 def _dumps(value: Any) -> bytes:
@@ -169,53 +190,37 @@ class Report:
 
     def __call__(self, event: ev.Event) -> None:
         """Listener entry point."""
-        if isinstance(event, ev.NodeRan):
-            node = self._nodes[event.node]
-            node["order"] = event.order
-            node["grad_outputs"] = _stats(event.grad_outputs)
-            node["grad_inputs"] = _stats(event.grad_inputs)
-        elif isinstance(event, ev.PassStarted):
-            graph = event.graph
-            self._nodes = {}
-            nodes = []
-            for i, data in graph.nodes(data=True):
-                node = {
-                    "id": i, "name": data["name"], "kind": data["kind"], "labels": list(data["labels"]),
-                    "param": data["param"], "source": data["source"], "module": data["module"],
-                    "order": None,
-                    "next": list(data["next"]),
-                    "grad_outputs": None, "grad_inputs": None,
-                }
-                self._nodes[i] = node
-                nodes.append(node)
-            self.passes.append({"index": event.index, "call": event.call, "call_text": event.call_text,
-                                "call_site": event.call_site, "recorded": event.recorded,
-                                "losses": [json_float(v) for v in event.losses], "nodes": nodes,
-                                "error": None, "flow": [], "nested": []})
-        elif isinstance(event, ev.PassFinished):
-            if self.passes:
+        match event:
+            case ev.NodeRan():
+                node = self._nodes[event.node]
+                node["order"] = event.order
+                node["grad_outputs"] = stats_json(event.grad_outputs)
+                node["grad_inputs"] = stats_json(event.grad_inputs)
+            case ev.PassStarted():
+                self._nodes = {i: node_json(i, data) for i, data in event.graph.nodes(data=True)}
+                self.passes.append(pass_json(index=event.index, call=event.call, call_text=event.call_text,
+                                             call_site=event.call_site, recorded=event.recorded,
+                                             losses=event.losses, nodes=list(self._nodes.values())))
+            case ev.PassFinished() if self.passes:
                 self.passes[-1]["error"] = event.error
                 self.passes[-1]["flow"] = flow_json(event.flow)
                 if self.stream is not None:
                     self.stream.add_pass(self.passes.pop(), self._tail())
                     self._nodes = {}
-        elif isinstance(event, ev.NestedPass):
-            if self.passes and self.passes[-1]["index"] == event.pass_index:
+            case ev.NestedPass() if self.passes and self.passes[-1]["index"] == event.pass_index:
                 self.passes[-1]["nested"].append({"call": event.call, "call_site": event.call_site,
                                                   "nodes": event.nodes, "thread": event.thread})
-        elif isinstance(event, ev.BreakpointHit):
-            self.breakpoint_hits.append({"breakpoint": event.number, "spec": event.spec,
-                                         "pass": event.pass_index, "node": event.node})
-        elif isinstance(event, ev.GradEdited):
-            self.edits.append({"pass": event.pass_index, "node": event.node, "command": event.command,
-                               "before": _stats(event.before), "after": _stats(event.after)})
-        elif isinstance(event, ev.ScriptStarted):
-            self.script = event.path
-        elif isinstance(event, ev.ScriptFinished):
-            self.exit_status = event.exit_status
-            self.error = event.traceback
-            if event.quit:
-                self.error = "quit"
+            case ev.BreakpointHit():
+                self.breakpoint_hits.append({"breakpoint": event.number, "spec": event.spec,
+                                             "pass": event.pass_index, "node": event.node})
+            case ev.GradEdited():
+                self.edits.append({"pass": event.pass_index, "node": event.node, "command": event.command,
+                                   "before": stats_json(event.before), "after": stats_json(event.after)})
+            case ev.ScriptStarted():
+                self.script = event.path
+            case ev.ScriptFinished():
+                self.exit_status = event.exit_status
+                self.error = "quit" if event.quit else event.traceback
 
     def _tail(self) -> dict[str, Any]:
         return {"script": self.script, "exit_status": self.exit_status, "error": self.error,

@@ -10,34 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gradtui.model import report
 from gradtui.model.report import JsonStream
-from gradtui.model.stats import Stats, json_float
 from gradtui.record.reader import NodeStats, PassInfo, Recording
 
 
-def _stats(items: tuple[Stats | None, ...] | None) -> list[dict[str, Any] | None] | None:
-    return None if items is None else [None if s is None else s.to_json() for s in items]
-
-
 def pass_json(recording: Recording, info: PassInfo) -> dict[str, Any]:
-    """One pass of the report, from the recording."""
+    """One pass of the report, from the recording (the shape is gradtui.model.report's)."""
     nodes = []
     if info.per_node:
-        graph = recording.graph(info.index)
         stats = recording.stats(info.index)
-        for i, data in graph.nodes(data=True):
+        for i, data in recording.graph(info.index).nodes(data=True):
             ran: NodeStats | None = stats.get(i)
-            nodes.append({"id": i, "name": data["name"], "kind": data["kind"], "labels": list(data["labels"]),
-                          "param": data["param"], "source": data["source"], "module": data["module"],
-                          "order": data["order"], "next": list(data["next"]),
-                          "grad_outputs": _stats(ran.grad_outputs) if ran else None,
-                          "grad_inputs": _stats(ran.grad_inputs) if ran else None})
-    flow = [{"name": r.name, "node": r.node, "shape": list(r.shape), "grad_norm": json_float(r.grad_norm),
-             "weight_norm": json_float(r.weight_norm), "ratio": json_float(r.ratio), "nonfinite": r.nonfinite}
-            for r in recording.flow(info.index)]
-    return {"index": info.index, "call": info.call, "call_text": info.call_text, "call_site": info.call_site,
-            "recorded": info.hooked, "losses": [json_float(v) for v in info.losses], "nodes": nodes,
-            "error": info.error, "flow": flow, "nested": list(info.nested)}
+            nodes.append(report.node_json(i, data, data["order"], ran.grad_outputs if ran else None,
+                                          ran.grad_inputs if ran else None))
+    return report.pass_json(index=info.index, call=info.call, call_text=info.call_text, call_site=info.call_site,
+                            recorded=info.hooked, losses=info.losses, nodes=nodes, error=info.error,
+                            flow=report.flow_json(recording.flow(info.index)), nested=list(info.nested))
 
 
 @dataclass(frozen=True, slots=True)

@@ -308,7 +308,9 @@ class ReplayTarget:
             return answer(f"pass {index} has no per-node data (loss {loss} · gradient norm {norm} · "
                           f"non-finite {info.nonfinite}); passes with per-node data: {listed}; "
                           f"its flow: flow {index}", False)
-        return self._show(index, "pass")
+        # the pause shown is the answer's picture; the answer itself follows, so a client feeding
+        # commands knows its command was answered (every command that does not resume gets one)
+        return [*self._show(index, "pass"), *answer(f"showing pass {index}", True)]
 
     def _walk(self, mode: str) -> list[ev.Event]:
         """Run the recorded nodes on from the pause, as `mode` would, to the next pause: on into
