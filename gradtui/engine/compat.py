@@ -54,6 +54,22 @@ get_function_mode_stack: Callable[[], list[Any]] = getattr(
     _overrides, "_get_current_function_mode_stack", _stack_fallback)
 """This thread's TorchFunctionMode stack, outermost first."""
 
+get_function_mode_stack_len: Callable[[], int] = getattr(
+    _C, "_len_torch_function_stack", lambda: len(get_function_mode_stack()))
+"""How many TorchFunctionModes this thread's mode stack holds (without building a list)."""
+_stack_at: Callable[[int], Any] | None = getattr(_C, "_get_function_stack_at", None)
+
+
+def get_function_mode_stack_top() -> Any:
+    """The innermost TorchFunctionMode of this thread's mode stack, None when it is empty.
+    Fallback (no `_get_function_stack_at`): the last of `get_function_mode_stack()`."""
+    if _stack_at is None:
+        stack = get_function_mode_stack()
+        return stack[-1] if stack else None
+    length = get_function_mode_stack_len()
+    return _stack_at(length - 1) if length else None
+
+
 GradientEdge = torch.autograd.graph.GradientEdge
 """(node, output_nr): a root or input torch accepts in place of a tensor (torch >= 2.2)."""
 get_gradient_edge: Callable[[torch.Tensor], Any] = torch.autograd.graph.get_gradient_edge
@@ -68,5 +84,6 @@ def is_zerotensor(t: torch.Tensor) -> bool:
 
 
 SYMBOLS = ("current_graph_task_id", "is_compiling", "functorch_level", "is_legacy_batched", "get_sequence_nr",
-           "push_mode", "pop_mode", "get_function_mode_stack", "GradientEdge", "get_gradient_edge", "is_zerotensor")
+           "push_mode", "pop_mode", "get_function_mode_stack", "get_function_mode_stack_len",
+           "get_function_mode_stack_top", "GradientEdge", "get_gradient_edge", "is_zerotensor")
 """What this module exposes (a test checks each is present and callable on this torch)."""

@@ -1,0 +1,411 @@
+"""Which nn.Module calls are running on a recorded thread, and which nodes each made.
+
+Provenance's global module hooks keep a stack of running module calls per recorded thread. A
+call's path is relative to the outermost module that is running: its forward, or a method
+called on it from outside (Lightning's `training_step` calling `self.net(x)`, a trainer's loop
+calling `model.compute_loss`): the same root parameter names are relative to (`net.2.bias` is
+made in module `net.2`).
+
+While torch's own module code runs (nn.Linear, nn.LayerNorm, nn.TransformerEncoder ...) no
+user line can be the source of a node, so provenance's mode is taken off the thread's mode
+stack for that stretch: torch's ops run at plain speed. The stretch's module calls are recorded
+as marks instead, (sequence number, labels): autograd numbers nodes per thread, so a node made
+in the stretch belongs to the innermost call whose mark is the last at or below its number. The
+stretch's outputs carry the marks (a `Span`); the nodes below them are labelled from it when
+provenance is first read. User code called from inside a stretch as a module (a user block in
+an nn.Sequential) gets the mode back while its forward runs; user code called as a plain
+callable (an activation function given to a torch layer) does not: its nodes get the stretch's
+labels, the torch module's path and call site.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from bisect import bisect_right
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import torch
+
+from gradtui.engine.compat import get_function_mode_stack_len, get_function_mode_stack_top
+from gradtui.engine.compat import get_sequence_nr as _get_sequence_nr
+from gradtui.engine.compat import is_compiling as _is_compiling
+from gradtui.engine.compat import pop_mode as _pop_mode
+from gradtui.engine.compat import push_mode as _push_mode
+from gradtui.model import userfiles
+
+SOURCE_KEY = "gradtui.source"
+MODULE_KEY = "gradtui.module"
+FIRST_KEY = "gradtui.first"  # on a call's returned node: the call's first sequence number
+SPAN_KEY = "gradtui.span"  # on a stretch's output nodes: the stretch's Span
+
+forward_roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+"""Modules at the top of a recorded module stack (a model, a GAN's `netG` and `netD`, a
+LightningModule whose `training_step` ran; not a template layer that was only copied): the roots
+that name things."""
+
+Where = tuple[tuple[str, int] | None, str | None]
+"""(source, module path) labels of a node."""
+
+_Module = torch.nn.Module
+_get_ident = threading.get_ident
+_is_user_file = userfiles.is_user_file
+_innermost_user = userfiles.innermost_user
+_stack_len = get_function_mode_stack_len
+_stack_top = get_function_mode_stack_top
+
+
+class Call(NamedTuple):
+    """One running module call on a recorded thread's stack."""
+
+    key: int
+    """id() of the module."""
+    name: str
+    """Its path, led by its root's variable (`model.net.2`)."""
+    root: list
+    """Its root's entry (see `ModuleCalls._root_entry`)."""
+    prefix: str
+    """What leads the names of the root's map (`model.`)."""
+    path: str
+    """What leads the names of unregistered modules it calls."""
+    where: Where | None
+    """If its forward is torch's own code: the labels of the nodes it makes (its caller's user
+    line, its path); None for user code, whose ops the mode labels as they are made."""
+
+
+class Span(NamedTuple):
+    """A stretch of torch's module code: nodes numbered in [start, end) were made in it, with
+    `labels[i]` from `seqs[i]` on."""
+
+    start: int
+    end: int
+    seqs: list[int]
+    labels: list[Where]
+
+    def labels_of(self, seq: int) -> Where:
+        """The labels of the node numbered `seq` (inside the span)."""
+        return self.labels[bisect_right(self.seqs, seq) - 1]
+
+
+class _Stretch:
+    """The stretch of torch's module code running on a thread: where its outermost call sits on
+    the stack, and the marks of the calls in it so far."""
+
+    __slots__ = ("depth", "start", "seqs", "labels")
+
+    def __init__(self, depth: int, start: int, where: Where) -> None:
+        self.depth = depth
+        self.start = start
+        self.seqs = [start]
+        self.labels = [where]
+
+    def mark(self, where: Where) -> None:
+        """Nodes made from now on have `where`'s labels."""
+        self.seqs.append(_get_sequence_nr())
+        self.labels.append(where)
+
+
+class ThreadCalls:
+    """One recorded thread's running module calls, its stretch, and whether the mode is off."""
+
+    __slots__ = ("stack", "stretch", "popped")
+
+    def __init__(self) -> None:
+        self.stack: list[Call] = []
+        self.stretch: _Stretch | None = None
+        self.popped = False
+
+
+class ModuleCalls:
+    """The module stacks of the threads `mode` records (see the module doc). `threads` maps a
+    recorded thread's ident to its ThreadCalls; other threads are ignored."""
+
+    def __init__(self, mode: Any) -> None:
+        self._mode = mode
+        self.threads: dict[int, ThreadCalls] = {}
+        # id(root module) -> its entry, see _root_entry; dropped when the module dies.
+        self._roots: dict[int, list] = {}
+        self._torch_owned: dict[type, bool] = {}
+        """Per module class: is its forward torch's own code?"""
+        self._methods: dict[Any, bool] = {}
+        """Per code object taking `self`: was `self` an nn.Module when last seen?"""
+
+    # -- the mode ------------------------------------------------------------------------
+
+    def _mode_off(self, state: ThreadCalls) -> None:
+        """Take the mode off this thread's stack, if it is on top (a mode the script pushed
+        above it stays, and so does ours: its ops are then labelled as they are made)."""
+        if not state.popped and _stack_len() and _stack_top() is self._mode:
+            _pop_mode()
+            state.popped = True
+
+    def _mode_on(self, state: ThreadCalls) -> None:
+        if state.popped:
+            _push_mode(self._mode)
+            state.popped = False
+
+    # -- the hooks -----------------------------------------------------------------------
+
+    def pre_hook(self, module: torch.nn.Module, args: Any) -> None:
+        """Global forward pre-hook: push the call; start or extend the stretch."""
+        if _is_compiling():  # first: Dynamo traces module hooks, and folds this to True
+            return
+        state = self.threads.get(_get_ident())
+        if state is None:
+            return
+        stack = state.stack
+        top = stack[-1] if stack else None
+        key = id(module)
+        if top is None:
+            name, root, prefix, path = self._enter_root(module)
+        else:
+            _, parent, root, prefix, path, _ = top
+            names = root[1]
+            if key not in names:
+                self._refresh(root, key)
+            rel = names[key]
+            if rel is not None:
+                # rel == "" is the root's own forward running again inside itself.
+                name = prefix + rel if rel else parent
+                path = name if rel else path
+            else:
+                # A module not registered under the running root (a plain list, a
+                # temporary): name it by class under its caller, its submodules from there.
+                name = f"{path}.{type(module).__name__}" if path else type(module).__name__
+                root, prefix, path = self._root_entry(module), name + ".", name
+        owned = self._torch_owned.get(type(module))
+        if owned is None:
+            owned = self._torch_owned[type(module)] = _forward_is_torchs(type(module))
+        stretch = state.stretch
+        if owned:
+            # Its nodes' user line is the one that called it: found once here, not per op.
+            where = (top.where[0] if top is not None and top.where is not None
+                     else _innermost_user(sys._getframe(1)), name)
+            if stretch is None:
+                state.stretch = _Stretch(len(stack), _get_sequence_nr(), where)
+                self._mode_off(state)
+            else:
+                stretch.mark(where)
+                if top.where is None:  # user code inside the stretch called torch's module code
+                    self._mode_off(state)
+        else:
+            where = None
+            if stretch is not None:  # a user module inside the stretch: the mode labels its ops
+                stretch.mark((stretch.labels[0][0], name))
+                self._mode_on(state)
+        stack.append(Call(key, name, root, prefix, path, where))
+
+    def post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        """Global forward hook (always called): pop the call; end the stretch or mark its caller."""
+        if _is_compiling():  # first: Dynamo traces module hooks, and folds this to True
+            return
+        state = self.threads.get(_get_ident())
+        if state is None:
+            return
+        stack = state.stack
+        key = id(module)
+        # Pop down to this module's entry (entries above it missed their post hook).
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i].key == key:
+                del stack[i:]
+                break
+        else:
+            return
+        stretch = state.stretch
+        if stretch is None:
+            return
+        if i <= stretch.depth:
+            state.stretch = None
+            _label_outputs(output, Span(stretch.start, _get_sequence_nr(), stretch.seqs, stretch.labels))
+            self._mode_on(state)
+            return
+        top = stack[-1]
+        if top.where is None:
+            stretch.mark((stretch.labels[0][0], top.name))
+            self._mode_on(state)
+        else:
+            stretch.mark(top.where)
+            self._mode_off(state)
+
+    def forget_thread(self, ident: int) -> None:
+        """Stop recording thread `ident` (its mode is popped by its owner)."""
+        self.threads.pop(ident, None)
+
+    # -- names ---------------------------------------------------------------------------
+
+    def _enter_root(self, module: torch.nn.Module) -> tuple[str, list, str, str]:
+        """(name, root entry, prefix, path) of a module called while no module runs: relative
+        to the outermost module one of whose methods is running (walking the frames once)."""
+        frame = sys._getframe(3)  # the module's call (pre_hook <- _call_impl <- _wrapped_call_impl)
+        owner, outside = self._outermost_owner(module, frame)
+        root = self._root_entry(owner)
+        if root[2] is None:
+            root[2] = _variable_name(owner, outside)
+            forward_roots.add(owner)
+        lead = root[2]
+        rel = root[1].get(id(module)) if owner is not module else ""
+        name = f"{lead}.{rel}" if rel else lead
+        return name, root, lead + ".", name
+
+    def _outermost_owner(self, module: torch.nn.Module, frame: Any) -> tuple[torch.nn.Module, Any]:
+        """The outermost module whose method (`training_step`, `compute_loss`) is running
+        with `module` among its submodules, else `module`; and the frame that called it.
+
+        Only frames of code whose first argument is `self` are looked into (once per code
+        object when `self` is no module): reading a frame's locals on Python < 3.13 leaves a
+        snapshot of them on the frame until they are read again or it returns."""
+        owner, outside, key = module, frame, id(module)
+        methods = self._methods
+        while frame is not None:
+            code = frame.f_code
+            method = methods.get(code)
+            if method is None:
+                method = methods[code] = bool(code.co_argcount) and code.co_varnames[0] == "self"
+            if method:
+                this = frame.f_locals.get("self")
+                if not isinstance(this, _Module):
+                    methods[code] = False
+                elif this is not owner and self._contains(this, key):
+                    owner, outside = this, frame.f_back
+            frame = frame.f_back
+        return owner, outside
+
+    def _contains(self, module: torch.nn.Module, key: int) -> bool:
+        names = self._root_entry(module)[1]
+        if key not in names:
+            self._refresh(self._roots[id(module)], key)
+        return names[key] is not None
+
+    def _refresh(self, root: list, key: int) -> None:
+        """Rebuild a root's name map once (submodules added since); remember a miss as None."""
+        module = root[0]()
+        names = root[1]
+        if module is not None:
+            names.update((id(m), n) for n, m in module.named_modules())
+        names.setdefault(key, None)
+
+    def _root_entry(self, module: torch.nn.Module) -> list:
+        """[weakref, {id(submodule): relative name}, top-level name] of a root, built once."""
+        key = id(module)
+        entry = self._roots.get(key)
+        if entry is not None and entry[0]() is module:
+            return entry
+        roots = self._roots
+
+        def forget(ref: weakref.ref, key: int = key) -> None:
+            if roots.get(key, (None,))[0] is ref:
+                del roots[key]
+
+        names: dict[int, str | None] = {id(m): n for n, m in module.named_modules()}
+        entry = [weakref.ref(module, forget), names, None]
+        roots[key] = entry
+        return entry
+
+    @property
+    def roots(self) -> dict[int, list]:
+        """The root entries kept (a test checks they die with their modules)."""
+        return self._roots
+
+
+def _forward_is_torchs(cls: type) -> bool:
+    """Is `cls.forward` torch's (or other non-user) code? Not when it is no Python function."""
+    code = getattr(getattr(cls, "forward", None), "__code__", None)
+    return code is not None and not _is_user_file(code.co_filename)
+
+
+def _tensors(output: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    """The tensors of a module's output: a tensor, or inside tuples, lists and dicts (an
+    LSTM's `(out, (h, c))`, a ModelOutput), two levels deep."""
+    if isinstance(output, torch.Tensor):
+        yield output
+    elif depth < 3 and isinstance(output, (tuple, list)):
+        for item in output:
+            yield from _tensors(item, depth + 1)
+    elif depth < 3 and isinstance(output, dict):
+        for item in output.values():
+            yield from _tensors(item, depth + 1)
+
+
+def _label_outputs(output: Any, span: Span) -> None:
+    """Label the stretch's output nodes now, and hand them the span for the nodes below."""
+    if span.end == span.start:
+        return
+    for t in _tensors(output):
+        fn = t.grad_fn
+        if fn is None:
+            continue
+        seq = fn._sequence_nr()
+        if span.start <= seq < span.end:  # not an input passed through
+            md = fn.metadata
+            if SOURCE_KEY not in md:
+                md[SOURCE_KEY], md[MODULE_KEY] = span.labels_of(seq)
+            md[SPAN_KEY] = span
+
+
+def recorded(node: Any, key: str) -> Any:
+    """What was recorded under `key` on `node` (labelling the nodes below it first, once)."""
+    md = getattr(node, "metadata", None)
+    if md is None:
+        return None
+    if FIRST_KEY in md:
+        label_interior(node, md)
+    if SPAN_KEY in md:
+        label_span(node, md)
+    return md.get(key)
+
+
+def label_interior(node: Any, md: dict) -> None:
+    """Give the unlabelled nodes `node`'s call made below it `node`'s labels (once)."""
+    first = md.pop(FIRST_KEY)
+    where = md.get(SOURCE_KEY), md.get(MODULE_KEY)
+    end = node._sequence_nr()
+    todo = [node]
+    while todo:
+        for fn, _ in todo.pop().next_functions:
+            # Leaves (AccumulateGrad) are numbered UINT64_MAX, so `< end` skips them.
+            if fn is not None and first <= fn._sequence_nr() < end:
+                child = fn.metadata
+                if SOURCE_KEY not in child:
+                    child[SOURCE_KEY], child[MODULE_KEY] = where
+                    todo.append(fn)
+
+
+def label_span(node: Any, md: dict) -> None:
+    """Give the unlabelled nodes of `node`'s span below it their labels (once). A node the mode
+    labelled inside the span (a user module's op) labels its call's interior first."""
+    span = md.pop(SPAN_KEY)
+    start, end = span.start, span.end
+    seen = {node}
+    todo = [node]
+    while todo:
+        for fn, _ in todo.pop().next_functions:
+            # Leaves (AccumulateGrad) are numbered UINT64_MAX, so `< end` skips them.
+            if fn is None or fn in seen:
+                continue
+            seq = fn._sequence_nr()
+            if start <= seq < end:
+                seen.add(fn)
+                child = fn.metadata
+                child.pop(SPAN_KEY, None)  # another output of the span: walked from here
+                if FIRST_KEY in child:
+                    label_interior(fn, child)
+                if SOURCE_KEY not in child:
+                    child[SOURCE_KEY], child[MODULE_KEY] = span.labels_of(seq)
+                todo.append(fn)
+
+
+def _variable_name(module: torch.nn.Module, frame: Any) -> str:
+    """The name the user code at or outside `frame` has for `module`, else its class name
+    (once per root)."""
+    while frame is not None and not _is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is not None:
+        # On Python < 3.13 reading a function frame's f_locals leaves a snapshot of its locals
+        # on the frame until it is read again or returns; this runs once per root module.
+        for scope in (frame.f_locals, frame.f_globals):
+            for var, value in scope.items():
+                if value is module and not var.startswith("_"):
+                    return var
+    return type(module).__name__
