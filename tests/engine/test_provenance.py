@@ -106,20 +106,6 @@ def test_transformer_layer_nodes_name_its_submodules():
     assert {"layer.self_attn", "layer.linear1", "layer.linear2", "layer.norm1", "layer.norm2", "layer"} <= modules
 
 
-def _swish(x):
-    return x * torch.sigmoid(x)
-
-
-def test_user_code_called_by_a_torch_module_gets_its_own_line():
-    layer = nn.TransformerEncoderLayer(16, 2, 32, activation=_swish, batch_first=True)
-    with Provenance():
-        line = inspect.currentframe().f_lineno + 1
-        out = layer(torch.randn(2, 5, 16))
-    lines = {n.name(): source_of(n)[1] for n in _ops(out.grad_fn)}
-    assert lines["SigmoidBackward0"] == _line_of(_swish, "torch.sigmoid")
-    assert lines["NativeLayerNormBackward0"] == line
-
-
 def test_modules_outside_the_tree_are_named_by_class():
     class Blocks(nn.Module):
         def __init__(self):
