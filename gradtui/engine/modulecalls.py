@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import torch
+from torch.nn.modules import module as _nn_module
 
 from gradtui.engine.compat import get_function_mode_stack_len, get_function_mode_stack_top
 from gradtui.engine.compat import get_sequence_nr as _get_sequence_nr
@@ -50,6 +51,7 @@ Where = tuple[tuple[str, int] | None, str | None]
 """(source, module path) labels of a node."""
 
 _Module = torch.nn.Module
+_CALL_FILE = _nn_module.__file__
 _get_ident = threading.get_ident
 _is_user_file = userfiles.is_user_file
 _innermost_user = userfiles.innermost_user
@@ -238,7 +240,9 @@ class ModuleCalls:
     def _enter_root(self, module: torch.nn.Module) -> tuple[str, list, str, str]:
         """(name, root entry, prefix, path) of a module called while no module runs: relative
         to the outermost module one of whose methods is running (walking the frames once)."""
-        frame = sys._getframe(3)  # the module's call (pre_hook <- _call_impl <- _wrapped_call_impl)
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename == _CALL_FILE:  # torch's _call_impl
+            frame = frame.f_back
         owner, outside = self._outermost_owner(module, frame)
         root = self._root_entry(owner)
         if root[2] is None:
