@@ -52,6 +52,7 @@ Where = tuple[tuple[str, int] | None, str | None]
 
 _Module = torch.nn.Module
 _CALL_FILE = _nn_module.__file__
+_new_call = tuple.__new__
 _get_ident = threading.get_ident
 _is_user_file = userfiles.is_user_file
 _innermost_user = userfiles.innermost_user
@@ -101,12 +102,8 @@ class _Stretch:
         self.depth = depth
         self.start = start
         self.seqs = [start]
+        """Marks: nodes numbered from `seqs[i]` on have `labels[i]` (the hooks append to both)."""
         self.labels = [where]
-
-    def mark(self, where: Where) -> None:
-        """Nodes made from now on have `where`'s labels."""
-        self.seqs.append(_get_sequence_nr())
-        self.labels.append(where)
 
 
 class ThreadCalls:
@@ -189,15 +186,19 @@ class ModuleCalls:
                 state.stretch = _Stretch(len(stack), _get_sequence_nr(), where)
                 self._mode_off(state)
             else:
-                stretch.mark(where)
+                stretch.seqs.append(_get_sequence_nr())
+                stretch.labels.append(where)
                 if top.where is None:  # user code inside the stretch called torch's module code
                     self._mode_off(state)
         else:
             where = None
             if stretch is not None:  # a user module inside the stretch: the mode labels its ops
-                stretch.mark((stretch.labels[0][0], name))
+                stretch.seqs.append(_get_sequence_nr())
+                stretch.labels.append((stretch.labels[0][0], name))
                 self._mode_on(state)
-        stack.append(Call(key, name, root, prefix, path, where))
+        # tuple.__new__ makes the same Call without the NamedTuple's Python-level __new__ (a
+        # third of this hook's cost inside a stretch).
+        stack.append(_new_call(Call, (key, name, root, prefix, path, where)))
 
     def post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         """Global forward hook (always called): pop the call; end the stretch or mark its caller."""
@@ -207,14 +208,17 @@ class ModuleCalls:
         if state is None:
             return
         stack = state.stack
-        key = id(module)
-        # Pop down to this module's entry (entries above it missed their post hook).
-        for i in range(len(stack) - 1, -1, -1):
-            if stack[i].key == key:
-                del stack[i:]
-                break
-        else:
-            return
+        if stack and stack[-1].key == id(module):
+            stack.pop()
+            i = len(stack)
+        else:  # pop down to this module's entry (entries above it missed their post hook)
+            key = id(module)
+            for i in range(len(stack) - 1, -1, -1):
+                if stack[i].key == key:
+                    del stack[i:]
+                    break
+            else:
+                return
         stretch = state.stretch
         if stretch is None:
             return
@@ -224,12 +228,14 @@ class ModuleCalls:
             self._mode_on(state)
             return
         top = stack[-1]
+        stretch.seqs.append(_get_sequence_nr())
         if top.where is None:
-            stretch.mark((stretch.labels[0][0], top.name))
+            stretch.labels.append((stretch.labels[0][0], top.name))
             self._mode_on(state)
         else:
-            stretch.mark(top.where)
-            self._mode_off(state)
+            stretch.labels.append(top.where)
+            if not state.popped:
+                self._mode_off(state)
 
     def forget_thread(self, ident: int) -> None:
         """Stop recording thread `ident` (its mode is popped by its owner)."""
