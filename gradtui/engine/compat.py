@@ -57,17 +57,9 @@ get_function_mode_stack: Callable[[], list[Any]] = getattr(
 get_function_mode_stack_len: Callable[[], int] = getattr(
     _C, "_len_torch_function_stack", lambda: len(get_function_mode_stack()))
 """How many TorchFunctionModes this thread's mode stack holds (without building a list)."""
-_stack_at: Callable[[int], Any] | None = getattr(_C, "_get_function_stack_at", None)
-
-
-def get_function_mode_stack_top() -> Any:
-    """The innermost TorchFunctionMode of this thread's mode stack, None when it is empty.
-    Fallback (no `_get_function_stack_at`): the last of `get_function_mode_stack()`."""
-    if _stack_at is None:
-        stack = get_function_mode_stack()
-        return stack[-1] if stack else None
-    length = get_function_mode_stack_len()
-    return _stack_at(length - 1) if length else None
+get_function_mode_stack_at: Callable[[int], Any] = getattr(
+    _C, "_get_function_stack_at", lambda i: get_function_mode_stack()[i])
+"""The mode at index `i` of this thread's mode stack (0 is the outermost)."""
 
 
 GradientEdge = torch.autograd.graph.GradientEdge
@@ -85,5 +77,5 @@ def is_zerotensor(t: torch.Tensor) -> bool:
 
 SYMBOLS = ("current_graph_task_id", "is_compiling", "functorch_level", "is_legacy_batched", "get_sequence_nr",
            "push_mode", "pop_mode", "get_function_mode_stack", "get_function_mode_stack_len",
-           "get_function_mode_stack_top", "GradientEdge", "get_gradient_edge", "is_zerotensor")
+           "get_function_mode_stack_at", "GradientEdge", "get_gradient_edge", "is_zerotensor")
 """What this module exposes (a test checks each is present and callable on this torch)."""

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import torch
 from torch.nn.modules import module as _nn_module
 
-from gradtui.engine.compat import get_function_mode_stack_len, get_function_mode_stack_top
+from gradtui.engine.compat import get_function_mode_stack_at, get_function_mode_stack_len
 from gradtui.engine.compat import get_sequence_nr as _get_sequence_nr
 from gradtui.engine.compat import is_compiling as _is_compiling
 from gradtui.engine.compat import pop_mode as _pop_mode
@@ -52,12 +52,13 @@ Where = tuple[tuple[str, int] | None, str | None]
 
 _Module = torch.nn.Module
 _CALL_FILE = _nn_module.__file__
-_new_call = tuple.__new__
+_new_tuple = tuple.__new__
+"""Makes a Call or Span without the NamedTuple's Python-level __new__ (the hooks' hot path)."""
 _get_ident = threading.get_ident
 _is_user_file = userfiles.is_user_file
 _innermost_user = userfiles.innermost_user
 _stack_len = get_function_mode_stack_len
-_stack_top = get_function_mode_stack_top
+_stack_at = get_function_mode_stack_at
 
 
 class Call(NamedTuple):
@@ -136,9 +137,11 @@ class ModuleCalls:
     def _mode_off(self, state: ThreadCalls) -> None:
         """Take the mode off this thread's stack, if it is on top (a mode the script pushed
         above it stays, and so does ours: its ops are then labelled as they are made)."""
-        if not state.popped and _stack_len() and _stack_top() is self._mode:
-            _pop_mode()
-            state.popped = True
+        if not state.popped:
+            depth = _stack_len()
+            if depth and _stack_at(depth - 1) is self._mode:
+                _pop_mode()
+                state.popped = True
 
     def _mode_on(self, state: ThreadCalls) -> None:
         if state.popped:
@@ -181,7 +184,7 @@ class ModuleCalls:
         if owned:
             # Its nodes' user line is the one that called it: found once here, not per op.
             where = (top.where[0] if top is not None and top.where is not None
-                     else _innermost_user(sys._getframe(1)), name)
+                     else _call_site(sys._getframe(1)), name)
             if stretch is None:
                 state.stretch = _Stretch(len(stack), _get_sequence_nr(), where)
                 self._mode_off(state)
@@ -196,9 +199,7 @@ class ModuleCalls:
                 stretch.seqs.append(_get_sequence_nr())
                 stretch.labels.append((stretch.labels[0][0], name))
                 self._mode_on(state)
-        # tuple.__new__ makes the same Call without the NamedTuple's Python-level __new__ (a
-        # third of this hook's cost inside a stretch).
-        stack.append(_new_call(Call, (key, name, root, prefix, path, where)))
+        stack.append(_new_tuple(Call, (key, name, root, prefix, path, where)))
 
     def post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         """Global forward hook (always called): pop the call; end the stretch or mark its caller."""
@@ -224,7 +225,7 @@ class ModuleCalls:
             return
         if i <= stretch.depth:
             state.stretch = None
-            _label_outputs(output, Span(stretch.start, _get_sequence_nr(), stretch.seqs, stretch.labels))
+            _label_outputs(output, _new_tuple(Span, (stretch.start, _get_sequence_nr(), stretch.seqs, stretch.labels)))
             self._mode_on(state)
             return
         top = stack[-1]
@@ -325,6 +326,13 @@ def _forward_is_torchs(cls: type) -> bool:
     return code is not None and not _is_user_file(code.co_filename)
 
 
+def _call_site(frame: Any) -> tuple[str, int] | None:
+    """The user line that called the module whose hook `frame` (torch's `_call_impl`) runs."""
+    while frame is not None and frame.f_code.co_filename == _CALL_FILE:
+        frame = frame.f_back
+    return _innermost_user(frame)
+
+
 def _tensors(output: Any, depth: int = 0) -> Iterator[torch.Tensor]:
     """The tensors of a module's output: a tensor, or inside tuples, lists and dicts (an
     LSTM's `(out, (h, c))`, a ModelOutput), two levels deep."""
@@ -342,7 +350,7 @@ def _label_outputs(output: Any, span: Span) -> None:
     """Label the stretch's output nodes now, and hand them the span for the nodes below."""
     if span.end == span.start:
         return
-    for t in _tensors(output):
+    for t in (output,) if isinstance(output, torch.Tensor) else _tensors(output):
         fn = t.grad_fn
         if fn is None:
             continue
