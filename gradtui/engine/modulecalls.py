@@ -238,6 +238,17 @@ class ModuleCalls:
             if not state.popped:
                 self._mode_off(state)
 
+    def drop_stale(self) -> None:
+        """Forget the calling thread's running calls if the mode is off for a stretch: called as
+        a backward pass starts, which user code runs, not torch's module code; a stretch still
+        open then was left by a BaseException (KeyboardInterrupt) that skipped torch's
+        always-called post hooks, and would keep the mode off for the rest of the run."""
+        state = self.threads.get(_get_ident())
+        if state is not None and state.popped:
+            state.stack.clear()
+            state.stretch = None
+            self._mode_on(state)
+
     def forget_thread(self, ident: int) -> None:
         """Stop recording thread `ident` (its mode is popped by its owner)."""
         self.threads.pop(ident, None)

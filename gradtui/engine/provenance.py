@@ -175,7 +175,9 @@ class Provenance(TorchFunctionMode):
     def suspended(self) -> contextlib.AbstractContextManager[None]:
         """Record nothing on this thread meanwhile, at no cost per op: the mode is off the stack
         (`modestack.suspended`). For a backward pass: its hooks' reductions (gradtui's and the
-        user's) make no node worth a source, yet each would go through `__torch_function__`."""
+        user's) make no node worth a source, yet each would go through `__torch_function__`.
+        A stretch of torch's module code left open by a KeyboardInterrupt is closed first."""
+        self._calls.drop_stale()
         return modestack.suspended(self)
 
     def _wrap_thread_start(self) -> None:

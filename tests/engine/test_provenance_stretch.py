@@ -214,3 +214,27 @@ def test_gradients_are_unchanged_by_the_stretches(encoder):
         return [data.grad] + [p.grad.clone() for p in encoder.parameters()]
 
     assert all(torch.equal(a, b) for a, b in zip(grads(True), grads(False), strict=True))
+
+
+def test_a_keyboard_interrupt_in_torchs_module_code_is_recovered_from_at_the_next_backward():
+    """A BaseException skips torch's always-called post hooks: the stretch stays open and the
+    mode off, until the next backward pass (which user code runs) closes it."""
+    fc = nn.Linear(2, 2)
+
+    def interrupt(module, args):
+        raise KeyboardInterrupt
+
+    handle = fc.register_forward_pre_hook(interrupt)
+    prov = Provenance()
+    with prov:
+        with pytest.raises(KeyboardInterrupt):
+            fc(torch.ones(1, 2))
+        assert not _ours_on_stack(prov)
+        handle.remove()
+        with prov.suspended():  # as the interceptor runs a backward pass
+            pass
+        assert _ours_on_stack(prov) and prov._stacks[threading.get_ident()].stack == []
+        line = inspect.currentframe().f_lineno + 1
+        out = fc(torch.ones(1, 2)) * 2
+    assert (source_of(out.grad_fn), module_of(out.grad_fn)) == ((HERE, line), None)
+    assert {module_of(n) for n in _ops(out.grad_fn)} == {None, "fc"}
