@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchtable import Row, add, median, ms, print_table, ratio_row  # noqa: E402
+from benchtable import Row, add, median, print_table, ratio_row  # noqa: E402
 
 from gradtui.engine.graph import capture  # noqa: E402
 from gradtui.engine.provenance import Provenance  # noqa: E402

@@ -40,7 +40,8 @@ from gradtui.engine.compat import is_compiling as _is_compiling
 from gradtui.engine.compat import push_mode as _push_mode
 
 from gradtui.engine import blame, modestack
-from gradtui.engine.modulecalls import FIRST_KEY, MODULE_KEY, SOURCE_KEY, ModuleCalls, ThreadCalls, recorded
+from gradtui.engine.labels import FIRST_KEY, MODULE_KEY, SOURCE_KEY, recorded
+from gradtui.engine.modulecalls import ModuleCalls, ThreadCalls
 from gradtui.engine.modulecalls import forward_roots as forward_roots
 from gradtui.model import userfiles
 
