@@ -226,6 +226,20 @@ class ModuleCalls:
             state.stretch = None
             self._mode_on(state)
 
+    def running(self, ident: int | None = None) -> list[str] | None:
+        """Paths of the module calls running on thread `ident` (the calling one by default),
+        outermost first; None for a thread not recorded."""
+        state = self.threads.get(_get_ident() if ident is None else ident)
+        return None if state is None else [call.name for call in state.stack]
+
+    def record_thread(self, ident: int) -> None:
+        """Record thread `ident` from now on (its mode is pushed by the caller)."""
+        self.threads[ident] = ThreadCalls()
+
+    def reset(self) -> None:
+        """Record no thread (the root entries are kept: they die with their modules)."""
+        self.threads = {}
+
     def forget_thread(self, ident: int) -> None:
         """Stop recording thread `ident` (its mode is popped by its owner)."""
         self.threads.pop(ident, None)

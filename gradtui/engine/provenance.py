@@ -41,7 +41,7 @@ from gradtui.engine.compat import push_mode as _push_mode
 
 from gradtui.engine import blame, modestack
 from gradtui.engine.labels import FIRST_KEY, MODULE_KEY, SOURCE_KEY, recorded
-from gradtui.engine.modulecalls import ModuleCalls, ThreadCalls
+from gradtui.engine.modulecalls import ModuleCalls
 from gradtui.engine.modulecalls import forward_roots as forward_roots
 from gradtui.model import userfiles
 
@@ -89,7 +89,7 @@ class Provenance(TorchFunctionMode):
         self._mode_pushed = False
         self._apply: Any = None
         """`Function.apply` as it was before install (a classmethod object)."""
-        self._calls = ModuleCalls(self)
+        self.module_calls = ModuleCalls(self)
         """The running module calls of each recorded thread (the installing one and those it
         starts), and the stretches of torch's module code the mode is off for."""
         self._has_hook: Any = None
@@ -98,10 +98,6 @@ class Provenance(TorchFunctionMode):
         self._start: Any = None
         """`threading.Thread.start` as it was before install."""
 
-    @property
-    def _stacks(self) -> dict[int, ThreadCalls]:
-        return self._calls.threads
-
     # -- install / uninstall -------------------------------------------------------------
 
     def install(self) -> None:
@@ -109,11 +105,12 @@ class Provenance(TorchFunctionMode):
         if self._thread is not None:
             return
         self._thread = _get_ident()
-        self._calls.threads = {self._thread: ThreadCalls()}
+        self.module_calls.reset()
+        self.module_calls.record_thread(self._thread)
         try:
-            self._handles.append(_nn_module.register_module_forward_pre_hook(self._calls.pre_hook))
+            self._handles.append(_nn_module.register_module_forward_pre_hook(self.module_calls.pre_hook))
             self._handles.append(
-                _nn_module.register_module_forward_hook(self._calls.post_hook, always_call=True)
+                _nn_module.register_module_forward_hook(self.module_calls.post_hook, always_call=True)
             )
             _push_mode(self)
             self._mode_pushed = True
@@ -149,7 +146,7 @@ class Provenance(TorchFunctionMode):
             self._mode_pushed = False
         # From another thread the mode cannot be popped; _thread = None makes it inert.
         self._thread = None
-        self._calls.threads = {}
+        self.module_calls.reset()
 
     def _hide_global_hooks(self) -> None:
         """`torch.compile(model)` warns when any global module hook exists (it would fire an extra
@@ -178,7 +175,7 @@ class Provenance(TorchFunctionMode):
         (`modestack.suspended`). For a backward pass: its hooks' reductions (gradtui's and the
         user's) make no node worth a source, yet each would go through `__torch_function__`.
         A stretch of torch's module code left open by a KeyboardInterrupt is closed first."""
-        self._calls.drop_stale()
+        self.module_calls.drop_stale()
         return modestack.suspended(self)
 
     def _wrap_thread_start(self) -> None:
@@ -196,13 +193,13 @@ class Provenance(TorchFunctionMode):
                 ident = _get_ident()
                 if mode._thread is None:  # uninstalled before the thread got going
                     return run()
-                mode._calls.threads[ident] = ThreadCalls()
+                mode.module_calls.record_thread(ident)
                 _push_mode(mode)
                 try:
                     return run()
                 finally:
                     mode._pop_self()
-                    mode._calls.forget_thread(ident)
+                    mode.module_calls.forget_thread(ident)
 
             thread.run = recorded_run  # type: ignore[method-assign]
             return original(thread)
@@ -228,7 +225,7 @@ class Provenance(TorchFunctionMode):
         mode = self
 
         def apply(cls, *args, **kwargs):
-            if _is_compiling() or _get_ident() not in mode._calls.threads:
+            if _is_compiling() or _get_ident() not in mode.module_calls.threads:
                 return call(cls, *args, **kwargs)
             start = _get_sequence_nr()
             out = call(cls, *args, **kwargs)
@@ -274,7 +271,7 @@ class Provenance(TorchFunctionMode):
 
     def _where(self, caller: Any) -> tuple[tuple[str, int] | None, str | None]:
         """(source, module) of an op whose __torch_function__ was called from `caller`."""
-        state = self._calls.threads.get(_get_ident())
+        state = self.module_calls.threads.get(_get_ident())
         top = state.stack[-1] if state is not None and state.stack else None
         code = caller.f_code
         if _is_user_file_cached(code.co_filename) and code.co_name not in _SKIP_CODE_NAMES:

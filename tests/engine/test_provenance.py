@@ -209,7 +209,7 @@ def test_module_stack_survives_an_exception_in_forward():
     with prov:
         with pytest.raises(ValueError):
             Boom()(torch.ones(1, 2))
-        assert prov._stacks[threading.get_ident()].stack == []
+        assert prov.module_calls.running() == []
         out = model(torch.randn(1, 4))
     assert module_of(out.grad_fn) == "model.fc2"
 
@@ -238,13 +238,13 @@ def test_name_cache_does_not_keep_models_alive():
         for _ in range(200):
             model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 1))
             model(torch.randn(2, 3)).sum().backward()
-            sizes.append(len(prov._calls.roots))
+            sizes.append(len(prov.module_calls.roots))
 
     with prov:
         train_fresh_models()
         gc.collect()
         assert max(sizes) <= 2
-        assert prov._calls.roots == {} and prov._stacks[threading.get_ident()].stack == []
+        assert prov.module_calls.roots == {} and prov.module_calls.running() == []
 
 
 def test_other_threads_are_not_recorded():
@@ -264,7 +264,7 @@ def test_other_threads_are_not_recorded():
         assert installed.wait(10)
         main = nn.Linear(2, 2)(torch.ones(1, 2)) * 2
         assert dict(main.grad_fn.metadata) == {}
-        assert prov._calls.roots == {} and threading.get_ident() not in prov._stacks  # the main thread is ignored
+        assert prov.module_calls.roots == {} and prov.module_calls.running(threading.get_ident()) is None  # the main thread is ignored
     finally:
         release.set()
         thread.join(10)

@@ -157,7 +157,7 @@ def test_an_exception_in_torchs_module_code_puts_the_mode_back():
     with prov:
         with pytest.raises(RuntimeError):
             fc(torch.ones(1, 3))  # wrong shape: F.linear raises
-        assert _ours_on_stack(prov) and prov._stacks[threading.get_ident()].stack == []
+        assert _ours_on_stack(prov) and prov.module_calls.running() == []
         line = inspect.currentframe().f_lineno + 1
         y = torch.ones(1, requires_grad=True) * 2
     assert seen == [False]
@@ -233,7 +233,7 @@ def test_a_keyboard_interrupt_in_torchs_module_code_is_recovered_from_at_the_nex
         handle.remove()
         with prov.suspended():  # as the interceptor runs a backward pass
             pass
-        assert _ours_on_stack(prov) and prov._stacks[threading.get_ident()].stack == []
+        assert _ours_on_stack(prov) and prov.module_calls.running() == []
         line = inspect.currentframe().f_lineno + 1
         out = fc(torch.ones(1, 2)) * 2
     assert (source_of(out.grad_fn), module_of(out.grad_fn)) == ((HERE, line), None)
