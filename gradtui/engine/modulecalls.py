@@ -70,29 +70,31 @@ class Call(NamedTuple):
     line, its path); None for user code, whose ops the mode labels as they are made."""
 
 
-class _Stretch:
-    """The stretch of torch's module code running on a thread: where its outermost call sits on
-    the stack, and the marks of the calls in it so far."""
-
-    __slots__ = ("depth", "start", "seqs", "labels")
-
-    def __init__(self, depth: int, start: int, where: Where) -> None:
-        self.depth = depth
-        self.start = start
-        self.seqs = [start]
-        """Marks: nodes numbered from `seqs[i]` on have `labels[i]` (the hooks append to both)."""
-        self.labels = [where]
-
-
 class ThreadCalls:
-    """One recorded thread's running module calls, its stretch, and whether the mode is off."""
+    """One recorded thread's running module calls, its open stretch of torch's module code, and
+    whether the mode is off."""
 
-    __slots__ = ("stack", "stretch", "popped")
+    __slots__ = ("stack", "depth", "start", "seqs", "labels", "popped")
 
     def __init__(self) -> None:
         self.stack: list[Call] = []
-        self.stretch: _Stretch | None = None
+        self.depth = -1
+        """Where the stretch's outermost call sits on the stack; -1: no stretch is open."""
+        self.start = 0
+        """The stretch's first sequence number."""
+        self.seqs: list[int] = []
+        """The stretch's marks: nodes numbered from `seqs[i]` on have `labels[i]`."""
+        self.labels: list[Where] = []
         self.popped = False
+
+    def open(self, start: int, where: Where) -> None:
+        """Open a stretch whose outermost call is the next on the stack."""
+        self.depth, self.start, self.seqs, self.labels = len(self.stack), start, [start], [where]
+
+    def close(self) -> Span:
+        """Close the open stretch: its span."""
+        self.depth = -1
+        return _new_tuple(Span, (self.start, _get_sequence_nr(), self.seqs, self.labels))
 
 
 class ModuleCalls:
@@ -157,24 +159,23 @@ class ModuleCalls:
         owned = self._torch_owned.get(type(module))
         if owned is None:
             owned = self._torch_owned[type(module)] = _forward_is_torchs(type(module))
-        stretch = state.stretch
         if owned:
             # Its nodes' user line is the one that called it: found once here, not per op.
             where = (top.where[0] if top is not None and top.where is not None
                      else _call_site(sys._getframe(1)), name)
-            if stretch is None:
-                state.stretch = _Stretch(len(stack), _get_sequence_nr(), where)
+            if state.depth < 0:
+                state.open(_get_sequence_nr(), where)
                 self._mode_off(state)
             else:
-                stretch.seqs.append(_get_sequence_nr())
-                stretch.labels.append(where)
+                state.seqs.append(_get_sequence_nr())
+                state.labels.append(where)
                 if top.where is None:  # user code inside the stretch called torch's module code
                     self._mode_off(state)
         else:
             where = None
-            if stretch is not None:  # a user module inside the stretch: the mode labels its ops
-                stretch.seqs.append(_get_sequence_nr())
-                stretch.labels.append((stretch.labels[0][0], name))
+            if state.depth >= 0:  # a user module inside the stretch: the mode labels its ops
+                state.seqs.append(_get_sequence_nr())
+                state.labels.append((state.labels[0][0], name))
                 self._mode_on(state)
         stack.append(_new_tuple(Call, (key, name, root, prefix, path, where)))
 
@@ -197,21 +198,19 @@ class ModuleCalls:
                     break
             else:
                 return
-        stretch = state.stretch
-        if stretch is None:
+        if state.depth < 0:
             return
-        if i <= stretch.depth:
-            state.stretch = None
-            label_outputs(output, _new_tuple(Span, (stretch.start, _get_sequence_nr(), stretch.seqs, stretch.labels)))
+        if i <= state.depth:
+            label_outputs(output, state.close())
             self._mode_on(state)
             return
         top = stack[-1]
-        stretch.seqs.append(_get_sequence_nr())
+        state.seqs.append(_get_sequence_nr())
         if top.where is None:
-            stretch.labels.append((stretch.labels[0][0], top.name))
+            state.labels.append((state.labels[0][0], top.name))
             self._mode_on(state)
         else:
-            stretch.labels.append(top.where)
+            state.labels.append(top.where)
             if not state.popped:
                 self._mode_off(state)
 
@@ -223,7 +222,7 @@ class ModuleCalls:
         state = self.threads.get(_get_ident())
         if state is not None and state.popped:
             state.stack.clear()
-            state.stretch = None
+            state.depth = -1
             self._mode_on(state)
 
     def running(self, ident: int | None = None) -> list[str] | None:
