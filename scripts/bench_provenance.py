@@ -77,9 +77,27 @@ def _noop_mode_and_hooks() -> Iterator[None]:
         yield
 
 
-def bench_forward(layers: int, width: int, batch: tuple[int, int], pairs: int, target: float) -> None:
+class _Block(nn.Module):
+    """A block written in user code over small torch modules: each is a stretch of its own."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc, self.norm, self.act = nn.Linear(width, width), nn.LayerNorm(width), nn.GELU()
+
+    def forward(self, x):
+        return x + self.act(self.norm(self.fc(x)))
+
+
+def user_written(blocks: int, width: int) -> nn.Module:
+    """A model whose own forward is user code (as a model from site-packages is)."""
+    torch.manual_seed(0)
+    return nn.Sequential(*[_Block(width) for _ in range(blocks)])
+
+
+def bench_forward(layers: int, width: int, batch: tuple[int, int], pairs: int, target: float | None,
+                  model: nn.Module | None = None, sizes: str | None = None) -> None:
     """The provenance row at one width, its two floors, and the labelled share of the graph."""
-    model = encoder(layers, width)
+    model = encoder(layers, width) if model is None else model
     data = torch.randn(*batch, width)
     provenance = Provenance()
     runs: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
@@ -95,9 +113,9 @@ def bench_forward(layers: int, width: int, batch: tuple[int, int], pairs: int, t
             del out
             if i >= 2:
                 times[name].append(elapsed)
-    sizes = sizes_of(layers, width, batch)
+    sizes = sizes or sizes_of(layers, width, batch)
     base = median(times["plain"])
-    ratio_row(f"forward with provenance, d={width}", sizes, median(times["provenance"]), base, target,
+    ratio_row(f"forward with provenance, d={width}" + (" (user-written blocks)" if target is None else ""), sizes, median(times["provenance"]), base, target,
               "plain forward")
     ratio_row("  floor: a no-op TorchFunctionMode + global module hooks", sizes, median(times["mode+hooks"]), base,
               None, "plain forward")
@@ -119,6 +137,9 @@ def main() -> None:
     torch.set_num_threads(1)
     bench_forward(2 if quick else 12, 64, (8, 32), 5 if quick else 40, target=1.15)
     bench_forward(2 if quick else 12, 256, (8, 32) if quick else (8, 128), 3 if quick else 20, target=1.05)
+    blocks = 4 if quick else 24
+    bench_forward(blocks, 64, (8, 32), 5 if quick else 40, None, user_written(blocks, 64),
+                  f"{blocks} user blocks of nn.Linear + nn.LayerNorm + nn.GELU, d=64, batch 8x32")
     print_table(f"gradtui provenance bench{' --quick' if quick else ''}: torch {torch.__version__}, 1 torch thread, "
                 "CPU thread time, medians of paired alternated runs")
 
