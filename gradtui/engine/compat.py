@@ -54,6 +54,14 @@ get_function_mode_stack: Callable[[], list[Any]] = getattr(
     _overrides, "_get_current_function_mode_stack", _stack_fallback)
 """This thread's TorchFunctionMode stack, outermost first."""
 
+get_function_mode_stack_len: Callable[[], int] = getattr(
+    _C, "_len_torch_function_stack", lambda: len(get_function_mode_stack()))
+"""How many TorchFunctionModes this thread's mode stack holds (without building a list)."""
+get_function_mode_stack_at: Callable[[int], Any] = getattr(
+    _C, "_get_function_stack_at", lambda i: get_function_mode_stack()[i])
+"""The mode at index `i` of this thread's mode stack (0 is the outermost)."""
+
+
 GradientEdge = torch.autograd.graph.GradientEdge
 """(node, output_nr): a root or input torch accepts in place of a tensor (torch >= 2.2)."""
 get_gradient_edge: Callable[[torch.Tensor], Any] = torch.autograd.graph.get_gradient_edge
@@ -68,5 +76,6 @@ def is_zerotensor(t: torch.Tensor) -> bool:
 
 
 SYMBOLS = ("current_graph_task_id", "is_compiling", "functorch_level", "is_legacy_batched", "get_sequence_nr",
-           "push_mode", "pop_mode", "get_function_mode_stack", "GradientEdge", "get_gradient_edge", "is_zerotensor")
+           "push_mode", "pop_mode", "get_function_mode_stack", "get_function_mode_stack_len",
+           "get_function_mode_stack_at", "GradientEdge", "get_gradient_edge", "is_zerotensor")
 """What this module exposes (a test checks each is present and callable on this torch)."""
