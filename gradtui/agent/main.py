@@ -37,8 +37,13 @@ ATTACH_TIMEOUT = 30.0
 
 def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = None,
               listener: socket.socket | None = None, exit_with_client: bool = False,
-              tee: bool = False) -> int:
-    """Run the script under a session served over `conn` / `listener`; return its exit status."""
+              tee: bool = False, entry: str | None = None) -> int:
+    """Run the script under a session served over `conn` / `listener`; return its exit status.
+
+    `entry`: the runtime file of a --listen agent, removed however the run ends (a SIGTERM or
+    SIGHUP too, see gradtui.engine.exits). After an unhandled KeyboardInterrupt the process is
+    set to die of SIGINT at exit, as python's would."""
+    from gradtui.engine.exits import FatalSignals, describe_signal, die_at_exit
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
 
@@ -90,15 +95,28 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
 
         lines = TeedStreams(outputs.recorder)
     allow_deep_graphs()
+
+    def last_words(signum: int) -> None:  # SIGTERM / SIGHUP: say how the run ended, then die of it
+        if entry is not None:
+            remove_entry(entry)
+        if fds is not None:
+            fds.stop()
+        runner.end_by_signal(signum)
+        _end(server, outputs, f"the script's process {describe_signal(signum)}")
+
+    fatal = FatalSignals(last_words)
+    fatal.install()
     status = 1
     try:
         status = runner.run()
     finally:
+        fatal.restore()
         if fds is not None:
             fds.stop()
         if lines is not None:
             lines.restore()
         failures = _end(server, outputs, "the script ended")
+    die_at_exit(runner.exit_signal)
     return OUTPUT_FAILED if failures and status == 0 else status
 
 
@@ -171,12 +189,15 @@ def child_main() -> int:
         del sys.path[0]  # `-m` put the cwd first; `python script.py` would not have it
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)  # a pipe, read live by the UI, as a terminal would be
+    from gradtui.engine import exits
+
+    exits.arm()  # before torch is imported: the process ends last of all as python's would
     status = run_agent(options, token, conn=conn, exit_with_client=True)
     from gradtui.model.events import QUIT_STATUS
     from gradtui.engine.runner import exit_now
 
-    if status == QUIT_STATUS:  # the user asked to stop: the script's atexit work is not wanted
-        exit_now(status)
+    if status == QUIT_STATUS and exits.pending() is None:  # the user asked to stop: the script's
+        exit_now(status)  # atexit work is not wanted (a KeyboardInterrupt's 130 runs it, as python)
     return status
 
 
@@ -214,7 +235,7 @@ def listen_main(options: RunOptions) -> int:
     print(f"gradtui: agent listening on {address} (pid {os.getpid()}); attach with: gradtui attach {address}",
           file=sys.stderr, flush=True)
     try:
-        return run_agent(options, token, listener=listener, tee=True)
+        return run_agent(options, token, listener=listener, tee=True, entry=path)
     finally:
         if path is not None:
             remove_entry(path)

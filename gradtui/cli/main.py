@@ -125,7 +125,15 @@ def _positive(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `gradtui` console script; returns the exit status."""
+    """Entry point of the `gradtui` console script; returns the exit status.
+
+    Called as the program (`argv` None: the console script, `python -m gradtui`), the process
+    ends as python's would for the script: killed by SIGINT after an unhandled KeyboardInterrupt
+    (gradtui.engine.exits); called with an argument list (a test, a library) it only returns."""
+    if argv is None:
+        from gradtui.engine import exits
+
+        exits.arm()
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in SUBCOMMANDS and not os.path.isfile(argv[0]):  # a script named `attach` still runs
         return _subcommand(argv[0], argv[1:])
@@ -208,6 +216,7 @@ def run_headless(options: RunOptions) -> int:
     thread); print to stdout (the script's stderr to stderr); stream the report and the recording
     as passes end; return the exit status (OUTPUT_FAILED if the script succeeded but they could
     not be written)."""
+    from gradtui.engine.exits import FatalSignals, die_at_exit
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
     from gradtui.clients.headless import HeadlessDriver
@@ -227,13 +236,23 @@ def run_headless(options: RunOptions) -> int:
         exit_now(status)
 
     runner = ScriptRunner(options.script, options.args, session, hard_exit=hard_exit)
+
+    def last_words(signum: int) -> None:  # SIGTERM / SIGHUP: the report says how the run ended
+        runner.end_by_signal(signum)
+        for line in outputs.close():
+            print(line, file=sys.stderr)
+
+    fatal = FatalSignals(last_words)
+    fatal.install()
     status = 1
     try:
         status = runner.run()  # runner.QUIT_STATUS (130) when the user quit
     finally:
+        fatal.restore()
         failures = outputs.close()
         for line in failures:
             print(line, file=sys.stderr)
+    die_at_exit(runner.exit_signal)  # an unhandled KeyboardInterrupt: SIGINT at exit, as python
     return OUTPUT_FAILED if failures and status == 0 else status
 
 

@@ -8,6 +8,8 @@ UI and `attach --headless` all feed their commands through this.
 
 from __future__ import annotations
 
+from collections import deque
+
 from gradtui.model import events as ev
 
 
@@ -15,7 +17,9 @@ class CommandFeeder:
     """Decides when the next of `commands` is due, from the events a client sees."""
 
     def __init__(self, commands: list[str] | tuple[str, ...]) -> None:
-        self.commands = list(commands)
+        self.commands = deque(commands)
+        """The commands not handed out yet (a deque: taking the first is O(1); a list's pop(0)
+        shifted every later one, quadratic in a 200,000-line -x file)."""
         self.paused = False
         """Is the engine paused now (as far as the events said)?"""
         self._awaiting: int | None = None
@@ -49,7 +53,7 @@ class CommandFeeder:
             return None
         self._sent = True
         self.started = True
-        return self.commands.pop(0)
+        return self.commands.popleft()
 
     def sent(self, request: int | None) -> None:
         """The command just popped was submitted with this request id (answers carry it)."""

@@ -19,6 +19,7 @@ import importlib.machinery
 import io
 import os
 import runpy
+import signal
 import sys
 import threading
 import traceback
@@ -29,6 +30,7 @@ from typing import TextIO
 
 from gradtui.model import events as ev
 from gradtui.model.places import is_gradtui_file
+from gradtui.engine.exits import describe_signal, signal_status
 from gradtui.engine.session import GradtuiQuit, Session
 
 QUIT_STATUS = 130
@@ -145,6 +147,9 @@ class ScriptRunner:
         self.hard_exit = hard_exit
         self.grace = grace
         self.exit_status: int | None = None
+        self.exit_signal: int | None = None
+        """The signal python would have ended the process with: SIGINT after an unhandled
+        KeyboardInterrupt, SIGTERM / SIGHUP after `end_by_signal` (see gradtui.engine.exits)."""
         self.thread_id: int | None = None
         """The thread `run` runs in (set when it starts)."""
         self.finished = threading.Event()
@@ -201,6 +206,9 @@ class ScriptRunner:
             quit_, status = True, QUIT_STATUS
         except SystemExit as exc:
             status, tb = _exit_status(exc)
+        except KeyboardInterrupt as exc:  # python prints it, then kills itself with SIGINT: 130
+            self.exit_signal = signal.SIGINT
+            status, (tb, error) = signal_status(signal.SIGINT), self._format(exc)
         except BaseException as exc:  # noqa: BLE001 - the script's error is the result
             status, (tb, error) = 1, self._format(exc)
         finally:
@@ -235,6 +243,15 @@ class ScriptRunner:
                 sys.modules["__main__"] = saved
             else:
                 del sys.modules["__main__"]
+
+    def end_by_signal(self, signum: int) -> bool:
+        """The process is about to die of `signum` (SIGTERM, SIGHUP): announce the script's end
+        as a shell would report it (128 + N, how it was killed), unless it was announced already;
+        True if this call announced it. Safe from any thread: the script is not unwound."""
+        self.exit_signal = signum
+        self.exit_status = signal_status(signum)
+        return self._finish(ev.ScriptFinished(self.exit_status, None, False, self.session.passes,
+                                              how=describe_signal(signum)))
 
     def _finish(self, event: ev.ScriptFinished) -> bool:
         """Emit ScriptFinished unless it was already; True if this call emitted it."""

@@ -40,6 +40,7 @@ from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState
 from gradtui.ui.theme import DEFAULT_THEME, GRADTUI_THEME
+from gradtui.ui.tty import size_from_the_terminal
 from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
@@ -123,6 +124,11 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
         self.passes_first = passes_first
         """Open on the passes view when the target's passes are in (cleared once it is open)."""
+
+    def run(self, *args, **kwargs) -> int | None:  # type: ignore[override]
+        """Run in the terminal, sized by it, not by COLUMNS / LINES (gradtui.ui.tty)."""
+        size_from_the_terminal()
+        return super().run(*args, **kwargs)
 
     # ---- layout --------------------------------------------------------------------------
 

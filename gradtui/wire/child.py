@@ -61,6 +61,8 @@ class ChildTarget:
 
     def __init__(self, options: RunOptions) -> None:
         self.options = options
+        self.environ = dict(os.environ)
+        """The script's environment, as the user's shell gave it (the UI then drops COLUMNS/LINES)."""
         self.info = TargetInfo(options.script, (options.script, *options.args))
         self.process: asyncio.subprocess.Process | None = None
         self._remote: RemoteTarget | None = None
@@ -74,7 +76,7 @@ class ChildTarget:
         ours, theirs = socket.socketpair()
         token = secrets.token_urlsafe(24)
         token_fd = _token_pipe(token)
-        env = {**os.environ, **self.options.to_env(), "GRADTUI_TOKEN_FD": str(token_fd),
+        env = {**self.environ, **self.options.to_env(), "GRADTUI_TOKEN_FD": str(token_fd),
                "GRADTUI_AGENT_FD": str(theirs.fileno())}
         try:
             self.process = await asyncio.create_subprocess_exec(

@@ -121,3 +121,23 @@ def test_the_demo_at_80x24_in_tmux_steps_why_flow_modules_and_quits():
         assert not tmux.alive(), "gradtui still ran 15 s after q"
     finally:
         tmux.kill()
+
+
+def test_the_ui_is_sized_by_its_terminal_not_by_columns_and_lines(tmp_path):
+    """COLUMNS=160 LINES=45 exported in an 80x24 terminal: the app draws 80x24 (it drew 160
+    columns, off-screen), and the script still sees the variables as the user set them."""
+    path = tmp_path / "sized.py"
+    path.write_text("import os\nimport torch\n"
+                    "print('script sees', os.environ.get('COLUMNS'), os.environ.get('LINES'), flush=True)\n"
+                    "x = torch.ones(1, requires_grad=True)\n(x * 3).sum().backward()\n")
+    tmux = Tmux(["env", "COLUMNS=160", "LINES=45", sys.executable, "-m", "gradtui", str(path)])
+    try:
+        screen = tmux.wait(lambda s: "paused at #0" in s and "script sees" in s, timeout=40,
+                           what="the first pause, with the header's right end on screen")
+        lines = screen.rstrip("\n").split("\n")
+        assert len(lines) == 24 and "q quit" in lines[-1], screen  # the footer is the terminal's last row
+        assert lines[0].rstrip().endswith("paused at #0 SumBackward0"), screen  # the header ends at column 80
+        assert lines[1].rstrip().endswith("╮"), screen  # so does the right pane's border
+        assert "script sees 160 45" in screen
+    finally:
+        tmux.kill()

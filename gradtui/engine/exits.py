@@ -1,0 +1,134 @@
+"""A run's process ends as `python script.py` would have ended: by the same signal.
+
+python ends a script that raised an unhandled KeyboardInterrupt (Ctrl-C, or one raised in the
+script's own code) by killing itself with SIGINT after its normal finalization (non-daemon
+threads joined, atexit run), so a shell sees 130 and knows the user pressed ^C; SIGTERM and
+SIGHUP, left at their default, kill it at once (143, 129). A process gradtui runs the script
+in (headless, a child agent, `--listen`) must end the same way, and still leave its report,
+recording and runtime file saying how the run ended. This module is torch-free: the entry
+points arm it before torch is imported, so its atexit hook runs after every other one.
+
+- `arm()`: called by a program's entry point only (never by a library call, a test's
+  in-process `main([...])`), registers the atexit hook that kills the process with the signal
+  `die_at_exit` recorded.
+- `FatalSignals`: SIGTERM and SIGHUP handlers that run the owner's last words (in a helper
+  thread, with a deadline: the main thread may hold any lock when the signal comes), then die
+  of the signal at once, as python would.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+FATAL = (signal.SIGTERM, signal.SIGHUP)
+"""The signals whose default action kills python at once (no finally, no atexit)."""
+
+LAST_WORDS_DEADLINE = 3.0
+"""Seconds the owner's last words (report, recording, runtime file, goodbye) may take before
+the process dies of its signal anyway."""
+
+_armed = False
+_pending: int | None = None
+
+
+def signal_status(signum: int) -> int:
+    """The exit status a shell reports for a process killed by `signum` (128 + N)."""
+    return 128 + signum
+
+
+def describe_signal(signum: int) -> str:
+    """`was killed by SIGTERM (Terminated)`: the `how` of a run ended by a signal."""
+    sig = signal.Signals(signum)
+    return f"was killed by {sig.name} ({signal.strsignal(sig) or sig.name})"
+
+
+def arm() -> None:
+    """This process is a gradtui program's: let `die_at_exit` take effect (see module doc).
+
+    Registered early, the hook runs last of the atexit functions (they run in reverse order),
+    after the script's own, as python kills itself after running them."""
+    global _armed
+    if not _armed:
+        _armed = True
+        atexit.register(_at_exit)
+
+
+def die_at_exit(signum: int | None) -> None:
+    """End the process with `signum` once it has finalized (nothing if None, or if not armed)."""
+    global _pending
+    _pending = signum
+
+
+def pending() -> int | None:
+    """The signal the process will end with, if one was recorded."""
+    return _pending
+
+
+def _at_exit() -> None:
+    if _armed and _pending is not None:
+        die_now(_pending)
+
+
+def die_now(signum: int) -> None:
+    """Flush the standard streams and kill this process with `signum` at its default action."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    os.kill(os.getpid(), signum)
+    time.sleep(1.0)  # delivery is asynchronous to another thread at worst; this is the fallback
+    os._exit(signal_status(signum))
+
+
+class FatalSignals:
+    """SIGTERM / SIGHUP: `last_words(signum)`, then die of the signal (see module doc).
+
+    Installed on the main thread before the script runs (a script that installs its own
+    handler owns the signal from then on, as in plain python); `restore` puts back what was
+    there. `last_words` runs in a helper thread and has LAST_WORDS_DEADLINE seconds."""
+
+    def __init__(self, last_words: Callable[[int], None], deadline: float = LAST_WORDS_DEADLINE) -> None:
+        self._last_words = last_words
+        self._deadline = deadline
+        self._previous: dict[int, object] = {}
+        self._dying = threading.Event()
+
+    def install(self) -> None:
+        """Handle SIGTERM and SIGHUP where they are at their default (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in FATAL:
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                self._previous[signum] = signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        """Put back the handlers that were there, where ours is still installed."""
+        for signum, previous in self._previous.items():
+            if signal.getsignal(signum) == self._handle:
+                signal.signal(signum, previous)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self._dying.is_set():
+            return  # a second signal while the first one's last words are said
+        self._dying.set()
+        speaker = threading.Thread(target=self._speak, args=(signum,), name="gradtui-last-words", daemon=True)
+        speaker.start()
+        speaker.join(self._deadline)
+        die_now(signum)
+
+    def _speak(self, signum: int) -> None:
+        try:
+            self._last_words(signum)
+        except BaseException:  # noqa: BLE001, S110 - the process dies next whatever happened; fd 2 may
+            pass  # be the script's captured stderr, where gradtui's diagnostics never go

@@ -1,0 +1,173 @@
+"""Every run ends as `python script.py` ends (python is the oracle): SIGINT, SIGTERM, SIGHUP and a
+KeyboardInterrupt raised in a tensor hook, in headless mode, the UI's child agent and a --listen
+agent. The process dies of the same signal (a shell reports 128 + N), the report and the client
+say 128 + N, and a --listen agent's runtime file is gone. Each test ends every process it starts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import script
+
+from gradtui.model import events as ev
+from gradtui.model.options import RunOptions
+from gradtui.record.reader import Recording
+from gradtui.wire.child import ChildTarget
+
+pytestmark = pytest.mark.timeout(240)
+
+TIMEOUT = 90.0
+"""Seconds one run may take (torch's import on a loaded machine is most of it)."""
+
+CASES = {"SIGINT": (signal.SIGINT, "sleeps.py"), "SIGTERM": (signal.SIGTERM, "sleeps.py"),
+         "SIGHUP": (signal.SIGHUP, "sleeps.py"), "KeyboardInterrupt": (None, "hook_interrupts.py")}
+"""What ends the run (a signal sent once the script printed `ready`, or nothing: the script
+raises) and the script it ends."""
+
+_plain: dict[str, int] = {}
+
+
+def _wait_ready(process: subprocess.Popen, timeout: float = TIMEOUT) -> None:
+    """Read the process's stdout until the script's `ready` line."""
+    deadline = time.monotonic() + timeout
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if "ready" in line:
+            return
+        if not line and process.poll() is not None:
+            raise AssertionError(f"ended before it was ready: {process.returncode}")
+    raise AssertionError("never ready")
+
+
+def _run(command: list[str], signum: int | None, env: dict[str, str] | None = None,
+         before_signal=lambda: None) -> int:
+    """Start `command`, send `signum` once it is ready (and `before_signal` said so); its returncode."""
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
+    try:
+        _wait_ready(process)
+        if signum is not None:
+            before_signal()
+            process.send_signal(signum)
+        process.stdout.read()  # type: ignore[union-attr]
+        return process.wait(TIMEOUT)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+        process.stdout.close()  # type: ignore[union-attr]
+
+
+def plain(case: str) -> int:
+    """`python script.py` ended by `case`: the oracle (once per case)."""
+    if case not in _plain:
+        signum, name = CASES[case]
+        _plain[case] = _run([sys.executable, script(name)], signum)
+    return _plain[case]
+
+
+def _report_status(path: Path) -> int | None:
+    return json.loads(path.read_text())["exit_status"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_headless_ends_as_python(case, tmp_path):
+    signum, name = CASES[case]
+    report, db = tmp_path / "report.json", tmp_path / "run.db"
+    code = _run([sys.executable, "-m", "gradtui", "--headless", "-c", "continue", "--report", str(report),
+                 "--record", str(db), script(name)], signum)
+    assert code == plain(case) < 0
+    assert _report_status(report) == 128 - code
+    recording = Recording(str(db))
+    try:
+        assert recording.run().exit_status == 128 - code
+    finally:
+        recording.close()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_path):
+    signum, name = CASES[case]
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime)}
+    report = tmp_path / "report.json"
+    attached: list[subprocess.CompletedProcess] = []
+
+    def at_the_pause() -> None:  # the agent waits at the first node for a client
+        deadline = time.monotonic() + TIMEOUT
+        while not list(runtime.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if signum is None:  # a client lets the pass run into the hook that raises
+            attached.append(subprocess.run([sys.executable, "-m", "gradtui", "attach", "--headless", "-c",
+                                            "continue"], capture_output=True, text=True, env=env,
+                                           timeout=TIMEOUT, stdin=subprocess.DEVNULL))
+        else:
+            time.sleep(1.0)  # `ready` is printed just before the backward that pauses
+
+    command = [sys.executable, "-m", "gradtui", "--listen", "127.0.0.1:0", "--report", str(report), script(name)]
+    if signum is None:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
+        try:
+            _wait_ready(process)
+            at_the_pause()
+            process.stdout.read()  # type: ignore[union-attr]
+            code = process.wait(TIMEOUT)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+            process.stdout.close()  # type: ignore[union-attr]
+        assert attached[0].returncode == 0, attached[0].stderr  # it left after the failed pass
+        assert "pass 0 failed: KeyboardInterrupt" in attached[0].stdout
+    else:
+        code = _run(command, signum, env, at_the_pause)
+    assert code == plain(case) < 0
+    assert _report_status(report) == 128 - code
+    assert list(runtime.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_uis_child_agent_ends_as_python(case, tmp_path):
+    signum, name = CASES[case]
+    report = tmp_path / "report.json"
+    target = ChildTarget(RunOptions(script(name), [], report=str(report)))
+
+    async def drive() -> ev.ScriptFinished:
+        await target.start()
+        finished = []
+        async for batch in target.batches():  # to their end: the child has gone, its returncode is in
+            for event in batch:
+                if isinstance(event, ev.Paused):  # the UI's first pause
+                    if signum is None:
+                        target.submit("continue")
+                    else:
+                        os.kill(target.process.pid, signum)  # type: ignore[union-attr]
+                elif isinstance(event, ev.ScriptFinished):
+                    finished.append(event)
+        await target.process.wait()  # type: ignore[union-attr]
+        assert len(finished) == 1, finished
+        return finished[0]
+
+    async def main() -> ev.ScriptFinished:
+        try:
+            return await asyncio.wait_for(drive(), TIMEOUT)
+        finally:
+            target.kill_now()
+
+    finished = asyncio.run(main())
+    code = target.process.returncode  # type: ignore[union-attr]
+    assert code == plain(case) < 0
+    assert finished.exit_status == 128 - code
+    assert _report_status(report) == 128 - code
