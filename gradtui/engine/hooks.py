@@ -172,6 +172,8 @@ class NodeHooks:
         outgoing = outgoing_stats(state, node, grad_inputs, incoming, self._light)
         hand_off(state, node, grad_inputs, outgoing)
         state.ran.append(Ran(node, state.done, incoming, outgoing))
+        if state.prints is not None:  # the one call site of fingerprints (a recording's `gradtui diff`)
+            state.prints.node(node, state.capture.nodes[node], grad_outputs, grad_inputs)
         total = len(state.capture.nodes)
         if state.done == total and not self._detached and self.breakpoints.watching():
             self._read(state, None, (node, grad_inputs), pause=True)  # the last node: what it made, now
