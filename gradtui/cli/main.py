@@ -35,6 +35,7 @@ also:
                                                     or gradtui.listen() (gradtui attach --help)
   gradtui replay DB [--headless -c CMD ...]         browse a recording (--record DB), read-only
   gradtui export DB --json PATH                     a recording as the --report JSON
+  gradtui diff A.db B.db [--pass N] [--rtol R]     where two recordings part (exit 1 if they differ)
   gradtui serve [ADDRESS] [--port P]                the UI in a browser, a client of a listening agent
                                                     (gradtui serve --help)
 
@@ -94,7 +95,7 @@ def _version() -> str:
         return "unknown"
 
 
-SUBCOMMANDS = ("attach", "replay", "export", "serve")
+SUBCOMMANDS = ("attach", "replay", "export", "serve", "diff")
 
 
 def _subcommand(name: str, argv: list[str]) -> int:
@@ -108,6 +109,8 @@ def _subcommand(name: str, argv: list[str]) -> int:
             from gradtui.cli.export import main
         case "serve":
             from gradtui.cli.serve import main
+        case "diff":
+            from gradtui.cli.diff import main
         case _:
             raise ValueError(name)
     return main(argv)

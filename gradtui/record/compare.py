@@ -93,6 +93,8 @@ class Side:
         except sqlite3.Error as exc:
             raise BadInput(f"{path}: cannot open ({exc})") from None
         self.has_prints = schema.has_prints(self._db)
+        run = self._db.execute("SELECT script FROM run").fetchone()
+        self.script: str | None = run[0] if run else None
         rows = self._db.execute("SELECT idx, losses, per_node FROM passes ORDER BY idx").fetchall()
         self.losses = {i: tuple(_num(v) for v in json.loads(text or "[]")) for i, text, _ in rows}
         self.per_node = {i for i, _, per in rows if per}
@@ -308,6 +310,8 @@ class Comparison:
     first_loss: int | None
     inspected: PassComparison | None
     fingerprints: tuple[bool, bool]
+    script: str | None = None
+    """A's script (its folder is where the source lines are looked up)."""
 
     @property
     def differs(self) -> bool:
@@ -339,7 +343,7 @@ def compare(path_a: str, path_b: str, *, index: int | None = None, rtol: float =
                     inspected = result
                     break
         return Comparison(path_a, path_b, (len(a.losses), len(b.losses)), first_loss, inspected,
-                          (a.has_prints, b.has_prints))
+                          (a.has_prints, b.has_prints), a.script)
     finally:
         a.close()
         b.close()
