@@ -108,12 +108,12 @@ class Side:
         return {name: _num(norm) for name, norm in
                 self._db.execute("SELECT name, grad_norm FROM flow WHERE pass = ?", (index,))}
 
-    def nodes(self, index: int) -> list[Node]:
-        """Pass `index`'s nodes in forward order, with their fingerprints (or, without any, their
-        gradients' recorded values and norms)."""
+    def nodes(self, index: int, prints: bool = True) -> list[Node]:
+        """Pass `index`'s nodes in forward order, with their fingerprints (or, without any or
+        without `prints`, their gradients' recorded values and norms)."""
         query = "SELECT id, op, source, module, param, seq, ord, next FROM nodes WHERE pass = ?"
         nodes = {row[0]: Node(*row[:7], tuple(json.loads(row[7] or "[]"))) for row in self._db.execute(query, (index,))}
-        if self.has_prints:
+        if self.has_prints and prints:
             query = "SELECT node, dir, slot, norm, exact, sketch, what FROM prints WHERE pass = ?"
             for node, d, slot, norm, exact, blob, what in self._db.execute(query, (index,)):
                 if node in nodes:
@@ -263,7 +263,8 @@ def compare_pass(a: Side, b: Side, index: int, rtol: float) -> PassComparison:
     if index not in a.per_node or index not in b.per_node:
         return PassComparison(index, losses, loss_diff if loss_diff > rtol else 0.0, [], [], 0, None, None, [],
                               False, flow_differs)
-    pairs, only_a, only_b = match(a.nodes(index), b.nodes(index))
+    both = a.has_prints and b.has_prints  # else both sides compare what both have: gradients
+    pairs, only_a, only_b = match(a.nodes(index, both), b.nodes(index, both))
     forward = backward = None
     modules: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     grads_differ = False

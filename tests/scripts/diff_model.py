@@ -1,15 +1,15 @@
-"""A tiny seeded model for `gradtui diff` (issue 23): GRADTUI_VARIANT picks the variant.
+"""A tiny seeded model for `gradtui diff` (issue 23): its argument picks the variant.
 
   (unset)   the reference
   tanh      the second layer's gelu uses approximate="tanh" (one forward op changed)
   backward  the custom Scale function's backward is changed (its forward is the same)
 """
 
-import os
+import sys
 
 import torch
 
-VARIANT = os.environ.get("GRADTUI_VARIANT", "")
+VARIANT = sys.argv[1] if len(sys.argv) > 1 else ""
 
 
 class Scale(torch.autograd.Function):

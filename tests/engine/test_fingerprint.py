@@ -1,0 +1,106 @@
+"""Fingerprints (issue 23): the sketch's estimate of ‖a - b‖ and how a pass's values are gathered."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gradtui.engine import fingerprint as fp
+from gradtui.engine.hostreads import HostReads
+
+
+def test_sketch_estimates_relative_distance_within_a_factor_of_two():
+    """On 1,000 random pairs (shapes and scales varied, seeded), the estimate of ‖a-b‖/‖a‖ from
+    the two sketches alone is within a factor of 2 of the exact value on at least 95 %."""
+    g = torch.Generator().manual_seed(1234)
+    within = 0
+    worst = []
+    for i in range(1000):
+        shape = ((3 + i % 7) * 11, 2 + i % 5)  # > EXACT_LIMIT elements: sketched, not kept whole
+        a = torch.randn(shape, generator=g)
+        scale = 10.0 ** float(torch.empty(()).uniform_(-6, 0, generator=g))
+        b = a + scale * torch.randn(shape, generator=g)
+        exact = (torch.linalg.vector_norm((a - b).double()) / torch.linalg.vector_norm(a.double())).item()
+        sa, sb = fp.sketch_one(a.double()).tolist(), fp.sketch_one(b.double()).tolist()
+        estimate = fp.estimate_distance(tuple(sa), tuple(sb)) / torch.linalg.vector_norm(a.double()).item()
+        ratio = estimate / exact
+        worst.append(ratio)
+        within += 0.5 <= ratio <= 2.0
+    assert within >= 950, (within, min(worst), max(worst))
+
+
+def test_directions_are_the_same_in_every_run_and_differ_by_shape():
+    """Seeded by shape: rebuilt from scratch they are equal; another shape has others."""
+    first = fp.directions((5, 13), torch.float32, torch.device("cpu")).clone()
+    fp._directions.clear()
+    again = fp.directions((5, 13), torch.float32, torch.device("cpu"))
+    assert torch.equal(first, again)
+    other = fp.directions((13, 5), torch.float32, torch.device("cpu"))
+    assert not torch.equal(first, other)
+
+
+def test_chunked_sketch_of_a_huge_tensor_is_linear_and_estimates():
+    """A tensor of more than CHUNK elements is projected chunk by chunk: still linear
+    (sketch(a) - sketch(b) = sketch(a - b)) and the estimate of a far difference is near it."""
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(fp.CHUNK * 2 + 1000, generator=g, dtype=torch.float64)
+    d = torch.zeros_like(a)
+    d[fp.CHUNK + 5:fp.CHUNK + 50_000] = 1.0  # a difference in the second chunk only
+    sa, sb, sd = fp.sketch_one(a), fp.sketch_one(a + d), fp.sketch_one(d)
+    assert torch.allclose(sb - sa, sd, rtol=1e-9, atol=1e-6)
+    estimate = fp.estimate_distance(tuple(sa.tolist()), tuple(sb.tolist()))
+    assert 0.5 <= estimate / torch.linalg.vector_norm(d).item() <= 2.0
+
+
+def _prints(fn):
+    """Run a small model's backward with PassPrints fed by a posthook on every node."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(80, 70)
+    x = torch.randn(3, 80)
+    loss = fn(lin(x)).sum()
+    nodes, todo = [], [loss.grad_fn]
+    while todo:
+        n = todo.pop()
+        if n is not None and n not in nodes:
+            nodes.append(n)
+            todo += [c for c, _ in n.next_functions]
+    prints = fp.PassPrints(nodes)
+    for i, n in enumerate(nodes):
+        n.register_hook(lambda gi, go, i=i, n=n: prints.node(i, n, go, gi))
+    with HostReads() as reads:
+        loss.backward()
+        event = prints.event(0)
+    return nodes, event, reads.total, lin
+
+
+def test_pass_prints_gather_grads_outputs_and_arguments_in_one_read():
+    nodes, event, reads, lin = _prints(lambda h: torch.nn.functional.gelu(h, approximate="tanh").exp())
+    names = [n.name() for n in nodes]
+    by = {(p.node, p.dir, p.slot): p for p in event.prints}
+    gelu, exp, addmm = names.index("GeluBackward0"), names.index("ExpBackward0"), names.index("AddmmBackward0")
+    # exp saved its own result: its output; gelu's input (saved by gelu) is the linear's output.
+    assert by[(exp, fp.OUTPUT, 0)].norm > 0 and not by[(exp, fp.OUTPUT, 0)].exact
+    assert by[(addmm, fp.OUTPUT, 0)].what.startswith(f"saved by #{gelu}")
+    assert "approximate='tanh'" in by[(gelu, fp.SAVED, -1)].what
+    # the gradient the accumulator received is the weight's .grad (sketched after it was taken)
+    acc = next(i for i, n in enumerate(nodes) if hasattr(n, "variable") and n.variable is lin.weight)
+    got = by[(acc, fp.RECEIVED, 0)]
+    assert math.isclose(got.norm, torch.linalg.vector_norm(lin.weight.grad).item(), rel_tol=1e-6)
+    expected = (lin.weight.grad.reshape(-1) @ fp.directions(tuple(lin.weight.grad.shape), torch.float32,
+                                                           torch.device("cpu"))).tolist()
+    assert all(math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) for x, y in zip(got.sketch, expected))
+    assert reads == 1, reads  # the whole pass in one host read
+
+
+def test_prints_leave_gradients_as_torch_computes_them():
+    """Fingerprinting changes no gradient (torch is the oracle)."""
+    def plain():
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(80, 70)
+        torch.nn.functional.gelu(lin(torch.randn(3, 80))).exp().sum().backward()
+        return lin.weight.grad, lin.bias.grad
+
+    _, _, _, lin = _prints(lambda h: torch.nn.functional.gelu(h).exp())
+    weight, bias = plain()
+    assert torch.equal(lin.weight.grad, weight) and torch.equal(lin.bias.grad, bias)

@@ -1,0 +1,114 @@
+"""`gradtui diff` (issue 23): where two recorded runs part, by subprocess runs of the CLI.
+
+tests/scripts/diff_model.py is recorded four times (its argument picks the variant): the
+reference twice, with one gelu made `approximate="tanh"`, and with a custom Function's backward
+changed (its forward the same).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import script
+from recordings import gradtui
+
+from gradtui.record.compare import compare
+
+pytestmark = pytest.mark.timeout(240)
+
+GELU_LINE = next(i for i, line in enumerate(open(script("diff_model.py")), 1) if "approximate=approximate" in line)
+SCALE_LINE = next(i for i, line in enumerate(open(script("diff_model.py")), 1) if "Scale.apply" in line)
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("diff")
+    made = {}
+    for name, variant in (("ref", ""), ("again", ""), ("tanh", "tanh"), ("backward", "backward")):
+        path = str(folder / f"{name}.db")
+        run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path, script("diff_model.py"),
+                      *([variant] if variant else []))
+        assert run.returncode == 0, run.stderr
+        made[name] = path
+    return made
+
+
+def diff(*args):
+    return gradtui("diff", *args)
+
+
+def test_same_seeded_script_recorded_twice_does_not_differ(recordings):
+    run = diff(recordings["ref"], recordings["again"])
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "no pass differs" in run.stdout
+
+
+def test_one_op_changed_names_that_op_and_its_line(recordings):
+    run = diff(recordings["ref"], recordings["tanh"], "--json")
+    assert run.returncode == 1, run.stderr
+    found = json.loads(run.stdout)
+    assert found["differs"] and found["pass"]["index"] == 0
+    forward = found["pass"]["forward"]
+    assert forward["node"]["op"] == "GeluBackward0"
+    assert forward["node"]["source"] == f"diff_model.py:{GELU_LINE}"
+    assert forward["arguments"] == "approximate='none' vs approximate='tanh'"
+    assert found["pass"]["only_a"] == [] and found["pass"]["only_b"] == []
+    text = diff(recordings["ref"], recordings["tanh"]).stdout
+    assert f"first forward difference: #{forward['node']['id']} GeluBackward0 at diff_model.py:{GELU_LINE}" in text
+    assert 'gelu(self.fc2(h), approximate=approximate)' in text  # the source line itself
+
+
+def test_every_op_before_the_changed_one_agrees(recordings):
+    """In forward order, every node before the changed gelu has equal forward fingerprints (the
+    first difference is not an artefact of the threshold)."""
+    result = compare(recordings["ref"], recordings["tanh"], rtol=0.0)
+    first = result.inspected.forward
+    assert first.node_a.op == "GeluBackward0" and first.node_a.source == f"diff_model.py:{GELU_LINE}"
+    db_a, db_b = (sqlite3.connect(recordings[k]) for k in ("ref", "tanh"))
+    query = ("SELECT n.seq, p.dir, p.slot, p.sketch, p.what FROM prints p JOIN nodes n ON n.pass = p.pass AND "
+             "n.id = p.node WHERE p.pass = 0 AND p.dir IN (2, 3) AND n.seq >= 0 AND n.seq < ? ORDER BY 1, 2, 3")
+    seq = db_a.execute("SELECT seq FROM nodes WHERE pass = 0 AND id = ?", (first.node_a.id,)).fetchone()[0]
+    before_a, before_b = db_a.execute(query, (seq,)).fetchall(), db_b.execute(query, (seq,)).fetchall()
+    assert before_a and before_a == before_b
+
+
+def test_changed_backward_is_named_a_backward_only_difference(recordings):
+    run = diff(recordings["ref"], recordings["backward"], "--json")
+    assert run.returncode == 1, run.stderr
+    found = json.loads(run.stdout)["pass"]
+    assert found["index"] == 0 and found["forward"] is None
+    assert found["backward_only"]["node"]["op"] == "ScaleBackward"
+    assert found["backward_only"]["node"]["source"] == f"diff_model.py:{SCALE_LINE}"
+    assert found["backward_only"]["value"] == "sent gradient"
+    # 3g instead of 2g: the sent gradient's norm is 1.5 times the reference's, exactly
+    assert found["backward_only"]["norm_b"] == pytest.approx(1.5 * found["backward_only"]["norm_a"], rel=1e-6)
+
+
+def test_bad_input_is_one_line_and_status_2(recordings, tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database")
+    for args in ((recordings["ref"], str(junk)), (recordings["ref"], str(tmp_path / "missing.db")),
+                 (recordings["ref"], recordings["again"], "--pass", "99")):
+        run = diff(*args)
+        assert run.returncode == 2, (args, run.stdout, run.stderr)
+        assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+
+
+def test_a_version_1_recording_opens_without_fingerprints(recordings, tmp_path):
+    """An older recording (no prints table, schema 1) still compares, by its gradients' norms."""
+    import shutil
+
+    old = tmp_path / "old.db"
+    shutil.copy(recordings["again"], old)
+    db = sqlite3.connect(old)
+    db.execute("DROP TABLE prints")
+    db.execute("UPDATE schema_version SET version = 1")
+    db.commit()
+    db.close()
+    result = compare(recordings["ref"], str(old))
+    assert result.fingerprints == (True, False) and not result.differs
+    result = compare(str(old), recordings["backward"])
+    assert result.differs and result.inspected.backward_only.node_a.op == "ScaleBackward"
