@@ -1,15 +1,28 @@
-"""Fingerprints of a recorded pass's values, for comparing two runs (`gradtui diff`).
+"""Fingerprints of a recorded pass's values, for comparing two runs (`gradtui diff`, `--against`).
 
-A value's sketch is its inner products with `K` fixed pseudo-random Gaussian directions,
-seeded by the value's shape (so the same in every run, every process), beside its norm. The
-sketch is linear, so sketch(a) - sketch(b) = sketch(a - b), and for Gaussian directions
-‖sketch(d)‖ / sqrt(K) estimates ‖d‖: two recordings alone tell how far apart two values are
-(`estimate_distance`). A value of at most `EXACT_LIMIT` elements is kept whole instead (the
-comparison is then exact).
+A value's sketch is a sign sketch: its elements, in row-major order, multiplied by fixed
+pseudo-random signs s_i = ±1 (a hash of the position i: the same in every run, process, device
+and torch version), summed by position modulo the prime `BUCKETS`, and those buckets summed
+into `K` entries by a fixed pseudo-random balanced map g, beside its norm:
+
+    S_j(x) = sum over i with g(i mod BUCKETS) = j of s_i x_i.
+
+The sketch is linear, so S(a) - S(b) = S(a - b), and E ‖S(d)‖² = ‖d‖² (the signs of two
+elements in one entry are independent): two recordings alone tell how far apart two values
+are (`estimate_distance`), like Gaussian directions would, at the cost of one read of the value
+(a Gaussian sketch reads a K-times larger direction matrix). The prime spreads a difference
+confined to a few neighbouring elements, a row or a column over every entry. A value of at
+most `EXACT_LIMIT` elements is kept whole instead (the comparison is then exact). A value of
+more than `CHUNK` elements is sketched chunk by chunk, each chunk's entries with a sign of
+their own (still unbiased; the sign vector kept is one chunk's).
 
 Per node of a recorded pass (`PassPrints.node`, called from the node's posthook):
 
-- the gradients it received (`RECEIVED`) and sent on (`SENT`);
+- the gradients it received (`RECEIVED`) and sent on (`SENT`). A gradient sent to one consumer
+  is the tensor that consumer receives (unless it was accumulated or replaced on the way): it
+  is sketched once, where it was sent, and the consumer's received print reuses that sketch
+  when the tensor is the same (same memory, version, layout: `_same_values`). A node that sends
+  on a view of what it received (views, reshapes) reuses its received sketch the same way;
 - its forward output (`OUTPUT`): autograd keeps no node's output as such, but the node that
   consumed it usually saved it for its own backward (`_saved_self`, `_saved_mat1`...), and a
   saved tensor's `grad_fn` names the node that produced it; a node that saved its own result
@@ -19,17 +32,15 @@ Per node of a recorded pass (`PassPrints.node`, called from the node's posthook)
 - the saved tensors that no node of the pass produced (`SAVED`: parameters and inputs used
   directly), and its saved non-tensor arguments as text (`approximate='tanh'`, `dim=1`).
 
-Tensors are held for a few nodes, then summarized together (`_flush`): tensors of one shape are
-stacked and multiplied by their directions in one matmul, norms taken in one fused call; the
-results stay on the device and the whole pass comes back to the host in one read at its end
-(`event`), so fingerprints add no host read per node. A tensor of more than `CHUNK` elements
-is projected chunk by chunk with one chunk's directions and per-chunk random signs (still an
-unbiased estimate; no direction matrix bigger than a chunk's).
+Each value is sketched in the hook, while it is in cache (three small device ops, no copy of
+a contiguous value); the results stay on the device and the whole pass comes back to the host
+in one read at its end (`event`), so fingerprints add no host read per node.
 """
 
 from __future__ import annotations
 
-import zlib
+import math
+import weakref
 from typing import Any, NamedTuple
 
 import torch
@@ -37,94 +48,117 @@ import torch
 from gradtui.model import events as ev
 
 K = 8
-"""Directions per sketch."""
+"""Buckets per sketch."""
 
 EXACT_LIMIT = 64
 """A value of at most this many elements is recorded whole (compared exactly)."""
 
 CHUNK = 1 << 20
-"""A tensor of more elements is projected chunk by chunk (directions of one chunk, random signs)."""
-
-HELD_ELEMENTS = 1 << 24
-"""Held tensors past this many elements are summarized at once (every `HELD_NODES` nodes otherwise)."""
-HELD_NODES = 64
+"""A value of more elements is sketched chunk by chunk (the signs kept are one chunk's)."""
 
 RECEIVED, SENT, OUTPUT, SAVED = 0, 1, 2, 3
 """`Print.dir`: what flowed into the node, what it sent on, its forward output, a saved leaf value."""
 
-_SEED = 0x6772_6164
 _SKIPPED_SUFFIXES = ("_sym_sizes", "_sym_strides", "_sym_numel", "_sizes", "_strides", "_numel")
 """Saved attributes that describe shapes (already in the statistics): not fingerprinted."""
 
-_directions: dict[tuple[tuple[int, ...], torch.dtype, torch.device], torch.Tensor] = {}
-_signs: dict[tuple[int, ...], torch.Tensor] = {}
+BUCKETS = 251
+"""Positions are summed modulo this prime first (a column of a matrix whose width is a multiple
+of K would otherwise fall in one bucket), then the buckets into the K entries."""
+
+_MASK = (1 << 32) - 1
+_group_maps: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+_signs: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+_chunk_signs: dict[int, torch.Tensor] = {}
 _saved_names: dict[type, tuple[str, ...]] = {}
-_cached_elements = 0
-CACHE_ELEMENTS = 1 << 26
-"""Direction matrices kept past this many elements are dropped (rebuilt when next wanted)."""
 
 
-def _seed(shape: tuple[int, ...], salt: int = 0) -> int:
-    return zlib.crc32(repr((shape, salt)).encode()) ^ _SEED
+def hashed_signs(count: int, salt: int = 0, bits: bool = False) -> torch.Tensor:
+    """±1 (float64, CPU) for positions 0..count-1: an integer hash of position and salt, done
+    in int64 arithmetic that cannot overflow, so the same on every machine and torch version
+    (`bits`: the 32-bit hashes themselves)."""
+    x = (torch.arange(count, dtype=torch.int64) * 2654435761 + salt * 0x632BE5AB + 0x6772) & _MASK
+    for _ in range(2):
+        x = ((x ^ (x >> 16)) * 0x45D9F3B) & _MASK
+    x = x ^ (x >> 16)
+    if bits:
+        return x
+    return ((x >> 7) & 1).double() * 2 - 1
 
 
-def directions(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """The (rows, K) Gaussian directions of a value of `shape` (rows: its elements, at most
-    CHUNK), the same in every run: generated on the CPU in float64 from a seed of the shape,
-    then cached per shape, dtype and device."""
-    global _cached_elements
-    key = (shape, dtype, device)
-    found = _directions.get(key)
+def signs(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The first `count` (at most CHUNK) signs, in `dtype` on `device` (one chunk's kept per both)."""
+    found = _signs.get((dtype, device))
     if found is None:
-        numel = 1
-        for size in shape:
-            numel *= size
-        rows = min(numel, CHUNK)
-        generator = torch.Generator().manual_seed(_seed(shape))
-        found = torch.randn(rows, K, generator=generator, dtype=torch.float64).to(dtype=dtype, device=device)
-        if _cached_elements + found.numel() > CACHE_ELEMENTS:
-            _directions.clear()
-            _cached_elements = 0
-        _directions[key] = found
-        _cached_elements += found.numel()
+        found = _signs[(dtype, device)] = hashed_signs(CHUNK).to(dtype=dtype, device=device)
+    return found[:count]
+
+
+def _sign_dtype(t: torch.Tensor) -> torch.dtype:
+    """The dtype a value is sketched in: float64 for float64, else float32 (halves, integers, masks)."""
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def _groups(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """(BUCKETS, K) one-hot: which of the K sketch entries each bucket adds to. A pseudo-random
+    balanced assignment (a hash's order), so no arithmetic run of buckets lands in one entry."""
+    found = _group_maps.get((dtype, device))
+    if found is None:
+        order = torch.argsort(hashed_signs(BUCKETS, salt=2, bits=True), stable=True)
+        groups = torch.empty(BUCKETS, dtype=torch.int64)
+        groups[order] = torch.arange(BUCKETS) % K
+        found = _group_maps[(dtype, device)] = torch.nn.functional.one_hot(groups, K).to(dtype=dtype, device=device)
     return found
 
 
-def _chunk_signs(shape: tuple[int, ...], chunks: int) -> torch.Tensor:
-    """(chunks, K) random ±1 of a huge value's chunks, seeded by its shape."""
-    found = _signs.get(shape)
+def _fold(signed: torch.Tensor) -> torch.Tensor:
+    """A contiguous 1-D signed value summed into BUCKETS buckets by position, then into K."""
+    n = signed.numel()
+    whole = n - n % BUCKETS
+    sums = signed[:whole].view(-1, BUCKETS).sum(0)
+    if whole < n:
+        sums[:n - whole] += signed[whole:]
+    return sums @ _groups(sums.dtype, sums.device)
+
+
+def _real(t: torch.Tensor) -> torch.Tensor:
+    return torch.view_as_real(t) if t.is_complex() else t
+
+
+def sketch_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sketch, norm) of one tensor of more than EXACT_LIMIT elements, on its device, with no
+    copy of a contiguous value (the signed product is the one temporary; its norm is `t`'s)."""
+    t = _real(t.detach())
+    numel = t.numel()
+    dtype = _sign_dtype(t)
+    if numel <= CHUNK:
+        # Signs first: the product is laid out row-major whatever `t`'s strides are.
+        signed = torch.mul(signs(numel, dtype, t.device).view(t.shape), t)
+        return _fold(signed.view(-1)), torch.linalg.vector_norm(signed)
+    flat = t.reshape(-1)
+    chunks = -(-numel // CHUNK)
+    found = _chunk_signs.get(chunks)
     if found is None:
-        generator = torch.Generator().manual_seed(_seed(shape, 1))
-        found = _signs[shape] = torch.randint(0, 2, (chunks, K), generator=generator).double() * 2 - 1
-    return found
-
-
-def _float(t: torch.Tensor) -> torch.Tensor:
-    """`t` as a real float32/float64 tensor (integer indices and masks count as numbers)."""
-    if t.is_complex():
-        t = torch.view_as_real(t)
-    return t if t.dtype in (torch.float32, torch.float64) else t.float()
+        found = _chunk_signs[chunks] = hashed_signs(chunks * K, salt=1).view(chunks, K)
+    per_chunk = found.to(dtype=dtype, device=t.device)
+    total = torch.zeros(K, dtype=dtype, device=t.device)
+    squares = torch.zeros((), dtype=dtype, device=t.device)
+    for c in range(chunks):
+        part = flat[c * CHUNK:(c + 1) * CHUNK]
+        signed = torch.mul(signs(part.numel(), dtype, t.device), part)
+        total += _fold(signed) * per_chunk[c]
+        squares += torch.linalg.vector_norm(signed) ** 2
+    return total, squares.sqrt()
 
 
 def sketch_one(t: torch.Tensor) -> torch.Tensor:
-    """The K-element sketch of one tensor, on its device (float64 for a chunked one)."""
-    shape = tuple(t.shape)
-    flat = _float(t.detach()).reshape(-1)
-    g = directions(shape, flat.dtype, flat.device)
-    numel = flat.numel()
-    if numel <= CHUNK:
-        return flat @ g
-    whole, tail = divmod(numel, CHUNK)
-    signs = _chunk_signs(shape, whole + (1 if tail else 0)).to(flat.device)
-    parts = (flat[:whole * CHUNK].view(whole, CHUNK) @ g).double()
-    if tail:
-        parts = torch.cat((parts, (flat[whole * CHUNK:] @ g[:tail]).double().reshape(1, K)))
-    return (parts * signs).sum(0)
+    """The K-element sketch of one tensor (of any size), on its device."""
+    return sketch_and_norm(t)[0]
 
 
 def estimate_distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     """‖x - y‖ estimated from the sketches `a` and `b` of x and y (see module doc)."""
-    return (sum((p - q) ** 2 for p, q in zip(a, b)) / K) ** 0.5
+    return math.dist(a, b)
 
 
 def saved_names(fn: Any) -> tuple[str, ...]:
@@ -147,11 +181,23 @@ class _Entry(NamedTuple):
     exact: bool
 
 
-class _Held(NamedTuple):
-    """A tensor waiting to be summarized, and its entry."""
+class Row(NamedTuple):
+    """One value's fingerprint on its device: its norm (0-dim) and its sketch or values (1-D)."""
 
-    tensor: torch.Tensor
-    entry: _Entry
+    norm: torch.Tensor
+    body: torch.Tensor
+    exact: bool
+
+
+class _Sent(NamedTuple):
+    """A gradient sent to a consumer, by weak reference (a reference held would make a leaf's
+    accumulator copy it into .grad instead of taking it), its version then, its fingerprint.
+    Torch keeps a tensor's Python object while the tensor lives, so the consumer receives
+    the very object if it receives the very tensor."""
+
+    tensor: weakref.ref
+    version: int
+    row: Row
 
 
 def _plain(t: Any) -> bool:
@@ -160,21 +206,44 @@ def _plain(t: Any) -> bool:
             and not t._is_zerotensor() and t.numel() > 0)
 
 
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Do two live tensors hold the same values in the same row-major order (the same memory
+    at the same version, laid out alike or both contiguous)? Both alive, memory is not reused."""
+    if a is b:
+        return True
+    if (a.data_ptr() != b.data_ptr() or a.dtype != b.dtype or a.device != b.device
+            or a.numel() != b.numel() or a._version != b._version):
+        return False
+    return (a.shape == b.shape and a.stride() == b.stride()) or (a.is_contiguous() and b.is_contiguous())
+
+
+def fingerprint(t: torch.Tensor) -> Row:
+    """A plain tensor's fingerprint, left on its device."""
+    with torch.no_grad():
+        if t.numel() <= EXACT_LIMIT:
+            real = _real(t.detach())
+            flat = real.reshape(-1).to(_sign_dtype(real))
+            return Row(torch.linalg.vector_norm(flat), flat, True)
+        body, norm = sketch_and_norm(t)
+        return Row(norm, body, False)
+
+
 class PassPrints:
     """The fingerprints of one recorded pass, gathered node by node (see module doc)."""
 
     def __init__(self, nodes: list[Any]) -> None:
         self._ids = {id(fn): i for i, fn in enumerate(nodes)}
         """id of a node object -> its node id in the pass (the capture keeps the objects alive)."""
-        self._held: list[_Held] = []
-        self._elements = 0
-        self._nodes = 0
+        self._entries: list[_Entry] = []
+        self._rows: list[Row] = []
+        self._sent: dict[tuple[int, int], _Sent | None] = {}
+        """(consumer node, its input) -> the one gradient sent there so far (None: several)."""
         self._outputs: set[int] = set()
         """Nodes whose output is fingerprinted already (several consumers may have saved it)."""
-        self._done: list[tuple[list[_Entry], list[torch.Tensor]]] = []
-        """Summarized batches: their entries and, per entry, a device tensor [norm, sketch or values]."""
         self._zeros: list[ev.Print] = []
         self._params: list[ev.Print] = []
+        self.sketched = 0
+        """Values sketched (not reused) in this pass: a count the tests assert."""
 
     failed: str | None = None
     """Why fingerprinting stopped in this pass (it never breaks the user's backward), or None."""
@@ -188,19 +257,32 @@ class PassPrints:
             self._node(node, fn, received, sent)
         except Exception as exc:  # noqa: BLE001 - a user's odd tensor must not abort their backward
             self.failed = f"{type(exc).__name__}: {exc}"
-            self._held, self._done = [], []
+            self._entries, self._rows, self._sent = [], [], {}
 
     def _node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...]) -> None:
+        arrived: list[tuple[torch.Tensor, Row]] = []
         for slot, grad in enumerate(received):
-            self._hold(grad, node, RECEIVED, slot, "")
+            held = self._sent.pop((node, slot), None)
+            reuse = (held.row if held is not None and held.tensor() is grad and grad._version == held.version
+                     else None)
+            row = self._add(grad, node, RECEIVED, slot, "", reuse)
+            if row is not None:
+                arrived.append((grad, row))
         targets = fn.next_functions if sent else ()
         for slot, grad in enumerate(sent):
-            if slot < len(targets) and hasattr(targets[slot][0], "variable") and _plain(grad):
-                # Bound for a leaf's accumulator: held, it would be copied into .grad instead
-                # of taken. Its sketch is taken now instead.
-                self._now(grad, node, SENT, slot)
-            else:
-                self._hold(grad, node, SENT, slot, "")
+            reuse = next((row for t, row in arrived if _plain(grad) and _same_values(t, grad)), None)
+            row = self._add(grad, node, SENT, slot, "", reuse)
+            if row is None or slot >= len(targets):
+                continue
+            target, number = targets[slot]
+            consumer = self._ids.get(id(target)) if target is not None else None
+            if consumer is not None:
+                key = (consumer, number)  # sent there by several: summed on the way, not reused
+                self._sent[key] = _Sent(weakref.ref(grad), grad._version, row) if key not in self._sent else None
+        self._saved(node, fn)
+
+    def _saved(self, node: int, fn: Any) -> None:
+        """Fingerprint the node's saved values: its inputs' producers' outputs, leaf values, arguments."""
         params = []
         for number, name in enumerate(saved_names(fn)):
             try:
@@ -210,80 +292,52 @@ class PassPrints:
             if isinstance(value, torch.Tensor):
                 producer = self._ids.get(id(value.grad_fn)) if value.grad_fn is not None else None
                 if producer is None:
-                    self._hold(value, node, SAVED, number, name[7:])
+                    self._add(value, node, SAVED, number, name[7:])
                 elif producer not in self._outputs:
                     self._outputs.add(producer)
-                    self._hold(value, producer, OUTPUT, 0, f"saved by #{node} as {name[7:]}")
+                    self._add(value, producer, OUTPUT, 0, f"saved by #{node} as {name[7:]}")
             elif not isinstance(value, (tuple, list)) or not any(isinstance(v, torch.Tensor) for v in value):
                 params.append(f"{name[7:]}={value!r}")
         if params:
             self._params.append(ev.Print(node, SAVED, -1, None, (), False, ", ".join(params)))
-        self._nodes += 1
-        if self._nodes % HELD_NODES == 0 or self._elements > HELD_ELEMENTS:
-            self._flush()
 
-    def _hold(self, t: Any, node: int, direction: int, slot: int, what: str) -> None:
+    def _add(self, t: Any, node: int, direction: int, slot: int, what: str, reuse: Row | None = None) -> Row | None:
+        """Fingerprint `t` (or take `reuse`, its values' fingerprint already) for (node, direction, slot)."""
         if not isinstance(t, torch.Tensor):
-            return
-        if not _plain(t):
-            if isinstance(t, torch.Tensor) and t._is_zerotensor():
-                self._zeros.append(ev.Print(node, direction, slot, 0.0, (0.0,) * K, False, what))
-            return
-        self._held.append(_Held(t, _Entry(node, direction, slot, what, t.numel() <= EXACT_LIMIT)))
-        self._elements += t.numel()
-
-    def _now(self, t: torch.Tensor, node: int, direction: int, slot: int) -> None:
-        """Summarize one tensor at once (kept on the device until the pass's read)."""
-        entry = _Entry(node, direction, slot, "", t.numel() <= EXACT_LIMIT)
-        with torch.no_grad():
-            flat = _float(t.detach()).reshape(-1)
-            body = flat if flat.numel() <= EXACT_LIMIT else sketch_one(t)
-            row = torch.cat((torch.linalg.vector_norm(flat).reshape(1).double(), body.double()))
-        self._done.append(([entry], [row]))
-
-    def _flush(self) -> None:
-        """Summarize the held tensors: per shape and dtype one stacked matmul, one fused norm."""
-        held, self._held, self._elements = self._held, [], 0
-        if not held:
-            return
-        groups: dict[tuple, list[_Held]] = {}
-        for h in held:
-            groups.setdefault((tuple(h.tensor.shape), h.tensor.dtype, h.tensor.device), []).append(h)
-        with torch.no_grad():
-            for (shape, _, _), items in groups.items():
-                tensors = [_float(h.tensor.detach()) for h in items]
-                norms = torch.stack(torch._foreach_norm(tensors)).reshape(-1, 1)
-                numel = tensors[0].numel()
-                if numel <= EXACT_LIMIT:
-                    body = torch.stack([t.reshape(-1) for t in tensors])
-                elif numel <= CHUNK:
-                    body = torch.stack(tensors).reshape(len(tensors), numel) @ directions(
-                        shape, tensors[0].dtype, tensors[0].device)
-                else:
-                    body = torch.stack([sketch_one(t) for t in tensors])
-                rows = torch.cat((norms.to(body.dtype), body), dim=1)
-                self._done.append(([h.entry for h in items], list(rows.double().unbind(0))))
+            return None
+        if reuse is None:
+            if not _plain(t):
+                if t._is_zerotensor():
+                    self._zeros.append(ev.Print(node, direction, slot, 0.0, (0.0,) * K, False, what))
+                return None
+            reuse = fingerprint(t)
+            self.sketched += 1
+        self._entries.append(_Entry(node, direction, slot, what, reuse.exact))
+        self._rows.append(reuse)
+        return reuse
 
     def event(self, index: int) -> ev.PassPrints:
         """The pass's fingerprints as plain data: one host read for the whole pass (none if
         fingerprinting failed in it)."""
-        if self.failed is None:
-            try:
-                self._flush()
-            except Exception as exc:  # noqa: BLE001 - as in `node`
-                self.failed = f"{type(exc).__name__}: {exc}"
+        self._sent = {}
         if self.failed is not None:
             return ev.PassPrints(index, ())
-        entries = [e for items, _ in self._done for e in items]
-        rows = [r for _, rs in self._done for r in rs]
-        self._done = []
+        entries, rows = self._entries, self._rows
+        self._entries, self._rows = [], []
         out = list(self._zeros) + list(self._params)
         if rows:
-            lengths = [r.numel() for r in rows]
-            numbers = torch.cat(rows).tolist()
-            position = 0
-            for e, length in zip(entries, lengths):
-                values = tuple(numbers[position + 1:position + length])
-                out.append(ev.Print(e.node, e.dir, e.slot, numbers[position], values, e.exact, e.what))
+            try:
+                with torch.no_grad():
+                    # cat promotes: float32 and float64 rows read back together, as float64
+                    numbers = torch.cat((torch.stack([r.norm for r in rows]),
+                                         torch.cat([r.body for r in rows]))).double().tolist()
+            except Exception as exc:  # noqa: BLE001 - as in `node`
+                self.failed = f"{type(exc).__name__}: {exc}"
+                return ev.PassPrints(index, ())
+            position = len(rows)
+            for i, (e, r) in enumerate(zip(entries, rows)):
+                length = r.body.numel()
+                out.append(ev.Print(e.node, e.dir, e.slot, numbers[i], tuple(numbers[position:position + length]),
+                                    e.exact, e.what))
                 position += length
         return ev.PassPrints(index, tuple(out))

@@ -29,8 +29,6 @@ from typing import Any
 from gradtui.record import schema
 
 RECEIVED, SENT, OUTPUT, SAVED = 0, 1, 2, 3
-K = 8
-"""The sketches' length (gradtui.engine.fingerprint.K; not imported: this module reads no torch)."""
 
 
 class BadInput(Exception):
@@ -140,7 +138,7 @@ def distance(a: Value, b: Value) -> float:
         return _relative(abs(a.norm - b.norm), a.norm, b.norm)
     if not all(map(math.isfinite, a.data + b.data)):
         return 0.0 if all(_same(x, y) for x, y in zip(a.data, b.data)) else math.inf
-    apart = math.dist(a.data, b.data) if a.exact else math.dist(a.data, b.data) / math.sqrt(K)
+    apart = math.dist(a.data, b.data)  # exact, or the sign sketch's estimate (E‖S(d)‖² = ‖d‖²)
     na = a.norm if a.norm is not None and math.isfinite(a.norm) else 0.0
     nb = b.norm if b.norm is not None and math.isfinite(b.norm) else 0.0
     return _relative(apart, na, nb)
