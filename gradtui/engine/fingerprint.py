@@ -67,6 +67,7 @@ BUCKETS = 251
 of K would otherwise fall in one bucket), then the buckets into the K entries."""
 
 _MASK = (1 << 32) - 1
+_ones_cache: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
 _group_maps: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
 _signs: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
 _chunk_signs: dict[int, torch.Tensor] = {}
@@ -111,11 +112,20 @@ def _groups(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return found
 
 
+def _ones(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """`count` (at most CHUNK // BUCKETS) ones, cached per dtype and device."""
+    found = _ones_cache.get((dtype, device))
+    if found is None:
+        found = _ones_cache[(dtype, device)] = torch.ones(CHUNK // BUCKETS + 1, dtype=dtype, device=device)
+    return found[:count]
+
+
 def _fold(signed: torch.Tensor) -> torch.Tensor:
     """A contiguous 1-D signed value summed into BUCKETS buckets by position, then into K."""
     n = signed.numel()
-    whole = n - n % BUCKETS
-    sums = signed[:whole].view(-1, BUCKETS).sum(0)
+    rows = n // BUCKETS
+    whole = rows * BUCKETS
+    sums = _ones(rows, signed.dtype, signed.device) @ signed[:whole].view(rows, BUCKETS)  # a gemv: one read
     if whole < n:
         sums[:n - whole] += signed[whole:]
     return sums @ _groups(sums.dtype, sums.device)
