@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--flight", type=_positive, metavar="K",
                         help="with --record: keep the last K passes' per-node statistics in memory and write them "
                              "only when a breakpoint hits, the script fails or is quit")
+    parser.add_argument("--fingerprints", action="store_true",
+                        help="with --record: also record a fingerprint of every recorded value (gradients, "
+                             "forward outputs, saved values) for `gradtui diff`; costs ~1.7x a recorded backward")
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     return parser
@@ -152,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     if record is None and (options.record_every or options.flight):
         print("gradtui: --record-every and --flight need --record DB", file=sys.stderr)
         return 2
+    if record is None and options.fingerprints:
+        print("gradtui: --fingerprints needs --record DB", file=sys.stderr)
+        return 2
     if options.record_every and options.flight:
         print("gradtui: use either --record-every or --flight, not both", file=sys.stderr)
         return 2
@@ -171,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run = RunOptions(script, list(options.args), commands, report, options.record_all,
                      headless=options.headless, listen=options.listen, record=record,
-                     record_every=options.record_every, flight=options.flight)
+                     record_every=options.record_every, flight=options.flight, fingerprints=options.fingerprints)
     if options.listen:
         from gradtui.agent.main import listen_main
 

@@ -29,7 +29,7 @@ def recordings(tmp_path_factory):
     made = {}
     for name, variant in (("ref", ""), ("again", ""), ("tanh", "tanh"), ("backward", "backward")):
         path = str(folder / f"{name}.db")
-        run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path, script("diff_model.py"),
+        run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path, "--fingerprints", script("diff_model.py"),
                       *([variant] if variant else []))
         assert run.returncode == 0, run.stderr
         made[name] = path
@@ -112,3 +112,16 @@ def test_a_version_1_recording_opens_without_fingerprints(recordings, tmp_path):
     assert result.fingerprints == (True, False) and not result.differs
     result = compare(str(old), recordings["backward"])
     assert result.differs and result.inspected.backward_only.node_a.op == "ScaleBackward"
+
+
+def test_fingerprints_are_opt_in(tmp_path, capsys):
+    """A plain --record costs what it did: fingerprints only with --fingerprints (which needs --record)."""
+    from gradtui.agent.build import build_session
+    from gradtui.cli.main import main
+    from gradtui.model.options import RunOptions
+
+    db = str(tmp_path / "r.db")
+    assert build_session(RunOptions("s.py", record=db)).fingerprints is False
+    assert build_session(RunOptions("s.py", record=db, fingerprints=True)).fingerprints is True
+    assert main(["--headless", "--fingerprints", script("diff_model.py")]) == 2
+    assert "--fingerprints needs --record" in capsys.readouterr().err
