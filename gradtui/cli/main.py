@@ -28,7 +28,7 @@ commands (for -c, -x and the UI's command bar):
   ranks | rank N   (a torchrun job)
 break specs: OP (AddmmBackward0) | NAME (z, fc.weight) | #ID | nan | norm>X | pass N
   | loss>X | loss nan | FILE.py:LINE (model.py:42) | module PATH (encoder.layers.*.attn)
-  | diverge (a torchrun job)
+  | diverge (a torchrun job) | differs>R (with --against REF.db)
 
 also:
   gradtui attach [ADDRESS] [--headless -c CMD ...]   a client to an agent started with --listen
@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fingerprints", action="store_true",
                         help="with --record: also record a fingerprint of every recorded value (gradients, "
                              "forward outputs, saved values) for `gradtui diff`; costs ~1.7x a recorded backward")
+    parser.add_argument("--against", metavar="REF.db",
+                        help="compare each hooked pass with the same pass of a recording made with --fingerprints: "
+                             "`break differs>R` stops at the first node that parts from it by more than R")
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     return parser
@@ -158,6 +161,16 @@ def main(argv: list[str] | None = None) -> int:
     if record is None and options.fingerprints:
         print("gradtui: --fingerprints needs --record DB", file=sys.stderr)
         return 2
+    against = os.path.abspath(options.against) if options.against is not None else None
+    if against is not None:
+        from gradtui.record.against import Reference
+        from gradtui.record.compare import BadInput
+
+        try:
+            Reference.check(against)
+        except BadInput as exc:
+            print(f"gradtui: --against {exc}", file=sys.stderr)
+            return 2
     if options.record_every and options.flight:
         print("gradtui: use either --record-every or --flight, not both", file=sys.stderr)
         return 2
@@ -177,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run = RunOptions(script, list(options.args), commands, report, options.record_all,
                      headless=options.headless, listen=options.listen, record=record,
-                     record_every=options.record_every, flight=options.flight, fingerprints=options.fingerprints)
+                     record_every=options.record_every, flight=options.flight, fingerprints=options.fingerprints,
+                     against=against)
     if options.listen:
         from gradtui.agent.main import listen_main
 

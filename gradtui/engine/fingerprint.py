@@ -46,6 +46,9 @@ from typing import Any, NamedTuple
 import torch
 
 from gradtui.model import events as ev
+from gradtui.model.breakpoints import Breakpoint
+from gradtui.record.against import PassReference
+from gradtui.record.compare import Value
 
 K = 8
 """Buckets per sketch."""
@@ -241,8 +244,13 @@ def fingerprint(t: torch.Tensor) -> Row:
 class PassPrints:
     """The fingerprints of one recorded pass, gathered node by node (see module doc)."""
 
-    def __init__(self, nodes: list[Any]) -> None:
+    def __init__(self, nodes: list[Any], against: PassReference | None = None, reference: str = "") -> None:
+        """`against`: the reference recording's pass matched to this one (`--against`), and
+        `reference` its name: each node's fingerprints are then read back after it ran (one
+        small host read per node) and compared (gradtui.record.against)."""
         self._ids = {id(fn): i for i, fn in enumerate(nodes)}
+        self.against = against
+        self._reference = reference
         """id of a node object -> its node id in the pass (the capture keeps the objects alive)."""
         self._entries: list[_Entry] = []
         self._rows: list[Row] = []
@@ -258,16 +266,56 @@ class PassPrints:
     failed: str | None = None
     """Why fingerprinting stopped in this pass (it never breaks the user's backward), or None."""
 
-    def node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...]) -> None:
+    def node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...],
+             watch: tuple[Breakpoint, ...] = ()) -> tuple[Breakpoint, str] | None:
         """Note what `node` (`fn`, the autograd node) received, sent and saved; called after it
-        ran. A failure stops this pass's fingerprints, never the pass."""
+        ran. Against a reference, the first of the `differs>R` breakpoints in `watch` that this
+        node's values part from the reference's by more than R, with why; else None. A failure
+        stops this pass's fingerprints, never the pass."""
         if self.failed is not None:
-            return
+            return None
+        marks = (len(self._entries), len(self._zeros), len(self._params))
         try:
             self._node(node, fn, received, sent)
+            if self.against is not None:
+                return self._compare(node, fn, marks, watch)
         except Exception as exc:  # noqa: BLE001 - a user's odd tensor must not abort their backward
             self.failed = f"{type(exc).__name__}: {exc}"
             self._entries, self._rows, self._sent = [], [], {}
+        return None
+
+    def _compare(self, node: int, fn: Any, marks: tuple[int, int, int],
+                 watch: tuple[Breakpoint, ...]) -> tuple[Breakpoint, str] | None:
+        """Read back what `node` fingerprinted and compare it with the reference (see `node`)."""
+        assert self.against is not None
+        entries, rows = self._entries[marks[0]:], self._rows[marks[0]:]
+        values: dict[tuple[int, tuple[int, int]], Value] = {}
+        if rows:
+            with torch.no_grad():
+                numbers = torch.cat((torch.stack([r.norm for r in rows]),
+                                     torch.cat([r.body for r in rows]))).double().tolist()
+            position = len(rows)
+            for i, (e, r) in enumerate(zip(entries, rows)):
+                length = r.body.numel()
+                values[(e.node, (e.dir, e.slot))] = Value(numbers[i], tuple(numbers[position:position + length]),
+                                                          e.exact, e.what)
+                position += length
+        for p in self._zeros[marks[1]:] + self._params[marks[2]:]:
+            values[(p.node, (p.dir, p.slot))] = Value(p.norm, p.sketch, p.exact, p.what)
+        producers = tuple(i for f, _ in fn.next_functions if f is not None and not hasattr(f, "variable")
+                          and (i := self._ids.get(id(f))) is not None)
+        if not watch:
+            self.against.check(node, producers, values, math.inf)  # noted, for `print`
+            return None
+        parting = self.against.check(node, producers, values, min(bp.spec.value for bp in watch))
+        if parting is None:
+            return None
+        bp = next(bp for bp in watch if parting.relative > bp.spec.value)
+        return bp, parting.text(self._reference)
+
+    def both_sides(self, node: int) -> list[str]:
+        """`print`'s lines of `node`'s values here and in the reference (none without one)."""
+        return [] if self.against is None else self.against.both_sides(node)
 
     def _node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...]) -> None:
         arrived: list[tuple[torch.Tensor, Row]] = []

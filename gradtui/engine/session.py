@@ -35,6 +35,7 @@ from gradtui.engine.graph import Names, capture, place_leaves
 from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks, Queued
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.engine.fingerprint import PassPrints
+from gradtui.record.against import Reference
 from gradtui.engine.provenance import Provenance
 from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow, nonfinite_roots, root_values
 
@@ -64,6 +65,8 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         gradtui.engine.fingerprint), sent as a PassPrints event before each PassFinished.
         """
         self.fingerprints = fingerprints
+        self.against: Reference | None = None
+        """A reference recording to compare each hooked pass with (`--against`; with fingerprints)."""
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
         self._commands: queue.Queue[Queued] = queue.Queue()
@@ -250,7 +253,8 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         state = PassRecord(index, cap, frame, names)
         state.check_every = self._check_every or (1 if _on_cpu(roots) else CHECK_EVERY)
         if self.fingerprints:
-            state.prints = PassPrints(cap.nodes)
+            against = self.against.pass_reference(index, cap.attrs) if self.against is not None else None
+            state.prints = PassPrints(cap.nodes, against, self.against.name if self.against is not None else "")
         if pending is not None:
             shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
             state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"

@@ -125,3 +125,45 @@ def test_fingerprints_are_opt_in(tmp_path, capsys):
     assert build_session(RunOptions("s.py", record=db, fingerprints=True)).fingerprints is True
     assert main(["--headless", "--fingerprints", script("diff_model.py")]) == 2
     assert "--fingerprints needs --record" in capsys.readouterr().err
+
+
+def _against(ref, *args):
+    return gradtui("--headless", "-c", "break differs>1e-6", "-c", "continue", "-c", "print", "-c", "quit",
+                   "--against", ref, script("diff_model.py"), *args)
+
+
+def test_a_run_against_its_own_recording_stops_nowhere(recordings):
+    run = _against(recordings["ref"])
+    assert run.returncode == 0, run.stderr
+    assert "breakpoint 1 at differs>1e-6" in run.stdout
+    assert "breakpoint 1:" not in run.stdout and "differs from" not in run.stdout, run.stdout
+    assert run.stdout.count("16/16 nodes ran") == 3  # every pass hooked, compared, and ran through
+
+
+def test_a_run_against_the_reference_stops_where_the_forward_parts_and_prints_both_sides(recordings):
+    """One gelu made approximate="tanh": the backward meets the ops after it first (their inputs
+    differ, so they are passed over) and stops at that gelu, naming its arguments."""
+    run = _against(recordings["ref"], "tanh")
+    paused = [line for line in run.stdout.splitlines() if "breakpoint 1:" in line]
+    assert len(paused) == 1, run.stdout
+    assert paused[0].startswith("paused after #") and " GeluBackward0 · pass 0 " in paused[0], paused[0]
+    assert ("forward differs from ref.db: its arguments: approximate='tanh' vs approximate='none'"
+            in paused[0]), paused[0]
+    assert f"at diff_model.py:{GELU_LINE}" in run.stdout
+    both = run.stdout.split("(gradtui) print", 1)[1].split("(gradtui)", 1)[0]
+    assert "reference: #" in both and "GeluBackward0" in both
+    assert "its forward output (saved by #" in both and " here, " in both and " there, apart " in both, both
+
+
+def test_a_changed_custom_backward_stops_there_as_backward_only(recordings):
+    run = _against(recordings["ref"], "backward")
+    paused = [line for line in run.stdout.splitlines() if "breakpoint 1:" in line]
+    assert len(paused) == 1 and " ScaleBackward · pass 0 " in paused[0], run.stdout
+    assert "backward differs from ref.db: the gradient it sent (slot 0)" in paused[0]
+
+
+def test_against_refuses_what_is_not_a_recording(tmp_path):
+    bad = tmp_path / "not.db"
+    bad.write_text("hello")
+    run = gradtui("--headless", "--against", str(bad), script("diff_model.py"))
+    assert run.returncode == 2 and "--against" in run.stderr and run.stdout == "", run.stderr
