@@ -8,9 +8,11 @@ Per node of a recorded pass (`PassPrints.node`, called from the node's posthook)
 
 - the gradients it received (`RECEIVED`) and sent on (`SENT`). A gradient sent to one consumer
   is the tensor that consumer receives (unless it was accumulated or replaced on the way): it
-  is sketched once, where it was sent, and the consumer's received print reuses that sketch
-  when the tensor is the same (same memory, version, layout: `_same_values`). A node that sends
-  on a view of what it received (views, reshapes) reuses its received sketch the same way;
+  is sketched once, where it was sent, and the consumer's received print reuses that print
+  when it receives the very tensor object, unmodified. A node that sends on a view of what it
+  received reuses its received sketch the same way (same memory, version, layout:
+  `_same_values`), and a node of an op that only moves elements (`MOVES_VALUES`: transposes,
+  permutes, selects...) sends on its received print as it is;
 - its forward output (`OUTPUT`): autograd keeps no node's output as such, but the node that
   consumed it usually saved it for its own backward (`_saved_self`, `_saved_mat1`...), and a
   saved tensor's `grad_fn` names the node that produced it; a node that saved its own result
@@ -78,6 +80,29 @@ class _Sent(NamedTuple):
     tensor: weakref.ref
     version: int
     row: Row
+
+
+MOVES_VALUES = frozenset({
+    "TBackward0", "TransposeBackward0", "TransposeBackward1", "PermuteBackward0", "ViewBackward0",
+    "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0", "UnsqueezeBackward1",
+    "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3", "SqueezeBackward4",
+    "CloneBackward0", "AliasBackward0", "SelectBackward0", "SliceBackward0", "NarrowBackward0"})
+"""Ops whose backward only moves the elements it received (reordered, reshaped, or placed among
+zeros at places its forward arguments fix): what such a node sends is fingerprinted as what it
+received (its norm, and its sketch in the order received), so the sketch is not taken again;
+its consumer reuses that fingerprint when it receives the very tensor. Two runs compare alike:
+same elements, same arguments, same fingerprint; differing ones differ as much."""
+
+_moves: dict[type, bool] = {}
+
+
+def _moves_values(fn: Any) -> bool:
+    """Is `fn` a node of an op in MOVES_VALUES (cached per node type)?"""
+    kind = type(fn)
+    found = _moves.get(kind)
+    if found is None:
+        found = _moves[kind] = fn.name() in MOVES_VALUES
+    return found
 
 
 def _plain(t: Any) -> bool:
@@ -183,8 +208,12 @@ class PassPrints:
             if row is not None:
                 arrived.append((grad, row))
         targets = fn.next_functions if sent else ()
+        moves = len(arrived) == 1 and len(sent) == 1 and _moves_values(fn)
         for slot, grad in enumerate(sent):
-            reuse = next((row for t, row in arrived if _plain(grad) and _same_values(t, grad)), None)
+            if moves and _plain(grad):
+                reuse: Row | None = arrived[0][1]
+            else:
+                reuse = next((row for t, row in arrived if _plain(grad) and _same_values(t, grad)), None)
             row = self._add(grad, node, SENT, slot, "", reuse)
             if row is None or slot >= len(targets):
                 continue
