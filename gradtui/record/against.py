@@ -168,8 +168,15 @@ class Reference:
 
     @staticmethod
     def check(path: str) -> None:
-        """Raise compare.BadInput if `path` is not a recording this gradtui reads."""
-        compare.Side(path).close()
+        """Raise compare.BadInput if `path` is not a recording this gradtui reads, or has no
+        fingerprints to compare with."""
+        side = compare.Side(path)
+        try:
+            if not side.has_fingerprints():
+                raise compare.BadInput(f"{path}: no fingerprints to compare with (record it with --record DB "
+                                       "--fingerprints)")
+        finally:
+            side.close()
 
     def close(self) -> None:
         """Close the recording."""

@@ -101,6 +101,10 @@ class Side:
         """Close the database."""
         self._db.close()
 
+    def has_fingerprints(self) -> bool:
+        """Was it recorded with fingerprints (a `prints` table with rows)?"""
+        return self.has_prints and self._db.execute("SELECT 1 FROM prints LIMIT 1").fetchone() is not None
+
     def flow(self, index: int) -> dict[str, float | None]:
         """Parameter name -> gradient norm after pass `index`."""
         return {name: _num(norm) for name, norm in

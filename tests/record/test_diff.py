@@ -162,8 +162,13 @@ def test_a_changed_custom_backward_stops_there_as_backward_only(recordings):
     assert "backward differs from ref.db: the gradient it sent (slot 0)" in paused[0]
 
 
-def test_against_refuses_what_is_not_a_recording(tmp_path):
+def test_against_refuses_what_is_not_a_recording_or_has_no_fingerprints(tmp_path):
     bad = tmp_path / "not.db"
     bad.write_text("hello")
     run = gradtui("--headless", "--against", str(bad), script("diff_model.py"))
     assert run.returncode == 2 and "--against" in run.stderr and run.stdout == "", run.stderr
+    plain = str(tmp_path / "plain.db")
+    assert gradtui("--headless", "--record-all", "-c", "continue", "--record", plain,
+                   script("diff_model.py")).returncode == 0
+    run = gradtui("--headless", "--against", plain, script("diff_model.py"))
+    assert run.returncode == 2 and "no fingerprints to compare with" in run.stderr, run.stderr
