@@ -105,6 +105,16 @@ def _moves_values(fn: Any) -> bool:
     return found
 
 
+def _unmoved(t: torch.Tensor) -> torch.Tensor:
+    """The value fingerprinted as `t`, a forward output: the same elements before they were moved,
+    where an op that only moves elements made `t` as a view of them (`w.t()`: `w`, read in
+    order rather than across its rows)."""
+    base = t._base
+    if base is not None and t.grad_fn is not None and _moves_values(t.grad_fn) and base.numel() == t.numel():
+        return base
+    return t
+
+
 def _plain(t: Any) -> bool:
     """Can `t`'s values be read (a strided tensor with storage, not a ZeroTensor or meta)?"""
     return (isinstance(t, torch.Tensor) and t.layout is torch.strided and not t.is_meta
@@ -238,7 +248,7 @@ class PassPrints:
                     self._add(value, node, SAVED, number, name[7:])
                 elif producer not in self._outputs:
                     self._outputs.add(producer)
-                    self._add(value, producer, OUTPUT, 0, f"saved by #{node} as {name[7:]}")
+                    self._add(_unmoved(value), producer, OUTPUT, 0, f"saved by #{node} as {name[7:]}")
             elif not isinstance(value, (tuple, list)) or not any(isinstance(v, torch.Tensor) for v in value):
                 params.append(f"{name[7:]}={value!r}")
         if params:

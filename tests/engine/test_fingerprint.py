@@ -168,3 +168,28 @@ def test_a_gradient_sent_and_received_is_sketched_once_and_a_replaced_one_again(
     # its producer sent) and what transpose, view and t sent; gelu -> addmm was replaced by the hook.
     values = [p for p in event.prints if p.slot != -1]
     assert prints.sketched == len(values) - 10, (prints.sketched, len(values))
+
+
+def test_an_output_made_by_moving_elements_is_fingerprinted_as_those_elements():
+    """A linear's `w.t()` (saved by its addmm when the input needs a gradient) is fingerprinted as
+    `w` itself, read in order (not across its rows, as `w.t()` would be)."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(80, 70)
+    x = torch.randn(3, 80, requires_grad=True)
+    h = lin(x)
+    loss = h.exp().sum()
+    nodes, todo = [], [loss.grad_fn]
+    while todo:
+        n = todo.pop()
+        if n is not None and n not in nodes:
+            nodes.append(n)
+            todo += [c for c, _ in n.next_functions]
+    prints = fp.PassPrints(nodes)
+    for i, n in enumerate(nodes):
+        n.register_hook(lambda gi, go, i=i, n=n: prints.node(i, n, go, gi))
+    loss.backward()
+    by = {(p.node, p.dir, p.slot): p for p in prints.event(0).prints}
+    names = [n.name() for n in nodes]
+    t_out = by[(names.index("TBackward0"), fp.OUTPUT, 0)]
+    assert t_out.sketch == tuple(fp.sketch_one(lin.weight.detach()).double().tolist())
+    assert t_out.sketch != tuple(fp.sketch_one(lin.weight.detach().t()).double().tolist())
