@@ -11,8 +11,8 @@ Per node of a recorded pass (`PassPrints.node`, called from the node's posthook)
   is sketched once, where it was sent, and the consumer's received print reuses that print
   when it receives the very tensor object, unmodified. A node that sends on a view of what it
   received reuses its received sketch the same way (same memory, version, layout:
-  `_same_values`), and a node of an op that only moves elements (`MOVES_VALUES`: transposes,
-  permutes, selects...) sends on its received print as it is;
+  `_same_values`), and a node of an op that only moves elements (`MOVES_VALUES`: views,
+  transposes, selects...) sends on its received print as it is;
 - its forward output (`OUTPUT`): autograd keeps no node's output as such, but the node that
   consumed it usually saved it for its own backward (`_saved_self`, `_saved_mat1`...), and a
   saved tensor's `grad_fn` names the node that produced it; a node that saved its own result
@@ -82,26 +82,34 @@ class _Sent(NamedTuple):
     row: Row
 
 
-MOVES_VALUES = frozenset({
-    "TBackward0", "TransposeBackward0", "TransposeBackward1", "PermuteBackward0", "ViewBackward0",
-    "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0", "UnsqueezeBackward1",
+KEEPS_ORDER = frozenset({
+    "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0", "UnsqueezeBackward1",
     "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3", "SqueezeBackward4",
-    "CloneBackward0", "AliasBackward0", "SelectBackward0", "SliceBackward0", "NarrowBackward0"})
-"""Ops whose backward only moves the elements it received (reordered, reshaped, or placed among
+    "CloneBackward0", "AliasBackward0"})
+"""Ops whose backward sends on the elements it received in the same row-major order (in
+another shape): the sketch of what they send is that of what they received, exactly."""
+
+MOVES_VALUES = KEEPS_ORDER | {"TBackward0", "TransposeBackward0", "TransposeBackward1", "PermuteBackward0",
+                              "SelectBackward0", "SliceBackward0", "NarrowBackward0"}
+"""Ops whose backward only moves the elements it received (reshaped, reordered, or placed among
 zeros at places its forward arguments fix): what such a node sends is fingerprinted as what it
-received (its norm, and its sketch in the order received), so the sketch is not taken again;
-its consumer reuses that fingerprint when it receives the very tensor. Two runs compare alike:
-same elements, same arguments, same fingerprint; differing ones differ as much."""
+received (its norm, and its sketch in the order received), so the sketch is not taken again.
+Two runs compare alike: same elements, same arguments, same fingerprint; differing ones
+differ as much. Only where the order is kept (KEEPS_ORDER) is that the sketch of the tensor
+sent, which its consumer may reuse: a consumer's received print must not depend on which
+ops made its gradient (an autocast run puts a cast between a transpose and a weight)."""
 
-_moves: dict[type, bool] = {}
+_moves: dict[type, int] = {}
 
 
-def _moves_values(fn: Any) -> bool:
-    """Is `fn` a node of an op in MOVES_VALUES (cached per node type)?"""
+def _moves_values(fn: Any) -> int:
+    """0: `fn` is not a node of an op in MOVES_VALUES; 1: it is; 2: it keeps the order too
+    (cached per node type)."""
     kind = type(fn)
     found = _moves.get(kind)
     if found is None:
-        found = _moves[kind] = fn.name() in MOVES_VALUES
+        name = fn.name()
+        found = _moves[kind] = 2 if name in KEEPS_ORDER else 1 if name in MOVES_VALUES else 0
     return found
 
 
@@ -218,10 +226,12 @@ class PassPrints:
             if row is not None:
                 arrived.append((grad, row))
         targets = fn.next_functions if sent else ()
-        moves = len(arrived) == 1 and len(sent) == 1 and _moves_values(fn)
+        moves = _moves_values(fn) if len(arrived) == 1 and len(sent) == 1 else 0
         for slot, grad in enumerate(sent):
+            true = True  # the row is the sketch of `grad` itself
             if moves and _plain(grad):
                 reuse: Row | None = arrived[0][1]
+                true = moves == 2
             else:
                 reuse = next((row for t, row in arrived if _plain(grad) and _same_values(t, grad)), None)
             row = self._add(grad, node, SENT, slot, "", reuse)
@@ -231,7 +241,8 @@ class PassPrints:
             consumer = self._ids.get(id(target)) if target is not None else None
             if consumer is not None:
                 key = (consumer, number)  # sent there by several: summed on the way, not reused
-                self._sent[key] = _Sent(weakref.ref(grad), grad._version, row) if key not in self._sent else None
+                self._sent[key] = (_Sent(weakref.ref(grad), grad._version, row) if true and key not in self._sent
+                                   else None)
         self._saved(node, fn)
 
     def _saved(self, node: int, fn: Any) -> None:

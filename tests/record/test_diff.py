@@ -1,8 +1,8 @@
 """`gradtui diff` (issue 23): where two recorded runs part, by subprocess runs of the CLI.
 
-tests/scripts/diff_model.py is recorded four times (its argument picks the variant): the
-reference twice, with one gelu made `approximate="tanh"`, and with a custom Function's backward
-changed (its forward the same).
+tests/scripts/diff_model.py is recorded five times (its argument picks the variant): the
+reference twice, with one gelu made `approximate="tanh"`, with a custom Function's backward
+changed (its forward the same), and under bfloat16 autocast.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ SCALE_LINE = next(i for i, line in enumerate(open(script("diff_model.py")), 1) i
 def recordings(tmp_path_factory):
     folder = tmp_path_factory.mktemp("diff")
     made = {}
-    for name, variant in (("ref", ""), ("again", ""), ("tanh", "tanh"), ("backward", "backward")):
+    for name, variant in (("ref", ""), ("again", ""), ("tanh", "tanh"), ("backward", "backward"), ("bf16", "bf16")):
         path = str(folder / f"{name}.db")
         run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path, "--fingerprints", script("diff_model.py"),
                       *([variant] if variant else []))
@@ -172,3 +172,16 @@ def test_against_refuses_what_is_not_a_recording_or_has_no_fingerprints(tmp_path
                    script("diff_model.py")).returncode == 0
     run = gradtui("--headless", "--against", plain, script("diff_model.py"))
     assert run.returncode == 2 and "no fingerprints to compare with" in run.stderr, run.stderr
+
+
+def test_fp32_against_bf16_autocast_compares_gradients_through_the_casts(recordings):
+    """Autocast puts casts between the weights and their transposes: a gradient's fingerprint does
+    not depend on which ops made it, so each module's gradients differ by bf16's rounding (well
+    under 5 %), not by a different order of the same elements."""
+    run = diff(recordings["ref"], recordings["bf16"], "--json")
+    assert run.returncode == 1, run.stderr
+    found = json.loads(run.stdout)["pass"]
+    assert {row["module"] for row in found["modules"]} >= {"fc1", "fc2", "out"}, found["modules"]
+    for row in found["modules"]:
+        assert 0 < row["gradient"] < 0.05, found["modules"]
+    assert 0 < found["forward"]["relative"] < 0.05, found["forward"]

@@ -3,6 +3,7 @@
   (unset)   the reference
   tanh      the second layer's gelu uses approximate="tanh" (one forward op changed)
   backward  the custom Scale function's backward is changed (its forward is the same)
+  bf16      the forward under torch.autocast("cpu", dtype=torch.bfloat16)
 """
 
 import sys
@@ -45,7 +46,9 @@ opt = torch.optim.SGD(net.parameters(), lr=0.1)
 x, y = torch.randn(8, 16), torch.randn(8, 4)
 for step in range(3):
     opt.zero_grad()
-    loss = torch.nn.functional.mse_loss(net(x), y)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=VARIANT == "bf16"):
+        out = net(x)
+    loss = torch.nn.functional.mse_loss(out.float(), y)
     loss.backward()
     opt.step()
     print(f"step {step} loss {loss.item():.6f}")
