@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,12 +187,16 @@ class Reference:
 
     def pass_reference(self, index: int, attrs: list[dict[str, Any]]) -> PassReference | None:
         """Pass `index` of the reference matched to this run's pass (its nodes' attribute
-        dicts, as captured), or None if the reference has no per-node data of that pass."""
-        if self._side is None:
-            self._side = compare.Side(self.path)
-        if index not in self._side.per_node:
+        dicts, as captured), or None if the reference has no per-node data of that pass, or
+        cannot be read now (the run is never stopped by its reference's troubles)."""
+        try:
+            if self._side is None:
+                self._side = compare.Side(self.path)
+            if index not in self._side.per_node:
+                return None
+            theirs = self._side.nodes(index)
+        except (compare.BadInput, sqlite3.Error):
             return None
-        theirs = self._side.nodes(index)
         here = sorted((compare.Node(i, a["name"], a["source"], a["module"], a["param"], _seq(a["seq"]), None)
                        for i, a in enumerate(attrs)), key=lambda n: (n.seq < 0, n.seq, n.id))
         pairs, only_here, only_there = compare.match(here, theirs)

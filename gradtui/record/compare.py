@@ -84,7 +84,8 @@ class Side:
     def __init__(self, path: str) -> None:
         self.path = path
         try:
-            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            # read-only and read by one thread at a time: a live run's passes may run on any thread
+            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
             schema.check_version(self._db)
         except schema.NotARecording as exc:
             raise BadInput(f"{path}: {exc}") from None
