@@ -12,7 +12,12 @@ def build_session(options: RunOptions, *listeners: Any):
     from gradtui.engine.session import Session
 
     session = Session(full_stats=options.full_stats, hook_all_passes=options.hook_all_passes,
-                      flow_unhooked=options.flow_unhooked)
+                      flow_unhooked=options.flow_unhooked,
+                      fingerprints=options.fingerprints or options.against is not None)
+    if options.against is not None:
+        from gradtui.record.against import Reference
+
+        session.against = Reference(options.against)
     for listener in listeners:
         session.add_listener(listener)
     for spec in options.break_on:

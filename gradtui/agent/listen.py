@@ -36,7 +36,7 @@ class Listening:
     """A live `gradtui.listen()`: its address, and `close()` to stop debugging this process."""
 
     def __init__(self, address: str | None, break_on: Sequence[str], record: str | None = None,
-                 record_every: int | None = None, flight: int | None = None) -> None:
+                 record_every: int | None = None, flight: int | None = None, fingerprints: bool = False) -> None:
         script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "<interactive>"
         self._paused = False
         self._stopping = threading.Event()
@@ -50,10 +50,10 @@ class Listening:
             record = os.path.abspath(record)
             if (problem := check_path(record)) is not None:
                 raise ValueError(f"gradtui: cannot record to {record}: {problem}")
-        elif record_every is not None or flight is not None:
-            raise ValueError("gradtui: record_every and flight need record=PATH")
+        elif record_every is not None or flight is not None or fingerprints:
+            raise ValueError("gradtui: record_every, flight and fingerprints need record=PATH")
         options = RunOptions(script, list(sys.argv[1:]), break_on=list(break_on), record_all=job, record=record,
-                             record_every=record_every, flight=flight)
+                             record_every=record_every, flight=flight, fingerprints=fingerprints)
         self._outputs = Outputs(options)  # OutputError: the recording could not be opened
         for listener in self._outputs.listeners:  # no runner here to announce the process
             listener(ev.ScriptStarted(script, tuple(sys.argv)))
@@ -171,14 +171,15 @@ class Listening:
 
 
 def listen(address: str | None = None, *, break_on: str | Sequence[str] | None = None, record: str | None = None,
-           record_every: int | None = None, flight: int | None = None) -> Listening:
+           record_every: int | None = None, flight: int | None = None, fingerprints: bool = False) -> Listening:
     """Debug this process's backward passes from now on, served to `gradtui attach` clients.
 
     `address`: `[HOST:]PORT` to listen on (default: a free port on loopback). `break_on`: a
     break spec (or several, e.g. "nan") to run on until it hits; without it the first backward
     pauses at its first node. Either way the pause waits for a client. `record`: a SQLite
     recording of the passes, as `--record PATH` (`record_every`, `flight` as `--record-every`,
-    `--flight`); a path that cannot be recorded to raises ValueError before anything is installed.
+    `--flight`, `fingerprints` as `--fingerprints`); a path that cannot be recorded to raises
+    ValueError before anything is installed.
     """
     specs = [break_on] if isinstance(break_on, str) else list(break_on or ())
-    return Listening(address, specs, record, record_every, flight)
+    return Listening(address, specs, record, record_every, flight, fingerprints)

@@ -137,6 +137,8 @@ class AgentServer:
 
     def __call__(self, event: ev.Event) -> None:
         """Session listener: queue `event` for the client (and the backlog). Never blocks long."""
+        if isinstance(event, ev.PassPrints):
+            return  # fingerprints are for a recording (its listener is in this process), not clients
         with self._lock:
             self._backlog.add(event)
             if isinstance(event, ev.Paused):

@@ -28,13 +28,14 @@ commands (for -c, -x and the UI's command bar):
   ranks | rank N   (a torchrun job)
 break specs: OP (AddmmBackward0) | NAME (z, fc.weight) | #ID | nan | norm>X | pass N
   | loss>X | loss nan | FILE.py:LINE (model.py:42) | module PATH (encoder.layers.*.attn)
-  | diverge (a torchrun job)
+  | diverge (a torchrun job) | differs>R (with --against REF.db)
 
 also:
   gradtui attach [ADDRESS] [--headless -c CMD ...]   a client to an agent started with --listen
                                                     or gradtui.listen() (gradtui attach --help)
   gradtui replay DB [--headless -c CMD ...]         browse a recording (--record DB), read-only
   gradtui export DB --json PATH                     a recording as the --report JSON
+  gradtui diff A.db B.db [--pass N] [--rtol R]     where two recordings part (exit 1 if they differ)
   gradtui serve [ADDRESS] [--port P]                the UI in a browser, a client of a listening agent
                                                     (gradtui serve --help)
 
@@ -80,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--flight", type=_positive, metavar="K",
                         help="with --record: keep the last K passes' per-node statistics in memory and write them "
                              "only when a breakpoint hits, the script fails or is quit")
+    parser.add_argument("--fingerprints", action="store_true",
+                        help="with --record: also record a fingerprint of every recorded value (gradients, "
+                             "forward outputs, saved values) for `gradtui diff`; costs ~1.4x a recorded backward")
+    parser.add_argument("--against", metavar="REF.db",
+                        help="compare each hooked pass with the same pass of a recording made with --fingerprints: "
+                             "`break differs>R` stops at the first node that parts from it by more than R")
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     return parser
@@ -94,7 +101,7 @@ def _version() -> str:
         return "unknown"
 
 
-SUBCOMMANDS = ("attach", "replay", "export", "serve")
+SUBCOMMANDS = ("attach", "replay", "export", "serve", "diff")
 
 
 def _subcommand(name: str, argv: list[str]) -> int:
@@ -108,6 +115,8 @@ def _subcommand(name: str, argv: list[str]) -> int:
             from gradtui.cli.export import main
         case "serve":
             from gradtui.cli.serve import main
+        case "diff":
+            from gradtui.cli.diff import main
         case _:
             raise ValueError(name)
     return main(argv)
@@ -157,6 +166,19 @@ def main(argv: list[str] | None = None) -> int:
     if record is None and (options.record_every or options.flight):
         print("gradtui: --record-every and --flight need --record DB", file=sys.stderr)
         return 2
+    if record is None and options.fingerprints:
+        print("gradtui: --fingerprints needs --record DB", file=sys.stderr)
+        return 2
+    against = os.path.abspath(options.against) if options.against is not None else None
+    if against is not None:
+        from gradtui.record.against import Reference
+        from gradtui.record.compare import BadInput
+
+        try:
+            Reference.check(against)
+        except BadInput as exc:
+            print(f"gradtui: --against {exc}", file=sys.stderr)
+            return 2
     if options.record_every and options.flight:
         print("gradtui: use either --record-every or --flight, not both", file=sys.stderr)
         return 2
@@ -176,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run = RunOptions(script, list(options.args), commands, report, options.record_all,
                      headless=options.headless, listen=options.listen, record=record,
-                     record_every=options.record_every, flight=options.flight)
+                     record_every=options.record_every, flight=options.flight, fingerprints=options.fingerprints,
+                     against=against)
     if options.listen:
         from gradtui.agent.main import listen_main
         from gradtui.agent.runtime import RuntimeDirError

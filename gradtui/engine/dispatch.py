@@ -45,6 +45,7 @@ class CommandDispatch:
     _mode: str
     _pause: Pause | None
     _recorder: Recorder
+    against: Any
 
     def emit(self, event: ev.Event) -> None:  # pragma: no cover - the session's
         raise NotImplementedError
@@ -102,7 +103,10 @@ class CommandDispatch:
             case Print(expr=expr):
                 pause = self._paused_at(state)
                 if expr is None:
-                    return "\n".join(format_grads(summarize_all(pause.grads), pause.phase)) or "no gradients"
+                    lines = format_grads(summarize_all(pause.grads), pause.phase)
+                    if state is not None and state.prints is not None:  # against a reference: both sides
+                        lines = [*lines, *state.prints.both_sides(pause.node)]
+                    return "\n".join(lines) or "no gradients"
                 return describe(edits.evaluate(expr, pause.grads, self._scope(state)))  # type: ignore[arg-type]
             case Scale() | Zero() | Clip() | SetGrad():
                 return self._edit(command, state)
@@ -116,6 +120,8 @@ class CommandDispatch:
         answer = f"breakpoint {bp.number} at {bp.spec.text}"
         if state is not None and (warning := warning_for(bp.spec, state.capture.graph, state.index)):
             answer += f" ({warning})"
+        if bp.spec.kind == "differs" and self.against is None:
+            answer += " (no reference recording: it stops only in a run --against REF.db)"
         if bp.spec.kind == "module" and (why := self._recorder.checkpointed(bp)):
             answer += f" (but {why})"
         return answer

@@ -172,6 +172,12 @@ class NodeHooks:
         outgoing = outgoing_stats(state, node, grad_inputs, incoming, self._light)
         hand_off(state, node, grad_inputs, outgoing)
         state.ran.append(Ran(node, state.done, incoming, outgoing))
+        if state.prints is not None:  # the one call site of fingerprints (`gradtui diff`, `--against`)
+            parted = state.prints.node(node, state.capture.nodes[node], grad_outputs, grad_inputs,
+                                       () if self._detached else self.breakpoints.differs(state.fired))
+            if parted is not None:  # `differs>R`: the node has run; shown after it, no edits
+                self._wait(state, node, "after", f"{self._hit(parted[0], state, node)}: {parted[1]}", grad_inputs,
+                           late=True)
         total = len(state.capture.nodes)
         if state.done == total and not self._detached and self.breakpoints.watching():
             self._read(state, None, (node, grad_inputs), pause=True)  # the last node: what it made, now

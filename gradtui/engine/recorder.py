@@ -21,6 +21,7 @@ from gradtui.model import events as ev
 from gradtui.engine import provenance
 from gradtui.model.breakpoints import Breakpoint, matches_node
 from gradtui.engine.compat import GradientEdge
+from gradtui.engine.fingerprint import PassPrints
 from gradtui.engine.flow import LeafNames, gradient_flow
 from gradtui.engine.graph import Capture, Names
 from gradtui.model.stats import VALUES_LIMIT, Stats
@@ -63,6 +64,8 @@ class PassRecord:
     """The gradients whose statistics are not read back yet (gradtui.engine.window)."""
     ran: list["Ran"] = field(default_factory=list)
     """Nodes that ran since the window was last read, in the order they ran."""
+    prints: PassPrints | None = None
+    """The pass's fingerprints, when a recording wants them (gradtui.engine.fingerprint)."""
 
 
 class Ran(NamedTuple):

@@ -34,6 +34,8 @@ from gradtui.engine.reads import BulkReads
 from gradtui.engine.graph import Names, capture, place_leaves
 from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks, Queued
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
+from gradtui.engine.fingerprint import PassPrints
+from gradtui.record.against import Reference
 from gradtui.engine.provenance import Provenance
 from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow, nonfinite_roots, root_values
 
@@ -47,7 +49,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
 
     def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
                  full_stats: bool = True, hook_all_passes: bool = True, flow_unhooked: bool = True,
-                 check_every: int | None = None) -> None:
+                 check_every: int | None = None, fingerprints: bool = False) -> None:
         """`full_stats=False` records only norms while the engine runs between pauses (see
         `summarize(light=True)`): a third of the cost, for the UI when no report is written.
 
@@ -59,7 +61,12 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         `check_every`: with a value breakpoint armed, read statistics back every this many
         nodes (1: at every node, so a hit is never late; see gradtui.engine.watch). None: 1 for
         a pass whose roots are on the CPU, CHECK_EVERY for one on an accelerator.
+        `fingerprints`: sketch every hooked pass's values for comparing runs (a recording;
+        gradtui.engine.fingerprint), sent as a PassPrints event before each PassFinished.
         """
+        self.fingerprints = fingerprints
+        self.against: Reference | None = None
+        """A reference recording to compare each hooked pass with (`--against`; with fingerprints)."""
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
         self._commands: queue.Queue[Queued] = queue.Queue()
@@ -245,6 +252,9 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         place_leaves(cap.attrs)
         state = PassRecord(index, cap, frame, names)
         state.check_every = self._check_every or (1 if _on_cpu(roots) else CHECK_EVERY)
+        if self.fingerprints:
+            against = self.against.pass_reference(index, cap.attrs) if self.against is not None else None
+            state.prints = PassPrints(cap.nodes, against, self.against.name if self.against is not None else "")
         if pending is not None:
             shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
             state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"
@@ -276,6 +286,9 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
                 # (the engine has returned) unless the pass failed.
                 self._read(state, None, None, pause=error is None)
             finally:
+                if state.prints is not None:
+                    self.emit(state.prints.event(index))
+                    state.prints = None
                 finished = self._recorder.finished(state, call, self._error_text(error), self._light)
                 error = None  # this frame is on error's traceback: holding error would make a cycle
                 self._finish(finished)

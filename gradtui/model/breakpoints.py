@@ -2,7 +2,9 @@
 
 A spec is one of: an op name (`AddmmBackward0`, the `torch::autograd::` prefix optional),
 a label (`z`, `fc.weight`), `#ID`, `nan`, `norm>X`, `pass N`, `loss>X`, `loss nan`, a place
-in the code (`model.py:42`) or a module (`module encoder.layers.*.attn`). Op names are told
+in the code (`model.py:42`), a module (`module encoder.layers.*.attn`) or, in a run against a
+reference recording (`--against REF.db`), `differs>R`: the first node of a pass where this run
+parts from the reference by more than R (relative; gradtui.record.against). Op names are told
 from labels by shape: an identifier ending in `Backward<digits>` or `AccumulateGrad` is an op.
 
 Place and module specs stop once per pass, at the first node of theirs the engine runs (a
@@ -47,6 +49,8 @@ def parse_spec(text: str) -> Spec:
         return Spec("id", int(m.group(1)), spec)
     if m := re.fullmatch(r"(norm|loss)\s*>\s*(\S+)", spec):  # a NaN or infinite X could never fire
         return Spec(m.group(1), parse_float(m.group(2), f"break {m.group(1)}>X"), spec)
+    if m := re.fullmatch(r"differs\s*>\s*(\S+)", spec):
+        return Spec("differs", parse_float(m.group(1), "break differs>R"), spec)
     if m := re.fullmatch(r"pass\s+(\d+)", spec):
         return Spec("pass", int(m.group(1)), spec)
     if re.fullmatch(r"loss\s+nan", spec):
@@ -55,9 +59,10 @@ def parse_spec(text: str) -> Spec:
         return Spec("module", m.group(1), spec)
     if m := re.fullmatch(r"(\S+\.py):(\d+)", spec):
         return Spec("source", (m.group(1), int(m.group(2))), spec)
-    if re.match(r"(pass|norm|loss|module)\b", spec) or re.search(r"\.py:", spec):
+    if re.match(r"(pass|norm|loss|module|differs)\b", spec) or re.search(r"\.py:", spec):
         raise CommandError(f"bad break spec {spec!r}: write pass N (e.g. pass 2), norm>X (e.g. norm>100), "
-                           "loss>X, loss nan, module PATH (e.g. module encoder.layers.*.attn) or FILE.py:LINE")
+                           "loss>X, loss nan, module PATH (e.g. module encoder.layers.*.attn), FILE.py:LINE "
+                           "or differs>R (e.g. differs>0.05)")
     if m := _OP.fullmatch(spec):
         return Spec("op", m.group(2), spec)
     if m := _PREFIXED_OP.fullmatch(spec):
@@ -162,6 +167,10 @@ VALUE = frozenset({"nan", "norm"})
 PASS_LEVEL = frozenset({"loss", "lossnan"})
 """Specs tested on the roots when backward is called, not at nodes."""
 
+DIFFERS = "differs"
+"""The spec tested on fingerprints against a reference recording, after each node ran; it
+stops once per pass (downstream of a difference everything differs)."""
+
 
 def matches_losses(spec: Spec, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
     """Does a loss spec match the roots of a pass? (`losses`: root values, None if not scalar)."""
@@ -198,7 +207,8 @@ class Breakpoints:
 
     def _set(self, items: tuple[Breakpoint, ...]) -> None:
         self._items = items
-        self._split = (tuple(bp for bp in items if bp.spec.kind not in VALUE and bp.spec.kind not in PASS_LEVEL),
+        self._split = (tuple(bp for bp in items if bp.spec.kind not in VALUE and bp.spec.kind not in PASS_LEVEL
+                             and bp.spec.kind != DIFFERS),
                        tuple(bp for bp in items if bp.spec.kind in VALUE))
 
     def add(self, text: str) -> Breakpoint:
@@ -287,6 +297,10 @@ class Breakpoints:
         pass may run unhooked."""
         return any(bp.spec.kind not in PASS_LEVEL and (bp.spec.kind != "pass" or bp.spec.value == pass_index)
                    for bp in self._items)
+
+    def differs(self, fired: Collection[int] = ()) -> tuple[Breakpoint, ...]:
+        """The `differs>R` breakpoints that have not stopped in this pass (`fired`)."""
+        return tuple(bp for bp in self._items if bp.spec.kind == DIFFERS and bp.number not in fired)
 
     def has_spec(self, text: str) -> Breakpoint | None:
         """The breakpoint with exactly this spec text, if any (the UI's `b` toggles)."""

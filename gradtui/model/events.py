@@ -223,6 +223,30 @@ class PassFinished(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Print:
+    """One value's fingerprint (gradtui.engine.fingerprint): `dir` 0 received, 1 sent, 2 the
+    node's forward output, 3 a saved leaf value (slot -1: its saved arguments, as `what`).
+    `sketch` holds the value's K projections, or its values when `exact`."""
+
+    node: int
+    dir: int
+    slot: int
+    norm: float | None
+    sketch: tuple[float, ...]
+    exact: bool
+    what: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PassPrints(Event):
+    """The fingerprints of a recorded pass's nodes, sent just before its PassFinished (a
+    recording compares runs with them)."""
+
+    index: int
+    prints: tuple[Print, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FrameInfo:
     """One frame of a script's traceback, as `traceback.FrameSummary` gives it."""
 

@@ -39,6 +39,11 @@ class RunOptions:
     """--record-every N: per-node data of every N-th pass (every pass is hooked)."""
     flight: int | None = None
     """--flight K: per-node data of the last K passes, written when something goes wrong."""
+    fingerprints: bool = False
+    """--fingerprints: with --record, a fingerprint of every recorded value (for `gradtui diff`)."""
+    against: str | None = None
+    """--against REF.db: compare each hooked pass with the reference's pass of the same index
+    (`break differs>R`; fingerprints on)."""
     every_stat: bool = False
     """Every statistic of every gradient even between pauses (a client-side report wants them)."""
     break_on: list[str] = field(default_factory=list)

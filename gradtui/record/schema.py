@@ -1,4 +1,4 @@
-"""The recording database's schema (version 1) and how a file is recognized as a recording.
+"""The recording database's schema (version 2) and how a file is recognized as a recording.
 
 Shared by the writer (`store`) and the reader (`reader`). Floats are REAL columns, except that
 SQLite stores NaN as NULL, so a NaN is written as the text 'nan' (`nonfinite > 0` finds it);
@@ -6,6 +6,11 @@ lists (shapes, labels, losses) are JSON text. Gradient statistics are rows of `g
 node, direction and slot: `dir` 0 is what flowed into the node (its `grad_outputs`), 1 what
 it sent on (`grad_inputs`); an empty slot is a row whose `shape` is NULL. `vals` (the values of a
 tensor of at most 64 elements) is a BLOB of float64s in the machine's byte order.
+
+Version 2 added the `prints` table (gradtui.engine.fingerprint: per node, direction and slot,
+a value's norm and its K projections, or its values when `exact`; `dir` 0 received, 1 sent, 2
+the node's forward output, 3 a saved leaf value, slot -1 its saved arguments as `what`). A
+version-1 file opens as before and simply has no fingerprints (`has_prints`).
 
 The three indexes at the end came after the first version-1 recordings and are still version 1:
 an index changes no row, so a file with or without them opens in either gradtui, the same
@@ -18,7 +23,7 @@ from __future__ import annotations
 import sqlite3
 
 APP = "gradtui"
-VERSION = 1
+VERSION = 2
 
 SCHEMA = """
 CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL);
@@ -59,6 +64,11 @@ CREATE TABLE output (seq INTEGER PRIMARY KEY, pass INTEGER, stream TEXT, text TE
 CREATE INDEX passes_per_node ON passes (idx) WHERE per_node = 1;
 CREATE INDEX passes_nonfinite ON passes (idx) WHERE nonfinite > 0;
 CREATE INDEX output_by_pass ON output (pass);
+CREATE TABLE prints (
+    pass INTEGER NOT NULL, node INTEGER NOT NULL, dir INTEGER NOT NULL, slot INTEGER NOT NULL,
+    norm REAL, exact INTEGER, sketch BLOB, what TEXT,
+    PRIMARY KEY (pass, node, dir, slot)
+) WITHOUT ROWID;
 """
 
 
@@ -95,3 +105,8 @@ def check_version(connection: sqlite3.Connection) -> int:
     if version > VERSION:
         raise NotARecording(f"recorded by a newer gradtui (schema {version}; this one reads up to {VERSION})")
     return version
+
+
+def has_prints(connection: sqlite3.Connection) -> bool:
+    """Does an open recording have a `prints` table (version 2 and later)?"""
+    return connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'prints'").fetchone() is not None

@@ -116,6 +116,12 @@ def _grad_rows(index: int, node: int, direction: int, grads: tuple[Stats | None,
                 "nan" if mean != mean else mean, s.nonfinite, None if values is None else array("d", values).tobytes()))
 
 
+def _print_rows(index: int, prints: tuple[ev.Print, ...]) -> list[tuple]:
+    """The `prints` rows of a pass's fingerprints (gradtui.engine.fingerprint)."""
+    return [(index, p.node, p.dir, p.slot, _f(p.norm), int(p.exact),
+             array("d", p.sketch).tobytes() if p.sketch else None, p.what or None) for p in prints]
+
+
 @dataclass
 class _Pass:
     """A pass in flight (or in the flight ring): its start and the per-node events it produced."""
@@ -124,6 +130,8 @@ class _Pass:
     t0: float
     ran: list[ev.NodeRan] = field(default_factory=list)
     nested: list[dict[str, Any]] = field(default_factory=list)
+    prints: tuple[ev.Print, ...] = ()
+    """The pass's fingerprints (its PassPrints event), written with its per-node rows."""
     keep_nodes: bool = False
     """Write this pass's per-node rows when it ends (flight mode: a breakpoint hit in it)."""
 
@@ -235,6 +243,9 @@ class Recorder:
             case ev.PassStarted():
                 self._pass = _Pass(event, time.time())
                 self._last_pass = event.index
+            case ev.PassPrints():
+                if self._pass is not None and self._pass.started.index == event.index:
+                    self._pass.prints = event.prints
             case ev.PassFinished():
                 self._pass_finished(event)
             case ev.Output():
@@ -327,8 +338,11 @@ class Recorder:
         nodes = [(index, i, d["name"], d["kind"], _list(d["labels"]) if d["labels"] else None, d["param"],
                   d["source"], d["module"], order.get(i), _list(d["next"]), _int64(d["seq"]))
                  for i, d in flight.started.graph.nodes(data=True)]
-        return [("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", nodes),
+        work = [("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", nodes),
                 ("INSERT INTO grads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", grads)]
+        if flight.prints:
+            work.append(("INSERT OR REPLACE INTO prints VALUES (?, ?, ?, ?, ?, ?, ?, ?)", _print_rows(index, flight.prints)))
+        return work
 
     def _dump_ring(self) -> None:
         """Write the flight ring's passes node by node (a breakpoint hit, the script failed or quit)."""

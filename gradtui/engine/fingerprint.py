@@ -1,0 +1,307 @@
+"""Fingerprints of a recorded pass's values, for comparing two runs (`gradtui diff`, `--against`).
+
+Each value's fingerprint is its norm and its sign sketch (gradtui.engine.sketch: K numbers
+from which two runs' fingerprints alone estimate how far apart the values are), or the value
+itself when it is small.
+
+Per node of a recorded pass (`PassPrints.node`, called from the node's posthook):
+
+- the gradients it received (`RECEIVED`) and sent on (`SENT`). A gradient sent to one consumer
+  is the tensor that consumer receives (unless it was accumulated or replaced on the way): it
+  is sketched once, where it was sent, and the consumer's received print reuses that print
+  when it receives the very tensor object, unmodified. A node that sends on a view of what it
+  received reuses its received sketch the same way (same memory, version, layout:
+  `_same_values`), and a node of an op that only moves elements (`MOVES_VALUES`: views,
+  transposes, selects...) sends on its received print as it is;
+- its forward output (`OUTPUT`): autograd keeps no node's output as such, but the node that
+  consumed it usually saved it for its own backward (`_saved_self`, `_saved_mat1`...), and a
+  saved tensor's `grad_fn` names the node that produced it; a node that saved its own result
+  (`_saved_result`: exp, tanh, sigmoid...) gives it directly. An output no consumer saved (an
+  add feeding an add) has no fingerprint: the first consumer that saved something derived from
+  it is where a difference shows;
+- the saved tensors that no node of the pass produced (`SAVED`: parameters and inputs used
+  directly), and its saved non-tensor arguments as text (`approximate='tanh'`, `dim=1`).
+
+Each value is sketched in the hook, while it is in cache (three small device ops, no copy of
+a contiguous value); the results stay on the device and the whole pass comes back to the host
+in one read at its end (`event`), so fingerprints add no host read per node.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any, NamedTuple
+
+import torch
+
+from gradtui.engine.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
+    CHUNK, EXACT_LIMIT, K, Row, estimate_distance, fingerprint, hashed_signs, signs, sketch_and_norm, sketch_one)
+from gradtui.model import events as ev
+from gradtui.model.breakpoints import Breakpoint
+from gradtui.record.against import PassReference
+from gradtui.record.compare import Value
+
+RECEIVED, SENT, OUTPUT, SAVED = 0, 1, 2, 3
+"""`Print.dir`: what flowed into the node, what it sent on, its forward output, a saved leaf value."""
+
+_SKIPPED_SUFFIXES = ("_sym_sizes", "_sym_strides", "_sym_numel", "_sizes", "_strides", "_numel")
+"""Saved attributes that describe shapes (already in the statistics): not fingerprinted."""
+
+_saved_names: dict[type, tuple[str, ...]] = {}
+
+
+def saved_names(fn: Any) -> tuple[str, ...]:
+    """The `_saved_*` attributes of a node's type (its saved values), cached per type."""
+    kind = type(fn)
+    names = _saved_names.get(kind)
+    if names is None:
+        names = _saved_names[kind] = tuple(n for n in dir(fn) if n.startswith("_saved_")
+                                           and not n.endswith(_SKIPPED_SUFFIXES))
+    return names
+
+
+class _Entry(NamedTuple):
+    """Where a fingerprint goes: node, direction, slot, what it is, whether it holds the values."""
+
+    node: int
+    dir: int
+    slot: int
+    what: str
+    exact: bool
+
+
+class _Sent(NamedTuple):
+    """A gradient sent to a consumer, by weak reference (a reference held would make a leaf's
+    accumulator copy it into .grad instead of taking it), its version then, its fingerprint.
+    Torch keeps a tensor's Python object while the tensor lives, so the consumer receives
+    the very object if it receives the very tensor."""
+
+    tensor: weakref.ref
+    version: int
+    row: Row
+
+
+KEEPS_ORDER = frozenset({
+    "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0", "UnsqueezeBackward1",
+    "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3", "SqueezeBackward4",
+    "CloneBackward0", "AliasBackward0"})
+"""Ops whose backward sends on the elements it received in the same row-major order (in
+another shape): the sketch of what they send is that of what they received, exactly."""
+
+MOVES_VALUES = KEEPS_ORDER | {"TBackward0", "TransposeBackward0", "TransposeBackward1", "PermuteBackward0",
+                              "SelectBackward0", "SliceBackward0", "NarrowBackward0"}
+"""Ops whose backward only moves the elements it received (reshaped, reordered, or placed among
+zeros at places its forward arguments fix): what such a node sends is fingerprinted as what it
+received (its norm, and its sketch in the order received), so the sketch is not taken again.
+Two runs compare alike: same elements, same arguments, same fingerprint; differing ones
+differ as much. Only where the order is kept (KEEPS_ORDER) is that the sketch of the tensor
+sent, which its consumer may reuse: a consumer's received print must not depend on which
+ops made its gradient (an autocast run puts a cast between a transpose and a weight)."""
+
+_moves: dict[type, int] = {}
+
+
+def _moves_values(fn: Any) -> int:
+    """0: `fn` is not a node of an op in MOVES_VALUES; 1: it is; 2: it keeps the order too
+    (cached per node type)."""
+    kind = type(fn)
+    found = _moves.get(kind)
+    if found is None:
+        name = fn.name()
+        found = _moves[kind] = 2 if name in KEEPS_ORDER else 1 if name in MOVES_VALUES else 0
+    return found
+
+
+def _unmoved(t: torch.Tensor) -> torch.Tensor:
+    """The value fingerprinted as `t`, a forward output: the same elements before they were moved,
+    where an op that only moves elements made `t` as a view of them (`w.t()`: `w`, read in
+    order rather than across its rows)."""
+    base = t._base
+    if base is not None and t.grad_fn is not None and _moves_values(t.grad_fn) and base.numel() == t.numel():
+        return base
+    return t
+
+
+def _plain(t: Any) -> bool:
+    """Can `t`'s values be read (a strided tensor with storage, not a ZeroTensor or meta)?"""
+    return (isinstance(t, torch.Tensor) and t.layout is torch.strided and not t.is_meta
+            and not t._is_zerotensor() and t.numel() > 0)
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Do two live tensors hold the same values in the same row-major order (the same memory
+    at the same version, laid out alike or both contiguous)? Both alive, memory is not reused."""
+    if a is b:
+        return True
+    if (a.data_ptr() != b.data_ptr() or a.dtype != b.dtype or a.device != b.device
+            or a.numel() != b.numel() or a._version != b._version):
+        return False
+    return (a.shape == b.shape and a.stride() == b.stride()) or (a.is_contiguous() and b.is_contiguous())
+
+
+class PassPrints:
+    """The fingerprints of one recorded pass, gathered node by node (see module doc)."""
+
+    def __init__(self, nodes: list[Any], against: PassReference | None = None, reference: str = "") -> None:
+        """`against`: the reference recording's pass matched to this one (`--against`), and
+        `reference` its name: each node's fingerprints are then read back after it ran (one
+        small host read per node) and compared (gradtui.record.against)."""
+        self._ids = {id(fn): i for i, fn in enumerate(nodes)}
+        self.against = against
+        self._reference = reference
+        """id of a node object -> its node id in the pass (the capture keeps the objects alive)."""
+        self._entries: list[_Entry] = []
+        self._rows: list[Row] = []
+        self._sent: dict[tuple[int, int], _Sent | None] = {}
+        """(consumer node, its input) -> the one gradient sent there so far (None: several)."""
+        self._outputs: set[int] = set()
+        """Nodes whose output is fingerprinted already (several consumers may have saved it)."""
+        self._zeros: list[ev.Print] = []
+        self._params: list[ev.Print] = []
+        self.sketched = 0
+        """Values sketched (not reused) in this pass: a count the tests assert."""
+
+    failed: str | None = None
+    """Why fingerprinting stopped in this pass (it never breaks the user's backward), or None."""
+
+    def node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...],
+             watch: tuple[Breakpoint, ...] = ()) -> tuple[Breakpoint, str] | None:
+        """Note what `node` (`fn`, the autograd node) received, sent and saved; called after it
+        ran. Against a reference, the first of the `differs>R` breakpoints in `watch` that this
+        node's values part from the reference's by more than R, with why; else None. A failure
+        stops this pass's fingerprints, never the pass."""
+        if self.failed is not None:
+            return None
+        marks = (len(self._entries), len(self._zeros), len(self._params))
+        try:
+            self._node(node, fn, received, sent)
+            if self.against is not None:
+                return self._compare(node, fn, marks, watch)
+        except Exception as exc:  # noqa: BLE001 - a user's odd tensor must not abort their backward
+            self.failed = f"{type(exc).__name__}: {exc}"
+            self._entries, self._rows, self._sent = [], [], {}
+        return None
+
+    def _compare(self, node: int, fn: Any, marks: tuple[int, int, int],
+                 watch: tuple[Breakpoint, ...]) -> tuple[Breakpoint, str] | None:
+        """Read back what `node` fingerprinted and compare it with the reference (see `node`)."""
+        assert self.against is not None
+        entries, rows = self._entries[marks[0]:], self._rows[marks[0]:]
+        values: dict[tuple[int, tuple[int, int]], Value] = {}
+        if rows:
+            with torch.no_grad():
+                numbers = torch.cat((torch.stack([r.norm for r in rows]),
+                                     torch.cat([r.body for r in rows]))).double().tolist()
+            position = len(rows)
+            for i, (e, r) in enumerate(zip(entries, rows)):
+                length = r.body.numel()
+                values[(e.node, (e.dir, e.slot))] = Value(numbers[i], tuple(numbers[position:position + length]),
+                                                          e.exact, e.what)
+                position += length
+        for p in self._zeros[marks[1]:] + self._params[marks[2]:]:
+            values[(p.node, (p.dir, p.slot))] = Value(p.norm, p.sketch, p.exact, p.what)
+        producers = tuple(i for f, _ in fn.next_functions if f is not None and not hasattr(f, "variable")
+                          and (i := self._ids.get(id(f))) is not None)
+        if not watch:
+            self.against.check(node, producers, values, math.inf)  # noted, for `print`
+            return None
+        parting = self.against.check(node, producers, values, min(bp.spec.value for bp in watch))
+        if parting is None:
+            return None
+        bp = next(bp for bp in watch if parting.relative > bp.spec.value)
+        return bp, parting.text(self._reference)
+
+    def both_sides(self, node: int) -> list[str]:
+        """`print`'s lines of `node`'s values here and in the reference (none without one)."""
+        return [] if self.against is None else self.against.both_sides(node)
+
+    def _node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...]) -> None:
+        arrived: list[tuple[torch.Tensor, Row]] = []
+        for slot, grad in enumerate(received):
+            held = self._sent.pop((node, slot), None)
+            reuse = (held.row if held is not None and held.tensor() is grad and grad._version == held.version
+                     else None)
+            row = self._add(grad, node, RECEIVED, slot, "", reuse)
+            if row is not None:
+                arrived.append((grad, row))
+        targets = fn.next_functions if sent else ()
+        moves = _moves_values(fn) if len(arrived) == 1 and len(sent) == 1 else 0
+        for slot, grad in enumerate(sent):
+            true = True  # the row is the sketch of `grad` itself
+            if moves and _plain(grad):
+                reuse: Row | None = arrived[0][1]
+                true = moves == 2
+            else:
+                reuse = next((row for t, row in arrived if _plain(grad) and _same_values(t, grad)), None)
+            row = self._add(grad, node, SENT, slot, "", reuse)
+            if row is None or slot >= len(targets):
+                continue
+            target, number = targets[slot]
+            consumer = self._ids.get(id(target)) if target is not None else None
+            if consumer is not None:
+                key = (consumer, number)  # sent there by several: summed on the way, not reused
+                self._sent[key] = (_Sent(weakref.ref(grad), grad._version, row) if true and key not in self._sent
+                                   else None)
+        self._saved(node, fn)
+
+    def _saved(self, node: int, fn: Any) -> None:
+        """Fingerprint the node's saved values: its inputs' producers' outputs, leaf values, arguments."""
+        params = []
+        for number, name in enumerate(saved_names(fn)):
+            try:
+                value = getattr(fn, name)
+            except RuntimeError:  # released (retain_graph=False after a pause's own use) or unreadable
+                continue
+            if isinstance(value, torch.Tensor):
+                producer = self._ids.get(id(value.grad_fn)) if value.grad_fn is not None else None
+                if producer is None:
+                    self._add(value, node, SAVED, number, name[7:])
+                elif producer not in self._outputs:
+                    self._outputs.add(producer)
+                    self._add(_unmoved(value), producer, OUTPUT, 0, f"saved by #{node} as {name[7:]}")
+            elif not isinstance(value, (tuple, list)) or not any(isinstance(v, torch.Tensor) for v in value):
+                params.append(f"{name[7:]}={value!r}")
+        if params:
+            self._params.append(ev.Print(node, SAVED, -1, None, (), False, ", ".join(params)))
+
+    def _add(self, t: Any, node: int, direction: int, slot: int, what: str, reuse: Row | None = None) -> Row | None:
+        """Fingerprint `t` (or take `reuse`, its values' fingerprint already) for (node, direction, slot)."""
+        if not isinstance(t, torch.Tensor):
+            return None
+        if reuse is None:
+            if not _plain(t):
+                if t._is_zerotensor():
+                    self._zeros.append(ev.Print(node, direction, slot, 0.0, (0.0,) * K, False, what))
+                return None
+            reuse = fingerprint(t)
+            self.sketched += 1
+        self._entries.append(_Entry(node, direction, slot, what, reuse.exact))
+        self._rows.append(reuse)
+        return reuse
+
+    def event(self, index: int) -> ev.PassPrints:
+        """The pass's fingerprints as plain data: one host read for the whole pass (none if
+        fingerprinting failed in it)."""
+        self._sent = {}
+        if self.failed is not None:
+            return ev.PassPrints(index, ())
+        entries, rows = self._entries, self._rows
+        self._entries, self._rows = [], []
+        out = list(self._zeros) + list(self._params)
+        if rows:
+            try:
+                with torch.no_grad():
+                    # cat promotes: float32 and float64 rows read back together, as float64
+                    numbers = torch.cat((torch.stack([r.norm for r in rows]),
+                                         torch.cat([r.body for r in rows]))).double().tolist()
+            except Exception as exc:  # noqa: BLE001 - as in `node`
+                self.failed = f"{type(exc).__name__}: {exc}"
+                return ev.PassPrints(index, ())
+            position = len(rows)
+            for i, (e, r) in enumerate(zip(entries, rows)):
+                length = r.body.numel()
+                out.append(ev.Print(e.node, e.dir, e.slot, numbers[i], tuple(numbers[position:position + length]),
+                                    e.exact, e.what))
+                position += length
+        return ev.PassPrints(index, tuple(out))

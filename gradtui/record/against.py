@@ -1,0 +1,203 @@
+"""A live run against a reference recording (`gradtui --against REF.db`, `break differs>R`).
+
+Each hooked pass is matched to the reference's pass of the same index, node by node, by
+compare.py's stable key (op, `file:line`, module, parameter, occurrence in forward order). As
+the backward runs, each node's fingerprints (gradtui.engine.fingerprint) are compared with its
+match's (`PassReference.check`), and the node where the runs part is named:
+
+- a **forward** change: the node's saved arguments differ (`approximate='tanh'`), a leaf value
+  it saved differs (data, a parameter), or its forward output differs while the outputs of the
+  nodes that made its inputs agree (each known: saved by this node). The backward meets the
+  consumers of a changed value first, but they see a changed *input*, so they are passed over;
+  the node whose own output changed is where the forward parted;
+- a **backward-only** change: the node received what the reference's received, its forward
+  agrees, and it sent on something else (a custom `backward`, a hook, a changed derivative).
+
+Torch-free: the values compared are plain data (compare.Value).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from gradtui.record import compare
+from gradtui.record.compare import OUTPUT, RECEIVED, SAVED, SENT, Value
+
+_UNSIGNED = 1 << 63
+
+
+def _seq(n: int) -> int:
+    """A sequence number as the recording stores it (a leaf's 2**64 - 1 as -1)."""
+    return n - (1 << 64) if n >= _UNSIGNED else n
+
+
+@dataclass(frozen=True)
+class Parting:
+    """Where this run parts from the reference at a node: which value, by how much."""
+
+    node: int
+    """The node named (for an output: the node that made it)."""
+    kind: str
+    """"forward" or "backward"."""
+    what: str
+    """Which value: `its forward output`, `its saved value mat2`, `its arguments`, `the gradient it sent (input 0)`."""
+    relative: float
+    """‖a − b‖ / max(‖a‖, ‖b‖) (estimated from the sketches unless exact; inf: on one side only)."""
+    norms: tuple[float | None, float | None]
+    """(here, in the reference)."""
+    arguments: str | None = None
+
+    def text(self, reference: str) -> str:
+        """One line for a pause reason."""
+        if self.arguments is not None:
+            return f"{self.kind} differs from {reference}: {self.what}: {self.arguments} (here vs there)"
+        size = "on one side only" if math.isinf(self.relative) else f"by {self.relative:.3g} (relative)"
+        here, there = (_norm(n) for n in self.norms)
+        return f"{self.kind} differs from {reference}: {self.what} {size}; norm {here} here, {there} there"
+
+
+def _norm(n: float | None) -> str:
+    return "-" if n is None else f"{n:.6g}"
+
+
+_DIRS = {RECEIVED: "the gradient it received", SENT: "the gradient it sent", OUTPUT: "its forward output",
+         SAVED: "its saved value"}
+
+
+def describe(slot: tuple[int, int], what: str) -> str:
+    """`its saved value mat2`, `the gradient it sent (input 1)`: a value's name in a report."""
+    direction, number = slot
+    if direction == SAVED:
+        return f"{_DIRS[SAVED]} {what}".rstrip()
+    if direction == OUTPUT:
+        return _DIRS[OUTPUT] + (f" ({what})" if what else "")
+    return f"{_DIRS[direction]} (slot {number})"
+
+
+class PassReference:
+    """One pass's reference nodes, matched to this run's (see module doc)."""
+
+    def __init__(self, matched: dict[int, compare.Node], only_here: int, only_there: int) -> None:
+        self.matched = matched
+        """This run's node id -> the reference's node."""
+        self.only_here, self.only_there = only_here, only_there
+        self.values: dict[int, dict[tuple[int, int], Value]] = {}
+        """This run's values so far, per node (those compared)."""
+
+    def _apart(self, node: int, slot: tuple[int, int]) -> tuple[float, Value, Value] | None:
+        """How far this run's value of (node, slot) is from the reference's: None if either is unknown."""
+        ref = self.matched.get(node)
+        mine = self.values.get(node, {}).get(slot)
+        theirs = ref.values.get(slot) if ref is not None else None
+        if mine is None or theirs is None:
+            return None
+        return compare.distance(mine, theirs), mine, theirs
+
+    def check(self, node: int, producers: tuple[int, ...], values: dict[tuple[int, tuple[int, int]], Value],
+              rtol: float) -> Parting | None:
+        """Record `values` ((node, (dir, slot)) -> Value: what `node`'s posthook fingerprinted;
+        an output belongs to its maker) and say whether the runs part at `node` by more than
+        `rtol` (see module doc). `producers`: the nodes (not leaves) that made its inputs."""
+        for (owner, slot), value in values.items():
+            self.values.setdefault(owner, {})[slot] = value
+        ref = self.matched.get(node)
+        if ref is None:
+            return None
+        mine = self.values.get(node, {})
+        if (arguments := compare.arguments(_Args(mine), ref)) is not None:
+            return Parting(node, "forward", "its arguments", math.inf, (None, None), arguments)
+        for slot in sorted(s for s in mine if s[0] == SAVED and s[1] >= 0):
+            if (found := self._apart(node, slot)) is not None and found[0] > rtol:
+                return Parting(node, "forward", describe(slot, found[1].what), found[0], (found[1].norm, found[2].norm))
+        inputs = [self._apart(p, (OUTPUT, 0)) for p in producers]
+        inputs_agree = all(found is not None and found[0] <= rtol for found in inputs)
+        output = self._apart(node, (OUTPUT, 0))
+        if output is not None and output[0] > rtol:
+            if not inputs_agree:
+                return None  # an input changed upstream: the node that changed it is named there
+            return Parting(node, "forward", describe((OUTPUT, 0), ""), output[0], (output[1].norm, output[2].norm))
+        if any(found is not None and found[0] > rtol for found in inputs):
+            return None
+        for direction in (RECEIVED, SENT):
+            for slot in sorted(s for s in mine if s[0] == direction):
+                found = self._apart(node, slot)
+                if found is None or found[0] <= rtol:
+                    continue
+                if direction == RECEIVED:
+                    return None  # what it received differs already: named where that was sent
+                return Parting(node, "backward", describe(slot, ""), found[0], (found[1].norm, found[2].norm))
+        return None
+
+    def both_sides(self, node: int) -> list[str]:
+        """Lines for `print`: each value of `node` here and in the reference, and how far apart."""
+        ref = self.matched.get(node)
+        if ref is None:
+            return ["reference: no node matches this one"]
+        lines = [f"reference: #{ref.id} {ref.where()}"]
+        mine = self.values.get(node, {})
+        for slot in sorted(set(mine) | set(ref.values)):
+            if slot[1] == -1:
+                continue
+            a, b = mine.get(slot), ref.values.get(slot)
+            rel = compare.distance(a, b) if a is not None and b is not None else math.inf
+            name = describe(slot, (a or b).what)
+            lines.append(f"  {name}: norm {_norm(a.norm if a else None)} here, {_norm(b.norm if b else None)} "
+                         f"there, apart {rel:.3g}")
+        return lines
+
+
+class _Args:
+    """Just what compare.arguments reads of a node: its values."""
+
+    def __init__(self, values: dict[tuple[int, int], Value]) -> None:
+        self.values = values
+
+
+class Reference:
+    """A reference recording for a live run (`--against REF.db`). Opened where it is first read
+    (the thread that runs the backward: sqlite connections stay on their thread); `check`
+    opens it once at once, so a bad file is bad input before the script runs."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.name = os.path.basename(path)
+        self._side: compare.Side | None = None
+
+    @staticmethod
+    def check(path: str) -> None:
+        """Raise compare.BadInput if `path` is not a recording this gradtui reads, or has no
+        fingerprints to compare with."""
+        side = compare.Side(path)
+        try:
+            if not side.has_fingerprints():
+                raise compare.BadInput(f"{path}: no fingerprints to compare with (record it with --record DB "
+                                       "--fingerprints)")
+        finally:
+            side.close()
+
+    def close(self) -> None:
+        """Close the recording."""
+        if self._side is not None:
+            self._side.close()
+            self._side = None
+
+    def pass_reference(self, index: int, attrs: list[dict[str, Any]]) -> PassReference | None:
+        """Pass `index` of the reference matched to this run's pass (its nodes' attribute
+        dicts, as captured), or None if the reference has no per-node data of that pass, or
+        cannot be read now (the run is never stopped by its reference's troubles)."""
+        try:
+            if self._side is None:
+                self._side = compare.Side(self.path)
+            if index not in self._side.per_node:
+                return None
+            theirs = self._side.nodes(index)
+        except (compare.BadInput, sqlite3.Error):
+            return None
+        here = sorted((compare.Node(i, a["name"], a["source"], a["module"], a["param"], _seq(a["seq"]), None)
+                       for i, a in enumerate(attrs)), key=lambda n: (n.seq < 0, n.seq, n.id))
+        pairs, only_here, only_there = compare.match(here, theirs)
+        return PassReference({a.id: b for a, b in pairs}, len(only_here), len(only_there))

@@ -1,0 +1,114 @@
+"""Issue 23's cost: a recorded pass with fingerprints, and a live pass `--against` a reference,
+each against a recorded pass without fingerprints, in one run.
+
+    python scripts/bench_diff.py [--layers L] [--rounds R]
+
+A 4-layer d=256 encoder (bench.py's), batch 8x32, torch on one thread: each round times one
+backward under a Session with a Recorder attached (every pass recorded node by node, full
+statistics) without fingerprints, with them, and live against a reference recording of the
+same pass (`break differs>1e-6` armed, never hit: every node's fingerprints read back and
+compared; no recording), in an order that alternates. Medians, their ratio and the median of
+the per-round ratios are printed, of wall-clock and of this process's CPU time (steadier on a
+loaded machine). Targets: fingerprints <= 1.15x, `--against` <= 1.3x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gradtui.engine.session import Session  # noqa: E402
+from gradtui.record.store import Recorder  # noqa: E402
+from gradtui.model import events as ev  # noqa: E402
+from gradtui.record.against import Reference  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import transformer  # noqa: E402
+
+
+class Took(NamedTuple):
+    """One timed backward: wall-clock seconds and this process's CPU seconds (steadier on a
+    loaded machine: time spent waiting for a core is not counted)."""
+
+    wall: float
+    cpu: float
+
+
+def one_pass(model: torch.nn.Module, x: torch.Tensor, fingerprints: bool, db: str | None,
+             against: str | None = None) -> Took:
+    """One backward timed (forward not timed): recorded into `db` (with fingerprints or not),
+    or live against the recording `against` (not recorded)."""
+    recorder = Recorder(db) if db is not None else lambda event: None
+    session = Session(full_stats=True, fingerprints=fingerprints or against is not None)
+    if against is not None:
+        session.against = Reference(against)
+        session.breakpoints.add("differs>1e-6")
+    session.add_listener(recorder)
+    session.run_on()
+    session.install()
+    try:
+        recorder(ev.ScriptStarted("bench", ()))  # the run row
+        loss = model(x).pow(2).mean()
+        gc.collect()
+        start, cpu = time.perf_counter(), time.process_time()
+        loss.backward()
+        took = Took(time.perf_counter() - start, time.process_time() - cpu)
+    finally:
+        session.uninstall()
+        if db is not None:
+            recorder.close()
+        if session.against is not None:
+            session.against.close()
+    model.zero_grad(set_to_none=True)
+    return took
+
+
+def report(label: str, times: dict[str, list[Took]], target: float) -> None:
+    """Medians of the plain recording and of `label`, their ratio and the median of the paired
+    (same round) ratios, wall and CPU."""
+    for kind in ("wall", "cpu"):
+        base = [getattr(t, kind) for t in times["recorded"]]
+        other = [getattr(t, kind) for t in times[label]]
+        paired = statistics.median(o / b for o, b in zip(other, base))
+        print(f"  {label:12} {kind:4}: recorded {statistics.median(base) * 1e3:8.1f} ms, with "
+              f"{statistics.median(other) * 1e3:8.1f} ms: {statistics.median(other) / statistics.median(base):.2f}x,"
+              f" paired {paired:.2f}x (target <= {target}x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=7)
+    options = parser.parse_args()
+    torch.set_num_threads(1)  # the machines are small and noisy; one thread is steadier
+    model = transformer(options.layers)
+    x = torch.randn(8, 32, 256, generator=torch.Generator().manual_seed(1))
+    kinds = ["recorded", "fingerprints", "against"]
+    times: dict[str, list[Took]] = {kind: [] for kind in kinds}
+    with tempfile.TemporaryDirectory() as folder:
+        reference = os.path.join(folder, "reference.db")
+        one_pass(model, x, True, reference)
+        for r in range(options.rounds + 1):
+            for kind in (kinds if r % 2 else kinds[::-1]):
+                db = None if kind == "against" else os.path.join(folder, f"{r}-{kind}.db")
+                took = one_pass(model, x, kind == "fingerprints", db, reference if kind == "against" else None)
+                if r:  # the first round warms up
+                    times[kind].append(took)
+    print(f"one backward, {options.layers}-layer encoder d=256, batch 8x32, {options.rounds} rounds, "
+          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; against a recorded one without fingerprints")
+    report("fingerprints", times, 1.15)
+    report("against", times, 1.3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Fingerprints (issue 23): the sketch's estimate of ‖a - b‖ and how a pass's values are gathered."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gradtui.engine import fingerprint as fp
+from gradtui.engine.hostreads import HostReads
+
+
+def test_sketch_estimates_relative_distance_within_a_factor_of_two():
+    """On 1,000 random pairs (shapes and scales varied, seeded), the estimate of ‖a-b‖/‖a‖ from
+    the two sketches alone is within a factor of 2 of the exact value on at least 95 %."""
+    g = torch.Generator().manual_seed(1234)
+    within = 0
+    worst = []
+    for i in range(1000):
+        shape = ((3 + i % 7) * 11, 2 + i % 5)  # > EXACT_LIMIT elements: sketched, not kept whole
+        a = torch.randn(shape, generator=g)
+        scale = 10.0 ** float(torch.empty(()).uniform_(-6, 0, generator=g))
+        b = a + scale * torch.randn(shape, generator=g)
+        exact = (torch.linalg.vector_norm((a - b).double()) / torch.linalg.vector_norm(a.double())).item()
+        sa, sb = fp.sketch_one(a.double()).tolist(), fp.sketch_one(b.double()).tolist()
+        estimate = fp.estimate_distance(tuple(sa), tuple(sb)) / torch.linalg.vector_norm(a.double()).item()
+        ratio = estimate / exact
+        worst.append(ratio)
+        within += 0.5 <= ratio <= 2.0
+    assert within >= 950, (within, min(worst), max(worst))
+
+
+def test_signs_are_the_same_in_every_run():
+    """The signs are a pure integer hash of the position: pinned here, since a recording made
+    with other signs could not be compared with one made with these."""
+    assert fp.hashed_signs(16).int().tolist() == [-1, -1, 1, -1, 1, 1, -1, 1, -1, -1, 1, 1, 1, -1, 1, 1]
+    assert torch.equal(fp.signs(1000, torch.float64, torch.device("cpu")), fp.hashed_signs(1000))
+    assert abs(fp.hashed_signs(1 << 16).mean().item()) < 0.02
+
+
+def test_sketch_follows_values_not_layout_and_spreads_a_column():
+    """A transposed tensor and its contiguous copy have one sketch; a difference in one column of
+    a matrix whose width is a multiple of K still reaches every entry (estimated within 2x on
+    most of 200 matrices; summing by position modulo K would put it in one entry)."""
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(96, 40, generator=g, dtype=torch.float64).t()
+    assert torch.equal(fp.sketch_one(a), fp.sketch_one(a.contiguous()))
+    within = 0
+    for i in range(200):
+        a = torch.randn(8 + i % 40, 64, generator=g, dtype=torch.float64)
+        d = torch.zeros_like(a)
+        d[:, i % 64] = 1e-2
+        estimate = fp.estimate_distance(tuple(fp.sketch_one(a).tolist()), tuple(fp.sketch_one(a + d).tolist()))
+        within += 0.5 <= estimate / torch.linalg.vector_norm(d).item() <= 2.0
+    assert within >= 180, within
+
+
+def test_chunked_sketch_of_a_huge_tensor_is_linear_and_estimates():
+    """A tensor of more than CHUNK elements is projected chunk by chunk: still linear
+    (sketch(a) - sketch(b) = sketch(a - b)) and the estimate of a far difference is near it."""
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(fp.CHUNK * 2 + 1000, generator=g, dtype=torch.float64)
+    d = torch.zeros_like(a)
+    d[fp.CHUNK + 5:fp.CHUNK + 50_000] = 1.0  # a difference in the second chunk only
+    sa, sb, sd = fp.sketch_one(a), fp.sketch_one(a + d), fp.sketch_one(d)
+    assert torch.allclose(sb - sa, sd, rtol=1e-9, atol=1e-6)
+    estimate = fp.estimate_distance(tuple(sa.tolist()), tuple(sb.tolist()))
+    assert 0.5 <= estimate / torch.linalg.vector_norm(d).item() <= 2.0
+
+
+def _prints(fn):
+    """Run a small model's backward with PassPrints fed by a posthook on every node."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(80, 70)
+    x = torch.randn(3, 80)
+    loss = fn(lin(x)).sum()
+    nodes, todo = [], [loss.grad_fn]
+    while todo:
+        n = todo.pop()
+        if n is not None and n not in nodes:
+            nodes.append(n)
+            todo += [c for c, _ in n.next_functions]
+    prints = fp.PassPrints(nodes)
+    for i, n in enumerate(nodes):
+        n.register_hook(lambda gi, go, i=i, n=n: prints.node(i, n, go, gi))
+    with HostReads() as reads:
+        loss.backward()
+        event = prints.event(0)
+    return nodes, event, reads.total, lin
+
+
+def test_pass_prints_gather_grads_outputs_and_arguments_in_one_read():
+    nodes, event, reads, lin = _prints(lambda h: torch.nn.functional.gelu(h, approximate="tanh").exp())
+    names = [n.name() for n in nodes]
+    by = {(p.node, p.dir, p.slot): p for p in event.prints}
+    gelu, exp, addmm = names.index("GeluBackward0"), names.index("ExpBackward0"), names.index("AddmmBackward0")
+    # exp saved its own result: its output; gelu's input (saved by gelu) is the linear's output.
+    assert by[(exp, fp.OUTPUT, 0)].norm > 0 and not by[(exp, fp.OUTPUT, 0)].exact
+    assert by[(addmm, fp.OUTPUT, 0)].what.startswith(f"saved by #{gelu}")
+    assert "approximate='tanh'" in by[(gelu, fp.SAVED, -1)].what
+    # the gradient the accumulator received is the weight's .grad, fingerprinted as it is (not
+    # as the linear's TBackward0 received it, transposed: that is t's sent print)
+    acc = next(i for i, n in enumerate(nodes) if hasattr(n, "variable") and n.variable is lin.weight)
+    got = by[(acc, fp.RECEIVED, 0)]
+    assert math.isclose(got.norm, torch.linalg.vector_norm(lin.weight.grad).item(), rel_tol=1e-6)
+    expected = fp.sketch_one(lin.weight.grad).tolist()
+    assert all(math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) for x, y in zip(got.sketch, expected))
+    assert reads == 1, reads  # the whole pass in one host read
+
+
+def test_prints_leave_gradients_as_torch_computes_them():
+    """Fingerprinting changes no gradient (torch is the oracle)."""
+    def plain():
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(80, 70)
+        torch.nn.functional.gelu(lin(torch.randn(3, 80))).exp().sum().backward()
+        return lin.weight.grad, lin.bias.grad
+
+    _, _, _, lin = _prints(lambda h: torch.nn.functional.gelu(h).exp())
+    weight, bias = plain()
+    assert torch.equal(lin.weight.grad, weight) and torch.equal(lin.bias.grad, bias)
+
+
+def test_a_gradient_sent_and_received_is_sketched_once_and_a_replaced_one_again():
+    """Where a node receives the very tensor its producer sent (or a view sends on what it
+    received), the sketch is reused; a gradient a tensor hook replaced on the way is sketched
+    anew. Every print equals the fingerprint of the value the hook saw (kept as a clone), except
+    what ops that reorder elements (transpose, t) sent on: the print of what they received."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(80, 72)
+    h = lin(torch.randn(3, 80))
+    h.register_hook(lambda g: g * 2)  # replaced between the gelu's backward and the addmm's
+    loss = torch.nn.functional.gelu(h).view(3, 8, 9).transpose(1, 2).exp().sum()
+    nodes, todo = [], [loss.grad_fn]
+    while todo:
+        n = todo.pop()
+        if n is not None and n not in nodes:
+            nodes.append(n)
+            todo += [c for c, _ in n.next_functions]
+    prints, seen = fp.PassPrints(nodes), {}
+
+    def hook(gi, go, i):
+        for d, grads in ((fp.RECEIVED, go), (fp.SENT, gi)):
+            for slot, g in enumerate(grads):
+                if isinstance(g, torch.Tensor):
+                    seen[(i, d, slot)] = g.detach().clone()
+        prints.node(i, nodes[i], go, gi)
+
+    for i, n in enumerate(nodes):
+        n.register_hook(lambda gi, go, i=i: hook(gi, go, i))
+    loss.backward()
+    event = prints.event(0)
+    grads = [p for p in event.prints if p.dir in (fp.RECEIVED, fp.SENT)]
+    assert len(grads) == len(seen)
+    names = [n.name() for n in nodes]
+    transpose, t = names.index("TransposeBackward0"), names.index("TBackward0")
+    moved = {(transpose, fp.SENT, 0): (transpose, fp.RECEIVED, 0), (t, fp.SENT, 0): (t, fp.RECEIVED, 0)}
+    for p in grads:
+        key = (p.node, p.dir, p.slot)
+        row = fp.fingerprint(seen[moved.get(key, key)])
+        assert p.norm == row.norm.item() and p.sketch == tuple(row.body.double().tolist()), (names[p.node], p)
+    # Reused: what exp, transpose, gelu, t and the bias's accumulator received (each the tensor its
+    # producer sent) and what transpose, view and t sent. Sketched anew: what view and the weight's
+    # accumulator received (sent reordered), and addmm (gelu's gradient, replaced by the hook).
+    values = [p for p in event.prints if p.slot != -1]
+    assert prints.sketched == len(values) - 8, (prints.sketched, len(values))
+
+
+def test_an_output_made_by_moving_elements_is_fingerprinted_as_those_elements():
+    """A linear's `w.t()` (saved by its addmm when the input needs a gradient) is fingerprinted as
+    `w` itself, read in order (not across its rows, as `w.t()` would be)."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(80, 70)
+    x = torch.randn(3, 80, requires_grad=True)
+    h = lin(x)
+    loss = h.exp().sum()
+    nodes, todo = [], [loss.grad_fn]
+    while todo:
+        n = todo.pop()
+        if n is not None and n not in nodes:
+            nodes.append(n)
+            todo += [c for c, _ in n.next_functions]
+    prints = fp.PassPrints(nodes)
+    for i, n in enumerate(nodes):
+        n.register_hook(lambda gi, go, i=i, n=n: prints.node(i, n, go, gi))
+    loss.backward()
+    by = {(p.node, p.dir, p.slot): p for p in prints.event(0).prints}
+    names = [n.name() for n in nodes]
+    t_out = by[(names.index("TBackward0"), fp.OUTPUT, 0)]
+    assert t_out.sketch == tuple(fp.sketch_one(lin.weight.detach()).double().tolist())
+    assert t_out.sketch != tuple(fp.sketch_one(lin.weight.detach().t()).double().tolist())
