@@ -82,6 +82,8 @@ class TargetClient(_Base):
     _pending: Change | None
     _flush_timer: Timer | None = None
     _echoed: str | None
+    _echo_mark: int | None = None
+    """The output pane's line of the command echoed last (its answer is shown from there)."""
     passes_first: bool
     local_command: Callable[[str], ev.CommandResult | None]
     action_passes: Callable[[], None]
@@ -219,6 +221,7 @@ class TargetClient(_Base):
 
     def _echo(self, text: str) -> None:
         """Write a command line to the output pane, once: its answer follows it there."""
+        self._echo_mark = self.query_one(OutputLog).mark()
         self._write_output(f"(gradtui) {text}", ECHO_STYLE)
         self._echoed = text
 
@@ -250,10 +253,14 @@ class TargetClient(_Base):
         # line is echoed when sent, a key's command here); the bar shows its first line.
         self.query_one(CommandBar).answer(event.text, event.ok)
         if event.text.strip():
+            log = self.query_one(OutputLog)
             if self._echoed != event.command:
                 self._echo(event.command)
+            start = self._echo_mark if self._echo_mark is not None else log.mark()
             self._write_output(event.text, ANSWER_STYLE if event.ok else ERROR_STYLE)
+            log.reveal(start)  # a long answer is read from its command line down, not from its tail
         self._echoed = None
+        self._echo_mark = None
 
     def _feed_command(self) -> None:
         """Submit the next -c/-x command, one per pause or answer (as headless mode does)."""
