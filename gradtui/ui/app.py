@@ -345,12 +345,11 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self._title_nodes()
 
     def action_flow(self) -> None:
-        """Open the gradient flow table of the pass on screen."""
-        view = self.state.view
-        if view is None:
+        """Open the gradient flow table of the pass on screen, or of the last ended pass while it runs."""
+        if self.state.view is None:
             self.query_one(CommandBar).answer("no pass yet", ok=False)
             return
-        self.push_screen(FlowScreen(view))
+        self.push_screen(FlowScreen(*self.state.flow_to_show()))
 
     def action_older_pass(self) -> None:
         """Show the previous pass kept."""

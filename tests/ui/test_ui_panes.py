@@ -1,0 +1,30 @@
+"""Keys on the panes (issue 22): `w` mid-pass, `Z` on every pane, focus after a zoom, `tab`,
+clicks on node references, module names of an nn.Sequential."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import DataTable
+
+from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.flow import FlowScreen
+from ui_helpers import SIZE, example, wait_for, wait_paused_at
+
+
+@pytest.mark.asyncio
+async def test_w_mid_pass_shows_the_last_ended_pass_flow_titled_with_its_index():
+    app = GradtuiApp(example("mlp.py"), record_all=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("f")  # to the first node of pass 1
+        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
+                       what="the first pause of pass 1")
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == 4
+        assert sorted(str(table.get_row_at(i)[0]) for i in range(4)) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+        assert app.screen.query_one("#flow").border_title == "gradient flow · pass 0"
+        note = str(app.screen.query_one("#flow-note").visual)
+        assert "pass 1 has not ended yet" in note and "last pass that ended" in note
