@@ -21,6 +21,7 @@ from gradtui.ui.widgets.output_log import OutputLog
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.widget import Widget
 
     from gradtui.wire.target import DebugTarget
 
@@ -37,6 +38,8 @@ class NavigationActions(_Base):
     find_query: str
     find_ranked: list[int]
     _node_index: NodeIndex | None
+    _focus_back: Widget | None = None
+    """The pane that had the focus before `o` took it to the output pane."""
 
     def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
@@ -157,15 +160,41 @@ class NavigationActions(_Base):
         screen = self.screen
         if screen.maximized is not None:
             screen.minimize()
-        elif screen.focused is not None:
+        elif screen.focused is not None and screen.focused.has_class("pane"):
             screen.maximize(screen.focused, container=False)
+        else:
+            self.query_one(CommandBar).answer("Z zooms a pane: tab to one first", ok=False)
 
     def action_zoom_output(self) -> None:
-        """The output pane full screen (focused), or back."""
+        """The output pane full screen (focused), or back; back, the focus returns where it was."""
         screen, output = self.screen, self.query_one(OutputLog)
         if screen.maximized is output:
             screen.minimize()
-            self.query_one(NodeList).focus()
             return
+        self._focus_back = screen.focused if screen.focused is not output else None
         output.focus()
         screen.maximize(output, container=False)
+
+    def zoom_changed(self, maximized: Widget | None) -> None:
+        """The main screen's zoom changed (`Z`, `o`, escape): zoomed out of the output pane
+        that `o` focused, the focus goes back to the pane it came from."""
+        if maximized is not None:
+            return
+        back, self._focus_back = self._focus_back, None
+        if back is not None and back.is_attached:
+            back.focus()
+
+    def action_focus_next(self) -> None:
+        """tab: the next pane; the command bar is left out (`:` enters it, keys there are text)."""
+        self._cycle(1)
+
+    def action_focus_previous(self) -> None:
+        """shift+tab: the previous pane."""
+        self._cycle(-1)
+
+    def _cycle(self, delta: int) -> None:
+        screen = self.screen
+        if screen is not self.screen_stack[0]:  # a modal screen: its own widgets, as Textual does
+            screen.focus_next() if delta > 0 else screen.focus_previous()
+            return
+        screen.focus_next(".pane") if delta > 0 else screen.focus_previous(".pane")

@@ -23,6 +23,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer
 
 from gradtui.model import events as ev
@@ -123,6 +124,8 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
         self.passes_first = passes_first
         """Open on the passes view when the target's passes are in (cleared once it is open)."""
+        self._bar_from: Widget | None = None
+        """The pane `:` left for the command bar: enter or escape goes back to it."""
 
     # ---- layout --------------------------------------------------------------------------
 
@@ -131,11 +134,11 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         yield GradHeader(id="header")
         with Horizontal(id="main"):
             with Vertical(id="left"):
-                yield NodeList(self.state, id="nodes")
-                yield OutputLog(id="output")
+                yield NodeList(self.state, id="nodes", classes="pane")
+                yield OutputLog(id="output", classes="pane")
             with Vertical(id="right"):
-                yield DetailPane(self.state, os.path.dirname(self.script_path), id="detail")
-                yield GraphPane(self.state, id="graph")
+                yield DetailPane(self.state, os.path.dirname(self.script_path), id="detail", classes="pane")
+                yield GraphPane(self.state, id="graph", classes="pane")
         yield CommandBar(id="bar")
         yield Footer()
 
@@ -151,6 +154,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self.query_one(DetailPane).show(None)
         self.query_one(GraphPane).show(None)
         self.query_one(NodeList).focus()
+        self.watch(self.screen, "maximized", self.zoom_changed, init=False)
         if self.theme_problem:
             self._write_output(self.theme_problem, ERROR_STYLE)
         self.run_worker(self._pump(), name="gradtui-target", group="target", exit_on_error=False)
@@ -274,12 +278,16 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
     def on_command_bar_submitted(self, message: CommandBar.Submitted) -> None:
         """A line typed in the command bar: run it and go back to the node list (like vim's `:`)."""
         self._echo(message.text)
-        self.query_one(NodeList).focus()
+        self._leave_bar()
         self.send(message.text)
 
     def on_history_input_leave(self, message: HistoryInput.Leave) -> None:
-        """Escape in the command bar: back to the node list."""
-        self.query_one(NodeList).focus()
+        """Escape in the command bar: back to the pane it was entered from."""
+        self._leave_bar()
+
+    def _leave_bar(self) -> None:
+        back, self._bar_from = self._bar_from, None
+        (back if back is not None and back.is_attached else self.query_one(NodeList)).focus()
 
     # ---- actions (keys, palette) ---------------------------------------------------------
 
@@ -381,6 +389,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         if bar.has_focus:
             bar.insert_text_at_cursor(":")
             return
+        self._bar_from = self.screen.focused
         self.screen.set_focus(bar)
 
     def action_help(self) -> None:

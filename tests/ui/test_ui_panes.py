@@ -28,3 +28,32 @@ async def test_w_mid_pass_shows_the_last_ended_pass_flow_titled_with_its_index()
         assert app.screen.query_one("#flow").border_title == "gradient flow · pass 0"
         note = str(app.screen.query_one("#flow-note").visual)
         assert "pass 1 has not ended yet" in note and "last pass that ended" in note
+
+
+@pytest.mark.asyncio
+async def test_Z_zooms_the_detail_and_graph_panes():
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        for pane in ("detail", "graph"):
+            app.query_one(f"#{pane}").focus()
+            await pilot.pause()
+            await pilot.press("Z")
+            await wait_for(pilot, lambda: app.screen.maximized is app.query_one(f"#{pane}"), what=f"{pane} zoomed")
+            await pilot.press("Z")
+            await wait_for(pilot, lambda: app.screen.maximized is None, what=f"{pane} back")
+
+
+@pytest.mark.asyncio
+async def test_after_o_then_escape_the_focus_is_back_on_the_node_list_and_j_moves_it():
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("o")
+        await wait_for(pilot, lambda: app.screen.maximized is not None, what="the output zoomed")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen.maximized is None, what="the zoom's end")
+        await pilot.pause()
+        assert app.focused.id == "nodes"
+        await pilot.press("j")
+        await wait_for(pilot, lambda: app.query_one("#nodes").selected == 1, what="j moving the node list")

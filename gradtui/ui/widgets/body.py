@@ -47,7 +47,10 @@ class Body(Static):
 
 class BodyPane(VerticalScroll):
     """A pane (detail, graph) that shows its text in the one Body it composes, under a border
-    title; `_draw` redraws each only if it changed."""
+    title; `_draw` redraws each only if it changed. It may be zoomed (`Z`), which a
+    scrolling container may not be by default."""
+
+    ALLOW_MAXIMIZE = True
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
