@@ -66,7 +66,7 @@ puts the node's source line beside its labels, the graph pane keeps to its neigh
 
 ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
                             "find", "find_next", "goto_current", "command", "help", "modules", "flow",
-                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output"})
+                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output", "detach"})
 """Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
 class GradtuiApp(TargetClient, NavigationActions, App[int]):

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from gradtui.model import events as ev
-from gradtui.model.commands import CommandError, Quit, parse
+from gradtui.model.commands import CommandError, Detach, Quit, parse
 from gradtui.model.events import QUIT_STATUS
 from gradtui.model.options import RunOptions
 from gradtui.ui import fmt
@@ -243,6 +243,9 @@ class TargetClient(_Base):
         if isinstance(command, Quit):
             self.call_later(self.action_quit)  # run_action is a coroutine: called here it never ran
             return None
+        if isinstance(command, Detach):
+            self.call_later(self.action_detach)
+            return None
         if self.finished.is_set() or self.state.script_over:
             self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
             return None
@@ -271,12 +274,53 @@ class TargetClient(_Base):
 
     # ---- the end ---------------------------------------------------------------------------
 
+    @property
+    def attached(self) -> bool:
+        """Is the target a live script this UI did not start (`gradtui attach`, a browser tab)?
+        Then leaving may detach from it; a child agent lives only with its UI, a recording nowhere."""
+        from gradtui.wire.child import ChildTarget
+
+        return not isinstance(self.target, ChildTarget) and self.target.info.kind != "recording"
+
     async def action_quit(self) -> None:
-        """Stop the script and leave."""
+        """Stop the script and leave; attached, first say so and offer to detach instead."""
+        if self.attached and not self.finished.is_set() and not self.quitting:
+            from gradtui.ui.screens.leave import LeaveScreen
+
+            if not isinstance(self.screen, LeaveScreen):
+                self.push_screen(LeaveScreen(os.path.basename(self.target.info.script)), self._left)
+            return
+        await self._quit_now()
+
+    async def _left(self, choice: str | None) -> None:
+        if choice == "quit":
+            await self._quit_now()
+        elif choice == "detach":
+            await self.action_detach()
+
+    async def _quit_now(self) -> None:
         if not self.finished.is_set():
             self.exit_status = QUIT_STATUS
             await self._stop_target()
         self.exit(self.exit_status)
+
+    async def action_detach(self) -> None:
+        """Leave the script running without this UI (attached only), its breakpoints armed."""
+        if not self.attached:
+            why = ("a recording runs nowhere: q leaves" if self.target.info.kind == "recording" else
+                   "this UI started the script (gradtui SCRIPT): it lives only with it; q stops it, "
+                   "gradtui --listen runs one to attach to and detach from")
+            self.query_one(CommandBar).answer(f"detach: {why}", ok=False)
+            return
+        if self.finished.is_set():
+            self.exit(self.exit_status)
+            return
+        self.quitting = True  # the app's end (on_unmount) must not stop the target now
+        try:
+            await asyncio.wait_for(self.target.detach(), STOP_TIMEOUT)
+        except (asyncio.TimeoutError, OSError):
+            pass
+        self.exit(0, message="gradtui: detached: the script runs on; its breakpoints stay armed for the next client")
 
     async def _stop_target(self) -> None:
         """Quit the target; a child agent that will not end is killed (ChildTarget.quit)."""
@@ -302,7 +346,7 @@ class TargetClient(_Base):
             self.exit(QUIT_STATUS)
             return
         self.quitting = True
-        self.call_later(self.action_quit)
+        self.call_later(self._quit_now)
 
 
 def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),

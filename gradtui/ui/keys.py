@@ -60,7 +60,9 @@ KEYS: tuple[Key, ...] = (
     # or pasted reaches the bar whole; a `:` typed in the bar is inserted there (see the app)
     Key("colon", "command", "cmd", "type a command in the command bar", footer=False, priority=True),
     Key("question_mark", "help", "help", "this help screen"),
-    Key("q", "quit", "quit", "quit: stop the script and leave"),
+    Key("D", "detach", "detach", "detach: leave the script running without this UI (an attached one: "
+        "gradtui attach, a browser tab); its breakpoints stay armed", footer=False),
+    Key("q", "quit", "quit", "quit: stop the script and leave (attached: asks, and offers detach)"),
 )
 
 OTHER_KEYS: tuple[tuple[str, str], ...] = (

@@ -1,0 +1,37 @@
+"""What `q` does in an attached UI: it says it will stop the script, which runs in a process
+of its own that this UI did not start, and offers to detach instead (leave it running)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label
+
+
+class LeaveScreen(ModalScreen[str | None]):
+    """Asks how to leave: dismisses with `quit` (stop the script), `detach`, or None (stay)."""
+
+    BINDINGS = [
+        Binding("q,enter", "choose('quit')", "stop the script"),
+        Binding("D,d", "choose('detach')", "detach"),
+        Binding("escape", "choose(None)", "stay"),
+    ]
+
+    def __init__(self, script: str) -> None:
+        super().__init__()
+        self.script = script
+
+    def compose(self) -> ComposeResult:
+        """The question and the three answers."""
+        with Vertical(id="prompt"):
+            yield Label(f"q stops {self.script or 'the script'}: it runs in its own process, attached to",
+                        id="prompt-question")
+            yield Label("q or enter: stop the script and leave\n"
+                        "D: detach: leave it running, its breakpoints armed, for the next client\n"
+                        "escape: stay", id="prompt-hint")
+
+    def action_choose(self, choice: str | None) -> None:
+        """Answer with the choice."""
+        self.dismiss(choice)
