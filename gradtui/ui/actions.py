@@ -12,10 +12,13 @@ from textual.command import CommandPalette
 
 from gradtui.model import events as ev
 from gradtui.model.commands import CommandError, parse_int
+from gradtui.ui.layout import STEP, PaneSizes
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState, neighbour
+from gradtui.ui.widgets.column import LeftColumn
 from gradtui.ui.widgets.command_bar import CommandBar
+from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
 
@@ -40,6 +43,7 @@ class NavigationActions(_Base):
     _node_index: NodeIndex | None
     _focus_back: Widget | None = None
     """The pane that had the focus before `o` took it to the output pane."""
+    sizes: PaneSizes
 
     def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
@@ -198,3 +202,53 @@ class NavigationActions(_Base):
             screen.focus_next() if delta > 0 else screen.focus_previous()
             return
         screen.focus_next(".pane") if delta > 0 else screen.focus_previous(".pane")
+
+    # ---- pane sizes ----------------------------------------------------------------------
+
+    def size_panes(self, width: int | None = None) -> None:
+        """Size the node list column (and, wide, the graph pane) by what they show and the
+        user's moves (see gradtui.ui.layout); styles are set only when a width changed, so a
+        step lays nothing out."""
+        width = width or self.size.width
+        left = self.query_one("#left")
+        wanted = self.sizes.left(width, self.query_one(NodeList).natural_width)
+        if left.styles.width is None or left.styles.width.value != wanted:
+            left.styles.width = wanted
+        graph = self.query_one(GraphPane)
+        if self.query_one("#main").has_class("wide"):
+            wanted = self.sizes.graph(width - wanted, graph.natural_width())
+            if graph.styles.width is None or graph.styles.width.value != wanted:
+                graph.styles.width = wanted
+        elif graph.styles.width is not None:
+            graph.styles.width = None
+
+    def action_narrower(self) -> None:
+        """`<`: move the node list's right edge left."""
+        self.sizes.left_moved -= STEP
+        self.size_panes()
+
+    def action_wider(self) -> None:
+        """`>`: move the node list's right edge right."""
+        self.sizes.left_moved += STEP
+        self.size_panes()
+
+    def action_graph_narrower(self) -> None:
+        """`-`: a narrower graph pane, a wider detail pane (the wide layout)."""
+        self._move_graph(-STEP)
+
+    def action_graph_wider(self) -> None:
+        """`+`: a wider graph pane (the wide layout)."""
+        self._move_graph(STEP)
+
+    def _move_graph(self, cells: int) -> None:
+        if not self.query_one("#main").has_class("wide"):
+            self.query_one(CommandBar).answer("- + size the graph pane beside the detail pane: a terminal of "
+                                              "160 columns or more; < > size the node list", ok=False)
+            return
+        self.sizes.graph_moved += cells
+        self.size_panes()
+
+    def on_left_column_dragged(self, message: LeftColumn.Dragged) -> None:
+        """The node list's right border was dragged: it follows the pointer."""
+        self.sizes.drag_left(self.size.width, self.query_one(NodeList).natural_width, message.x)
+        self.size_panes()

@@ -33,6 +33,7 @@ from gradtui.model.dist_events import RanksChanged
 from gradtui.clients.feeder import CommandFeeder
 from gradtui.model.options import RunOptions
 from gradtui.ui import keys
+from gradtui.ui.layout import PaneSizes
 from gradtui.ui.actions import NavigationActions
 from gradtui.ui.client import ERROR_STYLE, NOTE_STYLE, TargetClient, run_app
 from gradtui.ui.screens.flow import FlowScreen
@@ -41,6 +42,7 @@ from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState
 from gradtui.ui.theme import DEFAULT_THEME, GRADTUI_THEME
+from gradtui.ui.widgets.column import LeftColumn
 from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
@@ -66,7 +68,8 @@ puts the node's source line beside its labels, the graph pane keeps to its neigh
 
 ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
                             "find", "find_next", "goto_current", "command", "help", "modules", "flow",
-                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output", "detach"})
+                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output", "detach",
+                            "narrower", "wider", "graph_narrower", "graph_wider"})
 """Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
 class GradtuiApp(TargetClient, NavigationActions, App[int]):
@@ -124,6 +127,8 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
         self.passes_first = passes_first
         """Open on the passes view when the target's passes are in (cleared once it is open)."""
+        self.sizes = PaneSizes()
+        """The user's moves of the panes' edges (`<` `>` `-` `+`, a drag)."""
         self._bar_from: Widget | None = None
         """The pane `:` left for the command bar: enter or escape goes back to it."""
 
@@ -133,7 +138,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         """Header, node list + output on the left, detail + graph on the right, command bar, footer."""
         yield GradHeader(id="header")
         with Horizontal(id="main"):
-            with Vertical(id="left"):
+            with LeftColumn(id="left"):
                 yield NodeList(self.state, id="nodes", classes="pane")
                 yield OutputLog(id="output", classes="pane")
             with Vertical(id="right"):
@@ -176,6 +181,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         footer = self.query_one(Footer)
         footer.compact = width < NARROW
         footer.show_command_palette = width >= NARROW
+        self.size_panes(width)
 
     # ---- engine events -------------------------------------------------------------------
 
@@ -215,6 +221,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         if change.new_pass:
             self._title_nodes()
             nodes.reset()
+            self.size_panes()
             self._show_selected(nodes.selected)  # every pane follows the pass shown, even an empty one
         elif change.rows:
             nodes.refresh_nodes(change.rows)

@@ -55,7 +55,13 @@ KEYS: tuple[Key, ...] = (
         footer=False),
     Key("o", "zoom_output", "output", "the output pane full screen (again: back); answers are there in full",
         footer=False),
-    Key("Z", "zoom", "zoom", "the focused pane full screen (again or escape: back)"),
+    Key("Z", "zoom", "zoom", "zoom the focused pane full screen (again or escape: back)"),
+    Key("less_than_sign", "narrower", "narrower", "a narrower node list column (a drag of its right border too)",
+        footer=False),
+    Key("greater_than_sign", "wider", "wider", "a wider node list column", footer=False),
+    Key("minus", "graph_narrower", "graph -", "a narrower graph pane, a wider detail pane (160 columns and more)",
+        footer=False),
+    Key("plus", "graph_wider", "graph +", "a wider graph pane (160 columns and more)", footer=False),
     # priority: the app acts on `:` before it forwards the next keys, so `:why x` typed fast
     # or pasted reaches the bar whole; a `:` typed in the bar is inserted there (see the app)
     Key("colon", "command", "cmd", "type a command in the command bar", footer=False, priority=True),
@@ -79,7 +85,7 @@ OTHER_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?", "left_square_bracket": "[",
-           "right_square_bracket": "]"}
+           "right_square_bracket": "]", "less_than_sign": "<", "greater_than_sign": ">", "minus": "-", "plus": "+"}
 
 
 def bindings() -> list[Binding]:
