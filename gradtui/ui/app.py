@@ -72,6 +72,10 @@ ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "
                             "narrower", "wider", "graph_narrower", "graph_wider"})
 """Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
+REPLACED_COMMANDS = frozenset({"Quit", "Maximize", "Minimize"})
+"""Textual's palette entries that gradtui's own replace (q, Z)."""
+
+
 class GradtuiApp(TargetClient, NavigationActions, App[int]):
     """Debug the backward passes of one script (see module doc)."""
 
@@ -404,15 +408,17 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self.push_screen(HelpScreen())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette lists every gradtui action (once: `n` is `s`), then Textual's own."""
+        """The command palette lists every gradtui action once (`n` is `s`), titled by its name
+        (`Zoom`, found by typing "zoom"), then Textual's own but those gradtui's replace (its
+        Quit, and Maximize / Minimize: they are `Z`)."""
         seen = set()
         for key in keys.KEYS:
             if key.action in seen:
                 continue
             seen.add(key.action)
-            title, _, text = key.help.partition(": ")
-            yield SystemCommand(title.capitalize() if text else key.short.capitalize(),
-                                escape(f"{text or key.help} · key {keys.display(key)}"),
+            title, text = keys.palette_entry(key)
+            yield SystemCommand(title, escape(f"{text} · key {keys.display(key)}"),
                                 functools.partial(self.run_action, key.action))
-        yield from super().get_system_commands(screen)
-
+        for command in super().get_system_commands(screen):
+            if command.title not in REPLACED_COMMANDS:
+                yield command

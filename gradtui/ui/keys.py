@@ -53,7 +53,7 @@ KEYS: tuple[Key, ...] = (
         footer=False),
     Key("right_square_bracket", "newer_pass", "newer", "show the next pass kept (back to the live one)",
         footer=False),
-    Key("o", "zoom_output", "output", "the output pane full screen (again: back); answers are there in full",
+    Key("o", "zoom_output", "zoom output", "the output pane full screen (again: back); answers are there in full",
         footer=False),
     Key("Z", "zoom", "zoom", "zoom the focused pane full screen (again or escape: back)"),
     Key("less_than_sign", "narrower", "narrower", "a narrower node list column (a drag of its right border too)",
@@ -91,6 +91,16 @@ DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?", "left_square_bracke
 def bindings() -> list[Binding]:
     """The app's bindings, made from KEYS."""
     return [Binding(k.keys, k.action, k.short, show=k.footer, priority=k.priority) for k in KEYS]
+
+
+def palette_entry(key: Key) -> tuple[str, str]:
+    """The command palette's title and text of a key: `step: run the paused node…` is titled
+    `Step`; a help text that does not start with its name (or whose first colon is inside it,
+    as in `(again or escape: back)`) is titled by the footer label."""
+    title, colon, text = key.help.partition(": ")
+    if not colon or "(" in title or len(title.split()) > 2:
+        title, text = key.short, key.help
+    return title[:1].upper() + title[1:], text
 
 
 def display(key: Key) -> str:

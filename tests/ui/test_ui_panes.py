@@ -57,3 +57,23 @@ async def test_after_o_then_escape_the_focus_is_back_on_the_node_list_and_j_move
         assert app.focused.id == "nodes"
         await pilot.press("j")
         await wait_for(pilot, lambda: app.query_one("#nodes").selected == 1, what="j moving the node list")
+
+
+@pytest.mark.asyncio
+async def test_the_palette_titles_every_action_by_its_name_once_and_finds_zoom():
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        commands = list(app.get_system_commands(app.screen))
+        titles = [c.title for c in commands]
+        assert titles.count("Quit") == 1 and "Maximize" not in titles
+        assert "Zoom" in titles and "Zoom output" in titles and "Detach" in titles
+        assert all(":" not in t and "(" not in t for t in titles), titles
+        zoom = next(c for c in commands if c.title == "Zoom")
+        assert "(again or escape: back)" in zoom.help and "key Z" in zoom.help
+        await pilot.press("ctrl+p")
+        from textual.command import CommandPalette
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
+        await pilot.press(*"zoom")
+        from test_ui_app import _highlighted
+        await wait_for(pilot, lambda: (_highlighted(app.screen) or "").startswith("Zoom"), what="zoom found")
