@@ -72,6 +72,9 @@ ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "
                             "narrower", "wider", "graph_narrower", "graph_wider"})
 """Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
+LIVE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print", "detach"})
+"""Actions that drive a running script: none once it has ended."""
+
 REPLACED_COMMANDS = frozenset({"Quit", "Maximize", "Minimize"})
 """Textual's palette entries that gradtui's own replace (q, Z)."""
 
@@ -226,6 +229,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
             self._title_nodes()
             nodes.reset()
             self.size_panes()
+            self.query_one(CommandBar).clear_error()
             self._show_selected(nodes.selected)  # every pane follows the pass shown, even an empty one
         elif change.rows:
             nodes.refresh_nodes(change.rows)
@@ -279,7 +283,8 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         graph.show(node)
 
     def on_node_list_selected(self, message: NodeList.Selected) -> None:
-        """The selection moved: show that node."""
+        """The selection moved: show that node (a refusal shown before is stale now)."""
+        self.query_one(CommandBar).clear_error()
         self._show_selected(message.node)
 
     def on_node_list_module_selected(self, message: NodeList.ModuleSelected) -> None:
@@ -304,8 +309,12 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Engine keys do nothing while a modal screen (help, prompt, flow, passes, the palette)
-        is open: the key goes to that screen (a `:` typed in the palette is text)."""
+        is open: the key goes to that screen (a `:` typed in the palette is text).
+        Once the script has ended, the keys that drive it are gone from the footer (and do nothing):
+        the footer shows what can be done now."""
         if action in ENGINE_ACTIONS and self.screen is not self.screen_stack[0]:
+            return False
+        if action in LIVE_ACTIONS and (self.state.script_over or self.finished.is_set()):
             return False
         return True
 

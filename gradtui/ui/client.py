@@ -208,11 +208,12 @@ class TargetClient(_Base):
         self._write_output(f"── the script {word} · q to leave", NOTE_STYLE)
         # Whatever the bar said (`gradient now …`) was about a pass that is over.
         self.query_one(CommandBar).answer(f"the script {word} · [ ] or P browse its passes · q to leave",
-                                          ok=event.quit or event.exit_status == 0)
+                                          ok=event.quit or event.exit_status == 0, keep=True)
         view = self.state.view
         if view is not None and view.failed_node is not None:
             self.query_one(NodeList).select_node(view.failed_node)
         self._show_selected(self.query_one(NodeList).selected)
+        self.refresh_bindings()  # the footer drops the keys that drove the script
 
     def _write_output(self, text: str, style: str = "") -> None:
         """Add whole lines of gradtui's own to the output pane (the script's go through
@@ -232,6 +233,7 @@ class TargetClient(_Base):
 
         A line the UI answers itself (`local_command`) is answered with a CommandResult of no
         request id, as the target would, so the -c/-x feeder goes on after it."""
+        self.query_one(CommandBar).clear_error()  # a new command: an older refusal is stale
         answer = self.local_command(text)
         if answer is not None:
             self._on_engine_event(answer)

@@ -216,10 +216,11 @@ async def test_bad_commands_are_answered_in_the_bar_never_crash():
         await pilot.press("colon", "up")
         assert app.query_one(CommandBar).input.value == "set g.sum()"
         await pilot.press("escape")
-        # a refused key while running is answered too: x on a finished script
+        # on a finished script the z key is gone (the footer shows what can be done now); typed, zero is answered
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.status == "finished")
         await pilot.press("z")
+        await pilot.press("colon", *"zero", "enter")
         await wait_for(pilot, lambda: "has ended" in answer_text(app))
         assert app.is_running
 
@@ -379,8 +380,16 @@ async def test_a_script_without_backward_shows_its_exit_status():
         text = detail_text(app)
         assert "never called backward()" in text and "exit status 3" in text
         assert "failed · exit 3" in app.query_one(GradHeader).status_text
-        await pilot.press("s")  # nothing to step: answered, no crash
-        await wait_for(pilot, lambda: "has ended" in answer_text(app))
+        # the footer shows what can be done now: no s c f b e once the script has ended (issue 22, 10)
+        from textual.widgets._footer import FooterKey
+
+        await wait_for(pilot, lambda: {k.action for k in app.query(FooterKey)} and not
+                       {k.action for k in app.query(FooterKey)} & {"step", "cont", "finish", "toggle_break", "edit"},
+                       what="the footer without the keys that drive the script")
+        assert {"passes", "help", "quit"} <= {k.action for k in app.query(FooterKey)}
+        await pilot.press("s")  # nothing to step: no crash, the words of the end stay
+        await pilot.pause()
+        assert "exited with status 3" in answer_text(app)
     assert app.exit_status == 3
 
 

@@ -77,3 +77,22 @@ async def test_the_palette_titles_every_action_by_its_name_once_and_finds_zoom()
         await pilot.press(*"zoom")
         from test_ui_app import _highlighted
         await wait_for(pilot, lambda: (_highlighted(app.screen) or "").startswith("Zoom"), what="zoom found")
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_goes_from_the_answer_line_once_a_later_action_works():
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        from test_ui_app import answer_text
+
+        await pilot.press("end", "d")  # #2 is a leaf: nothing below it
+        await wait_for(pilot, lambda: "is a leaf" in answer_text(app), what="the refusal")
+        await pilot.press("u")  # this one works
+        await wait_for(pilot, lambda: app.query_one("#nodes").selected == 1, what="u moving")
+        await pilot.pause()
+        assert "is a leaf" not in answer_text(app) and "✗" not in answer_text(app)
+        await pilot.press("colon", *"scale x", "enter")
+        await wait_for(pilot, lambda: "✗" in answer_text(app), what="the refused scale")
+        await pilot.press("colon", *"pass 0", "enter")  # a good `pass N`
+        await wait_for(pilot, lambda: "✗" not in answer_text(app), what="the refusal gone")
