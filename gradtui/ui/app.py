@@ -42,6 +42,7 @@ from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState
 from gradtui.ui.theme import DEFAULT_THEME, GRADTUI_THEME
+from gradtui.ui.widgets.body import BodyPane
 from gradtui.ui.widgets.column import LeftColumn
 from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
 from gradtui.ui.widgets.detail import DetailPane
@@ -286,6 +287,10 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         """The selection moved: show that node (a refusal shown before is stale now)."""
         self.query_one(CommandBar).clear_error()
         self._show_selected(message.node)
+
+    def on_body_pane_node_clicked(self, message: BodyPane.NodeClicked) -> None:
+        """A node reference clicked in the detail or graph pane: select that node."""
+        self.query_one(NodeList).select_node(message.node)
 
     def on_node_list_module_selected(self, message: NodeList.ModuleSelected) -> None:
         """The selection moved to a module row: sum it up in the detail pane."""

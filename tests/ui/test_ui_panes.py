@@ -96,3 +96,28 @@ async def test_a_refusal_goes_from_the_answer_line_once_a_later_action_works():
         await wait_for(pilot, lambda: "✗" in answer_text(app), what="the refused scale")
         await pilot.press("colon", *"pass 0", "enter")  # a good `pass N`
         await wait_for(pilot, lambda: "✗" not in answer_text(app), what="the refusal gone")
+
+
+def _where(text: str, fragment: str) -> tuple[int, int]:
+    """(column, row) of `fragment` in a pane's text."""
+    for row, line in enumerate(text.splitlines()):
+        if fragment in line:
+            return line.index(fragment) + 1, row
+    raise AssertionError(f"{fragment!r} not in {text}")
+
+
+@pytest.mark.asyncio
+async def test_a_click_on_a_node_reference_in_the_graph_or_detail_pane_selects_it():
+    from ui_helpers import detail_text, graph_text
+
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.click("#graph-body", offset=_where(graph_text(app), "#1 MulBackward0"))
+        await wait_for(pilot, lambda: app.query_one("#nodes").selected == 1, what="#1 selected from the graph")
+        await pilot.pause()
+        line = next(line for line in detail_text(app).splitlines() if line.startswith("↓ inputs"))
+        assert "#2 AccumulateGrad" in line
+        await pilot.click("#detail-body", offset=_where(detail_text(app), "#2 AccumulateGrad"))
+        await wait_for(pilot, lambda: app.query_one("#nodes").selected == 2, what="#2 selected from the detail")
+        assert app.state.current == 0  # selecting is not stepping

@@ -16,7 +16,7 @@ from textual.content import Content
 from gradtui.model.nodes import node_tags
 from gradtui.ui.fmt import short_op
 from gradtui.ui.state import PassView, UIState
-from gradtui.ui.widgets.body import Body, BodyPane
+from gradtui.ui.widgets.body import Body, BodyPane, node_ref
 
 WHOLE_LIMIT = 40
 """Passes with at most this many nodes are drawn whole."""
@@ -108,7 +108,7 @@ class GraphPane(BodyPane):
         else:
             text = f"#{node} {short_op(data['name'])}" + (f"({tags[0]})" if tags else "")
         name_style = "bold reverse" if node == selected else ("" if node in view.ran else "$text-muted")
-        return Content.assemble((marker + " ", style), (text, name_style))
+        return node_ref(Content.assemble((marker + " ", style), (text, name_style)), node)
 
     def _listing(self, view: PassView, label: str, nodes: list[int], selected: int) -> Iterable[Content]:
         """`label` on the first line, one node per line, at most NEIGHBOURS_SHOWN."""
