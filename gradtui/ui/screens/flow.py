@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from gradtui.model.events import ParamFlow
+from gradtui.model.flowtext import zero_weight
 from gradtui.model.stats import format_number
 from gradtui.ui.flowtable import SPREAD, flow_rows
 from gradtui.ui.state import FlowSnapshot
@@ -32,7 +33,7 @@ def _ratio(flow: ParamFlow) -> str:
     """The ratio as text; a non-finite gradient's ratio is its norm's nan or inf, whatever the weight."""
     if flow.grad_norm is not None and not math.isfinite(flow.grad_norm):
         return format_number(flow.grad_norm)
-    if flow.weight_norm == 0 and flow.ratio is not None:
+    if zero_weight(flow):
         return "w=0"  # grad / 0: not a measure of the gradient
     return _number(flow.ratio, "-")
 
