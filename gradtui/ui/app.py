@@ -38,6 +38,7 @@ from gradtui.ui.actions import NavigationActions
 from gradtui.ui.client import ERROR_STYLE, NOTE_STYLE, TargetClient, run_app
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
+from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState
@@ -317,8 +318,9 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         is open: the key goes to that screen (a `:` typed in the palette is text).
         Once the script has ended, the keys that drive it are gone from the footer (and do nothing):
         the footer shows what can be done now."""
-        if action in ENGINE_ACTIONS and self.screen is not self.screen_stack[0]:
-            return False
+        if (action in ENGINE_ACTIONS or action == "quit" and isinstance(self.screen, LeaveScreen)) \
+                and self.screen is not self.screen_stack[0]:
+            return False  # (q in the leave question is its own: stop the script)
         if action in LIVE_ACTIONS and (self.state.script_over or self.finished.is_set()):
             return False
         return True

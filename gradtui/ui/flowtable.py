@@ -64,7 +64,7 @@ def flow_rows(flow: Sequence[ParamFlow]) -> list[FlowRow]:
         if row.ratio is not None and math.isfinite(row.ratio) and row.ratio > 0:
             share = 1.0 if high == low else (math.log10(row.ratio) - low) / (high - low)
             bar = "█" * max(1, round(share * BAR_WIDTH))
-        elif row.ratio is not None and not math.isfinite(row.ratio) and not zero_weight(row):
+        elif row.ratio is not None and not math.isfinite(row.ratio) and row.weight_norm != 0:
             bar = "█" * BAR_WIDTH
         rows.append(FlowRow(row, flag_of(row, median), bar))
     return rows

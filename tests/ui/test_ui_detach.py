@@ -44,8 +44,8 @@ async def test_q_attached_asks_and_D_detaches_leaving_the_script_for_the_next_cl
         await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="the breakpoint")
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, LeaveScreen), what="the leave question")
-        text = " ".join(str(label.visual) for label in app.screen.query("Label"))
-        assert "stops loop.py" in text and "detach" in text
+        text = " ".join(str(part.visual) for part in app.screen.query("Static"))
+        assert "loop.py runs in its own process" in text and "q stops it" in text and "detach" in text
         await pilot.press("escape")  # stay
         await wait_for(pilot, lambda: not isinstance(app.screen, LeaveScreen), what="back to the debugger")
         assert app.is_running and agent.process.poll() is None

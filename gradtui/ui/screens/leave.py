@@ -7,15 +7,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Label
+from textual.widgets import Static
 
 
 class LeaveScreen(ModalScreen[str | None]):
     """Asks how to leave: dismisses with `quit` (stop the script), `detach`, or None (stay)."""
 
     BINDINGS = [
-        Binding("q,enter", "choose('quit')", "stop the script"),
-        Binding("D,d", "choose('detach')", "detach"),
+        Binding("q", "choose('quit')", "stop the script"),
+        Binding("enter", "choose('quit')", "stop the script", show=False),
+        Binding("D", "choose('detach')", "detach"),
+        Binding("d", "choose('detach')", "detach", show=False),
         Binding("escape", "choose(None)", "stay"),
     ]
 
@@ -25,12 +27,13 @@ class LeaveScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         """The question and the three answers."""
-        with Vertical(id="prompt"):
-            yield Label(f"q stops {self.script or 'the script'}: it runs in its own process, attached to",
-                        id="prompt-question")
-            yield Label("q or enter: stop the script and leave\n"
-                        "D: detach: leave it running, its breakpoints armed, for the next client\n"
-                        "escape: stay", id="prompt-hint")
+        with Vertical(id="leave") as box:
+            box.border_title = "leave"
+            yield Static(f"{self.script or 'the script'} runs in its own process, attached to: q stops it.",
+                         id="leave-question", markup=False)
+            yield Static("q, enter  stop the script and leave\n"
+                         "D         detach: leave it running, its breakpoints armed\n"
+                         "escape    stay", id="leave-answers", markup=False)
 
     def action_choose(self, choice: str | None) -> None:
         """Answer with the choice."""
