@@ -13,6 +13,7 @@ from textual.command import CommandPalette
 from gradtui.model import events as ev
 from gradtui.model.commands import CommandError, parse_int
 from gradtui.ui.layout import STEP, PaneSizes
+from gradtui.ui.screens.breakpoints import BreakpointChoice, BreakpointRow, BreakpointsScreen
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState, neighbour
@@ -44,6 +45,9 @@ class NavigationActions(_Base):
     _focus_back: Widget | None = None
     """The pane that had the focus before `o` took it to the output pane."""
     sizes: PaneSizes
+    breakpoints: tuple[ev.BreakpointInfo, ...]
+    breakpoints_off: list[str]
+    """Specs of the breakpoints turned off in the breakpoints pane (deleted in the target)."""
 
     def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
@@ -202,6 +206,41 @@ class NavigationActions(_Base):
             screen.focus_next() if delta > 0 else screen.focus_previous()
             return
         screen.focus_next(".pane") if delta > 0 else screen.focus_previous(".pane")
+
+    # ---- the breakpoints pane ------------------------------------------------------------
+
+    def action_breakpoints(self) -> None:
+        """B: every breakpoint with its hits; jump to its last hit, turn it off or on, delete it."""
+        rows = [BreakpointRow(b.number, b.spec, b.hits, self.state.last_hits.get(b.number)) for b in self.breakpoints]
+        rows += [BreakpointRow(None, spec, 0, None) for spec in self.breakpoints_off]
+        self.push_screen(BreakpointsScreen(rows), self._breakpoint_chosen)
+
+    def _breakpoint_chosen(self, choice: BreakpointChoice | None) -> None:
+        if choice is None:
+            return
+        row, bar = choice.row, self.query_one(CommandBar)
+        match choice.action:
+            case "jump" if row.last_hit is None:
+                bar.answer(f"{row.spec}: no hit yet", ok=False)
+            case "jump":
+                index, node = row.last_hit
+                why = self.browse_pass(index) if self.state.view is None or self.state.view.index != index else None
+                if why is not None:
+                    bar.answer(why, ok=False)
+                    return
+                self.query_one(NodeList).select_node(node)
+                bar.answer(f"breakpoint {row.number} ({row.spec}) last hit pass {index} at #{node}")
+            case "toggle" if row.number is None:
+                self.breakpoints_off.remove(row.spec)
+                self.send(f"break {row.spec}")
+            case "toggle":
+                self.breakpoints_off.append(row.spec)
+                self.send(f"delete {row.number}")
+            case "delete" if row.number is None:
+                self.breakpoints_off.remove(row.spec)
+                bar.answer(f"forgot {row.spec} (it was off)")
+            case "delete":
+                self.send(f"delete {row.number}")
 
     # ---- pane sizes ----------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ the commands and stops the target; `run_app` is there too, re-exported here).
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 import os
 from collections.abc import Iterable
@@ -21,7 +20,6 @@ from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.markup import escape
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
@@ -67,19 +65,6 @@ NARROW = 100
 SHORT = 32
 """Below this terminal height (or width NARROW) the layout is the 80x24 one: the detail pane
 puts the node's source line beside its labels, the graph pane keeps to its neighbours."""
-
-ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
-                            "find", "find_next", "goto_current", "command", "help", "modules", "flow",
-                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output", "detach",
-                            "narrower", "wider", "graph_narrower", "graph_wider"})
-"""Actions that make no sense while a modal screen (help, prompt, flow) is open."""
-
-LIVE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print", "detach"})
-"""Actions that drive a running script: none once it has ended."""
-
-REPLACED_COMMANDS = frozenset({"Quit", "Maximize", "Minimize"})
-"""Textual's palette entries that gradtui's own replace (q, Z)."""
-
 
 class GradtuiApp(TargetClient, NavigationActions, App[int]):
     """Debug the backward passes of one script (see module doc)."""
@@ -136,6 +121,8 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
         self.passes_first = passes_first
         """Open on the passes view when the target's passes are in (cleared once it is open)."""
+        self.breakpoints_off: list[str] = []
+        """Breakpoints turned off in the breakpoints pane: their specs (the target deleted them)."""
         self.sizes = PaneSizes()
         """The user's moves of the panes' edges (`<` `>` `-` `+`, a drag)."""
         self._bar_from: Widget | None = None
@@ -318,10 +305,10 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         is open: the key goes to that screen (a `:` typed in the palette is text).
         Once the script has ended, the keys that drive it are gone from the footer (and do nothing):
         the footer shows what can be done now."""
-        if (action in ENGINE_ACTIONS or action == "quit" and isinstance(self.screen, LeaveScreen)) \
+        if (action in keys.ENGINE_ACTIONS or action == "quit" and isinstance(self.screen, LeaveScreen)) \
                 and self.screen is not self.screen_stack[0]:
             return False  # (q in the leave question is its own: stop the script)
-        if action in LIVE_ACTIONS and (self.state.script_over or self.finished.is_set()):
+        if action in keys.LIVE_ACTIONS and (self.state.script_over or self.finished.is_set()):
             return False
         return True
 
@@ -424,17 +411,8 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self.push_screen(HelpScreen())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette lists every gradtui action once (`n` is `s`), titled by its name
-        (`Zoom`, found by typing "zoom"), then Textual's own but those gradtui's replace (its
-        Quit, and Maximize / Minimize: they are `Z`)."""
-        seen = set()
-        for key in keys.KEYS:
-            if key.action in seen:
-                continue
-            seen.add(key.action)
-            title, text = keys.palette_entry(key)
-            yield SystemCommand(title, escape(f"{text} · key {keys.display(key)}"),
-                                functools.partial(self.run_action, key.action))
+        """The command palette: every gradtui action once, then Textual's own but those it replaces."""
+        yield from keys.palette_commands(self.run_action)
         for command in super().get_system_commands(screen):
-            if command.title not in REPLACED_COMMANDS:
+            if command.title not in keys.REPLACED_COMMANDS:
                 yield command

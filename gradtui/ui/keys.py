@@ -3,9 +3,13 @@ command palette are all made from it."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.markup import escape
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ KEYS: tuple[Key, ...] = (
     Key("r", "finish", "return", "return: the same as f (pdb's r runs to the end of the frame; here, of the pass)",
         footer=False),
     Key("b", "toggle_break", "break", "toggle a breakpoint on the selected node (#ID)"),
+    Key("B", "breakpoints", "breakpoints", "breakpoints: each with its hits and last hit; enter jumps there, "
+        "space turns it off or on, delete removes it", footer=False),
     Key("x", "scale", "scale", "scale the incoming gradient by a factor", footer=False),
     Key("z", "zero", "zero", "zero the incoming gradient", footer=False),
     Key("e", "edit", "edit", "replace the incoming gradient by an expression of g"),
@@ -106,3 +112,28 @@ def palette_entry(key: Key) -> tuple[str, str]:
 def display(key: Key) -> str:
     """How a key is written for people: `/` rather than `slash`."""
     return DISPLAY.get(key.keys, key.keys)
+
+
+ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
+                            "find", "find_next", "goto_current", "command", "help", "modules", "flow",
+                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output", "detach",
+                            "narrower", "wider", "graph_narrower", "graph_wider", "breakpoints"})
+"""Actions that make no sense while a modal screen (help, prompt, flow) is open."""
+
+LIVE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print", "detach"})
+"""Actions that drive a running script: none once it has ended (the footer drops them)."""
+
+REPLACED_COMMANDS = frozenset({"Quit", "Maximize", "Minimize"})
+"""Textual's palette entries that gradtui's own replace (q, Z)."""
+
+
+def palette_commands(run_action: Callable[[str], object]) -> Iterator[SystemCommand]:
+    """The command palette's entries: every action once (`n` is `s`), titled by its name
+    (`Zoom`, found by typing "zoom"), its help and key as the text."""
+    seen = set()
+    for key in KEYS:
+        if key.action in seen:
+            continue
+        seen.add(key.action)
+        title, text = palette_entry(key)
+        yield SystemCommand(title, escape(f"{text} · key {display(key)}"), functools.partial(run_action, key.action))

@@ -85,6 +85,8 @@ class UIState:
         self.passes = 0
         self.hits: dict[int, int] = {}
         """Pass index -> how many breakpoint hits it had."""
+        self.last_hits: dict[int, tuple[int, int]] = {}
+        """Breakpoint number -> (pass index, node) of its last hit (the breakpoints pane's jump)."""
         self.last_flow: FlowSnapshot | None = None
         """The flow of the last pass that ended (kept whatever views are dropped)."""
 
@@ -255,6 +257,7 @@ class UIState:
 
     def _on_BreakpointHit(self, event: ev.BreakpointHit) -> Change:
         self.hits[event.pass_index] = self.hits.get(event.pass_index, 0) + 1
+        self.last_hits[event.number] = (event.pass_index, event.node)
         return Change()
 
     def _on_Resumed(self, event: ev.Resumed) -> Change:

@@ -52,7 +52,7 @@ class FlowScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         """A note line, then the table."""
         with Vertical(id="flow") as box:
-            box.border_title = "gradient flow" + (f" · pass {self.shown.index}" if self.shown else "")
+            box.border_title = "gradient flow · " + (f"pass {self.shown.index}" if self.shown else "no pass has ended")
             box.border_subtitle = "escape to close"
             yield Static(self._note(), id="flow-note", markup=False)
             yield DataTable(id="flow-table", cursor_type="row", zebra_stripes=True)
