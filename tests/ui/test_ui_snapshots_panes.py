@@ -63,3 +63,23 @@ def test_w_in_pass_1_shows_pass_0_with_its_zero_biases_apart(snap_compare, size)
 
     assert snap_compare(GradtuiApp(ui_script("zero_bias.py"), record_all=True), terminal_size=size,
                         run_before=run_before)
+
+
+@SIZES
+def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
+    """B on loop.py after `break MulBackward0` hit in passes 0 and 1, and `break nan` that never hit."""
+    from conftest import script
+    from gradtui.ui.screens.breakpoints import BreakpointsScreen
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_for(pilot, lambda: len(app.breakpoints) == 2 and app.state.paused is not None
+                       and app.state.paused.pass_index == 1, what="the second hit")
+        await wait_paused_at(pilot, 1)
+        await pilot.press("B")
+        await wait_for(pilot, lambda: isinstance(app.screen, BreakpointsScreen), what="the breakpoints pane")
+        await _footer_of_the_modal(pilot)
+        await _settle(pilot)
+
+    app = GradtuiApp(script("loop.py"), commands=["break MulBackward0", "break nan", "continue", "continue"])
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
