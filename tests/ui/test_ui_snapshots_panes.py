@@ -76,6 +76,13 @@ def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
         await wait_for(pilot, lambda: len(app.breakpoints) == 2 and app.state.paused is not None
                        and app.state.paused.pass_index == 1, what="the second hit")
         await wait_paused_at(pilot, 1)
+        from ui_helpers import output_lines  # pass 0's print comes through a pipe: wait for it, else the
+        await wait_for(pilot, lambda: any("pass 0 x.grad" in line for line in output_lines(app)),  # tail varies
+                       what="pass 0's print")
+        from gradtui.ui.widgets.output_log import OutputLog
+        log = app.query_one(OutputLog)
+        await pilot.pause()
+        await wait_for(pilot, lambda: log.scroll_y == log.max_scroll_y, what="the output pane at its end")
         await pilot.press("B")
         await wait_for(pilot, lambda: isinstance(app.screen, BreakpointsScreen), what="the breakpoints pane")
         await _footer_of_the_modal(pilot)

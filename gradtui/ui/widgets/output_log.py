@@ -51,6 +51,13 @@ class Line(NamedTuple):
     words: bool = False
 
 
+class Reveal(NamedTuple):
+    """A `reveal` asked for: the line to show at the top, and `mark()` when it was asked."""
+
+    line: int
+    count: int
+
+
 _ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 """ANSI escape sequences (CSI, OSC, two-character ones): no cells on screen."""
 
@@ -92,7 +99,7 @@ class OutputLog(ScrollView, can_focus=True):
         zoomed, then back) or the pane's own scrolling keeps it as it was."""
         self._scrolling = False
         """The pane scrolls itself (follow, reveal): not the user's doing."""
-        self._reveal: int | None = None
+        self._reveal: Reveal | None = None
         """A line to show at the top once laid out (see `reveal`)."""
         self.renders = 0
         """How many lines were turned into styled text (the cost a flood must not grow)."""
@@ -204,11 +211,12 @@ class OutputLog(ScrollView, can_focus=True):
             return
         reveal, self._reveal = self._reveal, None
         top = self.max_scroll_y
-        if reveal is not None and reveal - self._base >= 0:
+        # a long answer: its first line at the top, not its tail; unless more was written after
+        # it (or it was dropped): the newest line is then the one to see
+        if reveal is not None and reveal.count == self.mark() and reveal.line >= self._base:
             self._ensure_rows()
-            index = reveal - self._base
-            first = self._rows[index - 1] if 0 < index <= len(self._rows) else 0
-            top = min(top, first)  # a long answer: its first line at the top, not its tail
+            index = reveal.line - self._base
+            top = min(top, self._rows[index - 1] if 0 < index <= len(self._rows) else 0)
         self._scroll_self(top)
 
     def _scroll_self(self, y: float) -> None:
@@ -225,9 +233,10 @@ class OutputLog(ScrollView, can_focus=True):
     def reveal(self, line: int) -> None:
         """Once laid out, show line `line` (a `mark`) at the top if what follows it is taller
         than the pane, else the end: a long answer is read from its first line. Only while
-        the pane follows (a user who scrolled up keeps their place)."""
+        the pane follows (a user who scrolled up keeps their place), and only if nothing was
+        written after it by then (the newest line is then the one to see)."""
         if self.follow:
-            self._reveal = line
+            self._reveal = Reveal(line, self.mark())
             self._schedule_follow()
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
