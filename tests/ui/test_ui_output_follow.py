@@ -55,3 +55,35 @@ async def test_the_output_pane_follows_again_after_a_zoom_and_a_long_answer_show
         assert rows[-1].split()[-1] == last.split()[-1], (last, rows)  # the newest line is in sight
         assert any("(gradtui) print" in row for row in rows), rows
         assert app.query_one(OutputLog).follow
+
+
+@pytest.mark.asyncio
+async def test_output_written_after_a_long_answer_before_it_is_drawn_wins_over_its_reveal():
+    """The reveal of a long answer, applied late, once more lines had come, left the pane short of
+    its newest line (and nothing scrolled it on)."""
+    from textual.app import App
+
+    class One(App):
+        def compose(self):
+            yield OutputLog(id="log")
+
+    app = One()
+    async with app.run_test(size=(40, 8)) as pilot:
+        log = app.query_one(OutputLog)
+        for i in range(3):
+            log.write_lines(f"line {i}")
+        await pilot.pause()
+        start = log.mark()
+        log.write_lines("(gradtui) why x\n" + "\n".join(f"answer {i}" for i in range(12)))
+        log.reveal(start)
+        log.write_stream("the script's next line\n")  # before the reveal is drawn
+        await pilot.pause()
+        await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y > 0
+        # alone, a long answer is shown from its command line
+        start = log.mark()
+        log.write_lines("(gradtui) help\n" + "\n".join(f"help {i}" for i in range(12)))
+        log.reveal(start)
+        await pilot.pause()
+        await pilot.pause()
+        assert log.render_line(0).text.strip() == "(gradtui) help"
