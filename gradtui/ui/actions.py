@@ -6,15 +6,19 @@ view (a recording's passes not kept in the UI are asked of the target with `pass
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from textual.command import CommandPalette
 
 from gradtui.model import events as ev
+from gradtui.model.breakpoints import matches_node, parse_spec
 from gradtui.model.commands import CommandError, parse_int
+from gradtui.ui import fmt
 from gradtui.ui.layout import STEP, PaneSizes
 from gradtui.ui.screens.breakpoints import BreakpointChoice, BreakpointRow, BreakpointsScreen
 from gradtui.ui.screens.passes import PassesScreen
+from gradtui.ui.screens.source import MadeNode, SourceFile, SourceScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState, neighbour
 from gradtui.ui.widgets.column import LeftColumn
@@ -47,6 +51,7 @@ class NavigationActions(_Base):
     sizes: PaneSizes
     breakpoints: tuple[ev.BreakpointInfo, ...]
     breakpoints_off: list[str]
+    script_path: str
     """Specs of the breakpoints turned off in the breakpoints pane (deleted in the target)."""
 
     def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
@@ -241,6 +246,39 @@ class NavigationActions(_Base):
                 bar.answer(f"forgot {row.spec} (it was off)")
             case "delete":
                 self.send(f"delete {row.number}")
+
+    # ---- the source view -----------------------------------------------------------------
+
+    def action_source(self) -> None:
+        """v: the selected node's whole file, its line and the lines that made this pass's nodes marked."""
+        view, node, bar = self.state.view, self.query_one(NodeList).selected, self.query_one(CommandBar)
+        data = view.graph.nodes[node] if view is not None and node is not None and node in view.graph else None
+        if data is None or not data["path"] or not data["line"]:
+            bar.answer("v shows a node's source: select a node made by a line of Python" if data is None
+                       else f"#{node} has no source line (made outside Python code)", ok=False)
+            return
+        path = data["path"]
+        source = SourceFile(path, fmt.short_path(path, os.path.dirname(self.script_path)), data["line"], node)
+        for other in view.order:
+            if view.graph.nodes[other]["path"] == path and view.graph.nodes[other]["line"]:
+                source.made.setdefault(view.graph.nodes[other]["line"], []).append(MadeNode(other, view.title(other)))
+        for info in self.breakpoints:
+            spec = parse_spec(info.spec)
+            if spec.kind == "source" and matches_node(spec, {"path": path, "line": spec.value[1]}, 0, 0, False):
+                source.breaks.add(spec.value[1])
+        if not source.lines():
+            bar.answer(f"cannot read {source.name}: {data['source']} is all that is known", ok=False)
+            return
+        self.push_screen(SourceScreen(source), self._source_chosen)
+
+    def _source_chosen(self, node: int | None) -> None:
+        if node is not None:
+            self.query_one(NodeList).select_node(node)
+
+    def on_source_screen_break_requested(self, message: SourceScreen.BreakRequested) -> None:
+        """b in the source view: `break FILE:LINE` (the file's whole path; its name if the path has a space)."""
+        file = message.path if not any(c.isspace() for c in message.path) else os.path.basename(message.path)
+        self.send(f"break {file}:{message.line}")
 
     # ---- pane sizes ----------------------------------------------------------------------
 

@@ -35,7 +35,8 @@ KEYS: tuple[Key, ...] = (
     Key("f", "finish", "finish", "finish: run to the end of this pass"),
     Key("r", "finish", "return", "return: the same as f (pdb's r runs to the end of the frame; here, of the pass)",
         footer=False),
-    Key("b", "toggle_break", "break", "toggle a breakpoint on the selected node (#ID)"),
+    Key("b", "toggle_break", "break", "toggle a breakpoint on the selected node (#ID); in the source view (v): "
+        "break FILE:LINE on the cursor's line"),
     Key("B", "breakpoints", "breakpoints", "breakpoints: each with its hits and last hit; enter jumps there, "
         "space turns it off or on, delete removes it", footer=False),
     Key("x", "scale", "scale", "scale the incoming gradient by a factor", footer=False),
@@ -49,6 +50,9 @@ KEYS: tuple[Key, ...] = (
     Key("slash", "find", "find", "find a node by op, label, module or source line (fuzzy, as ctrl+p)"),
     Key("N", "find_next", "next match", "next match of the last find", footer=False),
     Key("g", "goto_current", "paused", "jump to the paused node (pdb's w(here) is the header's right end)",
+        footer=False),
+    Key("v", "source", "source", "source view: the node's whole file, its line marked, the lines that made "
+        "this pass's nodes with their count; enter on one selects its nodes in turn, b breaks there",
         footer=False),
     Key("m", "modules", "modules", "module view: the node list as a tree of nn.Modules (again: engine order)",
         footer=False),
@@ -83,7 +87,7 @@ OTHER_KEYS: tuple[tuple[str, str], ...] = (
     ("home end", "first / last node"),
     ("click", "select the row clicked (node, module, flow and pass rows)"),
     ("enter space", "module view: fold / unfold the module"),
-    ("→ ← l h", "module view: unfold / fold (pdb's l and h: the source is always in the detail pane, help is ?)"),
+    ("→ ← l h", "module view: unfold / fold (pdb's l and h: the source is in the detail pane and v, help is ?)"),
     ("tab", "next pane (shift+tab: previous)"),
     ("↑ ↓ in bar", "command history"),
     ("escape", "leave the command bar (its text is dropped), or a zoomed pane"),
@@ -117,7 +121,7 @@ def display(key: Key) -> str:
 ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
                             "find", "find_next", "goto_current", "command", "help", "modules", "flow",
                             "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output", "detach",
-                            "narrower", "wider", "graph_narrower", "graph_wider", "breakpoints"})
+                            "narrower", "wider", "graph_narrower", "graph_wider", "breakpoints", "source"})
 """Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
 LIVE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print", "detach"})
