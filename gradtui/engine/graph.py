@@ -340,7 +340,10 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
             if module is not None and not several:
                 short = shown.get(module)
                 if short is None:
-                    short = shown[module] = module.partition(".")[2] or module
+                    # `encoder.layers.3` rather than `model.encoder.layers.3`, but `model.0`, not a
+                    # bare `0` (an nn.Sequential's children are numbered)
+                    rest = module.partition(".")[2]
+                    short = shown[module] = rest if rest and not rest.split(".")[0].isdigit() else module
                 module = short
         attrs.append({
             "name": name, "kind": kind, "labels": labels, "param": param,

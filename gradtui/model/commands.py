@@ -129,6 +129,12 @@ class Quit(Command):
     """Stop the script and leave."""
 
 
+@dataclass(frozen=True, slots=True)
+class Detach(Command):
+    """Leave the script running without this client (an attached one); its breakpoints stay
+    armed. A client's own command: the client leaves, the agent is not asked to run it."""
+
+
 HELP = """\
 step (s)            run the paused node, pause before the next one
 continue (c)        run until a breakpoint hits or the script ends
@@ -148,6 +154,7 @@ pass N              show pass N (a kept pass in the UI; any pass of a recording)
 ranks               (a torchrun job) each rank: where it is, its loss, non-finite
 rank N              (a torchrun job) show rank N: its pass, pause and gradients
 help (h, ?)         this list
+detach (D)          leave the script running without this client (attached)
 quit (q)            stop the script and leave"""
 
 _ALIASES = {
@@ -211,11 +218,12 @@ def parse(text: str) -> Command:
     word, _, rest = line.partition(" ")
     rest = rest.strip()
     verb = _ALIASES.get(word.lower(), word.lower())
-    if verb in ("step", "continue", "finish", "zero", "breakpoints", "help", "quit", "flow"):
+    if verb in ("step", "continue", "finish", "zero", "breakpoints", "help", "quit", "flow", "detach"):
         if rest:
             raise CommandError(f"{verb} takes no argument (got {rest!r})")
         simple = {"step": Step, "continue": Continue, "finish": Finish, "zero": Zero,
-                  "breakpoints": ListBreakpoints, "help": Help, "quit": Quit, "flow": Flow}[verb]
+                  "breakpoints": ListBreakpoints, "help": Help, "quit": Quit, "flow": Flow,
+                  "detach": Detach}[verb]
         return simple(line)
     if verb == "break":
         if not rest:

@@ -9,17 +9,35 @@ from collections.abc import Sequence
 from gradtui.model.events import ParamFlow
 
 
+def zero_weight(row: ParamFlow) -> bool:
+    """Is the weight all zeros with a finite gradient (a zero-initialised bias at step 0)? Its
+    ratio grad / 0 says nothing about the gradient: it has no ratio, and is not "exploding"."""
+    return row.weight_norm == 0 and row.ratio is not None and not row.nonfinite and (
+        row.grad_norm is None or math.isfinite(row.grad_norm))
+
+
 def flow_order(row: ParamFlow) -> tuple[int, float]:
-    """The flow table's sort key: parameters with no gradient first, then by ratio, non-finite last."""
+    """The flow table's sort key: parameters with no gradient first, then those of a zero weight
+    (by grad norm: they have no ratio), then by ratio, non-finite last."""
     if row.ratio is None:
         return (0, 0.0)
+    if zero_weight(row):
+        return (1, row.grad_norm or 0.0)
     if row.nonfinite or not math.isfinite(row.ratio):
-        return (2, 0.0)
-    return (1, row.ratio)
+        return (3, 0.0)
+    return (2, row.ratio)
+
+
+def ratio_text(row: ParamFlow) -> str:
+    """The ratio as the table writes it: `-` without a gradient, `w=0` for a zero weight."""
+    if row.ratio is None:
+        return "-"
+    return "w=0" if zero_weight(row) else f"{row.ratio:.3g}"
 
 
 def format_flow(flow: Sequence[ParamFlow], limit: int | None = None) -> list[str]:
-    """Readable lines of a gradient flow table (headless output, `flow` command)."""
+    """Readable lines of a gradient flow table (headless output, `flow` command); a zero weight's
+    ratio is `w=0` (see `zero_weight`), a note under the table says so."""
     if not flow:
         return []
     rows = list(flow)
@@ -34,6 +52,8 @@ def format_flow(flow: Sequence[ParamFlow], limit: int | None = None) -> list[str
         if hidden and limit is not None and i == limit // 2:
             lines.append(f"{'...':<{width}}  ({hidden} more)")
         g = "None" if r.grad_norm is None else f"{r.grad_norm:.4g}"
-        ratio = "-" if r.ratio is None else f"{r.ratio:.3g}"
+        ratio = ratio_text(r)
         lines.append(f"{r.name:<{width}}  {g:>10}  {r.weight_norm:>11.4g}  {ratio:>9}  {r.nonfinite}")
+    if any(zero_weight(r) for r in rows):
+        lines.append("w=0: a zero weight (a zero-initialised bias): no ratio, listed apart")
     return lines

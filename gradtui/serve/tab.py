@@ -4,8 +4,8 @@ textual-serve starts it for each websocket, with Textual's web driver on its std
 is `gradtui attach ADDRESS`'s UI (the agent's token from its runtime file, or GRADTUI_TOKEN),
 with one difference: when the app ends without `q` (the tab was closed or reloaded, its SSH
 tunnel dropped, `gradtui serve` stopped), it detaches from the agent, so the script runs on
-with its breakpoints armed and the next tab attaches again; `gradtui attach` in a terminal
-stops the script instead. `q` in the tab still quits the script. If it cannot reach the
+with its breakpoints armed and the next tab attaches again. `q` in the tab asks first (stop
+the script, or `D`: detach), as in `gradtui attach`. If it cannot reach the
 agent, the tab shows why (in the UI's output pane) rather than a blank page.
 """
 

@@ -1,7 +1,9 @@
 """The web side of `gradtui serve`: textual-serve's page and websocket behind a token, one tab
 client process per websocket, every one of them ended when the server stops.
 
-What is taken from textual-serve as it is: the page template, its static files (xterm.js and
+What is taken from textual-serve as it is: the page template (but its web font, loaded from
+Google, is served from textual-serve's own static files, and the terminal is focused on load),
+its static files (xterm.js and
 Textual's glue), the websocket's message loop (`Server._process_messages`: keys, resizes,
 pings) and the framing of the web driver's stdin/stdout (`AppService`). What is changed:
 - every route but the static files needs the token (a `?token=` on the page, the last path
@@ -20,6 +22,7 @@ import asyncio
 import hmac
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -115,6 +118,38 @@ class TabService(AppService):
             log.error("tab process %s did not end after SIGKILL", process.pid)
 
 
+WEB_FONT = re.compile(r'<link\s[^>]*href="https://fonts\.googleapis\.com/[^"]*"\s*/?>', re.S)
+"""textual-serve's template loads Roboto Mono from Google's CDN (offline it fails; online the
+visit is told to Google)."""
+
+LOCAL_FONT = """<style>
+@font-face { font-family: "Roboto Mono"; font-style: normal; font-weight: 100 700;
+  src: url("/static/fonts/RobotoMono-VariableFont_wght.ttf") format("truetype"); }
+@font-face { font-family: "Roboto Mono"; font-style: italic; font-weight: 100 700;
+  src: url("/static/fonts/RobotoMono-Italic-VariableFont_wght.ttf") format("truetype"); }
+</style>"""
+"""The same font from textual-serve's own static files (no token needed, nothing leaves the host)."""
+
+FOCUS_TERMINAL = """<script>
+(function () {  /* keys go to the debugger at once: focus xterm's input once it exists */
+  let tries = 0;
+  function focus() {
+    const input = document.querySelector("#terminal .xterm-helper-textarea");
+    if (input) { input.focus(); return; }
+    if (++tries < 600) setTimeout(focus, 50);
+  }
+  window.addEventListener("load", focus);
+})();
+</script>"""
+
+
+def own_page(page: str) -> str:
+    """textual-serve's page with the font served from the package and the terminal focused on
+    load (keys did nothing until the page was clicked)."""
+    page = WEB_FONT.sub(LOCAL_FONT, page)
+    return page.replace("</body>", FOCUS_TERMINAL + "\n</body>", 1)
+
+
 class BrowserServer(Server):
     """textual-serve's Server, with the token guard, tab processes against the agent, and a
     stop that ends them all (see module doc)."""
@@ -165,9 +200,9 @@ class BrowserServer(Server):
             "config": {"static": {"url": "/static/"}},
             "application": {"name": f"gradtui · {os.path.basename(agent.script) or agent.address}"},
         }
-        response = aiohttp_jinja2.render_template("app_index.html", request, context)
-        # the page's URL holds the token: not to be cached, nor sent on as a Referer (the
-        # template loads a web font from Google)
+        page = aiohttp_jinja2.render_string("app_index.html", request, context)
+        response = web.Response(text=own_page(page), content_type="text/html")
+        # the page's URL holds the token: not to be cached, nor sent on as a Referer
         response.headers["Cache-Control"] = "no-store"
         response.headers["Referrer-Policy"] = "no-referrer"
         return response

@@ -6,21 +6,30 @@ view (a recording's passes not kept in the UI are asked of the target with `pass
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from textual.command import CommandPalette
 
 from gradtui.model import events as ev
+from gradtui.model.breakpoints import matches_node, parse_spec
 from gradtui.model.commands import CommandError, parse_int
+from gradtui.ui import fmt
+from gradtui.ui.layout import STEP, PaneSizes
+from gradtui.ui.screens.breakpoints import BreakpointChoice, BreakpointRow, BreakpointsScreen
 from gradtui.ui.screens.passes import PassesScreen
+from gradtui.ui.screens.source import MadeNode, SourceFile, SourceScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState, neighbour
+from gradtui.ui.widgets.column import LeftColumn
 from gradtui.ui.widgets.command_bar import CommandBar
+from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.widget import Widget
 
     from gradtui.wire.target import DebugTarget
 
@@ -37,6 +46,13 @@ class NavigationActions(_Base):
     find_query: str
     find_ranked: list[int]
     _node_index: NodeIndex | None
+    _focus_back: Widget | None = None
+    """The pane that had the focus before `o` took it to the output pane."""
+    sizes: PaneSizes
+    breakpoints: tuple[ev.BreakpointInfo, ...]
+    breakpoints_off: list[str]
+    script_path: str
+    """Specs of the breakpoints turned off in the breakpoints pane (deleted in the target)."""
 
     def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
         raise NotImplementedError
@@ -157,15 +173,159 @@ class NavigationActions(_Base):
         screen = self.screen
         if screen.maximized is not None:
             screen.minimize()
-        elif screen.focused is not None:
+        elif screen.focused is not None and screen.focused.has_class("pane"):
             screen.maximize(screen.focused, container=False)
+        else:
+            self.query_one(CommandBar).answer("Z zooms a pane: tab to one first", ok=False)
 
     def action_zoom_output(self) -> None:
-        """The output pane full screen (focused), or back."""
+        """The output pane full screen (focused), or back; back, the focus returns where it was."""
         screen, output = self.screen, self.query_one(OutputLog)
         if screen.maximized is output:
             screen.minimize()
-            self.query_one(NodeList).focus()
             return
+        self._focus_back = screen.focused if screen.focused is not output else None
         output.focus()
         screen.maximize(output, container=False)
+
+    def zoom_changed(self, maximized: Widget | None) -> None:
+        """The main screen's zoom changed (`Z`, `o`, escape): zoomed out of the output pane
+        that `o` focused, the focus goes back to the pane it came from."""
+        if maximized is not None:
+            return
+        back, self._focus_back = self._focus_back, None
+        if back is not None and back.is_attached:
+            back.focus()
+
+    def action_focus_next(self) -> None:
+        """tab: the next pane; the command bar is left out (`:` enters it, keys there are text)."""
+        self._cycle(1)
+
+    def action_focus_previous(self) -> None:
+        """shift+tab: the previous pane."""
+        self._cycle(-1)
+
+    def _cycle(self, delta: int) -> None:
+        screen = self.screen
+        if screen is not self.screen_stack[0]:  # a modal screen: its own widgets, as Textual does
+            screen.focus_next() if delta > 0 else screen.focus_previous()
+            return
+        screen.focus_next(".pane") if delta > 0 else screen.focus_previous(".pane")
+
+    # ---- the breakpoints pane ------------------------------------------------------------
+
+    def action_breakpoints(self) -> None:
+        """B: every breakpoint with its hits; jump to its last hit, turn it off or on, delete it."""
+        rows = [BreakpointRow(b.number, b.spec, b.hits, self.state.last_hits.get(b.number)) for b in self.breakpoints]
+        rows += [BreakpointRow(None, spec, 0, None) for spec in self.breakpoints_off]
+        self.push_screen(BreakpointsScreen(rows), self._breakpoint_chosen)
+
+    def _breakpoint_chosen(self, choice: BreakpointChoice | None) -> None:
+        if choice is None:
+            return
+        row, bar = choice.row, self.query_one(CommandBar)
+        match choice.action:
+            case "jump" if row.last_hit is None:
+                bar.answer(f"{row.spec}: no hit yet", ok=False)
+            case "jump":
+                index, node = row.last_hit
+                why = self.browse_pass(index) if self.state.view is None or self.state.view.index != index else None
+                if why is not None:
+                    bar.answer(why, ok=False)
+                    return
+                self.query_one(NodeList).select_node(node)
+                bar.answer(f"breakpoint {row.number} ({row.spec}) last hit pass {index} at #{node}")
+            case "toggle" if row.number is None:
+                self.breakpoints_off.remove(row.spec)
+                self.send(f"break {row.spec}")
+            case "toggle":
+                self.breakpoints_off.append(row.spec)
+                self.send(f"delete {row.number}")
+            case "delete" if row.number is None:
+                self.breakpoints_off.remove(row.spec)
+                bar.answer(f"forgot {row.spec} (it was off)")
+            case "delete":
+                self.send(f"delete {row.number}")
+
+    # ---- the source view -----------------------------------------------------------------
+
+    def action_source(self) -> None:
+        """v: the selected node's whole file, its line and the lines that made this pass's nodes marked."""
+        view, node, bar = self.state.view, self.query_one(NodeList).selected, self.query_one(CommandBar)
+        data = view.graph.nodes[node] if view is not None and node is not None and node in view.graph else None
+        if data is None or not data["path"] or not data["line"]:
+            bar.answer("v shows a node's source: select a node made by a line of Python" if data is None
+                       else f"#{node} has no source line (made outside Python code)", ok=False)
+            return
+        path = data["path"]
+        source = SourceFile(path, fmt.short_path(path, os.path.dirname(self.script_path)), data["line"], node)
+        for other in view.order:
+            if view.graph.nodes[other]["path"] == path and view.graph.nodes[other]["line"]:
+                source.made.setdefault(view.graph.nodes[other]["line"], []).append(MadeNode(other, view.title(other)))
+        for info in self.breakpoints:
+            spec = parse_spec(info.spec)
+            if spec.kind == "source" and matches_node(spec, {"path": path, "line": spec.value[1]}, 0, 0, False):
+                source.breaks.add(spec.value[1])
+        if not source.lines():
+            bar.answer(f"cannot read {source.name}: {data['source']} is all that is known", ok=False)
+            return
+        self.push_screen(SourceScreen(source), self._source_chosen)
+
+    def _source_chosen(self, node: int | None) -> None:
+        if node is not None:
+            self.query_one(NodeList).select_node(node)
+
+    def on_source_screen_break_requested(self, message: SourceScreen.BreakRequested) -> None:
+        """b in the source view: `break FILE:LINE` (the file's whole path; its name if the path has a space)."""
+        file = message.path if not any(c.isspace() for c in message.path) else os.path.basename(message.path)
+        self.send(f"break {file}:{message.line}")
+
+    # ---- pane sizes ----------------------------------------------------------------------
+
+    def size_panes(self, width: int | None = None) -> None:
+        """Size the node list column (and, wide, the graph pane) by what they show and the
+        user's moves (see gradtui.ui.layout); styles are set only when a width changed, so a
+        step lays nothing out."""
+        width = width or self.size.width
+        left = self.query_one("#left")
+        wanted = self.sizes.left(width, self.query_one(NodeList).natural_width)
+        if left.styles.width is None or left.styles.width.value != wanted:
+            left.styles.width = wanted
+        graph = self.query_one(GraphPane)
+        if self.query_one("#main").has_class("wide"):
+            wanted = self.sizes.graph(width - wanted, graph.natural_width())
+            if graph.styles.width is None or graph.styles.width.value != wanted:
+                graph.styles.width = wanted
+        elif graph.styles.width is not None:
+            graph.styles.width = None
+
+    def action_narrower(self) -> None:
+        """`<`: move the node list's right edge left."""
+        self.sizes.left_moved -= STEP
+        self.size_panes()
+
+    def action_wider(self) -> None:
+        """`>`: move the node list's right edge right."""
+        self.sizes.left_moved += STEP
+        self.size_panes()
+
+    def action_graph_narrower(self) -> None:
+        """`-`: a narrower graph pane, a wider detail pane (the wide layout)."""
+        self._move_graph(-STEP)
+
+    def action_graph_wider(self) -> None:
+        """`+`: a wider graph pane (the wide layout)."""
+        self._move_graph(STEP)
+
+    def _move_graph(self, cells: int) -> None:
+        if not self.query_one("#main").has_class("wide"):
+            self.query_one(CommandBar).answer("- + size the graph pane beside the detail pane: a terminal of "
+                                              "160 columns or more; < > size the node list", ok=False)
+            return
+        self.sizes.graph_moved += cells
+        self.size_panes()
+
+    def on_left_column_dragged(self, message: LeftColumn.Dragged) -> None:
+        """The node list's right border was dragged: it follows the pointer."""
+        self.sizes.drag_left(self.size.width, self.query_one(NodeList).natural_width, message.x)
+        self.size_panes()

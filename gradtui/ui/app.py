@@ -12,7 +12,6 @@ the commands and stops the target; `run_app` is there too, re-exported here).
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 import os
 from collections.abc import Iterable
@@ -21,8 +20,8 @@ from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.markup import escape
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer
 
 from gradtui.model import events as ev
@@ -32,15 +31,19 @@ from gradtui.model.dist_events import RanksChanged
 from gradtui.clients.feeder import CommandFeeder
 from gradtui.model.options import RunOptions
 from gradtui.ui import keys
+from gradtui.ui.layout import PaneSizes
 from gradtui.ui.actions import NavigationActions
 from gradtui.ui.client import ERROR_STYLE, NOTE_STYLE, TargetClient, run_app
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
+from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
 from gradtui.ui.state import Change, UIState
 from gradtui.ui.theme import DEFAULT_THEME, GRADTUI_THEME
 from gradtui.ui.tty import size_from_the_terminal
+from gradtui.ui.widgets.body import BodyPane
+from gradtui.ui.widgets.column import LeftColumn
 from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
@@ -63,11 +66,6 @@ NARROW = 100
 SHORT = 32
 """Below this terminal height (or width NARROW) the layout is the 80x24 one: the detail pane
 puts the node's source line beside its labels, the graph pane keeps to its neighbours."""
-
-ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
-                            "find", "find_next", "goto_current", "command", "help", "modules", "flow",
-                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output"})
-"""Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
 class GradtuiApp(TargetClient, NavigationActions, App[int]):
     """Debug the backward passes of one script (see module doc)."""
@@ -124,6 +122,12 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
         self.passes_first = passes_first
         """Open on the passes view when the target's passes are in (cleared once it is open)."""
+        self.breakpoints_off: list[str] = []
+        """Breakpoints turned off in the breakpoints pane: their specs (the target deleted them)."""
+        self.sizes = PaneSizes()
+        """The user's moves of the panes' edges (`<` `>` `-` `+`, a drag)."""
+        self._bar_from: Widget | None = None
+        """The pane `:` left for the command bar: enter or escape goes back to it."""
 
     def run(self, *args, **kwargs) -> int | None:  # type: ignore[override]
         """Run in the terminal, sized by it, not by COLUMNS / LINES (gradtui.ui.tty)."""
@@ -136,12 +140,12 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         """Header, node list + output on the left, detail + graph on the right, command bar, footer."""
         yield GradHeader(id="header")
         with Horizontal(id="main"):
-            with Vertical(id="left"):
-                yield NodeList(self.state, id="nodes")
-                yield OutputLog(id="output")
+            with LeftColumn(id="left"):
+                yield NodeList(self.state, id="nodes", classes="pane")
+                yield OutputLog(id="output", classes="pane")
             with Vertical(id="right"):
-                yield DetailPane(self.state, os.path.dirname(self.script_path), id="detail")
-                yield GraphPane(self.state, id="graph")
+                yield DetailPane(self.state, os.path.dirname(self.script_path), id="detail", classes="pane")
+                yield GraphPane(self.state, id="graph", classes="pane")
         yield CommandBar(id="bar")
         yield Footer()
 
@@ -157,6 +161,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self.query_one(DetailPane).show(None)
         self.query_one(GraphPane).show(None)
         self.query_one(NodeList).focus()
+        self.watch(self.screen, "maximized", self.zoom_changed, init=False)
         if self.theme_problem:
             self._write_output(self.theme_problem, ERROR_STYLE)
         self.run_worker(self._pump(), name="gradtui-target", group="target", exit_on_error=False)
@@ -178,6 +183,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         footer = self.query_one(Footer)
         footer.compact = width < NARROW
         footer.show_command_palette = width >= NARROW
+        self.size_panes(width)
 
     # ---- engine events -------------------------------------------------------------------
 
@@ -217,6 +223,8 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         if change.new_pass:
             self._title_nodes()
             nodes.reset()
+            self.size_panes()
+            self.query_one(CommandBar).clear_error()
             self._show_selected(nodes.selected)  # every pane follows the pass shown, even an empty one
         elif change.rows:
             nodes.refresh_nodes(change.rows)
@@ -270,8 +278,13 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         graph.show(node)
 
     def on_node_list_selected(self, message: NodeList.Selected) -> None:
-        """The selection moved: show that node."""
+        """The selection moved: show that node (a refusal shown before is stale now)."""
+        self.query_one(CommandBar).clear_error()
         self._show_selected(message.node)
+
+    def on_body_pane_node_clicked(self, message: BodyPane.NodeClicked) -> None:
+        """A node reference clicked in the detail or graph pane: select that node."""
+        self.query_one(NodeList).select_node(message.node)
 
     def on_node_list_module_selected(self, message: NodeList.ModuleSelected) -> None:
         """The selection moved to a module row: sum it up in the detail pane."""
@@ -280,19 +293,28 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
     def on_command_bar_submitted(self, message: CommandBar.Submitted) -> None:
         """A line typed in the command bar: run it and go back to the node list (like vim's `:`)."""
         self._echo(message.text)
-        self.query_one(NodeList).focus()
+        self._leave_bar()
         self.send(message.text)
 
     def on_history_input_leave(self, message: HistoryInput.Leave) -> None:
-        """Escape in the command bar: back to the node list."""
-        self.query_one(NodeList).focus()
+        """Escape in the command bar: back to the pane it was entered from."""
+        self._leave_bar()
+
+    def _leave_bar(self) -> None:
+        back, self._bar_from = self._bar_from, None
+        (back if back is not None and back.is_attached else self.query_one(NodeList)).focus()
 
     # ---- actions (keys, palette) ---------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Engine keys do nothing while a modal screen (help, prompt, flow, passes, the palette)
-        is open: the key goes to that screen (a `:` typed in the palette is text)."""
-        if action in ENGINE_ACTIONS and self.screen is not self.screen_stack[0]:
+        is open: the key goes to that screen (a `:` typed in the palette is text).
+        Once the script has ended, the keys that drive it are gone from the footer (and do nothing):
+        the footer shows what can be done now."""
+        if (action in keys.ENGINE_ACTIONS or action == "quit" and isinstance(self.screen, LeaveScreen)) \
+                and self.screen is not self.screen_stack[0]:
+            return False  # (q in the leave question is its own: stop the script)
+        if action in keys.LIVE_ACTIONS and (self.state.script_over or self.finished.is_set()):
             return False
         return True
 
@@ -351,12 +373,11 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self._title_nodes()
 
     def action_flow(self) -> None:
-        """Open the gradient flow table of the pass on screen."""
-        view = self.state.view
-        if view is None:
+        """Open the gradient flow table of the pass on screen, or of the last ended pass while it runs."""
+        if self.state.view is None:
             self.query_one(CommandBar).answer("no pass yet", ok=False)
             return
-        self.push_screen(FlowScreen(view))
+        self.push_screen(FlowScreen(*self.state.flow_to_show()))
 
     def action_older_pass(self) -> None:
         """Show the previous pass kept."""
@@ -388,6 +409,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         if bar.has_focus:
             bar.insert_text_at_cursor(":")
             return
+        self._bar_from = self.screen.focused
         self.screen.set_focus(bar)
 
     def action_help(self) -> None:
@@ -395,15 +417,8 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self.push_screen(HelpScreen())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette lists every gradtui action (once: `n` is `s`), then Textual's own."""
-        seen = set()
-        for key in keys.KEYS:
-            if key.action in seen:
-                continue
-            seen.add(key.action)
-            title, _, text = key.help.partition(": ")
-            yield SystemCommand(title.capitalize() if text else key.short.capitalize(),
-                                escape(f"{text or key.help} · key {keys.display(key)}"),
-                                functools.partial(self.run_action, key.action))
-        yield from super().get_system_commands(screen)
-
+        """The command palette: every gradtui action once, then Textual's own but those it replaces."""
+        yield from keys.palette_commands(self.run_action)
+        for command in super().get_system_commands(screen):
+            if command.title not in keys.REPLACED_COMMANDS:
+                yield command

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from gradtui.model import events as ev
-from gradtui.model.commands import CommandError, Quit, parse
+from gradtui.model.commands import CommandError, Detach, Quit, parse
 from gradtui.model.events import QUIT_STATUS
 from gradtui.model.options import RunOptions
 from gradtui.ui import fmt
@@ -82,6 +82,8 @@ class TargetClient(_Base):
     _pending: Change | None
     _flush_timer: Timer | None = None
     _echoed: str | None
+    _echo_mark: int | None = None
+    """The output pane's line of the command echoed last (its answer is shown from there)."""
     passes_first: bool
     local_command: Callable[[str], ev.CommandResult | None]
     action_passes: Callable[[], None]
@@ -206,11 +208,12 @@ class TargetClient(_Base):
         self._write_output(f"── the script {word} · q to leave", NOTE_STYLE)
         # Whatever the bar said (`gradient now …`) was about a pass that is over.
         self.query_one(CommandBar).answer(f"the script {word} · [ ] or P browse its passes · q to leave",
-                                          ok=event.quit or event.exit_status == 0)
+                                          ok=event.quit or event.exit_status == 0, keep=True)
         view = self.state.view
         if view is not None and view.failed_node is not None:
             self.query_one(NodeList).select_node(view.failed_node)
         self._show_selected(self.query_one(NodeList).selected)
+        self.refresh_bindings()  # the footer drops the keys that drove the script
 
     def _write_output(self, text: str, style: str = "") -> None:
         """Add whole lines of gradtui's own to the output pane (the script's go through
@@ -219,6 +222,7 @@ class TargetClient(_Base):
 
     def _echo(self, text: str) -> None:
         """Write a command line to the output pane, once: its answer follows it there."""
+        self._echo_mark = self.query_one(OutputLog).mark()
         self._write_output(f"(gradtui) {text}", ECHO_STYLE)
         self._echoed = text
 
@@ -229,6 +233,7 @@ class TargetClient(_Base):
 
         A line the UI answers itself (`local_command`) is answered with a CommandResult of no
         request id, as the target would, so the -c/-x feeder goes on after it."""
+        self.query_one(CommandBar).clear_error()  # a new command: an older refusal is stale
         answer = self.local_command(text)
         if answer is not None:
             self._on_engine_event(answer)
@@ -240,6 +245,9 @@ class TargetClient(_Base):
         if isinstance(command, Quit):
             self.call_later(self.action_quit)  # run_action is a coroutine: called here it never ran
             return None
+        if isinstance(command, Detach):
+            self.call_later(self.action_detach)
+            return None
         if self.finished.is_set() or self.state.script_over:
             self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
             return None
@@ -250,10 +258,14 @@ class TargetClient(_Base):
         # line is echoed when sent, a key's command here); the bar shows its first line.
         self.query_one(CommandBar).answer(event.text, event.ok)
         if event.text.strip():
+            log = self.query_one(OutputLog)
             if self._echoed != event.command:
                 self._echo(event.command)
+            start = self._echo_mark if self._echo_mark is not None else log.mark()
             self._write_output(event.text, ANSWER_STYLE if event.ok else ERROR_STYLE)
+            log.reveal(start)  # a long answer is read from its command line down, not from its tail
         self._echoed = None
+        self._echo_mark = None
 
     def _feed_command(self) -> None:
         """Submit the next -c/-x command, one per pause or answer (as headless mode does)."""
@@ -264,12 +276,53 @@ class TargetClient(_Base):
 
     # ---- the end ---------------------------------------------------------------------------
 
+    @property
+    def attached(self) -> bool:
+        """Is the target a live script this UI did not start (`gradtui attach`, a browser tab)?
+        Then leaving may detach from it; a child agent lives only with its UI, a recording nowhere."""
+        from gradtui.wire.child import ChildTarget
+
+        return not isinstance(self.target, ChildTarget) and self.target.info.kind != "recording"
+
     async def action_quit(self) -> None:
-        """Stop the script and leave."""
+        """Stop the script and leave; attached, first say so and offer to detach instead."""
+        if self.attached and not self.finished.is_set() and not self.quitting:
+            from gradtui.ui.screens.leave import LeaveScreen
+
+            if not isinstance(self.screen, LeaveScreen):
+                self.push_screen(LeaveScreen(os.path.basename(self.target.info.script)), self._left)
+            return
+        await self._quit_now()
+
+    async def _left(self, choice: str | None) -> None:
+        if choice == "quit":
+            await self._quit_now()
+        elif choice == "detach":
+            await self.action_detach()
+
+    async def _quit_now(self) -> None:
         if not self.finished.is_set():
             self.exit_status = QUIT_STATUS
             await self._stop_target()
         self.exit(self.exit_status)
+
+    async def action_detach(self) -> None:
+        """Leave the script running without this UI (attached only), its breakpoints armed."""
+        if not self.attached:
+            why = ("a recording runs nowhere: q leaves" if self.target.info.kind == "recording" else
+                   "this UI started the script (gradtui SCRIPT): it lives only with it; q stops it, "
+                   "gradtui --listen runs one to attach to and detach from")
+            self.query_one(CommandBar).answer(f"detach: {why}", ok=False)
+            return
+        if self.finished.is_set():
+            self.exit(self.exit_status)
+            return
+        self.quitting = True  # the app's end (on_unmount) must not stop the target now
+        try:
+            await asyncio.wait_for(self.target.detach(), STOP_TIMEOUT)
+        except (asyncio.TimeoutError, OSError):
+            pass
+        self.exit(0, message="gradtui: detached: the script runs on; its breakpoints stay armed for the next client")
 
     async def _stop_target(self) -> None:
         """Quit the target; a child agent that will not end is killed (ChildTarget.quit)."""
@@ -295,7 +348,7 @@ class TargetClient(_Base):
             self.exit(QUIT_STATUS)
             return
         self.quitting = True
-        self.call_later(self.action_quit)
+        self.call_later(self._quit_now)
 
 
 def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gradtui.model.events import ParamFlow
+from gradtui.model.flowtext import zero_weight
 
 TINY = 1e-8
 HUGE = 10.0
@@ -42,7 +43,7 @@ def flag_of(row: ParamFlow, median: float | None) -> str:
         return "non-finite"
     if row.ratio is None:
         return "no grad"
-    if row.weight_norm == 0:
+    if zero_weight(row):
         return "zero weight"
     if not math.isfinite(row.ratio) or row.ratio > HUGE or (median and row.ratio > median * SPREAD):
         return "exploding"

@@ -3,9 +3,13 @@ command palette are all made from it."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.markup import escape
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,10 @@ KEYS: tuple[Key, ...] = (
     Key("f", "finish", "finish", "finish: run to the end of this pass"),
     Key("r", "finish", "return", "return: the same as f (pdb's r runs to the end of the frame; here, of the pass)",
         footer=False),
-    Key("b", "toggle_break", "break", "toggle a breakpoint on the selected node (#ID)"),
+    Key("b", "toggle_break", "break", "toggle a breakpoint on the selected node (#ID); in the source view (v): "
+        "break FILE:LINE on the cursor's line"),
+    Key("B", "breakpoints", "breakpoints", "breakpoints: each with its hits and last hit; enter jumps there, "
+        "space turns it off or on, delete removes it", footer=False),
     Key("x", "scale", "scale", "scale the incoming gradient by a factor", footer=False),
     Key("z", "zero", "zero", "zero the incoming gradient", footer=False),
     Key("e", "edit", "edit", "replace the incoming gradient by an expression of g"),
@@ -44,6 +51,9 @@ KEYS: tuple[Key, ...] = (
     Key("N", "find_next", "next match", "next match of the last find", footer=False),
     Key("g", "goto_current", "paused", "jump to the paused node (pdb's w(here) is the header's right end)",
         footer=False),
+    Key("v", "source", "source", "source view: the node's whole file, its line marked, the lines that made "
+        "this pass's nodes with their count; enter on one selects its nodes in turn, b breaks there",
+        footer=False),
     Key("m", "modules", "modules", "module view: the node list as a tree of nn.Modules (again: engine order)",
         footer=False),
     Key("w", "flow", "flow", "gradient flow: grad norm / weight norm per parameter after the shown pass "
@@ -53,14 +63,22 @@ KEYS: tuple[Key, ...] = (
         footer=False),
     Key("right_square_bracket", "newer_pass", "newer", "show the next pass kept (back to the live one)",
         footer=False),
-    Key("o", "zoom_output", "output", "the output pane full screen (again: back); answers are there in full",
+    Key("o", "zoom_output", "zoom output", "the output pane full screen (again: back); answers are there in full",
         footer=False),
-    Key("Z", "zoom", "zoom", "the focused pane full screen (again or escape: back)"),
+    Key("Z", "zoom", "zoom", "zoom the focused pane full screen (again or escape: back)"),
+    Key("less_than_sign", "narrower", "narrower", "a narrower node list column (a drag of its right border too)",
+        footer=False),
+    Key("greater_than_sign", "wider", "wider", "a wider node list column", footer=False),
+    Key("minus", "graph_narrower", "graph -", "a narrower graph pane, a wider detail pane (160 columns and more)",
+        footer=False),
+    Key("plus", "graph_wider", "graph +", "a wider graph pane (160 columns and more)", footer=False),
     # priority: the app acts on `:` before it forwards the next keys, so `:why x` typed fast
     # or pasted reaches the bar whole; a `:` typed in the bar is inserted there (see the app)
     Key("colon", "command", "cmd", "type a command in the command bar", footer=False, priority=True),
     Key("question_mark", "help", "help", "this help screen"),
-    Key("q", "quit", "quit", "quit: stop the script and leave"),
+    Key("D", "detach", "detach", "detach: leave the script running without this UI (an attached one: "
+        "gradtui attach, a browser tab); its breakpoints stay armed", footer=False),
+    Key("q", "quit", "quit", "quit: stop the script and leave (attached: asks, and offers detach)"),
 )
 
 OTHER_KEYS: tuple[tuple[str, str], ...] = (
@@ -69,7 +87,7 @@ OTHER_KEYS: tuple[tuple[str, str], ...] = (
     ("home end", "first / last node"),
     ("click", "select the row clicked (node, module, flow and pass rows)"),
     ("enter space", "module view: fold / unfold the module"),
-    ("→ ← l h", "module view: unfold / fold (pdb's l and h: the source is always in the detail pane, help is ?)"),
+    ("→ ← l h", "module view: unfold / fold (pdb's l and h: the source is in the detail pane and v, help is ?)"),
     ("tab", "next pane (shift+tab: previous)"),
     ("↑ ↓ in bar", "command history"),
     ("escape", "leave the command bar (its text is dropped), or a zoomed pane"),
@@ -77,7 +95,7 @@ OTHER_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?", "left_square_bracket": "[",
-           "right_square_bracket": "]"}
+           "right_square_bracket": "]", "less_than_sign": "<", "greater_than_sign": ">", "minus": "-", "plus": "+"}
 
 
 def bindings() -> list[Binding]:
@@ -85,6 +103,41 @@ def bindings() -> list[Binding]:
     return [Binding(k.keys, k.action, k.short, show=k.footer, priority=k.priority) for k in KEYS]
 
 
+def palette_entry(key: Key) -> tuple[str, str]:
+    """The command palette's title and text of a key: `step: run the paused node…` is titled
+    `Step`; a help text that does not start with its name (or whose first colon is inside it,
+    as in `(again or escape: back)`) is titled by the footer label."""
+    title, colon, text = key.help.partition(": ")
+    if not colon or "(" in title or len(title.split()) > 2:
+        title, text = key.short, key.help
+    return title[:1].upper() + title[1:], text
+
+
 def display(key: Key) -> str:
     """How a key is written for people: `/` rather than `slash`."""
     return DISPLAY.get(key.keys, key.keys)
+
+
+ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
+                            "find", "find_next", "goto_current", "command", "help", "modules", "flow",
+                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output", "detach",
+                            "narrower", "wider", "graph_narrower", "graph_wider", "breakpoints", "source"})
+"""Actions that make no sense while a modal screen (help, prompt, flow) is open."""
+
+LIVE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print", "detach"})
+"""Actions that drive a running script: none once it has ended (the footer drops them)."""
+
+REPLACED_COMMANDS = frozenset({"Quit", "Maximize", "Minimize"})
+"""Textual's palette entries that gradtui's own replace (q, Z)."""
+
+
+def palette_commands(run_action: Callable[[str], object]) -> Iterator[SystemCommand]:
+    """The command palette's entries: every action once (`n` is `s`), titled by its name
+    (`Zoom`, found by typing "zoom"), its help and key as the text."""
+    seen = set()
+    for key in KEYS:
+        if key.action in seen:
+            continue
+        seen.add(key.action)
+        title, text = palette_entry(key)
+        yield SystemCommand(title, escape(f"{text} · key {display(key)}"), functools.partial(run_action, key.action))

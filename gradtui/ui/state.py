@@ -19,6 +19,13 @@ from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widge
 from gradtui.ui.series import PassSeries
 
 
+class FlowSnapshot(NamedTuple):
+    """The gradient flow of one ended pass: what `w` shows while the next pass runs."""
+
+    index: int
+    flow: tuple[ev.ParamFlow, ...]
+
+
 class HeaderPart(NamedTuple):
     """A part of the header's text; parts of higher `drop` go first when the line is short."""
 
@@ -78,6 +85,10 @@ class UIState:
         self.passes = 0
         self.hits: dict[int, int] = {}
         """Pass index -> how many breakpoint hits it had."""
+        self.last_hits: dict[int, tuple[int, int]] = {}
+        """Breakpoint number -> (pass index, node) of its last hit (the breakpoints pane's jump)."""
+        self.last_flow: FlowSnapshot | None = None
+        """The flow of the last pass that ended (kept whatever views are dropped)."""
 
     @property
     def view(self) -> PassView | None:
@@ -160,6 +171,19 @@ class UIState:
                 victim = next(v for v in self.views if v is not self.browsed)
             self.views.remove(victim)
 
+    def flow_to_show(self) -> tuple[FlowSnapshot | None, str]:
+        """The flow `w` shows, and a note: the shown pass's once it has ended, else the last
+        ended pass's (right after `f`, or mid-pass, the question is about that one)."""
+        view = self.view
+        if view is not None and view.finished:
+            return FlowSnapshot(view.index, view.flow), ""
+        last = self.last_flow
+        if last is None:
+            which = f"pass {view.index}" if view is not None else "the first pass"
+            return None, f"{which} has not ended yet: the flow is measured when backward returns"
+        running = f" · pass {view.index} has not ended yet" if view is not None else ""
+        return last, f"the last pass that ended{running}"
+
     @property
     def last_recorded(self) -> PassView | None:
         """The latest kept pass with per-node data (the one worth browsing at the end)."""
@@ -233,6 +257,7 @@ class UIState:
 
     def _on_BreakpointHit(self, event: ev.BreakpointHit) -> Change:
         self.hits[event.pass_index] = self.hits.get(event.pass_index, 0) + 1
+        self.last_hits[event.number] = (event.pass_index, event.node)
         return Change()
 
     def _on_Resumed(self, event: ev.Resumed) -> Change:
@@ -264,6 +289,8 @@ class UIState:
 
     def _on_PassFinished(self, event: ev.PassFinished) -> Change:
         self.series.finished(event.index, event.flow)
+        if self.last_flow is None or event.index >= self.last_flow.index:
+            self.last_flow = FlowSnapshot(event.index, tuple(event.flow))
         view = self.live
         change = Change(header=True)
         if view is None or event.index != view.index:

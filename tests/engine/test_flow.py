@@ -38,7 +38,8 @@ def test_non_finite_gradients_sort_last_with_their_count():
     zero_weight = _leaf([0.0], [2.0])
     fine = _leaf([2.0], [1.0])
     rows = gradient_flow([("bad", None, bad), ("zero_weight", None, zero_weight), ("fine", None, fine)])
-    assert [r.name for r in rows] == ["fine", "bad", "zero_weight"]  # non-finite last, in their given order
+    # a zero weight apart (it has no ratio: issue 22, 14), non-finite last
+    assert [r.name for r in rows] == ["zero_weight", "fine", "bad"]
     by = {r.name: r for r in rows}
     assert by["bad"].nonfinite == 2 and math.isnan(by["bad"].ratio)  # nan over a zero weight is still nan
     assert by["zero_weight"].ratio == math.inf and by["zero_weight"].nonfinite == 0
@@ -69,3 +70,15 @@ def test_leaf_names_are_weak():
     assert names.get(t) == "w" and names.get(torch.ones(2)) is None
     del t
     assert names._names == {}
+
+
+def test_a_zero_weight_has_no_ratio_in_the_table_and_sorts_apart_from_the_exploding_end():
+    bias = _leaf([0.0, 0.0], [3.0, 4.0])  # a zero-initialised bias at pass 0
+    weight = _leaf([1.0, 1.0], [1e-3, 0.0])
+    huge = _leaf([1e-6], [10.0])
+    rows = gradient_flow([("huge", None, huge), ("bias", None, bias), ("weight", None, weight)])
+    assert [r.name for r in rows] == ["bias", "weight", "huge"]
+    lines = format_flow(rows)
+    bias_line = next(line for line in lines if line.startswith("bias"))
+    assert bias_line.split()[3] == "w=0" and "inf" not in bias_line
+    assert lines[-1].startswith("w=0: a zero weight")

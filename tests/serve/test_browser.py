@@ -152,7 +152,9 @@ async def in_the_browser(url: str, serve: Proc) -> dict[str, object]:
             seen["tabs"] = tabs = children(serve.process.pid)
             seen["tab argv"] = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in tabs]
             seen["tab environ"] = [Path(f"/proc/{pid}/environ").read_bytes() for pid in tabs]
-            await page.evaluate("window.__gradtuiTerminal.focus()")
+            # no click, no focus() of ours: the page focuses the terminal when it loads
+            seen["focused"] = await page.evaluate(
+                "document.activeElement && document.activeElement.classList.contains('xterm-helper-textarea')")
             pressed = time.monotonic()
             await page.press("s")
             await page.wait_screen(r"paused at #1 MulBackward0", 20)
@@ -202,6 +204,7 @@ def test_the_page_shows_the_paused_node_s_steps_a_wrong_token_is_refused_and_ctr
 
         seen = asyncio.run(in_the_browser(f"{url}?token={token}", serve))
         assert "0/3 ran" in seen["first"] and "▶ 0 PowBackward0" in seen["first"]
+        assert seen["focused"], "the page did not focus the terminal: keys would do nothing before a click"
         assert "1/3 ran" in seen["stepped"]  # the header: `s` ran exactly one node
         assert "▶ 1 MulBackward0" in seen["stepped"] and "✓ 0 PowBackward0" in seen["stepped"]
         [tab] = seen["tabs"]  # one tab, one process: the tab client, not the script

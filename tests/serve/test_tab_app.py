@@ -8,6 +8,7 @@ import asyncio
 import time
 
 from gradtui.serve.tab import TabApp, Unreachable, target_for
+from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.ui.widgets.output_log import OutputLog
 from gradtui.wire.target import TargetInfo
 
@@ -59,14 +60,27 @@ async def test_an_app_ended_without_q_detaches_and_leaves_the_script_running():
     assert target.calls == ["start", "detach"]
 
 
-async def test_q_in_a_tab_still_quits_the_script():
+async def test_q_in_a_tab_asks_then_q_again_quits_the_script():
     target = FakeTarget()
     app = TabApp(target=target)
     async with app.run_test(size=SIZE) as pilot:
         await _until(pilot, lambda: "start" in target.calls, "the target to start")
         await pilot.press("q")
+        await _until(pilot, lambda: isinstance(app.screen, LeaveScreen), "the leave question")
+        assert target.calls == ["start"]  # nothing stopped yet
+        await pilot.press("q")
         await _until(pilot, lambda: app.return_value is not None, "q to leave")
     assert target.calls == ["start", "quit"]
+
+
+async def test_D_in_a_tab_detaches_once():
+    target = FakeTarget()
+    app = TabApp(target=target)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: "start" in target.calls, "the target to start")
+        await pilot.press("D")
+        await _until(pilot, lambda: app.return_value is not None, "D to leave")
+    assert target.calls == ["start", "detach"]
 
 
 async def test_an_agent_that_is_not_there_is_explained_in_the_tab(tmp_path, monkeypatch):

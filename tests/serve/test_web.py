@@ -3,6 +3,8 @@ token guard, the page's URLs, and what is refused before any tab process starts.
 
 from __future__ import annotations
 
+import re
+
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -60,6 +62,11 @@ async def test_the_page_with_the_token_points_its_websocket_at_the_host_it_was_a
         assert 'src="/static/js/textual.js"' in page
         script = await client.get("/static/js/textual.js")  # textual-serve's own files need no token
         assert script.status == 200 and "WebSocket" in await script.text()
+        # nothing from another host (the font came from Google's CDN): the font from the package
+        assert "googleapis" not in page and "https://" not in page.replace("http://www.w3.org/2000/svg", "")
+        font = re.search(r'url\("(/static/fonts/RobotoMono-VariableFont_wght\.ttf)"\)', page)
+        assert font and (await client.get(font.group(1))).status == 200
+        assert ".xterm-helper-textarea" in page and "focus()" in page  # keys work before a click
     finally:
         await client.close()
     assert server.started == 0

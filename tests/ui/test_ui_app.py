@@ -216,10 +216,11 @@ async def test_bad_commands_are_answered_in_the_bar_never_crash():
         await pilot.press("colon", "up")
         assert app.query_one(CommandBar).input.value == "set g.sum()"
         await pilot.press("escape")
-        # a refused key while running is answered too: x on a finished script
+        # on a finished script the z key is gone (the footer shows what can be done now); typed, zero is answered
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.status == "finished")
         await pilot.press("z")
+        await pilot.press("colon", *"zero", "enter")
         await wait_for(pilot, lambda: "has ended" in answer_text(app))
         assert app.is_running
 
@@ -379,13 +380,22 @@ async def test_a_script_without_backward_shows_its_exit_status():
         text = detail_text(app)
         assert "never called backward()" in text and "exit status 3" in text
         assert "failed · exit 3" in app.query_one(GradHeader).status_text
-        await pilot.press("s")  # nothing to step: answered, no crash
-        await wait_for(pilot, lambda: "has ended" in answer_text(app))
+        # the footer shows what can be done now: no s c f b e once the script has ended (issue 22, 10)
+        from textual.widgets._footer import FooterKey
+
+        await wait_for(pilot, lambda: {k.action for k in app.query(FooterKey)} and not
+                       {k.action for k in app.query(FooterKey)} & {"step", "cont", "finish", "toggle_break", "edit"},
+                       what="the footer without the keys that drive the script")
+        assert {"passes", "help", "quit"} <= {k.action for k in app.query(FooterKey)}
+        await pilot.press("s")  # nothing to step: no crash, the words of the end stay
+        await pilot.pause()
+        assert "exited with status 3" in answer_text(app)
     assert app.exit_status == 3
 
 
 @pytest.mark.asyncio
-async def test_tab_cycles_the_panes_and_colon_focuses_the_command_bar():
+async def test_tab_cycles_the_panes_skipping_the_command_bar_and_colon_focuses_it():
+    """tab never lands in the command bar, where keys would become text (issue 22, 9)."""
     app = GradtuiApp(example("chain.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
@@ -393,11 +403,16 @@ async def test_tab_cycles_the_panes_and_colon_focuses_the_command_bar():
         for _ in range(5):
             seen.append(app.focused.id)
             await pilot.press("tab")
-        assert seen == ["nodes", "output", "detail", "graph", "command-input"]
-        await pilot.press("escape")
-        assert app.focused.id == "nodes"
+        assert seen == ["nodes", "output", "detail", "graph", "nodes"]
+        await pilot.press("shift+tab", "shift+tab")  # from the output pane, back past the node list
+        assert app.focused.id == "graph"
         await pilot.press("colon")
         assert app.focused.id == "command-input"
+        await pilot.press("tab")
+        assert app.focused.id == "nodes"
+        await pilot.press("colon")
+        await pilot.press("escape")
+        assert app.focused.id == "nodes"
 
 
 def _highlighted(palette) -> str | None:

@@ -35,23 +35,25 @@ async def test_m_folds_the_node_list_by_module_and_keys_fold_and_unfold():
         await pilot.pause()
         assert selected(app) == 0  # the paused node stays selected, its module opened
         lines = list_lines(app)
-        assert [line.split()[1] for line in lines if line.startswith(("▾", "▸"))] == ["0", "1", "2", "(no"]
+        # an nn.Sequential's children are led by its variable (issue 22, 13): `model.0`, not a bare `0`
+        assert [line.split()[1] for line in lines if line.lstrip().startswith(("▾", "▸"))] == [
+            "model", "model.0", "model.1", "model.2", "(no"]
         assert "by module" in nodes.border_title
 
-        await pilot.press("home")
-        await wait_for(pilot, lambda: nodes.selected_module == "0")
+        await pilot.press("home", "down")
+        await wait_for(pilot, lambda: nodes.selected_module == "model.0")
         await pilot.pause()
-        assert "module 0" in detail_text(app) and "nodes 4" in detail_text(app)
+        assert "module model.0" in detail_text(app) and "nodes 4" in detail_text(app)
         count = nodes.row_count
         await pilot.press("enter")
         await wait_for(pilot, lambda: nodes.row_count == count - 4, what="module 0 folded")
-        assert list_lines(app)[0].startswith("▸ 0")
+        assert list_lines(app)[1].strip().startswith("▸ model.0")
         await pilot.press("right")
         await wait_for(pilot, lambda: nodes.row_count == count, what="module 0 unfolded")
         await pilot.press("right")  # into it: its first node
         await wait_for(pilot, lambda: selected(app) == 5)
         await pilot.press("left")  # out of it: the module row
-        await wait_for(pilot, lambda: nodes.selected_module == "0")
+        await wait_for(pilot, lambda: nodes.selected_module == "model.0")
         await pilot.press("left")  # fold
         await wait_for(pilot, lambda: nodes.row_count == count - 4)
 
@@ -59,7 +61,7 @@ async def test_m_folds_the_node_list_by_module_and_keys_fold_and_unfold():
         await wait_paused_at(pilot, 1)
         await pilot.press("s")
         await wait_paused_at(pilot, 2)
-        module_2 = next(line for line in list_lines(app) if line.startswith("▾ 2"))
+        module_2 = next(line for line in list_lines(app) if line.strip().startswith("▾ model.2"))
         # module 2's Addmm (#1) sent gradient to 2.bias and its T (inside) and to the tanh (#3, module 1)
         to_tanh = app.state.view.outgoing[1][app.state.view.graph.nodes[1]["next"].index(3)]
         assert module_2.split()[-1] == f"{to_tanh.norm:.4g}"

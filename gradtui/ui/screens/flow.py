@@ -12,9 +12,10 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from gradtui.model.events import ParamFlow
+from gradtui.model.flowtext import zero_weight
 from gradtui.model.stats import format_number
 from gradtui.ui.flowtable import SPREAD, flow_rows
-from gradtui.ui.state import PassView
+from gradtui.ui.state import FlowSnapshot
 
 FLAG_STYLE = {"non-finite": "bold red", "exploding": "bold red", "vanishing": "bold yellow", "no grad": "dim",
               "zero weight": "dim"}
@@ -32,43 +33,44 @@ def _ratio(flow: ParamFlow) -> str:
     """The ratio as text; a non-finite gradient's ratio is its norm's nan or inf, whatever the weight."""
     if flow.grad_norm is not None and not math.isfinite(flow.grad_norm):
         return format_number(flow.grad_norm)
-    if flow.weight_norm == 0 and flow.ratio is not None:
+    if zero_weight(flow):
         return "w=0"  # grad / 0: not a measure of the gradient
     return _number(flow.ratio, "-")
 
 
 class FlowScreen(ModalScreen[None]):
-    """A table of `view.flow`, vanishing at the top, exploding at the bottom; escape closes."""
+    """A table of one ended pass's flow, vanishing at the top, exploding at the bottom;
+    escape closes. `about` says which pass it is when it is not the one on screen."""
 
     BINDINGS = [Binding("escape,q,w", "close", "close")]
 
-    def __init__(self, view: PassView) -> None:
+    def __init__(self, shown: FlowSnapshot | None, about: str = "") -> None:
         super().__init__()
-        self.view = view
+        self.shown = shown
+        self.about = about
 
     def compose(self) -> ComposeResult:
         """A note line, then the table."""
-        view = self.view
         with Vertical(id="flow") as box:
-            box.border_title = f"gradient flow · pass {view.index}"
+            box.border_title = "gradient flow · " + (f"pass {self.shown.index}" if self.shown else "no pass has ended")
             box.border_subtitle = "escape to close"
             yield Static(self._note(), id="flow-note", markup=False)
             yield DataTable(id="flow-table", cursor_type="row", zebra_stripes=True)
 
     def _note(self) -> str:
-        view = self.view
-        if not view.finished:
-            return "the pass has not ended yet: the flow is measured when backward returns"
-        if not view.flow:
-            return "no leaf received a gradient in this pass"
-        return (f"{len(view.flow)} leaves · grad norm / weight norm, smallest first · "
+        if self.shown is None:
+            return self.about
+        about = f"{self.about} · " if self.about else ""
+        if not self.shown.flow:
+            return f"{about}no leaf received a gradient in pass {self.shown.index}"
+        return (f"{about}{len(self.shown.flow)} leaves · grad norm / weight norm, smallest first · "
                 f"flagged: zero, nan/inf, or {SPREAD:g}× off the median ratio · w=0: a zero weight "
                 "(a zero-initialised bias), its own case")
 
     def on_mount(self) -> None:
         """Fill the table; numbers right-aligned in their columns."""
         table = self.query_one(DataTable)
-        rows = flow_rows(self.view.flow)
+        rows = flow_rows(self.shown.flow if self.shown else ())
         numbers = [(_number(r.flow.grad_norm, "None"), format_number(r.flow.weight_norm), _ratio(r.flow))
                    for r in rows]
         widths = [max([len(title), *(len(n[i]) for n in numbers)]) for i, title in enumerate(NUMBER_TITLES)]

@@ -16,7 +16,7 @@ BREAK_SPECS = ("break specs: OP (AddmmBackward0) · NAME (z, fc.weight) · #ID �
 
 PDB_NOTE = ("for pdb users: s, n, c, r, b, p, u, d, q do what your fingers expect; w is the gradient "
             "flow (where you are is the header's right end, g jumps there), l and h fold the module "
-            "view (the source is always in the detail pane), ? is help")
+            "view (the source is in the detail pane, the whole file with v), ? is help")
 
 NARROW = 110
 """Below this width the two columns stack."""

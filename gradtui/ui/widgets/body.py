@@ -10,9 +10,19 @@ whose title and text are each redrawn only if they changed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from textual import events
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.message import Message
+from textual.style import Style
 from textual.widgets import Static
+
+
+def node_ref(content: Content, node: int) -> Content:
+    """`content` (a node's title or chip) made clickable: a click selects `node` (BodyPane)."""
+    return content.stylize(Style.from_meta({"node": node}))
 
 
 def same(a: Content | None, b: Content) -> bool:
@@ -47,12 +57,28 @@ class Body(Static):
 
 class BodyPane(VerticalScroll):
     """A pane (detail, graph) that shows its text in the one Body it composes, under a border
-    title; `_draw` redraws each only if it changed."""
+    title; `_draw` redraws each only if it changed. It may be zoomed (`Z`), which a
+    scrolling container may not be by default."""
+
+    ALLOW_MAXIMIZE = True
+
+    @dataclass
+    class NodeClicked(Message):
+        """A node reference (`node_ref`) was clicked: select that node."""
+
+        node: int
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._title: str | None = None
         """The border title last drawn."""
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on a node reference asks the app to select that node."""
+        node = event.style.meta.get("node")
+        if isinstance(node, int):
+            event.stop()
+            self.post_message(self.NodeClicked(node))
 
     def _draw(self, title: str, body: Content) -> None:
         """Title and text: each redrawn only if it changed (see Body)."""

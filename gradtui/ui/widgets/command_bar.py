@@ -69,23 +69,35 @@ class CommandBar(Vertical):
 
     answer_text = ""
     """The whole of the last answer shown (the line shows its first line)."""
+    error = False
+    """The line shows a refusal (cleared by the next thing that works: `clear_error`)."""
+
+    HINT = "type : then a command · / find · P passes · w flow · m modules · ? help"
 
     def compose(self) -> ComposeResult:
         """The answer line, then the input."""
-        yield Static(Content.styled("type : then a command · / find · P passes · w flow · m modules · ? help",
-                                    "$text-muted"), id="answer")
+        yield Static(Content.styled(self.HINT, "$text-muted"), id="answer")
         yield HistoryInput(placeholder="command — step, continue, break nan, scale 0.5, print, help…",
                            id="command-input", select_on_focus=False)
+
+    def clear_error(self) -> None:
+        """A later action worked: a refusal shown is stale, the hint comes back."""
+        if self.error:
+            self.error = False
+            self.answer_text = ""
+            self.query_one("#answer", Static).update(Content.styled(self.HINT, "$text-muted"), layout=False)
 
     @property
     def input(self) -> HistoryInput:
         """The input widget."""
         return self.query_one(HistoryInput)
 
-    def answer(self, text: str, ok: bool = True) -> None:
+    def answer(self, text: str, ok: bool = True, keep: bool = False) -> None:
         """Show the first line of an answer (errors in red); when it has more lines or is cut
-        to the width, say that the whole answer is in the output pane (it always is)."""
+        to the width, say that the whole answer is in the output pane (it always is). A refusal
+        goes when a later action works (`clear_error`) unless `keep` (how the script ended)."""
         self.answer_text = text
+        self.error = not ok and not keep
         first = text.strip().splitlines()[0] if text.strip() else ""
         room = max(10, (self.size.width or 80) - 4)
         more = ""

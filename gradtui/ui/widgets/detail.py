@@ -13,7 +13,7 @@ from gradtui.ui import fmt
 from gradtui.ui.flowtable import flow_rows
 from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import Grads, PassView, UIState
-from gradtui.ui.widgets.body import Body, BodyPane
+from gradtui.ui.widgets.body import Body, BodyPane, node_ref
 from gradtui.ui.widgets.source import source_block, source_row, warm_highlighter
 
 LEAVES_SHOWN = 12
@@ -255,16 +255,19 @@ class DetailPane(BodyPane):
         yield _heading("outgoing gradients", "what it sent on to its inputs")
         for slot, stats in enumerate(grads):
             target = targets.get(slot)
-            yield _line(("  → ", MUTED), (view.title(target) if target is not None else "(no input)", ACCENT))
+            to = (node_ref(Content.styled(view.title(target), ACCENT), target) if target is not None
+                  else Content.styled("(no input)", ACCENT))
+            yield _line(("  → ", MUTED), to)
             yield from self._grad(stats, hist[slot] if hist is not None and slot < len(hist) else None, "    ")
 
     def _neighbours(self, view: PassView, node: int) -> Iterable[Content]:
-        inputs = [view.title(n) for n in view.graph.successors(node)]
-        consumers = [view.title(n) for n in view.graph.predecessors(node)]
-        yield _line(("↓ inputs (gradient goes to)  ", MUTED),
-                    ("  ".join(inputs), ACCENT) if inputs else ("none: a leaf", MUTED))
-        yield _line(("↑ consumers (comes from)     ", MUTED),
-                    ("  ".join(consumers), ACCENT) if consumers else ("none: the root", MUTED))
+        """Its inputs and consumers, each a click away (`node_ref`)."""
+        def refs(nodes: Iterable[int], none: str) -> Content:
+            titles = [node_ref(Content.styled(view.title(n), ACCENT), n) for n in nodes]
+            return Content("  ").join(titles) if titles else Content.styled(none, MUTED)
+
+        yield _line(("↓ inputs (gradient goes to)  ", MUTED), refs(view.graph.successors(node), "none: a leaf"))
+        yield _line(("↑ consumers (comes from)     ", MUTED), refs(view.graph.predecessors(node), "none: the root"))
 
     def _leaf(self, view: PassView, node: int) -> Iterable[Content]:
         if node not in view.leaf_grads:

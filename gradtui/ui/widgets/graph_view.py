@@ -16,7 +16,7 @@ from textual.content import Content
 from gradtui.model.nodes import node_tags
 from gradtui.ui.fmt import short_op
 from gradtui.ui.state import PassView, UIState
-from gradtui.ui.widgets.body import Body, BodyPane
+from gradtui.ui.widgets.body import Body, BodyPane, node_ref
 
 WHOLE_LIMIT = 40
 """Passes with at most this many nodes are drawn whole."""
@@ -33,6 +33,8 @@ class GraphPane(BodyPane):
         self._layers: list[list[int]] | None = None
         self._layers_of: int | None = None
         self._shown: int | None = None
+        self._natural: tuple[int, int] | None = None
+        """(id of the pass's graph, its natural width)."""
 
     def compose(self) -> ComposeResult:
         """One Body holds the drawing."""
@@ -57,6 +59,19 @@ class GraphPane(BodyPane):
         if view.total <= WHOLE_LIMIT:
             lines += [Content(""), *self._whole(view, node)]
         self._draw(f"graph · pass {view.index} · {view.total} nodes", Content("\n").join(lines))
+
+    def natural_width(self) -> int | None:
+        """Cells the longest line needs for the shown pass (its neighbourhood lines, the whole
+        pass's depth rows chip by chip); None for a pass too big to draw whole."""
+        view = self.state.view
+        if view is None or not view.recorded or view.total > WHOLE_LIMIT or not view.total:
+            return None
+        if self._natural is None or self._natural[0] != id(view.graph):
+            chips = [self._chip(view, n, -1).cell_length for n in view.graph]
+            titles = [len(view.title(n)) + 10 for n in view.graph]  # ` from ↓ ✓ ` before a title
+            gutter = len(str(view.total)) + 4
+            self._natural = (id(view.graph), max(max(titles), gutter + max(chips)))
+        return self._natural[1]
 
     def on_resize(self) -> None:
         """The whole-pass rows are wrapped to the width: redraw once it is laid out."""
@@ -93,7 +108,7 @@ class GraphPane(BodyPane):
         else:
             text = f"#{node} {short_op(data['name'])}" + (f"({tags[0]})" if tags else "")
         name_style = "bold reverse" if node == selected else ("" if node in view.ran else "$text-muted")
-        return Content.assemble((marker + " ", style), (text, name_style))
+        return node_ref(Content.assemble((marker + " ", style), (text, name_style)), node)
 
     def _listing(self, view: PassView, label: str, nodes: list[int], selected: int) -> Iterable[Content]:
         """`label` on the first line, one node per line, at most NEIGHBOURS_SHOWN."""

@@ -121,6 +121,11 @@ class NodeList(ScrollView, can_focus=True):
             return None
         return tree.rows[self.cursor].module
 
+    @property
+    def natural_width(self) -> int:
+        """Cells the shown pass's rows need (the app sizes the pane by it)."""
+        return self._painter.widths.natural
+
     def reset(self) -> None:
         """A new pass on screen: size the list for it and select its first row."""
         view = self.view

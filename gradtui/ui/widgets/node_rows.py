@@ -49,19 +49,30 @@ class Widths:
     """The op name without its `Backward0`, on narrow panes."""
     tags: int = 0
     """The widest labels."""
+    module: int = 0
+    """The widest module path (at most MODULE_WIDTH: longer ones are cut)."""
 
     @classmethod
     def of(cls, view: PassView) -> "Widths":
         """Measured in one walk over the nodes' data (a 10,000-node pass has a few distinct op
         names: looking each node up in networkx, three times, took 0.1 s of the first paint)."""
         names: set[str] = set()
+        modules: set[str] = set()
         tags = 0
         for _, data in view.graph.nodes(data=True):
             names.add(data["name"])
+            modules.add(data.get("module") or "")
             tags = max(tags, len(" ".join(node_tags(data))))
         return cls(len(str(max(view.order, default=0))),
                    min(NAME_WIDTH, max((len(name) for name in names), default=8)),
-                   min(NAME_WIDTH, max((len(list_op(name)) for name in names), default=4)), tags)
+                   min(NAME_WIDTH, max((len(list_op(name)) for name in names), default=4)), tags,
+                   min(MODULE_WIDTH, max(map(len, modules), default=0)))
+
+    @property
+    def natural(self) -> int:
+        """Cells a row needs to show everything: marker, id, op, labels, module, flags."""
+        module = self.module + 1 if self.module else 0
+        return 2 + self.id + 1 + self.name + 1 + self.tags + module + 3
 
 
 class RowPainter:

@@ -51,6 +51,13 @@ class Line(NamedTuple):
     words: bool = False
 
 
+class Reveal(NamedTuple):
+    """A `reveal` asked for: the line to show at the top, and `mark()` when it was asked."""
+
+    line: int
+    count: int
+
+
 _ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 """ANSI escape sequences (CSI, OSC, two-character ones): no cells on screen."""
 
@@ -85,6 +92,15 @@ class OutputLog(ScrollView, can_focus=True):
         self._base = 0
         """How many lines were dropped from the front (cache keys are absolute line numbers)."""
         self._following = False
+        """A scroll to the end is scheduled (after the next refresh)."""
+        self.follow = True
+        """Keep the newest line in sight: true until the user scrolls up, again once they
+        scroll back to the end. Only the user's scrolling changes it: a resize (the pane
+        zoomed, then back) or the pane's own scrolling keeps it as it was."""
+        self._scrolling = False
+        """The pane scrolls itself (follow, reveal): not the user's doing."""
+        self._reveal: Reveal | None = None
+        """A line to show at the top once laid out (see `reveal`)."""
         self.renders = 0
         """How many lines were turned into styled text (the cost a flood must not grow)."""
 
@@ -178,17 +194,56 @@ class OutputLog(ScrollView, can_focus=True):
             self._base += drop
             self._cache.clear()
             self._rows_width = 0  # rebuilt on next use
-        at_bottom = self.scroll_offset.y >= self.max_scroll_y - 1
         self._resize()
-        if at_bottom and not self._following:
+        if self.follow:
+            self._schedule_follow()
+        self.refresh()
+
+    def _schedule_follow(self) -> None:
+        if not self._following:
             # after the refresh: the new virtual size is not laid out yet
             self._following = True
             self.call_after_refresh(self._follow)
-        self.refresh()
 
     def _follow(self) -> None:
         self._following = False
-        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        if not self.follow:
+            return
+        reveal, self._reveal = self._reveal, None
+        top = self.max_scroll_y
+        # a long answer: its first line at the top, not its tail; unless more was written after
+        # it (or it was dropped): the newest line is then the one to see
+        if reveal is not None and reveal.count == self.mark() and reveal.line >= self._base:
+            self._ensure_rows()
+            index = reveal.line - self._base
+            top = min(top, self._rows[index - 1] if 0 < index <= len(self._rows) else 0)
+        self._scroll_self(top)
+
+    def _scroll_self(self, y: float) -> None:
+        self._scrolling = True
+        try:
+            self.scroll_to(y=y, animate=False, immediate=True)
+        finally:
+            self._scrolling = False
+
+    def mark(self) -> int:
+        """The number of the next line written (for `reveal`)."""
+        return self._base + len(self._lines)
+
+    def reveal(self, line: int) -> None:
+        """Once laid out, show line `line` (a `mark`) at the top if what follows it is taller
+        than the pane, else the end: a long answer is read from its first line. Only while
+        the pane follows (a user who scrolled up keeps their place), and only if nothing was
+        written after it by then (the newest line is then the one to see)."""
+        if self.follow:
+            self._reveal = Reveal(line, self.mark())
+            self._schedule_follow()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """The user scrolled: follow the output again only if they are at the end."""
+        super().watch_scroll_y(old_value, new_value)
+        if not self._scrolling and round(old_value) != round(new_value):
+            self.follow = new_value >= self.max_scroll_y - 1
 
     # ---- geometry ------------------------------------------------------------------------
 
@@ -213,8 +268,11 @@ class OutputLog(ScrollView, can_focus=True):
         self.virtual_size = Size(self._rows_width, self._rows[-1] if self._rows else 0)
 
     def on_resize(self) -> None:
-        """Rewrap: the rows each line takes depend on the width."""
+        """Rewrap: the rows each line takes depend on the width; keep the end in sight if
+        following (a zoomed pane made small again would otherwise stop at its old top)."""
         self._resize()
+        if self.follow:
+            self._schedule_follow()
         self.refresh()
 
     # ---- drawing -------------------------------------------------------------------------

@@ -1,0 +1,92 @@
+"""SVG snapshots of issue 22's visual changes, at 80x24 and 160x45, on tiny seeded scripts:
+panes sized by content, the attached UI's question on `q`, the flow of the last ended pass
+with zero-initialised biases apart. Regenerate with `--snapshot-update` and look at every SVG."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradtui.cli.main import demo_path
+from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.flow import FlowScreen
+from gradtui.ui.screens.leave import LeaveScreen
+from tests.serve.test_tab_app import FakeTarget
+from test_ui_snapshots import _footer_of_the_modal, _settle
+from ui_helpers import ui_script, wait_for, wait_paused_at
+
+SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+
+
+@SIZES
+def test_demo_at_the_tanh_panes_sized_by_content(snap_compare, size):
+    """The demo paused at #5 TanhBackward0: at 160x45 the node list as wide as its rows, the
+    source line whole, every graph row in its depth column."""
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        while app.state.current != 5:
+            node = app.state.current
+            await pilot.press("s")
+            await wait_for(pilot, lambda: app.state.current not in (None, node), what="the next pause")
+        await wait_paused_at(pilot, 5)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(demo_path()), terminal_size=size, run_before=run_before)
+
+
+@SIZES
+def test_q_in_an_attached_ui_asks_and_offers_detach(snap_compare, size):
+    async def run_before(pilot):
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, LeaveScreen), what="the question")
+        await _footer_of_the_modal(pilot)
+        await _settle(pilot)
+
+    target = FakeTarget()
+    assert snap_compare(GradtuiApp(target=target), terminal_size=size, run_before=run_before)
+
+
+@SIZES
+def test_w_in_pass_1_shows_pass_0_with_its_zero_biases_apart(snap_compare, size):
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
+                       what="the first pause of pass 1")
+        await wait_paused_at(pilot, app.state.paused.node)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
+        await _footer_of_the_modal(pilot)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(ui_script("zero_bias.py"), record_all=True), terminal_size=size,
+                        run_before=run_before)
+
+
+@SIZES
+def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
+    """B on loop.py after `break MulBackward0` hit in passes 0 and 1, and `break nan` that never hit."""
+    from conftest import script
+    from gradtui.ui.screens.breakpoints import BreakpointsScreen
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_for(pilot, lambda: len(app.breakpoints) == 2 and app.state.paused is not None
+                       and app.state.paused.pass_index == 1, what="the second hit")
+        await wait_paused_at(pilot, 1)
+        from ui_helpers import output_lines  # pass 0's print comes through a pipe: wait for it, else the
+        await wait_for(pilot, lambda: any("pass 0 x.grad" in line for line in output_lines(app)),  # tail varies
+                       what="pass 0's print")
+        from gradtui.ui.widgets.output_log import OutputLog
+        log = app.query_one(OutputLog)
+        await pilot.pause()
+        await wait_for(pilot, lambda: log.scroll_y == log.max_scroll_y, what="the output pane at its end")
+        await pilot.press("B")
+        await wait_for(pilot, lambda: isinstance(app.screen, BreakpointsScreen), what="the breakpoints pane")
+        await _footer_of_the_modal(pilot)
+        await _settle(pilot)
+
+    app = GradtuiApp(script("loop.py"), commands=["break MulBackward0", "break nan", "continue", "continue"])
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
