@@ -22,6 +22,8 @@ from tests.distributed.jobs import HERE, Client, Job, grads, same, torchrun
 DDP = str(HERE / "ddp_train.py")
 FSDP = str(HERE / "fsdp_train.py")
 BRANCH = str(HERE / "ddp_branch.py")
+DETACH = str(HERE / "ddp_detach.py")
+DETACH_STEPS = 8
 
 
 @pytest.fixture
@@ -101,24 +103,54 @@ def test_pause_past_the_timeout_loses_no_rank(start, plain):
             assert all(same(mine[k], theirs[k]) for k in mine), (step, rank)
 
 
-def test_break_diverge_names_the_parameter_and_rank(start):
-    job, client, out = start(DDP, "diverge")
+DETACHES = ("continue, then at once", "while held", "continue, after its Resumed", "continue, mid-pass")
+"""How a client leaves a job held by `break diverge`, in turn, in test_break_diverge_...detaches."""
+
+
+def test_break_diverge_names_the_rank_and_holds_for_the_next_client_after_every_detach(start, plain):
+    """`2.bias` differs across ranks on every pass from pass 1 on (ddp_detach.py). Each client
+    leaves the job in one of the DETACHES ways and the next one attaches: the job is held at the
+    next pass's hit (or still at this one's, if it left while held), every rank paused there, no
+    rank parked on a stale pause and none run to the end; the printed losses are plain torchrun's."""
+    baseline = plain(DETACH, str(DETACH_STEPS))
+    job, client, out = start(DETACH, str(DETACH_STEPS))
+    entry = job.agent()
     client.paused()
     assert "diverge" in client.ask("break diverge").text
     assert "job: break diverge" in client.ask("breakpoints").text  # listed with the rank's own
     client.submit("continue")
-    paused = client.next(lambda e: isinstance(e, ev.Paused) and "diverge" in e.reason)
-    assert paused.pass_index == 1, paused  # pass 0 was all-reduced: equal on both ranks
-    assert "rank 1" in paused.reason and "max abs difference" in paused.reason, paused.reason
-    assert any(name in paused.reason for name in ("module.0.weight", "module.0.bias", "module.2.weight",
-                                                  "module.2.bias")), paused.reason
-    diff = float(paused.reason.split("max abs difference ")[1].split()[0])
-    assert diff > 0
-    client.submit("continue")
-    client.drain()
+    held, detaches = 1, 0  # pass 0 was all-reduced: equal on both ranks
+    try:
+        while True:
+            paused = client.next(lambda e: isinstance(e, ev.Paused) and "diverge" in e.reason
+                                 and e.pass_index >= held, 60)
+            assert paused.pass_index == held, (detaches, paused)
+            assert "2.bias differs across ranks" in paused.reason and "rank 1" in paused.reason, paused.reason
+            assert float(paused.reason.split("max abs difference ")[1].split()[0]) > 0, paused.reason
+            client.ranks_where(lambda r: all(s.state == "paused" and s.at.startswith(f"pass {held} ·")
+                                             for s in r.ranks))
+            if held == DETACH_STEPS - 1:
+                break
+            way = DETACHES[detaches % len(DETACHES)]
+            if way != "while held":
+                client.submit("continue")
+                held += 1
+            if way == "continue, after its Resumed":
+                client.next(lambda e: isinstance(e, ev.Resumed))
+            elif way == "continue, mid-pass":
+                time.sleep(0.3)
+            client.close()
+            detaches += 1
+            client = Client(entry["address"], entry["token"])
+        client.submit("continue")
+        client.drain()
+    finally:
+        client.close()
+    assert detaches == 8  # 6 passes moved on to, 2 detaches while held
     assert job.wait(60) == 0, job.output()
-    g0, g1 = grads(out, 1, 0), grads(out, 1, 1)
-    assert any(not same(g0[k], g1[k]) for k in g0)
+    assert baseline.job.wait(120) == 0, baseline.job.output()
+    mine, theirs = _lines(job.output()), _lines(baseline.job.output())
+    assert len(theirs) == 2 * DETACH_STEPS and mine == theirs, (mine, theirs)
 
 
 def test_break_nan_names_rank_1_and_parks_rank_0(start):
@@ -168,6 +200,11 @@ def test_fsdp2_pauses_once_and_gradients_are_untouched(start, plain):
 
 def _losses(log: str) -> list[str]:
     return sorted(re.findall(r"^rank \d step \d loss \S+$", log, re.M))
+
+
+def _lines(log: str) -> list[str]:
+    """Every rank's printed loss and bias gradient per step (ddp_detach.py), sorted."""
+    return sorted(re.findall(r"^rank \d step \d+ loss \S+ bias \S+$", log, re.M))
 
 
 def test_a_pause_where_the_ranks_graphs_differ_loses_no_rank_and_a_desync_still_fails(start, plain):
