@@ -211,6 +211,9 @@ class JobHub:
                     self._out(event)  # its graph, the nodes that ran, the pass's end
             if st.paused and last_pause is not None:  # only the pause it is in now
                 self._out(dataclasses.replace(last_pause, reason=f"rank {rank} · {last_pause.reason}"))
+            # Again after the pass: a late client replays from its PassStarted on (the agent's
+            # backlog starts there), so the rank strip it gets must come after it.
+            self._changed()
 
     def _gone(self, rank: int, bye: str | None) -> None:
         """`rank`'s connection ended: done if it said so, else dead (the others are released)."""

@@ -28,13 +28,15 @@ DETACH_STEPS = 8
 
 @pytest.fixture
 def start(tmp_path, request):
-    """start(script, *args) -> (job, client, out folder): a job under gradtui and its client."""
+    """start(script, *args, launcher=()) -> (job, client, out folder): a job under gradtui and its
+    client; `launcher`: torchrun's own options."""
     made: list[tuple[Job, Client | None]] = []
 
-    def run(script: str, *args: str):
+    def run(script: str, *args: str, launcher: tuple[str, ...] = ()):
         out = tmp_path / f"out{len(made)}"
         out.mkdir()
-        job = Job(torchrun("-m", "gradtui", "--listen", ":0", script, str(out), *args), tmp_path / f"rt{len(made)}")
+        job = Job(torchrun(*launcher, "-m", "gradtui", "--listen", ":0", script, str(out), *args),
+                  tmp_path / f"rt{len(made)}")
         made.append((job, None))
         entry = job.agent()
         client = Client(entry["address"], entry["token"])
@@ -168,15 +170,33 @@ def test_break_nan_names_rank_1_and_parks_rank_0(start):
     assert job.wait(60) == 0, job.output()
 
 
-def test_killing_rank_1_while_paused_releases_rank_0(start):
-    job, client, out = start(DDP, "plain")
+def test_a_hit_holds_for_the_next_client_and_killing_rank_1_releases_parked_rank_0_at_once(start):
+    """Rank 1 paused at its NaN, rank 0 parked beside it. The client detaches: the hit waits for
+    the next client, as a lone agent's does. Then rank 1 is killed: the hub says so and rank 0 runs
+    on at once (to its all-reduce with the dead rank, which fails the job), not parked on a pause
+    nobody can end. torchrun looks at its ranks every 5 s here, so it is gradtui that lets rank 0
+    go, not torchrun's SIGTERM."""
+    job, client, out = start(DDP, "nan", launcher=("--monitor-interval", "5"))
+    entry = job.agent()
     client.paused()
-    ranks = client.ranks_where(lambda r: r.ranks[1].pid is not None and r.ranks[1].state == "paused")
-    os.kill(ranks.ranks[1].pid, signal.SIGKILL)
-    said = client.next(lambda e: isinstance(e, ev.Output) and "rank 1 died" in e.text)
-    assert "releasing" in said.text
-    client.ranks_where(lambda r: r.ranks[1].state == "dead")
-    client.drain(60)
+    client.ask("break nan")
+    client.submit("continue")
+    client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason)
+    client.ranks_where(lambda r: r.ranks[0].state == "parked" and r.ranks[1].state == "paused")
+    client.close()
+    client = Client(entry["address"], entry["token"])
+    try:
+        held = client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason)
+        assert held.reason.startswith("rank 1 ·") and held.pass_index == 1, held.reason
+        ranks = client.ranks_where(lambda r: r.ranks[0].state == "parked" and r.ranks[1].state == "paused")
+        assert "rank 1: paused at pass 1" in client.ask("ranks").text
+        os.kill(ranks.ranks[1].pid, signal.SIGKILL)
+        said = client.next(lambda e: isinstance(e, ev.Output) and "rank 1 died" in e.text)
+        assert "releasing" in said.text
+        client.ranks_where(lambda r: r.ranks[1].state == "dead" and r.ranks[0].state not in ("parked", "paused"))
+        client.drain(60)
+    finally:
+        client.close()
     status = job.wait(60)
     assert status != 0, job.output()
 
