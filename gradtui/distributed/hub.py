@@ -313,7 +313,8 @@ class JobHub:
                 self._control(st.rank, f"unpark {line}")
                 st.park_order = None
                 if st.paused is None:
-                    st.pending = Pending(line, stop)
+                    if stop is not None or st.pending is None:  # a second resume of no stop keeps the first's
+                        st.pending = Pending(line, stop)
                 elif st.paused == "own" and is_hold(st.pause):
                     assert st.pause is not None
                     self._resume_hold(st.pause.pass_index, line)
