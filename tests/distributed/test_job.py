@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gradtui.model import events as ev
+from gradtui.model.stats import format_number
 from tests.distributed.jobs import HERE, Client, Job, grads, same, torchrun
 
 DDP = str(HERE / "ddp_train.py")
@@ -201,7 +202,7 @@ def test_a_hit_holds_for_the_next_client_and_killing_rank_1_releases_parked_rank
     assert status != 0, job.output()
 
 
-def test_fsdp2_pauses_once_and_gradients_are_untouched(start, plain):
+def test_fsdp2_pauses_once_and_gradients_are_untouched_and_flow_is_per_rank_shards(start, plain):
     baseline = plain(FSDP)
     job, client, out = start(FSDP)
     first = client.paused()
@@ -210,12 +211,24 @@ def test_fsdp2_pauses_once_and_gradients_are_untouched(start, plain):
     shards = client.ask("print param0").text  # a DTensor, summarised from each rank's shard, never gathered
     assert shards.count("local shard (S(0); global shape [8, 4])") == 2, shards
     assert "rank 0:" in shards and "rank 1:" in shards and shards.count("[4, 4] float32") == 2, shards
+    client.submit("finish")
+    second = client.paused()
+    assert second.pass_index == 1
+    flow = client.ask("flow").text  # pass 0's: the graph's leaves (unsharded, freed) as each rank's shard
     client.submit("continue")
     client.drain()
     assert job.wait(60) == 0, job.output()
-    for rank in (0, 1):
-        mine, theirs = grads(out, 0, rank), grads(baseline.gradients(), 0, rank)
-        assert mine.keys() == theirs.keys() and all(same(mine[k], theirs[k]) for k in mine)
+    for step in (0, 1):
+        for rank in (0, 1):
+            mine, theirs = grads(out, step, rank), grads(baseline.gradients(), step, rank)
+            assert mine.keys() == theirs.keys() and all(same(mine[k], theirs[k]) for k in mine)
+    rows = {line.split()[0]: line.split()[1:] for line in flow.splitlines()[2:]}
+    assert len(rows) == 4 and all(name.endswith(".weight") or name.endswith(".bias") for name in rows), flow
+    assert "(local shard)" in flow and flow.count("(local shard)") == 4, flow
+    for name, norms in rows.items():
+        for rank in (0, 1):
+            local = grads(out, 0, rank)[name.split(" ")[0]]
+            assert norms[rank + 2] == format_number(float(local.norm())), (name, rank, flow)
 
 
 def _losses(log: str) -> list[str]:
