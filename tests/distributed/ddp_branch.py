@@ -37,4 +37,9 @@ if sys.argv[2:] == ["desync"]:
     else:
         time.sleep(90)
     print(f"rank {rank} after the desync", flush=True)
+else:
+    # Both ranks out of every collective before either tears its group down: without it gloo
+    # sometimes aborts a rank at the exit under load ("terminate called without an active
+    # exception", SIGABRT), with or without gradtui.
+    dist.barrier()
 dist.destroy_process_group()

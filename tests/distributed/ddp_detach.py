@@ -32,4 +32,8 @@ for step in range(steps):
     loss.backward()
     print(f"rank {rank} step {step} loss {loss.item():.8f} bias {model[2].bias.grad.item():.8f}", flush=True)
     opt.step()
+# Both ranks out of every collective before either tears its group down: without it gloo
+# sometimes aborts a rank at the exit under load ("terminate called without an active
+# exception", SIGABRT), with or without gradtui.
+dist.barrier()
 dist.destroy_process_group()

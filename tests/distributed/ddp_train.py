@@ -34,4 +34,8 @@ for step in range(2):
     torch.save({n: p.grad.clone() for n, p in model.named_parameters()}, os.path.join(out, f"grads{step}-{rank}.pt"))
     opt.step()
 print(f"rank {rank} done", flush=True)
+# Both ranks out of every collective before either tears its group down: without it gloo
+# sometimes aborts a rank at the exit under load ("terminate called without an active
+# exception", SIGABRT), with or without gradtui.
+dist.barrier()
 dist.destroy_process_group()
