@@ -7,7 +7,9 @@ client attaches to rank 0's agent as to any agent. The hub hears every rank's ev
 from its own session, the others' over their connections), keeps each rank's state and present
 pass, forwards the *shown* rank's events to the client (the others' output too, prefixed) and
 a `RanksChanged` whenever a rank's state changes. A rank that pauses on its own (a breakpoint,
-a step) has the others parked (`park`); if the shown rank was not itself paused, the client is
+a step) has the others parked (`park`; a diverge hold parks none: every rank holds after that
+pass); a pause heard after the client resumed its stop is let go unseen (gradtui.distributed.stops);
+orders to the ranks leave in the order decided (gradtui.distributed.outbox); if the shown rank was not itself paused, the client is
 switched to the rank that paused (as gdb does for the thread that hit a breakpoint), its pass
 replayed first. Commands from the client: see `JobHub.submit`. A rank whose connection ends
 without a `ScriptFinished` is dead: `x/RANK` goes in the store (gates no longer wait for it),
@@ -21,7 +23,6 @@ import dataclasses
 import json
 import os
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from gradtui.model.commands import (
 )
 from gradtui.agent.runtime import alive
 from gradtui.distributed.conn import RankConn
+from gradtui.distributed.outbox import Outbox
 from gradtui.model.dist_events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks
 from gradtui.distributed.rank import CONTROL
 from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked
@@ -73,9 +75,8 @@ class JobHub:
         """Is a client attached to the job now (rank 0's server says)?"""
         self._detached = False
         """A client has come and gone: step pauses resume by themselves while none is attached."""
-        self._outbox: deque[Callable[[], None]] = deque()
-        """What to send to the ranks, in the order the hub decided it (see `_flush`)."""
-        self._flushing = False
+        self._outbox = Outbox(self._lock)
+        """What to send to the ranks, in the order the hub decided it."""
 
     # ---- joining --------------------------------------------------------------------------
 
@@ -400,31 +401,11 @@ class JobHub:
             self._send(lambda: conn.send({"submit": CONTROL + line, "id": 0}))
 
     def _send(self, send: Callable[[], None]) -> None:
-        with self._lock:
-            self._outbox.append(send)
+        self._outbox.put(send)
 
     def _flush(self) -> None:
-        """Send what is queued, in order; never called with the lock held. The hub decides under
-        its lock and sends outside it (a send to rank 0 runs rank 0's own code, which may wait for
-        its script's thread, which may be emitting an event to the hub), so an order decided earlier (a park) could reach a
-        rank after one decided later (the unpark of the stop) and leave it parked on a stale pause:
-        everything for the ranks goes through one queue, sent by one thread at a time."""
-        with self._lock:
-            if self._flushing:
-                return  # the thread that is sending sends this too
-            self._flushing = True
-        try:
-            while True:
-                with self._lock:
-                    if not self._outbox:
-                        self._flushing = False
-                        return
-                    send = self._outbox.popleft()
-                send()
-        except BaseException:
-            with self._lock:
-                self._flushing = False
-            raise
+        """Send the queued orders (gradtui.distributed.outbox); never with the lock held."""
+        self._outbox.flush()
 
     def _submit(self, rank: int, line: str, request: int | None, *, note: str | None = None,
                 gather: "_Gather | None" = None) -> None:
