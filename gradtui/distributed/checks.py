@@ -29,6 +29,7 @@ from gradtui.model.commands import (
 )
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.summary import summarize_all
+from gradtui.distributed.stops import HOLD
 
 WAIT = timedelta(seconds=0.2)
 
@@ -106,7 +107,7 @@ class Checks:
             odd = sorted(r for r, h in seen.items() if counts[h] < top) or sorted(r for r in seen if r != 0)
             worst = max(diffs.values(), default=0.0)
             which = ", ".join(f"rank {r}" for r in odd)
-            reason = (f"breakpoint diverge: {name} differs across ranks after its all-reduce: {which} "
+            reason = (f"{HOLD}{name} differs across ranks after its all-reduce: {which} "
                       f"(max abs difference {worst:.6g} from this rank, rank {self.rank})")
             self._report = "\n".join([reason, *(f"  vs rank {r}: max abs difference {d:.6g}" for r, d in sorted(diffs.items()))])
             return node, reason, (grad,)

@@ -7,7 +7,9 @@ client attaches to rank 0's agent as to any agent. The hub hears every rank's ev
 from its own session, the others' over their connections), keeps each rank's state and present
 pass, forwards the *shown* rank's events to the client (the others' output too, prefixed) and
 a `RanksChanged` whenever a rank's state changes. A rank that pauses on its own (a breakpoint,
-a step) has the others parked (`park`); if the shown rank was not itself paused, the client is
+a step) has the others parked (`park`; a diverge hold parks none: every rank holds after that
+pass); a pause heard after the client resumed its stop is let go unseen (gradtui.distributed.stops);
+orders to the ranks leave in the order decided (gradtui.distributed.outbox); if the shown rank was not itself paused, the client is
 switched to the rank that paused (as gdb does for the thread that hit a breakpoint), its pass
 replayed first. Commands from the client: see `JobHub.submit`. A rank whose connection ends
 without a `ScriptFinished` is dead: `x/RANK` goes in the store (gates no longer wait for it),
@@ -32,11 +34,10 @@ from gradtui.model.commands import (
 )
 from gradtui.agent.runtime import alive
 from gradtui.distributed.conn import RankConn
+from gradtui.distributed.outbox import Outbox
 from gradtui.model.dist_events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks
 from gradtui.distributed.rank import CONTROL
-
-PARKED = "parked"
-"""How a parked rank's pause reason starts."""
+from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked
 
 EDIT_NOTE = ("(edited on rank {rank} only: DDP will average this gradient into every rank at the "
              "all-reduce)")
@@ -46,31 +47,6 @@ SWITCH_AFTER = 0.3
 
 GATHER_TIMEOUT = 3.0
 """Seconds `print` waits for every paused rank's answer."""
-
-
-@dataclass
-class _Rank:
-    """What the hub knows of one rank."""
-
-    rank: int
-    pid: int | None = None
-    state: str = "starting"
-    at: str = ""
-    loss: float | None = None
-    nonfinite: int = 0
-    paused: str | None = None
-    """`own` or `parked` while paused, else None."""
-    current: list[ev.Event] = field(default_factory=list)
-    """Its present pass's events (PassStarted first), replayed when the client switches to it."""
-    flow: tuple[ev.ParamFlow, ...] = ()
-    passing: bool = False
-    """Its present pause is one `pending` ends: not shown, not waited for."""
-    pending: str | None = None
-    """A resuming command typed while this rank was on its way to a step pause (running, not yet
-    paused): its step pause belongs to the stop the client resumed, so that command ends it."""
-
-    def public(self) -> RankState:
-        return RankState(self.rank, self.state, self.at, self.loss, self.nonfinite, self.pid)
 
 
 class JobHub:
@@ -85,7 +61,7 @@ class JobHub:
         self._local = local
         self._store = store
         self._lock = threading.RLock()
-        self._ranks = [_Rank(r) for r in range(world)]
+        self._ranks = [RankView(r) for r in range(world)]
         self._ranks[0].pid = os.getpid()
         self._conns: dict[int, RankConn] = {}
         self._ids = iter(range(-1, -(1 << 62), -1))
@@ -95,6 +71,12 @@ class JobHub:
         self._notes: dict[int, str] = {}
         """Hub request id -> a line added to its answer (an edit's note about DDP)."""
         self.diverge = False
+        self.attached: Callable[[], bool] = lambda: True
+        """Is a client attached to the job now (rank 0's server says)?"""
+        self._detached = False
+        """A client has come and gone: step pauses resume by themselves while none is attached."""
+        self._outbox = Outbox(self._lock)
+        """What to send to the ranks, in the order the hub decided it."""
 
     # ---- joining --------------------------------------------------------------------------
 
@@ -129,34 +111,19 @@ class JobHub:
                     st.current.append(event)
                 case ev.Paused():
                     st.current.append(event)
-                    pending, st.pending = st.pending, None
-                    if pending is not None and event.reason == "step":
-                        # The step pause of a stop the client already resumed: ended at once,
-                        # unseen by the client (its feeder answers pauses), parking no rank.
-                        st.passing = True
-                        actions.append(lambda r=rank, line=pending: self._submit(r, line, None))
-                        forward = None
-                    else:
-                        st.paused = PARKED if event.reason.startswith(PARKED) else "own"
-                        st.state = "parked" if st.paused == PARKED else "paused"
-                        st.at = f"pass {event.pass_index} · #{event.node} {event.name}"
-                        forward = dataclasses.replace(event, reason=f"rank {rank} · {event.reason}")
-                    if st.paused == "own":
-                        actions += self._park_others(rank, event)
-                        if rank != self.shown and self._ranks[self.shown].paused != "own":
-                            actions.append(lambda r=rank: self._switch_soon(r))
+                    forward = self._on_paused(st, event, actions)
                 case ev.Resumed():
                     st.current.append(event)
-                    st.paused, st.state = None, "running"
+                    st.paused, st.pause, st.state = None, None, "running"
                     if st.passing:
                         st.passing, forward = False, None
                 case ev.PassFinished():
                     st.current.append(event)
-                    st.paused, st.state = None, "running"
+                    st.paused, st.pause, st.state = None, None, "running"
                     st.flow = event.flow
                     st.nonfinite = sum(f.nonfinite for f in event.flow)
                 case ev.ScriptFinished():
-                    st.paused, st.state = None, "done"
+                    st.paused, st.pause, st.state = None, None, "done"
                     st.at = event.how or f"exit status {event.exit_status}"
                     if rank != 0:
                         forward = None  # the job ends with rank 0 (and torchrun)
@@ -180,14 +147,40 @@ class JobHub:
                 self._out(forward)
             if st.public() != before:
                 self._changed()
+        self._flush()
         for action in actions:
             action()
 
-    def _park_others(self, rank: int, event: ev.Paused) -> list[Callable[[], None]]:
-        """Park order for every other live rank not paused on its own."""
+    def _on_paused(self, st: RankView, event: ev.Paused, actions: list[Callable[[], None]]) -> ev.Paused | None:
+        """`st`'s rank paused (under the lock): a pause of a stop already resumed is let go unseen
+        (`RankView.stale`); a new one is the job's: shown, and the others parked unless it is a
+        diverge hold (every rank holds after that pass by itself). Returns what the client sees."""
+        verdict = st.judge(event)
+        if verdict.stale:
+            st.passing = True
+            if verdict.resume is not None:
+                self._submit(st.rank, verdict.resume, None)
+            return None
+        st.paused = PARKED if is_parked(event) else "own"
+        st.pause = event
+        st.state = "parked" if st.paused == PARKED else "paused"
+        st.at = f"pass {event.pass_index} · #{event.node} {event.name}"
+        if st.paused == "own":
+            if not is_hold(event):
+                self._park_others(st.rank, event)
+            if st.rank != self.shown and self._ranks[self.shown].paused != "own":
+                actions.append(lambda r=st.rank: self._switch_soon(r))
+            if event.reason == "step" and self._detached and not self.attached():
+                actions.append(self._run_on)  # as a lone agent's step pause, with no client
+        return dataclasses.replace(event, reason=f"rank {st.rank} · {event.reason}")
+
+    def _park_others(self, rank: int, event: ev.Paused) -> None:
+        """Park order for every other live rank not paused on its own (under the lock)."""
         why = f"{PARKED}: rank {rank} is paused at #{event.node} {event.name} (pass {event.pass_index})"
-        return [lambda r=r.rank: self._control(r, f"park {why}") for r in self._ranks
-                if r.rank != rank and r.state not in ("dead", "done") and r.paused != "own"]
+        for st in self._ranks:
+            if st.rank != rank and st.live and st.paused != "own":
+                st.park_order = why
+                self._control(st.rank, f"park {why}")
 
     def _changed(self) -> None:
         self._out(RanksChanged(tuple(r.public() for r in self._ranks), self.shown, self.world))
@@ -219,6 +212,9 @@ class JobHub:
                     self._out(event)  # its graph, the nodes that ran, the pass's end
             if st.paused and last_pause is not None:  # only the pause it is in now
                 self._out(dataclasses.replace(last_pause, reason=f"rank {rank} · {last_pause.reason}"))
+            # Again after the pass: a late client replays from its PassStarted on (the agent's
+            # backlog starts there), so the rank strip it gets must come after it.
+            self._changed()
 
     def _gone(self, rank: int, bye: str | None) -> None:
         """`rank`'s connection ended: done if it said so, else dead (the others are released)."""
@@ -226,7 +222,7 @@ class JobHub:
             st = self._ranks[rank]
             if st.state == "done":
                 return
-            st.state, st.paused = "dead", None
+            st.state, st.paused, st.pause = "dead", None, None
             running = st.pid is not None and alive(st.pid)
             st.at = f"its agent went away ({bye or 'connection lost'}; pid {st.pid} {'still running' if running else 'gone'})"
             try:
@@ -235,12 +231,16 @@ class JobHub:
                 pass
             self._out(ev.Output("stderr", f"gradtui: rank {rank} died: {st.at}; releasing the other ranks\n"))
             self._changed()
-            others = [r for r in self._ranks if r.state not in ("dead", "done")]
-        for r in others:
-            self._control(r.rank, f"gone {rank}")
-            self._control(r.rank, "release")
-            if r.paused == "own":
-                self._submit(r.rank, "continue", None)
+            for r in self._ranks:
+                if not r.live:
+                    continue
+                self._control(r.rank, f"gone {rank}")
+                self._control(r.rank, "release")  # ends a park, and a diverge hold, at once
+                r.park_order = None
+                if r.paused == "own" and not is_hold(r.pause):
+                    self._submit(r.rank, "continue", None)
+                r.paused = None
+        self._flush()
         if rank == self.shown:
             self.show(0)
 
@@ -250,7 +250,12 @@ class JobHub:
         """A line the job's client typed: `ranks`, `rank N`, `break diverge` and a job's `flow`
         are the hub's; resuming commands go to every rank (follow mode); `break`/`delete` to every
         rank; `print` to every paused rank, answered side by side; edits and the rest to the shown
-        rank (edits say that DDP will average them)."""
+        rank (edits say that DDP will average them). Decided under the lock, sent after it."""
+        with self._lock:
+            self._command(text, request)
+        self._flush()
+
+    def _command(self, text: str, request: int) -> None:
         line = text.strip()
         try:
             command = parse(line)
@@ -295,18 +300,34 @@ class JobHub:
                 self._submit(self.shown, line, request)
 
     def _resume(self, line: str, request: int) -> None:
-        """Every rank resumes: parked ones through `unpark MODE`, paused ones by the command, and
-        one still on its way to a step pause at that pause (`_Rank.pending`): a rank the hub has
-        not yet heard pause is not left behind."""
-        for r in self._live():
-            self._control(r, f"unpark {line}")
+        """Every rank resumes: parked ones through `unpark MODE`, ones held by `break diverge`
+        through the job's store (`vr/PASS`, which every held rank reads), paused ones by the
+        command, and one the hub has not heard pause yet at the pause of this stop it may be on
+        its way to (`RankView.pending`). Each rank is resumed once: from now on the hub counts it
+        running, so a second resume (a client that detaches at once) sends it nothing more."""
         with self._lock:
-            for st in self._ranks:
-                if st.state not in ("dead", "done") and st.paused is None:
-                    st.pending = line
-        for r in self._live():
-            if self._ranks[r].paused == "own":
-                self._submit(r, line, request if r == self.shown else None)
+            live = [st for st in self._ranks if st.live]
+            shown = self._ranks[self.shown]
+            stop = shown.pause if shown.paused == "own" else next(
+                (st.pause for st in live if st.paused == "own"), None)
+            for st in live:
+                self._control(st.rank, f"unpark {line}")
+                st.park_order = None
+                if st.paused is None:
+                    if stop is not None or st.pending is None:  # a second resume of no stop keeps the first's
+                        st.pending = Pending(line, stop)
+                elif st.paused == "own" and is_hold(st.pause):
+                    assert st.pause is not None
+                    self._resume_hold(st.pause.pass_index, line)
+                elif st.paused == "own":
+                    self._submit(st.rank, line, request if st.rank == self.shown else None)
+                st.paused = None
+
+    def _resume_hold(self, index: int, line: str) -> None:
+        try:
+            self._store.set(f"vr/{index}", "continue" if line.startswith("c") else "step")
+        except Exception:  # noqa: BLE001 - the store is gone: the job is ending
+            pass
 
     def _rank_command(self, text: str, rank: int, request: int) -> None:
         if not 0 <= rank < self.world:
@@ -344,10 +365,23 @@ class JobHub:
         rank keeps its groups' timeouts raised (RankLink.can_pause)."""
         for r in self._live():
             self._control(r, f"client {'on' if attached else 'off'}")
+        self._flush()
 
     def release_all(self) -> None:
-        """The client went: every rank runs on (breakpoints stay armed)."""
+        """The client went: the job runs on with its breakpoints armed, as a lone agent does: a
+        stop that a step made resumes (and, from now on, each one while no client is attached),
+        a breakpoint hit or a diverge hold waits for the next client."""
+        with self._lock:
+            self._detached = True
+            held = any(st.live and st.paused == "own" and st.pause is not None and st.pause.reason != "step"
+                       for st in self._ranks)
+        if not held:
+            self._run_on()
+
+    def _run_on(self) -> None:
+        """Resume the job as `continue` does, for no client."""
         self._resume("continue", -1)
+        self._flush()
 
     # ---- sending -------------------------------------------------------------------------
 
@@ -359,10 +393,19 @@ class JobHub:
             return RanksChanged(tuple(r.public() for r in self._ranks), self.shown, self.world)
 
     def _control(self, rank: int, line: str) -> None:
+        """Queue a control line for `rank` (sent by `_flush`)."""
         if rank == 0:
-            self._local.control(line)
+            self._send(lambda: self._local.control(line))
         elif rank in self._conns:
-            self._conns[rank].send({"submit": CONTROL + line, "id": 0})
+            conn = self._conns[rank]
+            self._send(lambda: conn.send({"submit": CONTROL + line, "id": 0}))
+
+    def _send(self, send: Callable[[], None]) -> None:
+        self._outbox.put(send)
+
+    def _flush(self) -> None:
+        """Send the queued orders (gradtui.distributed.outbox); never with the lock held."""
+        self._outbox.flush()
 
     def _submit(self, rank: int, line: str, request: int | None, *, note: str | None = None,
                 gather: "_Gather | None" = None) -> None:
@@ -376,9 +419,10 @@ class JobHub:
             if gather is not None:
                 self._gathers[hub_id] = gather
         if rank == 0:
-            self._local.submit(line, hub_id)
+            self._send(lambda: self._local.submit(line, hub_id))
         elif rank in self._conns:
-            self._conns[rank].send({"submit": line, "id": hub_id})
+            conn = self._conns[rank]
+            self._send(lambda: conn.send({"submit": line, "id": hub_id}))
 
     def _answer(self, rank: int, event: ev.CommandResult) -> ev.CommandResult | None:
         """The client's view of an answer to a hub id (None: nobody asked, or gathered)."""

@@ -90,6 +90,7 @@ class JobTap:
             self.hub = hub
             self._on_sigterm()
             attached = getattr(self.server, "attached", None)
+            hub.attached = lambda: attached is not None and attached.is_set()
             self._guard(lambda: attached is not None and attached.is_set(), hub.client)
             print(f"gradtui: job of {world} ranks; attach to rank 0's agent at {self._address}",
                   file=sys.stderr, flush=True)

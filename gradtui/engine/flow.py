@@ -7,6 +7,7 @@ leaves at once, so a pass that runs unhooked pays a few microseconds per paramet
 
 from __future__ import annotations
 
+import gc
 import math
 import weakref
 from collections.abc import Sequence
@@ -45,6 +46,82 @@ class LeafNames:
         return entry[1] if entry is not None and entry[0]() is leaf else None
 
 
+SHARD_LABEL = " (local shard)"
+"""Added to the name of a parameter whose flow is of this rank's shard (FSDP2)."""
+
+
+class Shards:
+    """FSDP2's unsharded parameters -> their sharded DTensor parameters, held weakly.
+
+    Under `fully_shard` the graph's leaves are the unsharded parameters, whose storage FSDP2 frees
+    after the pass (and after the forward); the gradient lives on the sharded parameter (a
+    DTensor: this rank's shard). FSDP2's per-parameter record (`FSDPParam`) holds both
+    (`_unsharded_param`, `sharded_param`, and the name from the root module, `_param_fqn`, which
+    the graph cannot give the leaf) and nothing points back from the leaf, so it is found
+    once per leaf among the leaf's referrers (one walk of the heap, at the first pass that has
+    such leaves; a leaf with no shard is remembered too, so it costs nothing after).
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[weakref.ref, weakref.ref | None, str | None]] = {}
+
+    def of(self, leaves: list[torch.Tensor]) -> list[tuple[torch.Tensor, str | None] | None]:
+        """The sharded parameter of each freed leaf and FSDP2's name for it, or None."""
+        missing = [leaf for leaf in leaves if self._entry(leaf) is None]
+        if missing:
+            self._find(missing)
+        out: list[tuple[torch.Tensor, str | None] | None] = []
+        for leaf in leaves:
+            entry = self._entry(leaf)
+            shard = entry[1]() if entry is not None and entry[1] is not None else None
+            out.append(None if shard is None else (shard, entry[2]))
+        return out
+
+    def _entry(self, leaf: torch.Tensor) -> tuple[weakref.ref, weakref.ref | None, str | None] | None:
+        entry = self._known.get(id(leaf))
+        return entry if entry is not None and entry[0]() is leaf else None
+
+    def _find(self, leaves: list[torch.Tensor]) -> None:
+        wanted = {id(leaf): leaf for leaf in leaves}
+        found: dict[int, tuple[torch.Tensor, str | None]] = {}
+        for holder in gc.get_referrers(*leaves):
+            record = holder if isinstance(holder, dict) else getattr(holder, "__dict__", None)
+            if not isinstance(record, dict):
+                continue
+            unsharded, sharded = record.get("_unsharded_param"), record.get("sharded_param")
+            if id(unsharded) in wanted and unsharded is wanted[id(unsharded)] and isinstance(sharded, torch.Tensor):
+                fqn = record.get("_param_fqn")
+                found[id(unsharded)] = (sharded, fqn if isinstance(fqn, str) and fqn else None)
+        known = self._known
+        for key, leaf in wanted.items():
+            def forget(ref: weakref.ref, key: int = key) -> None:
+                if known.get(key, (None,))[0] is ref:
+                    del known[key]
+
+            shard, fqn = found.get(key, (None, None))
+            known[key] = (weakref.ref(leaf, forget), weakref.ref(shard) if shard is not None else None, fqn)
+
+
+_SHARDS = Shards()
+
+
+def _sharded(leaves: Sequence[tuple[str, int | None, torch.Tensor]]) -> list[tuple[str, int | None, torch.Tensor]]:
+    """The leaves to read: a freed one (FSDP2's unsharded parameter) as its sharded parameter,
+    named as FSDP2 names it and as this rank's shard, or left out if it has none (nothing to read)."""
+    gone = [freed(leaf) for _, _, leaf in leaves]
+    if not any(gone):
+        return list(leaves)
+    shards = iter(_SHARDS.of([leaf for (_, _, leaf), g in zip(leaves, gone) if g]))
+    out = []
+    for (name, node, leaf), g in zip(leaves, gone):
+        if not g:
+            out.append((name, node, leaf))
+        elif (found := next(shards)) is not None:
+            shard, fqn = found
+            out.append(((fqn or name) + SHARD_LABEL, node, shard))
+    return out
+
+
 def _norms(tensors: list[torch.Tensor]) -> list[float]:
     """L2 norms of dense floating tensors, in one fused call when torch allows it."""
     if not tensors:
@@ -76,7 +153,7 @@ def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]]) -> tup
 
     Leaves without a `.grad` come first (ratio None), leaves with a non-finite gradient last.
     """
-    leaves = [item for item in leaves if not freed(item[2])]  # FSDP2's resharded parameters: nothing to read
+    leaves = _sharded(leaves)
     with torch.no_grad():
         grads = [None if leaf.grad is None or freed(leaf.grad) else local_shard(leaf.grad) for _, _, leaf in leaves]
         have = [i for i, g in enumerate(grads) if g is not None]
@@ -97,5 +174,5 @@ def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]]) -> tup
                 ratio = gnorm / wnorm if wnorm > 0 else math.nan
             else:
                 ratio = math.inf if gnorm > 0 else 0.0
-            rows.append(ParamFlow(name, node, tuple(leaf.shape), gnorm, wnorm, ratio, nonfinite))
+            rows.append(ParamFlow(name, node, tuple(local_shard(leaf).shape), gnorm, wnorm, ratio, nonfinite))
     return tuple(sorted(rows, key=flow_order))

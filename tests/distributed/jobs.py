@@ -98,13 +98,22 @@ class Job:
 class Client:
     """A plain-socket client of the job's agent: events on a queue, commands in."""
 
-    def __init__(self, address: str, token: str) -> None:
+    def __init__(self, address: str, token: str, timeout: float = 10.0) -> None:
+        """Attach; while the agent still serves the client before this one (it detached a moment
+        ago), try again, for up to `timeout` seconds."""
         host, _, port = address.rpartition(":")
-        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=protocol.HELLO_TIMEOUT)
-        protocol.check_hello(protocol.read_frame(self.sock))
-        self.sock.sendall(protocol.encode({"auth": token, "version": protocol.VERSION}))
-        answer = protocol.read_frame(self.sock)
-        assert answer is not None and "welcome" in answer, answer
+        deadline = time.monotonic() + timeout
+        while True:
+            self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=protocol.HELLO_TIMEOUT)
+            protocol.check_hello(protocol.read_frame(self.sock))
+            self.sock.sendall(protocol.encode({"auth": token, "version": protocol.VERSION}))
+            answer = protocol.read_frame(self.sock)
+            if answer is not None and "another client" in str(answer.get("refused")) and time.monotonic() < deadline:
+                self.sock.close()
+                time.sleep(0.05)
+                continue
+            assert answer is not None and "welcome" in answer, answer
+            break
         self.sock.settimeout(None)
         self.events: queue.Queue[ev.Event | None] = queue.Queue()
         self.seen: list[ev.Event] = []
@@ -173,6 +182,12 @@ class Client:
         raise AssertionError("the agent did not end")
 
     def close(self) -> None:
+        """Detach: shut the socket down first (a close alone, while the reader thread is in recv,
+        sends the agent nothing)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         try:
             self.sock.close()
         except OSError:

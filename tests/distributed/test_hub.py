@@ -116,3 +116,66 @@ def test_a_diverge_hold_lists_and_deletes_breakpoints_and_a_dead_rank_ends_it():
     assert session.submitted == ["breakpoints", "delete all"], session.events
     assert not any(isinstance(e, ev.CommandResult) and not e.ok for e in session.events), session.events
     assert isinstance(session.events[-1], ev.Resumed)
+
+
+def _hub() -> tuple[JobHub, _Local, _Conn, list[ev.Event], dist.HashStore]:
+    local, conn, out, store = _Local(), _Conn(), [], dist.HashStore()
+    hub = JobHub(2, out.append, local, store)
+    hub._conns[1] = conn  # noqa: SLF001 - connect_all's work, without agents
+    return hub, local, conn, out, store
+
+
+def _hold(index: int) -> ev.Paused:
+    """A diverge hold's pause, as gradtui.distributed.checks says it."""
+    return ev.Paused(index, 4, "AccumulateGrad", "after", "breakpoint diverge: 2.bias differs across ranks", (), 6, 6)
+
+
+def _controls(local: _Local, conn: _Conn) -> list[str]:
+    return local.controls + [m["submit"][len(CONTROL):] for m in conn.sent if m["submit"].startswith(CONTROL)]
+
+
+def test_a_diverge_hold_heard_after_the_client_resumed_it_parks_no_rank_and_gets_no_command():
+    """The detach-then-diverge coin toss: rank 0's hold is resumed (through the store), the
+    client detaches, then rank 1's hold of the same pass is heard. Nothing may park rank 0 on that
+    stale pause or send rank 1 a `continue` that would end its next hold; the next pass's hold is
+    the job's and waits for the next client."""
+    hub, local, conn, out, store = _hub()
+    hub.on_event(0, _hold(2))
+    hub.submit("continue", 1)
+    hub.release_all()
+    hub.on_event(1, _hold(2))
+    assert not any(c.startswith("park") for c in _controls(local, conn)), _controls(local, conn)
+    assert store.check(["vr/2"]) and store.get("vr/2") == b"continue"  # every held rank reads it
+    assert local.submitted == [] and conn.commands() == [], conn.sent  # no command ends a hold
+    assert not any(isinstance(e, ev.Paused) and e.reason.startswith("rank 1") for e in out)
+    hub.on_event(1, ev.Resumed(2, "continue"))
+    hub.on_event(0, ev.Resumed(2, "continue"))
+    hub.on_event(0, _hold(3))
+    hub.on_event(1, _hold(3))
+    hub.submit("ranks", 2)
+    listed = [e for e in out if isinstance(e, ev.CommandResult)][-1].text
+    assert "rank 0: paused at pass 3" in listed and "rank 1: paused at pass 3" in listed, listed
+    assert not store.check(["vr/3"]) and conn.commands() == []  # held for the next client
+
+
+def test_a_pause_heard_after_its_stop_was_resumed_is_ended_once_and_parks_no_rank():
+    hub, local, conn, out, store = _hub()
+    hub.on_event(0, _paused(5, "breakpoint 1: #5"))
+    assert [c for c in _controls(local, conn) if c.startswith("park")] == [
+        "park parked: rank 0 is paused at #5 op5 (pass 0)"]
+    hub.submit("continue", 1)
+    hub.release_all()  # a client that detaches at once: no second `continue` for rank 0
+    assert local.submitted == ["continue"]
+    before = len(_controls(local, conn))
+    hub.on_event(1, _paused(5, "breakpoint 1: #5"))  # the same stop, heard late: ended, once
+    assert conn.commands() == ["continue"], conn.sent
+    assert not any(c.startswith("park") for c in _controls(local, conn)[before:])
+    hub.on_event(1, ev.Resumed(0, "continue"))
+    hub.on_event(1, _paused(7, "breakpoint 2: #7"))  # a new stop: rank 0 is parked for it
+    assert local.controls[-1] == "park parked: rank 1 is paused at #7 op7 (pass 0)"
+    hub.submit("continue", 2)
+    hub.on_event(0, _paused(7, "parked: rank 1 is paused at #7 op7 (pass 0)"))  # its unpark resumed it
+    assert local.submitted == ["continue"] and conn.commands() == ["continue", "continue"], conn.sent
+    assert not any(isinstance(e, ev.Paused) and e.reason.startswith("rank 0 · parked") for e in out)
+    hub.submit("ranks", 3)
+    assert "rank 0: parked" not in [e for e in out if isinstance(e, ev.CommandResult)][-1].text

@@ -17,22 +17,27 @@ from pathlib import Path
 import pytest
 
 from gradtui.model import events as ev
+from gradtui.model.stats import format_number
 from tests.distributed.jobs import HERE, Client, Job, grads, same, torchrun
 
 DDP = str(HERE / "ddp_train.py")
 FSDP = str(HERE / "fsdp_train.py")
 BRANCH = str(HERE / "ddp_branch.py")
+DETACH = str(HERE / "ddp_detach.py")
+DETACH_STEPS = 8
 
 
 @pytest.fixture
 def start(tmp_path, request):
-    """start(script, *args) -> (job, client, out folder): a job under gradtui and its client."""
+    """start(script, *args, launcher=()) -> (job, client, out folder): a job under gradtui and its
+    client; `launcher`: torchrun's own options."""
     made: list[tuple[Job, Client | None]] = []
 
-    def run(script: str, *args: str):
+    def run(script: str, *args: str, launcher: tuple[str, ...] = ()):
         out = tmp_path / f"out{len(made)}"
         out.mkdir()
-        job = Job(torchrun("-m", "gradtui", "--listen", ":0", script, str(out), *args), tmp_path / f"rt{len(made)}")
+        job = Job(torchrun(*launcher, "-m", "gradtui", "--listen", ":0", script, str(out), *args),
+                  tmp_path / f"rt{len(made)}")
         made.append((job, None))
         entry = job.agent()
         client = Client(entry["address"], entry["token"])
@@ -101,24 +106,54 @@ def test_pause_past_the_timeout_loses_no_rank(start, plain):
             assert all(same(mine[k], theirs[k]) for k in mine), (step, rank)
 
 
-def test_break_diverge_names_the_parameter_and_rank(start):
-    job, client, out = start(DDP, "diverge")
+DETACHES = ("continue, then at once", "while held", "continue, after its Resumed", "continue, mid-pass")
+"""How a client leaves a job held by `break diverge`, in turn, in test_break_diverge_...detaches."""
+
+
+def test_break_diverge_names_the_rank_and_holds_for_the_next_client_after_every_detach(start, plain):
+    """`2.bias` differs across ranks on every pass from pass 1 on (ddp_detach.py). Each client
+    leaves the job in one of the DETACHES ways and the next one attaches: the job is held at the
+    next pass's hit (or still at this one's, if it left while held), every rank paused there, no
+    rank parked on a stale pause and none run to the end; the printed losses are plain torchrun's."""
+    baseline = plain(DETACH, str(DETACH_STEPS))
+    job, client, out = start(DETACH, str(DETACH_STEPS))
+    entry = job.agent()
     client.paused()
     assert "diverge" in client.ask("break diverge").text
     assert "job: break diverge" in client.ask("breakpoints").text  # listed with the rank's own
     client.submit("continue")
-    paused = client.next(lambda e: isinstance(e, ev.Paused) and "diverge" in e.reason)
-    assert paused.pass_index == 1, paused  # pass 0 was all-reduced: equal on both ranks
-    assert "rank 1" in paused.reason and "max abs difference" in paused.reason, paused.reason
-    assert any(name in paused.reason for name in ("module.0.weight", "module.0.bias", "module.2.weight",
-                                                  "module.2.bias")), paused.reason
-    diff = float(paused.reason.split("max abs difference ")[1].split()[0])
-    assert diff > 0
-    client.submit("continue")
-    client.drain()
+    held, detaches = 1, 0  # pass 0 was all-reduced: equal on both ranks
+    try:
+        while True:
+            paused = client.next(lambda e: isinstance(e, ev.Paused) and "diverge" in e.reason
+                                 and e.pass_index >= held, 60)
+            assert paused.pass_index == held, (detaches, paused)
+            assert "2.bias differs across ranks" in paused.reason and "rank 1" in paused.reason, paused.reason
+            assert float(paused.reason.split("max abs difference ")[1].split()[0]) > 0, paused.reason
+            client.ranks_where(lambda r: all(s.state == "paused" and s.at.startswith(f"pass {held} ·")
+                                             for s in r.ranks))
+            if held == DETACH_STEPS - 1:
+                break
+            way = DETACHES[detaches % len(DETACHES)]
+            if way != "while held":
+                client.submit("continue")
+                held += 1
+            if way == "continue, after its Resumed":
+                client.next(lambda e: isinstance(e, ev.Resumed))
+            elif way == "continue, mid-pass":
+                time.sleep(0.3)
+            client.close()
+            detaches += 1
+            client = Client(entry["address"], entry["token"])
+        client.submit("continue")
+        client.drain()
+    finally:
+        client.close()
+    assert detaches == 8  # 6 passes moved on to, 2 detaches while held
     assert job.wait(60) == 0, job.output()
-    g0, g1 = grads(out, 1, 0), grads(out, 1, 1)
-    assert any(not same(g0[k], g1[k]) for k in g0)
+    assert baseline.job.wait(120) == 0, baseline.job.output()
+    mine, theirs = _lines(job.output()), _lines(baseline.job.output())
+    assert len(theirs) == 2 * DETACH_STEPS and mine == theirs, (mine, theirs)
 
 
 def test_break_nan_names_rank_1_and_parks_rank_0(start):
@@ -136,20 +171,38 @@ def test_break_nan_names_rank_1_and_parks_rank_0(start):
     assert job.wait(60) == 0, job.output()
 
 
-def test_killing_rank_1_while_paused_releases_rank_0(start):
-    job, client, out = start(DDP, "plain")
+def test_a_hit_holds_for_the_next_client_and_killing_rank_1_releases_parked_rank_0_at_once(start):
+    """Rank 1 paused at its NaN, rank 0 parked beside it. The client detaches: the hit waits for
+    the next client, as a lone agent's does. Then rank 1 is killed: the hub says so and rank 0 runs
+    on at once (to its all-reduce with the dead rank, which fails the job), not parked on a pause
+    nobody can end. torchrun looks at its ranks every 5 s here, so it is gradtui that lets rank 0
+    go, not torchrun's SIGTERM."""
+    job, client, out = start(DDP, "nan", launcher=("--monitor-interval", "5"))
+    entry = job.agent()
     client.paused()
-    ranks = client.ranks_where(lambda r: r.ranks[1].pid is not None and r.ranks[1].state == "paused")
-    os.kill(ranks.ranks[1].pid, signal.SIGKILL)
-    said = client.next(lambda e: isinstance(e, ev.Output) and "rank 1 died" in e.text)
-    assert "releasing" in said.text
-    client.ranks_where(lambda r: r.ranks[1].state == "dead")
-    client.drain(60)
+    client.ask("break nan")
+    client.submit("continue")
+    client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason)
+    client.ranks_where(lambda r: r.ranks[0].state == "parked" and r.ranks[1].state == "paused")
+    client.close()
+    client = Client(entry["address"], entry["token"])
+    try:
+        held = client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason)
+        assert held.reason.startswith("rank 1 ·") and held.pass_index == 1, held.reason
+        ranks = client.ranks_where(lambda r: r.ranks[0].state == "parked" and r.ranks[1].state == "paused")
+        assert "rank 1: paused at pass 1" in client.ask("ranks").text
+        os.kill(ranks.ranks[1].pid, signal.SIGKILL)
+        said = client.next(lambda e: isinstance(e, ev.Output) and "rank 1 died" in e.text)
+        assert "releasing" in said.text
+        client.ranks_where(lambda r: r.ranks[1].state == "dead" and r.ranks[0].state not in ("parked", "paused"))
+        client.drain(60)
+    finally:
+        client.close()
     status = job.wait(60)
     assert status != 0, job.output()
 
 
-def test_fsdp2_pauses_once_and_gradients_are_untouched(start, plain):
+def test_fsdp2_pauses_once_and_gradients_are_untouched_and_flow_is_per_rank_shards(start, plain):
     baseline = plain(FSDP)
     job, client, out = start(FSDP)
     first = client.paused()
@@ -158,16 +211,33 @@ def test_fsdp2_pauses_once_and_gradients_are_untouched(start, plain):
     shards = client.ask("print param0").text  # a DTensor, summarised from each rank's shard, never gathered
     assert shards.count("local shard (S(0); global shape [8, 4])") == 2, shards
     assert "rank 0:" in shards and "rank 1:" in shards and shards.count("[4, 4] float32") == 2, shards
+    client.submit("finish")
+    second = client.paused()
+    assert second.pass_index == 1
+    flow = client.ask("flow").text  # pass 0's: the graph's leaves (unsharded, freed) as each rank's shard
     client.submit("continue")
     client.drain()
     assert job.wait(60) == 0, job.output()
-    for rank in (0, 1):
-        mine, theirs = grads(out, 0, rank), grads(baseline.gradients(), 0, rank)
-        assert mine.keys() == theirs.keys() and all(same(mine[k], theirs[k]) for k in mine)
+    for step in (0, 1):
+        for rank in (0, 1):
+            mine, theirs = grads(out, step, rank), grads(baseline.gradients(), step, rank)
+            assert mine.keys() == theirs.keys() and all(same(mine[k], theirs[k]) for k in mine)
+    rows = {line.split()[0]: line.split()[1:] for line in flow.splitlines()[2:]}
+    assert len(rows) == 4 and all(name.endswith(".weight") or name.endswith(".bias") for name in rows), flow
+    assert "(local shard)" in flow and flow.count("(local shard)") == 4, flow
+    for name, norms in rows.items():
+        for rank in (0, 1):
+            local = grads(out, 0, rank)[name.split(" ")[0]]
+            assert norms[rank + 2] == format_number(float(local.norm())), (name, rank, flow)
 
 
 def _losses(log: str) -> list[str]:
     return sorted(re.findall(r"^rank \d step \d loss \S+$", log, re.M))
+
+
+def _lines(log: str) -> list[str]:
+    """Every rank's printed loss and bias gradient per step (ddp_detach.py), sorted."""
+    return sorted(re.findall(r"^rank \d step \d+ loss \S+ bias \S+$", log, re.M))
 
 
 def test_a_pause_where_the_ranks_graphs_differ_loses_no_rank_and_a_desync_still_fails(start, plain):
