@@ -36,6 +36,13 @@ class Pause:
     edited: bool = False
     late: bool = False
     """The node has already run (a value breakpoint read back after it): nothing to edit."""
+    editable_after: bool = False
+    """Paused in the node's posthook, which sends on what an edit makes (a planned pass's `nan`)."""
+
+    @property
+    def editable(self) -> bool:
+        """Can an edit still change what flows on from here?"""
+        return not self.late and (self.phase == "before" or self.editable_after)
 
 
 class CommandDispatch:
@@ -129,7 +136,7 @@ class CommandDispatch:
         """Apply an edit command to the paused node's incoming gradient."""
         pause = self._paused_at(state)
         assert state is not None
-        if pause.phase != "before" or pause.late:
+        if not pause.editable:
             raise edits.EditError("this node has already run; step to where its gradient arrives to edit it")
         before = summarize_all(pause.grads, histogram=True)
         match command:

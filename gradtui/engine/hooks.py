@@ -168,6 +168,7 @@ class NodeHooks:
             return
         state.done += 1
         state.running = None
+        state.completed[node] = 1
         incoming = state.incoming.pop(node, ())
         outgoing = outgoing_stats(state, node, grad_inputs, incoming, self._light)
         hand_off(state, node, grad_inputs, outgoing)
@@ -183,10 +184,11 @@ class NodeHooks:
             self.emit(ev.Progress(state.index, state.done, total))
 
     def _wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
-              late: bool = False) -> Pause:
+              late: bool = False, editable: bool = False) -> Pause:
         """Pause: emit Paused, then run commands until one resumes the engine. `late`: `node`
-        has run already (a value breakpoint read back after it): nothing can be edited."""
-        pause = Pause(node, phase, tuple(grads), late=late)
+        has run already (a value breakpoint read back after it): nothing can be edited.
+        `editable`: paused after the node in its posthook, whose result an edit replaces."""
+        pause = Pause(node, phase, tuple(grads), late=late, editable_after=editable)
         self._pause = pause
         if self._collector:
             gc.enable()  # the user may stay here long while other threads (the UI) make garbage

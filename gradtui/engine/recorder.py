@@ -63,6 +63,8 @@ class PassRecord:
     """The gradients whose statistics are not read back yet (gradtui.engine.window)."""
     ran: list["Ran"] = field(default_factory=list)
     """Nodes that ran since the window was last read, in the order they ran."""
+    completed: bytearray = field(default_factory=bytearray)
+    """Per node id, 1 once its posthook ran (so a failure outside every node's hooks is placed)."""
 
 
 class Ran(NamedTuple):

@@ -34,6 +34,8 @@ from gradtui.engine.reads import BulkReads
 from gradtui.engine.graph import Names, capture, place_leaves
 from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks, Queued
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
+from gradtui.engine.plan import make_plan
+from gradtui.engine.planned import PlannedPass, ready_node
 from gradtui.engine.provenance import Provenance
 from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow, nonfinite_roots, root_values
 
@@ -248,8 +250,12 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         if pending is not None:
             shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
             state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"
+        state.completed = bytearray(len(cap.nodes))
         self._intercept.in_flight = state
         self.emit(ev.PassStarted(index, call, call_text, call_site, cap.graph, cap.roots, losses))  # type: ignore[arg-type]
+        if call != "grad" and self._planned(state, roots):  # grad() runs no AccumulateGrad: not derivable
+            del cap, nodes, names
+            return self._run_planned(state, call, run)
         handles = []
         self._intercept.begin(state)
         error: BaseException | None = None
@@ -276,9 +282,70 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
                 # (the engine has returned) unless the pass failed.
                 self._read(state, None, None, pause=error is None)
             finally:
+                if error is not None and state.running is None:
+                    state.running = ready_node(state.capture.attrs, state.completed)
                 finished = self._recorder.finished(state, call, self._error_text(error), self._light)
                 error = None  # this frame is on error's traceback: holding error would make a cycle
                 self._finish(finished)
+
+    def _planned(self, state: PassRecord, roots: tuple[Any, ...]) -> bool:
+        """Can this pass run on the hook plan (gradtui.engine.planned)? A CPU pass in `continue` or
+        `finish` that records statistics or watches for `nan` only: nothing stops by place, no
+        loss breakpoint is pending, no distributed follow mode, no explicit read rate."""
+        if self._check_every is not None or self.follow is not None or state.pending is not None:
+            return False
+        if self._mode not in ("continue", "finish") or self.breakpoints.places:
+            return False
+        if any(bp.spec.kind != "nan" for bp in self.breakpoints.values):
+            return False
+        return _on_cpu(roots)
+
+    def _run_planned(self, state: PassRecord, call: str, run: Callable[[], Any]) -> Any:
+        """A planned pass: the plan's hooks only (see gradtui.engine.planned)."""
+        cap = state.capture
+        hooks = PlannedPass(self, state, make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen),
+                            full=not self._light)
+        del cap
+        self._intercept.begin(state)
+        error: BaseException | None = None
+        try:
+            hooks.register()
+            return run()
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            hooks.close()
+            self._intercept.end()
+            try:
+                hooks.finish()
+            finally:
+                finished = self._recorder.finished(state, call, self._error_text(error), self._light)
+                error = None
+                self._finish(finished)
+
+    # ---- what a planned pass asks of the session (gradtui.engine.planned.Stepping) --------
+
+    def pause_at(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
+                 late: bool = False, editable: bool | None = None) -> Any:
+        """Pause at `node` until a command resumes; `editable`: in its posthook (see `_wait`)."""
+        return self._wait(state, node, phase, reason, grads, late=late, editable=bool(editable))
+
+    def hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
+        """Count and announce a breakpoint hit; returns how a pause reason names it."""
+        return self._hit(bp, state, node)
+
+    def stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:
+        """Must the engine stop before `node` whatever its gradients are? (See `_stop_reason`.)"""
+        return self._stop_reason(state, node)
+
+    def quitting_now(self) -> bool:
+        """Has quit been asked for?"""
+        return self._quitting.is_set()
+
+    def stepping(self) -> bool:
+        """Must every node of the pass in flight be hooked from now on?"""
+        return not self._detached and (self._mode == "step" or bool(self.breakpoints.places))
 
     def _run_unhooked(self, index: int, call: str, call_text: str, call_site: str,
                       losses: tuple[float | None, ...], nodes: list[Any], run: Callable[[], Any]) -> Any:
