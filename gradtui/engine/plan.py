@@ -109,8 +109,9 @@ def out_shape(node: Any) -> tuple[int, ...] | None:
     return tuple(target._input_metadata[nr].shape)
 
 
-def derive_outgoing(node: Any, name: str, incoming: Stats | None) -> tuple[Stats | None, ...]:
-    """What derived node `node` (named `name`) sent on, from what it received (see module doc)."""
+def derive_outgoing(node: Any, name: str, incoming: Stats | None, full: bool) -> tuple[Stats | None, ...]:
+    """What derived node `node` (named `name`) sent on, from what it received (see module doc);
+    `full`: min, max and mean of big gradients too (else only their norm, as a light read has)."""
     if name == "AccumulateGrad":
         return ()
     shape = out_shape(node)
@@ -127,7 +128,7 @@ def derive_outgoing(node: Any, name: str, incoming: Stats | None) -> tuple[Stats
             return (small_stats(shape, incoming.dtype, incoming.device, values),)
         return (Stats(shape, incoming.dtype, incoming.device, incoming.norm, incoming.min, incoming.max,
                       incoming.mean, incoming.nonfinite),)
-    return (_selected(node, incoming, shape),)
+    return (_selected(node, incoming, shape, full),)
 
 
 def _rearranged(node: Any, name: str, values: tuple[float, ...], shape: tuple[int, ...]) -> torch.Tensor:
@@ -147,7 +148,7 @@ def _rearranged(node: Any, name: str, values: tuple[float, ...], shape: tuple[in
     return grad.reshape(-1)
 
 
-def _selected(node: Any, incoming: Stats, shape: tuple[int, ...]) -> Stats:
+def _selected(node: Any, incoming: Stats, shape: tuple[int, ...], full: bool) -> Stats:
     """SelectBackward's output: the incoming gradient at one index of `shape`, zeros elsewhere."""
     numel = math.prod(shape)
     if incoming.values is not None and numel <= VALUES_LIMIT:
@@ -155,6 +156,8 @@ def _selected(node: Any, incoming: Stats, shape: tuple[int, ...]) -> Stats:
         grad.select(node._saved_dim, node._saved_index).copy_(
             torch.tensor(incoming.values, dtype=torch.float64).reshape(incoming.shape))
         return small_stats(shape, incoming.dtype, incoming.device, tuple(grad.reshape(-1).tolist()))
+    if not full:
+        return Stats(shape, incoming.dtype, incoming.device, incoming.norm, None, None, None, incoming.nonfinite)
     lo, hi, mean = incoming.min, incoming.max, incoming.mean
     if numel > incoming.numel and lo is not None and hi is not None and not math.isnan(lo):
         lo, hi = min(lo, 0.0), max(hi, 0.0)

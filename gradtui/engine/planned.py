@@ -111,6 +111,7 @@ class PlannedPass:
         self._incoming: dict[int, tuple[Stats | None, ...]] = {}
         self._outgoing: dict[int, tuple[Stats | None, ...]] = {}
         self._ran: list[int] = []
+        self._held: list[int] = []
         self._emitted = 0
         self._handles: list[Any] = []
         self._upgraded = False
@@ -207,7 +208,7 @@ class PlannedPass:
         """The `nan` watch's hit at `node`, which just ran: it made the first non-finite gradient
         (pause after it, editable), or one arrived non-finite (pause before it, late)."""
         owner, state = self._owner, self._state
-        self.flush()
+        self.flush(hold=node)
         attrs = state.capture.attrs
         title = node_title(state.capture.graph if state.capture.graph.built else _Titles(attrs), node)
         phase = "before" if arrived else "after"
@@ -252,9 +253,13 @@ class PlannedPass:
 
     # ---- statistics out -------------------------------------------------------------------
 
-    def flush(self) -> None:
+    def flush(self, hold: int | None = None) -> None:
         """Emit the NodeRan events of the hooked nodes that ran since the last flush, each followed
-        by those of the derived nodes it feeds."""
+        by those of the derived nodes it feeds; those `hold` feeds wait for the next flush (it is
+        paused in its posthook: they have not run, and stepping on hooks them instead)."""
+        held, self._held = self._held, []
+        for node in held:
+            self._derive(node)
         ran, self._ran = self._ran, []
         for node in ran:
             incoming = self._incoming.pop(node, None)
@@ -262,7 +267,10 @@ class PlannedPass:
                 producer, slot = self._plan.producer[node]  # type: ignore[misc]
                 incoming = (self._outgoing[producer][slot],)
             self._emit(node, incoming, self._outgoing[node])
-            self._derive(node)
+            if node == hold:
+                self._held.append(node)
+            else:
+                self._derive(node)
 
     def _derive(self, node: int) -> None:
         plan, attrs, nodes = self._plan, self._state.capture.attrs, self._state.capture.nodes
@@ -272,7 +280,7 @@ class PlannedPass:
             producer, slot = plan.producer[child]  # type: ignore[misc]
             sent = self._outgoing[producer]
             incoming = (sent[slot] if slot < len(sent) else None,)
-            out = self._outgoing[child] = derive_outgoing(nodes[child], attrs[child]["name"], incoming[0])
+            out = self._outgoing[child] = derive_outgoing(nodes[child], attrs[child]["name"], incoming[0], self._full)
             self._completed[child] = 1
             self._emit(child, incoming, out)
             todo.extend(plan.derived.get(child, ()))
