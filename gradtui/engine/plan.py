@@ -119,11 +119,13 @@ def derive_outgoing(node: Any, name: str, incoming: Stats | None, full: bool) ->
         return (None,)
     if incoming.unreadable is not None:
         return (incoming.reshaped(shape),)
+    if not math.prod(shape) or not incoming.numel:  # as summarize has an empty tensor
+        return (Stats(shape, incoming.dtype, incoming.device, 0.0, 0.0, 0.0, 0.0, 0, values=()),)
     if name in SAME_ORDER:
         return (incoming.reshaped(shape),)
     values = incoming.values
     if name in PERMUTED:
-        if values is not None:
+        if values is not None and len(incoming.shape) > 1:
             values = tuple(_rearranged(node, name, values, incoming.shape).tolist())
             return (small_stats(shape, incoming.dtype, incoming.device, values),)
         return (Stats(shape, incoming.dtype, incoming.device, incoming.norm, incoming.min, incoming.max,
@@ -144,7 +146,9 @@ def _rearranged(node: Any, name: str, values: tuple[float, ...], shape: tuple[in
                 inverse[d % len(dims)] = i
             grad = grad.permute(inverse)
         case _:
-            grad = grad.transpose(node._saved_dim0, node._saved_dim1)
+            # a negative dim (`.mT`) reads back as its unsigned 64-bit form
+            dims = [d - (1 << 64) if d >= 1 << 63 else d for d in (node._saved_dim0, node._saved_dim1)]
+            grad = grad.transpose(*dims)
     return grad.reshape(-1)
 
 

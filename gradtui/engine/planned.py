@@ -280,7 +280,12 @@ class PlannedPass:
             producer, slot = plan.producer[child]  # type: ignore[misc]
             sent = self._outgoing[producer]
             incoming = (sent[slot] if slot < len(sent) else None,)
-            out = self._outgoing[child] = derive_outgoing(nodes[child], attrs[child]["name"], incoming[0], self._full)
+            try:
+                out = derive_outgoing(nodes[child], attrs[child]["name"], incoming[0], self._full)
+            except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
+                out = (Stats((), "", "", math.nan, None, None, None, 0,
+                             unreadable=f"not derived ({type(exc).__name__}: {exc})"),)
+            self._outgoing[child] = out
             self._completed[child] = 1
             self._emit(child, incoming, out)
             todo.extend(plan.derived.get(child, ()))
