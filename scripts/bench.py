@@ -128,7 +128,7 @@ def _continuing_session(full: bool) -> Session:
     session = Session(lambda e: done.append(1) if isinstance(e, ev.PassFinished) else None,
                       provenance=False, full_stats=full)
     session.submit("break nan")
-    session._mode = "continue"  # no first pause: measure the hooks, not a human
+    session.run_on()  # no first pause: measure the hooks, not a human
     session.done = done  # type: ignore[attr-defined]
     return session
 

@@ -106,6 +106,7 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
             model.zero_grad(set_to_none=True)
     ratio_row("floor: a no-op prehook + posthook on every node", model_sizes(layers, batch, width), median(hooked),
               median(plain), None, "plain backward")
+    _floor_planned(model, data, layers, batch, width, repeat)
     # The other floor: what taking each gradient's norm costs, whoever takes it and however it is
     # batched. One fused norm over every distinct gradient a pass made (kept by a posthook in an
     # untimed pass), against the plain backward: per-node statistics cannot cost less.
@@ -133,6 +134,38 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
     ratio_row("floor: one norm of every gradient the pass made (one fused call)",
               f"{model_sizes(layers, batch, width)}, {len(tensors)} gradients, {megabytes:.0f} MB", median(norms),
               median(plain), None, "plain backward")
+
+
+def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int, repeat: int) -> None:
+    """A no-op posthook on the nodes the hook plan hooks (gradtui.engine.plan), and nothing on the
+    others, against plain backward: the floor under the `continue` + `nan` rows."""
+    from bench import model_sizes
+    from gradtui.engine.graph import capture
+    from gradtui.engine.plan import NONE, make_plan
+
+    plain, hooked, planned_nodes, total = [], [], 0, 0
+    for i in range(repeat + 1):
+        for times, hook in ((plain, False), (hooked, True)):
+            loss = model(data).pow(2).mean()
+            cap = capture([loss.grad_fn]) if hook else None
+            start = time.perf_counter()
+            handles = []
+            if cap is not None:
+                plan = make_plan(cap.attrs, cap.nodes, cap.roots, False)
+                for node, kind in zip(cap.nodes, plan.hooks):
+                    if kind != NONE:
+                        handles.append(node.register_hook(lambda grads_in, grads_out: None))
+                planned_nodes, total = len(handles), len(cap.nodes)
+            loss.backward()
+            for handle in handles:
+                handle.remove()
+            if i:
+                times.append(time.perf_counter() - start)
+            del cap
+            model.zero_grad(set_to_none=True)
+    ratio_row("floor: a no-op posthook on the planned nodes only",
+              f"{model_sizes(layers, batch, width)}, {planned_nodes} of {total} nodes", median(hooked), median(plain),
+              None, "plain backward")
 
 
 CHAIN = """\
