@@ -189,6 +189,7 @@ class NodeHooks:
         has run already (a value breakpoint read back after it): nothing can be edited.
         `editable`: paused after the node in its posthook, whose result an edit replaces."""
         pause = Pause(node, phase, tuple(grads), late=late, editable_after=editable)
+        state.capture.describe()  # a lazy capture's metadata, read now that someone looks
         self._pause = pause
         if self._collector:
             gc.enable()  # the user may stay here long while other threads (the UI) make garbage

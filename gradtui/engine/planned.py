@@ -209,8 +209,8 @@ class PlannedPass:
         (pause after it, editable), or one arrived non-finite (pause before it, late)."""
         owner, state = self._owner, self._state
         self.flush(hold=node)
-        attrs = state.capture.attrs
-        title = node_title(state.capture.graph if state.capture.graph.built else _Titles(attrs), node)
+        state.capture.describe()  # the pause shows names and sources: a lazy capture reads them now
+        title = node_title(state.capture.graph if state.capture.graph.built else _Titles(state.capture.attrs), node)
         phase = "before" if arrived else "after"
         hit = Hit(self._nan, node, phase, 0)  # type: ignore[arg-type]
         reason = f"{owner.hit(self._nan, state, node)}: {hit_text(hit, 1, title)}"  # type: ignore[arg-type]

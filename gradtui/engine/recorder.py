@@ -286,6 +286,7 @@ class Recorder:
         leaf_grads = self.leaf_grads(leaves, light)
         flow = self.recorded_flow(cap.attrs, leaves, state.nested_leaves) if call != "grad" else ()
         total = len(cap.nodes)
+        cap.release()
         del leaves, cap
         state.capture = None  # type: ignore[assignment]
         state.frame = state.names = None

@@ -31,7 +31,7 @@ from gradtui.model.breakpoints import Breakpoint, Breakpoints
 from gradtui.model.commands import Command, CommandError, Continue, Quit, parse
 from gradtui.engine.dispatch import CommandDispatch, Pause
 from gradtui.engine.reads import BulkReads
-from gradtui.engine.graph import Names, capture, place_leaves
+from gradtui.engine.graph import Names, capture
 from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks, Queued
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.engine.plan import make_plan
@@ -64,6 +64,9 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         """
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
+        self._graph_wanted: list[bool | Callable[[], bool]] = [True] if listener else []
+        """Per listener: does it read a pass's graph (names, sources, saved values) beyond what a
+        pause shows? See `add_listener`."""
         self._commands: queue.Queue[Queued] = queue.Queue()
         self._mode = "step"  # pause at the first node of the first pass, as pdb does
         self._detached = False
@@ -86,9 +89,20 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
 
     # ---- wiring -------------------------------------------------------------------------
 
-    def add_listener(self, listener: Listener) -> None:
-        """Also send every event to `listener` (called on the emitting thread)."""
+    def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True) -> None:
+        """Also send every event to `listener` (called on the emitting thread).
+
+        `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
+        graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
+        metadata (labels, sources, modules, saved values) unread unless it pauses: a lazy
+        capture. Any listener that may read the graph later (a report, a recording, a client over
+        the wire) leaves the default, and every pass is described as it starts."""
         self._listeners.append(listener)
+        self._graph_wanted.append(graph)
+
+    def _graph_needed(self) -> bool:
+        """Does a listener want the graph of the pass starting now described at once?"""
+        return any(want() if callable(want) else want for want in self._graph_wanted)
 
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener."""
@@ -243,8 +257,8 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         if not self._hooked(index, pending):
             return self._run_unhooked(index, call, call_text, call_site, losses, nodes, run)
         names = Names.from_scopes(frame.f_locals, frame.f_globals)
-        cap = capture(nodes, names)
-        place_leaves(cap.attrs)
+        planned = call != "grad" and self._planned(pending, roots)  # grad() runs no AccumulateGrad: not derivable
+        cap = capture(nodes, names, lazy=planned and not self._graph_needed())
         state = PassRecord(index, cap, frame, names)
         state.check_every = self._check_every or (1 if _on_cpu(roots) else CHECK_EVERY)
         if pending is not None:
@@ -253,7 +267,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         state.completed = bytearray(len(cap.nodes))
         self._intercept.in_flight = state
         self.emit(ev.PassStarted(index, call, call_text, call_site, cap.graph, cap.roots, losses))  # type: ignore[arg-type]
-        if call != "grad" and self._planned(state, roots):  # grad() runs no AccumulateGrad: not derivable
+        if planned:
             del cap, nodes, names
             return self._run_planned(state, call, run)
         handles = []
@@ -288,11 +302,11 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
                 error = None  # this frame is on error's traceback: holding error would make a cycle
                 self._finish(finished)
 
-    def _planned(self, state: PassRecord, roots: tuple[Any, ...]) -> bool:
+    def _planned(self, pending: Breakpoint | None, roots: tuple[Any, ...]) -> bool:
         """Can this pass run on the hook plan (gradtui.engine.planned)? A CPU pass in `continue` or
         `finish` that records statistics or watches for `nan` only: nothing stops by place, no
         loss breakpoint is pending, no distributed follow mode, no explicit read rate."""
-        if self._check_every is not None or self.follow is not None or state.pending is not None:
+        if self._check_every is not None or self.follow is not None or pending is not None:
             return False
         if self._mode not in ("continue", "finish") or self.breakpoints.places:
             return False
