@@ -226,7 +226,7 @@ def bench_chain(nodes: int = 100_000, rounds: int = 2) -> None:
     first = median([r["first_pause"] for r in runs["gradtui"]])
     add(Row("100k chain: first pause (capture, hooks, the pause)", sizes, f"{first:.2f} s", "from backward()", None,
             "<= 5 s", first <= 5))
-    ratio_row("100k chain: the pass in continue after it, nan watch", sizes, ours, plain, 3.0, "plain backward")
+    ratio_row("100k chain: the pass in continue after it, nan watch", sizes, ours, plain, 2.0, "plain backward")
     mem = median([r["peak_mb"] for r in runs["gradtui"]]) / median([r["peak_mb"] for r in runs["plain"]])
     add(Row("100k chain: peak RSS of the process", sizes, f"{median([r['peak_mb'] for r in runs['gradtui']]):.0f} MB",
             f"{median([r['peak_mb'] for r in runs['plain']]):.0f} MB plain", mem, "<= 2.00x", mem <= 2.0))
@@ -248,4 +248,4 @@ def bench_headless_continue(steps: int, layers: int, rounds: int) -> None:
                 "gradtui": [sys.executable, "-m", "gradtui", "--headless", "-c", "continue", script]}
         times = alternate(runs, [str(steps), str(layers)], env, rounds)
     ratio_row("whole process, `--headless -c continue`", f"{steps} steps, {layers}-layer encoder d=64, batch 8x32",
-              median(times["gradtui"]), median(times["plain"]), 1.05, "python")
+              median(times["gradtui"]), median(times["plain"]), 1.03, "python")

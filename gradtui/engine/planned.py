@@ -71,6 +71,9 @@ class Stepping(Protocol):
     def stepping(self) -> bool:
         """Must every node be hooked from now on (stepping, a breakpoint by place)?"""
 
+    def watching(self) -> bool:
+        """Can a value breakpoint stop the pass (one is armed and the session may still pause)?"""
+
 
 def now_stats(grad: Any, full: bool) -> Stats | None:
     """A gradient's statistics, read now (CPU): as the window's bulk read makes them."""
@@ -226,7 +229,7 @@ class PlannedPass:
         return tuple(pause.grads)
 
     def _watching(self) -> bool:
-        return bool(self._owner.breakpoints.values)
+        return self._owner.watching()
 
     # ---- stepping from a pause ------------------------------------------------------------
 

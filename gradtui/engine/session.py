@@ -361,6 +361,10 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         """Must every node of the pass in flight be hooked from now on?"""
         return not self._detached and (self._mode == "step" or bool(self.breakpoints.places))
 
+    def watching(self) -> bool:
+        """Can a value breakpoint stop the pass in flight? Not once detached: never pause again."""
+        return not self._detached and self.breakpoints.watching()
+
     def _run_unhooked(self, index: int, call: str, call_text: str, call_site: str,
                       losses: tuple[float | None, ...], nodes: list[Any], run: Callable[[], Any]) -> Any:
         """A pass nothing can stop in: the real backward, then only the gradient flow."""

@@ -230,3 +230,35 @@ def test_a_raising_tensor_hook_marks_the_node_it_ran_at():
         (finished,) = of(events, ev.PassFinished)
         graph = of(events, ev.PassStarted)[0].graph
         assert finished.error and graph.nodes[finished.node]["name"] == "MulBackward0"
+
+
+def test_a_detached_session_never_pauses_in_a_planned_pass():
+    """Detached (headless once its commands ran out) means never pause again, `nan` armed or not:
+    the pass runs to its end and reports the NaN in its statistics."""
+    import threading
+
+    events: list[ev.Event] = []
+    session = Session(events.append, provenance=False)
+    session.submit("break nan")
+    session.run_on()
+    session.detach()
+    failures: list[BaseException] = []
+
+    def one_pass():
+        try:
+            with session:
+                x = torch.tensor([0.0, 1.0], requires_grad=True)
+                x.sqrt().sum().backward()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    thread = threading.Thread(target=one_pass, name="detached-pass", daemon=True)
+    thread.start()
+    thread.join(30)
+    if thread.is_alive():  # paused with no one to resume it: end it, then fail
+        session.quit()
+        thread.join(30)
+        pytest.fail("a detached session paused")
+    assert not failures
+    assert not of(events, ev.Paused) and of(events, ev.PassFinished)[0].error is None
+    assert any(s is not None and s.nonfinite for e in of(events, ev.NodeRan) for s in e.grad_inputs)
