@@ -72,6 +72,10 @@ class NodeHooks:
 
         def _execute(self, command: Command, state: PassRecord | None, request: int | None) -> None: ...
 
+        def _can_hand_over(self, state: PassRecord) -> bool: ...
+
+        def _hand_over(self, state: PassRecord, node: int, grad_inputs: tuple[Any, ...]) -> None: ...
+
     # ---- hooks ---------------------------------------------------------------------------
     # The per-node hot path. `_prehook` is where a per-node decision to stop (a breakpoint by
     # place, stepping, a value breakpoint on the incoming gradient, or a caller's own check)
@@ -81,6 +85,8 @@ class NodeHooks:
         """Before a node runs: decide whether to pause, note what flows in (read back later, in bulk)."""
         if self._quitting.is_set():
             raise GradtuiQuit()
+        if state.planned is not None:  # handed over: the plan's hooks run the rest of the pass
+            return state.planned.prehook(node, grads)
         if not self._own_call(state):
             return None
         state.running = node
@@ -120,6 +126,8 @@ class NodeHooks:
             if pause.edited:
                 new = pause.grads
                 state.incoming[node] = summarize_all(new)
+        if reason is not None and self._can_hand_over(state):
+            state.hand_over_at = node  # continued from here: the plan's hooks take over after this node
         if node in state.capture.accumulators:
             # The gradient is about to become the leaf's .grad: holding it would make
             # AccumulateGrad copy it instead of taking it. Its stats are read from .grad.
@@ -162,10 +170,12 @@ class NodeHooks:
         return task == state.task
 
     def _posthook(self, state: PassRecord, node: int, grad_inputs: tuple[Any, ...],
-                  grad_outputs: tuple[Any, ...]) -> None:
+                  grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """After a node ran: note what it sent on (read back later, in bulk)."""
+        if state.planned is not None:
+            return state.planned.posthook(node, grad_inputs, grad_outputs)
         if not self._own_call(state):
-            return
+            return None
         state.done += 1
         state.running = None
         state.completed[node] = 1
@@ -182,6 +192,9 @@ class NodeHooks:
         if now - state.last_progress >= PROGRESS_INTERVAL:
             state.last_progress = now
             self.emit(ev.Progress(state.index, state.done, total))
+        if state.hand_over_at == node:
+            state.hand_over_at = None
+            self._hand_over(state, node, grad_inputs)
 
     def _wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
               late: bool = False, editable: bool = False) -> Pause:

@@ -100,6 +100,24 @@ def make_plan(attrs: list[dict[str, Any]], nodes: list[Any], roots: tuple[int, .
     return HookPlan(hooks, producer, derived)
 
 
+def resume(plan: HookPlan, completed: bytearray) -> HookPlan:
+    """`plan` for the rest of a pass whose `completed` nodes ran under the every-node hooks (it
+    stepped, then continued): those get no hook, and a node that `plan` derives from one of them
+    gets a posthook instead (its producer's statistics are not the planned hooks')."""
+    for producer, fed in list(plan.derived.items()):
+        if completed[producer]:
+            for child in fed:
+                if not completed[child]:
+                    plan.hooks[child] = POST
+            del plan.derived[producer]
+    for i, done in enumerate(completed):
+        if done:
+            plan.hooks[i] = NONE
+        elif (source := plan.producer[i]) is not None and completed[source[0]]:
+            plan.producer[i] = None  # what it receives is read in its own hook
+    return plan
+
+
 def out_shape(node: Any) -> tuple[int, ...] | None:
     """The shape of the gradient a one-input node sends on (its forward input's), or None if it
     sends none: read from the receiving node's input metadata."""

@@ -103,19 +103,23 @@ class PlannedPass:
     """The posthooks (and few prehooks) of one planned pass, its statistics and its NodeRan
     events (see module doc). Inert once `close`d: a retained graph's later passes skip them."""
 
-    def __init__(self, owner: Stepping, state: PassRecord, plan: HookPlan, full: bool) -> None:
+    def __init__(self, owner: Stepping, state: PassRecord, plan: HookPlan, full: bool, delegated: bool = False) -> None:
+        """`delegated`: the pass's every-node hooks are on its nodes already and call `prehook` /
+        `posthook` (a pass handed over after a pause): nothing is registered."""
         self._owner = owner
+        self._delegated = delegated
         self._state = state
         self._plan = plan
         self._full = full
         self._live = True
-        count = len(state.capture.nodes)
-        self._completed = bytearray(count)
+        self._completed = state.completed
+        """Per node, 1 once it ran (the pass's own record: a pass handed over from the every-node
+        hooks has some done already)."""
         self._incoming: dict[int, tuple[Stats | None, ...]] = {}
         self._outgoing: dict[int, tuple[Stats | None, ...]] = {}
         self._ran: list[int] = []
         self._held: list[int] = []
-        self._emitted = 0
+        self._emitted = state.done
         self._handles: list[Any] = []
         self._upgraded = False
         self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
@@ -124,6 +128,8 @@ class PlannedPass:
 
     def register(self) -> None:
         """Put the plan's hooks on the pass's nodes."""
+        if self._delegated:
+            return
         nodes, hooks = self._state.capture.nodes, self._plan.hooks
         pre, post = self._prehook, self._posthook
         for i, node in enumerate(nodes):
@@ -139,6 +145,14 @@ class PlannedPass:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+
+    def prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """Node `node`'s prehook, called by a hook already on it (`delegated`): the plan's, if any."""
+        return self._prehook(node, grads) if self._plan.hooks[node] == BOTH else None
+
+    def posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """Node `node`'s posthook, called by a hook already on it (`delegated`): the plan's, if any."""
+        return self._posthook(node, grad_inputs, grad_outputs) if self._plan.hooks[node] != NONE else None
 
     def _own_call(self) -> bool:
         state = self._state
@@ -244,9 +258,11 @@ class PlannedPass:
         for i, node in enumerate(nodes):
             if completed[i] or plan.hooks[i] == BOTH:
                 continue
-            self._handles.append(node.register_prehook(_bound(pre, i)))
+            if not self._delegated:
+                self._handles.append(node.register_prehook(_bound(pre, i)))
             if plan.hooks[i] == NONE:
-                self._handles.append(node.register_hook(_bound(post, i)))
+                if not self._delegated:
+                    self._handles.append(node.register_hook(_bound(post, i)))
                 plan.hooks[i] = BOTH
                 for fed in plan.derived.values():
                     if i in fed:

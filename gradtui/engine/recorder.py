@@ -65,6 +65,15 @@ class PassRecord:
     """Nodes that ran since the window was last read, in the order they ran."""
     completed: bytearray = field(default_factory=bytearray)
     """Per node id, 1 once its posthook ran (so a failure outside every node's hooks is placed)."""
+    call: str = "backward"
+    on_cpu: bool = True
+    """Are the pass's roots on the CPU (reading statistics back syncs nothing)?"""
+    hand_over_at: int | None = None
+    """The node after whose posthook the every-node hooks hand the rest of the pass to a hook plan
+    (it was paused at and continued; gradtui.engine.session)."""
+    planned: Any = None
+    """The planned hooks (gradtui.engine.planned.PlannedPass) that run the rest of the pass, once handed over:
+    the every-node hooks are inert from then on."""
 
 
 class Ran(NamedTuple):

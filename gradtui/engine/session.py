@@ -34,7 +34,7 @@ from gradtui.engine.reads import BulkReads
 from gradtui.engine.graph import Names, capture
 from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks, Queued
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
-from gradtui.engine.plan import make_plan
+from gradtui.engine.plan import make_plan, resume
 from gradtui.engine.planned import PlannedPass, ready_node
 from gradtui.engine.provenance import Provenance
 from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow, nonfinite_roots, root_values
@@ -257,10 +257,11 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         if not self._hooked(index, pending):
             return self._run_unhooked(index, call, call_text, call_site, losses, nodes, run)
         names = Names.from_scopes(frame.f_locals, frame.f_globals)
-        planned = call != "grad" and self._planned(pending, roots)  # grad() runs no AccumulateGrad: not derivable
+        on_cpu = _on_cpu(roots)
+        planned = call != "grad" and self._planned(pending, on_cpu)  # grad() runs no AccumulateGrad: not derivable
         cap = capture(nodes, names, lazy=planned and not self._graph_needed())
-        state = PassRecord(index, cap, frame, names)
-        state.check_every = self._check_every or (1 if _on_cpu(roots) else CHECK_EVERY)
+        state = PassRecord(index, cap, frame, names, call=call, on_cpu=on_cpu)
+        state.check_every = self._check_every or (1 if on_cpu else CHECK_EVERY)
         if pending is not None:
             shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
             state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"
@@ -289,9 +290,14 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         finally:
             for handle in handles:
                 handle.remove()
+            if state.planned is not None:  # handed over after a pause: the plan's hooks ran the rest
+                state.planned.close()
             self._intercept.end()
             del cap, handles, nodes, names
             try:
+                if state.planned is not None:
+                    state.planned.finish()
+                    state.planned = None
                 # What the window still holds; a value breakpoint it shows can still pause here
                 # (the engine has returned) unless the pass failed.
                 self._read(state, None, None, pause=error is None)
@@ -302,7 +308,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
                 error = None  # this frame is on error's traceback: holding error would make a cycle
                 self._finish(finished)
 
-    def _planned(self, pending: Breakpoint | None, roots: tuple[Any, ...]) -> bool:
+    def _planned(self, pending: Breakpoint | None, on_cpu: bool) -> bool:
         """Can this pass run on the hook plan (gradtui.engine.planned)? A CPU pass in `continue` or
         `finish` that records statistics or watches for `nan` only: nothing stops by place, no
         loss breakpoint is pending, no distributed follow mode, no explicit read rate."""
@@ -312,7 +318,23 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
             return False
         if any(bp.spec.kind != "nan" for bp in self.breakpoints.values):
             return False
-        return _on_cpu(roots)
+        return on_cpu
+
+    def _can_hand_over(self, state: PassRecord) -> bool:
+        """May an every-node pass paused at a node (it started stepping) run the rest on a hook plan,
+        now that it resumed? As `_planned` says of a pass starting now."""
+        return state.call != "grad" and state.planned is None and self._planned(state.pending, state.on_cpu)
+
+    def _hand_over(self, state: PassRecord, node: int, grad_inputs: tuple[Any, ...]) -> None:
+        """After `node`'s posthook: read back what the every-node hooks hold (a `nan` there still
+        stops, late), then run the rest of the pass by its plan: the every-node hooks call the plan's
+        (no hook is registered or removed for it)."""
+        self._read(state, None, (node, grad_inputs), pause=True)
+        if not self._can_hand_over(state):  # a pause in that read may have changed the mode
+            return
+        cap = state.capture
+        plan = resume(make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
+        state.planned = PlannedPass(self, state, plan, full=not self._light, delegated=True)
 
     def _run_planned(self, state: PassRecord, call: str, run: Callable[[], Any]) -> Any:
         """A planned pass: the plan's hooks only (see gradtui.engine.planned)."""

@@ -262,3 +262,52 @@ def test_a_detached_session_never_pauses_in_a_planned_pass():
     assert not failures
     assert not of(events, ev.Paused) and of(events, ev.PassFinished)[0].error is None
     assert any(s is not None and s.nonfinite for e in of(events, ev.NodeRan) for s in e.grad_inputs)
+
+
+def test_a_pass_that_steps_then_continues_runs_the_rest_on_the_plan(monkeypatch):
+    """`gradtui script.py` pauses at the first node; after `continue` the rest of that pass runs on
+    the hook plan (the every-node hooks call the plan's), with the same statistics and gradients."""
+    from bench import transformer
+
+    calls = [0]
+    original = planned.PlannedPass._posthook
+
+    def counted(self, *args):
+        calls[0] += 1
+        return original(self, *args)
+
+    monkeypatch.setattr(planned.PlannedPass, "_posthook", counted)
+    model = transformer(2, 64)
+    data = torch.randn(8, 32, 64)
+
+    def one(check_every):
+        events: list[ev.Event] = []
+        session = Session(events.append, provenance=False, check_every=check_every)  # starts stepping
+        session.add_listener(lambda e: session.submit("continue") if isinstance(e, ev.Paused) else None)
+        session.submit("break nan")
+        with session:
+            model(data).pow(2).mean().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad(set_to_none=True)
+        return events, grads
+
+    handed, grads = one(None)
+    hooked_calls, calls[0] = calls[0], 0
+    every, every_grads = one(1)  # an explicit read rate keeps the every-node hooks
+    assert calls[0] == 0
+    nodes = of(handed, ev.PassStarted)[0].graph.number_of_nodes()
+    assert 0 < hooked_calls <= 0.3 * nodes
+    ran = of(handed, ev.NodeRan)
+    assert sorted(e.order for e in ran) == list(range(1, nodes + 1))  # each node once, in order
+    assert len(of(handed, ev.Paused)) == 1 and of(handed, ev.PassFinished)[0].error is None
+    theirs = {e.node: e for e in of(every, ev.NodeRan)}
+    for event in ran:
+        want = theirs[event.node]
+        for a, b in zip(event.grad_outputs + event.grad_inputs, want.grad_outputs + want.grad_inputs, strict=True):
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert (a.shape, a.nonfinite) == (b.shape, b.nonfinite)
+                assert math.isclose(a.norm, b.norm, rel_tol=2e-6, abs_tol=1e-9)
+    assert all(torch.equal(g, h) for g, h in zip(grads, every_grads))
+    plain_grads = plain(lambda: (list(model.parameters()), model(data).pow(2).mean()))
+    assert all(torch.equal(g, p.grad) for g, p in zip(grads, plain_grads))
