@@ -7,17 +7,18 @@ plain functions of the pass's `PassRecord`, one call each per node.
 from __future__ import annotations
 
 import gc
-import queue
+import queue  # queue.Empty: no command yet
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
-from gradtui.model.commands import Break, Command, Delete, Flow, Help, ListBreakpoints, Quit
+from gradtui.model.commands import Break, Delete, Flow, Help, ListBreakpoints, Quit
 from gradtui.engine.compat import current_graph_task_id
-from gradtui.engine.dispatch import Pause
+from gradtui.engine.dispatch import CommandRunner
+from gradtui.engine.stepper import Mode, Pause, Stepper
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.recorder import PassRecord, Ran, hand_off, incoming_stats, outgoing_stats
 from gradtui.engine.summary import summarize_all
@@ -39,16 +40,6 @@ REGION_COMMANDS = (Break, Delete, ListBreakpoints, Help, Flow)
 """Commands that take effect while the engine runs, too."""
 
 
-class Queued(NamedTuple):
-    """A command waiting for the paused hook."""
-
-    command: Command
-    meant_for: Pause | None
-    """The pause it was typed at (None: any)."""
-    request: int | None = None
-    """The client's id for it, carried by every CommandResult that answers it."""
-
-
 class NodeHooks:
     """The hooks and the pause (see module doc); the attributes below are the session's."""
 
@@ -56,12 +47,11 @@ class NodeHooks:
     follow: Callable[[PassRecord, int], str | None] | None
     _quitting: threading.Event
     _detached: bool
-    _mode: str
-    _commands: "queue.Queue[Queued]"
-    _pause: Pause | None
+    _stepper: Stepper
+    _dispatch: CommandRunner
     _collector: bool
 
-    if TYPE_CHECKING:  # the session's, BulkReads' and CommandDispatch's (stubs here would shadow them)
+    if TYPE_CHECKING:  # the session's and BulkReads' (stubs here would shadow them)
         _light: bool
 
         def emit(self, event: ev.Event) -> None: ...
@@ -69,8 +59,6 @@ class NodeHooks:
         def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str: ...
 
         def _read(self, state: PassRecord, node: int | None, after: Any, pause: bool) -> Breakpoint | None: ...
-
-        def _execute(self, command: Command, state: PassRecord | None, request: int | None) -> None: ...
 
         def _can_hand_over(self, state: PassRecord) -> bool: ...
 
@@ -159,7 +147,7 @@ class NodeHooks:
                                              state.fired)
             if bp is not None:
                 return bp
-        return "step" if self._mode == "step" else None
+        return "step" if self._stepper.mode is Mode.STEP else None
 
     @staticmethod
     def _own_call(state: PassRecord) -> bool:
@@ -203,7 +191,7 @@ class NodeHooks:
         `editable`: paused after the node in its posthook, whose result an edit replaces."""
         pause = Pause(node, phase, tuple(grads), late=late, editable_after=editable)
         state.capture.describe()  # a lazy capture's metadata, read now that someone looks
-        self._pause = pause
+        self._stepper.pause = pause
         if self._collector:
             gc.enable()  # the user may stay here long while other threads (the UI) make garbage
         try:
@@ -211,7 +199,7 @@ class NodeHooks:
                                 reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
             while True:
                 try:
-                    command, meant_for, request = self._commands.get(timeout=0.25)
+                    command, meant_for, request = self._stepper.take(timeout=0.25)
                 except queue.Empty:
                     if self._quitting.is_set():
                         raise GradtuiQuit() from None
@@ -223,11 +211,11 @@ class NodeHooks:
                 if isinstance(command, Quit):
                     self._quitting.set()
                     raise GradtuiQuit()
-                self._execute(command, state, request)
+                self._dispatch.execute(command, state, request)
                 if command.resumes:
-                    self.emit(ev.Resumed(state.index, self._mode))
+                    self.emit(ev.Resumed(state.index, self._stepper.mode.value))
                     return pause
         finally:
-            self._pause = None
+            self._stepper.pause = None
             if self._collector:
                 gc.disable()

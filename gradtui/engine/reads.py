@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
-from gradtui.engine.dispatch import Pause
+from gradtui.engine.stepper import Pause
 from gradtui.model.nodes import node_title
 from gradtui.engine.recorder import PassRecord, Ran
 from gradtui.engine.watch import Hit, current, handles_tensors, hit_text, scan

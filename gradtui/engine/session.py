@@ -1,12 +1,14 @@
-"""The stepping controller: modes, breakpoints, pauses, the command queue, command dispatch.
+"""The stepping controller: passes, breakpoints, pauses, over parts it owns.
 
 A `Session` intercepts the backward calls of whatever runs while it is installed (through an
 `Interceptor`, gradtui.engine.intercept). Each call of its own is one *pass*: the graph is
-captured, a prehook and a posthook are installed on every node, the real backward runs, and
-every hook is removed when it returns or raises. Hooks run on the thread that called backward
-(the script's thread); to pause, a prehook emits `Paused` and blocks on the command queue.
-What a pass records (statistics, leaf gradients, flow) is gradtui.engine.recorder's job; the
-hooks and the pause are gradtui.engine.hooks', the bulk reads gradtui.engine.reads'.
+captured, hooks are installed (on every node while stepping; by the hook plan in `continue`,
+gradtui.engine.plan and .planned), the real backward runs, and the hooks go when it returns or
+raises. Hooks run on the thread that called backward (the script's thread); to pause, a hook
+emits `Paused` and blocks on the command queue. The parts: the mode, the command queue and the
+pause are the `Stepper`'s (gradtui.engine.stepper); commands run in the `CommandRunner`
+(gradtui.engine.dispatch); what a pass records is gradtui.engine.recorder's; the every-node
+hooks and the pause loop are gradtui.engine.hooks', the bulk reads gradtui.engine.reads'.
 
 Other threads (the UI, the headless driver, the agent's server) talk to the session only
 through `submit` and `quit`, and hear from it only through events.
@@ -18,7 +20,6 @@ import functools
 import gc
 import linecache
 import os
-import queue
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -28,23 +29,24 @@ import networkx as nx
 
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
-from gradtui.model.commands import Command, CommandError, Continue, Quit, parse
-from gradtui.engine.dispatch import CommandDispatch, Pause
+from gradtui.model.commands import Command, CommandError, Quit, parse
+from gradtui.engine.dispatch import CommandRunner
 from gradtui.engine.reads import BulkReads
 from gradtui.engine.graph import Names, capture
-from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks, Queued
+from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.engine.plan import make_plan, resume
 from gradtui.engine.planned import PlannedPass, ready_node
 from gradtui.engine.provenance import Provenance
 from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow, nonfinite_roots, root_values
+from gradtui.engine.stepper import Mode, Stepper
 
 __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
 
 Listener = Callable[[ev.Event], None]
 
 
-class Session(CommandDispatch, BulkReads, NodeHooks):
+class Session(BulkReads, NodeHooks):
     """Debugs the backward passes of whatever runs while it is active (see module doc)."""
 
     def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
@@ -67,15 +69,15 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         self._graph_wanted: list[bool | Callable[[], bool]] = [True] if listener else []
         """Per listener: does it read a pass's graph (names, sources, saved values) beyond what a
         pause shows? See `add_listener`."""
-        self._commands: queue.Queue[Queued] = queue.Queue()
-        self._mode = "step"  # pause at the first node of the first pass, as pdb does
+        self._stepper = Stepper()
         self._detached = False
         self._quitting = threading.Event()
         self._passes = 0
-        self._pause: Pause | None = None
         self._provenance = Provenance() if provenance else None
         self._intercept = Interceptor(self, self._quitting, self._provenance)
         self._recorder = Recorder()
+        self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
+                                       self._breakpoints_changed)
         self._full_stats = full_stats
         self._hook_all = hook_all_passes
         self._flow_unhooked = flow_unhooked
@@ -118,7 +120,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
     def paused(self) -> bool:
         """Is the engine blocked at a node, waiting for a command? (For in-process drivers; clients
         follow `Paused` / `Resumed` / `PassFinished` instead.)"""
-        return self._pause is not None
+        return self._stepper.pause is not None
 
     def install(self) -> None:
         """Patch torch's backward entry points and start provenance recording.
@@ -166,10 +168,10 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
                 return
         if isinstance(command, Quit):
             self.quit()
-        elif (pause := self._pause) is not None:
-            self._commands.put(Queued(command, pause, request))
+        elif (pause := self._stepper.pause) is not None:
+            self._stepper.put(command, pause, request)
         elif isinstance(command, REGION_COMMANDS):
-            self._execute(command, None, request)
+            self._dispatch.execute(command, None, request)
         else:
             running = "is running" if self._intercept.installed else "is not running (it has ended or not started)"
             self.emit(ev.CommandResult(command.text, f"not paused: the script {running}", ok=False, request=request))
@@ -177,7 +179,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
     def quit(self) -> None:
         """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
         self._quitting.set()
-        self._commands.put(Queued(Quit("quit"), None))
+        self._stepper.put(Quit("quit"), None)
 
     @property
     def quitting(self) -> bool:
@@ -189,15 +191,18 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         pass that was stopped raised GradtuiQuit; from now on backward calls run unhooked, as if
         gradtui were not there, until `uninstall`."""
         self.breakpoints.delete(None)
-        self._mode = "continue"
+        self._stepper.mode = Mode.CONTINUE
         self._quitting.clear()
 
     def run_on(self) -> None:
         """Run on until a breakpoint hits (as `continue`), paused or not: for a run armed before
         its first pass, and an agent whose client detached."""
-        self._mode = "continue"
-        if self._pause is not None:
-            self._commands.put(Queued(Continue("continue"), None))
+        self._stepper.run_on()
+
+    def step_next_pass(self) -> None:
+        """Pause at the first node of the next pass (as `step` does when no node of this pass is
+        left): for a hold between passes (gradtui.distributed.checks) that resumes by stepping."""
+        self._stepper.mode = Mode.STEP
 
     def wants_provenance(self) -> bool:
         """Can a later pass still be captured? Not once detached with no pass hooked for a
@@ -208,8 +213,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         """Never pause again (headless mode once its commands run out); resume if paused. With
         nothing hooked for a report or recording, provenance stops after the pass in flight."""
         self._detached = True
-        if self._pause is not None:
-            self._commands.put(Queued(Continue("continue"), None))
+        self._stepper.resume()
 
     # ---- passes (called by the interceptor) ---------------------------------------------
 
@@ -240,14 +244,13 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
             return True
         if self._detached:
             return False
-        return self._mode != "continue" or self.breakpoints.could_stop(index)
+        return self._stepper.mode is not Mode.CONTINUE or self.breakpoints.could_stop(index)
 
     def _own_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any],
                   run: Callable[[], Any]) -> Any:
         index = self._passes
         self._passes += 1
-        if self._mode == "finish":
-            self._mode = "step"
+        self._stepper.next_pass()
         losses = root_values(roots)
         pending = None
         if not self._detached and len(self.breakpoints):
@@ -314,7 +317,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         loss breakpoint is pending, no distributed follow mode, no explicit read rate."""
         if self._check_every is not None or self.follow is not None or pending is not None:
             return False
-        if self._mode not in ("continue", "finish") or self.breakpoints.places:
+        if self._stepper.stepping or self.breakpoints.places:
             return False
         if any(bp.spec.kind != "nan" for bp in self.breakpoints.values):
             return False
@@ -381,7 +384,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
 
     def stepping(self) -> bool:
         """Must every node of the pass in flight be hooked from now on?"""
-        return not self._detached and (self._mode == "step" or bool(self.breakpoints.places))
+        return not self._detached and (self._stepper.stepping or bool(self.breakpoints.places))
 
     def watching(self) -> bool:
         """Can a value breakpoint stop the pass in flight? Not once detached: never pause again."""
@@ -419,7 +422,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
     @property
     def _light(self) -> bool:
         """Record light stats now? Only when asked for and not stepping (a step pauses anyway)."""
-        return not self._full_stats and self._mode != "step"
+        return not self._full_stats and not self._stepper.stepping
 
     def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
         """Count and announce a breakpoint hit; returns how a pause reason names it."""
