@@ -92,7 +92,7 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
     for i in range(repeat + 1):
         for times, hook in ((plain, False), (hooked, True)):
             loss = model(data).pow(2).mean()
-            start = time.perf_counter()
+            start = time.thread_time()
             handles = []
             if hook:
                 for node in nodes_of(loss.grad_fn):
@@ -102,7 +102,7 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
             for handle in handles:
                 handle.remove()
             if i:
-                times.append(time.perf_counter() - start)
+                times.append(time.thread_time() - start)
             model.zero_grad(set_to_none=True)
     ratio_row("floor: a no-op prehook + posthook on every node", model_sizes(layers, batch, width), median(hooked),
               median(plain), None, "plain backward")
@@ -126,10 +126,10 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
     tensors = list(grads.values())
     norms = []
     for i in range(repeat + 1):
-        start = time.perf_counter()
+        start = time.thread_time()
         torch._foreach_norm(tensors)
         if i:
-            norms.append(time.perf_counter() - start)
+            norms.append(time.thread_time() - start)
     megabytes = sum(t.numel() * t.element_size() for t in tensors) / 2**20
     ratio_row("floor: one norm of every gradient the pass made (one fused call)",
               f"{model_sizes(layers, batch, width)}, {len(tensors)} gradients, {megabytes:.0f} MB", median(norms),
@@ -148,7 +148,7 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
         for times, hook in ((plain, False), (hooked, True)):
             loss = model(data).pow(2).mean()
             cap = capture([loss.grad_fn]) if hook else None
-            start = time.perf_counter()
+            start = time.thread_time()
             handles = []
             if cap is not None:
                 plan = make_plan(cap.attrs, cap.nodes, cap.roots, False)
@@ -160,7 +160,7 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
             for handle in handles:
                 handle.remove()
             if i:
-                times.append(time.perf_counter() - start)
+                times.append(time.thread_time() - start)
             del cap
             model.zero_grad(set_to_none=True)
     ratio_row("floor: a no-op posthook on the planned nodes only",
@@ -183,24 +183,24 @@ loss = y.sum()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 out = {"before_mb": before / 1024}
 if mode == "plain":
-    start = time.perf_counter()
+    start = time.thread_time()
     loss.backward()
-    out["pass"] = time.perf_counter() - start
+    out["pass"] = time.thread_time() - start
 else:
     from gradtui.model import events as ev
     from gradtui.engine.session import Session
     session = Session(None, provenance=False, full_stats=False)
-    start = time.perf_counter()
+    start = time.thread_time()
     def on(event):
         if isinstance(event, ev.Paused):
-            out.setdefault("first_pause", time.perf_counter() - start)
+            out.setdefault("first_pause", time.thread_time() - start)
             session.submit("continue")
     session.add_listener(on)
     session.submit("break nan")
     with session:
-        start = time.perf_counter()
+        start = time.thread_time()
         loss.backward()
-        out["pass"] = time.perf_counter() - start
+        out["pass"] = time.thread_time() - start
 out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 del x, y, loss
 print(json.dumps(out))

@@ -84,9 +84,8 @@ def now_stats(grad: Any, full: bool) -> Stats | None:
         if grad.requires_grad:
             grad = grad.detach()  # create_graph: gradtui's reductions record nothing
         shape, dtype = tuple(grad.shape), dtype_name(grad.dtype)
-        if numel <= VALUES_LIMIT:
-            return small_stats(shape, dtype, "cpu", tuple(grad.view(-1).tolist() if grad.is_contiguous()
-                                                         else grad.reshape(-1).tolist()))
+        if numel <= VALUES_LIMIT:  # a 1-d gradient lists itself; others are flattened first (a view: no copy)
+            return small_stats(shape, dtype, "cpu", tuple(grad.tolist() if grad.dim() == 1 else grad.reshape(-1).tolist()))
         if full:
             lo, hi = torch.aminmax(grad)
             lo_v, hi_v, total, norm = torch.stack((lo, hi, grad.sum(), torch.linalg.vector_norm(grad))).tolist()
@@ -201,9 +200,9 @@ class PlannedPass:
         incoming = self._incoming.get(node)
         late_before = False
         if incoming is None and (self._plan.producer[node] is None or len(grad_outputs) != 1):
-            incoming = self._incoming[node] = tuple(now_stats(g, full) for g in grad_outputs)
+            incoming = self._incoming[node] = tuple([now_stats(g, full) for g in grad_outputs])
             late_before = any_nonfinite(incoming) and not state.nan_seen
-        outgoing = self._outgoing[node] = tuple(now_stats(g, full) for g in grad_inputs)
+        outgoing = self._outgoing[node] = tuple([now_stats(g, full) for g in grad_inputs])
         self._completed[node] = 1
         state.running = None
         self._ran.append(node)
