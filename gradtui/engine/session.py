@@ -16,7 +16,6 @@ through `submit` and `quit`, and hear from it only through events.
 
 from __future__ import annotations
 
-import functools
 import gc
 import linecache
 import os
@@ -31,22 +30,21 @@ from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
 from gradtui.model.commands import Command, CommandError, Quit, parse
 from gradtui.engine.dispatch import CommandRunner
-from gradtui.engine.reads import BulkReads
 from gradtui.engine.graph import Names, capture
-from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks
+from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, EveryNodeHooks
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.engine.plan import make_plan, resume
 from gradtui.engine.planned import PlannedPass, ready_node
 from gradtui.engine.provenance import Provenance
 from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow, nonfinite_roots, root_values
-from gradtui.engine.stepper import Mode, Stepper
+from gradtui.engine.stepper import Mode, Pause, Stepper
 
 __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
 
 Listener = Callable[[ev.Event], None]
 
 
-class Session(BulkReads, NodeHooks):
+class Session:
     """Debugs the backward passes of whatever runs while it is active (see module doc)."""
 
     def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
@@ -69,20 +67,19 @@ class Session(BulkReads, NodeHooks):
         self._graph_wanted: list[bool | Callable[[], bool]] = [True] if listener else []
         """Per listener: does it read a pass's graph (names, sources, saved values) beyond what a
         pause shows? See `add_listener`."""
-        self._stepper = Stepper()
         self._detached = False
         self._quitting = threading.Event()
+        self._stepper = Stepper(self.emit, self._quitting)
         self._passes = 0
         self._provenance = Provenance() if provenance else None
         self._intercept = Interceptor(self, self._quitting, self._provenance)
         self._recorder = Recorder()
         self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
                                        self._breakpoints_changed)
+        self._stepper.execute = self._dispatch.execute
         self._full_stats = full_stats
         self._hook_all = hook_all_passes
         self._flow_unhooked = flow_unhooked
-        self._collector = False
-        """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
         self._check_every = None if check_every is None else max(1, check_every)
         self.follow: Callable[[PassRecord, int], str | None] | None = None
         """Distributed follow mode's per-node "park here?" check (gradtui.distributed.rank), or None.
@@ -229,7 +226,7 @@ class Session(BulkReads, NodeHooks):
         # A pass makes many small objects and no cyclic garbage; the collections they would
         # set off walk the whole heap (a model's worth of objects) and cost as much as the
         # hooks themselves. The collector is back on during a pause and after the pass.
-        self._collector = collecting
+        self._stepper.collector = collecting
         gc.disable()
         try:
             return self._own_pass(call, frame, roots, nodes, run)
@@ -274,16 +271,11 @@ class Session(BulkReads, NodeHooks):
         if planned:
             del cap, nodes, names
             return self._run_planned(state, call, run)
-        handles = []
+        hooks = EveryNodeHooks(self, state)
         self._intercept.begin(state)
         error: BaseException | None = None
         try:
-            # Hooked inside the try: an interruption half-way (Ctrl-C, a quit) still unhooks.
-            prehook, posthook = self._prehook, self._posthook
-            partial = functools.partial
-            for i, node in enumerate(cap.nodes):
-                handles.append(node.register_prehook(partial(prehook, state, i)))
-                handles.append(node.register_hook(partial(posthook, state, i)))
+            hooks.register()  # inside the try: an interruption half-way (Ctrl-C, a quit) still unhooks
             result = run()
         except BaseException as exc:
             error = exc
@@ -291,23 +283,22 @@ class Session(BulkReads, NodeHooks):
         else:
             return result
         finally:
-            for handle in handles:
-                handle.remove()
+            hooks.close()
             if state.planned is not None:  # handed over after a pause: the plan's hooks ran the rest
                 state.planned.close()
             self._intercept.end()
-            del cap, handles, nodes, names
+            del cap, nodes, names
             try:
                 if state.planned is not None:
                     state.planned.finish()
                     state.planned = None
                 # What the window still holds; a value breakpoint it shows can still pause here
                 # (the engine has returned) unless the pass failed.
-                self._read(state, None, None, pause=error is None)
+                hooks.read(None, None, pause=error is None)
             finally:
                 if error is not None and state.running is None:
                     state.running = ready_node(state.capture.attrs, state.completed)
-                finished = self._recorder.finished(state, call, self._error_text(error), self._light)
+                finished = self._recorder.finished(state, call, self._error_text(error), self.light)
                 error = None  # this frame is on error's traceback: holding error would make a cycle
                 self._finish(finished)
 
@@ -323,27 +314,23 @@ class Session(BulkReads, NodeHooks):
             return False
         return on_cpu
 
-    def _can_hand_over(self, state: PassRecord) -> bool:
+    def can_hand_over(self, state: PassRecord) -> bool:
         """May an every-node pass paused at a node (it started stepping) run the rest on a hook plan,
         now that it resumed? As `_planned` says of a pass starting now."""
         return state.call != "grad" and state.planned is None and self._planned(state.pending, state.on_cpu)
 
-    def _hand_over(self, state: PassRecord, node: int, grad_inputs: tuple[Any, ...]) -> None:
-        """After `node`'s posthook: read back what the every-node hooks hold (a `nan` there still
-        stops, late), then run the rest of the pass by its plan: the every-node hooks call the plan's
-        (no hook is registered or removed for it)."""
-        self._read(state, None, (node, grad_inputs), pause=True)
-        if not self._can_hand_over(state):  # a pause in that read may have changed the mode
-            return
+    def plan_rest(self, state: PassRecord) -> PlannedPass:
+        """The planned hooks for the rest of every-node pass `state` (handed over after a pause):
+        called by its every-node hooks, which stay on (gradtui.engine.hooks)."""
         cap = state.capture
         plan = resume(make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
-        state.planned = PlannedPass(self, state, plan, full=not self._light, delegated=True)
+        return PlannedPass(self, state, plan, full=not self.light, delegated=True)
 
     def _run_planned(self, state: PassRecord, call: str, run: Callable[[], Any]) -> Any:
         """A planned pass: the plan's hooks only (see gradtui.engine.planned)."""
         cap = state.capture
         hooks = PlannedPass(self, state, make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen),
-                            full=not self._light)
+                            full=not self.light)
         del cap
         self._intercept.begin(state)
         error: BaseException | None = None
@@ -359,24 +346,34 @@ class Session(BulkReads, NodeHooks):
             try:
                 hooks.finish()
             finally:
-                finished = self._recorder.finished(state, call, self._error_text(error), self._light)
+                finished = self._recorder.finished(state, call, self._error_text(error), self.light)
                 error = None
                 self._finish(finished)
 
-    # ---- what a planned pass asks of the session (gradtui.engine.planned.Stepping) --------
+    # ---- what a pass's hooks ask of the session (gradtui.engine.hooks.Owner, .planned.Stepping)
 
     def pause_at(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
-                 late: bool = False, editable: bool | None = None) -> Any:
-        """Pause at `node` until a command resumes; `editable`: in its posthook (see `_wait`)."""
-        return self._wait(state, node, phase, reason, grads, late=late, editable=bool(editable))
-
-    def hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
-        """Count and announce a breakpoint hit; returns how a pause reason names it."""
-        return self._hit(bp, state, node)
+                 late: bool = False, editable: bool | None = None) -> Pause:
+        """Pause at `node` until a command resumes (gradtui.engine.stepper.Stepper.wait); `editable`:
+        paused in its posthook, whose result an edit replaces."""
+        return self._stepper.wait(state, node, phase, reason, grads, late=late, editable=bool(editable))
 
     def stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:
-        """Must the engine stop before `node` whatever its gradients are? (See `_stop_reason`.)"""
-        return self._stop_reason(state, node)
+        """Must the engine stop before `node`, whatever its gradients are? A breakpoint that
+        matches it by place (op, label, #ID, module, FILE:LINE, pass N), "step", "loss" (a loss
+        breakpoint matched the pass's roots), or None. The one place for a per-node check that
+        needs no statistics (a caller's own "park here", say): it runs before the node does, and
+        whatever it returns makes the hook read the window back and pause."""
+        if state.pending is not None:
+            return "loss"
+        if self._detached:
+            return None
+        if self.breakpoints.places:
+            bp = self.breakpoints.find_place(state.capture.attrs[node], node, state.index, state.done == 0,
+                                             state.fired)
+            if bp is not None:
+                return bp
+        return "step" if self._stepper.stepping else None
 
     def quitting_now(self) -> bool:
         """Has quit been asked for?"""
@@ -420,11 +417,11 @@ class Session(BulkReads, NodeHooks):
         self.emit(event)
 
     @property
-    def _light(self) -> bool:
+    def light(self) -> bool:
         """Record light stats now? Only when asked for and not stepping (a step pauses anyway)."""
         return not self._full_stats and not self._stepper.stepping
 
-    def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
+    def hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
         """Count and announce a breakpoint hit; returns how a pause reason names it."""
         bp.hits += 1
         state.fired.add(bp.number)
