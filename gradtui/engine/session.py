@@ -7,8 +7,10 @@ gradtui.engine.plan and .planned), the real backward runs, and the hooks go when
 raises. Hooks run on the thread that called backward (the script's thread); to pause, a hook
 emits `Paused` and blocks on the command queue. The parts: the mode, the command queue and the
 pause are the `Stepper`'s (gradtui.engine.stepper); commands run in the `CommandRunner`
-(gradtui.engine.dispatch); what a pass records is gradtui.engine.recorder's; the every-node
-hooks and the pause loop are gradtui.engine.hooks', the bulk reads gradtui.engine.reads'.
+(gradtui.engine.dispatch); a pass's engine call runs in the `PassRunner` (gradtui.engine.passes)
+under per-pass hooks (gradtui.engine.hooks, with its reads, or gradtui.engine.planned); what a
+pass records is gradtui.engine.recorder's. What the hooks ask of the session goes through its
+public methods (gradtui.engine.hooks.Owner).
 
 Other threads (the UI, the headless driver, the agent's server) talk to the session only
 through `submit` and `quit`, and hear from it only through events.
@@ -24,19 +26,18 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-import networkx as nx
-
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
 from gradtui.model.commands import Command, CommandError, Quit, parse
 from gradtui.engine.dispatch import CommandRunner
 from gradtui.engine.graph import Names, capture
-from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, EveryNodeHooks
+from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.engine.plan import make_plan, resume
-from gradtui.engine.planned import PlannedPass, ready_node
+from gradtui.engine.passes import PassRunner, unhooked_start
+from gradtui.engine.planned import PlannedPass
 from gradtui.engine.provenance import Provenance
-from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow, nonfinite_roots, root_values
+from gradtui.engine.recorder import PassRecord, Recorder, nonfinite_roots, root_values
 from gradtui.engine.stepper import Mode, Pause, Stepper
 
 __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
@@ -77,6 +78,7 @@ class Session:
         self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
                                        self._breakpoints_changed)
         self._stepper.execute = self._dispatch.execute
+        self._runner = PassRunner(self, self._intercept, self._recorder)
         self._full_stats = full_stats
         self._hook_all = hook_all_passes
         self._flow_unhooked = flow_unhooked
@@ -255,7 +257,8 @@ class Session:
         call_text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
         call_site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
         if not self._hooked(index, pending):
-            return self._run_unhooked(index, call, call_text, call_site, losses, nodes, run)
+            return self._runner.unhooked(unhooked_start(index, call, call_text, call_site, losses), nodes, run,
+                                         self._flow_unhooked)
         names = Names.from_scopes(frame.f_locals, frame.f_globals)
         on_cpu = _on_cpu(roots)
         planned = call != "grad" and self._planned(pending, on_cpu)  # grad() runs no AccumulateGrad: not derivable
@@ -268,39 +271,8 @@ class Session:
         state.completed = bytearray(len(cap.nodes))
         self._intercept.in_flight = state
         self.emit(ev.PassStarted(index, call, call_text, call_site, cap.graph, cap.roots, losses))  # type: ignore[arg-type]
-        if planned:
-            del cap, nodes, names
-            return self._run_planned(state, call, run)
-        hooks = EveryNodeHooks(self, state)
-        self._intercept.begin(state)
-        error: BaseException | None = None
-        try:
-            hooks.register()  # inside the try: an interruption half-way (Ctrl-C, a quit) still unhooks
-            result = run()
-        except BaseException as exc:
-            error = exc
-            raise
-        else:
-            return result
-        finally:
-            hooks.close()
-            if state.planned is not None:  # handed over after a pause: the plan's hooks ran the rest
-                state.planned.close()
-            self._intercept.end()
-            del cap, nodes, names
-            try:
-                if state.planned is not None:
-                    state.planned.finish()
-                    state.planned = None
-                # What the window still holds; a value breakpoint it shows can still pause here
-                # (the engine has returned) unless the pass failed.
-                hooks.read(None, None, pause=error is None)
-            finally:
-                if error is not None and state.running is None:
-                    state.running = ready_node(state.capture.attrs, state.completed)
-                finished = self._recorder.finished(state, call, self._error_text(error), self.light)
-                error = None  # this frame is on error's traceback: holding error would make a cycle
-                self._finish(finished)
+        del cap, nodes, names
+        return self._runner.planned(state, run) if planned else self._runner.every_node(state, run)
 
     def _planned(self, pending: Breakpoint | None, on_cpu: bool) -> bool:
         """Can this pass run on the hook plan (gradtui.engine.planned)? A CPU pass in `continue` or
@@ -325,30 +297,6 @@ class Session:
         cap = state.capture
         plan = resume(make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
         return PlannedPass(self, state, plan, full=not self.light, delegated=True)
-
-    def _run_planned(self, state: PassRecord, call: str, run: Callable[[], Any]) -> Any:
-        """A planned pass: the plan's hooks only (see gradtui.engine.planned)."""
-        cap = state.capture
-        hooks = PlannedPass(self, state, make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen),
-                            full=not self.light)
-        del cap
-        self._intercept.begin(state)
-        error: BaseException | None = None
-        try:
-            hooks.register()
-            return run()
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            hooks.close()
-            self._intercept.end()
-            try:
-                hooks.finish()
-            finally:
-                finished = self._recorder.finished(state, call, self._error_text(error), self.light)
-                error = None
-                self._finish(finished)
 
     # ---- what a pass's hooks ask of the session (gradtui.engine.hooks.Owner, .planned.Stepping)
 
@@ -386,35 +334,6 @@ class Session:
     def watching(self) -> bool:
         """Can a value breakpoint stop the pass in flight? Not once detached: never pause again."""
         return not self._detached and self.breakpoints.watching()
-
-    def _run_unhooked(self, index: int, call: str, call_text: str, call_site: str,
-                      losses: tuple[float | None, ...], nodes: list[Any], run: Callable[[], Any]) -> Any:
-        """A pass nothing can stop in: the real backward, then only the gradient flow."""
-        self.emit(ev.PassStarted(index, call, call_text, call_site, nx.DiGraph(), (), losses,  # type: ignore[arg-type]
-                                 recorded=False))
-        flow = UnhookedFlow(self._recorder, nodes, call, self._flow_unhooked)
-        del nodes
-        error: BaseException | None = None
-        try:
-            return self._intercept.untouched(run, flow.on_nested if flow.wanted else None)
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            finished = ev.PassFinished(index, 0, flow.total, self._error_text(error), flow=flow.rows())
-            error = None
-            self._finish(finished)
-
-    @staticmethod
-    def _error_text(error: BaseException | None) -> str | None:
-        if error is None:
-            return None
-        return "quit" if isinstance(error, GradtuiQuit) else f"{type(error).__name__}: {error}"
-
-    def _finish(self, event: ev.PassFinished) -> None:
-        """Keep the pass's flow for the `flow` command and announce its end."""
-        self._recorder.keep(event)
-        self.emit(event)
 
     @property
     def light(self) -> bool:
