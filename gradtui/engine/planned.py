@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -194,7 +195,10 @@ class PlannedPass:
         owner, state = self._owner, self._state
         if owner.quitting_now():
             raise GradtuiQuit()
-        if not self._own_call():
+        task = current_graph_task_id()  # `_own_call`, inline: this runs once per hooked node
+        if state.task is None:
+            state.task = task
+        if not self._live or task != state.task:
             return None
         full = self._full
         incoming = self._incoming.get(node)
@@ -207,7 +211,7 @@ class PlannedPass:
         state.running = None
         self._ran.append(node)
         result = None
-        if late_before or (not state.nan_seen and any_nonfinite(outgoing)):
+        if late_before or (not state.nan_seen and any(s is not None and s.nonfinite for s in outgoing)):
             state.nan_seen = True
             if self._nan is not None and self._watching():
                 result = self._stop_after(node, grad_inputs, grad_outputs, late_before)
@@ -279,34 +283,45 @@ class PlannedPass:
         for node in held:
             self._derive(node)
         ran, self._ran = self._ran, []
-        for node in ran:
-            incoming = self._incoming.pop(node, None)
+        incoming_of, outgoing_of, producer_of, derived = self._incoming, self._outgoing, self._plan.producer, self._plan.derived
+        state, emit, node_ran = self._state, self._owner.emit, ev.NodeRan
+        index = state.index
+        for node in ran:  # `_emit` inline: this runs once per hooked node
+            incoming = incoming_of.pop(node, None)
             if incoming is None:
-                producer, slot = self._plan.producer[node]  # type: ignore[misc]
-                incoming = (self._outgoing[producer][slot],)
-            self._emit(node, incoming, self._outgoing[node])
+                producer, slot = producer_of[node]  # type: ignore[misc]
+                incoming = (outgoing_of[producer][slot],)
+            order = self._emitted = state.done = self._emitted + 1
+            emit(node_ran(index, node, order, incoming, outgoing_of[node]))
             if node == hold:
                 self._held.append(node)
-            else:
+            elif node in derived:
                 self._derive(node)
 
     def _derive(self, node: int) -> None:
         plan, attrs, nodes = self._plan, self._state.capture.attrs, self._state.capture.nodes
-        todo = list(plan.derived.get(node, ()))
+        derived, producer_of, outgoing_of, completed = plan.derived, plan.producer, self._outgoing, self._completed
+        todo = deque(derived.get(node, ()))
         while todo:
-            child = todo.pop(0)
-            producer, slot = plan.producer[child]  # type: ignore[misc]
-            sent = self._outgoing[producer]
+            child = todo.popleft()
+            producer, slot = producer_of[child]  # type: ignore[misc]
+            sent = outgoing_of[producer]
             incoming = (sent[slot] if slot < len(sent) else None,)
-            try:
-                out = derive_outgoing(nodes[child], attrs[child]["name"], incoming[0], self._full)
-            except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
-                out = (Stats((), "", "", math.nan, None, None, None, 0,
-                             unreadable=f"not derived ({type(exc).__name__}: {exc})"),)
-            self._outgoing[child] = out
-            self._completed[child] = 1
+            name = attrs[child]["name"]
+            if name == "AccumulateGrad":
+                out: tuple[Stats | None, ...] = ()  # it sends nothing on
+            else:
+                try:
+                    out = derive_outgoing(nodes[child], name, incoming[0], self._full)
+                except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
+                    out = (Stats((), "", "", math.nan, None, None, None, 0,
+                                 unreadable=f"not derived ({type(exc).__name__}: {exc})"),)
+            outgoing_of[child] = out
+            completed[child] = 1
             self._emit(child, incoming, out)
-            todo.extend(plan.derived.get(child, ()))
+            more = derived.get(child)
+            if more:
+                todo.extend(more)
 
     def _emit(self, node: int, incoming: tuple[Stats | None, ...], outgoing: tuple[Stats | None, ...]) -> None:
         self._emitted += 1
