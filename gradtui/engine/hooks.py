@@ -158,6 +158,13 @@ class EveryNodeHooks:
                 state.incoming[node] = summarize_all(new)
         if reason is not None and owner.can_hand_over(state):
             state.hand_over_at = node  # continued from here: the plan's hooks take over after this node
+        self._note_arrival(node, grads, new)
+        return new
+
+    def _note_arrival(self, node: int, grads: tuple[Any, ...], new: tuple[Any, ...] | None) -> None:
+        """What the posthook will want of what arrived (`new`: an edit replaced it): a leaf's stats
+        are read from its .grad; a sole sender's tensors are remembered for reuse."""
+        state = self.state
         if node in state.capture.accumulators:
             # The gradient is about to become the leaf's .grad: holding it would make
             # AccumulateGrad copy it instead of taking it. Its stats are read from .grad.
@@ -172,7 +179,6 @@ class EveryNodeHooks:
         # gradient into .grad instead of taking it (a ZeroTensor would become real zeros).
         elif new is None and state.capture.sole_inputs[node]:
             state.arrived[node] = (grads, tuple(-1 if g is None else g._version for g in grads))
-        return new
 
     def _own_call(self) -> bool:
         """Does this hook call belong to the pass's own engine call (not a nested backward)?"""
