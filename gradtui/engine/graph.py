@@ -296,27 +296,30 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
             root_ids.append(ids[root])
     kinds = _kinds
     for here, node in enumerate(nodes):  # the list grows as the walk finds nodes: breadth-first
-        targets = []
+        targets: list[tuple[int, int] | None] = []
+        receivers: list[int | None] = []
         for child, input_nr in node.next_functions:
             if child is None:
                 targets.append(None)
+                receivers.append(None)
                 continue
             there = ids.get(child)
             if there is None:
                 there = ids[child] = len(nodes)
                 nodes.append(child)
             targets.append((there, input_nr))
-        slots.append(tuple(targets))
-        known = kinds.get(type(node))
+            receivers.append(there)
+        slots.append(targets)  # type: ignore[arg-type]
+        cls = type(node)
+        known = kinds.get(cls)
         if known is None:
             name = short_name(node)
             kind = node_kind(node, name)
-            if _names.get(type(node)) == name:
-                kinds[type(node)] = (name, kind)
+            if _names.get(cls) == name:
+                kinds[cls] = (name, kind)
         else:
             name, kind = known
-        data = {"name": name, "kind": kind, "seq": node._sequence_nr(),
-                "next": tuple(None if t is None else t[0] for t in targets)}
+        data = {"name": name, "kind": kind, "seq": node._sequence_nr(), "next": tuple(receivers)}
         if kind == "accumulate":
             leaf_id = id(node.variable)
             data["labels"] = tuple(by_leaf.get(leaf_id, ()))
