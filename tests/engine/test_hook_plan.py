@@ -311,3 +311,32 @@ def test_a_pass_that_steps_then_continues_runs_the_rest_on_the_plan(monkeypatch)
     assert all(torch.equal(g, h) for g, h in zip(grads, every_grads))
     plain_grads = plain(lambda: (list(model.parameters()), model(data).pow(2).mean()))
     assert all(torch.equal(g, p.grad) for g, p in zip(grads, plain_grads))
+
+
+def test_stepping_again_after_a_hand_over_steps_node_by_node():
+    """Step at the first node, continue (the plan takes over), the `nan` pause right after the culprit
+    (an edit there replaces what it sent on), then step: each node after it pauses again, in the
+    engine's order, and the edit reaches the leaf (no NaN left in its gradient)."""
+    build = _nan_case("view", "before", size="big")
+    events: list[ev.Event] = []
+    session = Session(events.append, provenance=False)  # starts stepping
+    feed = iter([["continue"], ["zero", "step"], ["step"], ["step"]])
+
+    def on(event):
+        if isinstance(event, ev.Paused):
+            for command in next(feed, ["continue"]):
+                session.submit(command)
+
+    session.add_listener(on)
+    session.submit("break nan")
+    with session:
+        leaves, loss = build()
+        loss.backward()
+    assert [r.ok for r in of(events, ev.CommandResult) if r.command == "zero"] == [True]
+    assert leaves[0].grad is not None and not leaves[0].grad.isnan().any()  # the culprit's NaN was zeroed
+    pauses = of(events, ev.Paused)
+    assert pauses[0].reason == "step" and "non-finite" in pauses[1].reason and pauses[1].phase == "after"
+    assert [p.reason for p in pauses[2:]] == ["step"] * 3
+    assert len({p.node for p in pauses}) == len(pauses)  # no node paused at twice
+    orders = [e.order for e in of(events, ev.NodeRan)]
+    assert orders == list(range(1, len(orders) + 1)) and len(orders) == of(events, ev.PassStarted)[0].graph.number_of_nodes()
