@@ -156,7 +156,7 @@ def _continuing(listener) -> Session:
     """A UI-like session (norms only, a `nan` watch) running on without a first pause."""
     session = Session(listener, provenance=False, full_stats=False)
     session.submit("break nan")
-    session._mode = "continue"  # no first pause: measure the stream, not a human
+    session.run_on()  # no first pause: measure the stream, not a human
     return session
 
 

@@ -251,7 +251,9 @@ def run_headless(options: RunOptions) -> int:
         print(f"gradtui: {exc}", file=sys.stderr)
         return OUTPUT_FAILED
     session = build_session(options, *outputs.listeners)
-    session.add_listener(HeadlessDriver(session, options.commands, sys.stdout, sys.stderr, sole=True))
+    # The driver reads a pass's graph only at its pauses (the size at its start): a pass in continue
+    # is captured lazily unless a report or recording wants its graph.
+    session.add_listener(HeadlessDriver(session, options.commands, sys.stdout, sys.stderr, sole=True), graph=False)
 
     def hard_exit(status: int) -> None:  # the script went on after quit: finish the outputs, then end
         for line in outputs.close():

@@ -167,7 +167,7 @@ class Checks:
         """End the hold: run on, or step (at the next pass's first node: none is left in this one)."""
         self.session.run_on()
         if mode == "step":
-            self.session._mode = "step"
+            self.session.step_next_pass()
         self.session.emit(ev.Resumed(finished.index, mode))
 
     def _mark_resumed(self, index: int, mode: str) -> None:

@@ -1,15 +1,13 @@
 """What each command does once the session runs it: dispatch by `match` on the command classes.
 
-A mixin of `Session` (gradtui.engine.session), which owns the queue and the pause loop and calls
-`_execute` for each command it takes; kept apart so each file does one job.
+A part of `Session` (gradtui.engine.session): the session's pause loop calls `execute` for each
+command it takes; a command that moves the engine sets the stepper's mode (gradtui.engine.stepper).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
-
-import torch
 
 from gradtui.engine import edits
 from gradtui.model import events as ev
@@ -21,39 +19,27 @@ from gradtui.model.commands import (
 from gradtui.model.flowtext import format_flow
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.recorder import PassRecord, Recorder
+from gradtui.engine.stepper import Mode, Pause, Stepper
 from gradtui.engine.summary import describe, summarize_all
 from gradtui.model.stats import format_grads, format_stats
 from gradtui.engine.why import explain
 
 
-@dataclass
-class Pause:
-    """The state of a pause: the node, and the gradients the commands edit."""
+class CommandRunner:
+    """Runs commands for the session (see module doc): owned by it, given what commands act on."""
 
-    node: int
-    phase: str
-    grads: tuple[torch.Tensor | None, ...]
-    edited: bool = False
-    late: bool = False
-    """The node has already run (a value breakpoint read back after it): nothing to edit."""
+    def __init__(self, breakpoints: Breakpoints, stepper: Stepper, recorder: Recorder,
+                 emit: Callable[[ev.Event], None], breakpoints_changed: Callable[[], None],
+                 has_reference: Callable[[], bool] = lambda: False) -> None:
+        self.breakpoints = breakpoints
+        self._has_reference = has_reference
+        """Does the run compare with a reference recording (`--against`)? `break differs` needs one."""
+        self._stepper = stepper
+        self._recorder = recorder
+        self.emit = emit
+        self._breakpoints_changed = breakpoints_changed
 
-
-class CommandDispatch:
-    """Runs commands for the session (see module doc); the attributes below are the session's."""
-
-    breakpoints: Breakpoints
-    _mode: str
-    _pause: Pause | None
-    _recorder: Recorder
-    against: Any
-
-    def emit(self, event: ev.Event) -> None:  # pragma: no cover - the session's
-        raise NotImplementedError
-
-    def _breakpoints_changed(self) -> None:  # pragma: no cover - the session's
-        raise NotImplementedError
-
-    def _execute(self, command: Command, state: PassRecord | None, request: int | None = None) -> None:
+    def execute(self, command: Command, state: PassRecord | None, request: int | None = None) -> None:
         """Run one command; its result (or refusal) is emitted as a CommandResult for `request`."""
         try:
             text = self._run_command(command, state)
@@ -76,11 +62,11 @@ class CommandDispatch:
         """Do `command`; its answer's text (None: nothing to say), or raise to refuse it."""
         match command:
             case Step():
-                self._mode = "step"
+                self._stepper.mode = Mode.STEP
             case Continue():
-                self._mode = "continue"
+                self._stepper.mode = Mode.CONTINUE
             case Finish():
-                self._mode = "finish"
+                self._stepper.mode = Mode.FINISH
             case Break(spec=spec):
                 return self._break(spec, state)
             case Delete(number=number):
@@ -120,14 +106,14 @@ class CommandDispatch:
         answer = f"breakpoint {bp.number} at {bp.spec.text}"
         if state is not None and (warning := warning_for(bp.spec, state.capture.graph, state.index)):
             answer += f" ({warning})"
-        if bp.spec.kind == "differs" and self.against is None:
+        if bp.spec.kind == "differs" and not self._has_reference():
             answer += " (no reference recording: it stops only in a run --against REF.db)"
         if bp.spec.kind == "module" and (why := self._recorder.checkpointed(bp)):
             answer += f" (but {why})"
         return answer
 
     def _paused_at(self, state: PassRecord | None) -> Pause:
-        pause = self._pause
+        pause = self._stepper.pause
         assert pause is not None and state is not None, "needs_pause commands only run while paused"
         return pause
 
@@ -135,7 +121,7 @@ class CommandDispatch:
         """Apply an edit command to the paused node's incoming gradient."""
         pause = self._paused_at(state)
         assert state is not None
-        if pause.phase != "before" or pause.late:
+        if not pause.editable:
             raise edits.EditError("this node has already run; step to where its gradient arrives to edit it")
         before = summarize_all(pause.grads, histogram=True)
         match command:

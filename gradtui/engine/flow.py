@@ -136,9 +136,10 @@ _PLAIN_FLOATS = frozenset({torch.float32, torch.float64, torch.float16, torch.bf
 
 
 def _dense(t: torch.Tensor) -> torch.Tensor:
-    t = t.detach()
+    """`t` as a dense real floating tensor for a norm (its caller holds `torch.no_grad()`)."""
     if t.dtype in _PLAIN_FLOATS and t.layout == torch.strided:
-        return t  # the common case, in one test
+        return t  # the common case, in one test: no_grad records nothing, so no detached copy is needed
+    t = t.detach()
     if t.layout != torch.strided:
         t = t.to_dense()
     if t.is_complex():

@@ -24,10 +24,12 @@ only for the duration of the pass.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 from collections import deque
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,7 @@ import torch
 
 from gradtui.engine import provenance
 from gradtui.engine.lazygraph import LazyGraph
+from gradtui.engine.names import Names
 
 Node = Any  # torch.autograd.graph.Node: C++ nodes have no common Python base class
 
@@ -43,87 +46,73 @@ _PREFIX = "torch::autograd::"
 DEEP_STACK = 256 << 20
 """Bytes of main-thread stack `allow_deep_graphs` asks for: freeing a chain of nodes that had
 Python wrappers takes about 190 bytes of C stack per node, so this frees ~1.4 million."""
-_LIST_LABEL_LIMIT = 256  # label list elements `outs[3]` only for reasonably short lists
-
-
-@dataclass
-class Names:
-    """What the calling frame knows: which names refer to which tensors and parameters."""
-
-    by_grad_fn: dict[int, list[str]] = field(default_factory=dict)
-    """id(grad_fn) -> variable names whose tensor has that grad_fn."""
-    by_leaf: dict[int, list[str]] = field(default_factory=dict)
-    """id(leaf tensor) -> variable names bound to it."""
-    params: dict[int, str] = field(default_factory=dict)
-    """id(parameter) -> its name in its module, e.g. "fc.weight"."""
-    several_roots: bool = False
-    """More than one root module with parameters is in scope (a GAN's `netG` and `netD`): then
-    parameter names and module paths are led by the root's variable (`netG.0.weight`)."""
-
-    @classmethod
-    def from_scopes(cls, *scopes: Mapping[str, Any]) -> "Names":
-        """Collect names from scopes in priority order (locals, then globals)."""
-        names = cls()
-        modules: dict[int, tuple[str, torch.nn.Module]] = {}
-        for scope in scopes:
-            for var, value in list(scope.items()):
-                if var.startswith("__"):
-                    continue
-                if isinstance(value, torch.Tensor):
-                    names._add(var, value)
-                elif isinstance(value, (list, tuple)) and 0 < len(value) <= _LIST_LABEL_LIMIT:
-                    for i, item in enumerate(value):
-                        if isinstance(item, torch.Tensor):
-                            names._add(f"{var}[{i}]", item)
-                elif isinstance(value, torch.nn.Module):
-                    modules.setdefault(id(value), (var, value))
-        if modules:
-            names._name_params(list(modules.values()))
-        return names
-
-    def _name_params(self, modules: list[tuple[str, torch.nn.Module]]) -> None:
-        """Parameter names, unique across the root modules in scope (those no other one contains)."""
-        inside: set[int] = set()
-        for _, module in modules:
-            inside.update(id(m) for m in module.modules() if m is not module)
-        roots = [(var, m) for var, m in modules if id(m) not in inside and any(True for _ in m.parameters())]
-        ran = [(var, m) for var, m in roots if m in provenance.forward_roots]
-        self.several_roots = len(ran or roots) > 1
-        for var, module in roots + [(var, m) for var, m in modules if id(m) in inside]:
-            # A model's parameters are named within it (`fc.weight`); a lone layer's by its
-            # variable (`fc = nn.Linear(...)` gives `fc.weight`, not `weight`); with several
-            # roots, every name by its root's variable.
-            lone = not any(True for _ in module.children())
-            prefix = var + "." if lone or (self.several_roots and id(module) not in inside) else ""
-            for pname, param in module.named_parameters():
-                self.params.setdefault(id(param), prefix + pname)
-
-    def _add(self, var: str, tensor: torch.Tensor) -> None:
-        if tensor.grad_fn is not None:
-            known = self.by_grad_fn.setdefault(id(tensor.grad_fn), [])
-        elif tensor.requires_grad:
-            known = self.by_leaf.setdefault(id(tensor), [])
-        else:
-            return
-        if var not in known:  # at module level, locals and globals are the same dict
-            known.append(var)
 
 
 @dataclass
 class Capture:
     """A captured pass: the node attribute dicts, the graph (built lazily from them), and the
-    live autograd nodes indexed by id."""
+    live autograd nodes indexed by id.
+
+    A lazy capture (`capture(..., lazy=True)`) has only what the walk gives in `attrs` (name,
+    kind, next, seq; a leaf's labels and param); `describe` adds the rest (labels, source,
+    module, saved values) from the live nodes, at most once: the first read of `graph` does it.
+    Once the pass has let go of its nodes (`release`), a description not made yet cannot be:
+    what it would have read is filled in as unknown (no labels, no source, nothing saved)."""
 
     attrs: list[dict[str, Any]]
     """Per node id, its attributes (the dicts the graph's nodes carry)."""
     graph: LazyGraph
     nodes: list[Node]
     roots: tuple[int, ...]
-    sole_inputs: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
-    """Per node, per output slot: (node id, input number) the gradient goes to when that
-    input receives from this slot only, so the very tensor arrives there (else None)."""
+    slots: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
+    """Per node, per output slot: (node id, input number) the gradient goes to (else None)."""
     accumulators: frozenset[int] = frozenset()
     """Ids of the leaf accumulators."""
+    names: Names | None = None
+    """What the calling frame named, until the description is made."""
+    described: bool = True
+    """Are `attrs` complete?"""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def describe(self) -> None:
+        """Complete `attrs` from the live nodes (labels, provenance, saved values; leaves placed
+        where their first user ran), if not done yet. Call it on the pass's thread while its
+        nodes live (the session does, before a pause and for listeners that want the graph)."""
+        if self.described:
+            return
+        with self._lock:
+            if self.described:
+                return
+            if self.nodes:
+                _describe(self.attrs, self.nodes, self.names or Names())
+            else:
+                for data in self.attrs:
+                    for key, value in _UNKNOWN.items():
+                        data.setdefault(key, value)
+            place_leaves(self.attrs)
+            self.names = None
+            self.described = True
+
+    @functools.cached_property
+    def sole_inputs(self) -> list[tuple[tuple[int, int] | None, ...]]:
+        """Per node, per output slot: (node id, input number) the gradient goes to when that
+        input receives from this slot only, so the very tensor arrives there (else None)."""
+        senders: dict[tuple[int, int], int] = {}
+        for targets in self.slots:
+            for target in targets:
+                if target is not None:
+                    senders[target] = senders.get(target, 0) + 1
+        return [tuple(t if t is not None and senders[t] == 1 else None for t in targets) for targets in self.slots]
+
+    def release(self) -> None:
+        """The pass is over: let go of the live nodes (a description not made by now is not)."""
+        self.nodes = []
+        self.names = None
+
+
+_UNKNOWN: dict[str, Any] = {"labels": (), "param": None, "source": None, "path": None, "line": None,
+                            "module": None, "saved": ()}
+"""What a lazy capture's attrs say of a node whose description was never made."""
 
 
 def allow_deep_graphs(size: int = DEEP_STACK) -> int:
@@ -258,8 +247,9 @@ def _describe_saved_uncached(value: Any) -> str:
     return "= " + (text if len(text) <= 40 else text[:37] + "...")
 
 
-def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
-    """Walk the graph from `roots` (autograd nodes) and return it with metadata.
+def capture(roots: Iterable[Node], names: Names | None = None, lazy: bool = False) -> Capture:
+    """Walk the graph from `roots` (autograd nodes) and return it with metadata; `lazy`: the walk
+    only, the rest when `Capture.describe` is called or the graph first read.
 
     The collector is off meanwhile: a capture makes tens of thousands of small objects and
     no garbage, and the collections they would trigger walk the whole heap (a model's
@@ -268,7 +258,10 @@ def capture(roots: Iterable[Node], names: Names | None = None) -> Capture:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _capture(roots, names or Names())
+        cap = _walk(roots, names or Names())
+        if not lazy:
+            cap.describe()
+        return cap
     finally:
         if collecting:
             gc.enable()
@@ -284,58 +277,77 @@ def _source_text(path: str, line: int) -> str:
     return f"{base}:{line}"
 
 
-def _capture(roots: Iterable[Node], names: Names) -> Capture:
+def _walk(roots: Iterable[Node], names: Names) -> Capture:
+    """The walk: node ids, per node its name, kind, next ids and sequence number (a leaf's labels
+    and param too: the flow names leaves at every pass's end). One breadth-first loop: a lazy
+    capture is this and nothing more."""
     nodes: list[Node] = []
     ids: dict[Node, int] = {}
-    edges: list[tuple[int, int, dict[str, int]]] = []
-    slots: list[list[tuple[int, int] | None]] = []
-    senders: dict[tuple[int, int], int] = {}
-    queue: deque[Node] = deque()
+    slots: list[tuple[tuple[int, int] | None, ...]] = []
+    attrs: list[dict[str, Any]] = []
+    accumulators: list[int] = []
+    by_leaf, params = names.by_leaf, names.params
     root_ids = []
     for root in roots:
         if root is not None and root not in ids:
             ids[root] = len(nodes)
             nodes.append(root)
-            queue.append(root)
         if root is not None:
             root_ids.append(ids[root])
-    while queue:
-        node = queue.popleft()
-        here = ids[node]
+    kinds = _kinds
+    for here, node in enumerate(nodes):  # the list grows as the walk finds nodes: breadth-first
         targets: list[tuple[int, int] | None] = []
-        slots.append(targets)
-        for slot, (child, input_nr) in enumerate(node.next_functions):
+        receivers: list[int | None] = []
+        for child, input_nr in node.next_functions:
             if child is None:
                 targets.append(None)
+                receivers.append(None)
                 continue
             there = ids.get(child)
             if there is None:
                 there = ids[child] = len(nodes)
                 nodes.append(child)
-                queue.append(child)
-            edges.append((here, there, {"slot": slot}))
-            target = (there, input_nr)
-            targets.append(target)
-            senders[target] = senders.get(target, 0) + 1
+            targets.append((there, input_nr))
+            receivers.append(there)
+        slots.append(targets)  # type: ignore[arg-type]
+        cls = type(node)
+        known = kinds.get(cls)
+        if known is None:
+            name = short_name(node)
+            kind = node_kind(node, name)
+            if _names.get(cls) == name:
+                kinds[cls] = (name, kind)
+        else:
+            name, kind = known
+        data = {"name": name, "kind": kind, "seq": node._sequence_nr(), "next": tuple(receivers)}
+        if kind == "accumulate":
+            leaf_id = id(node.variable)
+            data["labels"] = tuple(by_leaf.get(leaf_id, ()))
+            data["param"] = params.get(leaf_id)
+            accumulators.append(here)
+        attrs.append(data)
+    cap = Capture(attrs=attrs, graph=None, nodes=nodes, roots=tuple(root_ids),  # type: ignore[arg-type]
+                  slots=slots, accumulators=frozenset(accumulators), names=names, described=False)
+    cap.graph = LazyGraph(attrs, None, cap.describe)
+    return cap
 
-    attrs: list[dict[str, Any]] = []
-    by_leaf, by_grad_fn, params = names.by_leaf, names.by_grad_fn, names.params
+
+_kinds: dict[type, tuple[str, str]] = {}
+"""Node type -> (name, kind) of its nodes, for types whose nodes are all named alike."""
+
+
+def _describe(attrs: list[dict[str, Any]], nodes: list[Node], names: Names) -> None:
+    """A capture's description (see `Capture`): labels, provenance and saved values per node."""
+    by_grad_fn = names.by_grad_fn
     source_of, module_of = provenance.source_of, provenance.module_of
     shown: dict[str, str] = {}
     """Recorded module path (led by its root's variable) -> as this pass shows it."""
     several = names.several_roots
-    accumulators = []
-    for i, node in enumerate(nodes):
-        name = short_name(node)
-        kind = node_kind(node, name)
-        param = source = module = None
-        if kind == "accumulate":
-            leaf_id = id(node.variable)
-            labels = tuple(by_leaf.get(leaf_id, ()))
-            param = params.get(leaf_id)
-            accumulators.append(i)
-        else:
-            labels = tuple(by_grad_fn.get(id(node), ()))
+    for data, node in zip(attrs, nodes):
+        source = module = None
+        if data["kind"] != "accumulate":
+            data["labels"] = tuple(by_grad_fn.get(id(node), ()))
+            data["param"] = None
             source, module = source_of(node), module_of(node)
             if module is not None and not several:
                 short = shown.get(module)
@@ -345,16 +357,11 @@ def _capture(roots: Iterable[Node], names: Names) -> Capture:
                     rest = module.partition(".")[2]
                     short = shown[module] = rest if rest and not rest.split(".")[0].isdigit() else module
                 module = short
-        attrs.append({
-            "name": name, "kind": kind, "labels": labels, "param": param,
-            "source": None if source is None else _source_text(*source),
-            "path": None if source is None else source[0], "line": None if source is None else source[1],
-            "module": module, "saved": saved_summary(node), "seq": node._sequence_nr(),
-            "next": tuple(None if t is None else t[0] for t in slots[i]),
-        })
-    sole = [tuple(t if t is not None and senders[t] == 1 else None for t in targets) for targets in slots]
-    return Capture(attrs=attrs, graph=LazyGraph(attrs, edges), nodes=nodes, roots=tuple(root_ids), sole_inputs=sole,
-                   accumulators=frozenset(accumulators))
+        data["source"] = None if source is None else _source_text(*source)
+        data["path"] = None if source is None else source[0]
+        data["line"] = None if source is None else source[1]
+        data["module"] = module
+        data["saved"] = saved_summary(node)
 
 
 def place_leaves(attrs: list[dict[str, Any]]) -> None:

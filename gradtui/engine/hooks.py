@@ -1,25 +1,29 @@
-"""The session's per-node hooks: the prehook before each node (stop here? note what flows in),
-the posthook after it (note what it sent on), and the pause itself (`_wait`: blocks the
-engine's thread on the command queue). A mixin of `Session`, the hot path of every pass:
-plain functions of the pass's `PassRecord`, one call each per node.
+"""The every-node hooks of one pass: a prehook before each node (stop here? note what flows in)
+and a posthook after it (note what it sent on), read back in bulk (gradtui.engine.reads).
+
+A pass that steps, stops by place, watches `norm>X`, runs on an accelerator or in distributed
+follow mode hooks every node this way (a CPU pass in `continue` runs on the hook plan instead,
+gradtui.engine.planned). `EveryNodeHooks` is made per pass and owns that pass's record
+(`PassRecord`) and reads; what it needs of the session (breakpoints, pauses, events, the mode) it
+asks through the session's public methods (`Owner`). The hot path of a stepping pass: one call
+each per node.
 """
 
 from __future__ import annotations
 
-import gc
-import queue
-import threading
+import functools
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, Protocol
 
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
-from gradtui.model.commands import Break, Command, Delete, Flow, Help, ListBreakpoints, Quit
+from gradtui.model.commands import Break, Delete, Flow, Help, ListBreakpoints
 from gradtui.engine.compat import current_graph_task_id
-from gradtui.engine.dispatch import Pause
 from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.reads import PassReads
 from gradtui.engine.recorder import PassRecord, Ran, hand_off, incoming_stats, outgoing_stats
+from gradtui.engine.stepper import Pause
 from gradtui.engine.summary import summarize_all
 from gradtui.engine.window import HELD_ELEMENTS
 
@@ -39,87 +43,132 @@ REGION_COMMANDS = (Break, Delete, ListBreakpoints, Help, Flow)
 """Commands that take effect while the engine runs, too."""
 
 
-class Queued(NamedTuple):
-    """A command waiting for the paused hook."""
-
-    command: Command
-    meant_for: Pause | None
-    """The pause it was typed at (None: any)."""
-    request: int | None = None
-    """The client's id for it, carried by every CommandResult that answers it."""
-
-
-class NodeHooks:
-    """The hooks and the pause (see module doc); the attributes below are the session's."""
+class Owner(Protocol):
+    """What the hooks of a pass ask of the session."""
 
     breakpoints: Breakpoints
     follow: Callable[[PassRecord, int], str | None] | None
-    _quitting: threading.Event
-    _detached: bool
-    _mode: str
-    _commands: "queue.Queue[Queued]"
-    _pause: Pause | None
-    _collector: bool
 
-    if TYPE_CHECKING:  # the session's, BulkReads' and CommandDispatch's (stubs here would shadow them)
-        _light: bool
+    def emit(self, event: ev.Event) -> None:
+        """Send an event to every listener."""
 
-        def emit(self, event: ev.Event) -> None: ...
+    def hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
+        """Count and announce a breakpoint hit; how a pause reason names it."""
 
-        def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str: ...
+    def pause_at(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
+                 late: bool = False, editable: bool | None = None) -> Pause:
+        """Pause until a command resumes."""
 
-        def _read(self, state: PassRecord, node: int | None, after: Any, pause: bool) -> Breakpoint | None: ...
+    def stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:
+        """Must the engine stop before `node` whatever its gradients are?"""
 
-        def _execute(self, command: Command, state: PassRecord | None, request: int | None) -> None: ...
+    def quitting_now(self) -> bool:
+        """Has quit been asked for?"""
+
+    def watching(self) -> bool:
+        """Can a value breakpoint stop the pass in flight?"""
+
+    @property
+    def detached(self) -> bool:
+        """Has the session detached (it never pauses again)?"""
+
+    @property
+    def light(self) -> bool:
+        """Record light statistics (norms only) now?"""
+
+    def can_hand_over(self, state: PassRecord) -> bool:
+        """May the rest of this pass run on the hook plan now?"""
+
+    def plan_rest(self, state: PassRecord) -> Any:
+        """The planned hooks (gradtui.engine.planned) that run the rest of the pass."""
+
+
+class EveryNodeHooks:
+    """A prehook and a posthook on every node of one pass, its record and its reads (see module doc)."""
+
+    def __init__(self, owner: Owner, state: PassRecord) -> None:
+        self._owner = owner
+        self.state = state
+        """The pass's record (gradtui.engine.recorder)."""
+        self._reads = PassReads(owner, state)
+        self._handles: list[Any] = []
+
+    def register(self) -> None:
+        """Put the two hooks on every node of the pass."""
+        handles, partial = self._handles, functools.partial
+        prehook, posthook = self._prehook, self._posthook
+        for i, node in enumerate(self.state.capture.nodes):
+            handles.append(node.register_prehook(partial(prehook, i)))
+            handles.append(node.register_hook(partial(posthook, i)))
+
+    def close(self) -> None:
+        """Remove every hook (the graph may outlive the pass: a retained graph, a held loss)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def read(self, node: int | None, after: tuple[int, tuple[Any, ...]] | None, pause: bool) -> Breakpoint | None:
+        """Read the window back in bulk (see gradtui.engine.reads.PassReads.read)."""
+        return self._reads.read(node, after, pause)
 
     # ---- hooks ---------------------------------------------------------------------------
     # The per-node hot path. `_prehook` is where a per-node decision to stop (a breakpoint by
     # place, stepping, a value breakpoint on the incoming gradient, or a caller's own check)
-    # is made before the node runs: see `_stop_reason`.
+    # is made before the node runs: see the session's `stop_reason`.
 
-    def _prehook(self, state: PassRecord, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    def _prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Before a node runs: decide whether to pause, note what flows in (read back later, in bulk)."""
-        if self._quitting.is_set():
+        owner, state = self._owner, self.state
+        if owner.quitting_now():
             raise GradtuiQuit()
-        if not self._own_call(state):
+        if state.planned is not None:  # handed over: the plan's hooks run the rest of the pass
+            return state.planned.prehook(node, grads)
+        if not self._own_call():
             return None
         state.running = node
-        light = self._light
-        state.incoming[node] = incoming_stats(state, node, grads, light)
-        place = self._stop_reason(state, node)
-        watching = not self._detached and self.breakpoints.watching()
+        state.incoming[node] = incoming_stats(state, node, grads, owner.light)
+        place = owner.stop_reason(state, node)
         value = None
         # With a watch, also read before the pass's last node: a small pass is then exact.
         if place is not None or state.window.held > HELD_ELEMENTS:
-            value = self._read(state, node, None, pause=True)
-        elif watching and (((ran := len(state.ran)) and ran % state.check_every == 0)
-                           or state.done == len(state.capture.nodes) - 1):
+            value = self.read(node, None, pause=True)
+        elif owner.watching() and (((ran := len(state.ran)) and ran % state.check_every == 0)
+                                   or state.done == len(state.capture.nodes) - 1):
             # Only `nan` watched: a check says whether anything since the last read is not
             # finite; only then are the statistics read back (and the culprit found from them).
-            if not self.breakpoints.nan_only() or state.window.check():
-                value = self._read(state, node, None, pause=True)
+            if not owner.breakpoints.nan_only() or state.window.check():
+                value = self.read(node, None, pause=True)
         reason = None
         if state.pending is not None:
-            reason = f"{self._hit(state.pending, state, node)}: {state.pending_reason}"
+            reason = f"{owner.hit(state.pending, state, node)}: {state.pending_reason}"
             state.pending = None
         elif isinstance(place, Breakpoint):
-            reason = f"{self._hit(place, state, node)}: {place.spec.text}"
+            reason = f"{owner.hit(place, state, node)}: {place.spec.text}"
         elif value is not None:
-            reason = f"{self._hit(value, state, node)}: {value.spec.text}"
+            reason = f"{owner.hit(value, state, node)}: {value.spec.text}"
         elif place is not None:
             reason = place
         new = None
         if reason is not None:
-            pause = self._wait(state, node, "before", reason, grads)
+            pause = owner.pause_at(state, node, "before", reason, grads)
             if pause.edited:
                 new = pause.grads
                 state.incoming[node] = summarize_all(new)
-        while self.follow is not None and (why := self.follow(state, node)) is not None:
-            self._read(state, node, None, pause=True)  # the parked pause shows what has run (a hit in it pauses first)
-            pause = self._wait(state, node, "before", why, grads if new is None else new)  # parked
+        while owner.follow is not None and (why := owner.follow(state, node)) is not None:
+            self.read(node, None, pause=True)  # the parked pause shows what has run (a hit in it pauses first)
+            pause = owner.pause_at(state, node, "before", why, grads if new is None else new)  # parked
             if pause.edited:
                 new = pause.grads
                 state.incoming[node] = summarize_all(new)
+        if reason is not None and owner.can_hand_over(state):
+            state.hand_over_at = node  # continued from here: the plan's hooks take over after this node
+        self._note_arrival(node, grads, new)
+        return new
+
+    def _note_arrival(self, node: int, grads: tuple[Any, ...], new: tuple[Any, ...] | None) -> None:
+        """What the posthook will want of what arrived (`new`: an edit replaced it): a leaf's stats
+        are read from its .grad; a sole sender's tensors are remembered for reuse."""
+        state = self.state
         if node in state.capture.accumulators:
             # The gradient is about to become the leaf's .grad: holding it would make
             # AccumulateGrad copy it instead of taking it. Its stats are read from .grad.
@@ -134,90 +183,59 @@ class NodeHooks:
         # gradient into .grad instead of taking it (a ZeroTensor would become real zeros).
         elif new is None and state.capture.sole_inputs[node]:
             state.arrived[node] = (grads, tuple(-1 if g is None else g._version for g in grads))
-        return new
 
-    def _stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:
-        """Must the engine stop before `node`, whatever its gradients are? A breakpoint that
-        matches it by place (op, label, #ID, module, FILE:LINE, pass N), "step", "loss" (a loss
-        breakpoint matched the pass's roots), or None. The one place for a per-node check that
-        needs no statistics (a caller's own "park here", say): it runs before the node does, and
-        whatever it returns makes the hook read the window back and pause."""
-        if state.pending is not None:
-            return "loss"
-        if self._detached:
-            return None
-        if self.breakpoints.places:
-            bp = self.breakpoints.find_place(state.capture.attrs[node], node, state.index, state.done == 0,
-                                             state.fired)
-            if bp is not None:
-                return bp
-        return "step" if self._mode == "step" else None
-
-    @staticmethod
-    def _own_call(state: PassRecord) -> bool:
+    def _own_call(self) -> bool:
         """Does this hook call belong to the pass's own engine call (not a nested backward)?"""
+        state = self.state
         task = current_graph_task_id()
         if state.task is None:
             state.task = task
         return task == state.task
 
-    def _posthook(self, state: PassRecord, node: int, grad_inputs: tuple[Any, ...],
-                  grad_outputs: tuple[Any, ...]) -> None:
+    def _posthook(self, node: int, grad_inputs: tuple[Any, ...],
+                  grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """After a node ran: note what it sent on (read back later, in bulk)."""
-        if not self._own_call(state):
-            return
+        owner, state = self._owner, self.state
+        if state.planned is not None:
+            return state.planned.posthook(node, grad_inputs, grad_outputs)
+        if not self._own_call():
+            return None
         state.done += 1
         state.running = None
+        state.completed[node] = 1
         incoming = state.incoming.pop(node, ())
-        outgoing = outgoing_stats(state, node, grad_inputs, incoming, self._light)
+        outgoing = outgoing_stats(state, node, grad_inputs, incoming, owner.light)
         hand_off(state, node, grad_inputs, outgoing)
         state.ran.append(Ran(node, state.done, incoming, outgoing))
         if state.prints is not None:  # the one call site of fingerprints (`gradtui diff`, `--against`)
             parted = state.prints.node(node, state.capture.nodes[node], grad_outputs, grad_inputs,
-                                       () if self._detached else self.breakpoints.differs(state.fired))
+                                       () if owner.detached else owner.breakpoints.differs(state.fired))
             if parted is not None:  # `differs>R`: the node has run; shown after it, no edits
-                self._wait(state, node, "after", f"{self._hit(parted[0], state, node)}: {parted[1]}", grad_inputs,
-                           late=True)
+                owner.pause_at(state, node, "after", f"{owner.hit(parted[0], state, node)}: {parted[1]}",
+                               grad_inputs, late=True)
         total = len(state.capture.nodes)
-        if state.done == total and not self._detached and self.breakpoints.watching():
-            self._read(state, None, (node, grad_inputs), pause=True)  # the last node: what it made, now
+        if state.done == total and owner.watching():
+            self.read(None, (node, grad_inputs), pause=True)  # the last node: what it made, now
         elif len(state.ran) >= READ_EVERY or state.window.held > HELD_ELEMENTS:
-            self._read(state, None, (node, grad_inputs), pause=True)
+            self.read(None, (node, grad_inputs), pause=True)
         now = time.monotonic()
         if now - state.last_progress >= PROGRESS_INTERVAL:
             state.last_progress = now
-            self.emit(ev.Progress(state.index, state.done, total))
+            owner.emit(ev.Progress(state.index, state.done, total))
+        if state.hand_over_at == node:
+            state.hand_over_at = None
+            self._hand_over(node, grad_inputs)
+        return None
 
-    def _wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
-              late: bool = False) -> Pause:
-        """Pause: emit Paused, then run commands until one resumes the engine. `late`: `node`
-        has run already (a value breakpoint read back after it): nothing can be edited."""
-        pause = Pause(node, phase, tuple(grads), late=late)
-        self._pause = pause
-        if self._collector:
-            gc.enable()  # the user may stay here long while other threads (the UI) make garbage
-        try:
-            self.emit(ev.Paused(state.index, node, state.capture.attrs[node]["name"], phase,  # type: ignore[arg-type]
-                                reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
-            while True:
-                try:
-                    command, meant_for, request = self._commands.get(timeout=0.25)
-                except queue.Empty:
-                    if self._quitting.is_set():
-                        raise GradtuiQuit() from None
-                    continue
-                if command.needs_pause and meant_for is not None and meant_for is not pause:
-                    self.emit(ev.CommandResult(command.text, f"not applied: typed while paused at #{meant_for.node}, "
-                                                             "which has run since", ok=False, request=request))
-                    continue
-                if isinstance(command, Quit):
-                    self._quitting.set()
-                    raise GradtuiQuit()
-                self._execute(command, state, request)
-                if command.resumes:
-                    self.emit(ev.Resumed(state.index, self._mode))
-                    return pause
-        finally:
-            self._pause = None
-            if self._collector:
-                gc.disable()
+    def _hand_over(self, node: int, grad_inputs: tuple[Any, ...]) -> None:
+        """After `node`'s posthook: read back what the window holds (a `nan` there still stops,
+        late), then run the rest of the pass on the hook plan: these hooks call the plan's from
+        now on (no hook is registered or removed for it)."""
+        state = self.state
+        self.read(None, (node, grad_inputs), pause=True)
+        if self._owner.can_hand_over(state):  # a pause in that read may have changed the mode
+            # What these hooks keep for a receiver's prehook would hold the very gradient it is sent:
+            # an AccumulateGrad would then copy it instead of taking it (a ZeroTensor made dense).
+            state.handoff.clear()
+            state.arrived.clear()
+            state.planned = self._owner.plan_rest(state)

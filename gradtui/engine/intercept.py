@@ -31,6 +31,7 @@ from gradtui.engine import provenance
 from gradtui.engine.compat import (
     GradientEdge, current_graph_task_id, functorch_level, get_gradient_edge, is_compiling, is_legacy_batched,
 )
+from gradtui.engine.plan import HOOK_MARK
 from gradtui.engine.provenance import Provenance
 
 
@@ -115,6 +116,8 @@ class Interceptor:
         """Held by the one pass in flight; a backward from another thread meanwhile runs unhooked."""
         self.in_flight: InFlight | None = None
         """The owner's hooked pass in flight (set by `begin`), for calls from other threads."""
+        self.hooks_seen = False
+        """Has the script registered a tensor hook while installed? (The hook plan keeps such nodes.)"""
 
     @property
     def installed(self) -> bool:
@@ -157,9 +160,21 @@ class Interceptor:
             return self._route("grad", sys._getframe(1), roots, lambda: originals["grad"](roots, *args, **kwargs),
                                (*args, *kwargs.values()), batched=batched)
 
+        register_hook = originals["register_hook"] = torch.Tensor.register_hook
+
+        @functools.wraps(register_hook)
+        def register_tensor_hook(tensor, hook):
+            handle = register_hook(tensor, hook)
+            self.hooks_seen = True
+            grad_fn = tensor.grad_fn
+            if grad_fn is not None:  # a leaf's hooks are on the tensor itself (plan.user_hooked)
+                grad_fn.metadata[HOOK_MARK] = True
+            return handle
+
         torch.Tensor.backward = tensor_backward
         torch.autograd.backward = backward
         torch.autograd.grad = grad
+        torch.Tensor.register_hook = register_tensor_hook
 
     def uninstall(self) -> None:
         """Restore torch's own functions."""
@@ -168,6 +183,7 @@ class Interceptor:
         torch.Tensor.backward = self._originals["tensor_backward"]
         torch.autograd.backward = self._originals["backward"]
         torch.autograd.grad = self._originals["grad"]
+        torch.Tensor.register_hook = self._originals["register_hook"]
         self._originals = None
 
     # ---- the owner's pass ------------------------------------------------------------------

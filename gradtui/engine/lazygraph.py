@@ -8,6 +8,7 @@ first use.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
@@ -51,9 +52,13 @@ class LazyGraph(nx.DiGraph):
     _succ = _Built("_succ")
     _pred = _Built("_pred")
 
-    def __init__(self, attrs: list[dict[str, Any]], edges: list[tuple[int, int, dict[str, int]]]) -> None:
+    def __init__(self, attrs: list[dict[str, Any]], edges: list[tuple[int, int, dict[str, int]]] | None,
+                 complete: Callable[[], None] | None = None) -> None:
+        """`edges`: (from, to, data); None: from each node's `next` ids (the slot in the data).
+        `complete`: called once before the graph is first built, to finish the attribute dicts
+        (a lazy capture's description, gradtui.engine.graph.Capture.describe)."""
         # No DiGraph.__init__ here: `_build` runs it on first use.
-        self.__dict__["_lazy"] = (attrs, edges)
+        self.__dict__["_lazy"] = (attrs, edges, complete)
 
     def __getattr__(self, name: str) -> Any:
         lazy = self.__dict__.get("_lazy")
@@ -62,8 +67,11 @@ class LazyGraph(nx.DiGraph):
         self._build(lazy)
         return getattr(self, name)
 
-    def _build(self, lazy: tuple[list[dict[str, Any]], list[tuple[int, int, dict[str, int]]]]) -> None:
-        attrs, edges = lazy
+    def _build(self, lazy: tuple[list[dict[str, Any]], list[tuple[int, int, dict[str, int]]] | None,
+                                 Callable[[], None] | None]) -> None:
+        attrs, edges, complete = lazy
+        if complete is not None:
+            complete()
         nx.DiGraph.__init__(self)
         del self.__dict__["_lazy"]
         od = self.__dict__
@@ -72,6 +80,12 @@ class LazyGraph(nx.DiGraph):
             node[i] = data
             adj[i] = {}
             pred[i] = {}
+        if edges is None:  # from each node's `next`: one edge per receiver, the last slot to it named
+            for here, data in enumerate(attrs):
+                for slot, there in enumerate(data["next"]):
+                    if there is not None:
+                        adj[here][there] = pred[there][here] = {"slot": slot}
+            return
         for here, there, data in edges:
             adj[here][there] = data
             pred[there][here] = data

@@ -66,6 +66,17 @@ class PassRecord:
     """Nodes that ran since the window was last read, in the order they ran."""
     prints: PassPrints | None = None
     """The pass's fingerprints, when a recording wants them (gradtui.engine.fingerprint)."""
+    completed: bytearray = field(default_factory=bytearray)
+    """Per node id, 1 once its posthook ran (so a failure outside every node's hooks is placed)."""
+    call: str = "backward"
+    on_cpu: bool = True
+    """Are the pass's roots on the CPU (reading statistics back syncs nothing)?"""
+    hand_over_at: int | None = None
+    """The node after whose posthook the every-node hooks hand the rest of the pass to a hook plan
+    (it was paused at and continued; gradtui.engine.session)."""
+    planned: Any = None
+    """The planned hooks (gradtui.engine.planned.PlannedPass) that run the rest of the pass, once handed over:
+    the every-node hooks are inert from then on."""
 
 
 class Ran(NamedTuple):
@@ -287,6 +298,7 @@ class Recorder:
         leaf_grads = self.leaf_grads(leaves, light)
         flow = self.recorded_flow(cap.attrs, leaves, state.nested_leaves) if call != "grad" else ()
         total = len(cap.nodes)
+        cap.release()
         del leaves, cap
         state.capture = None  # type: ignore[assignment]
         state.frame = state.names = None

@@ -1,12 +1,16 @@
-"""The stepping controller: modes, breakpoints, pauses, the command queue, command dispatch.
+"""The stepping controller: passes, breakpoints, pauses, over parts it owns.
 
 A `Session` intercepts the backward calls of whatever runs while it is installed (through an
 `Interceptor`, gradtui.engine.intercept). Each call of its own is one *pass*: the graph is
-captured, a prehook and a posthook are installed on every node, the real backward runs, and
-every hook is removed when it returns or raises. Hooks run on the thread that called backward
-(the script's thread); to pause, a prehook emits `Paused` and blocks on the command queue.
-What a pass records (statistics, leaf gradients, flow) is gradtui.engine.recorder's job; the
-hooks and the pause are gradtui.engine.hooks', the bulk reads gradtui.engine.reads'.
+captured, hooks are installed (on every node while stepping; by the hook plan in `continue`,
+gradtui.engine.plan and .planned), the real backward runs, and the hooks go when it returns or
+raises. Hooks run on the thread that called backward (the script's thread); to pause, a hook
+emits `Paused` and blocks on the command queue. The parts: the mode, the command queue and the
+pause are the `Stepper`'s (gradtui.engine.stepper); commands run in the `CommandRunner`
+(gradtui.engine.dispatch); a pass's engine call runs in the `PassRunner` (gradtui.engine.passes)
+under per-pass hooks (gradtui.engine.hooks, with its reads, or gradtui.engine.planned); what a
+pass records is gradtui.engine.recorder's. What the hooks ask of the session goes through its
+public methods (gradtui.engine.hooks.Owner).
 
 Other threads (the UI, the headless driver, the agent's server) talk to the session only
 through `submit` and `quit`, and hear from it only through events.
@@ -14,37 +18,36 @@ through `submit` and `quit`, and hear from it only through events.
 
 from __future__ import annotations
 
-import functools
 import gc
 import linecache
 import os
-import queue
 import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-import networkx as nx
-
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
-from gradtui.model.commands import Command, CommandError, Continue, Quit, parse
-from gradtui.engine.dispatch import CommandDispatch, Pause
-from gradtui.engine.reads import BulkReads
-from gradtui.engine.graph import Names, capture, place_leaves
-from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS, NodeHooks, Queued
+from gradtui.model.commands import Command, CommandError, Quit, parse
+from gradtui.engine.dispatch import CommandRunner
+from gradtui.engine.graph import Names, capture
+from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.engine.fingerprint import PassPrints
+from gradtui.engine.plan import make_plan, resume
+from gradtui.engine.passes import PassRunner, unhooked_start
+from gradtui.engine.planned import PlannedPass
 from gradtui.record.against import Reference
 from gradtui.engine.provenance import Provenance
-from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow, nonfinite_roots, root_values
+from gradtui.engine.recorder import PassRecord, Recorder, nonfinite_roots, root_values
+from gradtui.engine.stepper import Mode, Pause, Stepper
 
 __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
 
 Listener = Callable[[ev.Event], None]
 
 
-class Session(CommandDispatch, BulkReads, NodeHooks):
+class Session:
     """Debugs the backward passes of whatever runs while it is active (see module doc)."""
 
     def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
@@ -69,20 +72,23 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         """A reference recording to compare each hooked pass with (`--against`; with fingerprints)."""
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
-        self._commands: queue.Queue[Queued] = queue.Queue()
-        self._mode = "step"  # pause at the first node of the first pass, as pdb does
+        self._graph_wanted: list[bool | Callable[[], bool]] = [True] if listener else []
+        """Per listener: does it read a pass's graph (names, sources, saved values) beyond what a
+        pause shows? See `add_listener`."""
         self._detached = False
         self._quitting = threading.Event()
+        self._stepper = Stepper(self.emit, self._quitting)
         self._passes = 0
-        self._pause: Pause | None = None
         self._provenance = Provenance() if provenance else None
         self._intercept = Interceptor(self, self._quitting, self._provenance)
         self._recorder = Recorder()
+        self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
+                                       self._breakpoints_changed, lambda: self.against is not None)
+        self._stepper.execute = self._dispatch.execute
+        self._runner = PassRunner(self, self._intercept, self._recorder)
         self._full_stats = full_stats
         self._hook_all = hook_all_passes
         self._flow_unhooked = flow_unhooked
-        self._collector = False
-        """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
         self._check_every = None if check_every is None else max(1, check_every)
         self.follow: Callable[[PassRecord, int], str | None] | None = None
         """Distributed follow mode's per-node "park here?" check (gradtui.distributed.rank), or None.
@@ -91,9 +97,20 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
 
     # ---- wiring -------------------------------------------------------------------------
 
-    def add_listener(self, listener: Listener) -> None:
-        """Also send every event to `listener` (called on the emitting thread)."""
+    def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True) -> None:
+        """Also send every event to `listener` (called on the emitting thread).
+
+        `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
+        graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
+        metadata (labels, sources, modules, saved values) unread unless it pauses: a lazy
+        capture. Any listener that may read the graph later (a report, a recording, a client over
+        the wire) leaves the default, and every pass is described as it starts."""
         self._listeners.append(listener)
+        self._graph_wanted.append(graph)
+
+    def _graph_needed(self) -> bool:
+        """Does a listener want the graph of the pass starting now described at once?"""
+        return any(want() if callable(want) else want for want in self._graph_wanted)
 
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener."""
@@ -109,7 +126,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
     def paused(self) -> bool:
         """Is the engine blocked at a node, waiting for a command? (For in-process drivers; clients
         follow `Paused` / `Resumed` / `PassFinished` instead.)"""
-        return self._pause is not None
+        return self._stepper.pause is not None
 
     def install(self) -> None:
         """Patch torch's backward entry points and start provenance recording.
@@ -157,10 +174,10 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
                 return
         if isinstance(command, Quit):
             self.quit()
-        elif (pause := self._pause) is not None:
-            self._commands.put(Queued(command, pause, request))
+        elif (pause := self._stepper.pause) is not None:
+            self._stepper.put(command, pause, request)
         elif isinstance(command, REGION_COMMANDS):
-            self._execute(command, None, request)
+            self._dispatch.execute(command, None, request)
         else:
             running = "is running" if self._intercept.installed else "is not running (it has ended or not started)"
             self.emit(ev.CommandResult(command.text, f"not paused: the script {running}", ok=False, request=request))
@@ -168,7 +185,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
     def quit(self) -> None:
         """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
         self._quitting.set()
-        self._commands.put(Queued(Quit("quit"), None))
+        self._stepper.put(Quit("quit"), None)
 
     @property
     def quitting(self) -> bool:
@@ -180,15 +197,18 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         pass that was stopped raised GradtuiQuit; from now on backward calls run unhooked, as if
         gradtui were not there, until `uninstall`."""
         self.breakpoints.delete(None)
-        self._mode = "continue"
+        self._stepper.mode = Mode.CONTINUE
         self._quitting.clear()
 
     def run_on(self) -> None:
         """Run on until a breakpoint hits (as `continue`), paused or not: for a run armed before
         its first pass, and an agent whose client detached."""
-        self._mode = "continue"
-        if self._pause is not None:
-            self._commands.put(Queued(Continue("continue"), None))
+        self._stepper.run_on()
+
+    def step_next_pass(self) -> None:
+        """Pause at the first node of the next pass (as `step` does when no node of this pass is
+        left): for a hold between passes (gradtui.distributed.checks) that resumes by stepping."""
+        self._stepper.mode = Mode.STEP
 
     def wants_provenance(self) -> bool:
         """Can a later pass still be captured? Not once detached with no pass hooked for a
@@ -199,8 +219,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         """Never pause again (headless mode once its commands run out); resume if paused. With
         nothing hooked for a report or recording, provenance stops after the pass in flight."""
         self._detached = True
-        if self._pause is not None:
-            self._commands.put(Queued(Continue("continue"), None))
+        self._stepper.resume()
 
     # ---- passes (called by the interceptor) ---------------------------------------------
 
@@ -216,7 +235,7 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         # A pass makes many small objects and no cyclic garbage; the collections they would
         # set off walk the whole heap (a model's worth of objects) and cost as much as the
         # hooks themselves. The collector is back on during a pause and after the pass.
-        self._collector = collecting
+        self._stepper.collector = collecting
         gc.disable()
         try:
             return self._own_pass(call, frame, roots, nodes, run)
@@ -231,14 +250,13 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
             return True
         if self._detached:
             return False
-        return self._mode != "continue" or self.breakpoints.could_stop(index)
+        return self._stepper.mode is not Mode.CONTINUE or self.breakpoints.could_stop(index)
 
     def _own_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any],
                   run: Callable[[], Any]) -> Any:
         index = self._passes
         self._passes += 1
-        if self._mode == "finish":
-            self._mode = "step"
+        self._stepper.next_pass()
         losses = root_values(roots)
         pending = None
         if not self._detached and len(self.breakpoints):
@@ -246,88 +264,99 @@ class Session(CommandDispatch, BulkReads, NodeHooks):
         call_text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
         call_site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
         if not self._hooked(index, pending):
-            return self._run_unhooked(index, call, call_text, call_site, losses, nodes, run)
+            return self._runner.unhooked(unhooked_start(index, call, call_text, call_site, losses), nodes, run,
+                                         self._flow_unhooked)
         names = Names.from_scopes(frame.f_locals, frame.f_globals)
-        cap = capture(nodes, names)
-        place_leaves(cap.attrs)
-        state = PassRecord(index, cap, frame, names)
-        state.check_every = self._check_every or (1 if _on_cpu(roots) else CHECK_EVERY)
+        on_cpu = _on_cpu(roots)
+        planned = call != "grad" and self._planned(pending, on_cpu)  # grad() runs no AccumulateGrad: not derivable
+        cap = capture(nodes, names, lazy=planned and not self._graph_needed())
+        state = PassRecord(index, cap, frame, names, call=call, on_cpu=on_cpu)
+        state.check_every = self._check_every or (1 if on_cpu else CHECK_EVERY)
         if self.fingerprints:
             against = self.against.pass_reference(index, cap.attrs) if self.against is not None else None
             state.prints = PassPrints(cap.nodes, against, self.against.name if self.against is not None else "")
         if pending is not None:
             shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
             state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"
+        state.completed = bytearray(len(cap.nodes))
         self._intercept.in_flight = state
         self.emit(ev.PassStarted(index, call, call_text, call_site, cap.graph, cap.roots, losses))  # type: ignore[arg-type]
-        handles = []
-        self._intercept.begin(state)
-        error: BaseException | None = None
-        try:
-            # Hooked inside the try: an interruption half-way (Ctrl-C, a quit) still unhooks.
-            prehook, posthook = self._prehook, self._posthook
-            partial = functools.partial
-            for i, node in enumerate(cap.nodes):
-                handles.append(node.register_prehook(partial(prehook, state, i)))
-                handles.append(node.register_hook(partial(posthook, state, i)))
-            result = run()
-        except BaseException as exc:
-            error = exc
-            raise
-        else:
-            return result
-        finally:
-            for handle in handles:
-                handle.remove()
-            self._intercept.end()
-            del cap, handles, nodes, names
-            try:
-                # What the window still holds; a value breakpoint it shows can still pause here
-                # (the engine has returned) unless the pass failed.
-                self._read(state, None, None, pause=error is None)
-            finally:
-                if state.prints is not None:
-                    self.emit(state.prints.event(index))
-                    state.prints = None
-                finished = self._recorder.finished(state, call, self._error_text(error), self._light)
-                error = None  # this frame is on error's traceback: holding error would make a cycle
-                self._finish(finished)
+        del cap, nodes, names
+        return self._runner.planned(state, run) if planned else self._runner.every_node(state, run)
 
-    def _run_unhooked(self, index: int, call: str, call_text: str, call_site: str,
-                      losses: tuple[float | None, ...], nodes: list[Any], run: Callable[[], Any]) -> Any:
-        """A pass nothing can stop in: the real backward, then only the gradient flow."""
-        self.emit(ev.PassStarted(index, call, call_text, call_site, nx.DiGraph(), (), losses,  # type: ignore[arg-type]
-                                 recorded=False))
-        flow = UnhookedFlow(self._recorder, nodes, call, self._flow_unhooked)
-        del nodes
-        error: BaseException | None = None
-        try:
-            return self._intercept.untouched(run, flow.on_nested if flow.wanted else None)
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            finished = ev.PassFinished(index, 0, flow.total, self._error_text(error), flow=flow.rows())
-            error = None
-            self._finish(finished)
+    def _planned(self, pending: Breakpoint | None, on_cpu: bool) -> bool:
+        """Can this pass run on the hook plan (gradtui.engine.planned)? A CPU pass in `continue` or
+        `finish` that records statistics or watches for `nan` only: nothing stops by place, no
+        loss breakpoint is pending, no distributed follow mode, no explicit read rate, and no
+        fingerprints (they are sketched in the every-node hooks: gradtui.engine.fingerprint)."""
+        if self.fingerprints or self._check_every is not None or self.follow is not None or pending is not None:
+            return False
+        if self._stepper.stepping or self.breakpoints.places:
+            return False
+        if any(bp.spec.kind != "nan" for bp in self.breakpoints.values):
+            return False
+        return on_cpu
 
-    @staticmethod
-    def _error_text(error: BaseException | None) -> str | None:
-        if error is None:
+    def can_hand_over(self, state: PassRecord) -> bool:
+        """May an every-node pass paused at a node (it started stepping) run the rest on a hook plan,
+        now that it resumed? As `_planned` says of a pass starting now."""
+        return state.call != "grad" and state.planned is None and self._planned(state.pending, state.on_cpu)
+
+    def plan_rest(self, state: PassRecord) -> PlannedPass:
+        """The planned hooks for the rest of every-node pass `state` (handed over after a pause):
+        called by its every-node hooks, which stay on (gradtui.engine.hooks)."""
+        cap = state.capture
+        plan = resume(make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
+        return PlannedPass(self, state, plan, full=not self.light, delegated=True)
+
+    # ---- what a pass's hooks ask of the session (gradtui.engine.hooks.Owner, .planned.Stepping)
+
+    def pause_at(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
+                 late: bool = False, editable: bool | None = None) -> Pause:
+        """Pause at `node` until a command resumes (gradtui.engine.stepper.Stepper.wait); `editable`:
+        paused in its posthook, whose result an edit replaces."""
+        return self._stepper.wait(state, node, phase, reason, grads, late=late, editable=bool(editable))
+
+    def stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:
+        """Must the engine stop before `node`, whatever its gradients are? A breakpoint that
+        matches it by place (op, label, #ID, module, FILE:LINE, pass N), "step", "loss" (a loss
+        breakpoint matched the pass's roots), or None. The one place for a per-node check that
+        needs no statistics (a caller's own "park here", say): it runs before the node does, and
+        whatever it returns makes the hook read the window back and pause."""
+        if state.pending is not None:
+            return "loss"
+        if self._detached:
             return None
-        return "quit" if isinstance(error, GradtuiQuit) else f"{type(error).__name__}: {error}"
+        if self.breakpoints.places:
+            bp = self.breakpoints.find_place(state.capture.attrs[node], node, state.index, state.done == 0,
+                                             state.fired)
+            if bp is not None:
+                return bp
+        return "step" if self._stepper.stepping else None
 
-    def _finish(self, event: ev.PassFinished) -> None:
-        """Keep the pass's flow for the `flow` command and announce its end."""
-        self._recorder.keep(event)
-        self.emit(event)
+    def quitting_now(self) -> bool:
+        """Has quit been asked for?"""
+        return self._quitting.is_set()
+
+    def stepping(self) -> bool:
+        """Must every node of the pass in flight be hooked from now on?"""
+        return not self._detached and (self._stepper.stepping or bool(self.breakpoints.places))
 
     @property
-    def _light(self) -> bool:
-        """Record light stats now? Only when asked for and not stepping (a step pauses anyway)."""
-        return not self._full_stats and self._mode != "step"
+    def detached(self) -> bool:
+        """Has the session detached (its client left for good: it never pauses again)?"""
+        return self._detached
 
-    def _hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
+    def watching(self) -> bool:
+        """Can a value breakpoint stop the pass in flight? Not once detached: never pause again."""
+        return not self._detached and self.breakpoints.watching()
+
+    @property
+    def light(self) -> bool:
+        """Record light stats now? Only when asked for and not stepping (a step pauses anyway)."""
+        return not self._full_stats and not self._stepper.stepping
+
+    def hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
         """Count and announce a breakpoint hit; returns how a pause reason names it."""
         bp.hits += 1
         state.fired.add(bp.number)

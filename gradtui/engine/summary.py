@@ -124,10 +124,11 @@ def no_values(t: torch.Tensor) -> str | None:
 def freed(t: torch.Tensor) -> bool:
     """Does `t` lack the storage its elements need? FSDP2 resizes an unsharded parameter's storage
     to 0 after backward and keeps the tensor: reading it would read freed memory (a crash)."""
-    if t.layout != torch.strided or t.numel() == 0 or type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
+    if t.layout != torch.strided or (numel := t.numel()) == 0 or type(t) not in _PLAIN_TENSORS and not isinstance(t, torch.nn.Parameter):
         return False
     try:
-        extent = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+        # A contiguous tensor's elements span numel places (the common case, without a walk of its strides).
+        extent = numel if t.is_contiguous() else 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
         return t.untyped_storage().nbytes() < (t.storage_offset() + extent) * t.element_size()
     except (RuntimeError, NotImplementedError):
         return False
@@ -136,8 +137,13 @@ def freed(t: torch.Tensor) -> bool:
 def local_shard(t: torch.Tensor) -> torch.Tensor:
     """A DTensor's local shard (never gathered: gathering is a collective that would need every
     rank to take part); any other tensor as it is."""
+    if type(t) in _PLAIN_TENSORS:
+        return t
     to_local = getattr(t, "to_local", None)
     return to_local() if callable(to_local) and type(t).__name__ == "DTensor" else t
+
+
+_PLAIN_TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})
 
 
 def _as_real_float(t: torch.Tensor) -> torch.Tensor:

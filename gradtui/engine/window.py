@@ -213,7 +213,7 @@ class StatsWindow:
             if values is None:
                 values = tuple(numbers[position:position + numel])
                 position += numel
-            stats = out[i] = _small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
+            stats = out[i] = small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
             found = found or stats.nonfinite > 0
         if redo:
             _read_nonfinite(redo, full, minmax, out)
@@ -284,8 +284,9 @@ def _read_nonfinite(redo: list[tuple[int, torch.Tensor, float]], full: list[bool
             out[i] = Stats(shape, dtype, device, norm, None, None, None, nonfinite)
 
 
-def _small_stats(shape: tuple[int, ...], dtype: str, device: str, values: tuple[float, ...]) -> Stats:
-    """Stats of a tensor small enough to list its values: all of them from the values."""
+def small_stats(shape: tuple[int, ...], dtype: str, device: str, values: tuple[float, ...]) -> Stats:
+    """Stats of a tensor small enough to list its values: all of them from the values (the
+    window's reads, the planned hooks' and derived statistics share it, so they agree)."""
     numel = len(values)
     total = sum(values)
     nonfinite = 0 if math.isfinite(total) else sum(1 for v in values if not math.isfinite(v))

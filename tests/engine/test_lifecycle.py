@@ -161,6 +161,7 @@ def test_an_interruption_while_hooking_the_graph_leaves_no_hook(monkeypatch):
     import functools
     import types
 
+    from gradtui.engine import hooks as hooks_module
     from gradtui.engine import session as session_module
 
     calls = []
@@ -173,7 +174,7 @@ def test_an_interruption_while_hooking_the_graph_leaves_no_hook(monkeypatch):
             raise KeyboardInterrupt
         return functools.partial(lambda *a: calls.append(a) and None, *args)
 
-    monkeypatch.setattr(session_module, "functools", types.SimpleNamespace(partial=partial, wraps=functools.wraps))
+    monkeypatch.setattr(hooks_module, "functools", types.SimpleNamespace(partial=partial, wraps=functools.wraps))
     session = session_module.Session(provenance=False)
     x = torch.tensor([2.0], requires_grad=True)
     z = ((x * 3) ** 2).sum()

@@ -1,0 +1,77 @@
+"""What the calling frame of a backward call names: which variables refer to which tensors, and the
+parameters' names in the modules in scope (a capture's labels and `param`s come from here)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradtui.engine import provenance
+
+_LIST_LABEL_LIMIT = 256  # label list elements `outs[3]` only for reasonably short lists
+
+
+@dataclass
+class Names:
+    """What the calling frame knows: which names refer to which tensors and parameters."""
+
+    by_grad_fn: dict[int, list[str]] = field(default_factory=dict)
+    """id(grad_fn) -> variable names whose tensor has that grad_fn."""
+    by_leaf: dict[int, list[str]] = field(default_factory=dict)
+    """id(leaf tensor) -> variable names bound to it."""
+    params: dict[int, str] = field(default_factory=dict)
+    """id(parameter) -> its name in its module, e.g. "fc.weight"."""
+    several_roots: bool = False
+    """More than one root module with parameters is in scope (a GAN's `netG` and `netD`): then
+    parameter names and module paths are led by the root's variable (`netG.0.weight`)."""
+
+    @classmethod
+    def from_scopes(cls, *scopes: Mapping[str, Any]) -> "Names":
+        """Collect names from scopes in priority order (locals, then globals)."""
+        names = cls()
+        modules: dict[int, tuple[str, torch.nn.Module]] = {}
+        for scope in scopes:
+            for var, value in list(scope.items()):
+                if var.startswith("__"):
+                    continue
+                if isinstance(value, torch.Tensor):
+                    names._add(var, value)
+                elif isinstance(value, (list, tuple)) and 0 < len(value) <= _LIST_LABEL_LIMIT:
+                    for i, item in enumerate(value):
+                        if isinstance(item, torch.Tensor):
+                            names._add(f"{var}[{i}]", item)
+                elif isinstance(value, torch.nn.Module):
+                    modules.setdefault(id(value), (var, value))
+        if modules:
+            names._name_params(list(modules.values()))
+        return names
+
+    def _name_params(self, modules: list[tuple[str, torch.nn.Module]]) -> None:
+        """Parameter names, unique across the root modules in scope (those no other one contains)."""
+        inside: set[int] = set()
+        for _, module in modules:
+            inside.update(id(m) for m in module.modules() if m is not module)
+        roots = [(var, m) for var, m in modules if id(m) not in inside and any(True for _ in m.parameters())]
+        ran = [(var, m) for var, m in roots if m in provenance.forward_roots]
+        self.several_roots = len(ran or roots) > 1
+        for var, module in roots + [(var, m) for var, m in modules if id(m) in inside]:
+            # A model's parameters are named within it (`fc.weight`); a lone layer's by its
+            # variable (`fc = nn.Linear(...)` gives `fc.weight`, not `weight`); with several
+            # roots, every name by its root's variable.
+            lone = not any(True for _ in module.children())
+            prefix = var + "." if lone or (self.several_roots and id(module) not in inside) else ""
+            for pname, param in module.named_parameters():
+                self.params.setdefault(id(param), prefix + pname)
+
+    def _add(self, var: str, tensor: torch.Tensor) -> None:
+        if tensor.grad_fn is not None:
+            known = self.by_grad_fn.setdefault(id(tensor.grad_fn), [])
+        elif tensor.requires_grad:
+            known = self.by_leaf.setdefault(id(tensor), [])
+        else:
+            return
+        if var not in known:  # at module level, locals and globals are the same dict
+            known.append(var)

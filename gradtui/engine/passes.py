@@ -1,0 +1,123 @@
+"""Running one pass's engine call under its hooks, and reporting its end: a part of the session.
+
+Three ways, chosen by the session as a pass starts: every node hooked (stepping, breakpoints by
+place, accelerators: gradtui.engine.hooks), on the hook plan (a CPU pass in `continue`:
+gradtui.engine.planned), or unhooked (nothing can stop in it and no one wants its statistics:
+only its gradient flow). Each removes what it put on the graph when the call returns or raises,
+names the node a failure happened at, and emits `PassFinished`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import networkx as nx
+
+from gradtui.engine.hooks import EveryNodeHooks, Owner
+from gradtui.engine.intercept import GradtuiQuit, Interceptor
+from gradtui.engine.plan import make_plan
+from gradtui.engine.planned import PlannedPass, ready_node
+from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow
+from gradtui.model import events as ev
+
+
+class PassRunner:
+    """Runs passes for the session (see module doc)."""
+
+    def __init__(self, owner: Owner, intercept: Interceptor, recorder: Recorder) -> None:
+        self._owner = owner
+        self._intercept = intercept
+        self._recorder = recorder
+
+    def every_node(self, state: PassRecord, run: Callable[[], Any]) -> Any:
+        """A pass with a prehook and a posthook on every node (handed to the plan if it continues)."""
+        hooks = EveryNodeHooks(self._owner, state)
+        self._intercept.begin(state)
+        error: BaseException | None = None
+        try:
+            hooks.register()  # inside the try: an interruption half-way (Ctrl-C, a quit) still unhooks
+            return run()
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            hooks.close()
+            if state.planned is not None:  # handed over after a pause: the plan's hooks ran the rest
+                state.planned.close()
+            self._intercept.end()
+            try:
+                if state.planned is not None:
+                    state.planned.finish()
+                    state.planned = None
+                # What the window still holds; a value breakpoint it shows can still pause here
+                # (the engine has returned) unless the pass failed.
+                hooks.read(None, None, pause=error is None)
+            finally:
+                if error is not None and state.running is None:
+                    state.running = ready_node(state.capture.attrs, state.completed)
+                if state.prints is not None:  # the pass's fingerprints, before its end (a recording's)
+                    self._owner.emit(state.prints.event(state.index))
+                    state.prints = None
+                finished = self._recorder.finished(state, state.call, error_text(error), self._owner.light)
+                error = None  # this frame is on error's traceback: holding error would make a cycle
+                self.finish(finished)
+
+    def planned(self, state: PassRecord, run: Callable[[], Any]) -> Any:
+        """A planned pass: the plan's hooks only (see gradtui.engine.planned)."""
+        cap = state.capture
+        hooks = PlannedPass(self._owner, state, make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen),
+                            full=not self._owner.light)
+        del cap
+        self._intercept.begin(state)
+        error: BaseException | None = None
+        try:
+            hooks.register()
+            return run()
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            hooks.close()
+            self._intercept.end()
+            try:
+                hooks.finish()
+            finally:
+                finished = self._recorder.finished(state, state.call, error_text(error), self._owner.light)
+                error = None
+                self.finish(finished)
+
+    def unhooked(self, started: ev.PassStarted, nodes: list[Any], run: Callable[[], Any], flow: bool) -> Any:
+        """A pass nothing can stop in: the real backward, then only the gradient flow (`flow`: if
+        anyone may ask for it)."""
+        self._owner.emit(started)
+        unhooked = UnhookedFlow(self._recorder, nodes, started.call, flow)
+        del nodes
+        error: BaseException | None = None
+        try:
+            return self._intercept.untouched(run, unhooked.on_nested if unhooked.wanted else None)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            finished = ev.PassFinished(started.index, 0, unhooked.total, error_text(error), flow=unhooked.rows())
+            error = None
+            self.finish(finished)
+
+    def finish(self, event: ev.PassFinished) -> None:
+        """Keep the pass's flow for the `flow` command and announce its end."""
+        self._recorder.keep(event)
+        self._owner.emit(event)
+
+
+def unhooked_start(index: int, call: str, call_text: str, call_site: str, losses: tuple[float | None, ...]) -> ev.PassStarted:
+    """The PassStarted of a pass that runs unhooked: no graph."""
+    return ev.PassStarted(index, call, call_text, call_site, nx.DiGraph(), (), losses,  # type: ignore[arg-type]
+                          recorded=False)
+
+
+def error_text(error: BaseException | None) -> str | None:
+    """How a pass's PassFinished names the exception that ended it (None: it did not fail)."""
+    if error is None:
+        return None
+    return "quit" if isinstance(error, GradtuiQuit) else f"{type(error).__name__}: {error}"

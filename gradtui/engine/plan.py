@@ -1,0 +1,188 @@
+"""The hook plan of a pass: from the captured walk alone, which nodes need a hook at all.
+
+Hooking every node costs a Python call per node and direction (~5 µs on tiny tensors), more
+than the statistics themselves. In `continue` with statistics or a `nan` watch, most nodes
+cannot matter: a view, transpose, `.T`, select, clone, permute, squeeze or unsqueeze with
+one producer sends on the very elements it received (rearranged, or with zeros around them),
+so it can never be the first to make a non-finite value, and its statistics follow from its
+producer's; an `AccumulateGrad` with one producer receives exactly its producer's output.
+Those are *derived*. Everything else gets a posthook: ops that compute (AddBackward0 too: a
+broadcast operand is sum-reduced), nodes with several producers (the engine sums what they
+send), custom Functions and opaque nodes, the roots, and any node carrying a user hook (its
+gradient may change between the producer and the node). Nodes whose own code can raise or
+whose input a user hook can change also get a prehook, so a failure is marked where it
+happened and a NaN a user hook makes is caught before the node, editable.
+
+`derive_outgoing` turns a derived node's incoming statistics into what it sent on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradtui.engine.window import small_stats
+from gradtui.model.stats import VALUES_LIMIT, Stats
+
+SAME_ORDER = frozenset({"ViewBackward0", "UnsafeViewBackward0", "CloneBackward0", "SqueezeBackward0",
+                        "SqueezeBackward1", "SqueezeBackward2", "UnsqueezeBackward0"})
+"""Nodes that send the elements they received in the same order, in another shape."""
+PERMUTED = frozenset({"TransposeBackward0", "TransposeBackward1", "TBackward0", "PermuteBackward0"})
+"""Nodes that send the elements they received rearranged."""
+SELECTED = frozenset({"SelectBackward0", "SelectBackward1"})
+"""Nodes that send what they received embedded in zeros."""
+DERIVABLE = SAME_ORDER | PERMUTED | SELECTED | {"AccumulateGrad"}
+
+NONE, POST, BOTH = 0, 1, 2
+"""Per node: no hook (derived), a posthook, a prehook and a posthook."""
+
+
+@dataclass
+class HookPlan:
+    """Per node of a captured pass: which hooks it gets, and for a derived node where its
+    gradient comes from."""
+
+    hooks: bytearray
+    """NONE, POST or BOTH per node id."""
+    producer: list[tuple[int, int] | None]
+    """Per node with exactly one producer: (producer id, output slot of the producer)."""
+    derived: dict[int, list[int]]
+    """Producer id -> the derived nodes it feeds directly (their statistics follow from its)."""
+
+    @property
+    def hook_calls(self) -> int:
+        """Hook calls the plan makes per pass if every node runs."""
+        return sum(self.hooks) if self.hooks else 0
+
+
+def user_hooked(node: Any) -> bool:
+    """Did the script register a tensor hook that runs on this node's incoming gradient? (The
+    interceptor marks a non-leaf tensor's grad_fn when a hook is registered on it; a leaf's hooks
+    are on the tensor.)"""
+    variable = getattr(node, "variable", None)
+    if variable is not None:
+        return bool(variable._backward_hooks)
+    return bool(node.metadata.get(HOOK_MARK))
+
+
+HOOK_MARK = "gradtui.user_hook"
+"""The key the interceptor sets in a node's `metadata` when a tensor hook is registered on its output."""
+
+
+def make_plan(attrs: list[dict[str, Any]], nodes: list[Any], roots: tuple[int, ...], hooks_seen: bool) -> HookPlan:
+    """The plan of a pass (see module doc): `hooks_seen` says whether the script has registered any
+    tensor hook since the session was installed (if not, no node needs looking at for one)."""
+    count = len(attrs)
+    senders = [0] * count
+    producer: list[tuple[int, int] | None] = [None] * count
+    for here, data in enumerate(attrs):
+        for slot, there in enumerate(data["next"]):
+            if there is not None:
+                senders[there] += 1
+                producer[there] = (here, slot)
+    hooks = bytearray(count)
+    derived: dict[int, list[int]] = {}
+    root_set = set(roots)
+    for i, data in enumerate(attrs):
+        hooked = hooks_seen and user_hooked(nodes[i])
+        if hooked or data["kind"] in ("custom", "opaque"):
+            hooks[i] = BOTH
+        elif senders[i] == 1 and i not in root_set and data["name"] in DERIVABLE:
+            derived.setdefault(producer[i][0], []).append(i)  # type: ignore[index]
+            continue
+        else:
+            hooks[i] = POST
+        if senders[i] != 1:
+            producer[i] = None
+    return HookPlan(hooks, producer, derived)
+
+
+def resume(plan: HookPlan, completed: bytearray) -> HookPlan:
+    """`plan` for the rest of a pass whose `completed` nodes ran under the every-node hooks (it
+    stepped, then continued): those get no hook, and a node that `plan` derives from one of them
+    gets a posthook instead (its producer's statistics are not the planned hooks')."""
+    for producer, fed in list(plan.derived.items()):
+        if completed[producer]:
+            for child in fed:
+                if not completed[child]:
+                    plan.hooks[child] = POST
+            del plan.derived[producer]
+    for i, done in enumerate(completed):
+        if done:
+            plan.hooks[i] = NONE
+        elif (source := plan.producer[i]) is not None and completed[source[0]]:
+            plan.producer[i] = None  # what it receives is read in its own hook
+    return plan
+
+
+def out_shape(node: Any) -> tuple[int, ...] | None:
+    """The shape of the gradient a one-input node sends on (its forward input's), or None if it
+    sends none: read from the receiving node's input metadata."""
+    target, nr = node.next_functions[0]
+    if target is None:
+        return None
+    return tuple(target._input_metadata[nr].shape)
+
+
+def derive_outgoing(node: Any, name: str, incoming: Stats | None, full: bool) -> tuple[Stats | None, ...]:
+    """What derived node `node` (named `name`) sent on, from what it received (see module doc);
+    `full`: min, max and mean of big gradients too (else only their norm, as a light read has)."""
+    if name == "AccumulateGrad":
+        return ()
+    shape = out_shape(node)
+    if incoming is None or shape is None:
+        return (None,)
+    if incoming.unreadable is not None:
+        return (incoming.reshaped(shape),)
+    if not math.prod(shape) or not incoming.numel:  # as summarize has an empty tensor
+        return (Stats(shape, incoming.dtype, incoming.device, 0.0, 0.0, 0.0, 0.0, 0, values=()),)
+    if name in SAME_ORDER:
+        return (incoming.reshaped(shape),)
+    values = incoming.values
+    if name in PERMUTED:
+        if values is not None and len(incoming.shape) > 1:
+            values = tuple(_rearranged(node, name, values, incoming.shape).tolist())
+            return (small_stats(shape, incoming.dtype, incoming.device, values),)
+        return (Stats(shape, incoming.dtype, incoming.device, incoming.norm, incoming.min, incoming.max,
+                      incoming.mean, incoming.nonfinite),)
+    return (_selected(node, incoming, shape, full),)
+
+
+def _rearranged(node: Any, name: str, values: tuple[float, ...], shape: tuple[int, ...]) -> torch.Tensor:
+    """A small gradient's values as the node sends them on (a tiny float64 tensor, flat)."""
+    grad = torch.tensor(values, dtype=torch.float64).reshape(shape)
+    match name:
+        case "TBackward0":
+            grad = grad.t() if grad.dim() == 2 else grad
+        case "PermuteBackward0":
+            dims = node._saved_dims
+            inverse = [0] * len(dims)
+            for i, d in enumerate(dims):
+                inverse[d % len(dims)] = i
+            grad = grad.permute(inverse)
+        case _:
+            # a negative dim (`.mT`) reads back as its unsigned 64-bit form
+            dims = [d - (1 << 64) if d >= 1 << 63 else d for d in (node._saved_dim0, node._saved_dim1)]
+            grad = grad.transpose(*dims)
+    return grad.reshape(-1)
+
+
+def _selected(node: Any, incoming: Stats, shape: tuple[int, ...], full: bool) -> Stats:
+    """SelectBackward's output: the incoming gradient at one index of `shape`, zeros elsewhere."""
+    numel = math.prod(shape)
+    if incoming.values is not None and numel <= VALUES_LIMIT:
+        grad = torch.zeros(shape, dtype=torch.float64)
+        grad.select(node._saved_dim, node._saved_index).copy_(
+            torch.tensor(incoming.values, dtype=torch.float64).reshape(incoming.shape))
+        return small_stats(shape, incoming.dtype, incoming.device, tuple(grad.reshape(-1).tolist()))
+    if not full:
+        return Stats(shape, incoming.dtype, incoming.device, incoming.norm, None, None, None, incoming.nonfinite)
+    lo, hi, mean = incoming.min, incoming.max, incoming.mean
+    if numel > incoming.numel and lo is not None and hi is not None and not math.isnan(lo):
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    if mean is not None and numel:
+        mean = mean * incoming.numel / numel
+    return Stats(shape, incoming.dtype, incoming.device, incoming.norm, lo, hi, mean, incoming.nonfinite)

@@ -1,0 +1,147 @@
+"""How the engine moves between pauses: the mode, the command queue and the pause itself.
+
+The session owns one `Stepper`. Other threads put commands on its queue (`put`); a paused hook
+blocks in `wait`, which runs the queued commands (through the session's command runner) until one
+resumes the engine; commands that move the engine set the mode. The state every part of the
+session agrees on, kept in one place instead of a bare string written from several files.
+"""
+
+from __future__ import annotations
+
+import gc
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import torch
+
+from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.summary import summarize_all
+from gradtui.model import events as ev
+from gradtui.model.commands import Command, Continue, Quit
+
+if TYPE_CHECKING:
+    from gradtui.engine.recorder import PassRecord
+
+
+class Mode(Enum):
+    """What the engine does after a pause: pause at the next node, run on until a breakpoint,
+    or run to the end of the pass and pause at the first node of the next one."""
+
+    STEP = "step"
+    CONTINUE = "continue"
+    FINISH = "finish"
+
+
+@dataclass
+class Pause:
+    """The state of a pause: the node, and the gradients the commands edit."""
+
+    node: int
+    phase: str
+    grads: tuple[torch.Tensor | None, ...]
+    edited: bool = False
+    late: bool = False
+    """The node has already run (a value breakpoint read back after it): nothing to edit."""
+    editable_after: bool = False
+    """Paused in the node's posthook, which sends on what an edit makes (a planned pass's `nan`)."""
+
+    @property
+    def editable(self) -> bool:
+        """Can an edit still change what flows on from here?"""
+        return not self.late and (self.phase == "before" or self.editable_after)
+
+
+class Queued(NamedTuple):
+    """A command waiting for the paused hook."""
+
+    command: Command
+    meant_for: Pause | None
+    """The pause it was typed at (None: any)."""
+    request: int | None = None
+    """The client's id for it, carried by every CommandResult that answers it."""
+
+
+class Stepper:
+    """The mode, the command queue and the pause (see module doc)."""
+
+    def __init__(self, emit: Callable[[ev.Event], None], quitting: threading.Event) -> None:
+        self.mode = Mode.STEP
+        """Pause at the first node of the first pass, as pdb does."""
+        self.pause: Pause | None = None
+        """The pause the engine is blocked in, or None while it runs."""
+        self.execute: Callable[[Command, "PassRecord | None", int | None], None] | None = None
+        """Runs one command at a pause (the session's CommandRunner.execute)."""
+        self.collector = False
+        """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
+        self._emit = emit
+        self._quitting = quitting
+        self._queue: queue.Queue[Queued] = queue.Queue()
+
+    @property
+    def stepping(self) -> bool:
+        """Does the engine pause at every node?"""
+        return self.mode is Mode.STEP
+
+    def put(self, command: Command, meant_for: Pause | None, request: int | None = None) -> None:
+        """Queue a command for the paused hook (thread-safe)."""
+        self._queue.put(Queued(command, meant_for, request))
+
+    def take(self, timeout: float) -> Queued:
+        """The next queued command; raises queue.Empty after `timeout` seconds without one."""
+        return self._queue.get(timeout=timeout)
+
+    def run_on(self) -> None:
+        """Run on until a breakpoint hits; resume the pause in progress, if any."""
+        self.mode = Mode.CONTINUE
+        self.resume()
+
+    def resume(self) -> None:
+        """Let the pause in progress (if any) go on, in the present mode's way."""
+        if self.pause is not None:
+            self.put(Continue("continue"), None)
+
+    def next_pass(self) -> None:
+        """A pass starts: after `finish`, its first node pauses."""
+        if self.mode is Mode.FINISH:
+            self.mode = Mode.STEP
+
+    def wait(self, state: "PassRecord", node: int, phase: str, reason: str, grads: tuple[Any, ...],
+             late: bool = False, editable: bool = False) -> Pause:
+        """Pause: emit Paused, then run commands until one resumes the engine. `late`: `node`
+        has run already (a value breakpoint read back after it): nothing can be edited.
+        `editable`: paused after the node in its posthook, whose result an edit replaces."""
+        pause = Pause(node, phase, tuple(grads), late=late, editable_after=editable)
+        state.capture.describe()  # a lazy capture's metadata, read now that someone looks
+        self.pause = pause
+        if self.collector:
+            gc.enable()  # the user may stay here long while other threads (the UI) make garbage
+        try:
+            self._emit(ev.Paused(state.index, node, state.capture.attrs[node]["name"], phase,  # type: ignore[arg-type]
+                                 reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
+            while True:
+                try:
+                    command, meant_for, request = self.take(timeout=0.25)
+                except queue.Empty:
+                    if self._quitting.is_set():
+                        raise GradtuiQuit() from None
+                    continue
+                if command.needs_pause and meant_for is not None and meant_for is not pause:
+                    self._emit(ev.CommandResult(command.text, f"not applied: typed while paused at #{meant_for.node}, "
+                                                              "which has run since", ok=False, request=request))
+                    continue
+                if isinstance(command, Quit):
+                    self._quitting.set()
+                    raise GradtuiQuit()
+                assert self.execute is not None, "the session binds its command runner"
+                self.execute(command, state, request)
+                if command.resumes:
+                    self._emit(ev.Resumed(state.index, self.mode.value))
+                    return pause
+        finally:
+            self.pause = None
+            if self.collector:
+                gc.disable()

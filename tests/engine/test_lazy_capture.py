@@ -1,0 +1,114 @@
+"""A lazy capture (gradtui.engine.graph): a planned pass in `continue` whose listeners need no graph
+walks its graph and nothing more; its nodes' metadata (labels, sources, modules, saved values) is
+read at its first pause, or when the graph is first read, and is what an eager capture reads."""
+
+from __future__ import annotations
+
+import torch
+
+from gradtui.engine import graph as graph_module
+from gradtui.engine.session import Session
+from gradtui.model import events as ev
+
+KEYS = ("name", "kind", "labels", "param", "source", "path", "line", "module", "next")
+
+
+def _counting(monkeypatch) -> list[int]:
+    calls = [0]
+    original = graph_module.saved_summary
+
+    def counted(node):
+        calls[0] += 1
+        return original(node)
+
+    monkeypatch.setattr(graph_module, "saved_summary", counted)
+    return calls
+
+
+def _pass(*, lazy: bool, nan: bool, commands=("continue",)):
+    """One pass of a small net under a session in `continue` with a `nan` watch; its events, the
+    attributes of the node it paused at as the listener read them then, and the graph."""
+    events: list[ev.Event] = []
+    at_pause: dict[str, object] = {}
+    session = Session(None, full_stats=False)
+
+    def on(event):
+        events.append(event)
+        if isinstance(event, ev.Paused):
+            started = [e for e in events if isinstance(e, ev.PassStarted)][-1]
+            at_pause.update(started.graph.nodes[event.node])
+            at_pause["saved of all"] = [started.graph.nodes[i]["saved"] for i in range(len(started.graph))]
+            for command in commands:
+                session.submit(command)
+
+    session.add_listener(on, graph=not lazy)
+    session.submit("break nan")
+    session.run_on()
+    with session:
+        torch.manual_seed(0)
+        weight = torch.randn(4, 3, requires_grad=True)
+        data = torch.rand(5, 4) + 0.5
+        hidden = (data @ weight).tanh()
+        if nan:
+            hidden = hidden * torch.tensor([1.0, 0.0, 1.0])
+        root = hidden.abs().sqrt() if not nan else hidden.sqrt()  # sqrt(0)'s gradient: inf * 0 = NaN
+        loss = (root * 2.0).sum()
+        loss.backward()
+    started = [e for e in events if isinstance(e, ev.PassStarted)][0]
+    return events, at_pause, started.graph
+
+
+def test_a_continue_pass_whose_listeners_need_no_graph_reads_no_node_metadata(monkeypatch):
+    saved = _counting(monkeypatch)
+    events, at_pause, graph = _pass(lazy=True, nan=False)
+    assert not at_pause  # no pause
+    assert saved[0] == 0
+    assert not graph.built  # nobody read it during the pass
+    assert any(isinstance(e, ev.NodeRan) for e in events)
+    # Read after the pass: the walk's attributes are there; what was never read is unknown, not missing.
+    names = [graph.nodes[i]["name"] for i in range(len(graph))]
+    assert "SqrtBackward0" in names and "AccumulateGrad" in names
+    assert all(graph.nodes[i]["saved"] == () and graph.nodes[i]["source"] is None for i in range(len(graph))
+               if graph.nodes[i]["kind"] != "accumulate")
+    leaf = names.index("AccumulateGrad")
+    assert graph.nodes[leaf]["labels"] == ("weight",)  # leaves are named at every pass's end (the flow)
+
+
+def test_a_listener_that_wants_the_graph_gets_it_described_as_the_pass_starts(monkeypatch):
+    saved = _counting(monkeypatch)
+    _, _, graph = _pass(lazy=False, nan=False)
+    assert saved[0] == len(graph)
+    assert "loss" in graph.nodes[0]["labels"]
+    assert any(graph.nodes[i]["saved"] for i in range(len(graph)))
+
+
+def test_a_nan_pause_reads_the_metadata_an_eager_capture_has():
+    _, lazy, _ = _pass(lazy=True, nan=True)
+    _, eager, _ = _pass(lazy=False, nan=True)
+    assert lazy and lazy["name"] == "SqrtBackward0"
+    assert {k: lazy[k] for k in KEYS} == {k: eager[k] for k in KEYS}
+    assert lazy["source"] is not None and lazy["source"].startswith("test_lazy_capture.py:")
+    assert "root" in lazy["labels"]
+    # Saved values of the nodes that have not run yet are read as an eager capture read them;
+    # those that ran before the pause have let go of theirs.
+    described = [s for s in lazy["saved of all"] if s]
+    assert described and all(s == e for s, e in zip(lazy["saved of all"], eager["saved of all"])
+                             if s and "(freed)" not in " ".join(s))
+
+
+def test_a_listener_can_say_per_pass_whether_it_wants_the_graph(monkeypatch):
+    saved = _counting(monkeypatch)
+    wanted = [False, True]
+    session = Session(None, provenance=False)
+    graphs = []
+    session.add_listener(lambda e: graphs.append(e.graph) if isinstance(e, ev.PassStarted) else None,
+                         graph=lambda: wanted.pop(0))
+    session.run_on()
+    session.submit("break nan")
+    with session:
+        for _ in range(2):
+            x = torch.ones(3, requires_grad=True)
+            (x * 2).sum().backward()
+    assert len(graphs) == 2
+    assert not graphs[0].built and graphs[0].nodes[0]["saved"] == ()
+    assert saved[0] == len(graphs[1]) and graphs[1].nodes[0]["saved"] != ()
