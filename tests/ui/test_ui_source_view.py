@@ -9,7 +9,9 @@ from textual.widgets import OptionList, Static
 
 from conftest import script
 from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.source import SourceScreen
+from test_ui_app import _highlighted
 from ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 
@@ -82,7 +84,23 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
         await wait_paused_at(pilot, 0)
         view = app.state.view
         pow_node = next(n for n in view.order if view.graph.nodes[n]["line"] == 12)
+        await pilot.press("question_mark")  # the help screen has it
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        keys = [str(s.visual) for s in app.screen.query(".help-key")]
+        texts = [str(s.visual) for s in app.screen.query(".help-text")]
+        assert texts[keys.index("v")].startswith("source view: the node's whole file")
+        await pilot.press("escape")
+        await pilot.press("ctrl+p", *"source view")  # so has the palette: enter there opens it
+        await wait_for(pilot, lambda: (_highlighted(app.screen) or "") == "Source view", what="the palette's entry")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, SourceScreen), what="the view from the palette")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, SourceScreen), what="the view closed")
         lines = await _open(pilot)
+        counts = {n: sum(view.graph.nodes[o]["line"] == n for o in view.order) for n in (11, 12)}
+        assert counts[11] >= 1 and counts[12] >= 1
+        assert _row(lines, 12).startswith("▶") and f"{counts[12]}×" in _row(lines, 12)  # the paused node's line
+        assert _row(lines, 11).startswith(" ") and f"{counts[11]}×" in _row(lines, 11)  # MulBackward0's, unselected
         lines.highlighted = 12 - 1
         await pilot.pause()
         await pilot.press("b")

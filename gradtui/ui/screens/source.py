@@ -88,7 +88,8 @@ class SourceScreen(ModalScreen[int | None]):
         """A note on the line under the cursor, then the file."""
         with Vertical(id="source-view") as box:
             made = sum(len(nodes) for nodes in self.source.made.values())
-            box.border_title = f"{self.source.name} · {made} nodes on {len(self.source.made)} lines"
+            places = len(self.source.made)
+            box.border_title = f"{self.source.name} · {made} nodes of this pass on {places} line{'s' * (places != 1)}"
             box.border_subtitle = "enter: its nodes · b: break here · escape"
             yield Static("", id="source-note", markup=False)
             yield OptionList(*self._options(), id="source-lines")
