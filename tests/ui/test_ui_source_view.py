@@ -124,3 +124,7 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
         await wait_for(pilot, lambda: not app.breakpoints, what="the delete")
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.script_over, what="the end")
+        await _open(pilot)  # ended: b has nothing to stop, and says so
+        await pilot.press("b")
+        await pilot.pause()
+        assert "has ended" in str(app.screen.query_one("#source-note", Static).visual) and not app.breakpoints
