@@ -6,6 +6,7 @@ view (a recording's passes not kept in the UI are asked of the target with `pass
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,7 @@ class NavigationActions(_Base):
     breakpoints: tuple[ev.BreakpointInfo, ...]
     breakpoints_off: list[str]
     script_path: str
+    finished: asyncio.Event
     """Specs of the breakpoints turned off in the breakpoints pane (deleted in the target)."""
 
     def _redraw(self, change: Change) -> None:  # pragma: no cover - the app's
@@ -269,7 +271,8 @@ class NavigationActions(_Base):
         if not source.lines():
             bar.answer(f"cannot read {source.name}: {data['source']} is all that is known", ok=False)
             return
-        self.push_screen(SourceScreen(source), self._source_chosen)
+        live = not (self.state.script_over or self.finished.is_set())
+        self.push_screen(SourceScreen(source, live=live), self._source_chosen)
 
     def _source_chosen(self, node: int | None) -> None:
         if node is not None:

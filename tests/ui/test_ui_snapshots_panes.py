@@ -90,3 +90,23 @@ def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
 
     app = GradtuiApp(script("loop.py"), commands=["break MulBackward0", "break nan", "continue", "continue"])
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_the_source_view_at_80x24(snap_compare):
+    """v on train_loop.py's first node (the loss line): the whole file, the loss line marked
+    with the count of the nodes it made, the model's line with its own, a breakpoint set there by b."""
+    from conftest import script
+    from gradtui.ui.screens.source import SourceScreen
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, SourceScreen), what="the source view")
+        await pilot.press("b")
+        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="the breakpoint")
+        await _footer_of_the_modal(pilot)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(script("train_loop.py"), args=["1"]), terminal_size=(80, 24),
+                        run_before=run_before)

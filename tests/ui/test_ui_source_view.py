@@ -9,7 +9,9 @@ from textual.widgets import OptionList, Static
 
 from conftest import script
 from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.source import SourceScreen
+from test_ui_app import _highlighted
 from ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 
@@ -82,12 +84,29 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
         await wait_paused_at(pilot, 0)
         view = app.state.view
         pow_node = next(n for n in view.order if view.graph.nodes[n]["line"] == 12)
+        await pilot.press("question_mark")  # the help screen has it
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        keys = [str(s.visual) for s in app.screen.query(".help-key")]
+        texts = [str(s.visual) for s in app.screen.query(".help-text")]
+        assert texts[keys.index("v")].startswith("source view: the node's whole file")
+        await pilot.press("escape")
+        await pilot.press("ctrl+p", *"source view")  # so has the palette: enter there opens it
+        await wait_for(pilot, lambda: (_highlighted(app.screen) or "") == "Source view", what="the palette's entry")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, SourceScreen), what="the view from the palette")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, SourceScreen), what="the view closed")
         lines = await _open(pilot)
+        counts = {n: sum(view.graph.nodes[o]["line"] == n for o in view.order) for n in (11, 12)}
+        assert counts[11] >= 1 and counts[12] >= 1
+        assert _row(lines, 12).startswith("▶") and f"{counts[12]}×" in _row(lines, 12)  # the paused node's line
+        assert _row(lines, 11).startswith(" ") and f"{counts[11]}×" in _row(lines, 11)  # MulBackward0's, unselected
         lines.highlighted = 12 - 1
         await pilot.pause()
         await pilot.press("b")
         await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="the breakpoint")
-        assert app.breakpoints[0].spec == f"{script('loop.py')}:12"
+        path = script("loop.py")  # its whole path; its name where the path has a space (a spec is one word)
+        assert app.breakpoints[0].spec == f"{path if ' ' not in path else 'loop.py'}:12"
         assert isinstance(app.screen, SourceScreen) and _row(lines, 12)[1] == "●"
         await pilot.press("b")  # again: it is there already, no second one
         await pilot.pause()
@@ -106,3 +125,7 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
         await wait_for(pilot, lambda: not app.breakpoints, what="the delete")
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.script_over, what="the end")
+        await _open(pilot)  # ended: b has nothing to stop, and says so
+        await pilot.press("b")
+        await pilot.pause()
+        assert "has ended" in str(app.screen.query_one("#source-note", Static).visual) and not app.breakpoints

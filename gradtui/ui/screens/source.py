@@ -79,16 +79,19 @@ class SourceScreen(ModalScreen[int | None]):
             super().__init__()
             self.path, self.line = path, line
 
-    def __init__(self, source: SourceFile) -> None:
+    def __init__(self, source: SourceFile, live: bool = True) -> None:
+        """`live`: the script still runs (once it has ended, `b` has nothing to stop)."""
         super().__init__()
         self.source = source
+        self.live = live
         self.texts = source.lines()
 
     def compose(self) -> ComposeResult:
         """A note on the line under the cursor, then the file."""
         with Vertical(id="source-view") as box:
             made = sum(len(nodes) for nodes in self.source.made.values())
-            box.border_title = f"{self.source.name} · {made} nodes on {len(self.source.made)} lines"
+            places = len(self.source.made)
+            box.border_title = f"{self.source.name} · {made} nodes of this pass on {places} line{'s' * (places != 1)}"
             box.border_subtitle = "enter: its nodes · b: break here · escape"
             yield Static("", id="source-note", markup=False)
             yield OptionList(*self._options(), id="source-lines")
@@ -157,6 +160,9 @@ class SourceScreen(ModalScreen[int | None]):
         """`break FILE:LINE` on the line under the cursor (marked `●` here at once)."""
         line = self.cursor_line
         if line is None:
+            return
+        if not self.live:
+            self.query_one("#source-note", Static).update("the script has ended: a breakpoint has nothing to stop")
             return
         if line in self.source.breaks:
             self.query_one("#source-note", Static).update(f"line {line} has a breakpoint already (B lists them)")
