@@ -171,3 +171,47 @@ async def test_unhooked_and_nested_passes_are_shown_for_what_they_are():
         await pilot.press("left_square_bracket")
         await wait_for(pilot, lambda: app.state.view.index == 0)
         await wait_for(pilot, lambda: nodes.row_count > 0, what="pass 0's tree")
+
+
+def plot_lines(plot: SeriesPlot) -> list[str]:
+    """A plot's rows on screen, as text."""
+    return [plot.render_line(y).text for y in range(plot.size.height)]
+
+
+def colored_cells(plot: SeriesPlot, color: str) -> int:
+    """Cells of the plot drawn in `color` (a Rich color name: plotext's red is `color(1)`)."""
+    count = 0
+    for y in range(plot.size.height):
+        for segment in plot.render_line(y):
+            style = segment.style
+            if style is not None and style.color is not None and style.color.name == color and segment.text.strip():
+                count += len(segment.text.strip())
+    return count
+
+
+async def _passes_with_a_nan(pilot, losses: tuple[float, ...]) -> dict[str, SeriesPlot]:
+    """Passes posted by hand (the loss is NaN: its gradient too), then the passes view's plots."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
+    for i, loss in enumerate(losses):
+        bad = math.isnan(loss)
+        app.on_batch([started(i, losses=(loss,), recorded=False)])
+        app.on_batch([ev.PassFinished(i, 0, 0, flow=(flow_row("fc.weight", loss * 10, 1.0, nonfinite=int(bad)),))])
+    await wait_for(pilot, lambda: len(app.state.series.points) == len(losses), what="the passes")
+    await pilot.press("P")
+    await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
+    await pilot.pause()
+    return {p.figure: p for p in app.screen.query(SeriesPlot)}
+
+
+@pytest.mark.asyncio
+async def test_the_loss_and_norm_plots_mark_a_non_finite_pass():
+    """Issue 22 item 19: the loss line used to just stop at a NaN pass, nothing said why."""
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (4.0, 3.0, 2.0, float("nan"), 1.0, 0.5))
+        for figure in ("loss", "norm"):
+            plot = plots[figure]
+            await wait_for(pilot, lambda: " · 1 non-finite" in plot_lines(plot)[0], what=f"the {figure} plot's count")
+            assert colored_cells(plot, "color(1)") >= 3, figure  # a red line down the plot at pass 3
+        await pilot.press("escape")
