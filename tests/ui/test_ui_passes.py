@@ -132,7 +132,7 @@ async def test_w_shows_the_flow_and_brackets_browse_earlier_passes():
         for point, view in zip(points, app.state.views):
             assert point.loss == view.losses[0]
             assert point.grad_norm == pytest.approx(math.sqrt(sum(r.grad_norm ** 2 for r in view.flow)), rel=1e-12)
-        assert all(p._drawn == app.state.series.version for p in plots.values())  # noqa: SLF001 - drawn with the data
+        assert all(p._drawn[0] == app.state.series.version for p in plots.values())  # noqa: SLF001 - drawn with the data
         await pilot.press("escape")
 
 
@@ -215,3 +215,49 @@ async def test_the_loss_and_norm_plots_mark_a_non_finite_pass():
             await wait_for(pilot, lambda: " · 1 non-finite" in plot_lines(plot)[0], what=f"the {figure} plot's count")
             assert colored_cells(plot, "color(1)") >= 3, figure  # a red line down the plot at pass 3
         await pilot.press("escape")
+
+
+def _y_labels(plot: SeriesPlot) -> list[str]:
+    """The y axis's tick labels, top to bottom (left of the frame's `┤`)."""
+    return [line.split("┤")[0].strip() for line in plot_lines(plot) if "┤" in line]
+
+
+@pytest.mark.asyncio
+async def test_l_puts_the_loss_and_norm_plots_on_a_log_scale_and_back():
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (1000.0, 100.0, 0.0, 10.0, 1.0))  # a zero: left out on a log scale
+        loss = plots["loss"]
+        await wait_for(pilot, lambda: _y_labels(loss), what="the loss plot's axis")
+        linear = _y_labels(loss)
+        await pilot.press("l")
+        await wait_for(pilot, lambda: "loss · log" in plot_lines(loss)[0], what="the log scale's title")
+        await wait_for(pilot, lambda: " · log" in plot_lines(plots["norm"])[0], what="the norm plot's log title")
+        await wait_for(pilot, lambda: _y_labels(loss) != linear, what="the log axis")
+        logged = [float(v) for v in _y_labels(loss)]
+        ratios = [a / b for a, b in zip(logged, logged[1:])]
+        assert ratios == pytest.approx([ratios[0]] * len(ratios), rel=0.05)  # evenly spaced in log: equal ratios
+        await pilot.press("l")
+        await wait_for(pilot, lambda: _y_labels(loss) == linear and "log" not in plot_lines(loss)[0], what="linear again")
+        await pilot.press("escape")
+
+
+@pytest.mark.asyncio
+async def test_left_and_right_move_the_cursor_and_the_plots_read_its_pass():
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (4.0, 3.0, 2.0, float("nan"), 1.0, 0.5))
+        loss, norm = plots["loss"], plots["norm"]
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: "pass 5: 0.5" in plot_lines(loss)[0], what="the cursor on the pass on screen")
+        assert "pass 5: 5" in plot_lines(norm)[0] and colored_cells(loss, "#ffc800") > 0  # the cursor's line
+        await pilot.press("left")
+        await wait_for(pilot, lambda: "pass 4: 1 " in plot_lines(loss)[0] + " ", what="the cursor on pass 4")
+        assert table.cursor_row == 4 and "pass 4: 10" in plot_lines(norm)[0]
+        await pilot.press("left")
+        await wait_for(pilot, lambda: "pass 3: nan" in plot_lines(loss)[0], what="the cursor on the NaN pass")
+        assert "pass 3: nan" in plot_lines(norm)[0]
+        await pilot.press("right", "right")
+        await wait_for(pilot, lambda: table.cursor_row == 5 and "pass 5: 0.5" in plot_lines(loss)[0], what="back")
+        await pilot.press("enter")  # the row chosen: the pass of the cursor
+        await wait_for(pilot, lambda: not isinstance(app.screen, PassesScreen), what="the debugger")

@@ -6,7 +6,7 @@ plot redraws only when the series, the scale or the cursor changed since it last
 Non-finite values cannot be drawn: a pass with a non-finite loss or gradient is a red vertical
 line on the loss and norm plots (their titles count them: the line does not just stop there),
 and the non-finite plot counts its leaves. `log` draws the loss and norms on a log scale
-(values <= 0 left out); `cursor` is a pass: a yellow line there, its value in the title.
+(values <= 0 left out); `cursor` is a pass: an amber line there, its value in the title.
 """
 
 from __future__ import annotations
@@ -32,6 +32,12 @@ TITLES = {"loss": "loss", "norm": "gradient norm (all parameters)", "nonfinite":
 
 SHORT_TITLES = {"loss": "loss", "norm": "grad norm", "nonfinite": "non-finite", "modules": "modules"}
 """The names a title falls back to when the long one leaves no room for its count and cursor."""
+
+CURSOR_COLOR = (255, 200, 0)
+"""The cursor's line: an amber no line of the figures has."""
+
+TITLE_MARGIN = 12
+"""Columns a title leaves: the y axis's labels (up to ~10) and the frame."""
 
 LOG_FIGURES = ("loss", "norm", "modules")
 """Figures the log scale applies to (the non-finite counts are bars from zero)."""
@@ -95,7 +101,7 @@ class SeriesPlot(PlotextPlot):
             plt.yscale("log")
         self._draw(points, xs, log)
         if self.cursor is not None and xs and xs[0] <= self.cursor <= xs[-1]:
-            plt.vline(self.cursor, "yellow")
+            plt.vline(self.cursor, CURSOR_COLOR)
         self.title_text = self._title(points)
         plt.title(self.title_text)
         plt.xlabel("pass")
@@ -142,7 +148,8 @@ class SeriesPlot(PlotextPlot):
         if self.cursor is not None:
             parts.append(self._reading(point_at(self.series.points, self.cursor)))
         title = " · ".join([TITLES[self.figure], *parts])
-        return title if len(title) <= self.size.width - 2 else " · ".join([SHORT_TITLES[self.figure], *parts])
+        # plotext centres a title over the canvas, right of the y labels, and drops one that overflows
+        return title if len(title) <= self.size.width - TITLE_MARGIN else " · ".join([SHORT_TITLES[self.figure], *parts])
 
     def _reading(self, point: SeriesPoint | None) -> str:
         if point is None:
