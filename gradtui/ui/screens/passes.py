@@ -84,7 +84,7 @@ class PassesScreen(Screen[int | None]):
         """A note line, then the table."""
         with Vertical(id="passes") as box:
             box.border_title = f"passes · {self.state.passes} run"
-            box.border_subtitle = "enter or click: show it · ←→: cursor · escape: the debugger"
+            box.border_subtitle = "enter or click: show it · ←→: cursor · l: log scale · escape: back"
             yield PassPlots(self.state.series, self.recording)
             yield Static(self._note(), id="passes-note", markup=False)
             yield PassTable(id="passes-table", cursor_type="row", zebra_stripes=True)

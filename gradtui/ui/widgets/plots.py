@@ -99,9 +99,9 @@ class SeriesPlot(PlotextPlot):
         log = self.log_scale and self.figure in LOG_FIGURES
         if log:
             plt.yscale("log")
-        self._draw(points, xs, log)
         if self.cursor is not None and xs and xs[0] <= self.cursor <= xs[-1]:
-            plt.vline(self.cursor, CURSOR_COLOR)
+            plt.vline(self.cursor, CURSOR_COLOR)  # first: a non-finite pass's red line is drawn over it
+        self._draw(points, xs, log)
         self.title_text = self._title(points)
         plt.title(self.title_text)
         plt.xlabel("pass")
@@ -135,21 +135,27 @@ class SeriesPlot(PlotextPlot):
                         plt.plot(x, y, marker="braille", color=color, label=module)
 
     def _title(self, points: list[SeriesPoint]) -> str:
-        """The figure's name, `· log`, `· n non-finite` (loss, norm), `· pass N: value` (the cursor)."""
+        """The figure's name, `· log`, `· n non-finite` (loss, norm), `· pass N: value` (the
+        cursor): the longest of its forms that fits, as plotext drops a title that overflows."""
         if not points:
             return f"{TITLES[self.figure]} · no pass has ended yet"
-        parts = []
+        long, short = [], []
         if self.log_scale and self.figure in LOG_FIGURES:
-            parts.append("log")
+            long.append("log")
+            short.append("log")
         if self.figure in ("loss", "norm"):
             bad = sum(1 for p in self.series.points if is_nonfinite(p))
             if bad:
-                parts.append(f"{bad} non-finite")
+                long.append(f"{bad} non-finite")
+                short.append(f"{bad}✗")
         if self.cursor is not None:
-            parts.append(self._reading(point_at(self.series.points, self.cursor)))
-        title = " · ".join([TITLES[self.figure], *parts])
-        # plotext centres a title over the canvas, right of the y labels, and drops one that overflows
-        return title if len(title) <= self.size.width - TITLE_MARGIN else " · ".join([SHORT_TITLES[self.figure], *parts])
+            reading = self._reading(point_at(self.series.points, self.cursor))
+            long.append(reading)
+            short.append(reading.removeprefix("pass "))
+        forms = [[TITLES[self.figure], *long], [SHORT_TITLES[self.figure], *long], [SHORT_TITLES[self.figure], *short]]
+        titles = [" · ".join(form) for form in forms]
+        # plotext centres a title over the canvas, right of the y labels
+        return next((t for t in titles if len(t) <= self.size.width - TITLE_MARGIN), titles[-1])
 
     def _reading(self, point: SeriesPoint | None) -> str:
         if point is None:
