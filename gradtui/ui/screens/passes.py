@@ -1,6 +1,7 @@
 """The passes screen: plots over passes (loss and gradient norm; a recording's non-finite
 counts and per-module norms too), and one row per pass the UI remembers, to jump to one (not
-only `[` `]`)."""
+only `[` `]`). The row under the cursor is the plots' cursor (left and right move it too: its
+pass's value in their titles); `l` puts the loss and norms on a log scale."""
 
 from __future__ import annotations
 
