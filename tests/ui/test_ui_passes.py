@@ -134,7 +134,7 @@ async def test_w_shows_the_flow_and_brackets_browse_earlier_passes():
         for point, view in zip(points, app.state.views):
             assert point.loss == view.losses[0]
             assert point.grad_norm == pytest.approx(math.sqrt(sum(r.grad_norm ** 2 for r in view.flow)), rel=1e-12)
-        assert all(p._drawn == app.state.series.version for p in plots.values())  # noqa: SLF001 - drawn with the data
+        assert all(p._drawn[0] == app.state.series.version for p in plots.values())  # noqa: SLF001 - drawn with the data
         await pilot.press("escape")
 
 
@@ -173,3 +173,93 @@ async def test_unhooked_and_nested_passes_are_shown_for_what_they_are():
         await pilot.press("left_square_bracket")
         await wait_for(pilot, lambda: app.state.view.index == 0)
         await wait_for(pilot, lambda: nodes.row_count > 0, what="pass 0's tree")
+
+
+def plot_lines(plot: SeriesPlot) -> list[str]:
+    """A plot's rows on screen, as text."""
+    return [plot.render_line(y).text for y in range(plot.size.height)]
+
+
+def colored_cells(plot: SeriesPlot, color: str) -> int:
+    """Cells of the plot drawn in `color` (a Rich color name: plotext's red is `color(1)`)."""
+    count = 0
+    for y in range(plot.size.height):
+        for segment in plot.render_line(y):
+            style = segment.style
+            if style is not None and style.color is not None and style.color.name == color and segment.text.strip():
+                count += len(segment.text.strip())
+    return count
+
+
+async def _passes_with_a_nan(pilot, losses: tuple[float, ...]) -> dict[str, SeriesPlot]:
+    """Passes posted by hand (the loss is NaN: its gradient too), then the passes view's plots."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
+    for i, loss in enumerate(losses):
+        bad = math.isnan(loss)
+        app.on_batch([started(i, losses=(loss,), recorded=False)])
+        app.on_batch([ev.PassFinished(i, 0, 0, flow=(flow_row("fc.weight", loss * 10, 1.0, nonfinite=int(bad)),))])
+    await wait_for(pilot, lambda: len(app.state.series.points) == len(losses), what="the passes")
+    await pilot.press("P")
+    await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
+    await pilot.pause()
+    return {p.figure: p for p in app.screen.query(SeriesPlot)}
+
+
+@pytest.mark.asyncio
+async def test_the_loss_and_norm_plots_mark_a_non_finite_pass():
+    """Issue 22 item 19: the loss line used to just stop at a NaN pass, nothing said why."""
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (4.0, 3.0, 2.0, float("nan"), 1.0, 0.5))
+        for figure in ("loss", "norm"):
+            plot = plots[figure]
+            await wait_for(pilot, lambda: " · 1 non-finite" in plot_lines(plot)[0], what=f"the {figure} plot's count")
+            assert colored_cells(plot, "color(1)") >= 3, figure  # a red line down the plot at pass 3
+        await pilot.press("escape")
+
+
+def _y_labels(plot: SeriesPlot) -> list[str]:
+    """The y axis's tick labels, top to bottom (left of the frame's `┤`)."""
+    return [line.split("┤")[0].strip() for line in plot_lines(plot) if "┤" in line]
+
+
+@pytest.mark.asyncio
+async def test_l_puts_the_loss_and_norm_plots_on_a_log_scale_and_back():
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (1000.0, 100.0, 0.0, 10.0, 1.0))  # a zero: left out on a log scale
+        loss = plots["loss"]
+        await wait_for(pilot, lambda: _y_labels(loss), what="the loss plot's axis")
+        linear = _y_labels(loss)
+        await pilot.press("l")
+        await wait_for(pilot, lambda: "loss · log" in plot_lines(loss)[0], what="the log scale's title")
+        await wait_for(pilot, lambda: " · log" in plot_lines(plots["norm"])[0], what="the norm plot's log title")
+        await wait_for(pilot, lambda: _y_labels(loss) != linear, what="the log axis")
+        logged = [float(v) for v in _y_labels(loss)]
+        ratios = [a / b for a, b in zip(logged, logged[1:])]
+        assert ratios == pytest.approx([ratios[0]] * len(ratios), rel=0.05)  # evenly spaced in log: equal ratios
+        await pilot.press("l")
+        await wait_for(pilot, lambda: _y_labels(loss) == linear and "log" not in plot_lines(loss)[0], what="linear again")
+        await pilot.press("escape")
+
+
+@pytest.mark.asyncio
+async def test_left_and_right_move_the_cursor_and_the_plots_read_its_pass():
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (4.0, 3.0, 2.0, float("nan"), 1.0, 0.5))
+        loss, norm = plots["loss"], plots["norm"]
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: "pass 5: 0.5" in plot_lines(loss)[0], what="the cursor on the pass on screen")
+        assert "pass 5: 5" in plot_lines(norm)[0] and colored_cells(loss, "#ffc800") > 0  # the cursor's line
+        await pilot.press("left")
+        await wait_for(pilot, lambda: "pass 4: 1 " in plot_lines(loss)[0] + " ", what="the cursor on pass 4")
+        assert table.cursor_row == 4 and "pass 4: 10" in plot_lines(norm)[0]
+        await pilot.press("left")
+        await wait_for(pilot, lambda: "pass 3: nan" in plot_lines(loss)[0], what="the cursor on the NaN pass")
+        assert "pass 3: nan" in plot_lines(norm)[0]
+        await pilot.press("right", "right")
+        await wait_for(pilot, lambda: table.cursor_row == 5 and "pass 5: 0.5" in plot_lines(loss)[0], what="back")
+        await pilot.press("enter")  # the row chosen: the pass of the cursor
+        await wait_for(pilot, lambda: not isinstance(app.screen, PassesScreen), what="the debugger")

@@ -1,6 +1,7 @@
 """The passes screen: plots over passes (loss and gradient norm; a recording's non-finite
 counts and per-module norms too), and one row per pass the UI remembers, to jump to one (not
-only `[` `]`)."""
+only `[` `]`). The row under the cursor is the plots' cursor (left and right move it too: its
+pass's value in their titles); `l` puts the loss and norms on a log scale."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -40,7 +42,11 @@ class PassTable(DataTable):
     """A DataTable where one click on a row chooses it (a DataTable chooses only a row already
     under the cursor, which takes a second click), and whose cursor row is in view once it has a
     size (the cursor is set on mount, before the screen is laid out: a scroll then went nowhere,
-    and the pass on screen was off the bottom of the table)."""
+    and the pass on screen was off the bottom of the table). Left and right move the row too:
+    the plots' cursor follows the row, and on a plot a pass is left or right of another."""
+
+    BINDINGS = [Binding("left", "cursor_up", "earlier pass", show=False),
+                Binding("right", "cursor_down", "later pass", show=False)]
 
     def on_resize(self) -> None:
         """Scroll the cursor's row into view at the table's new size."""
@@ -59,7 +65,12 @@ class PassesScreen(Screen[int | None]):
     A screen of its own, not a modal one: a modal draws the debugger under it, dimmed, in every
     frame (0.1-0.2 s more to open it beside a recording's four plots)."""
 
-    BINDINGS = [Binding("escape,q,P", "close", "close")]
+    BINDINGS = [Binding("escape,q,P", "close", "close"), Binding("l", "log_scale", "log scale")]
+
+    log_scale: reactive[bool] = reactive(False, init=False)
+    """The plots' loss and norms on a log scale."""
+    cursor_pass: reactive[int | None] = reactive(None, init=False)
+    """The pass of the table's highlighted row: the plots mark it and read its value."""
 
     def __init__(self, state: UIState, recording: bool = False) -> None:
         """`recording`: the passes of a recording (every plot), else of a live run (loss, norm)."""
@@ -74,7 +85,7 @@ class PassesScreen(Screen[int | None]):
         """A note line, then the table."""
         with Vertical(id="passes") as box:
             box.border_title = f"passes · {self.state.passes} run"
-            box.border_subtitle = "enter or click: show it · escape: the debugger"
+            box.border_subtitle = "enter or click: show it · ←→: cursor · l: log scale · escape: back"
             yield PassPlots(self.state.series, self.recording)
             yield Static(self._note(), id="passes-note", markup=False)
             yield PassTable(id="passes-table", cursor_type="row", zebra_stripes=True)
@@ -124,6 +135,28 @@ class PassesScreen(Screen[int | None]):
                 cursor = len(self.indices) - 1
         table.move_cursor(row=cursor, animate=False)
         table.focus()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """A row under the cursor: the plots' cursor on its pass."""
+        event.stop()
+        if 0 <= event.cursor_row < len(self.indices):
+            self.cursor_pass = self.indices[event.cursor_row]
+
+    def action_log_scale(self) -> None:
+        """`l`: the plots' loss and norms on a log scale, or back."""
+        self.log_scale = not self.log_scale
+
+    def watch_log_scale(self, log: bool) -> None:
+        """Tell the plots their scale."""
+        plots = self.query_one(PassPlots)
+        plots.log_scale = log
+        plots.replot()
+
+    def watch_cursor_pass(self, index: int | None) -> None:
+        """Tell the plots their cursor."""
+        plots = self.query_one(PassPlots)
+        plots.cursor = index
+        plots.replot()
 
     def on_resize(self, event: events.Resize) -> None:
         """Give the plots the room the table leaves at the new size."""

@@ -2,20 +2,24 @@
 per-module gradient norm over passes, drawn from `UIState.series` (`gradtui.ui.series`).
 
 A live run shows the loss and the gradient norm of the passes so far; a recording all four. A
-plot redraws only when the series changed since it last drew. Non-finite values cannot be
-drawn: a pass where the gradient norm is not finite is a red vertical line on the norm plot,
-and the non-finite plot counts its leaves.
+plot redraws only when the series, the scale or the cursor changed since it last drew.
+Non-finite values cannot be drawn: a pass with a non-finite loss or gradient is a red vertical
+line on the loss and norm plots (their titles count them: the line does not just stop there),
+and the non-finite plot counts its leaves. `log` draws the loss and norms on a log scale
+(values <= 0 left out); `cursor` is a pass: an amber line there, its value in the title.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 
 from textual.app import ComposeResult
 from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
-from gradtui.ui.series import PassSeries
+from gradtui.model.stats import format_number
+from gradtui.ui.series import PassSeries, SeriesPoint
 
 MODULE_LINES = 5
 """Modules drawn on the per-module plot: those with the largest gradient norm."""
@@ -26,31 +30,64 @@ RECORDING_FIGURES = ("loss", "norm", "nonfinite", "modules")
 TITLES = {"loss": "loss", "norm": "gradient norm (all parameters)", "nonfinite": "non-finite gradients (leaves)",
           "modules": "gradient norm per module"}
 
+SHORT_TITLES = {"loss": "loss", "norm": "grad norm", "nonfinite": "non-finite", "modules": "modules"}
+"""The names a title falls back to when the long one leaves no room for its count and cursor."""
 
-def _finite(xs: list[int], ys: list[float | None]) -> tuple[list[int], list[float]]:
-    kept = [(x, y) for x, y in zip(xs, ys) if y is not None and math.isfinite(y)]
+CURSOR_COLOR = (255, 200, 0)
+"""The cursor's line: an amber no line of the figures has."""
+
+TITLE_MARGIN = 12
+"""Columns a title leaves: the y axis's labels (up to ~10) and the frame."""
+
+LOG_FIGURES = ("loss", "norm", "modules")
+"""Figures the log scale applies to (the non-finite counts are bars from zero)."""
+
+
+def _finite(xs: list[int], ys: list[float | None], log: bool = False) -> tuple[list[int], list[float]]:
+    kept = [(x, y) for x, y in zip(xs, ys) if y is not None and math.isfinite(y) and (y > 0 or not log)]
     return [x for x, _ in kept], [y for _, y in kept]
 
 
+def is_nonfinite(point: SeriesPoint) -> bool:
+    """Whether a pass's loss or any of its gradients was not finite."""
+    return bool(point.nonfinite) or any(v is not None and not math.isfinite(v) for v in (point.loss, point.grad_norm))
+
+
+def point_at(points: list[SeriesPoint], index: int) -> SeriesPoint | None:
+    """The point of pass `index`, if the series kept it."""
+    at = bisect.bisect_left(points, index, key=lambda p: p.index)
+    return points[at] if at < len(points) and points[at].index == index else None
+
+
 class SeriesPlot(PlotextPlot):
-    """One figure of the series (see module doc)."""
+    """One figure of the series (see module doc); `log` and `cursor` are set by PassPlots."""
 
     def __init__(self, series: PassSeries, figure: str, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id, classes="series-plot")
         self.series = series
         self.figure = figure
-        self._drawn = -1
+        self.log_scale = False
+        self.cursor: int | None = None
+        self.title_text = ""
+        """The title as last drawn (what the figure says about its passes and the cursor)."""
+        self._drawn: tuple[int, bool, int | None] | None = None
 
     def on_mount(self) -> None:
         """Draw the figure (PlotextPlot's own mount registers the theme)."""
         super().on_mount()
         self.replot()
 
+    def on_resize(self) -> None:
+        """Fit the title to the new width (a name gives way to the count and the cursor)."""
+        self._drawn = None
+        self.replot()
+
     def replot(self) -> None:
-        """Set the plot's data from the series, if it changed."""
-        if self._drawn == self.series.version:
+        """Set the plot's data from the series, if it, the scale or the cursor changed."""
+        drawn = (self.series.version, self.log_scale, self.cursor)
+        if self._drawn == drawn:
             return
-        self._drawn = self.series.version
+        self._drawn = drawn
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
@@ -59,19 +96,29 @@ class SeriesPlot(PlotextPlot):
         if every > 1:
             points = [p for i, p in enumerate(points) if i % every == 0 or p.nonfinite or i == len(points) - 1]
         xs = [p.index for p in points]
-        plt.title(TITLES[self.figure] if points else f"{TITLES[self.figure]} · no pass has ended yet")
+        log = self.log_scale and self.figure in LOG_FIGURES
+        if log:
+            plt.yscale("log")
+        if self.cursor is not None and xs and xs[0] <= self.cursor <= xs[-1]:
+            plt.vline(self.cursor, CURSOR_COLOR)  # first: a non-finite pass's red line is drawn over it
+        self._draw(points, xs, log)
+        self.title_text = self._title(points)
+        plt.title(self.title_text)
         plt.xlabel("pass")
+        if xs:
+            step = max(1, math.ceil((xs[-1] - xs[0]) / 5))
+            plt.xticks(list(range(xs[0], xs[-1] + 1, step)))  # passes are whole numbers
+        self.refresh()
+
+    def _draw(self, points: list[SeriesPoint], xs: list[int], log: bool) -> None:
+        plt = self.plt
         match self.figure:
-            case "loss":
-                x, y = _finite(xs, [p.loss for p in points])
+            case "loss" | "norm":
+                x, y = _finite(xs, [p.loss if self.figure == "loss" else p.grad_norm for p in points], log)
                 if x:
-                    plt.plot(x, y, marker="braille", color="cyan")
-            case "norm":
-                x, y = _finite(xs, [p.grad_norm for p in points])
-                if x:
-                    plt.plot(x, y, marker="braille", color="green")
+                    plt.plot(x, y, marker="braille", color="cyan" if self.figure == "loss" else "green")
                 for p in points:
-                    if p.grad_norm is not None and not math.isfinite(p.grad_norm):
+                    if is_nonfinite(p):
                         plt.vline(p.index, "red")
             case "nonfinite":
                 bad = [p for p in points if p.nonfinite]
@@ -83,13 +130,46 @@ class SeriesPlot(PlotextPlot):
             case "modules":
                 colors = ("cyan", "green", "yellow", "magenta", "blue")
                 for module, color in zip(self.series.top_modules(MODULE_LINES), colors):
-                    x, y = _finite(xs, [p.modules.get(module) for p in points])
+                    x, y = _finite(xs, [p.modules.get(module) for p in points], log)
                     if x:
                         plt.plot(x, y, marker="braille", color=color, label=module)
-        if xs:
-            step = max(1, math.ceil((xs[-1] - xs[0]) / 5))
-            plt.xticks(list(range(xs[0], xs[-1] + 1, step)))  # passes are whole numbers
-        self.refresh()
+
+    def _title(self, points: list[SeriesPoint]) -> str:
+        """The figure's name, `· log`, `· n non-finite` (loss, norm), `· pass N: value` (the
+        cursor): the longest of its forms that fits, as plotext drops a title that overflows."""
+        if not points:
+            return f"{TITLES[self.figure]} · no pass has ended yet"
+        long, short = [], []
+        if self.log_scale and self.figure in LOG_FIGURES:
+            long.append("log")
+            short.append("log")
+        if self.figure in ("loss", "norm"):
+            bad = sum(1 for p in self.series.points if is_nonfinite(p))
+            if bad:
+                long.append(f"{bad} non-finite")
+                short.append(f"{bad}✗")
+        if self.cursor is not None:
+            reading = self._reading(point_at(self.series.points, self.cursor))
+            long.append(reading)
+            short.append(reading.removeprefix("pass "))
+        forms = [[TITLES[self.figure], *long], [SHORT_TITLES[self.figure], *long], [SHORT_TITLES[self.figure], *short]]
+        titles = [" · ".join(form) for form in forms]
+        # plotext centres a title over the canvas, right of the y labels
+        return next((t for t in titles if len(t) <= self.size.width - TITLE_MARGIN), titles[-1])
+
+    def _reading(self, point: SeriesPoint | None) -> str:
+        if point is None:
+            return f"pass {self.cursor}: not plotted"
+        match self.figure:
+            case "loss":
+                return f"pass {point.index}: {format_number(point.loss)}"
+            case "norm":
+                return f"pass {point.index}: {format_number(point.grad_norm)}"
+            case "nonfinite":
+                return f"pass {point.index}: {point.nonfinite}"
+            case _:
+                top = max(point.modules.items(), key=lambda kv: kv[1] if math.isfinite(kv[1]) else -1.0, default=None)
+                return f"pass {point.index}" + (f": {top[0]} {format_number(top[1])}" if top else "")
 
 
 class PassPlots(Grid):
@@ -99,6 +179,10 @@ class PassPlots(Grid):
         super().__init__(id="passes-plots", classes="recording" if recording else "live")
         self.series = series
         self.figures = RECORDING_FIGURES if recording else LIVE_FIGURES
+        self.log_scale = False
+        """Loss and norms on a log scale (the passes view's `l`)."""
+        self.cursor: int | None = None
+        """The pass the plots mark and read (the passes table's row)."""
 
     def compose(self) -> ComposeResult:
         """One SeriesPlot per figure."""
@@ -106,6 +190,7 @@ class PassPlots(Grid):
             yield SeriesPlot(self.series, figure, id=f"plot-{figure}")
 
     def replot(self) -> None:
-        """Redraw every plot whose data changed."""
+        """Redraw every plot whose data, scale or cursor changed."""
         for plot in self.query(SeriesPlot):
+            plot.log_scale, plot.cursor = self.log_scale, self.cursor
             plot.replot()
