@@ -37,6 +37,7 @@ from gradtui.distributed.conn import RankConn
 from gradtui.distributed.outbox import Outbox
 from gradtui.model.dist_events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks
 from gradtui.distributed.rank import CONTROL
+from gradtui.distributed.settle import HeldPause
 from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked
 
 EDIT_NOTE = ("(edited on rank {rank} only: DDP will average this gradient into every rank at the "
@@ -77,6 +78,8 @@ class JobHub:
         """A client has come and gone: step pauses resume by themselves while none is attached."""
         self._outbox = Outbox(self._lock)
         """What to send to the ranks, in the order the hub decided it."""
+        self._held = HeldPause(self._lock, out)
+        """The shown rank's step pause, until the other ranks have caught up (gradtui.distributed.settle)."""
 
     # ---- joining --------------------------------------------------------------------------
 
@@ -143,10 +146,15 @@ class JobHub:
                             f"[rank {rank}] {line}" for line in event.text.splitlines(keepends=True)))
                 case ev.BreakpointsChanged():
                     pass
+            if isinstance(forward, ev.Paused) and rank == self.shown and event.reason == "step" and self._behind(rank):
+                self._held.hold(forward)
+                forward = None
             if forward is not None and (rank == self.shown or isinstance(event, (ev.Output, ev.CommandResult))):
                 self._out(forward)
             if st.public() != before:
                 self._changed()
+            if self._held.held and not self._behind(self.shown):
+                self._held.release()  # after the rank strip that shows every rank caught up
         self._flush()
         for action in actions:
             action()
@@ -173,6 +181,10 @@ class JobHub:
             if event.reason == "step" and self._detached and not self.attached():
                 actions.append(self._run_on)  # as a lone agent's step pause, with no client
         return dataclasses.replace(event, reason=f"rank {st.rank} · {event.reason}")
+
+    def _behind(self, rank: int) -> bool:
+        """Is another live rank than `rank` still running (not paused, parked or waiting at a gate)?"""
+        return any(st.live and st.rank != rank and st.paused is None and st.state != "waiting" for st in self._ranks)
 
     def _park_others(self, rank: int, event: ev.Paused) -> None:
         """Park order for every other live rank not paused on its own (under the lock)."""
@@ -202,6 +214,7 @@ class JobHub:
         """Show `rank` to the client: its state, then its present pass replayed."""
         with self._lock:
             self.shown = rank
+            self._held.drop()  # its pause, if it is paused, is replayed below
             self._changed()
             st = self._ranks[rank]
             last_pause = None
@@ -306,6 +319,7 @@ class JobHub:
         its way to (`RankView.pending`). Each rank is resumed once: from now on the hub counts it
         running, so a second resume (a client that detaches at once) sends it nothing more."""
         with self._lock:
+            self._held.drop()  # a pause resumed before it was shown is not shown
             live = [st for st in self._ranks if st.live]
             shown = self._ranks[self.shown]
             stop = shown.pause if shown.paused == "own" else next(

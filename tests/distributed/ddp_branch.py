@@ -14,6 +14,8 @@ import time
 import torch
 import torch.distributed as dist
 
+import script_end
+
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
 rank = dist.get_rank()
 torch.manual_seed(0)
@@ -37,10 +39,6 @@ if sys.argv[2:] == ["desync"]:
     else:
         time.sleep(90)
     print(f"rank {rank} after the desync", flush=True)
+    dist.destroy_process_group()
 else:
-    # Both ranks out of every collective before either tears its group down. Under load gloo
-    # sometimes aborts a rank at the exit ("terminate called without an active exception",
-    # SIGABRT), with or without gradtui. With this barrier 0 of 14 plain FSDP2 runs beside a CPU
-    # hog aborted (1 of 8 without), but a plain DDP run still did once: it is not a cure.
-    dist.barrier()
-dist.destroy_process_group()
+    script_end.end()  # both ranks out of every collective, then leave (see script_end)

@@ -13,6 +13,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import script_end
+
 steps = int(sys.argv[2])
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
 rank = dist.get_rank()
@@ -33,9 +35,5 @@ for step in range(steps):
     print(f"rank {rank} step {step} loss {loss.item():.8f} bias {model[2].bias.grad.item():.8f}\n", end="",
           flush=True)  # one write: the ranks share one output file, and an unbuffered print writes the newline apart
     opt.step()
-# Both ranks out of every collective before either tears its group down. Under load gloo
-# sometimes aborts a rank at the exit ("terminate called without an active exception",
-# SIGABRT), with or without gradtui. With this barrier 0 of 14 plain FSDP2 runs beside a CPU
-# hog aborted (1 of 8 without), but a plain DDP run still did once: it is not a cure.
-dist.barrier()
-dist.destroy_process_group()
+# Both ranks out of every collective, then leave (see script_end: gloo's abort at exit).
+script_end.end()

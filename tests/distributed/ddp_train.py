@@ -11,6 +11,8 @@ import sys
 import torch
 import torch.distributed as dist
 
+import script_end
+
 out, mode = sys.argv[1], sys.argv[2]
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
 rank = dist.get_rank()
@@ -34,9 +36,5 @@ for step in range(2):
     torch.save({n: p.grad.clone() for n, p in model.named_parameters()}, os.path.join(out, f"grads{step}-{rank}.pt"))
     opt.step()
 print(f"rank {rank} done", flush=True)
-# Both ranks out of every collective before either tears its group down. Under load gloo
-# sometimes aborts a rank at the exit ("terminate called without an active exception",
-# SIGABRT), with or without gradtui. With this barrier 0 of 14 plain FSDP2 runs beside a CPU
-# hog aborted (1 of 8 without), but a plain DDP run still did once: it is not a cure.
-dist.barrier()
-dist.destroy_process_group()
+# Both ranks out of every collective, then leave (see script_end: gloo's abort at exit).
+script_end.end()

@@ -179,3 +179,35 @@ def test_a_pause_heard_after_its_stop_was_resumed_is_ended_once_and_parks_no_ran
     assert not any(isinstance(e, ev.Paused) and e.reason.startswith("rank 0 · parked") for e in out)
     hub.submit("ranks", 3)
     assert "rank 0: parked" not in [e for e in out if isinstance(e, ev.CommandResult)][-1].text
+
+
+def test_the_shown_ranks_step_pause_reaches_the_client_once_every_rank_has_caught_up():
+    """After `step` rank 0 (shown) pauses at #1 before rank 1 does: the client, which answers the
+    pause with its next command (`ranks`), must get it only after rank 1 paused at #1 too, the
+    rank strip before it showing both there. A rank that never catches up does not hold the pause
+    past gradtui.distributed.settle's bound."""
+    import time
+
+    from gradtui.distributed import settle
+    from gradtui.model.dist_events import RanksChanged
+
+    hub, local, conn, out, store = _hub()
+    hub.on_event(0, _paused(0, "step"))
+    hub.on_event(1, _paused(0, "step"))
+    hub.submit("step", 1)
+    hub.on_event(0, ev.Resumed(0, "step"))
+    hub.on_event(0, _paused(1, "step"))
+    assert not [e for e in out if isinstance(e, ev.Paused) and e.node == 1], out  # rank 1 still at #0
+    hub.on_event(1, ev.Resumed(0, "step"))
+    hub.on_event(1, _paused(1, "step"))
+    shown = [i for i, e in enumerate(out) if isinstance(e, ev.Paused) and e.node == 1]
+    assert len(shown) == 1 and out[shown[0]].reason == "rank 0 · step", out
+    strip = [e for e in out[:shown[0]] if isinstance(e, RanksChanged)][-1]
+    assert all(" · #1 " in r.at for r in strip.ranks), strip
+    hub.submit("step", 2)
+    hub.on_event(0, ev.Resumed(0, "step"))
+    hub.on_event(0, _paused(2, "step"))  # rank 1 never pauses at #2: shown after the bound
+    deadline = time.monotonic() + settle.SETTLE_TIMEOUT + 10
+    while not [e for e in out if isinstance(e, ev.Paused) and e.node == 2] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len([e for e in out if isinstance(e, ev.Paused) and e.node == 2]) == 1, out
