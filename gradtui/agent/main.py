@@ -43,7 +43,7 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     `entry`: the runtime file of a --listen agent, removed however the run ends (a SIGTERM or
     SIGHUP too, see gradtui.engine.exits). After an unhandled KeyboardInterrupt the process is
     set to die of SIGINT at exit, as python's would."""
-    from gradtui.engine.exits import FatalSignals, describe_signal, die_at_exit
+    from gradtui.engine.exits import FatalSignals, describe_signal, die_at_exit, end_at_exit
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
 
@@ -117,7 +117,10 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
             lines.restore()
         failures = _end(server, outputs, "the script ended")
     die_at_exit(runner.exit_signal)
-    return OUTPUT_FAILED if failures and status == 0 else status
+    status = OUTPUT_FAILED if failures and status == 0 else status
+    if _in_job():
+        end_at_exit(status)  # a finished rank is not left to gloo's teardown (gradtui.engine.exits)
+    return status
 
 
 def _in_job() -> bool:
