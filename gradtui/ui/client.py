@@ -23,7 +23,7 @@ from gradtui.model.events import QUIT_STATUS
 from gradtui.model.options import RunOptions
 from gradtui.ui import fmt
 from gradtui.ui.tracebacks import render_error
-from gradtui.ui.watchdog import QuitWatchdog
+from gradtui.ui.watchdog import QuitWatchdog, die_of
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import STREAM_STYLE, OutputLog
@@ -352,11 +352,12 @@ class TargetClient(_Base):
 
 
 def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),
-            theme: str | None = None, passes_first: bool = False) -> int:
+            theme: str | None = None, passes_first: bool = False, die_by_signal: bool = True) -> int:
     """Run the UI on `options`' script in a child agent (or on `target`) until the user quits;
     return the script's exit status (QUIT_STATUS if the user quit before it ended).
 
-    SIGINT, SIGTERM and SIGHUP quit (`on_signal`) and arm a QuitWatchdog. The handlers are
+    SIGINT, SIGTERM and SIGHUP quit (`on_signal`) and arm a QuitWatchdog; once the app has
+    ended, the process dies of the signal, as python would (`die_by_signal`; 130, 143, 129). The handlers are
     Python's own (`signal.signal`), not the loop's: they run even while the loop is blocked
     in a write to a dead terminal, which the loop's handlers (run by the loop) never would."""
     from gradtui.ui.app import GradtuiApp
@@ -371,8 +372,11 @@ def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, co
     watchdog = QuitWatchdog(target, lambda: app._driver, QUIT_GRACE)
     watchdog.start()
 
+    signalled: list[int] = []
+
     def on_signal(signum: int, _frame: object) -> None:
-        watchdog.arm()
+        signalled.append(signum)
+        watchdog.arm(signum)
         try:
             loop.call_soon_threadsafe(app.on_signal, signum)
         except RuntimeError:  # the loop is closed: the app has ended, the watchdog sees to the rest
@@ -389,4 +393,6 @@ def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, co
         if kill is not None:
             kill()  # however the app ended, no agent of ours is left running
         loop.close()
+    if signalled and die_by_signal:
+        die_of(signalled[0])  # as python, killed by it (the terminal is restored, the agent gone)
     return app.return_code or app.exit_status  # a crash of the UI itself is 1

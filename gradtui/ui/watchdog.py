@@ -8,9 +8,11 @@ within its grace period (see QuitWatchdog for why it may never).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import termios
 import threading
+import time
 from collections.abc import Callable
 
 from gradtui.model.events import QUIT_STATUS
@@ -33,7 +35,8 @@ class QuitWatchdog:
     the app never ended and the process sat there, its script with it. The watchdog is a
     timer thread: it stops the target (a child agent's process group is SIGKILLed; an agent
     attached to over the wire sees its client go, as after any crash of the client), gives
-    the terminal back what it can, and `os._exit(QUIT_STATUS)`s."""
+    the terminal back what it can, and ends the process as python would have ended of the
+    signal that armed it (`signal_status`: 130, 143, 129), QUIT_STATUS if none is known."""
 
     def __init__(self, target: DebugTarget, driver: Callable[[], object | None], grace: float) -> None:
         self.target = target
@@ -43,16 +46,18 @@ class QuitWatchdog:
         self._armed = threading.Event()
         self._ended = threading.Event()
         self._was_armed = False
+        self._signum: int | None = None
 
     def start(self) -> None:
         """Start the watching thread (idle until `arm`): a signal handler only sets an event,
         it starts no thread (that takes locks the interrupted main thread may hold)."""
         threading.Thread(target=self._watch, name="gradtui-quit-watchdog", daemon=True).start()
 
-    def arm(self) -> None:
-        """Start the countdown (once: a second signal does not restart it)."""
+    def arm(self, signum: int | None = None) -> None:
+        """Start the countdown for `signum` (once: a second signal does not restart it)."""
         if not self._was_armed:  # the flag first: a signal handler may be re-entered
             self._was_armed = True
+            self._signum = signum
             self._armed.set()
 
     def disarm(self) -> None:
@@ -70,7 +75,28 @@ class QuitWatchdog:
         if kill is not None:
             kill()
         restore_terminal(self.driver())
-        os._exit(QUIT_STATUS)
+        os._exit(QUIT_STATUS if self._signum is None else signal_status(self._signum))
+
+
+def signal_status(signum: int) -> int:
+    """The status a shell reports for a process killed by `signum` (128 + N), as python's."""
+    return 128 + signum
+
+
+def die_of(signum: int) -> None:
+    """End this process of `signum`, as python ends of SIGTERM / SIGHUP (and of SIGINT after a
+    KeyboardInterrupt): the streams flushed, the signal's default action, then its status."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    os.kill(os.getpid(), signum)
+    time.sleep(1.0)  # delivery is asynchronous at worst; this is the fallback
+    os._exit(signal_status(signum))
 
 
 def restore_terminal(driver: object | None) -> None:

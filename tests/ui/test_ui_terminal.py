@@ -158,7 +158,7 @@ def test_the_ui_ends_when_its_terminal_is_gone(how):
     nobody reads the terminal any more (a stalled SSH connection) and redraws fill it, so the
     writer thread blocks in a write and the event loop in a write to its full queue; then
     SIGHUP. Either way Textual's driver waited for ever on its writer thread. The UI must end
-    (with the quit status) and its agent with it, so the script is not left running."""
+    (as python ends of SIGHUP) and its agent with it, so the script is not left running."""
     pid, fd = _start_ui(example("chain.py"))
     status, agents, closed = None, [], False
     try:
@@ -172,7 +172,9 @@ def test_the_ui_ends_when_its_terminal_is_gone(how):
             _fill(fd, pid)
             os.kill(pid, signal.SIGHUP)
         status = _exit_status(pid, HANGUP_BOUND)
-        assert status == QUIT_STATUS, f"the UI had not ended {HANGUP_BOUND:.0f} s after its terminal went"
+        assert status is not None, f"the UI had not ended {HANGUP_BOUND:.0f} s after its terminal went"
+        # as python ends of SIGHUP: killed by it, or (the watchdog, Textual stuck) its status 129
+        assert status in (-signal.SIGHUP, 128 + signal.SIGHUP), status
         deadline = time.monotonic() + 10
         while any(alive(agent) for agent in agents) and time.monotonic() < deadline:
             time.sleep(0.05)
