@@ -26,6 +26,8 @@ from datetime import timedelta
 from types import FrameType
 from typing import Any, NamedTuple
 
+from gradtui.model.places import GRADTUI_DIR
+
 TICK = 0.25
 """Seconds between two looks at the script's thread."""
 
@@ -45,21 +47,27 @@ class Stuck(NamedTuple):
     """The script's own line that led there (FILE:LINE), or ""."""
 
 
+def _ours(path: str) -> bool:
+    """Is `path` a file of gradtui's own package? (By its folder: a checkout or a venv whose path
+    says "gradtui" holds torch's and the script's files too.)"""
+    return os.path.abspath(path).startswith(GRADTUI_DIR)
+
+
 def stuck_at(frame: FrameType | None) -> Stuck | None:
     """Is the innermost Python frame in a collective? Which one, called from where in the script."""
     if frame is None:
         return None
     name = frame.f_code.co_filename
-    if _DIST in name and "gradtui" not in name:
+    if _DIST in name and not _ours(name):
         what = frame.f_code.co_name
     elif _AUTOGRAD in name and frame.f_code.co_name == "_engine_run_backward":
         what = "the backward pass (DDP's all-reduce waits in its final callback)"
     else:
         return None
     caller = frame
-    while caller is not None and (_TORCH in caller.f_code.co_filename or "gradtui" in caller.f_code.co_filename):
+    while caller is not None and (_TORCH in caller.f_code.co_filename or _ours(caller.f_code.co_filename)):
         code = caller.f_code
-        if _DIST in code.co_filename and "gradtui" not in code.co_filename and code.co_name not in _WRAPPERS:
+        if _DIST in code.co_filename and not _ours(code.co_filename) and code.co_name not in _WRAPPERS:
             what = code.co_name  # the outermost torch.distributed call (all_reduce, barrier)
         caller = caller.f_back
     where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}" if caller is not None else ""
