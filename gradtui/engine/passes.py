@@ -33,35 +33,21 @@ class PassRunner:
     def every_node(self, state: PassRecord, run: Callable[[], Any]) -> Any:
         """A pass with a prehook and a posthook on every node (handed to the plan if it continues)."""
         hooks = EveryNodeHooks(self._owner, state)
-        self._intercept.begin(state)
-        error: BaseException | None = None
-        try:
-            hooks.register()  # inside the try: an interruption half-way (Ctrl-C, a quit) still unhooks
-            return run()
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
+
+        def close() -> None:
             hooks.close()
             if state.planned is not None:  # handed over after a pause: the plan's hooks ran the rest
                 state.planned.close()
-            self._intercept.end()
-            try:
-                if state.planned is not None:
-                    state.planned.finish()
-                    state.planned = None
-                # What the window still holds; a value breakpoint it shows can still pause here
-                # (the engine has returned) unless the pass failed.
-                hooks.read(None, None, pause=error is None)
-            finally:
-                if error is not None and state.running is None:
-                    state.running = ready_node(state.capture.attrs, state.completed)
-                if state.prints is not None:  # the pass's fingerprints, before its end (a recording's)
-                    self._owner.emit(state.prints.event(state.index))
-                    state.prints = None
-                finished = self._recorder.finished(state, state.call, error_text(error), self._owner.light)
-                error = None  # this frame is on error's traceback: holding error would make a cycle
-                self.finish(finished)
+
+        def settle(error: BaseException | None) -> None:
+            if state.planned is not None:
+                state.planned.finish()
+                state.planned = None
+            # What the window still holds; a value breakpoint it shows can still pause here
+            # (the engine has returned) unless the pass failed.
+            hooks.read(None, None, pause=error is None)
+
+        return self._hooked(state, run, hooks.register, close, settle, place_failure=True)
 
     def planned(self, state: PassRecord, run: Callable[[], Any]) -> Any:
         """A planned pass: the plan's hooks only (see gradtui.engine.planned)."""
@@ -69,22 +55,35 @@ class PassRunner:
         hooks = PlannedPass(self._owner, state, make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen),
                             full=not self._owner.light)
         del cap
+        return self._hooked(state, run, hooks.register, hooks.close, lambda _error: hooks.finish())
+
+    def _hooked(self, state: PassRecord, run: Callable[[], Any], register: Callable[[], None],
+                close: Callable[[], None], settle: Callable[[BaseException | None], None],
+                place_failure: bool = False) -> Any:
+        """The real backward between `register` and `close` of a pass's hooks; then `settle` (its
+        last reads, given how it ended), the fingerprints and the PassFinished, however it ended.
+        `place_failure`: a failure no node's hook saw is put on the node the engine ran next."""
         self._intercept.begin(state)
         error: BaseException | None = None
         try:
-            hooks.register()
+            register()  # inside the try: an interruption half-way (Ctrl-C, a quit) still unhooks
             return run()
         except BaseException as exc:
             error = exc
             raise
         finally:
-            hooks.close()
+            close()
             self._intercept.end()
             try:
-                hooks.finish()
+                settle(error)
             finally:
+                if place_failure and error is not None and state.running is None:
+                    state.running = ready_node(state.capture.attrs, state.completed)
+                if state.prints is not None:  # the pass's fingerprints, before its end (a recording's)
+                    self._owner.emit(state.prints.event(state.index))
+                    state.prints = None
                 finished = self._recorder.finished(state, state.call, error_text(error), self._owner.light)
-                error = None
+                error = None  # this frame is on error's traceback: holding error would make a cycle
                 self.finish(finished)
 
     def unhooked(self, started: ev.PassStarted, nodes: list[Any], run: Callable[[], Any], flow: bool) -> Any:
