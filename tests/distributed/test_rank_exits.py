@@ -1,0 +1,113 @@
+"""A torchrun rank under gradtui ends as a plain torchrun rank ends (issue 21's exit table, its
+torchrun rows; tests/cli/test_exits.py holds the headless, UI and --listen rows).
+
+One rank of a 2-rank job (`torchrun -m gradtui --listen :0 SCRIPT`, parked at its first pause)
+gets SIGINT, SIGTERM or SIGHUP, or both ranks raise KeyboardInterrupt in a tensor hook once a
+client lets them run: torchrun's exit status, and the exit code torchrun reports for the rank
+that failed first, equal those of a plain `torchrun SCRIPT` ended the same way; the job's
+runtime file is gone. Every job is killed in a finalizer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import script
+from tests.distributed.jobs import Job, torchrun
+from tests.procs import children
+
+pytestmark = pytest.mark.timeout(300)
+
+TIMEOUT = 120.0
+CASES = {"SIGINT": (signal.SIGINT, "sleeps.py"), "SIGTERM": (signal.SIGTERM, "sleeps.py"),
+         "SIGHUP": (signal.SIGHUP, "sleeps.py"), "KeyboardInterrupt": (None, "hook_interrupts.py")}
+"""What ends the job (a signal to rank 1 once both ranks printed `ready`, or nothing: the
+script raises in a hook) and the script each rank runs."""
+
+FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
+
+
+class Ending:
+    """How a job ended: torchrun's status and the exit code of the rank it names as failed first."""
+
+    def __init__(self, job: Job, status: int) -> None:
+        found = FAILED.search(job.output())
+        assert found, job.output()
+        self.status, self.rank_code = status, int(found.group(1))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ending) and (self.status, self.rank_code) == (other.status, other.rank_code)
+
+    def __repr__(self) -> str:
+        return f"Ending(torchrun {self.status}, first failed rank {self.rank_code})"
+
+
+def _rank(job: Job, rank: int) -> int:
+    """The pid of the job's rank `rank` (torchrun's child whose environment says RANK=rank)."""
+    for pid in children(job.proc.pid):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in environ:
+            return pid
+    raise AssertionError(f"no rank {rank} below torchrun:\n{job.output()}")
+
+
+def _wait_ready(job: Job, ranks: int = 2) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while job.output().count("ready") < ranks:
+        assert job.proc.poll() is None, job.output()
+        assert time.monotonic() < deadline, f"never ready:\n{job.output()}"
+        time.sleep(0.05)
+
+
+def _end(argv: list[str], case: str, runtime: Path, at_ready=lambda job: None) -> Ending:
+    signum, _ = CASES[case]
+    job = Job(argv, runtime)
+    try:
+        _wait_ready(job)
+        at_ready(job)
+        if signum is not None:  # under gradtui rank 1 is parked at its first pause by then
+            time.sleep(1.0)  # `ready` is printed just before the backward that pauses
+            os.kill(_rank(job, 1), signum)
+        return Ending(job, job.wait(TIMEOUT))
+    finally:
+        job.end()
+
+
+_plain: dict[str, Ending] = {}
+
+
+def plain(case: str, tmp_path: Path) -> Ending:
+    """A plain torchrun job ended by `case`: the oracle (once per case)."""
+    if case not in _plain:
+        _plain[case] = _end(torchrun(script(CASES[case][1])), case, tmp_path / "plain")
+    return _plain[case]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_rank_under_gradtui_ends_as_a_plain_rank(case, tmp_path):
+    runtime = tmp_path / "rt"
+
+    def let_it_run(job: Job) -> None:  # a client continues both ranks into the raising hook
+        if CASES[case][0] is None:
+            job.agent()
+            attached = subprocess.run([sys.executable, "-m", "gradtui", "attach", "--headless", "-c", "continue"],
+                                      capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
+                                      env={**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime)})
+            assert "KeyboardInterrupt" in attached.stdout + attached.stderr, attached
+
+    ending = _end(torchrun("-m", "gradtui", "--listen", "127.0.0.1:0", script(CASES[case][1])), case, runtime,
+                  let_it_run)
+    assert ending == plain(case, tmp_path)
+    assert ending.rank_code < 0
+    assert list(runtime.glob("agent-*.json")) == []
