@@ -7,7 +7,6 @@ Prints every rank's loss per step: the job must print the same under gradtui as 
 `desync`: after the last step rank 0 enters a barrier that rank 1 never joins (it sleeps): the
 job fails at rank 0's timeout, with gradtui as without it."""
 
-import datetime
 import sys
 import time
 
@@ -15,14 +14,9 @@ import torch
 import torch.distributed as dist
 
 import script_end
+from ddp_setup import ddp_job
 
-dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
-rank = dist.get_rank()
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-ddp = torch.nn.parallel.DistributedDataParallel(model)
-opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-torch.manual_seed(1 + rank)
+rank, model, ddp, opt = ddp_job()
 for step in range(5):
     x = torch.randn(16, 4)
     opt.zero_grad()

@@ -4,23 +4,16 @@ argv: OUT_DIR MODE (plain | diverge | nan). Timeout 5 s on purpose: a pause long
 must not lose a rank. `diverge`: pass 1 runs under no_sync with rank 1's loss scaled (the
 gradients then differ across ranks). `nan`: rank 1's input holds a NaN on pass 1."""
 
-import datetime
 import os
 import sys
 
 import torch
-import torch.distributed as dist
 
 import script_end
+from ddp_setup import ddp_job
 
 out, mode = sys.argv[1], sys.argv[2]
-dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
-rank = dist.get_rank()
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-ddp = torch.nn.parallel.DistributedDataParallel(model)
-opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-torch.manual_seed(1 + rank)
+rank, model, ddp, opt = ddp_job()
 for step in range(2):
     x = torch.randn(16, 4)
     if mode == "nan" and step == 1 and rank == 1:

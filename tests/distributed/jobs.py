@@ -36,6 +36,18 @@ def torchrun(*args: str) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
 
 
+class QuietSession:
+    """The session a RankLink or JobHub unit test gives them: never quitting or paused, no
+    breakpoints, its events dropped."""
+
+    quitting = False
+    paused = False
+    breakpoints = ()
+
+    def emit(self, event: ev.Event) -> None:
+        """Drop the event."""
+
+
 class Job:
     """A torchrun job started by a test (in its own process group)."""
 
@@ -204,3 +216,11 @@ def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     a, b = getattr(a, "to_local", lambda: a)(), getattr(b, "to_local", lambda: b)()
     return a.shape == b.shape and bool(torch.equal(torch.nan_to_num(a, nan=0.125), torch.nan_to_num(b, nan=0.125))
                                        and torch.equal(a.isnan(), b.isnan()))
+
+
+def assert_same_grads(mine: Path, theirs: Path, steps: tuple[int, ...] = (0, 1)) -> None:
+    """Every (step, rank)'s saved gradients in `mine` equal those in `theirs` exactly."""
+    for step in steps:
+        for rank in (0, 1):
+            a, b = grads(mine, step, rank), grads(theirs, step, rank)
+            assert a.keys() == b.keys() and all(same(a[k], b[k]) for k in a), (step, rank)

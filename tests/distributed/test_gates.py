@@ -9,18 +9,10 @@ from types import SimpleNamespace
 import torch.distributed as dist
 
 from gradtui.model import events as ev
+from tests.distributed.jobs import QuietSession as _Session
 from gradtui.distributed.rank import RankLink
 
 NODES, PASSES = 40, 5
-
-
-class _Session:
-    quitting = False
-    paused = False
-    breakpoints = ()
-
-    def emit(self, event: ev.Event) -> None:
-        pass
 
 
 def _pass(index: int, nodes: int = NODES) -> SimpleNamespace:

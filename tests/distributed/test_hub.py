@@ -9,6 +9,7 @@ import torch.distributed as dist
 
 from gradtui.model import events as ev
 from gradtui.distributed.hub import JobHub
+from tests.distributed.jobs import QuietSession as _Session
 from gradtui.distributed.rank import CONTROL, RankLink
 
 
@@ -57,15 +58,6 @@ def test_a_step_typed_before_the_hub_heard_rank_1_pause_still_moves_rank_1():
     assert not any(c.startswith("park") for c in local.controls[before:])  # rank 0 runs on
     hub.on_event(1, _paused(1, "breakpoint 1: #1"))  # a later stop of its own is the client's
     assert conn.commands() == ["step"]
-
-
-class _Session:
-    quitting = False
-    paused = False
-    breakpoints = ()
-
-    def emit(self, event: ev.Event) -> None:
-        pass
 
 
 def test_a_rank_whose_peer_reached_the_gate_runs_the_node_before_it_parks():

@@ -18,7 +18,7 @@ import pytest
 
 from gradtui.model import events as ev
 from gradtui.model.stats import format_number
-from tests.distributed.jobs import HERE, Client, Job, grads, same, torchrun
+from tests.distributed.jobs import HERE, Client, Job, assert_same_grads, grads, same, torchrun
 
 DDP = str(HERE / "ddp_train.py")
 FSDP = str(HERE / "fsdp_train.py")
@@ -99,11 +99,7 @@ def test_pause_past_the_timeout_loses_no_rank(start, plain):
     client.submit("continue")
     client.drain()
     assert job.wait(60) == 0, job.output()
-    for step in (0, 1):
-        for rank in (0, 1):
-            mine, theirs = grads(out, step, rank), grads(baseline.gradients(), step, rank)
-            assert mine.keys() == theirs.keys()
-            assert all(same(mine[k], theirs[k]) for k in mine), (step, rank)
+    assert_same_grads(out, baseline.gradients())
 
 
 DETACHES = ("continue, then at once", "while held", "continue, after its Resumed", "continue, mid-pass")
@@ -218,10 +214,7 @@ def test_fsdp2_pauses_once_and_gradients_are_untouched_and_flow_is_per_rank_shar
     client.submit("continue")
     client.drain()
     assert job.wait(60) == 0, job.output()
-    for step in (0, 1):
-        for rank in (0, 1):
-            mine, theirs = grads(out, step, rank), grads(baseline.gradients(), step, rank)
-            assert mine.keys() == theirs.keys() and all(same(mine[k], theirs[k]) for k in mine)
+    assert_same_grads(out, baseline.gradients())
     rows = {line.split()[0]: line.split()[1:] for line in flow.splitlines()[2:]}
     assert len(rows) == 4 and all(name.endswith(".weight") or name.endswith(".bias") for name in rows), flow
     assert "(local shard)" in flow and flow.count("(local shard)") == 4, flow
