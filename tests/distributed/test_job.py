@@ -18,7 +18,7 @@ import pytest
 
 from gradtui.model import events as ev
 from gradtui.model.stats import format_number
-from tests.distributed.jobs import HERE, Client, Job, assert_same_grads, grads, same, torchrun
+from tests.distributed.jobs import HERE, Client, Job, assert_same_grads, grads, torchrun
 
 DDP = str(HERE / "ddp_train.py")
 FSDP = str(HERE / "fsdp_train.py")
