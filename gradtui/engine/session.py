@@ -38,7 +38,7 @@ from gradtui.engine.plan import make_plan, resume
 from gradtui.engine.passes import PassRunner, unhooked_start
 from gradtui.engine.planned import PlannedPass
 from gradtui.record.against import Reference
-from gradtui.engine.provenance import Provenance
+from gradtui.engine.provenance import Provenance, UnsavedSources
 from gradtui.engine.recorder import PassRecord, Recorder, nonfinite_roots, root_values
 from gradtui.engine.stepper import Mode, Pause, Stepper
 
@@ -82,6 +82,7 @@ class Session:
         self._provenance = Provenance() if provenance else None
         self._intercept = Interceptor(self, self._quitting, self._provenance)
         self._recorder = Recorder()
+        self._sources = UnsavedSources()
         self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
                                        self._breakpoints_changed, lambda: self.against is not None)
         self._stepper.execute = self._dispatch.execute
@@ -280,6 +281,9 @@ class Session:
             state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"
         state.completed = bytearray(len(cap.nodes))
         self._intercept.in_flight = state
+        if cap.described:  # a notebook cell's text, for a client in another process
+            for text in self._sources.new(data["path"] for data in cap.attrs):
+                self.emit(text)
         self.emit(ev.PassStarted(index, call, call_text, call_site, cap.graph, cap.roots, losses))  # type: ignore[arg-type]
         del cap, nodes, names
         return self._runner.planned(state, run) if planned else self._runner.every_node(state, run)

@@ -69,6 +69,18 @@ class PassStarted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SourceText(Event):
+    """The text of a source file the script's process reads but a client's may not: a notebook
+    cell (IPython keeps its text in `linecache` only, under a name like
+    `/tmp/ipykernel_1234/3049230926.py`) or code compiled from a string. Sent once per file,
+    before the first PassStarted whose graph names it; a client puts it in its own `linecache`."""
+
+    path: str
+    lines: tuple[str, ...]
+    """The file's lines as `linecache.getlines` gives them (each with its newline)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ParamFlow:
     """How the gradient of one leaf (a parameter, usually) compares with the leaf after a pass.
 
