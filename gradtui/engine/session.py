@@ -29,6 +29,7 @@ from typing import Any
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
 from gradtui.model.commands import Command, CommandError, Quit, parse
+from gradtui.engine import callsite
 from gradtui.engine.dispatch import CommandRunner
 from gradtui.engine.graph import Names, capture
 from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
@@ -83,6 +84,8 @@ class Session:
         self._intercept = Interceptor(self, self._quitting, self._provenance)
         self._recorder = Recorder()
         self._sources = UnsavedSources()
+        self._variables_told = -1
+        """The last pass whose call-site variables were sent (at its first pause)."""
         self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
                                        self._breakpoints_changed, lambda: self.against is not None)
         self._stepper.execute = self._dispatch.execute
@@ -319,6 +322,11 @@ class Session:
                  late: bool = False, editable: bool | None = None) -> Pause:
         """Pause at `node` until a command resumes (gradtui.engine.stepper.Stepper.wait); `editable`:
         paused in its posthook, whose result an edit replaces."""
+        if state.index != self._variables_told and state.frame is not None:  # the pass's first pause
+            self._variables_told = state.index
+            frame = state.frame
+            self.emit(callsite.variables(state.index, f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}",
+                                         frame.f_locals, state.capture))
         return self._stepper.wait(state, node, phase, reason, grads, late=late, editable=bool(editable))
 
     def stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:

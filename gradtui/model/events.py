@@ -81,6 +81,37 @@ class SourceText(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Variable:
+    """One tensor or module in scope where backward was called (pudb's locals pane)."""
+
+    name: str
+    kind: Literal["tensor", "parameter", "module"]
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    requires_grad: bool = False
+    nodes: tuple[int, ...] = ()
+    """Its nodes on the pass's graph: a non-leaf tensor's grad_fn, a leaf's AccumulateGrad, a
+    module's parameters' AccumulateGrads; empty when it is not on the graph."""
+    slot: int = 0
+    """A non-leaf tensor's output number at its grad_fn (its gradient is that node's incoming
+    gradient in this slot)."""
+    parameters: int = 0
+    """A module's number of parameters."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallSiteVariables(Event):
+    """The tensors and modules in scope in the frame that called backward (its locals), read
+    once, at the pass's first pause: sent then, never in a pass that does not pause."""
+
+    pass_index: int
+    call_site: str
+    variables: tuple[Variable, ...]
+    more: int = 0
+    """How many more there were than are listed (a bound keeps the event small)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ParamFlow:
     """How the gradient of one leaf (a parameter, usually) compares with the leaf after a pass.
 

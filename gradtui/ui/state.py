@@ -200,6 +200,12 @@ class UIState:
         remember_source(event.path, event.lines)
         return Change()
 
+    def _on_CallSiteVariables(self, event: ev.CallSiteVariables) -> Change:
+        view = next((v for v in reversed(self.views) if v.index == event.pass_index), None)
+        if view is not None:
+            view.variables = event
+        return Change()
+
     def _on_PassStarted(self, event: ev.PassStarted) -> Change:
         if event.index < self.passes:  # a pass shown again (a recording's `pass N`): it replaces its old view
             self.views = deque(v for v in self.views if v.index != event.index)
