@@ -127,7 +127,8 @@ class NavigationActions(_Base):
         if not self.state.summaries:
             self.query_one(CommandBar).answer("no pass yet", ok=False)
             return
-        self.push_screen(PassesScreen(self.state, recording=self.is_recording), self._show_pass)
+        self.push_screen(PassesScreen(self.state, recording=self.is_recording, node=self.query_one(NodeList).selected),
+                         self._show_pass)
 
     def _show_pass(self, index: int | None) -> None:
         if index is None:
