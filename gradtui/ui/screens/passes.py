@@ -95,7 +95,7 @@ class PassesScreen(Screen[int | None]):
         """A note line, then the table."""
         with Vertical(id="passes") as box:
             box.border_title = f"passes · {self.state.passes} run"
-            box.border_subtitle = "enter: show it · ←→: cursor · l: log · s: smooth · t: plot of… · escape: back"
+            box.border_subtitle = "enter: show · ←→ cursor · l log · s smooth · t plot of… · escape back"
             yield PassPlots(self.state.series, self.recording)
             yield Static(self._note(), id="passes-note", markup=False)
             yield PassTable(id="passes-table", cursor_type="row", zebra_stripes=True)
