@@ -2,8 +2,8 @@
 
 An agent may run long before anyone attaches (`--listen`, `gradtui.listen()`), or between two
 clients. The backlog keeps what a new client needs to draw the present: the script's start,
-the breakpoints, the last lines of output, and every event since the last recorded pass
-began (its graph, the nodes that ran, the pause it waits at). Passes that ran unhooked before
+the breakpoints, the notebook cells' texts, the last lines of output, and every event since
+the last recorded pass began (its graph, the nodes that ran, the pause it waits at). Passes that ran unhooked before
 the first recorded pass are kept as a bounded run of their start and end events.
 """
 
@@ -24,6 +24,8 @@ class Backlog:
         self._started: ev.ScriptStarted | None = None
         self._breakpoints: ev.BreakpointsChanged | None = None
         self._output: deque[ev.Output] = deque(maxlen=OUTPUT_LINES)
+        self._sources: list[ev.SourceText] = []
+        """Every notebook cell's text sent (each once): a later pass may name an old cell."""
         self._before: deque[ev.Event] = deque(maxlen=BEFORE_PASS)
         """Events before the current recorded pass (unhooked passes, nested passes...)."""
         self._current: list[ev.Event] = []
@@ -38,6 +40,8 @@ class Backlog:
                 self._breakpoints = event
             case ev.Output():
                 self._output.append(event)
+            case ev.SourceText():
+                self._sources.append(event)
             case ev.PassStarted(recorded=True):
                 self._current = [event]  # an older pass's graph is no longer the present
             case ev.CommandResult():
@@ -53,6 +57,7 @@ class Backlog:
         if self._breakpoints is not None:
             out.append(self._breakpoints)
         out.extend(self._output)
+        out.extend(self._sources)
         out.extend(self._before)
         out.extend(self._current)
         return out

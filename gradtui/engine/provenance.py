@@ -27,8 +27,11 @@ training loop makes.
 from __future__ import annotations
 
 import contextlib
+import linecache
+import os
 import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -44,9 +47,10 @@ from gradtui.engine.labels import FIRST_KEY, MODULE_KEY, SOURCE_KEY, recorded
 from gradtui.engine.modulecalls import ModuleCalls
 from gradtui.engine.modulecalls import forward_roots as forward_roots
 from gradtui.model import userfiles
+from gradtui.model.events import SourceText
 
-__all__ = ["FIRST_KEY", "MODULE_KEY", "SOURCE_KEY", "Provenance", "forward_roots", "module_of", "source_of",
-           "user_frame"]
+__all__ = ["FIRST_KEY", "MODULE_KEY", "SOURCE_KEY", "Provenance", "UnsavedSources", "forward_roots", "module_of",
+           "source_of", "user_frame"]
 
 _Tensor = torch.Tensor
 _get_ident = threading.get_ident
@@ -69,6 +73,32 @@ def module_of(node: Any) -> str | None:
     """The qualified name of the nn.Module whose forward created `node`, if it was recorded,
     led by its root module's variable name (`model.fc1`; `model` for the root's own ops)."""
     return recorded(node, MODULE_KEY)
+
+
+class UnsavedSources:
+    """The source text of the files nodes were made in that exist only in this process: a
+    notebook cell (IPython puts its text in `linecache.cache` under a file name that is not on
+    disk), code exec'd from a string with its lines registered there. A client runs in another
+    process and reads sources with its own `linecache`, so without this a cell's node shows
+    `at 3049230926.py:1` and no line. Each file is looked at once (`linecache.getlines`, which
+    serves files and cells alike) and its text sent once, as a `SourceText` event."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def new(self, paths: Iterable[str | None]) -> list[SourceText]:
+        """The texts of those of `paths` not looked at before that are readable here but not
+        files on disk (a client reads a file on disk itself)."""
+        out = []
+        for path in set(paths) - self._seen:
+            if path is None:
+                continue
+            self._seen.add(path)
+            if not os.path.isfile(path):
+                lines = linecache.getlines(path)
+                if lines:
+                    out.append(SourceText(path, tuple(lines)))
+        return out
 
 
 class Provenance(TorchFunctionMode):

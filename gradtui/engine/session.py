@@ -29,6 +29,7 @@ from typing import Any
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
 from gradtui.model.commands import Command, CommandError, Quit, parse
+from gradtui.engine import callsite
 from gradtui.engine.dispatch import CommandRunner
 from gradtui.engine.graph import Names, capture
 from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
@@ -38,7 +39,7 @@ from gradtui.engine.plan import make_plan, resume
 from gradtui.engine.passes import PassRunner, unhooked_start
 from gradtui.engine.planned import PlannedPass
 from gradtui.record.against import Reference
-from gradtui.engine.provenance import Provenance
+from gradtui.engine.provenance import Provenance, UnsavedSources
 from gradtui.engine.recorder import PassRecord, Recorder, nonfinite_roots, root_values
 from gradtui.engine.stepper import Mode, Pause, Stepper
 
@@ -82,6 +83,9 @@ class Session:
         self._provenance = Provenance() if provenance else None
         self._intercept = Interceptor(self, self._quitting, self._provenance)
         self._recorder = Recorder()
+        self._sources = UnsavedSources()
+        self._variables_told = -1
+        """The last pass whose call-site variables were sent (at its first pause)."""
         self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
                                        self._breakpoints_changed, lambda: self.against is not None)
         self._stepper.execute = self._dispatch.execute
@@ -280,6 +284,9 @@ class Session:
             state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"
         state.completed = bytearray(len(cap.nodes))
         self._intercept.in_flight = state
+        if cap.described:  # a notebook cell's text, for a client in another process
+            for text in self._sources.new(data["path"] for data in cap.attrs):
+                self.emit(text)
         self.emit(ev.PassStarted(index, call, call_text, call_site, cap.graph, cap.roots, losses))  # type: ignore[arg-type]
         del cap, nodes, names
         return self._runner.planned(state, run) if planned else self._runner.every_node(state, run)
@@ -315,6 +322,11 @@ class Session:
                  late: bool = False, editable: bool | None = None) -> Pause:
         """Pause at `node` until a command resumes (gradtui.engine.stepper.Stepper.wait); `editable`:
         paused in its posthook, whose result an edit replaces."""
+        if state.index != self._variables_told and state.frame is not None:  # the pass's first pause
+            self._variables_told = state.index
+            frame = state.frame
+            self.emit(callsite.variables(state.index, f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}",
+                                         frame.f_locals, state.capture))
         return self._stepper.wait(state, node, phase, reason, grads, late=late, editable=bool(editable))
 
     def stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:

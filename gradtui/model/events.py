@@ -69,6 +69,49 @@ class PassStarted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SourceText(Event):
+    """The text of a source file the script's process reads but a client's may not: a notebook
+    cell (IPython keeps its text in `linecache` only, under a name like
+    `/tmp/ipykernel_1234/3049230926.py`) or code compiled from a string. Sent once per file,
+    before the first PassStarted whose graph names it; a client puts it in its own `linecache`."""
+
+    path: str
+    lines: tuple[str, ...]
+    """The file's lines as `linecache.getlines` gives them (each with its newline)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One tensor or module in scope where backward was called (pudb's locals pane)."""
+
+    name: str
+    kind: Literal["tensor", "parameter", "module"]
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    requires_grad: bool = False
+    nodes: tuple[int, ...] = ()
+    """Its nodes on the pass's graph: a non-leaf tensor's grad_fn, a leaf's AccumulateGrad, a
+    module's parameters' AccumulateGrads; empty when it is not on the graph."""
+    slot: int = 0
+    """A non-leaf tensor's output number at its grad_fn (its gradient is that node's incoming
+    gradient in this slot)."""
+    parameters: int = 0
+    """A module's number of parameters."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallSiteVariables(Event):
+    """The tensors and modules in scope in the frame that called backward (its locals), read
+    once, at the pass's first pause: sent then, never in a pass that does not pause."""
+
+    pass_index: int
+    call_site: str
+    variables: tuple[Variable, ...]
+    more: int = 0
+    """How many more there were than are listed (a bound keeps the event small)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ParamFlow:
     """How the gradient of one leaf (a parameter, usually) compares with the leaf after a pass.
 

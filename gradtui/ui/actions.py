@@ -27,6 +27,7 @@ from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
+from gradtui.ui.widgets.variables import VariableRow, VariablesScreen, variable_rows
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -126,7 +127,8 @@ class NavigationActions(_Base):
         if not self.state.summaries:
             self.query_one(CommandBar).answer("no pass yet", ok=False)
             return
-        self.push_screen(PassesScreen(self.state, recording=self.is_recording), self._show_pass)
+        self.push_screen(PassesScreen(self.state, recording=self.is_recording, node=self.query_one(NodeList).selected),
+                         self._show_pass)
 
     def _show_pass(self, index: int | None) -> None:
         if index is None:
@@ -248,6 +250,24 @@ class NavigationActions(_Base):
                 bar.answer(f"forgot {row.spec} (it was off)")
             case "delete":
                 self.send(f"delete {row.number}")
+
+    # ---- the variables pane ----------------------------------------------------------------
+
+    def action_variables(self) -> None:
+        """V: the tensors and modules where backward was called; enter selects one's node."""
+        view = self.state.view
+        told = view.variables if view is not None else None
+        self.push_screen(VariablesScreen(variable_rows(view), told.call_site if told else "", told.more if told else 0),
+                         self._variable_chosen)
+
+    def _variable_chosen(self, row: VariableRow | None) -> None:
+        if row is None:
+            return
+        if row.node is not None:
+            self.query_one(NodeList).select_node(row.node)
+            self.query_one(CommandBar).answer(f"{row.var.name}: #{row.node}")
+        else:
+            self.send(f"why {row.var.name}")
 
     # ---- the source view -----------------------------------------------------------------
 

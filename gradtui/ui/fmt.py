@@ -73,6 +73,13 @@ def one_line(stats: Stats | None) -> str:
     return f"{shape_text(stats)}  {numbers_text(stats)}{extra}"
 
 
+def remember_source(path: str, lines: tuple[str, ...]) -> None:
+    """Put a file's text the script's process sent (a notebook cell's: `SourceText`) in this
+    process's `linecache`, as IPython does (no mtime: `checkcache` keeps it), so every pane that
+    reads source here (detail, source view, search) shows its lines."""
+    linecache.cache[path] = (sum(map(len, lines)), None, list(lines), path)
+
+
 def source_lines(path: str | None, line: int | None, context: int = 2) -> list[tuple[int, str, bool]]:
     """(number, text, is_the_line) for a few lines around `path:line`; [] if unreadable."""
     if not path or not line:

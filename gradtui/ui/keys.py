@@ -54,6 +54,9 @@ KEYS: tuple[Key, ...] = (
     Key("v", "source", "source", "source view: the node's whole file, its line marked, the lines that made "
         "this pass's nodes with their count; enter on one selects its nodes in turn, b breaks there",
         footer=False),
+    Key("V", "variables", "variables", "variables where backward was called (pudb's locals): shape, dtype, "
+        "requires_grad, on the graph, grad norm; enter selects its node, or says why it is not on the graph",
+        footer=False),
     Key("m", "modules", "modules", "module view: the node list as a tree of nn.Modules (again: engine order)",
         footer=False),
     Key("w", "flow", "flow", "gradient flow: grad norm / weight norm per parameter after the shown pass "
@@ -121,7 +124,8 @@ def display(key: Key) -> str:
 ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
                             "find", "find_next", "goto_current", "command", "help", "modules", "flow",
                             "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output", "detach",
-                            "narrower", "wider", "graph_narrower", "graph_wider", "breakpoints", "source"})
+                            "narrower", "wider", "graph_narrower", "graph_wider", "breakpoints", "source",
+                            "variables"})
 """Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
 LIVE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print", "detach"})

@@ -63,6 +63,8 @@ class PassView:
     """How many nodes the pass had, when its graph was not told (a recording's pass)."""
     kept: bool = True
     """False: a recording's pass that ran hooked but whose node statistics were not kept."""
+    variables: ev.CallSiteVariables | None = None
+    """The tensors and modules where backward was called (sent at the pass's first pause)."""
 
     @classmethod
     def from_event(cls, event: ev.PassStarted) -> "PassView":
@@ -93,6 +95,20 @@ class PassView:
             bad = sum(1 for f in self.flow if f.nonfinite or (f.grad_norm is not None and not math.isfinite(f.grad_norm)))
         return PassSummary(self.index, self.call_text or f"{self.call}()", self.losses, self.recorded,
                            self.total or self.size or 0, self.error, bad, self.finished, self.kept)
+
+    def variable_norm(self, var: ev.Variable) -> float | None:
+        """The norm of a call-site variable's gradient from this pass, once it is known: a leaf's
+        (or a module's parameters' together) `.grad` once the pass has ended, a non-leaf's as its
+        grad_fn received it; None before, or off the graph."""
+        if not var.nodes:
+            return None
+        first = var.nodes[0]
+        if var.kind == "module" or first in self.graph and self.graph.nodes[first].get("kind") == "accumulate":
+            return combined_norm(self.leaf_grads.get(node) for node in var.nodes) if self.finished else None
+        grads = self.incoming.get(var.nodes[0])
+        if grads is None or var.slot >= len(grads) or grads[var.slot] is None:
+            return None
+        return grads[var.slot].norm
 
     def title(self, node: int) -> str:
         """`#1 MulBackward0 (y)`."""

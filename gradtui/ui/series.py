@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,19 +46,47 @@ class SeriesPoint:
     """Leaves whose gradient has a non-finite value."""
     modules: dict[str, float] = field(default_factory=dict)
     """Module path -> the gradient norm of its parameters."""
+    params: array = field(default_factory=lambda: array("d"))
+    """Each parameter's gradient norm, at its position in `PassSeries.names` (ABSENT: no
+    gradient, or a parameter named after this pass): doubles, not a dict, as a run keeps
+    thousands of points of a model's hundreds of parameters."""
 
 
-def point_of(index: int, losses: Iterable[float | None], flow: Iterable[ev.ParamFlow]) -> SeriesPoint:
-    """A pass's point from its losses and its flow."""
+ABSENT = -1.0
+"""A parameter's norm in `SeriesPoint.params` when it has none (a norm is never negative)."""
+
+
+def ema(values: Iterable[float | None], weight: float) -> list[float | None]:
+    """TensorBoard's smoothing: an exponential moving average of weight `weight` (0: none),
+    debiased (the first points are not pulled toward 0); a missing or non-finite value is kept
+    as it is and left out of the average."""
+    out: list[float | None] = []
+    last, count = 0.0, 0
+    for value in values:
+        if value is None or not math.isfinite(value) or weight <= 0:
+            out.append(value)
+            continue
+        last = last * weight + (1 - weight) * value
+        count += 1
+        out.append(last / (1 - weight ** count))
+    return out
+
+
+def point_of(index: int, losses: Iterable[float | None], flow: Iterable[ev.ParamFlow],
+             names: dict[str, int] | None = None) -> SeriesPoint:
+    """A pass's point from its losses and its flow (`names`: the series' parameter positions,
+    grown by the parameters first seen here)."""
     rows = list(flow)
-    return _point(index, losses, ((r.name, r.grad_norm) for r in rows), sum(1 for r in rows if r.nonfinite))
+    return _point(index, losses, ((r.name, r.grad_norm) for r in rows), sum(1 for r in rows if r.nonfinite),
+                  {} if names is None else names)
 
 
 def _point(index: int, losses: Iterable[float | None], norms: Iterable[tuple[str, float | None]],
-           nonfinite: int) -> SeriesPoint:
+           nonfinite: int, names: dict[str, int]) -> SeriesPoint:
     loss = next((v for v in losses if v is not None), None)
     squares: dict[str, float] = {}
     total, seen = 0.0, False
+    found: list[tuple[int, float]] = []
     for name, norm in norms:
         if norm is None:
             continue
@@ -66,8 +95,12 @@ def _point(index: int, losses: Iterable[float | None], norms: Iterable[tuple[str
         head, dot, _ = name.rpartition(".")
         module = head if dot else TOP
         squares[module] = squares.get(module, 0.0) + norm * norm
+        found.append((names.setdefault(name, len(names)), norm))
+    params = array("d", [ABSENT]) * len(names)
+    for at, norm in found:
+        params[at] = norm
     return SeriesPoint(index, loss, math.sqrt(total) if seen else None, nonfinite,
-                       {m: math.sqrt(s) for m, s in squares.items()})
+                       {m: math.sqrt(s) for m, s in squares.items()}, params)
 
 
 class PassSeries:
@@ -80,6 +113,8 @@ class PassSeries:
         """Losses of passes started and not yet finished."""
         self.version = 0
         """Bumped on every change, so a plot redraws only when there is something new."""
+        self.names: dict[str, int] = {}
+        """Parameter name -> its position in every point's `params`, in the order first seen."""
 
     def started(self, index: int, losses: tuple[float | None, ...]) -> None:
         """A pass began with these losses."""
@@ -89,14 +124,14 @@ class PassSeries:
 
     def finished(self, index: int, flow: Iterable[ev.ParamFlow]) -> None:
         """A pass ended with this flow: add (or replace) its point."""
-        self.add(point_of(index, self._losses.pop(index, ()), flow))
+        self.add(point_of(index, self._losses.pop(index, ()), flow, self.names))
 
     def load(self, figures: Iterable[Any]) -> None:
         """A recording's figures (`reader.PassFigures`) of the whole run, before its story: the
         passes it read (evenly spread, the first non-finite ones, the last), in pass order."""
         for f in figures:
-            point = _point(f.index, f.losses, f.norms, f.nonfinite)
-            self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules))
+            point = _point(f.index, f.losses, f.norms, f.nonfinite, self.names)
+            self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules, point.params))
         self.version += 1
 
     def add(self, point: SeriesPoint) -> None:
@@ -121,3 +156,29 @@ class PassSeries:
                 if math.isfinite(norm) and norm > best.get(module, -1.0):
                     best[module] = norm
         return sorted(best, key=lambda m: (-best[m], m))[:count]
+
+    def norm_of(self, point: SeriesPoint, name: str) -> float | None:
+        """The gradient norm of parameter or module `name` at `point` (None: it had none)."""
+        at = self.names.get(name)
+        if at is None:
+            return point.modules.get(name)
+        value = point.params[at] if at < len(point.params) else ABSENT
+        return None if value == ABSENT else value
+
+    def choices(self) -> list[str]:
+        """What the norm plot can show instead of all parameters together: every module, largest
+        gradient norm first, then every parameter in the order first seen."""
+        modules = self.top_modules(len(self.names) + 1)
+        return modules + [name for name in self.names if name not in modules]
+
+    def subject(self, param: str | None, module: str | None) -> str | None:
+        """What a node's norm plot would be: its parameter (an AccumulateGrad's) if the series has
+        it, else its module, matched to the series' module paths (the node list leads a path with
+        the root's variable, `model.fc1`, where parameter names may not: `fc1.weight`)."""
+        if param is not None and param in self.names:
+            return param
+        if not module:
+            return None
+        known = {module_of(name) for name in self.names}
+        matches = [m for m in known if module == m or module.endswith("." + m)]
+        return max(matches, key=len, default=None)

@@ -17,6 +17,7 @@ from gradtui.model.stats import any_nonfinite
 from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary
 from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
 from gradtui.ui.series import PassSeries
+from gradtui.ui.fmt import remember_source
 
 
 class FlowSnapshot(NamedTuple):
@@ -194,6 +195,16 @@ class UIState:
     def _on_ScriptStarted(self, event: ev.ScriptStarted) -> Change:
         self.status = "running"
         return Change(header=True)
+
+    def _on_SourceText(self, event: ev.SourceText) -> Change:
+        remember_source(event.path, event.lines)
+        return Change()
+
+    def _on_CallSiteVariables(self, event: ev.CallSiteVariables) -> Change:
+        view = next((v for v in reversed(self.views) if v.index == event.pass_index), None)
+        if view is not None:
+            view.variables = event
+        return Change()
 
     def _on_PassStarted(self, event: ev.PassStarted) -> Change:
         if event.index < self.passes:  # a pass shown again (a recording's `pass N`): it replaces its old view

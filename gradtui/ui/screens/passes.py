@@ -1,7 +1,9 @@
 """The passes screen: plots over passes (loss and gradient norm; a recording's non-finite
 counts and per-module norms too), and one row per pass the UI remembers, to jump to one (not
 only `[` `]`). The row under the cursor is the plots' cursor (left and right move it too: its
-pass's value in their titles); `l` puts the loss and norms on a log scale."""
+pass's value in their titles); `l` puts the loss and norms on a log scale, `s` smooths them
+(TensorBoard's moving average, stepping through its weights), `t` chooses the module or
+parameter whose norm the norm plot shows (the debugger's selected node's, or any)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from gradtui.model.stats import format_number
+from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.state import UIState
-from gradtui.ui.widgets.plots import PassPlots
+from gradtui.ui.widgets.plots import SMOOTHING_STEPS, PassPlots
 
 TABLE_ROWS = 8
 """Rows the table keeps at least (its header and seven passes): the plots give way to it."""
@@ -65,18 +68,25 @@ class PassesScreen(Screen[int | None]):
     A screen of its own, not a modal one: a modal draws the debugger under it, dimmed, in every
     frame (0.1-0.2 s more to open it beside a recording's four plots)."""
 
-    BINDINGS = [Binding("escape,q,P", "close", "close"), Binding("l", "log_scale", "log scale")]
+    BINDINGS = [Binding("escape,q,P", "close", "close"), Binding("l", "log_scale", "log scale"),
+                Binding("s", "smoothing", "smoothing"), Binding("t", "choose_plot", "plot of…")]
 
     log_scale: reactive[bool] = reactive(False, init=False)
     """The plots' loss and norms on a log scale."""
     cursor_pass: reactive[int | None] = reactive(None, init=False)
     """The pass of the table's highlighted row: the plots mark it and read its value."""
+    smoothing: reactive[float] = reactive(0.0, init=False)
+    """The plots' smoothing weight (0: raw values)."""
+    chosen: reactive[str | None] = reactive(None, init=False)
+    """The module or parameter the norm plot shows (None: all parameters together)."""
 
-    def __init__(self, state: UIState, recording: bool = False) -> None:
-        """`recording`: the passes of a recording (every plot), else of a live run (loss, norm)."""
+    def __init__(self, state: UIState, recording: bool = False, node: int | None = None) -> None:
+        """`recording`: the passes of a recording (every plot), else of a live run (loss, norm);
+        `node`: the node selected in the debugger (`t` offers its parameter or module)."""
         super().__init__()
         self.state = state
         self.recording = recording
+        self.node = node
         self.indices: list[int] = []
         """Pass index of each table row."""
         self._chosen = False
@@ -85,7 +95,7 @@ class PassesScreen(Screen[int | None]):
         """A note line, then the table."""
         with Vertical(id="passes") as box:
             box.border_title = f"passes · {self.state.passes} run"
-            box.border_subtitle = "enter or click: show it · ←→: cursor · l: log scale · escape: back"
+            box.border_subtitle = "enter: show · ←→ cursor · l log · s smooth · t plot of… · escape back"
             yield PassPlots(self.state.series, self.recording)
             yield Static(self._note(), id="passes-note", markup=False)
             yield PassTable(id="passes-table", cursor_type="row", zebra_stripes=True)
@@ -145,6 +155,35 @@ class PassesScreen(Screen[int | None]):
     def action_log_scale(self) -> None:
         """`l`: the plots' loss and norms on a log scale, or back."""
         self.log_scale = not self.log_scale
+
+    def action_smoothing(self) -> None:
+        """`s`: the next smoothing weight (0, 0.6, 0.9, 0.99, then raw again)."""
+        at = SMOOTHING_STEPS.index(self.smoothing) if self.smoothing in SMOOTHING_STEPS else 0
+        self.smoothing = SMOOTHING_STEPS[(at + 1) % len(SMOOTHING_STEPS)]
+
+    def watch_smoothing(self, weight: float) -> None:
+        """Tell the plots their smoothing."""
+        plots = self.query_one(PassPlots)
+        plots.smoothing = weight
+        plots.replot()
+
+    def action_choose_plot(self) -> None:
+        """`t`: choose the module or parameter the norm plot shows."""
+        view, series = self.state.view, self.state.series
+        data = view.graph.nodes[self.node] if view is not None and self.node in view.graph else {}
+        selected = series.subject(data.get("param"), data.get("module"))
+        self.app.push_screen(PlotChoiceScreen(series.choices(), selected, self.chosen), self._plot_chosen)
+
+    def _plot_chosen(self, name: str | None) -> None:
+        if name is not None:
+            self.chosen = name or None
+        self.query_one(DataTable).focus()
+
+    def watch_chosen(self, name: str | None) -> None:
+        """Tell the plots what the norm plot shows."""
+        plots = self.query_one(PassPlots)
+        plots.chosen = name
+        plots.replot()
 
     def watch_log_scale(self, log: bool) -> None:
         """Tell the plots their scale."""

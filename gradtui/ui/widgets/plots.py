@@ -7,6 +7,9 @@ Non-finite values cannot be drawn: a pass with a non-finite loss or gradient is 
 line on the loss and norm plots (their titles count them: the line does not just stop there),
 and the non-finite plot counts its leaves. `log` draws the loss and norms on a log scale
 (values <= 0 left out); `cursor` is a pass: an amber line there, its value in the title.
+`smoothing` (TensorBoard's: a debiased moving average of that weight, 0 for none) draws the
+loss and norms smoothed over their raw values, dimmed; `chosen` puts one module's or
+parameter's gradient norm on the norm plot instead of all the parameters'.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
 from gradtui.model.stats import format_number
-from gradtui.ui.series import PassSeries, SeriesPoint
+from gradtui.ui.series import PassSeries, SeriesPoint, ema
 
 MODULE_LINES = 5
 """Modules drawn on the per-module plot: those with the largest gradient norm."""
@@ -41,6 +44,12 @@ TITLE_MARGIN = 12
 
 LOG_FIGURES = ("loss", "norm", "modules")
 """Figures the log scale applies to (the non-finite counts are bars from zero)."""
+
+RAW_COLOR = (90, 90, 90)
+"""The raw values under a smoothed line: dim, as TensorBoard draws them."""
+
+SMOOTHING_STEPS = (0.0, 0.6, 0.9, 0.99)
+"""The smoothing weights `s` in the passes view steps through (TensorBoard's slider, in four)."""
 
 
 def _finite(xs: list[int], ys: list[float | None], log: bool = False) -> tuple[list[int], list[float]]:
@@ -68,9 +77,11 @@ class SeriesPlot(PlotextPlot):
         self.figure = figure
         self.log_scale = False
         self.cursor: int | None = None
+        self.smoothing = 0.0
+        self.chosen: str | None = None
         self.title_text = ""
         """The title as last drawn (what the figure says about its passes and the cursor)."""
-        self._drawn: tuple[int, bool, int | None] | None = None
+        self._drawn: tuple[int, bool, int | None, float, str | None] | None = None
 
     def on_mount(self) -> None:
         """Draw the figure (PlotextPlot's own mount registers the theme)."""
@@ -84,7 +95,7 @@ class SeriesPlot(PlotextPlot):
 
     def replot(self) -> None:
         """Set the plot's data from the series, if it, the scale or the cursor changed."""
-        drawn = (self.series.version, self.log_scale, self.cursor)
+        drawn = (self.series.version, self.log_scale, self.cursor, self.smoothing, self.chosen)
         if self._drawn == drawn:
             return
         self._drawn = drawn
@@ -114,9 +125,7 @@ class SeriesPlot(PlotextPlot):
         plt = self.plt
         match self.figure:
             case "loss" | "norm":
-                x, y = _finite(xs, [p.loss if self.figure == "loss" else p.grad_norm for p in points], log)
-                if x:
-                    plt.plot(x, y, marker="braille", color="cyan" if self.figure == "loss" else "green")
+                self._line(xs, [self.value(p) for p in points], log, "cyan" if self.figure == "loss" else "green")
                 for p in points:
                     if is_nonfinite(p):
                         plt.vline(p.index, "red")
@@ -130,9 +139,25 @@ class SeriesPlot(PlotextPlot):
             case "modules":
                 colors = ("cyan", "green", "yellow", "magenta", "blue")
                 for module, color in zip(self.series.top_modules(MODULE_LINES), colors):
-                    x, y = _finite(xs, [p.modules.get(module) for p in points], log)
-                    if x:
-                        plt.plot(x, y, marker="braille", color=color, label=module)
+                    self._line(xs, [p.modules.get(module) for p in points], log, color, module)
+
+    def value(self, point: SeriesPoint) -> float | None:
+        """A loss or norm plot's raw value at `point` (the chosen module's or parameter's norm)."""
+        if self.figure == "loss":
+            return point.loss
+        return point.grad_norm if self.chosen is None else self.series.norm_of(point, self.chosen)
+
+    def _line(self, xs: list[int], ys: list[float | None], log: bool, color: str, label: str | None = None) -> None:
+        """One line; smoothed over its raw values (dim) when smoothing is on."""
+        plt = self.plt
+        if self.smoothing > 0:
+            x, y = _finite(xs, ys, log)
+            if x:
+                plt.plot(x, y, marker="braille", color=RAW_COLOR)
+            ys = ema(ys, self.smoothing)
+        x, y = _finite(xs, ys, log)
+        if x:
+            plt.plot(x, y, marker="braille", color=color, label=label)
 
     def _title(self, points: list[SeriesPoint]) -> str:
         """The figure's name, `· log`, `· n non-finite` (loss, norm), `· pass N: value` (the
@@ -140,6 +165,12 @@ class SeriesPlot(PlotextPlot):
         if not points:
             return f"{TITLES[self.figure]} · no pass has ended yet"
         long, short = [], []
+        if self.chosen is not None and self.figure == "norm":
+            long.append(self.chosen)
+            short.append(self.chosen)
+        if self.smoothing > 0 and self.figure in LOG_FIGURES:
+            long.append(f"smoothed {self.smoothing:g}")
+            short.append(f"~{self.smoothing:g}")
         if self.log_scale and self.figure in LOG_FIGURES:
             long.append("log")
             short.append("log")
@@ -152,7 +183,8 @@ class SeriesPlot(PlotextPlot):
             reading = self._reading(point_at(self.series.points, self.cursor))
             long.append(reading)
             short.append(reading.removeprefix("pass "))
-        forms = [[TITLES[self.figure], *long], [SHORT_TITLES[self.figure], *long], [SHORT_TITLES[self.figure], *short]]
+        name = "grad norm" if self.chosen is not None and self.figure == "norm" else TITLES[self.figure]
+        forms = [[name, *long], [SHORT_TITLES[self.figure], *long], [SHORT_TITLES[self.figure], *short]]
         titles = [" · ".join(form) for form in forms]
         # plotext centres a title over the canvas, right of the y labels
         return next((t for t in titles if len(t) <= self.size.width - TITLE_MARGIN), titles[-1])
@@ -161,10 +193,13 @@ class SeriesPlot(PlotextPlot):
         if point is None:
             return f"pass {self.cursor}: not plotted"
         match self.figure:
-            case "loss":
-                return f"pass {point.index}: {format_number(point.loss)}"
-            case "norm":
-                return f"pass {point.index}: {format_number(point.grad_norm)}"
+            case "loss" | "norm":
+                raw = self.value(point)
+                text = f"pass {point.index}: {format_number(raw)}"
+                if self.smoothing > 0 and raw is not None and math.isfinite(raw):
+                    upto = [self.value(p) for p in self.series.points if p.index <= point.index]
+                    text += f" ~{format_number(ema(upto, self.smoothing)[-1])}"
+                return text
             case "nonfinite":
                 return f"pass {point.index}: {point.nonfinite}"
             case _:
@@ -183,6 +218,10 @@ class PassPlots(Grid):
         """Loss and norms on a log scale (the passes view's `l`)."""
         self.cursor: int | None = None
         """The pass the plots mark and read (the passes table's row)."""
+        self.smoothing = 0.0
+        """The loss and norms smoothed with this weight (the passes view's `s`; 0: raw)."""
+        self.chosen: str | None = None
+        """A module or parameter whose norm the norm plot shows (the passes view's `t`)."""
 
     def compose(self) -> ComposeResult:
         """One SeriesPlot per figure."""
@@ -192,5 +231,6 @@ class PassPlots(Grid):
     def replot(self) -> None:
         """Redraw every plot whose data, scale or cursor changed."""
         for plot in self.query(SeriesPlot):
-            plot.log_scale, plot.cursor = self.log_scale, self.cursor
+            plot.log_scale, plot.cursor, plot.smoothing, plot.chosen = (self.log_scale, self.cursor, self.smoothing,
+                                                                        self.chosen)
             plot.replot()

@@ -1,0 +1,99 @@
+"""The variables pane (pudb's locals): the tensors and modules in scope where backward was
+called, each with its shape, dtype, `requires_grad`, whether it is on the shown pass's graph (its
+node) and its gradient's norm once the pass has made it; enter on one selects its node, or asks
+`why NAME` when it is not on the graph; escape closes.
+
+The agent reads the calling frame's locals once, at a pass's first pause (a `CallSiteVariables`
+event, kept on the pass's view); this pane only shows that view."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from gradtui.model import events as ev
+from gradtui.model.stats import format_number
+from gradtui.ui.passview import PassView
+
+
+class VariableRow(NamedTuple):
+    """One variable as the pane shows it: the variable, its first node in engine order (None:
+    not on the graph) and its gradient's norm (None: not known yet, or none)."""
+
+    var: ev.Variable
+    node: int | None
+    norm: float | None
+
+
+def variable_rows(view: PassView | None) -> list[VariableRow]:
+    """The rows of the shown pass's call-site variables ([] before its first pause)."""
+    if view is None or view.variables is None:
+        return []
+    rows = []
+    for var in view.variables.variables:
+        nodes = sorted((n for n in var.nodes if n in view.row), key=view.row.__getitem__)
+        rows.append(VariableRow(var, nodes[0] if nodes else None, view.variable_norm(var)))
+    return rows
+
+
+def _what(var: ev.Variable) -> str:
+    """`[32, 4] float32`, `97 parameters`."""
+    if var.kind == "module":
+        return f"{var.parameters:,} parameters"
+    return f"[{', '.join(map(str, var.shape))}] {var.dtype}"
+
+
+class VariablesScreen(ModalScreen[VariableRow | None]):
+    """A table of the call-site variables (see module doc)."""
+
+    BINDINGS = [Binding("escape,V", "close", "close")]
+
+    def __init__(self, rows: list[VariableRow], where: str, more: int = 0) -> None:
+        super().__init__()
+        self.rows = rows
+        self.where = where
+        self.more = more
+
+    def compose(self) -> ComposeResult:
+        """A note, then the table."""
+        with Vertical(id="variables") as box:
+            box.border_title = f"variables · {self.where}" if self.where else "variables"
+            box.border_subtitle = "escape to close"
+            if not self.rows:
+                note = ("no tensor or module in scope where backward was called" if self.where else
+                        "the variables are read at a pass's first pause: none yet for this pass")
+            else:
+                note = "enter: select its node (not on the graph: why NAME) · grad norm once the pass made it"
+                if self.more:
+                    note += f" · {self.more} more not listed"
+            yield Static(note, id="variables-note", markup=False)
+            yield DataTable(id="variables-table", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        """Fill the table."""
+        table = self.query_one(DataTable)
+        table.add_columns("name", "kind", "shape / size", "grad", "on graph", "grad norm")
+        for row in self.rows:
+            var = row.var
+            graph = Text(f"#{row.node}", style="bold") if row.node is not None else Text("no: why?", style="dim")
+            norm = Text("-" if row.norm is None else format_number(row.norm), style="" if row.norm is not None else "dim")
+            table.add_row(Text(var.name, style="bold"), var.kind, _what(var),
+                          Text("✓" if var.requires_grad else "·", style="green" if var.requires_grad else "dim"),
+                          graph, norm)
+        table.focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """enter (or a click) on a row: its node, or why it has none."""
+        event.stop()
+        if self.rows:
+            self.dismiss(self.rows[event.cursor_row])
+
+    def action_close(self) -> None:
+        """Back to the debugger."""
+        self.dismiss(None)

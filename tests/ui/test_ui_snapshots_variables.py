@@ -1,0 +1,34 @@
+"""SVG snapshots of the variables pane (V, issue 22.18) at 80x24 and 160x45: train_loop.py's
+pass 0, browsed after it ended, so every variable's gradient norm is known. Regenerate with
+`--snapshot-update` and look at every SVG."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import script
+from gradtui.ui.app import GradtuiApp
+from gradtui.ui.widgets.variables import VariablesScreen
+from test_ui_snapshots import _footer_of_the_modal, _settle
+from ui_helpers import wait_for, wait_paused_at
+
+SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+
+
+@SIZES
+def test_the_variables_of_an_ended_pass(snap_compare, size):
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_paused_at(pilot, 0)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
+                       what="the first pause of pass 1")
+        await wait_paused_at(pilot, 0)
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: app.state.view.index == 0, what="pass 0 shown")
+        await pilot.press("V")
+        await wait_for(pilot, lambda: isinstance(app.screen, VariablesScreen), what="the variables pane")
+        await _footer_of_the_modal(pilot)
+        await _settle(pilot)
+
+    assert snap_compare(GradtuiApp(script("train_loop.py"), args=["2"]), terminal_size=size, run_before=run_before)
