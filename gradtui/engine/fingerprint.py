@@ -36,7 +36,8 @@ from typing import Any, NamedTuple
 import torch
 
 from gradtui.engine.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
-    CHUNK, EXACT_LIMIT, K, Row, estimate_distance, fingerprint, hashed_signs, signs, sketch_and_norm, sketch_one)
+    CHUNK, EXACT_LIMIT, K, Row, estimate_distance, fingerprint, hashed_signs, read_rows, signs, sketch_and_norm,
+    sketch_one)
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint
 from gradtui.record.against import PassReference
@@ -189,16 +190,8 @@ class PassPrints:
         assert self.against is not None
         entries, rows = self._entries[marks[0]:], self._rows[marks[0]:]
         values: dict[tuple[int, tuple[int, int]], Value] = {}
-        if rows:
-            with torch.no_grad():
-                numbers = torch.cat((torch.stack([r.norm for r in rows]),
-                                     torch.cat([r.body for r in rows]))).double().tolist()
-            position = len(rows)
-            for i, (e, r) in enumerate(zip(entries, rows)):
-                length = r.body.numel()
-                values[(e.node, (e.dir, e.slot))] = Value(numbers[i], tuple(numbers[position:position + length]),
-                                                          e.exact, e.what)
-                position += length
+        for e, r in zip(entries, read_rows(rows)):
+            values[(e.node, (e.dir, e.slot))] = Value(r.norm, r.data, e.exact, e.what)
         for p in self._zeros[marks[1]:] + self._params[marks[2]:]:
             values[(p.node, (p.dir, p.slot))] = Value(p.norm, p.sketch, p.exact, p.what)
         producers = tuple(i for f, _ in fn.next_functions if f is not None and not hasattr(f, "variable")
@@ -289,19 +282,10 @@ class PassPrints:
         entries, rows = self._entries, self._rows
         self._entries, self._rows = [], []
         out = list(self._zeros) + list(self._params)
-        if rows:
-            try:
-                with torch.no_grad():
-                    # cat promotes: float32 and float64 rows read back together, as float64
-                    numbers = torch.cat((torch.stack([r.norm for r in rows]),
-                                         torch.cat([r.body for r in rows]))).double().tolist()
-            except Exception as exc:  # noqa: BLE001 - as in `node`
-                self.failed = f"{type(exc).__name__}: {exc}"
-                return ev.PassPrints(index, ())
-            position = len(rows)
-            for i, (e, r) in enumerate(zip(entries, rows)):
-                length = r.body.numel()
-                out.append(ev.Print(e.node, e.dir, e.slot, numbers[i], tuple(numbers[position:position + length]),
-                                    e.exact, e.what))
-                position += length
+        try:
+            read = read_rows(rows)
+        except Exception as exc:  # noqa: BLE001 - as in `node`
+            self.failed = f"{type(exc).__name__}: {exc}"
+            return ev.PassPrints(index, ())
+        out.extend(ev.Print(e.node, e.dir, e.slot, r.norm, r.data, e.exact, e.what) for e, r in zip(entries, read))
         return ev.PassPrints(index, tuple(out))
