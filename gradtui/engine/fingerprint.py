@@ -36,8 +36,8 @@ from typing import Any, NamedTuple
 import torch
 
 from gradtui.engine.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
-    CHUNK, EXACT_LIMIT, K, Row, estimate_distance, fingerprint, hashed_signs, read_rows, signs, sketch_and_norm,
-    sketch_one)
+    CHUNK, EXACT_LIMIT, K, ReadRow, Row, estimate_distance, fingerprint, hashed_signs, read_rows, signs,
+    sketch_and_norm, sketch_one)
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint
 from gradtui.record.against import PassReference
@@ -160,6 +160,10 @@ class PassPrints:
         """Nodes whose output is fingerprinted already (several consumers may have saved it)."""
         self._zeros: list[ev.Print] = []
         self._params: list[ev.Print] = []
+        self._marks = (0, 0, 0)
+        self._read: list[ReadRow] = []
+        """The rows read back so far, in order (the pass's end reads only the rest)."""
+        """How many entries, zeros and arguments were read back already (`_unread`)."""
         self.sketched = 0
         """Values sketched (not reused) in this pass: a count the tests assert."""
 
@@ -174,31 +178,35 @@ class PassPrints:
         stops this pass's fingerprints, never the pass."""
         if self.failed is not None:
             return None
-        marks = (len(self._entries), len(self._zeros), len(self._params))
         try:
             self._node(node, fn, received, sent)
-            if self.against is not None:
-                return self._compare(node, fn, marks, watch)
+            if self.against is not None and watch:
+                return self._compare(node, fn, watch)
         except Exception as exc:  # noqa: BLE001 - a user's odd tensor must not abort their backward
             self.failed = f"{type(exc).__name__}: {exc}"
-            self._entries, self._rows, self._sent = [], [], {}
+            self._entries, self._rows, self._sent, self._read = [], [], {}, []
         return None
 
-    def _compare(self, node: int, fn: Any, marks: tuple[int, int, int],
-                 watch: tuple[Breakpoint, ...]) -> tuple[Breakpoint, str] | None:
-        """Read back what `node` fingerprinted and compare it with the reference (see `node`)."""
-        assert self.against is not None
-        entries, rows = self._entries[marks[0]:], self._rows[marks[0]:]
+    def _unread(self) -> dict[tuple[int, tuple[int, int]], Value]:
+        """The values fingerprinted since the last call, read back (one small host read)."""
+        marks, self._marks = self._marks, (len(self._entries), len(self._zeros), len(self._params))
         values: dict[tuple[int, tuple[int, int]], Value] = {}
-        for e, r in zip(entries, read_rows(rows)):
+        entries, read = self._entries[marks[0]:], read_rows(self._rows[marks[0]:])
+        self._read.extend(read)
+        for e, r in zip(entries, read):
             values[(e.node, (e.dir, e.slot))] = Value(r.norm, r.data, e.exact, e.what)
         for p in self._zeros[marks[1]:] + self._params[marks[2]:]:
             values[(p.node, (p.dir, p.slot))] = Value(p.norm, p.sketch, p.exact, p.what)
+        return values
+
+    def _compare(self, node: int, fn: Any, watch: tuple[Breakpoint, ...]) -> tuple[Breakpoint, str] | None:
+        """Read back what `node` fingerprinted and compare it with the reference (see `node`):
+        only while a `differs` breakpoint is armed (else the values are read when `print` asks,
+        or with the pass's one read at its end)."""
+        assert self.against is not None
+        values = self._unread()
         producers = tuple(i for f, _ in fn.next_functions if f is not None and not hasattr(f, "variable")
                           and (i := self._ids.get(id(f))) is not None)
-        if not watch:
-            self.against.check(node, producers, values, math.inf)  # noted, for `print`
-            return None
         parting = self.against.check(node, producers, values, min(bp.spec.value for bp in watch))
         if parting is None:
             return None
@@ -207,7 +215,11 @@ class PassPrints:
 
     def both_sides(self, node: int) -> list[str]:
         """`print`'s lines of `node`'s values here and in the reference (none without one)."""
-        return [] if self.against is None else self.against.both_sides(node)
+        if self.against is None:
+            return []
+        if self.failed is None:
+            self.against.note(self._unread())
+        return self.against.both_sides(node)
 
     def _node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...]) -> None:
         arrived: list[tuple[torch.Tensor, Row]] = []
@@ -283,7 +295,7 @@ class PassPrints:
         self._entries, self._rows = [], []
         out = list(self._zeros) + list(self._params)
         try:
-            read = read_rows(rows)
+            read = self._read + read_rows(rows[len(self._read):])
         except Exception as exc:  # noqa: BLE001 - as in `node`
             self.failed = f"{type(exc).__name__}: {exc}"
             return ev.PassPrints(index, ())

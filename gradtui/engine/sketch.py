@@ -229,20 +229,18 @@ def fingerprint(t: torch.Tensor) -> Row:
 
 def read_rows(rows: list[Row]) -> list[ReadRow]:
     """Many fingerprints brought to the host in one read: every sketched row's buckets folded by
-    one matmul, then norms, sketches and exact values in one `tolist` (float64: float32 and
-    float64 rows read back together)."""
+    one gather and sum (`fold`), then norms, sketches and exact values in one `tolist`."""
     if not rows:
         return []
     with torch.no_grad():
         sketched = [r.body for r in rows if not r.exact]
         exact = [r.body for r in rows if r.exact]
-        parts = [torch.stack([r.norm for r in rows]).double()]
+        parts = [torch.stack([r.norm for r in rows])]  # stack and cat promote float32 with float64
         if sketched:
-            same = len({b.dtype for b in sketched}) == 1
-            parts.append(fold(torch.stack(sketched if same else [b.double() for b in sketched])).double().view(-1))
+            parts.append(fold(torch.stack(sketched)).view(-1))
         if exact:
-            parts.append(torch.cat(exact).double())
-        numbers = torch.cat(parts).tolist()
+            parts.append(torch.cat(exact))
+        numbers = (torch.cat(parts) if len(parts) > 1 else parts[0]).tolist()
     out = []
     folded, values = len(rows), len(rows) + K * len(sketched)
     for i, r in enumerate(rows):

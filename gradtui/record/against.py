@@ -97,13 +97,21 @@ class PassReference:
             return None
         return compare.distance(mine, theirs), mine, theirs
 
+    def note(self, values: dict[tuple[int, tuple[int, int]], Value]) -> None:
+        """Record this run's `values` ((node, (dir, slot)) -> Value) for later checks and `print`."""
+        known = self.values
+        for (owner, slot), value in values.items():
+            found = known.get(owner)
+            if found is None:
+                found = known[owner] = {}
+            found[slot] = value
+
     def check(self, node: int, producers: tuple[int, ...], values: dict[tuple[int, tuple[int, int]], Value],
               rtol: float) -> Parting | None:
         """Record `values` ((node, (dir, slot)) -> Value: what `node`'s posthook fingerprinted;
         an output belongs to its maker) and say whether the runs part at `node` by more than
         `rtol` (see module doc). `producers`: the nodes (not leaves) that made its inputs."""
-        for (owner, slot), value in values.items():
-            self.values.setdefault(owner, {})[slot] = value
+        self.note(values)
         ref = self.matched.get(node)
         if ref is None:
             return None
@@ -194,7 +202,7 @@ class Reference:
                 self._side = compare.Side(self.path)
             if index not in self._side.per_node:
                 return None
-            theirs = self._side.nodes(index)
+            theirs = self._side.nodes(index, links=False)
         except (compare.BadInput, sqlite3.Error):
             return None
         here = sorted((compare.Node(i, a["name"], a["source"], a["module"], a["param"], _seq(a["seq"]), None)
