@@ -114,6 +114,24 @@ def _moves_values(fn: Any) -> int:
     return found
 
 
+_CASTS = frozenset({"ToCopyBackward0"})
+
+
+def _leafish(fn: Any, depth: int = 4) -> bool:
+    """Is `fn` a leaf's accumulator, or an op that only moves or casts the elements of one
+    (`w.t()`, autocast's copy of a weight)? Its output is a parameter's value seen another way."""
+    for _ in range(depth):
+        if hasattr(fn, "variable"):
+            return True
+        if not _moves_values(fn) and fn.name() not in _CASTS:
+            return False
+        inputs = [f for f, _ in fn.next_functions if f is not None]
+        if len(inputs) != 1:
+            return False
+        fn = inputs[0]
+    return False
+
+
 def _unmoved(t: torch.Tensor) -> torch.Tensor:
     """The value fingerprinted as `t`, a forward output: the same elements before they were moved,
     where an op that only moves elements made `t` as a view of them (`w.t()`: `w`, read in
@@ -205,9 +223,10 @@ class PassPrints:
         or with the pass's one read at its end)."""
         assert self.against is not None
         values = self._unread()
-        producers = tuple(i for f, _ in fn.next_functions if f is not None and not hasattr(f, "variable")
-                          and (i := self._ids.get(id(f))) is not None)
-        parting = self.against.check(node, producers, values, min(bp.spec.value for bp in watch))
+        producers = tuple(None if f is None or hasattr(f, "variable") else self._ids.get(id(f))
+                          for f, _ in fn.next_functions)
+        leafish = tuple(f is not None and _leafish(f) for f, _ in fn.next_functions)
+        parting = self.against.check(node, producers, values, min(bp.spec.value for bp in watch), leafish)
         if parting is None:
             return None
         bp = next(bp for bp in watch if parting.relative > bp.spec.value)

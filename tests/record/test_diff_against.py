@@ -191,3 +191,25 @@ def test_listen_refuses_against_what_it_cannot_compare_with(tmp_path):
         with pytest.raises(ValueError, match="against="):
             gradtui.listen(against=str(bad))
     assert notes.read_text(encoding="utf-8") == "mine\n"
+
+
+def test_fp32_against_bf16_autocast_stops_live_at_the_first_op_over_5_percent(tmp_path):
+    """tests/scripts/autocast_model.py: under bf16 autocast its first linear's output (a small
+    difference of large terms) is ~30 % off, everything before it well under 5 %. Autocast adds
+    casts on one side only (graph changes): an input made by a cast is compared with the
+    reference's input in the same place, and a weight seen through its cast and transpose is a
+    parameter, not a changed input. So `break differs>0.05` stops at that linear's addmm, as a
+    forward difference, and not at the loss (whose gradient differs by about 5 % as well)."""
+    ref = str(tmp_path / "fp32.db")
+    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", ref, "--fingerprints",
+                  script("autocast_model.py"))
+    assert run.returncode == 0, run.stderr
+    run = gradtui("--headless", "-c", "break differs>0.05", "-c", "continue", "-c", "delete all", "-c", "continue",
+                  "--against", ref, script("autocast_model.py"), "bf16")
+    assert run.returncode == 0, run.stderr
+    paused = [line for line in run.stdout.splitlines() if "breakpoint 1:" in line]
+    assert len(paused) == 1, run.stdout
+    assert " AddmmBackward0 · pass 0 " in paused[0] and "forward differs from fp32.db: its forward output by 0.2" \
+        in paused[0], paused[0]
+    line = next(i for i, text in enumerate(open(script("autocast_model.py")), 1) if "second(torch" in text)
+    assert f"at autocast_model.py:{line} in first:" in run.stdout.split(paused[0], 1)[1].splitlines()[1]
