@@ -22,14 +22,15 @@ Per node of a recorded pass (`PassPrints.node`, called from the node's posthook)
 - the saved tensors that no node of the pass produced (`SAVED`: parameters and inputs used
   directly), and its saved non-tensor arguments as text (`approximate='tanh'`, `dim=1`).
 
-Each value is sketched in the hook, while it is in cache (three small device ops, no copy of
-a contiguous value); the results stay on the device and the whole pass comes back to the host
-in one read at its end (`event`), so fingerprints add no host read per node.
+Each value is sketched in the hook, while it is in cache (three small device ops into a
+scratch buffer); the results stay on the device and the whole pass comes back to the host in
+one read at its end (`event`), so fingerprints add no host read per node. Against a reference
+(`--against`) a node's values are read back right after it ran only while a `differs>R`
+breakpoint is armed (the stop is decided there); else when `print` asks for both sides.
 """
 
 from __future__ import annotations
 
-import math
 import weakref
 from typing import Any, NamedTuple
 
@@ -179,9 +180,9 @@ class PassPrints:
         self._zeros: list[ev.Print] = []
         self._params: list[ev.Print] = []
         self._marks = (0, 0, 0)
+        """How many entries, zeros and arguments were read back already (`_unread`)."""
         self._read: list[ReadRow] = []
         """The rows read back so far, in order (the pass's end reads only the rest)."""
-        """How many entries, zeros and arguments were read back already (`_unread`)."""
         self.sketched = 0
         """Values sketched (not reused) in this pass: a count the tests assert."""
 
@@ -237,7 +238,10 @@ class PassPrints:
         if self.against is None:
             return []
         if self.failed is None:
-            self.against.note(self._unread())
+            try:
+                self.against.note(self._unread())
+            except Exception as exc:  # noqa: BLE001 - as in `node`
+                self.failed = f"{type(exc).__name__}: {exc}"
         return self.against.both_sides(node)
 
     def _node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...]) -> None:
