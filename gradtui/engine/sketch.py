@@ -79,12 +79,23 @@ _scratches: dict[tuple[torch.dtype, torch.device, int], torch.Tensor] = {}
 
 
 def _scratch(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """`count` (at most CHUNK) elements of a buffer kept per dtype, device and thread."""
+    """The first `count` (at most CHUNK) elements of a buffer kept per dtype, device and thread,
+    whose elements from `count` up to the next multiple of BUCKETS are zero (so its bucket sums
+    are one reduction over whole rows)."""
     key = (dtype, device, threading.get_ident())
     found = _scratches.get(key)
     if found is None:
-        found = _scratches[key] = torch.empty(CHUNK, dtype=dtype, device=device)
+        found = _scratches[key] = torch.empty(CHUNK + BUCKETS, dtype=dtype, device=device)
+    whole = -(-count // BUCKETS) * BUCKETS
+    if whole > count:
+        found[count:whole].zero_()
     return found[:count]
+
+
+def _padded_buckets(signed: torch.Tensor) -> torch.Tensor:
+    """The bucket sums of a `_scratch` buffer's first elements (its zero tail summed along)."""
+    rows = -(-signed.numel() // BUCKETS)
+    return signed.as_strided((rows, BUCKETS), (BUCKETS, 1)).sum(0)
 
 
 def _sign_dtype(t: torch.Tensor) -> torch.dtype:
@@ -166,7 +177,7 @@ def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             signed.mul_(signs(numel, dtype, t.device))
         else:
             torch.mul(signs(numel, dtype, t.device).view(t.shape), t, out=signed.view(t.shape))
-        return _buckets(signed), torch.linalg.vector_norm(signed)
+        return _padded_buckets(signed), torch.linalg.vector_norm(signed)
     flat = t.reshape(-1)
     chunks = -(-numel // CHUNK)
     found = _chunk_signs.get(chunks)
