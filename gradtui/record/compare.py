@@ -111,14 +111,11 @@ class Side:
         return {name: _num(norm) for name, norm in
                 self._db.execute("SELECT name, grad_norm FROM flow WHERE pass = ?", (index,))}
 
-    def nodes(self, index: int, prints: bool = True, links: bool = True) -> list[Node]:
+    def nodes(self, index: int, prints: bool = True) -> list[Node]:
         """Pass `index`'s nodes in forward order, with their fingerprints (or, without any or
-        without `prints`, their gradients' recorded values and norms); `links`: with each node's
-        `next` (a live run takes its own graph's instead)."""
+        without `prints`, their gradients' recorded values and norms)."""
         query = "SELECT id, op, source, module, param, seq, ord, next FROM nodes WHERE pass = ?"
-        rows = self._db.execute(query, (index,))
-        nodes = ({row[0]: Node(*row[:7], tuple(json.loads(row[7] or "[]"))) for row in rows} if links
-                 else {row[0]: Node(*row[:7]) for row in rows})
+        nodes = {row[0]: Node(*row[:7], tuple(json.loads(row[7] or "[]"))) for row in self._db.execute(query, (index,))}
         if self.has_prints and prints:
             query = "SELECT node, dir, slot, norm, exact, sketch, what FROM prints WHERE pass = ?"
             for node, d, slot, norm, exact, blob, what in self._db.execute(query, (index,)):
