@@ -21,6 +21,8 @@ headless loop stopping at `break pass 400` runs its earlier passes <= 1.5x plain
 group (bench_agent.py, issue 10) sizes and times a 10,000-node graph frame with stdlib json
 beside msgspec (when installed; not a dependency) and counts frames per second while NodeRan
 events stream through a real AgentServer (<= ~20/s); the `ui` rows run against a child agent.
+The `record` group ends with issue 23's rows (bench_diff.py): a recorded backward with
+fingerprints <= 1.15x one without, a live pass `--against` a reference <= 1.3x, process CPU time.
 Timing thresholds are never asserted in the unit tests.
 
 The capture, backward and floor rows (and the 100k chain's passes) time the calling thread's CPU
@@ -579,6 +581,9 @@ def main() -> None:
 
         bench_recorder(10 if quick else 20, 2 if quick else 4, 1 if quick else 3)
         bench_replay_open(64 if quick else 1024, 1 if quick else 3)
+        from bench_diff import bench_diff  # issue 23: fingerprints and --against, beside a recorded pass
+
+        bench_diff(2 if quick else 4, 3 if quick else 7)
     cpu = f"{os.cpu_count()} cores" + (f", {platform.processor()}" if platform.processor() else "")
     print_table(f"gradtui bench{' --quick' if quick else ''}: torch {torch.__version__}, "
                 f"{torch.get_num_threads()} torch thread, CPU ({cpu}), Python {platform.python_version()}; "

@@ -85,25 +85,45 @@ def report(label: str, times: dict[str, list[Took]], target: float) -> None:
               f" paired {paired:.2f}x (target <= {target}x)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=7)
-    options = parser.parse_args()
-    torch.set_num_threads(1)  # the machines are small and noisy; one thread is steadier
-    model = transformer(options.layers)
+def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
+    """Each round's three backward passes (after a round of warm-up), in alternating order."""
+    model = transformer(layers)
     x = torch.randn(8, 32, 256, generator=torch.Generator().manual_seed(1))
     kinds = ["recorded", "fingerprints", "against"]
     times: dict[str, list[Took]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory() as folder:
         reference = os.path.join(folder, "reference.db")
         one_pass(model, x, True, reference)
-        for r in range(options.rounds + 1):
+        for r in range(rounds + 1):
             for kind in (kinds if r % 2 else kinds[::-1]):
                 db = None if kind == "against" else os.path.join(folder, f"{r}-{kind}.db")
                 took = one_pass(model, x, kind == "fingerprints", db, reference if kind == "against" else None)
                 if r:  # the first round warms up
                     times[kind].append(took)
+    return times
+
+
+def bench_diff(layers: int, rounds: int) -> None:
+    """bench.py's rows (its `record` group): the two ratios of issue 23, of CPU time, beside
+    their baseline (a recorded pass without fingerprints) measured in the same rounds."""
+    from benchtable import median, ratio_row
+
+    times = measure(layers, rounds)
+    sizes = f"one backward, {layers}-layer encoder d=256, batch 8x32, CPU time"
+    base = median([t.cpu for t in times["recorded"]])
+    ratio_row("recording with fingerprints (--record DB --fingerprints)", sizes,
+              median([t.cpu for t in times["fingerprints"]]), base, 1.15, "recorded pass")
+    ratio_row("a live pass --against REF.db, break differs>1e-6 armed (not hit)", sizes,
+              median([t.cpu for t in times["against"]]), base, 1.3, "recorded pass")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=7)
+    options = parser.parse_args()
+    torch.set_num_threads(1)  # the machines are small and noisy; one thread is steadier
+    times = measure(options.layers, options.rounds)
     print(f"one backward, {options.layers}-layer encoder d=256, batch 8x32, {options.rounds} rounds, "
           f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; against a recorded one without fingerprints")
     report("fingerprints", times, 1.15)

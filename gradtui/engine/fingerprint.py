@@ -22,21 +22,23 @@ Per node of a recorded pass (`PassPrints.node`, called from the node's posthook)
 - the saved tensors that no node of the pass produced (`SAVED`: parameters and inputs used
   directly), and its saved non-tensor arguments as text (`approximate='tanh'`, `dim=1`).
 
-Each value is sketched in the hook, while it is in cache (three small device ops, no copy of
-a contiguous value); the results stay on the device and the whole pass comes back to the host
-in one read at its end (`event`), so fingerprints add no host read per node.
+Each value is sketched in the hook, while it is in cache (three small device ops into a
+scratch buffer); the results stay on the device and the whole pass comes back to the host in
+one read at its end (`event`), so fingerprints add no host read per node. Against a reference
+(`--against`) a node's values are read back right after it ran only while a `differs>R`
+breakpoint is armed (the stop is decided there); else when `print` asks for both sides.
 """
 
 from __future__ import annotations
 
-import math
 import weakref
 from typing import Any, NamedTuple
 
 import torch
 
 from gradtui.engine.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
-    CHUNK, EXACT_LIMIT, K, Row, estimate_distance, fingerprint, hashed_signs, signs, sketch_and_norm, sketch_one)
+    CHUNK, EXACT_LIMIT, K, ReadRow, Row, estimate_distance, fingerprint, hashed_signs, read_rows, signs,
+    sketch_and_norm, sketch_one)
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint
 from gradtui.record.against import PassReference
@@ -113,6 +115,24 @@ def _moves_values(fn: Any) -> int:
     return found
 
 
+_CASTS = frozenset({"ToCopyBackward0"})
+
+
+def _leafish(fn: Any, depth: int = 4) -> bool:
+    """Is `fn` a leaf's accumulator, or an op that only moves or casts the elements of one
+    (`w.t()`, autocast's copy of a weight)? Its output is a parameter's value seen another way."""
+    for _ in range(depth):
+        if hasattr(fn, "variable"):
+            return True
+        if not _moves_values(fn) and fn.name() not in _CASTS:
+            return False
+        inputs = [f for f, _ in fn.next_functions if f is not None]
+        if len(inputs) != 1:
+            return False
+        fn = inputs[0]
+    return False
+
+
 def _unmoved(t: torch.Tensor) -> torch.Tensor:
     """The value fingerprinted as `t`, a forward output: the same elements before they were moved,
     where an op that only moves elements made `t` as a view of them (`w.t()`: `w`, read in
@@ -159,6 +179,10 @@ class PassPrints:
         """Nodes whose output is fingerprinted already (several consumers may have saved it)."""
         self._zeros: list[ev.Print] = []
         self._params: list[ev.Print] = []
+        self._marks = (0, 0, 0)
+        """How many entries, zeros and arguments were read back already (`_unread`)."""
+        self._read: list[ReadRow] = []
+        """The rows read back so far, in order (the pass's end reads only the rest)."""
         self.sketched = 0
         """Values sketched (not reused) in this pass: a count the tests assert."""
 
@@ -173,40 +197,37 @@ class PassPrints:
         stops this pass's fingerprints, never the pass."""
         if self.failed is not None:
             return None
-        marks = (len(self._entries), len(self._zeros), len(self._params))
         try:
             self._node(node, fn, received, sent)
-            if self.against is not None:
-                return self._compare(node, fn, marks, watch)
+            if self.against is not None and watch:
+                return self._compare(node, fn, watch)
         except Exception as exc:  # noqa: BLE001 - a user's odd tensor must not abort their backward
             self.failed = f"{type(exc).__name__}: {exc}"
-            self._entries, self._rows, self._sent = [], [], {}
+            self._entries, self._rows, self._sent, self._read = [], [], {}, []
         return None
 
-    def _compare(self, node: int, fn: Any, marks: tuple[int, int, int],
-                 watch: tuple[Breakpoint, ...]) -> tuple[Breakpoint, str] | None:
-        """Read back what `node` fingerprinted and compare it with the reference (see `node`)."""
-        assert self.against is not None
-        entries, rows = self._entries[marks[0]:], self._rows[marks[0]:]
+    def _unread(self) -> dict[tuple[int, tuple[int, int]], Value]:
+        """The values fingerprinted since the last call, read back (one small host read)."""
+        marks, self._marks = self._marks, (len(self._entries), len(self._zeros), len(self._params))
         values: dict[tuple[int, tuple[int, int]], Value] = {}
-        if rows:
-            with torch.no_grad():
-                numbers = torch.cat((torch.stack([r.norm for r in rows]),
-                                     torch.cat([r.body for r in rows]))).double().tolist()
-            position = len(rows)
-            for i, (e, r) in enumerate(zip(entries, rows)):
-                length = r.body.numel()
-                values[(e.node, (e.dir, e.slot))] = Value(numbers[i], tuple(numbers[position:position + length]),
-                                                          e.exact, e.what)
-                position += length
+        entries, read = self._entries[marks[0]:], read_rows(self._rows[marks[0]:])
+        self._read.extend(read)
+        for e, r in zip(entries, read):
+            values[(e.node, (e.dir, e.slot))] = Value(r.norm, r.data, e.exact, e.what)
         for p in self._zeros[marks[1]:] + self._params[marks[2]:]:
             values[(p.node, (p.dir, p.slot))] = Value(p.norm, p.sketch, p.exact, p.what)
-        producers = tuple(i for f, _ in fn.next_functions if f is not None and not hasattr(f, "variable")
-                          and (i := self._ids.get(id(f))) is not None)
-        if not watch:
-            self.against.check(node, producers, values, math.inf)  # noted, for `print`
-            return None
-        parting = self.against.check(node, producers, values, min(bp.spec.value for bp in watch))
+        return values
+
+    def _compare(self, node: int, fn: Any, watch: tuple[Breakpoint, ...]) -> tuple[Breakpoint, str] | None:
+        """Read back what `node` fingerprinted and compare it with the reference (see `node`):
+        only while a `differs` breakpoint is armed (else the values are read when `print` asks,
+        or with the pass's one read at its end)."""
+        assert self.against is not None
+        values = self._unread()
+        producers = tuple(None if f is None or hasattr(f, "variable") else self._ids.get(id(f))
+                          for f, _ in fn.next_functions)
+        leafish = tuple(f is not None and _leafish(f) for f, _ in fn.next_functions)
+        parting = self.against.check(node, producers, values, min(bp.spec.value for bp in watch), leafish)
         if parting is None:
             return None
         bp = next(bp for bp in watch if parting.relative > bp.spec.value)
@@ -214,7 +235,14 @@ class PassPrints:
 
     def both_sides(self, node: int) -> list[str]:
         """`print`'s lines of `node`'s values here and in the reference (none without one)."""
-        return [] if self.against is None else self.against.both_sides(node)
+        if self.against is None:
+            return []
+        if self.failed is None:
+            try:
+                self.against.note(self._unread())
+            except Exception as exc:  # noqa: BLE001 - as in `node`
+                self.failed = f"{type(exc).__name__}: {exc}"
+        return self.against.both_sides(node)
 
     def _node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...]) -> None:
         arrived: list[tuple[torch.Tensor, Row]] = []
@@ -289,19 +317,10 @@ class PassPrints:
         entries, rows = self._entries, self._rows
         self._entries, self._rows = [], []
         out = list(self._zeros) + list(self._params)
-        if rows:
-            try:
-                with torch.no_grad():
-                    # cat promotes: float32 and float64 rows read back together, as float64
-                    numbers = torch.cat((torch.stack([r.norm for r in rows]),
-                                         torch.cat([r.body for r in rows]))).double().tolist()
-            except Exception as exc:  # noqa: BLE001 - as in `node`
-                self.failed = f"{type(exc).__name__}: {exc}"
-                return ev.PassPrints(index, ())
-            position = len(rows)
-            for i, (e, r) in enumerate(zip(entries, rows)):
-                length = r.body.numel()
-                out.append(ev.Print(e.node, e.dir, e.slot, numbers[i], tuple(numbers[position:position + length]),
-                                    e.exact, e.what))
-                position += length
+        try:
+            read = self._read + read_rows(rows[len(self._read):])
+        except Exception as exc:  # noqa: BLE001 - as in `node`
+            self.failed = f"{type(exc).__name__}: {exc}"
+            return ev.PassPrints(index, ())
+        out.extend(ev.Print(e.node, e.dir, e.slot, r.norm, r.data, e.exact, e.what) for e, r in zip(entries, read))
         return ev.PassPrints(index, tuple(out))

@@ -13,6 +13,11 @@ match's (`PassReference.check`), and the node where the runs part is named:
 - a **backward-only** change: the node received what the reference's received, its forward
   agrees, and it sent on something else (a custom `backward`, a hook, a changed derivative).
 
+An input made by a node on this side only (a graph change: the casts autocast adds) is compared
+with the reference's input in the same place (the output of the reference's producer there),
+and a parameter seen through a transpose or a cast that no node saved is not an input that
+changed: so fp32 against bf16 autocast stops at the first op whose own output is off.
+
 Torch-free: the values compared are plain data (compare.Value).
 """
 
@@ -81,9 +86,12 @@ def describe(slot: tuple[int, int], what: str) -> str:
 class PassReference:
     """One pass's reference nodes, matched to this run's (see module doc)."""
 
-    def __init__(self, matched: dict[int, compare.Node], only_here: int, only_there: int) -> None:
+    def __init__(self, matched: dict[int, compare.Node], only_here: int, only_there: int,
+                 theirs: dict[int, compare.Node] | None = None) -> None:
         self.matched = matched
         """This run's node id -> the reference's node."""
+        self.theirs = theirs if theirs is not None else {n.id: n for n in matched.values()}
+        """The reference's nodes of the pass by their id (matched or not)."""
         self.only_here, self.only_there = only_here, only_there
         self.values: dict[int, dict[tuple[int, int], Value]] = {}
         """This run's values so far, per node (those compared)."""
@@ -97,13 +105,55 @@ class PassReference:
             return None
         return compare.distance(mine, theirs), mine, theirs
 
-    def check(self, node: int, producers: tuple[int, ...], values: dict[tuple[int, tuple[int, int]], Value],
-              rtol: float) -> Parting | None:
+    def note(self, values: dict[tuple[int, tuple[int, int]], Value]) -> None:
+        """Record this run's `values` ((node, (dir, slot)) -> Value) for later checks and `print`."""
+        known = self.values
+        for (owner, slot), value in values.items():
+            found = known.get(owner)
+            if found is None:
+                found = known[owner] = {}
+            found[slot] = value
+
+    def _input(self, producer: int, there: int | None) -> tuple[float, Value, Value] | None:
+        """How far the output of `producer` (this run's node that made an input) is from the
+        reference's input in the same place: its match's output, or, where `producer` is on this
+        side only (a graph change: autocast's casts), the output of the reference's producer of
+        that input (`there`)."""
+        if producer in self.matched:
+            return self._apart(producer, (OUTPUT, 0))
+        ref = self.theirs.get(there) if there is not None else None
+        mine = self.values.get(producer, {}).get((OUTPUT, 0))
+        theirs = ref.values.get((OUTPUT, 0)) if ref is not None else None
+        if mine is None or theirs is None:
+            return None
+        return compare.distance(mine, theirs), mine, theirs
+
+    def _inputs(self, ref: compare.Node, producers: tuple[int | None, ...],
+                leafish: tuple[bool, ...]) -> list[tuple[float, Value, Value] | None]:
+        """Each input's distance from the reference's (see `_input`; None: not known). Left out:
+        an input made by a leaf on the reference's side and a leaf or a cast of one here, and a
+        parameter's value seen through a transpose or a cast (`leafish`) that no node saved on
+        either side (`w.t()` when the layer's input needs no gradient)."""
+        out = []
+        for slot, producer in enumerate(producers):
+            there = ref.next[slot] if slot < len(ref.next) else None
+            made_there = there is not None and there in self.theirs and self.theirs[there].seq >= 0
+            if producer is None or (producer not in self.matched and not made_there):
+                continue
+            found = self._input(producer, there)
+            if found is None and slot < len(leafish) and leafish[slot]:
+                continue
+            out.append(found)
+        return out
+
+    def check(self, node: int, producers: tuple[int | None, ...], values: dict[tuple[int, tuple[int, int]], Value],
+              rtol: float, leafish: tuple[bool, ...] = ()) -> Parting | None:
         """Record `values` ((node, (dir, slot)) -> Value: what `node`'s posthook fingerprinted;
         an output belongs to its maker) and say whether the runs part at `node` by more than
-        `rtol` (see module doc). `producers`: the nodes (not leaves) that made its inputs."""
-        for (owner, slot), value in values.items():
-            self.values.setdefault(owner, {})[slot] = value
+        `rtol` (see module doc). `producers`: per input of the node, the node that made it (None
+        for a leaf's accumulator or no input); `leafish`: per input, whether it is a parameter's
+        value seen through a transpose or a cast (see `_inputs`)."""
+        self.note(values)
         ref = self.matched.get(node)
         if ref is None:
             return None
@@ -113,7 +163,7 @@ class PassReference:
         for slot in sorted(s for s in mine if s[0] == SAVED and s[1] >= 0):
             if (found := self._apart(node, slot)) is not None and found[0] > rtol:
                 return Parting(node, "forward", describe(slot, found[1].what), found[0], (found[1].norm, found[2].norm))
-        inputs = [self._apart(p, (OUTPUT, 0)) for p in producers]
+        inputs = self._inputs(ref, producers, leafish)
         inputs_agree = all(found is not None and found[0] <= rtol for found in inputs)
         output = self._apart(node, (OUTPUT, 0))
         if output is not None and output[0] > rtol:
@@ -200,4 +250,4 @@ class Reference:
         here = sorted((compare.Node(i, a["name"], a["source"], a["module"], a["param"], _seq(a["seq"]), None)
                        for i, a in enumerate(attrs)), key=lambda n: (n.seq < 0, n.seq, n.id))
         pairs, only_here, only_there = compare.match(here, theirs)
-        return PassReference({a.id: b for a, b in pairs}, len(only_here), len(only_there))
+        return PassReference({a.id: b for a, b in pairs}, len(only_here), len(only_there), {n.id: n for n in theirs})

@@ -24,7 +24,7 @@ import sqlite3
 from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gradtui.record import schema
 
@@ -35,9 +35,9 @@ class BadInput(Exception):
     """A file that cannot be compared (missing, not a recording, no such pass): one line."""
 
 
-@dataclass(frozen=True)
-class Value:
-    """One recorded value: its norm and its sketch (or its values, when `exact`)."""
+class Value(NamedTuple):
+    """One recorded value: its norm and its sketch (or its values, when `exact`). A NamedTuple:
+    a live run `--against` makes hundreds per pass, in the backward."""
 
     norm: float | None
     data: tuple[float, ...]
@@ -119,8 +119,9 @@ class Side:
         if self.has_prints and prints:
             query = "SELECT node, dir, slot, norm, exact, sketch, what FROM prints WHERE pass = ?"
             for node, d, slot, norm, exact, blob, what in self._db.execute(query, (index,)):
-                if node in nodes:
-                    nodes[node].values[(d, slot)] = Value(_num(norm), _floats(blob), bool(exact), what or "")
+                found = nodes.get(node)
+                if found is not None:
+                    found.values[(d, slot)] = Value(_num(norm), _floats(blob), bool(exact), what or "")
         else:
             query = "SELECT node, dir, slot, norm, vals FROM grads WHERE pass = ? AND shape IS NOT NULL"
             for node, d, slot, norm, blob in self._db.execute(query, (index,)):

@@ -157,8 +157,8 @@ def test_a_gradient_sent_and_received_is_sketched_once_and_a_replaced_one_again(
     moved = {(transpose, fp.SENT, 0): (transpose, fp.RECEIVED, 0), (t, fp.SENT, 0): (t, fp.RECEIVED, 0)}
     for p in grads:
         key = (p.node, p.dir, p.slot)
-        row = fp.fingerprint(seen[moved.get(key, key)])
-        assert p.norm == row.norm.item() and p.sketch == tuple(row.body.double().tolist()), (names[p.node], p)
+        row = fp.read_rows([fp.fingerprint(seen[moved.get(key, key)])])[0]
+        assert p.norm == row.norm and p.sketch == row.data, (names[p.node], p)
     # Reused: what exp, transpose, gelu, t and the bias's accumulator received (each the tensor its
     # producer sent) and what transpose, view and t sent. Sketched anew: what view and the weight's
     # accumulator received (sent reordered), and addmm (gelu's gradient, replaced by the hook).

@@ -1,0 +1,215 @@
+"""A live run against a reference recording (issue 23 items 4 and the notebook entry point):
+what it reads per node, `print`'s both sides at any pause, and `gradtui.listen(against=...)`."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+from conftest import REPO, script
+from recordings import RUN_TIMEOUT, gradtui
+
+from gradtui.engine.hostreads import HostReads
+from gradtui.engine.session import Session
+from gradtui.model import events as ev
+from gradtui.record.against import Reference
+from gradtui.record.store import Recorder
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """tests/scripts/diff_model.py recorded with fingerprints, every pass per node."""
+    path = str(tmp_path_factory.mktemp("against") / "ref.db")
+    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path, "--fingerprints",
+                  script("diff_model.py"))
+    assert run.returncode == 0, run.stderr
+    return path
+
+
+def _model_pass(session: Session) -> tuple[torch.Tensor, torch.Tensor]:
+    """One seeded backward of a small MLP under `session`; the weights' gradients."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    session.run_on()
+    session.install()
+    try:
+        net(torch.randn(8, 16)).pow(2).mean().backward()
+    finally:
+        session.uninstall()
+    return net[0].weight.grad, net[2].weight.grad
+
+
+def _host_reads(session: Session) -> int:
+    """Host reads made by one pass under `session` (its gradients checked against torch's own)."""
+    finished = []
+    session.add_listener(lambda e: finished.append(e) if isinstance(e, ev.PassFinished) else None)
+    with HostReads() as reads:
+        grads = _model_pass(session)
+    assert all(torch.equal(a, b) for a, b in zip(grads, _model_pass_plain()))  # compared, never changed
+    [done] = finished
+    assert done.done == done.total and done.error is None
+    return reads.total
+
+
+def _against(db: str, breakpoint: str | None) -> Session:
+    session = Session(full_stats=True, fingerprints=True)
+    session.against = Reference(db)
+    if breakpoint is not None:
+        session.breakpoints.add(breakpoint)
+    return session
+
+
+def test_a_pass_against_a_reference_reads_per_node_only_while_differs_is_armed(tmp_path):
+    """No `differs>R` armed: nothing asks after each node how far the runs are apart, so a pass
+    against a reference makes the host reads of a recorded pass with fingerprints (theirs come
+    back in its one read at its end). `differs>R` armed: each node is read back after it ran
+    (the breakpoint is decided there)."""
+    db = str(tmp_path / "ref.db")
+    recorder = Recorder(db)
+    recording = Session(full_stats=True, fingerprints=True)
+    recording.add_listener(recorder)
+    recorder(ev.ScriptStarted("mlp", ()))
+    recorded = _host_reads(recording)
+    recorder.close()
+    for armed in (None, "differs>1e-6"):
+        live = _against(db, armed)
+        try:
+            reads = _host_reads(live)
+        finally:
+            live.against.close()
+        if armed is None:
+            assert reads == recorded, (reads, recorded)
+        else:
+            assert reads > recorded + 5, (reads, recorded)
+
+
+def _model_pass_plain() -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    net(torch.randn(8, 16)).pow(2).mean().backward()
+    return net[0].weight.grad, net[2].weight.grad
+
+
+def test_print_at_a_pause_by_place_shows_both_sides(reference):
+    """Without `differs`, a pause anywhere still shows the node's values here and in the
+    reference (read when `print` asks)."""
+    run = gradtui("--headless", "-c", "break GeluBackward0", "-c", "continue", "-c", "print", "-c", "delete all",
+                  "-c", "continue", "--against", reference, script("diff_model.py"))
+    assert run.returncode == 0, run.stderr
+    both = run.stdout.split("(gradtui) print", 1)[1].split("(gradtui)", 1)[0]
+    assert "reference: #" in both and "GeluBackward0" in both, both
+    assert " here, " in both and " there, apart 0" in both, both
+
+
+LISTENS = textwrap.dedent("""\
+    import runpy, sys
+    import gradtui
+
+    model, ref, db, variant = sys.argv[1:5]
+    listening = gradtui.listen(against=ref, break_on="differs>1e-6", record=db, record_every=1)
+    sys.argv = [model] + ([variant] if variant else [])
+    runpy.run_path(model, run_name="__main__")
+    listening.close()
+    print("closed")
+""")
+
+
+def _listens(tmp_path, reference: str, variant: str) -> tuple[subprocess.Popen, str, dict]:
+    path, db, runtime = tmp_path / "listens.py", str(tmp_path / f"live-{variant or 'same'}.db"), tmp_path / "run"
+    path.write_text(LISTENS, encoding="utf-8")
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    process = subprocess.Popen([sys.executable, str(path), script("diff_model.py"), reference, db, variant],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               stdin=subprocess.DEVNULL)
+    return process, db, env
+
+
+def _wait_entry(runtime, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not any(runtime.iterdir()):
+        assert time.monotonic() < deadline and process.poll() is None, "no agent wrote its runtime file"
+        time.sleep(0.05)
+
+
+def test_listen_against_a_reference_runs_through_and_records_its_own_fingerprints(tmp_path, reference):
+    """The same seeded run in a process that calls gradtui.listen(against=...): nothing parts,
+    so nothing pauses (no client needed), and its recording, with its own fingerprints, does
+    not differ from the reference."""
+    process, db, _ = _listens(tmp_path, reference, "")
+    try:
+        out, err = process.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+    assert process.returncode == 0, err
+    assert out.splitlines()[-1] == "closed"
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT COUNT(DISTINCT pass) FROM prints").fetchone()[0] == 3
+    run = gradtui("diff", reference, db)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_listen_against_stops_where_the_run_parts_for_a_client(tmp_path, reference):
+    """One gelu changed: the process pauses at it (`differs>1e-6` from listen's break_on) and a
+    client attached sees why and both sides."""
+    process, _, env = _listens(tmp_path, reference, "tanh")
+    try:
+        _wait_entry(tmp_path / "run", process)
+        # it stops once in each of the three passes: print, then run on without the breakpoint
+        done = subprocess.run([sys.executable, "-m", "gradtui", "attach", "--headless", "-c", "print", "-c",
+                               "delete all", "-c", "continue"], capture_output=True, text=True, env=env,
+                              timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
+        out, err = process.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "GeluBackward0" in done.stdout and "forward differs from ref.db: its arguments" in done.stdout, done.stdout
+    assert "reference: #" in done.stdout
+    assert process.returncode == 0 and out.splitlines()[-1] == "closed", err
+
+
+def test_listen_refuses_against_what_it_cannot_compare_with(tmp_path):
+    import gradtui
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n", encoding="utf-8")
+    for bad in (notes, tmp_path / "missing.db"):
+        with pytest.raises(ValueError, match="against="):
+            gradtui.listen(against=str(bad))
+    assert notes.read_text(encoding="utf-8") == "mine\n"
+
+
+def test_fp32_against_bf16_autocast_stops_live_at_the_first_op_over_5_percent(tmp_path):
+    """tests/scripts/autocast_model.py: under bf16 autocast its first linear's output (a small
+    difference of large terms) is ~30 % off, everything before it well under 5 %. Autocast adds
+    casts on one side only (graph changes): an input made by a cast is compared with the
+    reference's input in the same place, and a weight seen through its cast and transpose is a
+    parameter, not a changed input. So `break differs>0.05` stops at that linear's addmm, as a
+    forward difference, and not at the loss (whose gradient differs by about 5 % as well)."""
+    ref = str(tmp_path / "fp32.db")
+    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", ref, "--fingerprints",
+                  script("autocast_model.py"))
+    assert run.returncode == 0, run.stderr
+    run = gradtui("--headless", "-c", "break differs>0.05", "-c", "continue", "-c", "delete all", "-c", "continue",
+                  "--against", ref, script("autocast_model.py"), "bf16")
+    assert run.returncode == 0, run.stderr
+    paused = [line for line in run.stdout.splitlines() if "breakpoint 1:" in line]
+    assert len(paused) == 1, run.stdout
+    assert " AddmmBackward0 · pass 0 " in paused[0] and "forward differs from fp32.db: its forward output by 0.2" \
+        in paused[0], paused[0]
+    line = next(i for i, text in enumerate(open(script("autocast_model.py")), 1) if "second(torch" in text)
+    assert f"at autocast_model.py:{line} in first:" in run.stdout.split(paused[0], 1)[1].splitlines()[1]
