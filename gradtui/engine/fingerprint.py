@@ -37,8 +37,8 @@ from typing import Any, NamedTuple
 import torch
 
 from gradtui.engine.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
-    CHUNK, EXACT_LIMIT, K, ReadRow, Row, estimate_distance, fingerprint, hashed_signs, read_rows, signs,
-    sketch_and_norm, sketch_one)
+    CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, estimate_distance, fingerprint, hashed_signs, read_rows,
+    shape2d, signs, sketch_and_norm, sketch_one)
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint
 from gradtui.record.against import PassReference
@@ -88,30 +88,36 @@ KEEPS_ORDER = frozenset({
     "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0", "UnsqueezeBackward1",
     "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3", "SqueezeBackward4",
     "CloneBackward0", "AliasBackward0"})
-"""Ops whose backward sends on the elements it received in the same row-major order (in
-another shape): the sketch of what they send is that of what they received, exactly."""
+"""Ops whose backward sends on the elements it received in the same row-major order (in another
+shape): where the 2-D form the sketch takes (gradtui.engine.sketch.shape2d: the last dimension
+kept) is the same, the sketch of what they send is that of what they received, exactly."""
 
-MOVES_VALUES = KEEPS_ORDER | {"TBackward0", "TransposeBackward0", "TransposeBackward1", "PermuteBackward0",
-                              "SelectBackward0", "SliceBackward0", "NarrowBackward0"}
+TRANSPOSES = frozenset({"TBackward0", "TransposeBackward0", "TransposeBackward1", "PermuteBackward0"})
+"""Ops whose backward transposes what it received: of a matrix, the sketch of what they send is
+that of what they received (a matrix and its transpose have one sketch), so the weight's
+accumulator reuses the sketch of the gradient mm sent, not a second read of it."""
+
+MOVES_VALUES = KEEPS_ORDER | TRANSPOSES | {"SelectBackward0", "SliceBackward0", "NarrowBackward0"}
 """Ops whose backward only moves the elements it received (reshaped, reordered, or placed among
 zeros at places its forward arguments fix): what such a node sends is fingerprinted as what it
 received (its norm, and its sketch in the order received), so the sketch is not taken again.
 Two runs compare alike: same elements, same arguments, same fingerprint; differing ones
-differ as much. Only where the order is kept (KEEPS_ORDER) is that the sketch of the tensor
-sent, which its consumer may reuse: a consumer's received print must not depend on which
-ops made its gradient (an autocast run puts a cast between a transpose and a weight)."""
+differ as much. Only where that is the sketch of the tensor sent (`_keeps_sketch`) may its
+consumer reuse it: a consumer's received print must not depend on which ops made its gradient
+(an autocast run puts a cast between a transpose and a weight)."""
 
 _moves: dict[type, int] = {}
 
 
 def _moves_values(fn: Any) -> int:
-    """0: `fn` is not a node of an op in MOVES_VALUES; 1: it is; 2: it keeps the order too
-    (cached per node type)."""
+    """0: `fn` is not a node of an op in MOVES_VALUES; 1: it is; 2: it keeps the order too; 3:
+    it transposes (cached per node type)."""
     kind = type(fn)
     found = _moves.get(kind)
     if found is None:
         name = fn.name()
-        found = _moves[kind] = 2 if name in KEEPS_ORDER else 1 if name in MOVES_VALUES else 0
+        found = _moves[kind] = (2 if name in KEEPS_ORDER else 3 if name in TRANSPOSES else 1 if name in MOVES_VALUES
+                                else 0)
     return found
 
 
@@ -150,14 +156,27 @@ def _plain(t: Any) -> bool:
 
 
 def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Do two live tensors hold the same values in the same row-major order (the same memory
-    at the same version, laid out alike or both contiguous)? Both alive, memory is not reused."""
+    """Do two live tensors hold the same values with one sketch (the same memory at the same
+    version, laid out alike, both contiguous with one 2-D form, or two matrices one the other's
+    transpose)? Both alive, memory is not reused."""
     if a is b:
         return True
     if (a.data_ptr() != b.data_ptr() or a.dtype != b.dtype or a.device != b.device
             or a.numel() != b.numel() or a._version != b._version):
         return False
-    return (a.shape == b.shape and a.stride() == b.stride()) or (a.is_contiguous() and b.is_contiguous())
+    if a.shape == b.shape and a.stride() == b.stride():
+        return True
+    if a.dim() == 2 and b.dim() == 2 and a.shape == b.shape[::-1] and a.stride() == b.stride()[::-1]:
+        return True
+    return a.is_contiguous() and b.is_contiguous() and shape2d(tuple(a.shape)) == shape2d(tuple(b.shape))
+
+
+def _keeps_sketch(moves: int, received: torch.Tensor, sent: torch.Tensor) -> bool:
+    """Is the print a node of an op that only moves elements sends on (its received one) the
+    sketch of the tensor it sent (`moves`: `_moves_values`)?"""
+    if moves == 2:
+        return shape2d(tuple(received.shape)) == shape2d(tuple(sent.shape))
+    return moves == 3 and received.dim() == 2 and sent.dim() == 2
 
 
 class PassPrints:
@@ -259,7 +278,7 @@ class PassPrints:
             true = True  # the row is the sketch of `grad` itself
             if moves and _plain(grad):
                 reuse: Row | None = arrived[0][1]
-                true = moves == 2
+                true = _keeps_sketch(moves, arrived[0][0], grad)
             else:
                 reuse = next((row for t, row in arrived if _plain(grad) and _same_values(t, grad)), None)
             row = self._add(grad, node, SENT, slot, "", reuse)

@@ -29,7 +29,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from gradtui.record import compare
+from gradtui.record import compare, schema
 from gradtui.record.compare import OUTPUT, RECEIVED, SAVED, SENT, Value
 
 _UNSIGNED = 1 << 63
@@ -226,6 +226,9 @@ class Reference:
             if not side.has_fingerprints():
                 raise compare.BadInput(f"{path}: no fingerprints to compare with (record it with --record DB "
                                        "--fingerprints)")
+            if side.sketch != schema.SKETCH_VERSION:
+                raise compare.BadInput(f"{path}: its fingerprints are of sketch {side.sketch}, this gradtui makes "
+                                       f"sketch {schema.SKETCH_VERSION}: record the reference again")
         finally:
             side.close()
 
@@ -242,7 +245,7 @@ class Reference:
         try:
             if self._side is None:
                 self._side = compare.Side(self.path)
-            if index not in self._side.per_node:
+            if index not in self._side.per_node or self._side.sketch != schema.SKETCH_VERSION:
                 return None
             theirs = self._side.nodes(index)
         except (compare.BadInput, sqlite3.Error):
