@@ -2,7 +2,7 @@
 
 A value is sketched as a matrix: its 2-D form (`shape2d`: elements / last dimension by the
 last dimension; a vector is one row). Its elements are multiplied by fixed pseudo-random signs
-(an integer hash of each element's position in the *canonical* orientation, the short side
+(an integer hash of each element's position in the *canonical* orientation, the long side
 first: the same in every run, process, device and torch version), summed into a grid of at most
 GRID x GRID buckets by (row mod GRID, column mod GRID), and the buckets into `K` entries by a
 fixed pseudo-random balanced map, beside its norm. A square's sign and bucket of (i, j) are
@@ -164,14 +164,13 @@ GRID = 17
 
 class Grid(NamedTuple):
     """How a value whose memory holds an (R, C) matrix row-major is sketched (cached per (R, C)):
-    its signs in that memory order, the grid's size and each bucket's entry (as a (K, cells)
-    one-hot matrix: the fold is one product), and whether the fold symmetrizes (a square)."""
+    its signs in that memory order, the grid's number of rows, and the fold: for each (grid row,
+    column) sum, the K entry its bucket adds to, one-hot ((grid rows * C, K): the column blocks
+    and the fold are one product)."""
 
     signs: torch.Tensor
     rows: int
-    cols: int
     fold: torch.Tensor
-    square: bool
 
 
 def shape2d(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -192,6 +191,19 @@ def _hash_signs(index: torch.Tensor, salt: int) -> torch.Tensor:
     return ((x >> 7) & 1).double() * 2 - 1
 
 
+_linear: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def _linear_signs(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """CHUNK signs of the positions 0, 1... (salt 3): the signs of every matrix held in its
+    canonical orientation are this table's first elements (one table, its start hot in cache)."""
+    found = _linear.get((dtype, device))
+    if found is None:
+        found = _linear[(dtype, device)] = _hash_signs(torch.arange(CHUNK, dtype=torch.int64), salt=3).to(
+            dtype=dtype, device=device)
+    return found
+
+
 _grids: dict[tuple[int, int, torch.dtype, torch.device], Grid] = {}
 _grid_elements = [0]
 GRID_CACHE = 1 << 25
@@ -200,41 +212,42 @@ GRID_CACHE = 1 << 25
 
 def grid(rows: int, cols: int, dtype: torch.dtype, device: torch.device) -> Grid:
     """The Grid of a value held row-major as (rows, cols) (see module doc): cell (i, j) of the
-    canonical (short side first) orientation has the sign of its position there, the same cell
+    canonical (second side first) orientation has the sign of its position there, the same cell
     seen transposed the same; a square's sign of (i, j) is that of (min, max), so a matrix and
-    its transpose have one sketch. Cached per shape, dtype and device."""
+    its transpose have one sketch. Held canonically (a flipped matrix, a weight's gradient) its
+    signs are the first elements of one shared table; else, and for a square, a table of its own.
+    Cached per shape, dtype and device."""
     key = (rows, cols, dtype, device)
     found = _grids.get(key)
     if found is not None:
         return found
-    tall = rows > cols
-    short, long = (cols, rows) if tall else (rows, cols)
-    i = torch.arange(short, dtype=torch.int64).view(-1, 1)
-    j = torch.arange(long, dtype=torch.int64).view(1, -1)
-    if short == long:
-        index = torch.minimum(i, j) * long + torch.maximum(i, j)
-    else:
-        index = i * long + j
-    signs = _hash_signs(index, salt=3)
-    gs, gl = min(short, GRID), min(long, GRID)
+    flipped = rows < cols  # held in the other orientation than the canonical (the long side first)
+    first, second = (cols, rows) if flipped else (rows, cols)  # the canonical shape
+    if first == second:
+        i = torch.arange(first, dtype=torch.int64).view(-1, 1)
+        j = torch.arange(second, dtype=torch.int64).view(1, -1)
+        signs = _hash_signs(torch.minimum(i, j) * second + torch.maximum(i, j), salt=3).to(dtype=dtype, device=device)
+    elif flipped:
+        signs = _linear_signs(dtype, device)[:rows * cols].view(cols, rows).t().contiguous()
+    else:  # held in the canonical orientation: the shared table's first elements (hot in cache)
+        signs = _linear_signs(dtype, device)[:rows * cols].view(rows, cols)
+    gs, gl = min(first, GRID), min(second, GRID)
     a = torch.arange(gs).view(-1, 1)
     b = torch.arange(gl).view(1, -1)
-    cell = torch.minimum(a, b) * gl + torch.maximum(a, b) if short == long else a * gl + b
+    cell = torch.minimum(a, b) * gl + torch.maximum(a, b) if first == second else a * gl + b
     order = torch.argsort(hashed_signs(gs * gl, salt=4, bits=True), stable=True)
     entry = torch.empty(gs * gl, dtype=torch.int64)
     entry[order] = torch.arange(gs * gl) % K
     entries = entry[cell]
-    if tall:
-        signs, entries = signs.t(), entries.t()
-    fold = torch.nn.functional.one_hot(entries.reshape(-1), K).t().to(dtype)
-    if short == long:
-        fold = fold * 0.5  # the symmetrized grid counts each cell twice
-    if _grid_elements[0] + signs.numel() > GRID_CACHE:
+    if flipped:
+        entries = entries.t()
+    per_column = entries[:, torch.arange(cols) % entries.shape[1]]  # (grid rows, cols)
+    fold = torch.nn.functional.one_hot(per_column.reshape(-1), K).to(dtype)
+    if _grid_elements[0] + signs.numel() + fold.numel() > GRID_CACHE:
         _grids.clear()
         _grid_elements[0] = 0
-    found = _grids[key] = Grid(signs.contiguous().to(dtype=dtype, device=device), entries.shape[0],
-                               entries.shape[1], fold.to(device), short == long)
-    _grid_elements[0] += signs.numel()
+    found = _grids[key] = Grid(signs, entries.shape[0], fold.to(device))
+    _grid_elements[0] += (signs.numel() if flipped or first == second else 0) + fold.numel()
     return found
 
 
@@ -262,39 +275,37 @@ def _memory2d(t: torch.Tensor) -> torch.Tensor:
 
 def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(K-entry sketch, norm) of one tensor of more than EXACT_LIMIT elements, on its device.
-    At most CHUNK elements: the value in its memory order times the cached signs of that
-    order, written into a scratch buffer laid out as the padded grid, its grid sums (one
-    reduction), their fold into K entries (one product) and the norm: no copy of a transposed
-    matrix, and a matrix and its transpose (`mm`'s weight gradient, what `TBackward0` sends
-    on) have the same sketch, bit for bit."""
+    At most CHUNK elements, four device ops: the value in its memory order times the cached
+    signs of that order into a scratch buffer, a sum over the grid's row blocks (a product with
+    ones: BLAS reads it at memory speed), the (grid rows, columns) sums folded into K entries
+    (one product with `Grid.fold`), and the norm: no copy of a transposed matrix, and a matrix
+    and its transpose (`mm`'s weight gradient, what `TBackward0` sends on) have the same sketch,
+    bit for bit."""
     t = _real(t.detach())
-    numel = t.numel()
     dtype = _sign_dtype(t)
-    if numel > CHUNK:
+    if t.numel() > CHUNK:
         buckets, norm = _chunked(t, dtype)
         return fold(buckets), norm
     held = _memory2d(t)
-    rows, cols = shape2d(tuple(t.shape)) if held.dim() != 2 else held.shape
+    rows, cols = held.shape if held.dim() == 2 else shape2d(tuple(t.shape))
     g = grid(rows, cols, dtype, t.device)
-    prows = -(-rows // g.rows) * g.rows
-    flat = _scratch(prows * cols, dtype, t.device)
-    if prows > rows:
-        flat[rows * cols:].zero_()
-    target = flat[:rows * cols].view(rows, cols)
+    blocks, rest = divmod(rows, g.rows)
+    flat = _scratch(rows * cols, dtype, t.device)
+    target = flat.view(rows, cols)
     if held.dim() == 2:
         torch.mul(held, g.signs, out=target)
     else:  # strided: read through its strides in its 2-D form's order
         torch.mul(held, g.signs.view(held.shape), out=target.view(held.shape))
-    # over the grid's row blocks first (a product with ones: BLAS reads it at memory speed),
-    # then the small (grid rows, cols) remainder by column blocks
-    part = (_ones(prows // g.rows, dtype, t.device) @ flat.view(prows // g.rows, g.rows * cols)).view(g.rows, cols)
-    pcols = -(-cols // g.cols) * g.cols
-    if pcols > cols:
-        part = torch.nn.functional.pad(part, (0, pcols - cols))
-    sums = part.view(g.rows, pcols // g.cols, g.cols).sum(1)
-    if g.square:
-        sums = sums + sums.t()
-    return torch.mv(g.fold, sums.reshape(-1)), torch.linalg.vector_norm(target)
+    if blocks > 1:
+        part = _ones(blocks, dtype, t.device) @ flat[:blocks * g.rows * cols].view(blocks, -1)
+        if rest:
+            part[:rest * cols] += flat[blocks * g.rows * cols:]
+    elif rest:
+        part = flat[:g.rows * cols].clone()
+        part[:rest * cols] += flat[g.rows * cols:]
+    else:
+        part = flat
+    return part @ g.fold, torch.linalg.vector_norm(target)
 
 
 def _chunked(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

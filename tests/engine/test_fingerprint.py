@@ -77,7 +77,7 @@ def test_the_grids_signs_are_the_same_in_every_run():
     these), and a square's are symmetric."""
     cpu = torch.device("cpu")
     g = sketch.grid(2, 6, torch.float64, cpu)
-    assert g.signs.int().tolist() == [[-1, 1, -1, 1, -1, -1], [-1, -1, -1, -1, -1, -1]]
+    assert g.signs.int().tolist() == [[-1, -1, -1, -1, -1, -1], [1, 1, -1, -1, -1, -1]]
     assert torch.equal(sketch.grid(6, 2, torch.float64, cpu).signs, g.signs.t())
     assert abs(sketch.grid(256, 1024, torch.float64, cpu).signs.mean().item()) < 0.01
     square = sketch.grid(9, 9, torch.float64, cpu).signs
