@@ -13,7 +13,6 @@ Three ways in, one `run_agent`:
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import os
 import secrets
 import signal
@@ -23,8 +22,8 @@ import threading
 
 from gradtui.agent.output import FdTee
 from gradtui.agent.runtime import AgentEntry, parse_address, remove_entry, write_entry
-from gradtui.agent.server import AgentServer, ServerHooks
-from gradtui.agent.build import build_session
+from gradtui.agent.build import Transport, build_agent, process_info
+from gradtui.agent.server import AgentServer
 from gradtui.model.options import RunOptions
 from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
 
@@ -47,32 +46,17 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
 
-    def submit(text: str, request: int) -> None:
-        if _is_quit(text):
-            stop()
-        else:
-            session.submit(text, request)
-
     def stop() -> None:  # session.quit(), then the script interrupted if it is busy outside a pause
         threading.Thread(target=runner.stop, name="gradtui-stop", daemon=True).start()
 
-    hooks = ServerHooks(submit=submit,
-                        quit=stop, resume=lambda: session.run_on(),
-                        info={"script": options.script, "argv": [options.script, *options.args],
-                              "pid": os.getpid(), "kind": "agent"})
-    server = AgentServer(listener, token, hooks, exit_with_client=exit_with_client)
-    if listener is not None and _in_job():
-        options = dataclasses.replace(options, record_all=True)  # every rank hooks (and gates) every pass
+    transport = Transport(token, listener, exit_with_client, process_info(options, "agent"))
     try:
-        outputs = Outputs(options)
+        agent = build_agent(options, transport, stop)
     except OutputError as exc:
         print(f"gradtui: {exc}", file=sys.stderr)
         return OUTPUT_FAILED
-    tap = _job_tap(server, listener)
-    session = build_session(options, tap or server, *outputs.listeners)
-    if tap is not None:  # one rank of a torchrun job: commands and quit go through the job's tap
-        tap.bind(session, submit, stop, listener, token)
-        hooks.submit, hooks.quit, hooks.detached = tap.submit, tap.quit, tap.detached
+    session, server, outputs = agent.session, agent.server, agent.outputs
+    assert server is not None
 
     def hard_exit(status: int) -> None:  # the script went on after quit (runner's watchdog)
         _end(server, outputs, "quit")
@@ -133,24 +117,6 @@ def _follower() -> bool:
     from gradtui.distributed.tap import is_follower
 
     return is_follower()
-
-
-def _job_tap(server: AgentServer, listener: socket.socket | None):
-    """A listening agent under torchrun (WORLD_SIZE > 1) is one rank of a job (gradtui.distributed)."""
-    if listener is None or not _in_job():
-        return None
-    from gradtui.distributed.tap import JobTap
-
-    return JobTap(server)
-
-
-def _is_quit(text: str) -> bool:
-    from gradtui.model.commands import CommandError, Quit, parse
-
-    try:
-        return isinstance(parse(text), Quit)
-    except CommandError:
-        return False
 
 
 def _end(server: AgentServer, outputs: Outputs, reason: str) -> list[str]:
