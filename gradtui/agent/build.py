@@ -46,6 +46,8 @@ class Agent:
     outputs: Outputs
     session: Any
     server: AgentServer | None = None
+    commands: "AgentCommands | None" = None
+    """The command path the server's hooks call (None headless: the client talks to the session)."""
     tap: Any = None
 
 
@@ -168,7 +170,7 @@ def build_agent(options: RunOptions, transport: Transport | None, quit_: Callabl
     if tap is not None:
         tap.serve(server)
     _attach(session, options, (tap or server, *outputs.listeners, *listeners))
-    return Agent(options, outputs, session, server, tap)
+    return Agent(options, outputs, session, server, commands, tap)
 
 
 def _nothing() -> None:

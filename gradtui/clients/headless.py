@@ -12,7 +12,6 @@ remote agent keeps its breakpoints armed for the next client). The script's stde
 from __future__ import annotations
 
 import linecache
-from collections.abc import Callable
 from typing import Any, TextIO
 
 from gradtui.model import events as ev
@@ -26,14 +25,13 @@ class HeadlessDriver:
     """Feeds `commands` to `target` one at a time and prints the events to `out` (see module doc)."""
 
     def __init__(self, target: Any, commands: list[str], out: TextIO, err: TextIO | None = None, *,
-                 check: Callable[[str], object] = parse, sole: bool = False) -> None:
-        """`check`: parses a line before it is sent (raises CommandError); a replay's knows `pass N`.
+                 sole: bool = False) -> None:
+        """Each line is parsed once, before it is sent (one that does not parse is said and skipped).
         `sole`: this driver is the only source of commands and `target` the in-process Session
         (`gradtui --headless`): once its last command is a `continue` with no breakpoint armed,
         nothing can stop the script again, and the session is detached at once (it then stops
         recording the forward's provenance)."""
         self.target = target
-        self._check = check
         self._sole = sole
         self.feeder = CommandFeeder(commands)
         self.out = out
@@ -73,12 +71,12 @@ class HeadlessDriver:
         while (text := self.feeder.pop()) is not None:
             self._print(f"(gradtui) {text}")
             try:
-                command = self._check(text)
+                command = parse(text)
             except CommandError as exc:
                 self._print(f"error: {exc}")
                 self.feeder.skipped()
                 continue
-            self.feeder.sent(self.target.submit(text))
+            self.feeder.sent(self.target.submit(command if self._sole else text))  # the Session takes it parsed
             if (self._sole and not self.feeder.commands and not len(self.target.breakpoints)
                     and isinstance(command, Continue)):
                 self.target.detach()  # silently: nothing would pause to say "no more commands"

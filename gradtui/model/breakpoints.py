@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from gradtui.model.commands import CommandError, parse_float
+from gradtui.model.words import CommandError, parse_float
 from gradtui.model.stats import Stats, any_nonfinite
 
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")

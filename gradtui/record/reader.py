@@ -12,6 +12,7 @@ SQLite cannot read or a row whose cells do not hold what the schema says (`rows`
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -22,6 +23,7 @@ from gradtui.model.events import ParamFlow
 from gradtui.model.stats import Stats
 from gradtui.record import rows, schema
 from gradtui.record.rows import BadRow
+from gradtui.wire.target import TargetError
 
 TABLES = ("run", "passes", "nodes", "grads", "flow", "hits", "edits", "output")
 """The tables a recording has (besides schema_version); without `passes` nothing can be read."""
@@ -399,3 +401,15 @@ def _run_info(row: tuple) -> RunInfo:
                    rows.real(finished, "finished"), rows.integer(status, "exit_status", null=True),
                    rows.text(error, "error"), bool(rows.integer(quit, "quit", null=True)), rows.text(how, "how"),
                    rows.text(per_node, "per_node"))
+
+
+def open_recording(path: str) -> "Recording":
+    """Open `path` for replay or export, or raise TargetError with a one-line reason."""
+    if not os.path.exists(path):
+        raise TargetError("no such file")
+    if os.path.isdir(path):
+        raise TargetError("it is a directory")
+    try:
+        return Recording(path)
+    except schema.NotARecording as exc:
+        raise TargetError(str(exc)) from None

@@ -21,22 +21,34 @@ from dataclasses import dataclass
 import networkx as nx
 
 from gradtui.model import events as ev
+from gradtui.model import breakpoint_commands
 from gradtui.model.breakpoints import Breakpoint, Breakpoints, matches_grads
 from gradtui.model.commands import (
-    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, ListBreakpoints, Print,
-    Quit, Scale, SetGrad, Step, Why, Zero,
+    HELP, Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints,
+    Print, Quit, Scale, SetGrad, ShowPass, Step, Why, Zero, parse,
 )
-from gradtui.model.flowtext import format_flow
+from gradtui.model.flowtext import flow_answer
 from gradtui.model.nodes import node_title
 from gradtui.model.stats import any_nonfinite, format_grads
-from gradtui.record.reader import NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, ran_in_order
-from gradtui.record.replay_commands import REPLAY_HELP, FlowOf, ShowPass, open_recording, parse_replay, ranges
+from gradtui.record.reader import (
+    NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
+)
 from gradtui.record.story import nodes_ran, pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo
 
-__all__ = ["READ_ONLY", "ReplayTarget", "ShowPass", "open_recording", "parse_replay"]
+__all__ = ["READ_ONLY", "ReplayTarget", "open_recording"]
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
+
+REPLAY_HELP = HELP + """
+pass N: show recorded pass N · flow N: pass N's gradient flow (any pass)
+(replay is read-only: scale, zero, clip, set, print EXPR and why need a live run)"""
+
+NEEDS_LIVE = {Print: "print EXPR needs a live run (print alone shows the statistics)",
+              Scale: "edits need a live run", Zero: "edits need a live run", Clip: "edits need a live run",
+              SetGrad: "edits need a live run", Why: "why needs the live script's variables"}
+"""What a replay refuses because a recording keeps statistics, not tensors: said in one place,
+one wording (`refusal`)."""
 
 FIGURE_POINTS = 512
 """Passes `figures()` reads, evenly spread, and as many first non-finite ones (the plots draw
@@ -123,7 +135,7 @@ class ReplayTarget:
         if self._over:
             return request
         try:
-            command = parse_replay(text)
+            command = parse(text)
         except CommandError as exc:
             self._queue.put_nowait([ev.CommandResult(text, str(exc), ok=False, request=request)])
             return request
@@ -252,36 +264,30 @@ class ReplayTarget:
                 if shown.phase == "after":
                     lines += format_grads(got.grad_inputs, "after")
                 return answer("\n".join(lines) or "no gradients recorded")
-            case Print():
-                return answer(f"{READ_ONLY}: print EXPR needs a live run (print alone shows the statistics)", False)
-            case Scale() | Zero() | Clip() | SetGrad():
-                return answer(f"{READ_ONLY}: edits need a live run", False)
-            case Why():
-                return answer(f"{READ_ONLY}: why needs the live script's variables", False)
             case FlowOf(index=index):
                 if self._pass(index) is None:
                     return answer(f"no pass {index} in this recording", False)
                 return answer(*self._flow_text(index))
             case Flow():
                 return answer(*self._flow_text(shown.info.index))
-            case Break(spec=spec):
-                bp = self.breakpoints.add(spec)
-                return [*answer(f"breakpoint {bp.number} at {bp.spec.text}"), self._breakpoints_changed()]
-            case Delete(number=number):
-                try:
-                    gone = self.breakpoints.delete(number)
-                except CommandError as exc:
-                    return answer(str(exc), False)
-                return [*answer("deleted " + (", ".join(str(b.number) for b in gone) if gone else "nothing")),
-                        self._breakpoints_changed()]
-            case ListBreakpoints():
-                return answer("\n".join(self._breakpoint_lines()))
+            case Break() | Delete() | ListBreakpoints():
+                return self._breakpoint_command(command, answer)
             case Help():
                 return answer(REPLAY_HELP)
             case Quit():
                 return self._end(by_user=True)
             case _:
-                return answer(f"cannot run {command.text!r} in a replay", False)
+                return answer(refusal(command), False)
+
+    def _breakpoint_command(self, command: Command, answer) -> list[ev.Event]:
+        """`break`, `delete`, `breakpoints` on the replay's own breakpoints (the one handler)."""
+        try:
+            text = breakpoint_commands.answer(self.breakpoints, command, listing=self._recorded_hits)
+        except CommandError as exc:
+            return answer(str(exc), False)
+        assert text is not None
+        changed = [self._breakpoints_changed()] if isinstance(command, breakpoint_commands.CHANGES) else []
+        return [*answer(text), *changed]
 
     def _flow_text(self, index: int) -> tuple[str, bool]:
         """Pass `index`'s recorded flow as `flow` prints it, and whether there was one."""
@@ -289,7 +295,7 @@ class ReplayTarget:
         flow = self._rec.flow(index)
         if not flow:
             return f"no gradient flow recorded for pass {index}", False
-        return "\n".join([f"gradient flow after pass {index}:", *format_flow(flow)]), True
+        return flow_answer(index, flow), True
 
     def _pass_command(self, index: int, answer) -> list[ev.Event]:
         assert self._rec is not None
@@ -387,10 +393,27 @@ class ReplayTarget:
     def _breakpoints_changed(self) -> ev.BreakpointsChanged:
         return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(b.number, b.spec.text, b.hits) for b in self.breakpoints))
 
-    def _breakpoint_lines(self) -> list[str]:
-        lines = [str(bp) for bp in self.breakpoints] or ["no breakpoints"]
+    def _recorded_hits(self) -> list[str]:
+        """The run's breakpoint hits, listed under the replay's own breakpoints."""
         hits = self._rec.hits() if self._rec is not None else []
-        if hits:
-            lines.append("recorded hits:")
-            lines += [f"  breakpoint {h['breakpoint']} ({h['spec']}) at pass {h['pass']} #{h['node']}" for h in hits]
-        return lines
+        if not hits:
+            return []
+        return ["recorded hits:",
+                *(f"  breakpoint {h['breakpoint']} ({h['spec']}) at pass {h['pass']} #{h['node']}" for h in hits)]
+
+
+def refusal(command: Command) -> str:
+    """Why a replay cannot run `command` (see NEEDS_LIVE)."""
+    why = NEEDS_LIVE.get(type(command))
+    return f"cannot run {command.text!r} in a replay" if why is None else f"{READ_ONLY}: {why}"
+
+
+def ranges(indexes: list[int]) -> str:
+    """`26-30, 35`: sorted indexes as runs."""
+    runs: list[list[int]] = []
+    for i in sorted(indexes):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
