@@ -33,11 +33,15 @@ class ScriptStarted(Event):
     argv: tuple[str, ...]
 
 
+Stream = Literal["stdout", "stderr"]
+"""The script's two output streams."""
+
+
 @dataclass(frozen=True, slots=True)
 class Output(Event):
     """Text the script wrote to stdout or stderr."""
 
-    stream: Literal["stdout", "stderr"]
+    stream: Stream
     text: str
 
 
