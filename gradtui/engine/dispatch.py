@@ -19,7 +19,7 @@ from gradtui.model.commands import (
 )
 from gradtui.model.flowtext import flow_answer
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.recorder import PassRecord, Recorder
+from gradtui.engine.recorder import PassRecord, FlowRecorder
 from gradtui.engine.stepper import Mode, Pause, Stepper
 from gradtui.engine.summary import describe, summarize_all
 from gradtui.model.stats import format_grads, format_stats
@@ -29,7 +29,7 @@ from gradtui.engine.why import explain
 class CommandRunner:
     """Runs commands for the session (see module doc): owned by it, given what commands act on."""
 
-    def __init__(self, breakpoints: Breakpoints, stepper: Stepper, recorder: Recorder,
+    def __init__(self, breakpoints: Breakpoints, stepper: Stepper, recorder: FlowRecorder,
                  emit: Callable[[ev.Event], None], breakpoints_changed: Callable[[], None],
                  has_reference: Callable[[], bool] = lambda: False) -> None:
         self.breakpoints = breakpoints

@@ -207,7 +207,7 @@ def hand_off(state: PassRecord, node: int, grads: tuple[Any, ...], stats: tuple[
             state.handoff[target] = (grad, grad._version, s)
 
 
-class Recorder:
+class FlowRecorder:
     """The leaves' gradients and the gradient flow of every pass, and the names of leaves seen in
     recorded passes (for passes that run unhooked, which capture no names)."""
 
@@ -347,7 +347,7 @@ class UnhookedFlow:
     before it runs, and the leaves its nested backward calls (a reentrant checkpoint's)
     accumulate into (`on_nested`). `wanted=False`: no walk, no flow."""
 
-    def __init__(self, recorder: Recorder, nodes: list[Any], call: str, wanted: bool) -> None:
+    def __init__(self, recorder: FlowRecorder, nodes: list[Any], call: str, wanted: bool) -> None:
         self._recorder = recorder
         self.total, leaves = walk(nodes) if wanted else (0, [])
         self.wanted = wanted and call != "grad"

@@ -39,7 +39,7 @@ from gradtui.engine.passes import PassRunner, unhooked_start
 from gradtui.engine.planned import PlannedPass
 from gradtui.record.against import Reference
 from gradtui.engine.provenance import Provenance
-from gradtui.engine.recorder import PassRecord, Recorder, nonfinite_roots, root_values
+from gradtui.engine.recorder import PassRecord, FlowRecorder, nonfinite_roots, root_values
 from gradtui.engine.stepper import Mode, Pause, Stepper
 
 __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
@@ -81,7 +81,7 @@ class Session:
         self._passes = 0
         self._provenance = Provenance() if provenance else None
         self._intercept = Interceptor(self, self._quitting, self._provenance)
-        self._recorder = Recorder()
+        self._recorder = FlowRecorder()
         self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
                                        self._breakpoints_changed, lambda: self.against is not None)
         self._stepper.execute = self._dispatch.execute

@@ -109,10 +109,11 @@ class ChildTarget:
         assert self._remote is not None
         async for batch in self._remote.batches():
             for event in batch:
-                if isinstance(event, ev.ScriptFinished):
-                    self._finished = event
-                elif isinstance(event, ev.PassStarted):
-                    self._last_pass = event.index + 1
+                match event:
+                    case ev.ScriptFinished():
+                        self._finished = event
+                    case ev.PassStarted():
+                        self._last_pass = event.index + 1
             await self._queue.put(batch)
         await self._queue.put(None)
 
