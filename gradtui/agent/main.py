@@ -21,7 +21,7 @@ import sys
 import threading
 
 from gradtui.agent.output import FdTee
-from gradtui.agent.runtime import AgentEntry, parse_address, remove_entry, write_entry
+from gradtui.wire.runtime import AgentEntry, parse_address, remove_entry, write_entry
 from gradtui.agent.build import Transport, build_agent, process_info
 from gradtui.agent.server import AgentServer
 from gradtui.model.options import RunOptions

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if options.listen:
         from gradtui.agent.main import listen_main
-        from gradtui.agent.runtime import RuntimeDirError
+        from gradtui.wire.runtime import RuntimeDirError
 
         try:
             return listen_main(run)

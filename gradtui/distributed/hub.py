@@ -32,7 +32,7 @@ from gradtui.model.commands import (
     Break, Clip, CommandError, Continue, Delete, Finish, Flow, ListBreakpoints, Print, Quit, Rank, Ranks, Scale, SetGrad,
     Step, Zero, parse,
 )
-from gradtui.agent.runtime import alive
+from gradtui.wire.runtime import alive
 from gradtui.distributed.conn import RankConn
 from gradtui.distributed.outbox import Outbox
 from gradtui.model.dist_events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks

@@ -26,6 +26,7 @@ from gradtui.engine.flow import LeafNames, gradient_flow
 from gradtui.engine.graph import Capture, Names
 from gradtui.model.stats import VALUES_LIMIT, Stats
 from gradtui.engine.window import StatsWindow, resolve
+from gradtui.engine.compat import is_zerotensor
 
 
 @dataclass
@@ -180,12 +181,12 @@ def outgoing_stats(state: PassRecord, node: int, grads: tuple[Any, ...], incomin
             out.append(None)
             continue
         same = None
-        if arrived and grad.layout is torch.strided and not grad._is_zerotensor():  # sparse: no data pointer
+        if arrived and grad.layout is torch.strided and not is_zerotensor(grad):  # sparse: no data pointer
             ptr = grad.data_ptr()
             for source, version, handle in zip(arrived, versions, incoming):
                 # Small ones list their values in order, so only bigger ones are shared.
                 if (source is not None and handle is not None and source.layout is torch.strided
-                        and not source._is_zerotensor() and source.data_ptr() == ptr
+                        and not is_zerotensor(source) and source.data_ptr() == ptr
                         and source._version == version and (numel := grad.numel()) > VALUES_LIMIT
                         and source.numel() == numel and source.dtype == grad.dtype
                         and _dense(grad) and _dense(source)):

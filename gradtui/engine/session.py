@@ -37,7 +37,6 @@ from gradtui.engine.fingerprint import PassPrints
 from gradtui.engine.plan import make_plan, resume
 from gradtui.engine.passes import PassRunner, unhooked_start
 from gradtui.engine.planned import PlannedPass
-from gradtui.record.against import Reference
 from gradtui.engine.provenance import Provenance
 from gradtui.engine.recorder import PassRecord, FlowRecorder, nonfinite_roots, root_values
 from gradtui.engine.stepper import Mode, Pause, Stepper
@@ -68,8 +67,10 @@ class Session:
         gradtui.engine.fingerprint), sent as a PassPrints event before each PassFinished.
         """
         self.fingerprints = fingerprints
-        self.against: Reference | None = None
-        """A reference recording to compare each hooked pass with (`--against`; with fingerprints)."""
+        self.against: Any = None
+        """A reference recording to compare each hooked pass with (`--against`; with fingerprints):
+        given by whoever builds the session (gradtui.agent.build: a gradtui.record.against.Reference),
+        so the engine does not open recordings itself."""
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
         self._graph_wanted: list[bool | Callable[[], bool]] = [True] if listener else []

@@ -27,7 +27,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 
 from gradtui.model import events as ev
 from gradtui.model.stats import Stats
@@ -140,7 +139,9 @@ class Recorder:
     """Writes a run's events into the SQLite database at `path` (see the module doc)."""
 
     def __init__(self, path: str, *, every: int | None = None, flight: int | None = None,
-                 argv: list[str] | None = None) -> None:
+                 argv: list[str] | None = None, torch_version: str | None = None) -> None:
+        """`torch_version`: the torch the run uses (None: the installed one's, read from its
+        package metadata: gradtui.record never imports torch)."""
         if every is not None and every < 1:
             raise ValueError("every must be at least 1")
         if flight is not None and flight < 1:
@@ -151,6 +152,7 @@ class Recorder:
         self.failed: str | None = None
         """The first write error, as one line; nothing more is written after it."""
         self._argv = argv
+        self._torch = torch_version if torch_version is not None else _installed("torch")
         self._pass: _Pass | None = None
         self._ring: deque[_Pass] = deque(maxlen=(flight or 1) - 1)  # with the pass a hit is in: K
         self._pending: list[tuple[str, list[tuple]]] = []
@@ -276,7 +278,7 @@ class Recorder:
                 self._write([("INSERT INTO run (id, script, argv, torch, python, started, per_node) "
                               "VALUES (1, ?, ?, ?, ?, ?, ?)",
                               [(event.path, json.dumps(self._argv if self._argv is not None else list(event.argv)),
-                                torch.__version__, platform.python_version(), self._t0, self._mode_text())])])
+                                self._torch, platform.python_version(), self._t0, self._mode_text())])])
             case ev.ScriptFinished():
                 if self.flight and (event.exit_status != 0 or event.quit or event.traceback):
                     self._dump_ring()
@@ -355,3 +357,13 @@ class Recorder:
         if indexes:
             work.append(("UPDATE passes SET per_node = 1 WHERE idx = ?", indexes))
         self._write(work)
+
+
+def _installed(package: str) -> str | None:
+    """The installed version of `package` from its metadata (no import), or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from gradtui.agent.runtime import running_agents
+from gradtui.wire.runtime import running_agents
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.wire.client import RemoteTarget

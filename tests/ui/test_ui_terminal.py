@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from gradtui.agent.runtime import alive
+from gradtui.wire.runtime import alive
 from gradtui.model.events import QUIT_STATUS
 from gradtui.ui.client import QUIT_GRACE
 

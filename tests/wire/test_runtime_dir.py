@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gradtui.agent import runtime
+from gradtui.wire import runtime
 from wire_helpers import SCRIPTS
 
 
