@@ -110,14 +110,6 @@ def parsed(lines: list[str]) -> list[Command]:
     return commands
 
 
-def build_session(options: RunOptions, *listeners: Any):
-    """The session for `options`, with `listeners` attached and then its breakpoints armed (so
-    every listener hears them)."""
-    session = _new_session(options)
-    _attach(session, options, listeners)
-    return session
-
-
 def _new_session(options: RunOptions):
     """A session as `options` ask, nothing attached yet."""
     from gradtui.engine.session import Session
