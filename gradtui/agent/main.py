@@ -19,6 +19,7 @@ import signal
 import socket
 import sys
 import threading
+from typing import Any
 
 from gradtui.agent.output import FdTee
 from gradtui.wire.runtime import AgentEntry, parse_address, remove_entry, write_entry
@@ -63,21 +64,10 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
         exit_now(status)
 
     runner = ScriptRunner(options.script, options.args, session, capture_output=False, hard_exit=hard_exit)
-    fds = FdTee(session.emit) if tee else None
     server.start()
-    if conn is not None:
-        server.serve_connection(conn)
-        if not server.attached.wait(ATTACH_TIMEOUT):
-            print("gradtui agent: the UI did not connect; not running the script", file=sys.stderr)
-            server.close("no client")
-            return 2
-    if fds is not None:
-        fds.start()
-    lines = None
-    if fds is None and outputs.recorder is not None:  # a child agent: the UI reads its pipes, not the session
-        from gradtui.record.tee import TeedStreams
-
-        lines = TeedStreams(outputs.recorder)
+    if conn is not None and not _ui_connected(server, conn):
+        return 2
+    fds, lines = _capture(tee, session, outputs)
     allow_deep_graphs()
 
     def last_words(signum: int) -> None:  # SIGTERM / SIGHUP: say how the run ended, then die of it
@@ -105,6 +95,31 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     if _in_job():
         end_at_exit(status)  # a finished rank is not left to gloo's teardown (gradtui.engine.exits)
     return status
+
+
+def _ui_connected(server: AgentServer, conn: socket.socket) -> bool:
+    """Serve a child agent's one connection; has its UI completed the hello in time?"""
+    server.serve_connection(conn)
+    if server.attached.wait(ATTACH_TIMEOUT):
+        return True
+    print("gradtui agent: the UI did not connect; not running the script", file=sys.stderr)
+    server.close("no client")
+    return False
+
+
+def _capture(tee: bool, session: Any, outputs: Outputs) -> tuple[FdTee | None, Any]:
+    """Start capturing the script's output: fds 1/2 teed into Output events (--listen), or, for a
+    child agent whose UI reads its pipes, the lines written through sys.stdout/stderr teed into
+    the recording (if there is one)."""
+    if tee:
+        fds = FdTee(session.emit)
+        fds.start()
+        return fds, None
+    if outputs.recorder is None:
+        return None, None
+    from gradtui.record.tee import TeedStreams
+
+    return None, TeedStreams(outputs.recorder)
 
 
 def _in_job() -> bool:

@@ -24,31 +24,21 @@ from gradtui.model import events as ev
 from gradtui.model import breakpoint_commands
 from gradtui.model.breakpoints import Breakpoint, Breakpoints, matches_grads
 from gradtui.model.commands import (
-    HELP, Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints,
-    Print, Quit, Scale, SetGrad, ShowPass, Step, Why, Zero, parse,
+    Break, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints, Print, Quit,
+    ShowPass, Step, parse,
 )
-from gradtui.model.flowtext import flow_answer
 from gradtui.model.nodes import node_title
 from gradtui.model.stats import any_nonfinite, format_grads
 from gradtui.record.reader import (
     NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
 )
+from gradtui.record.replay_text import (
+    READ_ONLY, REPLAY_HELP, flow_text, no_nodes, recorded_hits, refusal,
+)
 from gradtui.record.story import nodes_ran, pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo
 
 __all__ = ["READ_ONLY", "ReplayTarget", "open_recording"]
-
-READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
-
-REPLAY_HELP = HELP + """
-pass N: show recorded pass N · flow N: pass N's gradient flow (any pass)
-(replay is read-only: scale, zero, clip, set, print EXPR and why need a live run)"""
-
-NEEDS_LIVE = {Print: "print EXPR needs a live run (print alone shows the statistics)",
-              Scale: "edits need a live run", Zero: "edits need a live run", Clip: "edits need a live run",
-              SetGrad: "edits need a live run", Why: "why needs the live script's variables"}
-"""What a replay refuses because a recording keeps statistics, not tensors: said in one place,
-one wording (`refusal`)."""
 
 FIGURE_POINTS = 512
 """Passes `figures()` reads, evenly spread, and as many first non-finite ones (the plots draw
@@ -267,9 +257,9 @@ class ReplayTarget:
             case FlowOf(index=index):
                 if self._pass(index) is None:
                     return answer(f"no pass {index} in this recording", False)
-                return answer(*self._flow_text(index))
+                return answer(*flow_text(self._rec, index))
             case Flow():
-                return answer(*self._flow_text(shown.info.index))
+                return answer(*flow_text(self._rec, shown.info.index))
             case Break() | Delete() | ListBreakpoints():
                 return self._breakpoint_command(command, answer)
             case Help():
@@ -282,20 +272,12 @@ class ReplayTarget:
     def _breakpoint_command(self, command: Command, answer) -> list[ev.Event]:
         """`break`, `delete`, `breakpoints` on the replay's own breakpoints (the one handler)."""
         try:
-            text = breakpoint_commands.answer(self.breakpoints, command, listing=self._recorded_hits)
+            text = breakpoint_commands.answer(self.breakpoints, command, listing=lambda: recorded_hits(self._rec))
         except CommandError as exc:
             return answer(str(exc), False)
         assert text is not None
         changed = [self._breakpoints_changed()] if isinstance(command, breakpoint_commands.CHANGES) else []
         return [*answer(text), *changed]
-
-    def _flow_text(self, index: int) -> tuple[str, bool]:
-        """Pass `index`'s recorded flow as `flow` prints it, and whether there was one."""
-        assert self._rec is not None
-        flow = self._rec.flow(index)
-        if not flow:
-            return f"no gradient flow recorded for pass {index}", False
-        return flow_answer(index, flow), True
 
     def _pass_command(self, index: int, answer) -> list[ev.Event]:
         assert self._rec is not None
@@ -308,12 +290,7 @@ class ReplayTarget:
             return answer(f"no pass {index} in this recording" + (f" (passes {self._span.first}-{last})"
                                                                  if last is not None else ""), False)
         if not info.per_node or not self._rec.walk(index):
-            loss = ", ".join(f"{v:.6g}" for v in info.losses if v is not None) or "-"
-            norm = "-" if info.grad_norm is None else f"{info.grad_norm:.6g}"
-            listed = ranges(self._rec.with_nodes()) or "none"
-            return answer(f"pass {index} has no per-node data (loss {loss} · gradient norm {norm} · "
-                          f"non-finite {info.nonfinite}); passes with per-node data: {listed}; "
-                          f"its flow: flow {index}", False)
+            return answer(no_nodes(self._rec, info), False)
         # the pause shown is the answer's picture; the answer itself follows, so a client feeding
         # commands knows its command was answered (every command that does not resume gets one)
         return [*self._show(index, "pass"), *answer(f"showing pass {index}", True)]
@@ -392,28 +369,3 @@ class ReplayTarget:
 
     def _breakpoints_changed(self) -> ev.BreakpointsChanged:
         return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(b.number, b.spec.text, b.hits) for b in self.breakpoints))
-
-    def _recorded_hits(self) -> list[str]:
-        """The run's breakpoint hits, listed under the replay's own breakpoints."""
-        hits = self._rec.hits() if self._rec is not None else []
-        if not hits:
-            return []
-        return ["recorded hits:",
-                *(f"  breakpoint {h['breakpoint']} ({h['spec']}) at pass {h['pass']} #{h['node']}" for h in hits)]
-
-
-def refusal(command: Command) -> str:
-    """Why a replay cannot run `command` (see NEEDS_LIVE)."""
-    why = NEEDS_LIVE.get(type(command))
-    return f"cannot run {command.text!r} in a replay" if why is None else f"{READ_ONLY}: {why}"
-
-
-def ranges(indexes: list[int]) -> str:
-    """`26-30, 35`: sorted indexes as runs."""
-    runs: list[list[int]] = []
-    for i in sorted(indexes):
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
