@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.modules.module as nn_module
 
-from conftest import Run, run_headless, run_plain, script, torch_originals
+from tests.helpers import Run, run_headless, run_plain, script, torch_originals
 from gradtui.model import events as ev
 
 pytestmark = pytest.mark.timeout(120)

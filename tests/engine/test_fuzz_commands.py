@@ -14,7 +14,7 @@ import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from conftest import script
+from tests.helpers import script
 from gradtui.model import events as ev
 from gradtui.model.commands import CommandError, Continue, Finish, Quit, Step, parse
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves
 
-from conftest import graph_nodes
+from tests.helpers import graph_nodes
 from gradtui.model import events as ev
 from gradtui.engine.session import Session
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gradtui.model import events as ev
-from tests.conftest import assert_grads_identical, run_headless, run_plain, script
+from tests.helpers import assert_grads_identical, run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 

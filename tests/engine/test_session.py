@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from conftest import example, run_headless, script, torch_originals
+from tests.helpers import example, run_headless, script, torch_originals
 from gradtui.model import events as ev
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,8 +12,8 @@ import sqlite3
 
 import pytest
 
-from conftest import script
-from recordings import gradtui
+from tests.helpers import script
+from tests.record.recordings import gradtui
 
 from gradtui.record.compare import compare
 

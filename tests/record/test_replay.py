@@ -18,7 +18,7 @@ from gradtui.model import events as ev
 from gradtui.model.stats import format_grads
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
-from recordings import flight_recording, gradtui
+from tests.record.recordings import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
 

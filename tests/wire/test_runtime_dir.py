@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from gradtui.wire import runtime
-from wire_helpers import SCRIPTS
+from tests.wire.wire_helpers import SCRIPTS
 
 
 @pytest.fixture
