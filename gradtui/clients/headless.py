@@ -124,12 +124,12 @@ class HeadlessDriver:
 
     def _pass_started(self, event: ev.PassStarted) -> None:
         if not event.recorded:
-            self._unhooked.append(event.index)
+            self._unhooked.append(event.pass_index)
             return
         self._flush_unhooked()
         self._graph = event.graph
         loss = ", ".join(f"{v:.6g}" for v in event.losses if v is not None)
-        self._print(f"pass {event.index} · {event.call_text or event.call} at {event.call_site}"
+        self._print(f"pass {event.pass_index} · {event.call_text or event.call} at {event.call_site}"
                     f"{f' · loss {loss}' if loss else ''} · {event.nodes or event.graph.number_of_nodes()} nodes")
 
     def _paused(self, event: ev.Paused) -> None:
@@ -146,14 +146,14 @@ class HeadlessDriver:
             self._print(f"  {line}")
 
     def _pass_finished(self, event: ev.PassFinished) -> None:
-        if self._unhooked and self._unhooked[-1] == event.index:
+        if self._unhooked and self._unhooked[-1] == event.pass_index:
             if event.error is not None:
                 self._flush_unhooked()
-                self._print(f"pass {event.index} failed: {event.error}")
+                self._print(f"pass {event.pass_index} failed: {event.error}")
             return
         status = "done" if event.error is None else f"failed: {event.error}"
         where = f" at #{event.node}" if event.node is not None else ""
-        self._print(f"pass {event.index} {status}{where} · {event.done}/{event.total} nodes ran")
+        self._print(f"pass {event.pass_index} {status}{where} · {event.done}/{event.total} nodes ran")
 
     def _script_finished(self, event: ev.ScriptFinished) -> None:
         self._flush_unhooked()

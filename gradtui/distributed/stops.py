@@ -107,7 +107,7 @@ class RankView:
                 if event.recorded:
                     self.current = [event]
                 self.loss = next((v for v in event.losses if v is not None), self.loss)
-                self.state, self.at = "running", f"pass {event.index}"
+                self.state, self.at = "running", f"pass {event.pass_index}"
             case ev.NodeRan() | ev.Paused():
                 self.current.append(event)
             case ev.Resumed():

@@ -99,7 +99,7 @@ class PassRunner:
             error = exc
             raise
         finally:
-            finished = ev.PassFinished(started.index, 0, unhooked.total, error_text(error), flow=unhooked.rows())
+            finished = ev.PassFinished(started.pass_index, 0, unhooked.total, error_text(error), flow=unhooked.rows())
             error = None
             self.finish(finished)
 

@@ -225,7 +225,7 @@ class FlowRecorder:
     def keep(self, event: ev.PassFinished) -> None:
         """Remember a finished pass's flow, if it has one."""
         if event.flow:
-            self.flow, self.flow_pass = event.flow, event.index
+            self.flow, self.flow_pass = event.flow, event.pass_index
 
     @staticmethod
     def leaves(capture: Capture) -> list[tuple[int, torch.Tensor]]:

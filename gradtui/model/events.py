@@ -53,7 +53,7 @@ class PassStarted(Event):
     node to the nodes it sends gradient to (its inputs), in the direction gradient flows.
     """
 
-    index: int
+    pass_index: int
     call: Literal["backward", "grad"]
     call_text: str
     call_site: str
@@ -211,7 +211,7 @@ class BreakpointsChanged(Event):
 class PassFinished(Event):
     """A backward call returned (`error` is None) or raised (`error` is its message)."""
 
-    index: int
+    pass_index: int
     done: int
     total: int
     error: str | None = None
@@ -246,7 +246,7 @@ class PassPrints(Event):
     """The fingerprints of a recorded pass's nodes, sent just before its PassFinished (a
     recording compares runs with them)."""
 
-    index: int
+    pass_index: int
     prints: tuple[Print, ...]
 
 

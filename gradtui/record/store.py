@@ -244,9 +244,9 @@ class Recorder:
                     self._pass.ran.append(event)
             case ev.PassStarted():
                 self._pass = _Pass(event, time.time())
-                self._last_pass = event.index
+                self._last_pass = event.pass_index
             case ev.PassPrints():
-                if self._pass is not None and self._pass.started.index == event.index:
+                if self._pass is not None and self._pass.started.pass_index == event.pass_index:
                     self._pass.prints = event.prints
             case ev.PassFinished():
                 self._pass_finished(event)
@@ -290,12 +290,12 @@ class Recorder:
     def _wants_nodes(self, started: ev.PassStarted) -> bool:
         if not started.recorded:
             return False
-        return self.every is None or started.index % self.every == 0
+        return self.every is None or started.pass_index % self.every == 0
 
     def _pass_finished(self, event: ev.PassFinished) -> None:
         flight = self._pass
         self._pass = None
-        if flight is None or flight.started.index != event.index:
+        if flight is None or flight.started.pass_index != event.pass_index:
             return
         started = flight.started
         wall = time.time() - flight.t0
@@ -318,19 +318,19 @@ class Recorder:
             "INSERT OR REPLACE INTO passes (idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, "
             "error, failed_node, started, wall, grad_norm, nonfinite, nested) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(event.index, started.call, started.call_text, started.call_site,
+            [(event.pass_index, started.call, started.call_text, started.call_site,
               json.dumps([_f(v) for v in started.losses]), int(started.recorded), int(per_node), event.total,
               event.done, event.error, event.node, flight.t0 - self._t0, wall, _f(total_norm), nonfinite,
               json.dumps(flight.nested) if flight.nested else None)]))
         work.append(("INSERT INTO flow (pass, rank, name, node, shape, grad_norm, weight_norm, ratio, nonfinite) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     [(event.index, rank, r.name, r.node, _list(tuple(r.shape)), _f(r.grad_norm), _f(r.weight_norm),
+                     [(event.pass_index, rank, r.name, r.node, _list(tuple(r.shape)), _f(r.grad_norm), _f(r.weight_norm),
                        _f(r.ratio), r.nonfinite) for rank, r in enumerate(event.flow)]))
         self._write(work)
 
     def _node_work(self, flight: _Pass) -> list[tuple[str, list[tuple]]]:
         """The `nodes` and `grads` rows of a pass."""
-        index = flight.started.index
+        index = flight.started.pass_index
         order: dict[int, int] = {}
         grads: list[tuple] = []
         for ran in flight.ran:
@@ -353,7 +353,7 @@ class Recorder:
         while self._ring:
             kept = self._ring.popleft()
             work += self._node_work(kept)
-            indexes.append((kept.started.index,))
+            indexes.append((kept.started.pass_index,))
         if indexes:
             work.append(("UPDATE passes SET per_node = 1 WHERE idx = ?", indexes))
         self._write(work)

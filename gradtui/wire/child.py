@@ -113,7 +113,7 @@ class ChildTarget:
                     case ev.ScriptFinished():
                         self._finished = event
                     case ev.PassStarted():
-                        self._last_pass = event.index + 1
+                        self._last_pass = event.pass_index + 1
             await self._queue.put(batch)
         await self._queue.put(None)
 

@@ -109,7 +109,7 @@ class Live:
             if isinstance(event, ev.GradEdited):
                 self.edits.append(event)
             if isinstance(event, ev.PassFinished):
-                assert event.error is None, f"pass {event.index} failed: {event.error} (after {what})"
+                assert event.error is None, f"pass {event.pass_index} failed: {event.error} (after {what})"
             assert not isinstance(event, ev.ScriptFinished), f"the script ended after {what}"
             if isinstance(event, kind):
                 return event
