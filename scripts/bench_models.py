@@ -1,17 +1,22 @@
 """The models the benchmarks run (an encoder of any depth and width, a training loop as a
-script), in a module of their own: scripts/bench.py and scripts/bench_core.py both use them and
-neither imports the other."""
+script), in a module of their own: scripts/bench.py, bench_core.py and bench_record.py use them
+and none imports another."""
 
 from __future__ import annotations
 
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import nn
 
 D_MODEL, HEADS, FFN = 256, 8, 1024
 
 
 def transformer(layers: int, width: int = D_MODEL) -> nn.Module:
     """nn.TransformerEncoder of `layers` layers, d_model `width`, seeded, no dropout."""
+    import torch  # here: a bench that only writes ENCODER_LOOP to a file loads no torch
+    from torch import nn
+
     torch.manual_seed(0)
     heads, ffn = (HEADS, FFN) if width == D_MODEL else (4, 2 * width)
     layer = nn.TransformerEncoderLayer(width, heads, ffn, batch_first=True, dropout=0.0)
