@@ -46,6 +46,7 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     from gradtui.engine.exits import FatalSignals, describe_signal, die_at_exit, end_at_exit
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
+    from gradtui.distributed.job import in_job_env
 
     def stop() -> None:  # session.quit(), then the script interrupted if it is busy outside a pause
         threading.Thread(target=runner.stop, name="gradtui-stop", daemon=True).start()
@@ -92,7 +93,7 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
         failures = _end(server, outputs, "the script ended")
     die_at_exit(runner.exit_signal)
     status = OUTPUT_FAILED if failures and status == 0 else status
-    if _in_job():
+    if in_job_env():
         end_at_exit(status)  # a finished rank is not left to gloo's teardown (gradtui.engine.exits)
     return status
 
@@ -120,12 +121,6 @@ def _capture(tee: bool, session: Any, outputs: Outputs) -> tuple[FdTee | None, A
     from gradtui.record.tee import TeedStreams
 
     return None, TeedStreams(outputs.recorder)
-
-
-def _in_job() -> bool:
-    from gradtui.distributed.job import in_job_env
-
-    return in_job_env()
 
 
 def _follower() -> bool:
