@@ -34,13 +34,14 @@ class Listening:
     """A live `gradtui.listen()`: its address, and `close()` to stop debugging this process."""
 
     def __init__(self, address: str | None, break_on: Sequence[str], record: str | None = None,
-                 record_every: int | None = None, flight: int | None = None, fingerprints: bool = False) -> None:
+                 record_every: int | None = None, flight: int | None = None, fingerprints: bool = False,
+                 against: str | None = None) -> None:
         script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "<interactive>"
         self._paused = False
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         options = RunOptions(script, list(sys.argv[1:]), break_on=list(break_on), record=record,
-                             record_every=record_every, flight=flight, fingerprints=fingerprints)
+                             record_every=record_every, flight=flight, fingerprints=fingerprints, against=against)
         try:
             options = options.validate(path_checks(), keywords=True)
         except OptionsError as exc:
@@ -140,7 +141,8 @@ class Listening:
 
 
 def listen(address: str | None = None, *, break_on: str | Sequence[str] | None = None, record: str | None = None,
-           record_every: int | None = None, flight: int | None = None, fingerprints: bool = False) -> Listening:
+           record_every: int | None = None, flight: int | None = None, fingerprints: bool = False,
+           against: str | None = None) -> Listening:
     """Debug this process's backward passes from now on, served to `gradtui attach` clients.
 
     `address`: `[HOST:]PORT` to listen on (default: a free port on loopback). `break_on`: a
@@ -148,7 +150,10 @@ def listen(address: str | None = None, *, break_on: str | Sequence[str] | None =
     pauses at its first node. Either way the pause waits for a client. `record`: a SQLite
     recording of the passes, as `--record PATH` (`record_every`, `flight` as `--record-every`,
     `--flight`, `fingerprints` as `--fingerprints`); a path that cannot be recorded to raises
-    ValueError before anything is installed.
+    ValueError before anything is installed. `against`: a recording made with fingerprints to
+    compare each hooked pass with, as `--against REF.db` (`break_on="differs>0.05"`; with
+    `record` the run's own fingerprints are recorded too); one that is not such a recording
+    raises ValueError before anything is installed.
     """
     specs = [break_on] if isinstance(break_on, str) else list(break_on or ())
-    return Listening(address, specs, record, record_every, flight, fingerprints)
+    return Listening(address, specs, record, record_every, flight, fingerprints, against)

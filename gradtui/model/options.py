@@ -115,7 +115,7 @@ class RunOptions:
             raise OptionsError(f"cannot write {name('report')} {self.report}: {problem}")
         against = _absolute(self.against)
         if against is not None and (problem := checks.reference(against)):
-            raise OptionsError(f"{name('against')} {problem}")
+            raise OptionsError(f"against={problem}" if keywords else f"--against {problem}")
         record = _absolute(self.record)
         if self.record is not None:
             problem = ("empty path" if self.record == "" else

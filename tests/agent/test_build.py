@@ -45,6 +45,8 @@ def test_validate_asks_the_recordings_layer_about_paths_and_makes_them_absolute(
     assert asked == [run.record] and (tmp_path / "out").is_dir()  # the report's folder is made
     with pytest.raises(OptionsError, match=r"^--against .*ref\.db: no fingerprints$"):
         RunOptions("s.py", against="ref.db").validate(checks)
+    with pytest.raises(OptionsError, match=r"^against=.*ref\.db: no fingerprints$"):  # gradtui.listen(against=)
+        RunOptions("s.py", against="ref.db").validate(checks, keywords=True)
     with pytest.raises(OptionsError, match="not a gradtui recording"):  # the real check: record/store's
         (tmp_path / "notes.txt").write_text("mine\n")
         RunOptions("s.py", record="notes.txt").validate(path_checks())
