@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 
 from textual import events
 
-from gradtui.agent.runtime import parse_address
-from gradtui.agent.runtime import running_agents
+from gradtui.wire.runtime import parse_address
+from gradtui.wire.runtime import running_agents
 from gradtui.model import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.wire.client import RemoteTarget

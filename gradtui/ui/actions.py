@@ -14,7 +14,7 @@ from textual.command import CommandPalette
 
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import matches_node, parse_spec
-from gradtui.model.commands import CommandError, parse_int
+from gradtui.model.commands import CommandError, ShowPass, parse
 from gradtui.ui import fmt
 from gradtui.ui.layout import STEP, PaneSizes
 from gradtui.ui.screens.breakpoints import BreakpointChoice, BreakpointRow, BreakpointsScreen
@@ -155,16 +155,17 @@ class NavigationActions(_Base):
         return None
 
     def local_command(self, text: str) -> ev.CommandResult | None:
-        """`pass N` in a live run browses to pass N here (a recording's target answers it itself)."""
-        word, _, rest = text.strip().partition(" ")
-        if word.lower() != "pass" or self.is_recording:
+        """`pass N` in a live run browses to pass N here (a recording's target answers it itself;
+        a line that does not parse goes on, for the target to refuse)."""
+        if self.is_recording:
             return None
         try:
-            index = parse_int(rest.strip(), "pass", minimum=0) if rest.strip() else None
-        except CommandError as exc:
-            return ev.CommandResult(text, str(exc), ok=False)
-        if index is None:
-            return ev.CommandResult(text, "pass needs a pass number, e.g. pass 3", ok=False)
+            command = parse(text)
+        except CommandError:
+            return None
+        if not isinstance(command, ShowPass):
+            return None
+        index = command.index
         why = self.browse_pass(index)
         if why is not None:
             return ev.CommandResult(text, why, ok=False)

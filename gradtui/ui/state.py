@@ -207,18 +207,18 @@ class UIState:
         return Change()
 
     def _on_PassStarted(self, event: ev.PassStarted) -> Change:
-        if event.index < self.passes:  # a pass shown again (a recording's `pass N`): it replaces its old view
-            self.views = deque(v for v in self.views if v.index != event.index)
-            self.summaries = deque((s for s in self.summaries if s.index != event.index), maxlen=KEEP_SUMMARIES)
-            if self.browsed is not None and self.browsed.index == event.index:
+        if event.pass_index < self.passes:  # a pass shown again (a recording's `pass N`): it replaces its old view
+            self.views = deque(v for v in self.views if v.index != event.pass_index)
+            self.summaries = deque((s for s in self.summaries if s.index != event.pass_index), maxlen=KEEP_SUMMARIES)
+            if self.browsed is not None and self.browsed.index == event.pass_index:
                 self.browsed = None
-        self.series.started(event.index, tuple(event.losses))
+        self.series.started(event.pass_index, tuple(event.losses))
         self.live = PassView.from_event(event)
         self._keep(self.live)
         self.summaries.append(self.live.summary())
-        if len(self.summaries) > 1 and self.summaries[-2].index > event.index:
+        if len(self.summaries) > 1 and self.summaries[-2].index > event.pass_index:
             self.summaries = deque(sorted(self.summaries, key=lambda s: s.index), maxlen=KEEP_SUMMARIES)
-        self.passes = max(self.passes, event.index + 1)
+        self.passes = max(self.passes, event.pass_index + 1)
         self.paused = None
         self.status = "running"
         self.progress = (0, self.live.total)
@@ -299,12 +299,12 @@ class UIState:
         return Change(rows={event.node})
 
     def _on_PassFinished(self, event: ev.PassFinished) -> Change:
-        self.series.finished(event.index, event.flow)
-        if self.last_flow is None or event.index >= self.last_flow.index:
-            self.last_flow = FlowSnapshot(event.index, tuple(event.flow))
+        self.series.finished(event.pass_index, event.flow)
+        if self.last_flow is None or event.pass_index >= self.last_flow.index:
+            self.last_flow = FlowSnapshot(event.pass_index, tuple(event.flow))
         view = self.live
         change = Change(header=True)
-        if view is None or event.index != view.index:
+        if view is None or event.pass_index != view.index:
             return change
         if self.current is not None:
             change.rows.add(self.current)

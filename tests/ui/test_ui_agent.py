@@ -6,7 +6,7 @@ import pytest
 
 from gradtui.model.events import QUIT_STATUS
 from gradtui.ui.app import GradtuiApp
-from ui_helpers import SIZE, output_lines, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, output_lines, ui_script, wait_for, wait_paused_at
 
 
 def _output(app: GradtuiApp) -> str:

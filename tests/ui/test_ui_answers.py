@@ -13,7 +13,7 @@ from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.graph_view import GraphPane
-from ui_helpers import detail_text, example, output_lines, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import detail_text, example, output_lines, ui_script, wait_for, wait_paused_at
 
 SMALL = (80, 24)
 

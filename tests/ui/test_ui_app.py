@@ -18,7 +18,7 @@ from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
-from ui_helpers import (SIZE, detail_text, example, graph_text, output_lines, row_text, selected, ui_script,
+from tests.ui.ui_helpers import (SIZE, detail_text, example, graph_text, output_lines, row_text, selected, ui_script,
                         wait_for, wait_paused_at)
 
 ORIGINAL_BACKWARD = torch.Tensor.backward

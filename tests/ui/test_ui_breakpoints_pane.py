@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable
 
-from conftest import script
+from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.breakpoints import BreakpointsScreen
-from ui_helpers import SIZE, selected, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 
 async def _open(pilot) -> DataTable:

@@ -8,13 +8,13 @@ import os
 
 import pytest
 
-from gradtui.agent.runtime import running_agents
+from gradtui.wire.runtime import running_agents
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.wire.client import RemoteTarget
-from conftest import script
+from tests.helpers import script
 from tests.wire.wire_helpers import Listening
-from ui_helpers import SIZE, example, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, example, wait_for, wait_paused_at
 from test_ui_app import answer_text
 
 

@@ -14,8 +14,8 @@ from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.widgets.plots import SeriesPlot
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
-from ui_events import flow_row, run_mlp_pass, started
-from ui_helpers import SIZE, detail_text, example, output_lines, selected, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_events import flow_row, run_mlp_pass, started
+from tests.ui.ui_helpers import SIZE, detail_text, example, output_lines, selected, ui_script, wait_for, wait_paused_at
 
 
 def list_lines(app: GradtuiApp) -> list[str]:

@@ -13,7 +13,7 @@ from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.node_list import NodeList
-from ui_helpers import example, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import example, ui_script, wait_for, wait_paused_at
 
 SIZE = (120, 36)
 
@@ -196,7 +196,7 @@ def _plots_recording(tmp_path) -> str:
     import subprocess
     import sys
 
-    from conftest import REPO
+    from tests.helpers import REPO
 
     db = tmp_path / "run.db"
     done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "--record", str(db), "--record-every", "1",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import script
+from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.variables import VariablesScreen
 from test_ui_snapshots import _footer_of_the_modal, _settle

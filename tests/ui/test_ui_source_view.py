@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from textual.widgets import OptionList, Static
 
-from conftest import script
+from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.source import SourceScreen
 from test_ui_app import _highlighted
-from ui_helpers import SIZE, selected, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 
 async def _open(pilot) -> OptionList:

@@ -9,7 +9,7 @@ import math
 import pytest
 from textual.widgets import DataTable
 
-from conftest import script
+from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.command_bar import CommandBar
