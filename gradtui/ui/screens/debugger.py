@@ -1,7 +1,7 @@
 """The debugger's screen, the app's first (its panes are the app's `compose`): the keys that
 drive the script and move the view, and the coordination of its panes (a selection shown in
-the detail and graph panes, a new pass sized and shown). Its keys are its own bindings, so a
-modal screen on top (help, a prompt, the palette) gets its keys: none of these act under it.
+the detail and graph panes, a new pass sized and shown). Its keys are its own bindings: a
+modal screen on top (help, a prompt, the palette) gets the keys, none of these act under it.
 
 Its actions are plain methods: those that send a command say it to `send`; the others ask
 the app's navigator (`nav`) and pane sizer (`sizer`).
@@ -55,8 +55,11 @@ class DebuggerScreen(Screen):
         """The pane `:` left for the command bar: enter or escape goes back to it."""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Once the script has ended, the keys that drive it are gone from the footer (and do
-        nothing): the footer shows what can be done now."""
+        """Under a modal screen (help, prompt, flow, passes, the palette) these keys are off, and
+        gone from the footer, which shows that screen's. Once the script has ended, the keys that
+        drive it are gone too (and do nothing): the footer shows what can be done now."""
+        if self.app.screen is not self:
+            return False
         return not (action in keys.LIVE_ACTIONS and (self.state.script_over or self.link.finished.is_set()))
 
     # ---- the panes -----------------------------------------------------------------------
