@@ -39,6 +39,7 @@ from gradtui.model.report import Report
 from gradtui.ui import keys
 from gradtui.ui.changes import Changes
 from gradtui.ui.client import TargetLink
+from gradtui.ui.leaving import Leaving
 from gradtui.ui.navigation import Navigator
 from gradtui.ui.screens.debugger import DebuggerScreen
 from gradtui.ui.screens.leave import LeaveScreen
@@ -128,14 +129,18 @@ class GradtuiApp(App[int]):
                              home=os.path.dirname(self.script_path))
         self.sizer = PaneSizer(self, self.state.sizes)
         self.transcript = Transcript(self)
+        self.leaving = Leaving(self, self.link)
         self.debugger = DebuggerScreen(self.state, self.link, self.nav, self.sizer, send=self.send,
-                                       echo=self.transcript.echo, detach=self.action_detach, id="_default")
+                                       echo=self.transcript.echo, detach=self.leaving.detach, id="_default")
         """The first screen, which the panes of `compose` are on."""
-        self.exit_status = 0
-        """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
         self.passes_first = passes_first
         """Open on the passes view when the target's passes are in (cleared once it is open)."""
         self._flush_timer: Timer | None = None
+
+    @property
+    def exit_status(self) -> int:
+        """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
+        return self.link.exit_status
 
     def get_default_screen(self) -> Screen:
         """The debugger's screen: its keys and its panes."""
@@ -299,7 +304,7 @@ class GradtuiApp(App[int]):
             self.transcript.write("\n".join(changes.log), NOTE_STYLE)
 
     def _script_finished(self, event: ev.ScriptFinished) -> None:
-        self.exit_status = QUIT_STATUS if event.quit or self.link.quitting else event.exit_status
+        self.link.exit_status = QUIT_STATUS if event.quit or self.link.quitting else event.exit_status
         self.transcript.script_finished(event, os.path.dirname(self.script_path))
         view, nodes = self.state.view, self.query_one(NodeList)
         if view is not None and view.failed_node is not None:
@@ -327,7 +332,7 @@ class GradtuiApp(App[int]):
             case Quit():
                 self.call_later(self.action_quit)  # run_action is a coroutine: called here it never ran
             case Detach():
-                self.call_later(self.action_detach)
+                self.call_later(self.leaving.detach)
             case _ if self.link.finished.is_set() or self.state.script_over:
                 self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
             case _:
@@ -358,44 +363,8 @@ class GradtuiApp(App[int]):
 
     async def action_quit(self) -> None:
         """Stop the script and leave; attached, first say so and offer to detach instead."""
-        if self.link.attached and not self.link.finished.is_set() and not self.link.quitting:
-            if not isinstance(self.screen, LeaveScreen):
-                self.push_screen(LeaveScreen(os.path.basename(self.target.info.script)), self._left)
-            return
-        await self._quit_now()
-
-    async def _left(self, choice: str | None) -> None:
-        if choice == "quit":
-            await self._quit_now()
-        elif choice == "detach":
-            await self.action_detach()
-
-    async def _quit_now(self) -> None:
-        if not self.link.finished.is_set():
-            self.exit_status = QUIT_STATUS
-            await self.link.stop()
-        self.exit(self.exit_status)
-
-    async def action_detach(self) -> None:
-        """Leave the script running without this UI (attached only), its breakpoints armed."""
-        why = self.link.refuse_detach()
-        if why is not None:
-            self.query_one(CommandBar).answer(f"detach: {why}", ok=False)
-        elif self.link.finished.is_set():
-            self.exit(self.exit_status)
-        else:
-            await self.link.detach()
-            self.exit(0, message="gradtui: detached: the script runs on; its breakpoints stay armed for the next client")
+        await self.leaving.quit()
 
     def on_signal(self, signum: int) -> None:
-        """SIGINT, SIGTERM or SIGHUP to the UI: stop the target and leave (a second one: at once).
-
-        `run_action` is a coroutine: called from this (synchronous) handler it never ran, so
-        every signal was ignored. The quit is scheduled instead, and `quitting` is set here so a
-        second signal before it has run kills the agent and exits at once."""
-        if self.link.quitting:
-            self.link.kill_now()
-            self.exit(QUIT_STATUS)
-            return
-        self.link.quitting = True
-        self.call_later(self._quit_now)
+        """SIGINT, SIGTERM or SIGHUP to the UI (`run_app`): stop the target and leave."""
+        self.leaving.signalled()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from textual.message import Message
 from textual.message_pump import MessagePump
@@ -35,7 +36,8 @@ class TargetLink:
     class Started(Message):
         """The target is up; a recording brings every pass's figures for the plots (else None)."""
 
-        figures: object | None
+        figures: list[Any] | None
+        """`reader.PassFigures` of a recording's passes (PassSeries.load), None for a live target."""
 
     @dataclass
     class Failed(Message):
@@ -59,6 +61,8 @@ class TargetLink:
         """Set once the target has ended (the script's ScriptFinished, or the agent gone)."""
         self.quitting = False
         """The app is stopping or leaving the target: its end must not stop it again."""
+        self.exit_status = 0
+        """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
 
     async def read(self, first_after_layout: bool) -> None:
         """Start the target and post its events until it ends. `first_after_layout`: post the

@@ -59,4 +59,4 @@ def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, co
         loop.close()
     if signalled and die_by_signal:
         die_now(signalled[0])  # as python, killed by it (the terminal is restored, the agent gone)
-    return app.return_code or app.exit_status  # a crash of the UI itself is 1
+    return app.return_code or app.link.exit_status  # a crash of the UI itself is 1
