@@ -130,8 +130,8 @@ class GradtuiApp(App[int]):
         self.sizer = PaneSizer(self, self.state.sizes)
         self.transcript = Transcript(self)
         self.leaving = Leaving(self, self.link)
-        self.debugger = DebuggerScreen(self.state, self.link, self.nav, self.sizer, send=self.send,
-                                       echo=self.transcript.echo, detach=self.leaving.detach, id="_default")
+        self.debugger = DebuggerScreen(self.nav, self.sizer, echo=self.transcript.echo, detach=self.leaving.detach,
+                                       id="_default")
         """The first screen, which the panes of `compose` are on."""
         self.passes_first = passes_first
         """Open on the passes view when the target's passes are in (cleared once it is open)."""
@@ -218,12 +218,14 @@ class GradtuiApp(App[int]):
         self.transcript.failed(message.reason)
 
     def on_target_link_batch(self, message: TargetLink.Batch) -> None:
-        """A batch of the target's events: fold it in; once a replay's passes are in, show them."""
+        """A batch of the target's events: fold it in. Once a replay's passes and its landing (the
+        pause at its stop, or its end) are in, open on its passes: the cursor on the stop's pass."""
         try:
             self.apply_batch(message.events)
         finally:
             message.applied.set()
-        if self.passes_first and self.state.summaries:  # the story is in: open on its passes
+        landed = self.state.paused is not None or self.state.script_over
+        if self.passes_first and self.state.summaries and landed:  # the story and its stop are in
             self.passes_first = False
             self.nav.passes()
 

@@ -16,7 +16,6 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 from gradtui.ui import keys
-from gradtui.ui.client import TargetLink
 from gradtui.ui.navigation import Navigator
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
@@ -37,16 +36,12 @@ class DebuggerScreen(Screen):
 
     BINDINGS = keys.bindings(of_app=False)
 
-    def __init__(self, state: UIState, link: TargetLink, nav: Navigator, sizer: PaneSizer, *,
-                 send: Callable[[str], object], echo: Callable[[str], None],
+    def __init__(self, nav: Navigator, sizer: PaneSizer, *, echo: Callable[[str], None],
                  detach: Callable[[], Awaitable[None]], **kwargs) -> None:
         super().__init__(**kwargs)
-        self.state = state
-        self.link = link
         self.nav = nav
+        """The app's navigator, and through it the UI state, the target link and `send`."""
         self.sizer = sizer
-        self.send = send
-        """Send a command line (the app's `send`)."""
         self.echo = echo
         """Echo a typed command line to the output pane (its answer follows it there)."""
         self.detach = detach
@@ -54,13 +49,22 @@ class DebuggerScreen(Screen):
         self._bar_from: Widget | None = None
         """The pane `:` left for the command bar: enter or escape goes back to it."""
 
+    @property
+    def state(self) -> UIState:
+        """The UI state the panes show."""
+        return self.nav.state
+
+    def send(self, text: str) -> object:
+        """Send a command line (the app's `send`)."""
+        return self.nav.send(text)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Under a modal screen (help, prompt, flow, passes, the palette) these keys are off, and
         gone from the footer, which shows that screen's. Once the script has ended, the keys that
         drive it are gone too (and do nothing): the footer shows what can be done now."""
         if self.app.screen is not self:
             return False
-        return not (action in keys.LIVE_ACTIONS and (self.state.script_over or self.link.finished.is_set()))
+        return not (action in keys.LIVE_ACTIONS and (self.state.script_over or self.nav.link.finished.is_set()))
 
     # ---- the panes -----------------------------------------------------------------------
 
