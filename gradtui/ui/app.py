@@ -43,6 +43,7 @@ from gradtui.ui.leaving import Leaving
 from gradtui.ui.navigation import Navigator
 from gradtui.ui.screens.debugger import DebuggerScreen
 from gradtui.ui.screens.leave import LeaveScreen
+from gradtui.ui.screens.source import SourceScreen
 from gradtui.ui.search import NodeProvider
 from gradtui.ui.sizing import PaneSizer
 from gradtui.ui.state import UIState
@@ -207,6 +208,10 @@ class GradtuiApp(App[int]):
         self.sizer.size(width)
 
     # ---- the target's events -------------------------------------------------------------
+
+    def on_source_screen_break_requested(self, message: SourceScreen.BreakRequested) -> None:
+        """b in the source view (a screen of its own, whose messages come to the app): a breakpoint there."""
+        self.nav.break_at(message.path, message.line)
 
     def on_target_link_started(self, message: TargetLink.Started) -> None:
         """The target is up: a recording's figures of every pass go to the plots."""

@@ -20,7 +20,6 @@ from gradtui.ui.navigation import Navigator
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
-from gradtui.ui.screens.source import SourceScreen
 from gradtui.ui.sizing import PaneSizer
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.body import BodyPane
@@ -112,10 +111,6 @@ class DebuggerScreen(Screen):
     def on_left_column_dragged(self, message: LeftColumn.Dragged) -> None:
         """The node list's right border was dragged: it follows the pointer."""
         self.sizer.dragged(message.x)
-
-    def on_source_screen_break_requested(self, message: SourceScreen.BreakRequested) -> None:
-        """b in the source view: a breakpoint on that line."""
-        self.nav.break_at(message.path, message.line)
 
     def on_command_bar_submitted(self, message: CommandBar.Submitted) -> None:
         """A line typed in the command bar: run it and go back to the node list (like vim's `:`)."""
