@@ -84,6 +84,6 @@ def main(argv: list[str]) -> int:
     if options.headless:
         return asyncio.run(drive_headless(target, commands, prog="gradtui attach", leave_after_pass=True,
                                           detached=DETACHED))
-    from gradtui.ui.app import run_app
+    from gradtui.ui.run import run_app
 
     return run_app(None, target=target, commands=commands, theme=options.theme)

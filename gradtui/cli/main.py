@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if options.headless:
         return run_headless(run)
-    from gradtui.ui.app import run_app  # imported late: headless runs never load Textual
+    from gradtui.ui.run import run_app  # imported late: headless runs never load Textual
 
     return run_app(run, theme=options.theme)
 

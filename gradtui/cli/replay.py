@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
         status = asyncio.run(drive_headless(target, commands, prog="gradtui replay",
                                             status_of=lambda end: 0))
         return damaged(options.db, target) or status
-    from gradtui.ui.app import run_app
+    from gradtui.ui.run import run_app
 
     target = ui_target(options.db)
     settle_heap()

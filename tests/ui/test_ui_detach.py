@@ -41,7 +41,7 @@ async def test_q_attached_asks_and_D_detaches_leaving_the_script_for_the_next_cl
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("b")  # a breakpoint on #0, for the next client to find
-        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="the breakpoint")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="the breakpoint")
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, LeaveScreen), what="the leave question")
         text = " ".join(str(part.visual) for part in app.screen.query("Static"))

@@ -123,7 +123,7 @@ async def test_the_palette_finds_nodes_by_op_label_module_and_source():
     app = GradtuiApp(DEMO)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_paused_at(pilot, 0)
-        index = app.node_index()
+        index = app.nav.node_index()
         graph = app.state.view.graph
 
         def best(query: str) -> int:

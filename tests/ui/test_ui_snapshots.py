@@ -67,7 +67,7 @@ def test_nan_stop(snap_compare):
         app = pilot.app
         await wait_paused_at(pilot, 0)
         await pilot.press("colon", *"break", "space", *"nan", "enter")
-        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="break nan")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="break nan")
         await wait_for(pilot, lambda: app.query_one(NodeList).has_focus)
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after",

@@ -73,7 +73,7 @@ def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
 
     async def run_before(pilot):
         app = pilot.app
-        await wait_for(pilot, lambda: len(app.breakpoints) == 2 and app.state.paused is not None
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 2 and app.state.paused is not None
                        and app.state.paused.pass_index == 1, what="the second hit")
         await wait_paused_at(pilot, 1)
         from tests.ui.ui_helpers import output_lines  # pass 0's print comes through a pipe: wait for it, else the
@@ -104,7 +104,7 @@ def test_the_source_view_at_80x24(snap_compare):
         await pilot.press("v")
         await wait_for(pilot, lambda: isinstance(app.screen, SourceScreen), what="the source view")
         await pilot.press("b")
-        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="the breakpoint")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="the breakpoint")
         await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
