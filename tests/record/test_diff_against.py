@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tests.helpers import REPO, script
-from recordings import RUN_TIMEOUT, gradtui
+from tests.record.recordings import RUN_TIMEOUT, gradtui
 
 from tests.hostreads import HostReads
 from gradtui.engine.session import Session

@@ -14,7 +14,7 @@ from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.variables import VariablesScreen
-from ui_helpers import SIZE, selected, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 pytestmark = pytest.mark.timeout(120)
 
