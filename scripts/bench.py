@@ -61,27 +61,12 @@ from gradtui.engine.session import Session  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_agent import bench_ui, bench_wire  # noqa: E402
+from bench_models import D_MODEL, ENCODER_LOOP, model_sizes, transformer  # noqa: E402
 from bench_core import bench_chain, bench_floor, bench_headless_continue, bench_host_reads  # noqa: E402
 from benchtable import Row, add, alternate, median, ms, print_table, ratio_row  # noqa: E402
 
 
 # ---- models ------------------------------------------------------------------------------
-
-D_MODEL, HEADS, FFN = 256, 8, 1024
-
-
-def transformer(layers: int, width: int = D_MODEL) -> nn.Module:
-    """nn.TransformerEncoder of `layers` layers, d_model `width`, seeded, no dropout."""
-    torch.manual_seed(0)
-    heads, ffn = (HEADS, FFN) if width == D_MODEL else (4, 2 * width)
-    layer = nn.TransformerEncoderLayer(width, heads, ffn, batch_first=True, dropout=0.0)
-    return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-
-
-def model_sizes(layers: int, batch: tuple[int, int], width: int = D_MODEL) -> str:
-    heads, ffn = (HEADS, FFN) if width == D_MODEL else (4, 2 * width)
-    return f"{layers}-layer encoder d={width} h={heads} ffn={ffn}, batch {batch[0]}x{batch[1]}"
-
 
 # ---- capture vs torchviz -----------------------------------------------------------------
 
@@ -464,24 +449,6 @@ def bench_headless(steps: int, stop: int, rounds: int = 2) -> None:
             f"<= 1.50x, stops at pass {stop}", ratio <= 1.5 and stopped and not early))
     if not stopped or early:
         print(f"  headless run did not stop (only) at pass {stop}:\n{run.stdout[-3000:]}", file=sys.stderr)
-
-
-ENCODER_LOOP = """\
-import sys, torch
-from torch import nn
-torch.manual_seed(0)
-torch.set_num_threads(1)
-steps, layers = int(sys.argv[1]), int(sys.argv[2])
-layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
-model = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-x = torch.randn(8, 32, 64)
-for step in range(steps):
-    optimizer.zero_grad()
-    loss = model(x).pow(2).mean()
-    loss.backward()
-    optimizer.step()
-"""
 
 
 def bench_record(steps: int, layers: int, rounds: int) -> None:

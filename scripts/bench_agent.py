@@ -246,20 +246,16 @@ def bench_ui(nodes: int, steps: int) -> None:
             super().__init__(*args, **kwargs)
             self.times: list[float] = []
             self.first_paint: float | None = None
-            self._start: float | None = None
+            self.pressed: float | None = None
 
-        def action_step(self) -> None:
-            self._start = time.perf_counter()
-            super().action_step()
-
-        def _on_engine_event(self, event: ev.Event) -> None:
-            super()._on_engine_event(event)
-            if not isinstance(event, ev.Paused):
+        def apply_batch(self, batch: list[ev.Event]) -> None:
+            super().apply_batch(batch)
+            if not any(isinstance(event, ev.Paused) for event in batch):
                 return
             if self.first_paint is None:
                 self.call_after_refresh(lambda: setattr(self, "first_paint", time.perf_counter()))
-            elif self._start is not None:
-                start, self._start = self._start, None
+            elif self.pressed is not None:
+                start, self.pressed = self.pressed, None
                 self.call_after_refresh(lambda: self.times.append(time.perf_counter() - start))
 
     async def drive(app: TimedApp) -> None:
@@ -267,11 +263,12 @@ def bench_ui(nodes: int, steps: int) -> None:
             deadline = time.monotonic() + 120
             while app.first_paint is None:
                 assert time.monotonic() < deadline, "the first pause never came"
-                assert not app.finished.is_set(), "the agent ended before its first pause"
+                assert not app.link.finished.is_set(), "the agent ended before its first pause"
                 await pilot.pause(0.005)
             await pilot.pause(0.2)
             for _ in range(steps):
                 count = len(app.times)
+                app.pressed = time.perf_counter()  # the `s` key's action sends `step` as the press is handled
                 await pilot.press("s")
                 deadline = time.monotonic() + 10
                 while len(app.times) == count:

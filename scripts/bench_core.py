@@ -3,7 +3,7 @@ floor, and a 100,000-node chain pass.
 
     python scripts/bench.py --only hostreads,floor,chain100k
 
-`hostreads` counts, with gradtui.engine.hostreads.HostReads, the calls that read a tensor back
+`hostreads` counts, with tests/hostreads.py (HostReads), the calls that read a tensor back
 to the host (each a device sync on a GPU) during one pass of the d=64 encoder, per mode;
 `floor` times a no-op prehook + posthook on every node against plain backward (the floor of
 any hook-based design, printed beside the targets it bounds), and one norm of every gradient a
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _encoder(layers: int, width: int):
-    from bench import transformer
+    from bench_models import transformer
 
     return transformer(layers, width)
 
@@ -37,7 +37,7 @@ def _encoder(layers: int, width: int):
 def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] = (8, 32)) -> None:
     """Host reads per node of one pass, per mode (a count, the same on any machine)."""
     from gradtui.model import events as ev
-    from gradtui.engine.hostreads import HostReads
+    from tests.hostreads import HostReads
     from gradtui.engine.session import CHECK_EVERY, Session
 
     model = _encoder(layers, width)
@@ -74,7 +74,7 @@ def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] =
 def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) -> None:
     """A no-op prehook and posthook on every node (registered and removed each pass, as gradtui
     does) against plain backward: what no hook-based design can go below."""
-    from bench import model_sizes
+    from bench_models import model_sizes
 
     model = _encoder(layers, width)
     data = torch.randn(*batch, width)
@@ -139,7 +139,7 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
 def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int, repeat: int) -> None:
     """A no-op posthook on the nodes the hook plan hooks (gradtui.engine.plan), and nothing on the
     others, against plain backward: the floor under the `continue` + `nan` rows."""
-    from bench import model_sizes
+    from bench_models import model_sizes
     from gradtui.engine.graph import capture
     from gradtui.engine.plan import NONE, make_plan
 
@@ -235,7 +235,7 @@ def bench_chain(nodes: int = 100_000, rounds: int = 2) -> None:
 def bench_headless_continue(steps: int, layers: int, rounds: int) -> None:
     """Whole process: `python loop.py` vs `gradtui --headless -c continue loop.py`, the d=64
     encoder loop of the record rows; the median of `rounds` alternated runs each."""
-    from bench import ENCODER_LOOP
+    from bench_models import ENCODER_LOOP
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     import tempfile

@@ -33,7 +33,7 @@ from gradtui.model import events as ev  # noqa: E402
 from gradtui.record.against import Reference  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import transformer  # noqa: E402
+from bench_models import transformer  # noqa: E402
 
 
 class Took(NamedTuple):

@@ -27,25 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_models import ENCODER_LOOP  # noqa: E402
 from benchtable import Row, add, median, ms, print_table  # noqa: E402
 
-LOOP = """\
-import sys, torch
-from torch import nn
-torch.manual_seed(0)
-torch.set_num_threads(1)
-steps, layers = int(sys.argv[1]), int(sys.argv[2])
-layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
-model = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-x = torch.randn(8, 32, 64)
-for step in range(steps):
-    optimizer.zero_grad()
-    loss = model(x).pow(2).mean()
-    loss.backward()
-    optimizer.step()
-    print("step", step, float(loss), flush=True)
-"""
+LOOP = ENCODER_LOOP + '    print("step", step, float(loss), flush=True)\n'
 
 
 def record_loop(folder: str, steps: int, layers: int, *extra: str) -> tuple[str, float]:

@@ -1,4 +1,4 @@
-"""Shared fixtures and helpers: run a script plainly or under gradtui, collect its events.
+"""Shared fixtures (the helpers they use, and the tests too, are tests/helpers.py).
 
 Every wait has a timeout, so a deadlock fails the test instead of hanging it.
 """
@@ -6,45 +6,12 @@ Every wait has a timeout, so a deadlock fails the test instead of hanging it.
 from __future__ import annotations
 
 import importlib
-import io
-import os
-import queue
-import runpy
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 
-from gradtui.model import events as ev
-from gradtui.model.report import Report
-from gradtui.engine.runner import ScriptRunner
-from gradtui.engine.session import Session
-from gradtui.clients.headless import HeadlessDriver
-
-REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = REPO / "tests" / "scripts"
-EXAMPLES = REPO / "scripts" / "examples"
-RUN_TIMEOUT = 60.0
-"""Seconds a script run may take before the test fails (the tiny scripts take well under 5)."""
-EVENT_TIMEOUT = 10.0
-"""Seconds to wait for the next event of a script driven from the test's thread."""
-
-
-def script(name: str) -> str:
-    """Path of a test script in tests/scripts."""
-    path = SCRIPTS / name
-    assert path.is_file(), path
-    return str(path)
-
-
-def example(name: str) -> str:
-    """Path of an example script in scripts/examples."""
-    path = EXAMPLES / name
-    assert path.is_file(), path
-    return str(path)
+from tests.helpers import SCRIPTS, Chain, Driven
 
 
 @pytest.fixture(autouse=True)
@@ -56,158 +23,6 @@ def private_runtime_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GRADTUI_RUNTIME_DIR", str(folder))
 
 
-# ---- running a script -------------------------------------------------------------------
-
-
-@dataclass
-class Run:
-    """Everything a headless run produced."""
-
-    status: int | None
-    events: list[ev.Event]
-    report: Report
-    output: str
-    """What the HeadlessDriver printed (the script's own output included)."""
-    session: Session
-    runner: ScriptRunner
-
-    def of(self, kind: type) -> list[Any]:
-        """The events of one class, in order."""
-        return [e for e in self.events if isinstance(e, kind)]
-
-    @property
-    def pauses(self) -> list[ev.Paused]:
-        return self.of(ev.Paused)
-
-    @property
-    def where(self) -> list[tuple[int, int]]:
-        """(pass index, node id) of every pause, in order."""
-        return [(p.pass_index, p.node) for p in self.pauses]
-
-    @property
-    def finished(self) -> ev.ScriptFinished:
-        done = self.of(ev.ScriptFinished)
-        assert len(done) == 1, done
-        return done[0]
-
-    def results(self) -> list[ev.CommandResult]:
-        return self.of(ev.CommandResult)
-
-    def script_output(self, stream: str = "stdout") -> str:
-        return "".join(e.text for e in self.of(ev.Output) if e.stream == stream)
-
-
-def run_headless(path: str, commands: list[str] | tuple[str, ...] = ("continue",),
-                 args: list[str] | tuple[str, ...] = (), timeout: float = RUN_TIMEOUT,
-                 full_stats: bool = True, sole: bool = False, **options: Any) -> Run:
-    """Run `path` under a Session (`options`: more Session keywords) with a HeadlessDriver
-    feeding `commands` (`sole`: as `gradtui --headless` makes it), in the runner's own thread
-    (the driver answers pauses on that thread); join with a timeout and check it ended."""
-    session = Session(full_stats=full_stats, **options)
-    events: list[ev.Event] = []
-    session.add_listener(events.append)
-    report = Report()
-    session.add_listener(report)
-    out = io.StringIO()
-    session.add_listener(HeadlessDriver(session, list(commands), out, sole=sole))
-    runner = ScriptRunner(path, list(args), session)
-    thread = runner.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        stopped = runner.stop(5.0)
-        pytest.fail(f"{path} did not end within {timeout}s (stopped: {stopped}); output:\n{out.getvalue()}")
-    return Run(runner.exit_status, events, report, out.getvalue(), session, runner)
-
-
-def run_plain(path: str, args: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """Run `path` as `python path args` would, in this process and thread, without gradtui."""
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [path, *args]
-    sys.path.insert(0, os.path.dirname(path))
-    try:
-        return runpy.run_path(path, run_name="__main__")
-    finally:
-        sys.argv = saved_argv
-        sys.path[:] = saved_path
-
-
-def graph_nodes(root: Any) -> list[Any]:
-    """Every autograd node reachable from `root`, parents before children (breadth first, as
-    graph.capture reads them)."""
-    seen, order, todo = set(), [], [root]
-    while todo:
-        node = todo.pop(0)
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        order.append(node)
-        todo.extend(fn for fn, _ in node.next_functions)
-    return order
-
-
-def assert_grads_identical(expected: dict[str, torch.Tensor], actual: dict[str, torch.Tensor]) -> None:
-    """Same names, and every gradient bit-identical (torch.equal), none of them None."""
-    assert sorted(expected) == sorted(actual)
-    for name, want in expected.items():
-        got = actual[name]
-        assert want is not None and got is not None, name
-        assert torch.equal(want, got), f"{name}: max diff {(want - got).abs().max().item()}"
-
-
-def torch_originals() -> tuple[Any, Any, Any]:
-    return torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad
-
-
-class Driven:
-    """A script run in the runner's thread, driven from the test's thread with `submit`.
-
-    Events arrive on a queue.Queue; `next(kind)` waits (with a timeout) for the next event of
-    that class, keeping every event it passes in `events`.
-    """
-
-    def __init__(self, path: str, args: list[str] | tuple[str, ...] = ()) -> None:
-        self.queue: queue.Queue[ev.Event] = queue.Queue()
-        self.events: list[ev.Event] = []
-        self.session = Session(self.queue.put)
-        self.report = Report()
-        self.session.add_listener(self.report)
-        self.runner = ScriptRunner(path, list(args), self.session)
-        self.thread = None
-
-    def start(self) -> "Driven":
-        self.thread = self.runner.start()
-        return self
-
-    def next(self, kind: type = ev.Event, timeout: float = EVENT_TIMEOUT) -> Any:
-        """The next event of class `kind`; fails the test after `timeout` seconds."""
-        while True:
-            try:
-                event = self.queue.get(timeout=timeout)
-            except queue.Empty:
-                pytest.fail(f"no {kind.__name__} event within {timeout}s; got {self.events[-5:]}")
-            self.events.append(event)
-            if isinstance(event, kind):
-                return event
-
-    def submit(self, command: str) -> None:
-        self.session.submit(command)
-
-    def result(self) -> ev.CommandResult:
-        return self.next(ev.CommandResult)
-
-    def join(self, timeout: float = RUN_TIMEOUT) -> ev.ScriptFinished:
-        """Wait for the script to end; return its ScriptFinished event."""
-        assert self.thread is not None
-        self.thread.join(timeout)
-        if self.thread.is_alive():
-            stopped = self.runner.stop(5.0)
-            pytest.fail(f"the script did not end within {timeout}s (stopped: {stopped})")
-        return self.next(ev.ScriptFinished, timeout=1.0)
-
-    def stop(self) -> None:
-        """Make sure the script thread is gone (for the end of a failing test)."""
-        if self.thread is not None and self.thread.is_alive():
-            self.runner.stop(5.0)
 
 
 @pytest.fixture
@@ -236,16 +51,6 @@ def stash():
     module.items.clear()
     yield module.items
     module.items.clear()
-
-
-@dataclass
-class Chain:
-    """The smallest graph: z = (x * 3) ** 2 at x = 2, captured live (nodes 0..2)."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-    z: torch.Tensor
-    scope: dict[str, Any] = field(default_factory=dict)
 
 
 @pytest.fixture

@@ -1,27 +1,190 @@
-"""The one builder of a run's session from its RunOptions (every mode: headless, the UI's child
-agent, --listen, gradtui.listen())."""
+"""The one assembly of an agent from its RunOptions: outputs, session, server and (one rank of a
+torchrun job) the job's tap, wired once, in one order, for every mode (headless, the UI's child
+agent, --listen, gradtui.listen()).
+
+The server is built with the hooks it will keep: a typed line is parsed once here
+(`AgentCommands`) and passed on as a `Command`; `quit` goes to the quit path of the mode that
+built the agent (a runner's stop, `gradtui.listen()`'s stop-debugging), never to the session's
+queue.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from gradtui.model.options import RunOptions
+from gradtui.agent.outputs import Outputs
+from gradtui.agent.server import AgentServer, ServerHooks
+from gradtui.model import events as ev
+from gradtui.model.commands import Command, CommandError, Quit, parse
+from gradtui.model.options import PathChecks, RunOptions
 
-def build_session(options: RunOptions, *listeners: Any):
-    """The session for `options`, with its breakpoints armed and `listeners` attached."""
+
+@dataclass(frozen=True)
+class Transport:
+    """Where an agent serves its client: its token, a listening socket (--listen,
+    gradtui.listen()) or none (a child agent is handed its one connection once started)."""
+
+    token: str
+    listener: socket.socket | None = None
+    exit_with_client: bool = False
+    """Quit when the client goes (a child agent whose UI is gone)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """What a client is told about the target in the welcome (script, argv, pid, kind)."""
+
+
+@dataclass
+class Agent:
+    """An assembled agent: its options (as the run uses them), outputs, session, and, when it
+    serves clients, its server and (a torchrun rank) the job's tap."""
+
+    options: RunOptions
+    outputs: Outputs
+    session: Any
+    server: AgentServer | None = None
+    commands: "AgentCommands | None" = None
+    """The command path the server's hooks call (None headless: the client talks to the session)."""
+    tap: Any = None
+
+
+class AgentCommands:
+    """The agent's command path: a typed line parsed once, a quit to the mode's own quit path,
+    every other command to the session as a `Command` (a line that does not parse is answered
+    here)."""
+
+    def __init__(self, session: Any, quit_: Callable[[], None]) -> None:
+        self._session = session
+        self._quit = quit_
+
+    def submit(self, text: str, request: int) -> None:
+        """Run the line `text` the client typed, its answers carrying `request`."""
+        try:
+            command = parse(text)
+        except CommandError as exc:
+            self._session.emit(ev.CommandResult(text, str(exc), ok=False, request=request))
+            return
+        if isinstance(command, Quit):
+            self._quit()
+        else:
+            self._session.submit(command, request)
+
+    def quit(self) -> None:
+        """The client asked to quit (or a child agent lost its UI)."""
+        self._quit()
+
+
+def path_checks() -> PathChecks:
+    """The file checks `RunOptions.validate` needs: a recording's (gradtui.record.store) and a
+    reference's (gradtui.record.against), imported only when a path is given."""
+
+    def recording(path: str) -> str | None:
+        from gradtui.record.store import check_path
+
+        return check_path(path)
+
+    def reference(path: str) -> str | None:
+        from gradtui.record.against import Reference
+        from gradtui.record.compare import BadInput
+
+        try:
+            Reference.check(path)
+        except BadInput as exc:
+            return str(exc)
+        return None
+
+    return PathChecks(recording, reference)
+
+
+def parsed(lines: list[str]) -> list[Command]:
+    """The commands among `lines` that parse (a line that does not is said when it is fed)."""
+    commands = []
+    for line in lines:
+        try:
+            commands.append(parse(line))
+        except CommandError:
+            pass
+    return commands
+
+
+def _new_session(options: RunOptions):
+    """A session as `options` ask, nothing attached yet."""
     from gradtui.engine.session import Session
 
     session = Session(full_stats=options.full_stats, hook_all_passes=options.hook_all_passes,
-                      flow_unhooked=options.flow_unhooked,
+                      flow_unhooked=options.flow_unhooked(parsed(options.commands)),
                       fingerprints=options.fingerprints or options.against is not None)
     if options.against is not None:
         from gradtui.record.against import Reference
 
         session.against = Reference(options.against)
+    return session
+
+
+def _attach(session: Any, options: RunOptions, listeners: tuple[Any, ...]) -> None:
+    """Attach `listeners` in order, then arm the breakpoints `options` ask for."""
     for listener in listeners:
         session.add_listener(listener)
     for spec in options.break_on:
         session.submit(f"break {spec}")
     if options.break_on:
         session.run_on()
-    return session
+
+
+def build_agent(options: RunOptions, transport: Transport | None, quit_: Callable[[], None] | None = None,
+                *listeners: Any, announce: ev.Event | None = None) -> Agent:
+    """The agent for `options`: its outputs opened (OutputError if they cannot be), its session,
+    with a `transport` its server (hooks fixed here: commands parsed once, quit to `quit_`) and,
+    on a torchrun rank, the job's tap in front of it; the server (or tap), the outputs and
+    `listeners` are attached in that order. Without a transport (headless) the in-process client
+    talks to the session itself. `announce`: an event the outputs hear before anything else
+    (`gradtui.listen()`: no runner announces the process)."""
+    if transport is not None and transport.listener is not None and _in_job():
+        options = dataclasses.replace(options, record_all=True)  # every rank hooks (and gates) every pass
+    outputs = Outputs(options)
+    if announce is not None:
+        for output in outputs.listeners:
+            output(announce)
+    session = _new_session(options)
+    if transport is None:
+        _attach(session, options, (*outputs.listeners, *listeners))
+        return Agent(options, outputs, session)
+    assert quit_ is not None, "an agent that serves a client needs its quit path"
+    commands = AgentCommands(session, quit_)
+    tap = _job_tap(session, commands, transport)
+    front: Any = tap or commands
+    hooks = ServerHooks(submit=front.submit, quit=front.quit, resume=session.run_on,
+                        detached=tap.detached if tap is not None else _nothing, info=transport.info)
+    server = AgentServer(transport.listener, transport.token, hooks, exit_with_client=transport.exit_with_client)
+    if tap is not None:
+        tap.serve(server)
+    _attach(session, options, (tap or server, *outputs.listeners, *listeners))
+    return Agent(options, outputs, session, server, commands, tap)
+
+
+def _nothing() -> None:
+    """A hook with nothing to do."""
+
+
+def _in_job() -> bool:
+    from gradtui.distributed.job import in_job_env
+
+    return in_job_env()
+
+
+def _job_tap(session: Any, commands: AgentCommands, transport: Transport):
+    """A listening agent under torchrun (WORLD_SIZE > 1) is one rank of a job (gradtui.distributed)."""
+    if transport.listener is None or not _in_job():
+        return None
+    from gradtui.distributed.tap import JobTap
+
+    return JobTap(session, commands.submit, commands.quit, transport.listener, transport.token)
+
+
+def process_info(options: RunOptions, kind: str, argv: list[str] | None = None) -> dict[str, Any]:
+    """What a client is told about this process in the welcome."""
+    return {"script": options.script, "argv": argv if argv is not None else [options.script, *options.args],
+            "pid": os.getpid(), "kind": kind}

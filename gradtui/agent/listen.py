@@ -24,12 +24,10 @@ import threading
 from collections.abc import Sequence
 
 from gradtui.agent.main import is_loopback, open_listener
-from gradtui.agent.runtime import AgentEntry, remove_entry, write_entry
-from gradtui.agent.server import AgentServer, ServerHooks
+from gradtui.wire.runtime import AgentEntry, remove_entry, write_entry
+from gradtui.agent.build import Transport, build_agent, path_checks, process_info
 from gradtui.model import events as ev
-from gradtui.agent.build import build_session
-from gradtui.model.options import RunOptions
-from gradtui.agent.outputs import Outputs
+from gradtui.model.options import OptionsError, RunOptions
 
 
 class Listening:
@@ -42,54 +40,28 @@ class Listening:
         self._paused = False
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        from gradtui.distributed.job import in_job_env
-
-        job = in_job_env()  # one rank of a torchrun job: every pass hooked, so every rank gates alike
-        if record is not None:
-            from gradtui.record.store import check_path
-
-            record = os.path.abspath(record)
-            if (problem := check_path(record)) is not None:
-                raise ValueError(f"gradtui: cannot record to {record}: {problem}")
-        elif record_every is not None or flight is not None or fingerprints:
-            raise ValueError("gradtui: record_every, flight and fingerprints need record=PATH")
-        if against is not None:  # as --against: a recording with fingerprints, checked before anything runs
-            from gradtui.record.against import Reference
-            from gradtui.record.compare import BadInput
-
-            against = os.path.abspath(against)
-            try:
-                Reference.check(against)
-            except BadInput as exc:
-                raise ValueError(f"gradtui: against={exc}") from None
-        options = RunOptions(script, list(sys.argv[1:]), break_on=list(break_on), record_all=job, record=record,
+        options = RunOptions(script, list(sys.argv[1:]), break_on=list(break_on), record=record,
                              record_every=record_every, flight=flight, fingerprints=fingerprints, against=against)
-        self._outputs = Outputs(options)  # OutputError: the recording could not be opened
-        for listener in self._outputs.listeners:  # no runner here to announce the process
-            listener(ev.ScriptStarted(script, tuple(sys.argv)))
         try:
-            self._listener = open_listener(address or "127.0.0.1:0")
-        except (OSError, ValueError):
-            self._outputs.close()
-            raise
+            options = options.validate(path_checks(), keywords=True)
+        except OptionsError as exc:
+            raise ValueError(f"gradtui: {exc}") from None
+        self._listener = open_listener(address or "127.0.0.1:0")
         host, port = self._listener.getsockname()[:2]
         if not is_loopback(host):
             print(f"gradtui: warning: listening on {host}, not loopback", file=sys.stderr)
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         """HOST:PORT for `gradtui attach`."""
         token = secrets.token_urlsafe(24)
-        hooks = ServerHooks(submit=self._submit, quit=self._quit, resume=lambda: self.session.run_on(),
-                            info={"script": script, "argv": sys.argv, "pid": os.getpid(), "kind": "listen"})
-        self._server = AgentServer(self._listener, token, hooks)
-        tap = None
-        if job:
-            from gradtui.distributed.tap import JobTap
-
-            tap = JobTap(self._server)
-        self.session = build_session(options, tap or self._server, *self._outputs.listeners, self._watch)
-        if tap is not None:
-            tap.bind(self.session, self._submit, self._quit, self._listener, token)
-            hooks.submit, hooks.quit, hooks.detached = tap.submit, tap.quit, tap.detached
+        transport = Transport(token, self._listener, info=process_info(options, "listen", sys.argv))
+        try:
+            agent = build_agent(options, transport, self._quit, self._watch,  # no runner here to announce it
+                                announce=ev.ScriptStarted(script, tuple(sys.argv)))
+        except Exception:  # OutputError: the recording could not be opened
+            self._listener.close()
+            raise
+        assert agent.server is not None
+        self.session, self._server, self._outputs = agent.session, agent.server, agent.outputs
         from gradtui.distributed.tap import is_follower
 
         self._entry = None if is_follower() else write_entry(AgentEntry(self.address, token, os.getpid(), script))
@@ -117,18 +89,6 @@ class Listening:
                 if self._stopping.is_set():
                     self._stopping.clear()
                     self.session.stop_debugging()
-
-    def _submit(self, text: str, request: int) -> None:
-        from gradtui.model.commands import CommandError, Quit, parse
-
-        try:
-            quit_ = isinstance(parse(text), Quit)
-        except CommandError:
-            quit_ = False
-        if quit_:
-            self._quit()
-        else:
-            self.session.submit(text, request)
 
     def _quit(self) -> None:
         """Stop the paused pass (GradtuiQuit out of its backward), then stop debugging."""

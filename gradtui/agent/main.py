@@ -13,18 +13,18 @@ Three ways in, one `run_agent`:
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import os
 import secrets
 import signal
 import socket
 import sys
 import threading
+from typing import Any
 
 from gradtui.agent.output import FdTee
-from gradtui.agent.runtime import AgentEntry, parse_address, remove_entry, write_entry
-from gradtui.agent.server import AgentServer, ServerHooks
-from gradtui.agent.build import build_session
+from gradtui.wire.runtime import AgentEntry, parse_address, remove_entry, write_entry
+from gradtui.agent.build import Transport, build_agent, process_info
+from gradtui.agent.server import AgentServer
 from gradtui.model.options import RunOptions
 from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
 
@@ -46,54 +46,29 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     from gradtui.engine.exits import FatalSignals, describe_signal, die_at_exit, end_at_exit
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
-
-    def submit(text: str, request: int) -> None:
-        if _is_quit(text):
-            stop()
-        else:
-            session.submit(text, request)
+    from gradtui.distributed.job import in_job_env
 
     def stop() -> None:  # session.quit(), then the script interrupted if it is busy outside a pause
         threading.Thread(target=runner.stop, name="gradtui-stop", daemon=True).start()
 
-    hooks = ServerHooks(submit=submit,
-                        quit=stop, resume=lambda: session.run_on(),
-                        info={"script": options.script, "argv": [options.script, *options.args],
-                              "pid": os.getpid(), "kind": "agent"})
-    server = AgentServer(listener, token, hooks, exit_with_client=exit_with_client)
-    if listener is not None and _in_job():
-        options = dataclasses.replace(options, record_all=True)  # every rank hooks (and gates) every pass
+    transport = Transport(token, listener, exit_with_client, process_info(options, "agent"))
     try:
-        outputs = Outputs(options)
+        agent = build_agent(options, transport, stop)
     except OutputError as exc:
         print(f"gradtui: {exc}", file=sys.stderr)
         return OUTPUT_FAILED
-    tap = _job_tap(server, listener)
-    session = build_session(options, tap or server, *outputs.listeners)
-    if tap is not None:  # one rank of a torchrun job: commands and quit go through the job's tap
-        tap.bind(session, submit, stop, listener, token)
-        hooks.submit, hooks.quit, hooks.detached = tap.submit, tap.quit, tap.detached
+    session, server, outputs = agent.session, agent.server, agent.outputs
+    assert server is not None
 
     def hard_exit(status: int) -> None:  # the script went on after quit (runner's watchdog)
         _end(server, outputs, "quit")
         exit_now(status)
 
     runner = ScriptRunner(options.script, options.args, session, capture_output=False, hard_exit=hard_exit)
-    fds = FdTee(session.emit) if tee else None
     server.start()
-    if conn is not None:
-        server.serve_connection(conn)
-        if not server.attached.wait(ATTACH_TIMEOUT):
-            print("gradtui agent: the UI did not connect; not running the script", file=sys.stderr)
-            server.close("no client")
-            return 2
-    if fds is not None:
-        fds.start()
-    lines = None
-    if fds is None and outputs.recorder is not None:  # a child agent: the UI reads its pipes, not the session
-        from gradtui.record.tee import TeedStreams
-
-        lines = TeedStreams(outputs.recorder)
+    if conn is not None and not _ui_connected(server, conn):
+        return 2
+    fds, lines = _capture(tee, session, outputs)
     allow_deep_graphs()
 
     def last_words(signum: int) -> None:  # SIGTERM / SIGHUP: say how the run ended, then die of it
@@ -118,39 +93,40 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
         failures = _end(server, outputs, "the script ended")
     die_at_exit(runner.exit_signal)
     status = OUTPUT_FAILED if failures and status == 0 else status
-    if _in_job():
+    if in_job_env():
         end_at_exit(status)  # a finished rank is not left to gloo's teardown (gradtui.engine.exits)
     return status
 
 
-def _in_job() -> bool:
-    from gradtui.distributed.job import in_job_env
+def _ui_connected(server: AgentServer, conn: socket.socket) -> bool:
+    """Serve a child agent's one connection; has its UI completed the hello in time?"""
+    server.serve_connection(conn)
+    if server.attached.wait(ATTACH_TIMEOUT):
+        return True
+    print("gradtui agent: the UI did not connect; not running the script", file=sys.stderr)
+    server.close("no client")
+    return False
 
-    return in_job_env()
+
+def _capture(tee: bool, session: Any, outputs: Outputs) -> tuple[FdTee | None, Any]:
+    """Start capturing the script's output: fds 1/2 teed into Output events (--listen), or, for a
+    child agent whose UI reads its pipes, the lines written through sys.stdout/stderr teed into
+    the recording (if there is one)."""
+    if tee:
+        fds = FdTee(session.emit)
+        fds.start()
+        return fds, None
+    if outputs.recorder is None:
+        return None, None
+    from gradtui.record.tee import TeedStreams
+
+    return None, TeedStreams(outputs.recorder)
 
 
 def _follower() -> bool:
     from gradtui.distributed.tap import is_follower
 
     return is_follower()
-
-
-def _job_tap(server: AgentServer, listener: socket.socket | None):
-    """A listening agent under torchrun (WORLD_SIZE > 1) is one rank of a job (gradtui.distributed)."""
-    if listener is None or not _in_job():
-        return None
-    from gradtui.distributed.tap import JobTap
-
-    return JobTap(server)
-
-
-def _is_quit(text: str) -> bool:
-    from gradtui.model.commands import CommandError, Quit, parse
-
-    try:
-        return isinstance(parse(text), Quit)
-    except CommandError:
-        return False
 
 
 def _end(server: AgentServer, outputs: Outputs, reason: str) -> list[str]:

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 from gradtui.model import events as ev
+from gradtui.model.lines import LineSplitter
 
 
 class FdTee:
@@ -56,7 +57,7 @@ class FdTee:
 
     def _pump(self, read: int, saved: int, stream: str) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        pending = ""
+        lines = LineSplitter(stream)
         while True:
             try:
                 data = os.read(read, 65536)
@@ -68,11 +69,8 @@ class FdTee:
                 os.write(saved, data)
             except OSError:
                 pass
-            pending += decoder.decode(data)
-            if "\n" in pending:
-                complete, _, pending = pending.rpartition("\n")
-                self._emit(ev.Output(stream, complete + "\n"))  # type: ignore[arg-type]
-        pending += decoder.decode(b"", final=True)
-        if pending:
-            self._emit(ev.Output(stream, pending))  # type: ignore[arg-type]
+            if (complete := lines.feed(decoder.decode(data))) is not None:
+                self._emit(complete)
+        if (rest := lines.end(decoder.decode(b"", final=True))) is not None:
+            self._emit(rest)
         os.close(read)

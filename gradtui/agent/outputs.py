@@ -36,7 +36,10 @@ class Outputs:
             if options.record is not None:
                 from gradtui.record.store import Recorder
 
-                self.recorder = Recorder(options.record, every=options.record_every, flight=options.flight)
+                import torch  # the script's process: the torch it runs, told to the recording as a string
+
+                self.recorder = Recorder(options.record, every=options.record_every, flight=options.flight,
+                                         torch_version=torch.__version__)
         except (OSError, sqlite3.Error) as exc:
             which = f"--report {options.report}" if self.report is None else f"--record {options.record}"
             if self.report is not None:

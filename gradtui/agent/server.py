@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import hmac
-import os
 import socket
 import threading
 import time
@@ -141,12 +140,13 @@ class AgentServer:
             return  # fingerprints are for a recording (its listener is in this process), not clients
         with self._lock:
             self._backlog.add(event)
-            if isinstance(event, ev.Paused):
-                self._paused_by_step = event.reason == "step"
-                if self._client is None and self._detached and self._paused_by_step:
-                    self._hooks.resume()
-            elif isinstance(event, (ev.Resumed, ev.PassFinished)):
-                self._paused_by_step = False
+            match event:
+                case ev.Paused():
+                    self._paused_by_step = event.reason == "step"
+                    if self._client is None and self._detached and self._paused_by_step:
+                        self._hooks.resume()
+                case ev.Resumed() | ev.PassFinished():
+                    self._paused_by_step = False
             if self._client is not None:
                 self._pending.append(event)
                 if not isinstance(event, _LOW) or len(self._pending) == 1:

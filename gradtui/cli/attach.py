@@ -14,7 +14,7 @@ import asyncio
 import os
 import sys
 
-from gradtui.agent.runtime import AgentEntry, RuntimeDirError, parse_address, running_agents
+from gradtui.wire.runtime import AgentEntry, RuntimeDirError, parse_address, running_agents
 from gradtui.cli.options import UsageError, add_client_options, drive_headless, read_commands
 
 DETACHED = "(gradtui) detached: the script runs on; its breakpoints stay armed for the next client"
@@ -78,12 +78,12 @@ def main(argv: list[str]) -> int:
     except UsageError as exc:
         print(f"gradtui attach: {exc}", file=sys.stderr)
         return 2
-    from gradtui.wire.client import RemoteTarget  # imports torch (the events): only once the input is good
+    from gradtui.wire.client import RemoteTarget  # imports the wire and networkx: only once the input is good
 
     target = RemoteTarget(token, address=parse_address(found.address), script=found.script)
     if options.headless:
         return asyncio.run(drive_headless(target, commands, prog="gradtui attach", leave_after_pass=True,
                                           detached=DETACHED))
-    from gradtui.ui.app import run_app
+    from gradtui.ui.run import run_app
 
     return run_app(None, target=target, commands=commands, theme=options.theme)

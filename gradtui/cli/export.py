@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from gradtui.record.replay import open_recording
+from gradtui.record.reader import open_recording
 from gradtui.wire.target import TargetError
 
 BAD_INPUT = 2

@@ -8,9 +8,9 @@ import sys
 from importlib import resources
 
 from gradtui.cli.options import UsageError, add_client_options, read_commands
-from gradtui.agent.build import build_session
-from gradtui.model.options import RunOptions
-from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
+from gradtui.agent.build import build_agent, path_checks
+from gradtui.model.options import OptionsError, RunOptions
+from gradtui.agent.outputs import OUTPUT_FAILED, OutputError
 
 DESCRIPTION = """\
 Debug the backward passes of a PyTorch script, unmodified.
@@ -157,52 +157,18 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"gradtui: {exc}", file=sys.stderr)
         return 2
-    report = os.path.abspath(options.report) if options.report is not None else None  # the script may chdir
-    problem = report is not None and _unwritable(options.report)
-    if problem:
-        print(f"gradtui: cannot write --report {options.report}: {problem}", file=sys.stderr)
+    given = RunOptions(script, list(options.args), commands, options.report, options.record_all,
+                       headless=options.headless, listen=options.listen, record=options.record,
+                       record_every=options.record_every, flight=options.flight,
+                       fingerprints=options.fingerprints, against=options.against)
+    try:
+        run = given.validate(path_checks())
+    except OptionsError as exc:
+        print(f"gradtui: {exc}", file=sys.stderr)
         return 2
-    record = os.path.abspath(options.record) if options.record is not None else None
-    if record is None and (options.record_every or options.flight):
-        print("gradtui: --record-every and --flight need --record DB", file=sys.stderr)
-        return 2
-    if record is None and options.fingerprints:
-        print("gradtui: --fingerprints needs --record DB", file=sys.stderr)
-        return 2
-    against = os.path.abspath(options.against) if options.against is not None else None
-    if against is not None:
-        from gradtui.record.against import Reference
-        from gradtui.record.compare import BadInput
-
-        try:
-            Reference.check(against)
-        except BadInput as exc:
-            print(f"gradtui: --against {exc}", file=sys.stderr)
-            return 2
-    if options.record_every and options.flight:
-        print("gradtui: use either --record-every or --flight, not both", file=sys.stderr)
-        return 2
-    if record is not None:
-        from gradtui.record.store import check_path
-
-        if options.record == "":
-            problem = "empty path"
-        else:
-            problem = "it is the --report path" if record == report else check_path(record)
-        if problem:
-            print(f"gradtui: cannot record to {options.record}: {problem}", file=sys.stderr)
-            return 2
-    if options.headless and options.listen:
-        print("gradtui: --headless and --listen do not go together: an agent that --listens serves clients; "
-              "run `gradtui attach --headless -c ...` against it", file=sys.stderr)
-        return 2
-    run = RunOptions(script, list(options.args), commands, report, options.record_all,
-                     headless=options.headless, listen=options.listen, record=record,
-                     record_every=options.record_every, flight=options.flight, fingerprints=options.fingerprints,
-                     against=against)
     if options.listen:
         from gradtui.agent.main import listen_main
-        from gradtui.agent.runtime import RuntimeDirError
+        from gradtui.wire.runtime import RuntimeDirError
 
         try:
             return listen_main(run)
@@ -211,27 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if options.headless:
         return run_headless(run)
-    from gradtui.ui.app import run_app  # imported late: headless runs never load Textual
+    from gradtui.ui.run import run_app  # imported late: headless runs never load Textual
 
     return run_app(run, theme=options.theme)
-
-
-def _unwritable(given: str) -> str | None:
-    """Why the report could not be written to `given` (asked before the script runs), or None.
-    A missing folder is created."""
-    if given == "":
-        return "empty path"
-    path = os.path.abspath(given)
-    folder = os.path.dirname(path)
-    if os.path.isdir(path):
-        return "it is a directory"
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        return f"cannot create the folder {folder}: {exc.strerror}"
-    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
-        return "permission denied"
-    return None
 
 
 def run_headless(options: RunOptions) -> int:
@@ -246,11 +194,11 @@ def run_headless(options: RunOptions) -> int:
 
     allow_deep_graphs()  # the script runs on this (the main) thread: freeing a deep graph must not overflow
     try:
-        outputs = Outputs(options)
+        agent = build_agent(options, None)
     except OutputError as exc:
         print(f"gradtui: {exc}", file=sys.stderr)
         return OUTPUT_FAILED
-    session = build_session(options, *outputs.listeners)
+    session, outputs = agent.session, agent.outputs
     # The driver reads a pass's graph only at its pauses (the size at its start): a pass in continue
     # is captured lazily unless a report or recording wants its graph.
     session.add_listener(HeadlessDriver(session, options.commands, sys.stdout, sys.stderr, sole=True), graph=False)

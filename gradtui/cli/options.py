@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gradtui.model.commands import parse, parse_file
+from gradtui.model.commands import parse_file
 
 if TYPE_CHECKING:  # the events import networkx: `gradtui --help` and bad input answer without it
     from gradtui.model import events as ev
@@ -44,7 +44,7 @@ def read_commands(command_file: str | None, commands: list[str]) -> list[str]:
     return read + list(commands)
 
 
-async def drive_headless(target: Any, commands: list[str], *, prog: str, check: Callable[[str], object] = parse,
+async def drive_headless(target: Any, commands: list[str], *, prog: str,
                          leave_after_pass: bool = False, detached: str | None = None,
                          status_of: Callable[[ev.ScriptFinished], int] = lambda end: end.exit_status) -> int:
     """Feed `commands` at `target`'s pauses and print its events as `gradtui --headless` does;
@@ -65,7 +65,7 @@ async def drive_headless(target: Any, commands: list[str], *, prog: str, check: 
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     detach = asyncio.Event()
-    driver = HeadlessDriver(_Link(target, detach), commands, sys.stdout, sys.stderr, check=check)
+    driver = HeadlessDriver(_Link(target, detach), commands, sys.stdout, sys.stderr)
     status: int | None = None
     async for batch in target.batches():
         for event in batch:

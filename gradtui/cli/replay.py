@@ -16,8 +16,8 @@ import gc
 import sys
 
 from gradtui.cli.options import UsageError, add_client_options, drive_headless, read_commands
-from gradtui.record.reader import damage_text
-from gradtui.record.replay import ReplayTarget, open_recording, parse_replay
+from gradtui.record.reader import damage_text, open_recording
+from gradtui.record.replay import ReplayTarget
 from gradtui.wire.target import TargetError
 
 
@@ -67,10 +67,10 @@ def main(argv: list[str]) -> int:
         target = ReplayTarget(options.db)
         settle_heap()
         # a replay's end is how it ends, not the recorded run's status
-        status = asyncio.run(drive_headless(target, commands, prog="gradtui replay", check=parse_replay,
+        status = asyncio.run(drive_headless(target, commands, prog="gradtui replay",
                                             status_of=lambda end: 0))
         return damaged(options.db, target) or status
-    from gradtui.ui.app import run_app
+    from gradtui.ui.run import run_app
 
     target = ui_target(options.db)
     settle_heap()

@@ -12,7 +12,6 @@ remote agent keeps its breakpoints armed for the next client). The script's stde
 from __future__ import annotations
 
 import linecache
-from collections.abc import Callable
 from typing import Any, TextIO
 
 from gradtui.model import events as ev
@@ -26,14 +25,13 @@ class HeadlessDriver:
     """Feeds `commands` to `target` one at a time and prints the events to `out` (see module doc)."""
 
     def __init__(self, target: Any, commands: list[str], out: TextIO, err: TextIO | None = None, *,
-                 check: Callable[[str], object] = parse, sole: bool = False) -> None:
-        """`check`: parses a line before it is sent (raises CommandError); a replay's knows `pass N`.
+                 sole: bool = False) -> None:
+        """Each line is parsed once, before it is sent (one that does not parse is said and skipped).
         `sole`: this driver is the only source of commands and `target` the in-process Session
         (`gradtui --headless`): once its last command is a `continue` with no breakpoint armed,
         nothing can stop the script again, and the session is detached at once (it then stops
         recording the forward's provenance)."""
         self.target = target
-        self._check = check
         self._sole = sole
         self.feeder = CommandFeeder(commands)
         self.out = out
@@ -73,12 +71,12 @@ class HeadlessDriver:
         while (text := self.feeder.pop()) is not None:
             self._print(f"(gradtui) {text}")
             try:
-                command = self._check(text)
+                command = parse(text)
             except CommandError as exc:
                 self._print(f"error: {exc}")
                 self.feeder.skipped()
                 continue
-            self.feeder.sent(self.target.submit(text))
+            self.feeder.sent(self.target.submit(command if self._sole else text))  # the Session takes it parsed
             if (self._sole and not self.feeder.commands and not len(self.target.breakpoints)
                     and isinstance(command, Continue)):
                 self.target.detach()  # silently: nothing would pause to say "no more commands"
@@ -104,55 +102,68 @@ class HeadlessDriver:
 
     def _show(self, event: ev.Event) -> None:
         """Print one event."""
-        if isinstance(event, ev.Output):
-            self._flush_unhooked()  # keep our lines and the script's output in the order they happened
-            self._write(event.text, event.stream)
-        elif isinstance(event, ev.PassStarted):
-            if not event.recorded:
-                self._unhooked.append(event.index)
-                return
-            self._flush_unhooked()
-            self._graph = event.graph
-            loss = ", ".join(f"{v:.6g}" for v in event.losses if v is not None)
-            self._print(f"pass {event.index} · {event.call_text or event.call} at {event.call_site}"
-                        f"{f' · loss {loss}' if loss else ''} · {event.nodes or event.graph.number_of_nodes()} nodes")
-        elif isinstance(event, ev.NestedPass):
-            self._print(f"  nested {event.call}() at {event.call_site} in {event.thread} · {event.nodes} nodes"
-                        f" · ran unhooked inside pass {event.pass_index}")
-        elif isinstance(event, ev.Paused):
-            where = "before" if event.phase == "before" else "after"
-            title = node_title(self._graph, event.node) if self._graph is not None else f"#{event.node}"
-            self._print(f"paused {where} {title} · pass {event.pass_index} · {event.done}/{event.total} done"
-                        f" · {event.reason}")
-            data = self._graph.nodes[event.node] if self._graph is not None else {}
-            if data.get("source"):
-                module = f" in {data['module']}" if data.get("module") else ""
-                text = linecache.getline(data["path"], data["line"]).strip()
-                self._print(f"  at {data['source']}{module}" + (f": {text}" if text else ""))
-            for line in format_grads(event.grads, event.phase):
-                self._print(f"  {line}")
-        elif isinstance(event, ev.CommandResult):
-            prefix = "" if event.ok else "error: "
-            for line in event.text.splitlines() or [""]:
-                self._print(f"  {prefix}{line}")
-        elif isinstance(event, ev.PassFinished):
-            if self._unhooked and self._unhooked[-1] == event.index:
-                if event.error is not None:
-                    self._flush_unhooked()
-                    self._print(f"pass {event.index} failed: {event.error}")
-                return
-            status = "done" if event.error is None else f"failed: {event.error}"
-            where = f" at #{event.node}" if event.node is not None else ""
-            self._print(f"pass {event.index} {status}{where} · {event.done}/{event.total} nodes ran")
-        elif isinstance(event, ev.ScriptFinished):
-            self._flush_unhooked()
-            if event.traceback:
-                self._end_line()
-                self._write(event.traceback, "stderr")
-            if event.quit:
-                self._print("quit: the script was stopped")
-            if event.how:
-                self._print(f"the script's process {event.how}")
-            if event.passes == 0:
-                self._print("note: the script never called backward() or torch.autograd.grad()")
-            self._print(f"script exited with status {event.exit_status}")
+        match event:
+            case ev.Output():
+                self._flush_unhooked()  # keep our lines and the script's output in the order they happened
+                self._write(event.text, event.stream)
+            case ev.PassStarted():
+                self._pass_started(event)
+            case ev.NestedPass():
+                self._print(f"  nested {event.call}() at {event.call_site} in {event.thread} · {event.nodes} nodes"
+                            f" · ran unhooked inside pass {event.pass_index}")
+            case ev.Paused():
+                self._paused(event)
+            case ev.CommandResult():
+                prefix = "" if event.ok else "error: "
+                for line in event.text.splitlines() or [""]:
+                    self._print(f"  {prefix}{line}")
+            case ev.PassFinished():
+                self._pass_finished(event)
+            case ev.ScriptFinished():
+                self._script_finished(event)
+
+    def _pass_started(self, event: ev.PassStarted) -> None:
+        if not event.recorded:
+            self._unhooked.append(event.pass_index)
+            return
+        self._flush_unhooked()
+        self._graph = event.graph
+        loss = ", ".join(f"{v:.6g}" for v in event.losses if v is not None)
+        self._print(f"pass {event.pass_index} · {event.call_text or event.call} at {event.call_site}"
+                    f"{f' · loss {loss}' if loss else ''} · {event.nodes or event.graph.number_of_nodes()} nodes")
+
+    def _paused(self, event: ev.Paused) -> None:
+        where = "before" if event.phase == "before" else "after"
+        title = node_title(self._graph, event.node) if self._graph is not None else f"#{event.node}"
+        self._print(f"paused {where} {title} · pass {event.pass_index} · {event.done}/{event.total} done"
+                    f" · {event.reason}")
+        data = self._graph.nodes[event.node] if self._graph is not None else {}
+        if data.get("source"):
+            module = f" in {data['module']}" if data.get("module") else ""
+            text = linecache.getline(data["path"], data["line"]).strip()
+            self._print(f"  at {data['source']}{module}" + (f": {text}" if text else ""))
+        for line in format_grads(event.grads, event.phase):
+            self._print(f"  {line}")
+
+    def _pass_finished(self, event: ev.PassFinished) -> None:
+        if self._unhooked and self._unhooked[-1] == event.pass_index:
+            if event.error is not None:
+                self._flush_unhooked()
+                self._print(f"pass {event.pass_index} failed: {event.error}")
+            return
+        status = "done" if event.error is None else f"failed: {event.error}"
+        where = f" at #{event.node}" if event.node is not None else ""
+        self._print(f"pass {event.pass_index} {status}{where} · {event.done}/{event.total} nodes ran")
+
+    def _script_finished(self, event: ev.ScriptFinished) -> None:
+        self._flush_unhooked()
+        if event.traceback:
+            self._end_line()
+            self._write(event.traceback, "stderr")
+        if event.quit:
+            self._print("quit: the script was stopped")
+        if event.how:
+            self._print(f"the script's process {event.how}")
+        if event.passes == 0:
+            self._print("note: the script never called backward() or torch.autograd.grad()")
+        self._print(f"script exited with status {event.exit_status}")

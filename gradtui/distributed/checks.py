@@ -60,7 +60,7 @@ class Checks:
         """At the end of a pass with `diverge` armed: compare, and hold if a gradient differs."""
         if not (self.diverge and isinstance(event, ev.PassFinished) and event.error is None):
             return
-        found = self._compare(event.index)
+        found = self._compare(event.pass_index)
         if found is not None:
             node, reason, grads = found
             self._hold(event, node, reason, grads)
@@ -118,7 +118,7 @@ class Checks:
         self.held = True
         self.link.timeouts.raise_()
         try:
-            self.session.emit(ev.Paused(finished.index, node, "AccumulateGrad", "after", reason,
+            self.session.emit(ev.Paused(finished.pass_index, node, "AccumulateGrad", "after", reason,
                                         summarize_all(grads, histogram=True), finished.done, finished.total))
             while True:
                 try:
@@ -129,7 +129,7 @@ class Checks:
                     # Every rank holds after the same pass; the client's resume reaches those the
                     # hub knew were held. A rank whose hold began after that follows the one that
                     # resumed, through the store.
-                    if (mode := self._resumed(finished.index)) is not None:
+                    if (mode := self._resumed(finished.pass_index)) is not None:
                         return self._resume(finished, mode)
                     if self.link.released:  # a rank died: the others are let go at once
                         return self._resume(finished, "continue")
@@ -142,7 +142,7 @@ class Checks:
                 match command:
                     case Continue() | Step() | Finish():
                         mode = "continue" if isinstance(command, Continue) else "step"
-                        self._mark_resumed(finished.index, mode)
+                        self._mark_resumed(finished.pass_index, mode)
                         return self._resume(finished, mode)
                     case Quit():
                         raise GradtuiQuit()
@@ -168,7 +168,7 @@ class Checks:
         self.session.run_on()
         if mode == "step":
             self.session.step_next_pass()
-        self.session.emit(ev.Resumed(finished.index, mode))
+        self.session.emit(ev.Resumed(finished.pass_index, mode))
 
     def _mark_resumed(self, index: int, mode: str) -> None:
         try:

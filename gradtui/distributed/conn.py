@@ -17,7 +17,7 @@ class RankConn:
 
     def __init__(self, rank: int, address: str, token: str, on_event: Callable[[int, ev.Event], None],
                  on_gone: Callable[[int, str | None], None]) -> None:
-        from gradtui.agent.runtime import parse_address
+        from gradtui.wire.runtime import parse_address
 
         self.rank = rank
         host, port = parse_address(address)

@@ -24,18 +24,19 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from gradtui.model import breakpoint_commands
 from gradtui.model import events as ev
 from gradtui.model.commands import (
     Break, Clip, CommandError, Continue, Delete, Finish, Flow, ListBreakpoints, Print, Quit, Rank, Ranks, Scale, SetGrad,
     Step, Zero, parse,
 )
-from gradtui.agent.runtime import alive
+from gradtui.wire.runtime import alive
+from gradtui.distributed.answers import Answers, Gather
 from gradtui.distributed.conn import RankConn
 from gradtui.distributed.outbox import Outbox
-from gradtui.model.dist_events import RanksChanged, RankState, RankWaiting, flow_table, format_ranks
+from gradtui.model.dist_events import RanksChanged, flow_table, format_ranks
 from gradtui.distributed.rank import CONTROL
 from gradtui.distributed.settle import HeldPause
 from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked
@@ -45,10 +46,6 @@ EDIT_NOTE = ("(edited on rank {rank} only: DDP will average this gradient into e
 
 SWITCH_AFTER = 0.3
 """Seconds after another rank's own pause before the client is switched to it."""
-
-GATHER_TIMEOUT = 3.0
-"""Seconds `print` waits for every paused rank's answer."""
-
 
 class JobHub:
     """Rank 0's job hub (see module doc)."""
@@ -65,12 +62,8 @@ class JobHub:
         self._ranks = [RankView(r) for r in range(world)]
         self._ranks[0].pid = os.getpid()
         self._conns: dict[int, RankConn] = {}
-        self._ids = iter(range(-1, -(1 << 62), -1))
-        self._requests: dict[int, int] = {}
-        """Hub request id -> the client's request id, for the answers the client asked for."""
-        self._gathers: dict[int, _Gather] = {}
-        self._notes: dict[int, str] = {}
-        """Hub request id -> a line added to its answer (an edit's note about DDP)."""
+        self._answers = Answers(self._lock, out)
+        """The orders in flight and what their answers become for the client."""
         self.diverge = False
         self.attached: Callable[[], bool] = lambda: True
         """Is a client attached to the job now (rank 0's server says)?"""
@@ -103,49 +96,21 @@ class JobHub:
         with self._lock:
             st = self._ranks[rank]
             before = st.public()
-            forward: ev.Event | None = event
+            forward: ev.Event | None = event if st.heard(event) else None
             match event:
-                case ev.PassStarted():
-                    if event.recorded:
-                        st.current = [event]
-                    st.loss = next((v for v in event.losses if v is not None), st.loss)
-                    st.state, st.at = "running", f"pass {event.index}"
-                case ev.NodeRan():
-                    st.current.append(event)
                 case ev.Paused():
-                    st.current.append(event)
                     forward = self._on_paused(st, event, actions)
-                case ev.Resumed():
-                    st.current.append(event)
-                    st.paused, st.pause, st.state = None, None, "running"
-                    if st.passing:
-                        st.passing, forward = False, None
-                case ev.PassFinished():
-                    st.current.append(event)
-                    st.paused, st.pause, st.state = None, None, "running"
-                    st.flow = event.flow
-                    st.nonfinite = sum(f.nonfinite for f in event.flow)
-                case ev.ScriptFinished():
-                    st.paused, st.pause, st.state = None, None, "done"
-                    st.at = event.how or f"exit status {event.exit_status}"
-                    if rank != 0:
-                        forward = None  # the job ends with rank 0 (and torchrun)
-                case RankWaiting():
-                    st.state = "waiting"
-                    st.at = f"pass {event.pass_index} · #{event.node} (for rank {', '.join(map(str, event.waiting_for))})"
-                    forward = None
+                case ev.ScriptFinished() if rank != 0:
+                    forward = None  # the job ends with rank 0 (and torchrun)
                 case ev.CommandResult(request=request) if request is not None and request < 0:
-                    forward = self._answer(rank, event)
+                    forward = self._answers.answer(rank, event)
                 case ev.CommandResult():
                     # An answer nobody asked for (a rank's answer to the hub's own `continue` after
                     # an unpark): a client would take it for its command's and send the next early.
                     forward = None
-                case ev.Output():
-                    if rank != self.shown:
-                        forward = dataclasses.replace(event, text="".join(
-                            f"[rank {rank}] {line}" for line in event.text.splitlines(keepends=True)))
-                case ev.BreakpointsChanged():
-                    pass
+                case ev.Output() if rank != self.shown:
+                    forward = dataclasses.replace(event, text="".join(
+                        f"[rank {rank}] {line}" for line in event.text.splitlines(keepends=True)))
             if isinstance(forward, ev.Paused) and rank == self.shown and event.reason == "step" and self._behind(rank):
                 self._held.hold(forward)
                 forward = None
@@ -283,7 +248,7 @@ class JobHub:
                 self._break_diverge(text, request)
             case Step() | Continue() | Finish():
                 self._resume(line, request)
-            case Break() | Delete():
+            case _ if isinstance(command, breakpoint_commands.CHANGES):
                 if isinstance(command, Delete) and command.number is None and self.diverge:
                     self.diverge = False  # `delete all` disarms the job's diverge check too
                     for r in self._live():
@@ -295,12 +260,9 @@ class JobHub:
                 if len(paused) < 2:
                     self._submit(self.shown, line, request)
                 else:
-                    gather = _Gather(text, request, paused)
+                    gathered = self._answers.gather(text, request, paused)
                     for r in paused:
-                        self._submit(r, line, None, gather=gather)
-                    timer = threading.Timer(GATHER_TIMEOUT, lambda: self._finish_gather(gather))
-                    timer.daemon = True
-                    timer.start()
+                        self._submit(r, line, None, gather=gathered)
             case Scale() | Zero() | Clip() | SetGrad():
                 self._submit(self.shown, line, request, note=EDIT_NOTE.format(rank=self.shown))
             case Quit():
@@ -422,64 +384,14 @@ class JobHub:
         self._outbox.flush()
 
     def _submit(self, rank: int, line: str, request: int | None, *, note: str | None = None,
-                gather: "_Gather | None" = None) -> None:
+                gather: Gather | None = None) -> None:
         """Send `line` to `rank` under a hub id; its answer goes to the client as `request`."""
-        hub_id = next(self._ids)
-        with self._lock:
-            if request is not None or gather is not None:
-                self._requests[hub_id] = request if request is not None else -1
-            if note is not None:
-                self._notes[hub_id] = note
-            if gather is not None:
-                self._gathers[hub_id] = gather
+        hub_id = self._answers.ask(request, note, gather)
         if rank == 0:
             self._send(lambda: self._local.submit(line, hub_id))
         elif rank in self._conns:
             conn = self._conns[rank]
             self._send(lambda: conn.send({"submit": line, "id": hub_id}))
 
-    def _answer(self, rank: int, event: ev.CommandResult) -> ev.CommandResult | None:
-        """The client's view of an answer to a hub id (None: nobody asked, or gathered)."""
-        hub_id = event.request
-        assert hub_id is not None
-        gather = self._gathers.pop(hub_id, None)
-        if gather is not None:
-            self._requests.pop(hub_id, None)
-            gather.answers[rank] = event
-            if len(gather.answers) == len(gather.ranks):
-                self._finish_gather(gather)
-            return None
-        request = self._requests.pop(hub_id, None)
-        if request is None or request < 0:
-            return None
-        note = self._notes.pop(hub_id, None)
-        text = f"{event.text}\n{note}" if note is not None and event.ok else event.text
-        return dataclasses.replace(event, text=text, request=request)
-
-    def _finish_gather(self, gather: "_Gather") -> None:
-        with self._lock:
-            if gather.done:
-                return
-            gather.done = True
-            lines = []
-            for r in gather.ranks:
-                answer = gather.answers.get(r)
-                body = answer.text if answer is not None else "(no answer)"
-                lines.append(f"rank {r}:")
-                lines += [f"  {line}" for line in body.splitlines()]
-            ok = any(a.ok for a in gather.answers.values())
-            self._out(ev.CommandResult(gather.text, "\n".join(lines), ok=ok, request=gather.request))
-
     def _reply(self, text: str, answer: str, request: int, ok: bool = True) -> None:
         self._out(ev.CommandResult(text, answer, ok=ok, request=request))
-
-
-@dataclass
-class _Gather:
-    """A `print` sent to several paused ranks, answered side by side once all have answered."""
-
-    text: str
-    request: int
-    ranks: list[int]
-    answers: dict[int, ev.CommandResult] = field(default_factory=dict)
-    done: bool = False

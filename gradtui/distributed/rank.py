@@ -186,7 +186,7 @@ class RankLink:
             case ev.Resumed():
                 self._own_pause = False
                 self.settle()
-            case ev.PassFinished(index=index):
+            case ev.PassFinished(pass_index=index):
                 self._own_pause = False
                 self._mark(f"d/{index}/{self.rank}")
                 self.settle()

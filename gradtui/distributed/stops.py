@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from gradtui.model import events as ev
-from gradtui.model.dist_events import RankState
+from gradtui.model.dist_events import RankState, RankWaiting
 
 PARKED = "parked"
 """How a parked rank's pause reason starts."""
@@ -97,6 +97,38 @@ class RankView:
     def live(self) -> bool:
         """Neither dead nor done."""
         return self.state not in ("dead", "done")
+
+    def heard(self, event: ev.Event) -> bool:
+        """Note what `event` of this rank says of it (its pass, state, loss, flow); False for an
+        event its client is not to see (the resume of a pause let go unseen, a wait at a gate).
+        A pause is only kept here: the hub judges it (`judge`)."""
+        match event:
+            case ev.PassStarted():
+                if event.recorded:
+                    self.current = [event]
+                self.loss = next((v for v in event.losses if v is not None), self.loss)
+                self.state, self.at = "running", f"pass {event.pass_index}"
+            case ev.NodeRan() | ev.Paused():
+                self.current.append(event)
+            case ev.Resumed():
+                self.current.append(event)
+                self.paused, self.pause, self.state = None, None, "running"
+                if self.passing:
+                    self.passing = False
+                    return False
+            case ev.PassFinished():
+                self.current.append(event)
+                self.paused, self.pause, self.state = None, None, "running"
+                self.flow = event.flow
+                self.nonfinite = sum(f.nonfinite for f in event.flow)
+            case ev.ScriptFinished():
+                self.paused, self.pause, self.state = None, None, "done"
+                self.at = event.how or f"exit status {event.exit_status}"
+            case RankWaiting():
+                self.state = "waiting"
+                self.at = f"pass {event.pass_index} · #{event.node} (for rank {', '.join(map(str, event.waiting_for))})"
+                return False
+        return True
 
     def judge(self, pause: ev.Paused) -> Verdict:
         """Does `pause`, just heard, belong to a stop already resumed? Consumes the pending resume."""

@@ -27,26 +27,24 @@ from gradtui.distributed.rank import CONTROL, RankLink
 class JobTap:
     """A rank's plug (see module doc): the session listener in front of `server`."""
 
-    def __init__(self, server: Callable[[ev.Event], None]) -> None:
-        self.server = server
-        self.session: Any = None
+    def __init__(self, session: Any, submit: Callable[[str, int], None], quit_: Callable[[], None],
+                 listener: socket.socket, token: str) -> None:
+        """The agent's session, its own command and quit paths, and where it listens."""
+        self.session, self._submit, self._quit, self._token = session, submit, quit_, token
+        self.server: Any = None
+        """The agent's server, the listener behind this one (`serve`)."""
         self.link: RankLink | None = None
         self.hub: Any = None
         self.checks: Any = None
         self.guard: Any = None
-        self._submit: Callable[[str, int], None] | None = None
-        self._quit: Callable[[], None] | None = None
-        self._address = ""
-        self._token = ""
-
-    def bind(self, session: Any, submit: Callable[[str, int], None], quit_: Callable[[], None],
-             listener: socket.socket, token: str) -> None:
-        """The agent's session, its own command and quit paths, and where it listens."""
-        self.session, self._submit, self._quit, self._token = session, submit, quit_, token
         host, port = listener.getsockname()[:2]
         if host in ("0.0.0.0", "::"):
             host = socket.getfqdn()  # listening on every interface: rank 0 reaches it by name
         self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def serve(self, server: Callable[[ev.Event], None]) -> None:
+        """Pass events on to `server` (built after this tap: its hooks are this tap's methods)."""
+        self.server = server
 
     # ---- the session listener --------------------------------------------------------------
 
@@ -161,7 +159,6 @@ class JobTap:
         if self.checks is not None and self.checks.held:
             self.checks.submit(text, request)
         else:
-            assert self._submit is not None
             self._submit(text, request)
 
     def control(self, line: str) -> None:
@@ -181,7 +178,6 @@ class JobTap:
 
     def quit_self(self) -> None:
         """This rank's own quit path."""
-        assert self._quit is not None
         self._quit()
 
     def detached(self) -> None:

@@ -9,6 +9,7 @@ everything else here has a fallback.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -68,14 +69,19 @@ get_gradient_edge: Callable[[torch.Tensor], Any] = torch.autograd.graph.get_grad
 """The gradient edge of a tensor: its grad_fn, or for a leaf its AccumulateGrad node."""
 
 
-def is_zerotensor(t: torch.Tensor) -> bool:
-    """Is `t` a ZeroTensor (all zeros, no storage)? Fallback: no (a torch without the method has
-    no ZeroTensors)."""
-    check = getattr(t, "_is_zerotensor", None)
-    return bool(check()) if check is not None else False
+is_zerotensor: Callable[[torch.Tensor], bool] = getattr(torch.Tensor, "_is_zerotensor", lambda t: False)
+"""Is `t` a ZeroTensor (all zeros, no storage)? The method itself (hot paths call it per node).
+Fallback: no (a torch without the method has no ZeroTensors)."""
+
+set_grad_enabled: Callable[[bool], Any] = getattr(_C, "_set_grad_enabled", torch.set_grad_enabled)
+"""Switch grad mode on this thread, without the context manager's cost. Fallback: the public one."""
+
+sequence_nr: Callable[[Any], int] = operator.methodcaller("_sequence_nr")
+"""An autograd node's sequence number (its creation order on its thread; `seq` in a captured graph)."""
 
 
 SYMBOLS = ("current_graph_task_id", "is_compiling", "functorch_level", "is_legacy_batched", "get_sequence_nr",
            "push_mode", "pop_mode", "get_function_mode_stack", "get_function_mode_stack_len",
-           "get_function_mode_stack_at", "GradientEdge", "get_gradient_edge", "is_zerotensor")
+           "get_function_mode_stack_at", "GradientEdge", "get_gradient_edge", "is_zerotensor", "set_grad_enabled",
+           "sequence_nr")
 """What this module exposes (a test checks each is present and callable on this torch)."""

@@ -11,14 +11,15 @@ from typing import Any
 
 from gradtui.engine import edits
 from gradtui.model import events as ev
-from gradtui.model.breakpoints import Breakpoints, warning_for
+from gradtui.model import breakpoint_commands
+from gradtui.model.breakpoints import Breakpoint, Breakpoints, warning_for
 from gradtui.model.commands import (
-    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, HELP, ListBreakpoints,
-    Print, Scale, SetGrad, Step, Why, Zero,
+    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, HELP, ListBreakpoints,
+    Print, Scale, SetGrad, ShowPass, Step, Why, Zero,
 )
-from gradtui.model.flowtext import format_flow
+from gradtui.model.flowtext import flow_answer
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.recorder import PassRecord, Recorder
+from gradtui.engine.recorder import PassRecord, FlowRecorder
 from gradtui.engine.stepper import Mode, Pause, Stepper
 from gradtui.engine.summary import describe, summarize_all
 from gradtui.model.stats import format_grads, format_stats
@@ -28,7 +29,7 @@ from gradtui.engine.why import explain
 class CommandRunner:
     """Runs commands for the session (see module doc): owned by it, given what commands act on."""
 
-    def __init__(self, breakpoints: Breakpoints, stepper: Stepper, recorder: Recorder,
+    def __init__(self, breakpoints: Breakpoints, stepper: Stepper, recorder: FlowRecorder,
                  emit: Callable[[ev.Event], None], breakpoints_changed: Callable[[], None],
                  has_reference: Callable[[], bool] = lambda: False) -> None:
         self.breakpoints = breakpoints
@@ -55,7 +56,7 @@ class CommandRunner:
         else:
             if text is not None:
                 self.emit(ev.CommandResult(command.text, text, request=request))
-            if isinstance(command, (Break, Delete)):
+            if isinstance(command, breakpoint_commands.CHANGES):
                 self._breakpoints_changed()  # after the answer, as clients expect
 
     def _run_command(self, command: Command, state: PassRecord | None) -> str | None:
@@ -67,20 +68,20 @@ class CommandRunner:
                 self._stepper.mode = Mode.CONTINUE
             case Finish():
                 self._stepper.mode = Mode.FINISH
-            case Break(spec=spec):
-                return self._break(spec, state)
-            case Delete(number=number):
-                gone = self.breakpoints.delete(number)
-                return "deleted " + (", ".join(str(bp.number) for bp in gone) if gone else "nothing")
-            case ListBreakpoints():
-                return "\n".join(str(bp) for bp in self.breakpoints) or "no breakpoints"
+            case Break() | Delete() | ListBreakpoints():
+                return breakpoint_commands.answer(self.breakpoints, command, notes=lambda bp: self._notes(bp, state))
             case Help():
                 return HELP
             case Flow():
                 flow = self._recorder.flow
                 if not flow:
                     return "no gradient flow yet: no backward pass has finished"
-                return "\n".join([f"gradient flow after pass {self._recorder.flow_pass}:", *format_flow(flow)])
+                return flow_answer(self._recorder.flow_pass, flow)
+            case ShowPass(index=index):
+                raise CommandError(self._not_kept(index, state))
+            case FlowOf(index=index):
+                raise CommandError(f"flow {index}: a live run keeps the flow of its last pass only (flow); "
+                                   "a recording (--record) keeps every pass's")
             case Why(name=name):
                 if state is None or state.frame is None:
                     raise CommandError("why works while paused in a pass")
@@ -100,17 +101,24 @@ class CommandRunner:
                 raise CommandError(f"cannot run {command.text!r} here")
         return None
 
-    def _break(self, text: str, state: PassRecord | None) -> str:
-        """Add a breakpoint; say when it cannot stop where it names."""
-        bp = self.breakpoints.add(text)
-        answer = f"breakpoint {bp.number} at {bp.spec.text}"
+    def _notes(self, bp: Breakpoint, state: PassRecord | None) -> list[str]:
+        """What to say of a breakpoint just added: where it cannot stop."""
+        notes = []
         if state is not None and (warning := warning_for(bp.spec, state.capture.graph, state.index)):
-            answer += f" ({warning})"
+            notes.append(warning)
         if bp.spec.kind == "differs" and not self._has_reference():
-            answer += " (no reference recording: it stops only in a run --against REF.db)"
+            notes.append("no reference recording: it stops only in a run --against REF.db")
         if bp.spec.kind == "module" and (why := self._recorder.checkpointed(bp)):
-            answer += f" (but {why})"
-        return answer
+            notes.append(f"but {why}")
+        return notes
+
+    @staticmethod
+    def _not_kept(index: int, state: PassRecord | None) -> str:
+        """Why a live run cannot show pass `index` (`pass N`: the UI browses its own kept passes)."""
+        if state is not None and state.index == index:
+            return f"pass {index} is the pass in flight: it is the one shown"
+        return (f"pass {index} is not kept: a live run keeps only the pass in flight "
+                "(the UI keeps recent passes; a recording, --record, keeps them all)")
 
     def _paused_at(self, state: PassRecord | None) -> Pause:
         pause = self._stepper.pause

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from gradtui.engine.failures import failure_text, raised_by_user
 from gradtui.engine.summary import no_values
 
 
@@ -46,26 +47,6 @@ class ExpressionError(EditError):
 
 
 Grads = tuple[torch.Tensor | None, ...]
-
-
-def raised_by_user(exc: BaseException) -> bool:
-    """Did user code raise `exc` (so it is a refusal), rather than gradtui's own control flow?
-
-    Every Exception is the user's; so is a BaseException that is not gradtui's (KeyboardInterrupt,
-    GeneratorExit, SystemExit, a script's own). gradtui's (GradtuiQuit: raised in the script's
-    thread to quit, even in the middle of an expression) must unwind the script.
-    """
-    if isinstance(exc, Exception):
-        return True
-    module = getattr(type(exc), "__module__", None)  # a class made in eval("type(...)", {}) has none
-    return not (isinstance(module, str) and module.startswith("gradtui."))
-
-
-def failure_text(exc: BaseException, limit: int = 300) -> str:
-    """`Type: first line of the message`, short (torch's dispatch errors run to pages)."""
-    first = (str(exc).splitlines() or [""])[0]
-    first = first if len(first) <= limit else first[:limit] + "..."
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 @contextmanager

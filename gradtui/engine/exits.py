@@ -21,10 +21,13 @@ from __future__ import annotations
 import atexit
 import os
 import signal
-import sys
 import threading
-import time
 from collections.abc import Callable
+
+from gradtui.model.dying import die_now, flush_std_streams, signal_status
+
+__all__ = ["FatalSignals", "arm", "describe_signal", "die_at_exit", "die_now", "end_at_exit", "pending",
+           "signal_status"]
 
 FATAL = (signal.SIGTERM, signal.SIGHUP)
 """The signals whose default action kills python at once (no finally, no atexit)."""
@@ -35,11 +38,6 @@ the process dies of its signal anyway."""
 
 _armed = False
 _pending: int | None = None
-
-
-def signal_status(signum: int) -> int:
-    """The exit status a shell reports for a process killed by `signum` (128 + N)."""
-    return 128 + signum
 
 
 def describe_signal(signum: int) -> str:
@@ -88,27 +86,8 @@ def _at_exit() -> None:
     if _armed and _pending is not None:
         die_now(_pending)
     if _armed and _status_at_exit is not None:
-        _flush()
+        flush_std_streams()
         os._exit(_status_at_exit)
-
-
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
-
-
-def die_now(signum: int) -> None:
-    """Flush the standard streams and kill this process with `signum` at its default action."""
-    _flush()
-    signal.signal(signum, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
-    os.kill(os.getpid(), signum)
-    time.sleep(1.0)  # delivery is asynchronous to another thread at worst; this is the fallback
-    os._exit(signal_status(signum))
 
 
 class FatalSignals:

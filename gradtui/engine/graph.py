@@ -38,8 +38,9 @@ import torch
 from gradtui.engine import provenance
 from gradtui.engine.lazygraph import LazyGraph
 from gradtui.engine.names import Names
+from gradtui.engine.compat import sequence_nr
 
-Node = Any  # torch.autograd.graph.Node: C++ nodes have no common Python base class
+Node = Any  # torch.autograd.graph.Node (every node, C++ ones too, passes its isinstance on 2.13)
 
 _PREFIX = "torch::autograd::"
 
@@ -319,7 +320,7 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
                 kinds[cls] = (name, kind)
         else:
             name, kind = known
-        data = {"name": name, "kind": kind, "seq": node._sequence_nr(), "next": tuple(receivers)}
+        data = {"name": name, "kind": kind, "seq": sequence_nr(node), "next": tuple(receivers)}
         if kind == "accumulate":
             leaf_id = id(node.variable)
             data["labels"] = tuple(by_leaf.get(leaf_id, ()))

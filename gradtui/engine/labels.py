@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from gradtui.engine.compat import sequence_nr
+
 SOURCE_KEY = "gradtui.source"
 MODULE_KEY = "gradtui.module"
 FIRST_KEY = "gradtui.first"  # on a call's returned node: the call's first sequence number
@@ -62,7 +64,7 @@ def label_outputs(output: Any, span: Span) -> None:
         fn = t.grad_fn
         if fn is None:
             continue
-        seq = fn._sequence_nr()
+        seq = sequence_nr(fn)
         if span.start <= seq < span.end:  # not an input passed through
             md = fn.metadata
             if SOURCE_KEY not in md:
@@ -86,12 +88,12 @@ def label_interior(node: Any, md: dict) -> None:
     """Give the unlabelled nodes `node`'s call made below it `node`'s labels (once)."""
     first = md.pop(FIRST_KEY)
     where = md.get(SOURCE_KEY), md.get(MODULE_KEY)
-    end = node._sequence_nr()
+    end = sequence_nr(node)
     todo = [node]
     while todo:
         for fn, _ in todo.pop().next_functions:
             # Leaves (AccumulateGrad) are numbered UINT64_MAX, so `< end` skips them.
-            if fn is not None and first <= fn._sequence_nr() < end:
+            if fn is not None and first <= sequence_nr(fn) < end:
                 child = fn.metadata
                 if SOURCE_KEY not in child:
                     child[SOURCE_KEY], child[MODULE_KEY] = where
@@ -110,7 +112,7 @@ def label_span(node: Any, md: dict) -> None:
             # Leaves (AccumulateGrad) are numbered UINT64_MAX, so `< end` skips them.
             if fn is None or fn in seen:
                 continue
-            seq = fn._sequence_nr()
+            seq = sequence_nr(fn)
             if start <= seq < end:
                 seen.add(fn)
                 child = fn.metadata

@@ -34,7 +34,7 @@ from gradtui.engine.compat import is_compiling as _is_compiling
 from gradtui.engine.compat import pop_mode as _pop_mode
 from gradtui.engine.compat import push_mode as _push_mode
 from gradtui.engine.labels import Span, Where, label_outputs
-from gradtui.model import userfiles
+from gradtui.model import places
 
 forward_roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
 """Modules at the top of a recorded module stack (a model, a GAN's `netG` and `netD`, a
@@ -46,8 +46,8 @@ _CALL_FILE = _nn_module.__file__
 _new_tuple = tuple.__new__
 """Makes a Call or Span without the NamedTuple's Python-level __new__ (the hooks' hot path)."""
 _get_ident = threading.get_ident
-_is_user_file = userfiles.is_user_file
-_innermost_user = userfiles.innermost_user
+_is_user_file = places.is_user_file
+_innermost_user = places.innermost_user
 _stack_len = get_function_mode_stack_len
 _stack_at = get_function_mode_stack_at
 

@@ -18,14 +18,14 @@ from gradtui.engine.hooks import EveryNodeHooks, Owner
 from gradtui.engine.intercept import GradtuiQuit, Interceptor
 from gradtui.engine.plan import make_plan
 from gradtui.engine.planned import PlannedPass, ready_node
-from gradtui.engine.recorder import PassRecord, Recorder, UnhookedFlow
+from gradtui.engine.recorder import PassRecord, FlowRecorder, UnhookedFlow
 from gradtui.model import events as ev
 
 
 class PassRunner:
     """Runs passes for the session (see module doc)."""
 
-    def __init__(self, owner: Owner, intercept: Interceptor, recorder: Recorder) -> None:
+    def __init__(self, owner: Owner, intercept: Interceptor, recorder: FlowRecorder) -> None:
         self._owner = owner
         self._intercept = intercept
         self._recorder = recorder
@@ -99,7 +99,7 @@ class PassRunner:
             error = exc
             raise
         finally:
-            finished = ev.PassFinished(started.index, 0, unhooked.total, error_text(error), flow=unhooked.rows())
+            finished = ev.PassFinished(started.pass_index, 0, unhooked.total, error_text(error), flow=unhooked.rows())
             error = None
             self.finish(finished)
 

@@ -46,7 +46,7 @@ from gradtui.engine import blame, modestack
 from gradtui.engine.labels import FIRST_KEY, MODULE_KEY, SOURCE_KEY, recorded
 from gradtui.engine.modulecalls import ModuleCalls
 from gradtui.engine.modulecalls import forward_roots as forward_roots
-from gradtui.model import userfiles
+from gradtui.model import places
 from gradtui.model.events import SourceText
 
 __all__ = ["FIRST_KEY", "MODULE_KEY", "SOURCE_KEY", "Provenance", "UnsavedSources", "forward_roots", "module_of",
@@ -57,11 +57,11 @@ _get_ident = threading.get_ident
 
 
 # Which code is the user's (names kept short here: the forward's hot path reads them).
-_is_user_file_cached = userfiles.is_user_file
-_started_by_user = userfiles.started_by_user
-_innermost_user = userfiles.innermost_user
-_SKIP_CODE_NAMES = userfiles.SKIP_CODE_NAMES
-user_frame = userfiles.user_frame
+_is_user_file_cached = places.is_user_file
+_started_by_user = places.started_by_user
+_innermost_user = places.innermost_user
+_SKIP_CODE_NAMES = places.SKIP_CODE_NAMES
+user_frame = places.user_frame
 
 
 def source_of(node: Any) -> tuple[str, int] | None:

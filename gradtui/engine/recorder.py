@@ -26,6 +26,7 @@ from gradtui.engine.flow import LeafNames, gradient_flow
 from gradtui.engine.graph import Capture, Names
 from gradtui.model.stats import VALUES_LIMIT, Stats
 from gradtui.engine.window import StatsWindow, resolve
+from gradtui.engine.compat import is_zerotensor
 
 
 @dataclass
@@ -180,12 +181,12 @@ def outgoing_stats(state: PassRecord, node: int, grads: tuple[Any, ...], incomin
             out.append(None)
             continue
         same = None
-        if arrived and grad.layout is torch.strided and not grad._is_zerotensor():  # sparse: no data pointer
+        if arrived and grad.layout is torch.strided and not is_zerotensor(grad):  # sparse: no data pointer
             ptr = grad.data_ptr()
             for source, version, handle in zip(arrived, versions, incoming):
                 # Small ones list their values in order, so only bigger ones are shared.
                 if (source is not None and handle is not None and source.layout is torch.strided
-                        and not source._is_zerotensor() and source.data_ptr() == ptr
+                        and not is_zerotensor(source) and source.data_ptr() == ptr
                         and source._version == version and (numel := grad.numel()) > VALUES_LIMIT
                         and source.numel() == numel and source.dtype == grad.dtype
                         and _dense(grad) and _dense(source)):
@@ -207,7 +208,7 @@ def hand_off(state: PassRecord, node: int, grads: tuple[Any, ...], stats: tuple[
             state.handoff[target] = (grad, grad._version, s)
 
 
-class Recorder:
+class FlowRecorder:
     """The leaves' gradients and the gradient flow of every pass, and the names of leaves seen in
     recorded passes (for passes that run unhooked, which capture no names)."""
 
@@ -224,7 +225,7 @@ class Recorder:
     def keep(self, event: ev.PassFinished) -> None:
         """Remember a finished pass's flow, if it has one."""
         if event.flow:
-            self.flow, self.flow_pass = event.flow, event.index
+            self.flow, self.flow_pass = event.flow, event.pass_index
 
     @staticmethod
     def leaves(capture: Capture) -> list[tuple[int, torch.Tensor]]:
@@ -347,7 +348,7 @@ class UnhookedFlow:
     before it runs, and the leaves its nested backward calls (a reentrant checkpoint's)
     accumulate into (`on_nested`). `wanted=False`: no walk, no flow."""
 
-    def __init__(self, recorder: Recorder, nodes: list[Any], call: str, wanted: bool) -> None:
+    def __init__(self, recorder: FlowRecorder, nodes: list[Any], call: str, wanted: bool) -> None:
         self._recorder = recorder
         self.total, leaves = walk(nodes) if wanted else (0, [])
         self.wanted = wanted and call != "grad"

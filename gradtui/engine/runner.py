@@ -32,6 +32,7 @@ from gradtui.model import events as ev
 from gradtui.model.places import is_gradtui_file
 from gradtui.engine.exits import describe_signal, signal_status
 from gradtui.engine.session import GradtuiQuit, Session
+from gradtui.model.lines import LineSplitter
 
 QUIT_STATUS = 130
 """Exit status of a run the user quit before the script ended: "stopped by the user", as a
@@ -65,7 +66,7 @@ class _EventStream(io.TextIOBase):
         super().__init__()
         self._session = session
         self._name = name
-        self._pending = ""
+        self._lines = LineSplitter(name)
         self._lock = threading.Lock()
         self.buffer = _BytesToText(self)
         """The binary layer under the text stream, as `sys.stdout.buffer` is."""
@@ -92,18 +93,16 @@ class _EventStream(io.TextIOBase):
 
     def write(self, text: str) -> int:
         with self._lock:
-            self._pending += text
-            if "\n" not in self._pending:
-                return len(text)
-            complete, _, self._pending = self._pending.rpartition("\n")
-        self._session.emit(ev.Output(self._name, complete + "\n"))  # type: ignore[arg-type]
+            lines = self._lines.feed(text)
+        if lines is not None:
+            self._session.emit(lines)
         return len(text)
 
     def flush(self) -> None:
         with self._lock:
-            rest, self._pending = self._pending, ""
-        if rest:
-            self._session.emit(ev.Output(self._name, rest))  # type: ignore[arg-type]
+            rest = self._lines.end()
+        if rest is not None:
+            self._session.emit(rest)
 
 
 class _BytesToText(io.RawIOBase):

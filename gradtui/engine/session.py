@@ -38,9 +38,8 @@ from gradtui.engine.fingerprint import PassPrints
 from gradtui.engine.plan import make_plan, resume
 from gradtui.engine.passes import PassRunner, unhooked_start
 from gradtui.engine.planned import PlannedPass
-from gradtui.record.against import Reference
 from gradtui.engine.provenance import Provenance, UnsavedSources
-from gradtui.engine.recorder import PassRecord, Recorder, nonfinite_roots, root_values
+from gradtui.engine.recorder import PassRecord, FlowRecorder, nonfinite_roots, root_values
 from gradtui.engine.stepper import Mode, Pause, Stepper
 
 __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
@@ -69,8 +68,10 @@ class Session:
         gradtui.engine.fingerprint), sent as a PassPrints event before each PassFinished.
         """
         self.fingerprints = fingerprints
-        self.against: Reference | None = None
-        """A reference recording to compare each hooked pass with (`--against`; with fingerprints)."""
+        self.against: Any = None
+        """A reference recording to compare each hooked pass with (`--against`; with fingerprints):
+        given by whoever builds the session (gradtui.agent.build: a gradtui.record.against.Reference),
+        so the engine does not open recordings itself."""
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
         self._graph_wanted: list[bool | Callable[[], bool]] = [True] if listener else []
@@ -82,7 +83,7 @@ class Session:
         self._passes = 0
         self._provenance = Provenance() if provenance else None
         self._intercept = Interceptor(self, self._quitting, self._provenance)
-        self._recorder = Recorder()
+        self._recorder = FlowRecorder()
         self._sources = UnsavedSources()
         self._variables_told = -1
         """The last pass whose call-site variables were sent (at its first pause)."""

@@ -30,7 +30,9 @@ from typing import Any
 
 import torch
 
+from gradtui.engine.failures import failure_text, raised_by_user
 from gradtui.model.stats import HISTOGRAM_BINS, PREVIEW_LENGTH, VALUES_LIMIT, Stats, format_stats
+from gradtui.engine.compat import is_zerotensor
 
 CHUNK = 1 << 20
 """Tensors with more elements than this are summarized chunk by chunk, this many at a time."""
@@ -66,7 +68,7 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     numel = t.numel()
     if numel == 0:
         return Stats(shape, dtype, str(t.device), 0.0, 0.0, 0.0, 0.0, 0, values=())
-    if t._is_zerotensor():
+    if is_zerotensor(t):
         return _zeros(shape, dtype, str(t.device), numel, histogram, light)
     if (why := no_values(t)) is not None:
         return Stats(shape, dtype, str(t.device), math.nan, None, None, None, 0, unreadable=why)
@@ -352,8 +354,6 @@ def describe(value: Any) -> str:
     try:
         return _describe(value)
     except BaseException as exc:
-        from gradtui.engine.edits import failure_text, raised_by_user  # edits imports this module
-
         if not raised_by_user(exc):
             raise
         return f"<a {type(value).__name__} that cannot be shown: {failure_text(exc)}>"

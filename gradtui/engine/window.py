@@ -33,6 +33,7 @@ import torch
 
 from gradtui.engine.summary import CHUNK, dtype_name, summarize
 from gradtui.model.stats import PREVIEW_LENGTH, VALUES_LIMIT, Stats
+from gradtui.engine.compat import is_zerotensor, set_grad_enabled
 
 Handle = "int | Stats | None"
 """What a hook keeps for a gradient: an index into the window, its Stats once read, None for no gradient."""
@@ -88,7 +89,7 @@ class StatsWindow:
         if tensor is None:
             return None
         if (type(tensor) is torch.Tensor and tensor.dtype in _BULK and tensor.layout is torch.strided
-                and 0 < (numel := tensor.numel()) <= CHUNK and not tensor.is_meta and not tensor._is_zerotensor()):
+                and 0 < (numel := tensor.numel()) <= CHUNK and not tensor.is_meta and not is_zerotensor(tensor)):
             self.tensors.append(tensor)
             self.full.append(not light)
             self.held += numel
@@ -108,10 +109,6 @@ class StatsWindow:
     def want_full(self, entry: int) -> None:
         """Entry `entry` must have min, max and mean too (a node stepped at reuses it)."""
         self.full[entry] = True
-
-    def is_full(self, entry: int) -> bool:
-        """Will `entry` have min, max and mean?"""
-        return self.full[entry]
 
     def to_leaf(self, entry: int, leaf: torch.Tensor) -> None:
         """Stop holding `entry`'s tensor: it is about to become `leaf.grad`, read from there."""
@@ -163,7 +160,7 @@ class StatsWindow:
             if grad is None:
                 out[entry] = Stats((), "", "", math.nan, None, None, None, 0,
                                    unreadable="the leaf's .grad was cleared before its statistics were read")
-            elif grad.dtype in _BULK and grad.layout is torch.strided and not grad._is_zerotensor():
+            elif grad.dtype in _BULK and grad.layout is torch.strided and not is_zerotensor(grad):
                 tensors[entry] = grad
             else:
                 out[entry] = summarize(grad, light=not full[entry])
@@ -258,11 +255,11 @@ class _no_grad:
     def __enter__(self) -> None:
         self._was = torch.is_grad_enabled()
         if self._was:
-            torch._C._set_grad_enabled(False)
+            set_grad_enabled(False)
 
     def __exit__(self, *exc: object) -> None:
         if self._was:
-            torch._C._set_grad_enabled(True)
+            set_grad_enabled(True)
 
 
 def _read_nonfinite(redo: list[tuple[int, torch.Tensor, float]], full: list[bool],

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from gradtui.model.commands import CommandError, parse_float
+from gradtui.model.words import CommandError, parse_float
 from gradtui.model.stats import Stats, any_nonfinite
 
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
@@ -301,7 +301,3 @@ class Breakpoints:
     def differs(self, fired: Collection[int] = ()) -> tuple[Breakpoint, ...]:
         """The `differs>R` breakpoints that have not stopped in this pass (`fired`)."""
         return tuple(bp for bp in self._items if bp.spec.kind == DIFFERS and bp.number not in fired)
-
-    def has_spec(self, text: str) -> Breakpoint | None:
-        """The breakpoint with exactly this spec text, if any (the UI's `b` toggles)."""
-        return next((bp for bp in self._items if bp.spec.text == text.strip()), None)

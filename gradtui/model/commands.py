@@ -6,12 +6,12 @@ so a command means the same thing everywhere.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from gradtui.model.breakpoints import parse_spec
+from gradtui.model.words import CommandError, parse_float, parse_int, shown
 
-class CommandError(ValueError):
-    """A line that is not a valid command; the message says what is wrong."""
+__all__ = ["CommandError", "parse_float", "parse_int", "shown"]  # and every command class below
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +135,21 @@ class Detach(Command):
     armed. A client's own command: the client leaves, the agent is not asked to run it."""
 
 
+@dataclass(frozen=True, slots=True)
+class ShowPass(Command):
+    """`pass N`: show pass N: a kept pass in a live run's UI (a live run keeps none itself),
+    any recorded pass in a replay, paused where the run stopped in it (else its first node)."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlowOf(Command):
+    """`flow N`: pass N's gradient flow (a recording keeps every pass's)."""
+
+    index: int
+
+
 HELP = """\
 step (s)            run the paused node, pause before the next one
 continue (c)        run until a breakpoint hits or the script ends
@@ -181,33 +196,11 @@ class Ranks(Command):
     """(torchrun job) List the ranks: where each is, its loss, its non-finite counts."""
 
 
-def parse_float(word: str, what: str) -> float:
-    """`word` as a finite number, read as `float()` reads it (`1e-3`, `1_000`, `٣`), or a
-    CommandError that starts with `what` (`nan` and `inf` are refused: no command wants them).
-
-    Every number of the command language goes through here or `parse_int`, so what one command
-    accepts the others do too, and nothing `str` methods accept but `float()` refuses (`²`)
-    gets further than a refusal.
-    """
-    try:
-        value = float(word)
-    except (ValueError, OverflowError):
-        raise CommandError(f"{what}: {word!r} is not a number") from None
-    if not math.isfinite(value):
-        raise CommandError(f"{what}: {word!r} must be finite")
-    return value
-
-
-def parse_int(word: str, what: str, minimum: int | None = None) -> int:
-    """`word` as a whole number, read as `int()` reads it (`12`, `+3`, `١٢`), at least `minimum`,
-    or a CommandError that starts with `what` (`²` is a digit to `str.isdigit()`, not to `int()`)."""
-    try:
-        value = int(word)
-    except ValueError:
-        raise CommandError(f"{what}: {word!r} is not a whole number") from None
-    if minimum is not None and value < minimum:
-        raise CommandError(f"{what}: {word!r} must be at least {minimum}")
-    return value
+_SIMPLE: dict[str, type[Command]] = {
+    "step": Step, "continue": Continue, "finish": Finish, "zero": Zero, "breakpoints": ListBreakpoints,
+    "help": Help, "quit": Quit, "flow": Flow, "detach": Detach, "ranks": Ranks,
+}
+"""The commands that take no argument (`flow` with one is `flow N`)."""
 
 
 def parse(text: str) -> Command:
@@ -218,63 +211,70 @@ def parse(text: str) -> Command:
     word, _, rest = line.partition(" ")
     rest = rest.strip()
     verb = _ALIASES.get(word.lower(), word.lower())
-    if verb in ("step", "continue", "finish", "zero", "breakpoints", "help", "quit", "flow", "detach"):
-        if rest:
-            raise CommandError(f"{verb} takes no argument (got {rest!r})")
-        simple = {"step": Step, "continue": Continue, "finish": Finish, "zero": Zero,
-                  "breakpoints": ListBreakpoints, "help": Help, "quit": Quit, "flow": Flow,
-                  "detach": Detach}[verb]
-        return simple(line)
-    if verb == "break":
-        if not rest:
-            raise CommandError("break needs a spec: OP | NAME | #ID | nan | norm>X | pass N | loss>X | loss nan"
-                               " | FILE.py:LINE | module PATH")
-        from gradtui.model.breakpoints import parse_spec  # the spec grammar lives with matching
-
-        parse_spec(rest)
-        return Break(line, rest)
-    if verb == "ranks":
-        if rest:
-            raise CommandError(f"ranks takes no argument (got {rest!r})")
-        return Ranks(line)
-    if verb == "rank":
-        if not rest:
-            raise CommandError("rank needs a rank number, e.g. rank 1")
-        return Rank(line, parse_int(rest, "rank", minimum=0))
-    if verb == "delete":
-        if rest == "all":
-            return Delete(line, None)
-        try:
-            return Delete(line, parse_int(rest, "delete", minimum=0))
-        except CommandError:
-            got = f" (got {rest!r})" if rest else ""
-            raise CommandError(f"delete takes a breakpoint number or 'all'{got}") from None
-    if verb == "scale":
-        if not rest:
-            raise CommandError("scale needs a factor, e.g. scale 0.5")
-        return Scale(line, parse_float(rest, "scale"))
-    if verb == "clip":
-        if not rest:
-            raise CommandError("clip needs a maximum norm, e.g. clip 1.0")
-        limit = parse_float(rest, "clip")
-        if limit < 0:
-            raise CommandError("clip: the maximum norm must be >= 0")
-        return Clip(line, limit)
-    if verb == "set":
-        if not rest:
-            raise CommandError("set needs an expression of g, e.g. set g.clamp(-1, 1)")
-        _check_syntax(rest)
-        return SetGrad(line, rest)
-    if verb == "print":
-        if rest:
-            _check_syntax(rest)
-        return Print(line, rest or None)
-    if verb == "why":
-        if not rest:
-            raise CommandError("why needs a variable name or expression, e.g. why x or why model[0].weight")
-        _check_syntax(rest)
-        return Why(line, rest)
+    match verb:
+        case "flow" if rest:
+            return FlowOf(line, parse_int(rest, "flow", minimum=0))
+        case _ if verb in _SIMPLE:
+            if rest:
+                raise CommandError(f"{verb} takes no argument (got {rest!r})")
+            return _SIMPLE[verb](line)
+        case "break" | "rank" | "pass" | "delete":
+            return _numbered(verb, line, rest)
+        case "scale" | "clip" | "set" | "print" | "why":
+            return _on_gradient(verb, line, rest)
     raise CommandError(f"unknown command {word!r} (type 'help' for the list)")
+
+
+def _numbered(verb: str, line: str, rest: str) -> Command:
+    """`break SPEC`, `rank N`, `pass N`, `delete N|all`."""
+    match verb:
+        case "break":
+            if not rest:
+                raise CommandError("break needs a spec: OP | NAME | #ID | nan | norm>X | pass N | loss>X | loss nan"
+                                   " | FILE.py:LINE | module PATH")
+            parse_spec(rest)
+            return Break(line, rest)
+        case "rank":
+            if not rest:
+                raise CommandError("rank needs a rank number, e.g. rank 1")
+            return Rank(line, parse_int(rest, "rank", minimum=0))
+        case "pass":
+            if not rest:
+                raise CommandError("pass needs a pass number, e.g. pass 30")
+            return ShowPass(line, parse_int(rest, "pass", minimum=0))
+    if rest == "all":
+        return Delete(line, None)
+    try:
+        return Delete(line, parse_int(rest, "delete", minimum=0))
+    except CommandError:
+        got = f" (got {rest!r})" if rest else ""
+        raise CommandError(f"delete takes a breakpoint number or 'all'{got}") from None
+
+
+def _on_gradient(verb: str, line: str, rest: str) -> Command:
+    """The commands on the paused node's gradient: `scale F`, `clip N`, `set EXPR`, `print [EXPR]`, `why NAME`."""
+    needs = {"scale": "a factor, e.g. scale 0.5", "clip": "a maximum norm, e.g. clip 1.0",
+             "set": "an expression of g, e.g. set g.clamp(-1, 1)",
+             "why": "a variable name or expression, e.g. why x or why model[0].weight"}
+    if not rest and verb in needs:
+        raise CommandError(f"{verb} needs {needs[verb]}")
+    match verb:
+        case "scale":
+            return Scale(line, parse_float(rest, "scale"))
+        case "clip":
+            limit = parse_float(rest, "clip")
+            if limit < 0:
+                raise CommandError("clip: the maximum norm must be >= 0")
+            return Clip(line, limit)
+        case "print" if not rest:
+            return Print(line, None)
+    _check_syntax(rest)
+    match verb:
+        case "set":
+            return SetGrad(line, rest)
+        case "print":
+            return Print(line, rest)
+    return Why(line, rest)
 
 
 def _check_syntax(expr: str) -> None:
@@ -285,11 +285,6 @@ def _check_syntax(expr: str) -> None:
     except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte (before 3.12); nested too deep
         why = f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__} (nested too deep?)"
         raise CommandError(f"cannot compile {shown(expr)}: {why}") from None
-
-
-def shown(text: str, limit: int = 80) -> str:
-    """`text` quoted for a message, cut to about `limit` characters (a pasted page stays readable)."""
-    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
 def parse_file(path: str) -> list[str]:

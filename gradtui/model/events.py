@@ -33,11 +33,15 @@ class ScriptStarted(Event):
     argv: tuple[str, ...]
 
 
+Stream = Literal["stdout", "stderr"]
+"""The script's two output streams."""
+
+
 @dataclass(frozen=True, slots=True)
 class Output(Event):
     """Text the script wrote to stdout or stderr."""
 
-    stream: Literal["stdout", "stderr"]
+    stream: Stream
     text: str
 
 
@@ -49,7 +53,7 @@ class PassStarted(Event):
     node to the nodes it sends gradient to (its inputs), in the direction gradient flows.
     """
 
-    index: int
+    pass_index: int
     call: Literal["backward", "grad"]
     call_text: str
     call_site: str
@@ -250,7 +254,7 @@ class BreakpointsChanged(Event):
 class PassFinished(Event):
     """A backward call returned (`error` is None) or raised (`error` is its message)."""
 
-    index: int
+    pass_index: int
     done: int
     total: int
     error: str | None = None
@@ -285,7 +289,7 @@ class PassPrints(Event):
     """The fingerprints of a recorded pass's nodes, sent just before its PassFinished (a
     recording compares runs with them)."""
 
-    index: int
+    pass_index: int
     prints: tuple[Print, ...]
 
 

@@ -57,3 +57,9 @@ def format_flow(flow: Sequence[ParamFlow], limit: int | None = None) -> list[str
     if any(zero_weight(r) for r in rows):
         lines.append("w=0: a zero weight (a zero-initialised bias): no ratio, listed apart")
     return lines
+
+
+def flow_answer(index: int, flow: Sequence[ParamFlow]) -> str:
+    """The answer to `flow` (a live run's last pass, a replay's shown pass, `flow N`): pass
+    `index`'s table under one heading."""
+    return "\n".join([f"gradient flow after pass {index}:", *format_flow(flow)])

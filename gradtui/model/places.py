@@ -4,7 +4,8 @@ User code is what the user wrote or chose to run: their scripts, code typed at a
 a notebook cell (`<stdin>`, `<ipython-input-…>`), gradtui's bundled examples, and third-party
 packages in site-packages (a model from `transformers` is the user's model: its lines are
 where its nodes come from). Not user code: torch, gradtui itself, the standard library and
-frozen modules (`<frozen runpy>`).
+frozen modules (`<frozen runpy>`). Provenance names the user's line that made a node and the
+session names where backward was called from the user's frames (`user_frame`, `innermost_user`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import importlib.util
 import os
 import sys
 import sysconfig
+from typing import Any
 
 
 def _dir_of(path: str) -> str:
@@ -64,3 +66,33 @@ def is_user_file(path: str) -> bool:
 def is_gradtui_file(path: str) -> bool:
     """Is `path` gradtui's own machinery (not its bundled examples)? Tracebacks drop these frames."""
     return library_of(path) == "gradtui"
+
+
+SKIP_CODE_NAMES = frozenset({"__torch_function__", "__torch_dispatch__"})
+"""A user's own mode forwarding the call to ours is not where the op was written."""
+
+
+def started_by_user(frame: Any) -> bool:
+    """Is the code that starts a thread the user's? (Skipping the stdlib, e.g. a
+    ThreadPoolExecutor the user made; a pool that torch made is torch's.)"""
+    while frame is not None and os.path.realpath(frame.f_code.co_filename).startswith(STDLIB_DIRS) \
+            and not is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame is not None and is_user_file(frame.f_code.co_filename)
+
+
+def user_frame(frame: Any) -> Any:
+    """The innermost user frame from `frame` outwards (outside torch, gradtui and the stdlib,
+    and not a TorchFunctionMode's own __torch_function__), or None."""
+    while frame is not None:
+        code = frame.f_code
+        if is_user_file(code.co_filename) and code.co_name not in SKIP_CODE_NAMES:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def innermost_user(frame: Any) -> tuple[str, int] | None:
+    """(filename, lineno) of `user_frame(frame)`."""
+    frame = user_frame(frame)
+    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)

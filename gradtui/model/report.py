@@ -198,7 +198,7 @@ class Report:
                 node["grad_inputs"] = stats_json(event.grad_inputs)
             case ev.PassStarted():
                 self._nodes = {i: node_json(i, data) for i, data in event.graph.nodes(data=True)}
-                self.passes.append(pass_json(index=event.index, call=event.call, call_text=event.call_text,
+                self.passes.append(pass_json(index=event.pass_index, call=event.call, call_text=event.call_text,
                                              call_site=event.call_site, recorded=event.recorded,
                                              losses=event.losses, nodes=list(self._nodes.values())))
             case ev.PassFinished() if self.passes:

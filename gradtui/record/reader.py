@@ -12,129 +12,23 @@ SQLite cannot read or a row whose cells do not hold what the schema says (`rows`
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import networkx as nx
 
 from gradtui.model.events import ParamFlow
 from gradtui.model.stats import Stats
 from gradtui.record import rows, schema
+from gradtui.record.infos import (
+    PASS_COLUMNS, NodeStats, OutputLine, OutputStory, PassFigures, PassInfo, PassSpan, RunInfo, pass_info_of, run_info_of,
+)
 from gradtui.record.rows import BadRow
+from gradtui.wire.target import TargetError
 
 TABLES = ("run", "passes", "nodes", "grads", "flow", "hits", "edits", "output")
 """The tables a recording has (besides schema_version); without `passes` nothing can be read."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """The run: what was run, with what, and how it ended (None while it was still running)."""
-
-    script: str | None
-    argv: tuple[str, ...]
-    torch: str | None
-    python: str | None
-    started: float | None
-    finished: float | None
-    exit_status: int | None
-    error: str | None
-    quit: bool
-    how: str | None
-    per_node: str | None
-    """Which passes have per-node data: "hooked", "every N" or "flight K"."""
-
-
-@dataclass(frozen=True, slots=True)
-class PassInfo:
-    """One pass as recorded (always: loss, flow summary, timing; per-node data if `per_node`)."""
-
-    index: int
-    call: str
-    call_text: str
-    call_site: str
-    losses: tuple[float | None, ...]
-    hooked: bool
-    per_node: bool
-    nodes: int
-    done: int
-    error: str | None
-    failed_node: int | None
-    started: float
-    """Seconds after the run started."""
-    wall: float
-    grad_norm: float | None
-    """The global gradient norm over the flow's leaves."""
-    nonfinite: int
-    nested: tuple[dict[str, Any], ...]
-
-
-_PASS_COLUMNS = ("idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, error, failed_node, "
-                 "started, wall, grad_norm, nonfinite, nested")
-
-
-def _pass_info(r: tuple) -> PassInfo:
-    """A `passes` row, checked (raises BadRow)."""
-    return PassInfo(rows.integer(r[0], "idx"), rows.text(r[1], "call", False), rows.text(r[2], "call_text", False),
-                    rows.text(r[3], "call_site", False), rows.losses(r[4]), bool(rows.integer(r[5], "hooked")),
-                    bool(rows.integer(r[6], "per_node")), rows.integer(r[7], "nodes"), rows.integer(r[8], "done"),
-                    rows.text(r[9], "error"), rows.integer(r[10], "failed_node", null=True),
-                    rows.real(r[11], "started", null=False), rows.real(r[12], "wall", null=False),
-                    rows.real(r[13], "grad_norm"), rows.integer(r[14], "nonfinite", null=True) or 0,
-                    rows.nested(r[15]))
-
-
-class PassSpan(NamedTuple):
-    """The first and last index of a recording's passes (None: no pass ended)."""
-
-    first: int | None
-    last: int | None
-
-    @property
-    def count(self) -> int:
-        """Passes in the span: those that ended (a pass ends or the run does; the session
-        numbers them from 0 on)."""
-        return 0 if self.first is None or self.last is None else self.last - self.first + 1
-
-
-@dataclass(frozen=True, slots=True)
-class PassFigures:
-    """What the plots over passes need of one pass: its losses, global gradient norm,
-    non-finite leaves and each leaf's gradient norm."""
-
-    index: int
-    losses: tuple[float | None, ...]
-    grad_norm: float | None
-    nonfinite: int
-    norms: tuple[tuple[str, float | None], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeStats:
-    """What flowed into a node (`grad_outputs`) and what it sent on (`grad_inputs`), per slot."""
-
-    grad_outputs: tuple[Stats | None, ...]
-    grad_inputs: tuple[Stats | None, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class OutputLine:
-    """Text the script wrote, after pass `pass_index` had started (None: before the first)."""
-
-    pass_index: int | None
-    stream: str
-    text: str
-
-
-class OutputStory(NamedTuple):
-    """The output lines a replay tells (see `Recording.output_story`)."""
-
-    before: list[OutputLine]
-    """Lines written before the first pass started."""
-    earlier: list[OutputLine]
-    """The last lines of the passes not listed."""
-    told: list[OutputLine]
-    """The last lines of the listed passes (and of any later pass that never ended)."""
 
 
 class Recording:
@@ -202,7 +96,7 @@ class Recording:
         out = []
         for row in found:
             try:
-                out.append(_pass_info(row))
+                out.append(pass_info_of(row))
             except BadRow as exc:
                 self.unreadable[row[0]] = str(exc)
                 self._note(f"pass {row[0]}'s row cannot be read ({exc}): it is skipped")
@@ -212,12 +106,12 @@ class Recording:
         """The run's row (an empty RunInfo if the script never started, or if it cannot be read)."""
         found = self._query("SELECT script, argv, torch, python, started, finished, exit_status, error, quit, "
                             "how, per_node FROM run WHERE id = 1", (), "the run's row", "run")
-        decoded = self._decoded(found, _run_info, lambda _: "the run's row")
+        decoded = self._decoded(found, run_info_of, lambda _: "the run's row")
         return decoded[0] if decoded else RunInfo(None, (), None, None, None, None, None, None, False, None, None)
 
     def passes(self) -> list[PassInfo]:
         """Every pass that ended, in order (a whole table: the open path reads `last_passes`)."""
-        return self._passes(self._query(f"SELECT {_PASS_COLUMNS} FROM passes ORDER BY idx", (),
+        return self._passes(self._query(f"SELECT {PASS_COLUMNS} FROM passes ORDER BY idx", (),
                                         "the passes", "passes"))
 
     def span(self) -> PassSpan:
@@ -229,13 +123,13 @@ class Recording:
 
     def pass_info(self, index: int) -> PassInfo | None:
         """Pass `index`, or None if it never ended or cannot be read (a primary-key lookup)."""
-        found = self._passes(self._query(f"SELECT {_PASS_COLUMNS} FROM passes WHERE idx = ?", (index,),
+        found = self._passes(self._query(f"SELECT {PASS_COLUMNS} FROM passes WHERE idx = ?", (index,),
                                          f"pass {index}'s row", "passes"))
         return found[0] if found else None
 
     def last_passes(self, count: int) -> list[PassInfo]:
         """The last `count` passes that ended, in order (less any whose row cannot be read)."""
-        found = self._query(f"SELECT {_PASS_COLUMNS} FROM passes ORDER BY idx DESC LIMIT ?", (count,),
+        found = self._query(f"SELECT {PASS_COLUMNS} FROM passes ORDER BY idx DESC LIMIT ?", (count,),
                             "the last passes", "passes")
         return self._passes(found[::-1])
 
@@ -391,11 +285,13 @@ def damage_text(damage: list[str], most: int = 3) -> str:
     return shown + (f"; and {len(damage) - most} more" if len(damage) > most else "")
 
 
-def _run_info(row: tuple) -> RunInfo:
-    """The `run` row, checked (raises BadRow)."""
-    script, argv, torch, python, started, finished, status, error, quit, how, per_node = row
-    return RunInfo(rows.text(script, "script"), rows.json_list(argv or "[]", "argv", lambda x: type(x) is str),
-                   rows.text(torch, "torch"), rows.text(python, "python"), rows.real(started, "started"),
-                   rows.real(finished, "finished"), rows.integer(status, "exit_status", null=True),
-                   rows.text(error, "error"), bool(rows.integer(quit, "quit", null=True)), rows.text(how, "how"),
-                   rows.text(per_node, "per_node"))
+def open_recording(path: str) -> "Recording":
+    """Open `path` for replay or export, or raise TargetError with a one-line reason."""
+    if not os.path.exists(path):
+        raise TargetError("no such file")
+    if os.path.isdir(path):
+        raise TargetError("it is a directory")
+    try:
+        return Recording(path)
+    except schema.NotARecording as exc:
+        raise TargetError(str(exc)) from None

@@ -21,22 +21,24 @@ from dataclasses import dataclass
 import networkx as nx
 
 from gradtui.model import events as ev
+from gradtui.model import breakpoint_commands
 from gradtui.model.breakpoints import Breakpoint, Breakpoints, matches_grads
 from gradtui.model.commands import (
-    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, Help, ListBreakpoints, Print,
-    Quit, Scale, SetGrad, Step, Why, Zero,
+    Break, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints, Print, Quit,
+    ShowPass, Step, parse,
 )
-from gradtui.model.flowtext import format_flow
 from gradtui.model.nodes import node_title
 from gradtui.model.stats import any_nonfinite, format_grads
-from gradtui.record.reader import NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, ran_in_order
-from gradtui.record.replay_commands import REPLAY_HELP, FlowOf, ShowPass, open_recording, parse_replay, ranges
+from gradtui.record.reader import (
+    NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
+)
+from gradtui.record.replay_text import (
+    READ_ONLY, REPLAY_HELP, flow_text, no_nodes, recorded_hits, refusal,
+)
 from gradtui.record.story import nodes_ran, pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo
 
-__all__ = ["READ_ONLY", "ReplayTarget", "ShowPass", "open_recording", "parse_replay"]
-
-READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
+__all__ = ["READ_ONLY", "ReplayTarget", "open_recording"]
 
 FIGURE_POINTS = 512
 """Passes `figures()` reads, evenly spread, and as many first non-finite ones (the plots draw
@@ -123,7 +125,7 @@ class ReplayTarget:
         if self._over:
             return request
         try:
-            command = parse_replay(text)
+            command = parse(text)
         except CommandError as exc:
             self._queue.put_nowait([ev.CommandResult(text, str(exc), ok=False, request=request)])
             return request
@@ -252,44 +254,30 @@ class ReplayTarget:
                 if shown.phase == "after":
                     lines += format_grads(got.grad_inputs, "after")
                 return answer("\n".join(lines) or "no gradients recorded")
-            case Print():
-                return answer(f"{READ_ONLY}: print EXPR needs a live run (print alone shows the statistics)", False)
-            case Scale() | Zero() | Clip() | SetGrad():
-                return answer(f"{READ_ONLY}: edits need a live run", False)
-            case Why():
-                return answer(f"{READ_ONLY}: why needs the live script's variables", False)
             case FlowOf(index=index):
                 if self._pass(index) is None:
                     return answer(f"no pass {index} in this recording", False)
-                return answer(*self._flow_text(index))
+                return answer(*flow_text(self._rec, index))
             case Flow():
-                return answer(*self._flow_text(shown.info.index))
-            case Break(spec=spec):
-                bp = self.breakpoints.add(spec)
-                return [*answer(f"breakpoint {bp.number} at {bp.spec.text}"), self._breakpoints_changed()]
-            case Delete(number=number):
-                try:
-                    gone = self.breakpoints.delete(number)
-                except CommandError as exc:
-                    return answer(str(exc), False)
-                return [*answer("deleted " + (", ".join(str(b.number) for b in gone) if gone else "nothing")),
-                        self._breakpoints_changed()]
-            case ListBreakpoints():
-                return answer("\n".join(self._breakpoint_lines()))
+                return answer(*flow_text(self._rec, shown.info.index))
+            case Break() | Delete() | ListBreakpoints():
+                return self._breakpoint_command(command, answer)
             case Help():
                 return answer(REPLAY_HELP)
             case Quit():
                 return self._end(by_user=True)
             case _:
-                return answer(f"cannot run {command.text!r} in a replay", False)
+                return answer(refusal(command), False)
 
-    def _flow_text(self, index: int) -> tuple[str, bool]:
-        """Pass `index`'s recorded flow as `flow` prints it, and whether there was one."""
-        assert self._rec is not None
-        flow = self._rec.flow(index)
-        if not flow:
-            return f"no gradient flow recorded for pass {index}", False
-        return "\n".join([f"gradient flow after pass {index}:", *format_flow(flow)]), True
+    def _breakpoint_command(self, command: Command, answer) -> list[ev.Event]:
+        """`break`, `delete`, `breakpoints` on the replay's own breakpoints (the one handler)."""
+        try:
+            text = breakpoint_commands.answer(self.breakpoints, command, listing=lambda: recorded_hits(self._rec))
+        except CommandError as exc:
+            return answer(str(exc), False)
+        assert text is not None
+        changed = [self._breakpoints_changed()] if isinstance(command, breakpoint_commands.CHANGES) else []
+        return [*answer(text), *changed]
 
     def _pass_command(self, index: int, answer) -> list[ev.Event]:
         assert self._rec is not None
@@ -302,12 +290,7 @@ class ReplayTarget:
             return answer(f"no pass {index} in this recording" + (f" (passes {self._span.first}-{last})"
                                                                  if last is not None else ""), False)
         if not info.per_node or not self._rec.walk(index):
-            loss = ", ".join(f"{v:.6g}" for v in info.losses if v is not None) or "-"
-            norm = "-" if info.grad_norm is None else f"{info.grad_norm:.6g}"
-            listed = ranges(self._rec.with_nodes()) or "none"
-            return answer(f"pass {index} has no per-node data (loss {loss} · gradient norm {norm} · "
-                          f"non-finite {info.nonfinite}); passes with per-node data: {listed}; "
-                          f"its flow: flow {index}", False)
+            return answer(no_nodes(self._rec, info), False)
         # the pause shown is the answer's picture; the answer itself follows, so a client feeding
         # commands knows its command was answered (every command that does not resume gets one)
         return [*self._show(index, "pass"), *answer(f"showing pass {index}", True)]
@@ -386,11 +369,3 @@ class ReplayTarget:
 
     def _breakpoints_changed(self) -> ev.BreakpointsChanged:
         return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(b.number, b.spec.text, b.hits) for b in self.breakpoints))
-
-    def _breakpoint_lines(self) -> list[str]:
-        lines = [str(bp) for bp in self.breakpoints] or ["no breakpoints"]
-        hits = self._rec.hits() if self._rec is not None else []
-        if hits:
-            lines.append("recorded hits:")
-            lines += [f"  breakpoint {h['breakpoint']} ({h['spec']}) at pass {h['pass']} #{h['node']}" for h in hits]
-        return lines

@@ -27,7 +27,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 
 from gradtui.model import events as ev
 from gradtui.model.stats import Stats
@@ -140,7 +139,9 @@ class Recorder:
     """Writes a run's events into the SQLite database at `path` (see the module doc)."""
 
     def __init__(self, path: str, *, every: int | None = None, flight: int | None = None,
-                 argv: list[str] | None = None) -> None:
+                 argv: list[str] | None = None, torch_version: str | None = None) -> None:
+        """`torch_version`: the torch the run uses (None: the installed one's, read from its
+        package metadata: gradtui.record never imports torch)."""
         if every is not None and every < 1:
             raise ValueError("every must be at least 1")
         if flight is not None and flight < 1:
@@ -151,6 +152,7 @@ class Recorder:
         self.failed: str | None = None
         """The first write error, as one line; nothing more is written after it."""
         self._argv = argv
+        self._torch = torch_version if torch_version is not None else _installed("torch")
         self._pass: _Pass | None = None
         self._ring: deque[_Pass] = deque(maxlen=(flight or 1) - 1)  # with the pass a hit is in: K
         self._pending: list[tuple[str, list[tuple]]] = []
@@ -243,9 +245,9 @@ class Recorder:
                     self._pass.ran.append(event)
             case ev.PassStarted():
                 self._pass = _Pass(event, time.time())
-                self._last_pass = event.index
+                self._last_pass = event.pass_index
             case ev.PassPrints():
-                if self._pass is not None and self._pass.started.index == event.index:
+                if self._pass is not None and self._pass.started.pass_index == event.pass_index:
                     self._pass.prints = event.prints
             case ev.PassFinished():
                 self._pass_finished(event)
@@ -277,7 +279,7 @@ class Recorder:
                 self._write([("INSERT INTO run (id, script, argv, torch, python, started, per_node) "
                               "VALUES (1, ?, ?, ?, ?, ?, ?)",
                               [(event.path, json.dumps(self._argv if self._argv is not None else list(event.argv)),
-                                torch.__version__, platform.python_version(), self._t0, self._mode_text())])])
+                                self._torch, platform.python_version(), self._t0, self._mode_text())])])
             case ev.ScriptFinished():
                 if self.flight and (event.exit_status != 0 or event.quit or event.traceback):
                     self._dump_ring()
@@ -289,12 +291,12 @@ class Recorder:
     def _wants_nodes(self, started: ev.PassStarted) -> bool:
         if not started.recorded:
             return False
-        return self.every is None or started.index % self.every == 0
+        return self.every is None or started.pass_index % self.every == 0
 
     def _pass_finished(self, event: ev.PassFinished) -> None:
         flight = self._pass
         self._pass = None
-        if flight is None or flight.started.index != event.index:
+        if flight is None or flight.started.pass_index != event.pass_index:
             return
         started = flight.started
         wall = time.time() - flight.t0
@@ -317,19 +319,19 @@ class Recorder:
             "INSERT OR REPLACE INTO passes (idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, "
             "error, failed_node, started, wall, grad_norm, nonfinite, nested) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(event.index, started.call, started.call_text, started.call_site,
+            [(event.pass_index, started.call, started.call_text, started.call_site,
               json.dumps([_f(v) for v in started.losses]), int(started.recorded), int(per_node), event.total,
               event.done, event.error, event.node, flight.t0 - self._t0, wall, _f(total_norm), nonfinite,
               json.dumps(flight.nested) if flight.nested else None)]))
         work.append(("INSERT INTO flow (pass, rank, name, node, shape, grad_norm, weight_norm, ratio, nonfinite) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     [(event.index, rank, r.name, r.node, _list(tuple(r.shape)), _f(r.grad_norm), _f(r.weight_norm),
+                     [(event.pass_index, rank, r.name, r.node, _list(tuple(r.shape)), _f(r.grad_norm), _f(r.weight_norm),
                        _f(r.ratio), r.nonfinite) for rank, r in enumerate(event.flow)]))
         self._write(work)
 
     def _node_work(self, flight: _Pass) -> list[tuple[str, list[tuple]]]:
         """The `nodes` and `grads` rows of a pass."""
-        index = flight.started.index
+        index = flight.started.pass_index
         order: dict[int, int] = {}
         grads: list[tuple] = []
         for ran in flight.ran:
@@ -352,7 +354,17 @@ class Recorder:
         while self._ring:
             kept = self._ring.popleft()
             work += self._node_work(kept)
-            indexes.append((kept.started.index,))
+            indexes.append((kept.started.pass_index,))
         if indexes:
             work.append(("UPDATE passes SET per_node = 1 WHERE idx = ?", indexes))
         self._write(work)
+
+
+def _installed(package: str) -> str | None:
+    """The installed version of `package` from its metadata (no import), or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None

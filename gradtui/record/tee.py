@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from gradtui.model import events as ev
+from gradtui.model.lines import LineSplitter
 
 
 class LineTee:
@@ -29,7 +30,7 @@ class LineTee:
         self._stream = stream
         self._name = name
         self._emit = emit
-        self._pending = ""
+        self._lines = LineSplitter(name)
         self._lock = threading.RLock()
         """Lines are handed on in the order written, from any thread (re-entrant: should the
         recorder's work ever print, that line joins the pending text)."""
@@ -41,11 +42,8 @@ class LineTee:
         """Write through, then hand on the lines `text` completed."""
         written = self._stream.write(text)
         with self._lock:
-            self._pending += text
-            if "\n" not in self._pending:
-                return written
-            complete, _, self._pending = self._pending.rpartition("\n")
-            self._emit(ev.Output(self._name, complete + "\n"))  # type: ignore[arg-type]
+            if (lines := self._lines.feed(text)) is not None:
+                self._emit(lines)
         return written
 
     def writelines(self, lines) -> None:
@@ -60,9 +58,8 @@ class LineTee:
     def end(self) -> None:
         """Hand on the last partial line, if any."""
         with self._lock:
-            rest, self._pending = self._pending, ""
-            if rest:
-                self._emit(ev.Output(self._name, rest))  # type: ignore[arg-type]
+            if (rest := self._lines.end()) is not None:
+                self._emit(rest)
 
 
 class TeedStreams:

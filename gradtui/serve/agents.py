@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gradtui.agent.runtime import AgentEntry, running_agents, runtime_dir
+from gradtui.wire.runtime import AgentEntry, running_agents, runtime_dir
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 
 from textual import events
 
-from gradtui.agent.runtime import parse_address
-from gradtui.agent.runtime import running_agents
+from gradtui.wire.runtime import parse_address
+from gradtui.wire.runtime import running_agents
 from gradtui.model import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.wire.client import RemoteTarget
@@ -63,10 +63,10 @@ class TabApp(GradtuiApp):
 
     async def on_unmount(self, event: events.Unmount) -> None:
         """Detach (GradtuiApp's own handler, which stops the target, is not run)."""
-        if self.finished.is_set() or self.quitting:
+        if self.link.finished.is_set() or self.link.quitting:
             return  # ended, or `q`: GradtuiApp's handler has nothing left to do
         event.prevent_default()
-        self.quitting = True
+        self.link.quitting = True
         try:
             await asyncio.wait_for(self.target.detach(), DETACH_TIMEOUT)
         except (asyncio.TimeoutError, OSError):

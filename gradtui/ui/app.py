@@ -4,58 +4,64 @@ turns keys and the command bar into command lines.
 The script runs elsewhere: in a child agent process the app starts (`gradtui script.py`), in
 an agent it attached to (`gradtui attach`), or nowhere (a recording). The app never reads a
 session: the events say what happened (pauses, breakpoints, the script's end), `submit`
-sends commands, and `quit` stops the target. The event loop never blocks: events arrive in
-batches from an async worker that reads the target (`gradtui.ui.client`, which also sends
-the commands and stops the target; `run_app` is there too, re-exported here).
+sends commands, and `quit` stops the target. The event loop never blocks.
+
+The app owns its parts: `link` (gradtui.ui.client) reads the target on a worker and posts each
+batch of events as a message, which the app folds into `state` (gradtui.ui.state, every piece of
+UI state); `flush` publishes what the state changed in the `changes` reactive, which the widgets
+watch (the node list, the header; the app's own watcher writes the output pane's notes). `nav`
+moves the view, `sizer` sizes the panes, `transcript` says gradtui's own lines. `run_app` is in
+gradtui.ui.run.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
+import itertools
 import os
 from collections.abc import Iterable
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
-from textual.css.query import NoMatches
+from textual.reactive import var
 from textual.screen import Screen
-from textual.widget import Widget
+from textual.timer import Timer
 from textual.widgets import Footer
 
-from gradtui.model import events as ev
-from gradtui.model.breakpoints import parse_spec
-from gradtui.model.report import Report
-from gradtui.model.dist_events import RanksChanged
 from gradtui.clients.feeder import CommandFeeder
+from gradtui.model import events as ev
+from gradtui.model.commands import CommandError, Detach, Quit, parse
+from gradtui.model.dist_events import RanksChanged
+from gradtui.model.events import QUIT_STATUS
 from gradtui.model.options import RunOptions
+from gradtui.model.report import Report
 from gradtui.ui import keys
-from gradtui.ui.layout import PaneSizes
-from gradtui.ui.actions import NavigationActions
-from gradtui.ui.client import ERROR_STYLE, NOTE_STYLE, TargetClient, run_app
-from gradtui.ui.screens.flow import FlowScreen
-from gradtui.ui.screens.help import HelpScreen
+from gradtui.ui.changes import Changes
+from gradtui.ui.client import TargetLink
+from gradtui.ui.leaving import Leaving
+from gradtui.ui.navigation import Navigator
+from gradtui.ui.screens.debugger import DebuggerScreen
 from gradtui.ui.screens.leave import LeaveScreen
-from gradtui.ui.screens.prompt import PromptScreen
-from gradtui.ui.search import NodeIndex, NodeProvider
-from gradtui.ui.state import Change, UIState
+from gradtui.ui.screens.source import SourceScreen
+from gradtui.ui.search import NodeProvider
+from gradtui.ui.sizing import PaneSizer
+from gradtui.ui.state import UIState
 from gradtui.ui.theme import DEFAULT_THEME, GRADTUI_THEME
+from gradtui.ui.transcript import Transcript
 from gradtui.ui.tty import size_from_the_terminal
-from gradtui.ui.widgets.body import BodyPane
 from gradtui.ui.widgets.column import LeftColumn
-from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
+from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.detail import DetailPane
-from gradtui.ui.widgets.graph_view import WHOLE_LIMIT, GraphPane
+from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.header import GradHeader
-from gradtui.ui.widgets.ranks import RankStrip
 from gradtui.ui.widgets.node_list import NodeList
-from gradtui.ui.widgets.node_rows import Marker
-from gradtui.ui.widgets.output_log import OutputLog
+from gradtui.ui.widgets.output_log import ERROR_STYLE, NOTE_STYLE, STREAM_STYLE, OutputLog
+from gradtui.ui.widgets.ranks import RankStrip
 from gradtui.wire.child import ChildTarget
 from gradtui.wire.target import DebugTarget
 
-__all__ = ["GradtuiApp", "run_app"]
+__all__ = ["GradtuiApp"]
 
 WIDE = 160
 """From this terminal width on, the detail and graph panes sit side by side."""
@@ -67,16 +73,30 @@ SHORT = 32
 """Below this terminal height (or width NARROW) the layout is the 80x24 one: the detail pane
 puts the node's source line beside its labels, the graph pane keeps to its neighbours."""
 
-class GradtuiApp(TargetClient, NavigationActions, App[int]):
+RUNNING_DRAW = 0.1
+"""Seconds a batch that only says the engine runs (Resumed, Progress, NodeRan) waits to be drawn:
+a step's pause comes a millisecond later and is drawn in the same frame (a frame between cost
+~30 ms, and a layout ~70 ms when the node just run, taller with its outgoing gradients, was
+drawn before the next one)."""
+
+RUNNING = (ev.Resumed, ev.Progress, ev.NodeRan)
+"""Events that say only that the engine runs: a batch of nothing else is drawn a little later
+(`flush_soon`), with the pause that usually follows; a long `continue` is drawn ten times a second."""
+
+
+class GradtuiApp(App[int]):
     """Debug the backward passes of one script (see module doc)."""
 
     CSS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gradtui.tcss")
     COMMANDS = App.COMMANDS | {NodeProvider}
     """The palette finds nodes (op, label, module, source line) as well as actions and themes."""
     TITLE = "gradtui"
-    BINDINGS = keys.bindings()
+    BINDINGS = keys.bindings(of_app=True)
     ALLOW_IN_MAXIMIZED_VIEW = "GradHeader, CommandBar, Footer"
     """A zoomed pane keeps the header, the command bar and the keys around it."""
+
+    changes: var[Changes | None] = var(None, always_update=True, init=False)
+    """What the UI state changed at the last draw (`flush`): the widgets watch it and redraw their part."""
 
     def __init__(self, script: str | None = None, args: Iterable[str] = (), commands: Iterable[str] = (),
                  report: Report | None = None, record_all: bool = False, *,
@@ -105,29 +125,27 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         self.state = UIState(os.path.basename(self.script_path))
         self.report = report
         self.feeder = CommandFeeder(list(commands))
-        self.breakpoints: tuple[ev.BreakpointInfo, ...] = ()
-        """The target's breakpoints, as its last BreakpointsChanged said."""
-        self.finished = asyncio.Event()
-        """Set once the target has ended (the script's ScriptFinished, or the agent gone)."""
-        self.quitting = False
-        self.find_query = ""
-        self.find_ranked: list[int] = []
-        """The nodes the last find matched, best first (`N` steps through them)."""
-        self._node_index: NodeIndex | None = None
-        self._pending: Change | None = None
-        """Changes folded and not drawn yet (see `flush`)."""
-        self._echoed: str | None = None
-        """The command line last echoed to the output pane whose answer has not come yet."""
-        self.exit_status = 0
-        """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
+        self.link = TargetLink(target, self)
+        self.nav = Navigator(self, self.state, self.link, send=self.send, draw=self.flush,
+                             home=os.path.dirname(self.script_path))
+        self.sizer = PaneSizer(self, self.state.sizes)
+        self.transcript = Transcript(self)
+        self.leaving = Leaving(self, self.link)
+        self.debugger = DebuggerScreen(self.nav, self.sizer, echo=self.transcript.echo, detach=self.leaving.detach,
+                                       id="_default")
+        """The first screen, which the panes of `compose` are on."""
         self.passes_first = passes_first
         """Open on the passes view when the target's passes are in (cleared once it is open)."""
-        self.breakpoints_off: list[str] = []
-        """Breakpoints turned off in the breakpoints pane: their specs (the target deleted them)."""
-        self.sizes = PaneSizes()
-        """The user's moves of the panes' edges (`<` `>` `-` `+`, a drag)."""
-        self._bar_from: Widget | None = None
-        """The pane `:` left for the command bar: enter or escape goes back to it."""
+        self._flush_timer: Timer | None = None
+
+    @property
+    def exit_status(self) -> int:
+        """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
+        return self.link.exit_status
+
+    def get_default_screen(self) -> Screen:
+        """The debugger's screen: its keys and its panes."""
+        return self.debugger
 
     def run(self, *args, **kwargs) -> int | None:  # type: ignore[override]
         """Run in the terminal, sized by it, not by COLUMNS / LINES (gradtui.ui.tty)."""
@@ -138,7 +156,7 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
 
     def compose(self) -> ComposeResult:
         """Header, node list + output on the left, detail + graph on the right, command bar, footer."""
-        yield GradHeader(id="header")
+        yield GradHeader(self.state, id="header")
         with Horizontal(id="main"):
             with LeftColumn(id="left"):
                 yield NodeList(self.state, id="nodes", classes="pane")
@@ -154,21 +172,25 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         Textual, the app) that live as long as the process: each full collection walked them
         (0.5 s of a step; decoding a 10,000-node pass took twice as long). `on_unmount` thaws."""
         gc.freeze()
-        header = self.query_one(GradHeader)
-        header.script = self.state.script_name
         self.query_one("#nodes").border_title = "nodes"
         self.query_one("#output").border_title = "output"
         self.query_one(DetailPane).show(None)
         self.query_one(GraphPane).show(None)
         self.query_one(NodeList).focus()
-        self.watch(self.screen, "maximized", self.zoom_changed, init=False)
+        self.watch(self.screen, "maximized", self.nav.zoom_changed, init=False)
         if self.theme_problem:
-            self._write_output(self.theme_problem, ERROR_STYLE)
-        self.run_worker(self._pump(), name="gradtui-target", group="target", exit_on_error=False)
+            self.transcript.write(self.theme_problem, ERROR_STYLE)
+        # Not when opening on the passes view: the debugger is then laid out when first shown,
+        # and its panes redraw at their widths (on_resize).
+        self.run_worker(self.link.read(first_after_layout=not self.passes_first), name="gradtui-target",
+                        group="target", exit_on_error=False)
 
-    def on_unmount(self) -> None:
-        """Thaw what `on_mount` froze, for the next app a test process runs (TargetClient's stops the target)."""
+    async def on_unmount(self) -> None:
+        """Thaw what `on_mount` froze, for the next app a test process runs; however the app
+        ends, the target must not be left running (a child agent is stopped)."""
         gc.unfreeze()
+        if not self.link.finished.is_set() and not self.link.quitting:
+            await self.link.stop()
 
     def on_resize(self, event: events.Resize) -> None:
         """Side by side detail and graph on wide terminals; a compact footer on narrow ones.
@@ -183,242 +205,173 @@ class GradtuiApp(TargetClient, NavigationActions, App[int]):
         footer = self.query_one(Footer)
         footer.compact = width < NARROW
         footer.show_command_palette = width >= NARROW
-        self.size_panes(width)
+        self.sizer.size(width)
 
-    # ---- engine events -------------------------------------------------------------------
+    # ---- the target's events -------------------------------------------------------------
 
-    def _on_engine_event(self, event: ev.Event) -> None:
-        """Fold one event into the state; its redraw is merged with the next ones' (`flush`)
-        until something must be drawn in order: an answer, a command fed, the script's end."""
+    def on_source_screen_break_requested(self, message: SourceScreen.BreakRequested) -> None:
+        """b in the source view (a screen of its own, whose messages come to the app): a breakpoint there."""
+        self.nav.break_at(message.path, message.line)
+
+    def on_target_link_started(self, message: TargetLink.Started) -> None:
+        """The target is up: a recording's figures of every pass go to the plots."""
+        if message.figures is not None:
+            self.state.series.load(message.figures)
+
+    def on_target_link_failed(self, message: TargetLink.Failed) -> None:
+        """The target could not be started: say why."""
+        self.transcript.failed(message.reason)
+
+    def on_target_link_batch(self, message: TargetLink.Batch) -> None:
+        """A batch of the target's events: fold it in. Once a replay's passes and its landing (the
+        pause at its stop, or its end) are in, open on its passes: the cursor on the stop's pass."""
+        try:
+            self.apply_batch(message.events)
+        finally:
+            message.applied.set()
+        landed = self.state.paused is not None or self.state.script_over
+        if self.passes_first and self.state.summaries and landed:  # the story and its stop are in
+            self.passes_first = False
+            self.nav.passes()
+
+    def apply_batch(self, batch: list[ev.Event]) -> None:
+        """Apply a batch of events in order: runs of NodeRan and of Output at once each; the
+        panes are drawn once, at the end (or before what must be drawn in order: output, answers)."""
+        for kind, run in itertools.groupby(batch, type):
+            events_ = list(run)
+            try:
+                if self.report is not None:
+                    for event in events_:
+                        self.report(event)
+                if kind is ev.NodeRan:  # drawn with the rest of the batch (a step's Paused follows)
+                    self.state.apply_ran(events_)  # type: ignore[arg-type]
+                elif kind is ev.Output:
+                    self.flush()
+                    self.query_one(OutputLog).write_streams(
+                        ("".join(e.text for e in lines), STREAM_STYLE[stream])
+                        for stream, lines in itertools.groupby(events_, lambda e: e.stream))
+                else:
+                    for event in events_:
+                        self._apply_event(event)
+            except Exception as exc:  # noqa: BLE001 - a UI bug must not end the debugging session
+                self.transcript.ui_error(exc)
+        try:
+            if all(isinstance(event, RUNNING) for event in batch):
+                self.flush_soon()  # a step's pause follows at once: one frame for both
+            else:
+                self.flush()
+        except Exception as exc:  # noqa: BLE001
+            self.transcript.ui_error(exc)
+
+    def _apply_event(self, event: ev.Event) -> None:
+        """Fold one event into the state; it is drawn with the next ones (`flush`) unless
+        something must be drawn in order: an answer, a command fed, the script's end."""
         due = self.feeder.due(event)
-        if isinstance(event, ev.CommandResult):
-            self.flush()
-            self._show_result(event)
-        elif isinstance(event, RanksChanged):  # a torchrun job: the rank strip, under the header
-            strips = self.query(RankStrip)
-            strip = strips.first() if strips else RankStrip(id="ranks")
-            if not strips:
-                self.mount(strip, after=self.query_one(GradHeader))
-            strip.update_ranks(event)
-        elif isinstance(event, ev.BreakpointsChanged):
-            self.breakpoints = event.breakpoints
-            nodes = self.query_one(NodeList)
-            nodes.breakpoints = tuple(Marker(b.number, parse_spec(b.spec)) for b in event.breakpoints)
-            nodes.refresh_visible()
-        else:
-            self._fold(self.state.apply(event))
-            if isinstance(event, ev.ScriptFinished):
+        match event:
+            case ev.CommandResult():
+                self.flush()
+                self.transcript.result(event)
+            case RanksChanged():  # a torchrun job: the rank strip, under the header
+                strips = self.query(RankStrip)
+                strip = strips.first() if strips else RankStrip(id="ranks")
+                if not strips:
+                    self.mount(strip, after=self.query_one(GradHeader))
+                strip.update_ranks(event)
+            case ev.ScriptFinished():
+                self.state.apply(event)
                 self.flush()
                 self._script_finished(event)
+            case _:
+                self.state.apply(event)
         if due:
             self.flush()
-            self._feed_command()
+            text = self.feeder.pop()  # the next -c/-x command, one per pause or answer (as headless does)
+            if text is not None:
+                self.transcript.echo(text)
+                self.feeder.sent(self.send(text))
 
-    def _redraw(self, change: Change) -> None:
-        nodes = self.query_one(NodeList)
-        if change.log:
-            self._write_output("\n".join(change.log), NOTE_STYLE)
-        if change.header:
-            self._update_header()
-        if change.new_pass:
-            self._title_nodes()
-            nodes.reset()
-            self.size_panes()
-            self.query_one(CommandBar).clear_error()
-            self._show_selected(nodes.selected)  # every pane follows the pass shown, even an empty one
-        elif change.rows:
-            nodes.refresh_nodes(change.rows)
-        if change.paused and self.state.current is not None:
-            nodes.select_node(self.state.current)  # the Selected message redraws the panes
-        elif change.rows or change.finished:
-            selected = nodes.selected
-            view = self.state.view
-            if selected is None or view is None:
-                self._show_selected(selected)
-            elif change.finished or selected in change.rows or view.finished:
-                self._show_selected(selected)
-            elif view.total <= WHOLE_LIMIT or change.rows & {*view.graph.successors(selected),
-                                                             *view.graph.predecessors(selected)}:
-                self.query_one(GraphPane).show(selected)
+    def flush_soon(self) -> None:
+        """Draw what the state changed within RUNNING_DRAW (with whatever comes by then)."""
+        if self._flush_timer is None:
+            self._flush_timer = self.set_timer(RUNNING_DRAW, self.flush)
 
-    def _title_nodes(self) -> None:
-        nodes, view = self.query_one(NodeList), self.state.view
-        if view is None:
-            return
-        # short enough for the 34-column list at 80x24 (engine order is the default: unsaid)
-        nodes.border_title = (f"by module · pass {view.index} · {view.total}" if nodes.by_module
-                              else f"pass {view.index} · {view.total} nodes")
-        if not view.recorded:
-            nodes.border_title = f"nodes · pass {view.index} ran unhooked"
-        nodes.border_subtitle = "nodes · grad leaving" if nodes.by_module and view.recorded else ""
+    def flush(self) -> None:
+        """Draw what the state changed since the last draw: publish it in `changes`, which the
+        widgets watch."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        changes = self.state.take_changes()
+        if changes is not None:
+            self.changes = changes
 
-    def _update_header(self) -> None:
-        state, header = self.state, self.query_one(GradHeader)
-        view = state.view
-        if view is not None:
-            header.pass_text = state.pass_text()
-            header.pass_parts = state.pass_parts()
-            done, total = state.progress if state.browsed is None else (view.done, view.total)
-            header.progress = f"{done}/{total} ran" if view.recorded else ""
-        header.status = state.status
-        header.status_text = state.status_text()
-        header.status_short = state.status_short()
+    def watch_changes(self, changes: Changes) -> None:
+        """The state's lines for the output pane (a nested backward)."""
+        if changes.log:
+            self.transcript.write("\n".join(changes.log), NOTE_STYLE)
 
-    def _show_selected(self, node: int | None) -> None:
+    def _script_finished(self, event: ev.ScriptFinished) -> None:
+        self.link.exit_status = QUIT_STATUS if event.quit or self.link.quitting else event.exit_status
+        self.transcript.script_finished(event, os.path.dirname(self.script_path))
+        view, nodes = self.state.view, self.query_one(NodeList)
+        if view is not None and view.failed_node is not None:
+            nodes.select_node(view.failed_node)
+        self.debugger.show_selected(nodes.selected)
+        self.refresh_bindings()  # the footer drops the keys that drove the script
+
+    # ---- commands --------------------------------------------------------------------------
+
+    def send(self, text: str) -> int | None:
+        """Send a command line to the target (the answer comes back as an event); its request id.
+
+        A line the UI answers itself (`pass N` of a live run) is answered with a CommandResult of
+        no request id, as the target would, so the -c/-x feeder goes on after it."""
+        self.query_one(CommandBar).clear_error()  # a new command: an older refusal is stale
+        answer = self.nav.pass_command(text)
+        if answer is not None:
+            self._apply_event(answer)
+            return None
         try:
-            nodes, detail, graph = self.query_one(NodeList), self.query_one(DetailPane), self.query_one(GraphPane)
-        except NoMatches:  # a selection still queued when the app closed and removed its panes
-            return
-        tree, path = nodes.tree, nodes.selected_module
-        if node is None and tree is not None and path is not None:
-            detail.show_module(tree, path)
-            graph.show_module(path)
-            return
-        detail.show(node)
-        graph.show(node)
+            command = parse(text)
+        except CommandError:
+            command = None  # the agent answers with the parse error
+        match command:
+            case Quit():
+                self.call_later(self.action_quit)  # run_action is a coroutine: called here it never ran
+            case Detach():
+                self.call_later(self.leaving.detach)
+            case _ if self.link.finished.is_set() or self.state.script_over:
+                self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
+            case _:
+                return self.link.submit(text)
+        return None
 
-    def on_node_list_selected(self, message: NodeList.Selected) -> None:
-        """The selection moved: show that node (a refusal shown before is stale now)."""
-        self.query_one(CommandBar).clear_error()
-        self._show_selected(message.node)
-
-    def on_body_pane_node_clicked(self, message: BodyPane.NodeClicked) -> None:
-        """A node reference clicked in the detail or graph pane: select that node."""
-        self.query_one(NodeList).select_node(message.node)
-
-    def on_node_list_module_selected(self, message: NodeList.ModuleSelected) -> None:
-        """The selection moved to a module row: sum it up in the detail pane."""
-        self._show_selected(None)
-
-    def on_command_bar_submitted(self, message: CommandBar.Submitted) -> None:
-        """A line typed in the command bar: run it and go back to the node list (like vim's `:`)."""
-        self._echo(message.text)
-        self._leave_bar()
-        self.send(message.text)
-
-    def on_history_input_leave(self, message: HistoryInput.Leave) -> None:
-        """Escape in the command bar: back to the pane it was entered from."""
-        self._leave_bar()
-
-    def _leave_bar(self) -> None:
-        back, self._bar_from = self._bar_from, None
-        (back if back is not None and back.is_attached else self.query_one(NodeList)).focus()
-
-    # ---- actions (keys, palette) ---------------------------------------------------------
+    # ---- the app's own actions, and its end ------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Engine keys do nothing while a modal screen (help, prompt, flow, passes, the palette)
-        is open: the key goes to that screen (a `:` typed in the palette is text).
-        Once the script has ended, the keys that drive it are gone from the footer (and do nothing):
-        the footer shows what can be done now."""
-        if (action in keys.ENGINE_ACTIONS or action == "quit" and isinstance(self.screen, LeaveScreen)) \
-                and self.screen is not self.screen_stack[0]:
-            return False  # (q in the leave question is its own: stop the script)
-        if action in keys.LIVE_ACTIONS and (self.state.script_over or self.finished.is_set()):
-            return False
-        return True
-
-    def action_step(self) -> None:
-        """Run the paused node; pause before the next one."""
-        self.send("step")
-
-    def action_cont(self) -> None:
-        """Run until a breakpoint hits or the script ends."""
-        self.send("continue")
-
-    def action_finish(self) -> None:
-        """Run to the end of this pass."""
-        self.send("finish")
-
-    def action_zero(self) -> None:
-        """Zero the incoming gradient."""
-        self.send("zero")
-
-    def action_print(self) -> None:
-        """Statistics of the incoming gradient."""
-        self.send("print")
-
-    def action_toggle_break(self) -> None:
-        """Add, or delete, a breakpoint `#ID` on the selected node."""
-        node = self.query_one(NodeList).selected
-        if node is None:
-            self.query_one(CommandBar).answer("no node selected", ok=False)
-            return
-        existing = next((b for b in self.breakpoints if b.spec == f"#{node}"), None)
-        self.send(f"delete {existing.number}" if existing else f"break #{node}")
-
-    def action_scale(self) -> None:
-        """Ask for a factor; scale the incoming gradient by it."""
-        self.push_screen(PromptScreen("scale the incoming gradient by", placeholder="0.5"),
-                         lambda value: value and self.send(f"scale {value}"))
-
-    def action_edit(self) -> None:
-        """Ask for an expression of g; replace the incoming gradient by it."""
-        self.push_screen(PromptScreen("replace the incoming gradient g by",
-                                      placeholder="an expression of g: g.clamp(-1, 1), g * 0, torch.ones(3)",
-                                      hint="g is the gradient, torch is torch · same shape, dtype, device"),
-                         lambda value: value and self.send(f"set {value}"))
-
-    def action_goto_current(self) -> None:
-        """Select the node the engine is paused at."""
-        if self.state.current is None:
-            self.query_one(CommandBar).answer("not paused", ok=False)
-            return
-        self.query_one(NodeList).select_node(self.state.current)
-
-    def action_modules(self) -> None:
-        """Switch the node list between engine order and the module tree."""
-        nodes = self.query_one(NodeList)
-        nodes.toggle_modules()
-        self._title_nodes()
-
-    def action_flow(self) -> None:
-        """Open the gradient flow table of the pass on screen, or of the last ended pass while it runs."""
-        if self.state.view is None:
-            self.query_one(CommandBar).answer("no pass yet", ok=False)
-            return
-        self.push_screen(FlowScreen(*self.state.flow_to_show()))
-
-    def action_older_pass(self) -> None:
-        """Show the previous pass kept."""
-        self._browse(-1)
-
-    def action_newer_pass(self) -> None:
-        """Show the next pass kept (the live one last)."""
-        self._browse(1)
-
-    def _browse(self, delta: int) -> None:
-        change = self.state.browse(delta)
-        if change is None:
-            views = self.state.views
-            if not views:
-                self.query_one(CommandBar).answer("no pass yet", ok=False)
-                return
-            edge = f"pass {views[0].index} is the oldest kept" if delta < 0 else f"pass {views[-1].index} is the live one"
-            self.query_one(CommandBar).answer(f"no {'older' if delta < 0 else 'newer'} pass: {edge}", ok=False)
-            return
-        self._redraw(change)
-        if self.state.current is not None:
-            self.query_one(NodeList).select_node(self.state.current)
-
-    def action_command(self) -> None:
-        """Focus the command bar, at once: `Widget.focus` defers it, so in a real terminal the
-        keys typed right after `:` (`:why x` pasted or typed fast) had gone to the node list's
-        queue and were lost. `:` is a priority binding, so in the bar itself it is text."""
-        bar = self.query_one(CommandBar).input
-        if bar.has_focus:
-            bar.insert_text_at_cursor(":")
-            return
-        self._bar_from = self.screen.focused
-        self.screen.set_focus(bar)
-
-    def action_help(self) -> None:
-        """Show every key and command."""
-        self.push_screen(HelpScreen())
+        """`q` in the leave question is its own (stop the script), not the app's."""
+        return not (action == "quit" and isinstance(self.screen, LeaveScreen))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette: every gradtui action once, then Textual's own but those it replaces."""
-        yield from keys.palette_commands(self.run_action)
+        yield from keys.palette_commands(
+            lambda action: self.run_action(action, self if action in keys.APP_ACTIONS else self.debugger))
         for command in super().get_system_commands(screen):
             if command.title not in keys.REPLACED_COMMANDS:
                 yield command
+
+    def action_focus_next(self) -> None:
+        """tab: the next pane; the command bar is left out (`:` enters it, keys there are text)."""
+        self.nav.cycle(1)
+
+    def action_focus_previous(self) -> None:
+        """shift+tab: the previous pane."""
+        self.nav.cycle(-1)
+
+    async def action_quit(self) -> None:
+        """Stop the script and leave; attached, first say so and offer to detach instead."""
+        await self.leaving.quit()
+
+    def on_signal(self, signum: int) -> None:
+        """SIGINT, SIGTERM or SIGHUP to the UI (`run_app`): stop the target and leave."""
+        self.leaving.signalled()

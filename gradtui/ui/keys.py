@@ -101,9 +101,15 @@ DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?", "left_square_bracke
            "right_square_bracket": "]", "less_than_sign": "<", "greater_than_sign": ">", "minus": "-", "plus": "+"}
 
 
-def bindings() -> list[Binding]:
-    """The app's bindings, made from KEYS."""
-    return [Binding(k.keys, k.action, k.short, show=k.footer, priority=k.priority) for k in KEYS]
+APP_ACTIONS = frozenset({"quit"})
+"""Actions of the app itself, which act under any screen; the others are the debugger screen's,
+so a modal screen (help, a prompt, the flow, the passes, the palette) gets those keys itself."""
+
+
+def bindings(of_app: bool) -> list[Binding]:
+    """The app's bindings (`of_app`) or the debugger screen's, made from KEYS."""
+    return [Binding(k.keys, k.action, k.short, show=k.footer, priority=k.priority)
+            for k in KEYS if (k.action in APP_ACTIONS) == of_app]
 
 
 def palette_entry(key: Key) -> tuple[str, str]:
@@ -120,13 +126,6 @@ def display(key: Key) -> str:
     """How a key is written for people: `/` rather than `slash`."""
     return DISPLAY.get(key.keys, key.keys)
 
-
-ENGINE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print",
-                            "find", "find_next", "goto_current", "command", "help", "modules", "flow",
-                            "older_pass", "newer_pass", "up", "down", "passes", "zoom", "zoom_output", "detach",
-                            "narrower", "wider", "graph_narrower", "graph_wider", "breakpoints", "source",
-                            "variables"})
-"""Actions that make no sense while a modal screen (help, prompt, flow) is open."""
 
 LIVE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print", "detach"})
 """Actions that drive a running script: none once it has ended (the footer drops them)."""

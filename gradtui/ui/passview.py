@@ -72,7 +72,7 @@ class PassView:
         order = engine_order(event.graph)
         seen = set(order)
         order += [n for n in event.graph.nodes if n not in seen]  # defensive: never lose a node
-        return cls(event.index, event.call, event.call_text, event.call_site, event.graph, order,
+        return cls(event.pass_index, event.call, event.call_text, event.call_site, event.graph, order,
                    {node: i for i, node in enumerate(order)}, event.graph.number_of_nodes(),
                    losses=tuple(event.losses), recorded=event.recorded, size=event.nodes, kept=event.kept)
 

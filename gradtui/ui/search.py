@@ -64,7 +64,7 @@ class NodeIndex:
 
 
 class FindHost(Protocol):
-    """What the provider needs of the app."""
+    """What the provider needs of the app's navigator (gradtui.ui.navigation)."""
 
     def node_index(self) -> NodeIndex | None: ...
     def found(self, query: str, ranked: list[int], node: int) -> None: ...
@@ -83,7 +83,7 @@ class NodeProvider(Provider):
 
     async def search(self, query: str) -> Hits:
         """Every node whose text fuzzily matches `query`."""
-        host: FindHost = self.app  # type: ignore[assignment]
+        host: FindHost = self.app.nav  # type: ignore[attr-defined]  # GradtuiApp.nav
         index = host.node_index()
         if index is None or not query.strip():
             return
@@ -96,7 +96,7 @@ class NodeProvider(Provider):
 
     async def discover(self) -> Hits:
         """Before typing: the first nodes of the pass (the paused one first)."""
-        host: FindHost = self.app  # type: ignore[assignment]
+        host: FindHost = self.app.nav  # type: ignore[attr-defined]  # GradtuiApp.nav
         index = host.node_index()
         if index is None:
             return

@@ -1,8 +1,10 @@
-"""What the UI shows, as plain Python fed by engine events: no Textual, easy to test.
+"""Every piece of state the UI shows, as plain Python fed by engine events: no Textual, easy to test.
 
-`UIState.apply(event)` folds one engine event into the model and returns a `Change` that
-says what to redraw (which node rows, whether a new pass replaced the list, ...), so the
-widgets redraw only what changed.
+`UIState.apply(event)` folds one engine event into the model and returns the `Changes` it
+made (which node rows, whether a new pass replaced the list, ...); the state also gathers every
+change since the app last drew (`take_changes`), which the app publishes in a reactive that the
+widgets watch, so each redraws only what changed. The target's breakpoints, the ones turned off
+in the breakpoints pane, the last find and the user's pane sizes are here too.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from gradtui.model import events as ev
+from gradtui.model.breakpoints import Spec, parse_spec
 from gradtui.model.nodes import node_tags
 from gradtui.model.stats import any_nonfinite
+from gradtui.ui.changes import Changes
 from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary
 from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
+from gradtui.ui.layout import PaneSizes
 from gradtui.ui.series import PassSeries
 from gradtui.ui.fmt import remember_source
 
@@ -34,25 +39,19 @@ class HeaderPart(NamedTuple):
     drop: int
 
 
+class Marker(NamedTuple):
+    """A breakpoint as the node list marks it: its number and parsed spec."""
+
+    number: int
+    spec: Spec
+
+
 @dataclass
-class Change:
-    """What one event changed, so the app redraws only that."""
+class Find:
+    """The last find (`/`): its text and the nodes it matched, best first (`N` steps through them)."""
 
-    rows: set[int] = field(default_factory=set)
-    """Node ids whose rows (markers) changed."""
-    new_pass: bool = False
-    header: bool = False
-    paused: bool = False
-    """A pause began: jump the selection to the paused node."""
-    finished: bool = False
-    """The script ended."""
-    log: list[str] = field(default_factory=list)
-    """Lines for the output pane (a nested backward)."""
-
-    def merge(self, later: "Change") -> "Change":
-        """This change and a later one, drawn as one."""
-        return Change(self.rows | later.rows, self.new_pass or later.new_pass, self.header or later.header,
-                      self.paused or later.paused, self.finished or later.finished, self.log + later.log)
+    query: str = ""
+    ranked: list[int] = field(default_factory=list)
 
 
 class UIState:
@@ -90,6 +89,17 @@ class UIState:
         """Breakpoint number -> (pass index, node) of its last hit (the breakpoints pane's jump)."""
         self.last_flow: FlowSnapshot | None = None
         """The flow of the last pass that ended (kept whatever views are dropped)."""
+        self.breakpoints: tuple[ev.BreakpointInfo, ...] = ()
+        """The target's breakpoints, as its last BreakpointsChanged said."""
+        self.markers: tuple[Marker, ...] = ()
+        """The same, parsed, as the node list marks its rows by them."""
+        self.breakpoints_off: list[str] = []
+        """Breakpoints turned off in the breakpoints pane: their specs (the target deleted them)."""
+        self.find = Find()
+        self.sizes = PaneSizes()
+        """The user's moves of the panes' edges (`<` `>` `-` `+`, a drag)."""
+        self._unseen: Changes | None = None
+        """What changed since the app last took the changes to draw them."""
 
     @property
     def view(self) -> PassView | None:
@@ -109,26 +119,36 @@ class UIState:
         """Has the script ended (or been quit)?"""
         return self.status in ("finished", "failed", "quit")
 
-    def apply(self, event: ev.Event) -> Change:
-        """Fold one event into the model."""
+    def apply(self, event: ev.Event) -> Changes:
+        """Fold one event into the model; what it changed (also kept for `take_changes`)."""
         handler = getattr(self, f"_on_{type(event).__name__}", None)
-        change = handler(event) if handler is not None else Change()
+        change = handler(event) if handler is not None else Changes()
         if self.browsed is not None:
             change.rows.clear()  # they are rows of the live pass, not of the one on screen
-        return change
+        return self._note(change)
 
-    def apply_ran(self, events: list[ev.NodeRan]) -> Change:
+    def apply_ran(self, events: list[ev.NodeRan]) -> Changes:
         """Fold a batch of NodeRan events (the bridge batches them)."""
-        change = Change(header=True)
+        change = Changes(header=True)
         for event in events:
             change.rows |= self._on_NodeRan(event).rows
         if self.browsed is not None:
             change.rows.clear()
+        return self._note(change)
+
+    def _note(self, change: Changes) -> Changes:
+        self._unseen = change if self._unseen is None else self._unseen.merge(change)
         return change
+
+    def take_changes(self) -> Changes | None:
+        """Every change since the last call (None: nothing to draw): the app draws them at once
+        (a recording's story of a thousand passes is drawn once, not once a pass)."""
+        changes, self._unseen = self._unseen, None
+        return changes
 
     # ---- browsing earlier passes ---------------------------------------------------------
 
-    def browse(self, delta: int) -> Change | None:
+    def browse(self, delta: int) -> Changes | None:
         """Show the kept pass `delta` steps older (-1) or newer (+1); None if there is none."""
         view = self.view
         if view is None or not self.views:
@@ -143,22 +163,15 @@ class UIState:
                 return None
             target = kept[i]
         self.browsed = None if target is self.live else target
-        return Change(new_pass=True, header=True)
+        return self._note(Changes(new_pass=True, header=True))
 
-    def browse_to(self, index: int) -> Change | None:
+    def browse_to(self, index: int) -> Changes | None:
         """Show the kept pass of that index (the live one: back to live); None if not kept."""
         target = next((v for v in self.views if v.index == index), None)
         if target is None:
             return None
         self.browsed = None if target is self.live else target
-        return Change(new_pass=True, header=True)
-
-    def browse_live(self) -> Change | None:
-        """Back to the live pass; None if it is already shown."""
-        if self.browsed is None:
-            return None
-        self.browsed = None
-        return Change(new_pass=True, header=True)
+        return self._note(Changes(new_pass=True, header=True))
 
     def _keep(self, view: PassView) -> None:
         """Keep `view`; drop views past the bounds, those without per-node data first (a
@@ -192,47 +205,47 @@ class UIState:
 
     # ---- one handler per event type ------------------------------------------------------
 
-    def _on_ScriptStarted(self, event: ev.ScriptStarted) -> Change:
+    def _on_ScriptStarted(self, event: ev.ScriptStarted) -> Changes:
         self.status = "running"
-        return Change(header=True)
+        return Changes(header=True)
 
-    def _on_SourceText(self, event: ev.SourceText) -> Change:
+    def _on_SourceText(self, event: ev.SourceText) -> Changes:
         remember_source(event.path, event.lines)
-        return Change()
+        return Changes()
 
-    def _on_CallSiteVariables(self, event: ev.CallSiteVariables) -> Change:
+    def _on_CallSiteVariables(self, event: ev.CallSiteVariables) -> Changes:
         view = next((v for v in reversed(self.views) if v.index == event.pass_index), None)
         if view is not None:
             view.variables = event
-        return Change()
+        return Changes()
 
-    def _on_PassStarted(self, event: ev.PassStarted) -> Change:
-        if event.index < self.passes:  # a pass shown again (a recording's `pass N`): it replaces its old view
-            self.views = deque(v for v in self.views if v.index != event.index)
-            self.summaries = deque((s for s in self.summaries if s.index != event.index), maxlen=KEEP_SUMMARIES)
-            if self.browsed is not None and self.browsed.index == event.index:
+    def _on_PassStarted(self, event: ev.PassStarted) -> Changes:
+        if event.pass_index < self.passes:  # a pass shown again (a recording's `pass N`): it replaces its old view
+            self.views = deque(v for v in self.views if v.index != event.pass_index)
+            self.summaries = deque((s for s in self.summaries if s.index != event.pass_index), maxlen=KEEP_SUMMARIES)
+            if self.browsed is not None and self.browsed.index == event.pass_index:
                 self.browsed = None
-        self.series.started(event.index, tuple(event.losses))
+        self.series.started(event.pass_index, tuple(event.losses))
         self.live = PassView.from_event(event)
         self._keep(self.live)
         self.summaries.append(self.live.summary())
-        if len(self.summaries) > 1 and self.summaries[-2].index > event.index:
+        if len(self.summaries) > 1 and self.summaries[-2].index > event.pass_index:
             self.summaries = deque(sorted(self.summaries, key=lambda s: s.index), maxlen=KEEP_SUMMARIES)
-        self.passes = max(self.passes, event.index + 1)
+        self.passes = max(self.passes, event.pass_index + 1)
         self.paused = None
         self.status = "running"
         self.progress = (0, self.live.total)
-        return Change(new_pass=self.browsed is None, header=True)
+        return Changes(new_pass=self.browsed is None, header=True)
 
-    def _on_NestedPass(self, event: ev.NestedPass) -> Change:
+    def _on_NestedPass(self, event: ev.NestedPass) -> Changes:
         where = f" at {event.call_site}" if event.call_site else ""
-        return Change(log=[f"nested {event.call}{where} in pass {event.pass_index} from thread {event.thread}: "
+        return Changes(log=[f"nested {event.call}{where} in pass {event.pass_index} from thread {event.thread}: "
                            f"{event.nodes} nodes, ran unhooked"])
 
-    def _on_NodeRan(self, event: ev.NodeRan) -> Change:
+    def _on_NodeRan(self, event: ev.NodeRan) -> Changes:
         view = self.live
         if view is None or event.pass_index != view.index:
-            return Change()
+            return Changes()
         view.ran[event.node] = event.order
         view.done = max(view.done, event.order)
         view.incoming[event.node] = event.grad_outputs
@@ -240,11 +253,11 @@ class UIState:
         if any_nonfinite(event.grad_outputs) or any_nonfinite(event.grad_inputs):
             view.nonfinite.add(event.node)
         self.progress = (view.done, view.total)
-        return Change(rows={event.node}, header=True)
+        return Changes(rows={event.node}, header=True)
 
-    def _on_Paused(self, event: ev.Paused) -> Change:
+    def _on_Paused(self, event: ev.Paused) -> Changes:
         self.browsed = None  # a pause is always worth seeing: back to the live pass
-        change = Change(header=True, paused=True)
+        change = Changes(header=True, paused=True)
         previous = self.current
         if previous is not None:
             change.rows.add(previous)
@@ -266,28 +279,33 @@ class UIState:
         self.progress = (event.done, event.total)
         return change
 
-    def _on_BreakpointHit(self, event: ev.BreakpointHit) -> Change:
+    def _on_BreakpointHit(self, event: ev.BreakpointHit) -> Changes:
         self.hits[event.pass_index] = self.hits.get(event.pass_index, 0) + 1
         self.last_hits[event.number] = (event.pass_index, event.node)
-        return Change()
+        return Changes()
 
-    def _on_Resumed(self, event: ev.Resumed) -> Change:
-        change = Change(header=True)
+    def _on_BreakpointsChanged(self, event: ev.BreakpointsChanged) -> Changes:
+        self.breakpoints = event.breakpoints
+        self.markers = tuple(Marker(b.number, parse_spec(b.spec)) for b in event.breakpoints)
+        return Changes(breakpoints=True)
+
+    def _on_Resumed(self, event: ev.Resumed) -> Changes:
+        change = Changes(header=True)
         if self.current is not None:
             change.rows.add(self.current)
         self.paused = None
         self.status = "running"
         return change
 
-    def _on_Progress(self, event: ev.Progress) -> Change:
+    def _on_Progress(self, event: ev.Progress) -> Changes:
         if self.live is not None and event.pass_index == self.live.index:
             self.progress = (event.done, event.total)
-        return Change(header=True)
+        return Changes(header=True)
 
-    def _on_GradEdited(self, event: ev.GradEdited) -> Change:
+    def _on_GradEdited(self, event: ev.GradEdited) -> Changes:
         view = self.live
         if view is None or event.pass_index != view.index:
-            return Change()
+            return Changes()
         view.edits.setdefault(event.node, []).append((event.command, event.before))
         view.incoming[event.node] = event.after
         if any(s is not None and s.histogram for s in event.after):
@@ -296,15 +314,15 @@ class UIState:
             view.incoming_hist.pop(event.node, None)
         if any_nonfinite(event.after):
             view.nonfinite.add(event.node)
-        return Change(rows={event.node})
+        return Changes(rows={event.node})
 
-    def _on_PassFinished(self, event: ev.PassFinished) -> Change:
-        self.series.finished(event.index, event.flow)
-        if self.last_flow is None or event.index >= self.last_flow.index:
-            self.last_flow = FlowSnapshot(event.index, tuple(event.flow))
+    def _on_PassFinished(self, event: ev.PassFinished) -> Changes:
+        self.series.finished(event.pass_index, event.flow)
+        if self.last_flow is None or event.pass_index >= self.last_flow.index:
+            self.last_flow = FlowSnapshot(event.pass_index, tuple(event.flow))
         view = self.live
-        change = Change(header=True)
-        if view is None or event.index != view.index:
+        change = Changes(header=True)
+        if view is None or event.pass_index != view.index:
             return change
         if self.current is not None:
             change.rows.add(self.current)
@@ -329,8 +347,8 @@ class UIState:
         self.progress = (event.done, event.total)
         return change
 
-    def _on_ScriptFinished(self, event: ev.ScriptFinished) -> Change:
-        change = Change(header=True, finished=True)
+    def _on_ScriptFinished(self, event: ev.ScriptFinished) -> Changes:
+        change = Changes(header=True, finished=True)
         if self.current is not None:
             change.rows.add(self.current)
         self.paused = None

@@ -1,6 +1,6 @@
 """The last resort of a UI told to quit by a signal: end the process if the app has not.
 
-`run_app` (gradtui.ui.client) arms a QuitWatchdog when SIGINT, SIGTERM or SIGHUP arrives; the
+`run_app` (gradtui.ui.run) arms a QuitWatchdog when SIGINT, SIGTERM or SIGHUP arrives; the
 app's own quit path runs as ever, and the watchdog acts only if that has not ended the app
 within its grace period (see QuitWatchdog for why it may never).
 """
@@ -8,13 +8,12 @@ within its grace period (see QuitWatchdog for why it may never).
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import termios
 import threading
-import time
 from collections.abc import Callable
 
+from gradtui.model.dying import signal_status
 from gradtui.model.events import QUIT_STATUS
 from gradtui.wire.target import DebugTarget
 
@@ -76,27 +75,6 @@ class QuitWatchdog:
             kill()
         restore_terminal(self.driver())
         os._exit(QUIT_STATUS if self._signum is None else signal_status(self._signum))
-
-
-def signal_status(signum: int) -> int:
-    """The status a shell reports for a process killed by `signum` (128 + N), as python's."""
-    return 128 + signum
-
-
-def die_of(signum: int) -> None:
-    """End this process of `signum`, as python ends of SIGTERM / SIGHUP (and of SIGINT after a
-    KeyboardInterrupt): the streams flushed, the signal's default action, then its status."""
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
-    signal.signal(signum, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
-    os.kill(os.getpid(), signum)
-    time.sleep(1.0)  # delivery is asynchronous at worst; this is the fallback
-    os._exit(signal_status(signum))
 
 
 def restore_terminal(driver: object | None) -> None:

@@ -24,6 +24,7 @@ from gradtui.model import events as ev
 from gradtui.model.options import RunOptions
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.target import TargetError, TargetInfo
+from gradtui.model.lines import LineSplitter
 
 START_TIMEOUT = 120.0
 """Seconds a starting child has to say hello (importing torch on a busy machine takes a while;
@@ -108,10 +109,11 @@ class ChildTarget:
         assert self._remote is not None
         async for batch in self._remote.batches():
             for event in batch:
-                if isinstance(event, ev.ScriptFinished):
-                    self._finished = event
-                elif isinstance(event, ev.PassStarted):
-                    self._last_pass = event.index + 1
+                match event:
+                    case ev.ScriptFinished():
+                        self._finished = event
+                    case ev.PassStarted():
+                        self._last_pass = event.pass_index + 1
             await self._queue.put(batch)
         await self._queue.put(None)
 
@@ -120,18 +122,15 @@ class ChildTarget:
         if stream is None:
             return
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        pending = ""
+        lines = LineSplitter(name)
         while True:
             data = await stream.read(1 << 16)
             if not data:
                 break
-            pending += decoder.decode(data)
-            if "\n" in pending:
-                complete, _, pending = pending.rpartition("\n")
-                await self._queue.put([ev.Output(name, complete + "\n")])  # type: ignore[arg-type]
-        pending += decoder.decode(b"", final=True)
-        if pending:
-            await self._queue.put([ev.Output(name, pending)])  # type: ignore[arg-type]
+            if (complete := lines.feed(decoder.decode(data))) is not None:
+                await self._queue.put([complete])
+        if (rest := lines.end(decoder.decode(b"", final=True))) is not None:
+            await self._queue.put([rest])
 
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
         """Events and output as they come; the script's end only after the last of its output

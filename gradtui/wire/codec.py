@@ -38,6 +38,10 @@ CLASSES = _classes()
 
 _FIELDS = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in CLASSES.values()}
 
+_RENAMED = {ev.PassStarted: ("index", "pass_index"), ev.PassFinished: ("index", "pass_index"),
+            ev.PassPrints: ("index", "pass_index")}
+"""Fields an earlier wire form named otherwise (old, new): read under either name."""
+
 
 def to_wire(value: Any) -> Any:
     """JSON-able data for an event (or any value an event holds)."""
@@ -69,7 +73,10 @@ def from_wire(data: Any) -> Any:
         cls = CLASSES.get(tag)
         if cls is None:
             raise ValueError(f"unknown wire type {tag!r}")
-        return cls(**{k: from_wire(v) for k, v in data.items() if k != _TAG})
+        fields = {k: from_wire(v) for k, v in data.items() if k != _TAG}
+        if (renamed := _RENAMED.get(cls)) is not None and renamed[0] in fields:
+            fields[renamed[1]] = fields.pop(renamed[0])
+        return cls(**fields)
     graph = data.get(_GRAPH)
     if graph is not None:
         return _graph(graph)

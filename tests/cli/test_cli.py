@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, example, script
+from tests.helpers import REPO, example, script
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import script
+from tests.helpers import script
 
 from gradtui.model import events as ev
 from gradtui.model.options import RunOptions

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import example, run_headless
+from tests.helpers import example, run_headless
 from gradtui.clients import feeder as feeder_module
 from gradtui.model import events as ev
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_headless
+from tests.helpers import run_headless
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, script
+from tests.helpers import REPO, script
 
 pytestmark = pytest.mark.timeout(120)
 

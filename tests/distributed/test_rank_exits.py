@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import script
+from tests.helpers import script
 from tests.distributed.jobs import Job, torchrun
 from tests.procs import children
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.modules.module as nn_module
 
-from conftest import Run, run_headless, run_plain, script, torch_originals
+from tests.helpers import Run, run_headless, run_plain, script, torch_originals
 from gradtui.model import events as ev
 
 pytestmark = pytest.mark.timeout(120)
@@ -103,9 +103,9 @@ def pauses_inside(run: Run, index: int) -> list[ev.Paused]:
     before its PassFinished, at a node of its own graph."""
     inside, graph, found = False, None, []
     for event in run.events:
-        if isinstance(event, ev.PassStarted) and event.index == index:
+        if isinstance(event, ev.PassStarted) and event.pass_index == index:
             inside, graph = True, event.graph
-        elif isinstance(event, ev.PassFinished) and event.index == index:
+        elif isinstance(event, ev.PassFinished) and event.pass_index == index:
             assert inside, f"pass {index} finished before it started"
             return found
         elif inside and isinstance(event, ev.Paused) and event.pass_index == index:
@@ -125,7 +125,7 @@ def run_both(case: Case, tmp_path) -> tuple[dict, dict, Run]:
 
 
 def started(run: Run, index: int = 0) -> ev.PassStarted:
-    (event,) = [e for e in run.of(ev.PassStarted) if e.index == index]
+    (event,) = [e for e in run.of(ev.PassStarted) if e.pass_index == index]
     return event
 
 

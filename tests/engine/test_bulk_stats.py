@@ -1,5 +1,5 @@
 """Statistics read back in bulk (gradtui.engine.window), the value watch over them (watch.py), the
-host-read probe (hostreads.py) and the networkx view built only when read. Counts, not times."""
+host-read probe (tests/hostreads.py) and the networkx view built only when read. Counts, not times."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from gradtui.model import events as ev
-from gradtui.engine.hostreads import HostReads
+from tests.hostreads import HostReads
 from gradtui.engine.session import CHECK_EVERY, READ_EVERY, Session
 from gradtui.engine.summary import summarize
 from gradtui.engine.window import StatsWindow, resolve

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_headless, script
+from tests.helpers import run_headless, script
 from gradtui.model import events as ev
 from gradtui.wire.codec import from_wire, to_wire
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gradtui.model.commands import (
-    HELP, Break, Clip, Command, CommandError, Continue, Delete, Finish, Help, ListBreakpoints, Print,
-    Quit, Scale, SetGrad, Step, Why, Zero, parse, parse_file,
+    HELP, Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints,
+    Print, Quit, Scale, SetGrad, ShowPass, Step, Why, Zero, parse, parse_file,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -58,6 +58,10 @@ pytestmark = pytest.mark.timeout(60)
     ("why model.fc", Why("why model.fc", "model.fc")),
     ("why model[0].weight", Why("why model[0].weight", "model[0].weight")),
     ("  step  ", Step("step")),
+    ("pass 3", ShowPass("pass 3", 3)),  # one grammar: a replay's `pass N` and a live UI's alike
+    ("PASS 0", ShowPass("PASS 0", 0)),
+    ("flow", Flow("flow")),
+    ("flow 12", FlowOf("flow 12", 12)),
 ])
 def test_parse(text, expected):
     command = parse(text)
@@ -106,6 +110,10 @@ def test_command_flags():
     ("print g +", "syntax error in 'g +'"),
     ("why", "why needs a variable name"),
     ("why 1x", "syntax error in '1x'"),
+    ("pass", "pass needs a pass number"),
+    ("pass x", "pass: 'x' is not a whole number"),
+    ("pass -1", "pass: '-1' must be at least 0"),
+    ("flow x", "flow: 'x' is not a whole number"),
 ])
 def test_parse_errors(text, message):
     with pytest.raises(CommandError) as info:
@@ -150,3 +158,23 @@ def test_parse_file_trailing_comments_and_byte_order_mark(tmp_path):
 def test_parse_file_missing(tmp_path):
     with pytest.raises(OSError):
         parse_file(str(tmp_path / "nope.txt"))
+
+
+def test_one_breakpoint_handler_answers_break_delete_and_the_list():
+    from gradtui.model import breakpoint_commands
+    from gradtui.model.breakpoints import Breakpoints
+
+    bps = Breakpoints()
+    answer = breakpoint_commands.answer
+    assert answer(bps, parse("breakpoints")) == "no breakpoints"
+    assert answer(bps, parse("b nan"), notes=lambda bp: ["it may never stop", "but late"]) == \
+        "breakpoint 1 at nan (it may never stop) (but late)"
+    assert answer(bps, parse("break y")) == "breakpoint 2 at y"
+    assert answer(bps, parse("breakpoints"), listing=lambda: ["recorded hits:"]) == \
+        "1: nan  (never hit)\n2: y  (never hit)\nrecorded hits:"
+    assert answer(bps, parse("delete 1")) == "deleted 1"
+    with pytest.raises(CommandError):
+        answer(bps, parse("delete 9"))
+    assert answer(bps, parse("delete all")) == "deleted 2" and len(bps) == 0
+    assert answer(bps, parse("step")) is None  # not a breakpoint command
+    assert breakpoint_commands.CHANGES == (Break, Delete)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import example, run_headless, script
+from tests.helpers import example, run_headless, script
 from gradtui.model import events as ev
 
 pytestmark = pytest.mark.timeout(60)

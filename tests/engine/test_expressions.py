@@ -10,7 +10,7 @@ import threading
 import pytest
 import torch
 
-from conftest import run_headless, run_plain, script
+from tests.helpers import run_headless, run_plain, script
 from gradtui.engine import edits
 from gradtui.model import events as ev
 from gradtui.engine.edits import EditError, ExpressionError

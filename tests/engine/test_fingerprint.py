@@ -8,7 +8,7 @@ import torch
 
 from gradtui.engine import fingerprint as fp
 from gradtui.engine import sketch
-from gradtui.engine.hostreads import HostReads
+from tests.hostreads import HostReads
 
 
 def test_sketch_estimates_relative_distance_within_a_factor_of_two():

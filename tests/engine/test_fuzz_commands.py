@@ -14,7 +14,7 @@ import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from conftest import script
+from tests.helpers import script
 from gradtui.model import events as ev
 from gradtui.model.commands import CommandError, Continue, Finish, Quit, Step, parse
 
@@ -109,7 +109,7 @@ class Live:
             if isinstance(event, ev.GradEdited):
                 self.edits.append(event)
             if isinstance(event, ev.PassFinished):
-                assert event.error is None, f"pass {event.index} failed: {event.error} (after {what})"
+                assert event.error is None, f"pass {event.pass_index} failed: {event.error} (after {what})"
             assert not isinstance(event, ev.ScriptFinished), f"the script ended after {what}"
             if isinstance(event, kind):
                 return event

@@ -12,7 +12,7 @@ from torch.overrides import _get_current_function_mode_stack
 from gradtui.model import events as ev
 from gradtui.engine.provenance import Provenance
 from gradtui.engine.session import Session
-from tests.conftest import graph_nodes
+from tests.helpers import graph_nodes
 
 pytestmark = pytest.mark.timeout(120)
 

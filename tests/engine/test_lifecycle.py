@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.nn.modules import module as nn_module
 
-from conftest import run_headless, run_plain, script, torch_originals
+from tests.helpers import run_headless, run_plain, script, torch_originals
 from gradtui.model import events as ev
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.autograd.graph import get_gradient_edge
 
-from conftest import run_headless, run_plain, script
+from tests.helpers import run_headless, run_plain, script
 from gradtui.model import events as ev
 from gradtui.engine.session import Session
 

@@ -9,7 +9,7 @@ import networkx as nx
 import pytest
 import torch
 
-from conftest import run_headless
+from tests.helpers import run_headless
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import matches_node, parse_spec, warning_for
 from gradtui.model.commands import CommandError, Delete, Scale, parse, parse_float, parse_int

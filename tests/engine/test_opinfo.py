@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves
 
-from conftest import graph_nodes
+from tests.helpers import graph_nodes
 from gradtui.model import events as ev
 from gradtui.engine.session import Session
 
@@ -134,7 +134,7 @@ def _check(name: str, plain: Outcome, debugged: Outcome, events: list[ev.Event])
         assert _same(want, got), f"{name}: gradient {i} differs"
     for e in events:
         if isinstance(e, ev.PassFinished):
-            assert e.error is None, f"{name}: pass {e.index} failed under gradtui only: {e.error}"
+            assert e.error is None, f"{name}: pass {e.pass_index} failed under gradtui only: {e.error}"
 
 
 def _run_ops(ops: list[Any]) -> tuple[int, int]:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gradtui.model import events as ev
-from tests.conftest import assert_grads_identical, run_headless, run_plain, script
+from tests.helpers import assert_grads_identical, run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,7 +24,7 @@ def test_break_pass_400_of_500_with_the_earlier_passes_unhooked(tmp_path):
     assert run.where == [(0, 0), (400, 0)]
     started = run.of(ev.PassStarted)
     assert len(started) == 500
-    assert [s.index for s in started if s.recorded] == [0, 400]
+    assert [s.pass_index for s in started if s.recorded] == [0, 400]
     assert all(s.graph.number_of_nodes() == 0 for s in started if not s.recorded)
     assert not [e for e in run.of(ev.NodeRan) if e.pass_index not in (0, 400)]
     assert "passes 1-399 ran unhooked at plain speed" in run.output

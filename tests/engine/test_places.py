@@ -8,7 +8,7 @@ import linecache
 import pytest
 
 from gradtui.model import events as ev
-from tests.conftest import run_headless, script
+from tests.helpers import run_headless, script
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import run_headless
+from tests.helpers import run_headless
 
 SCRIPT = textwrap.dedent("""
     import torch

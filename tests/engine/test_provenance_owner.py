@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from gradtui.model import events as ev
 from gradtui.engine.graph import Names, capture
 from gradtui.engine.provenance import Provenance
-from tests.conftest import run_headless
+from tests.helpers import run_headless
 
 
 class Lit(nn.Module):

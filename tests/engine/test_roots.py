@@ -11,7 +11,7 @@ from torch import nn
 
 from gradtui.model import events as ev
 from gradtui.engine.graph import Names
-from tests.conftest import run_headless, script
+from tests.helpers import run_headless, script
 
 pytestmark = pytest.mark.timeout(120)
 

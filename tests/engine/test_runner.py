@@ -10,7 +10,7 @@ import pytest
 
 import gradtui
 
-from conftest import SCRIPTS, run_headless, script
+from tests.helpers import SCRIPTS, run_headless, script
 from gradtui.model import events as ev
 
 GRADTUI_PACKAGE = os.path.join(os.path.dirname(os.path.realpath(gradtui.__file__)), "")

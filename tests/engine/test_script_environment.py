@@ -15,7 +15,7 @@ import pytest
 
 import gradtui
 
-from conftest import run_headless, script
+from tests.helpers import run_headless, script
 from gradtui.model import events as ev
 
 GRADTUI_PACKAGE = os.path.join(os.path.dirname(os.path.realpath(gradtui.__file__)), "")

@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from conftest import example, run_headless, script, torch_originals
+from tests.helpers import example, run_headless, script, torch_originals
 from gradtui.model import events as ev
 
 pytestmark = pytest.mark.timeout(60)
@@ -656,3 +656,14 @@ def test_module_and_place_specs_that_match_no_node_are_accepted_with_a_warning()
     answers = [r.text for r in run.results() if r.text.startswith("breakpoint ")]
     assert len(answers) == 2 and all(r.ok for r in run.results())
     assert all("(" in text and "no node" in text for text in answers), answers
+
+
+def test_a_live_run_answers_pass_n_and_flow_n_from_the_one_grammar():
+    """`pass N` and `flow N` parse everywhere; a live session keeps only the pass in flight and
+    its last flow, and says so (the UI browses its own kept passes; a recording has them all)."""
+    run = run_headless(script("loop.py"), ["pass 0", "pass 7", "flow 0", "continue"], ["2"])
+    answers = {r.command: (r.ok, r.text) for r in run.results()}
+    assert answers["pass 0"] == (False, "pass 0 is the pass in flight: it is the one shown")
+    assert answers["pass 7"][0] is False and answers["pass 7"][1].startswith("pass 7 is not kept")
+    assert answers["flow 0"][0] is False and "a recording (--record) keeps every pass's" in answers["flow 0"][1]
+    assert run.status == 0

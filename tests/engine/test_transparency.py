@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import assert_grads_identical, example, run_headless, run_plain, script
+from tests.helpers import assert_grads_identical, example, run_headless, run_plain, script
 from gradtui.model import events as ev
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_headless
+from tests.helpers import run_headless
 from gradtui.agent.backlog import Backlog
 from gradtui.engine.provenance import UnsavedSources
 from gradtui.model import events as ev

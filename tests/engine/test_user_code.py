@@ -9,7 +9,7 @@ import networkx
 import pytest
 import torch
 
-from conftest import script
+from tests.helpers import script
 from gradtui.model import places
 from gradtui.engine import provenance, runner
 from gradtui.engine import session as session_module

@@ -61,7 +61,7 @@ def test_a_quit_while_the_expression_runs_still_quits():
                                      "why (_ for _ in ()).throw(KeyboardInterrupt)"])
 def test_a_base_exception_from_a_commands_expression_is_a_refusal(command):
     """Issue 11 item 5 at the session: whatever the expression raises, the run goes on."""
-    from conftest import example, run_headless
+    from tests.helpers import example, run_headless
 
     run = run_headless(example("chain.py"), [command, "continue"])
     assert run.status == 0, run.output

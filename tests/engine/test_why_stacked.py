@@ -16,7 +16,7 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO, Run, run_headless, run_plain, script
+from tests.helpers import REPO, Run, run_headless, run_plain, script
 from gradtui.model import events as ev
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from conftest import REPO, script
+from tests.helpers import REPO, script
 
 RUN_TIMEOUT = 90.0
 """Seconds one gradtui subprocess may take."""

@@ -12,8 +12,8 @@ import sqlite3
 
 import pytest
 
-from conftest import script
-from recordings import gradtui
+from tests.helpers import script
+from tests.record.recordings import gradtui
 
 from gradtui.record.compare import compare
 
@@ -144,13 +144,14 @@ def test_fingerprints_of_another_sketch_are_refused_in_one_line(recordings, tmp_
 
 def test_fingerprints_are_opt_in(tmp_path, capsys):
     """A plain --record costs what it did: fingerprints only with --fingerprints (which needs --record)."""
-    from gradtui.agent.build import build_session
+    from gradtui.agent.build import build_agent
     from gradtui.cli.main import main
     from gradtui.model.options import RunOptions
 
-    db = str(tmp_path / "r.db")
-    assert build_session(RunOptions("s.py", record=db)).fingerprints is False
-    assert build_session(RunOptions("s.py", record=db, fingerprints=True)).fingerprints is True
+    for wanted in (False, True):
+        agent = build_agent(RunOptions("s.py", record=str(tmp_path / f"r{wanted}.db"), fingerprints=wanted), None)
+        assert agent.session.fingerprints is wanted
+        agent.outputs.close()
     assert main(["--headless", "--fingerprints", script("diff_model.py")]) == 2
     assert "--fingerprints needs --record" in capsys.readouterr().err
 

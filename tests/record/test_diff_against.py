@@ -13,10 +13,10 @@ import time
 import pytest
 import torch
 
-from conftest import REPO, script
-from recordings import RUN_TIMEOUT, gradtui
+from tests.helpers import REPO, script
+from tests.record.recordings import RUN_TIMEOUT, gradtui
 
-from gradtui.engine.hostreads import HostReads
+from tests.hostreads import HostReads
 from gradtui.engine.session import Session
 from gradtui.model import events as ev
 from gradtui.record.against import Reference

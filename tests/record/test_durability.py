@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from conftest import REPO, example, script
+from tests.helpers import REPO, example, script
 from gradtui.model.report import JsonStream
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording

@@ -15,13 +15,13 @@ import time
 
 import pytest
 
-from conftest import REPO, script
+from tests.helpers import REPO, script
 from gradtui.model import events as ev
 from gradtui.clients.feeder import CommandFeeder
 from gradtui.model.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
-from recordings import RUN_TIMEOUT
+from tests.record.recordings import RUN_TIMEOUT
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -18,7 +18,7 @@ from gradtui.model import events as ev
 from gradtui.model.stats import format_grads
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
-from recordings import flight_recording, gradtui
+from tests.record.recordings import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -98,12 +98,12 @@ async def test_the_replay_tells_the_story_then_pauses_where_the_run_stopped(db):
     events = await replay.start()
     assert isinstance(events[0], ev.ScriptStarted) and events[0].path.endswith("nan_at_30.py")
     started = [e for e in events if isinstance(e, ev.PassStarted)]
-    assert [e.index for e in started[:40]] == list(range(40))
-    assert [e.index for e in started if e.kept][:5] == [26, 27, 28, 29, 30]
+    assert [e.pass_index for e in started[:40]] == list(range(40))
+    assert [e.pass_index for e in started if e.kept][:5] == [26, 27, 28, 29, 30]
     with Recording(db) as recording:  # hooked as the run was, with the run's node counts
         assert [(e.recorded, e.nodes or e.graph.number_of_nodes()) for e in started[:-1]] == [
             (p.hooked, p.nodes) for p in recording.passes()]
-    finished = {e.index: e for e in events if isinstance(e, ev.PassFinished)}
+    finished = {e.pass_index: e for e in events if isinstance(e, ev.PassFinished)}
     with Recording(db) as recording:
         assert all(repr(finished[i].flow) == repr(recording.flow(i)) for i in range(40))  # NaN-aware
         assert sum(isinstance(e, ev.Output) for e in events) == len(recording.output())
@@ -127,7 +127,7 @@ async def test_step_and_continue_walk_a_recorded_pass_in_engine_order(db):
         seen.append(pause.node)
     assert seen == order
     _, events = await replay.send("step")  # past the last node: pass 28 ends, pass 29 begins
-    assert [e.index for e in events if isinstance(e, ev.PassFinished)] == [28]
+    assert [e.pass_index for e in events if isinstance(e, ev.PassFinished)] == [28]
     assert [(p.pass_index, p.node) for p in pauses(events)] == [(29, walk_of(db, 29)[0])]
     request, events = await replay.send("break nan")
     assert [e.request for e in events if isinstance(e, ev.CommandResult)] == [request]
@@ -135,7 +135,7 @@ async def test_step_and_continue_walk_a_recorded_pass_in_engine_order(db):
     assert [(p.pass_index, p.node, p.phase) for p in pauses(events)] == [(30, 4, "after")]
     assert [(e.number, e.pass_index, e.node) for e in events if isinstance(e, ev.BreakpointHit)] == [(1, 30, 4)]
     _, events = await replay.send("continue")  # nothing more to stop at: the script's end, as recorded
-    assert [e.index for e in events if isinstance(e, ev.PassFinished)] == [30]
+    assert [e.pass_index for e in events if isinstance(e, ev.PassFinished)] == [30]
     [end] = [e for e in events if isinstance(e, ev.ScriptFinished)]
     assert end.exit_status == 0 and not end.quit
     with pytest.raises(StopAsyncIteration):

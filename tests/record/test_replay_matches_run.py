@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import script
+from tests.helpers import script
 from gradtui.record.reader import Recording
-from recordings import gradtui
+from tests.record.recordings import gradtui
 
 pytestmark = pytest.mark.timeout(120)
 

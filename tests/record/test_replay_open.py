@@ -173,7 +173,7 @@ def test_figures_keep_at_most_limit_non_finite_passes_the_first_ones(tmp_path):
 async def test_a_long_recording_tells_its_last_passes_and_shows_any_pass_on_demand(recordings):
     count = 20_000
     target, story, pause, _ = await opened(recordings[count])
-    started = [e.index for e in story if isinstance(e, ev.PassStarted)]
+    started = [e.pass_index for e in story if isinstance(e, ev.PassStarted)]
     assert started == list(range(count - stories.STORY_PASSES, count))
     texts = [e.text for e in story if isinstance(e, ev.Output)]
     first_told = count - stories.STORY_PASSES
@@ -184,7 +184,7 @@ async def test_a_long_recording_tells_its_last_passes_and_shows_any_pass_on_dema
     told = texts[3 + stories.STORY_OUTPUT:]
     assert told == [f"step {i} line 0\n" for i in range(first_told, count)]
     # each told pass's line comes right after its PassFinished
-    at = next(k for k, e in enumerate(story) if isinstance(e, ev.PassFinished) and e.index == count - 1)
+    at = next(k for k, e in enumerate(story) if isinstance(e, ev.PassFinished) and e.pass_index == count - 1)
     assert story[at + 1] == ev.Output("stdout", f"step {count - 1} line 0\n")
     [paused] = [e for e in pause if isinstance(e, ev.Paused)]
     assert (paused.pass_index, paused.node) == (count - 1, 2)  # the last pass with nodes, its first to run
@@ -224,5 +224,5 @@ async def test_the_ui_story_tells_the_same_lines_in_one_piece_before_the_passes(
     assert not any(isinstance(e, ev.Output) for e in grouped[first_pass:])
 
     def passes(story):
-        return [(type(e).__name__, e.index) for e in story if isinstance(e, (ev.PassStarted, ev.PassFinished))]
+        return [(type(e).__name__, e.pass_index) for e in story if isinstance(e, (ev.PassStarted, ev.PassFinished))]
     assert passes(grouped) == passes(told)

@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from conftest import script
+from tests.helpers import script
 from gradtui.model.report import Report
 from gradtui.engine.runner import ScriptRunner
 from gradtui.engine.session import Session
@@ -21,7 +21,7 @@ from gradtui.record import schema
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording
 from gradtui.record.store import Recorder, check_path
-from recordings import flight_recording, gradtui
+from tests.record.recordings import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
 

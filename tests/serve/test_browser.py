@@ -30,7 +30,7 @@ import aiohttp
 import pytest
 import torch
 
-from browser import Chromium, Page, SCREEN_HOOK, chromium_path
+from tests.serve.browser import Chromium, Page, SCREEN_HOOK, chromium_path
 from tests.procs import children, gone
 
 pytestmark = pytest.mark.timeout(120)

@@ -11,7 +11,7 @@ import time
 
 from textual_serve.download_manager import DownloadManager
 
-from gradtui.agent.runtime import AgentEntry, write_entry
+from gradtui.wire.runtime import AgentEntry, write_entry
 from gradtui.serve.agents import choose
 from gradtui.serve.web import TabService
 from tests.procs import gone

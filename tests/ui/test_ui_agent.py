@@ -6,7 +6,7 @@ import pytest
 
 from gradtui.model.events import QUIT_STATUS
 from gradtui.ui.app import GradtuiApp
-from ui_helpers import SIZE, output_lines, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, output_lines, ui_script, wait_for, wait_paused_at
 
 
 def _output(app: GradtuiApp) -> str:
@@ -35,7 +35,7 @@ async def test_the_ui_stays_open_when_the_agent_dies_and_says_how(script, words,
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("c")
-        await wait_for(pilot, lambda: app.finished.is_set(), what="the agent's end")
+        await wait_for(pilot, lambda: app.link.finished.is_set(), what="the agent's end")
         await pilot.pause()
         log = " ".join(_output(app).split())
         assert words in log and "now" in log  # how it ended, and its last output

@@ -13,7 +13,7 @@ from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.graph_view import GraphPane
-from ui_helpers import detail_text, example, output_lines, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import detail_text, example, output_lines, ui_script, wait_for, wait_paused_at
 
 SMALL = (80, 24)
 
@@ -143,7 +143,7 @@ async def test_an_edit_of_a_big_gradient_keeps_its_preview_and_histogram():
 
         # An edit whose summary has a histogram (what the session should send) replaces it.
         after = summarize(torch.full((64, 16), 0.25), histogram=True)
-        app.on_batch([ev.GradEdited(app.state.view.index, node, "set g * 0 + 0.25", app.state.view.incoming[node], (after,))])
+        app.apply_batch([ev.GradEdited(app.state.view.index, node, "set g * 0 + 0.25", app.state.view.incoming[node], (after,))])
         await wait_for(pilot, lambda: len(app.state.view.edits[node]) == 2, what="the second edit")
         await pilot.pause()
         text = detail_text(app).split("incoming gradient")[1]

@@ -18,7 +18,7 @@ from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
-from ui_helpers import (SIZE, detail_text, example, graph_text, output_lines, row_text, selected, ui_script,
+from tests.ui.ui_helpers import (SIZE, detail_text, example, graph_text, output_lines, row_text, selected, ui_script,
                         wait_for, wait_paused_at)
 
 ORIGINAL_BACKWARD = torch.Tensor.backward
@@ -115,7 +115,7 @@ async def test_b_on_a_node_then_c_pauses_there_and_b_again_removes_it():
             await pilot.press("j")
         await wait_for(pilot, lambda: selected(app) == target)
         await pilot.press("b")
-        await wait_for(pilot, lambda: any(b.spec == f"#{target}" for b in app.breakpoints),
+        await wait_for(pilot, lambda: any(b.spec == f"#{target}" for b in app.state.breakpoints),
                        what="the breakpoint")
         await pilot.pause()
         assert row_text(app, target).rstrip().endswith("●")
@@ -126,7 +126,7 @@ async def test_b_on_a_node_then_c_pauses_there_and_b_again_removes_it():
         assert app.state.view.done == 5
 
         await pilot.press("b")
-        await wait_for(pilot, lambda: len(app.breakpoints) == 0, what="the breakpoint's removal")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 0, what="the breakpoint's removal")
         await pilot.pause()
         assert "●" not in row_text(app, target)
 
@@ -139,7 +139,7 @@ async def test_break_nan_in_the_command_bar_stops_at_the_first_nonfinite_node():
         await pilot.press("colon")
         await type_text(pilot, "break nan")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="break nan")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="break nan")
         await wait_for(pilot, lambda: "breakpoint 1 at nan" in answer_text(app))
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.query_one(NodeList).has_focus)
@@ -363,7 +363,7 @@ async def test_q_while_the_script_runs_outside_backward_still_ends_it():
         await pilot.press("c")
         await wait_for(pilot, lambda: "looping" in "\n".join(output_lines(app)),
                        what="the script's loop")
-        assert not app.finished.is_set()
+        assert not app.link.finished.is_set()
         process = app.target.process
         await pilot.press("q")
         await wait_for(pilot, lambda: process.returncode is not None and app.return_value is not None,

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable
 
-from conftest import script
+from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.breakpoints import BreakpointsScreen
-from ui_helpers import SIZE, selected, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 
 async def _open(pilot) -> DataTable:
@@ -29,7 +29,7 @@ async def test_the_breakpoints_pane_counts_hits_jumps_to_the_last_and_turns_one_
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("colon", *"break MulBackward0", "enter")
-        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="the breakpoint")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="the breakpoint")
         for index in (0, 1):
             await pilot.press("c")
             await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == index
@@ -46,15 +46,15 @@ async def test_the_breakpoints_pane_counts_hits_jumps_to_the_last_and_turns_one_
 
         table = await _open(pilot)
         await pilot.press("space")  # off: deleted in the target, kept here
-        await wait_for(pilot, lambda: not app.breakpoints, what="the breakpoint off")
+        await wait_for(pilot, lambda: not app.state.breakpoints, what="the breakpoint off")
         table = await _open(pilot)
         assert _cells(table, 0) == ["-", "MulBackward0", "0", "-", "off"]
         await pilot.press("space")  # on again: a new breakpoint of the same spec
-        await wait_for(pilot, lambda: [b.spec for b in app.breakpoints] == ["MulBackward0"], what="on again")
+        await wait_for(pilot, lambda: [b.spec for b in app.state.breakpoints] == ["MulBackward0"], what="on again")
         table = await _open(pilot)
         assert _cells(table, 0)[0] == "2" and table.row_count == 1
         await pilot.press("x")
-        await wait_for(pilot, lambda: not app.breakpoints, what="the delete")
+        await wait_for(pilot, lambda: not app.state.breakpoints, what="the delete")
         table = await _open(pilot)
         assert table.row_count == 0
         await pilot.press("escape")

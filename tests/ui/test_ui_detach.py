@@ -8,13 +8,13 @@ import os
 
 import pytest
 
-from gradtui.agent.runtime import running_agents
+from gradtui.wire.runtime import running_agents
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.wire.client import RemoteTarget
-from conftest import script
+from tests.helpers import script
 from tests.wire.wire_helpers import Listening
-from ui_helpers import SIZE, example, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, example, wait_for, wait_paused_at
 from test_ui_app import answer_text
 
 
@@ -41,7 +41,7 @@ async def test_q_attached_asks_and_D_detaches_leaving_the_script_for_the_next_cl
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("b")  # a breakpoint on #0, for the next client to find
-        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="the breakpoint")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="the breakpoint")
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, LeaveScreen), what="the leave question")
         text = " ".join(str(part.visual) for part in app.screen.query("Static"))

@@ -20,7 +20,7 @@ from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
-from ui_helpers import detail_text, example, output_lines, row_text, selected, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import detail_text, example, output_lines, row_text, selected, ui_script, wait_for, wait_paused_at
 
 SMALL = (80, 24)
 DEMO = demo_path()
@@ -123,7 +123,7 @@ async def test_the_palette_finds_nodes_by_op_label_module_and_source():
     app = GradtuiApp(DEMO)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_paused_at(pilot, 0)
-        index = app.node_index()
+        index = app.nav.node_index()
         graph = app.state.view.graph
 
         def best(query: str) -> int:

@@ -16,7 +16,7 @@ from gradtui.engine.summary import summarize
 from gradtui.clients.headless import HeadlessDriver
 from gradtui.ui import fmt
 from gradtui.ui.state import UIState
-from ui_helpers import example, ui_script
+from tests.ui.ui_helpers import example, ui_script
 
 
 def events_of(path: str, commands: list[str]) -> list[ev.Event]:

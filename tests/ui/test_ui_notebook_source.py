@@ -9,7 +9,7 @@ from textual.widgets import OptionList
 
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.source import SourceScreen
-from ui_helpers import SIZE, detail_text, selected, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, detail_text, selected, ui_script, wait_for, wait_paused_at
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
-from ui_helpers import SIZE, example, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, example, wait_for, wait_paused_at
 
 
 @pytest.mark.asyncio
@@ -108,7 +108,7 @@ def _where(text: str, fragment: str) -> tuple[int, int]:
 
 @pytest.mark.asyncio
 async def test_a_click_on_a_node_reference_in_the_graph_or_detail_pane_selects_it():
-    from ui_helpers import detail_text, graph_text
+    from tests.ui.ui_helpers import detail_text, graph_text
 
     app = GradtuiApp(example("chain.py"))
     async with app.run_test(size=SIZE) as pilot:

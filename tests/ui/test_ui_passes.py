@@ -14,8 +14,8 @@ from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.widgets.plots import SeriesPlot
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
-from ui_events import flow_row, run_mlp_pass, started
-from ui_helpers import SIZE, detail_text, example, output_lines, selected, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_events import flow_row, run_mlp_pass, started
+from tests.ui.ui_helpers import SIZE, detail_text, example, output_lines, selected, ui_script, wait_for, wait_paused_at
 
 
 def list_lines(app: GradtuiApp) -> list[str]:
@@ -147,10 +147,10 @@ async def test_unhooked_and_nested_passes_are_shown_for_what_they_are():
         flow = (flow_row("fc1.weight", 0.0, 2.0), flow_row("fc2.weight", 0.5, 1.0),
                 flow_row("fc2.bias", float("nan"), 1.0, nonfinite=3))
         for event in run_mlp_pass(0):
-            app.on_batch([event])
-        app.on_batch([ev.NestedPass(0, "backward", "train.py:40", 12, "Thread-7")])
-        app.on_batch([started(1, losses=(0.5,), recorded=False)])
-        app.on_batch([ev.PassFinished(1, 0, 0, flow=flow)])
+            app.apply_batch([event])
+        app.apply_batch([ev.NestedPass(0, "backward", "train.py:40", 12, "Thread-7")])
+        app.apply_batch([started(1, losses=(0.5,), recorded=False)])
+        app.apply_batch([ev.PassFinished(1, 0, 0, flow=flow)])
         await wait_for(pilot, lambda: app.state.live is not None and app.state.live.finished
                        and app.state.live.index == 1, what="the unhooked pass")
         await pilot.pause()
@@ -197,8 +197,8 @@ async def _passes_with_a_nan(pilot, losses: tuple[float, ...]) -> dict[str, Seri
     await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
     for i, loss in enumerate(losses):
         bad = math.isnan(loss)
-        app.on_batch([started(i, losses=(loss,), recorded=False)])
-        app.on_batch([ev.PassFinished(i, 0, 0, flow=(flow_row("fc.weight", loss * 10, 1.0, nonfinite=int(bad)),))])
+        app.apply_batch([started(i, losses=(loss,), recorded=False)])
+        app.apply_batch([ev.PassFinished(i, 0, 0, flow=(flow_row("fc.weight", loss * 10, 1.0, nonfinite=int(bad)),))])
     await wait_for(pilot, lambda: len(app.state.series.points) == len(losses), what="the passes")
     await pilot.press("P")
     await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")

@@ -14,9 +14,9 @@ from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.series import PassSeries, ema
 from gradtui.ui.widgets.plots import SeriesPlot
-from test_ui_passes import colored_cells, plot_lines
-from ui_events import flow_row, started
-from ui_helpers import ui_script, wait_for
+from tests.ui.test_ui_passes import colored_cells, plot_lines
+from tests.ui.ui_events import flow_row, started
+from tests.ui.ui_helpers import ui_script, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -57,8 +57,8 @@ async def _passes(pilot, norms: list[tuple[float, float]]) -> dict[str, SeriesPl
     app = pilot.app
     await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
     for i, (a, b) in enumerate(norms):
-        app.on_batch([started(i, losses=(a + b,), recorded=False)])
-        app.on_batch([ev.PassFinished(i, 0, 0, flow=(flow_row("fc1.weight", a, 1.0), flow_row("fc2.weight", b, 1.0)))])
+        app.apply_batch([started(i, losses=(a + b,), recorded=False)])
+        app.apply_batch([ev.PassFinished(i, 0, 0, flow=(flow_row("fc1.weight", a, 1.0), flow_row("fc2.weight", b, 1.0)))])
     await wait_for(pilot, lambda: len(app.state.series.points) == len(norms), what="the passes")
     await pilot.press("P")
     await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
@@ -114,8 +114,8 @@ async def test_t_plots_one_parameters_norm_chosen_from_the_list():
 
 @pytest.mark.asyncio
 async def test_t_offers_the_selected_nodes_parameter_first():
-    from conftest import script
-    from ui_helpers import selected, wait_paused_at
+    from tests.helpers import script
+    from tests.ui.ui_helpers import selected, wait_paused_at
 
     app = GradtuiApp(script("train_loop.py"), args=["3"])
     async with app.run_test(size=(160, 45)) as pilot:

@@ -13,13 +13,13 @@ import sys
 
 import pytest
 
-from conftest import REPO, script
+from tests.helpers import REPO, script
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.widgets.node_list import NodeList
-from ui_helpers import detail_text, wait_for
+from tests.ui.ui_helpers import detail_text, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.node_list import NodeList
-from ui_helpers import example, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import example, ui_script, wait_for, wait_paused_at
 
 SIZE = (120, 36)
 
@@ -67,7 +67,7 @@ def test_nan_stop(snap_compare):
         app = pilot.app
         await wait_paused_at(pilot, 0)
         await pilot.press("colon", *"break", "space", *"nan", "enter")
-        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="break nan")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="break nan")
         await wait_for(pilot, lambda: app.query_one(NodeList).has_focus)
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after",
@@ -196,7 +196,7 @@ def _plots_recording(tmp_path) -> str:
     import subprocess
     import sys
 
-    from conftest import REPO
+    from tests.helpers import REPO
 
     db = tmp_path / "run.db"
     done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "--record", str(db), "--record-every", "1",

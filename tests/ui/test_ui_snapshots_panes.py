@@ -12,7 +12,7 @@ from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.leave import LeaveScreen
 from tests.serve.test_tab_app import FakeTarget
 from test_ui_snapshots import _footer_of_the_modal, _settle
-from ui_helpers import ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import ui_script, wait_for, wait_paused_at
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
 
@@ -68,15 +68,15 @@ def test_w_in_pass_1_shows_pass_0_with_its_zero_biases_apart(snap_compare, size)
 @SIZES
 def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
     """B on loop.py after `break MulBackward0` hit in passes 0 and 1, and `break nan` that never hit."""
-    from conftest import script
+    from tests.helpers import script
     from gradtui.ui.screens.breakpoints import BreakpointsScreen
 
     async def run_before(pilot):
         app = pilot.app
-        await wait_for(pilot, lambda: len(app.breakpoints) == 2 and app.state.paused is not None
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 2 and app.state.paused is not None
                        and app.state.paused.pass_index == 1, what="the second hit")
         await wait_paused_at(pilot, 1)
-        from ui_helpers import output_lines  # pass 0's print comes through a pipe: wait for it, else the
+        from tests.ui.ui_helpers import output_lines  # pass 0's print comes through a pipe: wait for it, else the
         await wait_for(pilot, lambda: any("pass 0 x.grad" in line for line in output_lines(app)),  # tail varies
                        what="pass 0's print")
         from gradtui.ui.widgets.output_log import OutputLog
@@ -95,7 +95,7 @@ def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
 def test_the_source_view_at_80x24(snap_compare):
     """v on train_loop.py's first node (the loss line): the whole file, the loss line marked
     with the count of the nodes it made, the model's line with its own, a breakpoint set there by b."""
-    from conftest import script
+    from tests.helpers import script
     from gradtui.ui.screens.source import SourceScreen
 
     async def run_before(pilot):
@@ -104,7 +104,7 @@ def test_the_source_view_at_80x24(snap_compare):
         await pilot.press("v")
         await wait_for(pilot, lambda: isinstance(app.screen, SourceScreen), what="the source view")
         await pilot.press("b")
-        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="the breakpoint")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="the breakpoint")
         await _footer_of_the_modal(pilot)
         await _settle(pilot)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import script
+from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.variables import VariablesScreen
-from test_ui_snapshots import _footer_of_the_modal, _settle
-from ui_helpers import wait_for, wait_paused_at
+from tests.ui.test_ui_snapshots import _footer_of_the_modal, _settle
+from tests.ui.ui_helpers import wait_for, wait_paused_at
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
 

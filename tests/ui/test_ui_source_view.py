@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from textual.widgets import OptionList, Static
 
-from conftest import script
+from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.source import SourceScreen
 from test_ui_app import _highlighted
-from ui_helpers import SIZE, selected, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 
 async def _open(pilot) -> OptionList:
@@ -104,9 +104,9 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
         lines.highlighted = 12 - 1
         await pilot.pause()
         await pilot.press("b")
-        await wait_for(pilot, lambda: len(app.breakpoints) == 1, what="the breakpoint")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="the breakpoint")
         path = script("loop.py")  # its whole path; its name where the path has a space (a spec is one word)
-        assert app.breakpoints[0].spec == f"{path if ' ' not in path else 'loop.py'}:12"
+        assert app.state.breakpoints[0].spec == f"{path if ' ' not in path else 'loop.py'}:12"
         assert isinstance(app.screen, SourceScreen) and _row(lines, 12)[1] == "●"
         await pilot.press("b")  # again: it is there already, no second one
         await pilot.pause()
@@ -117,15 +117,15 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
             await pilot.press("c")
             await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == index
                            and app.state.paused.node == pow_node, what=f"the hit at line 12 in pass {index}")
-        assert app.breakpoints[0].hits == 2
+        assert app.state.breakpoints[0].hits == 2
         lines = await _open(pilot)  # opened again: the breakpoint is marked from the target's list
         assert _row(lines, 12)[1] == "●" and _row(lines, 11)[1] == " "
         await pilot.press("escape")
         await pilot.press("colon", *"delete 1", "enter")
-        await wait_for(pilot, lambda: not app.breakpoints, what="the delete")
+        await wait_for(pilot, lambda: not app.state.breakpoints, what="the delete")
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.script_over, what="the end")
         await _open(pilot)  # ended: b has nothing to stop, and says so
         await pilot.press("b")
         await pilot.pause()
-        assert "has ended" in str(app.screen.query_one("#source-note", Static).visual) and not app.breakpoints
+        assert "has ended" in str(app.screen.query_one("#source-note", Static).visual) and not app.state.breakpoints

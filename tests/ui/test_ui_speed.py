@@ -12,7 +12,7 @@ import pytest
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.body import Body
 from gradtui.ui.widgets.node_list import NodeList
-from ui_helpers import ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import ui_script, wait_for, wait_paused_at
 
 STEPS = 30
 

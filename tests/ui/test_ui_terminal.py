@@ -15,12 +15,12 @@ import time
 
 import pytest
 
-from gradtui.agent.runtime import alive
+from gradtui.wire.runtime import alive
 from gradtui.model.events import QUIT_STATUS
 from gradtui.ui.client import QUIT_GRACE
 
-from conftest import REPO, example
-from ui_helpers import ui_script
+from tests.helpers import REPO, example
+from tests.ui.ui_helpers import ui_script
 
 pty = pytest.importorskip("pty")
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import REPO
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -27,8 +27,8 @@ import pytest
 from gradtui.model.events import QUIT_STATUS
 from tests.procs import children, gone
 
-from conftest import REPO
-from ui_helpers import ui_script
+from tests.helpers import REPO
+from tests.ui.ui_helpers import ui_script
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,12 +9,12 @@ import math
 import pytest
 from textual.widgets import DataTable
 
-from conftest import script
+from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.variables import VariablesScreen
-from ui_helpers import SIZE, selected, wait_for, wait_paused_at
+from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 pytestmark = pytest.mark.timeout(120)
 

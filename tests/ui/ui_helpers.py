@@ -10,7 +10,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from conftest import example  # noqa: F401 - the UI tests take it from here too
+from tests.helpers import example  # noqa: F401 - the UI tests take it from here too
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import GraphPane

@@ -18,7 +18,7 @@ from gradtui.model import events as ev
 from gradtui.model.options import RunOptions
 from gradtui.wire import protocol
 from gradtui.wire.child import ChildTarget
-from wire_helpers import SCRIPTS, TIMEOUT, Listening, output_of, run_child
+from tests.wire.wire_helpers import SCRIPTS, TIMEOUT, Listening, output_of, run_child
 
 HERE = os.path.join(os.path.dirname(__file__), "scripts")
 

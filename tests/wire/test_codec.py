@@ -50,3 +50,12 @@ def test_a_captured_graph_comes_back_with_the_same_nodes_edges_and_attributes():
         dict(((u, v), d) for u, v, d in cap.graph.edges(data=True))
     assert back.roots == event.roots and back.losses == event.losses
     assert math.isclose(back.losses[0], 12.0)
+
+
+def test_a_pass_is_named_pass_index_on_every_event_and_the_old_wire_name_still_reads():
+    finished = ev.PassFinished(3, 5, 7, None)
+    data = to_wire(finished)
+    assert data["pass_index"] == 3 and "index" not in data  # one name, as NodeRan's and Paused's
+    old = {k if k != "pass_index" else "index": v for k, v in data.items()}  # an earlier agent's form
+    assert from_wire(old) == finished
+    assert from_wire(to_wire(ev.PassPrints(2, ()))).pass_index == 2

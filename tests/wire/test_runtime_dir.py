@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from gradtui.agent import runtime
-from wire_helpers import SCRIPTS
+from gradtui.wire import runtime
+from tests.wire.wire_helpers import SCRIPTS
 
 
 @pytest.fixture

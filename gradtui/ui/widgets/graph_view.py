@@ -60,6 +60,12 @@ class GraphPane(BodyPane):
             lines += [Content(""), *self._whole(view, node)]
         self._draw(f"graph · pass {view.index} · {view.total} nodes", Content("\n").join(lines))
 
+    def touched(self, node: int, rows: frozenset[int]) -> bool:
+        """Does the drawing around `node` show any of `rows` (its neighbours, or the whole pass)?"""
+        view = self.state.view
+        return view is not None and node in view.graph and (
+            view.total <= WHOLE_LIMIT or bool(rows & {*view.graph.successors(node), *view.graph.predecessors(node)}))
+
     def natural_width(self) -> int | None:
         """Cells the longest line needs for the shown pass (its neighbourhood lines, the whole
         pass's depth rows chip by chip); None for a pass too big to draw whole."""

@@ -2,6 +2,7 @@
 
 At 80 columns not everything fits: parts go in a fixed order (the brand, the call text, the
 script name, the loss) so that the pass index, `N/M ran`, `browsing` and the state stay.
+It watches the app's `changes` and copies what the UI state says into its reactives.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from gradtui.ui.state import HeaderPart
+from gradtui.ui.changes import Changes
+from gradtui.ui.state import HeaderPart, UIState
 
 _STATE_STYLE = {
     "paused": "$warning bold",
@@ -46,6 +48,32 @@ class GradHeader(Widget):
     """The full state text shown at the right."""
     status_short: reactive[str] = reactive("")
     """The state text when the full one does not fit."""
+
+    def __init__(self, state: UIState, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.state = state
+
+    def on_mount(self) -> None:
+        """Name the script; follow the state as the app publishes its changes."""
+        self.script = self.state.script_name
+        self.watch(self.app, "changes", self._changed, init=False)
+
+    def _changed(self, changes: Changes) -> None:
+        if changes.header:
+            self.show_state()
+
+    def show_state(self) -> None:
+        """Say what the state says: the pass shown, how much of it ran, the engine's state."""
+        state = self.state
+        view = state.view
+        if view is not None:
+            self.pass_text = state.pass_text()
+            self.pass_parts = state.pass_parts()
+            done, total = state.progress if state.browsed is None else (view.done, view.total)
+            self.progress = f"{done}/{total} ran" if view.recorded else ""
+        self.status = state.status
+        self.status_text = state.status_text()
+        self.status_short = state.status_short()
 
     def _left(self, dropped: int) -> Content:
         """The left part without the parts that go at level `dropped` or sooner."""

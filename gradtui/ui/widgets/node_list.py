@@ -6,6 +6,10 @@ A Line API widget (ScrollView + `render_line`): only the rows on screen are ever
 so a 10,000-node pass costs what 40 rows cost, and a step redraws only the rows whose
 marker changed (`refresh_nodes`), never the whole list. The tree's rows are a flat list
 rebuilt on expand and collapse, so it is drawn the same way.
+
+It watches the app's `changes` (what the UI state's events changed): a new pass resets it, a
+pause selects the paused node, changed rows are redrawn; what the other panes must redraw for
+the selection it says in messages (`PassShown`, `Refreshed`), as it says a move (`Selected`).
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from gradtui.ui.changes import Changes
 from gradtui.ui.modtree import ModuleTree
 from gradtui.ui.state import PassView, UIState
-from gradtui.ui.widgets.node_rows import Marker, RowPainter, Widths
+from gradtui.ui.widgets.node_rows import RowPainter, Widths
+
 
 class NodeList(ScrollView, can_focus=True):
     """Rows of `state.view.order`: marker, id, op name, labels, module, flags (⚠ non-finite,
@@ -64,13 +70,63 @@ class NodeList(ScrollView, can_focus=True):
 
         path: str
 
-    def __init__(self, state: UIState, breakpoints: tuple["Marker", ...] = (), **kwargs) -> None:
+    @dataclass
+    class PassShown(Message):
+        """Another pass is on screen (the list was reset to it): size the panes, show its selection."""
+
+        node_list: "NodeList"
+
+        @property
+        def control(self) -> "NodeList":
+            """The node list that shows it."""
+            return self.node_list
+
+    @dataclass
+    class Refreshed(Message):
+        """Rows changed (`rows`) or the script ended (`finished`) while `node` stays selected
+        (None: a module row, or nothing): the panes that show it may be stale."""
+
+        node: int | None
+        rows: frozenset[int]
+        finished: bool
+
+    def __init__(self, state: UIState, **kwargs) -> None:
         super().__init__(**kwargs)
         self.state = state
-        self.breakpoints = breakpoints
-        """The target's breakpoints (from its BreakpointsChanged events), to mark matching rows."""
+        """The UI state: the pass shown, the paused node, the breakpoints' markers."""
         self._painter = RowPainter(self._style)
         self._tree: ModuleTree | None = None
+
+    def on_mount(self) -> None:
+        """Redraw what the state's changes touch, as the app publishes them."""
+        self.watch(self.app, "changes", self._changed, init=False)
+
+    def _changed(self, changes: Changes) -> None:
+        if changes.new_pass:
+            self.reset()
+            self.retitle()
+            self.post_message(self.PassShown(self))
+        elif changes.rows:
+            self.refresh_nodes(changes.rows)
+        if changes.breakpoints:
+            self.refresh()  # the markers of any row on screen
+        current = self.state.current
+        if changes.paused and current is not None:
+            self.select_node(current)  # the Selected message redraws the panes
+        elif changes.rows or changes.finished:
+            self.post_message(self.Refreshed(self.selected, frozenset(changes.rows), changes.finished))
+
+    def retitle(self) -> None:
+        """Title the pane by the pass shown and the order (short enough for the 34-column list at
+        80x24; engine order is the default: unsaid)."""
+        view = self.view
+        if view is None:
+            return
+        self.border_title = (f"by module · pass {view.index} · {view.total}" if self.by_module
+                             else f"pass {view.index} · {view.total} nodes")
+        if not view.recorded:
+            self.border_title = f"nodes · pass {view.index} ran unhooked"
+        self.border_subtitle = "nodes · grad leaving" if self.by_module and view.recorded else ""
 
     # ---- what is shown -------------------------------------------------------------------
 
@@ -170,16 +226,13 @@ class NodeList(ScrollView, can_focus=True):
             if row is not None and top <= row < bottom:
                 self.refresh_line(row)
 
-    def refresh_visible(self) -> None:
-        """Redraw every row on screen (breakpoints changed)."""
-        self.refresh()
-
     def watch_by_module(self, by_module: bool) -> None:
         """Switch views, keeping the selected node selected."""
         node = self._kept_node
         self._tree = None
         self._resize()
         self.refresh()
+        self.retitle()
         if node is not None:
             self.select_node(node)
         else:
@@ -287,13 +340,14 @@ class NodeList(ScrollView, can_focus=True):
             base = base + self._style("cursor")
         tree, rows, current = self.tree, self._painter, self.state.current
         if tree is None:
-            segments = rows.node_row(view, view.order[row], width, base, current, self.breakpoints)
+            segments = rows.node_row(view, view.order[row], width, base, current, self.state.markers)
         else:
             item = tree.rows[row]
             if item.module is not None:
                 segments = rows.module_row(tree, item.module, item.depth, width, base)
             else:
-                segments = rows.node_row(view, item.node, width, base, current, self.breakpoints, indent=2 * item.depth)
+                segments = rows.node_row(view, item.node, width, base, current, self.state.markers,
+                                          indent=2 * item.depth)
         return Strip(segments).crop_extend(0, width, base).apply_meta({"row": row})
 
     def _style(self, name: str) -> Style:

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
 
-from gradtui.model.breakpoints import Spec, matches_node
+from gradtui.model.breakpoints import matches_node
 from gradtui.model.nodes import node_tags
 from gradtui.model.stats import format_number
 from gradtui.ui.fmt import cut_left, list_op
 from gradtui.ui.modtree import ModuleTree, display_name
-from gradtui.ui.state import PassView
+from gradtui.ui.state import Marker, PassView
 
 NAME_WIDTH = 22
 """Op names longer than this are cut (labels start in one column)."""
@@ -30,13 +29,6 @@ MODULE_ROOM = 6
 
 SHORT_BELOW = 16
 """Op names lose their `Backward0` when the labels would get fewer cells than this."""
-
-
-class Marker(NamedTuple):
-    """A breakpoint as the node list marks it: its number and parsed spec."""
-
-    number: int
-    spec: Spec
 
 
 @dataclass

@@ -40,6 +40,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
 
 STREAM_STYLE = {"stdout": "", "stderr": "red"}
 
+ECHO_STYLE, ANSWER_STYLE, ERROR_STYLE, NOTE_STYLE = "bold cyan", "cyan", "red", "dim"
+"""How gradtui's own lines stand apart from the script's in the output pane."""
+
 
 class Line(NamedTuple):
     """One line: its raw text (ANSI codes kept), the style it is drawn in, its cell length,

@@ -19,7 +19,7 @@ from pathlib import Path
 from gradtui.model import events as ev
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire
-from wire_helpers import Listening
+from tests.wire.wire_helpers import Listening
 
 HERE = Path(__file__).resolve().parent / "scripts"
 CONNECTIONS = 300

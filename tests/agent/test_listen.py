@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from wire_helpers import TIMEOUT
+from tests.wire.wire_helpers import TIMEOUT
 
 HERE = os.path.join(os.path.dirname(__file__), "scripts")
 

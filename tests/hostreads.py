@@ -7,7 +7,7 @@ are kept on the device and read back in bulk, so a pass should make a handful of
 one per node: `HostReads` lets the bench and the unit tests count them.
 
 Counting patches `torch.Tensor`'s methods while the probe is active; it is a measuring tool
-(the bench, the tests), never installed by a debugging session.
+(the bench, the tests), never installed by a debugging session, so it lives with the tests.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The boundaries DESIGN.md draws: the core without the UI, the UI without the session."""
+"""The boundaries DESIGN.md draws, as what a process really loads: the core without the UI, the
+UI without the session, clients without torch (the static import rules: tests/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -32,31 +33,3 @@ def test_the_core_and_the_agent_never_load_textual_or_rich():
     loaded = _modules_after("import gradtui.engine.session, gradtui.engine.runner, gradtui.agent.main, "
                             "gradtui.agent.listen, gradtui.clients.headless")
     assert not {m.split(".")[0] for m in loaded} & {"textual", "rich"}
-
-
-def _imports_of(path) -> set[str]:
-    """Every module `path` imports, at any depth of its body (TYPE_CHECKING blocks included)."""
-    import ast
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names}
-    return found
-
-
-def test_the_model_imports_no_torch_and_no_textual_statically():
-    """gradtui.model is the plain data every layer shares: it imports nothing of torch, Textual or
-    Rich, nor any gradtui package but itself, directly or through another module."""
-    import pathlib
-
-    import gradtui
-    package = pathlib.Path(gradtui.__file__).parent
-    for path in sorted((package / "model").glob("*.py")):
-        for name in _imports_of(path):
-            top = name.split(".")[0]
-            assert top not in {"torch", "textual", "rich"}, f"{path.name} imports {name}"
-            if top == "gradtui":
-                assert name.startswith("gradtui.model"), f"{path.name} imports {name}"

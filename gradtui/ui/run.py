@@ -1,0 +1,62 @@
+"""`run_app`: the UI on a target in this terminal, with the signal handlers installed and
+gradtui.ui.watchdog's last resort; once the app has ended of a signal, the process dies of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterable
+
+from gradtui.model.dying import die_now
+from gradtui.model.options import RunOptions
+from gradtui.ui.app import GradtuiApp
+from gradtui.ui.client import QUIT_GRACE
+from gradtui.ui.watchdog import QuitWatchdog
+from gradtui.wire.child import ChildTarget
+from gradtui.wire.target import DebugTarget
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that quit the UI (and the script with it)."""
+
+
+def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),
+            theme: str | None = None, passes_first: bool = False, die_by_signal: bool = True) -> int:
+    """Run the UI on `options`' script in a child agent (or on `target`) until the user quits;
+    return the script's exit status (QUIT_STATUS if the user quit before it ended).
+
+    SIGINT, SIGTERM and SIGHUP quit (`GradtuiApp.on_signal`) and arm a QuitWatchdog; once the app
+    has ended, the process dies of the signal, as python would (`die_by_signal`; 130, 143, 129).
+    The handlers are Python's own (`signal.signal`), not the loop's: they run even while the loop
+    is blocked in a write to a dead terminal, which the loop's handlers (run by the loop) never would."""
+    if target is None:
+        assert options is not None
+        target = ChildTarget(options)
+        commands = options.commands
+    app = GradtuiApp(target=target, commands=commands, theme=theme, passes_first=passes_first)
+    loop = asyncio.new_event_loop()
+    watchdog = QuitWatchdog(target, lambda: app._driver, QUIT_GRACE)
+    watchdog.start()
+
+    signalled: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        signalled.append(signum)
+        watchdog.arm(signum)
+        try:
+            loop.call_soon_threadsafe(app.on_signal, signum)
+        except RuntimeError:  # the loop is closed: the app has ended, the watchdog sees to the rest
+            pass
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in SIGNALS}
+    try:
+        app.run(loop=loop)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        watchdog.disarm()
+        app.link.kill_now()  # however the app ended, no agent of ours is left running
+        loop.close()
+    if signalled and die_by_signal:
+        die_now(signalled[0])  # as python, killed by it (the terminal is restored, the agent gone)
+    return app.return_code or app.link.exit_status  # a crash of the UI itself is 1

@@ -1,0 +1,86 @@
+"""The agent assembled once (gradtui.agent.build): one validation of a run's options, one
+builder, a typed line parsed once on its way to the session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gradtui.agent.build import Transport, build_agent, parsed, path_checks
+from gradtui.model import events as ev
+from gradtui.model.commands import Flow
+from gradtui.model.options import OptionsError, PathChecks, RunOptions
+
+pytestmark = pytest.mark.timeout(60)
+
+FINE = PathChecks(recording=lambda path: None, reference=lambda path: None)
+
+
+@pytest.mark.parametrize(("options", "flags", "keywords"), [
+    (RunOptions("s.py", record_every=2), "--record-every and --flight need --record DB",
+     "record_every and flight need record=PATH"),
+    (RunOptions("s.py", fingerprints=True), "--fingerprints needs --record DB", "fingerprints needs record=PATH"),
+    (RunOptions("s.py", record="r.db", record_every=2, flight=3), "use either --record-every or --flight, not both",
+     "use either record_every or flight, not both"),
+    (RunOptions("s.py", record=""), "cannot record to : empty path", "cannot record to : empty path"),
+    (RunOptions("s.py", record="r.db", report="r.db"), "cannot record to r.db: it is the --report path",
+     "cannot record to r.db: it is the report path"),
+])
+def test_validate_refuses_what_does_not_go_together_in_the_spelling_of_its_caller(options, flags, keywords):
+    with pytest.raises(OptionsError) as by_flag:
+        options.validate(FINE)
+    assert str(by_flag.value) == flags
+    with pytest.raises(OptionsError) as by_keyword:
+        options.validate(FINE, keywords=True)
+    assert str(by_keyword.value) == keywords
+
+
+def test_validate_asks_the_recordings_layer_about_paths_and_makes_them_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    asked: list[str] = []
+    checks = PathChecks(recording=lambda p: asked.append(p) or None, reference=lambda p: f"{p}: no fingerprints")
+    run = RunOptions("s.py", record="run.db", report="out/r.json").validate(checks)
+    assert run.record == str(tmp_path / "run.db") and run.report == str(tmp_path / "out" / "r.json")
+    assert asked == [run.record] and (tmp_path / "out").is_dir()  # the report's folder is made
+    with pytest.raises(OptionsError, match=r"^--against .*ref\.db: no fingerprints$"):
+        RunOptions("s.py", against="ref.db").validate(checks)
+    with pytest.raises(OptionsError, match=r"^against=.*ref\.db: no fingerprints$"):  # gradtui.listen(against=)
+        RunOptions("s.py", against="ref.db").validate(checks, keywords=True)
+    with pytest.raises(OptionsError, match="not a gradtui recording"):  # the real check: record/store's
+        (tmp_path / "notes.txt").write_text("mine\n")
+        RunOptions("s.py", record="notes.txt").validate(path_checks())
+
+
+def test_the_flow_of_unhooked_passes_is_wanted_when_a_parsed_command_is_a_flow():
+    headless = RunOptions("s.py", headless=True)
+    assert headless.flow_unhooked(parsed(["FLOW", "continue"]))  # any spelling the grammar takes
+    assert headless.flow_unhooked([Flow("flow")])
+    assert not headless.flow_unhooked(parsed(["continue", "flow me", "flow 3"]))  # flow N: a recorded pass's
+    assert RunOptions("s.py").flow_unhooked([])  # a UI shows it
+
+
+def test_a_served_agent_parses_a_typed_line_once_and_quits_by_its_own_path():
+    quits: list[int] = []
+    agent = build_agent(RunOptions(os.path.abspath("s.py"), break_on=["nan"]), Transport("token"),
+                        lambda: quits.append(1))
+    heard: list[ev.Event] = []
+    agent.session.add_listener(heard.append)
+    assert agent.server is not None and agent.commands is not None and agent.tap is None
+    assert [str(bp) for bp in agent.session.breakpoints] == ["1: nan  (never hit)"]  # armed at build
+    agent.commands.submit("q", 7)
+    assert quits == [1]  # the mode's quit path, not the session's queue
+    agent.commands.submit("frobnicate", 8)
+    agent.commands.submit("break MulBackward0", 9)
+    results = [e for e in heard if isinstance(e, ev.CommandResult)]
+    assert [(r.request, r.ok) for r in results] == [(8, False), (9, True)]
+    assert "unknown command 'frobnicate'" in results[0].text and results[1].command == "break MulBackward0"
+    assert len(agent.session.breakpoints) == 2 and any(isinstance(e, ev.BreakpointsChanged) for e in heard)
+    agent.outputs.close()
+
+
+def test_headless_builds_no_server_and_arms_its_breakpoints():
+    agent = build_agent(RunOptions("s.py", headless=True, break_on=["loss nan"]), None)
+    assert agent.server is None and agent.commands is None
+    assert [bp.spec.text for bp in agent.session.breakpoints] == ["loss nan"]
+    agent.outputs.close()
