@@ -342,4 +342,18 @@ class PassPrints:
             self.failed = f"{type(exc).__name__}: {exc}"
             return ev.PassPrints(index, ())
         out.extend(ev.Print(e.node, e.dir, e.slot, r.norm, r.data, e.exact, e.what) for e, r in zip(entries, read))
+        self._last = out
         return ev.PassPrints(index, tuple(out))
+
+    _last: list[ev.Print] = []
+
+    def differences(self, index: int) -> ev.PassDifferences | None:
+        """Against a reference, after `event`: each matched node's difference from the
+        reference's over every value the pass fingerprinted (the UI's difference column), or
+        None without a reference or when fingerprinting failed in this pass."""
+        if self.against is None or self.failed is not None:
+            return None
+        self.against.note({(p.node, (p.dir, p.slot)): Value(p.norm, p.sketch, p.exact, p.what) for p in self._last})
+        nodes = tuple(ev.NodeDifference(node, forward, gradient) for node, forward, gradient in self.against.differences())
+        known = [n.largest for n in nodes if n.largest is not None]
+        return ev.PassDifferences(index, self._reference, nodes, max(known) if known else None, self.against.only_here)

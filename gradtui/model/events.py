@@ -294,6 +294,38 @@ class PassPrints(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class NodeDifference:
+    """How far one node of a pass is from its match in the reference (`--against`): the largest
+    relative difference (‖a − b‖ / the larger norm, estimated from the fingerprints unless exact)
+    of its forward values (output, saved values) and of its gradients (received, sent); None
+    where no value of that kind was known on both sides."""
+
+    node: int
+    forward: float | None
+    gradient: float | None
+
+    @property
+    def largest(self) -> float | None:
+        """The larger of the two (None when neither is known): the node list's difference column."""
+        known = [d for d in (self.forward, self.gradient) if d is not None]
+        return max(known) if known else None
+
+
+@dataclass(frozen=True, slots=True)
+class PassDifferences(Event):
+    """A pass against the reference recording (`--against REF.db`), sent before its PassFinished:
+    each matched node's difference (nodes with no match in the reference are left out) and the
+    pass's largest; what the UI's difference column, sort and passes view show."""
+
+    pass_index: int
+    reference: str
+    nodes: tuple[NodeDifference, ...]
+    largest: float | None
+    only_here: int = 0
+    """Nodes of this pass with no match in the reference (a graph change)."""
+
+
+@dataclass(frozen=True, slots=True)
 class FrameInfo:
     """One frame of a script's traceback, as `traceback.FrameSummary` gives it."""
 

@@ -182,6 +182,26 @@ class PassReference:
                 return Parting(node, "backward", describe(slot, ""), found[0], (found[1].norm, found[2].norm))
         return None
 
+    def differences(self) -> list[tuple[int, float | None, float | None]]:
+        """(node, forward, gradient) for every matched node: the largest relative difference of
+        its forward values (output, saved values) and of its gradients from its match's, over
+        the values known on both sides (None: none of that kind), in node order."""
+        out = []
+        for node in sorted(self.matched):
+            ref = self.matched[node]
+            forward = gradient = None
+            for slot, mine in self.values.get(node, {}).items():
+                theirs = ref.values.get(slot)
+                if slot[1] < 0 or theirs is None:
+                    continue
+                apart = compare.distance(mine, theirs)
+                if slot[0] in (OUTPUT, SAVED):
+                    forward = apart if forward is None else max(forward, apart)
+                else:
+                    gradient = apart if gradient is None else max(gradient, apart)
+            out.append((node, forward, gradient))
+        return out
+
     def both_sides(self, node: int) -> list[str]:
         """Lines for `print`: each value of `node` here and in the reference, and how far apart."""
         ref = self.matched.get(node)
