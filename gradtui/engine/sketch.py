@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import torch
 
-from gradtui.record.schema import SKETCH_VERSION  # noqa: F401 - the version of the sketch made here
+from gradtui.model.events import SKETCH_VERSION  # noqa: F401 - the version of the sketch made here
 
 K = 8
 """Entries per sketch."""

@@ -269,6 +269,12 @@ class PassFinished(Event):
     gradient first, non-finite ones last)."""
 
 
+SKETCH_VERSION = 2
+"""Which sketch `Print.sketch` holds (gradtui.engine.sketch; a recording stores it): 1, the
+row-major sign sketch (schema 2); 2, the 2-D one, the same for a matrix and its transpose.
+Fingerprints of two versions are never compared."""
+
+
 @dataclass(frozen=True, slots=True)
 class Print:
     """One value's fingerprint (gradtui.engine.fingerprint): `dir` 0 received, 1 sent, 2 the

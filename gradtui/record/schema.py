@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import sqlite3
 
+from gradtui.model import events
+
 APP = "gradtui"
 VERSION = 3
 
-SKETCH_VERSION = 2
-"""The sketch this gradtui's fingerprints are made with (gradtui.engine.sketch): 1, the
-row-major sign sketch (schema 2); 2, the 2-D one, the same for a matrix and its transpose."""
+SKETCH_VERSION = events.SKETCH_VERSION
+"""The sketch this gradtui's fingerprints are made with (gradtui.model.events.SKETCH_VERSION)."""
 
 SCHEMA = """
 CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL);
