@@ -51,8 +51,9 @@ CHUNK = 1 << 20
 """A value of more elements is sketched chunk by chunk (the signs kept are one chunk's)."""
 
 BUCKETS = 251
-"""Positions are summed modulo this prime first (a column of a matrix whose width is a multiple
-of K would otherwise fall in one bucket), then the buckets into the K entries."""
+"""A value of more than CHUNK elements is summed by row-major position modulo this prime first
+(a column of a matrix whose width is a multiple of K would otherwise fall in one bucket), then
+the buckets into the K entries."""
 
 _MASK = (1 << 32) - 1
 _group_maps: dict[torch.device, torch.Tensor] = {}
@@ -65,13 +66,7 @@ def hashed_signs(count: int, salt: int = 0, bits: bool = False) -> torch.Tensor:
     """±1 (float64, CPU) for positions 0..count-1: an integer hash of position and salt, done
     in int64 arithmetic that cannot overflow, so the same on every machine and torch version
     (`bits`: the 32-bit hashes themselves)."""
-    x = (torch.arange(count, dtype=torch.int64) * 2654435761 + salt * 0x632BE5AB + 0x6772) & _MASK
-    for _ in range(2):
-        x = ((x ^ (x >> 16)) * 0x45D9F3B) & _MASK
-    x = x ^ (x >> 16)
-    if bits:
-        return x
-    return ((x >> 7) & 1).double() * 2 - 1
+    return _hash_signs(torch.arange(count, dtype=torch.int64), salt, bits)
 
 
 def signs(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -87,7 +82,7 @@ _scratches: dict[tuple[torch.dtype, torch.device, int], torch.Tensor] = {}
 
 def _scratch(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """The first `count` elements of a buffer kept per dtype, device and thread (grown as needed):
-    where a value's signed product is written, laid out as its padded grid."""
+    where a value's signed product is written."""
     key = (dtype, device, threading.get_ident())
     found = _scratches.get(key)
     if found is None or found.numel() < count:
@@ -182,12 +177,15 @@ def shape2d(shape: tuple[int, ...]) -> tuple[int, int]:
     return (math.prod(shape) // last if last else 0, last)
 
 
-def _hash_signs(index: torch.Tensor, salt: int) -> torch.Tensor:
-    """±1 (float64) for each int64 position in `index` (hashed_signs's hash)."""
+def _hash_signs(index: torch.Tensor, salt: int, bits: bool = False) -> torch.Tensor:
+    """±1 (float64) for each int64 position in `index`: an integer hash of position and salt
+    (`bits`: the 32-bit hashes themselves; see hashed_signs)."""
     x = (index * 2654435761 + salt * 0x632BE5AB + 0x6772) & _MASK
     for _ in range(2):
         x = ((x ^ (x >> 16)) * 0x45D9F3B) & _MASK
     x = x ^ (x >> 16)
+    if bits:
+        return x
     return ((x >> 7) & 1).double() * 2 - 1
 
 
