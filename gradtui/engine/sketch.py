@@ -159,12 +159,12 @@ GRID = 17
 
 class Grid(NamedTuple):
     """How a value whose memory holds an (R, C) matrix row-major is sketched (cached per (R, C)):
-    its signs in that memory order, the grid's number of rows, and the fold: for each (grid row,
-    column) sum, the K entry its bucket adds to, one-hot ((grid rows * C, K): the column blocks
-    and the fold are one product)."""
+    its signs in that memory order, the grid's size, and the fold: for each bucket, the K entry
+    it adds to, one-hot ((grid rows * grid columns, K): the fold is one small product)."""
 
     signs: torch.Tensor
     rows: int
+    cols: int
     fold: torch.Tensor
 
 
@@ -239,12 +239,11 @@ def grid(rows: int, cols: int, dtype: torch.dtype, device: torch.device) -> Grid
     entries = entry[cell]
     if flipped:
         entries = entries.t()
-    per_column = entries[:, torch.arange(cols) % entries.shape[1]]  # (grid rows, cols)
-    fold = torch.nn.functional.one_hot(per_column.reshape(-1), K).to(dtype)
+    fold = torch.nn.functional.one_hot(entries.reshape(-1), K).to(dtype)
     if _grid_elements[0] + signs.numel() + fold.numel() > GRID_CACHE:
         _grids.clear()
         _grid_elements[0] = 0
-    found = _grids[key] = Grid(signs, entries.shape[0], fold.to(device))
+    found = _grids[key] = Grid(signs, entries.shape[0], entries.shape[1], fold.to(device))
     _grid_elements[0] += (signs.numel() if flipped or first == second else 0) + fold.numel()
     return found
 
@@ -273,12 +272,12 @@ def _memory2d(t: torch.Tensor) -> torch.Tensor:
 
 def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(K-entry sketch, norm) of one tensor of more than EXACT_LIMIT elements, on its device.
-    At most CHUNK elements, four device ops: the value in its memory order times the cached
-    signs of that order into a scratch buffer, a sum over the grid's row blocks (a product with
-    ones: BLAS reads it at memory speed), the (grid rows, columns) sums folded into K entries
-    (one product with `Grid.fold`), and the norm: no copy of a transposed matrix, and a matrix
-    and its transpose (`mm`'s weight gradient, what `TBackward0` sends on) have the same sketch,
-    bit for bit."""
+    At most CHUNK elements: the value in its memory order times the cached signs of that order
+    into a scratch buffer, a sum over the grid's row blocks (a product with ones: BLAS reads it
+    at memory speed), the small (grid rows, columns) rest by column blocks, its fold into K
+    entries (one small product with `Grid.fold`), and the norm: no copy of a transposed matrix,
+    and a matrix and its transpose (`mm`'s weight gradient, what `TBackward0` sends on) have the
+    same sketch, bit for bit."""
     t = _real(t.detach())
     dtype = _sign_dtype(t)
     if t.numel() > CHUNK:
@@ -303,7 +302,11 @@ def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         part[:rest * cols] += flat[g.rows * cols:]
     else:
         part = flat
-    return part @ g.fold, torch.linalg.vector_norm(target)
+    padded = -(-cols // g.cols) * g.cols  # the column blocks: a fold matrix per column would be read
+    part = part.view(g.rows, cols)        # as often as the value (8 floats per grid cell)
+    if padded > cols:
+        part = torch.nn.functional.pad(part, (0, padded - cols))
+    return part.view(g.rows, padded // g.cols, g.cols).sum(1).view(-1) @ g.fold, torch.linalg.vector_norm(target)
 
 
 def _chunked(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -370,27 +373,20 @@ def fingerprint(t: torch.Tensor) -> Row:
 
 
 def read_rows(rows: list[Row]) -> list[ReadRow]:
-    """Many fingerprints brought to the host in one read: norms, sketches and exact values in
-    one `tolist`."""
+    """Many fingerprints brought to the host in one read: each row's norm and body (its sketch,
+    or its values) in one `cat` (it promotes float32 with float64) and one `tolist`."""
     if not rows:
         return []
     with torch.no_grad():
-        sketched = [r.body for r in rows if not r.exact]
-        exact = [r.body for r in rows if r.exact]
-        parts = [torch.stack([r.norm for r in rows])]  # stack and cat promote float32 with float64
-        if sketched:
-            parts.append(torch.cat(sketched))
-        if exact:
-            parts.append(torch.cat(exact))
-        numbers = (torch.cat(parts) if len(parts) > 1 else parts[0]).tolist()
+        parts = []
+        for r in rows:
+            parts.append(r.norm.view(1))
+            parts.append(r.body)
+        numbers = torch.cat(parts).tolist()
     out = []
-    folded, values = len(rows), len(rows) + K * len(sketched)
-    for i, r in enumerate(rows):
-        if r.exact:
-            length = r.body.numel()
-            out.append(ReadRow(numbers[i], tuple(numbers[values:values + length])))
-            values += length
-        else:
-            out.append(ReadRow(numbers[i], tuple(numbers[folded:folded + K])))
-            folded += K
+    at = 0
+    for r in rows:
+        length = r.body.numel()
+        out.append(ReadRow(numbers[at], tuple(numbers[at + 1:at + 1 + length])))
+        at += 1 + length
     return out
