@@ -132,7 +132,29 @@ def derive_outgoing(node: Any, name: str, incoming: Stats | None, full: bool) ->
     `full`: min, max and mean of big gradients too (else only their norm, as a light read has)."""
     if name == "AccumulateGrad":
         return ()
-    shape = out_shape(node)
+    return derive_from(name, out_shape(node), saved_of(node, name), incoming, full)
+
+
+def saved_of(node: Any, name: str) -> tuple[int, ...]:
+    """What `derive_from` needs of a derived node's saved values to rearrange a small gradient's
+    values: a permute's dims, a transpose's two dims, a select's dim and index (else nothing)."""
+    match name:
+        case "PermuteBackward0":
+            return tuple(node._saved_dims)
+        case "TransposeBackward0" | "TransposeBackward1":
+            # a negative dim (`.mT`) reads back as its unsigned 64-bit form
+            return tuple(d - (1 << 64) if d >= 1 << 63 else d for d in (node._saved_dim0, node._saved_dim1))
+        case "SelectBackward0" | "SelectBackward1":
+            return (node._saved_dim, node._saved_index)
+    return ()
+
+
+def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...], incoming: Stats | None,
+                full: bool) -> tuple[Stats | None, ...]:
+    """`derive_outgoing` from plain data: the gradient's shape as the node sends it (None: it sends
+    none) and `saved_of` the node; no node needed, so it can run after the pass."""
+    if name == "AccumulateGrad":
+        return ()
     if incoming is None or shape is None:
         return (None,)
     if incoming.unreadable is not None:
@@ -144,38 +166,35 @@ def derive_outgoing(node: Any, name: str, incoming: Stats | None, full: bool) ->
     values = incoming.values
     if name in PERMUTED:
         if values is not None and len(incoming.shape) > 1:
-            values = tuple(_rearranged(node, name, values, incoming.shape).tolist())
+            values = tuple(_rearranged(name, saved, values, incoming.shape).tolist())
             return (small_stats(shape, incoming.dtype, incoming.device, values),)
         return (Stats(shape, incoming.dtype, incoming.device, incoming.norm, incoming.min, incoming.max,
                       incoming.mean, incoming.nonfinite),)
-    return (_selected(node, incoming, shape, full),)
+    return (_selected(saved, incoming, shape, full),)
 
 
-def _rearranged(node: Any, name: str, values: tuple[float, ...], shape: tuple[int, ...]) -> torch.Tensor:
+def _rearranged(name: str, saved: tuple[int, ...], values: tuple[float, ...], shape: tuple[int, ...]) -> torch.Tensor:
     """A small gradient's values as the node sends them on (a tiny float64 tensor, flat)."""
     grad = torch.tensor(values, dtype=torch.float64).reshape(shape)
     match name:
         case "TBackward0":
             grad = grad.t() if grad.dim() == 2 else grad
         case "PermuteBackward0":
-            dims = node._saved_dims
-            inverse = [0] * len(dims)
-            for i, d in enumerate(dims):
-                inverse[d % len(dims)] = i
+            inverse = [0] * len(saved)
+            for i, d in enumerate(saved):
+                inverse[d % len(saved)] = i
             grad = grad.permute(inverse)
         case _:
-            # a negative dim (`.mT`) reads back as its unsigned 64-bit form
-            dims = [d - (1 << 64) if d >= 1 << 63 else d for d in (node._saved_dim0, node._saved_dim1)]
-            grad = grad.transpose(*dims)
+            grad = grad.transpose(*saved)
     return grad.reshape(-1)
 
 
-def _selected(node: Any, incoming: Stats, shape: tuple[int, ...], full: bool) -> Stats:
+def _selected(saved: tuple[int, ...], incoming: Stats, shape: tuple[int, ...], full: bool) -> Stats:
     """SelectBackward's output: the incoming gradient at one index of `shape`, zeros elsewhere."""
     numel = math.prod(shape)
     if incoming.values is not None and numel <= VALUES_LIMIT:
         grad = torch.zeros(shape, dtype=torch.float64)
-        grad.select(node._saved_dim, node._saved_index).copy_(
+        grad.select(saved[0], saved[1]).copy_(
             torch.tensor(incoming.values, dtype=torch.float64).reshape(incoming.shape))
         return small_stats(shape, incoming.dtype, incoming.device, tuple(grad.reshape(-1).tolist()))
     if not full:

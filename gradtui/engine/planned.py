@@ -32,7 +32,8 @@ import torch
 
 from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, derive_outgoing
+from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, out_shape, saved_of
+from gradtui.engine.ranbatch import Derived, Hooked, PassBatches, Resent
 from gradtui.engine.recorder import PassRecord
 from gradtui.engine.summary import CHUNK, dtype_name, summarize, summarize_all
 from gradtui.engine.watch import Hit, hit_text
@@ -120,6 +121,7 @@ class PlannedPass:
         self._ran: list[int] = []
         self._held: list[int] = []
         self._emitted = state.done
+        self._batches = PassBatches(state.index, full)
         self._handles: list[Any] = []
         self._upgraded = False
         self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
@@ -276,57 +278,58 @@ class PlannedPass:
     # ---- statistics out -------------------------------------------------------------------
 
     def flush(self, hold: int | None = None) -> None:
-        """Emit the NodeRan events of the hooked nodes that ran since the last flush, each followed
-        by those of the derived nodes it feeds; those `hold` feeds wait for the next flush (it is
-        paused in its posthook: they have not run, and stepping on hooks them instead)."""
+        """Emit the hooked nodes that ran since the last flush as one NodesRan batch, each followed
+        by the derived nodes it feeds (gradtui.engine.ranbatch: their statistics are made when the
+        batch is read); those `hold` feeds wait for the next flush (it is paused in its posthook:
+        they have not run, and stepping on hooks them instead)."""
         held, self._held = self._held, []
-        for node in held:
-            self._derive(node)
         ran, self._ran = self._ran, []
+        if not held and not ran:
+            return
+        steps: list[Hooked | Derived | Resent] = []
+        count = 0
+        for node in held:
+            steps.append(Resent(node, self._outgoing[node]))
+            count += self._derive(node, steps)
         incoming_of, outgoing_of, producer_of, derived = self._incoming, self._outgoing, self._plan.producer, self._plan.derived
-        state, emit, node_ran = self._state, self._owner.emit, ev.NodeRan
-        index = state.index
-        for node in ran:  # `_emit` inline: this runs once per hooked node
+        for node in ran:  # once per hooked node: kept lean
             incoming = incoming_of.pop(node, None)
-            if incoming is None:
-                producer, slot = producer_of[node]  # type: ignore[misc]
-                incoming = (outgoing_of[producer][slot],)
-            order = self._emitted = state.done = self._emitted + 1
-            emit(node_ran(index, node, order, incoming, outgoing_of[node]))
+            steps.append(Hooked(node, incoming, None if incoming is not None else producer_of[node], outgoing_of[node]))
+            count += 1
             if node == hold:
                 self._held.append(node)
             elif node in derived:
-                self._derive(node)
+                count += self._derive(node, steps)
+        state = self._state
+        first = self._emitted + 1
+        self._emitted = state.done = self._emitted + count
+        self._owner.emit(self._batches.batch(steps, first, count))
 
-    def _derive(self, node: int) -> None:
+    def _derive(self, node: int, steps: list[Hooked | Derived | Resent]) -> int:
+        """Add the steps of the nodes derived from `node` (and from them), breadth-first; mark them
+        run; returns how many."""
         plan, attrs, nodes = self._plan, self._state.capture.attrs, self._state.capture.nodes
-        derived, producer_of, outgoing_of, completed = plan.derived, plan.producer, self._outgoing, self._completed
+        derived, producer_of, completed = plan.derived, plan.producer, self._completed
         todo = deque(derived.get(node, ()))
+        count = 0
         while todo:
             child = todo.popleft()
-            producer, slot = producer_of[child]  # type: ignore[misc]
-            sent = outgoing_of[producer]
-            incoming = (sent[slot] if slot < len(sent) else None,)
             name = attrs[child]["name"]
-            if name == "AccumulateGrad":
-                out: tuple[Stats | None, ...] = ()  # it sends nothing on
-            else:
+            shape: tuple[int, ...] | None = None
+            saved: tuple[int, ...] = ()
+            error = None
+            if name != "AccumulateGrad":
                 try:
-                    out = derive_outgoing(nodes[child], name, incoming[0], self._full)
+                    shape, saved = out_shape(nodes[child]), saved_of(nodes[child], name)
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
-                    out = (Stats((), "", "", math.nan, None, None, None, 0,
-                                 unreadable=f"not derived ({type(exc).__name__}: {exc})"),)
-            outgoing_of[child] = out
+                    error = f"{type(exc).__name__}: {exc}"
+            steps.append(Derived(child, producer_of[child], name, shape, saved, error))  # type: ignore[arg-type]
             completed[child] = 1
-            self._emit(child, incoming, out)
+            count += 1
             more = derived.get(child)
             if more:
                 todo.extend(more)
-
-    def _emit(self, node: int, incoming: tuple[Stats | None, ...], outgoing: tuple[Stats | None, ...]) -> None:
-        self._emitted += 1
-        self._state.done = self._emitted
-        self._owner.emit(ev.NodeRan(self._state.index, node, self._emitted, incoming, outgoing))
+        return count
 
     def finish(self) -> None:
         """The pass's engine call returned (or raised): emit what is left; name the node that

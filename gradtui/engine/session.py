@@ -73,6 +73,8 @@ class Session:
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
         self._graph_wanted: list[bool | Callable[[], bool]] = [True] if listener else []
+        self._batches: list[bool] = [False] if listener else []
+        """Per listener: does it take NodesRan batches as they are (see `add_listener`)?"""
         """Per listener: does it read a pass's graph (names, sources, saved values) beyond what a
         pause shows? See `add_listener`."""
         self._detached = False
@@ -97,8 +99,12 @@ class Session:
 
     # ---- wiring -------------------------------------------------------------------------
 
-    def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True) -> None:
+    def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True, batches: bool = False) -> None:
         """Also send every event to `listener` (called on the emitting thread).
+
+        `batches=True`: the listener takes a planned pass's `NodesRan` batches as they are (and
+        reads `.ran` only if it wants per-node statistics); otherwise it gets each batch's NodeRan
+        events one by one, as from the every-node hooks.
 
         `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
         graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
@@ -107,13 +113,23 @@ class Session:
         the wire) leaves the default, and every pass is described as it starts."""
         self._listeners.append(listener)
         self._graph_wanted.append(graph)
+        self._batches.append(batches)
 
     def _graph_needed(self) -> bool:
         """Does a listener want the graph of the pass starting now described at once?"""
         return any(want() if callable(want) else want for want in self._graph_wanted)
 
     def emit(self, event: ev.Event) -> None:
-        """Send an event to every listener."""
+        """Send an event to every listener (a NodesRan batch as its NodeRan events to those that
+        take no batches)."""
+        if type(event) is ev.NodesRan:
+            for listener, batches in zip(self._listeners, self._batches):
+                if batches:
+                    listener(event)
+                else:
+                    for one in event.ran:
+                        listener(one)
+            return
         for listener in self._listeners:
             listener(event)
 
