@@ -146,7 +146,7 @@ def _continuing_session(full: bool, watch: bool = True) -> Session:
     done = []
     session = Session(None, provenance=False, full_stats=full)
     session.add_listener(lambda e: done.append(1) if isinstance(e, ev.PassFinished) else None, graph=False,
-                         batches=True)
+                         batches=True, flow=False)
     if watch:
         session.submit("break nan")
     session.run_on()  # no first pause: measure the hooks, not a human

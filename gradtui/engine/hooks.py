@@ -65,6 +65,9 @@ class Owner(Protocol):
     def quitting_now(self) -> bool:
         """Has quit been asked for?"""
 
+    def wants_flow(self) -> bool:
+        """Does a listener read the gradient flow and leaf gradients of a hooked pass?"""
+
     def watching(self) -> bool:
         """Can a value breakpoint stop the pass in flight?"""
 

@@ -132,31 +132,66 @@ def derive_outgoing(node: Any, name: str, incoming: Stats | None, full: bool) ->
     `full`: min, max and mean of big gradients too (else only their norm, as a light read has)."""
     if name == "AccumulateGrad":
         return ()
-    return derive_from(name, out_shape(node), saved_of(node, name), incoming, full)
+    shape, saved = shape_and_saved(node, name)
+    return derive_from(name, shape, saved, incoming, full, node.next_functions[0][0] is not None)
 
 
-def saved_of(node: Any, name: str) -> tuple[int, ...]:
-    """What `derive_from` needs of a derived node's saved values to rearrange a small gradient's
-    values: a permute's dims, a transpose's two dims, a select's dim and index (else nothing)."""
+SIZED = frozenset({"ViewBackward0", "UnsafeViewBackward0", "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2",
+                   "SelectBackward0", "SelectBackward1"})
+"""Derived nodes that save their input's sizes: the shape of what they send on. The others' follows
+from the shape they receive (a transpose's, a permute's, an unsqueeze's dims; a clone's is it)."""
+
+
+def shape_and_saved(node: Any, name: str) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
+    """What `derive_from` needs of a live derived node: the shape it sends on, where it saved it
+    (None: it follows from what arrives), and the dims a rearrangement of its values takes (a
+    permute's dims, a transpose's two, an unsqueeze's, a select's dim and index)."""
+    shape = tuple(node._saved_self_sym_sizes) if name in SIZED else None
     match name:
         case "PermuteBackward0":
-            return tuple(node._saved_dims)
+            return shape, tuple(node._saved_dims)
         case "TransposeBackward0" | "TransposeBackward1":
             # a negative dim (`.mT`) reads back as its unsigned 64-bit form
-            return tuple(d - (1 << 64) if d >= 1 << 63 else d for d in (node._saved_dim0, node._saved_dim1))
+            return shape, tuple(d - (1 << 64) if d >= 1 << 63 else d for d in (node._saved_dim0, node._saved_dim1))
         case "SelectBackward0" | "SelectBackward1":
-            return (node._saved_dim, node._saved_index)
-    return ()
+            return shape, (node._saved_dim, node._saved_index)
+        case "UnsqueezeBackward0":
+            dim = node._saved_dim
+            return shape, (dim - (1 << 64) if dim >= 1 << 63 else dim,)
+    return shape, ()
+
+
+def sent_shape(name: str, saved: tuple[int, ...], received: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape a transpose, `.T`, permute, unsqueeze or clone sends on, given the shape it received."""
+    match name:
+        case "TBackward0":
+            return received[::-1] if len(received) == 2 else received
+        case "PermuteBackward0":
+            out = [0] * len(received)
+            for i, d in enumerate(saved):
+                out[d % len(received)] = received[i]
+            return tuple(out)
+        case "TransposeBackward0" | "TransposeBackward1":
+            out = list(received)
+            a, b = (d % len(received) for d in saved)
+            out[a], out[b] = out[b], out[a]
+            return tuple(out)
+        case "UnsqueezeBackward0":
+            dim = saved[0] % len(received)
+            return received[:dim] + received[dim + 1:]
+    return received
 
 
 def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...], incoming: Stats | None,
-                full: bool) -> tuple[Stats | None, ...]:
-    """`derive_outgoing` from plain data: the gradient's shape as the node sends it (None: it sends
-    none) and `saved_of` the node; no node needed, so it can run after the pass."""
+                full: bool, sends: bool = True) -> tuple[Stats | None, ...]:
+    """`derive_outgoing` from plain data (`shape_and_saved` of the node; `sends`: its input slot
+    has a receiver): no node needed, so it can run after the pass."""
     if name == "AccumulateGrad":
         return ()
-    if incoming is None or shape is None:
+    if incoming is None or not sends:
         return (None,)
+    if shape is None:
+        shape = sent_shape(name, saved, incoming.shape)
     if incoming.unreadable is not None:
         return (incoming.reshaped(shape),)
     if not math.prod(shape) or not incoming.numel:  # as summarize has an empty tensor

@@ -32,7 +32,7 @@ import torch
 
 from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, out_shape, saved_of
+from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, shape_and_saved
 from gradtui.engine.ranbatch import Derived, Hooked, PassBatches, Resent
 from gradtui.engine.recorder import PassRecord
 from gradtui.engine.summary import CHUNK, dtype_name, summarize, summarize_all
@@ -310,20 +310,20 @@ class PlannedPass:
         run; returns how many."""
         plan, attrs, nodes = self._plan, self._state.capture.attrs, self._state.capture.nodes
         derived, producer_of, completed = plan.derived, plan.producer, self._completed
+        make = tuple.__new__  # a NamedTuple's own __new__ is a Python function: this runs per derived node
         todo = deque(derived.get(node, ()))
         count = 0
         while todo:
             child = todo.popleft()
-            name = attrs[child]["name"]
-            shape: tuple[int, ...] | None = None
-            saved: tuple[int, ...] = ()
-            error = None
+            data = attrs[child]
+            name = data["name"]
+            shape, saved, error = None, (), None
             if name != "AccumulateGrad":
                 try:
-                    shape, saved = out_shape(nodes[child]), saved_of(nodes[child], name)
+                    shape, saved = shape_and_saved(nodes[child], name)
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
                     error = f"{type(exc).__name__}: {exc}"
-            steps.append(Derived(child, producer_of[child], name, shape, saved, error))  # type: ignore[arg-type]
+            steps.append(make(Derived, (child, producer_of[child], name, shape, saved, data["next"][:1] != (None,), error)))
             completed[child] = 1
             count += 1
             more = derived.get(child)

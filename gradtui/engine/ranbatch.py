@@ -35,13 +35,15 @@ class Hooked(NamedTuple):
 
 class Derived(NamedTuple):
     """A node the plan derives: its producer's output slot, its name, the shape it sends on and
-    the saved values it needs (gradtui.engine.plan.saved_of); `error`: they could not be read."""
+    the saved values it needs (gradtui.engine.plan.shape_and_saved); `sends`: its input has a
+    receiver; `error`: what could not be read of it."""
 
     node: int
     source: tuple[int, int]
     name: str
     shape: tuple[int, ...] | None
     saved: tuple[int, ...]
+    sends: bool = True
     error: str | None = None
 
 
@@ -117,7 +119,7 @@ def _derived(step: Derived, incoming: Stats | None, full: bool) -> tuple[Stats |
     error = step.error
     if error is None:
         try:
-            return derive_from(step.name, step.shape, step.saved, incoming, full)
+            return derive_from(step.name, step.shape, step.saved, incoming, full, step.sends)
         except Exception as exc:  # noqa: BLE001
             error = f"{type(exc).__name__}: {exc}"
     return (Stats((), "", "", math.nan, None, None, None, 0, unreadable=f"not derived ({error})"),)

@@ -75,6 +75,7 @@ class Session:
         self._graph_wanted: list[bool | Callable[[], bool]] = [True] if listener else []
         self._batches: list[bool] = [False] if listener else []
         """Per listener: does it take NodesRan batches as they are (see `add_listener`)?"""
+        self._flow_wanted: list[bool] = [True] if listener else []
         """Per listener: does it read a pass's graph (names, sources, saved values) beyond what a
         pause shows? See `add_listener`."""
         self._detached = False
@@ -99,12 +100,15 @@ class Session:
 
     # ---- wiring -------------------------------------------------------------------------
 
-    def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True, batches: bool = False) -> None:
+    def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True, batches: bool = False,
+                     flow: bool = True) -> None:
         """Also send every event to `listener` (called on the emitting thread).
 
         `batches=True`: the listener takes a planned pass's `NodesRan` batches as they are (and
         reads `.ran` only if it wants per-node statistics); otherwise it gets each batch's NodeRan
-        events one by one, as from the every-node hooks.
+        events one by one, as from the every-node hooks. `flow=False`: it reads no pass's gradient
+        flow or leaf gradients (`PassFinished.flow`, `.leaf_grads`); a hooked pass no listener wants
+        them of skips them (two fused norms of every parameter, a row per leaf).
 
         `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
         graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
@@ -114,6 +118,7 @@ class Session:
         self._listeners.append(listener)
         self._graph_wanted.append(graph)
         self._batches.append(batches)
+        self._flow_wanted.append(flow)
 
     def _graph_needed(self) -> bool:
         """Does a listener want the graph of the pass starting now described at once?"""
@@ -353,6 +358,10 @@ class Session:
     def quitting_now(self) -> bool:
         """Has quit been asked for?"""
         return self._quitting.is_set()
+
+    def wants_flow(self) -> bool:
+        """Does a listener read the gradient flow of a hooked pass (see `add_listener`)?"""
+        return any(self._flow_wanted)
 
     def stepping(self) -> bool:
         """Must every node of the pass in flight be hooked from now on?"""
