@@ -149,16 +149,20 @@ def shape_and_saved(node: Any, name: str) -> tuple[tuple[int, ...] | None, tuple
     shape = tuple(node._saved_self_sym_sizes) if name in SIZED else None
     match name:
         case "PermuteBackward0":
-            return shape, tuple(node._saved_dims)
+            return shape, tuple(map(_signed, node._saved_dims))
         case "TransposeBackward0" | "TransposeBackward1":
-            # a negative dim (`.mT`) reads back as its unsigned 64-bit form
-            return shape, tuple(d - (1 << 64) if d >= 1 << 63 else d for d in (node._saved_dim0, node._saved_dim1))
+            return shape, (_signed(node._saved_dim0), _signed(node._saved_dim1))
         case "SelectBackward0" | "SelectBackward1":
             return shape, (node._saved_dim, node._saved_index)
         case "UnsqueezeBackward0":
-            dim = node._saved_dim
-            return shape, (dim - (1 << 64) if dim >= 1 << 63 else dim,)
+            return shape, (_signed(node._saved_dim),)
     return shape, ()
+
+
+def _signed(dim: int) -> int:
+    """A saved dim as given: a negative one (`.mT`, `permute(-1, ...)`) reads back as its unsigned
+    64-bit form."""
+    return dim - (1 << 64) if dim >= 1 << 63 else dim
 
 
 def sent_shape(name: str, saved: tuple[int, ...], received: tuple[int, ...]) -> tuple[int, ...]:

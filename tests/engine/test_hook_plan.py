@@ -97,6 +97,10 @@ KINDS = {  # name: (forward op, the backward node it makes)
     "clone": (lambda t: t.clone(), "CloneBackward0"),
     "squeeze": (lambda t: t.unsqueeze(0).squeeze(0), "SqueezeBackward1"),
     "unsqueeze": (lambda t: t.unsqueeze(1), "UnsqueezeBackward0"),
+    # negative dims: what these send on is shaped from what they receive (engine/plan.py, sent_shape)
+    "mT": (lambda t: t.unsqueeze(0).mT, "TransposeBackward0"),
+    "permute-negative": (lambda t: t.unsqueeze(0).permute(-1, 0, 1), "PermuteBackward0"),
+    "unsqueeze-negative": (lambda t: t.unsqueeze(-1), "UnsqueezeBackward0"),
 }
 SIZES = {"small": (4, 3), "big": (12, 16)}
 
