@@ -100,6 +100,30 @@ def now_stats(grad: Any, full: bool) -> Stats | None:
     return summarize(grad, light=not full)  # also confirms a non-finite norm with isfinite
 
 
+def measured(grads: tuple[Any, ...], full: bool, known: tuple[Any, ...] = (),
+             stats: tuple[Stats | None, ...] = ()) -> tuple[Stats | None, ...]:
+    """`now_stats` of each of `grads`, each tensor measured once: one that appears twice (both
+    sides of an `x + x`), or is one of `known` (whose statistics are `stats`: a pass-through node
+    sends on the very tensor it received), is not measured again."""
+    out: list[Stats | None] = []
+    for i, grad in enumerate(grads):
+        if grad is not None:
+            for j in range(i):
+                if grads[j] is grad:
+                    out.append(out[j])
+                    break
+            else:
+                for j, other in enumerate(known):
+                    if other is grad:
+                        out.append(stats[j])
+                        break
+                else:
+                    out.append(now_stats(grad, full))
+        else:
+            out.append(None)
+    return tuple(out)
+
+
 class PlannedPass:
     """The posthooks (and few prehooks) of one planned pass, its statistics and its NodeRan
     events (see module doc). Inert once `close`d: a retained graph's later passes skip them."""
@@ -203,12 +227,13 @@ class PlannedPass:
         if not self._live or task != state.task:
             return None
         full = self._full
+        outgoing = self._outgoing[node] = (now_stats(grad_inputs[0], full),) if len(grad_inputs) == 1 else \
+            measured(grad_inputs, full)
         incoming = self._incoming.get(node)
         late_before = False
         if incoming is None and (self._plan.producer[node] is None or len(grad_outputs) != 1):
-            incoming = self._incoming[node] = tuple([now_stats(g, full) for g in grad_outputs])
+            incoming = self._incoming[node] = measured(grad_outputs, full, grad_inputs, outgoing)
             late_before = any_nonfinite(incoming) and not state.nan_seen
-        outgoing = self._outgoing[node] = tuple([now_stats(g, full) for g in grad_inputs])
         self._completed[node] = 1
         state.running = None
         self._ran.append(node)
