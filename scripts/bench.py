@@ -213,32 +213,11 @@ def _nodes_of(model: nn.Module, data: torch.Tensor) -> int:
 
 # ---- forward with provenance, and anomaly mode -------------------------------------------
 
-@contextlib.contextmanager
-def _noop_recording():
-    """What any recording of every op's source and module costs from Python before it records
-    anything: a TorchFunctionMode that only calls through, and a module pre- and post-hook that
-    do nothing (gradtui's provenance is these, plus the labelling)."""
-    from torch.nn.modules import module as nn_module
-    from torch.overrides import TorchFunctionMode
-
-    class CallThrough(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            return func(*args, **kwargs) if kwargs else func(*args)
-
-    handles = [nn_module.register_module_forward_pre_hook(lambda module, args: None),
-               nn_module.register_module_forward_hook(lambda module, args, out: None)]
-    try:
-        with CallThrough():
-            yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
 def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int = D_MODEL,
-                  target: float | None = 1.10, label: str = "") -> None:
+                  target: float | None = None) -> None:
     """Forward with provenance recording vs plain forward, and anomaly mode's forward vs plain
-    (what gradtui's provenance replaces), interleaved to share the noise."""
+    (what gradtui's provenance replaces), interleaved to share the noise; wall time (anomaly mode
+    and the provenance's own rows: bench_provenance.py, thread time)."""
     model = transformer(layers, width)
     data = torch.randn(*batch, width)
     provenance = Provenance()
@@ -254,28 +233,18 @@ def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int =
         del out
         return elapsed
 
-    floor: list[float] = []
     for i in range(repeat + 1):  # the first round warms up
-        runs = [(plain, contextlib.nullcontext), (recorded, lambda: provenance)]
-        if not label:  # the small informational rows skip anomaly mode
-            runs.append((anomaly, lambda: torch.autograd.set_detect_anomaly(True)))
-        else:  # tiny tensors: the floor of recording per op from Python
-            runs.append((floor, _noop_recording))
-        for times, context in runs:
+        for times, context in ((plain, contextlib.nullcontext), (recorded, lambda: provenance),
+                               (anomaly, lambda: torch.autograd.set_detect_anomaly(True))):
             elapsed = timed(context)
             if i:
                 times.append(elapsed)
     sizes = model_sizes(layers, batch, width)
     base = median(plain)
-    ratio_row(f"forward with provenance recording{label}", sizes, median(recorded), base, target, "plain forward")
-    if floor:
-        ratio_row("  floor: a no-op TorchFunctionMode + global module hooks", sizes, median(floor), base, None,
-                  "plain forward")
-    if anomaly:
-        ratio_row("forward under set_detect_anomaly(True) (issue 4)", sizes, median(anomaly), base, None,
-                  "plain forward")
-        add(Row("gradtui's provenance vs anomaly mode, forward", sizes, ms(median(recorded)),
-                f"{ms(median(anomaly))} anomaly mode", median(recorded) / median(anomaly), "-", None))
+    ratio_row("forward with provenance recording (wall time)", sizes, median(recorded), base, target, "plain forward")
+    ratio_row("forward under set_detect_anomaly(True) (issue 4)", sizes, median(anomaly), base, None, "plain forward")
+    add(Row("gradtui's provenance vs anomaly mode, forward", sizes, ms(median(recorded)),
+            f"{ms(median(anomaly))} anomaly mode", median(recorded) / median(anomaly), "-", None))
 
 
 # ---- memory ------------------------------------------------------------------------------
@@ -540,21 +509,28 @@ def main() -> None:
     # (layers, batch): the issue's 12- and 48-layer encoders; --quick shrinks them
     models = [(2, (4, 32)), (6, (4, 32))] if quick else [(12, (8, 128)), (48, (8, 64))]
     began = time.perf_counter()
-    if "capture" in only:  # issue 15's target is the 48-layer row's
+    if "capture" in only:  # issue 20's target is the 48-layer lazy row's; the eager rows keep DESIGN's old 0.5x
         for layers, batch in models:
             last = layers == models[-1][0]
-            bench_capture(layers, batch, repeat, target=0.2 if last else 0.5, lazy_target=0.1 if last else None)
+            bench_capture(layers, batch, repeat, target=0.5, lazy_target=0.1 if last else None)
     if "backward" in only:
         for layers, batch in models:
             first = layers == models[0][0]  # issue 20's d=256 targets are the 12-layer row's
             bench_backward(layers, batch, repeat, targets=(1.10, 1.08, 1.30) if first else (1.25, None, None))
-    if "forward" in only:
-        for layers, batch in models:
-            bench_forward(layers, batch, 2 * repeat)  # a few percent to measure: more runs
+    if "forward" in only:  # issue 20's targets: the d=64 and d=256 provenance rows (bench_provenance.py)
+        from bench_provenance import bench_forward as provenance_forward, user_written
+
+        pairs = 5 if quick else 40
+        provenance_forward(4 if quick else 12, 64, (8, 32), pairs, target=1.15)
+        provenance_forward(4 if quick else 12, D_MODEL, (4, 32) if quick else (8, 128), pairs // 2, target=1.05)
+        blocks = 4 if quick else 24
+        provenance_forward(blocks, 64, (8, 32), pairs, None, user_written(blocks, 64),
+                           f"{blocks} user blocks of nn.Linear + nn.LayerNorm + nn.GELU, d=64, batch 8x32")
+        for layers, batch in models:  # what it replaces: anomaly mode's forward, beside plain and provenance
+            bench_forward(layers, batch, 2 * repeat, target=None)
     if "small" in only:  # tiny tensors: Python's cost per node shows (issue 15's targets)
         small = " [tiny tensors]"
         bench_backward(4 if quick else 12, (8, 32), repeat, width=64, targets=(1.35, 1.30, 1.80), label=small)
-        bench_forward(4 if quick else 12, (8, 32), 3 * repeat, width=64, target=1.10, label=small)
         bench_headless_continue(20 if quick else 50, 2 if quick else 4, 1 if quick else 3)
     if "hostreads" in only:
         bench_host_reads(4 if quick else 12)

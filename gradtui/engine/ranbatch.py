@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from typing import NamedTuple
 
 from gradtui.engine.plan import derive_from
@@ -63,29 +64,37 @@ class PassBatches:
         self._full = full
         self._sent: dict[int, tuple[Stats | None, ...]] = {}
         """Node id -> what it sent on, as the batches made so far say."""
-        self._steps: list[tuple[list[Hooked | Derived | Resent], int]] = []
-        """Per batch of the pass: its steps and the number of its first node (dropped once made)."""
-        self._made: list[tuple[ev.NodeRan, ...] | None] = []
+        self._todo: list[tuple[list[Hooked | Derived | Resent], int] | None] = []
+        """Per batch of the pass: its steps and the number of its first node, until it is made."""
+        self._batches: list[weakref.ref] = []
+        """Per batch, the NodesRan (held weakly: one nobody holds is made only for what later
+        batches need of it, and its events are not kept)."""
         self._lock = threading.Lock()
 
     def batch(self, steps: list[Hooked | Derived | Resent], first: int, count: int) -> ev.NodesRan:
         """The NodesRan of `steps` (`count` of them nodes), the first numbered `first` in the pass."""
-        position = len(self._made)
-        self._steps.append((steps, first))
-        self._made.append(None)
-        return ev.NodesRan(self._index, count, lambda: self._make_upto(position))
+        position = len(self._todo)
+        batch = ev.NodesRan(self._index, count, lambda: self._make_upto(position))
+        self._todo.append((steps, first))
+        self._batches.append(weakref.ref(batch))
+        return batch
 
     def _make_upto(self, position: int) -> tuple[ev.NodeRan, ...]:
         """The events of batch `position`, making every earlier batch not made yet first (in a loop:
-        a long pass has thousands of batches)."""
+        a long pass has thousands of batches); each batch alive keeps its own."""
         with self._lock:
-            made = self._made
+            todo = self._todo
             for k in range(position + 1):
-                if made[k] is None:
-                    steps, first = self._steps[k]
-                    made[k] = self._make(steps, first)
-                    self._steps[k] = ([], first)
-            return made[position]  # type: ignore[return-value]
+                entry = todo[k]
+                if entry is None:
+                    continue
+                todo[k] = None
+                ran = self._make(*entry)
+                batch = self._batches[k]()
+                if batch is not None:
+                    batch.keep(ran)
+            mine = self._batches[position]()
+            return mine.ran if mine is not None else ()  # alive: it is the caller
 
     def _make(self, steps: list[Hooked | Derived | Resent], first: int) -> tuple[ev.NodeRan, ...]:
         sent, full, index = self._sent, self._full, self._index

@@ -131,7 +131,7 @@ class NodesRan(Event):
     for batches: `Session.add_listener(batches=...)`). Plain data once made: the maker holds
     numbers, shapes and Stats, never a tensor or a node."""
 
-    __slots__ = ("pass_index", "count", "_make", "_ran")
+    __slots__ = ("pass_index", "count", "_make", "_ran", "__weakref__")
 
     def __init__(self, pass_index: int, count: int, make: "Callable[[], tuple[NodeRan, ...]]") -> None:
         set_slot = object.__setattr__
@@ -152,9 +152,14 @@ class NodesRan(Event):
         """The NodeRan events, in the order the nodes ran (made at the first read, then kept)."""
         ran = self._ran
         if ran is None:
-            ran = self._make()  # two threads reading at once both make it: the same events
-            object.__setattr__(self, "_ran", ran)
+            ran = self._make()  # the maker keeps them (`keep`) and returns them
+            if self._ran is None:  # a maker that does not keep them (`of`)
+                self.keep(ran)
         return ran
+
+    def keep(self, ran: "tuple[NodeRan, ...]") -> None:
+        """Hold `ran` as the batch's events (its maker made them while making a later batch)."""
+        object.__setattr__(self, "_ran", ran)
 
     def __repr__(self) -> str:
         return f"NodesRan(pass_index={self.pass_index}, count={self.count})"
