@@ -1,0 +1,66 @@
+"""A gradient's statistics read there and then, in a planned hook (CPU: a read syncs nothing).
+
+The planned hooks (gradtui.engine.planned) take each gradient's statistics as its node makes
+it, so nothing is held past the hook; these are the same numbers the every-node hooks' bulk
+reads make (gradtui.engine.window), so the two kinds of pass agree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from gradtui.engine.summary import CHUNK, dtype_name, summarize
+from gradtui.engine.window import small_stats
+from gradtui.model.stats import VALUES_LIMIT, Stats
+
+_BULK = frozenset({torch.float32, torch.float64})
+
+
+def now_stats(grad: Any, full: bool) -> Stats | None:
+    """A gradient's statistics, read now (CPU): as the window's bulk read makes them."""
+    if grad is None:
+        return None
+    if (type(grad) is torch.Tensor and grad.dtype in _BULK and grad.layout is torch.strided
+            and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
+        if grad.requires_grad:
+            grad = grad.detach()  # create_graph: gradtui's reductions record nothing
+        shape, dtype = tuple(grad.shape), dtype_name(grad.dtype)
+        if numel <= VALUES_LIMIT:  # a 1-d gradient lists itself; others are flattened first (a view: no copy)
+            return small_stats(shape, dtype, "cpu", tuple(grad.tolist() if grad.dim() == 1 else grad.reshape(-1).tolist()))
+        if full:
+            lo, hi = torch.aminmax(grad)
+            lo_v, hi_v, total, norm = torch.stack((lo, hi, grad.sum(), torch.linalg.vector_norm(grad))).tolist()
+            if math.isfinite(norm) and math.isfinite(total) and math.isfinite(lo_v) and math.isfinite(hi_v):
+                return Stats(shape, dtype, "cpu", norm, lo_v, hi_v, total / numel, 0)
+        else:
+            norm = torch.linalg.vector_norm(grad).item()
+            if math.isfinite(norm):
+                return Stats(shape, dtype, "cpu", norm, None, None, None, 0)
+    return summarize(grad, light=not full)  # also confirms a non-finite norm with isfinite
+
+
+def measured(grads: tuple[Any, ...], full: bool, known: tuple[Any, ...] = (),
+             stats: tuple[Stats | None, ...] = ()) -> tuple[Stats | None, ...]:
+    """`now_stats` of each of `grads`, each tensor measured once: one that appears twice (both
+    sides of an `x + x`), or is one of `known` (whose statistics are `stats`: a pass-through node
+    sends on the very tensor it received), is not measured again."""
+    out: list[Stats | None] = []
+    for i, grad in enumerate(grads):
+        if grad is not None:
+            for j in range(i):
+                if grads[j] is grad:
+                    out.append(out[j])
+                    break
+            else:
+                for j, other in enumerate(known):
+                    if other is grad:
+                        out.append(stats[j])
+                        break
+                else:
+                    out.append(now_stats(grad, full))
+        else:
+            out.append(None)
+    return tuple(out)
