@@ -16,27 +16,29 @@ from gradtui.engine.summary import CHUNK, dtype_name, summarize
 from gradtui.engine.window import small_stats
 from gradtui.model.stats import VALUES_LIMIT, Stats
 
-_BULK = frozenset({torch.float32, torch.float64})
+_BULK = {torch.float32: dtype_name(torch.float32), torch.float64: dtype_name(torch.float64)}
+"""The dtypes read here (others go through `summarize`), with their names."""
+_TENSOR, _STRIDED, _NORM = torch.Tensor, torch.strided, torch.linalg.vector_norm
 
 
 def now_stats(grad: Any, full: bool) -> Stats | None:
     """A gradient's statistics, read now (CPU): as the window's bulk read makes them."""
     if grad is None:
         return None
-    if (type(grad) is torch.Tensor and grad.dtype in _BULK and grad.layout is torch.strided
+    if (type(grad) is _TENSOR and (dtype := _BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
             and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
         if grad.requires_grad:
             grad = grad.detach()  # create_graph: gradtui's reductions record nothing
-        shape, dtype = tuple(grad.shape), dtype_name(grad.dtype)
+        shape = tuple(grad.shape)
         if numel <= VALUES_LIMIT:  # a 1-d gradient lists itself; others are flattened first (a view: no copy)
-            return small_stats(shape, dtype, "cpu", tuple(grad.tolist() if grad.dim() == 1 else grad.reshape(-1).tolist()))
+            return small_stats(shape, dtype, "cpu", tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist()))
         if full:
             lo, hi = torch.aminmax(grad)
-            lo_v, hi_v, total, norm = torch.stack((lo, hi, grad.sum(), torch.linalg.vector_norm(grad))).tolist()
+            lo_v, hi_v, total, norm = torch.stack((lo, hi, grad.sum(), _NORM(grad))).tolist()
             if math.isfinite(norm) and math.isfinite(total) and math.isfinite(lo_v) and math.isfinite(hi_v):
                 return Stats(shape, dtype, "cpu", norm, lo_v, hi_v, total / numel, 0)
         else:
-            norm = torch.linalg.vector_norm(grad).item()
+            norm = _NORM(grad).item()
             if math.isfinite(norm):
                 return Stats(shape, dtype, "cpu", norm, None, None, None, 0)
     return summarize(grad, light=not full)  # also confirms a non-finite norm with isfinite

@@ -108,7 +108,7 @@ class PlannedPass:
         if self._delegated:
             return
         nodes, hooks = self._state.capture.nodes, self._plan.hooks
-        pre, post = self._prehook, self._posthook
+        pre, post = self._prehook, self.posthook
         for i, node in enumerate(nodes):
             kind = hooks[i]
             if kind == BOTH:
@@ -137,9 +137,6 @@ class PlannedPass:
         """Node `node`'s prehook, called by a hook already on it (`delegated`): the plan's, if any."""
         return self._prehook(node, grads) if self._plan.hooks[node] == BOTH else None
 
-    def posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """Node `node`'s posthook, called by a hook already on it (`delegated`): the plan's, if any."""
-        return self._posthook(node, grad_inputs, grad_outputs) if self._plan.hooks[node] != NONE else None
 
     def _own_call(self) -> bool:
         state = self._state
@@ -178,11 +175,15 @@ class PlannedPass:
         self._after_pause()
         return new
 
-    def _posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        # Once per hooked node: kept lean (no generator, no call that a test inline can spare).
+    def posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """Node `node`'s posthook: the plan's (the one this pass registers, or called by an every-node
+        hook already on the node when `delegated`), if the plan hooks it."""
+        # Once per hooked node: kept lean (no generator, no call that an inline test can spare).
         state = self._state
         if self._quitting():
             raise GradtuiQuit()
+        if self._plan.hooks[node] == NONE:
+            return None
         task = current_graph_task_id()  # `_own_call`, inline
         if state.task is None:
             state.task = task
@@ -254,7 +255,7 @@ class PlannedPass:
             return
         self._upgraded = True
         plan, nodes, completed = self._plan, self._state.capture.nodes, self._completed
-        pre, post = self._prehook, self._posthook
+        pre, post = self._prehook, self.posthook
         for i, node in enumerate(nodes):
             if completed[i] or plan.hooks[i] == BOTH:
                 continue
