@@ -290,11 +290,12 @@ class PlannedPass:
             steps.append(Resent(node, self._outgoing.pop(node)))
             count += self._derive(node, steps)
         incoming_of, outgoing_of, producer_of, derived = self._incoming, self._outgoing, self._plan.producer, self._plan.derived
+        make = tuple.__new__  # a NamedTuple's own __new__ is a Python function
         for node in ran:  # once per hooked node: kept lean
             incoming = incoming_of.pop(node, None)
             # what it sent lives on in the step (a held node's until its derived nodes are added)
             outgoing = outgoing_of[node] if node == hold else outgoing_of.pop(node)
-            steps.append(Hooked(node, incoming, None if incoming is not None else producer_of[node], outgoing))
+            steps.append(make(Hooked, (node, incoming, None if incoming is not None else producer_of[node], outgoing)))
             count += 1
             if node == hold:
                 self._held.append(node)
