@@ -31,6 +31,7 @@ from gradtui.model.breakpoints import Breakpoint, Breakpoints
 from gradtui.model.commands import Command, CommandError, Quit, parse
 from gradtui.engine.dispatch import CommandRunner
 from gradtui.engine.graph import Names, capture
+from gradtui.engine.names import LaterNames
 from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.engine.fingerprint import PassPrints
@@ -287,10 +288,11 @@ class Session:
         if not self._hooked(index, pending):
             return self._runner.unhooked(unhooked_start(index, call, call_text, call_site, losses), nodes, run,
                                          self._flow_unhooked)
-        names = Names.from_scopes(frame.f_locals, frame.f_globals)
         on_cpu = _on_cpu(roots)
         planned = call != "grad" and self._planned(pending, on_cpu)  # grad() runs no AccumulateGrad: not derivable
-        cap = capture(nodes, names, lazy=planned and not self._graph_needed())
+        lazy = planned and not self._graph_needed()
+        names = (LaterNames if lazy and not self.wants_flow() else Names.from_scopes)(frame.f_locals, frame.f_globals)
+        cap = capture(nodes, names, lazy=lazy)
         state = PassRecord(index, cap, frame, names, call=call, on_cpu=on_cpu)
         state.check_every = self._check_every or (1 if on_cpu else CHECK_EVERY)
         if self.fingerprints:

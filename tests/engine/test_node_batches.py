@@ -117,3 +117,37 @@ def test_shapes_sent_on_follow_from_what_arrives_as_torch_makes_them():
         shape, saved = plan.shape_and_saved(node, name)
         assert shape is None
         assert plan.sent_shape(name, saved, tuple(y.shape)) == tuple(node.next_functions[0][0]._input_metadata[0].shape)
+
+
+def test_a_pass_nobody_looks_at_collects_no_names_and_a_pause_still_names_its_leaves(monkeypatch):
+    from gradtui.engine import names as names_module
+
+    collected = [0]
+    original = names_module.Names.from_scopes.__func__
+
+    def counted(cls, *scopes):
+        collected[0] += 1
+        return original(cls, *scopes)
+
+    monkeypatch.setattr(names_module.Names, "from_scopes", classmethod(counted))
+    lin = torch.nn.Linear(3, 2)
+    events: list[ev.Event] = []
+    session = Session(None, provenance=False, full_stats=False)
+    session.add_listener(events.append, graph=False, batches=True, flow=False)
+    session.run_on()
+    session.submit("break nan")
+
+    def on(event):
+        if isinstance(event, ev.Paused):
+            session.submit("continue")
+
+    session.add_listener(on, graph=False, batches=True, flow=False)
+    x = torch.ones(4, 3)
+    with session:
+        lin(x).pow(2).sum().backward()
+        assert collected[0] == 0  # nothing paused, nobody reads the graph or the flow
+        (lin(x) * torch.tensor([0.0, 1.0])).log().sum().backward()  # log(0): -inf, then a NaN: it pauses
+    assert any(isinstance(e, ev.Paused) for e in events) and collected[0] == 1
+    graph = [e for e in events if isinstance(e, ev.PassStarted)][-1].graph
+    params = {graph.nodes[i]["param"] for i in graph.nodes if graph.nodes[i]["kind"] == "accumulate"}
+    assert params == {"lin.weight", "lin.bias"}
