@@ -8,7 +8,8 @@ reads make (gradtui.engine.window), so the two kinds of pass agree.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 
@@ -44,11 +45,44 @@ def now_stats(grad: Any, full: bool) -> Stats | None:
     return summarize(grad, light=not full)  # also confirms a non-finite norm with isfinite
 
 
+class Listed(NamedTuple):
+    """A small gradient's values, listed in a posthook and found finite: its Stats (`resolved`)
+    are made only if a batch with it is read. Read as Stats by the hooks' non-finite checks."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    values: tuple[float, ...]
+    nonfinite: int = 0
+
+
+def quick_stats(grad: Any, full: bool) -> Stats | Listed | None:
+    """`now_stats`, but a small finite gradient only listed (`Listed`): what a posthook keeps."""
+    if (type(grad) is _TENSOR and (dtype := _BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
+            and 0 < (numel := grad.numel()) <= VALUES_LIMIT and not grad.is_meta and not grad._is_zerotensor()):
+        shape = tuple(grad.shape)
+        values = tuple((grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist()) if not grad.requires_grad
+                       else grad.detach().reshape(-1).tolist())
+        total = sum(values)
+        if total - total == 0.0:  # finite (an infinity or a NaN makes it NaN)
+            return tuple.__new__(Listed, (shape, dtype, values, 0))
+        return small_stats(shape, dtype, "cpu", values)
+    return now_stats(grad, full)
+
+
+def resolved(stats: tuple[Any, ...]) -> tuple[Stats | None, ...]:
+    """`stats` with each `Listed` made Stats (as `now_stats` makes them)."""
+    for one in stats:
+        if type(one) is Listed:
+            return tuple([small_stats(s.shape, s.dtype, "cpu", s.values) if type(s) is Listed else s for s in stats])
+    return stats
+
+
 def measured(grads: tuple[Any, ...], full: bool, known: tuple[Any, ...] = (),
-             stats: tuple[Stats | None, ...] = ()) -> tuple[Stats | None, ...]:
-    """`now_stats` of each of `grads`, each tensor measured once: one that appears twice (both
-    sides of an `x + x`), or is one of `known` (whose statistics are `stats`: a pass-through node
-    sends on the very tensor it received), is not measured again."""
+             stats: tuple[Stats | None, ...] = (),
+             measure: Callable[[Any, bool], Any] = now_stats) -> tuple[Stats | None, ...]:
+    """`measure` (`now_stats`) of each of `grads`, each tensor measured once: one that appears twice
+    (both sides of an `x + x`), or is one of `known` (whose statistics are `stats`: a pass-through
+    node sends on the very tensor it received), is not measured again."""
     out: list[Stats | None] = []
     for i, grad in enumerate(grads):
         if grad is not None:
@@ -62,7 +96,7 @@ def measured(grads: tuple[Any, ...], full: bool, known: tuple[Any, ...] = (),
                         out.append(stats[j])
                         break
                 else:
-                    out.append(now_stats(grad, full))
+                    out.append(measure(grad, full))
         else:
             out.append(None)
     return tuple(out)

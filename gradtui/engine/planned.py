@@ -33,7 +33,7 @@ from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, shape_and_saved
 from gradtui.engine.ranbatch import Derived, Hooked, PassBatches, Resent
 from gradtui.engine.recorder import PassRecord
-from gradtui.engine.nowstats import measured, now_stats
+from gradtui.engine.nowstats import measured, now_stats, quick_stats, resolved
 from gradtui.engine.watch import Hit, hit_text
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
@@ -192,17 +192,17 @@ class PlannedPass:
         full = self._full
         count = len(grad_inputs)
         if count == 1 or count == 2 and grad_inputs[1] is None:  # most nodes: one gradient sent (`x * 2.0`'s too)
-            first = now_stats(grad_inputs[0], full)
+            first = quick_stats(grad_inputs[0], full) if grad_inputs[0] is not None else None
             outgoing = (first,) if count == 1 else (first, None)
             bad = first is not None and first.nonfinite
         else:
-            outgoing = measured(grad_inputs, full)
-            bad = any_nonfinite(outgoing)
+            outgoing = measured(grad_inputs, full, measure=quick_stats)
+            bad = any_nonfinite(outgoing)  # type: ignore[arg-type]
         self._outgoing[node] = outgoing
         incoming = self._incoming.get(node)
         late_before = False
         if incoming is None and (self._plan.producer[node] is None or len(grad_outputs) != 1):
-            incoming = self._incoming[node] = measured(grad_outputs, full, grad_inputs, outgoing)
+            incoming = self._incoming[node] = measured(grad_outputs, full, grad_inputs, outgoing, quick_stats)
             late_before = not state.nan_seen and any_nonfinite(incoming)
         self._completed[node] = 1
         state.running = None
@@ -340,7 +340,7 @@ class PlannedPass:
         if state.running is None:
             state.running = ready_node(state.capture.attrs, self._completed)
         if state.running is not None:
-            state.incoming[state.running] = self._incoming.get(state.running, ())
+            state.incoming[state.running] = resolved(self._incoming.get(state.running, ()))
 
 
 def ready_node(attrs: list[dict[str, Any]], completed: bytearray) -> int | None:

@@ -19,6 +19,7 @@ import threading
 import weakref
 from typing import NamedTuple
 
+from gradtui.engine.nowstats import resolved
 from gradtui.engine.plan import derive_from
 from gradtui.model import events as ev
 from gradtui.model.stats import Stats
@@ -103,15 +104,18 @@ class PassBatches:
         for step in steps:
             if type(step) is Hooked:
                 node, incoming, source, outgoing = step
+                outgoing = resolved(outgoing)
                 if incoming is None:
                     producer, slot = source  # type: ignore[misc]
                     incoming = (_slot(sent.get(producer, ()), slot),)
+                else:
+                    incoming = resolved(incoming)
             elif type(step) is Derived:
                 node, (producer, slot) = step.node, step.source
                 incoming = (_slot(sent.get(producer, ()), slot),)
                 outgoing = _derived(step, incoming[0], full)
             else:
-                sent[step.node] = step.outgoing
+                sent[step.node] = resolved(step.outgoing)
                 continue
             sent[node] = outgoing
             out.append(ev.NodeRan(index, node, order, incoming, outgoing))
