@@ -528,58 +528,63 @@ def main() -> None:
     # (layers, batch): the issue's 12- and 48-layer encoders; --quick shrinks them
     models = [(2, (4, 32)), (6, (4, 32))] if quick else [(12, (8, 128)), (48, (8, 64))]
     began = time.perf_counter()
-    if "capture" in only:  # issue 20's target is the 48-layer lazy row's; the eager rows keep DESIGN's old 0.5x
-        for layers, batch in models:
-            last = layers == models[-1][0]
-            bench_capture(layers, batch, repeat, target=0.5, lazy_target=0.1 if last else None)
-    if "backward" in only:
-        for layers, batch in models:
-            first = layers == models[0][0]  # issue 20's d=256 targets are the 12-layer row's
-            bench_backward(layers, batch, repeat, targets=(1.10, 1.08, 1.30) if first else (1.25, None, None))
-    if "forward" in only:  # issue 20's targets: the d=64 and d=256 provenance rows (bench_provenance.py)
-        from bench_provenance import bench_forward as provenance_forward, user_written
+    try:
+        if "capture" in only:  # issue 20's target is the 48-layer lazy row's; the eager rows keep DESIGN's old 0.5x
+            for layers, batch in models:
+                last = layers == models[-1][0]
+                bench_capture(layers, batch, repeat, target=0.5, lazy_target=0.1 if last else None)
+        if "backward" in only:
+            for layers, batch in models:
+                first = layers == models[0][0]  # issue 20's d=256 targets are the 12-layer row's
+                bench_backward(layers, batch, repeat, targets=(1.10, 1.08, 1.30) if first else (1.25, None, None))
+        if "forward" in only:  # issue 20's targets: the d=64 and d=256 provenance rows (bench_provenance.py)
+            from bench_provenance import bench_forward as provenance_forward, user_written
 
-        pairs = 5 if quick else 40
-        provenance_forward(4 if quick else 12, 64, (8, 32), pairs, target=1.15)
-        provenance_forward(4 if quick else 12, D_MODEL, (4, 32) if quick else (8, 128), pairs // 2, target=1.05)
-        blocks = 4 if quick else 24
-        provenance_forward(blocks, 64, (8, 32), pairs, None, user_written(blocks, 64),
-                           f"{blocks} user blocks of nn.Linear + nn.LayerNorm + nn.GELU, d=64, batch 8x32")
-        for layers, batch in models:  # what it replaces: anomaly mode's forward, beside plain and provenance
-            bench_forward(layers, batch, 2 * repeat, target=None)
-    if "small" in only:  # tiny tensors: Python's cost per node shows (issue 15's targets)
-        small = " [tiny tensors]"
-        # a pass is ~10 ms: many more pairs than the big rows, so a median is steady on a loaded machine
-        bench_backward(4 if quick else 12, (8, 32), 5 * repeat, width=64, targets=(1.35, 1.30, 1.80), label=small)
-        bench_headless_continue(20 if quick else 50, 2 if quick else 4, 1 if quick else 3)
-    if "hostreads" in only:
-        bench_host_reads(4 if quick else 12)
-    if "floor" in only:  # the floors under the backward rows' targets, at both widths
-        bench_floor(4 if quick else 12, 64, (8, 32), repeat)
-        if not quick:
-            bench_floor(12, D_MODEL, models[0][1], 3)
-    if "chain100k" in only:
-        bench_chain(20_000 if quick else 100_000, 1 if quick else 2)
-    if "wire" in only:
-        bench_wire(quick)
-    if "ui" in only:
-        bench_ui(10_002, 10 if quick else 40)
-    if "memory" in only:
-        bench_memory(20 if quick else 200)
-    if "bigtensor" in only:
-        bench_big_tensor(10_000_000 if quick else 100_000_000, 3 if quick else 5)
-    if "headless" in only:
-        bench_headless(*((120, 100, 1) if quick else (500, 400, 2)))
-    if "record" in only:
-        bench_record(50, 2 if quick else 4, 1 if quick else 3)
-        from bench_record import bench_recorder, bench_replay_open
+            pairs = 5 if quick else 40
+            provenance_forward(4 if quick else 12, 64, (8, 32), pairs, target=1.15)
+            provenance_forward(4 if quick else 12, D_MODEL, (4, 32) if quick else (8, 128), pairs // 2, target=1.05)
+            blocks = 4 if quick else 24
+            provenance_forward(blocks, 64, (8, 32), pairs, None, user_written(blocks, 64),
+                               f"{blocks} user blocks of nn.Linear + nn.LayerNorm + nn.GELU, d=64, batch 8x32")
+            for layers, batch in models:  # what it replaces: anomaly mode's forward, beside plain and provenance
+                bench_forward(layers, batch, 2 * repeat, target=None)
+        if "small" in only:  # tiny tensors: Python's cost per node shows (issue 15's targets)
+            small = " [tiny tensors]"
+            # a pass is ~10 ms: many more pairs than the big rows, so a median is steady on a loaded machine
+            bench_backward(4 if quick else 12, (8, 32), 5 * repeat, width=64, targets=(1.35, 1.30, 1.80), label=small)
+            bench_headless_continue(20 if quick else 50, 2 if quick else 4, 1 if quick else 3)
+        if "hostreads" in only:
+            bench_host_reads(4 if quick else 12)
+        if "floor" in only:  # the floors under the backward rows' targets, at both widths
+            bench_floor(4 if quick else 12, 64, (8, 32), repeat)
+            if not quick:
+                bench_floor(12, D_MODEL, models[0][1], 3)
+        if "chain100k" in only:
+            bench_chain(20_000 if quick else 100_000, 1 if quick else 2)
+        if "wire" in only:
+            bench_wire(quick)
+        if "ui" in only:
+            bench_ui(10_002, 10 if quick else 40)
+        if "memory" in only:
+            bench_memory(20 if quick else 200)
+        if "bigtensor" in only:
+            bench_big_tensor(10_000_000 if quick else 100_000_000, 3 if quick else 5)
+        if "headless" in only:
+            bench_headless(*((120, 100, 1) if quick else (500, 400, 2)))
+        if "record" in only:
+            bench_record(50, 2 if quick else 4, 1 if quick else 3)
+            from bench_record import bench_recorder, bench_replay_open
 
-        bench_recorder(10 if quick else 20, 2 if quick else 4, 1 if quick else 3)
-        bench_replay_open(64 if quick else 1024, 1 if quick else 3)
-    cpu = f"{os.cpu_count()} cores" + (f", {platform.processor()}" if platform.processor() else "")
-    print_table(f"gradtui bench{' --quick' if quick else ''}: torch {torch.__version__}, "
-                f"{torch.get_num_threads()} torch thread, CPU ({cpu}), Python {platform.python_version()}; "
-                f"medians of {repeat} runs ({2 * repeat} for the forward rows); took {time.perf_counter() - began:.0f} s")
+            bench_recorder(10 if quick else 20, 2 if quick else 4, 1 if quick else 3)
+            bench_replay_open(64 if quick else 1024, 1 if quick else 3)
+    except Exception as exc:  # a group that fails still leaves the table of the rows measured before it
+        add(Row(f"the run stopped: {type(exc).__name__}: {exc}", "-", "-", "-", None, "-", False))
+        raise
+    finally:
+        cpu = f"{os.cpu_count()} cores" + (f", {platform.processor()}" if platform.processor() else "")
+        print_table(f"gradtui bench{' --quick' if quick else ''}: torch {torch.__version__}, "
+                    f"{torch.get_num_threads()} torch thread, CPU ({cpu}), Python {platform.python_version()}; "
+                    f"medians of {repeat} runs ({2 * repeat} for the forward rows); took {time.perf_counter() - began:.0f} s")
 
 
 if __name__ == "__main__":
