@@ -84,7 +84,8 @@ class PassRunner:
                     if (differences := state.prints.differences(state.index)) is not None:
                         self._owner.emit(differences)  # against a reference: the UI's difference column
                     state.prints = None
-                finished = self._recorder.finished(state, state.call, error_text(error), self._owner.light)
+                finished = self._recorder.finished(state, state.call, error_text(error), self._owner.light,
+                                                   self._owner.wants_flow())
                 error = None  # this frame is on error's traceback: holding error would make a cycle
                 self.finish(finished)
 
