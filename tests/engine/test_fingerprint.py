@@ -226,3 +226,40 @@ def test_an_output_made_by_moving_elements_is_fingerprinted_as_those_elements():
     t_out = by[(names.index("TBackward0"), fp.OUTPUT, 0)]
     assert t_out.sketch == tuple(fp.sketch_one(lin.weight.detach()).double().tolist())
     assert t_out.sketch == tuple(fp.sketch_one(lin.weight.detach().t()).double().tolist())
+
+
+def _session_prints(every_node: bool) -> dict:
+    """The fingerprints of one seeded backward of a small encoder layer (views, transposes,
+    selects, weights' accumulators) under a Session: on the hook plan, or on every node (a
+    breakpoint by place that never hits)."""
+    from gradtui.engine.session import Session
+    from gradtui.model import events as ev
+
+    session = Session(full_stats=True, fingerprints=True)
+    if every_node:
+        session.breakpoints.add("#9999")
+    got = []
+    session.add_listener(lambda e: got.append(e) if isinstance(e, ev.PassPrints) else None)
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
+    x = torch.randn(2, 12, 16)
+    session.run_on()
+    session.install()
+    try:
+        layer(x).pow(2).mean().backward()
+    finally:
+        session.uninstall()
+    [prints] = got
+    return {(p.node, p.dir, p.slot): p for p in prints.prints}
+
+
+def test_a_planned_pass_fingerprints_what_the_every_node_hooks_do():
+    """Fingerprints on the hook plan (posthooks on the nodes that compute only): the nodes that
+    only move what they received (views, transposes, selects, accumulators) get the prints
+    the every-node hooks give them, derived from their producer's, bit for bit; none is missing
+    but where the every-node hooks sketched a moved gradient anew."""
+    planned, every = _session_prints(False), _session_prints(True)
+    assert planned and set(planned) <= set(every)
+    assert all(planned[k] == every[k] for k in planned), [k for k in planned if planned[k] != every[k]]
+    missing = set(every) - set(planned)
+    assert len(missing) <= len(every) // 10, sorted(missing)

@@ -68,11 +68,24 @@ def _against(db: str, breakpoint: str | None) -> Session:
     return session
 
 
-def test_a_pass_against_a_reference_reads_per_node_only_while_differs_is_armed(tmp_path):
+def test_a_pass_against_a_reference_reads_per_node_only_while_differs_is_armed(tmp_path, monkeypatch):
     """No `differs>R` armed: nothing asks after each node how far the runs are apart, so a pass
-    against a reference makes the host reads of a recorded pass with fingerprints (theirs come
-    back in its one read at its end). `differs>R` armed: each node is read back after it ran
-    (the breakpoint is decided there)."""
+    against a reference makes the host reads of a recorded pass with fingerprints (both run on
+    the hook plan; theirs come back in its one read at its end). `differs>R` armed: every node
+    is hooked and each one's fingerprints are read back after it ran (the breakpoint is decided
+    there): one read per node compared."""
+    from gradtui.engine import fingerprint
+
+    compared = []
+    original = fingerprint.PassPrints._compare
+
+    def counted(self, *args):
+        with HostReads() as reads:
+            found = original(self, *args)
+        compared.append(reads.total)
+        return found
+
+    monkeypatch.setattr(fingerprint.PassPrints, "_compare", counted)
     db = str(tmp_path / "ref.db")
     recorder = Recorder(db)
     recording = Session(full_stats=True, fingerprints=True)
@@ -87,9 +100,9 @@ def test_a_pass_against_a_reference_reads_per_node_only_while_differs_is_armed(t
         finally:
             live.against.close()
         if armed is None:
-            assert reads == recorded, (reads, recorded)
+            assert reads == recorded and not compared, (reads, recorded, compared)
         else:
-            assert reads > recorded + 5, (reads, recorded)
+            assert len(compared) >= 8 and sum(compared) >= len(compared) - 1, compared
 
 
 def _model_pass_plain() -> tuple[torch.Tensor, torch.Tensor]:
