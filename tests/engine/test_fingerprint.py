@@ -228,12 +228,17 @@ def test_an_output_made_by_moving_elements_is_fingerprinted_as_those_elements():
     assert t_out.sketch == tuple(fp.sketch_one(lin.weight.detach().t()).double().tolist())
 
 
-def _session_prints(every_node: bool) -> dict:
+def _session_prints(every_node: bool, monkeypatch) -> dict:
     """The fingerprints of one seeded backward of a small encoder layer (views, transposes,
-    selects, weights' accumulators) under a Session: on the hook plan, or on every node (a
-    breakpoint by place that never hits)."""
+    selects, weights' accumulators) under a Session: on the hook plan (checked: its hooks were
+    registered), or on every node (a breakpoint by place that never hits)."""
+    from gradtui.engine import planned as planned_module
     from gradtui.engine.session import Session
     from gradtui.model import events as ev
+
+    plans = []
+    register = planned_module.PlannedPass.register
+    monkeypatch.setattr(planned_module.PlannedPass, "register", lambda self: (plans.append(self), register(self))[1])
 
     session = Session(full_stats=True, fingerprints=True)
     if every_node:
@@ -250,15 +255,16 @@ def _session_prints(every_node: bool) -> dict:
     finally:
         session.uninstall()
     [prints] = got
+    assert bool(plans) != every_node  # the pass ran on the plan, or on every node
     return {(p.node, p.dir, p.slot): p for p in prints.prints}
 
 
-def test_a_planned_pass_fingerprints_what_the_every_node_hooks_do():
+def test_a_planned_pass_fingerprints_what_the_every_node_hooks_do(monkeypatch):
     """Fingerprints on the hook plan (posthooks on the nodes that compute only): the nodes that
     only move what they received (views, transposes, selects, accumulators) get the prints
     the every-node hooks give them, derived from their producer's, bit for bit; none is missing
     but where the every-node hooks sketched a moved gradient anew."""
-    planned, every = _session_prints(False), _session_prints(True)
+    planned, every = _session_prints(False, monkeypatch), _session_prints(True, monkeypatch)
     assert planned and set(planned) <= set(every)
     assert all(planned[k] == every[k] for k in planned), [k for k in planned if planned[k] != every[k]]
     missing = set(every) - set(planned)
