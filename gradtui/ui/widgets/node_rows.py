@@ -105,7 +105,7 @@ class RowPainter:
             Segment(" " * pad, base),
             Segment(f" {stats.count:>{digits}}", base + self._style("count")),
             Segment(f" {norm:>9} ", base + (self._style("done") if done else Style())),
-            Segment(diff, base + self._style("diff")),
+            *((Segment(diff, base + self._style("diff")),) if diff else ()),
             Segment(flag, base + self._style("warning")),
         ]
 
