@@ -65,6 +65,18 @@ class PassView:
     """False: a recording's pass that ran hooked but whose node statistics were not kept."""
     variables: ev.CallSiteVariables | None = None
     """The tensors and modules where backward was called (sent at the pass's first pause)."""
+    differences: dict[int, ev.NodeDifference] = field(default_factory=dict)
+    """Against a reference (`--against`): each matched node's difference, once the pass ended."""
+    reference: str | None = None
+    """The reference's name, once the pass's differences came (None: no reference)."""
+    largest_difference: float | None = None
+    """The pass's largest relative difference from the reference (None: none known)."""
+
+    def difference(self, node: int) -> float | None:
+        """The node's difference column: its gradient's or its forward's relative difference from
+        the reference, whichever is larger (None: not matched, or not known)."""
+        found = self.differences.get(node)
+        return found.largest if found is not None else None
 
     @classmethod
     def from_event(cls, event: ev.PassStarted) -> "PassView":
@@ -94,7 +106,8 @@ class PassView:
         else:
             bad = sum(1 for f in self.flow if f.nonfinite or (f.grad_norm is not None and not math.isfinite(f.grad_norm)))
         return PassSummary(self.index, self.call_text or f"{self.call}()", self.losses, self.recorded,
-                           self.total or self.size or 0, self.error, bad, self.finished, self.kept)
+                           self.total or self.size or 0, self.error, bad, self.finished, self.kept,
+                           self.largest_difference, bool(self.differences))
 
     def variable_norm(self, var: ev.Variable) -> float | None:
         """The norm of a call-site variable's gradient from this pass, once it is known: a leaf's

@@ -96,6 +96,8 @@ class UIState:
         self.breakpoints_off: list[str] = []
         """Breakpoints turned off in the breakpoints pane: their specs (the target deleted them)."""
         self.find = Find()
+        self.reference: str | None = None
+        """The reference recording the run is compared with (`--against`), once a pass said so."""
         self.sizes = PaneSizes()
         """The user's moves of the panes' edges (`<` `>` `-` `+`, a drag)."""
         self._unseen: Changes | None = None
@@ -227,6 +229,8 @@ class UIState:
                 self.browsed = None
         self.series.started(event.pass_index, tuple(event.losses))
         self.live = PassView.from_event(event)
+        if event.recorded:
+            self.live.reference = self.reference  # the difference column stays, `-` until the pass ends
         self._keep(self.live)
         self.summaries.append(self.live.summary())
         if len(self.summaries) > 1 and self.summaries[-2].index > event.pass_index:
@@ -315,6 +319,18 @@ class UIState:
         if any_nonfinite(event.after):
             view.nonfinite.add(event.node)
         return Changes(rows={event.node})
+
+    def _on_PassDifferences(self, event: ev.PassDifferences) -> Changes:
+        view = next((v for v in reversed(self.views) if v.index == event.pass_index), None)
+        if view is None:
+            return Changes()
+        view.differences = {d.node: d for d in event.nodes}
+        view.reference = self.reference = event.reference
+        view.largest_difference = event.largest
+        for i, summary in enumerate(self.summaries):
+            if summary.index == view.index:
+                self.summaries[i] = view.summary()
+        return Changes(rows=set(view.differences) if view is self.view else set(), header=True)
 
     def _on_PassFinished(self, event: ev.PassFinished) -> Changes:
         self.series.finished(event.pass_index, event.flow)
