@@ -245,6 +245,24 @@ async def test_l_puts_the_loss_and_norm_plots_on_a_log_scale_and_back():
 
 
 @pytest.mark.asyncio
+async def test_l_on_plots_with_no_positive_value_leaves_them_empty_not_the_app_crashed():
+    """The tmux walk: after `z` zeroed pass 0's gradient, `l` then `t` in the passes view
+    ended the app (plotext cannot place log ticks when no value is above zero)."""
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (0.0, 0.0))  # loss 0 and gradient norm 0: nothing to log
+        await pilot.press("l")
+        for figure in ("loss", "norm"):
+            plot = plots[figure]
+            await wait_for(pilot, lambda: "log" in plot_lines(plot)[0], what=f"the {figure} plot's log title")
+        await pilot.press("s", "left")
+        await pilot.pause()
+        assert all(plot_lines(plot) for plot in plots.values())  # drawn, and the app still runs
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, PassesScreen), what="the debugger")
+
+
+@pytest.mark.asyncio
 async def test_left_and_right_move_the_cursor_and_the_plots_read_its_pass():
     app = GradtuiApp(ui_script("no_backward.py"))
     async with app.run_test(size=(160, 45)) as pilot:

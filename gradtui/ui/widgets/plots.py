@@ -82,6 +82,8 @@ class SeriesPlot(PlotextPlot):
         self.title_text = ""
         """The title as last drawn (what the figure says about its passes and the cursor)."""
         self._drawn: tuple[int, bool, int | None, float, str | None] | None = None
+        self._lines = 0
+        """Lines the last draw put on the figure (a log scale needs one)."""
 
     def on_mount(self) -> None:
         """Draw the figure (PlotextPlot's own mount registers the theme)."""
@@ -108,11 +110,12 @@ class SeriesPlot(PlotextPlot):
             points = [p for i, p in enumerate(points) if i % every == 0 or p.nonfinite or i == len(points) - 1]
         xs = [p.index for p in points]
         log = self.log_scale and self.figure in LOG_FIGURES
-        if log:
-            plt.yscale("log")
         if self.cursor is not None and xs and xs[0] <= self.cursor <= xs[-1]:
             plt.vline(self.cursor, CURSOR_COLOR)  # first: a non-finite pass's red line is drawn over it
+        self._lines = 0
         self._draw(points, xs, log)
+        if log and self._lines:  # plotext cannot place log ticks over no value (nothing above zero)
+            plt.yscale("log")
         self.title_text = self._title(points)
         plt.title(self.title_text)
         plt.xlabel("pass")
@@ -158,6 +161,7 @@ class SeriesPlot(PlotextPlot):
         x, y = _finite(xs, ys, log)
         if x:
             plt.plot(x, y, marker="braille", color=color, label=label)
+            self._lines += 1
 
     def _title(self, points: list[SeriesPoint]) -> str:
         """The figure's name, `· log`, `· n non-finite` (loss, norm), `· pass N: value` (the
