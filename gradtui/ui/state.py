@@ -121,8 +121,37 @@ class UIState:
 
     def apply(self, event: ev.Event) -> Changes:
         """Fold one event into the model; what it changed (also kept for `take_changes`)."""
-        handler = getattr(self, f"_on_{type(event).__name__}", None)
-        change = handler(event) if handler is not None else Changes()
+        match event:
+            case ev.ScriptStarted():
+                change = self._on_ScriptStarted(event)
+            case ev.SourceText():
+                change = self._on_SourceText(event)
+            case ev.CallSiteVariables():
+                change = self._on_CallSiteVariables(event)
+            case ev.PassStarted():
+                change = self._on_PassStarted(event)
+            case ev.NestedPass():
+                change = self._on_NestedPass(event)
+            case ev.NodeRan():
+                change = self._on_NodeRan(event)
+            case ev.Paused():
+                change = self._on_Paused(event)
+            case ev.BreakpointHit():
+                change = self._on_BreakpointHit(event)
+            case ev.BreakpointsChanged():
+                change = self._on_BreakpointsChanged(event)
+            case ev.Resumed():
+                change = self._on_Resumed(event)
+            case ev.Progress():
+                change = self._on_Progress(event)
+            case ev.GradEdited():
+                change = self._on_GradEdited(event)
+            case ev.PassFinished():
+                change = self._on_PassFinished(event)
+            case ev.ScriptFinished():
+                change = self._on_ScriptFinished(event)
+            case _:
+                change = Changes()
         if self.browsed is not None:
             change.rows.clear()  # they are rows of the live pass, not of the one on screen
         return self._note(change)
