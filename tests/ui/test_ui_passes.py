@@ -263,6 +263,40 @@ async def test_l_on_plots_with_no_positive_value_leaves_them_empty_not_the_app_c
 
 
 @pytest.mark.asyncio
+async def test_at_80x24_a_smoothed_log_plot_keeps_a_title_with_the_cursors_reading():
+    """The tmux walk: at 80x24, `l` then `s` left the loss and norm plots with no title at all
+    (its shortest form overflowed and plotext dropped it), so the cursor read nothing."""
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (4.0, 3.0, 2.0))
+        await pilot.press("l", "s")
+        for figure, reading in (("loss", "2: 2"), ("norm", "2: 20")):
+            plot = plots[figure]
+            await wait_for(pilot, lambda: plot.smoothing > 0 and plot.log_scale, what=f"the {figure} plot smoothed")
+            await pilot.pause()
+            assert reading in plot_lines(plot)[0] and plot.title_text in plot_lines(plot)[0], plot_lines(plot)[:2]
+        await pilot.press("escape")
+
+
+@pytest.mark.asyncio
+async def test_smoothing_one_pass_keeps_the_axis_labels_short():
+    """The tmux walk: `s` on a run of one pass drew the raw and the smoothed value, a rounding
+    apart, and plotext spread its axis over that gap: `0.20348939299583438` squeezed the plot."""
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (0.20348939299583435,))
+        await pilot.press("s")
+        for key in ("", "l"):  # linear, then log
+            if key:
+                await pilot.press(key)
+            for figure, plot in plots.items():
+                await wait_for(pilot, lambda: plot.smoothing > 0 and _y_labels(plot), what=f"the {figure} axis")
+                await pilot.pause()
+                assert max(len(label) for label in _y_labels(plot)) <= 6, (key, figure, _y_labels(plot))
+        await pilot.press("escape")
+
+
+@pytest.mark.asyncio
 async def test_left_and_right_move_the_cursor_and_the_plots_read_its_pass():
     app = GradtuiApp(ui_script("no_backward.py"))
     async with app.run_test(size=(160, 45)) as pilot:

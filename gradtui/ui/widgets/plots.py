@@ -57,6 +57,15 @@ def _finite(xs: list[int], ys: list[float | None], log: bool = False) -> tuple[l
     return [x for x, _ in kept], [y for _, y in kept]
 
 
+def _around(value: float, log: bool) -> tuple[float, float]:
+    """The y range an axis spreads over one value: a factor 2 each way on a log scale, half
+    the value each way (1 around 0) on a linear one, as plotext does for a lone point."""
+    if log:  # plotext takes a log axis's limits as exponents
+        return math.log10(value / 2), math.log10(value * 2)
+    pad = abs(value) / 2 or 1.0
+    return value - pad, value + pad
+
+
 def is_nonfinite(point: SeriesPoint) -> bool:
     """Whether a pass's loss or any of its gradients was not finite."""
     return bool(point.nonfinite) or any(v is not None and not math.isfinite(v) for v in (point.loss, point.grad_norm))
@@ -84,6 +93,8 @@ class SeriesPlot(PlotextPlot):
         self._drawn: tuple[int, bool, int | None, float, str | None] | None = None
         self._lines = 0
         """Lines the last draw put on the figure (a log scale needs one)."""
+        self._span: tuple[float, float] | None = None
+        """The lowest and highest value the last draw's lines put on the figure."""
 
     def on_mount(self) -> None:
         """Draw the figure (PlotextPlot's own mount registers the theme)."""
@@ -112,10 +123,12 @@ class SeriesPlot(PlotextPlot):
         log = self.log_scale and self.figure in LOG_FIGURES
         if self.cursor is not None and xs and xs[0] <= self.cursor <= xs[-1]:
             plt.vline(self.cursor, CURSOR_COLOR)  # first: a non-finite pass's red line is drawn over it
-        self._lines = 0
+        self._lines, self._span = 0, None
         self._draw(points, xs, log)
         if log and self._lines:  # plotext cannot place log ticks over no value (nothing above zero)
             plt.yscale("log")
+        if self._span is not None and self._span[1] - self._span[0] <= 1e-9 * max(map(abs, self._span)):
+            plt.ylim(*_around(self._span[1], log))  # one value (raw and smoothed a rounding apart)
         self.title_text = self._title(points)
         plt.title(self.title_text)
         plt.xlabel("pass")
@@ -162,6 +175,8 @@ class SeriesPlot(PlotextPlot):
         if x:
             plt.plot(x, y, marker="braille", color=color, label=label)
             self._lines += 1
+            low, high = min(y), max(y)
+            self._span = (low, high) if self._span is None else (min(low, self._span[0]), max(high, self._span[1]))
 
     def _title(self, points: list[SeriesPoint]) -> str:
         """The figure's name, `· log`, `· n non-finite` (loss, norm), `· pass N: value` (the
@@ -188,10 +203,13 @@ class SeriesPlot(PlotextPlot):
             long.append(reading)
             short.append(reading.removeprefix("pass "))
         name = "grad norm" if self.chosen is not None and self.figure == "norm" else TITLES[self.figure]
-        forms = [[name, *long], [SHORT_TITLES[self.figure], *long], [SHORT_TITLES[self.figure], *short]]
+        forms = [[name, *long], [SHORT_TITLES[self.figure], *long]]
+        # then the short words, dropping them from the front: the cursor's reading stays longest
+        forms += [[SHORT_TITLES[self.figure], *short[i:]] for i in range(len(short) + 1)]
         titles = [" · ".join(form) for form in forms]
-        # plotext centres a title over the canvas, right of the y labels
-        return next((t for t in titles if len(t) <= self.size.width - TITLE_MARGIN), titles[-1])
+        room = self.size.width - TITLE_MARGIN
+        # plotext centres a title over the canvas, right of the y labels, and drops one that overflows
+        return next((t for t in titles if len(t) <= room), titles[-1][:max(room, 1)])
 
     def _reading(self, point: SeriesPoint | None) -> str:
         if point is None:
