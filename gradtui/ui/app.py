@@ -178,6 +178,7 @@ class GradtuiApp(App[int]):
         self.query_one(GraphPane).show(None)
         self.query_one(NodeList).focus()
         self.watch(self.screen, "maximized", self.nav.zoom_changed, init=False)
+        self.watch(self.screen, "maximized", lambda _: self.sizer.size(), init=False)
         if self.theme_problem:
             self.transcript.write(self.theme_problem, ERROR_STYLE)
         # Not when opening on the passes view: the debugger is then laid out when first shown,
