@@ -11,7 +11,7 @@ from gradtui.model import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.passes import PassesScreen
-from gradtui.ui.widgets.plots import SeriesPlot
+from gradtui.ui.widgets.plots import PassPlots, SeriesPlot
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from tests.ui.ui_events import flow_row, run_mlp_pass, started
@@ -275,6 +275,11 @@ async def test_at_80x24_a_smoothed_log_plot_keeps_a_title_with_the_cursors_readi
             await wait_for(pilot, lambda: plot.smoothing > 0 and plot.log_scale, what=f"the {figure} plot smoothed")
             await pilot.pause()
             assert reading in plot_lines(plot)[0] and plot.title_text in plot_lines(plot)[0], plot_lines(plot)[:2]
+        plots_box = app.screen.query_one(PassPlots)
+        plots_box.chosen = "fc"  # as `t` sets it: the norm of module fc, named while there is room
+        plots_box.replot()
+        await pilot.pause()
+        assert "fc" in plot_lines(plots["norm"])[0] and "2: 20" in plot_lines(plots["norm"])[0], plot_lines(plots["norm"])[0]
         await pilot.press("escape")
 
 

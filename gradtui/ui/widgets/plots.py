@@ -184,9 +184,10 @@ class SeriesPlot(PlotextPlot):
         if not points:
             return f"{TITLES[self.figure]} · no pass has ended yet"
         long, short = [], []
-        if self.chosen is not None and self.figure == "norm":
-            long.append(self.chosen)
-            short.append(self.chosen)
+        chosen = self.chosen if self.chosen is not None and self.figure == "norm" else None
+        if chosen is not None:
+            long.append(chosen)
+            short.append(chosen)
         if self.smoothing > 0 and self.figure in LOG_FIGURES:
             long.append(f"smoothed {self.smoothing:g}")
             short.append(f"~{self.smoothing:g}")
@@ -198,14 +199,19 @@ class SeriesPlot(PlotextPlot):
             if bad:
                 long.append(f"{bad} non-finite")
                 short.append(f"{bad}✗")
+        reading = None
         if self.cursor is not None:
             reading = self._reading(point_at(self.series.points, self.cursor))
             long.append(reading)
-            short.append(reading.removeprefix("pass "))
-        name = "grad norm" if self.chosen is not None and self.figure == "norm" else TITLES[self.figure]
-        forms = [[name, *long], [SHORT_TITLES[self.figure], *long]]
-        # then the short words, dropping them from the front: the cursor's reading stays longest
-        forms += [[SHORT_TITLES[self.figure], *short[i:]] for i in range(len(short) + 1)]
+            reading = reading.removeprefix("pass ")
+            short.append(reading)
+        name = "grad norm" if chosen is not None else TITLES[self.figure]
+        head = SHORT_TITLES[self.figure]
+        # the longest form that fits; short of room, the chosen parameter and the cursor's
+        # reading stay longest (smoothing and log are the keys' own state: a glance tells them)
+        forms = [[name, *long], [head, *long], [head, *short]]
+        kept = [part for part in (chosen, reading) if part is not None]
+        forms += [[head, *kept], kept, [head, *kept[-1:]], [head]]
         titles = [" · ".join(form) for form in forms]
         room = self.size.width - TITLE_MARGIN
         # plotext centres a title over the canvas, right of the y labels, and drops one that overflows
