@@ -9,6 +9,7 @@ in the breakpoints pane, the last find and the user's pane sizes are here too.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -203,9 +204,10 @@ class UIState:
         return self._note(Changes(new_pass=True, header=True))
 
     def _keep(self, view: PassView) -> None:
-        """Keep `view`; drop views past the bounds, those without per-node data first (a
-        training loop's one hooked pass must not be pushed out by the unhooked ones after it)."""
-        self.views.append(view)
+        """Keep `view`, in pass order; drop views past the bounds, those without per-node data
+        first (a training loop's one hooked pass must not be pushed out by the unhooked ones after it)."""
+        # a recording's `pass N` tells an earlier pass again: [ ] still walk by index
+        bisect.insort(self.views, view, key=lambda v: v.index)
         while len(self.views) > 2 and (len(self.views) > KEEP_VIEWS
                                        or sum(v.total for v in self.views) > KEEP_NODES):
             victim = next((v for v in self.views if not v.recorded and v is not self.live

@@ -279,7 +279,8 @@ async def test_at_80x24_a_smoothed_log_plot_keeps_a_title_with_the_cursors_readi
         plots_box.chosen = "fc"  # as `t` sets it: the norm of module fc, named while there is room
         plots_box.replot()
         await pilot.pause()
-        assert "fc" in plot_lines(plots["norm"])[0] and "2: 20" in plot_lines(plots["norm"])[0], plot_lines(plots["norm"])[0]
+        title = plot_lines(plots["norm"])[0]
+        assert "fc" in title and "2: 20" in title, title
         await pilot.press("escape")
 
 
