@@ -9,7 +9,6 @@ in the breakpoints pane, the last find and the user's pane sizes are here too.
 
 from __future__ import annotations
 
-import bisect
 from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -176,7 +175,8 @@ class UIState:
         view = self.view
         if view is None or not self.views:
             return None
-        kept = list(self.views)
+        # by index, not as kept: a recording's `pass N` keeps an earlier pass last
+        kept = sorted(self.views, key=lambda v: v.index)
         at = next((i for i, v in enumerate(kept) if v is view), len(kept) - 1 if delta < 0 else None)
         if at is None:  # a browsed pass that has since been dropped: newer goes back to live
             target = self.live
@@ -197,10 +197,9 @@ class UIState:
         return self._note(Changes(new_pass=True, header=True))
 
     def _keep(self, view: PassView) -> None:
-        """Keep `view`, in pass order; drop views past the bounds, those without per-node data
-        first (a training loop's one hooked pass must not be pushed out by the unhooked ones after it)."""
-        # a recording's `pass N` tells an earlier pass again: [ ] still walk by index
-        bisect.insort(self.views, view, key=lambda v: v.index)
+        """Keep `view`; drop views past the bounds, those without per-node data first (a
+        training loop's one hooked pass must not be pushed out by the unhooked ones after it)."""
+        self.views.append(view)
         while len(self.views) > 2 and (len(self.views) > KEEP_VIEWS
                                        or sum(v.total for v in self.views) > KEEP_NODES):
             victim = next((v for v in self.views if not v.recorded and v is not self.live
