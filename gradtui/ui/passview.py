@@ -10,7 +10,7 @@ import networkx as nx
 
 from gradtui.model import events as ev
 from gradtui.model.nodes import engine_order, node_tags, node_title
-from gradtui.model.stats import Stats, format_number
+from gradtui.model.stats import Stats, any_nonfinite, format_number
 from gradtui.ui.history import PassSummary, combined_norm
 
 Grads = tuple[Stats | None, ...]
@@ -87,6 +87,59 @@ class PassView:
         return cls(event.pass_index, event.call, event.call_text, event.call_site, event.graph, order,
                    {node: i for i, node in enumerate(order)}, event.graph.number_of_nodes(),
                    losses=tuple(event.losses), recorded=event.recorded, size=event.nodes, kept=event.kept)
+
+    # ---- what the pass's events change ----------------------------------------------------
+
+    def node_ran(self, event: ev.NodeRan) -> None:
+        """A node of this pass ran: its place in the run and the gradients in and out."""
+        self.ran[event.node] = event.order
+        self.done = max(self.done, event.order)
+        self.incoming[event.node] = event.grad_outputs
+        self.outgoing[event.node] = event.grad_inputs
+        if any_nonfinite(event.grad_outputs) or any_nonfinite(event.grad_inputs):
+            self.nonfinite.add(event.node)
+
+    def paused_at(self, event: ev.Paused) -> None:
+        """The engine paused at a node of this pass: the gradients it saw there (with histograms)."""
+        self.done = max(self.done, event.done)
+        if event.phase == "before":
+            self.incoming[event.node] = event.grads
+            self.incoming_hist[event.node] = event.grads
+            self.arrived_hist.setdefault(event.node, event.grads)
+        else:
+            self.outgoing[event.node] = event.grads
+            self.outgoing_hist[event.node] = event.grads
+        if any_nonfinite(event.grads):
+            self.nonfinite.add(event.node)
+
+    def edited(self, event: ev.GradEdited) -> None:
+        """An edit replaced a node's incoming gradient: the new one, the old kept with the command."""
+        self.edits.setdefault(event.node, []).append((event.command, event.before))
+        self.incoming[event.node] = event.after
+        if any(s is not None and s.histogram for s in event.after):
+            self.incoming_hist[event.node] = event.after
+        else:
+            self.incoming_hist.pop(event.node, None)
+        if any_nonfinite(event.after):
+            self.nonfinite.add(event.node)
+
+    def ended(self, event: ev.PassFinished) -> set[int]:
+        """The pass ended (or raised): its leaf gradients and flow, the failed node; the rows it changed."""
+        self.finished = True
+        self.done = event.done
+        self.leaf_grads = dict(event.leaf_grads)
+        self.flow = tuple(event.flow)
+        if event.error is None or event.error == "quit":
+            return set()
+        self.error = event.error
+        self.failed_node = event.node
+        if event.node is None:
+            return set()
+        if event.failed_grads:
+            self.incoming[event.node] = event.failed_grads
+        return {event.node}
+
+    # ---- what it says --------------------------------------------------------------------
 
     def loss_text(self) -> str:
         """`loss 0.4182`, `losses 0.41, 1.2`, or empty when no root was a single value."""
