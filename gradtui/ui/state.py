@@ -141,6 +141,8 @@ class UIState:
                 change = self._on_Progress(event)
             case ev.GradEdited():
                 change = self._on_GradEdited(event)
+            case ev.PassDifferences():
+                change = self._on_PassDifferences(event)
             case ev.PassFinished():
                 change = self._on_PassFinished(event)
             case ev.ScriptFinished():
