@@ -39,7 +39,7 @@ from gradtui.engine.watch import Hit, hit_text
 from gradtui.engine.window import small_stats
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
-from gradtui.model.nodes import node_title
+from gradtui.model.nodes import NodeInfo, info_title
 from gradtui.model.stats import VALUES_LIMIT, Stats, any_nonfinite
 
 READ_EVERY = 64
@@ -230,7 +230,7 @@ class PlannedPass:
         owner, state = self._owner, self._state
         self.flush(hold=node)
         state.capture.describe()  # the pause shows names and sources: a lazy capture reads them now
-        title = node_title(state.capture.graph if state.capture.graph.built else _Titles(state.capture.attrs), node)
+        title = info_title(state.capture.infos[node], node)
         phase = "before" if arrived else "after"
         hit = Hit(self._nan, node, phase, 0)  # type: ignore[arg-type]
         reason = f"{owner.hit(self._nan, state, node)}: {hit_text(hit, 1, title)}"  # type: ignore[arg-type]
@@ -299,7 +299,7 @@ class PlannedPass:
                 self._derive(node)
 
     def _derive(self, node: int) -> None:
-        plan, attrs, nodes = self._plan, self._state.capture.attrs, self._state.capture.nodes
+        plan, infos, nodes = self._plan, self._state.capture.infos, self._state.capture.nodes
         derived, producer_of, outgoing_of, completed = plan.derived, plan.producer, self._outgoing, self._completed
         todo = deque(derived.get(node, ()))
         while todo:
@@ -307,7 +307,7 @@ class PlannedPass:
             producer, slot = producer_of[child]  # type: ignore[misc]
             sent = outgoing_of[producer]
             incoming = (sent[slot] if slot < len(sent) else None,)
-            name = attrs[child]["name"]
+            name = infos[child].name
             if name == "AccumulateGrad":
                 out: tuple[Stats | None, ...] = ()  # it sends nothing on
             else:
@@ -334,24 +334,24 @@ class PlannedPass:
         self.flush()
         state = self._state
         if state.running is None:
-            state.running = ready_node(state.capture.attrs, self._completed)
+            state.running = ready_node(state.capture.infos, self._completed)
         if state.running is not None:
             state.incoming[state.running] = self._incoming.get(state.running, ())
 
 
-def ready_node(attrs: list[dict[str, Any]], completed: bytearray) -> int | None:
+def ready_node(infos: list[NodeInfo], completed: bytearray) -> int | None:
     """The node the engine would have run next (all its producers done, itself not): the one a
     failure that no node's own hook saw (a user's tensor hook raising) happened at. Of several,
     the engine runs the highest sequence number first."""
-    waiting = [0] * len(attrs)
-    for here, data in enumerate(attrs):
+    waiting = [0] * len(infos)
+    for here, info in enumerate(infos):
         if not completed[here]:
-            for there in data["next"]:
+            for there in info.next:
                 if there is not None:
                     waiting[there] += 1
     best = None
-    for i, data in enumerate(attrs):
-        if not completed[i] and not waiting[i] and (best is None or data["seq"] > attrs[best]["seq"]):
+    for i, info in enumerate(infos):
+        if not completed[i] and not waiting[i] and (best is None or info.seq > infos[best].seq):
             best = i
     return best
 
@@ -359,13 +359,6 @@ def ready_node(attrs: list[dict[str, Any]], completed: bytearray) -> int | None:
 def _bound(hook: Callable[..., Any], node: int) -> Callable[..., Any]:
     """`hook` with the node id bound first."""
     return functools.partial(hook, node)
-
-
-class _Titles:
-    """Just enough of a graph for `node_title` (`.nodes[i]`), over a capture's attribute dicts."""
-
-    def __init__(self, attrs: list[dict[str, Any]]) -> None:
-        self.nodes = attrs
 
 
 __all__ = ["PlannedPass", "now_stats", "ready_node", "POST"]

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Spec, parse_spec
-from gradtui.model.nodes import node_tags
+from gradtui.model.nodes import node_info
 from gradtui.model.stats import any_nonfinite
 from gradtui.ui.changes import Changes
 from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary
@@ -342,7 +342,7 @@ class UIState:
             self.summaries[-1] = view.summary()
         if view.recorded and view.total:
             graph = view.graph
-            names = tuple(graph.nodes[n]["name"] if n in graph else "" for n in range(max(graph.nodes) + 1))
+            names = tuple(node_info(graph, n).name if n in graph else "" for n in range(max(graph.nodes) + 1))
             self.norms.add(view.index, names, view.incoming_norms())
         self.progress = (event.done, event.total)
         return change
@@ -388,7 +388,7 @@ class UIState:
         """The state text for a narrow header: `paused #1 (y)`, else as `status_text`."""
         view = self.live
         if self.status == "paused" and self.paused is not None:
-            tags = node_tags(view.graph.nodes[self.paused.node]) if view is not None and self.paused.node in view.graph else []
+            tags = node_info(view.graph, self.paused.node).tags if view is not None and self.paused.node in view.graph else []
             return f"paused #{self.paused.node}" + (f" ({tags[0]})" if tags else "")
         return self.status_text()
 

@@ -1,11 +1,16 @@
 """Events as plain data for the wire, and back: the one place that knows their wire form.
 
 Every event is a frozen dataclass of numbers, strings, tuples, nested dataclasses (`Stats`,
-`ParamFlow`, `BreakpointInfo`...) and, for `PassStarted`, a networkx graph of plain
-attributes. `to_wire` turns one into JSON-able data (a dataclass becomes a dict tagged with its
-class name under `"$"`, a graph becomes networkx's node-link data, tuples become lists), and
+`ParamFlow`, `BreakpointInfo`...) and, for `PassStarted`, a networkx graph whose nodes carry
+their `NodeInfo`. `to_wire` turns one into JSON-able data (a dataclass becomes a dict tagged with
+its class name under `"$"`, a graph becomes networkx's node-link data, tuples become lists), and
 `from_wire` rebuilds it (lists become tuples again, as the frozen events hold them). Floats stay
 floats, NaN and infinities included: a NaN gradient is what users come to see.
+
+A graph node's NodeInfo travels as its fields, untagged, beside the node's other attributes
+(a replay's `order`): the node-link form the graph had when nodes were attribute dicts, so an
+agent of that time and one of now send the same bytes, and either is read as NodeInfo; it is
+also the smaller form, a 10,000-node pass's frame carrying no tag per node.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import networkx as nx
 
 from gradtui.model import dist_events
 from gradtui.model import events as ev
+from gradtui.model.nodes import FIELDS, INFO, NodeInfo
 from gradtui.model.stats import Stats
 
 _TAG = "$"
@@ -56,7 +62,7 @@ def to_wire(value: Any) -> Any:
             out[name] = to_wire(getattr(value, name))
         return out
     if isinstance(value, nx.Graph):
-        return {_GRAPH: nx.node_link_data(value, edges="edges")}
+        return {_GRAPH: _graph_data(value)}
     if isinstance(value, dict):
         return {str(k): to_wire(v) for k, v in value.items()}
     raise TypeError(f"{type(value).__name__} cannot travel on the wire")
@@ -83,13 +89,39 @@ def from_wire(data: Any) -> Any:
     return {k: from_wire(v) for k, v in data.items()}
 
 
+def _graph_data(graph: nx.Graph) -> dict[str, Any]:
+    """A pass graph as networkx's node-link data (`nx.node_link_data(graph, edges="edges")`'s
+    shape), each node's NodeInfo spelled out as its fields."""
+    nodes = []
+    for n, attrs in graph.nodes(data=True):
+        info = attrs.get(INFO)
+        node = {} if info is None else {name: getattr(info, name) for name in FIELDS}
+        node.update((k, v) for k, v in attrs.items() if k != INFO)
+        node["id"] = n
+        nodes.append(node)
+    return {"directed": graph.is_directed(), "multigraph": graph.is_multigraph(), "graph": graph.graph,
+            "nodes": nodes, "edges": [{**d, "source": u, "target": v} for u, v, d in graph.edges(data=True)]}
+
+
+_FIELD_SET = frozenset(FIELDS)
+
+
+def _node_attrs(node: dict[str, Any]) -> dict[str, Any]:
+    """A node-link node's attributes: its NodeInfo under "info" (its list fields tuples again),
+    the rest (a replay's `order`) as they came."""
+    fields = {k: tuple(v) if type(v) is list else v for k, v in node.items() if k in _FIELD_SET}
+    attrs = {k: v for k, v in node.items() if k != "id" and k not in _FIELD_SET}
+    if fields:
+        attrs[INFO] = NodeInfo(**fields)
+    return attrs
+
+
 def _graph(data: dict[str, Any]) -> nx.DiGraph:
-    """A pass graph from node-link data, its list attributes tuples again."""
+    """A pass graph from node-link data, each node's NodeInfo made again."""
     graph = nx.DiGraph()
     graph.graph.update(data.get("graph") or {})
     # In bulk: networkx's per-call checks cost as much as the dicts themselves on a 10k pass.
-    graph.add_nodes_from((node["id"], {k: tuple(v) if type(v) is list else v for k, v in node.items() if k != "id"})
-                         for node in data["nodes"])
+    graph.add_nodes_from((node["id"], _node_attrs(node)) for node in data["nodes"])
     graph.add_edges_from((edge["source"], edge["target"],
                           {k: v for k, v in edge.items() if k != "source" and k != "target"}) for edge in data["edges"])
     return graph

@@ -39,7 +39,7 @@ def test_outgoing_stats_of_every_node_match_torch(full):
     # Node by node, slot by slot: what gradtui recorded as sent is what torch sent there.
     compared = 0
     for i, node in enumerate(live):  # the capture numbers nodes in this order
-        assert started.graph.nodes[i]["name"] == node.name().removeprefix("torch::autograd::")
+        assert started.graph.nodes[i]["info"].name == node.name().removeprefix("torch::autograd::")
         (sent,) = seen[id(node)]
         recorded = ran[i].grad_inputs
         assert len(recorded) == len(sent), node.name()

@@ -163,7 +163,7 @@ def test_warning_for(graph, text, warning):
     spec = parse_spec(text)
     assert warning_for(spec, graph, 3) == warning
     if spec.kind in ("op", "label", "id", "module", "source"):  # the warning says exactly: no node matches
-        matched = any(matches_node(spec, data, i, 3, False) for i, data in graph.nodes(data=True))
+        matched = any(matches_node(spec, data, i, 3, False) for i, data in graph.nodes(data="info"))
         assert matched == (warning is None)
 
 

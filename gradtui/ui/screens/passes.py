@@ -170,8 +170,8 @@ class PassesScreen(Screen[int | None]):
     def action_choose_plot(self) -> None:
         """`t`: choose the module or parameter the norm plot shows."""
         view, series = self.state.view, self.state.series
-        data = view.graph.nodes[self.node] if view is not None and self.node in view.graph else {}
-        selected = series.subject(data.get("param"), data.get("module"))
+        data = node_info(view.graph, self.node) if view is not None and self.node in view.graph else None
+        selected = series.subject(data.param if data else None, data.module if data else None)
         self.app.push_screen(PlotChoiceScreen(series.choices(), selected, self.chosen), self._plot_chosen)
 
     def _plot_chosen(self, name: str | None) -> None:
