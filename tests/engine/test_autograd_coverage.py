@@ -306,7 +306,7 @@ def test_compiled_function_is_one_opaque_node_the_user_steps_past(tmp_path):
     graph = started(run).graph
     names_ = [p.name for p in run.pauses]
     assert names_[1:] == ["CompiledFunctionBackward", "AccumulateGrad"]
-    assert graph.nodes[run.pauses[1].node]["kind"] == "opaque"
+    assert graph.nodes[run.pauses[1].node]["info"].kind == "opaque"
 
 
 def test_complex_gradients_are_summarised(tmp_path):

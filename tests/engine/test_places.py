@@ -8,13 +8,14 @@ import linecache
 import pytest
 
 from gradtui.model import events as ev
+from gradtui.model.nodes import NodeInfo
 from tests.helpers import run_headless, script
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def _line_text(node: dict) -> str:
-    return linecache.getline(node["path"], node["line"]).strip()
+def _line_text(node: NodeInfo) -> str:
+    return linecache.getline(node.path, node.line).strip()
 
 
 def test_every_node_of_a_two_file_mlp_has_a_user_source():
@@ -25,17 +26,17 @@ def test_every_node_of_a_two_file_mlp_has_a_user_source():
     for started in passes:
         graph = started.graph
         for i, data in graph.nodes(data="info"):
-            assert data["source"] is not None, (i, data["name"])
-            assert data["source"].split(":")[0] in ("model.py", "train.py"), data["source"]
+            assert data.source is not None, (i, data.name)
+            assert data.source.split(":")[0] in ("model.py", "train.py"), data.source
         addmm = [d for _, d in graph.nodes(data="info") if d.name == "AddmmBackward0"]
-        second = [d for d in addmm if d["module"] == "fc2"]
+        second = [d for d in addmm if d.module == "fc2"]
         assert len(second) == 1
         assert _line_text(second[0]) == "return self.fc2(h)"
-        assert second[0]["source"].startswith("model.py:")
+        assert second[0].source.startswith("model.py:")
         # A parameter is placed where its layer ran.
         weight = next(d for _, d in graph.nodes(data="info") if d.param == "fc2.weight")
-        assert (weight["module"], weight["source"]) == ("fc2", second[0]["source"])
-        loss = graph.nodes[started.roots[0]]
+        assert (weight.module, weight.source) == ("fc2", second[0].source)
+        loss = graph.nodes[started.roots[0]]["info"]
         assert _line_text(loss) == "loss = torch.nn.functional.mse_loss(net(x), y)"
 
 
@@ -71,8 +72,8 @@ def test_break_module_glob_and_break_at_a_line():
     graph = run.of(ev.PassStarted)[0].graph
     stops = [graph.nodes[p.node]["info"].module for p in run.pauses[1:]]
     assert stops == ["layers.1.linear2"]  # once per pass: the engine reaches layer 1 first
-    line = next(d["line"] for _, d in run_headless(script("twofile/train.py"), ["continue"])
-                .of(ev.PassStarted)[0].graph.nodes(data=True) if d["module"] == "fc1" and d["name"] == "AddmmBackward0")
+    line = next(d.line for _, d in run_headless(script("twofile/train.py"), ["continue"])
+                .of(ev.PassStarted)[0].graph.nodes(data="info") if d.module == "fc1" and d.name == "AddmmBackward0")
     run = run_headless(script("twofile/train.py"), [f"break model.py:{line}", "continue", "continue"])
     graph = run.of(ev.PassStarted)[0].graph
     stop = run.pauses[1]
@@ -84,4 +85,4 @@ def test_custom_function_nodes_get_the_line_that_applied_them():
     run = run_headless(script("custom_fn.py"), ["continue"])
     graph = run.of(ev.PassStarted)[0].graph
     custom = [d for _, d in graph.nodes(data="info") if d.kind == "custom"]
-    assert custom and all(d["source"] and ".apply(" in _line_text(d) for d in custom)
+    assert custom and all(d.source and ".apply(" in _line_text(d) for d in custom)

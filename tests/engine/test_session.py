@@ -303,7 +303,7 @@ def test_why_names_the_node_the_gradient_arrives_at():
     run = run_headless(script("why.py"), ["why h", "continue"])
     (started,) = run.of(ev.PassStarted)
     (result,) = run.results()
-    (h_node,) = [n for n, labels in started.graph.nodes(data="labels") if "h" in labels]
+    (h_node,) = [n for n, info in started.graph.nodes(data="info") if "h" in info.labels]
     assert f"its gradient arrives at #{h_node}" in result.text
 
 
