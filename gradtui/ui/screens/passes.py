@@ -16,6 +16,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from gradtui.model.nodes import node_info
 from gradtui.model.stats import format_number
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.state import UIState
