@@ -68,6 +68,8 @@ class Capture:
     """What the calling frame named, until the description is made."""
     described: bool = True
     """Are `infos` complete?"""
+    leaves_named: bool = True
+    """Did the walk name the leaves (their labels and param)? Else the description does."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def describe(self) -> None:
@@ -80,7 +82,7 @@ class Capture:
             if self.described:
                 return
             if self.nodes:
-                _describe(self.infos, self.nodes, self.names or Names())
+                _describe(self.infos, self.nodes, self.names or Names(), self.leaves_named)
             # else: what the walk left out stays unknown (NodeInfo's defaults)
             place_leaves(self.infos)
             self.names = None
@@ -274,7 +276,8 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
     slots: list[tuple[tuple[int, int] | None, ...]] = []
     infos: list[NodeInfo] = []
     accumulators: list[int] = []
-    by_leaf, params = names.by_leaf, names.params
+    named = names.ready  # LaterNames: leaves are named when the capture is described
+    by_leaf, params = (names.by_leaf, names.params) if named else ({}, {})
     root_ids = []
     for root in roots:
         if root is not None and root not in ids:
@@ -308,14 +311,16 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
         else:
             name, kind = known
         if kind == "accumulate":
+            accumulators.append(here)
+        if kind == "accumulate" and named:
             leaf_id = id(node.variable)
             infos.append(NodeInfo(name, kind, sequence_nr(node), tuple(receivers), tuple(by_leaf.get(leaf_id, ())),
                                   params.get(leaf_id)))
-            accumulators.append(here)
         else:
             infos.append(NodeInfo(name, kind, sequence_nr(node), tuple(receivers)))
     cap = Capture(infos=infos, graph=None, nodes=nodes, roots=tuple(root_ids),  # type: ignore[arg-type]
-                  slots=slots, accumulators=frozenset(accumulators), names=names, described=False)
+                  slots=slots, accumulators=frozenset(accumulators), names=names, described=False,
+                  leaves_named=named)
     cap.graph = LazyGraph(infos, None, cap.describe)
     return cap
 
@@ -324,9 +329,10 @@ _kinds: dict[type, tuple[str, str]] = {}
 """Node type -> (name, kind) of its nodes, for types whose nodes are all named alike."""
 
 
-def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names) -> None:
+def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names, leaves_named: bool) -> None:
     """A capture's description (see `Capture`): each node's NodeInfo replaced by one with its
-    labels, provenance and saved values."""
+    labels, provenance and saved values (a leaf's labels and param too, unless `leaves_named`:
+    the walk had them)."""
     by_grad_fn = names.by_grad_fn
     source_of, module_of = provenance.source_of, provenance.module_of
     shown: dict[str, str] = {}
@@ -345,8 +351,11 @@ def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names) -> None:
                     rest = module.partition(".")[2]
                     short = shown[module] = rest if rest and not rest.split(".")[0].isdigit() else module
                 module = short
-        else:
+        elif leaves_named:
             labels, param, source = info.labels, info.param, None
+        else:  # a walk with names not collected yet
+            leaf_id = id(node.variable)
+            labels, param, source = tuple(names.by_leaf.get(leaf_id, ())), names.params.get(leaf_id), None
         # A new NodeInfo, not dataclasses.replace: the same fields, at a third of its cost per node.
         if source is None:
             infos[i] = NodeInfo(info.name, info.kind, info.seq, info.next, labels, param, None, None, None, module,
