@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from gradtui.model.nodes import NodeInfo
+from gradtui.model.nodes import NodeInfo, walked
 
 from gradtui.engine import provenance
 from gradtui.engine.lazygraph import LazyGraph
@@ -314,10 +314,10 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
             accumulators.append(here)
         if kind == "accumulate" and named:
             leaf_id = id(node.variable)
-            infos.append(NodeInfo(name, kind, sequence_nr(node), tuple(receivers), tuple(by_leaf.get(leaf_id, ())),
-                                  params.get(leaf_id)))
+            infos.append(walked(name, kind, sequence_nr(node), tuple(receivers), tuple(by_leaf.get(leaf_id, ())),
+                                params.get(leaf_id)))
         else:
-            infos.append(NodeInfo(name, kind, sequence_nr(node), tuple(receivers)))
+            infos.append(walked(name, kind, sequence_nr(node), tuple(receivers)))
     cap = Capture(infos=infos, graph=None, nodes=nodes, roots=tuple(root_ids),  # type: ignore[arg-type]
                   slots=slots, accumulators=frozenset(accumulators), names=names, described=False,
                   leaves_named=named)
@@ -356,13 +356,11 @@ def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names, leaves_nam
         else:  # a walk with names not collected yet
             leaf_id = id(node.variable)
             labels, param, source = tuple(names.by_leaf.get(leaf_id, ())), names.params.get(leaf_id), None
-        # A new NodeInfo, not dataclasses.replace: the same fields, at a third of its cost per node.
         if source is None:
-            infos[i] = NodeInfo(info.name, info.kind, info.seq, info.next, labels, param, None, None, None, module,
-                                saved_summary(node))
+            infos[i] = info.described(labels, param, None, None, None, module, saved_summary(node))
         else:
-            infos[i] = NodeInfo(info.name, info.kind, info.seq, info.next, labels, param, _source_text(*source),
-                                source[0], source[1], module, saved_summary(node))
+            infos[i] = info.described(labels, param, _source_text(*source), source[0], source[1], module,
+                                      saved_summary(node))
 
 
 def place_leaves(infos: list[NodeInfo]) -> None:
@@ -379,8 +377,8 @@ def place_leaves(infos: list[NodeInfo]) -> None:
         for there in info.next:
             if there in todo:
                 leaf = infos[there]
-                infos[there] = NodeInfo(leaf.name, leaf.kind, leaf.seq, leaf.next, leaf.labels, leaf.param,
-                                        info.source, info.path, info.line, info.module, leaf.saved)
+                infos[there] = leaf.described(leaf.labels, leaf.param, info.source, info.path, info.line, info.module,
+                                              leaf.saved)
                 todo.discard(there)
         if not todo:
             return

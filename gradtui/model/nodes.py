@@ -24,8 +24,8 @@ class NodeInfo:
     """One autograd node of a captured pass, as plain data that outlives the pass.
 
     Immutable and hashable by value, as a frozen dataclass is, with Stats' faster `__init__`
-    (a capture makes one per node). A lazy capture makes it from the walk alone (name, kind,
-    seq, next; a leaf's labels and param) and replaces it once described.
+    (a capture makes one per node). A lazy capture makes it from the walk alone (`walked`: name,
+    kind, seq, next; a leaf's labels and param) and replaces it once described.
     """
 
     name: str
@@ -74,8 +74,33 @@ class NodeInfo:
     def __delattr__(self, name: str) -> None:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
+    def __getattr__(self, name: str) -> Any:
+        # Only for a slot `walked` left unset: it reads as the field's default.
+        try:
+            return _UNSET[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}") from None
+
     def __reduce__(self) -> Any:
         return (NodeInfo, tuple(getattr(self, name) for name in FIELDS))
+
+    def described(self, labels: tuple[str, ...], param: str | None, source: str | None, path: str | None,
+                  line: int | None, module: str | None, saved: tuple[str, ...]) -> NodeInfo:
+        """This node with its description (what `dataclasses.replace(self, labels=..., ...)` gives,
+        made without its per-call cost: a lazy capture's description makes one per node)."""
+        info = _new(NodeInfo)
+        _SET_NAME(info, self.name)
+        _SET_KIND(info, self.kind)
+        _SET_SEQ(info, self.seq)
+        _SET_NEXT(info, self.next)
+        _SET_LABELS(info, labels)
+        _SET_PARAM(info, param)
+        _SET_SOURCE(info, source)
+        _SET_PATH(info, path)
+        _SET_LINE(info, line)
+        _SET_MODULE(info, module)
+        _SET_SAVED(info, saved)
+        return info
 
     @property
     def tags(self) -> list[str]:
@@ -89,6 +114,29 @@ FIELDS: tuple[str, ...] = ("name", "kind", "seq", "next", "labels", "param", "so
 
 (_SET_NAME, _SET_KIND, _SET_SEQ, _SET_NEXT, _SET_LABELS, _SET_PARAM, _SET_SOURCE, _SET_PATH, _SET_LINE, _SET_MODULE,
  _SET_SAVED) = (NodeInfo.__dict__[name].__set__ for name in FIELDS)
+
+_UNSET: dict[str, Any] = {"labels": (), "param": None, "source": None, "path": None, "line": None, "module": None,
+                          "saved": ()}
+"""The defaults of the fields `walked` may leave unset."""
+
+_new = object.__new__
+
+
+def walked(name: str, kind: str, seq: int | None, next: tuple[int | None, ...],
+           labels: tuple[str, ...] | None = None, param: str | None = None) -> NodeInfo:
+    """`NodeInfo(name, kind, seq, next, labels or (), param)`, made as a capture's walk makes one
+    per node (the hot path of a pass in `continue`): only the slots given are written, the rest
+    read as their defaults, at a third of `__init__`'s cost. Equal, hashed, printed and pickled
+    as the NodeInfo it stands for."""
+    info = _new(NodeInfo)
+    _SET_NAME(info, name)
+    _SET_KIND(info, kind)
+    _SET_SEQ(info, seq)
+    _SET_NEXT(info, next)
+    if labels is not None:
+        _SET_LABELS(info, labels)
+        _SET_PARAM(info, param)
+    return info
 
 
 def node_info(graph: nx.DiGraph, node: int) -> NodeInfo:
