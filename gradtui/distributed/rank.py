@@ -28,6 +28,7 @@ from typing import Any
 from gradtui.model import events as ev
 from gradtui.engine.recorder import PassRecord
 from gradtui.model.dist_events import RankWaiting
+from gradtui.model.nodes import node_info
 from gradtui.distributed.job import Timeouts
 
 CONTROL = "gradtui-dist "
@@ -96,7 +97,7 @@ class RankLink:
                 # them arrived at the gate between, which they reached only by passing that one.
                 self._forget(self._key(index, self._gate - 2, self.rank))
             self._at = (index, node)
-            info = state.capture.infos[node]
+            info = node_info(state.capture.graph, node)
             if info.kind == "accumulate":
                 leaf = getattr(state.capture.nodes[node], "variable", None)
                 if leaf is not None:
