@@ -26,12 +26,11 @@ from typing import Any
 
 import torch
 
-from gradtui.model.nodes import NodeInfo, walked
-
 from gradtui.engine import provenance
 from gradtui.engine.lazygraph import LazyGraph
 from gradtui.engine.names import Names
 from gradtui.engine.compat import sequence_nr
+from gradtui.model.nodes import NodeInfo, walked
 
 Node = torch.autograd.graph.Node
 """An autograd node: every node, C++ ones too, passes `isinstance(fn, Node)` on 2.13."""
