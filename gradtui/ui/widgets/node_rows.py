@@ -12,7 +12,7 @@ from rich.segment import Segment
 from rich.style import Style
 
 from gradtui.model.breakpoints import matches_node
-from gradtui.model.nodes import node_info
+from gradtui.model.nodes import INFO, node_info
 from gradtui.model.stats import format_number
 from gradtui.ui.fmt import cut_left, list_op
 from gradtui.ui.modtree import ModuleTree, display_name
@@ -51,7 +51,7 @@ class Widths:
         names: set[str] = set()
         modules: set[str] = set()
         tags = 0
-        for _, data in view.graph.nodes(data="info"):
+        for _, data in view.graph.nodes(data=INFO):
             names.add(data.name)
             modules.add(data.module or "")
             tags = max(tags, len(" ".join(data.tags)))
