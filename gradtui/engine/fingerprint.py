@@ -32,13 +32,16 @@ breakpoint is armed (the stop is decided there); else when `print` asks for both
 from __future__ import annotations
 
 import weakref
+from collections import deque
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 
 from gradtui.engine.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
-    CHUNK, EXACT_LIMIT, K, ReadRow, Row, estimate_distance, fingerprint, hashed_signs, read_rows, signs,
-    sketch_and_norm, sketch_one)
+    CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, estimate_distance, fingerprint, hashed_signs, read_rows,
+    shape2d, signs, sketch_and_norm, sketch_one)
+from gradtui.engine.plan import sent_shape, shape_and_saved
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint
 from gradtui.record.against import PassReference
@@ -79,39 +82,47 @@ class _Sent(NamedTuple):
     Torch keeps a tensor's Python object while the tensor lives, so the consumer receives
     the very object if it receives the very tensor."""
 
-    tensor: weakref.ref
+    tensor: weakref.ref | None
+    """None: passed on by a node no posthook noted (`_derive_unhooked`)."""
     version: int
     row: Row
+    shape: tuple[int, ...]
 
 
 KEEPS_ORDER = frozenset({
     "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0", "UnsqueezeBackward1",
     "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3", "SqueezeBackward4",
     "CloneBackward0", "AliasBackward0"})
-"""Ops whose backward sends on the elements it received in the same row-major order (in
-another shape): the sketch of what they send is that of what they received, exactly."""
+"""Ops whose backward sends on the elements it received in the same row-major order (in another
+shape): where the 2-D form the sketch takes (gradtui.engine.sketch.shape2d: the last dimension
+kept) is the same, the sketch of what they send is that of what they received, exactly."""
 
-MOVES_VALUES = KEEPS_ORDER | {"TBackward0", "TransposeBackward0", "TransposeBackward1", "PermuteBackward0",
-                              "SelectBackward0", "SliceBackward0", "NarrowBackward0"}
+TRANSPOSES = frozenset({"TBackward0", "TransposeBackward0", "TransposeBackward1", "PermuteBackward0"})
+"""Ops whose backward transposes what it received: of a matrix, the sketch of what they send is
+that of what they received (a matrix and its transpose have one sketch), so the weight's
+accumulator reuses the sketch of the gradient mm sent, not a second read of it."""
+
+MOVES_VALUES = KEEPS_ORDER | TRANSPOSES | {"SelectBackward0", "SelectBackward1", "SliceBackward0", "NarrowBackward0"}
 """Ops whose backward only moves the elements it received (reshaped, reordered, or placed among
 zeros at places its forward arguments fix): what such a node sends is fingerprinted as what it
 received (its norm, and its sketch in the order received), so the sketch is not taken again.
 Two runs compare alike: same elements, same arguments, same fingerprint; differing ones
-differ as much. Only where the order is kept (KEEPS_ORDER) is that the sketch of the tensor
-sent, which its consumer may reuse: a consumer's received print must not depend on which
-ops made its gradient (an autocast run puts a cast between a transpose and a weight)."""
+differ as much. Only where that is the sketch of the tensor sent (`_keeps_sketch`) may its
+consumer reuse it: a consumer's received print must not depend on which ops made its gradient
+(an autocast run puts a cast between a transpose and a weight)."""
 
 _moves: dict[type, int] = {}
 
 
 def _moves_values(fn: Any) -> int:
-    """0: `fn` is not a node of an op in MOVES_VALUES; 1: it is; 2: it keeps the order too
-    (cached per node type)."""
+    """0: `fn` is not a node of an op in MOVES_VALUES; 1: it is; 2: it keeps the order too; 3:
+    it transposes (cached per node type)."""
     kind = type(fn)
     found = _moves.get(kind)
     if found is None:
         name = fn.name()
-        found = _moves[kind] = 2 if name in KEEPS_ORDER else 1 if name in MOVES_VALUES else 0
+        found = _moves[kind] = (2 if name in KEEPS_ORDER else 3 if name in TRANSPOSES else 1 if name in MOVES_VALUES
+                                else 0)
     return found
 
 
@@ -150,14 +161,27 @@ def _plain(t: Any) -> bool:
 
 
 def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Do two live tensors hold the same values in the same row-major order (the same memory
-    at the same version, laid out alike or both contiguous)? Both alive, memory is not reused."""
+    """Do two live tensors hold the same values with one sketch (the same memory at the same
+    version, laid out alike, both contiguous with one 2-D form, or two matrices one the other's
+    transpose)? Both alive, memory is not reused."""
     if a is b:
         return True
     if (a.data_ptr() != b.data_ptr() or a.dtype != b.dtype or a.device != b.device
             or a.numel() != b.numel() or a._version != b._version):
         return False
-    return (a.shape == b.shape and a.stride() == b.stride()) or (a.is_contiguous() and b.is_contiguous())
+    if a.shape == b.shape and a.stride() == b.stride():
+        return True
+    if a.dim() == 2 and b.dim() == 2 and a.shape == b.shape[::-1] and a.stride() == b.stride()[::-1]:
+        return True
+    return a.is_contiguous() and b.is_contiguous() and shape2d(tuple(a.shape)) == shape2d(tuple(b.shape))
+
+
+def _keeps_sketch(moves: int, received: tuple[int, ...], sent: tuple[int, ...]) -> bool:
+    """Is the print a node of an op that only moves elements sends on (its received one) the
+    sketch of the tensor it sent (`moves`: `_moves_values`; the two tensors' shapes)?"""
+    if moves == 2:
+        return shape2d(received) == shape2d(sent)
+    return moves == 3 and len(received) == 2 and len(sent) == 2
 
 
 class PassPrints:
@@ -173,6 +197,11 @@ class PassPrints:
         """id of a node object -> its node id in the pass (the capture keeps the objects alive)."""
         self._entries: list[_Entry] = []
         self._rows: list[Row] = []
+        self._nodes = nodes
+        self.unhooked: Callable[[int], bool] | None = None
+        """On the hook plan: does node `i` get no posthook (gradtui.engine.planned sets it)?"""
+        self._seen: set[int] = set()
+        """Nodes whose posthook called `node` (a planned pass hooks only some: `_derive_unhooked`)."""
         self._sent: dict[tuple[int, int], _Sent | None] = {}
         """(consumer node, its input) -> the one gradient sent there so far (None: several)."""
         self._outputs: set[int] = set()
@@ -197,6 +226,7 @@ class PassPrints:
         stops this pass's fingerprints, never the pass."""
         if self.failed is not None:
             return None
+        self._seen.add(node)
         try:
             self._node(node, fn, received, sent)
             if self.against is not None and watch:
@@ -248,8 +278,8 @@ class PassPrints:
         arrived: list[tuple[torch.Tensor, Row]] = []
         for slot, grad in enumerate(received):
             held = self._sent.pop((node, slot), None)
-            reuse = (held.row if held is not None and held.tensor() is grad and grad._version == held.version
-                     else None)
+            reuse = (held.row if held is not None and held.tensor is not None and held.tensor() is grad
+                     and grad._version == held.version else None)
             row = self._add(grad, node, RECEIVED, slot, "", reuse)
             if row is not None:
                 arrived.append((grad, row))
@@ -259,7 +289,7 @@ class PassPrints:
             true = True  # the row is the sketch of `grad` itself
             if moves and _plain(grad):
                 reuse: Row | None = arrived[0][1]
-                true = moves == 2
+                true = _keeps_sketch(moves, tuple(arrived[0][0].shape), tuple(grad.shape))
             else:
                 reuse = next((row for t, row in arrived if _plain(grad) and _same_values(t, grad)), None)
             row = self._add(grad, node, SENT, slot, "", reuse)
@@ -269,9 +299,46 @@ class PassPrints:
             consumer = self._ids.get(id(target)) if target is not None else None
             if consumer is not None:
                 key = (consumer, number)  # sent there by several: summed on the way, not reused
-                self._sent[key] = (_Sent(weakref.ref(grad), grad._version, row) if true and key not in self._sent
-                                   else None)
+                if not true and key not in self._sent and self.unhooked is not None and self.unhooked(consumer):
+                    row, true = fingerprint(grad), True  # no hook will see it arrive: sketched here
+                    self.sketched += 1
+                self._sent[key] = (_Sent(weakref.ref(grad), grad._version, row, tuple(grad.shape))
+                                   if true and key not in self._sent else None)
         self._saved(node, fn)
+
+    def _derive_unhooked(self) -> None:
+        """The prints of the nodes no posthook noted (a planned pass, gradtui.engine.planned, hooks
+        no view, transpose, select nor weight accumulator with one producer): as the every-node
+        hooks make them, from their producer's. What such a node received is what its producer
+        sent it (where that print is the tensor's own sketch), what it sends on its received
+        print, passed on to a consumer as the every-node hooks would (`_keeps_sketch`, from the
+        shapes it saved); its saved arguments (a select's dim and index) are read now. A node
+        whose received print is not known keeps none (its consumer's hook sketches its own)."""
+        todo = deque(key for key in self._sent if key[0] not in self._seen)
+        held = dict(self._sent)
+        while todo:
+            node, slot = todo.popleft()
+            arrived = held.get((node, slot))
+            if node in self._seen or arrived is None:
+                continue
+            self._seen.add(node)
+            fn = self._nodes[node]
+            self._append(node, RECEIVED, slot, arrived.row)
+            moves = _moves_values(fn)
+            targets = [t for t in fn.next_functions if t[0] is not None]
+            if moves and len(fn.next_functions) == 1 and targets:
+                name = fn.name()
+                shape, saved = shape_and_saved(fn, name)
+                sent = shape if shape is not None else sent_shape(name, saved, arrived.shape)
+                self._append(node, SENT, 0, arrived.row)
+                consumer = self._ids.get(id(targets[0][0]))
+                if consumer is not None and consumer not in self._seen and _keeps_sketch(moves, arrived.shape, sent):
+                    held[(consumer, targets[0][1])] = _Sent(None, 0, arrived.row, tuple(sent))
+                    todo.append((consumer, targets[0][1]))
+            self._saved(node, fn)
+        for node, fn in enumerate(self._nodes):  # no print known: its saved arguments still are
+            if node not in self._seen:
+                self._saved(node, fn)
 
     def _saved(self, node: int, fn: Any) -> None:
         """Fingerprint the node's saved values: its inputs' producers' outputs, leaf values, arguments."""
@@ -304,13 +371,21 @@ class PassPrints:
                 return None
             reuse = fingerprint(t)
             self.sketched += 1
-        self._entries.append(_Entry(node, direction, slot, what, reuse.exact))
-        self._rows.append(reuse)
+        self._append(node, direction, slot, reuse, what)
         return reuse
+
+    def _append(self, node: int, direction: int, slot: int, row: Row, what: str = "") -> None:
+        self._entries.append(_Entry(node, direction, slot, what, row.exact))
+        self._rows.append(row)
 
     def event(self, index: int) -> ev.PassPrints:
         """The pass's fingerprints as plain data: one host read for the whole pass (none if
         fingerprinting failed in it)."""
+        if self.failed is None:
+            try:
+                self._derive_unhooked()
+            except Exception as exc:  # noqa: BLE001 - as in `node`
+                self.failed = f"{type(exc).__name__}: {exc}"
         self._sent = {}
         if self.failed is not None:
             return ev.PassPrints(index, ())
@@ -323,4 +398,18 @@ class PassPrints:
             self.failed = f"{type(exc).__name__}: {exc}"
             return ev.PassPrints(index, ())
         out.extend(ev.Print(e.node, e.dir, e.slot, r.norm, r.data, e.exact, e.what) for e, r in zip(entries, read))
+        self._last = out
         return ev.PassPrints(index, tuple(out))
+
+    _last: list[ev.Print] = []
+
+    def differences(self, index: int) -> ev.PassDifferences | None:
+        """Against a reference, after `event`: each matched node's difference from the
+        reference's over every value the pass fingerprinted (the UI's difference column), or
+        None without a reference or when fingerprinting failed in this pass."""
+        if self.against is None or self.failed is not None:
+            return None
+        self.against.note({(p.node, (p.dir, p.slot)): Value(p.norm, p.sketch, p.exact, p.what) for p in self._last})
+        nodes = tuple(ev.NodeDifference(node, forward, gradient) for node, forward, gradient in self.against.differences())
+        known = [n.largest for n in nodes if n.largest is not None]
+        return ev.PassDifferences(index, self._reference, nodes, max(known) if known else None, self.against.only_here)

@@ -81,6 +81,8 @@ class PassRunner:
                     state.running = ready_node(state.capture.infos, state.completed)
                 if state.prints is not None:  # the pass's fingerprints, before its end (a recording's)
                     self._owner.emit(state.prints.event(state.index))
+                    if (differences := state.prints.differences(state.index)) is not None:
+                        self._owner.emit(differences)  # against a reference: the UI's difference column
                     state.prints = None
                 finished = self._recorder.finished(state, state.call, error_text(error), self._owner.light,
                                                    self._owner.wants_flow())

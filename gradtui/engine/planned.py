@@ -105,6 +105,10 @@ class PlannedPass:
 
     def register(self) -> None:
         """Put the plan's hooks on the pass's nodes."""
+        if self._state.prints is not None:
+            self._hook_chains()
+            hooks = self._plan.hooks
+            self._state.prints.unhooked = lambda i: hooks[i] == NONE  # sketched where it is sent
         if self._delegated:
             return
         nodes, hooks = self._state.capture.nodes, self._plan.hooks
@@ -115,6 +119,25 @@ class PlannedPass:
                 self._handles.append(node.register_prehook(_bound(pre, i)))
             if kind != NONE:
                 self._handles.append(node.register_hook(_bound(post, i)))
+
+    def _hook_chains(self) -> None:
+        """Fingerprints: a derived node fed by another derived node (a view after a 3-D transpose)
+        gets a posthook, since what arrives there is a gradient no hook sees whose print the one
+        that moved it cannot give (gradtui.engine.fingerprint: only a matrix's transpose and a
+        view keeping the last dimension keep their sketch). Not after a `TBackward0` (a matrix's
+        transpose: a weight's accumulator stays derived)."""
+        plan, infos = self._plan, self._state.capture.infos
+        for source, fed in list(plan.derived.items()):
+            if plan.hooks[source] != NONE or infos[source].name == "TBackward0":
+                continue
+            for child in list(fed):
+                if self._completed[child]:
+                    continue
+                fed.remove(child)
+                plan.hooks[child] = POST
+                plan.producer[child] = None  # what it receives is measured in its own hook
+            if not fed:
+                del plan.derived[source]
 
     def close(self) -> None:
         """The pass is over: the hooks do nothing from now on, and are removed."""
@@ -209,6 +232,9 @@ class PlannedPass:
         ran = self._ran
         ran.append(node)
         result = None
+        prints = state.prints
+        if prints is not None:  # fingerprints (`gradtui diff`): the derived nodes' follow at the pass's end
+            prints.node(node, state.capture.nodes[node], grad_outputs, grad_inputs)
         if late_before or bad and not state.nan_seen:
             state.nan_seen = True
             if self._nan is not None and self._watching():

@@ -318,10 +318,13 @@ class Session:
     def _planned(self, pending: Breakpoint | None, on_cpu: bool) -> bool:
         """Can this pass run on the hook plan (gradtui.engine.planned)? A CPU pass in `continue` or
         `finish` that records statistics or watches for `nan` only: nothing stops by place, no
-        loss breakpoint is pending, no distributed follow mode, no explicit read rate, and no
-        fingerprints (they are sketched in the every-node hooks: gradtui.engine.fingerprint)."""
-        if self.fingerprints or self._check_every is not None or self.follow is not None or pending is not None:
+        loss breakpoint is pending, no distributed follow mode, no explicit read rate. Fingerprints
+        are sketched in the hooked nodes' posthooks, the derived nodes' follow from their
+        producer's (gradtui.engine.fingerprint); a `differs>R` breakpoint hooks every node."""
+        if self._check_every is not None or self.follow is not None or pending is not None:
             return False
+        if self.against is not None and self.breakpoints.differs():
+            return False  # each node is compared with the reference after it ran
         if self._stepper.stepping or self.breakpoints.places:
             return False
         if any(bp.spec.kind != "nan" for bp in self.breakpoints.values):

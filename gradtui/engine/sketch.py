@@ -1,29 +1,34 @@
-"""The sign sketch of one value (gradtui.engine.fingerprint's fingerprints).
+"""The sign sketch of one value (gradtui.engine.fingerprint's fingerprints), version 2.
 
-A value's sketch is a sign sketch: its elements, in row-major order, multiplied by fixed
-pseudo-random signs s_i = ±1 (a hash of the position i: the same in every run, process, device
-and torch version), summed by position modulo the prime `BUCKETS`, and those buckets summed
-into `K` entries by a fixed pseudo-random balanced map g, beside its norm:
-
-    S_j(x) = sum over i with g(i mod BUCKETS) = j of s_i x_i.
+A value is sketched as a matrix: its 2-D form (`shape2d`: elements / last dimension by the
+last dimension; a vector is one row). Its elements are multiplied by fixed pseudo-random signs
+(an integer hash of each element's position in the *canonical* orientation, the long side
+first: the same in every run, process, device and torch version), summed into a grid of at most
+GRID x GRID buckets by (row mod GRID, column mod GRID), and the buckets into `K` entries by a
+fixed pseudo-random balanced map, beside its norm. A square's sign and bucket of (i, j) are
+those of (j, i) (the fold adds the grid to its transpose). So a matrix and its transpose have
+the same pattern transposed: `sketch(a.t()) == sketch(a)` bit for bit, and a transposed matrix
+(the weight gradients mm sends, `w.t()`) is reduced in its memory order with no copy; a view
+that keeps the last dimension keeps the 2-D form, and the sketch. What a `TBackward0` or a
+view sends on and the weight's accumulator receives is therefore not read again
+(gradtui.engine.fingerprint).
 
 The sketch is linear, so S(a) - S(b) = S(a - b), and E ‖S(d)‖² = ‖d‖² (the signs of two
 elements in one entry are independent): two recordings alone tell how far apart two values
 are (`estimate_distance`), like Gaussian directions would, at the cost of one read of the value
-(a Gaussian sketch reads a K-times larger direction matrix). The prime spreads a difference
-confined to a few neighbouring elements, a row or a column over every entry. A value of at
-most `EXACT_LIMIT` elements is kept whole instead (the comparison is then exact). A value of
-more than `CHUNK` elements is sketched chunk by chunk, each chunk's entries with a sign of
-their own (still unbiased; the sign vector kept is one chunk's).
+(a Gaussian sketch reads a K-times larger direction matrix). The prime grid spreads a difference
+confined to a row, a column or a block over every entry. A value of at most `EXACT_LIMIT`
+elements is kept whole instead (the comparison is then exact). A value of more than `CHUNK`
+elements is sketched row-major chunk by chunk, each chunk's entries with a sign of their own
+(still unbiased; not the same for its transpose).
 
-Cost (CPU, measured with scripts/bench_diff.py): a value is sketched by three device ops into
-a scratch buffer kept per dtype, device and thread (the signed product, its bucket sums, its
-norm), and the fold of the buckets into K entries waits for the read of the whole pass
-(`read_rows`: one gather and one sum for every row). A Gaussian sketch (the value times a
-cached (n, K) direction matrix, one matmul) reads K + 1 times the value's size: 1.8x-2.6x the
-time of this one per tensor at d=256 sizes. A transposed matrix (the weight gradients mm sends)
-is copied by torch's blocked transpose first: read across its rows, the product missed the
-cache (2.2x slower).
+Cost (CPU, scripts/bench_diff.py): a value is sketched by a few device ops: the signed product
+(the signs cached per shape, in memory order) into a scratch buffer padded to whole grid rows,
+a sum over the grid's row blocks (a product with ones: one read at memory speed), the small
+remainder, the fold (one product) and the norm. A transposed matrix costs what a contiguous one
+does (version 1 copied it first: 2x). Since a matrix and its transpose cannot both keep a
+row-major pattern (no pattern of the linear index is the same under every transpose), a view
+that changes the last dimension (heads split) changes the 2-D form: its consumer sketches anew.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ import threading
 from typing import NamedTuple
 
 import torch
+
+from gradtui.model.events import SKETCH_VERSION  # noqa: F401 - the version of the sketch made here
 
 K = 8
 """Entries per sketch."""
@@ -44,8 +51,9 @@ CHUNK = 1 << 20
 """A value of more elements is sketched chunk by chunk (the signs kept are one chunk's)."""
 
 BUCKETS = 251
-"""Positions are summed modulo this prime first (a column of a matrix whose width is a multiple
-of K would otherwise fall in one bucket), then the buckets into the K entries."""
+"""A value of more than CHUNK elements is summed by row-major position modulo this prime first
+(a column of a matrix whose width is a multiple of K would otherwise fall in one bucket), then
+the buckets into the K entries."""
 
 _MASK = (1 << 32) - 1
 _group_maps: dict[torch.device, torch.Tensor] = {}
@@ -58,13 +66,7 @@ def hashed_signs(count: int, salt: int = 0, bits: bool = False) -> torch.Tensor:
     """±1 (float64, CPU) for positions 0..count-1: an integer hash of position and salt, done
     in int64 arithmetic that cannot overflow, so the same on every machine and torch version
     (`bits`: the 32-bit hashes themselves)."""
-    x = (torch.arange(count, dtype=torch.int64) * 2654435761 + salt * 0x632BE5AB + 0x6772) & _MASK
-    for _ in range(2):
-        x = ((x ^ (x >> 16)) * 0x45D9F3B) & _MASK
-    x = x ^ (x >> 16)
-    if bits:
-        return x
-    return ((x >> 7) & 1).double() * 2 - 1
+    return _hash_signs(torch.arange(count, dtype=torch.int64), salt, bits)
 
 
 def signs(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -79,23 +81,13 @@ _scratches: dict[tuple[torch.dtype, torch.device, int], torch.Tensor] = {}
 
 
 def _scratch(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """The first `count` (at most CHUNK) elements of a buffer kept per dtype, device and thread,
-    whose elements from `count` up to the next multiple of BUCKETS are zero (so its bucket sums
-    are one reduction over whole rows)."""
+    """The first `count` elements of a buffer kept per dtype, device and thread (grown as needed):
+    where a value's signed product is written."""
     key = (dtype, device, threading.get_ident())
     found = _scratches.get(key)
-    if found is None:
-        found = _scratches[key] = torch.empty(CHUNK + BUCKETS, dtype=dtype, device=device)
-    whole = -(-count // BUCKETS) * BUCKETS
-    if whole > count:
-        found[count:whole].zero_()
+    if found is None or found.numel() < count:
+        found = _scratches[key] = torch.empty(max(count, 1 << 16), dtype=dtype, device=device)
     return found[:count]
-
-
-def _padded_buckets(signed: torch.Tensor) -> torch.Tensor:
-    """The bucket sums of a `_scratch` buffer's first elements (its zero tail summed along)."""
-    rows = -(-signed.numel() // BUCKETS)
-    return signed.as_strided((rows, BUCKETS), (BUCKETS, 1)).sum(0)
 
 
 def _sign_dtype(t: torch.Tensor) -> torch.dtype:
@@ -159,25 +151,168 @@ def _real(t: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(t) if t.is_complex() else t
 
 
+GRID = 17
+"""A value is summed into a grid of at most GRID x GRID buckets by (row mod, column mod) of its
+2-D form (a prime: no power-of-two period of a model's widths falls into one bucket)."""
+
+
+
+class Grid(NamedTuple):
+    """How a value whose memory holds an (R, C) matrix row-major is sketched (cached per (R, C)):
+    its signs in that memory order, the grid's size, and the fold: for each bucket, the K entry
+    it adds to, one-hot ((grid rows * grid columns, K): the fold is one small product)."""
+
+    signs: torch.Tensor
+    rows: int
+    cols: int
+    fold: torch.Tensor
+
+
+def shape2d(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The 2-D form a value is sketched as: (elements / last dimension, last dimension); a
+    vector is one row. A view that keeps the last dimension keeps it (and its sketch)."""
+    if len(shape) < 2:
+        return (1, shape[0] if shape else 1)
+    last = shape[-1]
+    return (math.prod(shape) // last if last else 0, last)
+
+
+def _hash_signs(index: torch.Tensor, salt: int, bits: bool = False) -> torch.Tensor:
+    """±1 (float64) for each int64 position in `index`: an integer hash of position and salt
+    (`bits`: the 32-bit hashes themselves; see hashed_signs)."""
+    x = (index * 2654435761 + salt * 0x632BE5AB + 0x6772) & _MASK
+    for _ in range(2):
+        x = ((x ^ (x >> 16)) * 0x45D9F3B) & _MASK
+    x = x ^ (x >> 16)
+    if bits:
+        return x
+    return ((x >> 7) & 1).double() * 2 - 1
+
+
+_linear: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def _linear_signs(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """CHUNK signs of the positions 0, 1... (salt 3): the signs of every matrix held in its
+    canonical orientation are this table's first elements (one table, its start hot in cache)."""
+    found = _linear.get((dtype, device))
+    if found is None:
+        found = _linear[(dtype, device)] = _hash_signs(torch.arange(CHUNK, dtype=torch.int64), salt=3).to(
+            dtype=dtype, device=device)
+    return found
+
+
+_grids: dict[tuple[int, int, torch.dtype, torch.device], Grid] = {}
+_grid_elements = [0]
+GRID_CACHE = 1 << 25
+"""Sign elements kept in cached grids at most (a new shape past it empties the cache)."""
+
+
+def grid(rows: int, cols: int, dtype: torch.dtype, device: torch.device) -> Grid:
+    """The Grid of a value held row-major as (rows, cols) (see module doc): cell (i, j) of the
+    canonical (second side first) orientation has the sign of its position there, the same cell
+    seen transposed the same; a square's sign of (i, j) is that of (min, max), so a matrix and
+    its transpose have one sketch. Held canonically (a flipped matrix, a weight's gradient) its
+    signs are the first elements of one shared table; else, and for a square, a table of its own.
+    Cached per shape, dtype and device."""
+    key = (rows, cols, dtype, device)
+    found = _grids.get(key)
+    if found is not None:
+        return found
+    flipped = rows < cols  # held in the other orientation than the canonical (the long side first)
+    first, second = (cols, rows) if flipped else (rows, cols)  # the canonical shape
+    if first == second:
+        i = torch.arange(first, dtype=torch.int64).view(-1, 1)
+        j = torch.arange(second, dtype=torch.int64).view(1, -1)
+        signs = _hash_signs(torch.minimum(i, j) * second + torch.maximum(i, j), salt=3).to(dtype=dtype, device=device)
+    elif flipped:
+        signs = _linear_signs(dtype, device)[:rows * cols].view(cols, rows).t().contiguous()
+    else:  # held in the canonical orientation: the shared table's first elements (hot in cache)
+        signs = _linear_signs(dtype, device)[:rows * cols].view(rows, cols)
+    gs, gl = min(first, GRID), min(second, GRID)
+    a = torch.arange(gs).view(-1, 1)
+    b = torch.arange(gl).view(1, -1)
+    cell = torch.minimum(a, b) * gl + torch.maximum(a, b) if first == second else a * gl + b
+    order = torch.argsort(hashed_signs(gs * gl, salt=4, bits=True), stable=True)
+    entry = torch.empty(gs * gl, dtype=torch.int64)
+    entry[order] = torch.arange(gs * gl) % K
+    entries = entry[cell]
+    if flipped:
+        entries = entries.t()
+    fold = torch.nn.functional.one_hot(entries.reshape(-1), K).to(dtype)
+    if _grid_elements[0] + signs.numel() + fold.numel() > GRID_CACHE:
+        _grids.clear()
+        _grid_elements[0] = 0
+    found = _grids[key] = Grid(signs, entries.shape[0], entries.shape[1], fold.to(device))
+    _grid_elements[0] += (signs.numel() if flipped or first == second else 0) + fold.numel()
+    return found
+
+
+_ones_cache: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def _ones(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A cached vector of `count` ones (a sum over rows as one matrix-vector product)."""
+    key = (count, dtype, device)
+    found = _ones_cache.get(key)
+    if found is None:
+        found = _ones_cache[key] = torch.ones(count, dtype=dtype, device=device)
+    return found
+
+
+def _memory2d(t: torch.Tensor) -> torch.Tensor:
+    """`t` as the 2-D matrix its memory holds row-major where it is one (contiguous in its 2-D
+    form, or a transposed matrix: `w.t()`, the weight gradients mm sends), else its 2-D form
+    (read through its strides)."""
+    rows, cols = shape2d(tuple(t.shape))
+    if t.dim() == 2 and t.stride() == (1, rows) and rows > 1 and cols > 1:
+        return t.t()
+    return t.reshape(rows, cols) if t.is_contiguous() else t.view(rows, cols) if t.dim() == 2 else t
+
+
 def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(bucket sums, norm) of one tensor of more than EXACT_LIMIT elements, on its device: the
-    sketch before its fold into K entries (`fold`, done for a whole pass at once). Three device
-    ops for a value of at most CHUNK elements (the signed product is the one temporary; its
-    norm is `t`'s)."""
+    """(K-entry sketch, norm) of one tensor of more than EXACT_LIMIT elements, on its device.
+    At most CHUNK elements: the value in its memory order times the cached signs of that order
+    into a scratch buffer, a sum over the grid's row blocks (a product with ones: BLAS reads it
+    at memory speed), the small (grid rows, columns) rest by column blocks, its fold into K
+    entries (one small product with `Grid.fold`), and the norm: no copy of a transposed matrix,
+    and a matrix and its transpose (`mm`'s weight gradient, what `TBackward0` sends on) have the
+    same sketch, bit for bit."""
     t = _real(t.detach())
-    numel = t.numel()
     dtype = _sign_dtype(t)
-    if numel <= CHUNK:
-        # Signs first: the product is laid out row-major whatever `t`'s strides are.
-        signed = _scratch(numel, dtype, t.device)
-        if t.dim() == 2 and t.stride() == (1, t.shape[0]) and t.shape[0] > 1 and t.shape[1] > 1:
-            # a transposed matrix (a weight's gradient from mm): torch's blocked transpose copy
-            # first, then a contiguous product; read across its rows the product misses the cache
-            signed.view(t.shape).copy_(t)
-            signed.mul_(signs(numel, dtype, t.device))
-        else:
-            torch.mul(signs(numel, dtype, t.device).view(t.shape), t, out=signed.view(t.shape))
-        return _padded_buckets(signed), torch.linalg.vector_norm(signed)
+    if t.numel() > CHUNK:
+        buckets, norm = _chunked(t, dtype)
+        return fold(buckets), norm
+    held = _memory2d(t)
+    rows, cols = held.shape if held.dim() == 2 else shape2d(tuple(t.shape))
+    g = grid(rows, cols, dtype, t.device)
+    blocks, rest = divmod(rows, g.rows)
+    flat = _scratch(rows * cols, dtype, t.device)
+    target = flat.view(rows, cols)
+    if held.dim() == 2:
+        torch.mul(held, g.signs, out=target)
+    else:  # strided: read through its strides in its 2-D form's order
+        torch.mul(held, g.signs.view(held.shape), out=target.view(held.shape))
+    if blocks > 1:
+        part = _ones(blocks, dtype, t.device) @ flat[:blocks * g.rows * cols].view(blocks, -1)
+        if rest:
+            part[:rest * cols] += flat[blocks * g.rows * cols:]
+    elif rest:
+        part = flat[:g.rows * cols].clone()
+        part[:rest * cols] += flat[g.rows * cols:]
+    else:
+        part = flat
+    padded = -(-cols // g.cols) * g.cols  # the column blocks: a fold matrix per column would be read
+    part = part.view(g.rows, cols)        # as often as the value (8 floats per grid cell)
+    if padded > cols:
+        part = torch.nn.functional.pad(part, (0, padded - cols))
+    return part.view(g.rows, padded // g.cols, g.cols).sum(1).view(-1) @ g.fold, torch.linalg.vector_norm(target)
+
+
+def _chunked(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(bucket sums, norm) of a value of more than CHUNK elements, row-major (a transposed one
+    is read through its strides): each chunk's BUCKETS sums with a sign of their own."""
+    numel = t.numel()
     flat = t.reshape(-1)
     chunks = -(-numel // CHUNK)
     found = _chunk_signs.get(chunks)
@@ -197,8 +332,7 @@ def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def sketch_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(sketch, norm) of one tensor of more than EXACT_LIMIT elements, on its device."""
-    buckets, norm = buckets_and_norm(t)
-    return fold(buckets), norm
+    return buckets_and_norm(t)
 
 
 def sketch_one(t: torch.Tensor) -> torch.Tensor:
@@ -239,27 +373,20 @@ def fingerprint(t: torch.Tensor) -> Row:
 
 
 def read_rows(rows: list[Row]) -> list[ReadRow]:
-    """Many fingerprints brought to the host in one read: every sketched row's buckets folded by
-    one gather and sum (`fold`), then norms, sketches and exact values in one `tolist`."""
+    """Many fingerprints brought to the host in one read: each row's norm and body (its sketch,
+    or its values) in one `cat` (it promotes float32 with float64) and one `tolist`."""
     if not rows:
         return []
     with torch.no_grad():
-        sketched = [r.body for r in rows if not r.exact]
-        exact = [r.body for r in rows if r.exact]
-        parts = [torch.stack([r.norm for r in rows])]  # stack and cat promote float32 with float64
-        if sketched:
-            parts.append(fold(torch.stack(sketched)).view(-1))
-        if exact:
-            parts.append(torch.cat(exact))
-        numbers = (torch.cat(parts) if len(parts) > 1 else parts[0]).tolist()
+        parts = []
+        for r in rows:
+            parts.append(r.norm.view(1))
+            parts.append(r.body)
+        numbers = torch.cat(parts).tolist()
     out = []
-    folded, values = len(rows), len(rows) + K * len(sketched)
-    for i, r in enumerate(rows):
-        if r.exact:
-            length = r.body.numel()
-            out.append(ReadRow(numbers[i], tuple(numbers[values:values + length])))
-            values += length
-        else:
-            out.append(ReadRow(numbers[i], tuple(numbers[folded:folded + K])))
-            folded += K
+    at = 0
+    for r in rows:
+        length = r.body.numel()
+        out.append(ReadRow(numbers[at], tuple(numbers[at + 1:at + 1 + length])))
+        at += 1 + length
     return out

@@ -322,6 +322,12 @@ class PassFinished(Event):
     gradient first, non-finite ones last)."""
 
 
+SKETCH_VERSION = 2
+"""Which sketch `Print.sketch` holds (gradtui.engine.sketch; a recording stores it): 1, the
+row-major sign sketch (schema 2); 2, the 2-D one, the same for a matrix and its transpose.
+Fingerprints of two versions are never compared."""
+
+
 @dataclass(frozen=True, slots=True)
 class Print:
     """One value's fingerprint (gradtui.engine.fingerprint): `dir` 0 received, 1 sent, 2 the
@@ -344,6 +350,38 @@ class PassPrints(Event):
 
     pass_index: int
     prints: tuple[Print, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDifference:
+    """How far one node of a pass is from its match in the reference (`--against`): the largest
+    relative difference (‖a − b‖ / the larger norm, estimated from the fingerprints unless exact)
+    of its forward values (output, saved values) and of its gradients (received, sent); None
+    where no value of that kind was known on both sides."""
+
+    node: int
+    forward: float | None
+    gradient: float | None
+
+    @property
+    def largest(self) -> float | None:
+        """The larger of the two (None when neither is known): the node list's difference column."""
+        known = [d for d in (self.forward, self.gradient) if d is not None]
+        return max(known) if known else None
+
+
+@dataclass(frozen=True, slots=True)
+class PassDifferences(Event):
+    """A pass against the reference recording (`--against REF.db`), sent before its PassFinished:
+    each matched node's difference (nodes with no match in the reference are left out) and the
+    pass's largest; what the UI's difference column, sort and passes view show."""
+
+    pass_index: int
+    reference: str
+    nodes: tuple[NodeDifference, ...]
+    largest: float | None
+    only_here: int = 0
+    """Nodes of this pass with no match in the reference (a graph change)."""
 
 
 @dataclass(frozen=True, slots=True)

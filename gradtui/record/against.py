@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradtui.model.nodes import NodeInfo
-from gradtui.record import compare
+from gradtui.record import compare, schema
 from gradtui.record.compare import OUTPUT, RECEIVED, SAVED, SENT, Value
 
 _UNSIGNED = 1 << 63
@@ -183,6 +183,26 @@ class PassReference:
                 return Parting(node, "backward", describe(slot, ""), found[0], (found[1].norm, found[2].norm))
         return None
 
+    def differences(self) -> list[tuple[int, float | None, float | None]]:
+        """(node, forward, gradient) for every matched node: the largest relative difference of
+        its forward values (output, saved values) and of its gradients from its match's, over
+        the values known on both sides (None: none of that kind), in node order."""
+        out = []
+        for node in sorted(self.matched):
+            ref = self.matched[node]
+            forward = gradient = None
+            for slot, mine in self.values.get(node, {}).items():
+                theirs = ref.values.get(slot)
+                if slot[1] < 0 or theirs is None:
+                    continue
+                apart = compare.distance(mine, theirs)
+                if slot[0] in (OUTPUT, SAVED):
+                    forward = apart if forward is None else max(forward, apart)
+                else:
+                    gradient = apart if gradient is None else max(gradient, apart)
+            out.append((node, forward, gradient))
+        return out
+
     def both_sides(self, node: int) -> list[str]:
         """Lines for `print`: each value of `node` here and in the reference, and how far apart."""
         ref = self.matched.get(node)
@@ -227,6 +247,9 @@ class Reference:
             if not side.has_fingerprints():
                 raise compare.BadInput(f"{path}: no fingerprints to compare with (record it with --record DB "
                                        "--fingerprints)")
+            if side.sketch != schema.SKETCH_VERSION:
+                raise compare.BadInput(f"{path}: its fingerprints are of sketch {side.sketch}, this gradtui makes "
+                                       f"sketch {schema.SKETCH_VERSION}: record the reference again")
         finally:
             side.close()
 
@@ -243,7 +266,7 @@ class Reference:
         try:
             if self._side is None:
                 self._side = compare.Side(self.path)
-            if index not in self._side.per_node:
+            if index not in self._side.per_node or self._side.sketch != schema.SKETCH_VERSION:
                 return None
             theirs = self._side.nodes(index)
         except (compare.BadInput, sqlite3.Error):

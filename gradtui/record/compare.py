@@ -92,6 +92,8 @@ class Side:
         except sqlite3.Error as exc:
             raise BadInput(f"{path}: cannot open ({exc})") from None
         self.has_prints = schema.has_prints(self._db)
+        self.sketch = schema.sketch_version(self._db)
+        """Which sketch its fingerprints were made with (None: it has none; schema.SKETCH_VERSION)."""
         run = self._db.execute("SELECT script FROM run").fetchone()
         self.script: str | None = run[0] if run else None
         rows = self._db.execute("SELECT idx, losses, per_node FROM passes ORDER BY idx").fetchall()
@@ -334,6 +336,9 @@ def compare(path_a: str, path_b: str, *, index: int | None = None, rtol: float =
         a.close()
         raise
     try:
+        if a.has_fingerprints() and b.has_fingerprints() and a.sketch != b.sketch:
+            raise BadInput(f"{path_a} has fingerprints of sketch {a.sketch}, {path_b} of sketch {b.sketch}: "
+                           "not comparable (record both with one gradtui)")
         common = sorted(set(a.losses) & set(b.losses))
         if index is not None and index not in common:
             raise BadInput(f"no pass {index} in both recordings ({len(a.losses)} and {len(b.losses)} passes)")

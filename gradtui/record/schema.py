@@ -1,4 +1,4 @@
-"""The recording database's schema (version 2) and how a file is recognized as a recording.
+"""The recording database's schema (version 3) and how a file is recognized as a recording.
 
 Shared by the writer (`store`) and the reader (`reader`). Floats are REAL columns, except that
 SQLite stores NaN as NULL, so a NaN is written as the text 'nan' (`nonfinite > 0` finds it);
@@ -12,6 +12,10 @@ a value's norm and its K projections, or its values when `exact`; `dir` 0 receiv
 the node's forward output, 3 a saved leaf value, slot -1 its saved arguments as `what`). A
 version-1 file opens as before and simply has no fingerprints (`has_prints`).
 
+Version 3 added the `sketch` table: which sketch its fingerprints were made with
+(`SKETCH_VERSION`; a version-2 file's are sketch 1, the row-major one). Fingerprints of two
+sketch versions are never compared (`gradtui diff`, `--against` refuse them in one line).
+
 The three indexes at the end came after the first version-1 recordings and are still version 1:
 an index changes no row, so a file with or without them opens in either gradtui, the same
 queries answer the same; without them a replay's open scans the `passes` and `output` tables
@@ -22,8 +26,13 @@ from __future__ import annotations
 
 import sqlite3
 
+from gradtui.model import events
+
 APP = "gradtui"
-VERSION = 2
+VERSION = 3
+
+SKETCH_VERSION = events.SKETCH_VERSION
+"""The sketch this gradtui's fingerprints are made with (gradtui.model.events.SKETCH_VERSION)."""
 
 SCHEMA = """
 CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL);
@@ -64,6 +73,7 @@ CREATE TABLE output (seq INTEGER PRIMARY KEY, pass INTEGER, stream TEXT, text TE
 CREATE INDEX passes_per_node ON passes (idx) WHERE per_node = 1;
 CREATE INDEX passes_nonfinite ON passes (idx) WHERE nonfinite > 0;
 CREATE INDEX output_by_pass ON output (pass);
+CREATE TABLE sketch (version INTEGER NOT NULL);
 CREATE TABLE prints (
     pass INTEGER NOT NULL, node INTEGER NOT NULL, dir INTEGER NOT NULL, slot INTEGER NOT NULL,
     norm REAL, exact INTEGER, sketch BLOB, what TEXT,
@@ -110,3 +120,13 @@ def check_version(connection: sqlite3.Connection) -> int:
 def has_prints(connection: sqlite3.Connection) -> bool:
     """Does an open recording have a `prints` table (version 2 and later)?"""
     return connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'prints'").fetchone() is not None
+
+
+def sketch_version(connection: sqlite3.Connection) -> int | None:
+    """Which sketch an open recording's fingerprints were made with (None: it has no `prints`
+    table): its `sketch` row (version 3 and later), else 1."""
+    if not has_prints(connection):
+        return None
+    found = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sketch'").fetchone()
+    row = connection.execute("SELECT version FROM sketch").fetchone() if found else None
+    return row[0] if row is not None else 1

@@ -179,6 +179,7 @@ class Recorder:
         db.execute("PRAGMA cache_size=-16384")  # 16 MB: a pass's rows go in without re-reading B-tree pages
         db.executescript(schema.SCHEMA)
         db.execute("INSERT INTO schema_version VALUES (?, ?)", (schema.APP, schema.VERSION))
+        db.execute("INSERT INTO sketch VALUES (?)", (schema.SKETCH_VERSION,))
         return db
 
     def _mode_text(self) -> str:

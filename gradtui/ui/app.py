@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
@@ -42,7 +43,6 @@ from gradtui.ui.client import TargetLink
 from gradtui.ui.leaving import Leaving
 from gradtui.ui.navigation import Navigator
 from gradtui.ui.screens.debugger import DebuggerScreen
-from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.ui.screens.source import SourceScreen
 from gradtui.ui.search import NodeProvider
 from gradtui.ui.sizing import PaneSizer
@@ -82,6 +82,11 @@ drawn before the next one)."""
 RUNNING = (ev.Resumed, ev.Progress, ev.NodeRan)
 """Events that say only that the engine runs: a batch of nothing else is drawn a little later
 (`flush_soon`), with the pause that usually follows; a long `continue` is drawn ten times a second."""
+
+
+def _binds_q(screen: Screen) -> bool:
+    """Whether `screen`'s own bindings take the `q` key."""
+    return any(isinstance(b, Binding) and "q" in b.key.split(",") for b in screen.BINDINGS)
 
 
 class GradtuiApp(App[int]):
@@ -178,6 +183,7 @@ class GradtuiApp(App[int]):
         self.query_one(GraphPane).show(None)
         self.query_one(NodeList).focus()
         self.watch(self.screen, "maximized", self.nav.zoom_changed, init=False)
+        self.watch(self.screen, "maximized", lambda _: self.sizer.size(), init=False)
         if self.theme_problem:
             self.transcript.write(self.theme_problem, ERROR_STYLE)
         # Not when opening on the passes view: the debugger is then laid out when first shown,
@@ -349,8 +355,10 @@ class GradtuiApp(App[int]):
     # ---- the app's own actions, and its end ------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """`q` in the leave question is its own (stop the script), not the app's."""
-        return not (action == "quit" and isinstance(self.screen, LeaveScreen))
+        """`q` under a screen that binds it itself is that screen's, not the app's quit: the
+        leave question's (stop the script), the flow's, the passes view's and help's (close);
+        so the footer there offers no `q quit` that q would not do."""
+        return not (action == "quit" and self.screen is not self.debugger and _binds_q(self.screen))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette: every gradtui action once, then Textual's own but those it replaces."""

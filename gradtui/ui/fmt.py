@@ -175,3 +175,15 @@ def cut_left(path: str, room: int) -> str:
     if not kept:
         return "…" + path[len(path) - room + 1:] if room > 1 else "…"
     return "…" + kept
+
+
+def difference_text(relative: float | None) -> str:
+    """A relative difference from the reference in at most 7 cells: `3.1e-02`, `0`, `inf`;
+    `-` where it is not known (no match, no value on both sides)."""
+    if relative is None:
+        return "-"
+    if relative == 0:
+        return "0"
+    if relative != relative or relative == float("inf"):
+        return "inf"
+    return f"{relative:.1e}"

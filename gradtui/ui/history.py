@@ -64,6 +64,10 @@ class PassSummary:
     finished: bool = False
     kept: bool = True
     """False: a recording's pass that ran hooked but whose node statistics were not kept."""
+    difference: float | None = None
+    """Against a reference: the pass's largest relative difference from it (None: none known)."""
+    against: bool = False
+    """Was the pass compared with a reference (its differences came)?"""
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,9 @@ KEYS: tuple[Key, ...] = (
         footer=False),
     Key("m", "modules", "modules", "module view: the node list as a tree of nn.Modules (again: engine order)",
         footer=False),
+    Key("A", "by_difference", "by diff", "against a reference (--against): the node list sorted by each node's "
+        "difference from it, largest first (again: engine order); the diff column is the larger of its "
+        "gradient's and its forward's relative difference", footer=False),
     Key("w", "flow", "flow", "gradient flow: grad norm / weight norm per parameter after the shown pass "
         "(pdb's w is where: here the header says where)", footer=False),
     Key("P", "passes", "passes", "passes: every pass kept, its loss, hits, non-finite; enter shows one"),

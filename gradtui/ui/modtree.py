@@ -219,6 +219,25 @@ class ModuleTree:
 
     # ---- what module rows say ------------------------------------------------------------
 
+    def difference(self, path: str) -> float | None:
+        """The largest difference from the reference of the nodes in module `path` and its
+        submodules (None: none known), folded once per set of differences the pass got."""
+        view = self.view
+        if self._diff_of is not view.differences:
+            self._diff_of = view.differences
+            self._diffs = {}
+            for node, found in view.differences.items():
+                largest = found.largest
+                if largest is None:
+                    continue
+                for p in self.chain(self.member.get(node, NO_MODULE)):
+                    if p not in self._diffs or largest > self._diffs[p]:
+                        self._diffs[p] = largest
+        return self._diffs.get(path)
+
+    _diff_of: object = None
+    _diffs: dict[str, float] = {}
+
     def stats(self, path: str) -> ModuleStats:
         """The summary of module `path`, folded in incrementally as nodes of the pass run."""
         self._update()

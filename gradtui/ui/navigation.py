@@ -139,10 +139,10 @@ class Navigator:
     def _show_pass(self, index: int | None) -> None:
         if index is None:
             return
-        if self.link.is_recording:
+        if self.link.is_recording and not self.state.script_over:
             self.send(f"pass {index}")  # the recording has it, with its statistics
             return
-        answer = self.browse_pass(index)
+        answer = self.browse_pass(index)  # a live run, or a replay played to its end: the passes kept
         if answer is not None:
             self._refuse(answer)
 

@@ -10,7 +10,7 @@ import networkx as nx
 
 from gradtui.model import events as ev
 from gradtui.model.nodes import engine_order, node_info, node_title
-from gradtui.model.stats import Stats, format_number
+from gradtui.model.stats import Stats, any_nonfinite, format_number
 from gradtui.ui.history import PassSummary, combined_norm
 
 Grads = tuple[Stats | None, ...]
@@ -65,6 +65,18 @@ class PassView:
     """False: a recording's pass that ran hooked but whose node statistics were not kept."""
     variables: ev.CallSiteVariables | None = None
     """The tensors and modules where backward was called (sent at the pass's first pause)."""
+    differences: dict[int, ev.NodeDifference] = field(default_factory=dict)
+    """Against a reference (`--against`): each matched node's difference, once the pass ended."""
+    reference: str | None = None
+    """The reference's name, once the pass's differences came (None: no reference)."""
+    largest_difference: float | None = None
+    """The pass's largest relative difference from the reference (None: none known)."""
+
+    def difference(self, node: int) -> float | None:
+        """The node's difference column: its gradient's or its forward's relative difference from
+        the reference, whichever is larger (None: not matched, or not known)."""
+        found = self.differences.get(node)
+        return found.largest if found is not None else None
 
     @classmethod
     def from_event(cls, event: ev.PassStarted) -> "PassView":
@@ -75,6 +87,59 @@ class PassView:
         return cls(event.pass_index, event.call, event.call_text, event.call_site, event.graph, order,
                    {node: i for i, node in enumerate(order)}, event.graph.number_of_nodes(),
                    losses=tuple(event.losses), recorded=event.recorded, size=event.nodes, kept=event.kept)
+
+    # ---- what the pass's events change ----------------------------------------------------
+
+    def node_ran(self, event: ev.NodeRan) -> None:
+        """A node of this pass ran: its place in the run and the gradients in and out."""
+        self.ran[event.node] = event.order
+        self.done = max(self.done, event.order)
+        self.incoming[event.node] = event.grad_outputs
+        self.outgoing[event.node] = event.grad_inputs
+        if any_nonfinite(event.grad_outputs) or any_nonfinite(event.grad_inputs):
+            self.nonfinite.add(event.node)
+
+    def paused_at(self, event: ev.Paused) -> None:
+        """The engine paused at a node of this pass: the gradients it saw there (with histograms)."""
+        self.done = max(self.done, event.done)
+        if event.phase == "before":
+            self.incoming[event.node] = event.grads
+            self.incoming_hist[event.node] = event.grads
+            self.arrived_hist.setdefault(event.node, event.grads)
+        else:
+            self.outgoing[event.node] = event.grads
+            self.outgoing_hist[event.node] = event.grads
+        if any_nonfinite(event.grads):
+            self.nonfinite.add(event.node)
+
+    def edited(self, event: ev.GradEdited) -> None:
+        """An edit replaced a node's incoming gradient: the new one, the old kept with the command."""
+        self.edits.setdefault(event.node, []).append((event.command, event.before))
+        self.incoming[event.node] = event.after
+        if any(s is not None and s.histogram for s in event.after):
+            self.incoming_hist[event.node] = event.after
+        else:
+            self.incoming_hist.pop(event.node, None)
+        if any_nonfinite(event.after):
+            self.nonfinite.add(event.node)
+
+    def ended(self, event: ev.PassFinished) -> set[int]:
+        """The pass ended (or raised): its leaf gradients and flow, the failed node; the rows it changed."""
+        self.finished = True
+        self.done = event.done
+        self.leaf_grads = dict(event.leaf_grads)
+        self.flow = tuple(event.flow)
+        if event.error is None or event.error == "quit":
+            return set()
+        self.error = event.error
+        self.failed_node = event.node
+        if event.node is None:
+            return set()
+        if event.failed_grads:
+            self.incoming[event.node] = event.failed_grads
+        return {event.node}
+
+    # ---- what it says --------------------------------------------------------------------
 
     def loss_text(self) -> str:
         """`loss 0.4182`, `losses 0.41, 1.2`, or empty when no root was a single value."""
@@ -94,7 +159,8 @@ class PassView:
         else:
             bad = sum(1 for f in self.flow if f.nonfinite or (f.grad_norm is not None and not math.isfinite(f.grad_norm)))
         return PassSummary(self.index, self.call_text or f"{self.call}()", self.losses, self.recorded,
-                           self.total or self.size or 0, self.error, bad, self.finished, self.kept)
+                           self.total or self.size or 0, self.error, bad, self.finished, self.kept,
+                           self.largest_difference, bool(self.differences))
 
     def variable_norm(self, var: ev.Variable) -> float | None:
         """The norm of a call-site variable's gradient from this pass, once it is known: a leaf's

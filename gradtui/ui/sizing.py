@@ -22,8 +22,9 @@ class PaneSizer:
         self.sizes = sizes
 
     def size(self, width: int | None = None) -> None:
-        """Size the node list column (and, wide, the graph pane) for a `width`-cell terminal (the
-        app's width if None); a style is set only when a width changed, so a step lays nothing out."""
+        """Size the node list column (and, wide and not zoomed, the graph pane) for a `width`-cell
+        terminal (the app's width if None); a style is set only when a width changed, so a step
+        lays nothing out. Called again when a pane is zoomed or back (`Z`)."""
         width = width or self.app.size.width
         panes = self.app.screen_stack[0]  # the debugger's, under any modal screen open (P at once)
         left = panes.query_one("#left")
@@ -31,7 +32,8 @@ class PaneSizer:
         if left.styles.width is None or left.styles.width.value != wanted:
             left.styles.width = wanted
         graph = panes.query_one(GraphPane)
-        if panes.query_one("#main").has_class("wide"):
+        # zoomed (Z), the graph pane is as wide as the screen: a width set here would hold it beside the detail
+        if panes.query_one("#main").has_class("wide") and panes.maximized is not graph:
             wanted = self.sizes.graph(width - wanted, graph.natural_width())
             if graph.styles.width is None or graph.styles.width.value != wanted:
                 graph.styles.width = wanted

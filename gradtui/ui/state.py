@@ -16,8 +16,9 @@ from typing import NamedTuple
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Spec, parse_spec
 from gradtui.model.nodes import node_info
-from gradtui.model.stats import any_nonfinite
+from gradtui.ui import headertext
 from gradtui.ui.changes import Changes
+from gradtui.ui.headertext import HeaderPart
 from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary
 from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
 from gradtui.ui.layout import PaneSizes
@@ -30,13 +31,6 @@ class FlowSnapshot(NamedTuple):
 
     index: int
     flow: tuple[ev.ParamFlow, ...]
-
-
-class HeaderPart(NamedTuple):
-    """A part of the header's text; parts of higher `drop` go first when the line is short."""
-
-    text: str
-    drop: int
 
 
 class Marker(NamedTuple):
@@ -96,6 +90,8 @@ class UIState:
         self.breakpoints_off: list[str] = []
         """Breakpoints turned off in the breakpoints pane: their specs (the target deleted them)."""
         self.find = Find()
+        self.reference: str | None = None
+        """The reference recording the run is compared with (`--against`), once a pass said so."""
         self.sizes = PaneSizes()
         """The user's moves of the panes' edges (`<` `>` `-` `+`, a drag)."""
         self._unseen: Changes | None = None
@@ -121,8 +117,37 @@ class UIState:
 
     def apply(self, event: ev.Event) -> Changes:
         """Fold one event into the model; what it changed (also kept for `take_changes`)."""
-        handler = getattr(self, f"_on_{type(event).__name__}", None)
-        change = handler(event) if handler is not None else Changes()
+        match event:
+            case ev.ScriptStarted():
+                change = self._on_ScriptStarted(event)
+            case ev.SourceText():
+                change = self._on_SourceText(event)
+            case ev.CallSiteVariables():
+                change = self._on_CallSiteVariables(event)
+            case ev.PassStarted():
+                change = self._on_PassStarted(event)
+            case ev.NestedPass():
+                change = self._on_NestedPass(event)
+            case ev.NodeRan():
+                change = self._on_NodeRan(event)
+            case ev.Paused():
+                change = self._on_Paused(event)
+            case ev.BreakpointHit():
+                change = self._on_BreakpointHit(event)
+            case ev.BreakpointsChanged():
+                change = self._on_BreakpointsChanged(event)
+            case ev.Resumed():
+                change = self._on_Resumed(event)
+            case ev.Progress():
+                change = self._on_Progress(event)
+            case ev.GradEdited():
+                change = self._on_GradEdited(event)
+            case ev.PassFinished():
+                change = self._on_PassFinished(event)
+            case ev.ScriptFinished():
+                change = self._on_ScriptFinished(event)
+            case _:
+                change = Changes()
         if self.browsed is not None:
             change.rows.clear()  # they are rows of the live pass, not of the one on screen
         return self._note(change)
@@ -153,7 +178,8 @@ class UIState:
         view = self.view
         if view is None or not self.views:
             return None
-        kept = list(self.views)
+        # by index, not as kept: a recording's `pass N` keeps an earlier pass last
+        kept = sorted(self.views, key=lambda v: v.index)
         at = next((i for i, v in enumerate(kept) if v is view), len(kept) - 1 if delta < 0 else None)
         if at is None:  # a browsed pass that has since been dropped: newer goes back to live
             target = self.live
@@ -227,6 +253,8 @@ class UIState:
                 self.browsed = None
         self.series.started(event.pass_index, tuple(event.losses))
         self.live = PassView.from_event(event)
+        if event.recorded:
+            self.live.reference = self.reference  # the difference column stays, `-` until the pass ends
         self._keep(self.live)
         self.summaries.append(self.live.summary())
         if len(self.summaries) > 1 and self.summaries[-2].index > event.pass_index:
@@ -246,12 +274,7 @@ class UIState:
         view = self.live
         if view is None or event.pass_index != view.index:
             return Changes()
-        view.ran[event.node] = event.order
-        view.done = max(view.done, event.order)
-        view.incoming[event.node] = event.grad_outputs
-        view.outgoing[event.node] = event.grad_inputs
-        if any_nonfinite(event.grad_outputs) or any_nonfinite(event.grad_inputs):
-            view.nonfinite.add(event.node)
+        view.node_ran(event)
         self.progress = (view.done, view.total)
         return Changes(rows={event.node}, header=True)
 
@@ -265,16 +288,7 @@ class UIState:
         self.status = "paused"
         view = self.live
         if view is not None and event.pass_index == view.index:
-            view.done = max(view.done, event.done)
-            if event.phase == "before":
-                view.incoming[event.node] = event.grads
-                view.incoming_hist[event.node] = event.grads
-                view.arrived_hist.setdefault(event.node, event.grads)
-            else:
-                view.outgoing[event.node] = event.grads
-                view.outgoing_hist[event.node] = event.grads
-            if any_nonfinite(event.grads):
-                view.nonfinite.add(event.node)
+            view.paused_at(event)
             change.rows.add(event.node)
         self.progress = (event.done, event.total)
         return change
@@ -306,15 +320,20 @@ class UIState:
         view = self.live
         if view is None or event.pass_index != view.index:
             return Changes()
-        view.edits.setdefault(event.node, []).append((event.command, event.before))
-        view.incoming[event.node] = event.after
-        if any(s is not None and s.histogram for s in event.after):
-            view.incoming_hist[event.node] = event.after
-        else:
-            view.incoming_hist.pop(event.node, None)
-        if any_nonfinite(event.after):
-            view.nonfinite.add(event.node)
+        view.edited(event)
         return Changes(rows={event.node})
+
+    def _on_PassDifferences(self, event: ev.PassDifferences) -> Changes:
+        view = next((v for v in reversed(self.views) if v.index == event.pass_index), None)
+        if view is None:
+            return Changes()
+        view.differences = {d.node: d for d in event.nodes}
+        view.reference = self.reference = event.reference
+        view.largest_difference = event.largest
+        for i, summary in enumerate(self.summaries):
+            if summary.index == view.index:
+                self.summaries[i] = view.summary()
+        return Changes(rows=set(view.differences) if view is self.view else set(), header=True)
 
     def _on_PassFinished(self, event: ev.PassFinished) -> Changes:
         self.series.finished(event.pass_index, event.flow)
@@ -327,17 +346,7 @@ class UIState:
         if self.current is not None:
             change.rows.add(self.current)
         self.paused = None
-        view.finished = True
-        view.done = event.done
-        view.leaf_grads = dict(event.leaf_grads)
-        view.flow = tuple(event.flow)
-        if event.error is not None and event.error != "quit":
-            view.error = event.error
-            view.failed_node = event.node
-            if event.node is not None:
-                change.rows.add(event.node)
-                if event.failed_grads:
-                    view.incoming[event.node] = event.failed_grads
+        change.rows |= view.ended(event)
         if self.summaries and self.summaries[-1].index == view.index:
             self.summaries[-1] = view.summary()
         if view.recorded and view.total:
@@ -362,23 +371,11 @@ class UIState:
             self.status = "finished"
         return change
 
-    # ---- what the header says ------------------------------------------------------------
+    # ---- what the header says (gradtui.ui.headertext) --------------------------------------
 
     def pass_parts(self) -> tuple[HeaderPart, ...]:
         """The header's pass text in parts, each with how soon it goes when the line is short."""
-        view = self.view
-        if view is None:
-            return ()
-        parts = [HeaderPart(f"pass {view.index}", 0)]
-        loss = view.loss_text()
-        if loss:
-            parts.append(HeaderPart(loss, 2))
-        parts.append(HeaderPart(view.call_text or view.call + "()", 4))
-        if not view.recorded:
-            parts.append(HeaderPart("unhooked", 1))
-        if self.browsed is not None and self.live is not None:
-            parts.append(HeaderPart(f"browsing · live is {self.live.index}", 0))
-        return tuple(parts)
+        return headertext.pass_parts(self.view, self.live, browsing=self.browsed is not None)
 
     def pass_text(self) -> str:
         """`pass 3 · loss 0.41 · loss.backward()`, then `unhooked` or `browsing · live is 7`."""
@@ -386,22 +383,8 @@ class UIState:
 
     def status_short(self) -> str:
         """The state text for a narrow header: `paused #1 (y)`, else as `status_text`."""
-        view = self.live
-        if self.status == "paused" and self.paused is not None:
-            tags = node_info(view.graph, self.paused.node).tags if view is not None and self.paused.node in view.graph else []
-            return f"paused #{self.paused.node}" + (f" ({tags[0]})" if tags else "")
-        return self.status_text()
+        return headertext.status_short(self.status, self.paused, self.live, self.exit_status)
 
     def status_text(self) -> str:
         """`paused at #1 MulBackward0 (y)`, `running`, `finished · exit 0`..."""
-        view = self.live
-        if self.status == "paused" and self.paused is not None:
-            where = view.title(self.paused.node) if view is not None else f"#{self.paused.node}"
-            return f"paused {'at' if self.paused.phase == 'before' else 'after'} {where}"
-        if self.status == "running":
-            return "running"
-        if self.status in ("finished", "failed"):
-            if view is not None and view.error and view.failed_node is not None:
-                return f"backward raised at #{view.failed_node} · exit {self.exit_status}"
-            return f"{self.status} · exit {self.exit_status}"
-        return self.status
+        return headertext.status_text(self.status, self.paused, self.live, self.exit_status)

@@ -123,3 +123,9 @@ def test_without_a_flow_command_headless_skips_the_flow_of_unhooked_passes(tmp_p
         finished = [e for e in events if isinstance(e, ev.PassFinished)]
         assert len(finished) == 3 and finished[0].flow  # the hooked first pass always has its flow
         assert all(bool(e.flow) == flows for e in finished[1:])
+
+
+def test_one_unhooked_pass_is_told_in_the_singular(tmp_path):
+    """Issue 22, 15: "pass 6 ran unhooked at plain speed: nothing could stop in them" for one pass."""
+    run = run_headless(script("train_loop.py"), ["continue"], ["2", str(tmp_path / "g.pt")], hook_all_passes=False)
+    assert "pass 1 ran unhooked at plain speed: nothing could stop in it" in run.output.splitlines()

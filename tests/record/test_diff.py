@@ -114,6 +114,34 @@ def test_a_version_1_recording_opens_without_fingerprints(recordings, tmp_path):
     assert result.differs and result.inspected.backward_only.node_a.op == "ScaleBackward"
 
 
+def _sketch_1(path, tmp_path):
+    """A copy of the recording at `path` as gradtui with the row-major sketch (schema 2, no
+    `sketch` table) would have made it."""
+    import shutil
+
+    old = tmp_path / "sketch1.db"
+    shutil.copy(path, old)
+    db = sqlite3.connect(old)
+    db.execute("DROP TABLE sketch")
+    db.execute("UPDATE schema_version SET version = 2")
+    db.commit()
+    db.close()
+    return str(old)
+
+
+def test_fingerprints_of_another_sketch_are_refused_in_one_line(recordings, tmp_path):
+    """A recording whose fingerprints were made by the old sketch is never compared with this
+    sketch's: `diff` and `--against` say so in one line (status 2); two of the old sketch still
+    compare with each other."""
+    old = _sketch_1(recordings["again"], tmp_path)
+    run = diff(recordings["ref"], old)
+    assert run.returncode == 2 and run.stdout == "", (run.stdout, run.stderr)
+    assert len(run.stderr.strip().splitlines()) == 1 and "sketch 2" in run.stderr and "sketch 1" in run.stderr
+    run = gradtui("--headless", "--against", old, script("diff_model.py"))
+    assert run.returncode == 2 and "sketch 1" in run.stderr and "record the reference again" in run.stderr, run.stderr
+    assert not compare(old, old).differs
+
+
 def test_fingerprints_are_opt_in(tmp_path, capsys):
     """A plain --record costs what it did: fingerprints only with --fingerprints (which needs --record)."""
     from gradtui.agent.build import build_agent

@@ -35,10 +35,10 @@ def reference(tmp_path_factory):
     return path
 
 
-def _model_pass(session: Session) -> tuple[torch.Tensor, torch.Tensor]:
-    """One seeded backward of a small MLP under `session`; the weights' gradients."""
+def _model_pass(session: Session, approximate: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
+    """One seeded backward of a small MLP (its gelu `approximate`) under `session`; the weights' gradients."""
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(approximate=approximate), torch.nn.Linear(32, 4))
     session.run_on()
     session.install()
     try:
@@ -68,11 +68,24 @@ def _against(db: str, breakpoint: str | None) -> Session:
     return session
 
 
-def test_a_pass_against_a_reference_reads_per_node_only_while_differs_is_armed(tmp_path):
+def test_a_pass_against_a_reference_reads_per_node_only_while_differs_is_armed(tmp_path, monkeypatch):
     """No `differs>R` armed: nothing asks after each node how far the runs are apart, so a pass
-    against a reference makes the host reads of a recorded pass with fingerprints (theirs come
-    back in its one read at its end). `differs>R` armed: each node is read back after it ran
-    (the breakpoint is decided there)."""
+    against a reference makes the host reads of a recorded pass with fingerprints (both run on
+    the hook plan; theirs come back in its one read at its end). `differs>R` armed: every node
+    is hooked and each one's fingerprints are read back after it ran (the breakpoint is decided
+    there): one read per node compared."""
+    from gradtui.engine import fingerprint
+
+    compared = []
+    original = fingerprint.PassPrints._compare
+
+    def counted(self, *args):
+        with HostReads() as reads:
+            found = original(self, *args)
+        compared.append(reads.total)
+        return found
+
+    monkeypatch.setattr(fingerprint.PassPrints, "_compare", counted)
     db = str(tmp_path / "ref.db")
     recorder = Recorder(db)
     recording = Session(full_stats=True, fingerprints=True)
@@ -87,9 +100,9 @@ def test_a_pass_against_a_reference_reads_per_node_only_while_differs_is_armed(t
         finally:
             live.against.close()
         if armed is None:
-            assert reads == recorded, (reads, recorded)
+            assert reads == recorded and not compared, (reads, recorded, compared)
         else:
-            assert reads > recorded + 5, (reads, recorded)
+            assert len(compared) >= 8 and sum(compared) >= len(compared) - 1, compared
 
 
 def _model_pass_plain() -> tuple[torch.Tensor, torch.Tensor]:
@@ -213,3 +226,40 @@ def test_fp32_against_bf16_autocast_stops_live_at_the_first_op_over_5_percent(tm
         in paused[0], paused[0]
     line = next(i for i, text in enumerate(open(script("autocast_model.py")), 1) if "second(torch" in text)
     assert f"at autocast_model.py:{line} in first:" in run.stdout.split(paused[0], 1)[1].splitlines()[1]
+
+
+def _differences(db: str, approximate: str) -> ev.PassDifferences:
+    """The PassDifferences of one pass of a small MLP (its gelu `approximate`) against `db`."""
+    session = _against(db, None)
+    got = []
+    session.add_listener(lambda e: got.append(e) if isinstance(e, (ev.PassDifferences, ev.PassFinished)) else None)
+    try:
+        _model_pass(session, approximate)
+    finally:
+        session.against.close()
+    assert [type(e) for e in got] == [ev.PassDifferences, ev.PassFinished]  # before the pass's end
+    return got[0]
+
+
+def test_a_pass_against_a_reference_sends_each_nodes_difference_in_one_event(tmp_path):
+    """Against a reference, each pass ends with one PassDifferences: every matched node's
+    forward and gradient difference and the pass's largest. Against its own recording all are
+    0; with the gelu made `tanh`, the gelu's forward differs and so do the gradients from the
+    loss down to it, while the first linear's forward (its output and weight) agrees."""
+    db = str(tmp_path / "ref.db")
+    recorder = Recorder(db)
+    recording = Session(full_stats=True, fingerprints=True)
+    recording.add_listener(recorder)
+    recorder(ev.ScriptStarted("mlp", ()))
+    _model_pass(recording)
+    recorder.close()
+    same = _differences(db, "none")
+    assert same.reference == "ref.db" and same.only_here == 0 and len(same.nodes) >= 8
+    assert same.largest == 0.0 and all(n.largest == 0.0 for n in same.nodes)
+    changed = _differences(db, "tanh")
+    names = {n.node: n for n in changed.nodes}
+    assert changed.largest is not None and changed.largest > 1e-4
+    gelu = next(n for n in changed.nodes if n.forward is not None and n.forward > 1e-4)
+    assert gelu.gradient is not None and gelu.gradient > 1e-4
+    assert sum(1 for n in names.values() if n.forward == 0.0) >= 2  # what came before it agrees
+    assert changed.largest == max(n.largest for n in changed.nodes if n.largest is not None)

@@ -126,3 +126,20 @@ def test_user_traceback_folds_library_frames_and_shortens_paths():
         '    raise ValueError("boom")\n'
         "ValueError: boom\n"
     )
+
+
+def test_brackets_walk_a_recordings_passes_by_index_after_pass_N_showed_an_earlier_one():
+    """The tmux walk (replay of a 3-pass run): `pass 0` from the passes view made pass 0 the
+    last view kept, so `[` on pass 0 went to pass 2, and `]` from pass 2 came back to 0."""
+    from tests.ui.ui_events import finished, started
+
+    state = UIState("x.db")
+    for index in range(3):
+        state.apply(started(index, recorded=index == 0))
+        state.apply(finished(index))
+    state.apply(started(0))  # a recording's `pass 0`: told again, it replaces its view
+    assert sorted(v.index for v in state.views) == [0, 1, 2]
+    assert state.view.index == 0 and state.browse(-1) is None  # nothing older than pass 0
+    assert state.browse(1) is not None and state.view.index == 1
+    assert state.browse(1) is not None and state.view.index == 2
+    assert state.browse(-1) is not None and state.view.index == 1

@@ -45,6 +45,47 @@ async def test_Z_zooms_the_detail_and_graph_panes():
 
 
 @pytest.mark.asyncio
+async def test_Z_at_160_columns_gives_every_pane_the_whole_width():
+    """The tmux walk at 160x45: Z on the graph pane kept the width the sizer gave it beside the
+    detail pane (44 columns, the rest of the screen hatched); back, it has that width again."""
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_paused_at(pilot, 0)
+        graph = app.query_one("#graph")
+        beside = graph.size.width
+        assert beside < 100  # the wide layout: graph beside the detail pane
+        for pane in ("nodes", "detail", "graph", "output"):
+            app.query_one(f"#{pane}").focus()
+            await pilot.pause()
+            await pilot.press("Z")
+            await wait_for(pilot, lambda: app.screen.maximized is app.query_one(f"#{pane}"), what=f"{pane} zoomed")
+            await wait_for(pilot, lambda: app.query_one(f"#{pane}").outer_size.width == 160, what=f"{pane} full width")
+            await pilot.press("Z")
+            await wait_for(pilot, lambda: app.screen.maximized is None, what=f"{pane} back")
+        await wait_for(pilot, lambda: graph.size.width == beside, what="the graph pane beside the detail again")
+
+
+@pytest.mark.asyncio
+async def test_under_the_flow_screen_the_footer_does_not_offer_q_quit_where_q_closes_it():
+    """The tmux walk: under `w` the footer read `q quit`, but q there closes the flow (its own
+    key, as in the passes view and help); the footer offers only what a key does now."""
+    from textual.widgets._footer import FooterKey
+
+    app = GradtuiApp(example("chain.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow")
+        await wait_for(pilot, lambda: not any(key.action == "step" for key in app.query(FooterKey)),
+                       what="the footer of the flow screen")
+        assert not any(key.key == "q" for key in app.query(FooterKey))
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FlowScreen), what="q closed the flow")
+        assert app.is_running and not app.state.script_over
+        await wait_for(pilot, lambda: any(key.key == "q" for key in app.query(FooterKey)), what="q quit back")
+
+
+@pytest.mark.asyncio
 async def test_after_o_then_escape_the_focus_is_back_on_the_node_list_and_j_moves_it():
     app = GradtuiApp(example("chain.py"))
     async with app.run_test(size=SIZE) as pilot:

@@ -11,7 +11,7 @@ from gradtui.model import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.passes import PassesScreen
-from gradtui.ui.widgets.plots import SeriesPlot
+from gradtui.ui.widgets.plots import PassPlots, SeriesPlot
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from tests.ui.ui_events import flow_row, run_mlp_pass, started
@@ -241,6 +241,64 @@ async def test_l_puts_the_loss_and_norm_plots_on_a_log_scale_and_back():
         assert ratios == pytest.approx([ratios[0]] * len(ratios), rel=0.05)  # evenly spaced in log: equal ratios
         await pilot.press("l")
         await wait_for(pilot, lambda: _y_labels(loss) == linear and "log" not in plot_lines(loss)[0], what="linear again")
+        await pilot.press("escape")
+
+
+@pytest.mark.asyncio
+async def test_l_on_plots_with_no_positive_value_leaves_them_empty_not_the_app_crashed():
+    """The tmux walk: after `z` zeroed pass 0's gradient, `l` then `t` in the passes view
+    ended the app (plotext cannot place log ticks when no value is above zero)."""
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (0.0, 0.0))  # loss 0 and gradient norm 0: nothing to log
+        await pilot.press("l")
+        for figure in ("loss", "norm"):
+            plot = plots[figure]
+            await wait_for(pilot, lambda: "log" in plot_lines(plot)[0], what=f"the {figure} plot's log title")
+        await pilot.press("s", "left")
+        await pilot.pause()
+        assert all(plot_lines(plot) for plot in plots.values())  # drawn, and the app still runs
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, PassesScreen), what="the debugger")
+
+
+@pytest.mark.asyncio
+async def test_at_80x24_a_smoothed_log_plot_keeps_a_title_with_the_cursors_reading():
+    """The tmux walk: at 80x24, `l` then `s` left the loss and norm plots with no title at all
+    (its shortest form overflowed and plotext dropped it), so the cursor read nothing."""
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (4.0, 3.0, 2.0))
+        await pilot.press("l", "s")
+        for figure, reading in (("loss", "2: 2"), ("norm", "2: 20")):
+            plot = plots[figure]
+            await wait_for(pilot, lambda: plot.smoothing > 0 and plot.log_scale, what=f"the {figure} plot smoothed")
+            await pilot.pause()
+            assert reading in plot_lines(plot)[0] and plot.title_text in plot_lines(plot)[0], plot_lines(plot)[:2]
+        plots_box = app.screen.query_one(PassPlots)
+        plots_box.chosen = "fc"  # as `t` sets it: the norm of module fc, named while there is room
+        plots_box.replot()
+        await pilot.pause()
+        title = plot_lines(plots["norm"])[0]
+        assert "fc" in title and "2: 20" in title, title
+        await pilot.press("escape")
+
+
+@pytest.mark.asyncio
+async def test_smoothing_one_pass_keeps_the_axis_labels_short():
+    """The tmux walk: `s` on a run of one pass drew the raw and the smoothed value, a rounding
+    apart, and plotext spread its axis over that gap: `0.20348939299583438` squeezed the plot."""
+    app = GradtuiApp(ui_script("no_backward.py"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        plots = await _passes_with_a_nan(pilot, (0.20348939299583435,))
+        await pilot.press("s")
+        for key in ("", "l"):  # linear, then log
+            if key:
+                await pilot.press(key)
+            for figure, plot in plots.items():
+                await wait_for(pilot, lambda: plot.smoothing > 0 and _y_labels(plot), what=f"the {figure} axis")
+                await pilot.pause()
+                assert max(len(label) for label in _y_labels(plot)) <= 6, (key, figure, _y_labels(plot))
         await pilot.press("escape")
 
 

@@ -125,3 +125,26 @@ def test_the_plots_give_way_to_the_table(height, recording, size):
     assert plot_size(height, recording) == size
     taken = dict(PLOT_SIZES[recording]).get(size, 0)
     assert height * 9 // 10 - AROUND - taken >= TABLE_ROWS
+
+
+@pytest.mark.asyncio
+async def test_after_the_replay_ends_enter_in_the_passes_view_still_shows_a_kept_pass(recordings):
+    """The replay walk: once the recording had played to its end, enter on a pass in the passes
+    view said "the script has ended: q to leave" (it asked the finished target for `pass N`);
+    as after a live run, the passes the UI keeps are still shown."""
+    app = _app(recordings["all"])
+    async with app.run_test(size=(160, 45)) as pilot:
+        await _passes_view(pilot)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, PassesScreen), what="the debugger")
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.script_over, what="the recording's end")
+        shown = app.state.view.index
+        target = next(v.index for v in reversed(app.state.views) if v.index != shown)
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen) and app.screen.indices, what="the passes")
+        app.screen.query_one("#passes-table").move_cursor(row=app.screen.indices.index(target))
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, PassesScreen), what="the debugger again")
+        await wait_for(pilot, lambda: app.state.view.index == target, what=f"pass {target} shown")

@@ -56,6 +56,7 @@ async def test_the_source_view_marks_the_lines_that_made_nodes_and_enter_cycles_
         assert "×" not in _row(lines, unmarked)
         note = str(app.screen.query_one("#source-note", Static).visual)
         assert f"line {line} made {len(nodes)}" in note and f"#{nodes[1]}" in note
+        assert f"#{nodes[0]} #{nodes[0]}" not in note  # each node named once (the walk saw `#0 #0 MeanBackward0`)
 
         await pilot.press("enter")  # the next node of that line
         await wait_for(pilot, lambda: selected(app) == nodes[1], what="the line's second node")

@@ -178,6 +178,13 @@ class DebuggerScreen(Screen):
         """Switch the node list between engine order and the module tree."""
         self.query_one(NodeList).toggle_modules()
 
+    def action_by_difference(self) -> None:
+        """Sort the node list by the difference from the reference, or back to engine order."""
+        if self.state.reference is None:
+            self.query_one(CommandBar).answer("no reference: run with --against REF.db", ok=False)
+            return
+        self.query_one(NodeList).toggle_difference()
+
     def action_flow(self) -> None:
         """Open the gradient flow table of the pass on screen, or of the last ended pass while it runs."""
         if self.state.view is None:

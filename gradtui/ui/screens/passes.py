@@ -3,7 +3,8 @@ counts and per-module norms too), and one row per pass the UI remembers, to jump
 only `[` `]`). The row under the cursor is the plots' cursor (left and right move it too: its
 pass's value in their titles); `l` puts the loss and norms on a log scale, `s` smooths them
 (TensorBoard's moving average, stepping through its weights), `t` chooses the module or
-parameter whose norm the norm plot shows (the debugger's selected node's, or any)."""
+parameter whose norm the norm plot shows (the debugger's selected node's, or any). Against a
+reference (`--against`), a `differs` column: each pass's largest difference from it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from textual.widgets import DataTable, Static
 
 from gradtui.model.nodes import node_info
 from gradtui.model.stats import format_number
+from gradtui.ui.fmt import difference_text
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.plots import SMOOTHING_STEPS, PassPlots
@@ -40,6 +42,13 @@ def plot_size(height: int, recording: bool) -> str:
     return next((name for name, taken in PLOT_SIZES[recording] if rows - taken >= TABLE_ROWS), "hidden")
 
 COLUMNS = ("pass", "loss", "nodes", "hits", "non-finite", "call")
+"""The table's columns; against a reference (`--against`) `differs` comes before `call`: the
+pass's largest relative difference from the reference."""
+
+
+def _differs(relative: float | None) -> Text:
+    """A pass's largest difference from the reference, bold when it is not 0."""
+    return Text(difference_text(relative), style="bold yellow" if relative else "dim")
 
 
 class PassTable(DataTable):
@@ -113,7 +122,8 @@ class PassesScreen(Screen[int | None]):
         """Fill the table, the cursor on the pass on screen."""
         self._fit(self.app.size.height)
         table = self.query_one(DataTable)
-        table.add_columns(*COLUMNS)
+        against = any(summary.against for summary in self.state.summaries)
+        table.add_columns(*COLUMNS[:-1], *(("differs",) if against else ()), COLUMNS[-1])
         kept = {v.index for v in self.state.views}
         shown = self.state.view.index if self.state.view is not None else None
         cursor = 0
@@ -138,6 +148,7 @@ class PassesScreen(Screen[int | None]):
                 nodes,
                 Text(str(hits) if hits else "-", style="bold yellow" if hits else "dim"),
                 Text(str(bad) if bad else "-", style="bold red" if bad else "dim"),
+                *((_differs(summary.difference),) if against else ()),
                 Text(summary.call_text + (f" · {summary.error}" if summary.error else ""),
                      style="red" if summary.error else "dim"),
             )

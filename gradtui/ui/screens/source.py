@@ -136,7 +136,7 @@ class SourceScreen(ModalScreen[int | None]):
         if not made:
             text = f"line {line}: no node of this pass" if line is not None else "the file is empty or unreadable"
         else:
-            names = " · ".join(f"#{m.node} {m.title}" for m in made[:NODES_NAMED])
+            names = " · ".join(m.title for m in made[:NODES_NAMED])  # a title starts with its `#ID`
             more = f" · {len(made) - NODES_NAMED} more" if len(made) > NODES_NAMED else ""
             text = f"line {line} made {len(made)}: {names}{more} · enter: #{self.source.next_node(line)}"
         self.query_one("#source-note", Static).update(text)

@@ -12,7 +12,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from gradtui.ui.changes import Changes
-from gradtui.ui.state import HeaderPart, UIState
+from gradtui.ui.headertext import HeaderPart
+from gradtui.ui.state import UIState
 
 _STATE_STYLE = {
     "paused": "$warning bold",

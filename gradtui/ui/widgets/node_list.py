@@ -39,6 +39,7 @@ class NodeList(ScrollView, can_focus=True):
         "node-list--cursor", "node-list--id", "node-list--label", "node-list--done",
         "node-list--current", "node-list--failed", "node-list--warning", "node-list--breakpoint",
         "node-list--pending", "node-list--module", "node-list--module-path", "node-list--count",
+        "node-list--diff",
     }
 
     BINDINGS = [
@@ -57,6 +58,8 @@ class NodeList(ScrollView, can_focus=True):
     """Row of the selection."""
     by_module: reactive[bool] = reactive(False, init=False)
     """Show the module tree instead of engine order."""
+    by_difference: reactive[bool] = reactive(False, init=False)
+    """Against a reference: the nodes sorted by their difference from it, largest first."""
 
     @dataclass
     class Selected(Message):
@@ -123,6 +126,7 @@ class NodeList(ScrollView, can_focus=True):
         if view is None:
             return
         self.border_title = (f"by module · pass {view.index} · {view.total}" if self.by_module
+                             else f"by difference · pass {view.index}" if self.by_difference
                              else f"pass {view.index} · {view.total} nodes")
         if not view.recorded:
             self.border_title = f"nodes · pass {view.index} ran unhooked"
@@ -147,21 +151,44 @@ class NodeList(ScrollView, can_focus=True):
         return self._tree
 
     @property
+    def order(self) -> list[int]:
+        """The nodes of the flat list, row by row: engine order, or (`by_difference`) by their
+        difference from the reference, largest first, the unknown last (kept per set of
+        differences the pass got)."""
+        view = self.view
+        if view is None:
+            return []
+        if not self.by_difference:
+            return view.order
+        if self._sorted is None or self._sorted[0] is not view.differences:
+            unknown = -1.0
+            ranked = sorted(view.order, key=lambda n: -(d if (d := view.difference(n)) is not None else unknown))
+            self._sorted = (view.differences, ranked, {node: i for i, node in enumerate(ranked)})
+        return self._sorted[1]
+
+    def _row_of(self, node: int) -> int | None:
+        if not self.by_difference:
+            return self.view.row.get(node) if self.view is not None else None
+        self.order  # noqa: B018 - makes the sorted rows current
+        return self._sorted[2].get(node) if self._sorted is not None else None
+
+    _sorted: tuple[dict, list[int], dict[int, int]] | None = None
+
+    @property
     def row_count(self) -> int:
         """How many rows the list has."""
         tree = self.tree
         if tree is not None:
             return len(tree.rows)
-        return len(self.view.order) if self.view else 0
+        return len(self.order)
 
     def node_at(self, row: int) -> int | None:
         """The node shown on `row` (None for a module row or past the end)."""
-        tree, view = self.tree, self.view
+        tree = self.tree
         if tree is not None:
             return tree.rows[row].node if 0 <= row < len(tree.rows) else None
-        if view is None or not 0 <= row < len(view.order):
-            return None
-        return view.order[row]
+        order = self.order
+        return order[row] if 0 <= row < len(order) else None
 
     @property
     def selected(self) -> int | None:
@@ -207,8 +234,8 @@ class NodeList(ScrollView, can_focus=True):
                 self.refresh()
             if row is not None:
                 self.cursor = row
-        elif self.view is not None and node in self.view.row:
-            self.cursor = self.view.row[node]
+        elif (row := self._row_of(node)) is not None:
+            self.cursor = row
 
     def refresh_nodes(self, nodes: set[int]) -> None:
         """Redraw the rows of these nodes, if they are on screen (module view: every row on
@@ -216,8 +243,8 @@ class NodeList(ScrollView, can_focus=True):
         view = self.view
         if view is None or not nodes:
             return
-        if self.by_module:
-            self.refresh()
+        if self.by_module or self.by_difference:
+            self.refresh()  # module rows sum up their nodes; sorted rows move when differences come
             return
         top = round(self.scroll_offset.y)
         bottom = top + self.size.height
@@ -242,6 +269,17 @@ class NodeList(ScrollView, can_focus=True):
         """Between engine order and the module tree."""
         self._kept_node = self.selected
         self.by_module = not self.by_module
+
+    def watch_by_difference(self, by_difference: bool) -> None:
+        """Switch the flat list's order, keeping the selected node selected."""
+        self.watch_by_module(self.by_module)
+
+    def toggle_difference(self) -> None:
+        """Between engine order and the order of the difference from the reference (the flat
+        list: from the module tree too)."""
+        self._kept_node = self.selected
+        self.by_module = False
+        self.by_difference = not self.by_difference
 
     _kept_node: int | None = None
 
@@ -340,7 +378,7 @@ class NodeList(ScrollView, can_focus=True):
             base = base + self._style("cursor")
         tree, rows, current = self.tree, self._painter, self.state.current
         if tree is None:
-            segments = rows.node_row(view, view.order[row], width, base, current, self.state.markers)
+            segments = rows.node_row(view, self.order[row], width, base, current, self.state.markers)
         else:
             item = tree.rows[row]
             if item.module is not None:

@@ -1,6 +1,7 @@
 """The node list's rows as Rich segments: a node's (marker, id, op name, labels, module path,
-flags) and a module's in the module tree (twisty, name, node count, norm of the gradient
-leaving it). `NodeList` draws only the rows on screen and asks `RowPainter` for each.
+the difference from the reference, flags) and a module's in the module tree (twisty, name, node
+count, norm of the gradient leaving it, its nodes' largest difference). `NodeList` draws only the
+rows on screen and asks `RowPainter` for each.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from rich.style import Style
 from gradtui.model.breakpoints import matches_node
 from gradtui.model.nodes import INFO, node_info
 from gradtui.model.stats import format_number
-from gradtui.ui.fmt import cut_left, list_op
+from gradtui.ui.fmt import cut_left, difference_text, list_op
 from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.state import Marker, PassView
 
@@ -29,6 +30,9 @@ MODULE_ROOM = 6
 
 SHORT_BELOW = 16
 """Op names lose their `Backward0` when the labels would get fewer cells than this."""
+
+DIFF_WIDTH = 8
+"""Cells of the difference column (against a reference): a space and `3.1e-02`."""
 
 
 @dataclass
@@ -58,13 +62,16 @@ class Widths:
         return cls(len(str(max(view.order, default=0))),
                    min(NAME_WIDTH, max((len(name) for name in names), default=8)),
                    min(NAME_WIDTH, max((len(list_op(name)) for name in names), default=4)), tags,
-                   min(MODULE_WIDTH, max(map(len, modules), default=0)))
+                   min(MODULE_WIDTH, max(map(len, modules), default=0)), view.reference is not None)
+
+    differences: bool = False
+    """The pass is compared with a reference: a difference column."""
 
     @property
     def natural(self) -> int:
-        """Cells a row needs to show everything: marker, id, op, labels, module, flags."""
+        """Cells a row needs to show everything: marker, id, op, labels, module, difference, flags."""
         module = self.module + 1 if self.module else 0
-        return 2 + self.id + 1 + self.name + 1 + self.tags + module + 3
+        return 2 + self.id + 1 + self.name + 1 + self.tags + module + (DIFF_WIDTH if self.differences else 0) + 3
 
 
 class RowPainter:
@@ -83,6 +90,8 @@ class RowPainter:
         norm = format_number(stats.out_norm) if stats.out_norm is not None else "·"
         digits = len(str(max((m.count for m in tree.modules.values()), default=1)))
         right = f" {stats.count:>{digits}} {norm:>9} "
+        diff = f"{difference_text(tree.difference(path)):>{DIFF_WIDTH - 1}} " if tree.view.reference is not None else ""
+        right += diff
         flag = "⚠" if stats.nonfinite else " "
         name = display_name(module)
         room = max(1, width - 2 * depth - 2 - len(right) - 1)
@@ -96,6 +105,7 @@ class RowPainter:
             Segment(" " * pad, base),
             Segment(f" {stats.count:>{digits}}", base + self._style("count")),
             Segment(f" {norm:>9} ", base + (self._style("done") if done else Style())),
+            *((Segment(diff, base + self._style("diff")),) if diff else ()),
             Segment(flag, base + self._style("warning")),
         ]
 
@@ -113,7 +123,8 @@ class RowPainter:
         widths = self.widths
         name, name_width = data.name, widths.name
         lead = indent or 0
-        reserve = len(flags) + 1 if flags else 0
+        diff = view.reference is not None and width >= lead + 2 + widths.id + 1 + SHORT_BELOW + DIFF_WIDTH
+        reserve = (len(flags) + 1 if flags else 0) + (DIFF_WIDTH if diff else 0)
         if width - (lead + 4 + widths.id + name_width) - reserve < min(widths.tags, SHORT_BELOW):
             # narrow: `Mul` rather than `MulBackward0`, so the labels (what the user named) fit
             name, name_width = list_op(name), widths.short
@@ -143,6 +154,11 @@ class RowPainter:
             segments.append(Segment(" " * max(1, pad), base))
             segments.append(Segment(module, base + self._style("module-path")))
             used += max(1, pad) + len(module)
+        if diff:
+            pad = width - used - DIFF_WIDTH - (len(flags) + 1 if flags else 0)
+            segments.append(Segment(" " * max(0, pad), base))
+            segments.append(Segment(f"{difference_text(view.difference(node)):>{DIFF_WIDTH}}", base + self._style("diff")))
+            used += max(0, pad) + DIFF_WIDTH
         pad = width - used - len(flags) - 1
         if flags and pad > 0:
             segments.append(Segment(" " * pad, base))

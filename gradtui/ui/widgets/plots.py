@@ -57,6 +57,15 @@ def _finite(xs: list[int], ys: list[float | None], log: bool = False) -> tuple[l
     return [x for x, _ in kept], [y for _, y in kept]
 
 
+def _around(value: float, log: bool) -> tuple[float, float]:
+    """The y range an axis spreads over one value: a factor 2 each way on a log scale, half
+    the value each way (1 around 0) on a linear one, as plotext does for a lone point."""
+    if log:  # plotext takes a log axis's limits as exponents
+        return math.log10(value / 2), math.log10(value * 2)
+    pad = abs(value) / 2 or 1.0
+    return value - pad, value + pad
+
+
 def is_nonfinite(point: SeriesPoint) -> bool:
     """Whether a pass's loss or any of its gradients was not finite."""
     return bool(point.nonfinite) or any(v is not None and not math.isfinite(v) for v in (point.loss, point.grad_norm))
@@ -82,6 +91,10 @@ class SeriesPlot(PlotextPlot):
         self.title_text = ""
         """The title as last drawn (what the figure says about its passes and the cursor)."""
         self._drawn: tuple[int, bool, int | None, float, str | None] | None = None
+        self._lines = 0
+        """Lines the last draw put on the figure (a log scale needs one)."""
+        self._span: tuple[float, float] | None = None
+        """The lowest and highest value the last draw's lines put on the figure."""
 
     def on_mount(self) -> None:
         """Draw the figure (PlotextPlot's own mount registers the theme)."""
@@ -108,11 +121,14 @@ class SeriesPlot(PlotextPlot):
             points = [p for i, p in enumerate(points) if i % every == 0 or p.nonfinite or i == len(points) - 1]
         xs = [p.index for p in points]
         log = self.log_scale and self.figure in LOG_FIGURES
-        if log:
-            plt.yscale("log")
         if self.cursor is not None and xs and xs[0] <= self.cursor <= xs[-1]:
             plt.vline(self.cursor, CURSOR_COLOR)  # first: a non-finite pass's red line is drawn over it
+        self._lines, self._span = 0, None
         self._draw(points, xs, log)
+        if log and self._lines:  # plotext cannot place log ticks over no value (nothing above zero)
+            plt.yscale("log")
+        if self._span is not None and self._span[1] - self._span[0] <= 1e-9 * max(map(abs, self._span)):
+            plt.ylim(*_around(self._span[1], log))  # one value (raw and smoothed a rounding apart)
         self.title_text = self._title(points)
         plt.title(self.title_text)
         plt.xlabel("pass")
@@ -158,6 +174,9 @@ class SeriesPlot(PlotextPlot):
         x, y = _finite(xs, ys, log)
         if x:
             plt.plot(x, y, marker="braille", color=color, label=label)
+            self._lines += 1
+            low, high = min(y), max(y)
+            self._span = (low, high) if self._span is None else (min(low, self._span[0]), max(high, self._span[1]))
 
     def _title(self, points: list[SeriesPoint]) -> str:
         """The figure's name, `· log`, `· n non-finite` (loss, norm), `· pass N: value` (the
@@ -165,9 +184,10 @@ class SeriesPlot(PlotextPlot):
         if not points:
             return f"{TITLES[self.figure]} · no pass has ended yet"
         long, short = [], []
-        if self.chosen is not None and self.figure == "norm":
-            long.append(self.chosen)
-            short.append(self.chosen)
+        chosen = self.chosen if self.chosen is not None and self.figure == "norm" else None
+        if chosen is not None:
+            long.append(chosen)
+            short.append(chosen)
         if self.smoothing > 0 and self.figure in LOG_FIGURES:
             long.append(f"smoothed {self.smoothing:g}")
             short.append(f"~{self.smoothing:g}")
@@ -179,15 +199,23 @@ class SeriesPlot(PlotextPlot):
             if bad:
                 long.append(f"{bad} non-finite")
                 short.append(f"{bad}✗")
+        reading = None
         if self.cursor is not None:
             reading = self._reading(point_at(self.series.points, self.cursor))
             long.append(reading)
-            short.append(reading.removeprefix("pass "))
-        name = "grad norm" if self.chosen is not None and self.figure == "norm" else TITLES[self.figure]
-        forms = [[name, *long], [SHORT_TITLES[self.figure], *long], [SHORT_TITLES[self.figure], *short]]
+            reading = reading.removeprefix("pass ")
+            short.append(reading)
+        name = "grad norm" if chosen is not None else TITLES[self.figure]
+        head = SHORT_TITLES[self.figure]
+        # the longest form that fits; short of room, the chosen parameter and the cursor's
+        # reading stay longest (smoothing and log are the keys' own state: a glance tells them)
+        forms = [[name, *long], [head, *long], [head, *short]]
+        kept = [part for part in (chosen, reading) if part is not None]
+        forms += [[head, *kept], kept, [head, *kept[-1:]], [head]]
         titles = [" · ".join(form) for form in forms]
-        # plotext centres a title over the canvas, right of the y labels
-        return next((t for t in titles if len(t) <= self.size.width - TITLE_MARGIN), titles[-1])
+        room = self.size.width - TITLE_MARGIN
+        # plotext centres a title over the canvas, right of the y labels, and drops one that overflows
+        return next((t for t in titles if len(t) <= room), titles[-1][:max(room, 1)])
 
     def _reading(self, point: SeriesPoint | None) -> str:
         if point is None:
