@@ -115,7 +115,7 @@ def bench_capture(layers: int, batch: tuple[int, int], repeat: int, target: floa
         cap = capture([out.grad_fn], Names.from_scopes({"model": model, "out": out, "data": data}))
         elapsed = time.thread_time() - start
         nodes = cap.graph.number_of_nodes()
-        assert any(d["source"] for _, d in cap.graph.nodes(data=True)), "capture saw no provenance"
+        assert any(d.source for _, d in cap.graph.nodes(data="info")), "capture saw no provenance"
         del cap
         if make_dot is not None:
             start = time.thread_time()

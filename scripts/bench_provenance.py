@@ -122,9 +122,9 @@ def bench_forward(layers: int, width: int, batch: tuple[int, int], pairs: int, t
     ratio_row("  floor: global module hooks alone", sizes, median(times["hooks"]), base, None, "plain forward")
     with provenance:
         out = model(data)
-    attrs = capture([out.grad_fn]).attrs
-    ops = [a for a in attrs if a["kind"] != "accumulate"]
-    labelled = sum(1 for a in ops if a["module"] is not None and a["source"] is not None)
+    infos = capture([out.grad_fn]).infos
+    ops = [a for a in infos if a.kind != "accumulate"]
+    labelled = sum(1 for a in ops if a.module is not None and a.source is not None)
     add(Row(f"  nodes with a module path and a line, d={width}", sizes, f"{labelled}/{len(ops)}", "every node",
             None, "all", labelled == len(ops)))
 

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from gradtui.model import events as ev
 from gradtui.model.commands import CommandError, Continue, parse
-from gradtui.model.nodes import node_title
+from gradtui.model.nodes import node_info, node_title
 from gradtui.model.stats import format_grads
 from gradtui.clients.feeder import CommandFeeder
 
@@ -137,11 +137,11 @@ class HeadlessDriver:
         title = node_title(self._graph, event.node) if self._graph is not None else f"#{event.node}"
         self._print(f"paused {where} {title} · pass {event.pass_index} · {event.done}/{event.total} done"
                     f" · {event.reason}")
-        data = self._graph.nodes[event.node] if self._graph is not None else {}
-        if data.get("source"):
-            module = f" in {data['module']}" if data.get("module") else ""
-            text = linecache.getline(data["path"], data["line"]).strip()
-            self._print(f"  at {data['source']}{module}" + (f": {text}" if text else ""))
+        data = node_info(self._graph, event.node) if self._graph is not None else None
+        if data is not None and data.source:
+            module = f" in {data.module}" if data.module else ""
+            text = linecache.getline(data.path, data.line).strip()
+            self._print(f"  at {data.source}{module}" + (f": {text}" if text else ""))
         for line in format_grads(event.grads, event.phase):
             self._print(f"  {line}")
 

@@ -28,6 +28,7 @@ from typing import Any
 from gradtui.model import events as ev
 from gradtui.engine.recorder import PassRecord
 from gradtui.model.dist_events import RankWaiting
+from gradtui.model.nodes import node_info
 from gradtui.distributed.job import Timeouts
 
 CONTROL = "gradtui-dist "
@@ -96,11 +97,11 @@ class RankLink:
                 # them arrived at the gate between, which they reached only by passing that one.
                 self._forget(self._key(index, self._gate - 2, self.rank))
             self._at = (index, node)
-            attrs = state.capture.graph.nodes[node]
-            if attrs.get("kind") == "accumulate":
+            info = node_info(state.capture.graph, node)
+            if info.kind == "accumulate":
                 leaf = getattr(state.capture.nodes[node], "variable", None)
                 if leaf is not None:
-                    self.leaves.append((node, attrs.get("param") or ",".join(attrs.get("labels") or ()) or f"#{node}",
+                    self.leaves.append((node, info.param or ",".join(info.labels) or f"#{node}",
                                         weakref.ref(leaf)))
             self.store.set(self._key(index, self._gate, self.rank), "")
             if state.done >= len(state.capture.nodes) - 1:

@@ -5,18 +5,9 @@ ids are small integers in discovery order, so the loss's node is 0. Edges run fr
 to the nodes it sends gradient to (its inputs), the way gradient flows, with `slot` = the
 index in `next_functions`.
 
-Node attributes (all plain data, so the graph can outlive the pass):
-    name    op name without the `torch::autograd::` prefix, e.g. "AddmmBackward0"
-    kind    "accumulate" (leaf accumulator), "op", "custom" (autograd.Function), "opaque"
-    labels  tuple of variable names whose tensor this node made (or, for a leaf, is)
-    param   for an accumulator of an nn.Parameter: its name, e.g. "fc.weight"
-    source  "file.py:LINE" of the user code that made the node (None if unknown)
-    path, line  the full path and line number behind `source` (None if unknown)
-    seq     autograd's sequence number: the engine runs ready nodes highest first
-    next    per `next_functions` slot, the node id gradient goes to (None for no node); unlike
-            the DiGraph's edges this keeps repeats, e.g. both slots of `x * x`
-    module  dotted path of the nn.Module whose forward made it, e.g. "encoder.layers.3"
-    saved   tuple of "name [shape] dtype" / "name = value" for the node's saved values
+Each node's plain data is a `NodeInfo` (gradtui.model.nodes: name, kind, labels, param, source,
+path, line, seq, next, module, saved), held in `Capture.infos` and, once the graph is built, as
+the graph node's one attribute `"info"`, so the graph can outlive the pass.
 
 The autograd nodes themselves stay in `Capture.nodes`, which only the session holds, and
 only for the duration of the pass.
@@ -39,8 +30,10 @@ from gradtui.engine import provenance
 from gradtui.engine.lazygraph import LazyGraph
 from gradtui.engine.names import Names
 from gradtui.engine.compat import sequence_nr
+from gradtui.model.nodes import NodeInfo, walked
 
-Node = Any  # torch.autograd.graph.Node (every node, C++ ones too, passes its isinstance on 2.13)
+Node = torch.autograd.graph.Node
+"""An autograd node: every node, C++ ones too, passes `isinstance(fn, Node)` on 2.13."""
 
 _PREFIX = "torch::autograd::"
 
@@ -51,17 +44,18 @@ Python wrappers takes about 190 bytes of C stack per node, so this frees ~1.4 mi
 
 @dataclass
 class Capture:
-    """A captured pass: the node attribute dicts, the graph (built lazily from them), and the
-    live autograd nodes indexed by id.
+    """A captured pass: each node's NodeInfo, the graph (built lazily from them), and the live
+    autograd nodes indexed by id.
 
-    A lazy capture (`capture(..., lazy=True)`) has only what the walk gives in `attrs` (name,
-    kind, next, seq; a leaf's labels and param); `describe` adds the rest (labels, source,
-    module, saved values) from the live nodes, at most once: the first read of `graph` does it.
+    A lazy capture (`capture(..., lazy=True)`) has only what the walk gives in `infos` (name,
+    kind, next, seq; a leaf's labels and param); `describe` replaces each with the whole of it
+    (labels, source, module, saved values) from the live nodes, at most once: the first read of
+    `graph` does it.
     Once the pass has let go of its nodes (`release`), a description not made yet cannot be:
     what it would have read is filled in as unknown (no labels, no source, nothing saved)."""
 
-    attrs: list[dict[str, Any]]
-    """Per node id, its attributes (the dicts the graph's nodes carry)."""
+    infos: list[NodeInfo]
+    """Per node id, its NodeInfo (what the graph's nodes carry)."""
     graph: LazyGraph
     nodes: list[Node]
     roots: tuple[int, ...]
@@ -72,11 +66,13 @@ class Capture:
     names: Names | None = None
     """What the calling frame named, until the description is made."""
     described: bool = True
-    """Are `attrs` complete?"""
+    """Are `infos` complete?"""
+    leaves_named: bool = True
+    """Did the walk name the leaves (their labels and param)? Else the description does."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def describe(self) -> None:
-        """Complete `attrs` from the live nodes (labels, provenance, saved values; leaves placed
+        """Complete `infos` from the live nodes (labels, provenance, saved values; leaves placed
         where their first user ran), if not done yet. Call it on the pass's thread while its
         nodes live (the session does, before a pause and for listeners that want the graph)."""
         if self.described:
@@ -85,12 +81,9 @@ class Capture:
             if self.described:
                 return
             if self.nodes:
-                _describe(self.attrs, self.nodes, self.names or Names())
-            else:
-                for data in self.attrs:
-                    for key, value in _UNKNOWN.items():
-                        data.setdefault(key, value)
-            place_leaves(self.attrs)
+                _describe(self.infos, self.nodes, self.names or Names(), self.leaves_named)
+            # else: what the walk left out stays unknown (NodeInfo's defaults)
+            place_leaves(self.infos)
             self.names = None
             self.described = True
 
@@ -109,11 +102,6 @@ class Capture:
         """The pass is over: let go of the live nodes (a description not made by now is not)."""
         self.nodes = []
         self.names = None
-
-
-_UNKNOWN: dict[str, Any] = {"labels": (), "param": None, "source": None, "path": None, "line": None,
-                            "module": None, "saved": ()}
-"""What a lazy capture's attrs say of a node whose description was never made."""
 
 
 def allow_deep_graphs(size: int = DEEP_STACK) -> int:
@@ -285,7 +273,7 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
     nodes: list[Node] = []
     ids: dict[Node, int] = {}
     slots: list[tuple[tuple[int, int] | None, ...]] = []
-    attrs: list[dict[str, Any]] = []
+    infos: list[NodeInfo] = []
     accumulators: list[int] = []
     named = names.ready  # LaterNames: leaves are named when the capture is described
     by_leaf, params = (names.by_leaf, names.params) if named else ({}, {})
@@ -321,17 +309,18 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
                 kinds[cls] = (name, kind)
         else:
             name, kind = known
-        data = {"name": name, "kind": kind, "seq": sequence_nr(node), "next": tuple(receivers)}
         if kind == "accumulate":
-            if named:
-                leaf_id = id(node.variable)
-                data["labels"] = tuple(by_leaf.get(leaf_id, ()))
-                data["param"] = params.get(leaf_id)
             accumulators.append(here)
-        attrs.append(data)
-    cap = Capture(attrs=attrs, graph=None, nodes=nodes, roots=tuple(root_ids),  # type: ignore[arg-type]
-                  slots=slots, accumulators=frozenset(accumulators), names=names, described=False)
-    cap.graph = LazyGraph(attrs, None, cap.describe)
+        if kind == "accumulate" and named:
+            leaf_id = id(node.variable)
+            infos.append(walked(name, kind, sequence_nr(node), tuple(receivers), tuple(by_leaf.get(leaf_id, ())),
+                                params.get(leaf_id)))
+        else:
+            infos.append(walked(name, kind, sequence_nr(node), tuple(receivers)))
+    cap = Capture(infos=infos, graph=None, nodes=nodes, roots=tuple(root_ids),  # type: ignore[arg-type]
+                  slots=slots, accumulators=frozenset(accumulators), names=names, described=False,
+                  leaves_named=named)
+    cap.graph = LazyGraph(infos, None, cap.describe)
     return cap
 
 
@@ -339,22 +328,19 @@ _kinds: dict[type, tuple[str, str]] = {}
 """Node type -> (name, kind) of its nodes, for types whose nodes are all named alike."""
 
 
-def _describe(attrs: list[dict[str, Any]], nodes: list[Node], names: Names) -> None:
-    """A capture's description (see `Capture`): labels, provenance and saved values per node."""
+def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names, leaves_named: bool) -> None:
+    """A capture's description (see `Capture`): each node's NodeInfo replaced by one with its
+    labels, provenance and saved values (a leaf's labels and param too, unless `leaves_named`:
+    the walk had them)."""
     by_grad_fn = names.by_grad_fn
     source_of, module_of = provenance.source_of, provenance.module_of
     shown: dict[str, str] = {}
     """Recorded module path (led by its root's variable) -> as this pass shows it."""
     several = names.several_roots
-    for data, node in zip(attrs, nodes):
-        source = module = None
-        if data["kind"] == "accumulate" and "labels" not in data:  # a walk with names not collected yet
-            leaf_id = id(node.variable)
-            data["labels"] = tuple(names.by_leaf.get(leaf_id, ()))
-            data["param"] = names.params.get(leaf_id)
-        elif data["kind"] != "accumulate":
-            data["labels"] = tuple(by_grad_fn.get(id(node), ()))
-            data["param"] = None
+    for i, (info, node) in enumerate(zip(infos, nodes)):
+        module = None
+        if info.kind != "accumulate":
+            labels, param = tuple(by_grad_fn.get(id(node), ())), None
             source, module = source_of(node), module_of(node)
             if module is not None and not several:
                 short = shown.get(module)
@@ -364,29 +350,34 @@ def _describe(attrs: list[dict[str, Any]], nodes: list[Node], names: Names) -> N
                     rest = module.partition(".")[2]
                     short = shown[module] = rest if rest and not rest.split(".")[0].isdigit() else module
                 module = short
-        data["source"] = None if source is None else _source_text(*source)
-        data["path"] = None if source is None else source[0]
-        data["line"] = None if source is None else source[1]
-        data["module"] = module
-        data["saved"] = saved_summary(node)
+        elif leaves_named:
+            labels, param, source = info.labels, info.param, None
+        else:  # a walk with names not collected yet
+            leaf_id = id(node.variable)
+            labels, param, source = tuple(names.by_leaf.get(leaf_id, ())), names.params.get(leaf_id), None
+        if source is None:
+            infos[i] = info.described(labels, param, None, None, None, module, saved_summary(node))
+        else:
+            infos[i] = info.described(labels, param, _source_text(*source), source[0], source[1], module,
+                                      saved_summary(node))
 
 
-def place_leaves(attrs: list[dict[str, Any]]) -> None:
+def place_leaves(infos: list[NodeInfo]) -> None:
     """Give each leaf accumulator the source and module of the first node (lowest id) that
     uses it: a parameter is placed where its layer ran (`fc2.weight` at `self.fc2(h)`), as a
-    leaf has no creating op of its own. Works on `Capture.attrs`, so the networkx view stays
-    unbuilt."""
-    todo = {i for i, data in enumerate(attrs) if data["kind"] == "accumulate" and data["source"] is None}
+    leaf has no creating op of its own. Works on `Capture.infos` (replacing a placed leaf's), so
+    the networkx view stays unbuilt."""
+    todo = {i for i, info in enumerate(infos) if info.kind == "accumulate" and info.source is None}
     if not todo:
         return
-    for data in attrs:  # in id order: the first user with a source places the leaf
-        if data["source"] is None:
+    for info in infos:  # in id order: the first user with a source places the leaf
+        if info.source is None:
             continue
-        for there in data["next"]:
+        for there in info.next:
             if there in todo:
-                leaf = attrs[there]
-                leaf["source"], leaf["path"], leaf["line"] = data["source"], data["path"], data["line"]
-                leaf["module"] = data["module"]
+                leaf = infos[there]
+                infos[there] = leaf.described(leaf.labels, leaf.param, info.source, info.path, info.line, info.module,
+                                              leaf.saved)
                 todo.discard(there)
         if not todo:
             return

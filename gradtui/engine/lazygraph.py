@@ -1,9 +1,9 @@
 """A networkx DiGraph built the first time anyone reads it (a captured pass's graph).
 
-The hooks of a pass need only the node attribute dicts; the networkx view is for clients (the
+The hooks of a pass need only the nodes' NodeInfo list; the networkx view is for clients (the
 UI, the report, `why`), and building it costs as much as walking the graph. `LazyGraph` holds
-the dicts and the edge list, and becomes an ordinary DiGraph, with the very same dicts, on
-first use.
+the list and the edge list, and becomes an ordinary DiGraph, each node carrying its NodeInfo as
+its `"info"` attribute, on first use.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
+
+from gradtui.model.nodes import INFO, NodeInfo
 
 
 class _Built:
@@ -40,10 +42,10 @@ class _Built:
 class LazyGraph(nx.DiGraph):
     """A networkx DiGraph that is built the first time anyone reads it.
 
-    A pass's hooks need only the node attribute dicts (`Capture.attrs`); the networkx view is
+    A pass's hooks need only the nodes' NodeInfo list (`Capture.infos`); the networkx view is
     for clients (the UI, the report, `why`), and building it costs as much as the walk itself.
-    So it starts as the attribute dicts and edge list and becomes an ordinary DiGraph, with
-    the very same attribute dicts, on first use (any attribute it does not have yet: `nodes`,
+    So it starts as that list and the edge list and becomes an ordinary DiGraph, each node's
+    `"info"` the list's NodeInfo, on first use (any attribute it does not have yet: `nodes`,
     `_succ`, ...). `number_of_nodes()` and `len()` answer without building it.
     """
 
@@ -52,13 +54,13 @@ class LazyGraph(nx.DiGraph):
     _succ = _Built("_succ")
     _pred = _Built("_pred")
 
-    def __init__(self, attrs: list[dict[str, Any]], edges: list[tuple[int, int, dict[str, int]]] | None,
+    def __init__(self, infos: list[NodeInfo], edges: list[tuple[int, int, dict[str, int]]] | None,
                  complete: Callable[[], None] | None = None) -> None:
         """`edges`: (from, to, data); None: from each node's `next` ids (the slot in the data).
-        `complete`: called once before the graph is first built, to finish the attribute dicts
-        (a lazy capture's description, gradtui.engine.graph.Capture.describe)."""
+        `complete`: called once before the graph is first built, to finish `infos` (a lazy
+        capture's description, gradtui.engine.graph.Capture.describe, replaces its items)."""
         # No DiGraph.__init__ here: `_build` runs it on first use.
-        self.__dict__["_lazy"] = (attrs, edges, complete)
+        self.__dict__["_lazy"] = (infos, edges, complete)
 
     def __getattr__(self, name: str) -> Any:
         lazy = self.__dict__.get("_lazy")
@@ -67,22 +69,22 @@ class LazyGraph(nx.DiGraph):
         self._build(lazy)
         return getattr(self, name)
 
-    def _build(self, lazy: tuple[list[dict[str, Any]], list[tuple[int, int, dict[str, int]]] | None,
+    def _build(self, lazy: tuple[list[NodeInfo], list[tuple[int, int, dict[str, int]]] | None,
                                  Callable[[], None] | None]) -> None:
-        attrs, edges, complete = lazy
+        infos, edges, complete = lazy
         if complete is not None:
             complete()
         nx.DiGraph.__init__(self)
         del self.__dict__["_lazy"]
         od = self.__dict__
         node, adj, pred = od["_node"], od["_adj"], od["_pred"]
-        for i, data in enumerate(attrs):  # the same dicts, not copies: what the session reads is what clients read
-            node[i] = data
+        for i, info in enumerate(infos):  # the same NodeInfo: what the session reads is what clients read
+            node[i] = {INFO: info}
             adj[i] = {}
             pred[i] = {}
         if edges is None:  # from each node's `next`: one edge per receiver, the last slot to it named
-            for here, data in enumerate(attrs):
-                for slot, there in enumerate(data["next"]):
+            for here, info in enumerate(infos):
+                for slot, there in enumerate(info.next):
                     if there is not None:
                         adj[here][there] = pred[there][here] = {"slot": slot}
             return

@@ -52,7 +52,7 @@ class PassRunner:
     def planned(self, state: PassRecord, run: Callable[[], Any]) -> Any:
         """A planned pass: the plan's hooks only (see gradtui.engine.planned)."""
         cap = state.capture
-        hooks = PlannedPass(self._owner, state, make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen),
+        hooks = PlannedPass(self._owner, state, make_plan(cap.infos, cap.nodes, cap.roots, self._intercept.hooks_seen),
                             full=not self._owner.light)
         del cap
         return self._hooked(state, run, hooks.register, hooks.close, lambda _error: hooks.finish())
@@ -78,7 +78,7 @@ class PassRunner:
                 settle(error)
             finally:
                 if place_failure and error is not None and state.running is None:
-                    state.running = ready_node(state.capture.attrs, state.completed)
+                    state.running = ready_node(state.capture.infos, state.completed)
                 if state.prints is not None:  # the pass's fingerprints, before its end (a recording's)
                     self._owner.emit(state.prints.event(state.index))
                     if (differences := state.prints.differences(state.index)) is not None:

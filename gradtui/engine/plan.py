@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from gradtui.engine.window import small_stats
+from gradtui.model.nodes import NodeInfo
 from gradtui.model.stats import VALUES_LIMIT, Stats
 
 SAME_ORDER = frozenset({"ViewBackward0", "UnsafeViewBackward0", "CloneBackward0", "SqueezeBackward0",
@@ -72,25 +73,25 @@ HOOK_MARK = "gradtui.user_hook"
 """The key the interceptor sets in a node's `metadata` when a tensor hook is registered on its output."""
 
 
-def make_plan(attrs: list[dict[str, Any]], nodes: list[Any], roots: tuple[int, ...], hooks_seen: bool) -> HookPlan:
+def make_plan(infos: list[NodeInfo], nodes: list[Any], roots: tuple[int, ...], hooks_seen: bool) -> HookPlan:
     """The plan of a pass (see module doc): `hooks_seen` says whether the script has registered any
     tensor hook since the session was installed (if not, no node needs looking at for one)."""
-    count = len(attrs)
+    count = len(infos)
     senders = [0] * count
     producer: list[tuple[int, int] | None] = [None] * count
-    for here, data in enumerate(attrs):
-        for slot, there in enumerate(data["next"]):
+    for here, info in enumerate(infos):
+        for slot, there in enumerate(info.next):
             if there is not None:
                 senders[there] += 1
                 producer[there] = (here, slot)
     hooks = bytearray(count)
     derived: dict[int, list[int]] = {}
     root_set = set(roots)
-    for i, data in enumerate(attrs):
+    for i, info in enumerate(infos):
         hooked = hooks_seen and user_hooked(nodes[i])
-        if hooked or data["kind"] in ("custom", "opaque"):
+        if hooked or info.kind in ("custom", "opaque"):
             hooks[i] = BOTH
-        elif senders[i] == 1 and i not in root_set and data["name"] in DERIVABLE:
+        elif senders[i] == 1 and i not in root_set and info.name in DERIVABLE:
             derived.setdefault(producer[i][0], []).append(i)  # type: ignore[index]
             continue
         else:

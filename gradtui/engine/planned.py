@@ -37,7 +37,7 @@ from gradtui.engine.nowstats import measured, now_stats, quick_stats, resolved
 from gradtui.engine.watch import Hit, hit_text
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
-from gradtui.model.nodes import node_title
+from gradtui.model.nodes import NodeInfo, info_title
 from gradtui.model.stats import Stats, any_nonfinite
 
 READ_EVERY = 64
@@ -126,9 +126,9 @@ class PlannedPass:
         that moved it cannot give (gradtui.engine.fingerprint: only a matrix's transpose and a
         view keeping the last dimension keep their sketch). Not after a `TBackward0` (a matrix's
         transpose: a weight's accumulator stays derived)."""
-        plan, attrs = self._plan, self._state.capture.attrs
+        plan, infos = self._plan, self._state.capture.infos
         for source, fed in list(plan.derived.items()):
-            if plan.hooks[source] != NONE or attrs[source]["name"] == "TBackward0":
+            if plan.hooks[source] != NONE or infos[source].name == "TBackward0":
                 continue
             for child in list(fed):
                 if self._completed[child]:
@@ -254,7 +254,7 @@ class PlannedPass:
         owner, state = self._owner, self._state
         self.flush(hold=node)
         state.capture.describe()  # the pause shows names and sources: a lazy capture reads them now
-        title = node_title(state.capture.graph if state.capture.graph.built else _Titles(state.capture.attrs), node)
+        title = info_title(state.capture.infos[node], node)
         phase = "before" if arrived else "after"
         hit = Hit(self._nan, node, phase, 0)  # type: ignore[arg-type]
         reason = f"{owner.hit(self._nan, state, node)}: {hit_text(hit, 1, title)}"  # type: ignore[arg-type]
@@ -335,22 +335,22 @@ class PlannedPass:
     def _derive(self, node: int, steps: list[Hooked | Derived | Resent]) -> int:
         """Add the steps of the nodes derived from `node` (and from them), breadth-first; mark them
         run; returns how many."""
-        plan, attrs, nodes = self._plan, self._state.capture.attrs, self._state.capture.nodes
+        plan, infos, nodes = self._plan, self._state.capture.infos, self._state.capture.nodes
         derived, producer_of, completed = plan.derived, plan.producer, self._completed
         make = tuple.__new__  # a NamedTuple's own __new__ is a Python function: this runs per derived node
         todo = deque(derived.get(node, ()))
         count = 0
         while todo:
             child = todo.popleft()
-            data = attrs[child]
-            name = data["name"]
+            info = infos[child]
+            name = info.name
             shape, saved, error = None, (), None
             if name != "AccumulateGrad":
                 try:
                     shape, saved = shape_and_saved(nodes[child], name)
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
                     error = f"{type(exc).__name__}: {exc}"
-            steps.append(make(Derived, (child, producer_of[child], name, shape, saved, data["next"][:1] != (None,), error)))
+            steps.append(make(Derived, (child, producer_of[child], name, shape, saved, info.next[:1] != (None,), error)))
             completed[child] = 1
             count += 1
             more = derived.get(child)
@@ -364,24 +364,24 @@ class PlannedPass:
         self.flush()
         state = self._state
         if state.running is None:
-            state.running = ready_node(state.capture.attrs, self._completed)
+            state.running = ready_node(state.capture.infos, self._completed)
         if state.running is not None:
             state.incoming[state.running] = resolved(self._incoming.get(state.running, ()))
 
 
-def ready_node(attrs: list[dict[str, Any]], completed: bytearray) -> int | None:
+def ready_node(infos: list[NodeInfo], completed: bytearray) -> int | None:
     """The node the engine would have run next (all its producers done, itself not): the one a
     failure that no node's own hook saw (a user's tensor hook raising) happened at. Of several,
     the engine runs the highest sequence number first."""
-    waiting = [0] * len(attrs)
-    for here, data in enumerate(attrs):
+    waiting = [0] * len(infos)
+    for here, info in enumerate(infos):
         if not completed[here]:
-            for there in data["next"]:
+            for there in info.next:
                 if there is not None:
                     waiting[there] += 1
     best = None
-    for i, data in enumerate(attrs):
-        if not completed[i] and not waiting[i] and (best is None or data["seq"] > attrs[best]["seq"]):
+    for i, info in enumerate(infos):
+        if not completed[i] and not waiting[i] and (best is None or info.seq > infos[best].seq):
             best = i
     return best
 
@@ -389,13 +389,6 @@ def ready_node(attrs: list[dict[str, Any]], completed: bytearray) -> int | None:
 def _bound(hook: Callable[..., Any], node: int) -> Callable[..., Any]:
     """`hook` with the node id bound first."""
     return functools.partial(hook, node)
-
-
-class _Titles:
-    """Just enough of a graph for `node_title` (`.nodes[i]`), over a capture's attribute dicts."""
-
-    def __init__(self, attrs: list[dict[str, Any]]) -> None:
-        self.nodes = attrs
 
 
 __all__ = ["PlannedPass", "ready_node", "POST"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint
-from gradtui.model.nodes import node_title
+from gradtui.model.nodes import info_title
 from gradtui.engine.recorder import PassRecord, Ran
 from gradtui.engine.watch import Hit, current, handles_tensors, hit_text, scan
 from gradtui.engine.window import resolve
@@ -84,15 +84,6 @@ class PassReads:
         else:
             grads = handles_tensors(item.outgoing if hit.phase == "after" else item.incoming, tensors)
         state.capture.describe()  # a lazy capture's names, read now that the pause shows them
-        title = node_title(state.capture.graph if state.capture.graph.built else _Titles(state.capture.attrs),
-                           item.node)
+        title = info_title(state.capture.infos[item.node], item.node)
         reason = f"{owner.hit(hit.breakpoint, state, item.node)}: {hit_text(hit, len(ran), title)}"
         owner.pause_at(state, item.node, hit.phase, reason, grads, late=after is None or after[0] != item.node)
-
-
-class _Titles:
-    """Just enough of a graph for `node_title` (`.nodes[i]`), over a capture's attribute dicts,
-    so naming a node does not build the networkx view."""
-
-    def __init__(self, attrs: list[dict[str, Any]]) -> None:
-        self.nodes = attrs

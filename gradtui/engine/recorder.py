@@ -19,11 +19,12 @@ import torch
 
 from gradtui.model import events as ev
 from gradtui.engine import provenance
-from gradtui.model.breakpoints import Breakpoint, matches_node
+from gradtui.model.breakpoints import Breakpoint, matches_module
 from gradtui.engine.compat import GradientEdge
 from gradtui.engine.fingerprint import PassPrints
 from gradtui.engine.flow import LeafNames, gradient_flow
 from gradtui.engine.graph import Capture, Names
+from gradtui.model.nodes import NodeInfo
 from gradtui.model.stats import VALUES_LIMIT, Stats
 from gradtui.engine.window import StatsWindow, resolve
 from gradtui.engine.compat import is_zerotensor
@@ -240,14 +241,14 @@ class FlowRecorder:
         stats = resolve(handles, window.read())
         return tuple((i, s) for (i, _), s in zip(leaves, stats))
 
-    def recorded_flow(self, attrs: list[dict[str, Any]], leaves: list[tuple[int, torch.Tensor]],
+    def recorded_flow(self, infos: list[NodeInfo], leaves: list[tuple[int, torch.Tensor]],
                       nested: list[tuple[str, torch.Tensor]] = ()) -> tuple[ev.ParamFlow, ...]:
         """Gradient flow of a captured pass's leaves (accumulator id, leaf), named as the graph
         names them, and of the leaves nested passes updated (node None: not on the graph)."""
         named: list[tuple[str, int | None, torch.Tensor]] = []
         for i, leaf in leaves:
-            data = attrs[i]
-            name = data["param"] or (data["labels"][0] if data["labels"] else None)
+            info = infos[i]
+            name = info.param or (info.labels[0] if info.labels else None)
             if name is not None:
                 self._leaf_names.remember(leaf, name)
             named.append((name or self._leaf_names.get(leaf) or f"#{i}", i, leaf))
@@ -299,7 +300,7 @@ class FlowRecorder:
         cap = state.capture
         leaves = self.leaves(cap) if flow_wanted else []
         leaf_grads = self.leaf_grads(leaves, light) if flow_wanted else ()
-        flow = self.recorded_flow(cap.attrs, leaves, state.nested_leaves) if call != "grad" and flow_wanted else ()
+        flow = self.recorded_flow(cap.infos, leaves, state.nested_leaves) if call != "grad" and flow_wanted else ()
         total = len(cap.nodes)
         cap.release()
         del leaves, cap
@@ -328,7 +329,7 @@ class FlowRecorder:
             for module in modules:
                 self._nested_modules.setdefault(module, outer.index)
             missed = tuple(bp.spec.text for bp in breakpoints if bp.spec.kind == "module" and any(
-                matches_node(bp.spec, {"module": m}, -1, outer.index, False) for m in modules))
+                matches_module(bp.spec.value, m) for m in modules))
         del accumulators
         frame = provenance.user_frame(frame) or frame
         return ev.NestedPass(outer.index, call, f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}",
@@ -338,7 +339,7 @@ class FlowRecorder:
         """Why module breakpoint `bp` cannot stop where it names, if its module ran inside a
         reentrant checkpoint, else None."""
         for module, index in self._nested_modules.items():
-            if matches_node(bp.spec, {"module": module}, -1, index, False):
+            if bp.spec.kind == "module" and matches_module(bp.spec.value, module):
                 return (f"{module} ran inside a reentrant checkpoint in pass {index}: its nodes run in a nested "
                         "pass that gradtui does not hook, so it cannot stop there; "
                         "checkpoint(..., use_reentrant=False) can")

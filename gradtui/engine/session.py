@@ -301,7 +301,7 @@ class Session:
         state = PassRecord(index, cap, frame, names, call=call, on_cpu=on_cpu)
         state.check_every = self._check_every or (1 if on_cpu else CHECK_EVERY)
         if self.fingerprints:
-            against = self.against.pass_reference(index, cap.attrs) if self.against is not None else None
+            against = self.against.pass_reference(index, cap.infos) if self.against is not None else None
             state.prints = PassPrints(cap.nodes, against, self.against.name if self.against is not None else "")
         if pending is not None:
             shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
@@ -309,7 +309,7 @@ class Session:
         state.completed = bytearray(len(cap.nodes))
         self._intercept.in_flight = state
         if cap.described:  # a notebook cell's text, for a client in another process
-            for text in self._sources.new(data["path"] for data in cap.attrs):
+            for text in self._sources.new(info.path for info in cap.infos):
                 self.emit(text)
         self.emit(ev.PassStarted(index, call, call_text, call_site, cap.graph, cap.roots, losses))  # type: ignore[arg-type]
         del cap, nodes, names
@@ -340,7 +340,7 @@ class Session:
         """The planned hooks for the rest of every-node pass `state` (handed over after a pause):
         called by its every-node hooks, which stay on (gradtui.engine.hooks)."""
         cap = state.capture
-        plan = resume(make_plan(cap.attrs, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
+        plan = resume(make_plan(cap.infos, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
         return PlannedPass(self, state, plan, full=not self.light, delegated=True)
 
     # ---- what a pass's hooks ask of the session (gradtui.engine.hooks.Owner, .planned.Stepping)
@@ -367,7 +367,7 @@ class Session:
         if self._detached:
             return None
         if self.breakpoints.places:
-            bp = self.breakpoints.find_place(state.capture.attrs[node], node, state.index, state.done == 0,
+            bp = self.breakpoints.find_place(state.capture.infos[node], node, state.index, state.done == 0,
                                              state.fired)
             if bp is not None:
                 return bp

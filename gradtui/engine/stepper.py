@@ -120,7 +120,7 @@ class Stepper:
         if self.collector:
             gc.enable()  # the user may stay here long while other threads (the UI) make garbage
         try:
-            self._emit(ev.Paused(state.index, node, state.capture.attrs[node]["name"], phase,  # type: ignore[arg-type]
+            self._emit(ev.Paused(state.index, node, state.capture.infos[node].name, phase,  # type: ignore[arg-type]
                                  reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
             while True:
                 try:

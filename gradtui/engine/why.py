@@ -12,7 +12,7 @@ from typing import Any
 import networkx as nx
 import torch
 
-from gradtui.model.nodes import node_title
+from gradtui.model.nodes import node_info, node_title
 from gradtui.engine import edits
 
 
@@ -38,7 +38,7 @@ def explain(name: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Seque
                     "or computed under torch.no_grad()")
             return f"{off}: it does not require grad, so autograd never tracked it; {made}"
         for i, node in enumerate(nodes):
-            if graph.nodes[i]["kind"] == "accumulate" and node.variable is value:
+            if node_info(graph, i).kind == "accumulate" and node.variable is value:
                 return f"yes: {name} is a leaf on this graph, accumulated at {node_title(graph, i)}"
         return (f"{off}: it requires grad but this pass's output does not depend on it: "
                 "it was not used, or only through .detach(), .data, .item() or under no_grad")

@@ -22,6 +22,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from gradtui.model.words import CommandError, parse_float
+from gradtui.model.nodes import INFO, NodeInfo
 from gradtui.model.stats import Stats, any_nonfinite
 
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
@@ -108,25 +109,29 @@ def _norm(grads: tuple[Stats | None, ...]) -> float:
     return max((s.norm for s in grads if s is not None), default=0.0)
 
 
-def matches_node(spec: Spec, node: dict[str, Any], node_id: int, pass_index: int, first: bool) -> bool:
+def matches_node(spec: Spec, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
     """Does a spec that depends only on where we are (not on gradient values) match?"""
     if spec.kind == "op":
-        return node["name"] == spec.value
+        return node.name == spec.value
     if spec.kind == "label":  # a bare name may also be an op without the usual shape (CopySlices)
-        return spec.value in node["labels"] or node["param"] == spec.value or node["name"] == spec.value
+        return spec.value in node.labels or node.param == spec.value or node.name == spec.value
     if spec.kind == "id":
         return node_id == spec.value
     if spec.kind == "pass":
         return first and pass_index == spec.value
     if spec.kind == "module":
-        module = node["module"]
-        return module is not None and (fnmatchcase(module, spec.value) or fnmatchcase(module, spec.value + ".*"))
+        return matches_module(spec.value, node.module)
     if spec.kind == "source":
-        return node["line"] == spec.value[1] and _same_file(spec.value[0], node["path"])
+        return node.line == spec.value[1] and same_file(spec.value[0], node.path)
     return False
 
 
-def _same_file(file: str, path: str | None) -> bool:
+def matches_module(pattern: str, module: str | None) -> bool:
+    """Does a `module PATTERN` breakpoint's pattern name `module` (a dotted path) or a module in it?"""
+    return module is not None and (fnmatchcase(module, pattern) or fnmatchcase(module, pattern + ".*"))
+
+
+def same_file(file: str, path: str | None) -> bool:
     """Is `path` (a node's source file) the `file` of a source spec (its whole path or a tail)?"""
     return path is not None and (path == file or path.endswith("/" + file.lstrip("/"))
                                  or path.replace("\\", "/").endswith("/" + file))
@@ -134,13 +139,13 @@ def _same_file(file: str, path: str | None) -> bool:
 
 def warning_for(spec: Spec, graph: Any, pass_index: int) -> str | None:
     """What to tell the user about a breakpoint just set while paused in pass `pass_index`,
-    whose captured graph is `graph` (a networkx DiGraph of node attribute dicts), or None.
+    whose captured graph is `graph` (a networkx DiGraph, each node's NodeInfo its "info"), or None.
 
     A spec that names nodes (an op, a label, `#ID`, a module, a place in the code) but matches
     none of this pass's is accepted, since a later pass may have such a node, but would
     silently never stop here: a typo (`break Addmm`, `module no.such`) is found at once.
     """
-    nodes = graph.nodes(data=True)
+    nodes = graph.nodes(data=INFO)
     match spec.kind:
         case "op" | "label" | "id" | "module" | "source" if not any(
                 matches_node(spec, data, i, pass_index, False) for i, data in nodes):
@@ -148,7 +153,7 @@ def warning_for(spec: Spec, graph: Any, pass_index: int) -> str | None:
                 return "no node of this pass ran in a module that matches it"
             if spec.kind == "source":
                 file = spec.value[0]
-                if any(_same_file(file, data["path"]) for _, data in nodes):
+                if any(same_file(file, info.path) for _, info in nodes):
                     return "no node of this pass was made at that line"
                 return f"no node of this pass was made in {file}"
             return "no node of this pass matches it"
@@ -236,7 +241,7 @@ class Breakpoints:
     def __len__(self) -> int:
         return len(self._items)
 
-    def find(self, node: dict[str, Any], node_id: int, pass_index: int, first: bool,
+    def find(self, node: NodeInfo, node_id: int, pass_index: int, first: bool,
              grads: tuple[Stats | None, ...], nan_seen: bool = False,
              fired: Collection[int] = ()) -> Breakpoint | None:
         """The first breakpoint that matches this node, or None.
@@ -251,7 +256,7 @@ class Breakpoints:
                 return bp
         return None
 
-    def find_place(self, node: dict[str, Any], node_id: int, pass_index: int, first: bool,
+    def find_place(self, node: NodeInfo, node_id: int, pass_index: int, first: bool,
                    fired: Collection[int] = ()) -> Breakpoint | None:
         """The first breakpoint that matches this node by where it is (not by gradient values),
         or None: what a hook can decide before any statistic is read back."""

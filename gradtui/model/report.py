@@ -14,6 +14,7 @@ import os
 from typing import Any, BinaryIO
 
 from gradtui.model import events as ev
+from gradtui.model.nodes import INFO, NodeInfo
 from gradtui.model.stats import Stats, json_float
 
 
@@ -30,13 +31,13 @@ def stats_json(items: tuple[Stats | None, ...] | None) -> list[dict[str, Any] | 
     return None if items is None else [None if s is None else s.to_json() for s in items]
 
 
-def node_json(node: int, data: dict[str, Any], order: int | None = None,
+def node_json(node: int, info: NodeInfo, order: int | None = None,
               grad_outputs: tuple[Stats | None, ...] | None = None,
               grad_inputs: tuple[Stats | None, ...] | None = None) -> dict[str, Any]:
-    """One node of a pass in the report, from its captured attributes and what it received/sent."""
-    return {"id": node, "name": data["name"], "kind": data["kind"], "labels": list(data["labels"]),
-            "param": data["param"], "source": data["source"], "module": data["module"], "order": order,
-            "next": list(data["next"]), "grad_outputs": stats_json(grad_outputs),
+    """One node of a pass in the report, from its NodeInfo and what it received/sent."""
+    return {"id": node, "name": info.name, "kind": info.kind, "labels": list(info.labels),
+            "param": info.param, "source": info.source, "module": info.module, "order": order,
+            "next": list(info.next), "grad_outputs": stats_json(grad_outputs),
             "grad_inputs": stats_json(grad_inputs)}
 
 
@@ -197,7 +198,7 @@ class Report:
                 node["grad_outputs"] = stats_json(event.grad_outputs)
                 node["grad_inputs"] = stats_json(event.grad_inputs)
             case ev.PassStarted():
-                self._nodes = {i: node_json(i, data) for i, data in event.graph.nodes(data=True)}
+                self._nodes = {i: node_json(i, info) for i, info in event.graph.nodes(data=INFO)}
                 self.passes.append(pass_json(index=event.pass_index, call=event.call, call_text=event.call_text,
                                              call_site=event.call_site, recorded=event.recorded,
                                              losses=event.losses, nodes=list(self._nodes.values())))

@@ -29,6 +29,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from gradtui.model.nodes import NodeInfo
 from gradtui.record import compare, schema
 from gradtui.record.compare import OUTPUT, RECEIVED, SAVED, SENT, Value
 
@@ -258,9 +259,9 @@ class Reference:
             self._side.close()
             self._side = None
 
-    def pass_reference(self, index: int, attrs: list[dict[str, Any]]) -> PassReference | None:
-        """Pass `index` of the reference matched to this run's pass (its nodes' attribute
-        dicts, as captured), or None if the reference has no per-node data of that pass, or
+    def pass_reference(self, index: int, infos: list[NodeInfo]) -> PassReference | None:
+        """Pass `index` of the reference matched to this run's pass (its nodes' NodeInfo, as
+        captured), or None if the reference has no per-node data of that pass, or
         cannot be read now (the run is never stopped by its reference's troubles)."""
         try:
             if self._side is None:
@@ -270,7 +271,7 @@ class Reference:
             theirs = self._side.nodes(index)
         except (compare.BadInput, sqlite3.Error):
             return None
-        here = sorted((compare.Node(i, a["name"], a["source"], a["module"], a["param"], _seq(a["seq"]), None)
-                       for i, a in enumerate(attrs)), key=lambda n: (n.seq < 0, n.seq, n.id))
+        here = sorted((compare.Node(i, a.name, a.source, a.module, a.param, _seq(a.seq), None)
+                       for i, a in enumerate(infos)), key=lambda n: (n.seq < 0, n.seq, n.id))
         pairs, only_here, only_there = compare.match(here, theirs)
         return PassReference({a.id: b for a, b in pairs}, len(only_here), len(only_there), {n.id: n for n in theirs})

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradtui.model import report
+from gradtui.model.nodes import INFO
 from gradtui.model.report import JsonStream
 from gradtui.record.reader import NodeStats, PassInfo, Recording
 
@@ -20,9 +21,10 @@ def pass_json(recording: Recording, info: PassInfo) -> dict[str, Any]:
     nodes = []
     if info.per_node:
         stats = recording.stats(info.index)
-        for i, data in recording.graph(info.index).nodes(data=True):
+        graph = recording.graph(info.index)
+        for i, data in graph.nodes(data=True):
             ran: NodeStats | None = stats.get(i)
-            nodes.append(report.node_json(i, data, data["order"], ran.grad_outputs if ran else None,
+            nodes.append(report.node_json(i, data[INFO], data["order"], ran.grad_outputs if ran else None,
                                           ran.grad_inputs if ran else None))
     return report.pass_json(index=info.index, call=info.call, call_text=info.call_text, call_site=info.call_site,
                             recorded=info.hooked, losses=info.losses, nodes=nodes, error=info.error,

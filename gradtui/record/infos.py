@@ -1,12 +1,15 @@
 """What a recording's rows read as: the run, a pass, a span of passes, a pass's figures for the
-plots, a node's statistics, an output line; plain data, each row checked as it is decoded
-(gradtui.record.rows). The reader (gradtui.record.reader) answers with these."""
+plots, a node (its NodeInfo, as a live capture's), a node's statistics, an output line; plain
+data, each row checked as it is decoded (gradtui.record.rows). The reader
+(gradtui.record.reader) answers with these."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from gradtui.model.nodes import NodeInfo
 from gradtui.model.stats import Stats
 from gradtui.record import rows
 
@@ -120,6 +123,36 @@ class OutputStory(NamedTuple):
     """The last lines of the passes not listed."""
     told: list[OutputLine]
     """The last lines of the listed passes (and of any later pass that never ended)."""
+
+
+class NodeRow(NamedTuple):
+    """A recorded node: its id, its NodeInfo and where it ran in its pass (`order`, None: it did
+    not run)."""
+
+    id: int
+    info: NodeInfo
+    order: int | None
+
+
+NODE_COLUMNS = "id, op, kind, labels, param, source, module, ord, next, seq"
+"""The `nodes` columns node_row_of reads, in its order."""
+
+
+def node_row_of(row: tuple, folder: str | None) -> NodeRow:
+    """A `nodes` row, checked (raises BadRow). A recording keeps a node's `source` ("file.py:LINE")
+    and no saved values; its `path` and `line` are the source's, the file relative to the
+    script's `folder` (None: left unknown)."""
+    i, op, kind, tags, param, source, module, order, nxt, seq = row
+    seq = rows.integer(seq, "seq", null=True)
+    source = rows.text(source, "source")
+    file, _, line = (source or "").rpartition(":")
+    number = folder is not None and bool(source) and line.isascii() and line.isdigit()  # int() refuses '²', isdigit does not
+    info = NodeInfo(rows.text(op, "op", False), rows.text(kind, "kind"),  # type: ignore[arg-type]
+                    None if seq is None else seq + (1 << 64) if seq < 0 else seq, rows.next_ids(nxt),
+                    rows.labels(tags), rows.text(param, "param"), source,
+                    os.path.join(folder, file) if number else None,  # type: ignore[arg-type]
+                    int(line) if number else None, rows.text(module, "module"))
+    return NodeRow(rows.integer(i, "id"), info, rows.integer(order, "ord", null=True))
 
 
 def run_info_of(row: tuple) -> RunInfo:

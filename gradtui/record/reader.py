@@ -22,8 +22,10 @@ from gradtui.model.events import ParamFlow
 from gradtui.model.stats import Stats
 from gradtui.record import rows, schema
 from gradtui.record.infos import (
-    PASS_COLUMNS, NodeStats, OutputLine, OutputStory, PassFigures, PassInfo, PassSpan, RunInfo, pass_info_of, run_info_of,
+    NODE_COLUMNS, PASS_COLUMNS, NodeStats, OutputLine, OutputStory, PassFigures, PassInfo, PassSpan, RunInfo, node_row_of,
+    pass_info_of, run_info_of,
 )
+from gradtui.model.nodes import INFO
 from gradtui.record.rows import BadRow
 from gradtui.wire.target import TargetError
 
@@ -179,19 +181,20 @@ class Recording:
                                rows.integer(r[3], "nonfinite", null=True) or 0, tuple(norms.get(r[0], ())))
         return self._decoded(found, figure, lambda r: f"pass {r[0]}'s row")
 
-    def graph(self, index: int) -> nx.DiGraph:
-        """Pass `index`'s graph with the node attributes of `gradtui.engine.graph` that were recorded
-        (name, kind, labels, param, source, module, next, seq) and `order`; empty without per-node
-        data. A node whose row cannot be read is left out, and so are the edges to it."""
+    def graph(self, index: int, folder: str | None = None) -> nx.DiGraph:
+        """Pass `index`'s graph, each node's `"info"` the NodeInfo that was recorded (name, kind,
+        labels, param, source, module, next, seq; `path` and `line` from the source, relative to
+        `folder`, when given; nothing saved) and its `"order"`; empty without per-node data. A
+        node whose row cannot be read is left out, and so are the edges to it."""
         graph = nx.DiGraph()
-        found = self._query("SELECT id, op, kind, labels, param, source, module, ord, next, seq FROM nodes "
-                            "WHERE pass = ? ORDER BY id", (index,), f"the nodes of pass {index}", "nodes")
-        nodes = self._decoded(found, rows.node, lambda r: f"node {r[0]} of pass {index}")
-        graph.add_nodes_from(nodes)
-        for i, data in nodes:
-            for slot, target in enumerate(data["next"]):
-                if target is not None and target in graph and not graph.has_edge(i, target):
-                    graph.add_edge(i, target, slot=slot)
+        found = self._query(f"SELECT {NODE_COLUMNS} FROM nodes WHERE pass = ? ORDER BY id", (index,),
+                            f"the nodes of pass {index}", "nodes")
+        nodes = self._decoded(found, lambda row: node_row_of(row, folder), lambda r: f"node {r[0]} of pass {index}")
+        graph.add_nodes_from((node.id, {INFO: node.info, "order": node.order}) for node in nodes)
+        for node in nodes:
+            for slot, target in enumerate(node.info.next):
+                if target is not None and target in graph and not graph.has_edge(node.id, target):
+                    graph.add_edge(node.id, target, slot=slot)
         return graph
 
     def walk(self, index: int) -> list[int]:
@@ -275,7 +278,7 @@ class Recording:
 
 def ran_in_order(graph: nx.DiGraph) -> list[int]:
     """The nodes of a recorded graph that ran, in engine order (their `order`)."""
-    return [n for n, _ in sorted(((n, d["order"]) for n, d in graph.nodes(data=True) if d["order"] is not None),
+    return [n for n, _ in sorted(((n, order) for n, order in graph.nodes(data="order") if order is not None),
                                  key=lambda item: item[1])]
 
 

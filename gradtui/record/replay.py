@@ -27,7 +27,7 @@ from gradtui.model.commands import (
     Break, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints, Print, Quit,
     ShowPass, Step, parse,
 )
-from gradtui.model.nodes import node_title
+from gradtui.model.nodes import node_info, node_title
 from gradtui.model.stats import any_nonfinite, format_grads
 from gradtui.record.reader import (
     NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
@@ -226,7 +226,7 @@ class ReplayTarget:
         node = shown.walk[shown.at]
         got = self._grads(node)
         grads = got.grad_outputs if shown.phase == "before" else got.grad_inputs
-        return ev.Paused(shown.info.index, node, shown.graph.nodes[node]["name"], shown.phase,  # type: ignore[arg-type]
+        return ev.Paused(shown.info.index, node, node_info(shown.graph, node).name, shown.phase,  # type: ignore[arg-type]
                          reason, grads, shown.at + (shown.phase == "after"), shown.graph.number_of_nodes())
 
     # ---- commands --------------------------------------------------------------------------
@@ -338,7 +338,7 @@ class ReplayTarget:
             bp = self.breakpoints.find_loss(losses, any(v is not None and v != v for v in losses))
             if bp is not None:
                 return bp
-        return self.breakpoints.find(shown.graph.nodes[node], node, shown.info.index, shown.at == 0,
+        return self.breakpoints.find(node_info(shown.graph, node), node, shown.info.index, shown.at == 0,
                                      self._grads(node).grad_outputs, shown.nan_seen, shown.fired)
 
     def _stops_after(self, got: NodeStats) -> Breakpoint | None:

@@ -141,17 +141,6 @@ def flow(row: tuple) -> ParamFlow:
                      real(w, "weight_norm", null=False), real(r, "ratio"), integer(bad, "nonfinite"))
 
 
-def node(row: tuple) -> tuple[int, dict[str, Any]]:
-    """A `nodes` row (id, op, kind, labels, param, source, module, ord, next, seq) as the id
-    and the node attributes of `gradtui.engine.graph` that were recorded, with `order`."""
-    i, op, kind, tags, param, source, module, order, nxt, seq = row
-    seq = integer(seq, "seq", null=True)
-    return integer(i, "id"), dict(
-        name=text(op, "op", False), kind=text(kind, "kind"), labels=labels(tags), param=text(param, "param"),
-        source=text(source, "source"), module=text(module, "module"), order=integer(order, "ord", null=True),
-        next=next_ids(nxt), seq=None if seq is None else seq + (1 << 64) if seq < 0 else seq)
-
-
 def hit(row: tuple) -> dict[str, Any]:
     """A `hits` row (pass, node, breakpoint, spec): breakpoint number, spec, pass, node."""
     index, node_id, number, spec = row

@@ -29,6 +29,7 @@ from typing import Any
 
 
 from gradtui.model import events as ev
+from gradtui.model.nodes import INFO
 from gradtui.model.stats import Stats
 from gradtui.record import schema
 
@@ -338,9 +339,9 @@ class Recorder:
             order[ran.node] = ran.order
             _grad_rows(index, ran.node, 0, ran.grad_outputs, grads)
             _grad_rows(index, ran.node, 1, ran.grad_inputs, grads)
-        nodes = [(index, i, d["name"], d["kind"], _list(d["labels"]) if d["labels"] else None, d["param"],
-                  d["source"], d["module"], order.get(i), _list(d["next"]), _int64(d["seq"]))
-                 for i, d in flight.started.graph.nodes(data=True)]
+        nodes = [(index, i, d.name, d.kind, _list(d.labels) if d.labels else None, d.param,
+                  d.source, d.module, order.get(i), _list(d.next), _int64(d.seq))
+                 for i, d in flight.started.graph.nodes(data=INFO)]
         work = [("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", nodes),
                 ("INSERT INTO grads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", grads)]
         if flight.prints:

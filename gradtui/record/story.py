@@ -50,17 +50,9 @@ class Story:
 
 
 def recorded_graph(rec: Recording, index: int, folder: str) -> nx.DiGraph:
-    """Pass `index`'s recorded graph with the attributes a live capture has that a recording
-    lacks (`path` and `line` of its source, relative to the script's `folder`; no saved tensors)."""
-    graph = rec.graph(index)
-    for _, data in graph.nodes(data=True):
-        source = data.get("source")
-        file, _, line = (source or "").rpartition(":")
-        number = bool(source) and line.isascii() and line.isdigit()  # int() refuses '²', isdigit does not
-        data["path"] = os.path.join(folder, file) if number else None
-        data["line"] = int(line) if number else None
-        data.setdefault("saved", ())
-    return graph
+    """Pass `index`'s recorded graph as a replay shows it: the `path` and `line` of each node's
+    source relative to the script's `folder` (a recording keeps no saved tensors)."""
+    return rec.graph(index, folder)
 
 
 def pass_started(info: PassInfo, graph: nx.DiGraph) -> ev.PassStarted:

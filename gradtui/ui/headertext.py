@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from gradtui.model import events as ev
-from gradtui.model.nodes import node_tags
+from gradtui.model.nodes import node_info
 from gradtui.ui.passview import PassView
 
 
@@ -51,6 +51,6 @@ def status_text(status: str, paused: ev.Paused | None, live: PassView | None, ex
 def status_short(status: str, paused: ev.Paused | None, live: PassView | None, exit_status: int | None) -> str:
     """The state for a narrow header: `paused #1 (y)`, else as `status_text`."""
     if status == "paused" and paused is not None:
-        tags = node_tags(live.graph.nodes[paused.node]) if live is not None and paused.node in live.graph else []
+        tags = node_info(live.graph, paused.node).tags if live is not None and paused.node in live.graph else []
         return f"paused #{paused.node}" + (f" ({tags[0]})" if tags else "")
     return status_text(status, paused, live, exit_status)

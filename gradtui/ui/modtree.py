@@ -17,6 +17,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from gradtui.model.nodes import NodeInfo, node_info
 from gradtui.ui.state import PassView
 
 NO_MODULE = "(no module)"
@@ -61,12 +62,12 @@ class ModuleStats:
     """Nodes under it that have run."""
 
 
-def owner_of(data: dict) -> str | None:
+def owner_of(data: NodeInfo) -> str | None:
     """The module path a node belongs to (see module doc), None for the NO_MODULE group."""
-    if data.get("module"):
-        return data["module"]
-    param = data.get("param")
-    if data.get("kind") == "accumulate" and param and "." in param:
+    if data.module:
+        return data.module
+    param = data.param
+    if data.kind == "accumulate" and param and "." in param:
         return param.rpartition(".")[0]
     return None
 
@@ -126,7 +127,7 @@ class ModuleTree:
     def _build(self) -> None:
         graph = self.view.graph
         for node in self.view.order:
-            path = owner_of(graph.nodes[node]) or NO_MODULE
+            path = owner_of(node_info(graph, node)) or NO_MODULE
             self.member[node] = path
             self._module(path).nodes.append(node)
         for module in self.modules.values():
@@ -274,7 +275,7 @@ class ModuleTree:
                 continue
             self._sent[node] = grads
             chain = self.chain(self.member.get(node, NO_MODULE))
-            for slot, target in enumerate(graph.nodes[node]["next"]):
+            for slot, target in enumerate(node_info(graph, node).next):
                 if target is None or slot >= len(grads) or grads[slot] is None:
                     continue
                 inside = self.chain(self.member.get(target, NO_MODULE))

@@ -14,8 +14,9 @@ from textual.command import CommandPalette
 from textual.widget import Widget
 
 from gradtui.model import events as ev
-from gradtui.model.breakpoints import matches_node, parse_spec
+from gradtui.model.breakpoints import parse_spec, same_file
 from gradtui.model.commands import CommandError, ShowPass, parse
+from gradtui.model.nodes import node_info
 from gradtui.ui import fmt
 from gradtui.ui.client import TargetLink
 from gradtui.ui.screens.breakpoints import BreakpointChoice, BreakpointRow, BreakpointsScreen
@@ -282,22 +283,23 @@ class Navigator:
     def source(self) -> None:
         """v: the selected node's whole file, its line and the lines that made this pass's nodes marked."""
         view, node = self.state.view, self._nodes().selected
-        data = view.graph.nodes[node] if view is not None and node is not None and node in view.graph else None
-        if data is None or not data["path"] or not data["line"]:
+        data = node_info(view.graph, node) if view is not None and node is not None and node in view.graph else None
+        if data is None or not data.path or not data.line:
             self._refuse("v shows a node's source: select a node made by a line of Python" if data is None
                          else f"#{node} has no source line (made outside Python code)")
             return
-        path = data["path"]
-        source = SourceFile(path, fmt.short_path(path, self.home), data["line"], node)
+        path = data.path
+        source = SourceFile(path, fmt.short_path(path, self.home), data.line, node)
         for other in view.order:
-            if view.graph.nodes[other]["path"] == path and view.graph.nodes[other]["line"]:
-                source.made.setdefault(view.graph.nodes[other]["line"], []).append(MadeNode(other, view.title(other)))
+            made = node_info(view.graph, other)
+            if made.path == path and made.line:
+                source.made.setdefault(made.line, []).append(MadeNode(other, view.title(other)))
         for info in self.state.breakpoints:
             spec = parse_spec(info.spec)
-            if spec.kind == "source" and matches_node(spec, {"path": path, "line": spec.value[1]}, 0, 0, False):
+            if spec.kind == "source" and same_file(spec.value[0], path):
                 source.breaks.add(spec.value[1])
         if not source.lines():
-            self._refuse(f"cannot read {source.name}: {data['source']} is all that is known")
+            self._refuse(f"cannot read {source.name}: {data.source} is all that is known")
             return
         live = not (self.state.script_over or self.link.finished.is_set())
         self.app.push_screen(SourceScreen(source, live=live), self._source_chosen)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from gradtui.model import events as ev
-from gradtui.model.nodes import engine_order, node_tags, node_title
+from gradtui.model.nodes import engine_order, node_info, node_title
 from gradtui.model.stats import Stats, any_nonfinite, format_number
 from gradtui.ui.history import PassSummary, combined_norm
 
@@ -169,7 +169,7 @@ class PassView:
         if not var.nodes:
             return None
         first = var.nodes[0]
-        if var.kind == "module" or first in self.graph and self.graph.nodes[first].get("kind") == "accumulate":
+        if var.kind == "module" or first in self.graph and node_info(self.graph, first).kind == "accumulate":
             return combined_norm(self.leaf_grads.get(node) for node in var.nodes) if self.finished else None
         grads = self.incoming.get(var.nodes[0])
         if grads is None or var.slot >= len(grads) or grads[var.slot] is None:
@@ -189,8 +189,8 @@ class PassView:
         for step in range(1, count + 1):
             row = (after_row + step) % count
             node = self.order[row]
-            data = self.graph.nodes[node]
-            haystack = [data["name"], *node_tags(data)]
+            data = node_info(self.graph, node)
+            haystack = [data.name, *data.tags]
             if query.strip().startswith("#") and needle == str(node):
                 return row
             if any(needle in item.lower() for item in haystack):

@@ -16,7 +16,7 @@ from typing import Protocol
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
-from gradtui.model.nodes import node_tags
+from gradtui.model.nodes import node_info
 from gradtui.ui import fmt
 from gradtui.ui.state import PassView
 
@@ -31,20 +31,20 @@ SOURCE_WEIGHT = 0.8
 
 def node_head(view: PassView, node: int) -> str:
     """`#3 TanhBackward0 h`: the node's id, op and labels."""
-    data = view.graph.nodes[node]
-    tags = " ".join(node_tags(data))
-    return f"#{node} {data['name']}" + (f" {tags}" if tags else "")
+    data = node_info(view.graph, node)
+    tags = " ".join(data.tags)
+    return f"#{node} {data.name}" + (f" {tags}" if tags else "")
 
 
 def node_text(view: PassView, node: int) -> str:
     """`#3 TanhBackward0 h · fc1 · demo.py:24 h = torch.tanh(self.fc1(x))`: what a query matches."""
-    data = view.graph.nodes[node]
+    data = node_info(view.graph, node)
     parts = [node_head(view, node)]
-    if data.get("module"):
-        parts.append(data["module"])
-    if data.get("source"):
-        code = [text.strip() for _, text, here in fmt.source_lines(data.get("path"), data.get("line"), 0) if here]
-        parts.append(data["source"] + (" " + code[0] if code and code[0] else ""))
+    if data.module:
+        parts.append(data.module)
+    if data.source:
+        code = [text.strip() for _, text, here in fmt.source_lines(data.path, data.line, 0) if here]
+        parts.append(data.source + (" " + code[0] if code and code[0] else ""))
     return " · ".join(parts)
 
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Spec, parse_spec
+from gradtui.model.nodes import node_info
 from gradtui.ui import headertext
 from gradtui.ui.changes import Changes
 from gradtui.ui.headertext import HeaderPart
@@ -352,7 +353,7 @@ class UIState:
             self.summaries[-1] = view.summary()
         if view.recorded and view.total:
             graph = view.graph
-            names = tuple(graph.nodes[n]["name"] if n in graph else "" for n in range(max(graph.nodes) + 1))
+            names = tuple(node_info(graph, n).name if n in graph else "" for n in range(max(graph.nodes) + 1))
             self.norms.add(view.index, names, view.incoming_norms())
         self.progress = (event.done, event.total)
         return change

@@ -1,22 +1,29 @@
 """Events as plain data for the wire, and back: the one place that knows their wire form.
 
 Every event is a frozen dataclass of numbers, strings, tuples, nested dataclasses (`Stats`,
-`ParamFlow`, `BreakpointInfo`...) and, for `PassStarted`, a networkx graph of plain
-attributes. `to_wire` turns one into JSON-able data (a dataclass becomes a dict tagged with its
-class name under `"$"`, a graph becomes networkx's node-link data, tuples become lists), and
+`ParamFlow`, `BreakpointInfo`...) and, for `PassStarted`, a networkx graph whose nodes carry
+their `NodeInfo`. `to_wire` turns one into JSON-able data (a dataclass becomes a dict tagged with
+its class name under `"$"`, a graph becomes networkx's node-link data, tuples become lists), and
 `from_wire` rebuilds it (lists become tuples again, as the frozen events hold them). Floats stay
 floats, NaN and infinities included: a NaN gradient is what users come to see.
+
+A graph node's NodeInfo travels as its fields, untagged, beside the node's other attributes
+(a replay's `order`): the node-link form the graph had when nodes were attribute dicts, so an
+agent of that time and one of now send the same bytes, and either is read as NodeInfo; it is
+also the smaller form, a 10,000-node pass's frame carrying no tag per node.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 from typing import Any
 
 import networkx as nx
 
 from gradtui.model import dist_events
 from gradtui.model import events as ev
+from gradtui.model.nodes import FIELDS, INFO, NodeInfo
 from gradtui.model.stats import Stats
 
 _TAG = "$"
@@ -58,7 +65,7 @@ def to_wire(value: Any) -> Any:
             out[name] = to_wire(getattr(value, name))
         return out
     if isinstance(value, nx.Graph):
-        return {_GRAPH: nx.node_link_data(value, edges="edges")}
+        return {_GRAPH: _graph_data(value)}
     if isinstance(value, dict):
         return {str(k): to_wire(v) for k, v in value.items()}
     raise TypeError(f"{type(value).__name__} cannot travel on the wire")
@@ -87,13 +94,59 @@ def from_wire(data: Any) -> Any:
     return {k: from_wire(v) for k, v in data.items()}
 
 
+def _graph_data(graph: nx.Graph) -> dict[str, Any]:
+    """A pass graph as networkx's node-link data (`nx.node_link_data(graph, edges="edges")`'s
+    shape), each node's NodeInfo spelled out as its fields."""
+    nodes = []
+    for n, attrs in graph.nodes(data=True):
+        info = attrs.get(INFO)
+        if info is None:
+            node = dict(attrs)
+        else:  # FIELDS, spelled out: a dict display costs a fifth of a loop over them
+            node = {"name": info.name, "kind": info.kind, "seq": info.seq, "next": info.next, "labels": info.labels,
+                    "param": info.param, "source": info.source, "path": info.path, "line": info.line,
+                    "module": info.module, "saved": info.saved}
+            if len(attrs) > 1:
+                node.update((k, v) for k, v in attrs.items() if k != INFO)
+        node["id"] = n
+        nodes.append(node)
+    return {"directed": graph.is_directed(), "multigraph": graph.is_multigraph(), "graph": graph.graph,
+            "nodes": nodes, "edges": [{**d, "source": u, "target": v} for u, v, d in graph.edges(data=True)]}
+
+
+_FIELD_SET = frozenset(FIELDS)
+
+
+def _node_attrs(node: dict[str, Any]) -> dict[str, Any]:
+    """A node-link node's attributes: its NodeInfo under "info" (its list fields tuples again),
+    the rest (a replay's `order`) as they came."""
+    if "name" not in node:  # a node with no NodeInfo
+        return {k: v for k, v in node.items() if k != "id"}
+    get = node.get
+    attrs = {INFO: NodeInfo(node["name"], node["kind"], get("seq"), tuple(node["next"]), tuple(get("labels", ())),
+                            get("param"), get("source"), get("path"), get("line"), get("module"),
+                            tuple(get("saved", ())))}
+    if len(node) > len(FIELDS) + 1:  # more than the fields and the id
+        attrs.update((k, v) for k, v in node.items() if k != "id" and k not in _FIELD_SET)
+    return attrs
+
+
 def _graph(data: dict[str, Any]) -> nx.DiGraph:
-    """A pass graph from node-link data, its list attributes tuples again."""
-    graph = nx.DiGraph()
-    graph.graph.update(data.get("graph") or {})
-    # In bulk: networkx's per-call checks cost as much as the dicts themselves on a 10k pass.
-    graph.add_nodes_from((node["id"], {k: tuple(v) if type(v) is list else v for k, v in node.items() if k != "id"})
-                         for node in data["nodes"])
-    graph.add_edges_from((edge["source"], edge["target"],
-                          {k: v for k, v in edge.items() if k != "source" and k != "target"}) for edge in data["edges"])
-    return graph
+    """A pass graph from node-link data, each node's NodeInfo made again.
+
+    The collector is off meanwhile, as in a capture: a 10,000-node graph is tens of thousands
+    of new objects and no garbage, and the collections they would trigger walk the whole heap."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        graph = nx.DiGraph()
+        graph.graph.update(data.get("graph") or {})
+        # In bulk: networkx's per-call checks cost as much as the dicts themselves on a 10k pass.
+        graph.add_nodes_from((node["id"], _node_attrs(node)) for node in data["nodes"])
+        graph.add_edges_from((edge["source"], edge["target"],
+                              {k: v for k, v in edge.items() if k != "source" and k != "target"})
+                             for edge in data["edges"])
+        return graph
+    finally:
+        if collecting:
+            gc.enable()

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import torch.distributed as dist
 
 from gradtui.model import events as ev
+from gradtui.model.nodes import NodeInfo
 from tests.distributed.jobs import QuietSession as _Session
 from gradtui.distributed.rank import RankLink
 
@@ -16,7 +17,7 @@ NODES, PASSES = 40, 5
 
 
 def _pass(index: int, nodes: int = NODES) -> SimpleNamespace:
-    attrs = [{"kind": "op", "name": f"op{i}"} for i in range(nodes)]
+    attrs = [{"info": NodeInfo(f"op{i}", "op", nodes - i, ())} for i in range(nodes)]
     return SimpleNamespace(index=index, done=0,
                            capture=SimpleNamespace(graph=SimpleNamespace(nodes=attrs), nodes=[None] * nodes))
 

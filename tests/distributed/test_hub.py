@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import torch.distributed as dist
 
 from gradtui.model import events as ev
+from gradtui.model.nodes import NodeInfo
 from gradtui.distributed.hub import JobHub
 from tests.distributed.jobs import QuietSession as _Session
 from gradtui.distributed.rank import CONTROL, RankLink
@@ -65,7 +66,7 @@ def test_a_rank_whose_peer_reached_the_gate_runs_the_node_before_it_parks():
     rank 0, still at gate 0, must run #0 and park at #1, beside it, not a node behind."""
     store = dist.HashStore()
     link = RankLink(_Session(), store, 0, 2)
-    attrs = [{"kind": "op", "name": f"op{i}"} for i in range(6)]
+    attrs = [{"info": NodeInfo(f"op{i}", "op", 6 - i, ())} for i in range(6)]
     state = SimpleNamespace(index=0, done=0, capture=SimpleNamespace(graph=SimpleNamespace(nodes=attrs), nodes=[None] * 6))
     store.set("g/0/0/1", "")  # rank 1's arrival at gate 0
     link.control("park parked: rank 1 is paused at #1 op1 (pass 0)")

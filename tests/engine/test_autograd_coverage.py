@@ -130,7 +130,7 @@ def started(run: Run, index: int = 0) -> ev.PassStarted:
 
 
 def names(graph) -> list[str]:
-    return [data["name"] for _, data in graph.nodes(data=True)]
+    return [data.name for _, data in graph.nodes(data="info")]
 
 
 # ---- one test per item of 3 and 4 ------------------------------------------------------------
@@ -167,7 +167,7 @@ def test_several_roots_are_one_pass_with_both_roots_and_the_loss_value(tmp_path)
     expected, _, run = run_both(ENTRY_POINTS["autograd_backward_several_roots"], tmp_path)
     (only,) = run.of(ev.PassStarted)
     assert only.call == "backward" and len(only.roots) == 2
-    assert [only.graph.nodes[r]["labels"] for r in only.roots] == [("first",), ("second",)]
+    assert [only.graph.nodes[r]["info"].labels for r in only.roots] == [("first",), ("second",)]
     assert only.losses == (expected["first"].item(), None)  # `second` has three elements: no loss value
 
 
@@ -200,7 +200,7 @@ def test_higher_order_pass_contains_backward_of_backward_nodes(tmp_path):
 def test_allow_unused_leaves_the_unused_input_out_of_the_graph(tmp_path):
     _, _, run = run_both(ENTRY_POINTS["autograd_grad_allow_unused"], tmp_path)
     graph = started(run).graph
-    leaves = sorted(label for _, d in graph.nodes(data=True) if d["kind"] == "accumulate" for label in d["labels"])
+    leaves = sorted(label for _, d in graph.nodes(data="info") if d.kind == "accumulate" for label in d.labels)
     assert leaves == ["w", "x"]
 
 
@@ -236,7 +236,7 @@ def test_nodes_made_in_a_thread_of_the_script_have_their_source_line(tmp_path):
     graph = started(run).graph
     lines = open(script("cov_thread.py"), encoding="utf-8").read().splitlines()
     made = f"cov_thread.py:{lines.index('    loss = (x * w).tanh().pow(2).sum()') + 1}"
-    assert [d["source"] for _, d in graph.nodes(data=True) if d["kind"] == "op"] == [made] * 4
+    assert [d.source for _, d in graph.nodes(data="info") if d.kind == "op"] == [made] * 4
 
 
 def test_a_backward_from_a_thread_while_a_pass_runs_is_announced_not_paused(tmp_path):
@@ -260,7 +260,7 @@ def test_backward_inputs_a_non_leaf_gets_its_grad(tmp_path):
 def test_custom_function_node_pauses_with_its_two_incoming_slots(tmp_path):
     _, _, run = run_both(NODE_KINDS["custom_function"], tmp_path)
     (pause,) = [p for p in run.pauses if p.name == "ScaledCubeBackward"]
-    assert started(run).graph.nodes[pause.node]["kind"] == "custom"
+    assert started(run).graph.nodes[pause.node]["info"].kind == "custom"
     assert len(pause.grads) == 2  # the differentiable output, and the argmax index
     assert pause.grads[0] is not None and pause.grads[0].shape == (5,)
 
@@ -268,7 +268,7 @@ def test_custom_function_node_pauses_with_its_two_incoming_slots(tmp_path):
 def test_reentrant_checkpoint_recomputation_is_a_nested_pass(tmp_path):
     _, _, run = run_both(NODE_KINDS["checkpoint_reentrant"], tmp_path)
     (pause,) = [p for p in run.pauses if p.name == "CheckpointFunctionBackward"]
-    assert started(run).graph.nodes[pause.node]["kind"] == "custom"
+    assert started(run).graph.nodes[pause.node]["info"].kind == "custom"
     (nested,) = run.of(ev.NestedPass)
     assert nested.pass_index == 0 and nested.call == "backward"
     (finished,) = run.of(ev.PassFinished)
@@ -278,7 +278,7 @@ def test_reentrant_checkpoint_recomputation_is_a_nested_pass(tmp_path):
 def test_sparse_embedding_gradient_is_summarised(tmp_path):
     expected, _, run = run_both(NODE_KINDS["sparse_embedding"], tmp_path)
     graph = started(run).graph
-    (acc,) = [i for i, d in graph.nodes(data=True) if d["param"] == "emb.weight"]
+    (acc,) = [i for i, d in graph.nodes(data="info") if d.param == "emb.weight"]
     pause = [p for p in run.pauses if p.node == acc][0]  # stepped to it after EmbeddingBackward0
     dense = expected["emb.weight"].to_dense()
     assert pause.grads[0].shape == (10, 3)
@@ -306,7 +306,7 @@ def test_compiled_function_is_one_opaque_node_the_user_steps_past(tmp_path):
     graph = started(run).graph
     names_ = [p.name for p in run.pauses]
     assert names_[1:] == ["CompiledFunctionBackward", "AccumulateGrad"]
-    assert graph.nodes[run.pauses[1].node]["kind"] == "opaque"
+    assert graph.nodes[run.pauses[1].node]["info"].kind == "opaque"
 
 
 def test_complex_gradients_are_summarised(tmp_path):

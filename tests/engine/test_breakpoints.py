@@ -8,14 +8,15 @@ import torch
 
 from gradtui.model.breakpoints import Breakpoints, Spec, matches_grads, matches_node, parse_spec
 from gradtui.model.commands import CommandError
+from gradtui.model.nodes import NodeInfo
 from gradtui.engine.summary import summarize
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def node(name: str = "MulBackward0", labels: tuple[str, ...] = (), param: str | None = None,
-         module: str | None = None, path: str | None = None, line: int | None = None) -> dict:
-    return {"name": name, "labels": labels, "param": param, "module": module, "path": path, "line": line}
+         module: str | None = None, path: str | None = None, line: int | None = None) -> NodeInfo:
+    return NodeInfo(name, "op", 0, (), labels, param, None, path, line, module)
 
 
 def stats(*values: float):

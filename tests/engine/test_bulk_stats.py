@@ -134,7 +134,7 @@ def test_nan_read_in_bulk_names_the_node_that_made_it(check_every):
     assert len(pauses) == 2
     pause = pauses[1]
     assert pause.name == "SqrtBackward0" and pause.phase == "after"
-    assert started.graph.nodes[pause.node]["name"] == "SqrtBackward0"
+    assert started.graph.nodes[pause.node]["info"].name == "SqrtBackward0"
     assert pause.grads[0].nonfinite == 1
     (hit,) = [e for e in events if isinstance(e, ev.BreakpointHit)]
     assert hit.node == pause.node
@@ -173,7 +173,7 @@ def test_the_networkx_view_is_built_only_when_read():
         (x.exp() * 2).sum().backward()
     (started,) = events
     assert not started.graph.built and started.graph.number_of_nodes() == 4
-    assert [started.graph.nodes[i]["name"] for i in range(4)] == ["SumBackward0", "MulBackward0", "ExpBackward0",
+    assert [started.graph.nodes[i]["info"].name for i in range(4)] == ["SumBackward0", "MulBackward0", "ExpBackward0",
                                                                    "AccumulateGrad"]
     assert started.graph.built and list(started.graph.edges) == [(0, 1), (1, 2), (2, 3)]
-    assert started.graph.nodes[3]["kind"] == "accumulate"
+    assert started.graph.nodes[3]["info"].kind == "accumulate"

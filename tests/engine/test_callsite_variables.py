@@ -24,10 +24,10 @@ def test_sent_once_at_the_first_pause_of_a_pass_with_each_tensors_node():
     assert set(by_name) == {"x", "y", "z"}
     started = run.of(ev.PassStarted)[0]
     graph = started.graph
-    assert by_name["z"].nodes == (0,) and graph.nodes[0]["labels"] == ("z",)
-    assert by_name["y"].nodes == (1,) and graph.nodes[1]["labels"] == ("y",)
+    assert by_name["z"].nodes == (0,) and graph.nodes[0]["info"].labels == ("z",)
+    assert by_name["y"].nodes == (1,) and graph.nodes[1]["info"].labels == ("y",)
     (x_node,) = by_name["x"].nodes
-    assert graph.nodes[x_node]["kind"] == "accumulate" and graph.nodes[x_node]["labels"] == ("x",)
+    assert graph.nodes[x_node]["info"].kind == "accumulate" and graph.nodes[x_node]["info"].labels == ("x",)
     assert by_name["x"].shape == (1,) and by_name["x"].dtype == "float32" and by_name["x"].requires_grad
     assert from_wire(to_wire(first)) == first
 

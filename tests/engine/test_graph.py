@@ -12,14 +12,14 @@ from torch import nn
 
 from gradtui.model import events as ev
 from gradtui.engine.graph import Names, capture, short_name
-from gradtui.model.nodes import engine_order, node_title
+from gradtui.model.nodes import FIELDS, NodeInfo, engine_order, node_title
 from gradtui.engine.session import Session
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def names_of(graph: nx.DiGraph) -> list[str]:
-    return [graph.nodes[n]["name"] for n in sorted(graph.nodes)]
+    return [graph.nodes[n]["info"].name for n in sorted(graph.nodes)]
 
 
 def test_chain_ids_names_kinds_edges_labels(chain):
@@ -27,9 +27,9 @@ def test_chain_ids_names_kinds_edges_labels(chain):
     graph = cap.graph
     assert sorted(graph.nodes) == [0, 1, 2]
     assert names_of(graph) == ["PowBackward0", "MulBackward0", "AccumulateGrad"]
-    assert [graph.nodes[n]["kind"] for n in range(3)] == ["op", "op", "accumulate"]
+    assert [graph.nodes[n]["info"].kind for n in range(3)] == ["op", "op", "accumulate"]
     assert sorted(graph.edges(data="slot")) == [(0, 1, 0), (1, 2, 0)]
-    assert [graph.nodes[n]["labels"] for n in range(3)] == [("z",), ("y",), ("x",)]
+    assert [graph.nodes[n]["info"].labels for n in range(3)] == [("z",), ("y",), ("x",)]
     assert cap.roots == (0,)
     # the live nodes are autograd's own, in id order
     assert cap.nodes[0] is chain.z.grad_fn
@@ -43,7 +43,8 @@ def test_graph_is_plain_data(chain):
     """The graph outlives the pass, so it must hold no tensor and no autograd node."""
     graph = capture([chain.z.grad_fn], Names.from_scopes(chain.scope)).graph
     for _, data in graph.nodes(data=True):
-        for value in data.values():
+        assert list(data) == ["info"] and type(data["info"]) is NodeInfo
+        for value in (getattr(data["info"], name) for name in FIELDS):
             assert value is None or isinstance(value, (str, int, tuple)), value
             if isinstance(value, tuple):
                 assert all(item is None or isinstance(item, (str, int)) for item in value), value
@@ -56,7 +57,7 @@ def test_edge_slots_follow_next_functions():
     b = torch.randn(3, requires_grad=True)
     out = a * b  # MulBackward0.next_functions = (a's accumulator, b's accumulator)
     cap = capture([out.grad_fn], Names.from_scopes({"a": a, "b": b}))
-    slots = {cap.graph.nodes[j]["labels"]: slot for _, j, slot in cap.graph.edges(data="slot")}
+    slots = {cap.graph.nodes[j]["info"].labels: slot for _, j, slot in cap.graph.edges(data="slot")}
     assert slots == {("a",): 0, ("b",): 1}
 
 
@@ -64,27 +65,27 @@ def test_next_keeps_repeated_and_empty_slots():
     """`x * x` sends to x twice; a constant operand leaves a None slot: `next` keeps both."""
     x = torch.randn(3, requires_grad=True)
     graph = capture([(x * x).grad_fn]).graph
-    assert graph.nodes[0]["next"] == (1, 1)
+    assert graph.nodes[0]["info"].next == (1, 1)
     assert graph.number_of_edges() == 1  # the DiGraph itself merges the two
     y = torch.randn(3, requires_grad=True)
     graph = capture([(torch.randn(3) * y).grad_fn]).graph
-    assert graph.nodes[0]["next"] == (None, 1)
+    assert graph.nodes[0]["info"].next == (None, 1)
 
 
 def test_a_lone_layer_names_its_parameters_by_its_variable():
     fc = nn.Linear(2, 1)
     loss = fc(torch.randn(3, 2)).sum()
     graph = capture([loss.grad_fn], Names.from_scopes({"fc": fc})).graph
-    params = {graph.nodes[n]["param"] for n in graph.nodes if graph.nodes[n]["kind"] == "accumulate"}
+    params = {graph.nodes[n]["info"].param for n in graph.nodes if graph.nodes[n]["info"].kind == "accumulate"}
     assert params == {"fc.weight", "fc.bias"}
 
 
 def test_labels_prefer_every_name_and_skip_dunder(chain):
     scope = {"z": chain.z, "loss": chain.z, "__hidden": chain.y, "y": chain.y}
     graph = capture([chain.z.grad_fn], Names.from_scopes(scope, {"x": chain.x})).graph
-    assert graph.nodes[0]["labels"] == ("z", "loss")
-    assert graph.nodes[1]["labels"] == ("y",)
-    assert graph.nodes[2]["labels"] == ("x",)  # from the second scope (globals)
+    assert graph.nodes[0]["info"].labels == ("z", "loss")
+    assert graph.nodes[1]["info"].labels == ("y",)
+    assert graph.nodes[2]["info"].labels == ("x",)  # from the second scope (globals)
 
 
 def test_param_names_from_a_module_in_scope():
@@ -100,11 +101,11 @@ def test_param_names_from_a_module_in_scope():
     model = Net()
     loss = model(torch.randn(3, 2)).sum()
     graph = capture([loss.grad_fn], Names.from_scopes({"model": model, "loss": loss})).graph
-    params = {graph.nodes[n]["param"] for n in graph.nodes if graph.nodes[n]["kind"] == "accumulate"}
+    params = {graph.nodes[n]["info"].param for n in graph.nodes if graph.nodes[n]["info"].kind == "accumulate"}
     assert params == {"fc.weight", "fc.bias"}
     for n in graph.nodes:
-        if graph.nodes[n]["kind"] != "accumulate":
-            assert graph.nodes[n]["param"] is None
+        if graph.nodes[n]["info"].kind != "accumulate":
+            assert graph.nodes[n]["info"].param is None
 
 
 def test_list_elements_are_labelled():
@@ -112,32 +113,32 @@ def test_list_elements_are_labelled():
     outs = [x * 2, x * 3, x * 4]
     loss = sum(o.sum() for o in outs)
     graph = capture([loss.grad_fn], Names.from_scopes({"outs": outs, "loss": loss})).graph
-    labelled = {graph.nodes[n]["labels"]: graph.nodes[n]["name"] for n in graph.nodes if graph.nodes[n]["labels"]}
+    labelled = {graph.nodes[n]["info"].labels: graph.nodes[n]["info"].name for n in graph.nodes if graph.nodes[n]["info"].labels}
     assert labelled[("outs[1]",)] == "MulBackward0"
     assert {("outs[0]",), ("outs[1]",), ("outs[2]",), ("loss",)} <= set(labelled)
     # outs[1] is the very node that made outs[1]
     cap = capture([loss.grad_fn], Names.from_scopes({"outs": outs}))
-    (node,) = [n for n in cap.graph.nodes if cap.graph.nodes[n]["labels"] == ("outs[1]",)]
+    (node,) = [n for n in cap.graph.nodes if cap.graph.nodes[n]["info"].labels == ("outs[1]",)]
     assert cap.nodes[node] is outs[1].grad_fn
 
 
 def test_saved_tensor_summaries(chain):
     graph = capture([chain.z.grad_fn]).graph
-    saved = graph.nodes[0]["saved"]
+    saved = graph.nodes[0]["info"].saved
     assert "exponent = 2" in saved
     assert "self [1] float32" in saved
     m = torch.randn(4, 3, requires_grad=True)
     v = torch.randn(3, 5, dtype=torch.float64)
     out = m.double() @ v
     graph = capture([out.grad_fn]).graph
-    assert graph.nodes[0]["name"] == "MmBackward0"
-    assert "mat2 [3,5] float64" in graph.nodes[0]["saved"]
+    assert graph.nodes[0]["info"].name == "MmBackward0"
+    assert "mat2 [3,5] float64" in graph.nodes[0]["info"].saved
 
 
 def test_saved_values_after_backward_are_reported_freed(chain):
     chain.z.backward()
     graph = capture([chain.z.grad_fn]).graph
-    assert any(item.endswith("(freed)") for item in graph.nodes[0]["saved"])
+    assert any(item.endswith("(freed)") for item in graph.nodes[0]["info"].saved)
 
 
 def test_custom_function_kind():
@@ -153,7 +154,7 @@ def test_custom_function_kind():
     x = torch.randn(3, requires_grad=True)
     out = Double.apply(x).sum()
     graph = capture([out.grad_fn]).graph
-    kinds = {graph.nodes[n]["name"]: graph.nodes[n]["kind"] for n in graph.nodes}
+    kinds = {graph.nodes[n]["info"].name: graph.nodes[n]["info"].kind for n in graph.nodes}
     assert kinds == {"SumBackward0": "op", "DoubleBackward": "custom", "AccumulateGrad": "accumulate"}
 
 
@@ -163,7 +164,7 @@ def test_leaf_root():
     node = torch.autograd.graph.get_gradient_edge(x).node
     cap = capture([node], Names.from_scopes({"x": x}))
     assert names_of(cap.graph) == ["AccumulateGrad"]
-    assert cap.graph.nodes[0]["labels"] == ("x",)
+    assert cap.graph.nodes[0]["info"].labels == ("x",)
     assert cap.graph.number_of_edges() == 0
     assert cap.roots == (0,)
     assert engine_order(cap.graph) == [0]
@@ -198,10 +199,10 @@ def test_multiple_roots_share_nodes():
     cap = capture([a.grad_fn, b.grad_fn], Names.from_scopes({"x": x, "h": h, "a": a, "b": b}))
     graph = cap.graph
     assert cap.roots == (0, 1)
-    assert graph.nodes[0]["labels"] == ("a",) and graph.nodes[1]["labels"] == ("b",)
-    (exp,) = [n for n in graph.nodes if graph.nodes[n]["labels"] == ("h",)]
+    assert graph.nodes[0]["info"].labels == ("a",) and graph.nodes[1]["info"].labels == ("b",)
+    (exp,) = [n for n in graph.nodes if graph.nodes[n]["info"].labels == ("h",)]
     assert graph.in_degree(exp) == 2  # both MulBackward0 send to it
-    assert sum(1 for n in graph.nodes if graph.nodes[n]["kind"] == "accumulate") == 1
+    assert sum(1 for n in graph.nodes if graph.nodes[n]["info"].kind == "accumulate") == 1
     # the same root twice is one node
     assert capture([a.grad_fn, a.grad_fn]).roots == (0, 0)
 
@@ -277,7 +278,7 @@ def test_saved_tensors_packed_by_hooks_are_not_unpacked():
     with torch.autograd.graph.save_on_cpu():
         z = torch.sin(y)
     cap = capture([z.sum().grad_fn])
-    saved = {data["name"]: data["saved"] for _, data in cap.graph.nodes(data=True)}
+    saved = {data.name: data.saved for _, data in cap.graph.nodes(data="info")}
     assert saved["SinBackward0"] == ("self (packed by a saved-tensors hook)",)
     assert "self (packed by a saved-tensors hook)" in saved["MulBackward0"]
     assert len(calls) == 1  # the forward only: capturing recomputed nothing
@@ -297,8 +298,8 @@ def test_saved_summaries_are_the_same_when_remembered():
     x = torch.randn(3, 4, requires_grad=True)
     first = capture([(x @ x.t()).sum().grad_fn]).graph
     second = capture([(x @ x.t()).sum().grad_fn]).graph
-    assert [d["saved"] for _, d in first.nodes(data=True)] == [d["saved"] for _, d in second.nodes(data=True)]
-    assert any("self [3,4] float32" in s for _, d in first.nodes(data=True) for s in d["saved"])
+    assert [d.saved for _, d in first.nodes(data="info")] == [d.saved for _, d in second.nodes(data="info")]
+    assert any("self [3,4] float32" in s for _, d in first.nodes(data="info") for s in d.saved)
     assert graph_module._describe_saved(1) == "= 1"
     assert graph_module._describe_saved(1.0) == "= 1.0"
     assert graph_module._describe_saved(True) == "= True"

@@ -127,7 +127,7 @@ def test_derived_statistics_equal_torchs(kind, size, full):
     planned_run, _ = run(build, full=full)
     every_node, _ = run(build, full=full, check_every=1)  # every node hooked, read by torch
     graph = of(planned_run, ev.PassStarted)[0].graph
-    assert name in {graph.nodes[i]["name"] for i in range(len(graph))}
+    assert name in {graph.nodes[i]["info"].name for i in range(len(graph))}
     ours = {e.node: e for e in of(planned_run, ev.NodeRan)}
     theirs = {e.node: e for e in of(every_node, ev.NodeRan)}
     assert ours.keys() == theirs.keys()
@@ -137,7 +137,7 @@ def test_derived_statistics_equal_torchs(kind, size, full):
             assert (a is None) == (b is None)
             if a is None:
                 continue
-            assert (a.shape, a.dtype, a.nonfinite) == (b.shape, b.dtype, b.nonfinite), graph.nodes[node]["name"]
+            assert (a.shape, a.dtype, a.nonfinite) == (b.shape, b.dtype, b.nonfinite), graph.nodes[node]["info"].name
             for field in ("norm", "min", "max", "mean"):
                 x, y = getattr(a, field), getattr(b, field)
                 assert (x is None) == (y is None) and (x is None or math.isclose(x, y, rel_tol=2e-6, abs_tol=1e-9))
@@ -178,9 +178,9 @@ def test_a_nan_next_to_a_derived_node_is_named_where_it_appeared(kind, where):
     pause = of(events, ev.Paused)[0]
     assert hit.node == pause.node
     if where == "at":  # the user hook made it, before the node its tensor feeds: editable there
-        assert graph.nodes[pause.node]["name"] == KINDS[kind][1] and pause.phase == "before"
+        assert graph.nodes[pause.node]["info"].name == KINDS[kind][1] and pause.phase == "before"
     else:
-        assert graph.nodes[pause.node]["name"] == "SqrtBackward0" and pause.phase == "after"
+        assert graph.nodes[pause.node]["info"].name == "SqrtBackward0" and pause.phase == "after"
     (zeroed,) = [r for r in of(events, ev.CommandResult) if r.command == "zero"]
     assert zeroed.ok, zeroed.text
     ran = of(events, ev.NodeRan)
@@ -203,7 +203,7 @@ def test_a_nan_at_a_leaf_accumulator(where):
     events, leaves = run(build)
     graph = of(events, ev.PassStarted)[0].graph
     pause = of(events, ev.Paused)[0]
-    assert graph.nodes[pause.node]["name"] == ("AccumulateGrad" if where == "at" else "SqrtBackward0")
+    assert graph.nodes[pause.node]["info"].name == ("AccumulateGrad" if where == "at" else "SqrtBackward0")
     assert same(leaves[0].grad, plain(build)[0].grad)
 
 
@@ -233,7 +233,7 @@ def test_a_raising_tensor_hook_marks_the_node_it_ran_at():
             loss.backward()
         (finished,) = of(events, ev.PassFinished)
         graph = of(events, ev.PassStarted)[0].graph
-        assert finished.error and graph.nodes[finished.node]["name"] == "MulBackward0"
+        assert finished.error and graph.nodes[finished.node]["info"].name == "MulBackward0"
 
 
 def test_a_detached_session_never_pauses_in_a_planned_pass():

@@ -39,7 +39,7 @@ def test_outgoing_stats_of_every_node_match_torch(full):
     # Node by node, slot by slot: what gradtui recorded as sent is what torch sent there.
     compared = 0
     for i, node in enumerate(live):  # the capture numbers nodes in this order
-        assert started.graph.nodes[i]["name"] == node.name().removeprefix("torch::autograd::")
+        assert started.graph.nodes[i]["info"].name == node.name().removeprefix("torch::autograd::")
         (sent,) = seen[id(node)]
         recorded = ran[i].grad_inputs
         assert len(recorded) == len(sent), node.name()
@@ -70,7 +70,7 @@ def test_view_stats_are_exactly_the_incoming_ones_reshaped():
         (y.exp()).sum().backward()
     ran = {e.node: e for e in events if isinstance(e, ev.NodeRan)}
     graph = next(e for e in events if isinstance(e, ev.PassStarted)).graph
-    (t_node,) = [n for n, name in graph.nodes(data="name") if name == "TransposeBackward0" or name == "TBackward0"]
+    (t_node,) = [n for n, info in graph.nodes(data="info") if info.name in ("TransposeBackward0", "TBackward0")]
     incoming, outgoing = ran[t_node].grad_outputs[0], ran[t_node].grad_inputs[0]
     assert outgoing.shape == (20, 30) and incoming.shape == (30, 20)
     assert (outgoing.norm, outgoing.min, outgoing.max, outgoing.mean) == (incoming.norm, incoming.min, incoming.max,

@@ -9,6 +9,7 @@ import torch
 from gradtui.engine import graph as graph_module
 from gradtui.engine.session import Session
 from gradtui.model import events as ev
+from gradtui.model.nodes import FIELDS
 
 KEYS = ("name", "kind", "labels", "param", "source", "path", "line", "module", "next")
 
@@ -36,8 +37,9 @@ def _pass(*, lazy: bool, nan: bool, commands=("continue",)):
         events.append(event)
         if isinstance(event, ev.Paused):
             started = [e for e in events if isinstance(e, ev.PassStarted)][-1]
-            at_pause.update(started.graph.nodes[event.node])
-            at_pause["saved of all"] = [started.graph.nodes[i]["saved"] for i in range(len(started.graph))]
+            info = started.graph.nodes[event.node]["info"]
+            at_pause.update((name, getattr(info, name)) for name in FIELDS)
+            at_pause["saved of all"] = [started.graph.nodes[i]["info"].saved for i in range(len(started.graph))]
             for command in commands:
                 session.submit(command)
 
@@ -66,20 +68,20 @@ def test_a_continue_pass_whose_listeners_need_no_graph_reads_no_node_metadata(mo
     assert not graph.built  # nobody read it during the pass
     assert any(isinstance(e, ev.NodeRan) for e in events)
     # Read after the pass: the walk's attributes are there; what was never read is unknown, not missing.
-    names = [graph.nodes[i]["name"] for i in range(len(graph))]
+    names = [graph.nodes[i]["info"].name for i in range(len(graph))]
     assert "SqrtBackward0" in names and "AccumulateGrad" in names
-    assert all(graph.nodes[i]["saved"] == () and graph.nodes[i]["source"] is None for i in range(len(graph))
-               if graph.nodes[i]["kind"] != "accumulate")
+    assert all(graph.nodes[i]["info"].saved == () and graph.nodes[i]["info"].source is None for i in range(len(graph))
+               if graph.nodes[i]["info"].kind != "accumulate")
     leaf = names.index("AccumulateGrad")
-    assert graph.nodes[leaf]["labels"] == ("weight",)  # leaves are named at every pass's end (the flow)
+    assert graph.nodes[leaf]["info"].labels == ("weight",)  # leaves are named at every pass's end (the flow)
 
 
 def test_a_listener_that_wants_the_graph_gets_it_described_as_the_pass_starts(monkeypatch):
     saved = _counting(monkeypatch)
     _, _, graph = _pass(lazy=False, nan=False)
     assert saved[0] == len(graph)
-    assert "loss" in graph.nodes[0]["labels"]
-    assert any(graph.nodes[i]["saved"] for i in range(len(graph)))
+    assert "loss" in graph.nodes[0]["info"].labels
+    assert any(graph.nodes[i]["info"].saved for i in range(len(graph)))
 
 
 def test_a_nan_pause_reads_the_metadata_an_eager_capture_has():
@@ -110,5 +112,5 @@ def test_a_listener_can_say_per_pass_whether_it_wants_the_graph(monkeypatch):
             x = torch.ones(3, requires_grad=True)
             (x * 2).sum().backward()
     assert len(graphs) == 2
-    assert not graphs[0].built and graphs[0].nodes[0]["saved"] == ()
-    assert saved[0] == len(graphs[1]) and graphs[1].nodes[0]["saved"] != ()
+    assert not graphs[0].built and graphs[0].nodes[0]["info"].saved == ()
+    assert saved[0] == len(graphs[1]) and graphs[1].nodes[0]["info"].saved != ()

@@ -149,5 +149,5 @@ def test_a_pass_nobody_looks_at_collects_no_names_and_a_pause_still_names_its_le
         (lin(x) * torch.tensor([0.0, 1.0])).log().sum().backward()  # log(0): -inf, then a NaN: it pauses
     assert any(isinstance(e, ev.Paused) for e in events) and collected[0] == 1
     graph = [e for e in events if isinstance(e, ev.PassStarted)][-1].graph
-    params = {graph.nodes[i]["param"] for i in graph.nodes if graph.nodes[i]["kind"] == "accumulate"}
+    params = {graph.nodes[i]["info"].param for i in graph.nodes if graph.nodes[i]["info"].kind == "accumulate"}
     assert params == {"lin.weight", "lin.bias"}

@@ -13,6 +13,7 @@ from tests.helpers import run_headless
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import matches_node, parse_spec, warning_for
 from gradtui.model.commands import CommandError, Delete, Scale, parse, parse_float, parse_int
+from gradtui.model.nodes import NodeInfo
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -142,9 +143,9 @@ def test_break_on_a_unicode_name_stops_there(tmp_path):
 @pytest.fixture
 def graph() -> nx.DiGraph:
     g = nx.DiGraph()
-    g.add_node(0, name="SumBackward0", labels=["total"], param=None, module=None, path="/home/u/train.py", line=9)
-    g.add_node(1, name="AddmmBackward0", labels=[], param=None, module="encoder.fc", path="/home/u/model.py", line=3)
-    g.add_node(2, name="AccumulateGrad", labels=[], param="encoder.fc.weight", module=None, path=None, line=None)
+    g.add_node(0, info=NodeInfo("SumBackward0", "op", 2, (1,), labels=("total",), path="/home/u/train.py", line=9))
+    g.add_node(1, info=NodeInfo("AddmmBackward0", "op", 1, (2,), module="encoder.fc", path="/home/u/model.py", line=3))
+    g.add_node(2, info=NodeInfo("AccumulateGrad", "accumulate", None, (), param="encoder.fc.weight"))
     return g
 
 
@@ -163,7 +164,7 @@ def test_warning_for(graph, text, warning):
     spec = parse_spec(text)
     assert warning_for(spec, graph, 3) == warning
     if spec.kind in ("op", "label", "id", "module", "source"):  # the warning says exactly: no node matches
-        matched = any(matches_node(spec, data, i, 3, False) for i, data in graph.nodes(data=True))
+        matched = any(matches_node(spec, data, i, 3, False) for i, data in graph.nodes(data="info"))
         assert matched == (warning is None)
 
 

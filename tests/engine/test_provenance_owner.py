@@ -49,8 +49,8 @@ def _fit(module, method: str, batch):
 
 def _modules_and_params(loss, scope: dict) -> tuple[set, set]:
     cap = capture([loss.grad_fn], Names.from_scopes(scope))
-    modules = {a["module"] for a in cap.attrs if a["kind"] != "accumulate"}
-    params = {a["param"] for a in cap.attrs if a["kind"] == "accumulate"}
+    modules = {a.module for a in cap.infos if a.kind != "accumulate"}
+    params = {a.param for a in cap.infos if a.kind == "accumulate"}
     return modules, params
 
 
@@ -92,7 +92,7 @@ def test_a_module_that_a_running_method_does_not_hold_is_its_own_root():
     with Provenance():
         out = holder.run(torch.randn(2, 3))
     cap = capture([out.grad_fn], Names.from_scopes({"holder": holder, "other": other}))
-    assert {a["module"] for a in cap.attrs if a["kind"] != "accumulate"} == {"holder.fc", "other"}
+    assert {a.module for a in cap.infos if a.kind != "accumulate"} == {"holder.fc", "other"}
 
 
 TRAINER_SCRIPT = textwrap.dedent("""

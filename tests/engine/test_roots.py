@@ -24,14 +24,14 @@ def test_two_models_have_unique_paths_and_names_and_break_module_pauses():
     started = run.of(ev.PassStarted)
     assert len(started) == 4
     d_step, g_step = started[0].graph, started[1].graph
-    assert {d["param"] for _, d in g_step.nodes(data=True) if d["param"]} == PARAMS
-    assert {d["param"] for _, d in d_step.nodes(data=True) if d["param"]} == {p for p in PARAMS if p.startswith("netD")}
-    modules = {d["module"] for _, d in g_step.nodes(data=True)}
+    assert {d.param for _, d in g_step.nodes(data="info") if d.param} == PARAMS
+    assert {d.param for _, d in d_step.nodes(data="info") if d.param} == {p for p in PARAMS if p.startswith("netD")}
+    modules = {d.module for _, d in g_step.nodes(data="info")}
     assert {"netG.0", "netG.2", "netD.0", "netD.2", "criterion"} <= modules
     # `break module netG` pauses in each G step (passes 1 and 3), at a node of netG.
     hits = run.of(ev.BreakpointHit)
     assert [h.pass_index for h in hits] == [1, 3]
-    assert all(started[h.pass_index].graph.nodes[h.node]["module"].startswith("netG.") for h in hits)
+    assert all(started[h.pass_index].graph.nodes[h.node]["info"].module.startswith("netG.") for h in hits)
     for finished in run.of(ev.PassFinished):
         names = Counter(r.name for r in finished.flow)
         assert names and max(names.values()) == 1, names

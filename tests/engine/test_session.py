@@ -51,8 +51,8 @@ def test_source_lines_are_recorded():
     run = run_headless(script("chain.py"), ["continue"])
     (started,) = run.of(ev.PassStarted)
     lines = open(script("chain.py"), encoding="utf-8").read().splitlines()
-    assert started.graph.nodes[0]["source"] == f"chain.py:{lines.index('z = y ** 2') + 1}"
-    assert started.graph.nodes[1]["source"] == f"chain.py:{lines.index('y = x * 3') + 1}"
+    assert started.graph.nodes[0]["info"].source == f"chain.py:{lines.index('z = y ** 2') + 1}"
+    assert started.graph.nodes[1]["info"].source == f"chain.py:{lines.index('y = x * 3') + 1}"
     assert started.call_text == "z.backward()"
     assert started.call_site == f"chain.py:{lines.index('z.backward()') + 1}"
 
@@ -126,7 +126,7 @@ def test_break_on_a_parameter_of_a_sequential():
     pause = run.pauses[1]
     (started,) = run.of(ev.PassStarted)
     assert pause.name == "AccumulateGrad"
-    assert started.graph.nodes[pause.node]["param"] == "0.weight"
+    assert started.graph.nodes[pause.node]["info"].param == "0.weight"
     assert pause.grads[0].shape == (3, 2)
 
 
@@ -303,7 +303,7 @@ def test_why_names_the_node_the_gradient_arrives_at():
     run = run_headless(script("why.py"), ["why h", "continue"])
     (started,) = run.of(ev.PassStarted)
     (result,) = run.results()
-    (h_node,) = [n for n, labels in started.graph.nodes(data="labels") if "h" in labels]
+    (h_node,) = [n for n, info in started.graph.nodes(data="info") if "h" in info.labels]
     assert f"its gradient arrives at #{h_node}" in result.text
 
 
@@ -461,7 +461,7 @@ def test_light_stats_sent_while_running_are_not_reused_while_stepping(tmp_path):
     run = run_headless(str(path), ["break b", "continue", "step", "step", "continue"], full_stats=False)
     assert run.status == 0, run.output
     (started,) = run.of(ev.PassStarted)
-    (a,) = [n for n, data in started.graph.nodes(data=True) if data["labels"] == ("a",)]
+    (a,) = [n for n, data in started.graph.nodes(data="info") if data.labels == ("a",)]
     assert run.where[-1] == (0, a)  # reached by stepping
     (ran,) = [e for e in run.of(ev.NodeRan) if e.node == a]
     assert ran.grad_outputs[0].mean is not None
@@ -561,7 +561,7 @@ def test_a_backward_nested_in_a_hook_does_not_pause_or_count(tmp_path, hooked):
     run = run_headless(str(path), ["step"] * 4 + ["continue"])
     assert run.status == 0, run.output
     (started,) = run.of(ev.PassStarted)
-    names = [started.graph.nodes[p.node]["name"] for p in run.pauses]
+    names = [started.graph.nodes[p.node]["info"].name for p in run.pauses]
     assert names == ["SumBackward0", "PowBackward0", "MulBackward0", "AccumulateGrad"]
     assert [p.done for p in run.pauses] == [0, 1, 2, 3]
     assert [p.grads[0].values for p in run.pauses][1:] == [(1.0, 1.0), (6.0, 12.0), (18.0, 36.0)]

@@ -40,7 +40,7 @@ def test_autograd_grad_is_a_pass_of_kind_grad(tmp_path):
 def test_custom_function_node_is_reported_as_custom(tmp_path):
     run = run_headless(script("custom_fn.py"), ["continue"], [str(tmp_path / "g.pt")])
     (started,) = run.of(ev.PassStarted)
-    kinds = {data["name"]: data["kind"] for _, data in started.graph.nodes(data=True)}
+    kinds = {data.name: data.kind for _, data in started.graph.nodes(data="info")}
     assert kinds["CubeBackward"] == "custom"
 
 

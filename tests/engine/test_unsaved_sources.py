@@ -25,7 +25,7 @@ def test_the_cell_text_is_sent_once_before_the_pass_that_names_it_and_no_file_on
     assert run.status == 0, run.output
     texts = run.of(ev.SourceText)
     (started,) = run.of(ev.PassStarted)
-    cell = next(d["path"] for _, d in started.graph.nodes(data=True) if d["name"] == "TanhBackward0")
+    cell = next(d.path for _, d in started.graph.nodes(data="info") if d.name == "TanhBackward0")
     assert [t.path for t in texts] == [cell]  # only the cell: the script file is on disk
     assert run.events.index(texts[0]) < run.events.index(started)
     assert texts[0].lines == tuple(linecache.getlines(cell))

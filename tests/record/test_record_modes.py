@@ -149,7 +149,7 @@ def test_gradtui_listen_records_the_process_passes(tmp_path):
             [leaf] = [r for r in recording.flow(p.index)]
             assert leaf.grad_norm == 36.0
             graph, stats = recording.graph(p.index), recording.stats(p.index)
-            [acc] = [n for n, d in graph.nodes(data=True) if d["kind"] == "accumulate"]
+            [acc] = [n for n, d in graph.nodes(data="info") if d.kind == "accumulate"]
             assert stats[acc].grad_outputs[0].norm == 36.0  # what reached w, as torch computed it
         run = recording.run()
         assert run.script == str(path) and run.finished is not None and run.how == "gradtui.listen() closed"

@@ -223,3 +223,41 @@ def test_a_recording_that_cannot_grow_mid_run_is_one_line_and_the_run_ends_with_
         assert 0 < len(kept) < 40
         assert [p.index for p in kept] == list(range(len(kept)))
         assert all(p.per_node and recording.stats(p.index) for p in kept)
+
+
+def test_a_recorded_graph_holds_the_node_infos_the_live_run_had(tmp_path):
+    """The reader makes the very NodeInfo the capture made (its path and line from the source,
+    relative to the script's folder), less the saved values a recording does not keep; the
+    recorded `order` is each node's place in its pass, beside it."""
+    import dataclasses
+    import os
+
+    from gradtui.model import events as ev
+    from gradtui.model.nodes import NodeInfo, node_info
+
+    db = str(tmp_path / "run.db")
+    seen: list[ev.Event] = []
+    session = Session(full_stats=True)
+    session.add_listener(lambda e: seen.append(e) if isinstance(e, (ev.PassStarted, ev.NodeRan)) else None)
+    rec = Recorder(db)
+    session.add_listener(rec)
+    import io
+    session.add_listener(HeadlessDriver(session, ["continue"], io.StringIO(), io.StringIO()))
+    path = script("twofile/train.py")
+    runner = ScriptRunner(path, [], session)
+    thread = runner.start()
+    thread.join(60)
+    assert not thread.is_alive() and runner.exit_status == 0
+    rec.close()
+    live = next(e for e in seen if isinstance(e, ev.PassStarted)).graph
+    order = {e.node: e.order for e in seen if isinstance(e, ev.NodeRan) and e.pass_index == 0}
+    with Recording(db) as recording:
+        recorded = recording.graph(0, os.path.dirname(path))
+        bare = recording.graph(0)
+    assert sorted(recorded) == sorted(live) and len(live) > 5
+    for n in live:
+        info = node_info(recorded, n)
+        assert type(info) is NodeInfo and info == dataclasses.replace(node_info(live, n), saved=())
+        assert node_info(bare, n).path is None and node_info(bare, n).source == info.source
+        assert recorded.nodes[n]["order"] == order.get(n)
+    assert any(node_info(live, n).path for n in live) and any(node_info(live, n).saved for n in live)

@@ -178,7 +178,7 @@ async def test_the_end_of_a_run_tells_its_story_with_the_leaf_gradients():
         await pilot.pause()
         assert app.state.view.leaf_grads
         for leaf in app.state.view.leaf_grads:
-            name = app.state.view.graph.nodes[leaf]["param"]
+            name = app.state.view.graph.nodes[leaf]["info"].param
             assert f"{name}.grad" in detail_text(app)
 
 

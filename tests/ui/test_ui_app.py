@@ -150,7 +150,7 @@ async def test_break_nan_in_the_command_bar_stops_at_the_first_nonfinite_node():
         node = app.state.current
         await wait_paused_at(pilot, node)
         view = app.state.view
-        assert view.graph.nodes[node]["name"] == "SqrtBackward0"
+        assert view.graph.nodes[node]["info"].name == "SqrtBackward0"
         assert node in view.nonfinite
         row = row_text(app, node)
         assert row.startswith("▶") and "⚠" in row
@@ -185,7 +185,7 @@ async def test_an_error_in_a_backward_is_shown_beside_its_node():
         await wait_for(pilot, lambda: app.state.status == "failed", what="the failure")
         view = app.state.view
         failed = view.failed_node
-        assert view.graph.nodes[failed]["kind"] == "custom"
+        assert view.graph.nodes[failed]["info"].kind == "custom"
         await wait_for(pilot, lambda: selected(app) == failed)
         await pilot.pause()
         assert row_text(app, failed).startswith("✗")
@@ -250,11 +250,11 @@ async def test_help_find_goto_and_palette():
                        app.screen.query_one("CommandList").option_count > 0, what="the matches")
         await pilot.press("enter")
         await wait_for(pilot, lambda: not isinstance(app.screen, CommandPalette), what="the palette to close")
-        await wait_for(pilot, lambda: app.state.view.graph.nodes[selected(app)]["name"] == "AccumulateGrad")
+        await wait_for(pilot, lambda: app.state.view.graph.nodes[selected(app)]["info"].name == "AccumulateGrad")
         first = selected(app)
         await pilot.press("N")  # the next match of the same search
         await wait_for(pilot, lambda: selected(app) != first)
-        assert app.state.view.graph.nodes[selected(app)]["name"] == "AccumulateGrad"
+        assert app.state.view.graph.nodes[selected(app)]["info"].name == "AccumulateGrad"
         await pilot.press("g")
         await wait_for(pilot, lambda: selected(app) == 0)
 

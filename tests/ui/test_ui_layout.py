@@ -11,7 +11,6 @@ from textual.keys import _character_to_key
 from textual.widgets import DataTable, Footer
 
 from gradtui.cli.main import demo_path
-from gradtui.model.nodes import node_tags
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.search import NodeIndex, ranked_matches
@@ -34,7 +33,7 @@ async def test_at_80x24_labels_header_and_the_paused_node_come_first():
         view = app.state.view
         nodes = app.query_one(NodeList)
         for node in view.order[: nodes.size.height]:  # every label on screen is whole
-            tags = " ".join(node_tags(view.graph.nodes[node]))
+            tags = " ".join(view.graph.nodes[node]["info"].tags)
             assert tags in row_text(app, node) and "…" not in row_text(app, node)
         assert any("outputs[3]" in row_text(app, n) for n in view.order[: nodes.size.height])
         header = str(app.query_one(GradHeader).render())
@@ -130,10 +129,10 @@ async def test_the_palette_finds_nodes_by_op_label_module_and_source():
             from textual.fuzzy import Matcher
             return ranked_matches(index, Matcher(query).match)[0][1]
 
-        assert graph.nodes[best("tanh")]["name"] == "TanhBackward0"
-        assert graph.nodes[best("fc1.weight")]["param"] == "fc1.weight"
-        assert "prediction" in graph.nodes[best("prediction")]["labels"]
-        assert graph.nodes[best("torch.tanh(self")]["name"] == "TanhBackward0"  # the source text
+        assert graph.nodes[best("tanh")]["info"].name == "TanhBackward0"
+        assert graph.nodes[best("fc1.weight")]["info"].param == "fc1.weight"
+        assert "prediction" in graph.nodes[best("prediction")]["info"].labels
+        assert graph.nodes[best("torch.tanh(self")]["info"].name == "TanhBackward0"  # the source text
         assert isinstance(index, NodeIndex)
 
         await pilot.press("ctrl+p")
@@ -142,7 +141,7 @@ async def test_the_palette_finds_nodes_by_op_label_module_and_source():
         await wait_for(pilot, lambda: app.screen.query_one("CommandList").option_count > 0, what="hits")
         await pilot.pause(0.3)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: graph.nodes[selected(app)]["param"] == "fc1.bias", what="fc1.bias selected")
+        await wait_for(pilot, lambda: graph.nodes[selected(app)]["info"].param == "fc1.bias", what="fc1.bias selected")
 
 
 class LogApp(App):

@@ -64,20 +64,20 @@ def test_state_follows_a_stepped_chain():
 def test_state_marks_nonfinite_and_failures():
     state = fold(events_of(example("nan.py"), ["break nan", "continue"]))
     view = state.view
-    sqrt = next(n for n in view.graph if view.graph.nodes[n]["name"] == "SqrtBackward0")
+    sqrt = next(n for n in view.graph if view.graph.nodes[n]["info"].name == "SqrtBackward0")
     assert sqrt in view.nonfinite and view.outgoing_hist[sqrt][0].histogram is not None
 
     state = fold(events_of(ui_script("error_in_backward.py"), ["continue"]))
     view = state.view
     assert view.error == "ValueError: this backward explodes on purpose"
-    assert view.graph.nodes[view.failed_node]["kind"] == "custom"
+    assert view.graph.nodes[view.failed_node]["info"].kind == "custom"
     assert state.status == "failed" and state.exit_status == 1 and "Traceback" in state.traceback
 
 
 def test_find_wraps_and_matches_ops_labels_and_ids():
     state = fold(events_of(example("mlp.py"), ["continue"]))
     view = state.view
-    rows = [r for r in range(len(view.order)) if view.graph.nodes[view.order[r]]["name"] == "AccumulateGrad"]
+    rows = [r for r in range(len(view.order)) if view.graph.nodes[view.order[r]]["info"].name == "AccumulateGrad"]
     first = view.find("accumulate", -1)
     assert first == rows[0]
     assert view.find("accumulate", first) == rows[1]

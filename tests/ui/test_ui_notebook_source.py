@@ -20,8 +20,8 @@ async def test_a_cells_node_shows_the_cells_line_in_the_detail_pane_and_the_sour
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         graph = app.state.view.graph
-        tanh = next(n for n, d in graph.nodes(data=True) if d["name"] == "TanhBackward0")
-        assert graph.nodes[tanh]["source"] == "3049230926.py:3"
+        tanh = next(n for n, d in graph.nodes(data="info") if d.name == "TanhBackward0")
+        assert graph.nodes[tanh]["info"].source == "3049230926.py:3"
         app.query_one("#nodes").select_node(tanh)
         await wait_for(pilot, lambda: selected(app) == tanh, what="the tanh node")
         await wait_for(pilot, lambda: "the cell's own line" in detail_text(app), what="the cell's line in the detail")

@@ -123,7 +123,7 @@ async def test_t_offers_the_selected_nodes_parameter_first():
         await pilot.press("f")
         await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1, what="pass 1")
         graph = app.state.view.graph
-        node = next(n for n, d in graph.nodes(data=True) if d["param"] and d["param"].endswith("2.weight"))
+        node = next(n for n, d in graph.nodes(data="info") if d.param and d.param.endswith("2.weight"))
         app.query_one("#nodes").select_node(node)
         await wait_for(pilot, lambda: selected(app) == node, what="the parameter's node")
         await pilot.press("P")
@@ -131,7 +131,7 @@ async def test_t_offers_the_selected_nodes_parameter_first():
         await pilot.press("t")
         await wait_for(pilot, lambda: isinstance(app.screen, PlotChoiceScreen), what="the choice")
         await pilot.pause()
-        name = graph.nodes[node]["param"]
+        name = graph.nodes[node]["info"].param
         assert app.screen.selected == name
         await pilot.press("down", "enter")  # the second row: the selected node's
         await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen again")

@@ -83,7 +83,7 @@ async def test_a_flight_recording_tells_its_hooked_passes_as_hooked_not_kept(rec
 async def test_the_detail_pane_draws_a_nodes_recorded_norms_over_the_passes_before_the_stop(recordings):
     with Recording(recordings["all"]) as recording:
         norms = [recording.stats(i)[4].grad_outputs[0].norm for i in range(5)]
-        assert recording.graph(5).nodes[4]["name"] == "TBackward0"
+        assert recording.graph(5).nodes[4]["info"].name == "TBackward0"
     app = _app(recordings["all"])
     async with app.run_test(size=(160, 45)) as pilot:
         await _passes_view(pilot)

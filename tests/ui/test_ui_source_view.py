@@ -32,11 +32,11 @@ async def test_the_source_view_marks_the_lines_that_made_nodes_and_enter_cycles_
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         view = app.state.view
-        path = view.graph.nodes[0]["path"]
+        path = view.graph.nodes[0]["info"].path
         made: dict[int, list[int]] = {}
         for node in view.order:  # the oracle: the pass's own graph
-            if view.graph.nodes[node]["path"] == path:
-                made.setdefault(view.graph.nodes[node]["line"], []).append(node)
+            if view.graph.nodes[node]["info"].path == path:
+                made.setdefault(view.graph.nodes[node]["info"].line, []).append(node)
         line, nodes = max(made.items(), key=lambda item: len(item[1]))
         assert len(nodes) >= 3, made  # ((model(batch) - y) ** 2).mean(): mean, pow, sub at least
         await pilot.press("home")
@@ -84,7 +84,7 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         view = app.state.view
-        pow_node = next(n for n in view.order if view.graph.nodes[n]["line"] == 12)
+        pow_node = next(n for n in view.order if view.graph.nodes[n]["info"].line == 12)
         await pilot.press("question_mark")  # the help screen has it
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
         keys = [str(s.visual) for s in app.screen.query(".help-key")]
@@ -98,7 +98,7 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, SourceScreen), what="the view closed")
         lines = await _open(pilot)
-        counts = {n: sum(view.graph.nodes[o]["line"] == n for o in view.order) for n in (11, 12)}
+        counts = {n: sum(view.graph.nodes[o]["info"].line == n for o in view.order) for n in (11, 12)}
         assert counts[11] >= 1 and counts[12] >= 1
         assert _row(lines, 12).startswith("▶") and f"{counts[12]}×" in _row(lines, 12)  # the paused node's line
         assert _row(lines, 11).startswith(" ") and f"{counts[11]}×" in _row(lines, 11)  # MulBackward0's, unselected

@@ -40,12 +40,12 @@ async def test_the_call_sites_tensors_and_modules_with_their_nodes_and_norms():
         assert list(rows) == ["model", "x", "y", "batch", "loss"]  # the frame's tensors and modules, in order
         graph = app.state.view.graph
         assert rows["loss"].var.kind == "tensor" and rows["loss"].var.shape == () and rows["loss"].var.requires_grad
-        assert rows["loss"].node == 0 and graph.nodes[0]["labels"] == ("loss",)
+        assert rows["loss"].node == 0 and graph.nodes[0]["info"].labels == ("loss",)
         assert rows["x"].var.shape == (32, 4) and rows["x"].var.dtype == "float32"
         assert not rows["x"].var.requires_grad and rows["x"].node is None
         model = rows["model"]
         assert model.var.kind == "module" and model.var.parameters == 4 * 16 + 16 + 16 + 1
-        params = {graph.nodes[n]["param"] for n in model.var.nodes}
+        params = {graph.nodes[n]["info"].param for n in model.var.nodes}
         assert params == {"0.weight", "0.bias", "2.weight", "2.bias"} or params == {
             "model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias"}
         assert model.norm is None  # the pass has not made the leaves' gradients yet

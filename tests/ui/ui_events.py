@@ -6,6 +6,7 @@ from __future__ import annotations
 import networkx as nx
 
 from gradtui.model import events as ev
+from gradtui.model.nodes import NodeInfo
 from gradtui.model.stats import Stats
 
 
@@ -19,9 +20,8 @@ def graph_of(nodes: list[tuple[str, str | None, str | None, tuple[int | None, ..
     """A pass graph from (op name, module, param, next ids) per node id; seq makes id order the engine order."""
     graph = nx.DiGraph()
     for i, (name, module, param, nxt) in enumerate(nodes):
-        graph.add_node(i, name=name, kind="accumulate" if name == "AccumulateGrad" else "op", labels=(),
-                       param=param, source=None, path=None, line=None, module=module, saved=(),
-                       seq=10**6 - i, next=tuple(nxt))
+        graph.add_node(i, info=NodeInfo(name, "accumulate" if name == "AccumulateGrad" else "op", 10**6 - i,
+                                        tuple(nxt), param=param, module=module))
     for i, (_, _, _, nxt) in enumerate(nodes):
         for slot, target in enumerate(nxt):
             if target is not None:

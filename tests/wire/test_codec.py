@@ -59,3 +59,39 @@ def test_a_pass_is_named_pass_index_on_every_event_and_the_old_wire_name_still_r
     old = {k if k != "pass_index" else "index": v for k, v in data.items()}  # an earlier agent's form
     assert from_wire(old) == finished
     assert from_wire(to_wire(ev.PassPrints(2, ()))).pass_index == 2
+
+
+def test_a_graph_travels_in_the_old_node_link_form_and_is_read_as_node_infos():
+    """The wire form of a graph is the node-link data it had when nodes were attribute dicts
+    (an agent of that time sends these very bytes), and it reads back as NodeInfo."""
+    import networkx as nx
+
+    from gradtui.model.nodes import FIELDS, NodeInfo, node_info
+
+    x = torch.ones(3, requires_grad=True)
+    z = (x.exp() * x).sum()
+    cap = capture([z.grad_fn], Names.from_scopes({"x": x, "z": z}))
+    old = nx.DiGraph()  # the graph as an agent of the attribute-dict days held it
+    for n, info in cap.graph.nodes(data="info"):
+        old.add_node(n, **{name: getattr(info, name) for name in FIELDS})
+    old.add_edges_from(cap.graph.edges(data=True))
+    old_frame = protocol.encode({"graph": {"$graph": nx.node_link_data(old, edges="edges")}})
+    assert protocol.encode({"graph": to_wire(cap.graph)}) == old_frame
+    back = from_wire(protocol.decode(old_frame[protocol.HEADER.size:])["graph"])
+    for n in cap.graph:
+        assert type(node_info(back, n)) is NodeInfo and node_info(back, n) == node_info(cap.graph, n)
+    assert node_info(back, 0).next == cap.infos[0].next and type(node_info(back, 0).saved) is tuple
+
+
+def test_a_recorded_graphs_other_attributes_travel_beside_its_node_infos():
+    import networkx as nx
+
+    from gradtui.model.nodes import NodeInfo, node_info
+
+    graph = nx.DiGraph()
+    graph.add_node(0, info=NodeInfo("SumBackward0", "op", 5, (1,), ("loss",)), order=1)
+    graph.add_node(1, info=NodeInfo("AccumulateGrad", "accumulate", None, (), (), "w"), order=None)
+    graph.add_edge(0, 1, slot=0)
+    back = from_wire(protocol.decode(protocol.encode({"g": to_wire(graph)})[protocol.HEADER.size:])["g"])
+    assert node_info(back, 0) == node_info(graph, 0) and node_info(back, 1).param == "w"
+    assert back.nodes[0]["order"] == 1 and back.nodes[1]["order"] is None and back.edges[0, 1] == {"slot": 0}

@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from gradtui.model.nodes import node_info
 from gradtui.model.stats import format_number
 from gradtui.ui.fmt import difference_text
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen
@@ -181,8 +182,8 @@ class PassesScreen(Screen[int | None]):
     def action_choose_plot(self) -> None:
         """`t`: choose the module or parameter the norm plot shows."""
         view, series = self.state.view, self.state.series
-        data = view.graph.nodes[self.node] if view is not None and self.node in view.graph else {}
-        selected = series.subject(data.get("param"), data.get("module"))
+        data = node_info(view.graph, self.node) if view is not None and self.node in view.graph else None
+        selected = series.subject(data.param if data else None, data.module if data else None)
         self.app.push_screen(PlotChoiceScreen(series.choices(), selected, self.chosen), self._plot_chosen)
 
     def _plot_chosen(self, name: str | None) -> None:

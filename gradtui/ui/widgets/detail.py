@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from textual.app import ComposeResult
 from textual.content import Content
 
-from gradtui.model.nodes import node_tags
+from gradtui.model.nodes import node_info
 from gradtui.model.stats import Stats, format_number
 from gradtui.ui import fmt
 from gradtui.ui.flowtable import flow_rows
@@ -97,8 +97,8 @@ class DetailPane(BodyPane):
             body = Content("\n").join(end) if end else Content.styled("waiting for the first backward pass…", MUTED)
             self._draw("detail", body)
             return
-        data = view.graph.nodes[node]
-        title = view.title(node) + (f" · {data['source']}" if data["source"] else "")
+        data = node_info(view.graph, node)
+        title = view.title(node) + (f" · {data.source}" if data.source else "")
         lines: list[Content] = []
         after = node == self.state.current and self.state.paused is not None and self.state.paused.phase == "after"
         flow = ((self._outgoing, self._incoming, self._over_passes) if after
@@ -166,7 +166,7 @@ class DetailPane(BodyPane):
                 yield Content.styled(text, ERROR)
 
     def _about(self, view: PassView, node: int) -> Iterable[Content]:
-        data = view.graph.nodes[node]
+        data = node_info(view.graph, node)
         paused = self.state.paused if node == self.state.current else None
         if node == view.failed_node:
             where = ("✗ raised while running", ERROR)
@@ -177,15 +177,15 @@ class DetailPane(BodyPane):
             where = (f"✓ ran {view.ran[node]} of {view.total}", OK)
         else:
             where = ("pending", MUTED)
-        kind = [("  kind ", MUTED), data["kind"]] if data["kind"] != "op" else []
-        yield _line(("op ", MUTED), (data["name"], KEY), *kind, "  ", where)
+        kind = [("  kind ", MUTED), data.kind] if data.kind != "op" else []
+        yield _line(("op ", MUTED), (data.name, KEY), *kind, "  ", where)
         if paused is not None and paused.reason != "step":
             yield _line(("why ", MUTED), (paused.reason, WARN))
-        names = [("labels ", MUTED), (", ".join(data["labels"]) or "—", ACCENT)]
-        if data["param"]:
-            names += [("  param ", MUTED), (data["param"], ACCENT)]
-        if data["module"]:
-            names += [("  module ", MUTED), data["module"]]
+        names = [("labels ", MUTED), (", ".join(data.labels) or "—", ACCENT)]
+        if data.param:
+            names += [("  param ", MUTED), (data.param, ACCENT)]
+        if data.module:
+            names += [("  module ", MUTED), data.module]
         yield _line(*names)
         if self.compact:
             yield from self._source_line(data)
@@ -196,18 +196,18 @@ class DetailPane(BodyPane):
 
     def _source(self, view: PassView, node: int) -> Iterable[Content]:
         """The node's source line with a few lines around, highlighted, the line marked; its saved values."""
-        data = view.graph.nodes[node]
+        data = node_info(view.graph, node)
         lines = [] if self.compact else source_block(data, self.scrollable_content_region.width)
         if lines:
-            yield _heading("source", data["source"] or "")
+            yield _heading("source", data.source or "")
             yield from lines
-        saved = saved_text(data["saved"])
+        saved = saved_text(data.saved)
         if saved:
             yield _line(("saved ", MUTED), saved)
 
     def _over_passes(self, view: PassView, node: int) -> Iterable[Content]:
         """A sparkline of this node's incoming norm over the last recorded passes (same id and op)."""
-        name = view.graph.nodes[node]["name"]
+        name = node_info(view.graph, node).name
         series = [(index, norm) for index, norm in self.state.norms.series(node, name) if index <= view.index]
         if len(series) < 2:
             return
@@ -222,9 +222,9 @@ class DetailPane(BodyPane):
         yield _bad(_line(("  min ", MUTED), low, " ", (bars, ACCENT), " ", high, (" max", MUTED)))
 
     def _incoming(self, view: PassView, node: int) -> Iterable[Content]:
-        data = view.graph.nodes[node]
+        data = node_info(view.graph, node)
         grads = view.incoming.get(node)
-        of = ", ".join(node_tags(data))
+        of = ", ".join(data.tags)
         note = f"grad of {of}" if of else ""
         edits = view.edits.get(node, [])
         if edits:
@@ -272,8 +272,8 @@ class DetailPane(BodyPane):
     def _leaf(self, view: PassView, node: int) -> Iterable[Content]:
         if node not in view.leaf_grads:
             return
-        data = view.graph.nodes[node]
-        name = data["param"] or (data["labels"][0] if data["labels"] else "leaf")
+        data = node_info(view.graph, node)
+        name = data.param or (data.labels[0] if data.labels else "leaf")
         yield _heading(f"{name}.grad after the pass")
         yield from self._grad(view.leaf_grads[node], None, "  ")
 
@@ -288,8 +288,8 @@ class DetailPane(BodyPane):
             return
         leaves = list(view.leaf_grads.items())
         for leaf, stats in leaves[:LEAVES_SHOWN]:
-            data = view.graph.nodes[leaf]
-            name = data["param"] or ", ".join(data["labels"]) or f"#{leaf}"
+            data = node_info(view.graph, leaf)
+            name = data.param or ", ".join(data.labels) or f"#{leaf}"
             yield _line((f"  {name}.grad ", ACCENT), (f"#{leaf} ", MUTED), fmt.one_line(stats) if stats else ("None", WARN))
         if len(leaves) > LEAVES_SHOWN:
             yield Content.styled(f"  … {len(leaves) - LEAVES_SHOWN} more leaves", MUTED)

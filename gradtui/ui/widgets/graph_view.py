@@ -13,7 +13,7 @@ import networkx as nx
 from textual.app import ComposeResult
 from textual.content import Content
 
-from gradtui.model.nodes import node_tags
+from gradtui.model.nodes import node_info
 from gradtui.ui.fmt import short_op
 from gradtui.ui.state import PassView, UIState
 from gradtui.ui.widgets.body import Body, BodyPane, node_ref
@@ -106,13 +106,13 @@ class GraphPane(BodyPane):
         return "·", "$text-muted"
 
     def _chip(self, view: PassView, node: int, selected: int, long: bool = False) -> Content:
-        data = view.graph.nodes[node]
-        tags = node_tags(data)
+        data = node_info(view.graph, node)
+        tags = data.tags
         marker, style = self._marker(view, node)
         if long:
             text = view.title(node)
         else:
-            text = f"#{node} {short_op(data['name'])}" + (f"({tags[0]})" if tags else "")
+            text = f"#{node} {short_op(data.name)}" + (f"({tags[0]})" if tags else "")
         name_style = "bold reverse" if node == selected else ("" if node in view.ran else "$text-muted")
         return node_ref(Content.assemble((marker + " ", style), (text, name_style)), node)
 

@@ -13,7 +13,7 @@ from rich.segment import Segment
 from rich.style import Style
 
 from gradtui.model.breakpoints import matches_node
-from gradtui.model.nodes import node_tags
+from gradtui.model.nodes import INFO, node_info
 from gradtui.model.stats import format_number
 from gradtui.ui.fmt import cut_left, difference_text, list_op
 from gradtui.ui.modtree import ModuleTree, display_name
@@ -55,10 +55,10 @@ class Widths:
         names: set[str] = set()
         modules: set[str] = set()
         tags = 0
-        for _, data in view.graph.nodes(data=True):
-            names.add(data["name"])
-            modules.add(data.get("module") or "")
-            tags = max(tags, len(" ".join(node_tags(data))))
+        for _, data in view.graph.nodes(data=INFO):
+            names.add(data.name)
+            modules.add(data.module or "")
+            tags = max(tags, len(" ".join(data.tags)))
         return cls(len(str(max(view.order, default=0))),
                    min(NAME_WIDTH, max((len(name) for name in names), default=8)),
                    min(NAME_WIDTH, max((len(list_op(name)) for name in names), default=4)), tags,
@@ -113,7 +113,7 @@ class RowPainter:
                  breakpoints: tuple[Marker, ...], indent: int | None = None) -> list[Segment]:
         """Marker, id, op name, labels; the module path in engine order (`indent` None); flags.
         `current`: the node the engine is paused at."""
-        data = view.graph.nodes[node]
+        data = node_info(view.graph, node)
         marker, marker_style = self._marker(view, node, current)
         flags = []
         if node in view.nonfinite:
@@ -121,7 +121,7 @@ class RowPainter:
         if _has_breakpoint(breakpoints, view, node, data):
             flags.append(Segment("●", base + self._style("breakpoint")))
         widths = self.widths
-        name, name_width = data["name"], widths.name
+        name, name_width = data.name, widths.name
         lead = indent or 0
         diff = view.reference is not None and width >= lead + 2 + widths.id + 1 + SHORT_BELOW + DIFF_WIDTH
         reserve = (len(flags) + 1 if flags else 0) + (DIFF_WIDTH if diff else 0)
@@ -130,10 +130,10 @@ class RowPainter:
             name, name_width = list_op(name), widths.short
         if len(name) > name_width:
             name = name[: name_width - 1] + "…"
-        tags = " ".join(node_tags(data))
+        tags = " ".join(data.tags)
         fixed = lead + 2 + widths.id + 1 + name_width + 1
         room = max(0, width - fixed - reserve)
-        module = (data.get("module") or "") if indent is None and room - len(tags) - 1 >= MODULE_ROOM else ""
+        module = (data.module or "") if indent is None and room - len(tags) - 1 >= MODULE_ROOM else ""
         if module:
             cap = min(MODULE_WIDTH, room - len(tags) - 1)
             if len(module) > cap:

@@ -9,11 +9,12 @@ the highlighted lines are cached by the text itself: a file edited since shows a
 from __future__ import annotations
 
 import functools
-from typing import Any, Mapping
+
 
 from textual.content import Content
 from textual.highlight import highlight
 
+from gradtui.model.nodes import NodeInfo
 from gradtui.ui import fmt
 
 SOURCE_CONTEXT = 2
@@ -38,23 +39,23 @@ def _cut(code: Content, length: int, room: int) -> Content:
     return code[: room - 1] + Content("…") if length > room else code
 
 
-def source_row(data: Mapping[str, Any], width: int) -> list[Content]:
+def source_row(data: NodeInfo, width: int) -> list[Content]:
     """`at demo.py:24 │ loss = ((prediction - target) ** 2).mean()`: the line on one row (the
     80x24 layout); `at demo.py:24` alone if the file cannot be read."""
-    lines = [entry for entry in fmt.source_lines(data["path"], data["line"], context=0) if entry[2]]
+    lines = [entry for entry in fmt.source_lines(data.path, data.line, context=0) if entry[2]]
     if not lines:
-        return [Content.assemble(("at ", MUTED), (data["source"], WARN))] if data["source"] else []
+        return [Content.assemble(("at ", MUTED), (data.source, WARN))] if data.source else []
     text = lines[0][1].strip()
     # 3 for "at ", 3 for " │ ", 2 in case a scrollbar appears once the text is in
-    room = max(8, width - len(data["source"] or "") - 8)
+    room = max(8, width - len(data.source or "") - 8)
     code = _cut(highlighted(text)[0], len(text), room)
-    return [Content.assemble(("at ", MUTED), (data["source"] or "", WARN), (" │ ", MUTED), code.stylize("bold"))]
+    return [Content.assemble(("at ", MUTED), (data.source or "", WARN), (" │ ", MUTED), code.stylize("bold"))]
 
 
-def source_block(data: Mapping[str, Any], width: int) -> list[Content]:
+def source_block(data: NodeInfo, width: int) -> list[Content]:
     """The node's line with SOURCE_CONTEXT lines around, numbered, the line marked and bold,
     the others dim; [] if the file cannot be read."""
-    lines = fmt.source_lines(data["path"], data["line"], context=SOURCE_CONTEXT)
+    lines = fmt.source_lines(data.path, data.line, context=SOURCE_CONTEXT)
     if not lines:
         return []
     digits = len(str(lines[-1][0]))
