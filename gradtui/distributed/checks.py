@@ -122,10 +122,12 @@ class Checks:
                                         summarize_all(grads, histogram=True), finished.done, finished.total))
             while True:
                 try:
-                    text, request = self._commands.get(timeout=0.25)
+                    queued: tuple[str, int] | None = self._commands.get(timeout=0.25)
                 except queue.Empty:
-                    if self.session.quitting:
-                        raise GradtuiQuit() from None
+                    queued = None
+                if self.session.quitting:
+                    raise GradtuiQuit()
+                if queued is None:
                     # Every rank holds after the same pass; the client's resume reaches those the
                     # hub knew were held. A rank whose hold began after that follows the one that
                     # resumed, through the store.
@@ -134,6 +136,7 @@ class Checks:
                     if self.link.released:  # a rank died: the others are let go at once
                         return self._resume(finished, "continue")
                     continue
+                text, request = queued
                 try:
                     command = parse(text)
                 except CommandError as exc:
@@ -145,7 +148,7 @@ class Checks:
                         self._mark_resumed(finished.pass_index, mode)
                         return self._resume(finished, mode)
                     case Quit():
-                        raise GradtuiQuit()
+                        self.session.run_quit.quit()  # its way out ends by stopping the session: seen above
                     case Print():
                         self.session.emit(ev.CommandResult(text, self._report, request=request))
                     case Break() | Delete() | ListBreakpoints():

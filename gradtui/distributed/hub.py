@@ -52,7 +52,7 @@ class JobHub:
 
     def __init__(self, world: int, out: Callable[[ev.Event], None], local: Any, store: Any) -> None:
         """`out`: the job's client (rank 0's AgentServer as a listener); `local`: rank 0's tap
-        (`control(text)`, `submit(text, request)`, `quit_self()`); `store`: the job's store (gradtui's keys)."""
+        (`control(text)`, `submit(text, request)`, `quit()`, `quit_self()`); `store`: the job's store (gradtui's keys)."""
         self.world = world
         self.shown = 0
         self._out = out
@@ -266,7 +266,7 @@ class JobHub:
             case Scale() | Zero() | Clip() | SetGrad():
                 self._submit(self.shown, line, request, note=EDIT_NOTE.format(rank=self.shown))
             case Quit():
-                self.quit_all()
+                self._local.quit()  # the run's quit path, which on rank 0 is `quit_all`
             case Flow() if self.world > 1:
                 self._reply(text, "\n".join(self._flow()), request)
             case ListBreakpoints() if self.diverge:  # the job's own check is listed with the rank's

@@ -21,7 +21,6 @@ from __future__ import annotations
 import gc
 import linecache
 import os
-import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -39,6 +38,7 @@ from gradtui.engine.plan import make_plan, resume
 from gradtui.engine.passes import PassRunner, unhooked_start
 from gradtui.engine.planned import PlannedPass
 from gradtui.engine.provenance import Provenance, UnsavedSources
+from gradtui.engine.quitting import RunQuit
 from gradtui.engine.recorder import PassRecord, FlowRecorder, nonfinite_roots, root_values
 from gradtui.engine.stepper import Mode, Pause, Stepper
 
@@ -78,11 +78,14 @@ class Session:
         """Per listener: does it read a pass's graph (names, sources, saved values) beyond what a
         pause shows? See `add_listener`."""
         self._detached = False
-        self._quitting = threading.Event()
-        self._stepper = Stepper(self.emit, self._quitting)
+        self._stepper: Stepper
+        self.run_quit = RunQuit(lambda: self._stepper.wake())
+        """The run's one quit path (gradtui.engine.quitting): the agent that builds the session
+        gives it the mode's way out."""
+        self._stepper = Stepper(self.emit, self.run_quit)
         self._passes = 0
         self._provenance = Provenance() if provenance else None
-        self._intercept = Interceptor(self, self._quitting, self._provenance)
+        self._intercept = Interceptor(self, self.run_quit, self._provenance)
         self._recorder = FlowRecorder()
         self._sources = UnsavedSources()
         self._variables_told = -1
@@ -178,7 +181,7 @@ class Session:
                 self.emit(ev.CommandResult(command, str(exc), ok=False, request=request))
                 return
         if isinstance(command, Quit):
-            self.quit()
+            self.run_quit.quit()
         elif (pause := self._stepper.pause) is not None:
             self._stepper.put(command, pause, request)
         elif isinstance(command, REGION_COMMANDS):
@@ -188,14 +191,14 @@ class Session:
             self.emit(ev.CommandResult(command.text, f"not paused: the script {running}", ok=False, request=request))
 
     def quit(self) -> None:
-        """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
-        self._quitting.set()
-        self._stepper.put(Quit("quit"), None)
+        """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one
+        (the end of every way out of `run_quit`)."""
+        self.run_quit.stop()
 
     @property
     def quitting(self) -> bool:
         """Has quit been asked for?"""
-        return self._quitting.is_set()
+        return self.run_quit.asked
 
     def stop_debugging(self) -> None:
         """After a quit in a process gradtui does not own (`gradtui.listen()` in a notebook): the
@@ -203,7 +206,7 @@ class Session:
         gradtui were not there, until `uninstall`."""
         self.breakpoints.delete(None)
         self._stepper.mode = Mode.CONTINUE
-        self._quitting.clear()
+        self.run_quit.clear()
 
     def run_on(self) -> None:
         """Run on until a breakpoint hits (as `continue`), paused or not: for a run armed before
@@ -349,7 +352,7 @@ class Session:
 
     def quitting_now(self) -> bool:
         """Has quit been asked for?"""
-        return self._quitting.is_set()
+        return self.run_quit.asked
 
     def stepping(self) -> bool:
         """Must every node of the pass in flight be hooked from now on?"""

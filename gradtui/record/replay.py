@@ -129,9 +129,13 @@ class ReplayTarget:
         except CommandError as exc:
             self._queue.put_nowait([ev.CommandResult(text, str(exc), ok=False, request=request)])
             return request
-        self._queue.put_nowait(self._run(command, request))
-        if self._ending:
-            self._close()
+        match command:
+            case Quit():
+                self._quit()
+            case _:
+                self._queue.put_nowait(self._run(command, request))
+                if self._ending:
+                    self._close()
         return request
 
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
@@ -144,7 +148,12 @@ class ReplayTarget:
                 yield batch
 
     async def quit(self) -> None:
-        """End the replay."""
+        """End the replay (the client quit)."""
+        self._quit()
+
+    def _quit(self) -> None:
+        """The replay's one quit path (a typed `quit`, the client's quit): the script's end, as
+        the user's, then the replay closes."""
         if not self._over:
             self._queue.put_nowait(self._end(by_user=True))
             self._close()
@@ -264,8 +273,6 @@ class ReplayTarget:
                 return self._breakpoint_command(command, answer)
             case Help():
                 return answer(REPLAY_HELP)
-            case Quit():
-                return self._end(by_user=True)
             case _:
                 return answer(refusal(command), False)
 
