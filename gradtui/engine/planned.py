@@ -336,7 +336,7 @@ class PlannedPass:
         if state.running is None:
             state.running = ready_node(state.capture.attrs, self._completed)
         if state.running is not None:
-            state.incoming[state.running] = self._incoming.get(state.running, ())
+            state.grad_outputs[state.running] = self._incoming.get(state.running, ())
 
 
 def ready_node(attrs: list[dict[str, Any]], completed: bytearray) -> int | None:

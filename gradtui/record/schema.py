@@ -25,6 +25,11 @@ import sqlite3
 APP = "gradtui"
 VERSION = 2
 
+GRAD_OUTPUTS_DIR = 0
+"""`grads.dir` of what arrived at a node (its `grad_outputs`)."""
+GRAD_INPUTS_DIR = 1
+"""`grads.dir` of what a node sent on (its `grad_inputs`)."""
+
 SCHEMA = """
 CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL);
 CREATE TABLE run (
