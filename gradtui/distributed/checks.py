@@ -29,7 +29,7 @@ from gradtui.model.commands import (
 )
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.summary import summarize_all
-from gradtui.distributed.stops import HOLD
+from gradtui.distributed.stops import HOLD, resume_holds
 
 WAIT = timedelta(seconds=0.2)
 
@@ -145,7 +145,7 @@ class Checks:
                 match command:
                     case Continue() | Step() | Finish():
                         mode = "continue" if isinstance(command, Continue) else "step"
-                        self._mark_resumed(finished.pass_index, mode)
+                        resume_holds(self.store, finished.pass_index, mode)  # the ranks whose hold began later
                         return self._resume(finished, mode)
                     case Quit():
                         self.session.run_quit.quit()  # its way out ends by stopping the session: seen above
@@ -172,12 +172,6 @@ class Checks:
         if mode == "step":
             self.session.step_next_pass()
         self.session.emit(ev.Resumed(finished.pass_index, mode))
-
-    def _mark_resumed(self, index: int, mode: str) -> None:
-        try:
-            self.store.set(f"vr/{index}", mode)
-        except Exception:  # noqa: BLE001 - the job's store is gone: the job is ending
-            pass
 
     def _resumed(self, index: int) -> str | None:
         """How another rank resumed its hold after pass `index` (None: none has yet); "continue"

@@ -38,7 +38,7 @@ from gradtui.distributed.deaths import Deaths
 from gradtui.distributed.outbox import RankOrders
 from gradtui.model.dist_events import RanksChanged, flow_table, format_ranks
 from gradtui.distributed.settle import HeldPause
-from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked
+from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked, resume_holds
 
 EDIT_NOTE = ("(edited on rank {rank} only: DDP will average this gradient into every rank at the "
              "all-reduce)")
@@ -275,16 +275,10 @@ class JobHub:
                         st.pending = Pending(line, stop)
                 elif st.paused == "own" and is_hold(st.pause):
                     assert st.pause is not None
-                    self._resume_hold(st.pause.pass_index, line)
+                    resume_holds(self._store, st.pause.pass_index, "continue" if line.startswith("c") else "step")
                 elif st.paused == "own":
                     self._orders.submit(st.rank, line, request if st.rank == self.shown else None)
                 st.paused = None
-
-    def _resume_hold(self, index: int, line: str) -> None:
-        try:
-            self._store.set(f"vr/{index}", "continue" if line.startswith("c") else "step")
-        except Exception:  # noqa: BLE001 - the store is gone: the job is ending
-            pass
 
     def _rank_command(self, text: str, rank: int, request: int) -> None:
         if not 0 <= rank < self.world:
