@@ -52,11 +52,6 @@ class HookPlan:
     derived: dict[int, list[int]]
     """Producer id -> the derived nodes it feeds directly (their statistics follow from its)."""
 
-    @property
-    def hook_calls(self) -> int:
-        """Hook calls the plan makes per pass if every node runs."""
-        return sum(self.hooks) if self.hooks else 0
-
 
 def user_hooked(node: Any) -> bool:
     """Did the script register a tensor hook that runs on this node's incoming gradient? (The
