@@ -33,16 +33,16 @@ class PassView:
     done: int = 0
     ran: dict[int, int] = field(default_factory=dict)
     """Node id -> the position (1-based) in which it ran."""
-    incoming: dict[int, Grads] = field(default_factory=dict)
+    grad_outputs: dict[int, Grads] = field(default_factory=dict)
     """Gradients that reached a node (after edits)."""
-    incoming_hist: dict[int, Grads] = field(default_factory=dict)
+    grad_outputs_hist: dict[int, Grads] = field(default_factory=dict)
     """Incoming gradients with histograms, as a pause saw them, or as an edit made them when
     its summary has histograms (else dropped by the edit: `arrived_hist` keeps the original)."""
     arrived_hist: dict[int, Grads] = field(default_factory=dict)
     """Incoming gradients with histograms as they arrived, before any edit."""
-    outgoing: dict[int, Grads] = field(default_factory=dict)
+    grad_inputs: dict[int, Grads] = field(default_factory=dict)
     """Gradients a node sent on, once it ran."""
-    outgoing_hist: dict[int, Grads] = field(default_factory=dict)
+    grad_inputs_hist: dict[int, Grads] = field(default_factory=dict)
     """Outgoing gradients with histograms (a pause after the node: `break nan`)."""
     edits: dict[int, list[tuple[str, Grads]]] = field(default_factory=dict)
     """Node id -> (command, gradients before it) for every edit made there."""
@@ -85,7 +85,7 @@ class PassView:
 
     def incoming_norms(self) -> dict[int, float | None]:
         """Node id -> the combined norm of the gradients that reached it."""
-        return {node: combined_norm(grads) for node, grads in self.incoming.items()}
+        return {node: combined_norm(grads) for node, grads in self.grad_outputs.items()}
 
     def summary(self) -> PassSummary:
         """This pass in one line (kept long after the view is dropped)."""
@@ -105,7 +105,7 @@ class PassView:
         first = var.nodes[0]
         if var.kind == "module" or first in self.graph and self.graph.nodes[first].get("kind") == "accumulate":
             return combined_norm(self.leaf_grads.get(node) for node in var.nodes) if self.finished else None
-        grads = self.incoming.get(var.nodes[0])
+        grads = self.grad_outputs.get(var.nodes[0])
         if grads is None or var.slot >= len(grads) or grads[var.slot] is None:
             return None
         return grads[var.slot].norm

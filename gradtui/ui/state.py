@@ -248,8 +248,8 @@ class UIState:
             return Changes()
         view.ran[event.node] = event.order
         view.done = max(view.done, event.order)
-        view.incoming[event.node] = event.grad_outputs
-        view.outgoing[event.node] = event.grad_inputs
+        view.grad_outputs[event.node] = event.grad_outputs
+        view.grad_inputs[event.node] = event.grad_inputs
         if any_nonfinite(event.grad_outputs) or any_nonfinite(event.grad_inputs):
             view.nonfinite.add(event.node)
         self.progress = (view.done, view.total)
@@ -267,12 +267,12 @@ class UIState:
         if view is not None and event.pass_index == view.index:
             view.done = max(view.done, event.done)
             if event.phase == "before":
-                view.incoming[event.node] = event.grads
-                view.incoming_hist[event.node] = event.grads
+                view.grad_outputs[event.node] = event.grads
+                view.grad_outputs_hist[event.node] = event.grads
                 view.arrived_hist.setdefault(event.node, event.grads)
             else:
-                view.outgoing[event.node] = event.grads
-                view.outgoing_hist[event.node] = event.grads
+                view.grad_inputs[event.node] = event.grads
+                view.grad_inputs_hist[event.node] = event.grads
             if any_nonfinite(event.grads):
                 view.nonfinite.add(event.node)
             change.rows.add(event.node)
@@ -307,11 +307,11 @@ class UIState:
         if view is None or event.pass_index != view.index:
             return Changes()
         view.edits.setdefault(event.node, []).append((event.command, event.before))
-        view.incoming[event.node] = event.after
+        view.grad_outputs[event.node] = event.after
         if any(s is not None and s.histogram for s in event.after):
-            view.incoming_hist[event.node] = event.after
+            view.grad_outputs_hist[event.node] = event.after
         else:
-            view.incoming_hist.pop(event.node, None)
+            view.grad_outputs_hist.pop(event.node, None)
         if any_nonfinite(event.after):
             view.nonfinite.add(event.node)
         return Changes(rows={event.node})
@@ -337,7 +337,7 @@ class UIState:
             if event.node is not None:
                 change.rows.add(event.node)
                 if event.failed_grads:
-                    view.incoming[event.node] = event.failed_grads
+                    view.grad_outputs[event.node] = event.failed_grads
         if self.summaries and self.summaries[-1].index == view.index:
             self.summaries[-1] = view.summary()
         if view.recorded and view.total:
