@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import math
+import sys
 import weakref
 from collections.abc import Sequence
 
@@ -104,6 +105,10 @@ class Shards:
 
 _SHARDS = Shards()
 
+_FSDP = "torch.distributed.fsdp"
+"""FSDP (1 and 2) frees the storage of tensors it keeps (an unsharded parameter after backward);
+until a script imports it, no leaf of a pass is looked at for that."""
+
 
 def _sharded(leaves: Sequence[tuple[str, int | None, torch.Tensor]]) -> list[tuple[str, int | None, torch.Tensor]]:
     """The leaves to read: a freed one (FSDP2's unsharded parameter) as its sharded parameter,
@@ -154,9 +159,14 @@ def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]]) -> tup
 
     Leaves without a `.grad` come first (ratio None), leaves with a non-finite gradient last.
     """
-    leaves = _sharded(leaves)
+    sharding = _FSDP in sys.modules
+    if sharding:
+        leaves = _sharded(leaves)
     with torch.no_grad():
-        grads = [None if leaf.grad is None or freed(leaf.grad) else local_shard(leaf.grad) for _, _, leaf in leaves]
+        if sharding:
+            grads = [None if leaf.grad is None or freed(leaf.grad) else local_shard(leaf.grad) for _, _, leaf in leaves]
+        else:  # nothing frees a storage: the common case, without a storage look-up per leaf
+            grads = [None if (g := leaf.grad) is None else local_shard(g) for _, _, leaf in leaves]
         have = [i for i, g in enumerate(grads) if g is not None]
         both = _norms([_dense(local_shard(leaf)) for _, _, leaf in leaves] + [_dense(grads[i]) for i in have])  # one fused call
         weight_norms = both[:len(leaves)]

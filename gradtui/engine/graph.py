@@ -287,7 +287,8 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
     slots: list[tuple[tuple[int, int] | None, ...]] = []
     attrs: list[dict[str, Any]] = []
     accumulators: list[int] = []
-    by_leaf, params = names.by_leaf, names.params
+    named = names.ready  # LaterNames: leaves are named when the capture is described
+    by_leaf, params = (names.by_leaf, names.params) if named else ({}, {})
     root_ids = []
     for root in roots:
         if root is not None and root not in ids:
@@ -322,9 +323,10 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
             name, kind = known
         data = {"name": name, "kind": kind, "seq": sequence_nr(node), "next": tuple(receivers)}
         if kind == "accumulate":
-            leaf_id = id(node.variable)
-            data["labels"] = tuple(by_leaf.get(leaf_id, ()))
-            data["param"] = params.get(leaf_id)
+            if named:
+                leaf_id = id(node.variable)
+                data["labels"] = tuple(by_leaf.get(leaf_id, ()))
+                data["param"] = params.get(leaf_id)
             accumulators.append(here)
         attrs.append(data)
     cap = Capture(attrs=attrs, graph=None, nodes=nodes, roots=tuple(root_ids),  # type: ignore[arg-type]
@@ -346,7 +348,11 @@ def _describe(attrs: list[dict[str, Any]], nodes: list[Node], names: Names) -> N
     several = names.several_roots
     for data, node in zip(attrs, nodes):
         source = module = None
-        if data["kind"] != "accumulate":
+        if data["kind"] == "accumulate" and "labels" not in data:  # a walk with names not collected yet
+            leaf_id = id(node.variable)
+            data["labels"] = tuple(names.by_leaf.get(leaf_id, ()))
+            data["param"] = names.params.get(leaf_id)
+        elif data["kind"] != "accumulate":
             data["labels"] = tuple(by_grad_fn.get(id(node), ()))
             data["param"] = None
             source, module = source_of(node), module_of(node)

@@ -65,6 +65,9 @@ class Owner(Protocol):
     def quitting_now(self) -> bool:
         """Has quit been asked for?"""
 
+    def wants_flow(self) -> bool:
+        """Does a listener read the gradient flow and leaf gradients of a hooked pass?"""
+
     def watching(self) -> bool:
         """Can a value breakpoint stop the pass in flight?"""
 
@@ -239,3 +242,12 @@ class EveryNodeHooks:
             state.handoff.clear()
             state.arrived.clear()
             state.planned = self._owner.plan_rest(state)
+            state.planned.drop_prehooks(self._drop_prehook, self._restore_prehook)
+
+    def _drop_prehook(self, node: int) -> None:
+        """Take node `node`'s prehook off (the plan needs none there); `close` removes it again, harmlessly."""
+        self._handles[2 * node].remove()
+
+    def _restore_prehook(self, node: int) -> None:
+        """Put node `node`'s prehook back (the user steps again after a hand-over)."""
+        self._handles.append(self.state.capture.nodes[node].register_prehook(functools.partial(self._prehook, node)))

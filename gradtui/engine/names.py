@@ -27,6 +27,8 @@ class Names:
     several_roots: bool = False
     """More than one root module with parameters is in scope (a GAN's `netG` and `netD`): then
     parameter names and module paths are led by the root's variable (`netG.0.weight`)."""
+    ready = True
+    """Are the names collected (not `LaterNames` yet)? A lazy capture's walk names no leaf until then."""
 
     @classmethod
     def from_scopes(cls, *scopes: Mapping[str, Any]) -> "Names":
@@ -75,3 +77,25 @@ class Names:
             return
         if var not in known:  # at module level, locals and globals are the same dict
             known.append(var)
+
+
+class LaterNames(Names):
+    """Names collected from scopes at their first read, not before: a pass in `continue` that
+    nobody looks at (a lazy capture, no flow wanted) never needs them. The scopes are the calling
+    frame's, which lives as long as the pass."""
+
+    def __init__(self, *scopes: Mapping[str, Any]) -> None:  # not the dataclass's: nothing is collected yet
+        self._scopes: tuple[Mapping[str, Any], ...] | None = scopes
+        self._names: Names | None = None
+
+    def _collected(self) -> Names:
+        if self._names is None:
+            self._names = Names.from_scopes(*(self._scopes or ()))
+            self._scopes = None
+        return self._names
+
+    by_grad_fn = property(lambda self: self._collected().by_grad_fn)  # type: ignore[assignment]
+    by_leaf = property(lambda self: self._collected().by_leaf)  # type: ignore[assignment]
+    params = property(lambda self: self._collected().params)  # type: ignore[assignment]
+    several_roots = property(lambda self: self._collected().several_roots)  # type: ignore[assignment]
+    ready = property(lambda self: self._names is not None)  # type: ignore[assignment]

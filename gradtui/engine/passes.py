@@ -82,7 +82,8 @@ class PassRunner:
                 if state.prints is not None:  # the pass's fingerprints, before its end (a recording's)
                     self._owner.emit(state.prints.event(state.index))
                     state.prints = None
-                finished = self._recorder.finished(state, state.call, error_text(error), self._owner.light)
+                finished = self._recorder.finished(state, state.call, error_text(error), self._owner.light,
+                                                   self._owner.wants_flow())
                 error = None  # this frame is on error's traceback: holding error would make a cycle
                 self.finish(finished)
 

@@ -127,9 +127,70 @@ def derive_outgoing(node: Any, name: str, incoming: Stats | None, full: bool) ->
     `full`: min, max and mean of big gradients too (else only their norm, as a light read has)."""
     if name == "AccumulateGrad":
         return ()
-    shape = out_shape(node)
-    if incoming is None or shape is None:
+    shape, saved = shape_and_saved(node, name)
+    return derive_from(name, shape, saved, incoming, full, node.next_functions[0][0] is not None)
+
+
+SIZED = frozenset({"ViewBackward0", "UnsafeViewBackward0", "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2",
+                   "SelectBackward0", "SelectBackward1"})
+"""Derived nodes that save their input's sizes: the shape of what they send on. The others' follows
+from the shape they receive (a transpose's, a permute's, an unsqueeze's dims; a clone's is it)."""
+
+
+def shape_and_saved(node: Any, name: str) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
+    """What `derive_from` needs of a live derived node: the shape it sends on, where it saved it
+    (None: it follows from what arrives), and the dims a rearrangement of its values takes (a
+    permute's dims, a transpose's two, an unsqueeze's, a select's dim and index)."""
+    shape = tuple(node._saved_self_sym_sizes) if name in SIZED else None
+    match name:
+        case "PermuteBackward0":
+            return shape, tuple(map(_signed, node._saved_dims))
+        case "TransposeBackward0" | "TransposeBackward1":
+            return shape, (_signed(node._saved_dim0), _signed(node._saved_dim1))
+        case "SelectBackward0" | "SelectBackward1":
+            return shape, (node._saved_dim, node._saved_index)
+        case "UnsqueezeBackward0":
+            return shape, (_signed(node._saved_dim),)
+    return shape, ()
+
+
+def _signed(dim: int) -> int:
+    """A saved dim as given: a negative one (`.mT`, `permute(-1, ...)`) reads back as its unsigned
+    64-bit form."""
+    return dim - (1 << 64) if dim >= 1 << 63 else dim
+
+
+def sent_shape(name: str, saved: tuple[int, ...], received: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape a transpose, `.T`, permute, unsqueeze or clone sends on, given the shape it received."""
+    match name:
+        case "TBackward0":
+            return received[::-1] if len(received) == 2 else received
+        case "PermuteBackward0":
+            out = [0] * len(received)
+            for i, d in enumerate(saved):
+                out[d % len(received)] = received[i]
+            return tuple(out)
+        case "TransposeBackward0" | "TransposeBackward1":
+            out = list(received)
+            a, b = (d % len(received) for d in saved)
+            out[a], out[b] = out[b], out[a]
+            return tuple(out)
+        case "UnsqueezeBackward0":
+            dim = saved[0] % len(received)
+            return received[:dim] + received[dim + 1:]
+    return received
+
+
+def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...], incoming: Stats | None,
+                full: bool, sends: bool = True) -> tuple[Stats | None, ...]:
+    """`derive_outgoing` from plain data (`shape_and_saved` of the node; `sends`: its input slot
+    has a receiver): no node needed, so it can run after the pass."""
+    if name == "AccumulateGrad":
+        return ()
+    if incoming is None or not sends:
         return (None,)
+    if shape is None:
+        shape = sent_shape(name, saved, incoming.shape)
     if incoming.unreadable is not None:
         return (incoming.reshaped(shape),)
     if not math.prod(shape) or not incoming.numel:  # as summarize has an empty tensor
@@ -139,38 +200,35 @@ def derive_outgoing(node: Any, name: str, incoming: Stats | None, full: bool) ->
     values = incoming.values
     if name in PERMUTED:
         if values is not None and len(incoming.shape) > 1:
-            values = tuple(_rearranged(node, name, values, incoming.shape).tolist())
+            values = tuple(_rearranged(name, saved, values, incoming.shape).tolist())
             return (small_stats(shape, incoming.dtype, incoming.device, values),)
         return (Stats(shape, incoming.dtype, incoming.device, incoming.norm, incoming.min, incoming.max,
                       incoming.mean, incoming.nonfinite),)
-    return (_selected(node, incoming, shape, full),)
+    return (_selected(saved, incoming, shape, full),)
 
 
-def _rearranged(node: Any, name: str, values: tuple[float, ...], shape: tuple[int, ...]) -> torch.Tensor:
+def _rearranged(name: str, saved: tuple[int, ...], values: tuple[float, ...], shape: tuple[int, ...]) -> torch.Tensor:
     """A small gradient's values as the node sends them on (a tiny float64 tensor, flat)."""
     grad = torch.tensor(values, dtype=torch.float64).reshape(shape)
     match name:
         case "TBackward0":
             grad = grad.t() if grad.dim() == 2 else grad
         case "PermuteBackward0":
-            dims = node._saved_dims
-            inverse = [0] * len(dims)
-            for i, d in enumerate(dims):
-                inverse[d % len(dims)] = i
+            inverse = [0] * len(saved)
+            for i, d in enumerate(saved):
+                inverse[d % len(saved)] = i
             grad = grad.permute(inverse)
         case _:
-            # a negative dim (`.mT`) reads back as its unsigned 64-bit form
-            dims = [d - (1 << 64) if d >= 1 << 63 else d for d in (node._saved_dim0, node._saved_dim1)]
-            grad = grad.transpose(*dims)
+            grad = grad.transpose(*saved)
     return grad.reshape(-1)
 
 
-def _selected(node: Any, incoming: Stats, shape: tuple[int, ...], full: bool) -> Stats:
+def _selected(saved: tuple[int, ...], incoming: Stats, shape: tuple[int, ...], full: bool) -> Stats:
     """SelectBackward's output: the incoming gradient at one index of `shape`, zeros elsewhere."""
     numel = math.prod(shape)
     if incoming.values is not None and numel <= VALUES_LIMIT:
         grad = torch.zeros(shape, dtype=torch.float64)
-        grad.select(node._saved_dim, node._saved_index).copy_(
+        grad.select(saved[0], saved[1]).copy_(
             torch.tensor(incoming.values, dtype=torch.float64).reshape(incoming.shape))
         return small_stats(shape, incoming.dtype, incoming.device, tuple(grad.reshape(-1).tolist()))
     if not full:

@@ -7,8 +7,9 @@ lets go of the tensors, so nothing is held past the hook (AccumulateGrad still s
 buffer). The first node whose output is not finite while what it received was stops the pass
 in its posthook, right after it ran, and an edit there replaces what it sends on. A node with
 a prehook (a user hook on its input, a custom Function) is checked before it runs too.
-Derived nodes' statistics are filled in from their producer's when the NodeRan events are
-emitted (every READ_EVERY hooked nodes, at a pause, at the end).
+The nodes that ran are emitted as NodesRan batches (every READ_EVERY hooked nodes, at a pause,
+at the end: gradtui.engine.ranbatch), each hooked node followed by the nodes derived from it,
+whose statistics are made from their producer's only when a listener reads the batch.
 
 On the CPU a read costs a Python call, no device sync, so reading at every planned node is
 exact and cheap; an accelerator pass keeps the deferred, batched reads of the every-node hooks
@@ -22,30 +23,26 @@ stepping hooks would.
 from __future__ import annotations
 
 import functools
-import math
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import torch
-
 from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, derive_outgoing
+from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, shape_and_saved
+from gradtui.engine.ranbatch import Derived, Hooked, PassBatches, Resent
 from gradtui.engine.recorder import PassRecord
-from gradtui.engine.summary import CHUNK, dtype_name, summarize, summarize_all
+from gradtui.engine.nowstats import measured, now_stats, quick_stats, resolved
 from gradtui.engine.watch import Hit, hit_text
-from gradtui.engine.window import small_stats
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
 from gradtui.model.nodes import node_title
-from gradtui.model.stats import VALUES_LIMIT, Stats, any_nonfinite
+from gradtui.model.stats import Stats, any_nonfinite
 
 READ_EVERY = 64
 PROGRESS_INTERVAL = 0.05
 
-_BULK = frozenset({torch.float32, torch.float64})
 
 
 class Stepping(Protocol):
@@ -76,29 +73,6 @@ class Stepping(Protocol):
         """Can a value breakpoint stop the pass (one is armed and the session may still pause)?"""
 
 
-def now_stats(grad: Any, full: bool) -> Stats | None:
-    """A gradient's statistics, read now (CPU): as the window's bulk read makes them."""
-    if grad is None:
-        return None
-    if (type(grad) is torch.Tensor and grad.dtype in _BULK and grad.layout is torch.strided
-            and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
-        if grad.requires_grad:
-            grad = grad.detach()  # create_graph: gradtui's reductions record nothing
-        shape, dtype = tuple(grad.shape), dtype_name(grad.dtype)
-        if numel <= VALUES_LIMIT:  # a 1-d gradient lists itself; others are flattened first (a view: no copy)
-            return small_stats(shape, dtype, "cpu", tuple(grad.tolist() if grad.dim() == 1 else grad.reshape(-1).tolist()))
-        if full:
-            lo, hi = torch.aminmax(grad)
-            lo_v, hi_v, total, norm = torch.stack((lo, hi, grad.sum(), torch.linalg.vector_norm(grad))).tolist()
-            if math.isfinite(norm) and math.isfinite(total) and math.isfinite(lo_v) and math.isfinite(hi_v):
-                return Stats(shape, dtype, "cpu", norm, lo_v, hi_v, total / numel, 0)
-        else:
-            norm = torch.linalg.vector_norm(grad).item()
-            if math.isfinite(norm):
-                return Stats(shape, dtype, "cpu", norm, None, None, None, 0)
-    return summarize(grad, light=not full)  # also confirms a non-finite norm with isfinite
-
-
 class PlannedPass:
     """The posthooks (and few prehooks) of one planned pass, its statistics and its NodeRan
     events (see module doc). Inert once `close`d: a retained graph's later passes skip them."""
@@ -120,9 +94,12 @@ class PlannedPass:
         self._ran: list[int] = []
         self._held: list[int] = []
         self._emitted = state.done
+        self._batches = PassBatches(state.index, full)
         self._handles: list[Any] = []
         self._upgraded = False
         self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
+        self._quitting = owner.quitting_now
+        self._restore: Callable[[int], None] | None = None
 
     # ---- hooks ---------------------------------------------------------------------------
 
@@ -131,7 +108,7 @@ class PlannedPass:
         if self._delegated:
             return
         nodes, hooks = self._state.capture.nodes, self._plan.hooks
-        pre, post = self._prehook, self._posthook
+        pre, post = self._prehook, self.posthook
         for i, node in enumerate(nodes):
             kind = hooks[i]
             if kind == BOTH:
@@ -146,13 +123,20 @@ class PlannedPass:
             handle.remove()
         self._handles = []
 
+    def drop_prehooks(self, remove: Callable[[int], None], restore: Callable[[int], None]) -> None:
+        """`delegated`: the every-node hooks may take their prehook off each node that has not run
+        and needs none on the plan (`remove(i)`: the engine then calls no Python before it), and put
+        it back (`restore(i)`) if the user steps again."""
+        self._restore = restore
+        hooks, completed = self._plan.hooks, self._completed
+        for i in range(len(hooks)):
+            if not completed[i] and hooks[i] != BOTH:
+                remove(i)
+
     def prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Node `node`'s prehook, called by a hook already on it (`delegated`): the plan's, if any."""
         return self._prehook(node, grads) if self._plan.hooks[node] == BOTH else None
 
-    def posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """Node `node`'s posthook, called by a hook already on it (`delegated`): the plan's, if any."""
-        return self._posthook(node, grad_inputs, grad_outputs) if self._plan.hooks[node] != NONE else None
 
     def _own_call(self) -> bool:
         state = self._state
@@ -191,36 +175,50 @@ class PlannedPass:
         self._after_pause()
         return new
 
-    def _posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        owner, state = self._owner, self._state
-        if owner.quitting_now():
+    def posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """Node `node`'s posthook: the plan's (the one this pass registers, or called by an every-node
+        hook already on the node when `delegated`), if the plan hooks it."""
+        # Once per hooked node: kept lean (no generator, no call that an inline test can spare).
+        state = self._state
+        if self._quitting():
             raise GradtuiQuit()
-        task = current_graph_task_id()  # `_own_call`, inline: this runs once per hooked node
+        if self._plan.hooks[node] == NONE:
+            return None
+        task = current_graph_task_id()  # `_own_call`, inline
         if state.task is None:
             state.task = task
         if not self._live or task != state.task:
             return None
         full = self._full
+        count = len(grad_inputs)
+        if count == 1 or count == 2 and grad_inputs[1] is None:  # most nodes: one gradient sent (`x * 2.0`'s too)
+            first = quick_stats(grad_inputs[0], full) if grad_inputs[0] is not None else None
+            outgoing = (first,) if count == 1 else (first, None)
+            bad = first is not None and first.nonfinite
+        else:
+            outgoing = measured(grad_inputs, full, measure=quick_stats)
+            bad = any_nonfinite(outgoing)  # type: ignore[arg-type]
+        self._outgoing[node] = outgoing
         incoming = self._incoming.get(node)
         late_before = False
         if incoming is None and (self._plan.producer[node] is None or len(grad_outputs) != 1):
-            incoming = self._incoming[node] = tuple([now_stats(g, full) for g in grad_outputs])
-            late_before = any_nonfinite(incoming) and not state.nan_seen
-        outgoing = self._outgoing[node] = tuple([now_stats(g, full) for g in grad_inputs])
+            incoming = self._incoming[node] = measured(grad_outputs, full, grad_inputs, outgoing, quick_stats)
+            late_before = not state.nan_seen and any_nonfinite(incoming)
         self._completed[node] = 1
         state.running = None
-        self._ran.append(node)
+        ran = self._ran
+        ran.append(node)
         result = None
-        if late_before or (not state.nan_seen and any(s is not None and s.nonfinite for s in outgoing)):
+        if late_before or bad and not state.nan_seen:
             state.nan_seen = True
             if self._nan is not None and self._watching():
                 result = self._stop_after(node, grad_inputs, grad_outputs, late_before)
-        if len(self._ran) >= READ_EVERY:
+        if len(ran) >= READ_EVERY:
             self.flush()
         now = time.monotonic()
         if now - state.last_progress >= PROGRESS_INTERVAL:
             state.last_progress = now
-            owner.emit(ev.Progress(state.index, self._emitted + len(self._ran), len(state.capture.nodes)))
+            self._owner.emit(ev.Progress(state.index, self._emitted + len(self._ran), len(state.capture.nodes)))
         return result
 
     def _stop_after(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...],
@@ -257,12 +255,14 @@ class PlannedPass:
             return
         self._upgraded = True
         plan, nodes, completed = self._plan, self._state.capture.nodes, self._completed
-        pre, post = self._prehook, self._posthook
+        pre, post = self._prehook, self.posthook
         for i, node in enumerate(nodes):
             if completed[i] or plan.hooks[i] == BOTH:
                 continue
             if not self._delegated:
                 self._handles.append(node.register_prehook(_bound(pre, i)))
+            elif self._restore is not None:
+                self._restore(i)  # its every-node prehook was dropped at the hand-over
             if plan.hooks[i] == NONE:
                 if not self._delegated:
                     self._handles.append(node.register_hook(_bound(post, i)))
@@ -276,57 +276,61 @@ class PlannedPass:
     # ---- statistics out -------------------------------------------------------------------
 
     def flush(self, hold: int | None = None) -> None:
-        """Emit the NodeRan events of the hooked nodes that ran since the last flush, each followed
-        by those of the derived nodes it feeds; those `hold` feeds wait for the next flush (it is
-        paused in its posthook: they have not run, and stepping on hooks them instead)."""
+        """Emit the hooked nodes that ran since the last flush as one NodesRan batch, each followed
+        by the derived nodes it feeds (gradtui.engine.ranbatch: their statistics are made when the
+        batch is read); those `hold` feeds wait for the next flush (it is paused in its posthook:
+        they have not run, and stepping on hooks them instead)."""
         held, self._held = self._held, []
-        for node in held:
-            self._derive(node)
         ran, self._ran = self._ran, []
+        if not held and not ran:
+            return
+        steps: list[Hooked | Derived | Resent] = []
+        count = 0
+        for node in held:
+            steps.append(Resent(node, self._outgoing.pop(node)))
+            count += self._derive(node, steps)
         incoming_of, outgoing_of, producer_of, derived = self._incoming, self._outgoing, self._plan.producer, self._plan.derived
-        state, emit, node_ran = self._state, self._owner.emit, ev.NodeRan
-        index = state.index
-        for node in ran:  # `_emit` inline: this runs once per hooked node
+        make = tuple.__new__  # a NamedTuple's own __new__ is a Python function
+        for node in ran:  # once per hooked node: kept lean
             incoming = incoming_of.pop(node, None)
-            if incoming is None:
-                producer, slot = producer_of[node]  # type: ignore[misc]
-                incoming = (outgoing_of[producer][slot],)
-            order = self._emitted = state.done = self._emitted + 1
-            emit(node_ran(index, node, order, incoming, outgoing_of[node]))
+            # what it sent lives on in the step (a held node's until its derived nodes are added)
+            outgoing = outgoing_of[node] if node == hold else outgoing_of.pop(node)
+            steps.append(make(Hooked, (node, incoming, None if incoming is not None else producer_of[node], outgoing)))
+            count += 1
             if node == hold:
                 self._held.append(node)
             elif node in derived:
-                self._derive(node)
+                count += self._derive(node, steps)
+        state = self._state
+        first = self._emitted + 1
+        self._emitted = state.done = self._emitted + count
+        self._owner.emit(self._batches.batch(steps, first, count))
 
-    def _derive(self, node: int) -> None:
+    def _derive(self, node: int, steps: list[Hooked | Derived | Resent]) -> int:
+        """Add the steps of the nodes derived from `node` (and from them), breadth-first; mark them
+        run; returns how many."""
         plan, attrs, nodes = self._plan, self._state.capture.attrs, self._state.capture.nodes
-        derived, producer_of, outgoing_of, completed = plan.derived, plan.producer, self._outgoing, self._completed
+        derived, producer_of, completed = plan.derived, plan.producer, self._completed
+        make = tuple.__new__  # a NamedTuple's own __new__ is a Python function: this runs per derived node
         todo = deque(derived.get(node, ()))
+        count = 0
         while todo:
             child = todo.popleft()
-            producer, slot = producer_of[child]  # type: ignore[misc]
-            sent = outgoing_of[producer]
-            incoming = (sent[slot] if slot < len(sent) else None,)
-            name = attrs[child]["name"]
-            if name == "AccumulateGrad":
-                out: tuple[Stats | None, ...] = ()  # it sends nothing on
-            else:
+            data = attrs[child]
+            name = data["name"]
+            shape, saved, error = None, (), None
+            if name != "AccumulateGrad":
                 try:
-                    out = derive_outgoing(nodes[child], name, incoming[0], self._full)
+                    shape, saved = shape_and_saved(nodes[child], name)
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
-                    out = (Stats((), "", "", math.nan, None, None, None, 0,
-                                 unreadable=f"not derived ({type(exc).__name__}: {exc})"),)
-            outgoing_of[child] = out
+                    error = f"{type(exc).__name__}: {exc}"
+            steps.append(make(Derived, (child, producer_of[child], name, shape, saved, data["next"][:1] != (None,), error)))
             completed[child] = 1
-            self._emit(child, incoming, out)
+            count += 1
             more = derived.get(child)
             if more:
                 todo.extend(more)
-
-    def _emit(self, node: int, incoming: tuple[Stats | None, ...], outgoing: tuple[Stats | None, ...]) -> None:
-        self._emitted += 1
-        self._state.done = self._emitted
-        self._owner.emit(ev.NodeRan(self._state.index, node, self._emitted, incoming, outgoing))
+        return count
 
     def finish(self) -> None:
         """The pass's engine call returned (or raised): emit what is left; name the node that
@@ -336,7 +340,7 @@ class PlannedPass:
         if state.running is None:
             state.running = ready_node(state.capture.attrs, self._completed)
         if state.running is not None:
-            state.grad_outputs[state.running] = self._incoming.get(state.running, ())
+            state.grad_outputs[state.running] = resolved(self._incoming.get(state.running, ()))
 
 
 def ready_node(attrs: list[dict[str, Any]], completed: bytearray) -> int | None:
@@ -368,4 +372,4 @@ class _Titles:
         self.nodes = attrs
 
 
-__all__ = ["PlannedPass", "now_stats", "ready_node", "POST"]
+__all__ = ["PlannedPass", "ready_node", "POST"]

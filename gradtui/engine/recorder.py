@@ -294,13 +294,15 @@ class FlowRecorder:
                 out.append((name, leaf))
         return out
 
-    def finished(self, state: PassRecord, call: str, error: str | None, light: bool) -> ev.PassFinished:
-        """The end of hooked pass `state`: its leaves' gradients and flow. Lets go of its graph,
-        frame and leaves, so nothing of the pass outlives it."""
+    def finished(self, state: PassRecord, call: str, error: str | None, light: bool,
+                 flow_wanted: bool = True) -> ev.PassFinished:
+        """The end of hooked pass `state`: its leaves' gradients and flow (if `flow_wanted`: a
+        listener reads them). Lets go of its graph, frame and leaves, so nothing of the pass
+        outlives it."""
         cap = state.capture
-        leaves = self.leaves(cap)
-        leaf_grads = self.leaf_grads(leaves, light)
-        flow = self.recorded_flow(cap.attrs, leaves, state.nested_leaves) if call != "grad" else ()
+        leaves = self.leaves(cap) if flow_wanted else []
+        leaf_grads = self.leaf_grads(leaves, light) if flow_wanted else ()
+        flow = self.recorded_flow(cap.attrs, leaves, state.nested_leaves) if call != "grad" and flow_wanted else ()
         total = len(cap.nodes)
         cap.release()
         del leaves, cap

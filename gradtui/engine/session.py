@@ -31,6 +31,7 @@ from gradtui.model.commands import Command, CommandError, Quit, parse
 from gradtui.engine import callsite
 from gradtui.engine.dispatch import CommandRunner
 from gradtui.engine.graph import Names, capture
+from gradtui.engine.names import LaterNames
 from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.engine.fingerprint import PassPrints
@@ -75,6 +76,9 @@ class Session:
         self.breakpoints = Breakpoints()
         self._listeners: list[Listener] = [listener] if listener else []
         self._graph_wanted: list[bool | Callable[[], bool]] = [True] if listener else []
+        self._batches: list[bool] = [False] if listener else []
+        """Per listener: does it take NodesRan batches as they are (see `add_listener`)?"""
+        self._flow_wanted: list[bool] = [True] if listener else []
         """Per listener: does it read a pass's graph (names, sources, saved values) beyond what a
         pause shows? See `add_listener`."""
         self._detached = False
@@ -105,8 +109,15 @@ class Session:
 
     # ---- wiring -------------------------------------------------------------------------
 
-    def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True) -> None:
+    def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True, batches: bool = False,
+                     flow: bool = True) -> None:
         """Also send every event to `listener` (called on the emitting thread).
+
+        `batches=True`: the listener takes a planned pass's `NodesRan` batches as they are (and
+        reads `.ran` only if it wants per-node statistics); otherwise it gets each batch's NodeRan
+        events one by one, as from the every-node hooks. `flow=False`: it reads no pass's gradient
+        flow or leaf gradients (`PassFinished.flow`, `.leaf_grads`); a hooked pass no listener wants
+        them of skips them (two fused norms of every parameter, a row per leaf).
 
         `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
         graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
@@ -115,13 +126,24 @@ class Session:
         the wire) leaves the default, and every pass is described as it starts."""
         self._listeners.append(listener)
         self._graph_wanted.append(graph)
+        self._batches.append(batches)
+        self._flow_wanted.append(flow)
 
     def _graph_needed(self) -> bool:
         """Does a listener want the graph of the pass starting now described at once?"""
         return any(want() if callable(want) else want for want in self._graph_wanted)
 
     def emit(self, event: ev.Event) -> None:
-        """Send an event to every listener."""
+        """Send an event to every listener (a NodesRan batch as its NodeRan events to those that
+        take no batches)."""
+        if type(event) is ev.NodesRan:
+            for listener, batches in zip(self._listeners, self._batches):
+                if batches:
+                    listener(event)
+                else:
+                    for one in event.ran:
+                        listener(one)
+            return
         for listener in self._listeners:
             listener(event)
 
@@ -274,10 +296,11 @@ class Session:
         if not self._hooked(index, pending):
             return self._runner.unhooked(unhooked_start(index, call, call_text, call_site, losses), nodes, run,
                                          self._flow_unhooked)
-        names = Names.from_scopes(frame.f_locals, frame.f_globals)
         on_cpu = _on_cpu(roots)
         planned = call != "grad" and self._planned(pending, on_cpu)  # grad() runs no AccumulateGrad: not derivable
-        cap = capture(nodes, names, lazy=planned and not self._graph_needed())
+        lazy = planned and not self._graph_needed()
+        names = (LaterNames if lazy and not self.wants_flow() else Names.from_scopes)(frame.f_locals, frame.f_globals)
+        cap = capture(nodes, names, lazy=lazy)
         state = PassRecord(index, cap, frame, names, call=call, on_cpu=on_cpu)
         state.check_every = self._check_every or (1 if on_cpu else CHECK_EVERY)
         if self.fingerprints:
@@ -353,6 +376,10 @@ class Session:
     def quitting_now(self) -> bool:
         """Has quit been asked for?"""
         return self.run_quit.asked
+
+    def wants_flow(self) -> bool:
+        """Does a listener read the gradient flow of a hooked pass (see `add_listener`)?"""
+        return any(self._flow_wanted)
 
     def stepping(self) -> bool:
         """Must every node of the pass in flight be hooked from now on?"""

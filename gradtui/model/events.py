@@ -9,6 +9,7 @@ not block (the UI posts a message, the report appends to a list).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Literal
 
 import networkx as nx
@@ -163,6 +164,58 @@ class NodeRan(Event):
     order: int
     grad_outputs: tuple[Stats | None, ...]
     grad_inputs: tuple[Stats | None, ...]
+
+
+class NodesRan(Event):
+    """Nodes that finished, in the order they ran: a planned pass's NodeRan events as one batch,
+    made only when someone reads them (`ran`).
+
+    A pass in `continue` on the hook plan (gradtui.engine.planned) keeps what its hooks measured
+    as numbers and hands them over once per batch (at a pause, every so many hooked nodes, at
+    the pass's end) instead of one event per node: a listener that does not look at per-node
+    statistics pays nothing for them, and one that does gets exactly the NodeRan events the
+    every-node hooks would have sent (a session expands the batch for listeners that did not ask
+    for batches: `Session.add_listener(batches=...)`). Plain data once made: the maker holds
+    numbers, shapes and Stats, never a tensor or a node."""
+
+    __slots__ = ("pass_index", "count", "_make", "_ran", "__weakref__")
+
+    def __init__(self, pass_index: int, count: int, make: "Callable[[], tuple[NodeRan, ...]]") -> None:
+        set_slot = object.__setattr__
+        set_slot(self, "pass_index", pass_index)
+        set_slot(self, "count", count)
+        """How many NodeRan events the batch holds."""
+        set_slot(self, "_make", make)
+        set_slot(self, "_ran", None)
+
+    @classmethod
+    def of(cls, pass_index: int, ran: "tuple[NodeRan, ...]") -> "NodesRan":
+        """A batch of events already made (a decoded frame, a test)."""
+        ran = tuple(ran)
+        return cls(pass_index, len(ran), lambda: ran)
+
+    @property
+    def ran(self) -> "tuple[NodeRan, ...]":
+        """The NodeRan events, in the order the nodes ran (made at the first read, then kept)."""
+        ran = self._ran
+        if ran is None:
+            ran = self._make()  # the maker keeps them (`keep`) and returns them
+            if self._ran is None:  # a maker that does not keep them (`of`)
+                self.keep(ran)
+        return ran
+
+    def keep(self, ran: "tuple[NodeRan, ...]") -> None:
+        """Hold `ran` as the batch's events (its maker made them while making a later batch)."""
+        object.__setattr__(self, "_ran", ran)
+
+    def __repr__(self) -> str:
+        return f"NodesRan(pass_index={self.pass_index}, count={self.count})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NodesRan) and (self.pass_index, self.ran) == (other.pass_index, other.ran)
+
+    def __hash__(self) -> int:
+        return hash((self.pass_index, self.count))
 
 
 @dataclass(frozen=True, slots=True)

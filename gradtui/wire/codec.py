@@ -28,7 +28,7 @@ def _classes() -> dict[str, type]:
     found: dict[str, type] = {"Stats": Stats}
     for module in (ev, dist_events):
         for name, value in vars(module).items():
-            if isinstance(value, type) and dataclasses.is_dataclass(value):
+            if isinstance(value, type) and dataclasses.is_dataclass(value) and value is not ev.NodesRan:
                 found[name] = value
     return found
 
@@ -49,6 +49,8 @@ def to_wire(value: Any) -> Any:
         return value
     if isinstance(value, (tuple, list)):
         return [to_wire(v) for v in value]
+    if type(value) is ev.NodesRan:  # a batch made on demand: its events travel
+        return {_TAG: "NodesRan", "pass_index": value.pass_index, "ran": to_wire(value.ran)}
     fields = _FIELDS.get(type(value))
     if fields is not None:
         out = {_TAG: type(value).__name__}
@@ -70,6 +72,8 @@ def from_wire(data: Any) -> Any:
         return data
     tag = data.get(_TAG)
     if tag is not None:
+        if tag == "NodesRan":
+            return ev.NodesRan.of(data["pass_index"], from_wire(data["ran"]))
         cls = CLASSES.get(tag)
         if cls is None:
             raise ValueError(f"unknown wire type {tag!r}")

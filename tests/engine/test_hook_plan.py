@@ -63,7 +63,7 @@ def test_hook_calls_per_node_in_continue_with_a_nan_watch(monkeypatch):
     from bench import transformer
 
     calls = [0]
-    for name in ("_prehook", "_posthook"):
+    for name in ("_prehook", "posthook"):
         original = getattr(planned.PlannedPass, name)
 
         def counted(self, *args, _original=original):
@@ -97,6 +97,10 @@ KINDS = {  # name: (forward op, the backward node it makes)
     "clone": (lambda t: t.clone(), "CloneBackward0"),
     "squeeze": (lambda t: t.unsqueeze(0).squeeze(0), "SqueezeBackward1"),
     "unsqueeze": (lambda t: t.unsqueeze(1), "UnsqueezeBackward0"),
+    # negative dims: what these send on is shaped from what they receive (engine/plan.py, sent_shape)
+    "mT": (lambda t: t.unsqueeze(0).mT, "TransposeBackward0"),
+    "permute-negative": (lambda t: t.unsqueeze(0).permute(-1, 0, 1), "PermuteBackward0"),
+    "unsqueeze-negative": (lambda t: t.unsqueeze(-1), "UnsqueezeBackward0"),
 }
 SIZES = {"small": (4, 3), "big": (12, 16)}
 
@@ -270,13 +274,13 @@ def test_a_pass_that_steps_then_continues_runs_the_rest_on_the_plan(monkeypatch)
     from bench import transformer
 
     calls = [0]
-    original = planned.PlannedPass._posthook
+    original = planned.PlannedPass.posthook
 
-    def counted(self, *args):
-        calls[0] += 1
-        return original(self, *args)
+    def counted(self, node, *args):  # the every-node hooks call it at every node: count the plan's nodes
+        calls[0] += self._plan.hooks[node] != planned.NONE
+        return original(self, node, *args)
 
-    monkeypatch.setattr(planned.PlannedPass, "_posthook", counted)
+    monkeypatch.setattr(planned.PlannedPass, "posthook", counted)
     model = transformer(2, 64)
     data = torch.randn(8, 32, 64)
 

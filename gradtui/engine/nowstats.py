@@ -1,0 +1,102 @@
+"""A gradient's statistics read there and then, in a planned hook (CPU: a read syncs nothing).
+
+The planned hooks (gradtui.engine.planned) take each gradient's statistics as its node makes
+it, so nothing is held past the hook; these are the same numbers the every-node hooks' bulk
+reads make (gradtui.engine.window), so the two kinds of pass agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+
+from gradtui.engine.summary import CHUNK, dtype_name, summarize
+from gradtui.engine.window import small_stats
+from gradtui.model.stats import VALUES_LIMIT, Stats
+
+_BULK = {torch.float32: dtype_name(torch.float32), torch.float64: dtype_name(torch.float64)}
+"""The dtypes read here (others go through `summarize`), with their names."""
+_TENSOR, _STRIDED, _NORM = torch.Tensor, torch.strided, torch.linalg.vector_norm
+
+
+def now_stats(grad: Any, full: bool) -> Stats | None:
+    """A gradient's statistics, read now (CPU): as the window's bulk read makes them."""
+    if grad is None:
+        return None
+    if (type(grad) is _TENSOR and (dtype := _BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
+            and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
+        if grad.requires_grad:
+            grad = grad.detach()  # create_graph: gradtui's reductions record nothing
+        shape = tuple(grad.shape)
+        if numel <= VALUES_LIMIT:  # a 1-d gradient lists itself; others are flattened first (a view: no copy)
+            return small_stats(shape, dtype, "cpu", tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist()))
+        if full:
+            lo, hi = torch.aminmax(grad)
+            lo_v, hi_v, total, norm = torch.stack((lo, hi, grad.sum(), _NORM(grad))).tolist()
+            if math.isfinite(norm) and math.isfinite(total) and math.isfinite(lo_v) and math.isfinite(hi_v):
+                return Stats(shape, dtype, "cpu", norm, lo_v, hi_v, total / numel, 0)
+        else:
+            norm = _NORM(grad).item()
+            if math.isfinite(norm):
+                return Stats(shape, dtype, "cpu", norm, None, None, None, 0)
+    return summarize(grad, light=not full)  # also confirms a non-finite norm with isfinite
+
+
+class Listed(NamedTuple):
+    """A small gradient's values, listed in a posthook and found finite: its Stats (`resolved`)
+    are made only if a batch with it is read. Read as Stats by the hooks' non-finite checks."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    values: tuple[float, ...]
+    nonfinite: int = 0
+
+
+def quick_stats(grad: Any, full: bool) -> Stats | Listed | None:
+    """`now_stats`, but a small finite gradient only listed (`Listed`): what a posthook keeps."""
+    if (type(grad) is _TENSOR and (dtype := _BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
+            and 0 < (numel := grad.numel()) <= VALUES_LIMIT and not grad.is_meta and not grad._is_zerotensor()):
+        shape = tuple(grad.shape)
+        values = tuple((grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist()) if not grad.requires_grad
+                       else grad.detach().reshape(-1).tolist())
+        total = sum(values)
+        if total - total == 0.0:  # finite (an infinity or a NaN makes it NaN)
+            return tuple.__new__(Listed, (shape, dtype, values, 0))
+        return small_stats(shape, dtype, "cpu", values)
+    return now_stats(grad, full)
+
+
+def resolved(stats: tuple[Any, ...]) -> tuple[Stats | None, ...]:
+    """`stats` with each `Listed` made Stats (as `now_stats` makes them)."""
+    for one in stats:
+        if type(one) is Listed:
+            return tuple([small_stats(s.shape, s.dtype, "cpu", s.values) if type(s) is Listed else s for s in stats])
+    return stats
+
+
+def measured(grads: tuple[Any, ...], full: bool, known: tuple[Any, ...] = (),
+             stats: tuple[Stats | None, ...] = (),
+             measure: Callable[[Any, bool], Any] = now_stats) -> tuple[Stats | None, ...]:
+    """`measure` (`now_stats`) of each of `grads`, each tensor measured once: one that appears twice
+    (both sides of an `x + x`), or is one of `known` (whose statistics are `stats`: a pass-through
+    node sends on the very tensor it received), is not measured again."""
+    out: list[Stats | None] = []
+    for i, grad in enumerate(grads):
+        if grad is not None:
+            for j in range(i):
+                if grads[j] is grad:
+                    out.append(out[j])
+                    break
+            else:
+                for j, other in enumerate(known):
+                    if other is grad:
+                        out.append(stats[j])
+                        break
+                else:
+                    out.append(measure(grad, full))
+        else:
+            out.append(None)
+    return tuple(out)

@@ -1,0 +1,138 @@
+"""A planned pass's node results as `NodesRan` batches, made when read (gradtui.model.events).
+
+While the pass runs, the planned hooks (gradtui.engine.planned) measure only the nodes they
+hook; the statistics of the nodes the plan derives follow from their producers'. A flush
+turns what ran since the last one into *steps* of plain data (a hooked node's measured Stats;
+a derived node's producer, shape and the few saved values a small gradient's rearrangement
+needs, read from the live node then) and emits them as one batch. The NodeRan events, with the
+derived statistics, are made from the steps only when a listener reads `NodesRan.ran`: a pass
+whose listeners take batches and look at no node pays for none of it.
+
+A pass's batches are made in order (each makes the one before it first), since a node in a
+later batch may receive from a derived node of an earlier one.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from typing import NamedTuple
+
+from gradtui.engine.nowstats import resolved
+from gradtui.engine.plan import derive_from
+from gradtui.model import events as ev
+from gradtui.model.stats import Stats
+
+
+class Hooked(NamedTuple):
+    """A hooked node that ran: what it received (None: its producer's output, `source`) and sent."""
+
+    node: int
+    incoming: tuple[Stats | None, ...] | None
+    source: tuple[int, int] | None
+    """(producer, output slot) of a node whose incoming gradient is its producer's output."""
+    outgoing: tuple[Stats | None, ...]
+
+
+class Derived(NamedTuple):
+    """A node the plan derives: its producer's output slot, its name, the shape it sends on and
+    the saved values it needs (gradtui.engine.plan.shape_and_saved); `sends`: its input has a
+    receiver; `error`: what could not be read of it."""
+
+    node: int
+    source: tuple[int, int]
+    name: str
+    shape: tuple[int, ...] | None
+    saved: tuple[int, ...]
+    sends: bool = True
+    error: str | None = None
+
+
+class Resent(NamedTuple):
+    """A node paused at in its posthook and edited there: what it sends on now, for the nodes
+    derived from it in a later batch."""
+
+    node: int
+    outgoing: tuple[Stats | None, ...]
+
+
+class PassBatches:
+    """The batches of one planned pass (see module doc)."""
+
+    def __init__(self, index: int, full: bool) -> None:
+        self._index = index
+        self._full = full
+        self._sent: dict[int, tuple[Stats | None, ...]] = {}
+        """Node id -> what it sent on, as the batches made so far say."""
+        self._todo: list[tuple[list[Hooked | Derived | Resent], int] | None] = []
+        """Per batch of the pass: its steps and the number of its first node, until it is made."""
+        self._batches: list[weakref.ref] = []
+        """Per batch, the NodesRan (held weakly: one nobody holds is made only for what later
+        batches need of it, and its events are not kept)."""
+        self._lock = threading.Lock()
+
+    def batch(self, steps: list[Hooked | Derived | Resent], first: int, count: int) -> ev.NodesRan:
+        """The NodesRan of `steps` (`count` of them nodes), the first numbered `first` in the pass."""
+        position = len(self._todo)
+        batch = ev.NodesRan(self._index, count, lambda: self._make_upto(position))
+        self._todo.append((steps, first))
+        self._batches.append(weakref.ref(batch))
+        return batch
+
+    def _make_upto(self, position: int) -> tuple[ev.NodeRan, ...]:
+        """The events of batch `position`, making every earlier batch not made yet first (in a loop:
+        a long pass has thousands of batches); each batch alive keeps its own."""
+        with self._lock:
+            todo = self._todo
+            for k in range(position + 1):
+                entry = todo[k]
+                if entry is None:
+                    continue
+                todo[k] = None
+                ran = self._make(*entry)
+                batch = self._batches[k]()
+                if batch is not None:
+                    batch.keep(ran)
+            mine = self._batches[position]()
+            return mine.ran if mine is not None else ()  # alive: it is the caller
+
+    def _make(self, steps: list[Hooked | Derived | Resent], first: int) -> tuple[ev.NodeRan, ...]:
+        sent, full, index = self._sent, self._full, self._index
+        out: list[ev.NodeRan] = []
+        order = first
+        for step in steps:
+            if type(step) is Hooked:
+                node, incoming, source, outgoing = step
+                outgoing = resolved(outgoing)
+                if incoming is None:
+                    producer, slot = source  # type: ignore[misc]
+                    incoming = (_slot(sent.get(producer, ()), slot),)
+                else:
+                    incoming = resolved(incoming)
+            elif type(step) is Derived:
+                node, (producer, slot) = step.node, step.source
+                incoming = (_slot(sent.get(producer, ()), slot),)
+                outgoing = _derived(step, incoming[0], full)
+            else:
+                sent[step.node] = resolved(step.outgoing)
+                continue
+            sent[node] = outgoing
+            out.append(ev.NodeRan(index, node, order, incoming, outgoing))
+            order += 1
+        return tuple(out)
+
+
+def _slot(sent: tuple[Stats | None, ...], slot: int) -> Stats | None:
+    return sent[slot] if slot < len(sent) else None
+
+
+def _derived(step: Derived, incoming: Stats | None, full: bool) -> tuple[Stats | None, ...]:
+    """What derived node `step` sent on; statistics never fail the script's pass."""
+    error = step.error
+    if error is None:
+        try:
+            return derive_from(step.name, step.shape, step.saved, incoming, full, step.sends)
+        except Exception as exc:  # noqa: BLE001
+            error = f"{type(exc).__name__}: {exc}"
+    return (Stats((), "", "", math.nan, None, None, None, 0, unreadable=f"not derived ({error})"),)

@@ -1,0 +1,153 @@
+"""A planned pass's node results as NodesRan batches (gradtui.engine.ranbatch): a listener that
+takes batches gets no NodeRan during the pass and pays for no derived statistics unless it reads
+them; read, they are the NodeRan events a listener that takes none gets, in the same order; a
+listener that says it reads no flow makes a hooked pass skip the leaves' statistics and the
+flow; and the codec carries a batch as its events."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+from gradtui.engine import plan, ranbatch
+from gradtui.engine.session import Session
+from gradtui.model import events as ev
+from gradtui.wire.codec import from_wire, to_wire
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+
+def _model():
+    from bench import transformer
+
+    return transformer(2, 64), torch.randn(4, 8, 64)
+
+
+def _run(model, data, *, flow: bool = True, nan: bool = True, alone: bool = False):
+    """One pass in continue (a `nan` watch) with two listeners: one taking batches (and the flow if
+    `flow`), one not; `alone`: the first only."""
+    plain: list[ev.Event] = []
+    batched: list[ev.Event] = []
+    session = Session(None if alone else plain.append, provenance=False, full_stats=False)
+    session.add_listener(batched.append, graph=False, batches=True, flow=flow)
+    session.run_on()
+    if nan:
+        session.submit("break nan")
+    with session:
+        model(data).pow(2).mean().backward()
+    model.zero_grad(set_to_none=True)
+    return plain, batched
+
+
+def test_a_batch_listener_gets_the_same_node_results_in_batches():
+    model, data = _model()
+    plain, batched = _run(model, data)
+    assert not [e for e in batched if isinstance(e, ev.NodeRan)]
+    batches = [e for e in batched if isinstance(e, ev.NodesRan)]
+    assert batches and not [e for e in plain if isinstance(e, ev.NodesRan)]
+    singles = [e for e in plain if isinstance(e, ev.NodeRan)]
+    flat = [one for batch in batches for one in batch.ran]
+    assert flat == singles
+    assert sum(batch.count for batch in batches) == len(flat)
+    assert [e.order for e in flat] == list(range(1, len(flat) + 1))
+    nodes = next(e for e in plain if isinstance(e, ev.PassStarted)).graph.number_of_nodes()
+    assert len({e.node for e in flat}) == nodes  # every node reported once
+
+
+def test_nothing_is_derived_until_a_batch_is_read(monkeypatch):
+    derived = [0]
+    original = ranbatch._derived
+
+    def counted(*args):
+        derived[0] += 1
+        return original(*args)
+
+    monkeypatch.setattr(ranbatch, "_derived", counted)
+    model, data = _model()
+    events: list[ev.Event] = []
+    session = Session(None, provenance=False, full_stats=False)
+    session.add_listener(events.append, graph=False, batches=True)
+    session.run_on()
+    session.submit("break nan")
+    with session:
+        model(data).pow(2).mean().backward()
+    assert derived[0] == 0
+    batches = [e for e in events if isinstance(e, ev.NodesRan)]
+    last = batches[-1].ran  # the last batch makes the ones before it first
+    assert derived[0] > 0 and last
+    assert [one for batch in batches for one in batch.ran][-len(last):] == list(last)
+
+
+def test_a_listener_that_reads_no_flow_skips_it_and_one_that_does_gets_it():
+    model, data = _model()
+    _, batched = _run(model, data, flow=False, alone=True)
+    finished = next(e for e in batched if isinstance(e, ev.PassFinished))
+    assert finished.flow == () and finished.leaf_grads == ()
+    plain, _ = _run(model, data, flow=False)  # the other listener reads it
+    finished = next(e for e in plain if isinstance(e, ev.PassFinished))
+    assert len(finished.flow) == len(list(model.parameters())) and finished.leaf_grads
+    by_name = {row.name: row for row in finished.flow}
+    model(data).pow(2).mean().backward()  # torch is the oracle
+    for name, param in model.named_parameters():
+        want = torch.linalg.vector_norm(param.grad).item()
+        assert math.isclose(by_name[name].grad_norm, want, rel_tol=1e-6)
+    model.zero_grad(set_to_none=True)
+
+
+def test_the_codec_carries_a_batch_as_its_events():
+    model, data = _model()
+    _, batched = _run(model, data)
+    batch = next(e for e in batched if isinstance(e, ev.NodesRan))
+    back = from_wire(to_wire(batch))
+    assert isinstance(back, ev.NodesRan) and back.pass_index == batch.pass_index
+    assert back.ran == batch.ran and back.count == batch.count
+
+
+def test_shapes_sent_on_follow_from_what_arrives_as_torch_makes_them():
+    x = torch.randn(2, 3, 4, requires_grad=True)
+    cases = {"TBackward0": x[0].t(), "TransposeBackward0": x.transpose(0, -1),
+             "PermuteBackward0": x.permute(2, -3, 1), "UnsqueezeBackward0": x.unsqueeze(-2),
+             "CloneBackward0": x.clone()}
+    for name, y in cases.items():
+        node = y.grad_fn
+        assert type(node).__name__ == name
+        shape, saved = plan.shape_and_saved(node, name)
+        assert shape is None
+        assert plan.sent_shape(name, saved, tuple(y.shape)) == tuple(node.next_functions[0][0]._input_metadata[0].shape)
+
+
+def test_a_pass_nobody_looks_at_collects_no_names_and_a_pause_still_names_its_leaves(monkeypatch):
+    from gradtui.engine import names as names_module
+
+    collected = [0]
+    original = names_module.Names.from_scopes.__func__
+
+    def counted(cls, *scopes):
+        collected[0] += 1
+        return original(cls, *scopes)
+
+    monkeypatch.setattr(names_module.Names, "from_scopes", classmethod(counted))
+    lin = torch.nn.Linear(3, 2)
+    events: list[ev.Event] = []
+    session = Session(None, provenance=False, full_stats=False)
+    session.add_listener(events.append, graph=False, batches=True, flow=False)
+    session.run_on()
+    session.submit("break nan")
+
+    def on(event):
+        if isinstance(event, ev.Paused):
+            session.submit("continue")
+
+    session.add_listener(on, graph=False, batches=True, flow=False)
+    x = torch.ones(4, 3)
+    with session:
+        lin(x).pow(2).sum().backward()
+        assert collected[0] == 0  # nothing paused, nobody reads the graph or the flow
+        (lin(x) * torch.tensor([0.0, 1.0])).log().sum().backward()  # log(0): -inf, then a NaN: it pauses
+    assert any(isinstance(e, ev.Paused) for e in events) and collected[0] == 1
+    graph = [e for e in events if isinstance(e, ev.PassStarted)][-1].graph
+    params = {graph.nodes[i]["param"] for i in graph.nodes if graph.nodes[i]["kind"] == "accumulate"}
+    assert params == {"lin.weight", "lin.bias"}
