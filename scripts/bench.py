@@ -478,11 +478,36 @@ GROUPS = ("capture", "backward", "forward", "small", "hostreads", "floor", "chai
           "bigtensor", "headless", "record")
 
 
-def main() -> None:
-    """Run every figure, then print the table."""
-    if len(sys.argv) == 4 and sys.argv[1] == "--child-bigtensor":
-        big_tensor_child(int(sys.argv[2]), int(sys.argv[3]))
-        return
+def _forward_group(quick: bool, models: list[tuple[int, tuple[int, int]]], repeat: int) -> None:
+    """The forward rows: provenance (d=64, d=256, user-written blocks), then anomaly mode's forward
+    beside plain and provenance, which it replaces."""
+    from bench_provenance import bench_forward as provenance_forward, user_written
+
+    pairs = 5 if quick else 40
+    provenance_forward(4 if quick else 12, 64, (8, 32), pairs, target=1.15)
+    provenance_forward(4 if quick else 12, D_MODEL, (4, 32) if quick else (8, 128), pairs // 2, target=1.05)
+    blocks = 4 if quick else 24
+    provenance_forward(blocks, 64, (8, 32), pairs, None, user_written(blocks, 64),
+                       f"{blocks} user blocks of nn.Linear + nn.LayerNorm + nn.GELU, d=64, batch 8x32")
+    for layers, batch in models:
+        bench_forward(layers, batch, 2 * repeat, target=None)
+
+
+def _record_group(quick: bool) -> None:
+    """The recording rows: --record and --flight, the SQLite writer, a replay's open, and (issue 23)
+    fingerprints and --against beside a recorded pass."""
+    bench_record(50, 2 if quick else 4, 1 if quick else 3)
+    from bench_record import bench_recorder, bench_replay_open
+
+    bench_recorder(10 if quick else 20, 2 if quick else 4, 1 if quick else 3)
+    bench_replay_open(64 if quick else 1024, 1 if quick else 3)
+    from bench_diff import bench_diff
+
+    bench_diff(2 if quick else 4, 3 if quick else 7)
+
+
+def _options() -> tuple[set[str], bool]:
+    """The command line's groups to run (`--only`, checked) and `--quick`."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small models and few repeats (a smoke run)")
     parser.add_argument("--only", default=",".join(GROUPS), help=f"comma-separated groups of {GROUPS}")
@@ -491,8 +516,16 @@ def main() -> None:
     unknown = only - set(GROUPS)
     if unknown:
         parser.error(f"unknown group(s) {sorted(unknown)}; choose from {GROUPS}")
+    return only, options.quick
+
+
+def main() -> None:
+    """Run every figure, then print the table."""
+    if len(sys.argv) == 4 and sys.argv[1] == "--child-bigtensor":
+        big_tensor_child(int(sys.argv[2]), int(sys.argv[3]))
+        return
+    only, quick = _options()
     torch.set_num_threads(1)  # the machines are small and noisy; one thread is steadier
-    quick = options.quick
     repeat = 3 if quick else 5
     # (layers, batch): the issue's 12- and 48-layer encoders; --quick shrinks them
     models = [(2, (4, 32)), (6, (4, 32))] if quick else [(12, (8, 128)), (48, (8, 64))]
@@ -507,16 +540,7 @@ def main() -> None:
                 first = layers == models[0][0]  # issue 20's d=256 targets are the 12-layer row's
                 bench_backward(layers, batch, repeat, targets=(1.10, 1.08, 1.30) if first else (1.25, None, None))
         if "forward" in only:  # issue 20's targets: the d=64 and d=256 provenance rows (bench_provenance.py)
-            from bench_provenance import bench_forward as provenance_forward, user_written
-
-            pairs = 5 if quick else 40
-            provenance_forward(4 if quick else 12, 64, (8, 32), pairs, target=1.15)
-            provenance_forward(4 if quick else 12, D_MODEL, (4, 32) if quick else (8, 128), pairs // 2, target=1.05)
-            blocks = 4 if quick else 24
-            provenance_forward(blocks, 64, (8, 32), pairs, None, user_written(blocks, 64),
-                               f"{blocks} user blocks of nn.Linear + nn.LayerNorm + nn.GELU, d=64, batch 8x32")
-            for layers, batch in models:  # what it replaces: anomaly mode's forward, beside plain and provenance
-                bench_forward(layers, batch, 2 * repeat, target=None)
+            _forward_group(quick, models, repeat)
         if "small" in only:  # tiny tensors: Python's cost per node shows (issue 15's targets)
             small = " [tiny tensors]"
             # a pass is ~10 ms: many more pairs than the big rows, so a median is steady on a loaded machine
@@ -541,14 +565,7 @@ def main() -> None:
         if "headless" in only:
             bench_headless(*((120, 100, 1) if quick else (500, 400, 2)))
         if "record" in only:
-            bench_record(50, 2 if quick else 4, 1 if quick else 3)
-            from bench_record import bench_recorder, bench_replay_open
-
-            bench_recorder(10 if quick else 20, 2 if quick else 4, 1 if quick else 3)
-            bench_replay_open(64 if quick else 1024, 1 if quick else 3)
-            from bench_diff import bench_diff  # issue 23: fingerprints and --against, beside a recorded pass
-
-            bench_diff(2 if quick else 4, 3 if quick else 7)
+            _record_group(quick)
     except Exception as exc:  # a group that fails still leaves the table of the rows measured before it
         add(Row(f"the run stopped: {type(exc).__name__}: {exc}", "-", "-", "-", None, "-", False))
         raise

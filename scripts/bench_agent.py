@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -232,6 +233,27 @@ loss.backward()
 """
 
 
+async def _drive(app: Any, steps: int) -> None:
+    """Run `app` (bench_ui's TimedApp) under Pilot: wait for its first pause, then press `s`
+    `steps` times, each once the last step's pause is drawn; then quit."""
+    async with app.run_test(size=(120, 40)) as pilot:
+        deadline = time.monotonic() + 120
+        while app.first_paint is None:
+            assert time.monotonic() < deadline, "the first pause never came"
+            assert not app.link.finished.is_set(), "the agent ended before its first pause"
+            await pilot.pause(0.005)
+        await pilot.pause(0.2)
+        for _ in range(steps):
+            count = len(app.times)
+            app.pressed = time.perf_counter()  # the `s` key's action sends `step` as the press is handled
+            await pilot.press("s")
+            deadline = time.monotonic() + 10
+            while len(app.times) == count:
+                assert time.monotonic() < deadline, "a step never drew"
+                await pilot.pause(0.001)
+        await app.action_quit()
+
+
 def bench_ui(nodes: int, steps: int) -> None:
     """With a `nodes`-node pass loaded in the Textual app (Pilot, headless), the script in the
     child agent GradtuiApp starts: the time from the script's backward call (in the agent) to
@@ -258,24 +280,6 @@ def bench_ui(nodes: int, steps: int) -> None:
                 start, self.pressed = self.pressed, None
                 self.call_after_refresh(lambda: self.times.append(time.perf_counter() - start))
 
-    async def drive(app: TimedApp) -> None:
-        async with app.run_test(size=(120, 40)) as pilot:
-            deadline = time.monotonic() + 120
-            while app.first_paint is None:
-                assert time.monotonic() < deadline, "the first pause never came"
-                assert not app.link.finished.is_set(), "the agent ended before its first pause"
-                await pilot.pause(0.005)
-            await pilot.pause(0.2)
-            for _ in range(steps):
-                count = len(app.times)
-                app.pressed = time.perf_counter()  # the `s` key's action sends `step` as the press is handled
-                await pilot.press("s")
-                deadline = time.monotonic() + 10
-                while len(app.times) == count:
-                    assert time.monotonic() < deadline, "a step never drew"
-                    await pilot.pause(0.001)
-            await app.action_quit()
-
     with tempfile.TemporaryDirectory() as folder:
         script, mark = os.path.join(folder, "long_chain.py"), os.path.join(folder, "mark")
         with open(script, "w") as f:
@@ -283,7 +287,7 @@ def bench_ui(nodes: int, steps: int) -> None:
         app = TimedApp(script, [mark])
         started = time.perf_counter()
         try:
-            asyncio.run(drive(app))
+            asyncio.run(_drive(app, steps))
         finally:
             app.target.kill_now()  # type: ignore[attr-defined]  # never leave the agent behind
         process = app.target.process  # type: ignore[attr-defined]

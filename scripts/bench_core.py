@@ -71,6 +71,17 @@ def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] =
                 "-" if target is None else f"<= {target:g}", None if target is None else per_node <= target))
 
 
+def _nodes_of(root):
+    """Every autograd node reachable from `root`."""
+    seen, todo = {root}, [root]
+    while todo:
+        for child, _ in todo.pop().next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
+
+
 def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) -> None:
     """A no-op prehook and posthook on every node (registered and removed each pass, as gradtui
     does) against plain backward: what no hook-based design can go below."""
@@ -80,22 +91,13 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
     data = torch.randn(*batch, width)
     plain, hooked = [], []
 
-    def nodes_of(root):
-        seen, todo = {root}, [root]
-        while todo:
-            for child, _ in todo.pop().next_functions:
-                if child is not None and child not in seen:
-                    seen.add(child)
-                    todo.append(child)
-        return seen
-
     for i in range(repeat + 1):
         for times, hook in ((plain, False), (hooked, True)):
             loss = model(data).pow(2).mean()
             start = time.thread_time()
             handles = []
             if hook:
-                for node in nodes_of(loss.grad_fn):
+                for node in _nodes_of(loss.grad_fn):
                     handles.append(node.register_prehook(lambda grads: None))
                     handles.append(node.register_hook(lambda grads_in, grads_out: None))
             loss.backward()
@@ -118,7 +120,7 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
                 grads.setdefault(grad.data_ptr(), grad)
 
     loss = model(data).pow(2).mean()
-    handles = [node.register_hook(keep) for node in nodes_of(loss.grad_fn)]
+    handles = [node.register_hook(keep) for node in _nodes_of(loss.grad_fn)]
     loss.backward()
     for handle in handles:
         handle.remove()

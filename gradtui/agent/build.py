@@ -3,9 +3,10 @@ torchrun job) the job's tap, wired once, in one order, for every mode (headless,
 agent, --listen, gradtui.listen()).
 
 The server is built with the hooks it will keep: a typed line is parsed once here
-(`AgentCommands`) and passed on as a `Command`; `quit` goes to the quit path of the mode that
-built the agent (a runner's stop, `gradtui.listen()`'s stop-debugging), never to the session's
-queue.
+(`AgentCommands`) and passed on as a `Command`. The run's one quit path is the session's
+`run_quit` (gradtui.engine.quitting): a typed `quit` and a client's quit both reach it, and
+it takes the way out of the mode that built the agent (a runner's stop, `gradtui.listen()`'s
+stop-debugging, on a torchrun rank the job's tap: every rank).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from gradtui.agent.outputs import Outputs
 from gradtui.agent.server import AgentServer, ServerHooks
 from gradtui.model import events as ev
-from gradtui.model.commands import Command, CommandError, Quit, parse
+from gradtui.model.commands import Command, CommandError, parse
 from gradtui.model.options import PathChecks, RunOptions
 
 
@@ -52,13 +53,11 @@ class Agent:
 
 
 class AgentCommands:
-    """The agent's command path: a typed line parsed once, a quit to the mode's own quit path,
-    every other command to the session as a `Command` (a line that does not parse is answered
-    here)."""
+    """The agent's command path: a typed line parsed once and given to the session as a
+    `Command` (a line that does not parse is answered here; `quit` takes the run's quit path)."""
 
-    def __init__(self, session: Any, quit_: Callable[[], None]) -> None:
+    def __init__(self, session: Any) -> None:
         self._session = session
-        self._quit = quit_
 
     def submit(self, text: str, request: int) -> None:
         """Run the line `text` the client typed, its answers carrying `request`."""
@@ -67,14 +66,11 @@ class AgentCommands:
         except CommandError as exc:
             self._session.emit(ev.CommandResult(text, str(exc), ok=False, request=request))
             return
-        if isinstance(command, Quit):
-            self._quit()
-        else:
-            self._session.submit(command, request)
+        self._session.submit(command, request)
 
     def quit(self) -> None:
-        """The client asked to quit (or a child agent lost its UI)."""
-        self._quit()
+        """The client asked to quit (or a child agent lost its UI): the run's quit path."""
+        self._session.run_quit.quit()
 
 
 def path_checks() -> PathChecks:
@@ -137,7 +133,7 @@ def _attach(session: Any, options: RunOptions, listeners: tuple[Any, ...]) -> No
 def build_agent(options: RunOptions, transport: Transport | None, quit_: Callable[[], None] | None = None,
                 *listeners: Any, announce: ev.Event | None = None) -> Agent:
     """The agent for `options`: its outputs opened (OutputError if they cannot be), its session,
-    with a `transport` its server (hooks fixed here: commands parsed once, quit to `quit_`) and,
+    with a `transport` its server (hooks fixed here: commands parsed once, the run quit by `quit_`) and,
     on a torchrun rank, the job's tap in front of it; the server (or tap), the outputs and
     `listeners` are attached in that order. Without a transport (headless) the in-process client
     talks to the session itself. `announce`: an event the outputs hear before anything else
@@ -153,8 +149,9 @@ def build_agent(options: RunOptions, transport: Transport | None, quit_: Callabl
         _attach(session, options, (*outputs.listeners, *listeners))
         return Agent(options, outputs, session)
     assert quit_ is not None, "an agent that serves a client needs its quit path"
-    commands = AgentCommands(session, quit_)
-    tap = _job_tap(session, commands, transport)
+    commands = AgentCommands(session)
+    tap = _job_tap(session, commands, transport, quit_)
+    session.run_quit.take(tap.quit_job if tap is not None else quit_)
     front: Any = tap or commands
     hooks = ServerHooks(submit=front.submit, quit=front.quit, resume=session.run_on,
                         detached=tap.detached if tap is not None else _nothing, info=transport.info)
@@ -175,13 +172,14 @@ def _in_job() -> bool:
     return in_job_env()
 
 
-def _job_tap(session: Any, commands: AgentCommands, transport: Transport):
-    """A listening agent under torchrun (WORLD_SIZE > 1) is one rank of a job (gradtui.distributed)."""
+def _job_tap(session: Any, commands: AgentCommands, transport: Transport, quit_: Callable[[], None]):
+    """A listening agent under torchrun (WORLD_SIZE > 1) is one rank of a job (gradtui.distributed);
+    `quit_`: the mode's way out, this rank's own."""
     if transport.listener is None or not _in_job():
         return None
     from gradtui.distributed.tap import JobTap
 
-    return JobTap(session, commands.submit, commands.quit, transport.listener, transport.token)
+    return JobTap(session, commands.submit, quit_, transport.listener, transport.token)
 
 
 def process_info(options: RunOptions, kind: str, argv: list[str] | None = None) -> dict[str, Any]:

@@ -43,10 +43,9 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     `entry`: the runtime file of a --listen agent, removed however the run ends (a SIGTERM or
     SIGHUP too, see gradtui.engine.exits). After an unhandled KeyboardInterrupt the process is
     set to die of SIGINT at exit, as python's would."""
-    from gradtui.engine.exits import FatalSignals, describe_signal, die_at_exit, end_at_exit
+    from gradtui.engine.exits import FatalSignals, describe_signal
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
-    from gradtui.distributed.job import in_job_env
 
     def stop() -> None:  # session.quit(), then the script interrupted if it is busy outside a pause
         threading.Thread(target=runner.stop, name="gradtui-stop", daemon=True).start()
@@ -91,10 +90,20 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
         if lines is not None:
             lines.restore()
         failures = _end(server, outputs, "the script ended")
-    die_at_exit(runner.exit_signal)
+    return _exit_status(status, failures, runner.exit_signal)
+
+
+def _exit_status(status: int, failures: list[str], exit_signal: int | None) -> int:
+    """The agent's exit status: the script's (OUTPUT_FAILED if it succeeded but the outputs
+    failed); set to die of `exit_signal` at exit (python's way), and a finished torchrun rank to
+    end at exit, not in gloo's teardown (gradtui.engine.exits)."""
+    from gradtui.engine.exits import die_at_exit, end_at_exit
+    from gradtui.distributed.job import in_job_env
+
+    die_at_exit(exit_signal)
     status = OUTPUT_FAILED if failures and status == 0 else status
     if in_job_env():
-        end_at_exit(status)  # a finished rank is not left to gloo's teardown (gradtui.engine.exits)
+        end_at_exit(status)
     return status
 
 

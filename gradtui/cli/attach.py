@@ -15,7 +15,7 @@ import os
 import sys
 
 from gradtui.wire.runtime import AgentEntry, RuntimeDirError, parse_address, running_agents
-from gradtui.cli.options import UsageError, add_client_options, drive_headless, read_commands
+from gradtui.cli.options import add_client_options, drive_headless, read_commands
 
 DETACHED = "(gradtui) detached: the script runs on; its breakpoints stay armed for the next client"
 
@@ -73,10 +73,8 @@ def main(argv: list[str]) -> int:
         print(f"gradtui attach: no runtime file names an agent at {found.address}: give its token with --token",
               file=sys.stderr)
         return 2
-    try:
-        commands = read_commands(options.command_file, options.commands)
-    except UsageError as exc:
-        print(f"gradtui attach: {exc}", file=sys.stderr)
+    commands = read_commands(options, "gradtui attach")
+    if commands is None:
         return 2
     from gradtui.wire.client import RemoteTarget  # imports the wire and networkx: only once the input is good
 

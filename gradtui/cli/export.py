@@ -13,8 +13,7 @@ import argparse
 import os
 import sys
 
-from gradtui.record.reader import open_recording
-from gradtui.wire.target import TargetError
+from gradtui.cli.options import recording_opens
 
 BAD_INPUT = 2
 """Exit status of an export that could not read its recording or write its file."""
@@ -38,10 +37,7 @@ def main(argv: list[str]) -> int:
     from gradtui.record.reader import damage_text
 
     options = build_parser().parse_args(argv)
-    try:
-        open_recording(options.db).close()
-    except TargetError as exc:
-        print(f"gradtui export: cannot read {options.db}: {exc}", file=sys.stderr)
+    if not recording_opens(options.db, "gradtui export", "read"):
         return BAD_INPUT
     if os.path.abspath(options.json) == os.path.abspath(options.db):
         print(f"gradtui export: --json {options.json} is the recording itself", file=sys.stderr)

@@ -7,7 +7,7 @@ import os
 import sys
 from importlib import resources
 
-from gradtui.cli.options import UsageError, add_client_options, read_commands
+from gradtui.cli.options import add_client_options, read_commands
 from gradtui.agent.build import build_agent, path_checks
 from gradtui.model.options import OptionsError, RunOptions
 from gradtui.agent.outputs import OUTPUT_FAILED, OutputError
@@ -152,10 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(script):
         print(f"gradtui: no such script: {script}", file=sys.stderr)
         return 2
-    try:
-        commands = read_commands(options.command_file, options.commands)
-    except UsageError as exc:
-        print(f"gradtui: {exc}", file=sys.stderr)
+    commands = read_commands(options, "gradtui")
+    if commands is None:
         return 2
     given = RunOptions(script, list(options.args), commands, options.report, options.record_all,
                        headless=options.headless, listen=options.listen, record=options.record,

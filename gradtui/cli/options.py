@@ -17,10 +17,6 @@ if TYPE_CHECKING:  # the events import networkx: `gradtui --help` and bad input 
     from gradtui.model import events as ev
 
 
-class UsageError(Exception):
-    """Bad input on the command line: the caller prints it as one line and exits with status 2."""
-
-
 def add_client_options(parser: argparse.ArgumentParser, commands_help: str,
                        headless_help: str = "no UI: run the commands at the pauses, print") -> None:
     """--headless, -c, -x and --theme, as every debugger command spells them."""
@@ -31,17 +27,32 @@ def add_client_options(parser: argparse.ArgumentParser, commands_help: str,
     parser.add_argument("--theme", metavar="NAME", help="a Textual theme for the UI (e.g. textual-dark, nord)")
 
 
-def read_commands(command_file: str | None, commands: list[str]) -> list[str]:
-    """The -x file's commands (comments dropped) followed by the -c ones; raises UsageError
-    when the file cannot be read, saying why."""
+def read_commands(options: argparse.Namespace, prog: str) -> list[str] | None:
+    """The -x file's commands (comments dropped) followed by the -c ones; None once the reason
+    the file cannot be read is said on stderr as `prog: ...` (the caller exits with status 2)."""
     read: list[str] = []
-    if command_file:
+    if options.command_file:
         try:
-            read = parse_file(command_file)
+            read = parse_file(options.command_file)
         except (OSError, UnicodeDecodeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-            raise UsageError(f"cannot read -x {command_file}: {why}") from None
-    return read + list(commands)
+            print(f"{prog}: cannot read -x {options.command_file}: {why}", file=sys.stderr)
+            return None
+    return read + list(options.commands)
+
+
+def recording_opens(path: str, prog: str, cannot: str) -> bool:
+    """Does the recording at `path` open? If not, say why on stderr as `prog: cannot PATH: why`
+    (`cannot`: "replay", "read"; the caller exits with status 2)."""
+    from gradtui.record.reader import open_recording
+    from gradtui.wire.target import TargetError
+
+    try:
+        open_recording(path).close()
+    except TargetError as exc:
+        print(f"{prog}: cannot {cannot} {path}: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 async def drive_headless(target: Any, commands: list[str], *, prog: str,

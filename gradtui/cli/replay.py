@@ -15,10 +15,9 @@ import asyncio
 import gc
 import sys
 
-from gradtui.cli.options import UsageError, add_client_options, drive_headless, read_commands
-from gradtui.record.reader import damage_text, open_recording
+from gradtui.cli.options import add_client_options, drive_headless, read_commands, recording_opens
+from gradtui.record.reader import damage_text
 from gradtui.record.replay import ReplayTarget
-from gradtui.wire.target import TargetError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,15 +52,10 @@ def settle_heap() -> None:
 def main(argv: list[str]) -> int:
     """Run `gradtui replay`; returns the exit status (2: bad input)."""
     options = build_parser().parse_args(argv)
-    try:
-        open_recording(options.db).close()
-    except TargetError as exc:
-        print(f"gradtui replay: cannot replay {options.db}: {exc}", file=sys.stderr)
+    if not recording_opens(options.db, "gradtui replay", "replay"):
         return 2
-    try:
-        commands = read_commands(options.command_file, options.commands)
-    except UsageError as exc:
-        print(f"gradtui replay: {exc}", file=sys.stderr)
+    commands = read_commands(options, "gradtui replay")
+    if commands is None:
         return 2
     if options.headless:
         target = ReplayTarget(options.db)

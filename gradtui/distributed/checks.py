@@ -29,7 +29,7 @@ from gradtui.model.commands import (
 )
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.summary import summarize_all
-from gradtui.distributed.stops import HOLD
+from gradtui.distributed.stops import HOLD, resume_holds
 
 WAIT = timedelta(seconds=0.2)
 
@@ -122,10 +122,12 @@ class Checks:
                                         summarize_all(grads, histogram=True), finished.done, finished.total))
             while True:
                 try:
-                    text, request = self._commands.get(timeout=0.25)
+                    queued: tuple[str, int] | None = self._commands.get(timeout=0.25)
                 except queue.Empty:
-                    if self.session.quitting:
-                        raise GradtuiQuit() from None
+                    queued = None
+                if self.session.quitting:
+                    raise GradtuiQuit()
+                if queued is None:
                     # Every rank holds after the same pass; the client's resume reaches those the
                     # hub knew were held. A rank whose hold began after that follows the one that
                     # resumed, through the store.
@@ -134,6 +136,7 @@ class Checks:
                     if self.link.released:  # a rank died: the others are let go at once
                         return self._resume(finished, "continue")
                     continue
+                text, request = queued
                 try:
                     command = parse(text)
                 except CommandError as exc:
@@ -142,10 +145,10 @@ class Checks:
                 match command:
                     case Continue() | Step() | Finish():
                         mode = "continue" if isinstance(command, Continue) else "step"
-                        self._mark_resumed(finished.pass_index, mode)
+                        resume_holds(self.store, finished.pass_index, mode)  # the ranks whose hold began later
                         return self._resume(finished, mode)
                     case Quit():
-                        raise GradtuiQuit()
+                        self.session.run_quit.quit()  # its way out ends by stopping the session: seen above
                     case Print():
                         self.session.emit(ev.CommandResult(text, self._report, request=request))
                     case Break() | Delete() | ListBreakpoints():
@@ -169,12 +172,6 @@ class Checks:
         if mode == "step":
             self.session.step_next_pass()
         self.session.emit(ev.Resumed(finished.pass_index, mode))
-
-    def _mark_resumed(self, index: int, mode: str) -> None:
-        try:
-            self.store.set(f"vr/{index}", mode)
-        except Exception:  # noqa: BLE001 - the job's store is gone: the job is ending
-            pass
 
     def _resumed(self, index: int) -> str | None:
         """How another rank resumed its hold after pass `index` (None: none has yet); "continue"

@@ -9,7 +9,7 @@ pass, forwards the *shown* rank's events to the client (the others' output too, 
 a `RanksChanged` whenever a rank's state changes. A rank that pauses on its own (a breakpoint,
 a step) has the others parked (`park`; a diverge hold parks none: every rank holds after that
 pass); a pause heard after the client resumed its stop is let go unseen (gradtui.distributed.stops);
-orders to the ranks leave in the order decided (gradtui.distributed.outbox); if the shown rank was not itself paused, the client is
+orders to the ranks leave in the order decided (gradtui.distributed.outbox's RankOrders); if the shown rank was not itself paused, the client is
 switched to the rank that paused (as gdb does for the thread that hit a breakpoint), its pass
 replayed first. Commands from the client: see `JobHub.submit`. A rank whose connection ends
 without a `ScriptFinished` is dead: `x/RANK` goes in the store (gates no longer wait for it),
@@ -32,14 +32,13 @@ from gradtui.model.commands import (
     Break, Clip, CommandError, Continue, Delete, Finish, Flow, ListBreakpoints, Print, Quit, Rank, Ranks, Scale, SetGrad,
     Step, Zero, parse,
 )
-from gradtui.wire.runtime import alive
-from gradtui.distributed.answers import Answers, Gather
+from gradtui.distributed.answers import Answers
 from gradtui.distributed.conn import RankConn
-from gradtui.distributed.outbox import Outbox
+from gradtui.distributed.deaths import Deaths
+from gradtui.distributed.outbox import RankOrders
 from gradtui.model.dist_events import RanksChanged, flow_table, format_ranks
-from gradtui.distributed.rank import CONTROL
 from gradtui.distributed.settle import HeldPause
-from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked
+from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked, resume_holds
 
 EDIT_NOTE = ("(edited on rank {rank} only: DDP will average this gradient into every rank at the "
              "all-reduce)")
@@ -52,7 +51,7 @@ class JobHub:
 
     def __init__(self, world: int, out: Callable[[ev.Event], None], local: Any, store: Any) -> None:
         """`out`: the job's client (rank 0's AgentServer as a listener); `local`: rank 0's tap
-        (`control(text)`, `submit(text, request)`, `quit_self()`); `store`: the job's store (gradtui's keys)."""
+        (`control(text)`, `submit(text, request)`, `quit()`, `quit_self()`); `store`: the job's store (gradtui's keys)."""
         self.world = world
         self.shown = 0
         self._out = out
@@ -69,8 +68,9 @@ class JobHub:
         """Is a client attached to the job now (rank 0's server says)?"""
         self._detached = False
         """A client has come and gone: step pauses resume by themselves while none is attached."""
-        self._outbox = Outbox(self._lock)
-        """What to send to the ranks, in the order the hub decided it."""
+        self._orders = RankOrders(self._lock, local, self._conns, self._answers)
+        """What to send to the ranks, in the order the hub decided it (gradtui.distributed.outbox)."""
+        self._deaths = Deaths(self._ranks, store, out, self._orders, self._changed)
         self._held = HeldPause(self._lock, out)
         """The shown rank's step pause, until the other ranks have caught up (gradtui.distributed.settle)."""
 
@@ -120,7 +120,7 @@ class JobHub:
                 self._changed()
             if self._held.held and not self._behind(self.shown):
                 self._held.release()  # after the rank strip that shows every rank caught up
-        self._flush()
+        self._orders.flush()
         for action in actions:
             action()
 
@@ -132,7 +132,7 @@ class JobHub:
         if verdict.stale:
             st.passing = True
             if verdict.resume is not None:
-                self._submit(st.rank, verdict.resume, None)
+                self._orders.submit(st.rank, verdict.resume, None)
             return None
         st.paused = PARKED if is_parked(event) else "own"
         st.pause = event
@@ -157,10 +157,10 @@ class JobHub:
         for st in self._ranks:
             if st.rank != rank and st.live and st.paused != "own":
                 st.park_order = why
-                self._control(st.rank, f"park {why}")
+                self._orders.control(st.rank, f"park {why}")
 
     def _changed(self) -> None:
-        self._out(RanksChanged(tuple(r.public() for r in self._ranks), self.shown, self.world))
+        self._out(self._snapshot())
 
     def _switch_soon(self, rank: int) -> None:
         """Show `rank`, which paused on its own, unless the shown rank pauses too by then (ranks
@@ -195,30 +195,11 @@ class JobHub:
             self._changed()
 
     def _gone(self, rank: int, bye: str | None) -> None:
-        """`rank`'s connection ended: done if it said so, else dead (the others are released)."""
+        """`rank`'s connection ended: done if it said so, else dead (gradtui.distributed.deaths)."""
         with self._lock:
-            st = self._ranks[rank]
-            if st.state == "done":
+            if not self._deaths.gone(rank, bye):
                 return
-            st.state, st.paused, st.pause = "dead", None, None
-            running = st.pid is not None and alive(st.pid)
-            st.at = f"its agent went away ({bye or 'connection lost'}; pid {st.pid} {'still running' if running else 'gone'})"
-            try:
-                self._store.set(f"x/{rank}", "")
-            except Exception:  # noqa: BLE001 - the store is gone too: the job is ending
-                pass
-            self._out(ev.Output("stderr", f"gradtui: rank {rank} died: {st.at}; releasing the other ranks\n"))
-            self._changed()
-            for r in self._ranks:
-                if not r.live:
-                    continue
-                self._control(r.rank, f"gone {rank}")
-                self._control(r.rank, "release")  # ends a park, and a diverge hold, at once
-                r.park_order = None
-                if r.paused == "own" and not is_hold(r.pause):
-                    self._submit(r.rank, "continue", None)
-                r.paused = None
-        self._flush()
+        self._orders.flush()
         if rank == self.shown:
             self.show(0)
 
@@ -231,7 +212,7 @@ class JobHub:
         rank (edits say that DDP will average them). Decided under the lock, sent after it."""
         with self._lock:
             self._command(text, request)
-        self._flush()
+        self._orders.flush()
 
     def _command(self, text: str, request: int) -> None:
         line = text.strip()
@@ -252,27 +233,27 @@ class JobHub:
                 if isinstance(command, Delete) and command.number is None and self.diverge:
                     self.diverge = False  # `delete all` disarms the job's diverge check too
                     for r in self._live():
-                        self._control(r, "diverge off")
+                        self._orders.control(r, "diverge off")
                 for r in self._live():
-                    self._submit(r, line, request if r == self.shown else None)
+                    self._orders.submit(r, line, request if r == self.shown else None)
             case Print():
                 paused = [r for r in self._live() if self._ranks[r].paused]
                 if len(paused) < 2:
-                    self._submit(self.shown, line, request)
+                    self._orders.submit(self.shown, line, request)
                 else:
                     gathered = self._answers.gather(text, request, paused)
                     for r in paused:
-                        self._submit(r, line, None, gather=gathered)
+                        self._orders.submit(r, line, None, gather=gathered)
             case Scale() | Zero() | Clip() | SetGrad():
-                self._submit(self.shown, line, request, note=EDIT_NOTE.format(rank=self.shown))
+                self._orders.submit(self.shown, line, request, note=EDIT_NOTE.format(rank=self.shown))
             case Quit():
-                self.quit_all()
+                self._local.quit()  # the run's quit path, which on rank 0 is `quit_all`
             case Flow() if self.world > 1:
-                self._reply(text, "\n".join(self._flow()), request)
+                self._reply(text, "\n".join(flow_table({st.rank: st.flow for st in self._ranks}, self.world)), request)
             case ListBreakpoints() if self.diverge:  # the job's own check is listed with the rank's
-                self._submit(self.shown, line, request, note="job: break diverge (checked after every pass)")
+                self._orders.submit(self.shown, line, request, note="job: break diverge (checked after every pass)")
             case _:
-                self._submit(self.shown, line, request)
+                self._orders.submit(self.shown, line, request)
 
     def _resume(self, line: str, request: int) -> None:
         """Every rank resumes: parked ones through `unpark MODE`, ones held by `break diverge`
@@ -287,23 +268,17 @@ class JobHub:
             stop = shown.pause if shown.paused == "own" else next(
                 (st.pause for st in live if st.paused == "own"), None)
             for st in live:
-                self._control(st.rank, f"unpark {line}")
+                self._orders.control(st.rank, f"unpark {line}")
                 st.park_order = None
                 if st.paused is None:
                     if stop is not None or st.pending is None:  # a second resume of no stop keeps the first's
                         st.pending = Pending(line, stop)
                 elif st.paused == "own" and is_hold(st.pause):
                     assert st.pause is not None
-                    self._resume_hold(st.pause.pass_index, line)
+                    resume_holds(self._store, st.pause.pass_index, "continue" if line.startswith("c") else "step")
                 elif st.paused == "own":
-                    self._submit(st.rank, line, request if st.rank == self.shown else None)
+                    self._orders.submit(st.rank, line, request if st.rank == self.shown else None)
                 st.paused = None
-
-    def _resume_hold(self, index: int, line: str) -> None:
-        try:
-            self._store.set(f"vr/{index}", "continue" if line.startswith("c") else "step")
-        except Exception:  # noqa: BLE001 - the store is gone: the job is ending
-            pass
 
     def _rank_command(self, text: str, rank: int, request: int) -> None:
         if not 0 <= rank < self.world:
@@ -316,32 +291,28 @@ class JobHub:
     def _break_diverge(self, text: str, request: int) -> None:
         self.diverge = True
         for r in self._live():
-            self._control(r, "diverge on")
+            self._orders.control(r, "diverge on")
         self._reply(text, "breakpoint diverge: the job stops after a pass whose parameter gradients differ "
                           "across ranks after their all-reduce", request)
 
-    def _flow(self) -> list[str]:
-        return flow_table({st.rank: st.flow for st in self._ranks}, self.world)
-
     def notice_deaths(self) -> None:
         """Declare dead every rank whose process is gone, now (before this process ends)."""
-        for st in list(self._ranks[1:]):
-            if st.state not in ("dead", "done") and st.pid is not None and not alive(st.pid):
-                self._gone(st.rank, None)
+        for rank in self._deaths.dead_now():
+            self._gone(rank, None)
 
     def quit_all(self) -> None:
         """Stop every rank's script (the client quit)."""
         for r in self._live():
             if r != 0:
-                self._conns[r].send({"quit": True})
+                self._orders.quit(r)
         self._local.quit_self()
 
     def client(self, attached: bool) -> None:
         """The job's client attached or went: while one is attached the job can pause, so every
         rank keeps its groups' timeouts raised (RankLink.can_pause)."""
         for r in self._live():
-            self._control(r, f"client {'on' if attached else 'off'}")
-        self._flush()
+            self._orders.control(r, f"client {'on' if attached else 'off'}")
+        self._orders.flush()
 
     def release_all(self) -> None:
         """The client went: the job runs on with its breakpoints armed, as a lone agent does: a
@@ -357,7 +328,7 @@ class JobHub:
     def _run_on(self) -> None:
         """Resume the job as `continue` does, for no client."""
         self._resume("continue", -1)
-        self._flush()
+        self._orders.flush()
 
     # ---- sending -------------------------------------------------------------------------
 
@@ -367,31 +338,6 @@ class JobHub:
     def _snapshot(self) -> RanksChanged:
         with self._lock:
             return RanksChanged(tuple(r.public() for r in self._ranks), self.shown, self.world)
-
-    def _control(self, rank: int, line: str) -> None:
-        """Queue a control line for `rank` (sent by `_flush`)."""
-        if rank == 0:
-            self._send(lambda: self._local.control(line))
-        elif rank in self._conns:
-            conn = self._conns[rank]
-            self._send(lambda: conn.send({"submit": CONTROL + line, "id": 0}))
-
-    def _send(self, send: Callable[[], None]) -> None:
-        self._outbox.put(send)
-
-    def _flush(self) -> None:
-        """Send the queued orders (gradtui.distributed.outbox); never with the lock held."""
-        self._outbox.flush()
-
-    def _submit(self, rank: int, line: str, request: int | None, *, note: str | None = None,
-                gather: Gather | None = None) -> None:
-        """Send `line` to `rank` under a hub id; its answer goes to the client as `request`."""
-        hub_id = self._answers.ask(request, note, gather)
-        if rank == 0:
-            self._send(lambda: self._local.submit(line, hub_id))
-        elif rank in self._conns:
-            conn = self._conns[rank]
-            self._send(lambda: conn.send({"submit": line, "id": hub_id}))
 
     def _reply(self, text: str, answer: str, request: int, ok: bool = True) -> None:
         self._out(ev.CommandResult(text, answer, ok=ok, request=request))

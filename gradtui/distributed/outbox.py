@@ -1,4 +1,4 @@
-"""The job hub's orders to the ranks, sent in the order the hub decided them.
+"""The job hub's orders to the ranks, sent in the order the hub decided them (`RankOrders`).
 
 The hub decides under its lock (which rank parks, which resumes) and must send outside it: a
 send to rank 0 runs rank 0's own code (`RankLink.control`), which may wait for rank 0's script
@@ -13,6 +13,9 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Any
+
+from gradtui.distributed.rank import CONTROL
 
 
 class Outbox:
@@ -47,3 +50,41 @@ class Outbox:
             with self._lock:
                 self._flushing = False
             raise
+
+
+class RankOrders:
+    """What the hub sends each rank, through one `Outbox`: control lines, commands (under a hub
+    id whose answer `answers` turns into the client's) and quits. Rank 0 is `local` (its tap,
+    called), the others their connections (`conns`, filled by the hub as ranks join)."""
+
+    def __init__(self, lock: threading.RLock, local: Any, conns: dict[int, Any], answers: Any) -> None:
+        self._outbox = Outbox(lock)
+        self._local = local
+        self._conns = conns
+        self._answers = answers
+
+    def control(self, rank: int, line: str) -> None:
+        """Queue a control line for `rank` (sent by `flush`)."""
+        if rank == 0:
+            self._outbox.put(lambda: self._local.control(line))
+        elif rank in self._conns:
+            conn = self._conns[rank]
+            self._outbox.put(lambda: conn.send({"submit": CONTROL + line, "id": 0}))
+
+    def submit(self, rank: int, line: str, request: int | None, *, note: str | None = None,
+               gather: Any = None) -> None:
+        """Queue `line` for `rank` under a hub id; its answer goes to the client as `request`."""
+        hub_id = self._answers.ask(request, note, gather)
+        if rank == 0:
+            self._outbox.put(lambda: self._local.submit(line, hub_id))
+        elif rank in self._conns:
+            conn = self._conns[rank]
+            self._outbox.put(lambda: conn.send({"submit": line, "id": hub_id}))
+
+    def quit(self, rank: int) -> None:
+        """Tell `rank` (not 0: rank 0's quit is its own run's) that the client quit, at once."""
+        self._conns[rank].send({"quit": True})
+
+    def flush(self) -> None:
+        """Send the queued orders; never with the hub's lock held."""
+        self._outbox.flush()

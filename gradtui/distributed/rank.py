@@ -110,6 +110,11 @@ class RankLink:
                 # not wait at a gate this rank never reaches while this one waits for its
                 # all-reduce in the backward's final callback.
                 self._mark(f"d/{index}/{self.rank}")
+        return self._wait(index, node)
+
+    def _wait(self, index: int, node: int) -> str | None:
+        """Wait at this rank's present gate of pass `index` (before `node`) for the other live
+        ranks: None once they all arrived (or quit, or the store is gone), or why to park."""
         waiting = [r for r in range(self.world) if r != self.rank and r not in self.gone]
         keys = [self._key(index, self._gate, r) for r in waiting]
         since = last = time.monotonic()

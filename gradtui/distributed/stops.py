@@ -12,7 +12,7 @@ is ended (or just let go) unseen, parking nobody; any other is a new stop.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gradtui.model import events as ev
 from gradtui.model.dist_events import RankState, RankWaiting
@@ -28,6 +28,15 @@ def is_hold(pause: ev.Paused | None) -> bool:
     """Is `pause` a diverge hold (every rank holds after the same pass; they resume through the
     job's store, so a hold parks no other rank and is never sent a command to resume)?"""
     return pause is not None and pause.reason.startswith(HOLD)
+
+
+def resume_holds(store: Any, index: int, mode: str) -> None:
+    """Resume every rank's diverge hold after pass `index` as `mode` ("continue" or "step"): the
+    job's store says so (`vr/PASS`, which every held rank reads); nothing if the store is gone."""
+    try:
+        store.set(f"vr/{index}", mode)
+    except Exception:  # noqa: BLE001 - the job's store is gone: the job is ending
+        pass
 
 
 def is_parked(pause: ev.Paused) -> bool:

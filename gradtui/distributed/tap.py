@@ -170,7 +170,12 @@ class JobTap:
             self.link.control(line)
 
     def quit(self) -> None:
-        """The client quit: on rank 0 with a hub, every rank; else this rank."""
+        """The client quit (or the hub heard a typed `quit`): the run's quit path."""
+        self.session.run_quit.quit()
+
+    def quit_job(self) -> None:
+        """A job rank's way out of the run (the session's `run_quit` takes it): on rank 0 with a
+        hub, every rank; else this rank."""
         if self.hub is not None:
             self.hub.quit_all()
         else:

@@ -30,15 +30,31 @@ class CommandRunner:
     """Runs commands for the session (see module doc): owned by it, given what commands act on."""
 
     def __init__(self, breakpoints: Breakpoints, stepper: Stepper, recorder: FlowRecorder,
-                 emit: Callable[[ev.Event], None], breakpoints_changed: Callable[[], None],
-                 has_reference: Callable[[], bool] = lambda: False) -> None:
+                 emit: Callable[[ev.Event], None], has_reference: Callable[[], bool] = lambda: False) -> None:
         self.breakpoints = breakpoints
         self._has_reference = has_reference
         """Does the run compare with a reference recording (`--against`)? `break differs` needs one."""
         self._stepper = stepper
         self._recorder = recorder
         self.emit = emit
-        self._breakpoints_changed = breakpoints_changed
+
+    def breakpoint_state(self) -> ev.BreakpointsChanged:
+        """The breakpoints as they are now (numbers, specs, hits), as the event clients get after
+        every change."""
+        return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(bp.number, bp.spec.text, bp.hits)
+                                           for bp in self.breakpoints))
+
+    def breakpoints_changed(self) -> None:
+        """Tell clients the breakpoints as they are now."""
+        self.emit(self.breakpoint_state())
+
+    def hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
+        """Count and announce a breakpoint hit; returns how a pause reason names it."""
+        bp.hits += 1
+        state.fired.add(bp.number)
+        self.emit(ev.BreakpointHit(bp.number, bp.spec.text, state.index, node))
+        self.breakpoints_changed()
+        return f"breakpoint {bp.number}"
 
     def execute(self, command: Command, state: PassRecord | None, request: int | None = None) -> None:
         """Run one command; its result (or refusal) is emitted as a CommandResult for `request`."""
@@ -57,7 +73,7 @@ class CommandRunner:
             if text is not None:
                 self.emit(ev.CommandResult(command.text, text, request=request))
             if isinstance(command, breakpoint_commands.CHANGES):
-                self._breakpoints_changed()  # after the answer, as clients expect
+                self.breakpoints_changed()  # after the answer, as clients expect
 
     def _run_command(self, command: Command, state: PassRecord | None) -> str | None:
         """Do `command`; its answer's text (None: nothing to say), or raise to refuse it."""

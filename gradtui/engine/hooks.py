@@ -22,7 +22,7 @@ from gradtui.model.commands import Break, Delete, Flow, Help, ListBreakpoints
 from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.reads import PassReads
-from gradtui.engine.recorder import PassRecord, Ran, hand_off, incoming_stats, outgoing_stats
+from gradtui.engine.recorder import PassRecord, Ran, grad_inputs_handles, grad_outputs_handles, hand_off
 from gradtui.engine.stepper import Pause
 from gradtui.engine.summary import summarize_all
 from gradtui.engine.window import HELD_ELEMENTS
@@ -129,7 +129,7 @@ class EveryNodeHooks:
         if not self._own_call():
             return None
         state.running = node
-        state.incoming[node] = incoming_stats(state, node, grads, owner.light)
+        state.grad_outputs[node] = grad_outputs_handles(state, node, grads, owner.light)
         place = owner.stop_reason(state, node)
         value = None
         # With a watch, also read before the pass's last node: a small pass is then exact.
@@ -156,13 +156,13 @@ class EveryNodeHooks:
             pause = owner.pause_at(state, node, "before", reason, grads)
             if pause.edited:
                 new = pause.grads
-                state.incoming[node] = summarize_all(new)
+                state.grad_outputs[node] = summarize_all(new)
         while owner.follow is not None and (why := owner.follow(state, node)) is not None:
             self.read(node, None, pause=True)  # the parked pause shows what has run (a hit in it pauses first)
             pause = owner.pause_at(state, node, "before", why, grads if new is None else new)  # parked
             if pause.edited:
                 new = pause.grads
-                state.incoming[node] = summarize_all(new)
+                state.grad_outputs[node] = summarize_all(new)
         if reason is not None and owner.can_hand_over(state):
             state.hand_over_at = node  # continued from here: the plan's hooks take over after this node
         self._note_arrival(node, grads, new)
@@ -176,7 +176,7 @@ class EveryNodeHooks:
             # The gradient is about to become the leaf's .grad: holding it would make
             # AccumulateGrad copy it instead of taking it. Its stats are read from .grad.
             leaf = None
-            for handle in state.incoming[node]:
+            for handle in state.grad_outputs[node]:
                 if type(handle) is int:
                     leaf = state.capture.nodes[node].variable if leaf is None else leaf
                     if leaf.grad is None:
@@ -206,10 +206,10 @@ class EveryNodeHooks:
         state.done += 1
         state.running = None
         state.completed[node] = 1
-        incoming = state.incoming.pop(node, ())
-        outgoing = outgoing_stats(state, node, grad_inputs, incoming, owner.light)
-        hand_off(state, node, grad_inputs, outgoing)
-        state.ran.append(Ran(node, state.done, incoming, outgoing))
+        arrived = state.grad_outputs.pop(node, ())
+        sent = grad_inputs_handles(state, node, grad_inputs, arrived, owner.light)
+        hand_off(state, node, grad_inputs, sent)
+        state.ran.append(Ran(node, state.done, arrived, sent))
         if state.prints is not None:  # the one call site of fingerprints (`gradtui diff`, `--against`)
             parted = state.prints.node(node, state.capture.nodes[node], grad_outputs, grad_inputs,
                                        () if owner.detached else owner.breakpoints.differs(state.fired))

@@ -33,6 +33,7 @@ from gradtui.engine.compat import (
 )
 from gradtui.engine.plan import HOOK_MARK
 from gradtui.engine.provenance import Provenance
+from gradtui.engine.quitting import RunQuit
 
 
 class GradtuiQuit(BaseException):
@@ -103,7 +104,7 @@ def _vmapped(arguments: tuple[Any, ...]) -> bool:
 class Interceptor:
     """Patches torch's three backward entry points and routes each call (see module doc)."""
 
-    def __init__(self, owner: PassOwner, quitting: threading.Event, provenance: Provenance | None) -> None:
+    def __init__(self, owner: PassOwner, quitting: RunQuit, provenance: Provenance | None) -> None:
         self._owner = owner
         self._quitting = quitting
         self._provenance = provenance
@@ -257,7 +258,7 @@ class Interceptor:
         if (batched or _vmapped(arguments) or is_compiling()
                 or any(isinstance(t, torch.Tensor) and t.is_meta for t in roots)):
             return run()  # vmap, torch.func, torch.compile's tracing, meta: no values to read
-        if self._quitting.is_set():
+        if self._quitting.asked:
             raise GradtuiQuit()
         nodes = root_nodes(roots)
         if not nodes:

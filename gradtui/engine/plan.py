@@ -13,7 +13,7 @@ gradient may change between the producer and the node). Nodes whose own code can
 whose input a user hook can change also get a prehook, so a failure is marked where it
 happened and a NaN a user hook makes is caught before the node, editable.
 
-`derive_outgoing` turns a derived node's incoming statistics into what it sent on.
+`derive_from` turns the statistics of what arrived at a derived node into those of what it sent on.
 """
 
 from __future__ import annotations
@@ -52,11 +52,6 @@ class HookPlan:
     """Per node with exactly one producer: (producer id, output slot of the producer)."""
     derived: dict[int, list[int]]
     """Producer id -> the derived nodes it feeds directly (their statistics follow from its)."""
-
-    @property
-    def hook_calls(self) -> int:
-        """Hook calls the plan makes per pass if every node runs."""
-        return sum(self.hooks) if self.hooks else 0
 
 
 def user_hooked(node: Any) -> bool:
@@ -119,24 +114,6 @@ def resume(plan: HookPlan, completed: bytearray) -> HookPlan:
     return plan
 
 
-def out_shape(node: Any) -> tuple[int, ...] | None:
-    """The shape of the gradient a one-input node sends on (its forward input's), or None if it
-    sends none: read from the receiving node's input metadata."""
-    target, nr = node.next_functions[0]
-    if target is None:
-        return None
-    return tuple(target._input_metadata[nr].shape)
-
-
-def derive_outgoing(node: Any, name: str, incoming: Stats | None, full: bool) -> tuple[Stats | None, ...]:
-    """What derived node `node` (named `name`) sent on, from what it received (see module doc);
-    `full`: min, max and mean of big gradients too (else only their norm, as a light read has)."""
-    if name == "AccumulateGrad":
-        return ()
-    shape, saved = shape_and_saved(node, name)
-    return derive_from(name, shape, saved, incoming, full, node.next_functions[0][0] is not None)
-
-
 SIZED = frozenset({"ViewBackward0", "UnsafeViewBackward0", "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2",
                    "SelectBackward0", "SelectBackward1"})
 """Derived nodes that save their input's sizes: the shape of what they send on. The others' follows
@@ -187,30 +164,32 @@ def sent_shape(name: str, saved: tuple[int, ...], received: tuple[int, ...]) -> 
     return received
 
 
-def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...], incoming: Stats | None,
+def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...], grad_output: Stats | None,
                 full: bool, sends: bool = True) -> tuple[Stats | None, ...]:
-    """`derive_outgoing` from plain data (`shape_and_saved` of the node; `sends`: its input slot
-    has a receiver): no node needed, so it can run after the pass."""
+    """What derived node `name` sent on, from what it received (`grad_output`, see module doc), from
+    plain data (`shape_and_saved` of the node; `sends`: its input slot has a receiver): no node
+    needed, so it can run after the pass. `full`: min, max and mean of big gradients too (else
+    only their norm, as a light read has)."""
     if name == "AccumulateGrad":
         return ()
-    if incoming is None or not sends:
+    if grad_output is None or not sends:
         return (None,)
     if shape is None:
-        shape = sent_shape(name, saved, incoming.shape)
-    if incoming.unreadable is not None:
-        return (incoming.reshaped(shape),)
-    if not math.prod(shape) or not incoming.numel:  # as summarize has an empty tensor
-        return (Stats(shape, incoming.dtype, incoming.device, 0.0, 0.0, 0.0, 0.0, 0, values=()),)
+        shape = sent_shape(name, saved, grad_output.shape)
+    if grad_output.unreadable is not None:
+        return (grad_output.reshaped(shape),)
+    if not math.prod(shape) or not grad_output.numel:  # as summarize has an empty tensor
+        return (Stats(shape, grad_output.dtype, grad_output.device, 0.0, 0.0, 0.0, 0.0, 0, values=()),)
     if name in SAME_ORDER:
-        return (incoming.reshaped(shape),)
-    values = incoming.values
+        return (grad_output.reshaped(shape),)
+    values = grad_output.values
     if name in PERMUTED:
-        if values is not None and len(incoming.shape) > 1:
-            values = tuple(_rearranged(name, saved, values, incoming.shape).tolist())
-            return (small_stats(shape, incoming.dtype, incoming.device, values),)
-        return (Stats(shape, incoming.dtype, incoming.device, incoming.norm, incoming.min, incoming.max,
-                      incoming.mean, incoming.nonfinite),)
-    return (_selected(saved, incoming, shape, full),)
+        if values is not None and len(grad_output.shape) > 1:
+            values = tuple(_rearranged(name, saved, values, grad_output.shape).tolist())
+            return (small_stats(shape, grad_output.dtype, grad_output.device, values),)
+        return (Stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, grad_output.min, grad_output.max,
+                      grad_output.mean, grad_output.nonfinite),)
+    return (_selected(saved, grad_output, shape, full),)
 
 
 def _rearranged(name: str, saved: tuple[int, ...], values: tuple[float, ...], shape: tuple[int, ...]) -> torch.Tensor:
@@ -229,19 +208,19 @@ def _rearranged(name: str, saved: tuple[int, ...], values: tuple[float, ...], sh
     return grad.reshape(-1)
 
 
-def _selected(saved: tuple[int, ...], incoming: Stats, shape: tuple[int, ...], full: bool) -> Stats:
+def _selected(saved: tuple[int, ...], grad_output: Stats, shape: tuple[int, ...], full: bool) -> Stats:
     """SelectBackward's output: the incoming gradient at one index of `shape`, zeros elsewhere."""
     numel = math.prod(shape)
-    if incoming.values is not None and numel <= VALUES_LIMIT:
+    if grad_output.values is not None and numel <= VALUES_LIMIT:
         grad = torch.zeros(shape, dtype=torch.float64)
         grad.select(saved[0], saved[1]).copy_(
-            torch.tensor(incoming.values, dtype=torch.float64).reshape(incoming.shape))
-        return small_stats(shape, incoming.dtype, incoming.device, tuple(grad.reshape(-1).tolist()))
+            torch.tensor(grad_output.values, dtype=torch.float64).reshape(grad_output.shape))
+        return small_stats(shape, grad_output.dtype, grad_output.device, tuple(grad.reshape(-1).tolist()))
     if not full:
-        return Stats(shape, incoming.dtype, incoming.device, incoming.norm, None, None, None, incoming.nonfinite)
-    lo, hi, mean = incoming.min, incoming.max, incoming.mean
-    if numel > incoming.numel and lo is not None and hi is not None and not math.isnan(lo):
+        return Stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, None, None, None, grad_output.nonfinite)
+    lo, hi, mean = grad_output.min, grad_output.max, grad_output.mean
+    if numel > grad_output.numel and lo is not None and hi is not None and not math.isnan(lo):
         lo, hi = min(lo, 0.0), max(hi, 0.0)
     if mean is not None and numel:
-        mean = mean * incoming.numel / numel
-    return Stats(shape, incoming.dtype, incoming.device, incoming.norm, lo, hi, mean, incoming.nonfinite)
+        mean = mean * grad_output.numel / numel
+    return Stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, lo, hi, mean, grad_output.nonfinite)

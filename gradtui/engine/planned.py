@@ -89,8 +89,8 @@ class PlannedPass:
         self._completed = state.completed
         """Per node, 1 once it ran (the pass's own record: a pass handed over from the every-node
         hooks has some done already)."""
-        self._incoming: dict[int, tuple[Stats | None, ...]] = {}
-        self._outgoing: dict[int, tuple[Stats | None, ...]] = {}
+        self._grad_outputs: dict[int, tuple[Stats | None, ...]] = {}
+        self._grad_inputs: dict[int, tuple[Stats | None, ...]] = {}
         self._ran: list[int] = []
         self._held: list[int] = []
         self._emitted = state.done
@@ -175,7 +175,7 @@ class PlannedPass:
         if not self._own_call():
             return None
         state.running = node
-        incoming = self._incoming[node] = tuple(now_stats(g, self._full) for g in grads)
+        arrived_stats = self._grad_outputs[node] = tuple(now_stats(g, self._full) for g in grads)
         reason = None
         if self._upgraded:
             place = owner.stop_reason(state, node)
@@ -183,9 +183,9 @@ class PlannedPass:
                 reason = f"{owner.hit(place, state, node)}: {place.spec.text}"
             elif place is not None:
                 reason = place
-        if reason is None and self._watching() and (bp := owner.breakpoints.find_value(incoming, state.nan_seen)):
+        if reason is None and self._watching() and (bp := owner.breakpoints.find_value(arrived_stats, state.nan_seen)):
             reason = f"{owner.hit(bp, state, node)}: {bp.spec.text}"
-        if any_nonfinite(incoming):
+        if any_nonfinite(arrived_stats):
             state.nan_seen = True
         if reason is None:
             return None
@@ -194,7 +194,7 @@ class PlannedPass:
         new = None
         if pause.edited:
             new = pause.grads
-            self._incoming[node] = tuple(now_stats(g, self._full) for g in new)
+            self._grad_outputs[node] = tuple(now_stats(g, self._full) for g in new)
         self._after_pause()
         return new
 
@@ -216,17 +216,17 @@ class PlannedPass:
         count = len(grad_inputs)
         if count == 1 or count == 2 and grad_inputs[1] is None:  # most nodes: one gradient sent (`x * 2.0`'s too)
             first = quick_stats(grad_inputs[0], full) if grad_inputs[0] is not None else None
-            outgoing = (first,) if count == 1 else (first, None)
+            sent_stats = (first,) if count == 1 else (first, None)
             bad = first is not None and first.nonfinite
         else:
-            outgoing = measured(grad_inputs, full, measure=quick_stats)
-            bad = any_nonfinite(outgoing)  # type: ignore[arg-type]
-        self._outgoing[node] = outgoing
-        incoming = self._incoming.get(node)
+            sent_stats = measured(grad_inputs, full, measure=quick_stats)
+            bad = any_nonfinite(sent_stats)  # type: ignore[arg-type]
+        self._grad_inputs[node] = sent_stats
+        arrived_stats = self._grad_outputs.get(node)
         late_before = False
-        if incoming is None and (self._plan.producer[node] is None or len(grad_outputs) != 1):
-            incoming = self._incoming[node] = measured(grad_outputs, full, grad_inputs, outgoing, quick_stats)
-            late_before = not state.nan_seen and any_nonfinite(incoming)
+        if arrived_stats is None and (self._plan.producer[node] is None or len(grad_outputs) != 1):
+            arrived_stats = self._grad_outputs[node] = measured(grad_outputs, full, grad_inputs, sent_stats, quick_stats)
+            late_before = not state.nan_seen and any_nonfinite(arrived_stats)
         self._completed[node] = 1
         state.running = None
         ran = self._ran
@@ -266,7 +266,7 @@ class PlannedPass:
         self._after_pause()
         if not pause.edited:
             return None
-        self._outgoing[node] = tuple(now_stats(g, self._full) for g in pause.grads)
+        self._grad_inputs[node] = tuple(now_stats(g, self._full) for g in pause.grads)
         return tuple(pause.grads)
 
     def _watching(self) -> bool:
@@ -313,15 +313,17 @@ class PlannedPass:
         steps: list[Hooked | Derived | Resent] = []
         count = 0
         for node in held:
-            steps.append(Resent(node, self._outgoing.pop(node)))
+            steps.append(Resent(node, self._grad_inputs.pop(node)))
             count += self._derive(node, steps)
-        incoming_of, outgoing_of, producer_of, derived = self._incoming, self._outgoing, self._plan.producer, self._plan.derived
+        grad_outputs_of, grad_inputs_of = self._grad_outputs, self._grad_inputs
+        producer_of, derived = self._plan.producer, self._plan.derived
         make = tuple.__new__  # a NamedTuple's own __new__ is a Python function
         for node in ran:  # once per hooked node: kept lean
-            incoming = incoming_of.pop(node, None)
+            arrived_stats = grad_outputs_of.pop(node, None)
             # what it sent lives on in the step (a held node's until its derived nodes are added)
-            outgoing = outgoing_of[node] if node == hold else outgoing_of.pop(node)
-            steps.append(make(Hooked, (node, incoming, None if incoming is not None else producer_of[node], outgoing)))
+            sent_stats = grad_inputs_of[node] if node == hold else grad_inputs_of.pop(node)
+            source = None if arrived_stats is not None else producer_of[node]
+            steps.append(make(Hooked, (node, arrived_stats, source, sent_stats)))
             count += 1
             if node == hold:
                 self._held.append(node)
@@ -366,7 +368,7 @@ class PlannedPass:
         if state.running is None:
             state.running = ready_node(state.capture.infos, self._completed)
         if state.running is not None:
-            state.incoming[state.running] = resolved(self._incoming.get(state.running, ()))
+            state.grad_outputs[state.running] = resolved(self._grad_outputs.get(state.running, ()))
 
 
 def ready_node(infos: list[NodeInfo], completed: bytearray) -> int | None:

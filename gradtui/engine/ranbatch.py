@@ -29,10 +29,10 @@ class Hooked(NamedTuple):
     """A hooked node that ran: what it received (None: its producer's output, `source`) and sent."""
 
     node: int
-    incoming: tuple[Stats | None, ...] | None
+    grad_outputs: tuple[Stats | None, ...] | None
     source: tuple[int, int] | None
     """(producer, output slot) of a node whose incoming gradient is its producer's output."""
-    outgoing: tuple[Stats | None, ...]
+    grad_inputs: tuple[Stats | None, ...]
 
 
 class Derived(NamedTuple):
@@ -54,7 +54,7 @@ class Resent(NamedTuple):
     derived from it in a later batch."""
 
     node: int
-    outgoing: tuple[Stats | None, ...]
+    grad_inputs: tuple[Stats | None, ...]
 
 
 class PassBatches:
@@ -103,22 +103,22 @@ class PassBatches:
         order = first
         for step in steps:
             if type(step) is Hooked:
-                node, incoming, source, outgoing = step
-                outgoing = resolved(outgoing)
-                if incoming is None:
+                node, grad_outputs, source, grad_inputs = step
+                grad_inputs = resolved(grad_inputs)
+                if grad_outputs is None:
                     producer, slot = source  # type: ignore[misc]
-                    incoming = (_slot(sent.get(producer, ()), slot),)
+                    grad_outputs = (_slot(sent.get(producer, ()), slot),)
                 else:
-                    incoming = resolved(incoming)
+                    grad_outputs = resolved(grad_outputs)
             elif type(step) is Derived:
                 node, (producer, slot) = step.node, step.source
-                incoming = (_slot(sent.get(producer, ()), slot),)
-                outgoing = _derived(step, incoming[0], full)
+                grad_outputs = (_slot(sent.get(producer, ()), slot),)
+                grad_inputs = _derived(step, grad_outputs[0], full)
             else:
-                sent[step.node] = resolved(step.outgoing)
+                sent[step.node] = resolved(step.grad_inputs)
                 continue
-            sent[node] = outgoing
-            out.append(ev.NodeRan(index, node, order, incoming, outgoing))
+            sent[node] = grad_inputs
+            out.append(ev.NodeRan(index, node, order, grad_outputs, grad_inputs))
             order += 1
         return tuple(out)
 
@@ -127,12 +127,12 @@ def _slot(sent: tuple[Stats | None, ...], slot: int) -> Stats | None:
     return sent[slot] if slot < len(sent) else None
 
 
-def _derived(step: Derived, incoming: Stats | None, full: bool) -> tuple[Stats | None, ...]:
+def _derived(step: Derived, grad_output: Stats | None, full: bool) -> tuple[Stats | None, ...]:
     """What derived node `step` sent on; statistics never fail the script's pass."""
     error = step.error
     if error is None:
         try:
-            return derive_from(step.name, step.shape, step.saved, incoming, full, step.sends)
+            return derive_from(step.name, step.shape, step.saved, grad_output, full, step.sends)
         except Exception as exc:  # noqa: BLE001
             error = f"{type(exc).__name__}: {exc}"
     return (Stats((), "", "", math.nan, None, None, None, 0, unreadable=f"not derived ({error})"),)

@@ -47,15 +47,15 @@ class PassReads:
             for entry, leaf in window.leaves.items():
                 tensors[entry] = leaf.grad
         stats = window.read()
-        if state.incoming:
-            state.incoming = {n: resolve(h, stats) for n, h in state.incoming.items()}
+        if state.grad_outputs:
+            state.grad_outputs = {n: resolve(h, stats) for n, h in state.grad_outputs.items()}
         if state.handoff:
             state.handoff = {k: (t, v, stats[h] if type(h) is int else h) for k, (t, v, h) in state.handoff.items()}
         ran, state.ran = state.ran, []
         index, emit, node_ran = state.index, owner.emit, ev.NodeRan
         seen = []
         for r in ran:
-            event = node_ran(index, r.node, r.order, resolve(r.incoming, stats), resolve(r.outgoing, stats))
+            event = node_ran(index, r.node, r.order, resolve(r.grad_outputs, stats), resolve(r.grad_inputs, stats))
             seen.append(event)
             emit(event)
         values = owner.breakpoints.values
@@ -70,7 +70,7 @@ class PassReads:
             self._pause_late(hit, ran, tensors, after)
         if node is None:
             return None
-        found, state.nan_seen = current(state.incoming[node], owner.breakpoints, state.nan_seen)
+        found, state.nan_seen = current(state.grad_outputs[node], owner.breakpoints, state.nan_seen)
         return found
 
     def _pause_late(self, hit: Hit, ran: list[Ran], tensors: list[Any],
@@ -82,7 +82,7 @@ class PassReads:
         if after is not None and after[0] == item.node and hit.phase == "after":
             grads = after[1]
         else:
-            grads = handles_tensors(item.outgoing if hit.phase == "after" else item.incoming, tensors)
+            grads = handles_tensors(item.grad_inputs if hit.phase == "after" else item.grad_outputs, tensors)
         state.capture.describe()  # a lazy capture's names, read now that the pause shows them
         title = info_title(state.capture.infos[item.node], item.node)
         reason = f"{owner.hit(hit.breakpoint, state, item.node)}: {hit_text(hit, len(ran), title)}"

@@ -47,7 +47,8 @@ class PassRecord:
     task: int | None = None
     """Autograd's id of the pass's own engine call, so hooks ignore a backward nested in it (a
     user's hook calling torch.autograd.grad through nodes of this graph)."""
-    incoming: dict[int, tuple[Stats | None, ...]] = field(default_factory=dict)
+    grad_outputs: dict[int, tuple[Stats | None, ...]] = field(default_factory=dict)
+    """Per node whose prehook ran and posthook has not: handles of its `grad_outputs` (what arrived)."""
     handoff: dict[tuple[int, int], tuple[torch.Tensor, int, Stats]] = field(default_factory=dict)
     """Gradients a node just sent to a sole receiver, with their version counter and stats, so
     the receiver's prehook need not summarize the same, unmodified tensor again."""
@@ -86,8 +87,10 @@ class Ran(NamedTuple):
 
     node: int
     order: int
-    incoming: tuple[Any, ...]
-    outgoing: tuple[Any, ...]
+    grad_outputs: tuple[Any, ...]
+    """What arrived (torch's `grad_outputs` of the node)."""
+    grad_inputs: tuple[Any, ...]
+    """What it sent on (its `grad_inputs`)."""
 
 
 def root_values(roots: tuple[Any, ...]) -> tuple[float | None, ...]:
@@ -144,7 +147,7 @@ def _dense(t: torch.Tensor) -> bool:
     return True
 
 
-def incoming_stats(state: PassRecord, node: int, grads: tuple[Any, ...], light: bool) -> tuple[Any, ...]:
+def grad_outputs_handles(state: PassRecord, node: int, grads: tuple[Any, ...], light: bool) -> tuple[Any, ...]:
     """Handles of what flows into `node` (gradtui.engine.window), reusing its sender's when the
     tensor is the same."""
     window = state.window
@@ -169,11 +172,11 @@ def incoming_stats(state: PassRecord, node: int, grads: tuple[Any, ...], light: 
     return tuple(out)
 
 
-def outgoing_stats(state: PassRecord, node: int, grads: tuple[Any, ...], incoming: tuple[Any, ...],
-                   light: bool) -> tuple[Any, ...]:
+def grad_inputs_handles(state: PassRecord, node: int, grads: tuple[Any, ...], grad_outputs: tuple[Any, ...],
+                        light: bool) -> tuple[Any, ...]:
     """Handles of what `node` sent on. A view, transpose or pass-through (`ViewBackward0`,
     `TBackward0`, the two sides of `AddBackward0`...) sends the very elements it received,
-    so their stats are the incoming ones in a new shape: half the reductions of a pass."""
+    so their stats are those of its `grad_outputs` in a new shape: half the reductions of a pass."""
     arrived, versions = state.arrived.pop(node, ((), ()))
     window = state.window
     out: list[Any] = []
@@ -184,7 +187,7 @@ def outgoing_stats(state: PassRecord, node: int, grads: tuple[Any, ...], incomin
         same = None
         if arrived and grad.layout is torch.strided and not is_zerotensor(grad):  # sparse: no data pointer
             ptr = grad.data_ptr()
-            for source, version, handle in zip(arrived, versions, incoming):
+            for source, version, handle in zip(arrived, versions, grad_outputs):
                 # Small ones list their values in order, so only bigger ones are shared.
                 if (source is not None and handle is not None and source.layout is torch.strided
                         and not is_zerotensor(source) and source.data_ptr() == ptr
@@ -203,7 +206,7 @@ def outgoing_stats(state: PassRecord, node: int, grads: tuple[Any, ...], incomin
 
 
 def hand_off(state: PassRecord, node: int, grads: tuple[Any, ...], stats: tuple[Stats | None, ...]) -> None:
-    """Remember what `node` sent to a sole receiver, for that receiver's `incoming_stats`."""
+    """Remember what `node` sent to a sole receiver, for that receiver's `grad_outputs_handles`."""
     for target, grad, s in zip(state.capture.sole_inputs[node], grads, stats):
         if target is not None and grad is not None:
             state.handoff[target] = (grad, grad._version, s)
@@ -309,7 +312,7 @@ class FlowRecorder:
         state.nested_leaves = []
         failed = error is not None
         return ev.PassFinished(state.index, state.done, total, error, state.running if failed else None,
-                               state.incoming.get(state.running, ()) if failed else (), leaf_grads, flow)
+                               state.grad_outputs.get(state.running, ()) if failed else (), leaf_grads, flow)
 
     def nested_pass(self, outer: Any, call: str, frame: FrameType, roots: tuple[Any, ...], inside: bool,
                     breakpoints: Iterable[Breakpoint]) -> ev.NestedPass:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import gc
 import linecache
 import os
-import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -34,18 +33,19 @@ from gradtui.engine.dispatch import CommandRunner
 from gradtui.engine.graph import Names, capture
 from gradtui.engine.names import LaterNames
 from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
+from gradtui.engine.hookchoice import HookChoice
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
+from gradtui.engine.listeners import Listener, Listeners
 from gradtui.engine.fingerprint import PassPrints
 from gradtui.engine.plan import make_plan, resume
 from gradtui.engine.passes import PassRunner, unhooked_start
 from gradtui.engine.planned import PlannedPass
 from gradtui.engine.provenance import Provenance, UnsavedSources
+from gradtui.engine.quitting import RunQuit
 from gradtui.engine.recorder import PassRecord, FlowRecorder, nonfinite_roots, root_values
 from gradtui.engine.stepper import Mode, Pause, Stepper
 
 __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
-
-Listener = Callable[[ev.Event], None]
 
 
 class Session:
@@ -74,31 +74,34 @@ class Session:
         given by whoever builds the session (gradtui.agent.build: a gradtui.record.against.Reference),
         so the engine does not open recordings itself."""
         self.breakpoints = Breakpoints()
-        self._listeners: list[Listener] = [listener] if listener else []
-        self._graph_wanted: list[bool | Callable[[], bool]] = [True] if listener else []
-        self._batches: list[bool] = [False] if listener else []
-        """Per listener: does it take NodesRan batches as they are (see `add_listener`)?"""
-        self._flow_wanted: list[bool] = [True] if listener else []
-        """Per listener: does it read a pass's graph (names, sources, saved values) beyond what a
-        pause shows? See `add_listener`."""
+        self._listeners = Listeners()
+        if listener is not None:
+            self._listeners.add(listener)
         self._detached = False
-        self._quitting = threading.Event()
-        self._stepper = Stepper(self.emit, self._quitting)
+        self._stepper: Stepper
+        self.run_quit = RunQuit(lambda: self._stepper.wake())
+        """The run's one quit path (gradtui.engine.quitting): the agent that builds the session
+        gives it the mode's way out."""
+        self._stepper = Stepper(self.emit, self.run_quit)
         self._passes = 0
         self._provenance = Provenance() if provenance else None
-        self._intercept = Interceptor(self, self._quitting, self._provenance)
+        self._intercept = Interceptor(self, self.run_quit, self._provenance)
         self._recorder = FlowRecorder()
         self._sources = UnsavedSources()
         self._variables_told = -1
         """The last pass whose call-site variables were sent (at its first pause)."""
         self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
-                                       self._breakpoints_changed, lambda: self.against is not None)
+                                       lambda: self.against is not None)
         self._stepper.execute = self._dispatch.execute
         self._runner = PassRunner(self, self._intercept, self._recorder)
         self._full_stats = full_stats
         self._hook_all = hook_all_passes
         self._flow_unhooked = flow_unhooked
         self._check_every = None if check_every is None else max(1, check_every)
+        self._choice = HookChoice(self, self._stepper, self.breakpoints, hook_all=hook_all_passes,
+                                  check_every=self._check_every)
+        self.can_hand_over = self._choice.can_hand_over
+        """May a stepping pass resumed at a node run the rest on a hook plan? (gradtui.engine.hookchoice)"""
         self.follow: Callable[[PassRecord, int], str | None] | None = None
         """Distributed follow mode's per-node "park here?" check (gradtui.distributed.rank), or None.
         Called before a node runs, after any pause of its own; it may block (the ranks' gate) and
@@ -108,41 +111,13 @@ class Session:
 
     def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True, batches: bool = False,
                      flow: bool = True) -> None:
-        """Also send every event to `listener` (called on the emitting thread).
-
-        `batches=True`: the listener takes a planned pass's `NodesRan` batches as they are (and
-        reads `.ran` only if it wants per-node statistics); otherwise it gets each batch's NodeRan
-        events one by one, as from the every-node hooks. `flow=False`: it reads no pass's gradient
-        flow or leaf gradients (`PassFinished.flow`, `.leaf_grads`); a hooked pass no listener wants
-        them of skips them (two fused norms of every parameter, a row per leaf).
-
-        `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
-        graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
-        metadata (labels, sources, modules, saved values) unread unless it pauses: a lazy
-        capture. Any listener that may read the graph later (a report, a recording, a client over
-        the wire) leaves the default, and every pass is described as it starts."""
-        self._listeners.append(listener)
-        self._graph_wanted.append(graph)
-        self._batches.append(batches)
-        self._flow_wanted.append(flow)
-
-    def _graph_needed(self) -> bool:
-        """Does a listener want the graph of the pass starting now described at once?"""
-        return any(want() if callable(want) else want for want in self._graph_wanted)
+        """Also send every event to `listener` (called on the emitting thread); what it wants of
+        a pass (`graph`, `batches`, `flow`): see gradtui.engine.listeners.Listeners.add."""
+        self._listeners.add(listener, graph, batches, flow)
 
     def emit(self, event: ev.Event) -> None:
-        """Send an event to every listener (a NodesRan batch as its NodeRan events to those that
-        take no batches)."""
-        if type(event) is ev.NodesRan:
-            for listener, batches in zip(self._listeners, self._batches):
-                if batches:
-                    listener(event)
-                else:
-                    for one in event.ran:
-                        listener(one)
-            return
-        for listener in self._listeners:
-            listener(event)
+        """Send an event to every listener (gradtui.engine.listeners)."""
+        self._listeners.emit(event)
 
     @property
     def passes(self) -> int:
@@ -200,7 +175,7 @@ class Session:
                 self.emit(ev.CommandResult(command, str(exc), ok=False, request=request))
                 return
         if isinstance(command, Quit):
-            self.quit()
+            self.run_quit.quit()
         elif (pause := self._stepper.pause) is not None:
             self._stepper.put(command, pause, request)
         elif isinstance(command, REGION_COMMANDS):
@@ -210,14 +185,14 @@ class Session:
             self.emit(ev.CommandResult(command.text, f"not paused: the script {running}", ok=False, request=request))
 
     def quit(self) -> None:
-        """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
-        self._quitting.set()
-        self._stepper.put(Quit("quit"), None)
+        """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one
+        (the end of every way out of `run_quit`)."""
+        self.run_quit.stop()
 
     @property
     def quitting(self) -> bool:
         """Has quit been asked for?"""
-        return self._quitting.is_set()
+        return self.run_quit.asked
 
     def stop_debugging(self) -> None:
         """After a quit in a process gradtui does not own (`gradtui.listen()` in a notebook): the
@@ -225,7 +200,7 @@ class Session:
         gradtui were not there, until `uninstall`."""
         self.breakpoints.delete(None)
         self._stepper.mode = Mode.CONTINUE
-        self._quitting.clear()
+        self.run_quit.clear()
 
     def run_on(self) -> None:
         """Run on until a breakpoint hits (as `continue`), paused or not: for a run armed before
@@ -259,9 +234,8 @@ class Session:
                  run: Callable[[], Any]) -> Any:
         """One pass of the session's own: hooked (captured, hooks on every node) or unhooked."""
         collecting = gc.isenabled()
-        # A pass makes many small objects and no cyclic garbage; the collections they would
-        # set off walk the whole heap (a model's worth of objects) and cost as much as the
-        # hooks themselves. The collector is back on during a pause and after the pass.
+        # A pass makes many small objects and no cyclic garbage, and a collection walks the whole heap (a
+        # model's worth) at the hooks' cost: the collector is off but during a pause and after the pass.
         self._stepper.collector = collecting
         gc.disable()
         try:
@@ -269,15 +243,6 @@ class Session:
         finally:
             if collecting:
                 gc.enable()
-
-    def _hooked(self, index: int, pending: Breakpoint | None) -> bool:
-        """Must pass `index` be hooked? Only if something could stop in it or a listener wants
-        per-node statistics."""
-        if self._hook_all or pending is not None:
-            return True
-        if self._detached:
-            return False
-        return self._stepper.mode is not Mode.CONTINUE or self.breakpoints.could_stop(index)
 
     def _own_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any],
                   run: Callable[[], Any]) -> Any:
@@ -289,23 +254,21 @@ class Session:
         if not self._detached and len(self.breakpoints):
             pending = self.breakpoints.find_loss(losses, nonfinite_roots(roots, losses, self.breakpoints))
         call_text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-        call_site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-        if not self._hooked(index, pending):
+        call_site = _call_site(frame)
+        if not self._choice.hooked(index, pending):
             return self._runner.unhooked(unhooked_start(index, call, call_text, call_site, losses), nodes, run,
                                          self._flow_unhooked)
         on_cpu = _on_cpu(roots)
-        planned = call != "grad" and self._planned(pending, on_cpu)  # grad() runs no AccumulateGrad: not derivable
-        lazy = planned and not self._graph_needed()
+        planned = call != "grad" and self._choice.planned(pending, on_cpu)  # grad(): no AccumulateGrad to derive
+        lazy = planned and not self._listeners.graph_needed()
         names = (LaterNames if lazy and not self.wants_flow() else Names.from_scopes)(frame.f_locals, frame.f_globals)
         cap = capture(nodes, names, lazy=lazy)
         state = PassRecord(index, cap, frame, names, call=call, on_cpu=on_cpu)
         state.check_every = self._check_every or (1 if on_cpu else CHECK_EVERY)
         if self.fingerprints:
-            against = self.against.pass_reference(index, cap.infos) if self.against is not None else None
-            state.prints = PassPrints(cap.nodes, against, self.against.name if self.against is not None else "")
+            state.prints = _pass_prints(self.against, index, cap)
         if pending is not None:
-            shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
-            state.pending, state.pending_reason = pending, f"{pending.spec.text} (loss {shown or 'not a scalar'})"
+            state.pending, state.pending_reason = pending, _loss_reason(pending, losses)
         state.completed = bytearray(len(cap.nodes))
         self._intercept.in_flight = state
         if cap.described:  # a notebook cell's text, for a client in another process
@@ -314,27 +277,6 @@ class Session:
         self.emit(ev.PassStarted(index, call, call_text, call_site, cap.graph, cap.roots, losses))  # type: ignore[arg-type]
         del cap, nodes, names
         return self._runner.planned(state, run) if planned else self._runner.every_node(state, run)
-
-    def _planned(self, pending: Breakpoint | None, on_cpu: bool) -> bool:
-        """Can this pass run on the hook plan (gradtui.engine.planned)? A CPU pass in `continue` or
-        `finish` that records statistics or watches for `nan` only: nothing stops by place, no
-        loss breakpoint is pending, no distributed follow mode, no explicit read rate. Fingerprints
-        are sketched in the hooked nodes' posthooks, the derived nodes' follow from their
-        producer's (gradtui.engine.fingerprint); a `differs>R` breakpoint hooks every node."""
-        if self._check_every is not None or self.follow is not None or pending is not None:
-            return False
-        if self.against is not None and self.breakpoints.differs():
-            return False  # each node is compared with the reference after it ran
-        if self._stepper.stepping or self.breakpoints.places:
-            return False
-        if any(bp.spec.kind != "nan" for bp in self.breakpoints.values):
-            return False
-        return on_cpu
-
-    def can_hand_over(self, state: PassRecord) -> bool:
-        """May an every-node pass paused at a node (it started stepping) run the rest on a hook plan,
-        now that it resumed? As `_planned` says of a pass starting now."""
-        return state.call != "grad" and state.planned is None and self._planned(state.pending, state.on_cpu)
 
     def plan_rest(self, state: PassRecord) -> PlannedPass:
         """The planned hooks for the rest of every-node pass `state` (handed over after a pause):
@@ -351,9 +293,7 @@ class Session:
         paused in its posthook, whose result an edit replaces."""
         if state.index != self._variables_told and state.frame is not None:  # the pass's first pause
             self._variables_told = state.index
-            frame = state.frame
-            self.emit(callsite.variables(state.index, f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}",
-                                         frame.f_locals, state.capture))
+            self.emit(callsite.variables(state.index, _call_site(state.frame), state.frame.f_locals, state.capture))
         return self._stepper.wait(state, node, phase, reason, grads, late=late, editable=bool(editable))
 
     def stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:
@@ -375,11 +315,11 @@ class Session:
 
     def quitting_now(self) -> bool:
         """Has quit been asked for?"""
-        return self._quitting.is_set()
+        return self.run_quit.asked
 
     def wants_flow(self) -> bool:
         """Does a listener read the gradient flow of a hooked pass (see `add_listener`)?"""
-        return any(self._flow_wanted)
+        return self._listeners.wants_flow()
 
     def stepping(self) -> bool:
         """Must every node of the pass in flight be hooked from now on?"""
@@ -401,21 +341,29 @@ class Session:
 
     def hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
         """Count and announce a breakpoint hit; returns how a pause reason names it."""
-        bp.hits += 1
-        state.fired.add(bp.number)
-        self.emit(ev.BreakpointHit(bp.number, bp.spec.text, state.index, node))
-        self._breakpoints_changed()
-        return f"breakpoint {bp.number}"
+        return self._dispatch.hit(bp, state, node)
 
     def breakpoint_state(self) -> ev.BreakpointsChanged:
-        """The breakpoints as they are now (numbers, specs, hits), as the event clients get after
-        every change: for a client that attaches late."""
-        return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(bp.number, bp.spec.text, bp.hits)
-                                           for bp in self.breakpoints))
+        """The breakpoints as they are now, as the event clients get after every change: for a
+        client that attaches late."""
+        return self._dispatch.breakpoint_state()
 
-    def _breakpoints_changed(self) -> None:
-        """Tell clients the breakpoints as they are now."""
-        self.emit(self.breakpoint_state())
+
+def _pass_prints(against: Any, index: int, cap: Any) -> PassPrints:
+    """A hooked pass's fingerprints, compared with the reference's same pass if there is one."""
+    reference = against.pass_reference(index, cap.infos) if against is not None else None
+    return PassPrints(cap.nodes, reference, against.name if against is not None else "")
+
+
+def _loss_reason(pending: Breakpoint, losses: tuple[float | None, ...]) -> str:
+    """How a pause names the loss breakpoint the pass's roots matched."""
+    shown = ", ".join(f"{v:.6g}" for v in losses if v is not None)
+    return f"{pending.spec.text} (loss {shown or 'not a scalar'})"
+
+
+def _call_site(frame: FrameType) -> str:
+    """`file.py:LINE` of the backward call in `frame`, as a pass and its variables name it."""
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 def _on_cpu(roots: tuple[Any, ...]) -> bool:

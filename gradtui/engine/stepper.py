@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import queue
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -21,9 +20,10 @@ import torch
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.summary import summarize_all
 from gradtui.model import events as ev
-from gradtui.model.commands import Command, Continue, Quit
+from gradtui.model.commands import Command, Continue
 
 if TYPE_CHECKING:
+    from gradtui.engine.quitting import RunQuit
     from gradtui.engine.recorder import PassRecord
 
 
@@ -68,7 +68,7 @@ class Queued(NamedTuple):
 class Stepper:
     """The mode, the command queue and the pause (see module doc)."""
 
-    def __init__(self, emit: Callable[[ev.Event], None], quitting: threading.Event) -> None:
+    def __init__(self, emit: Callable[[ev.Event], None], quitting: "RunQuit") -> None:
         self.mode = Mode.STEP
         """Pause at the first node of the first pass, as pdb does."""
         self.pause: Pause | None = None
@@ -79,7 +79,8 @@ class Stepper:
         """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
         self._emit = emit
         self._quitting = quitting
-        self._queue: queue.Queue[Queued] = queue.Queue()
+        self._queue: queue.Queue[Queued | None] = queue.Queue()
+        """Commands for the paused hook; None wakes it to see a quit."""
 
     @property
     def stepping(self) -> bool:
@@ -90,8 +91,12 @@ class Stepper:
         """Queue a command for the paused hook (thread-safe)."""
         self._queue.put(Queued(command, meant_for, request))
 
-    def take(self, timeout: float) -> Queued:
-        """The next queued command; raises queue.Empty after `timeout` seconds without one."""
+    def wake(self) -> None:
+        """Unblock the paused hook (thread-safe), to see that the session was told to stop."""
+        self._queue.put(None)
+
+    def take(self, timeout: float) -> Queued | None:
+        """The next queued command (None: a wake-up); raises queue.Empty after `timeout` seconds without one."""
         return self._queue.get(timeout=timeout)
 
     def run_on(self) -> None:
@@ -124,18 +129,18 @@ class Stepper:
                                  reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
             while True:
                 try:
-                    command, meant_for, request = self.take(timeout=0.25)
+                    queued = self.take(timeout=0.25)
                 except queue.Empty:
-                    if self._quitting.is_set():
-                        raise GradtuiQuit() from None
+                    queued = None
+                if self._quitting.asked:
+                    raise GradtuiQuit()
+                if queued is None:
                     continue
+                command, meant_for, request = queued
                 if command.needs_pause and meant_for is not None and meant_for is not pause:
                     self._emit(ev.CommandResult(command.text, f"not applied: typed while paused at #{meant_for.node}, "
                                                               "which has run since", ok=False, request=request))
                     continue
-                if isinstance(command, Quit):
-                    self._quitting.set()
-                    raise GradtuiQuit()
                 assert self.execute is not None, "the session binds its command runner"
                 self.execute(command, state, request)
                 if command.resumes:

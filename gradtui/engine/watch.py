@@ -36,24 +36,24 @@ def scan(seen: Sequence[ev.NodeRan], breakpoints: Breakpoints, nan_seen: bool) -
     hit = None
     nan_bp = next((bp for bp in breakpoints if bp.spec.kind == "nan"), None)
     for index, item in enumerate(seen):
-        node, incoming, outgoing = item.node, item.grad_outputs, item.grad_inputs
-        bad_in = any_nonfinite(incoming)
-        if hit is None and (bp := breakpoints.find_value(incoming, nan_seen)) is not None:
+        node, grad_outputs, grad_inputs = item.node, item.grad_outputs, item.grad_inputs
+        bad_in = any_nonfinite(grad_outputs)
+        if hit is None and (bp := breakpoints.find_value(grad_outputs, nan_seen)) is not None:
             hit = Hit(bp, node, "before", index)
         if bad_in:
             nan_seen = True
-        elif any_nonfinite(outgoing):
+        elif any_nonfinite(grad_inputs):
             if hit is None and nan_bp is not None:  # as the posthook always did: each node that makes one
                 hit = Hit(nan_bp, node, "after", index)
             nan_seen = True
     return hit, nan_seen
 
 
-def current(incoming: tuple[Stats | None, ...], breakpoints: Breakpoints, nan_seen: bool) -> tuple[Breakpoint | None, bool]:
+def current(grad_outputs: tuple[Stats | None, ...], breakpoints: Breakpoints, nan_seen: bool) -> tuple[Breakpoint | None, bool]:
     """The value breakpoint the node about to run matches by its incoming gradients (or None),
     and `nan_seen` after it."""
-    bp = breakpoints.find_value(incoming, nan_seen)
-    return bp, nan_seen or any_nonfinite(incoming)
+    bp = breakpoints.find_value(grad_outputs, nan_seen)
+    return bp, nan_seen or any_nonfinite(grad_outputs)
 
 
 def hit_text(hit: Hit, count: int, title: str) -> str:

@@ -1,8 +1,9 @@
 """Statistics read back in bulk: the gradients of the last few nodes, summarized all at once.
 
 A hook does not summarize the gradient it sees: it appends the tensor to a `StatsWindow` and
-gets a handle (an int) back. When the window is read (`read`: at a pause, every few nodes
-while a `nan` / `norm>X` watch is armed, when it holds too much, at the end of a pass), the
+gets a handle back (an index into the window; its Stats once read; None for no gradient). When
+the window is read (`read`: at a pause, every few nodes while a `nan` / `norm>X` watch is
+armed, when it holds too much, at the end of a pass), the
 norms of all its tensors are taken in one fused `torch._foreach_norm`, min, max and sum of
 those that need them beside, the values of small tensors concatenated, and everything comes
 back to the host in **one** `.tolist()`: on a GPU, one device sync for many nodes instead of
@@ -35,8 +36,6 @@ from gradtui.engine.summary import CHUNK, dtype_name, summarize
 from gradtui.model.stats import PREVIEW_LENGTH, VALUES_LIMIT, Stats
 from gradtui.engine.compat import is_zerotensor, set_grad_enabled
 
-Handle = "int | Stats | None"
-"""What a hook keeps for a gradient: an index into the window, its Stats once read, None for no gradient."""
 
 _BULK = frozenset({torch.float32, torch.float64})
 

@@ -47,7 +47,7 @@ two points a column: a 256-column plot)."""
 
 @dataclass
 class _Shown:
-    """The recorded pass on screen and where in its walk the replay is paused."""
+    """The recorded pass on screen, where in its walk the replay is paused, and what stops the walk there."""
 
     info: PassInfo
     graph: nx.DiGraph
@@ -59,6 +59,35 @@ class _Shown:
     phase: str = "before"
     nan_seen: bool = False
     fired: frozenset[int] = frozenset()
+
+    def grads(self, node: int) -> NodeStats:
+        """What arrived at `node` and what it sent on, as recorded (nothing if it ran unrecorded)."""
+        return self.stats.get(node, NodeStats((), ()))
+
+    def stops_before(self, breakpoints: Breakpoints) -> Breakpoint | None:
+        """The breakpoint that stops before the paused node (a loss spec: at a pass's first node)."""
+        node = self.walk[self.at]
+        if self.at == 0:
+            losses = self.info.losses
+            bp = breakpoints.find_loss(losses, any(v is not None and v != v for v in losses))
+            if bp is not None:
+                return bp
+        return breakpoints.find(node_info(self.graph, node), node, self.info.index, self.at == 0,
+                                self.grads(node).grad_outputs, self.nan_seen, self.fired)
+
+    def stops_after(self, breakpoints: Breakpoints, got: NodeStats) -> Breakpoint | None:
+        """A `nan` breakpoint that stops after the paused node: it sent on a non-finite value."""
+        seen = self.nan_seen or any_nonfinite(got.grad_outputs)
+        return next((bp for bp in breakpoints if bp.spec.kind == "nan"
+                     and matches_grads(bp.spec, got.grad_inputs, seen)), None)
+
+    def hit_reason(self, number: int, spec: str) -> str:
+        """How the run's pause named a hit at the paused node: the node that made a non-finite
+        gradient (a pause after it), or the spec and the node it matched."""
+        title = node_title(self.graph, self.walk[self.at])
+        if self.phase == "after":
+            return f"breakpoint {number}: {title} made a non-finite gradient"
+        return f"breakpoint {number}: {spec} at {title}"
 
 
 class ReplayTarget:
@@ -129,9 +158,13 @@ class ReplayTarget:
         except CommandError as exc:
             self._queue.put_nowait([ev.CommandResult(text, str(exc), ok=False, request=request)])
             return request
-        self._queue.put_nowait(self._run(command, request))
-        if self._ending:
-            self._close()
+        match command:
+            case Quit():
+                self._quit()
+            case _:
+                self._queue.put_nowait(self._run(command, request))
+                if self._ending:
+                    self._close()
         return request
 
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
@@ -144,7 +177,12 @@ class ReplayTarget:
                 yield batch
 
     async def quit(self) -> None:
-        """End the replay."""
+        """End the replay (the client quit)."""
+        self._quit()
+
+    def _quit(self) -> None:
+        """The replay's one quit path (a typed `quit`, the client's quit): the script's end, as
+        the user's, then the replay closes."""
         if not self._over:
             self._queue.put_nowait(self._end(by_user=True))
             self._close()
@@ -205,26 +243,22 @@ class ReplayTarget:
         hit = next((h for h in self._rec.hits(index) if h["node"] in shown.walk), None)
         if hit is not None:
             shown.at = shown.walk.index(hit["node"])
-            got = self._grads(hit["node"])
+            got = shown.grads(hit["node"])
             # a `nan` hit stopped after the node that made the non-finite value, others before it
             nan_here = hit["spec"] == "nan" and any_nonfinite(got.grad_inputs) and not any_nonfinite(got.grad_outputs)
             shown.phase = "after" if nan_here else "before"
             shown.nan_seen = nan_here or any_nonfinite(got.grad_outputs)
-            reason = f"{reason}: the run stopped here: {self._hit_reason(hit['breakpoint'], hit['spec'])}"
+            reason = f"{reason}: the run stopped here: {shown.hit_reason(hit['breakpoint'], hit['spec'])}"
         else:
             reason = f"{reason}: pass {index}, its first node"
         events.append(self._paused(reason))
         return events
 
-    def _grads(self, node: int) -> NodeStats:
-        assert self._shown is not None
-        return self._shown.stats.get(node, NodeStats((), ()))
-
     def _paused(self, reason: str) -> ev.Paused:
         shown = self._shown
         assert shown is not None
         node = shown.walk[shown.at]
-        got = self._grads(node)
+        got = shown.grads(node)
         grads = got.grad_outputs if shown.phase == "before" else got.grad_inputs
         return ev.Paused(shown.info.index, node, node_info(shown.graph, node).name, shown.phase,  # type: ignore[arg-type]
                          reason, grads, shown.at + (shown.phase == "after"), shown.graph.number_of_nodes())
@@ -249,7 +283,7 @@ class ReplayTarget:
                 return self._walk("finish")
             case Print(expr=None):
                 node = shown.walk[shown.at]
-                got = self._grads(node)
+                got = shown.grads(node)
                 lines = format_grads(got.grad_outputs, "before")
                 if shown.phase == "after":
                     lines += format_grads(got.grad_inputs, "after")
@@ -264,8 +298,6 @@ class ReplayTarget:
                 return self._breakpoint_command(command, answer)
             case Help():
                 return answer(REPLAY_HELP)
-            case Quit():
-                return self._end(by_user=True)
             case _:
                 return answer(refusal(command), False)
 
@@ -303,17 +335,17 @@ class ReplayTarget:
         events: list[ev.Event] = [ev.Resumed(shown.info.index, mode)]
         while True:
             node = shown.walk[shown.at]
-            got = self._grads(node)
+            got = shown.grads(node)
             if shown.phase == "before":
                 shown.phase = "after"
-                if mode == "continue" and (bp := self._stops_after(got)) is not None:
+                if mode == "continue" and (bp := shown.stops_after(self.breakpoints, got)) is not None:
                     return events + self._hit(bp)
             shown.nan_seen = shown.nan_seen or any_nonfinite(got.grad_outputs) or any_nonfinite(got.grad_inputs)
             if shown.at + 1 < len(shown.walk):
                 shown.at, shown.phase = shown.at + 1, "before"
                 if mode == "step":
                     return [*events, self._paused("step")]
-                if mode == "continue" and (bp := self._stops_before()) is not None:
+                if mode == "continue" and (bp := shown.stops_before(self.breakpoints)) is not None:
                     return events + self._hit(bp)
                 continue
             events.append(self._finished(shown.info))
@@ -325,29 +357,8 @@ class ReplayTarget:
             shown = self._shown
             if mode != "continue":
                 return [*events, self._paused(mode)]
-            if (bp := self._stops_before()) is not None:
+            if (bp := shown.stops_before(self.breakpoints)) is not None:
                 return events + self._hit(bp)
-
-    def _stops_before(self) -> Breakpoint | None:
-        """The breakpoint that stops before the paused node (a loss spec: at a pass's first node)."""
-        shown = self._shown
-        assert shown is not None
-        node = shown.walk[shown.at]
-        if shown.at == 0:
-            losses = shown.info.losses
-            bp = self.breakpoints.find_loss(losses, any(v is not None and v != v for v in losses))
-            if bp is not None:
-                return bp
-        return self.breakpoints.find(node_info(shown.graph, node), node, shown.info.index, shown.at == 0,
-                                     self._grads(node).grad_outputs, shown.nan_seen, shown.fired)
-
-    def _stops_after(self, got: NodeStats) -> Breakpoint | None:
-        """A `nan` breakpoint that stops after the paused node: it sent on a non-finite value."""
-        shown = self._shown
-        assert shown is not None
-        seen = shown.nan_seen or any_nonfinite(got.grad_outputs)
-        return next((bp for bp in self.breakpoints if bp.spec.kind == "nan"
-                     and matches_grads(bp.spec, got.grad_inputs, seen)), None)
 
     def _hit(self, bp: Breakpoint) -> list[ev.Event]:
         shown = self._shown
@@ -355,17 +366,7 @@ class ReplayTarget:
         bp.hits += 1
         shown.fired = shown.fired | {bp.number}
         return [ev.BreakpointHit(bp.number, bp.spec.text, shown.info.index, shown.walk[shown.at]),
-                self._breakpoints_changed(), self._paused(self._hit_reason(bp.number, bp.spec.text))]
-
-    def _hit_reason(self, number: int, spec: str) -> str:
-        """How the run's pause named a hit at the paused node: the node that made a non-finite
-        gradient (a pause after it), or the spec and the node it matched."""
-        shown = self._shown
-        assert shown is not None
-        title = node_title(shown.graph, shown.walk[shown.at])
-        if shown.phase == "after":
-            return f"breakpoint {number}: {title} made a non-finite gradient"
-        return f"breakpoint {number}: {spec} at {title}"
+                self._breakpoints_changed(), self._paused(shown.hit_reason(bp.number, bp.spec.text))]
 
     def _breakpoints_changed(self) -> ev.BreakpointsChanged:
         return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(b.number, b.spec.text, b.hits) for b in self.breakpoints))

@@ -34,6 +34,11 @@ VERSION = 3
 SKETCH_VERSION = events.SKETCH_VERSION
 """The sketch this gradtui's fingerprints are made with (gradtui.model.events.SKETCH_VERSION)."""
 
+GRAD_OUTPUTS_DIR = 0
+"""`grads.dir` of what arrived at a node (its `grad_outputs`)."""
+GRAD_INPUTS_DIR = 1
+"""`grads.dir` of what a node sent on (its `grad_inputs`)."""
+
 SCHEMA = """
 CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL);
 CREATE TABLE run (

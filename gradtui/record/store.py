@@ -337,8 +337,8 @@ class Recorder:
         grads: list[tuple] = []
         for ran in flight.ran:
             order[ran.node] = ran.order
-            _grad_rows(index, ran.node, 0, ran.grad_outputs, grads)
-            _grad_rows(index, ran.node, 1, ran.grad_inputs, grads)
+            _grad_rows(index, ran.node, schema.GRAD_OUTPUTS_DIR, ran.grad_outputs, grads)
+            _grad_rows(index, ran.node, schema.GRAD_INPUTS_DIR, ran.grad_inputs, grads)
         nodes = [(index, i, d.name, d.kind, _list(d.labels) if d.labels else None, d.param,
                   d.source, d.module, order.get(i), _list(d.next), _int64(d.seq))
                  for i, d in flight.started.graph.nodes(data=INFO)]

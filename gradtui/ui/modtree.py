@@ -256,11 +256,11 @@ class ModuleTree:
 
     def _update(self) -> None:
         view = self.view
-        key = (len(view.outgoing), len(view.ran), len(view.nonfinite), view.finished)
+        key = (len(view.grad_inputs), len(view.ran), len(view.nonfinite), view.finished)
         if key == self._stats_key:
             return
         self._stats_key = key
-        if any(self._sent.get(node, grads) is not grads for node, grads in view.outgoing.items()):
+        if any(self._sent.get(node, grads) is not grads for node, grads in view.grad_inputs.items()):
             self._reset()  # a node's outgoing gradients were replaced (a pause after it): fold again
         for node in view.ran.keys() - self._ran_seen:
             self._ran_seen.add(node)
@@ -270,7 +270,7 @@ class ModuleTree:
             self._nonfinite_seen.add(node)
             self._nonfinite.update(self.chain(self.member.get(node, NO_MODULE)))
         graph = view.graph
-        for node, grads in view.outgoing.items():
+        for node, grads in view.grad_inputs.items():
             if node in self._sent:
                 continue
             self._sent[node] = grads

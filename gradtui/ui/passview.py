@@ -33,16 +33,16 @@ class PassView:
     done: int = 0
     ran: dict[int, int] = field(default_factory=dict)
     """Node id -> the position (1-based) in which it ran."""
-    incoming: dict[int, Grads] = field(default_factory=dict)
+    grad_outputs: dict[int, Grads] = field(default_factory=dict)
     """Gradients that reached a node (after edits)."""
-    incoming_hist: dict[int, Grads] = field(default_factory=dict)
+    grad_outputs_hist: dict[int, Grads] = field(default_factory=dict)
     """Incoming gradients with histograms, as a pause saw them, or as an edit made them when
     its summary has histograms (else dropped by the edit: `arrived_hist` keeps the original)."""
     arrived_hist: dict[int, Grads] = field(default_factory=dict)
     """Incoming gradients with histograms as they arrived, before any edit."""
-    outgoing: dict[int, Grads] = field(default_factory=dict)
+    grad_inputs: dict[int, Grads] = field(default_factory=dict)
     """Gradients a node sent on, once it ran."""
-    outgoing_hist: dict[int, Grads] = field(default_factory=dict)
+    grad_inputs_hist: dict[int, Grads] = field(default_factory=dict)
     """Outgoing gradients with histograms (a pause after the node: `break nan`)."""
     edits: dict[int, list[tuple[str, Grads]]] = field(default_factory=dict)
     """Node id -> (command, gradients before it) for every edit made there."""
@@ -94,8 +94,8 @@ class PassView:
         """A node of this pass ran: its place in the run and the gradients in and out."""
         self.ran[event.node] = event.order
         self.done = max(self.done, event.order)
-        self.incoming[event.node] = event.grad_outputs
-        self.outgoing[event.node] = event.grad_inputs
+        self.grad_outputs[event.node] = event.grad_outputs
+        self.grad_inputs[event.node] = event.grad_inputs
         if any_nonfinite(event.grad_outputs) or any_nonfinite(event.grad_inputs):
             self.nonfinite.add(event.node)
 
@@ -103,23 +103,23 @@ class PassView:
         """The engine paused at a node of this pass: the gradients it saw there (with histograms)."""
         self.done = max(self.done, event.done)
         if event.phase == "before":
-            self.incoming[event.node] = event.grads
-            self.incoming_hist[event.node] = event.grads
+            self.grad_outputs[event.node] = event.grads
+            self.grad_outputs_hist[event.node] = event.grads
             self.arrived_hist.setdefault(event.node, event.grads)
         else:
-            self.outgoing[event.node] = event.grads
-            self.outgoing_hist[event.node] = event.grads
+            self.grad_inputs[event.node] = event.grads
+            self.grad_inputs_hist[event.node] = event.grads
         if any_nonfinite(event.grads):
             self.nonfinite.add(event.node)
 
     def edited(self, event: ev.GradEdited) -> None:
         """An edit replaced a node's incoming gradient: the new one, the old kept with the command."""
         self.edits.setdefault(event.node, []).append((event.command, event.before))
-        self.incoming[event.node] = event.after
+        self.grad_outputs[event.node] = event.after
         if any(s is not None and s.histogram for s in event.after):
-            self.incoming_hist[event.node] = event.after
+            self.grad_outputs_hist[event.node] = event.after
         else:
-            self.incoming_hist.pop(event.node, None)
+            self.grad_outputs_hist.pop(event.node, None)
         if any_nonfinite(event.after):
             self.nonfinite.add(event.node)
 
@@ -136,7 +136,7 @@ class PassView:
         if event.node is None:
             return set()
         if event.failed_grads:
-            self.incoming[event.node] = event.failed_grads
+            self.grad_outputs[event.node] = event.failed_grads
         return {event.node}
 
     # ---- what it says --------------------------------------------------------------------
@@ -150,7 +150,7 @@ class PassView:
 
     def incoming_norms(self) -> dict[int, float | None]:
         """Node id -> the combined norm of the gradients that reached it."""
-        return {node: combined_norm(grads) for node, grads in self.incoming.items()}
+        return {node: combined_norm(grads) for node, grads in self.grad_outputs.items()}
 
     def summary(self) -> PassSummary:
         """This pass in one line (kept long after the view is dropped)."""
@@ -171,7 +171,7 @@ class PassView:
         first = var.nodes[0]
         if var.kind == "module" or first in self.graph and node_info(self.graph, first).kind == "accumulate":
             return combined_norm(self.leaf_grads.get(node) for node in var.nodes) if self.finished else None
-        grads = self.incoming.get(var.nodes[0])
+        grads = self.grad_outputs.get(var.nodes[0])
         if grads is None or var.slot >= len(grads) or grads[var.slot] is None:
             return None
         return grads[var.slot].norm

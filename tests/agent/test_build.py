@@ -9,7 +9,7 @@ import pytest
 
 from gradtui.agent.build import Transport, build_agent, parsed, path_checks
 from gradtui.model import events as ev
-from gradtui.model.commands import Flow
+from gradtui.model.commands import Flow, Quit
 from gradtui.model.options import OptionsError, PathChecks, RunOptions
 
 pytestmark = pytest.mark.timeout(60)
@@ -70,6 +70,9 @@ def test_a_served_agent_parses_a_typed_line_once_and_quits_by_its_own_path():
     assert [str(bp) for bp in agent.session.breakpoints] == ["1: nan  (never hit)"]  # armed at build
     agent.commands.submit("q", 7)
     assert quits == [1]  # the mode's quit path, not the session's queue
+    agent.session.submit(Quit("quit"))  # as a diverge hold or an in-process feeder would give it
+    agent.commands.quit()  # the client's quit message
+    assert quits == [1, 1, 1] and not agent.session.quitting  # one path: the mode's way stops the session
     agent.commands.submit("frobnicate", 8)
     agent.commands.submit("break MulBackward0", 9)
     results = [e for e in heard if isinstance(e, ev.CommandResult)]

@@ -27,6 +27,9 @@ class _Local:
     def control(self, text: str) -> None:
         self.controls.append(text)
 
+    def quit(self) -> None:
+        self.submitted.append("<the run's quit path>")
+
 
 class _Conn:
     """Another rank's agent as the hub sees it: the frames sent to it."""
@@ -204,3 +207,9 @@ def test_the_shown_ranks_step_pause_reaches_the_client_once_every_rank_has_caugh
     while not [e for e in out if isinstance(e, ev.Paused) and e.node == 2] and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len([e for e in out if isinstance(e, ev.Paused) and e.node == 2]) == 1, out
+
+
+def test_a_quit_typed_at_the_hub_takes_the_runs_one_quit_path():
+    hub, local, conn, out, store = _hub()
+    hub.submit("q", 3)
+    assert local.submitted == ["<the run's quit path>"] and conn.sent == []  # the path sends the ranks theirs

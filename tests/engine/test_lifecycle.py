@@ -41,6 +41,23 @@ def test_quit_while_paused_ends_the_script_and_leaves_no_hooks(driven, stash):
     assert run.report.to_json()["error"] == "quit"
 
 
+def test_a_typed_quit_takes_the_runs_one_quit_path_and_a_stale_wake_runs_nothing(driven):
+    run = driven(script("retained.py"))
+    ways: list[str] = []
+    run.session.run_quit.take(lambda: ways.append("way"))  # a mode's way out that does not stop (yet)
+    run.next(ev.Paused)
+    run.submit("quit")
+    run.submit("print")  # still paused: the way decides when the session stops, not the session
+    assert run.next(ev.CommandResult).command == "print" and ways == ["way"]
+    run.session.run_quit.stop()
+    run.session.run_quit.clear()  # as gradtui.listen() does: a wake-up left queued must not run a command
+    run.submit("print")
+    assert run.next(ev.CommandResult).command == "print"
+    run.session.quit()
+    finished = run.join(timeout=10)
+    assert finished.quit and ways == ["way"]
+
+
 def test_quit_from_headless_commands():
     run = run_headless(script("loop.py"), ["step", "quit"], ["3"])
     assert run.finished.quit

@@ -119,7 +119,7 @@ async def test_an_edit_of_a_big_gradient_keeps_its_preview_and_histogram():
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_paused_at(pilot, 0)
         for _ in range(12):
-            grads = app.state.view.incoming.get(app.state.current, ())
+            grads = app.state.view.grad_outputs.get(app.state.current, ())
             if grads and grads[0] is not None and grads[0].shape == (64, 16):
                 break
             paused = app.state.paused
@@ -138,12 +138,12 @@ async def test_an_edit_of_a_big_gradient_keeps_its_preview_and_histogram():
         assert "values [" in incoming
         bars = [line for line in incoming.splitlines() if any(ch in line for ch in "▁▂▃▄▅▆▇█")]
         assert bars, incoming  # a histogram is still drawn
-        if app.state.view.incoming_hist.get(node) is None:  # the edit's summary had none
+        if app.state.view.grad_outputs_hist.get(node) is None:  # the edit's summary had none
             assert "as it arrived, before the edit" in incoming
 
         # An edit whose summary has a histogram (what the session should send) replaces it.
         after = summarize(torch.full((64, 16), 0.25), histogram=True)
-        app.apply_batch([ev.GradEdited(app.state.view.index, node, "set g * 0 + 0.25", app.state.view.incoming[node], (after,))])
+        app.apply_batch([ev.GradEdited(app.state.view.index, node, "set g * 0 + 0.25", app.state.view.grad_outputs[node], (after,))])
         await wait_for(pilot, lambda: len(app.state.view.edits[node]) == 2, what="the second edit")
         await pilot.pause()
         text = detail_text(app).split("incoming gradient")[1]

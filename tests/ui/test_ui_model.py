@@ -52,10 +52,10 @@ def test_state_follows_a_stepped_chain():
     view = state.view
     assert view.order == [0, 1, 2] and view.row == {0: 0, 1: 1, 2: 2}
     assert view.ran == {0: 1, 1: 2, 2: 3}
-    assert view.incoming[1][0].values == (6.0,)  # 12 scaled by 0.5
+    assert view.grad_outputs[1][0].values == (6.0,)  # 12 scaled by 0.5
     assert view.edits[1][0][0] == "scale 0.5" and view.edits[1][0][1][0].values == (12.0,)
-    assert view.incoming_hist[1][0].values == (6.0,)  # the edit sent the edited gradient's own histogram
-    assert view.outgoing[1][0].values == (18.0,)
+    assert view.grad_outputs_hist[1][0].values == (6.0,)  # the edit sent the edited gradient's own histogram
+    assert view.grad_inputs[1][0].values == (18.0,)
     assert view.leaf_grads[2].values == (18.0,)
     assert state.status == "finished" and state.exit_status == 0 and state.current is None
     assert state.status_text() == "finished · exit 0"
@@ -65,7 +65,7 @@ def test_state_marks_nonfinite_and_failures():
     state = fold(events_of(example("nan.py"), ["break nan", "continue"]))
     view = state.view
     sqrt = next(n for n in view.graph if view.graph.nodes[n]["info"].name == "SqrtBackward0")
-    assert sqrt in view.nonfinite and view.outgoing_hist[sqrt][0].histogram is not None
+    assert sqrt in view.nonfinite and view.grad_inputs_hist[sqrt][0].histogram is not None
 
     state = fold(events_of(ui_script("error_in_backward.py"), ["continue"]))
     view = state.view

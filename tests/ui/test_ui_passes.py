@@ -63,7 +63,7 @@ async def test_m_folds_the_node_list_by_module_and_keys_fold_and_unfold():
         await wait_paused_at(pilot, 2)
         module_2 = next(line for line in list_lines(app) if line.strip().startswith("▾ model.2"))
         # module 2's Addmm (#1) sent gradient to 2.bias and its T (inside) and to the tanh (#3, module 1)
-        to_tanh = app.state.view.outgoing[1][app.state.view.graph.nodes[1]["info"].next.index(3)]
+        to_tanh = app.state.view.grad_inputs[1][app.state.view.graph.nodes[1]["info"].next.index(3)]
         assert module_2.split()[-1] == f"{to_tanh.norm:.4g}"
 
         await pilot.press("m")

@@ -49,7 +49,7 @@ def test_histogram_of_a_hidden_layer_gradient_on_mlp(snap_compare):
         await wait_paused_at(pilot, 0)
         for _ in range(12):
             paused = app.state.paused
-            grads = app.state.view.incoming.get(paused.node, ())
+            grads = app.state.view.grad_outputs.get(paused.node, ())
             if paused.name == "AddmmBackward0" and grads and grads[0].shape == (64, 16):
                 break
             await pilot.press("s")

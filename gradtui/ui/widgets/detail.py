@@ -223,7 +223,7 @@ class DetailPane(BodyPane):
 
     def _incoming(self, view: PassView, node: int) -> Iterable[Content]:
         data = node_info(view.graph, node)
-        grads = view.incoming.get(node)
+        grads = view.grad_outputs.get(node)
         of = ", ".join(data.tags)
         note = f"grad of {of}" if of else ""
         edits = view.edits.get(node, [])
@@ -234,7 +234,7 @@ class DetailPane(BodyPane):
             failed = node == view.failed_node
             yield Content.styled("  not known: the node raised before it finished" if failed else "  not arrived yet", MUTED)
             return
-        hist = view.incoming_hist.get(node)
+        hist = view.grad_outputs_hist.get(node)
         yield from self._grads(grads, hist, "in")
         if edits:
             before = edits[0][1]
@@ -247,11 +247,11 @@ class DetailPane(BodyPane):
                 yield _line(("  before the edit: ", MUTED), "; ".join(fmt.one_line(s) for s in before))
 
     def _outgoing(self, view: PassView, node: int) -> Iterable[Content]:
-        grads = view.outgoing.get(node)
+        grads = view.grad_inputs.get(node)
         if grads is None:
             return
         targets = {slot: nxt for _, nxt, slot in view.graph.out_edges(node, data="slot")}
-        hist = view.outgoing_hist.get(node)
+        hist = view.grad_inputs_hist.get(node)
         yield _heading("outgoing gradients", "what it sent on to its inputs")
         for slot, stats in enumerate(grads):
             target = targets.get(slot)

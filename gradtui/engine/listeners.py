@@ -1,0 +1,70 @@
+"""A session's listeners and what each wants of a pass: the one place events leave the engine.
+
+Each listener is called on the emitting thread (the script's, in a hook). What it says it wants
+shapes a pass: whether the pass's graph is described as it starts (else a lazy capture reads a
+node's metadata only when a pause or a reader needs it), whether it takes a planned pass's
+`NodesRan` batches as they are, and whether anyone reads a pass's gradient flow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gradtui.model import events as ev
+
+Listener = Callable[[ev.Event], None]
+
+
+class Listeners:
+    """The listeners of one session, in the order they were added (see module doc)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+        self._graph_wanted: list[bool | Callable[[], bool]] = []
+        """Per listener: does it read a pass's graph (names, sources, saved values) beyond what a
+        pause shows?"""
+        self._batches: list[bool] = []
+        """Per listener: does it take NodesRan batches as they are?"""
+        self._flow_wanted: list[bool] = []
+
+    def add(self, listener: Listener, graph: bool | Callable[[], bool] = True, batches: bool = False,
+            flow: bool = True) -> None:
+        """Also send every event to `listener`.
+
+        `batches=True`: the listener takes a planned pass's `NodesRan` batches as they are (and
+        reads `.ran` only if it wants per-node statistics); otherwise it gets each batch's NodeRan
+        events one by one, as from the every-node hooks. `flow=False`: it reads no pass's gradient
+        flow or leaf gradients (`PassFinished.flow`, `.leaf_grads`); a hooked pass no listener wants
+        them of skips them (two fused norms of every parameter, a row per leaf).
+
+        `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
+        graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
+        metadata (labels, sources, modules, saved values) unread unless it pauses: a lazy
+        capture. Any listener that may read the graph later (a report, a recording, a client over
+        the wire) leaves the default, and every pass is described as it starts."""
+        self._listeners.append(listener)
+        self._graph_wanted.append(graph)
+        self._batches.append(batches)
+        self._flow_wanted.append(flow)
+
+    def emit(self, event: ev.Event) -> None:
+        """Send an event to every listener (a NodesRan batch as its NodeRan events to those that
+        take no batches)."""
+        if type(event) is ev.NodesRan:
+            for listener, batches in zip(self._listeners, self._batches):
+                if batches:
+                    listener(event)
+                else:
+                    for one in event.ran:
+                        listener(one)
+            return
+        for listener in self._listeners:
+            listener(event)
+
+    def graph_needed(self) -> bool:
+        """Does a listener want the graph of the pass starting now described at once?"""
+        return any(want() if callable(want) else want for want in self._graph_wanted)
+
+    def wants_flow(self) -> bool:
+        """Does a listener read the gradient flow of a hooked pass?"""
+        return any(self._flow_wanted)
