@@ -97,7 +97,7 @@ async def open_and_draw(db: str) -> tuple[float, float, int]:
                 await pilot.pause(0.005)
 
         await until(lambda: isinstance(app.screen, PassesScreen) and app.screen.query(SeriesPlot)
-                    and all(p._drawn == app.state.series.version for p in app.screen.query(SeriesPlot)),  # noqa: SLF001
+                    and all(p.drawn_version == app.state.series.version for p in app.screen.query(SeriesPlot)),
                     "the passes view's plots")
         await pilot.pause()
         drawn = time.perf_counter() - start

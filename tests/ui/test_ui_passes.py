@@ -134,7 +134,7 @@ async def test_w_shows_the_flow_and_brackets_browse_earlier_passes():
         for point, view in zip(points, app.state.views):
             assert point.loss == view.losses[0]
             assert point.grad_norm == pytest.approx(math.sqrt(sum(r.grad_norm ** 2 for r in view.flow)), rel=1e-12)
-        assert all(p._drawn[0] == app.state.series.version for p in plots.values())  # noqa: SLF001 - drawn with the data
+        assert all(p.drawn_version == app.state.series.version for p in plots.values())  # drawn with the data
         await pilot.press("escape")
 
 

@@ -96,6 +96,12 @@ class SeriesPlot(PlotextPlot):
         self._span: tuple[float, float] | None = None
         """The lowest and highest value the last draw's lines put on the figure."""
 
+    @property
+    def drawn_version(self) -> int | None:
+        """The series version the figure last drew (None before its first draw): a bench or a
+        test knows from it that the plot shows what the series holds."""
+        return self._drawn[0] if self._drawn is not None else None
+
     def on_mount(self) -> None:
         """Draw the figure (PlotextPlot's own mount registers the theme)."""
         super().on_mount()
