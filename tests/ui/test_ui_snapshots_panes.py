@@ -12,7 +12,7 @@ from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.leave import LeaveScreen
 from tests.serve.test_tab_app import FakeTarget
 from test_ui_snapshots import _footer_of_the_modal, _settle
-from tests.ui.ui_helpers import ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import finish_into_pass_1, ui_script, wait_for, wait_paused_at
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
 
@@ -51,11 +51,7 @@ def test_q_in_an_attached_ui_asks_and_offers_detach(snap_compare, size):
 def test_w_in_pass_1_shows_pass_0_with_its_zero_biases_apart(snap_compare, size):
     async def run_before(pilot):
         app = pilot.app
-        await wait_paused_at(pilot, 0)
-        await pilot.press("f")
-        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
-                       what="the first pause of pass 1")
-        await wait_paused_at(pilot, app.state.paused.node)
+        await finish_into_pass_1(pilot)
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
         await _footer_of_the_modal(pilot)

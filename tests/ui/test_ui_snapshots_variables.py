@@ -10,7 +10,7 @@ from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.variables import VariablesScreen
 from tests.ui.test_ui_snapshots import _footer_of_the_modal, _settle
-from tests.ui.ui_helpers import wait_for, wait_paused_at
+from tests.ui.ui_helpers import finish_into_pass_1, wait_for
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
 
@@ -19,11 +19,7 @@ SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "16
 def test_the_variables_of_an_ended_pass(snap_compare, size):
     async def run_before(pilot):
         app = pilot.app
-        await wait_paused_at(pilot, 0)
-        await pilot.press("f")
-        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
-                       what="the first pause of pass 1")
-        await wait_paused_at(pilot, 0)
+        await finish_into_pass_1(pilot)
         await pilot.press("left_square_bracket")
         await wait_for(pilot, lambda: app.state.view.index == 0, what="pass 0 shown")
         await pilot.press("V")

@@ -75,3 +75,13 @@ def row_text(app: GradtuiApp, node: int) -> str:
 def output_lines(app: GradtuiApp) -> list[str]:
     """Every line of the output pane, as plain text."""
     return app.query_one(OutputLog).plain_lines()
+
+
+async def finish_into_pass_1(pilot: Pilot) -> None:
+    """From the first pause of pass 0: `f`, then wait for pass 1's first pause to be drawn."""
+    app = pilot.app
+    await wait_paused_at(pilot, 0)
+    await pilot.press("f")
+    await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
+                   what="the first pause of pass 1")
+    await wait_paused_at(pilot, app.state.paused.node)
