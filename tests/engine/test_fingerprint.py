@@ -97,21 +97,33 @@ def test_chunked_sketch_of_a_huge_tensor_is_linear_and_estimates():
     assert 0.5 <= estimate / torch.linalg.vector_norm(d).item() <= 2.0
 
 
-def _prints(fn):
-    """Run a small model's backward with PassPrints fed by a posthook on every node."""
-    torch.manual_seed(0)
-    lin = torch.nn.Linear(80, 70)
-    x = torch.randn(3, 80)
-    loss = fn(lin(x)).sum()
+def _graph_nodes(loss):
+    """Every node of `loss`'s backward graph, each once."""
     nodes, todo = [], [loss.grad_fn]
     while todo:
         n = todo.pop()
         if n is not None and n not in nodes:
             nodes.append(n)
             todo += [c for c, _ in n.next_functions]
+    return nodes
+
+
+def _hooked_prints(loss):
+    """`loss`'s graph nodes and a PassPrints fed by a posthook on every one of them."""
+    nodes = _graph_nodes(loss)
     prints = fp.PassPrints(nodes)
     for i, n in enumerate(nodes):
         n.register_hook(lambda gi, go, i=i, n=n: prints.node(i, n, go, gi))
+    return nodes, prints
+
+
+def _prints(fn):
+    """Run a small model's backward with PassPrints fed by a posthook on every node."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(80, 70)
+    x = torch.randn(3, 80)
+    loss = fn(lin(x)).sum()
+    nodes, prints = _hooked_prints(loss)
     with HostReads() as reads:
         loss.backward()
         event = prints.event(0)
@@ -160,12 +172,7 @@ def test_a_gradient_sent_and_received_is_sketched_once_and_a_replaced_one_again(
     h = lin(torch.randn(3, 80))
     h.register_hook(lambda g: g * 2)  # replaced between the gelu's backward and the addmm's
     loss = torch.nn.functional.gelu(h).view(3, 8, 9).transpose(1, 2).exp().sum()
-    nodes, todo = [], [loss.grad_fn]
-    while todo:
-        n = todo.pop()
-        if n is not None and n not in nodes:
-            nodes.append(n)
-            todo += [c for c, _ in n.next_functions]
+    nodes = _graph_nodes(loss)
     prints, seen = fp.PassPrints(nodes), {}
 
     def hook(gi, go, i):
@@ -211,15 +218,7 @@ def test_an_output_made_by_moving_elements_is_fingerprinted_as_those_elements():
     x = torch.randn(3, 80, requires_grad=True)
     h = lin(x)
     loss = h.exp().sum()
-    nodes, todo = [], [loss.grad_fn]
-    while todo:
-        n = todo.pop()
-        if n is not None and n not in nodes:
-            nodes.append(n)
-            todo += [c for c, _ in n.next_functions]
-    prints = fp.PassPrints(nodes)
-    for i, n in enumerate(nodes):
-        n.register_hook(lambda gi, go, i=i, n=n: prints.node(i, n, go, gi))
+    nodes, prints = _hooked_prints(loss)
     loss.backward()
     by = {(p.node, p.dir, p.slot): p for p in prints.event(0).prints}
     names = [n.name() for n in nodes]
