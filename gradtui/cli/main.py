@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "only when a breakpoint hits, the script fails or is quit")
     parser.add_argument("--fingerprints", action="store_true",
                         help="with --record: also record a fingerprint of every recorded value (gradients, "
-                             "forward outputs, saved values) for `gradtui diff`; costs ~1.4x a recorded backward")
+                             "forward outputs, saved values) for `gradtui diff`; costs ~1.5x a recorded backward")
     parser.add_argument("--against", metavar="REF.db",
                         help="compare each hooked pass with the same pass of a recording made with --fingerprints: "
                              "`break differs>R` stops at the first node that parts from it by more than R")
