@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -35,19 +36,17 @@ script raises in a hook) and the script each rank runs."""
 FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 
 
-class Ending:
+class Ending(NamedTuple):
     """How a job ended: torchrun's status and the exit code of the rank it names as failed first."""
 
-    def __init__(self, job: Job, status: int) -> None:
-        found = FAILED.search(job.output())
-        assert found, job.output()
-        self.status, self.rank_code = status, int(found.group(1))
+    status: int
+    rank_code: int
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Ending) and (self.status, self.rank_code) == (other.status, other.rank_code)
 
-    def __repr__(self) -> str:
-        return f"Ending(torchrun {self.status}, first failed rank {self.rank_code})"
+def _ending(job: Job, status: int) -> Ending:
+    found = FAILED.search(job.output())
+    assert found, job.output()
+    return Ending(status, int(found.group(1)))
 
 
 def _rank(job: Job, rank: int) -> int:
@@ -79,7 +78,7 @@ def _end(argv: list[str], case: str, runtime: Path, at_ready=lambda job: None) -
         if signum is not None:  # under gradtui rank 1 is parked at its first pause by then
             time.sleep(1.0)  # `ready` is printed just before the backward that pauses
             os.kill(_rank(job, 1), signum)
-        return Ending(job, job.wait(TIMEOUT))
+        return _ending(job, job.wait(TIMEOUT))
     finally:
         job.end()
 
