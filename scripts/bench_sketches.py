@@ -43,13 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gradtui.engine import fingerprint as fpmod  # noqa: E402
 from gradtui.engine import sketch as sk  # noqa: E402
 from gradtui.model import events as ev  # noqa: E402
-from bench_diff import one_pass  # noqa: E402
+from bench_diff import constant, one_pass  # noqa: E402
 from bench_models import transformer  # noqa: E402
 
 FULL = fpmod.fingerprint
 _positions: dict[tuple[int, int, int], torch.Tensor] = {}
 _folds: dict[tuple[int, torch.dtype], torch.Tensor] = {}
-_ZERO_ROW = sk.Row(torch.zeros(()), torch.zeros(sk.K), False)
+_NO_NORM = torch.zeros(())
 
 
 def positions(shape: tuple[int, ...], s: int) -> torch.Tensor:
@@ -110,13 +110,8 @@ def sampled_stored(s: int) -> Callable[[torch.Tensor], sk.Row]:
         if t.numel() <= sk.EXACT_LIMIT:
             return FULL(t)
         with torch.no_grad():
-            return sk.Row(_ZERO_ROW.norm, _sample(t, s), False)
+            return sk.Row(_NO_NORM, _sample(t, s), False)
     return fingerprint
-
-
-def constant(t: torch.Tensor) -> sk.Row:
-    """No device work: the bookkeeping's floor."""
-    return FULL(t) if t.numel() <= sk.EXACT_LIMIT else _ZERO_ROW
 
 
 PLUMBING = "plumbing"
