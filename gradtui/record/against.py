@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
-from typing import Any
 
 from gradtui.model.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Parting, Value, Values
 from gradtui.model.fingerprints import norm_text as _norm
