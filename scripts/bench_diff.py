@@ -7,9 +7,12 @@ A 4-layer d=256 encoder (bench.py's), batch 8x32, torch on one thread: each roun
 backward under a Session with a Recorder attached (every pass recorded node by node, full
 statistics) without fingerprints, with them, and live against a reference recording of the
 same pass (`break differs>1e-6` armed, never hit: every node's fingerprints read back and
-compared; no recording), in an order that alternates. Medians, their ratio and the median of
-the per-round ratios are printed, of wall-clock and of this process's CPU time (steadier on a
-loaded machine). Targets: fingerprints <= 1.15x, `--against` <= 1.3x.
+compared; no recording), and with fingerprints whose every sketch is a constant (`floor`: the
+pass's bookkeeping and plumbing, no device work: what no sketch can go under), in an order that
+alternates. Medians, their ratio and the median of the per-round ratios are printed, of
+wall-clock and of this process's CPU time (steadier on a loaded machine). Targets:
+fingerprints <= 1.15x, `--against` <= 1.3x. scripts/bench_sketches.py puts other sketches in
+the same place.
 """
 
 from __future__ import annotations
@@ -21,12 +24,16 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gradtui.engine import fingerprint as fingerprint_module  # noqa: E402
+from gradtui.engine import sketch  # noqa: E402
 from gradtui.engine.session import Session  # noqa: E402
 from gradtui.record.store import Recorder  # noqa: E402
 from gradtui.model import events as ev  # noqa: E402
@@ -73,23 +80,41 @@ def one_pass(model: torch.nn.Module, x: torch.Tensor, fingerprints: bool, db: st
     return took
 
 
-def report(label: str, times: dict[str, list[Took]], target: float) -> None:
+_CONSTANT = sketch.Row(torch.zeros(()), torch.zeros(sketch.K), False)
+
+
+def constant(t: torch.Tensor) -> sketch.Row:
+    """A value's fingerprint with no device work (a small one's values as ever): the floor."""
+    return sketch.fingerprint(t) if t.numel() <= sketch.EXACT_LIMIT else _CONSTANT
+
+
+@contextmanager
+def no_sketch() -> Iterator[None]:
+    """Fingerprints whose every sketch is `constant`, within the block."""
+    fingerprint_module.fingerprint = constant
+    try:
+        yield
+    finally:
+        fingerprint_module.fingerprint = sketch.fingerprint
+
+
+def report(label: str, times: dict[str, list[Took]], target: float | None) -> None:
     """Medians of the plain recording and of `label`, their ratio and the median of the paired
-    (same round) ratios, wall and CPU."""
+    (same round) ratios, wall and CPU (`target` None: a floor, no target)."""
     for kind in ("wall", "cpu"):
         base = [getattr(t, kind) for t in times["recorded"]]
         other = [getattr(t, kind) for t in times[label]]
         paired = statistics.median(o / b for o, b in zip(other, base))
         print(f"  {label:12} {kind:4}: recorded {statistics.median(base) * 1e3:8.1f} ms, with "
               f"{statistics.median(other) * 1e3:8.1f} ms: {statistics.median(other) / statistics.median(base):.2f}x,"
-              f" paired {paired:.2f}x (target <= {target}x)")
+              f" paired {paired:.2f}x" + (f" (target <= {target}x)" if target is not None else " (a floor)"))
 
 
 def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
     """Each round's three backward passes (after a round of warm-up), in alternating order."""
     model = transformer(layers)
     x = torch.randn(8, 32, 256, generator=torch.Generator().manual_seed(1))
-    kinds = ["recorded", "fingerprints", "against"]
+    kinds = ["recorded", "fingerprints", "against", "floor"]
     times: dict[str, list[Took]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory() as folder:
         reference = os.path.join(folder, "reference.db")
@@ -97,7 +122,11 @@ def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
         for r in range(rounds + 1):
             for kind in (kinds if r % 2 else kinds[::-1]):
                 db = None if kind == "against" else os.path.join(folder, f"{r}-{kind}.db")
-                took = one_pass(model, x, kind == "fingerprints", db, reference if kind == "against" else None)
+                if kind == "floor":
+                    with no_sketch():
+                        took = one_pass(model, x, True, db)
+                else:
+                    took = one_pass(model, x, kind == "fingerprints", db, reference if kind == "against" else None)
                 if r:  # the first round warms up
                     times[kind].append(took)
     return times
@@ -115,6 +144,8 @@ def bench_diff(layers: int, rounds: int) -> None:
               median([t.cpu for t in times["fingerprints"]]), base, 1.15, "recorded pass")
     ratio_row("a live pass --against REF.db, break differs>1e-6 armed (not hit)", sizes,
               median([t.cpu for t in times["against"]]), base, 1.3, "recorded pass")
+    ratio_row("floor: recording with fingerprints, every sketch a constant (what no sketch goes under)", sizes,
+              median([t.cpu for t in times["floor"]]), base, None, "recorded pass")
 
 
 def main() -> None:
@@ -128,6 +159,7 @@ def main() -> None:
           f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; against a recorded one without fingerprints")
     report("fingerprints", times, 1.15)
     report("against", times, 1.3)
+    report("floor", times, None)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ Per node of a recorded pass (`PassPrints.node`, called from the node's posthook)
   is sketched once, where it was sent, and the consumer's received print reuses that print
   when it receives the very tensor object, unmodified. A node that sends on a view of what it
   received reuses its received sketch the same way (same memory, version, layout:
-  `_same_values`), and a node of an op that only moves elements (`MOVES_VALUES`: views,
-  transposes, selects...) sends on its received print as it is;
+  gradtui.engine.printmoves.same_values), and a node of an op that only moves elements
+  (`MOVES_VALUES`: views, transposes, selects...) sends on its received print as it is;
 - its forward output (`OUTPUT`): autograd keeps no node's output as such, but the node that
   consumed it usually saved it for its own backward (`_saved_self`, `_saved_mat1`...), and a
   saved tensor's `grad_fn` names the node that produced it; a node that saved its own result
@@ -42,13 +42,10 @@ from gradtui.engine.sketch import (  # noqa: F401 - the sketch's names, re-expor
     CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, estimate_distance, fingerprint, hashed_signs, read_rows,
     shape2d, signs, sketch_and_norm, sketch_one)
 from gradtui.engine.plan import sent_shape, shape_and_saved
+from gradtui.engine.printmoves import keeps_sketch, leafish, moves_values, plain, same_values, unmoved
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint
-from gradtui.record.against import PassReference
-from gradtui.record.compare import Value
-
-RECEIVED, SENT, OUTPUT, SAVED = 0, 1, 2, 3
-"""`Print.dir`: what flowed into the node, what it sent on, its forward output, a saved leaf value."""
+from gradtui.model.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, PassAgainst, Value, Values
 
 _SKIPPED_SUFFIXES = ("_sym_sizes", "_sym_strides", "_sym_numel", "_sizes", "_strides", "_numel")
 """Saved attributes that describe shapes (already in the statistics): not fingerprinted."""
@@ -89,108 +86,13 @@ class _Sent(NamedTuple):
     shape: tuple[int, ...]
 
 
-KEEPS_ORDER = frozenset({
-    "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0", "UnsqueezeBackward1",
-    "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3", "SqueezeBackward4",
-    "CloneBackward0", "AliasBackward0"})
-"""Ops whose backward sends on the elements it received in the same row-major order (in another
-shape): where the 2-D form the sketch takes (gradtui.engine.sketch.shape2d: the last dimension
-kept) is the same, the sketch of what they send is that of what they received, exactly."""
-
-TRANSPOSES = frozenset({"TBackward0", "TransposeBackward0", "TransposeBackward1", "PermuteBackward0"})
-"""Ops whose backward transposes what it received: of a matrix, the sketch of what they send is
-that of what they received (a matrix and its transpose have one sketch), so the weight's
-accumulator reuses the sketch of the gradient mm sent, not a second read of it."""
-
-MOVES_VALUES = KEEPS_ORDER | TRANSPOSES | {"SelectBackward0", "SelectBackward1", "SliceBackward0", "NarrowBackward0"}
-"""Ops whose backward only moves the elements it received (reshaped, reordered, or placed among
-zeros at places its forward arguments fix): what such a node sends is fingerprinted as what it
-received (its norm, and its sketch in the order received), so the sketch is not taken again.
-Two runs compare alike: same elements, same arguments, same fingerprint; differing ones
-differ as much. Only where that is the sketch of the tensor sent (`_keeps_sketch`) may its
-consumer reuse it: a consumer's received print must not depend on which ops made its gradient
-(an autocast run puts a cast between a transpose and a weight)."""
-
-_moves: dict[type, int] = {}
-
-
-def _moves_values(fn: Any) -> int:
-    """0: `fn` is not a node of an op in MOVES_VALUES; 1: it is; 2: it keeps the order too; 3:
-    it transposes (cached per node type)."""
-    kind = type(fn)
-    found = _moves.get(kind)
-    if found is None:
-        name = fn.name()
-        found = _moves[kind] = (2 if name in KEEPS_ORDER else 3 if name in TRANSPOSES else 1 if name in MOVES_VALUES
-                                else 0)
-    return found
-
-
-_CASTS = frozenset({"ToCopyBackward0"})
-
-
-def _leafish(fn: Any, depth: int = 4) -> bool:
-    """Is `fn` a leaf's accumulator, or an op that only moves or casts the elements of one
-    (`w.t()`, autocast's copy of a weight)? Its output is a parameter's value seen another way."""
-    for _ in range(depth):
-        if hasattr(fn, "variable"):
-            return True
-        if not _moves_values(fn) and fn.name() not in _CASTS:
-            return False
-        inputs = [f for f, _ in fn.next_functions if f is not None]
-        if len(inputs) != 1:
-            return False
-        fn = inputs[0]
-    return False
-
-
-def _unmoved(t: torch.Tensor) -> torch.Tensor:
-    """The value fingerprinted as `t`, a forward output: the same elements before they were moved,
-    where an op that only moves elements made `t` as a view of them (`w.t()`: `w`, read in
-    order rather than across its rows)."""
-    base = t._base
-    if base is not None and t.grad_fn is not None and _moves_values(t.grad_fn) and base.numel() == t.numel():
-        return base
-    return t
-
-
-def _plain(t: Any) -> bool:
-    """Can `t`'s values be read (a strided tensor with storage, not a ZeroTensor or meta)?"""
-    return (isinstance(t, torch.Tensor) and t.layout is torch.strided and not t.is_meta
-            and not t._is_zerotensor() and t.numel() > 0)
-
-
-def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Do two live tensors hold the same values with one sketch (the same memory at the same
-    version, laid out alike, both contiguous with one 2-D form, or two matrices one the other's
-    transpose)? Both alive, memory is not reused."""
-    if a is b:
-        return True
-    if (a.data_ptr() != b.data_ptr() or a.dtype != b.dtype or a.device != b.device
-            or a.numel() != b.numel() or a._version != b._version):
-        return False
-    if a.shape == b.shape and a.stride() == b.stride():
-        return True
-    if a.dim() == 2 and b.dim() == 2 and a.shape == b.shape[::-1] and a.stride() == b.stride()[::-1]:
-        return True
-    return a.is_contiguous() and b.is_contiguous() and shape2d(tuple(a.shape)) == shape2d(tuple(b.shape))
-
-
-def _keeps_sketch(moves: int, received: tuple[int, ...], sent: tuple[int, ...]) -> bool:
-    """Is the print a node of an op that only moves elements sends on (its received one) the
-    sketch of the tensor it sent (`moves`: `_moves_values`; the two tensors' shapes)?"""
-    if moves == 2:
-        return shape2d(received) == shape2d(sent)
-    return moves == 3 and len(received) == 2 and len(sent) == 2
-
-
 class PassPrints:
     """The fingerprints of one recorded pass, gathered node by node (see module doc)."""
 
-    def __init__(self, nodes: list[Any], against: PassReference | None = None, reference: str = "") -> None:
+    def __init__(self, nodes: list[Any], against: PassAgainst | None = None, reference: str = "") -> None:
         """`against`: the reference recording's pass matched to this one (`--against`), and
         `reference` its name: each node's fingerprints are then read back after it ran (one
-        small host read per node) and compared (gradtui.record.against)."""
+        small host read per node) and compared (gradtui.record.against.PassReference is one)."""
         self._ids = {id(fn): i for i, fn in enumerate(nodes)}
         self.against = against
         self._reference = reference
@@ -236,10 +138,10 @@ class PassPrints:
             self._entries, self._rows, self._sent, self._read = [], [], {}, []
         return None
 
-    def _unread(self) -> dict[tuple[int, tuple[int, int]], Value]:
+    def _unread(self) -> Values:
         """The values fingerprinted since the last call, read back (one small host read)."""
         marks, self._marks = self._marks, (len(self._entries), len(self._zeros), len(self._params))
-        values: dict[tuple[int, tuple[int, int]], Value] = {}
+        values: Values = {}
         entries, read = self._entries[marks[0]:], read_rows(self._rows[marks[0]:])
         self._read.extend(read)
         for e, r in zip(entries, read):
@@ -256,8 +158,8 @@ class PassPrints:
         values = self._unread()
         producers = tuple(None if f is None or hasattr(f, "variable") else self._ids.get(id(f))
                           for f, _ in fn.next_functions)
-        leafish = tuple(f is not None and _leafish(f) for f, _ in fn.next_functions)
-        parting = self.against.check(node, producers, values, min(bp.spec.value for bp in watch), leafish)
+        cast = tuple(f is not None and leafish(f) for f, _ in fn.next_functions)
+        parting = self.against.check(node, producers, values, min(bp.spec.value for bp in watch), cast)
         if parting is None:
             return None
         bp = next(bp for bp in watch if parting.relative > bp.spec.value)
@@ -284,14 +186,14 @@ class PassPrints:
             if row is not None:
                 arrived.append((grad, row))
         targets = fn.next_functions if sent else ()
-        moves = _moves_values(fn) if len(arrived) == 1 and len(sent) == 1 else 0
+        moves = moves_values(fn) if len(arrived) == 1 and len(sent) == 1 else 0
         for slot, grad in enumerate(sent):
             true = True  # the row is the sketch of `grad` itself
-            if moves and _plain(grad):
+            if moves and plain(grad):
                 reuse: Row | None = arrived[0][1]
-                true = _keeps_sketch(moves, tuple(arrived[0][0].shape), tuple(grad.shape))
+                true = keeps_sketch(moves, tuple(arrived[0][0].shape), tuple(grad.shape))
             else:
-                reuse = next((row for t, row in arrived if _plain(grad) and _same_values(t, grad)), None)
+                reuse = next((row for t, row in arrived if plain(grad) and same_values(t, grad)), None)
             row = self._add(grad, node, SENT, slot, "", reuse)
             if row is None or slot >= len(targets):
                 continue
@@ -311,7 +213,7 @@ class PassPrints:
         no view, transpose, select nor weight accumulator with one producer): as the every-node
         hooks make them, from their producer's. What such a node received is what its producer
         sent it (where that print is the tensor's own sketch), what it sends on its received
-        print, passed on to a consumer as the every-node hooks would (`_keeps_sketch`, from the
+        print, passed on to a consumer as the every-node hooks would (`keeps_sketch`, from the
         shapes it saved); its saved arguments (a select's dim and index) are read now. A node
         whose received print is not known keeps none (its consumer's hook sketches its own)."""
         todo = deque(key for key in self._sent if key[0] not in self._seen)
@@ -324,7 +226,7 @@ class PassPrints:
             self._seen.add(node)
             fn = self._nodes[node]
             self._append(node, RECEIVED, slot, arrived.row)
-            moves = _moves_values(fn)
+            moves = moves_values(fn)
             targets = [t for t in fn.next_functions if t[0] is not None]
             if moves and len(fn.next_functions) == 1 and targets:
                 name = fn.name()
@@ -332,7 +234,7 @@ class PassPrints:
                 sent = shape if shape is not None else sent_shape(name, saved, arrived.shape)
                 self._append(node, SENT, 0, arrived.row)
                 consumer = self._ids.get(id(targets[0][0]))
-                if consumer is not None and consumer not in self._seen and _keeps_sketch(moves, arrived.shape, sent):
+                if consumer is not None and consumer not in self._seen and keeps_sketch(moves, arrived.shape, sent):
                     held[(consumer, targets[0][1])] = _Sent(None, 0, arrived.row, tuple(sent))
                     todo.append((consumer, targets[0][1]))
             self._saved(node, fn)
@@ -354,7 +256,7 @@ class PassPrints:
                     self._add(value, node, SAVED, number, name[7:])
                 elif producer not in self._outputs:
                     self._outputs.add(producer)
-                    self._add(_unmoved(value), producer, OUTPUT, 0, f"saved by #{node} as {name[7:]}")
+                    self._add(unmoved(value), producer, OUTPUT, 0, f"saved by #{node} as {name[7:]}")
             elif not isinstance(value, (tuple, list)) or not any(isinstance(v, torch.Tensor) for v in value):
                 params.append(f"{name[7:]}={value!r}")
         if params:
@@ -365,7 +267,7 @@ class PassPrints:
         if not isinstance(t, torch.Tensor):
             return None
         if reuse is None:
-            if not _plain(t):
+            if not plain(t):
                 if t._is_zerotensor():
                     self._zeros.append(ev.Print(node, direction, slot, 0.0, (0.0,) * K, False, what))
                 return None

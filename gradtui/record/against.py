@@ -18,7 +18,8 @@ with the reference's input in the same place (the output of the reference's prod
 and a parameter seen through a transpose or a cast that no node saved is not an input that
 changed: so fp32 against bf16 autocast stops at the first op whose own output is off.
 
-Torch-free: the values compared are plain data (compare.Value).
+Torch-free: the values compared are plain data (gradtui.model.fingerprints: Value, Parting;
+PassReference is the engine's PassAgainst).
 """
 
 from __future__ import annotations
@@ -26,12 +27,11 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
-from dataclasses import dataclass
-from typing import Any
 
+from gradtui.model.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Parting, Value, Values
+from gradtui.model.fingerprints import norm_text as _norm
 from gradtui.model.nodes import NodeInfo
 from gradtui.record import compare, schema
-from gradtui.record.compare import OUTPUT, RECEIVED, SAVED, SENT, Value
 
 _UNSIGNED = 1 << 63
 
@@ -39,35 +39,6 @@ _UNSIGNED = 1 << 63
 def _seq(n: int) -> int:
     """A sequence number as the recording stores it (a leaf's 2**64 - 1 as -1)."""
     return n - (1 << 64) if n >= _UNSIGNED else n
-
-
-@dataclass(frozen=True)
-class Parting:
-    """Where this run parts from the reference at a node: which value, by how much."""
-
-    node: int
-    """The node named (for an output: the node that made it)."""
-    kind: str
-    """"forward" or "backward"."""
-    what: str
-    """Which value: `its forward output`, `its saved value mat2`, `its arguments`, `the gradient it sent (input 0)`."""
-    relative: float
-    """‖a − b‖ / max(‖a‖, ‖b‖) (estimated from the sketches unless exact; inf: on one side only)."""
-    norms: tuple[float | None, float | None]
-    """(here, in the reference)."""
-    arguments: str | None = None
-
-    def text(self, reference: str) -> str:
-        """One line for a pause reason."""
-        if self.arguments is not None:
-            return f"{self.kind} differs from {reference}: {self.what}: {self.arguments} (here vs there)"
-        size = "on one side only" if math.isinf(self.relative) else f"by {self.relative:.3g} (relative)"
-        here, there = (_norm(n) for n in self.norms)
-        return f"{self.kind} differs from {reference}: {self.what} {size}; norm {here} here, {there} there"
-
-
-def _norm(n: float | None) -> str:
-    return "-" if n is None else f"{n:.6g}"
 
 
 _DIRS = {RECEIVED: "the gradient it received", SENT: "the gradient it sent", OUTPUT: "its forward output",
@@ -106,7 +77,7 @@ class PassReference:
             return None
         return compare.distance(mine, theirs), mine, theirs
 
-    def note(self, values: dict[tuple[int, tuple[int, int]], Value]) -> None:
+    def note(self, values: Values) -> None:
         """Record this run's `values` ((node, (dir, slot)) -> Value) for later checks and `print`."""
         known = self.values
         for (owner, slot), value in values.items():
@@ -147,8 +118,8 @@ class PassReference:
             out.append(found)
         return out
 
-    def check(self, node: int, producers: tuple[int | None, ...], values: dict[tuple[int, tuple[int, int]], Value],
-              rtol: float, leafish: tuple[bool, ...] = ()) -> Parting | None:
+    def check(self, node: int, producers: tuple[int | None, ...], values: Values, rtol: float,
+              leafish: tuple[bool, ...] = ()) -> Parting | None:
         """Record `values` ((node, (dir, slot)) -> Value: what `node`'s posthook fingerprinted;
         an output belongs to its maker) and say whether the runs part at `node` by more than
         `rtol` (see module doc). `producers`: per input of the node, the node that made it (None

@@ -24,25 +24,14 @@ import sqlite3
 from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
+from gradtui.model.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Value  # noqa: F401 - compare's names too
 from gradtui.record import schema
-
-RECEIVED, SENT, OUTPUT, SAVED = 0, 1, 2, 3
 
 
 class BadInput(Exception):
     """A file that cannot be compared (missing, not a recording, no such pass): one line."""
-
-
-class Value(NamedTuple):
-    """One recorded value: its norm and its sketch (or its values, when `exact`). A NamedTuple:
-    a live run `--against` makes hundreds per pass, in the backward."""
-
-    norm: float | None
-    data: tuple[float, ...]
-    exact: bool
-    what: str = ""
 
 
 @dataclass(frozen=True)

@@ -263,3 +263,28 @@ def test_a_pass_against_a_reference_sends_each_nodes_difference_in_one_event(tmp
     assert gelu.gradient is not None and gelu.gradient > 1e-4
     assert sum(1 for n in names.values() if n.forward == 0.0) >= 2  # what came before it agrees
     assert changed.largest == max(n.largest for n in changed.nodes if n.largest is not None)
+
+
+def test_the_reference_pass_is_what_a_pass_s_fingerprints_ask_for(reference):
+    """The engine's fingerprints (which may not import record) ask their reference pass for what
+    gradtui.model.fingerprints.PassAgainst declares; record's PassReference is that, method by
+    method and parameter by parameter, and a live pass's reference is one."""
+    import inspect
+
+    from gradtui.model.fingerprints import PassAgainst
+    from gradtui.record.against import PassReference
+
+    for name in ("note", "check", "both_sides", "differences"):
+        declared = inspect.signature(getattr(PassAgainst, name)).parameters
+        made = inspect.signature(getattr(PassReference, name)).parameters
+        assert list(made) == list(declared), name
+        assert [p.default for p in made.values()] == [p.default for p in declared.values()], name
+    session = _against(reference, None)  # another model than the reference's: no node matches
+    seen = []
+    session.add_listener(lambda e: seen.append(e) if isinstance(e, (ev.PassDifferences, ev.PassFinished)) else None)
+    try:
+        _model_pass(session)
+    finally:
+        session.against.close()
+    differences, finished = seen
+    assert differences.nodes == () and differences.only_here == finished.total > 0  # read through PassAgainst
