@@ -43,7 +43,11 @@ DEFER_DEADLINE = 10.0
 class Deferral:
     """The script's thread's writes and the signals that landed in them (see module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: float = DEFER_DEADLINE, overdue: Callable[[int], None] | None = None) -> None:
+        """`deadline`, `overdue(signum)`: how long a fatal signal waits for the write, and what
+        ends the process after that (off the main thread; by default as killed by the signal)."""
+        self._deadline = deadline
+        self._end = overdue or _end_overdue
         self.armed = False
         """Does a run owned by an entry point defer signals in its writes? (`arm`)"""
         self.main = threading.main_thread().ident
@@ -57,8 +61,12 @@ class Deferral:
         """Is the noting SIGINT handler in (put in by an outer fan-out)?"""
 
     def arm(self, on: bool) -> None:
-        """Defer signals in this process's writes from now on (or no more); main thread only."""
+        """Defer signals in this process's writes from now on (or no more, forgetting one noted);
+        main thread only."""
         self.armed = on and threading.get_ident() == self.main
+        if not on:
+            self.pending = None
+            self._cancel_overdue()
 
     def defers(self, signum: int) -> bool:
         """For a handler: is the main thread inside a write? Then `signum` is noted (a fatal one
@@ -68,7 +76,7 @@ class Deferral:
         if self.pending is None or self.pending == signal.SIGINT:
             self.pending = signum
         if signum != signal.SIGINT and self._overdue is None:
-            self._overdue = threading.Timer(DEFER_DEADLINE, _end_overdue, (signum,))
+            self._overdue = threading.Timer(self._deadline, self._end, (signum,))
             self._overdue.daemon = True
             self._overdue.start()
         return True
@@ -126,11 +134,14 @@ class Deferral:
     def _act(self) -> None:
         """Raise the noted signal again: the handler now in place acts on it (see module doc)."""
         signum, self.pending = self.pending, None
+        self._cancel_overdue()
+        assert signum is not None
+        signal.raise_signal(signum)
+
+    def _cancel_overdue(self) -> None:
         overdue, self._overdue = self._overdue, None
         if overdue is not None:
             overdue.cancel()
-        assert signum is not None
-        signal.raise_signal(signum)
 
 
 def _end_overdue(signum: int) -> None:
