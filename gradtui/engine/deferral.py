@@ -14,10 +14,11 @@ KeyboardInterrupt in the script's thread (130 at exit, as before).
 - SIGTERM / SIGHUP: FatalSignals' handler (installed for the whole run) asks `defers` first.
   A write that does not end within DEFER_DEADLINE seconds does not keep the process alive: it
   ends as a shell would report that signal (128 + N), without last words.
-- SIGINT: python's default handler raises at once, so for a fan-out that writes (not a node's
-  result: `quiet=True`, which only updates memory and is emitted per node) the noting handler is
-  put in for the fan-out and python's put back after it, only where python's is in place: a
-  script that installed its own handler owns the signal, inside gradtui's writes too.
+- SIGINT: python's default handler raises at once, so for a fan-out that writes the noting
+  handler is put in for the fan-out and python's put back after it (two `signal.signal` calls,
+  ~5 us), only where python's is in place: a script that installed its own handler owns the
+  signal, inside gradtui's writes too. A fan-out sent per node or per printed line (`quiet=True`,
+  gradtui.engine.listeners.QUIET) defers SIGTERM / SIGHUP only, at a counter's cost.
 - A listener that may hold the script for long inside the fan-out (a torchrun rank's job tap: a
   diverge hold, the ranks' rendezvous) runs `lifted`: signals act at once there, as in the
   script's own code.

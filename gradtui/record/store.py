@@ -196,13 +196,22 @@ class Recorder:
             self._output_rows = []
         work = self._pending + work
         self._pending = []
+        began = False
         try:
             self._db.execute("BEGIN")
+            began = True
             for statement, rows in work:
                 self._db.executemany(statement, rows)
             self._db.execute("COMMIT")
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc)
+        except BaseException:
+            # A KeyboardInterrupt of the script's own print (an Output write: gradtui.engine.deferral
+            # lets SIGINT through there): nothing half-committed, the rows wait for the next commit.
+            if self._db.in_transaction or not began:
+                self._db.rollback()
+                self._pending = work + self._pending
+            raise
 
     def _fail(self, exc: BaseException) -> None:
         if self.failed is not None:

@@ -123,13 +123,27 @@ def armed():
     DEFERRAL.arm(False)
 
 
+FINISHED = ev.PassFinished(0, 3, 3, None, None)
+"""The end of a pass: what the report and the recording write."""
+
+
 def test_a_session_fan_out_finishes_every_listener_before_sigint_acts(python_sigint, armed):
     listeners, heard = Listeners(), []
     listeners.add(lambda event: (heard.append("first"), signal.raise_signal(signal.SIGINT)))
     listeners.add(lambda event: heard.append("second"))
     with pytest.raises(KeyboardInterrupt):
-        listeners.emit(ev.Output("stdout", "x\n"))
+        listeners.emit(FINISHED)
     assert heard == ["first", "second"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_printed_lines_fan_out_lets_sigint_through_as_pythons_print_would(python_sigint, armed):
+    listeners, heard = Listeners(), []
+    listeners.add(lambda event: (heard.append("first"), signal.raise_signal(signal.SIGINT)))
+    listeners.add(lambda event: heard.append("second"))
+    with pytest.raises(KeyboardInterrupt):
+        listeners.emit(ev.Output("stdout", "x\n"))
+    assert heard == ["first"]
 
 
 def test_a_listener_that_holds_the_script_lets_sigint_through_at_once(python_sigint, armed):
@@ -137,6 +151,6 @@ def test_a_listener_that_holds_the_script_lets_sigint_through_at_once(python_sig
     listeners.add(lambda event: (signal.raise_signal(signal.SIGINT), heard.append("held on")), holds=True)
     listeners.add(lambda event: heard.append("second"))
     with pytest.raises(KeyboardInterrupt):
-        listeners.emit(ev.Output("stdout", "x\n"))
+        listeners.emit(FINISHED)
     assert heard == []
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
