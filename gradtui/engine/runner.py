@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from gradtui.model import events as ev
+from gradtui.model.errors import ErrorInfo, FrameInfo
 from gradtui.model.places import is_gradtui_file
 from gradtui.engine.exits import describe_signal, signal_status
 from gradtui.engine.session import GradtuiQuit, Session
@@ -261,7 +262,7 @@ class ScriptRunner:
         self.session.emit(event)
         return True
 
-    def _format(self, exc: BaseException) -> tuple[str, ev.ErrorInfo]:
+    def _format(self, exc: BaseException) -> tuple[str, ErrorInfo]:
         """The traceback without gradtui's frames (also those between user frames, e.g. the
         session's backward wrappers when a user hook raises during backward), as text and data."""
         kept = []
@@ -275,9 +276,9 @@ class ScriptRunner:
             tb = types.TracebackType(tb, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
         kind = type(exc)
         name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__") else f"{kind.__module__}.{kind.__qualname__}"
-        frames = tuple(ev.FrameInfo(f.filename, f.lineno or 0, f.name, (f.line or "").strip())
+        frames = tuple(FrameInfo(f.filename, f.lineno or 0, f.name, (f.line or "").strip())
                        for f in traceback.extract_tb(tb))
-        return "".join(traceback.format_exception(kind, exc, tb)), ev.ErrorInfo(name, str(exc), frames)
+        return "".join(traceback.format_exception(kind, exc, tb)), ErrorInfo(name, str(exc), frames)
 
     def start(self) -> threading.Thread:
         """Run the script in a new daemon thread named `gradtui-script`."""
