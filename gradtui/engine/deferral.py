@@ -14,11 +14,12 @@ KeyboardInterrupt in the script's thread (130 at exit, as before).
 - SIGTERM / SIGHUP: FatalSignals' handler (installed for the whole run) asks `defers` first.
   A write that does not end within DEFER_DEADLINE seconds does not keep the process alive: it
   ends as a shell would report that signal (128 + N), without last words.
-- SIGINT: python's default handler raises at once, so for a fan-out that writes the noting
-  handler is put in for the fan-out and python's put back after it (two `signal.signal` calls,
-  ~5 us), only where python's is in place: a script that installed its own handler owns the
-  signal, inside gradtui's writes too. A fan-out sent per node or per printed line (`quiet=True`,
-  gradtui.engine.listeners.QUIET) defers SIGTERM / SIGHUP only, at a counter's cost.
+- SIGINT: python's default handler raises at once, so the noting handler is put in for the
+  outermost fan-out and python's put back after it, only where python's is in place: a script
+  that installed its own handler owns the signal, inside gradtui's writes too. Two calls of the
+  C module `_signal` per fan-out, ~0.1 us each: `signal.signal` converts its arguments and
+  result to enums (~2.5 us a call), which on a fan-out sent per node or per printed line would
+  cost the script's thread more than the listeners themselves.
 - A listener that may hold the script for long inside the fan-out (a torchrun rank's job tap: a
   diverge hold, the ranks' rendezvous) runs `lifted`: signals act at once there, as in the
   script's own code.
@@ -29,6 +30,7 @@ run (`gradtui.listen()`, a test's in-process session) is never deferred. Torch-f
 
 from __future__ import annotations
 
+import _signal
 import os
 import signal
 import threading
@@ -82,13 +84,12 @@ class Deferral:
             self._overdue.start()
         return True
 
-    def inside(self, fan_out: Callable[[Any], None], event: Any, quiet: bool) -> None:
-        """Run `fan_out(event)` with signals deferred until the outermost fan-out ends.
-        `quiet`: it writes nothing (a node's result): SIGINT is not deferred, at no cost per node."""
+    def inside(self, fan_out: Callable[[Any], None], event: Any) -> None:
+        """Run `fan_out(event)` with signals deferred until the outermost fan-out ends."""
         self.depth += 1
         swapped: Any = None
         try:
-            if not quiet and not self._noting:
+            if not self._noting:
                 swapped = self._note_interrupts()
             fan_out(event)
         finally:
@@ -118,19 +119,18 @@ class Deferral:
 
     def _note_interrupts(self) -> Any:
         """Put in the noting SIGINT handler where python's is in place; what to put back, or None."""
-        previous = signal.signal(signal.SIGINT, self._interrupted)
-        if previous is signal.default_int_handler:
-            self._noting = True
-            return previous
-        signal.signal(signal.SIGINT, previous)  # the script's own handler (or SIG_IGN) owns it
-        return None
+        previous = _signal.getsignal(signal.SIGINT)
+        if previous is not signal.default_int_handler:
+            return None  # the script's own handler (or SIG_IGN) owns the signal
+        self._noting = True
+        _signal.signal(signal.SIGINT, self._interrupted)
+        return previous
 
     def _put_back(self, previous: Any) -> None:
         """Put python's SIGINT handler back, unless a listener installed another meanwhile."""
         self._noting = False
-        current = signal.signal(signal.SIGINT, previous)
-        if current != self._interrupted:
-            signal.signal(signal.SIGINT, current)
+        if _signal.getsignal(signal.SIGINT) == self._interrupted:
+            _signal.signal(signal.SIGINT, previous)
 
     def _act(self) -> None:
         """Raise the noted signal again: the handler now in place acts on it (see module doc)."""

@@ -21,12 +21,6 @@ from gradtui.model import events as ev
 
 Listener = Callable[[ev.Event], None]
 
-QUIET = frozenset({ev.NodeRan, ev.NodesRan, ev.Progress, ev.Output})
-"""Events sent per node (or a few nodes) or per line the script prints: their fan-out defers no
-SIGINT (gradtui.engine.deferral), which would cost a handler swap (~5 us) each. A node's listeners
-update memory only; a KeyboardInterrupt in an Output's is the script's print's, as in python (the
-recording rolls back a transaction it lands in and keeps the rows)."""
-
 
 class Listeners:
     """The listeners of one session, in the order they were added (see module doc)."""
@@ -70,7 +64,7 @@ class Listeners:
         take no batches), with signals deferred on an armed main thread (see module doc)."""
         deferral = DEFERRAL
         if deferral.armed and threading.get_ident() == deferral.main:
-            deferral.inside(self._fan_out, event, type(event) in QUIET)
+            deferral.inside(self._fan_out, event)
         else:
             self._fan_out(event)
 

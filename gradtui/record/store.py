@@ -206,8 +206,8 @@ class Recorder:
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc)
         except BaseException:
-            # A KeyboardInterrupt of the script's own print (an Output write: gradtui.engine.deferral
-            # lets SIGINT through there): nothing half-committed, the rows wait for the next commit.
+            # A KeyboardInterrupt from a script's own SIGINT handler (gradtui.engine.deferral leaves
+            # it in place), or an in-process run's: nothing half-committed, the rows wait for the next commit.
             if self._db.in_transaction or not began:
                 self._db.rollback()
                 self._pending = work + self._pending

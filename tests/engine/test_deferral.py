@@ -1,7 +1,7 @@
 """Signals landing inside gradtui's own writes (gradtui.engine.deferral), in-process: a signal
 raised inside a fan-out is acted on once the outermost one has ended, by the handler then in
-place; a node's fan-out and a listener that may hold the script let SIGINT through at once; a
-script's own SIGINT handler keeps the signal. SIGUSR1 stands for SIGTERM / SIGHUP (its handler
+place; a listener that may hold the script lets signals through at once; a script's own SIGINT
+handler keeps the signal. SIGUSR1 stands for SIGTERM / SIGHUP (its handler
 asks the deferral first, as FatalSignals' does) so that no test can end the test process."""
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ def test_a_fatal_signal_in_nested_writes_is_acted_on_once_the_outermost_ends(fat
         seen.append("inner written")
 
     def outer(_event: object) -> None:
-        deferral.inside(inner, None, quiet=True)
+        deferral.inside(inner, None)
         seen.append("outer written")
 
-    deferral.inside(outer, None, quiet=False)
+    deferral.inside(outer, None)
     assert seen == ["noted", "inner written", "outer written", "acted at depth 0"]
     assert deferral.pending is None
 
@@ -66,7 +66,7 @@ def test_a_write_that_outlives_the_deadline_does_not_keep_a_fatal_signal_waiting
     deferral = Deferral(deadline=0.1, overdue=overdue)
     previous = signal.signal(signal.SIGUSR1, lambda signum, _frame: deferral.defers(signum))
     try:
-        deferral.inside(lambda _e: (signal.raise_signal(signal.SIGUSR1), write_may_end.wait(30)), None, quiet=False)
+        deferral.inside(lambda _e: (signal.raise_signal(signal.SIGUSR1), write_may_end.wait(30)), None)
     finally:
         deferral.arm(False)
         signal.signal(signal.SIGUSR1, previous)
@@ -81,23 +81,29 @@ def test_sigint_in_a_write_raises_keyboard_interrupt_after_it(python_sigint):
         written.append(True)
 
     with pytest.raises(KeyboardInterrupt):
-        deferral.inside(write, None, quiet=False)
+        deferral.inside(write, None)
     assert written == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    deferral.inside(lambda _e: None, None, quiet=False)  # nothing noted is left behind
+    deferral.inside(lambda _e: None, None)  # nothing noted is left behind
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_sigint_in_a_node_fan_out_raises_at_once(python_sigint):
-    written = []
+def test_sigint_in_nested_fan_outs_waits_for_the_outermost(python_sigint):
+    deferral, written = Deferral(), []
 
-    def write(_event: object) -> None:
+    def inner(_event: object) -> None:
         signal.raise_signal(signal.SIGINT)
-        written.append(True)
+        written.append("inner")
+
+    def outer(_event: object) -> None:
+        deferral.inside(inner, None)
+        assert signal.getsignal(signal.SIGINT) != signal.default_int_handler  # still noting
+        written.append("outer")
 
     with pytest.raises(KeyboardInterrupt):
-        Deferral().inside(write, None, quiet=True)
-    assert written == []
+        deferral.inside(outer, None)
+    assert written == ["inner", "outer"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_a_scripts_own_sigint_handler_keeps_the_signal_inside_a_write():
@@ -108,7 +114,7 @@ def test_a_scripts_own_sigint_handler_keeps_the_signal_inside_a_write():
 
     previous = signal.signal(signal.SIGINT, own)
     try:
-        Deferral().inside(lambda _e: (signal.raise_signal(signal.SIGINT), calls.append("written")), None, quiet=False)
+        Deferral().inside(lambda _e: (signal.raise_signal(signal.SIGINT), calls.append("written")), None)
         assert signal.getsignal(signal.SIGINT) is own
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -137,13 +143,13 @@ def test_a_session_fan_out_finishes_every_listener_before_sigint_acts(python_sig
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_a_printed_lines_fan_out_lets_sigint_through_as_pythons_print_would(python_sigint, armed):
+def test_a_printed_lines_fan_out_finishes_before_sigint_acts(python_sigint, armed):
     listeners, heard = Listeners(), []
     listeners.add(lambda event: (heard.append("first"), signal.raise_signal(signal.SIGINT)))
     listeners.add(lambda event: heard.append("second"))
     with pytest.raises(KeyboardInterrupt):
         listeners.emit(ev.Output("stdout", "x\n"))
-    assert heard == ["first"]
+    assert heard == ["first", "second"]
 
 
 def test_a_listener_that_holds_the_script_lets_sigint_through_at_once(python_sigint, armed):
