@@ -184,7 +184,10 @@ class ScriptRunner:
     def _run(self) -> int:
         session = self.session
         argv = [self.argv0, *self.args]
-        session.emit(ev.ScriptStarted(self.path, tuple(argv)))
+        try:
+            session.emit(ev.ScriptStarted(self.path, tuple(argv)))
+        except KeyboardInterrupt as exc:  # a Ctrl-C in its writes, raised once they are done (engine.deferral)
+            return self._interrupted_first(exc)
         saved: tuple[list[str], list[str], TextIO, TextIO, TextIO] = (
             sys.argv, list(sys.path), sys.stdout, sys.stderr, sys.stdin)
         out = err = None
@@ -220,6 +223,15 @@ class ScriptRunner:
             sys.argv, sys.path[:] = saved[0], saved[1]
             sys.stdout, sys.stderr, sys.stdin = saved[2], saved[3], saved[4]
         self._finish(ev.ScriptFinished(status, tb, quit_, session.passes, error=error))
+        return status
+
+    def _interrupted_first(self, exc: KeyboardInterrupt) -> int:
+        """A KeyboardInterrupt before the script's first line: it ends as python's would then
+        (130, the process killed by SIGINT at exit), announced as any other end."""
+        self.exit_signal = signal.SIGINT
+        status = signal_status(signal.SIGINT)
+        tb, error = self._format(exc)
+        self._finish(ev.ScriptFinished(status, tb, False, self.session.passes, error=error))
         return status
 
     def _run_main(self) -> None:

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +26,13 @@ pytestmark = pytest.mark.timeout(240)
 
 LAUNCHER = """
 import os, signal, sys
+from gradtui.model import events as ev
 site, signum = sys.argv[1], getattr(signal, sys.argv[2])
-if site == "record":
+wanted = object
+if site == "start":
+    from gradtui.record.store import Recorder as owner
+    name, wanted = "_on", ev.ScriptStarted
+elif site == "record":
     from gradtui.record.store import Recorder as owner
     name = "_pass_finished"
 else:
@@ -36,7 +42,7 @@ write = getattr(owner, name)
 fired = []
 
 def signalled(self, *args):
-    if not fired:
+    if not fired and isinstance(args[0], wanted):
         fired.append(True)
         print("signalled", file=sys.__stderr__, flush=True)
         os.kill(os.getpid(), signum)  # its handler runs at the next call: inside this write
@@ -48,14 +54,15 @@ from gradtui.cli.main import main
 sys.exit(main())
 """
 """`python -c LAUNCHER SITE SIGNAL gradtui-args...`: SITE `record` signals inside the recording's
-write of a finished pass (the Recorder's lock held), `report` inside the report's (JsonStream)."""
+write of a finished pass (the Recorder's lock held), `report` inside the report's (JsonStream),
+`start` inside the recording's write of the run's start (before the script's first line)."""
 
 WRITES = [("record", "SIGTERM"), ("record", "SIGINT"), ("report", "SIGTERM"), ("report", "SIGINT")]
 
 
-@pytest.mark.parametrize(("site", "name"), WRITES)
-def test_a_signal_inside_a_pass_write_ends_the_run_as_python(site, name, tmp_path):
-    report, db = tmp_path / "report.json", tmp_path / "run.db"
+def _signalled_run(site: str, name: str, report: Path, db: Path) -> tuple[int, str, str]:
+    """Run sleeps.py headless with a report and a recording, signalled from inside `site`'s
+    write; its returncode, stdout and stderr."""
     command = [sys.executable, "-c", LAUNCHER, site, name, "--headless", "-c", "continue",
                "--report", str(report), "--record", str(db), script("sleeps.py")]
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -67,16 +74,38 @@ def test_a_signal_inside_a_pass_write_ends_the_run_as_python(site, name, tmp_pat
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate(timeout=10)
     assert "signalled" in err, err
-    assert "backward done" not in out  # python would not have gone on either
-    assert process.returncode == plain(name) == -getattr(signal, name), err
-    status = 128 - process.returncode
+    return process.returncode, out, err
+
+
+def _ended(report: Path, db: Path, status: int, passes: list[int]) -> None:
+    """The report and the recording say the run ended with `status`, after `passes`; the
+    recording opens undamaged."""
     written = json.loads(report.read_text())
     assert written["exit_status"] == status
-    assert [p["index"] for p in written["passes"]] == [0]  # the pass the signal landed in was written
+    assert [p["index"] for p in written["passes"]] == passes
     recording = Recording(str(db))
     try:
         assert recording.run().exit_status == status
-        assert [p.index for p in recording.passes()] == [0]
+        assert [p.index for p in recording.passes()] == passes
         assert recording.damage == []
     finally:
         recording.close()
+
+
+@pytest.mark.parametrize(("site", "name"), WRITES)
+def test_a_signal_inside_a_pass_write_ends_the_run_as_python(site, name, tmp_path):
+    report, db = tmp_path / "report.json", tmp_path / "run.db"
+    code, out, err = _signalled_run(site, name, report, db)
+    assert "backward done" not in out  # python would not have gone on either
+    assert code == plain(name) == -getattr(signal, name), err
+    _ended(report, db, 128 - code, [0])  # the pass the signal landed in was written
+
+
+def test_ctrl_c_inside_the_runs_first_write_ends_it_before_the_scripts_first_line(tmp_path):
+    report, db = tmp_path / "report.json", tmp_path / "run.db"
+    code, out, err = _signalled_run("start", "SIGINT", report, db)
+    assert "ready" not in out
+    assert code == plain("SIGINT") == -signal.SIGINT, err
+    assert err.splitlines()[-1] == "KeyboardInterrupt"
+    assert 'File "' not in err  # no frame: gradtui's are not the script's, and it ran none
+    _ended(report, db, 128 - code, [])
