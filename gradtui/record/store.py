@@ -15,6 +15,7 @@ always written (`passes`, `flow`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from array import array
@@ -207,9 +208,11 @@ class Recorder:
             self._fail(exc)
         except BaseException:
             # A KeyboardInterrupt from a script's own SIGINT handler (gradtui.engine.deferral leaves
-            # it in place), or an in-process run's: nothing half-committed, the rows wait for the next commit.
+            # it in place) or in an in-process run: nothing half-committed, the rows wait for the
+            # next commit (a rollback that fails stops the recording at that next commit).
             if self._db.in_transaction or not began:
-                self._db.rollback()
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.rollback()
                 self._pending = work + self._pending
             raise
 
