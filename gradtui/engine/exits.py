@@ -13,7 +13,9 @@ points arm it before torch is imported, so its atexit hook runs after every othe
   `die_at_exit` recorded.
 - `FatalSignals`: SIGTERM and SIGHUP handlers that run the owner's last words (in a helper
   thread, with a deadline: the main thread may hold any lock when the signal comes), then die
-  of the signal at once, as python would.
+  of the signal at once, as python would. Installed, it also arms the deferral of signals that
+  land inside gradtui's own writes on the script's thread (gradtui.engine.deferral), so those
+  locks are not the listeners' when the last words need them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import signal
 import threading
 from collections.abc import Callable
 
+from gradtui.engine.deferral import DEFERRAL
 from gradtui.model.dying import die_now, flush_std_streams, signal_status
 
 __all__ = ["FatalSignals", "arm", "describe_signal", "die_at_exit", "die_now", "end_at_exit", "pending",
@@ -104,21 +107,26 @@ class FatalSignals:
         self._dying = threading.Event()
 
     def install(self) -> None:
-        """Handle SIGTERM and SIGHUP where they are at their default (main thread only)."""
+        """Handle SIGTERM and SIGHUP where they are at their default, and defer signals in the
+        listeners' writes (main thread only)."""
         if threading.current_thread() is not threading.main_thread():
             return
         for signum in FATAL:
             if signal.getsignal(signum) is signal.SIG_DFL:
                 self._previous[signum] = signal.signal(signum, self._handle)
+        DEFERRAL.arm(True)
 
     def restore(self) -> None:
-        """Put back the handlers that were there, where ours is still installed."""
+        """Put back the handlers that were there, where ours is still installed; no more deferral."""
+        DEFERRAL.arm(False)
         for signum, previous in self._previous.items():
             if signal.getsignal(signum) == self._handle:
                 signal.signal(signum, previous)  # type: ignore[arg-type]
         self._previous.clear()
 
     def _handle(self, signum: int, _frame: object) -> None:
+        if DEFERRAL.defers(signum):
+            return  # landed in a listener's write: raised again when it ends
         if self._dying.is_set():
             return  # a second signal while the first one's last words are said
         self._dying.set()

@@ -4,12 +4,19 @@ Each listener is called on the emitting thread (the script's, in a hook). What i
 shapes a pass: whether the pass's graph is described as it starts (else a lazy capture reads a
 node's metadata only when a pause or a reader needs it), whether it takes a planned pass's
 `NodesRan` batches as they are, and whether anyone reads a pass's gradient flow.
+
+On the main thread of a run an entry point owns, the fan-out runs with signals deferred until it
+ends (gradtui.engine.deferral): a SIGINT / SIGTERM landing in a listener's write is acted on
+right after it, not inside it. A listener that may hold the script there (`holds=True`) is not.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable
 
+from gradtui.engine.deferral import DEFERRAL
 from gradtui.model import events as ev
 
 Listener = Callable[[ev.Event], None]
@@ -28,7 +35,7 @@ class Listeners:
         self._flow_wanted: list[bool] = []
 
     def add(self, listener: Listener, graph: bool | Callable[[], bool] = True, batches: bool = False,
-            flow: bool = True) -> None:
+            flow: bool = True, holds: bool = False) -> None:
         """Also send every event to `listener`.
 
         `batches=True`: the listener takes a planned pass's `NodesRan` batches as they are (and
@@ -41,7 +48,12 @@ class Listeners:
         graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
         metadata (labels, sources, modules, saved values) unread unless it pauses: a lazy
         capture. Any listener that may read the graph later (a report, a recording, a client over
-        the wire) leaves the default, and every pass is described as it starts."""
+        the wire) leaves the default, and every pass is described as it starts.
+
+        `holds=True`: the listener may hold the script for long (a torchrun rank's job tap), so
+        signals act at once while it runs, as in the script's own code."""
+        if holds:
+            listener = functools.partial(DEFERRAL.lifted, listener)
         self._listeners.append(listener)
         self._graph_wanted.append(graph)
         self._batches.append(batches)
@@ -49,7 +61,14 @@ class Listeners:
 
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener (a NodesRan batch as its NodeRan events to those that
-        take no batches)."""
+        take no batches), with signals deferred on an armed main thread (see module doc)."""
+        deferral = DEFERRAL
+        if deferral.armed and threading.get_ident() == deferral.main:
+            deferral.inside(self._fan_out, event)
+        else:
+            self._fan_out(event)
+
+    def _fan_out(self, event: ev.Event) -> None:
         if type(event) is ev.NodesRan:
             for listener, batches in zip(self._listeners, self._batches):
                 if batches:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from gradtui.model import events as ev
+from gradtui.model.errors import ErrorInfo, FrameInfo
 from gradtui.model.places import is_gradtui_file
 from gradtui.engine.exits import describe_signal, signal_status
 from gradtui.engine.session import GradtuiQuit, Session
@@ -183,7 +184,10 @@ class ScriptRunner:
     def _run(self) -> int:
         session = self.session
         argv = [self.argv0, *self.args]
-        session.emit(ev.ScriptStarted(self.path, tuple(argv)))
+        try:
+            session.emit(ev.ScriptStarted(self.path, tuple(argv)))
+        except KeyboardInterrupt as exc:  # a Ctrl-C in its writes, raised once they are done (engine.deferral)
+            return self._interrupted_first(exc)
         saved: tuple[list[str], list[str], TextIO, TextIO, TextIO] = (
             sys.argv, list(sys.path), sys.stdout, sys.stderr, sys.stdin)
         out = err = None
@@ -219,6 +223,15 @@ class ScriptRunner:
             sys.argv, sys.path[:] = saved[0], saved[1]
             sys.stdout, sys.stderr, sys.stdin = saved[2], saved[3], saved[4]
         self._finish(ev.ScriptFinished(status, tb, quit_, session.passes, error=error))
+        return status
+
+    def _interrupted_first(self, exc: KeyboardInterrupt) -> int:
+        """A KeyboardInterrupt before the script's first line: it ends as python's would then
+        (130, the process killed by SIGINT at exit), announced as any other end."""
+        self.exit_signal = signal.SIGINT
+        status = signal_status(signal.SIGINT)
+        tb, error = self._format(exc)
+        self._finish(ev.ScriptFinished(status, tb, False, self.session.passes, error=error))
         return status
 
     def _run_main(self) -> None:
@@ -261,7 +274,7 @@ class ScriptRunner:
         self.session.emit(event)
         return True
 
-    def _format(self, exc: BaseException) -> tuple[str, ev.ErrorInfo]:
+    def _format(self, exc: BaseException) -> tuple[str, ErrorInfo]:
         """The traceback without gradtui's frames (also those between user frames, e.g. the
         session's backward wrappers when a user hook raises during backward), as text and data."""
         kept = []
@@ -275,9 +288,9 @@ class ScriptRunner:
             tb = types.TracebackType(tb, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
         kind = type(exc)
         name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__") else f"{kind.__module__}.{kind.__qualname__}"
-        frames = tuple(ev.FrameInfo(f.filename, f.lineno or 0, f.name, (f.line or "").strip())
+        frames = tuple(FrameInfo(f.filename, f.lineno or 0, f.name, (f.line or "").strip())
                        for f in traceback.extract_tb(tb))
-        return "".join(traceback.format_exception(kind, exc, tb)), ev.ErrorInfo(name, str(exc), frames)
+        return "".join(traceback.format_exception(kind, exc, tb)), ErrorInfo(name, str(exc), frames)
 
     def start(self) -> threading.Thread:
         """Run the script in a new daemon thread named `gradtui-script`."""

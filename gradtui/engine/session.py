@@ -110,10 +110,11 @@ class Session:
     # ---- wiring -------------------------------------------------------------------------
 
     def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True, batches: bool = False,
-                     flow: bool = True) -> None:
+                     flow: bool = True, holds: bool = False) -> None:
         """Also send every event to `listener` (called on the emitting thread); what it wants of
-        a pass (`graph`, `batches`, `flow`): see gradtui.engine.listeners.Listeners.add."""
-        self._listeners.add(listener, graph, batches, flow)
+        a pass (`graph`, `batches`, `flow`) and whether it may hold the script (`holds`): see
+        gradtui.engine.listeners.Listeners.add."""
+        self._listeners.add(listener, graph, batches, flow, holds)
 
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener (gradtui.engine.listeners)."""

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import networkx as nx
 
 from gradtui.model.stats import Stats
+
+if TYPE_CHECKING:
+    from gradtui.model.errors import ErrorInfo
 
 
 QUIT_STATUS = 130
@@ -382,33 +385,6 @@ class PassDifferences(Event):
     largest: float | None
     only_here: int = 0
     """Nodes of this pass with no match in the reference (a graph change)."""
-
-
-@dataclass(frozen=True, slots=True)
-class FrameInfo:
-    """One frame of a script's traceback, as `traceback.FrameSummary` gives it."""
-
-    filename: str
-    lineno: int
-    name: str
-    """The function's name (`<module>` at the top level)."""
-    line: str
-    """The source line, stripped ("" when the file cannot be read)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
-    """The exception a script ended with, as data a client renders (Rich's Traceback in the UI).
-
-    `frames` are those of `ScriptFinished.traceback`: every frame but gradtui's own, outermost
-    first (torch's and the standard library's included, as python prints them; a client that
-    folds library frames asks `gradtui.model.places.is_user_file`). Chained exceptions
-    (`__cause__`, `__context__`) are in the traceback text only."""
-
-    exc_type: str
-    """`ValueError`; qualified by module outside builtins and __main__ (`torch.OutOfMemoryError`)."""
-    message: str
-    frames: tuple[FrameInfo, ...]
 
 
 @dataclass(frozen=True, slots=True)

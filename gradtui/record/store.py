@@ -15,6 +15,7 @@ always written (`passes`, `flow`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from array import array
@@ -196,13 +197,24 @@ class Recorder:
             self._output_rows = []
         work = self._pending + work
         self._pending = []
+        began = False
         try:
             self._db.execute("BEGIN")
+            began = True
             for statement, rows in work:
                 self._db.executemany(statement, rows)
             self._db.execute("COMMIT")
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc)
+        except BaseException:
+            # A KeyboardInterrupt from a script's own SIGINT handler (gradtui.engine.deferral leaves
+            # it in place) or in an in-process run: nothing half-committed, the rows wait for the
+            # next commit (a rollback that fails stops the recording at that next commit).
+            if self._db.in_transaction or not began:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.rollback()
+                self._pending = work + self._pending
+            raise
 
     def _fail(self, exc: BaseException) -> None:
         if self.failed is not None:

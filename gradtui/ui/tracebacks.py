@@ -13,12 +13,12 @@ import io
 from rich.console import Console
 from rich.traceback import Frame, Stack, Trace, Traceback
 
-from gradtui.model import events as ev
+from gradtui.model.errors import ErrorInfo
 from gradtui.model.places import is_user_file, library_of
 from gradtui.ui.fmt import short_path
 
 
-def render_error(error: ev.ErrorInfo, home: str | None, width: int) -> tuple[str, str]:
+def render_error(error: ErrorInfo, home: str | None, width: int) -> tuple[str, str]:
     """`error` as Rich draws a traceback `width` columns wide (ANSI text), and a line that
     counts the library frames left out ("" when there are none)."""
     user = [f for f in error.frames if is_user_file(f.filename)]

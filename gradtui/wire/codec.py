@@ -21,7 +21,7 @@ from typing import Any
 
 import networkx as nx
 
-from gradtui.model import dist_events
+from gradtui.model import dist_events, errors
 from gradtui.model import events as ev
 from gradtui.model.nodes import FIELDS, INFO, NodeInfo
 from gradtui.model.stats import Stats
@@ -31,9 +31,10 @@ _GRAPH = "$graph"
 
 
 def _classes() -> dict[str, type]:
-    """Every dataclass that may travel: the events modules' (a pass's and a job's), and Stats."""
+    """Every dataclass that may travel: the events modules' (a pass's and a job's), what a
+    script's end holds (its exception), and Stats."""
     found: dict[str, type] = {"Stats": Stats}
-    for module in (ev, dist_events):
+    for module in (ev, dist_events, errors):
         for name, value in vars(module).items():
             if isinstance(value, type) and dataclasses.is_dataclass(value) and value is not ev.NodesRan:
                 found[name] = value

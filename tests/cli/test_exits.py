@@ -36,13 +36,13 @@ raises) and the script it ends."""
 _plain: dict[str, int] = {}
 
 
-def _wait_ready(process: subprocess.Popen, timeout: float = TIMEOUT, marker: str = "ready") -> None:
-    """Read the process's stdout until the script's line holding `marker`."""
+def _wait_ready(process: subprocess.Popen, timeout: float = TIMEOUT) -> None:
+    """Read the process's stdout until the script's `ready` line."""
     deadline = time.monotonic() + timeout
     assert process.stdout is not None
     while time.monotonic() < deadline:
         line = process.stdout.readline()
-        if marker in line:
+        if "ready" in line:
             return
         if not line and process.poll() is not None:
             raise AssertionError(f"ended before it was ready: {process.returncode}")
@@ -50,13 +50,12 @@ def _wait_ready(process: subprocess.Popen, timeout: float = TIMEOUT, marker: str
 
 
 def _run(command: list[str], signum: int | None, env: dict[str, str] | None = None,
-         before_signal=lambda: None, marker: str = "ready") -> int:
-    """Start `command`, send `signum` once it printed `marker` (and `before_signal` said so); its
-    returncode."""
+         before_signal=lambda: None) -> int:
+    """Start `command`, send `signum` once it is ready (and `before_signal` said so); its returncode."""
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
     try:
-        _wait_ready(process, marker=marker)
+        _wait_ready(process)
         if signum is not None:
             before_signal()
             process.send_signal(signum)
@@ -85,10 +84,8 @@ def _report_status(path: Path) -> int | None:
 def test_headless_ends_as_python(case, tmp_path):
     signum, name = CASES[case]
     report, db = tmp_path / "report.json", tmp_path / "run.db"
-    # mid-run: in the script's sleep, after its pass (a signal landing inside gradtui's own write of
-    # that pass, on the script's thread, is a window this test does not time: see the closing note)
     code = _run([sys.executable, "-m", "gradtui", "--headless", "-c", "continue", "--report", str(report),
-                 "--record", str(db), script(name)], signum, marker="backward done" if signum else "ready")
+                 "--record", str(db), script(name)], signum)
     assert code == plain(case) < 0
     assert _report_status(report) == 128 - code
     recording = Recording(str(db))

@@ -7,6 +7,7 @@ import math
 import torch
 
 from gradtui.model import events as ev
+from gradtui.model.errors import ErrorInfo, FrameInfo
 from gradtui.engine.graph import Names, capture
 from gradtui.engine.summary import summarize
 from gradtui.wire import protocol
@@ -31,6 +32,8 @@ def test_plain_events_come_back_equal_nan_and_inf_included():
         ev.BreakpointsChanged((ev.BreakpointInfo(1, "nan", 2), ev.BreakpointInfo(2, "module fc*", 0))),
         ev.PassFinished(0, 3, 3, None, None, (), ((2, stats),), (flow,)),
         ev.ScriptFinished(4, "Traceback...", False, 1, how="exited with status 4"),
+        ev.ScriptFinished(1, "Traceback...", error=ErrorInfo("ValueError", "bad", (
+            FrameInfo("/x/train.py", 3, "<module>", "main()"), FrameInfo("/x/train.py", 9, "main", "raise")))),
     ]
     for event in samples:
         back = _through(event)

@@ -1,0 +1,49 @@
+"""A KeyboardInterrupt landing inside the recording's transaction (the script's own print, whose
+Output fan-out lets SIGINT through: gradtui.engine.deferral) leaves nothing half-committed: the
+transaction is rolled back, its rows are written by the next commit, and the recording goes on."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from gradtui.model import events as ev
+from gradtui.record.reader import Recording
+from gradtui.record.store import OUTPUT_BATCH, Recorder
+
+
+class _Interrupting(str):
+    """Text whose binding raises KeyboardInterrupt once: a SIGINT in the middle of executemany."""
+
+    armed = True
+
+
+def _bind(text: _Interrupting) -> str:
+    if _Interrupting.armed:
+        _Interrupting.armed = False
+        raise KeyboardInterrupt
+    return str(text)
+
+
+def test_an_interrupt_inside_the_transaction_loses_and_repeats_no_row(tmp_path):
+    sqlite3.register_adapter(_Interrupting, _bind)
+    path = str(tmp_path / "run.db")
+    recorder = Recorder(path)
+    recorder(ev.ScriptStarted("script.py", ("script.py",)))
+    lines = [f"line {i}\n" for i in range(OUTPUT_BATCH)]
+    for text in lines[:-1]:
+        recorder(ev.Output("stdout", text))
+    with pytest.raises(KeyboardInterrupt):  # the batch's commit, its last row bound
+        recorder(ev.Output("stdout", _Interrupting(lines[-1])))
+    recorder(ev.Output("stdout", "after\n"))
+    recorder(ev.ScriptFinished(130))
+    recorder.close()
+    assert recorder.failed is None
+    recording = Recording(path)
+    try:
+        assert [line.text for line in recording.output()] == [*lines, "after\n"]
+        assert recording.run().exit_status == 130
+        assert recording.damage == []
+    finally:
+        recording.close()
