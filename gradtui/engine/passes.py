@@ -41,7 +41,7 @@ class PassRunner:
 
         def settle(error: BaseException | None) -> None:
             if state.planned is not None:
-                state.planned.finish()
+                state.planned.finish(error)
                 state.planned = None
             # What the window still holds; a value breakpoint it shows can still pause here
             # (the engine has returned) unless the pass failed.
@@ -55,7 +55,7 @@ class PassRunner:
         hooks = PlannedPass(self._owner, state, make_plan(cap.infos, cap.nodes, cap.roots, self._intercept.hooks_seen),
                             full=not self._owner.light)
         del cap
-        return self._hooked(state, run, hooks.register, hooks.close, lambda _error: hooks.finish())
+        return self._hooked(state, run, hooks.register, hooks.close, hooks.finish)
 
     def _hooked(self, state: PassRecord, run: Callable[[], Any], register: Callable[[], None],
                 close: Callable[[], None], settle: Callable[[BaseException | None], None],

@@ -96,6 +96,18 @@ def make_plan(infos: list[NodeInfo], nodes: list[Any], roots: tuple[int, ...], h
     return HookPlan(hooks, producer, derived)
 
 
+def fed_counts(derived: dict[int, list[int]]) -> dict[int, int]:
+    """Producer id -> how many nodes it feeds, directly or through other derived nodes (what a
+    batch counts for it). A derived node has one producer, which the walk reached first, so its
+    id is above its producer's: counting from the highest producer down sees a child's count
+    before its producer needs it."""
+    counts: dict[int, int] = {}
+    get = counts.get
+    for producer in sorted(derived, reverse=True):
+        counts[producer] = sum(1 + get(child, 0) for child in derived[producer])
+    return counts
+
+
 def resume(plan: HookPlan, completed: bytearray) -> HookPlan:
     """`plan` for the rest of a pass whose `completed` nodes ran under the every-node hooks (it
     stepped, then continued): those get no hook, and a node that `plan` derives from one of them

@@ -8,8 +8,10 @@ buffer). The first node whose output is not finite while what it received was st
 in its posthook, right after it ran, and an edit there replaces what it sends on. A node with
 a prehook (a user hook on its input, a custom Function) is checked before it runs too.
 The nodes that ran are emitted as NodesRan batches (every READ_EVERY hooked nodes, at a pause,
-at the end: gradtui.engine.ranbatch), each hooked node followed by the nodes derived from it,
-whose statistics are made from their producer's only when a listener reads the batch.
+at the end: gradtui.engine.ranbatch), each hooked node followed by a marker for the nodes derived
+from it, whose steps and statistics are made from their producer's only when a listener reads the
+batch. The derived nodes are marked run in the pass's record only where someone looks (`_settle`:
+before the plan changes at a pause, when the pass fails, at a hand-over), not at every flush.
 
 On the CPU a read costs a Python call, no device sync, so reading at every planned node is
 exact and cheap; an accelerator pass keeps the deferred, batched reads of the every-node hooks
@@ -30,8 +32,8 @@ from typing import Any, Protocol
 
 from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, shape_and_saved
-from gradtui.engine.ranbatch import Derived, Hooked, PassBatches, Resent
+from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, fed_counts, shape_and_saved
+from gradtui.engine.ranbatch import Derived, Feeds, Hooked, PassBatches, Resent
 from gradtui.engine.recorder import PassRecord
 from gradtui.engine.nowstats import measured, now_stats, quick_stats, resolved
 from gradtui.engine.watch import Hit, hit_text
@@ -94,7 +96,12 @@ class PlannedPass:
         self._ran: list[int] = []
         self._held: list[int] = []
         self._emitted = state.done
-        self._batches = PassBatches(state.index, full)
+        self._capture = state.capture
+        self._batches = PassBatches(state.index, full, self._expand)
+        self._counts = fed_counts(plan.derived)
+        """Producer id -> how many nodes the plan derives from it (a batch counts them)."""
+        self._fed: list[int] = []
+        """Hooked nodes emitted with their derived nodes, which are not marked run yet (`_settle`)."""
         self._handles: list[Any] = []
         self._upgraded = False
         self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
@@ -107,6 +114,7 @@ class PlannedPass:
         """Put the plan's hooks on the pass's nodes."""
         if self._state.prints is not None:
             self._hook_chains()
+            self._counts = fed_counts(self._plan.derived)
             hooks = self._plan.hooks
             self._state.prints.unhooked = lambda i: hooks[i] == NONE  # sketched where it is sent
         if self._delegated:
@@ -151,6 +159,7 @@ class PlannedPass:
         and needs none on the plan (`remove(i)`: the engine then calls no Python before it), and put
         it back (`restore(i)`) if the user steps again."""
         self._restore = restore
+        self._settle()
         hooks, completed = self._plan.hooks, self._completed
         for i in range(len(hooks)):
             if not completed[i] and hooks[i] != BOTH:
@@ -280,6 +289,7 @@ class PlannedPass:
         if self._upgraded or not self._owner.stepping():
             return
         self._upgraded = True
+        self._settle()  # what ran so far is not hooked again
         plan, nodes, completed = self._plan, self._state.capture.nodes, self._completed
         pre, post = self._prehook, self.posthook
         for i, node in enumerate(nodes):
@@ -298,6 +308,7 @@ class PlannedPass:
                         fed.remove(i)
                 plan.producer[i] = None
             plan.hooks[i] = BOTH
+        self._counts = fed_counts(plan.derived)
 
     # ---- statistics out -------------------------------------------------------------------
 
@@ -310,13 +321,17 @@ class PlannedPass:
         ran, self._ran = self._ran, []
         if not held and not ran:
             return
-        steps: list[Hooked | Derived | Resent] = []
+        steps: list[Hooked | Resent | Feeds] = []
         count = 0
+        counts, fed = self._counts, self._fed
         for node in held:
             steps.append(Resent(node, self._grad_inputs.pop(node)))
-            count += self._derive(node, steps)
+            if (feeds := counts.get(node)) is not None:
+                steps.append(Feeds(node))
+                fed.append(node)
+                count += feeds
         grad_outputs_of, grad_inputs_of = self._grad_outputs, self._grad_inputs
-        producer_of, derived = self._plan.producer, self._plan.derived
+        producer_of = self._plan.producer
         make = tuple.__new__  # a NamedTuple's own __new__ is a Python function
         for node in ran:  # once per hooked node: kept lean
             arrived_stats = grad_outputs_of.pop(node, None)
@@ -327,21 +342,23 @@ class PlannedPass:
             count += 1
             if node == hold:
                 self._held.append(node)
-            elif node in derived:
-                count += self._derive(node, steps)
+            elif (feeds := counts.get(node)) is not None:
+                steps.append(make(Feeds, (node,)))
+                fed.append(node)
+                count += feeds
         state = self._state
         first = self._emitted + 1
         self._emitted = state.done = self._emitted + count
         self._owner.emit(self._batches.batch(steps, first, count))
 
-    def _derive(self, node: int, steps: list[Hooked | Derived | Resent]) -> int:
-        """Add the steps of the nodes derived from `node` (and from them), breadth-first; mark them
-        run; returns how many."""
-        plan, infos, nodes = self._plan, self._state.capture.infos, self._state.capture.nodes
-        derived, producer_of, completed = plan.derived, plan.producer, self._completed
+    def _expand(self, node: int) -> list[Derived]:
+        """The steps of the nodes derived from `node` (and from them), breadth-first, read from the
+        live nodes (gradtui.engine.ranbatch calls it when a batch is made, or at the pass's end)."""
+        plan, infos, nodes = self._plan, self._capture.infos, self._capture.nodes
+        derived, producer_of = plan.derived, plan.producer
         make = tuple.__new__  # a NamedTuple's own __new__ is a Python function: this runs per derived node
         todo = deque(derived.get(node, ()))
-        count = 0
+        steps: list[Derived] = []
         while todo:
             child = todo.popleft()
             info = infos[child]
@@ -353,17 +370,31 @@ class PlannedPass:
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
                     error = f"{type(exc).__name__}: {exc}"
             steps.append(make(Derived, (child, producer_of[child], name, shape, saved, info.next[:1] != (None,), error)))
-            completed[child] = 1
-            count += 1
             more = derived.get(child)
             if more:
                 todo.extend(more)
-        return count
+        return steps
 
-    def finish(self) -> None:
-        """The pass's engine call returned (or raised): emit what is left; name the node that
-        was running if it failed in a hook of its own or the script's."""
+    def _settle(self) -> None:
+        """Mark run, in the pass's record, the nodes derived from the hooked nodes emitted so far."""
+        derived, completed = self._plan.derived, self._completed
+        todo = deque(self._fed)
+        self._fed = []
+        while todo:
+            for child in derived.get(todo.popleft(), ()):
+                completed[child] = 1
+                todo.append(child)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """The pass's engine call returned (or raised `error`): emit what is left, and make what a
+        batch still held needs of the live nodes; if it failed, name the node that was running
+        (in a hook of its own or the script's)."""
         self.flush()
+        self._batches.settle()
+        self._capture = None  # type: ignore[assignment]
+        if error is None:
+            return
+        self._settle()
         state = self._state
         if state.running is None:
             state.running = ready_node(state.capture.infos, self._completed)
