@@ -52,7 +52,7 @@ class PassRunner:
     def planned(self, state: PassRecord, run: Callable[[], Any]) -> Any:
         """A planned pass: the plan's hooks only (see gradtui.engine.planned)."""
         cap = state.capture
-        hooks = PlannedPass(self._owner, state, make_plan(cap.infos, cap.nodes, cap.roots, self._intercept.hooks_seen),
+        hooks = PlannedPass(self._owner, state, make_plan(cap.walk, cap.nodes, cap.roots, self._intercept.hooks_seen),
                             full=not self._owner.light)
         del cap
         return self._hooked(state, run, hooks.register, hooks.close, hooks.finish)

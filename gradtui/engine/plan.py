@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from gradtui.engine.window import small_stats
-from gradtui.model.nodes import NodeInfo
 from gradtui.model.stats import VALUES_LIMIT, Stats
 
 SAME_ORDER = frozenset({"ViewBackward0", "UnsafeViewBackward0", "CloneBackward0", "SqueezeBackward0",
@@ -36,6 +35,15 @@ PERMUTED = frozenset({"TransposeBackward0", "TransposeBackward1", "TBackward0", 
 SELECTED = frozenset({"SelectBackward0", "SelectBackward1"})
 """Nodes that send what they received embedded in zeros."""
 DERIVABLE = SAME_ORDER | PERMUTED | SELECTED | {"AccumulateGrad"}
+
+class Walked(Protocol):
+    """What a plan reads of a pass's walk (gradtui.engine.graph.Walk): per node id its name, kind
+    and receivers."""
+
+    names: list[str]
+    kinds: list[str]
+    nexts: list[tuple[int | None, ...]]
+
 
 NONE, POST, BOTH = 0, 1, 2
 """Per node: no hook (derived), a posthook, a prehook and a posthook."""
@@ -68,25 +76,27 @@ HOOK_MARK = "gradtui.user_hook"
 """The key the interceptor sets in a node's `metadata` when a tensor hook is registered on its output."""
 
 
-def make_plan(infos: list[NodeInfo], nodes: list[Any], roots: tuple[int, ...], hooks_seen: bool) -> HookPlan:
-    """The plan of a pass (see module doc): `hooks_seen` says whether the script has registered any
-    tensor hook since the session was installed (if not, no node needs looking at for one)."""
-    count = len(infos)
+def make_plan(walk: Walked, nodes: list[Any], roots: tuple[int, ...], hooks_seen: bool) -> HookPlan:
+    """The plan of a pass (see module doc) from its walk (gradtui.engine.graph.Walk): `hooks_seen`
+    says whether the script has registered any tensor hook since the session was installed (if
+    not, no node needs looking at for one)."""
+    names, kinds, nexts = walk.names, walk.kinds, walk.nexts
+    count = len(nexts)
     senders = [0] * count
     producer: list[tuple[int, int] | None] = [None] * count
-    for here, info in enumerate(infos):
-        for slot, there in enumerate(info.next):
+    for here, receivers in enumerate(nexts):
+        for slot, there in enumerate(receivers):
             if there is not None:
                 senders[there] += 1
                 producer[there] = (here, slot)
     hooks = bytearray(count)
     derived: dict[int, list[int]] = {}
     root_set = set(roots)
-    for i, info in enumerate(infos):
+    for i, kind in enumerate(kinds):
         hooked = hooks_seen and user_hooked(nodes[i])
-        if hooked or info.kind in ("custom", "opaque"):
+        if hooked or kind == "custom" or kind == "opaque":
             hooks[i] = BOTH
-        elif senders[i] == 1 and i not in root_set and info.name in DERIVABLE:
+        elif senders[i] == 1 and names[i] in DERIVABLE and i not in root_set:
             derived.setdefault(producer[i][0], []).append(i)  # type: ignore[index]
             continue
         else:

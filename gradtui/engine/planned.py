@@ -134,9 +134,9 @@ class PlannedPass:
         that moved it cannot give (gradtui.engine.fingerprint: only a matrix's transpose and a
         view keeping the last dimension keep their sketch). Not after a `TBackward0` (a matrix's
         transpose: a weight's accumulator stays derived)."""
-        plan, infos = self._plan, self._state.capture.infos
+        plan, names = self._plan, self._state.capture.walk.names
         for source, fed in list(plan.derived.items()):
-            if plan.hooks[source] != NONE or infos[source].name == "TBackward0":
+            if plan.hooks[source] != NONE or names[source] == "TBackward0":
                 continue
             for child in list(fed):
                 if self._completed[child]:
@@ -354,22 +354,21 @@ class PlannedPass:
     def _expand(self, node: int) -> list[Derived]:
         """The steps of the nodes derived from `node` (and from them), breadth-first, read from the
         live nodes (gradtui.engine.ranbatch calls it when a batch is made, or at the pass's end)."""
-        plan, infos, nodes = self._plan, self._capture.infos, self._capture.nodes
-        derived, producer_of = plan.derived, plan.producer
+        plan, walk, nodes = self._plan, self._capture.walk, self._capture.nodes
+        derived, producer_of, names, nexts = plan.derived, plan.producer, walk.names, walk.nexts
         make = tuple.__new__  # a NamedTuple's own __new__ is a Python function: this runs per derived node
         todo = deque(derived.get(node, ()))
         steps: list[Derived] = []
         while todo:
             child = todo.popleft()
-            info = infos[child]
-            name = info.name
+            name = names[child]
             shape, saved, error = None, (), None
             if name != "AccumulateGrad":
                 try:
                     shape, saved = shape_and_saved(nodes[child], name)
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
                     error = f"{type(exc).__name__}: {exc}"
-            steps.append(make(Derived, (child, producer_of[child], name, shape, saved, info.next[:1] != (None,), error)))
+            steps.append(make(Derived, (child, producer_of[child], name, shape, saved, nexts[child][:1] != (None,), error)))
             more = derived.get(child)
             if more:
                 todo.extend(more)

@@ -282,7 +282,7 @@ class Session:
         """The planned hooks for the rest of every-node pass `state` (handed over after a pause):
         called by its every-node hooks, which stay on (gradtui.engine.hooks)."""
         cap = state.capture
-        plan = resume(make_plan(cap.infos, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
+        plan = resume(make_plan(cap.walk, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
         return PlannedPass(self, state, plan, full=not self.light, delegated=True)
 
     # ---- what a pass's hooks ask of the session (gradtui.engine.hooks.Owner, .planned.Stepping)
