@@ -19,7 +19,8 @@ happened and a NaN a user hook makes is caught before the node, editable.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
@@ -60,6 +61,9 @@ class HookPlan:
     """Per node with exactly one producer: (producer id, output slot of the producer)."""
     derived: dict[int, list[int]]
     """Producer id -> the derived nodes it feeds directly (their statistics follow from its)."""
+    fed: dict[int, int] = field(default_factory=dict)
+    """Producer id -> how many nodes it feeds, directly or not (`fed_counts` of `derived`; whoever
+    changes `derived` counts again)."""
 
 
 def user_hooked(node: Any) -> bool:
@@ -79,7 +83,7 @@ HOOK_MARK = "gradtui.user_hook"
 def make_plan(walk: Walked, nodes: list[Any], roots: tuple[int, ...], hooks_seen: bool) -> HookPlan:
     """The plan of a pass (see module doc) from its walk (gradtui.engine.graph.Walk): `hooks_seen`
     says whether the script has registered any tensor hook since the session was installed (if
-    not, no node needs looking at for one)."""
+    not, no node needs looking at for one). Once per pass, over every node: kept lean."""
     names, kinds, nexts = walk.names, walk.kinds, walk.nexts
     count = len(nexts)
     senders = [0] * count
@@ -91,19 +95,26 @@ def make_plan(walk: Walked, nodes: list[Any], roots: tuple[int, ...], hooks_seen
                 producer[there] = (here, slot)
     hooks = bytearray(count)
     derived: dict[int, list[int]] = {}
-    root_set = set(roots)
-    for i, kind in enumerate(kinds):
-        hooked = hooks_seen and user_hooked(nodes[i])
-        if hooked or kind == "custom" or kind == "opaque":
+    sources: list[int] = []
+    """The producers of derived nodes, in the order their first derived node was found."""
+    root_set, derivable = set(roots), DERIVABLE
+    for i, (name, kind, sent_by) in enumerate(zip(names, kinds, senders)):
+        if kind == "custom" or kind == "opaque" or hooks_seen and user_hooked(nodes[i]):
             hooks[i] = BOTH
-        elif senders[i] == 1 and names[i] in DERIVABLE and i not in root_set:
-            derived.setdefault(producer[i][0], []).append(i)  # type: ignore[index]
+        elif sent_by == 1 and name in derivable and i not in root_set:
+            source = producer[i][0]  # type: ignore[index]
+            fed = derived.get(source)
+            if fed is None:
+                derived[source] = [i]
+                sources.append(source)
+            else:
+                fed.append(i)
             continue
         else:
             hooks[i] = POST
-        if senders[i] != 1:
+        if sent_by != 1:
             producer[i] = None
-    return HookPlan(hooks, producer, derived)
+    return HookPlan(hooks, producer, derived, _counted(derived, reversed(sources)))
 
 
 def fed_counts(derived: dict[int, list[int]]) -> dict[int, int]:
@@ -111,10 +122,18 @@ def fed_counts(derived: dict[int, list[int]]) -> dict[int, int]:
     batch counts for it). A derived node has one producer, which the walk reached first, so its
     id is above its producer's: counting from the highest producer down sees a child's count
     before its producer needs it."""
+    return _counted(derived, sorted(derived, reverse=True))
+
+
+def _counted(derived: dict[int, list[int]], producers: Iterable[int]) -> dict[int, int]:
+    """`fed_counts`, counting `producers` in that order (each after the derived producers it feeds)."""
     counts: dict[int, int] = {}
     get = counts.get
-    for producer in sorted(derived, reverse=True):
-        counts[producer] = sum(1 + get(child, 0) for child in derived[producer])
+    for producer in producers:
+        total = 0
+        for child in derived[producer]:
+            total += 1 + get(child, 0)
+        counts[producer] = total
     return counts
 
 
@@ -133,6 +152,7 @@ def resume(plan: HookPlan, completed: bytearray) -> HookPlan:
             plan.hooks[i] = NONE
         elif (source := plan.producer[i]) is not None and completed[source[0]]:
             plan.producer[i] = None  # what it receives is read in its own hook
+    plan.fed = fed_counts(plan.derived)
     return plan
 
 

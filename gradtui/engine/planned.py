@@ -98,7 +98,7 @@ class PlannedPass:
         self._emitted = state.done
         self._capture = state.capture
         self._batches = PassBatches(state.index, full, self._expand)
-        self._counts = fed_counts(plan.derived)
+        self._counts = plan.fed
         """Producer id -> how many nodes the plan derives from it (a batch counts them)."""
         self._fed: list[int] = []
         """Hooked nodes emitted with their derived nodes, which are not marked run yet (`_settle`)."""
@@ -114,7 +114,7 @@ class PlannedPass:
         """Put the plan's hooks on the pass's nodes."""
         if self._state.prints is not None:
             self._hook_chains()
-            self._counts = fed_counts(self._plan.derived)
+            self._counts = self._plan.fed = fed_counts(self._plan.derived)
             hooks = self._plan.hooks
             self._state.prints.unhooked = lambda i: hooks[i] == NONE  # sketched where it is sent
         if self._delegated:
@@ -308,7 +308,7 @@ class PlannedPass:
                         fed.remove(i)
                 plan.producer[i] = None
             plan.hooks[i] = BOTH
-        self._counts = fed_counts(plan.derived)
+        self._counts = plan.fed = fed_counts(plan.derived)
 
     # ---- statistics out -------------------------------------------------------------------
 

@@ -138,28 +138,50 @@ class PassBatches:
 
     def _make(self, steps: list[Hooked | Derived | Resent | Feeds], first: int) -> tuple[ev.NodeRan, ...]:
         sent, full, index = self._sent, self._full, self._index
+        get, made, hooked, derived = sent.get, _node_ran, Hooked, Derived
         out: list[ev.NodeRan] = []
+        append = out.append
         order = first
-        for step in self._expanded(steps):
-            if type(step) is Hooked:
-                node, grad_outputs, source, grad_inputs = step
+        for step in self._expanded(steps):  # once per node of the pass: kept lean
+            kind = type(step)
+            if kind is derived:
+                node, (producer, slot) = step[0], step[1]
+                grad_outputs = (_slot(get(producer, ()), slot),)
+                grad_inputs = _derived(step, grad_outputs[0], full)  # type: ignore[arg-type]
+            elif kind is hooked:
+                node, grad_outputs, source, grad_inputs = step  # type: ignore[misc]
                 grad_inputs = resolved(grad_inputs)
                 if grad_outputs is None:
                     producer, slot = source  # type: ignore[misc]
-                    grad_outputs = (_slot(sent.get(producer, ()), slot),)
+                    grad_outputs = (_slot(get(producer, ()), slot),)
                 else:
                     grad_outputs = resolved(grad_outputs)
-            elif type(step) is Derived:
-                node, (producer, slot) = step.node, step.source
-                grad_outputs = (_slot(sent.get(producer, ()), slot),)
-                grad_inputs = _derived(step, grad_outputs[0], full)
             else:
-                sent[step.node] = resolved(step.grad_inputs)
+                sent[step[0]] = resolved(step[1])  # type: ignore[arg-type]
                 continue
             sent[node] = grad_inputs
-            out.append(ev.NodeRan(index, node, order, grad_outputs, grad_inputs))
+            append(made(index, node, order, grad_outputs, grad_inputs))
             order += 1
         return tuple(out)
+
+
+_new = object.__new__
+_SET_RAN = tuple(ev.NodeRan.__dict__[name].__set__ for name in ("pass_index", "node", "order", "grad_outputs", "grad_inputs"))
+
+
+def _node_ran(pass_index: int, node: int, order: int, grad_outputs: tuple[Stats | None, ...],
+              grad_inputs: tuple[Stats | None, ...]) -> ev.NodeRan:
+    """`ev.NodeRan(pass_index, node, order, grad_outputs, grad_inputs)` at two thirds of its frozen
+    `__init__`'s cost (its slots written directly, as gradtui.model.nodes.walked makes a NodeInfo):
+    a batch makes one per node. Equal, hashed and pickled as the one `__init__` makes."""
+    ran = _new(ev.NodeRan)
+    set_index, set_node, set_order, set_outputs, set_inputs = _SET_RAN
+    set_index(ran, pass_index)
+    set_node(ran, node)
+    set_order(ran, order)
+    set_outputs(ran, grad_outputs)
+    set_inputs(ran, grad_inputs)
+    return ran
 
 
 def _slot(sent: tuple[Stats | None, ...], slot: int) -> Stats | None:
