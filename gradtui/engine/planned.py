@@ -96,8 +96,7 @@ class PlannedPass:
         self._ran: list[int] = []
         self._held: list[int] = []
         self._emitted = state.done
-        self._capture = state.capture
-        self._batches = PassBatches(state.index, full, self._expand)
+        self._batches = PassBatches(state.index, full, DerivedSteps(plan, state.capture))
         self._counts = plan.fed
         """Producer id -> how many nodes the plan derives from it (a batch counts them)."""
         self._fed: list[int] = []
@@ -351,9 +350,38 @@ class PlannedPass:
         self._emitted = state.done = self._emitted + count
         self._owner.emit(self._batches.batch(steps, first, count))
 
-    def _expand(self, node: int) -> list[Derived]:
-        """The steps of the nodes derived from `node` (and from them), breadth-first, read from the
-        live nodes (gradtui.engine.ranbatch calls it when a batch is made, or at the pass's end)."""
+    def _settle(self) -> None:
+        """Mark run, in the pass's record, the nodes derived from the hooked nodes emitted so far."""
+        fed, self._fed = self._fed, []
+        mark_fed(self._plan.derived, self._completed, fed)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """The pass's engine call returned (or raised `error`): emit what is left, and make what a
+        batch still held needs of the live nodes; if it failed, name the node that was running
+        (in a hook of its own or the script's)."""
+        self.flush()
+        self._batches.settle()
+        if error is None:
+            return
+        self._settle()
+        state = self._state
+        if state.running is None:
+            state.running = ready_node(state.capture.infos, self._completed)
+        if state.running is not None:
+            state.grad_outputs[state.running] = resolved(self._grad_outputs.get(state.running, ()))
+
+
+class DerivedSteps:
+    """The Derived steps of the nodes a pass's plan derives from a hooked node, read from its live
+    nodes: what a batch's `Feeds` marker expands into (gradtui.engine.ranbatch calls it when the
+    batch is made, or at the pass's end)."""
+
+    def __init__(self, plan: HookPlan, capture: Any) -> None:
+        self._plan = plan
+        self._capture = capture
+
+    def __call__(self, node: int) -> list[Derived]:
+        """The steps of the nodes derived from `node` (and from them), breadth-first."""
         plan, walk, nodes = self._plan, self._capture.walk, self._capture.nodes
         derived, producer_of, names, nexts = plan.derived, plan.producer, walk.names, walk.nexts
         make = tuple.__new__  # a NamedTuple's own __new__ is a Python function: this runs per derived node
@@ -374,31 +402,14 @@ class PlannedPass:
                 todo.extend(more)
         return steps
 
-    def _settle(self) -> None:
-        """Mark run, in the pass's record, the nodes derived from the hooked nodes emitted so far."""
-        derived, completed = self._plan.derived, self._completed
-        todo = deque(self._fed)
-        self._fed = []
-        while todo:
-            for child in derived.get(todo.popleft(), ()):
-                completed[child] = 1
-                todo.append(child)
 
-    def finish(self, error: BaseException | None = None) -> None:
-        """The pass's engine call returned (or raised `error`): emit what is left, and make what a
-        batch still held needs of the live nodes; if it failed, name the node that was running
-        (in a hook of its own or the script's)."""
-        self.flush()
-        self._batches.settle()
-        self._capture = None  # type: ignore[assignment]
-        if error is None:
-            return
-        self._settle()
-        state = self._state
-        if state.running is None:
-            state.running = ready_node(state.capture.infos, self._completed)
-        if state.running is not None:
-            state.grad_outputs[state.running] = resolved(self._grad_outputs.get(state.running, ()))
+def mark_fed(derived: dict[int, list[int]], completed: bytearray, producers: list[int]) -> None:
+    """Mark run in `completed` every node derived (directly or not) from one of `producers`."""
+    todo = deque(producers)
+    while todo:
+        for child in derived.get(todo.popleft(), ()):
+            completed[child] = 1
+            todo.append(child)
 
 
 def ready_node(infos: list[NodeInfo], completed: bytearray) -> int | None:
