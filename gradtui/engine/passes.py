@@ -14,7 +14,8 @@ from typing import Any
 
 import networkx as nx
 
-from gradtui.engine.hooks import EveryNodeHooks, Owner
+from gradtui.engine.hooks import EveryNodeHooks
+from gradtui.engine.owner import Owner
 from gradtui.engine.intercept import GradtuiQuit, Interceptor
 from gradtui.engine.plan import make_plan
 from gradtui.engine.planned import PlannedPass, ready_node
