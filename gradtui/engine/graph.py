@@ -49,6 +49,9 @@ class Walk(NamedTuple):
     kinds: list[str]
     nexts: list[tuple[int | None, ...]]
     """Per `next_functions` slot, the node id gradient goes to (None for no node)."""
+    producer: list[tuple[int, int] | None]
+    """Per node with exactly one sender: (sender id, its output slot); None for the others (the
+    roots, nodes several slots send to)."""
 
 
 @dataclass
@@ -92,7 +95,7 @@ class Capture:
         return infos
 
     def _made_infos(self) -> list[NodeInfo]:
-        names, kinds, nexts = self.walk
+        names, kinds, nexts = self.walk.names, self.walk.kinds, self.walk.nexts
         seqs = self._seqs if self._seqs is not None else list(map(sequence_nr, self.nodes))
         infos = list(map(walked, names, kinds, seqs, nexts))
         if self.leaves_named and self.names is not None and self.nodes:
@@ -327,15 +330,17 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
     ids: dict[Node, int] = {}
     nexts: list[tuple[int | None, ...]] = []
     named: list[tuple[str, str]] = []
+    producer: list[tuple[int, int] | None] = []
     root_ids = []
     for root in roots:
         if root is not None and root not in ids:
             ids[root] = len(nodes)
             nodes.append(root)
+            producer.append(None)
         if root is not None:
             root_ids.append(ids[root])
     kinds = _kinds
-    for node in nodes:  # the list grows as the walk finds nodes: breadth-first
+    for here, node in enumerate(nodes):  # the list grows as the walk finds nodes: breadth-first
         receivers: list[int | None] = []
         for child, _ in node.next_functions:
             if child is None:
@@ -345,12 +350,15 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
             if there is None:
                 there = ids[child] = len(nodes)
                 nodes.append(child)
+                producer.append((here, len(receivers)))
+            else:
+                producer[there] = None  # a second sender
             receivers.append(there)
         nexts.append(tuple(receivers))
         known = kinds.get(type(node))
         named.append(known if known is not None else _name_and_kind(node))
     node_names, node_kinds = (list(t) for t in zip(*named)) if named else ([], [])
-    cap = Capture(walk=Walk(node_names, node_kinds, nexts), graph=None, nodes=nodes,  # type: ignore[arg-type]
+    cap = Capture(walk=Walk(node_names, node_kinds, nexts, producer), graph=None, nodes=nodes,  # type: ignore[arg-type]
                   roots=tuple(root_ids), names=names, described=False, leaves_named=names.ready)
     cap.graph = LazyGraph(lambda: cap.infos, None, cap.describe, count=len(nodes))
     return cap

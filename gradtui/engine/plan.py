@@ -39,11 +39,12 @@ DERIVABLE = SAME_ORDER | PERMUTED | SELECTED | {"AccumulateGrad"}
 
 class Walked(Protocol):
     """What a plan reads of a pass's walk (gradtui.engine.graph.Walk): per node id its name, kind
-    and receivers."""
+    and sole sender."""
 
     names: list[str]
     kinds: list[str]
-    nexts: list[tuple[int | None, ...]]
+    producer: list[tuple[int, int] | None]
+    """Per node with exactly one sender: (sender id, its output slot), else None."""
 
 
 NONE, POST, BOTH = 0, 1, 2
@@ -83,37 +84,32 @@ HOOK_MARK = "gradtui.user_hook"
 def make_plan(walk: Walked, nodes: list[Any], roots: tuple[int, ...], hooks_seen: bool) -> HookPlan:
     """The plan of a pass (see module doc) from its walk (gradtui.engine.graph.Walk): `hooks_seen`
     says whether the script has registered any tensor hook since the session was installed (if
-    not, no node needs looking at for one). Once per pass, over every node: kept lean."""
-    names, kinds, nexts = walk.names, walk.kinds, walk.nexts
-    count = len(nexts)
-    senders = [0] * count
-    producer: list[tuple[int, int] | None] = [None] * count
-    for here, receivers in enumerate(nexts):
-        for slot, there in enumerate(receivers):
-            if there is not None:
-                senders[there] += 1
-                producer[there] = (here, slot)
-    hooks = bytearray(count)
+    not, no node needs looking at for one). Once per pass, over every node: kept lean (the walk
+    found each node's sole sender)."""
+    names, kinds = walk.names, walk.kinds
+    producer = list(walk.producer)
+    count = len(names)
+    hooks = bytearray((POST,)) * count
+    if hooks_seen:
+        for i, node in enumerate(nodes):
+            if user_hooked(node):
+                hooks[i] = BOTH
     derived: dict[int, list[int]] = {}
     sources: list[int] = []
     """The producers of derived nodes, in the order their first derived node was found."""
     root_set, derivable = set(roots), DERIVABLE
-    for i, (name, kind, sent_by) in enumerate(zip(names, kinds, senders)):
-        if kind == "custom" or kind == "opaque" or hooks_seen and user_hooked(nodes[i]):
+    for i, (name, kind) in enumerate(zip(names, kinds)):
+        if kind == "custom" or kind == "opaque":
             hooks[i] = BOTH
-        elif sent_by == 1 and name in derivable and i not in root_set:
-            source = producer[i][0]  # type: ignore[index]
+        elif name in derivable and hooks[i] == POST and (sender := producer[i]) is not None and i not in root_set:
+            hooks[i] = NONE
+            source = sender[0]
             fed = derived.get(source)
             if fed is None:
                 derived[source] = [i]
                 sources.append(source)
             else:
                 fed.append(i)
-            continue
-        else:
-            hooks[i] = POST
-        if sent_by != 1:
-            producer[i] = None
     return HookPlan(hooks, producer, derived, _counted(derived, reversed(sources)))
 
 
