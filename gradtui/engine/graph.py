@@ -7,7 +7,9 @@ index in `next_functions`.
 
 Each node's plain data is a `NodeInfo` (gradtui.model.nodes: name, kind, labels, param, source,
 path, line, seq, next, module, saved), held in `Capture.infos` and, once the graph is built, as
-the graph node's one attribute `"info"`, so the graph can outlive the pass.
+the graph node's one attribute `"info"`, so the graph can outlive the pass. The walk itself keeps
+only lists (`Walk`: each node's name, kind, receivers and sole sender, all a planned pass reads);
+the NodeInfo list is made from them when first read.
 
 The autograd nodes themselves stay in `Capture.nodes`, which only the session holds, and
 only for the duration of the pass.
