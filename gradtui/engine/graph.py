@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import gc
 import os
-from collections import deque
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
