@@ -369,3 +369,21 @@ def test_a_raising_hook_after_derived_nodes_marks_the_node_it_ran_at():
     names = {graph.nodes[n]["info"].name for n in graph.nodes}
     assert {"TBackward0", "CloneBackward0", "UnsafeViewBackward0"} <= names
     assert finished.error and graph.nodes[finished.node]["info"].name == "ExpBackward0"
+
+
+def test_a_root_another_node_also_sends_to_has_what_arrived_measured():
+    """A root that a node of the pass also sends to receives the root's own gradient plus that
+    node's: what arrived there is measured in its hook, not taken from the node that sends to it."""
+    events = []
+    session = Session(events.append, provenance=False)
+    session.run_on()
+    session.submit("break nan")
+    with session:
+        x = torch.rand(3, requires_grad=True)
+        viewed = x.exp().view(3)
+        total = viewed.sum()
+        torch.autograd.backward([total, viewed], [torch.tensor(1.0), torch.full((3,), 2.0)])
+    graph = of(events, ev.PassStarted)[0].graph
+    (view,) = [n for n in graph.nodes if graph.nodes[n]["info"].name == "ViewBackward0"]
+    arrived = [e for e in events if isinstance(e, ev.NodeRan) and e.node == view][0].grad_outputs[0]
+    assert arrived.values == (3.0, 3.0, 3.0)  # torch: 2 (the root's) + 1 (from the sum), each
