@@ -153,7 +153,7 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
             start = time.thread_time()
             handles = []
             if cap is not None:
-                plan = make_plan(cap.infos, cap.nodes, cap.roots, False)
+                plan = make_plan(cap.walk, cap.nodes, cap.roots, False)
                 for node, kind in zip(cap.nodes, plan.hooks):
                     if kind != NONE:
                         handles.append(node.register_hook(lambda grads_in, grads_out: None))

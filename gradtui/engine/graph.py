@@ -7,7 +7,9 @@ index in `next_functions`.
 
 Each node's plain data is a `NodeInfo` (gradtui.model.nodes: name, kind, labels, param, source,
 path, line, seq, next, module, saved), held in `Capture.infos` and, once the graph is built, as
-the graph node's one attribute `"info"`, so the graph can outlive the pass.
+the graph node's one attribute `"info"`, so the graph can outlive the pass. The walk itself keeps
+only lists (`Walk`: each node's name, kind, receivers and sole sender, all a planned pass reads);
+the NodeInfo list is made from them when first read.
 
 The autograd nodes themselves stay in `Capture.nodes`, which only the session holds, and
 only for the duration of the pass.
@@ -18,11 +20,10 @@ from __future__ import annotations
 import functools
 import gc
 import os
-from collections import deque
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -42,10 +43,23 @@ DEEP_STACK = 256 << 20
 Python wrappers takes about 190 bytes of C stack per node, so this frees ~1.4 million."""
 
 
+class Walk(NamedTuple):
+    """What the walk read of each node, by id: all a pass on the hook plan needs of its graph."""
+
+    names: list[str]
+    kinds: list[str]
+    nexts: list[tuple[int | None, ...]]
+    """Per `next_functions` slot, the node id gradient goes to (None for no node)."""
+    producer: list[tuple[int, int] | None]
+    """Per node with exactly one sender: (sender id, its output slot); None for the others (the
+    roots, nodes several slots send to)."""
+
+
 @dataclass
 class Capture:
-    """A captured pass: each node's NodeInfo, the graph (built lazily from them), and the live
-    autograd nodes indexed by id.
+    """A captured pass: what the walk read (`walk`), each node's NodeInfo (`infos`, made from the
+    walk when first read), the graph (built lazily from them), and the live autograd nodes
+    indexed by id.
 
     A lazy capture (`capture(..., lazy=True)`) has only what the walk gives in `infos` (name,
     kind, next, seq; a leaf's labels and param); `describe` replaces each with the whole of it
@@ -54,22 +68,58 @@ class Capture:
     Once the pass has let go of its nodes (`release`), a description not made yet cannot be:
     what it would have read is filled in as unknown (no labels, no source, nothing saved)."""
 
-    infos: list[NodeInfo]
-    """Per node id, its NodeInfo (what the graph's nodes carry)."""
+    walk: Walk
     graph: LazyGraph
     nodes: list[Node]
     roots: tuple[int, ...]
-    slots: list[tuple[tuple[int, int] | None, ...]] = field(default_factory=list)
-    """Per node, per output slot: (node id, input number) the gradient goes to (else None)."""
-    accumulators: frozenset[int] = frozenset()
-    """Ids of the leaf accumulators."""
     names: Names | None = None
     """What the calling frame named, until the description is made."""
     described: bool = True
     """Are `infos` complete?"""
     leaves_named: bool = True
-    """Did the walk name the leaves (their labels and param)? Else the description does."""
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Did the walk's names name the leaves (their labels and param)? Else the description does."""
+    _infos: list[NodeInfo] | None = field(default=None, repr=False)
+    _seqs: list[int] | None = field(default=None, repr=False)
+    """The nodes' sequence numbers, kept when the nodes go before `infos` were made."""
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    @property
+    def infos(self) -> list[NodeInfo]:
+        """Per node id, its NodeInfo (what the graph's nodes carry), made from the walk at the first
+        read: a pass on the hook plan that never pauses reads none (the walk makes no object per node)."""
+        infos = self._infos
+        if infos is None:
+            with self._lock:
+                if self._infos is None:
+                    self._infos = self._made_infos()
+                infos = self._infos
+        return infos
+
+    def _made_infos(self) -> list[NodeInfo]:
+        names, kinds, nexts = self.walk.names, self.walk.kinds, self.walk.nexts
+        seqs = self._seqs if self._seqs is not None else list(map(sequence_nr, self.nodes))
+        infos = list(map(walked, names, kinds, seqs, nexts))
+        if self.leaves_named and self.names is not None and self.nodes:
+            by_leaf, params = self.names.by_leaf, self.names.params
+            nodes = self.nodes
+            for i in self.accumulators:
+                leaf_id = id(nodes[i].variable)
+                infos[i] = walked(names[i], kinds[i], seqs[i], nexts[i], tuple(by_leaf.get(leaf_id, ())),
+                                  params.get(leaf_id))
+        return infos
+
+    @functools.cached_property
+    def accumulators(self) -> frozenset[int]:
+        """Ids of the leaf accumulators."""
+        return frozenset(i for i, kind in enumerate(self.walk.kinds) if kind == "accumulate")
+
+    @functools.cached_property
+    def slots(self) -> list[tuple[tuple[int, int] | None, ...]]:
+        """Per node, per output slot: (node id, input number) the gradient goes to (else None).
+        Read from the live nodes (the every-node hooks do, while their pass runs)."""
+        return [tuple(None if there is None else (there, input_nr)
+                      for there, (_, input_nr) in zip(receivers, node.next_functions))
+                for receivers, node in zip(self.walk.nexts, self.nodes)]
 
     def describe(self) -> None:
         """Complete `infos` from the live nodes (labels, provenance, saved values; leaves placed
@@ -99,9 +149,16 @@ class Capture:
         return [tuple(t if t is not None and senders[t] == 1 else None for t in targets) for targets in self.slots]
 
     def release(self) -> None:
-        """The pass is over: let go of the live nodes (a description not made by now is not)."""
-        self.nodes = []
-        self.names = None
+        """The pass is over: let go of the live nodes (a description not made by now is not; the
+        walk's NodeInfo still can be)."""
+        with self._lock:
+            if self._infos is None:
+                if self.leaves_named and self.names is not None:
+                    self.infos  # noqa: B018 - the leaves' labels come from the live nodes
+                else:
+                    self._seqs = list(map(sequence_nr, self.nodes))
+            self.nodes = []
+            self.names = None
 
 
 def allow_deep_graphs(size: int = DEEP_STACK) -> int:
@@ -267,61 +324,55 @@ def _source_text(path: str, line: int) -> str:
 
 
 def _walk(roots: Iterable[Node], names: Names) -> Capture:
-    """The walk: node ids, per node its name, kind, next ids and sequence number (a leaf's labels
-    and param too: the flow names leaves at every pass's end). One breadth-first loop: a lazy
-    capture is this and nothing more."""
+    """The walk: node ids, per node its name, kind and next ids (`Walk`). One breadth-first loop
+    that makes no object per node but the tuple of its receivers: a lazy capture is this and
+    nothing more (the NodeInfo, sequence numbers and leaves' labels are read when `infos` is)."""
     nodes: list[Node] = []
     ids: dict[Node, int] = {}
-    slots: list[tuple[tuple[int, int] | None, ...]] = []
-    infos: list[NodeInfo] = []
-    accumulators: list[int] = []
-    named = names.ready  # LaterNames: leaves are named when the capture is described
-    by_leaf, params = (names.by_leaf, names.params) if named else ({}, {})
+    nexts: list[tuple[int | None, ...]] = []
+    named: list[tuple[str, str]] = []
+    producer: list[tuple[int, int] | None] = []
     root_ids = []
     for root in roots:
         if root is not None and root not in ids:
             ids[root] = len(nodes)
             nodes.append(root)
+            producer.append(None)
         if root is not None:
             root_ids.append(ids[root])
     kinds = _kinds
     for here, node in enumerate(nodes):  # the list grows as the walk finds nodes: breadth-first
-        targets: list[tuple[int, int] | None] = []
         receivers: list[int | None] = []
-        for child, input_nr in node.next_functions:
+        for child, _ in node.next_functions:
             if child is None:
-                targets.append(None)
                 receivers.append(None)
                 continue
             there = ids.get(child)
             if there is None:
                 there = ids[child] = len(nodes)
                 nodes.append(child)
-            targets.append((there, input_nr))
+                producer.append((here, len(receivers)))
+            else:
+                producer[there] = None  # a second sender
             receivers.append(there)
-        slots.append(targets)  # type: ignore[arg-type]
-        cls = type(node)
-        known = kinds.get(cls)
-        if known is None:
-            name = short_name(node)
-            kind = node_kind(node, name)
-            if _names.get(cls) == name:
-                kinds[cls] = (name, kind)
-        else:
-            name, kind = known
-        if kind == "accumulate":
-            accumulators.append(here)
-        if kind == "accumulate" and named:
-            leaf_id = id(node.variable)
-            infos.append(walked(name, kind, sequence_nr(node), tuple(receivers), tuple(by_leaf.get(leaf_id, ())),
-                                params.get(leaf_id)))
-        else:
-            infos.append(walked(name, kind, sequence_nr(node), tuple(receivers)))
-    cap = Capture(infos=infos, graph=None, nodes=nodes, roots=tuple(root_ids),  # type: ignore[arg-type]
-                  slots=slots, accumulators=frozenset(accumulators), names=names, described=False,
-                  leaves_named=named)
-    cap.graph = LazyGraph(infos, None, cap.describe)
+        nexts.append(tuple(receivers))
+        known = kinds.get(type(node))
+        named.append(known if known is not None else _name_and_kind(node))
+    node_names, node_kinds = (list(t) for t in zip(*named)) if named else ([], [])
+    cap = Capture(walk=Walk(node_names, node_kinds, nexts, producer), graph=None, nodes=nodes,  # type: ignore[arg-type]
+                  roots=tuple(root_ids), names=names, described=False, leaves_named=names.ready)
+    cap.graph = LazyGraph(lambda: cap.infos, None, cap.describe, count=len(nodes))
     return cap
+
+
+def _name_and_kind(node: Node) -> tuple[str, str]:
+    """A node's name and kind, remembered per type where its nodes are all named alike."""
+    cls = type(node)
+    name = short_name(node)
+    kind = node_kind(node, name)
+    if _names.get(cls) == name:
+        _kinds[cls] = (name, kind)
+    return name, kind
 
 
 _kinds: dict[type, tuple[str, str]] = {}

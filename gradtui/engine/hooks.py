@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from gradtui.model import events as ev
-from gradtui.model.breakpoints import Breakpoint, Breakpoints
+from gradtui.model.breakpoints import Breakpoint
 from gradtui.model.commands import Break, Delete, Flow, Help, ListBreakpoints
 from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.owner import Owner
 from gradtui.engine.reads import PassReads
 from gradtui.engine.recorder import PassRecord, Ran, grad_inputs_handles, grad_outputs_handles, hand_off
-from gradtui.engine.stepper import Pause
 from gradtui.engine.summary import summarize_all
 from gradtui.engine.window import HELD_ELEMENTS
 
@@ -41,49 +40,6 @@ READ_EVERY = 64
 
 REGION_COMMANDS = (Break, Delete, ListBreakpoints, Help, Flow)
 """Commands that take effect while the engine runs, too."""
-
-
-class Owner(Protocol):
-    """What the hooks of a pass ask of the session."""
-
-    breakpoints: Breakpoints
-    follow: Callable[[PassRecord, int], str | None] | None
-
-    def emit(self, event: ev.Event) -> None:
-        """Send an event to every listener."""
-
-    def hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
-        """Count and announce a breakpoint hit; how a pause reason names it."""
-
-    def pause_at(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
-                 late: bool = False, editable: bool | None = None) -> Pause:
-        """Pause until a command resumes."""
-
-    def stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:
-        """Must the engine stop before `node` whatever its gradients are?"""
-
-    def quitting_now(self) -> bool:
-        """Has quit been asked for?"""
-
-    def wants_flow(self) -> bool:
-        """Does a listener read the gradient flow and leaf gradients of a hooked pass?"""
-
-    def watching(self) -> bool:
-        """Can a value breakpoint stop the pass in flight?"""
-
-    @property
-    def detached(self) -> bool:
-        """Has the session detached (it never pauses again)?"""
-
-    @property
-    def light(self) -> bool:
-        """Record light statistics (norms only) now?"""
-
-    def can_hand_over(self, state: PassRecord) -> bool:
-        """May the rest of this pass run on the hook plan now?"""
-
-    def plan_rest(self, state: PassRecord) -> Any:
-        """The planned hooks (gradtui.engine.planned) that run the rest of the pass."""
 
 
 class EveryNodeHooks:

@@ -54,13 +54,15 @@ class LazyGraph(nx.DiGraph):
     _succ = _Built("_succ")
     _pred = _Built("_pred")
 
-    def __init__(self, infos: list[NodeInfo], edges: list[tuple[int, int, dict[str, int]]] | None,
-                 complete: Callable[[], None] | None = None) -> None:
-        """`edges`: (from, to, data); None: from each node's `next` ids (the slot in the data).
+    def __init__(self, infos: list[NodeInfo] | Callable[[], list[NodeInfo]],
+                 edges: list[tuple[int, int, dict[str, int]]] | None,
+                 complete: Callable[[], None] | None = None, count: int | None = None) -> None:
+        """`infos`: the list, or what makes it when the graph is built (then `count` says how many).
+        `edges`: (from, to, data); None: from each node's `next` ids (the slot in the data).
         `complete`: called once before the graph is first built, to finish `infos` (a lazy
         capture's description, gradtui.engine.graph.Capture.describe, replaces its items)."""
         # No DiGraph.__init__ here: `_build` runs it on first use.
-        self.__dict__["_lazy"] = (infos, edges, complete)
+        self.__dict__["_lazy"] = (infos, edges, complete, len(infos) if count is None else count)  # type: ignore[arg-type]
 
     def __getattr__(self, name: str) -> Any:
         lazy = self.__dict__.get("_lazy")
@@ -69,11 +71,12 @@ class LazyGraph(nx.DiGraph):
         self._build(lazy)
         return getattr(self, name)
 
-    def _build(self, lazy: tuple[list[NodeInfo], list[tuple[int, int, dict[str, int]]] | None,
-                                 Callable[[], None] | None]) -> None:
-        infos, edges, complete = lazy
+    def _build(self, lazy: tuple[Any, list[tuple[int, int, dict[str, int]]] | None, Callable[[], None] | None, int]) -> None:
+        infos, edges, complete, _ = lazy
         if complete is not None:
             complete()
+        if callable(infos):
+            infos = infos()
         nx.DiGraph.__init__(self)
         del self.__dict__["_lazy"]
         od = self.__dict__
@@ -99,7 +102,7 @@ class LazyGraph(nx.DiGraph):
 
     def number_of_nodes(self) -> int:
         lazy = self.__dict__.get("_lazy")
-        return len(lazy[0]) if lazy is not None else len(self._node)
+        return lazy[3] if lazy is not None else len(self._node)
 
     def __len__(self) -> int:
         return self.number_of_nodes()

@@ -30,19 +30,25 @@ def now_stats(grad: Any, full: bool) -> Stats | None:
             and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
         if grad.requires_grad:
             grad = grad.detach()  # create_graph: gradtui's reductions record nothing
-        shape = tuple(grad.shape)
         if numel <= VALUES_LIMIT:  # a 1-d gradient lists itself; others are flattened first (a view: no copy)
+            shape = tuple(grad.shape)
             return small_stats(shape, dtype, "cpu", tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist()))
-        if full:
-            lo, hi = torch.aminmax(grad)
-            lo_v, hi_v, total, norm = torch.stack((lo, hi, grad.sum(), _NORM(grad))).tolist()
-            if math.isfinite(norm) and math.isfinite(total) and math.isfinite(lo_v) and math.isfinite(hi_v):
-                return Stats(shape, dtype, "cpu", norm, lo_v, hi_v, total / numel, 0)
-        else:
-            norm = _NORM(grad).item()
-            if math.isfinite(norm):
-                return Stats(shape, dtype, "cpu", norm, None, None, None, 0)
+        if (stats := _reduced(grad, dtype, numel, full)) is not None:
+            return stats
     return summarize(grad, light=not full)  # also confirms a non-finite norm with isfinite
+
+
+def _reduced(grad: torch.Tensor, dtype: str, numel: int, full: bool) -> Stats | None:
+    """The Stats of a plain dense gradient too big to list, from its reductions; None if one came
+    back non-finite (`summarize` counts the non-finite values, or redoes an overflow in float64)."""
+    if full:
+        lo, hi = torch.aminmax(grad)
+        lo_v, hi_v, total, norm = torch.stack((lo, hi, grad.sum(), _NORM(grad))).tolist()
+        if math.isfinite(norm) and math.isfinite(total) and math.isfinite(lo_v) and math.isfinite(hi_v):
+            return Stats(tuple(grad.shape), dtype, "cpu", norm, lo_v, hi_v, total / numel, 0)
+        return None
+    norm = _NORM(grad).item()
+    return Stats(tuple(grad.shape), dtype, "cpu", norm, None, None, None, 0) if math.isfinite(norm) else None
 
 
 class Listed(NamedTuple):
@@ -56,12 +62,19 @@ class Listed(NamedTuple):
 
 
 def quick_stats(grad: Any, full: bool) -> Stats | Listed | None:
-    """`now_stats`, but a small finite gradient only listed (`Listed`): what a posthook keeps."""
+    """`now_stats`, but a small finite gradient only listed (`Listed`): what a posthook keeps.
+    Called for each gradient a hooked node sends on: its checks are made once (not again in
+    `now_stats`)."""
     if (type(grad) is _TENSOR and (dtype := _BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
-            and 0 < (numel := grad.numel()) <= VALUES_LIMIT and not grad.is_meta and not grad._is_zerotensor()):
+            and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
+        if grad.requires_grad:
+            grad = grad.detach()  # create_graph: gradtui's reductions record nothing
+        if numel > VALUES_LIMIT:
+            if (stats := _reduced(grad, dtype, numel, full)) is not None:
+                return stats
+            return summarize(grad, light=not full)
         shape = tuple(grad.shape)
-        values = tuple((grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist()) if not grad.requires_grad
-                       else grad.detach().reshape(-1).tolist())
+        values = tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist())
         total = sum(values)
         if total - total == 0.0:  # finite (an infinity or a NaN makes it NaN)
             return tuple.__new__(Listed, (shape, dtype, values, 0))

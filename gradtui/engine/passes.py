@@ -14,7 +14,8 @@ from typing import Any
 
 import networkx as nx
 
-from gradtui.engine.hooks import EveryNodeHooks, Owner
+from gradtui.engine.hooks import EveryNodeHooks
+from gradtui.engine.owner import Owner
 from gradtui.engine.intercept import GradtuiQuit, Interceptor
 from gradtui.engine.plan import make_plan
 from gradtui.engine.planned import PlannedPass, ready_node
@@ -41,7 +42,7 @@ class PassRunner:
 
         def settle(error: BaseException | None) -> None:
             if state.planned is not None:
-                state.planned.finish()
+                state.planned.finish(error)
                 state.planned = None
             # What the window still holds; a value breakpoint it shows can still pause here
             # (the engine has returned) unless the pass failed.
@@ -52,10 +53,10 @@ class PassRunner:
     def planned(self, state: PassRecord, run: Callable[[], Any]) -> Any:
         """A planned pass: the plan's hooks only (see gradtui.engine.planned)."""
         cap = state.capture
-        hooks = PlannedPass(self._owner, state, make_plan(cap.infos, cap.nodes, cap.roots, self._intercept.hooks_seen),
+        hooks = PlannedPass(self._owner, state, make_plan(cap.walk, cap.nodes, cap.roots, self._intercept.hooks_seen),
                             full=not self._owner.light)
         del cap
-        return self._hooked(state, run, hooks.register, hooks.close, lambda _error: hooks.finish())
+        return self._hooked(state, run, hooks.register, hooks.close, hooks.finish)
 
     def _hooked(self, state: PassRecord, run: Callable[[], Any], register: Callable[[], None],
                 close: Callable[[], None], settle: Callable[[BaseException | None], None],

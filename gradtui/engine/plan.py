@@ -19,13 +19,13 @@ happened and a NaN a user hook makes is caught before the node, editable.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 
 from gradtui.engine.window import small_stats
-from gradtui.model.nodes import NodeInfo
 from gradtui.model.stats import VALUES_LIMIT, Stats
 
 SAME_ORDER = frozenset({"ViewBackward0", "UnsafeViewBackward0", "CloneBackward0", "SqueezeBackward0",
@@ -36,6 +36,16 @@ PERMUTED = frozenset({"TransposeBackward0", "TransposeBackward1", "TBackward0", 
 SELECTED = frozenset({"SelectBackward0", "SelectBackward1"})
 """Nodes that send what they received embedded in zeros."""
 DERIVABLE = SAME_ORDER | PERMUTED | SELECTED | {"AccumulateGrad"}
+
+class Walked(Protocol):
+    """What a plan reads of a pass's walk (gradtui.engine.graph.Walk): per node id its name, kind
+    and sole sender."""
+
+    names: list[str]
+    kinds: list[str]
+    producer: list[tuple[int, int] | None]
+    """Per node with exactly one sender: (sender id, its output slot), else None."""
+
 
 NONE, POST, BOTH = 0, 1, 2
 """Per node: no hook (derived), a posthook, a prehook and a posthook."""
@@ -52,6 +62,9 @@ class HookPlan:
     """Per node with exactly one producer: (producer id, output slot of the producer)."""
     derived: dict[int, list[int]]
     """Producer id -> the derived nodes it feeds directly (their statistics follow from its)."""
+    fed: dict[int, int] = field(default_factory=dict)
+    """Producer id -> how many nodes it feeds, directly or not (`fed_counts` of `derived`; whoever
+    changes `derived` counts again)."""
 
 
 def user_hooked(node: Any) -> bool:
@@ -68,32 +81,56 @@ HOOK_MARK = "gradtui.user_hook"
 """The key the interceptor sets in a node's `metadata` when a tensor hook is registered on its output."""
 
 
-def make_plan(infos: list[NodeInfo], nodes: list[Any], roots: tuple[int, ...], hooks_seen: bool) -> HookPlan:
-    """The plan of a pass (see module doc): `hooks_seen` says whether the script has registered any
-    tensor hook since the session was installed (if not, no node needs looking at for one)."""
-    count = len(infos)
-    senders = [0] * count
-    producer: list[tuple[int, int] | None] = [None] * count
-    for here, info in enumerate(infos):
-        for slot, there in enumerate(info.next):
-            if there is not None:
-                senders[there] += 1
-                producer[there] = (here, slot)
-    hooks = bytearray(count)
+def make_plan(walk: Walked, nodes: list[Any], roots: tuple[int, ...], hooks_seen: bool) -> HookPlan:
+    """The plan of a pass (see module doc) from its walk (gradtui.engine.graph.Walk): `hooks_seen`
+    says whether the script has registered any tensor hook since the session was installed (if
+    not, no node needs looking at for one). Once per pass, over every node: kept lean (the walk
+    found each node's sole sender)."""
+    names, kinds = walk.names, walk.kinds
+    producer = list(walk.producer)
+    count = len(names)
+    hooks = bytearray((POST,)) * count
+    if hooks_seen:
+        for i, node in enumerate(nodes):
+            if user_hooked(node):
+                hooks[i] = BOTH
     derived: dict[int, list[int]] = {}
-    root_set = set(roots)
-    for i, info in enumerate(infos):
-        hooked = hooks_seen and user_hooked(nodes[i])
-        if hooked or info.kind in ("custom", "opaque"):
+    sources: list[int] = []
+    """The producers of derived nodes, in the order their first derived node was found."""
+    root_set, derivable = set(roots), DERIVABLE
+    for i, (name, kind) in enumerate(zip(names, kinds)):
+        if kind == "custom" or kind == "opaque":
             hooks[i] = BOTH
-        elif senders[i] == 1 and i not in root_set and info.name in DERIVABLE:
-            derived.setdefault(producer[i][0], []).append(i)  # type: ignore[index]
-            continue
-        else:
-            hooks[i] = POST
-        if senders[i] != 1:
-            producer[i] = None
-    return HookPlan(hooks, producer, derived)
+        elif name in derivable and hooks[i] == POST and (sender := producer[i]) is not None and i not in root_set:
+            hooks[i] = NONE
+            source = sender[0]
+            fed = derived.get(source)
+            if fed is None:
+                derived[source] = [i]
+                sources.append(source)
+            else:
+                fed.append(i)
+    return HookPlan(hooks, producer, derived, _counted(derived, reversed(sources)))
+
+
+def fed_counts(derived: dict[int, list[int]]) -> dict[int, int]:
+    """Producer id -> how many nodes it feeds, directly or through other derived nodes (what a
+    batch counts for it). A derived node has one producer, which the walk reached first, so its
+    id is above its producer's: counting from the highest producer down sees a child's count
+    before its producer needs it."""
+    return _counted(derived, sorted(derived, reverse=True))
+
+
+def _counted(derived: dict[int, list[int]], producers: Iterable[int]) -> dict[int, int]:
+    """`fed_counts`, counting `producers` in that order (each after the derived producers it feeds)."""
+    counts: dict[int, int] = {}
+    get = counts.get
+    for producer in producers:
+        total = 0
+        for child in derived[producer]:
+            total += 1 + get(child, 0)
+        counts[producer] = total
+    return counts
 
 
 def resume(plan: HookPlan, completed: bytearray) -> HookPlan:
@@ -111,6 +148,7 @@ def resume(plan: HookPlan, completed: bytearray) -> HookPlan:
             plan.hooks[i] = NONE
         elif (source := plan.producer[i]) is not None and completed[source[0]]:
             plan.producer[i] = None  # what it receives is read in its own hook
+    plan.fed = fed_counts(plan.derived)
     return plan
 
 

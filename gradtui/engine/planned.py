@@ -8,8 +8,10 @@ buffer). The first node whose output is not finite while what it received was st
 in its posthook, right after it ran, and an edit there replaces what it sends on. A node with
 a prehook (a user hook on its input, a custom Function) is checked before it runs too.
 The nodes that ran are emitted as NodesRan batches (every READ_EVERY hooked nodes, at a pause,
-at the end: gradtui.engine.ranbatch), each hooked node followed by the nodes derived from it,
-whose statistics are made from their producer's only when a listener reads the batch.
+at the end: gradtui.engine.ranbatch), each hooked node followed by a marker for the nodes derived
+from it, whose steps and statistics are made from their producer's only when a listener reads the
+batch. The derived nodes are marked run in the pass's record only where someone looks (`_settle`:
+before the plan changes at a pause, when the pass fails, at a hand-over), not at every flush.
 
 On the CPU a read costs a Python call, no device sync, so reading at every planned node is
 exact and cheap; an accelerator pass keeps the deferred, batched reads of the every-node hooks
@@ -30,8 +32,8 @@ from typing import Any, Protocol
 
 from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, shape_and_saved
-from gradtui.engine.ranbatch import Derived, Hooked, PassBatches, Resent
+from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, fed_counts, shape_and_saved
+from gradtui.engine.ranbatch import Derived, Feeds, Hooked, PassBatches, Resent
 from gradtui.engine.recorder import PassRecord
 from gradtui.engine.nowstats import measured, now_stats, quick_stats, resolved
 from gradtui.engine.watch import Hit, hit_text
@@ -94,7 +96,11 @@ class PlannedPass:
         self._ran: list[int] = []
         self._held: list[int] = []
         self._emitted = state.done
-        self._batches = PassBatches(state.index, full)
+        self._batches = PassBatches(state.index, full, DerivedSteps(plan, state.capture))
+        self._counts = plan.fed
+        """Producer id -> how many nodes the plan derives from it (a batch counts them)."""
+        self._fed: list[int] = []
+        """Hooked nodes emitted with their derived nodes, which are not marked run yet (`_settle`)."""
         self._handles: list[Any] = []
         self._upgraded = False
         self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
@@ -107,6 +113,7 @@ class PlannedPass:
         """Put the plan's hooks on the pass's nodes."""
         if self._state.prints is not None:
             self._hook_chains()
+            self._counts = self._plan.fed = fed_counts(self._plan.derived)
             hooks = self._plan.hooks
             self._state.prints.unhooked = lambda i: hooks[i] == NONE  # sketched where it is sent
         if self._delegated:
@@ -126,9 +133,9 @@ class PlannedPass:
         that moved it cannot give (gradtui.engine.fingerprint: only a matrix's transpose and a
         view keeping the last dimension keep their sketch). Not after a `TBackward0` (a matrix's
         transpose: a weight's accumulator stays derived)."""
-        plan, infos = self._plan, self._state.capture.infos
+        plan, names = self._plan, self._state.capture.walk.names
         for source, fed in list(plan.derived.items()):
-            if plan.hooks[source] != NONE or infos[source].name == "TBackward0":
+            if plan.hooks[source] != NONE or names[source] == "TBackward0":
                 continue
             for child in list(fed):
                 if self._completed[child]:
@@ -151,6 +158,7 @@ class PlannedPass:
         and needs none on the plan (`remove(i)`: the engine then calls no Python before it), and put
         it back (`restore(i)`) if the user steps again."""
         self._restore = restore
+        self._settle()
         hooks, completed = self._plan.hooks, self._completed
         for i in range(len(hooks)):
             if not completed[i] and hooks[i] != BOTH:
@@ -280,6 +288,7 @@ class PlannedPass:
         if self._upgraded or not self._owner.stepping():
             return
         self._upgraded = True
+        self._settle()  # what ran so far is not hooked again
         plan, nodes, completed = self._plan, self._state.capture.nodes, self._completed
         pre, post = self._prehook, self.posthook
         for i, node in enumerate(nodes):
@@ -298,6 +307,7 @@ class PlannedPass:
                         fed.remove(i)
                 plan.producer[i] = None
             plan.hooks[i] = BOTH
+        self._counts = plan.fed = fed_counts(plan.derived)
 
     # ---- statistics out -------------------------------------------------------------------
 
@@ -310,13 +320,17 @@ class PlannedPass:
         ran, self._ran = self._ran, []
         if not held and not ran:
             return
-        steps: list[Hooked | Derived | Resent] = []
+        steps: list[Hooked | Resent | Feeds] = []
         count = 0
+        counts, fed = self._counts, self._fed
         for node in held:
             steps.append(Resent(node, self._grad_inputs.pop(node)))
-            count += self._derive(node, steps)
+            if (feeds := counts.get(node)) is not None:
+                steps.append(Feeds(node))
+                fed.append(node)
+                count += feeds
         grad_outputs_of, grad_inputs_of = self._grad_outputs, self._grad_inputs
-        producer_of, derived = self._plan.producer, self._plan.derived
+        producer_of = self._plan.producer
         make = tuple.__new__  # a NamedTuple's own __new__ is a Python function
         for node in ran:  # once per hooked node: kept lean
             arrived_stats = grad_outputs_of.pop(node, None)
@@ -327,48 +341,75 @@ class PlannedPass:
             count += 1
             if node == hold:
                 self._held.append(node)
-            elif node in derived:
-                count += self._derive(node, steps)
+            elif (feeds := counts.get(node)) is not None:
+                steps.append(make(Feeds, (node,)))
+                fed.append(node)
+                count += feeds
         state = self._state
         first = self._emitted + 1
         self._emitted = state.done = self._emitted + count
         self._owner.emit(self._batches.batch(steps, first, count))
 
-    def _derive(self, node: int, steps: list[Hooked | Derived | Resent]) -> int:
-        """Add the steps of the nodes derived from `node` (and from them), breadth-first; mark them
-        run; returns how many."""
-        plan, infos, nodes = self._plan, self._state.capture.infos, self._state.capture.nodes
-        derived, producer_of, completed = plan.derived, plan.producer, self._completed
+    def _settle(self) -> None:
+        """Mark run, in the pass's record, the nodes derived from the hooked nodes emitted so far."""
+        fed, self._fed = self._fed, []
+        mark_fed(self._plan.derived, self._completed, fed)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """The pass's engine call returned (or raised `error`): emit what is left, and make what a
+        batch still held needs of the live nodes; if it failed, name the node that was running
+        (in a hook of its own or the script's)."""
+        self.flush()
+        self._batches.settle()
+        if error is None:
+            return
+        self._settle()
+        state = self._state
+        if state.running is None:
+            state.running = ready_node(state.capture.infos, self._completed)
+        if state.running is not None:
+            state.grad_outputs[state.running] = resolved(self._grad_outputs.get(state.running, ()))
+
+
+class DerivedSteps:
+    """The Derived steps of the nodes a pass's plan derives from a hooked node, read from its live
+    nodes: what a batch's `Feeds` marker expands into (gradtui.engine.ranbatch calls it when the
+    batch is made, or at the pass's end)."""
+
+    def __init__(self, plan: HookPlan, capture: Any) -> None:
+        self._plan = plan
+        self._capture = capture
+
+    def __call__(self, node: int) -> list[Derived]:
+        """The steps of the nodes derived from `node` (and from them), breadth-first."""
+        plan, walk, nodes = self._plan, self._capture.walk, self._capture.nodes
+        derived, producer_of, names, nexts = plan.derived, plan.producer, walk.names, walk.nexts
         make = tuple.__new__  # a NamedTuple's own __new__ is a Python function: this runs per derived node
         todo = deque(derived.get(node, ()))
-        count = 0
+        steps: list[Derived] = []
         while todo:
             child = todo.popleft()
-            info = infos[child]
-            name = info.name
+            name = names[child]
             shape, saved, error = None, (), None
             if name != "AccumulateGrad":
                 try:
                     shape, saved = shape_and_saved(nodes[child], name)
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
                     error = f"{type(exc).__name__}: {exc}"
-            steps.append(make(Derived, (child, producer_of[child], name, shape, saved, info.next[:1] != (None,), error)))
-            completed[child] = 1
-            count += 1
+            steps.append(make(Derived, (child, producer_of[child], name, shape, saved, nexts[child][:1] != (None,), error)))
             more = derived.get(child)
             if more:
                 todo.extend(more)
-        return count
+        return steps
 
-    def finish(self) -> None:
-        """The pass's engine call returned (or raised): emit what is left; name the node that
-        was running if it failed in a hook of its own or the script's."""
-        self.flush()
-        state = self._state
-        if state.running is None:
-            state.running = ready_node(state.capture.infos, self._completed)
-        if state.running is not None:
-            state.grad_outputs[state.running] = resolved(self._grad_outputs.get(state.running, ()))
+
+def mark_fed(derived: dict[int, list[int]], completed: bytearray, producers: list[int]) -> None:
+    """Mark run in `completed` every node derived (directly or not) from one of `producers`."""
+    todo = deque(producers)
+    while todo:
+        for child in derived.get(todo.popleft(), ()):
+            completed[child] = 1
+            todo.append(child)
 
 
 def ready_node(infos: list[NodeInfo], completed: bytearray) -> int | None:

@@ -2,11 +2,14 @@
 
 While the pass runs, the planned hooks (gradtui.engine.planned) measure only the nodes they
 hook; the statistics of the nodes the plan derives follow from their producers'. A flush
-turns what ran since the last one into *steps* of plain data (a hooked node's measured Stats;
-a derived node's producer, shape and the few saved values a small gradient's rearrangement
-needs, read from the live node then) and emits them as one batch. The NodeRan events, with the
-derived statistics, are made from the steps only when a listener reads `NodesRan.ran`: a pass
-whose listeners take batches and look at no node pays for none of it.
+turns what ran since the last one into *steps* of plain data (a hooked node's measured Stats,
+and a `Feeds` marker after a hooked node that the plan derives nodes from) and emits them as
+one batch. The NodeRan events, with the derived statistics, are made from the steps only when a
+listener reads `NodesRan.ran`: a marker is expanded then into its derived nodes' steps (their
+producer, shape and the few saved values a small gradient's rearrangement needs, read from the
+live nodes). A pass whose listeners take batches and look at no node pays for none of it; at its
+end (`settle`, while its nodes live) the markers of the batches someone still holds are expanded,
+so those can be read after the pass.
 
 A pass's batches are made in order (each makes the one before it first), since a node in a
 later batch may receive from a derived node of an earlier one.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
+from collections.abc import Callable
 from typing import NamedTuple
 
 from gradtui.engine.nowstats import resolved
@@ -49,6 +53,13 @@ class Derived(NamedTuple):
     error: str | None = None
 
 
+class Feeds(NamedTuple):
+    """The nodes the plan derives from hooked node `node` (and from them) follow here, breadth-first:
+    expanded into their `Derived` steps when the batch is made (or at the pass's end)."""
+
+    node: int
+
+
 class Resent(NamedTuple):
     """A node paused at in its posthook and edited there: what it sends on now, for the nodes
     derived from it in a later batch."""
@@ -60,19 +71,22 @@ class Resent(NamedTuple):
 class PassBatches:
     """The batches of one planned pass (see module doc)."""
 
-    def __init__(self, index: int, full: bool) -> None:
+    def __init__(self, index: int, full: bool, expand: Callable[[int], list[Derived]]) -> None:
+        """`expand(node)`: the Derived steps of the nodes fed by `node` (read from the live nodes, so
+        only until `settle`)."""
         self._index = index
         self._full = full
+        self._expand: Callable[[int], list[Derived]] | None = expand
         self._sent: dict[int, tuple[Stats | None, ...]] = {}
         """Node id -> what it sent on, as the batches made so far say."""
-        self._todo: list[tuple[list[Hooked | Derived | Resent], int] | None] = []
+        self._todo: list[tuple[list[Hooked | Derived | Resent | Feeds], int] | None] = []
         """Per batch of the pass: its steps and the number of its first node, until it is made."""
         self._batches: list[weakref.ref] = []
         """Per batch, the NodesRan (held weakly: one nobody holds is made only for what later
         batches need of it, and its events are not kept)."""
         self._lock = threading.Lock()
 
-    def batch(self, steps: list[Hooked | Derived | Resent], first: int, count: int) -> ev.NodesRan:
+    def batch(self, steps: list[Hooked | Resent | Feeds], first: int, count: int) -> ev.NodesRan:
         """The NodesRan of `steps` (`count` of them nodes), the first numbered `first` in the pass."""
         position = len(self._todo)
         batch = ev.NodesRan(self._index, count, lambda: self._make_upto(position))
@@ -97,30 +111,77 @@ class PassBatches:
             mine = self._batches[position]()
             return mine.ran if mine is not None else ()  # alive: it is the caller
 
-    def _make(self, steps: list[Hooked | Derived | Resent], first: int) -> tuple[ev.NodeRan, ...]:
-        sent, full, index = self._sent, self._full, self._index
-        out: list[ev.NodeRan] = []
-        order = first
+    def settle(self) -> None:
+        """The pass is over and its nodes are about to go: expand the markers of every batch not
+        made yet that is still held (and of those before it, which it needs), forget the rest."""
+        with self._lock:
+            todo, batches = self._todo, self._batches
+            last = max((k for k in range(len(todo)) if todo[k] is not None and batches[k]() is not None), default=-1)
+            for k in range(len(todo)):
+                entry = todo[k]
+                if entry is not None:
+                    todo[k] = (self._expanded(entry[0]), entry[1]) if k <= last else None
+            self._expand = None
+
+    def _expanded(self, steps: list[Hooked | Derived | Resent | Feeds]) -> list[Hooked | Derived | Resent | Feeds]:
+        """`steps` with each Feeds marker replaced by its derived nodes' steps."""
+        expand = self._expand
+        if expand is None:  # settled: expanded already
+            return steps
+        out: list[Hooked | Derived | Resent | Feeds] = []
         for step in steps:
-            if type(step) is Hooked:
-                node, grad_outputs, source, grad_inputs = step
+            if type(step) is Feeds:
+                out += expand(step.node)
+            else:
+                out.append(step)
+        return out
+
+    def _make(self, steps: list[Hooked | Derived | Resent | Feeds], first: int) -> tuple[ev.NodeRan, ...]:
+        sent, full, index = self._sent, self._full, self._index
+        get, made, hooked, derived = sent.get, _node_ran, Hooked, Derived
+        out: list[ev.NodeRan] = []
+        append = out.append
+        order = first
+        for step in self._expanded(steps):  # once per node of the pass: kept lean
+            kind = type(step)
+            if kind is derived:
+                node, (producer, slot) = step[0], step[1]
+                grad_outputs = (_slot(get(producer, ()), slot),)
+                grad_inputs = _derived(step, grad_outputs[0], full)  # type: ignore[arg-type]
+            elif kind is hooked:
+                node, grad_outputs, source, grad_inputs = step  # type: ignore[misc]
                 grad_inputs = resolved(grad_inputs)
                 if grad_outputs is None:
                     producer, slot = source  # type: ignore[misc]
-                    grad_outputs = (_slot(sent.get(producer, ()), slot),)
+                    grad_outputs = (_slot(get(producer, ()), slot),)
                 else:
                     grad_outputs = resolved(grad_outputs)
-            elif type(step) is Derived:
-                node, (producer, slot) = step.node, step.source
-                grad_outputs = (_slot(sent.get(producer, ()), slot),)
-                grad_inputs = _derived(step, grad_outputs[0], full)
             else:
-                sent[step.node] = resolved(step.grad_inputs)
+                sent[step[0]] = resolved(step[1])  # type: ignore[arg-type]
                 continue
             sent[node] = grad_inputs
-            out.append(ev.NodeRan(index, node, order, grad_outputs, grad_inputs))
+            append(made(index, node, order, grad_outputs, grad_inputs))
             order += 1
         return tuple(out)
+
+
+_new = object.__new__
+_SET_RAN = tuple(ev.NodeRan.__dict__[name].__set__ for name in ("pass_index", "node", "order", "grad_outputs", "grad_inputs"))
+
+
+def _node_ran(pass_index: int, node: int, order: int, grad_outputs: tuple[Stats | None, ...],
+              grad_inputs: tuple[Stats | None, ...]) -> ev.NodeRan:
+    """`ev.NodeRan(pass_index, node, order, grad_outputs, grad_inputs)` at two thirds of its frozen
+    `__init__`'s cost (its slots written directly, as gradtui.model.nodes.walked makes a NodeInfo):
+    a batch makes one per node. Equal, hashed and pickled as the one `__init__` makes."""
+    ran = _new(ev.NodeRan)
+    set_index, set_node, set_order, set_outputs, set_inputs = _SET_RAN
+    set_index(ran, pass_index)
+    set_node(ran, node)
+    set_order(ran, order)
+    set_outputs(ran, grad_outputs)
+    set_inputs(ran, grad_inputs)
+    return ran
 
 
 def _slot(sent: tuple[Stats | None, ...], slot: int) -> Stats | None:

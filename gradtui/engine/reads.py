@@ -11,23 +11,21 @@ naming its node exactly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint
 from gradtui.model.nodes import info_title
+from gradtui.engine.owner import Owner
 from gradtui.engine.recorder import PassRecord, Ran
 from gradtui.engine.watch import Hit, current, handles_tensors, hit_text, scan
 from gradtui.engine.window import resolve
-
-if TYPE_CHECKING:
-    from gradtui.engine.hooks import Owner
 
 
 class PassReads:
     """The bulk reads of one pass (see module doc)."""
 
-    def __init__(self, owner: "Owner", state: PassRecord) -> None:
+    def __init__(self, owner: Owner, state: PassRecord) -> None:
         self._owner = owner
         self._state = state
 

@@ -10,7 +10,7 @@ pause are the `Stepper`'s (gradtui.engine.stepper); commands run in the `Command
 (gradtui.engine.dispatch); a pass's engine call runs in the `PassRunner` (gradtui.engine.passes)
 under per-pass hooks (gradtui.engine.hooks, with its reads, or gradtui.engine.planned); what a
 pass records is gradtui.engine.recorder's. What the hooks ask of the session goes through its
-public methods (gradtui.engine.hooks.Owner).
+public methods (gradtui.engine.owner.Owner).
 
 Other threads (the UI, the headless driver, the agent's server) talk to the session only
 through `submit` and `quit`, and hear from it only through events.
@@ -283,10 +283,10 @@ class Session:
         """The planned hooks for the rest of every-node pass `state` (handed over after a pause):
         called by its every-node hooks, which stay on (gradtui.engine.hooks)."""
         cap = state.capture
-        plan = resume(make_plan(cap.infos, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
+        plan = resume(make_plan(cap.walk, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
         return PlannedPass(self, state, plan, full=not self.light, delegated=True)
 
-    # ---- what a pass's hooks ask of the session (gradtui.engine.hooks.Owner, .planned.Stepping)
+    # ---- what a pass's hooks ask of the session (gradtui.engine.owner.Owner, .planned.Stepping)
 
     def pause_at(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
                  late: bool = False, editable: bool | None = None) -> Pause:

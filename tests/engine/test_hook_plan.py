@@ -344,3 +344,46 @@ def test_stepping_again_after_a_hand_over_steps_node_by_node():
     assert len({p.node for p in pauses}) == len(pauses)  # no node paused at twice
     orders = [e.order for e in of(events, ev.NodeRan)]
     assert orders == list(range(1, len(orders) + 1)) and len(orders) == of(events, ev.PassStarted)[0].graph.number_of_nodes()
+
+
+def test_a_raising_hook_after_derived_nodes_marks_the_node_it_ran_at():
+    """The derived nodes are marked run only when someone looks (a failure): a tensor hook raising
+    after a transpose, a clone and a view ran (derived, never hooked) is placed at the node it ran before,
+    not at a derived node the engine had already run."""
+
+    def build():
+        x = torch.rand(2, 2, requires_grad=True)
+        a = x.exp()
+        a.register_hook(lambda g: (_ for _ in ()).throw(ValueError("bad hook")))
+        return [x], (a.t().reshape(4) * 2.0).sum()
+
+    events = []
+    session = Session(events.append, provenance=False)
+    session.run_on()
+    session.submit("break nan")
+    with session, pytest.raises(ValueError):
+        _, loss = build()
+        loss.backward()
+    (finished,) = of(events, ev.PassFinished)
+    graph = of(events, ev.PassStarted)[0].graph
+    names = {graph.nodes[n]["info"].name for n in graph.nodes}
+    assert {"TBackward0", "CloneBackward0", "UnsafeViewBackward0"} <= names
+    assert finished.error and graph.nodes[finished.node]["info"].name == "ExpBackward0"
+
+
+def test_a_root_another_node_also_sends_to_has_what_arrived_measured():
+    """A root that a node of the pass also sends to receives the root's own gradient plus that
+    node's: what arrived there is measured in its hook, not taken from the node that sends to it."""
+    events = []
+    session = Session(events.append, provenance=False)
+    session.run_on()
+    session.submit("break nan")
+    with session:
+        x = torch.rand(3, requires_grad=True)
+        viewed = x.exp().view(3)
+        total = viewed.sum()
+        torch.autograd.backward([total, viewed], [torch.tensor(1.0), torch.full((3,), 2.0)])
+    graph = of(events, ev.PassStarted)[0].graph
+    (view,) = [n for n in graph.nodes if graph.nodes[n]["info"].name == "ViewBackward0"]
+    arrived = [e for e in events if isinstance(e, ev.NodeRan) and e.node == view][0].grad_outputs[0]
+    assert arrived.values == (3.0, 3.0, 3.0)  # torch: 2 (the root's) + 1 (from the sum), each

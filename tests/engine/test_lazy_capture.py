@@ -114,3 +114,33 @@ def test_a_listener_can_say_per_pass_whether_it_wants_the_graph(monkeypatch):
     assert len(graphs) == 2
     assert not graphs[0].built and graphs[0].nodes[0]["info"].saved == ()
     assert saved[0] == len(graphs[1]) and graphs[1].nodes[0]["info"].saved != ()
+
+
+def test_a_lazy_pass_nobody_reads_makes_no_node_info_and_its_graph_read_later_is_the_walks(monkeypatch):
+    """The walk keeps per node only its name, kind and receivers: no NodeInfo is made while a pass
+    in `continue` runs for listeners that read no graph. Read after the pass (its nodes gone), the
+    graph's nodes are what an eager capture of the same graph names, numbers and links."""
+    made = [0]
+    original = graph_module.walked
+
+    def counted(*args):
+        made[0] += 1
+        return original(*args)
+
+    monkeypatch.setattr(graph_module, "walked", counted)
+    events: list[ev.Event] = []
+    session = Session(None, provenance=False, full_stats=False)
+    session.add_listener(events.append, graph=False, batches=True, flow=False)
+    session.submit("break nan")
+    session.run_on()
+    with session:
+        weight = torch.randn(4, 3, requires_grad=True)
+        loss = ((torch.rand(5, 4) @ weight).tanh().t().reshape(-1) * 2.0).sum()
+        loss.backward()
+    assert made[0] == 0
+    graph = next(e for e in events if isinstance(e, ev.PassStarted)).graph
+    eager = graph_module.capture([loss.grad_fn])
+    later = [graph.nodes[i]["info"] for i in range(len(graph))]
+    assert len(later) == len(eager.infos) > 5
+    keys = ("name", "kind", "seq", "next")
+    assert [tuple(getattr(i, k) for k in keys) for i in later] == [tuple(getattr(i, k) for k in keys) for i in eager.infos]

@@ -151,3 +151,48 @@ def test_a_pass_nobody_looks_at_collects_no_names_and_a_pause_still_names_its_le
     graph = [e for e in events if isinstance(e, ev.PassStarted)][-1].graph
     params = {graph.nodes[i]["info"].param for i in graph.nodes if graph.nodes[i]["info"].kind == "accumulate"}
     assert params == {"lin.weight", "lin.bias"}
+
+
+def _counting_reads(monkeypatch) -> list[int]:
+    """Counts the reads of a derived node's saved values (its shape, dims) from the live node."""
+    from gradtui.engine import planned
+
+    reads = [0]
+    original = planned.shape_and_saved
+
+    def counted(*args):
+        reads[0] += 1
+        return original(*args)
+
+    monkeypatch.setattr(planned, "shape_and_saved", counted)
+    return reads
+
+
+def test_no_derived_node_is_read_when_no_one_holds_a_batch(monkeypatch):
+    """A batch marks the nodes derived from a hooked node instead of reading each from the live
+    graph: a pass whose listener drops its batches reads none; one whose listener keeps them has
+    them read at the pass's end, while its nodes live, and gets what a listener taking NodeRan
+    events gets."""
+    reads = _counting_reads(monkeypatch)
+    model, data = _model()
+    session = Session(None, provenance=False, full_stats=False)
+    session.add_listener(lambda event: None, graph=False, batches=True, flow=False)
+    session.submit("break nan")
+    session.run_on()
+    with session:
+        model(data).pow(2).mean().backward()
+    model.zero_grad(set_to_none=True)
+    assert reads[0] == 0
+    _, held = _run(model, data, alone=True)
+    assert reads[0] > 0  # at the pass's end, before anyone read a batch
+    plain, _ = _run(model, data)
+    flat = [one for batch in held if isinstance(batch, ev.NodesRan) for one in batch.ran]
+    assert flat and flat == [e for e in plain if isinstance(e, ev.NodeRan)]
+
+
+def test_a_batch_makes_the_node_ran_events_its_init_makes():
+    stats = (None, ev.Stats((2,), "float32", "cpu", 1.0, None, None, None, 0))
+    made = ranbatch._node_ran(3, 7, 9, stats[:1], stats)
+    want = ev.NodeRan(3, 7, 9, stats[:1], stats)
+    assert made == want and hash(made) == hash(want) and repr(made) == repr(want)
+    assert from_wire(to_wire(made)) == want
