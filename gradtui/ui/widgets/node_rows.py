@@ -17,7 +17,8 @@ from gradtui.model.nodes import INFO, node_info
 from gradtui.model.stats import format_number
 from gradtui.ui.fmt import cut_left, difference_text, list_op
 from gradtui.ui.modtree import ModuleTree, display_name
-from gradtui.ui.state import Marker, PassView
+from gradtui.ui.breakstate import Marker
+from gradtui.ui.state import PassView
 
 NAME_WIDTH = 22
 """Op names longer than this are cut (labels start in one column)."""
