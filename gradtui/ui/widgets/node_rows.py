@@ -16,6 +16,7 @@ from gradtui.model.breakpoints import matches_node
 from gradtui.model.nodes import INFO, node_info
 from gradtui.model.stats import format_number
 from gradtui.ui.fmt import cut_left, difference_text, list_op
+from gradtui.ui.listrows import ListRows
 from gradtui.ui.modtree import ModuleTree, display_name
 from gradtui.ui.breakstate import Marker
 from gradtui.ui.state import PassView
@@ -82,6 +83,17 @@ class RowPainter:
     def __init__(self, style: Callable[[str], Style]) -> None:
         self._style = style
         self.widths = Widths()
+
+    def row(self, rows: ListRows, row: int, width: int, base: Style, current: int | None,
+            breakpoints: tuple[Marker, ...]) -> list[Segment]:
+        """Row `row` of the list: a node's, or in the module view a module's or an indented node's."""
+        tree, view = rows.tree, rows.view
+        if tree is None:
+            return self.node_row(view, rows.order[row], width, base, current, breakpoints)
+        item = tree.rows[row]
+        if item.module is not None:
+            return self.module_row(tree, item.module, item.depth, width, base)
+        return self.node_row(view, item.node, width, base, current, breakpoints, indent=2 * item.depth)
 
     def module_row(self, tree: ModuleTree, path: str, depth: int, width: int, base: Style) -> list[Segment]:
         """`▾ layers.3      61  1.204e-3 ⚠`: twisty, name, node count, norm of the gradient leaving it."""
