@@ -199,6 +199,11 @@ class UIState:
         """The flow `w` shows, and a note (see `PassesState.flow_to_show`)."""
         return self.kept.flow_to_show()
 
+    @property
+    def last_recorded(self) -> PassView | None:
+        """The latest kept pass with per-node data (the one worth browsing at the end)."""
+        return self.kept.last_recorded
+
     # ---- one handler per event type ------------------------------------------------------
 
     def _on_CallSiteVariables(self, event: ev.CallSiteVariables) -> Changes:

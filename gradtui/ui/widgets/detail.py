@@ -328,7 +328,7 @@ class DetailPane(BodyPane):
         if live is not None and shown is not live:
             yield _line(("last pass ", MUTED), str(live.index), ("  " + live.loss_text(), MUTED),
                         ("  ] goes back to it", MUTED))
-        hooked = state.kept.last_recorded
+        hooked = state.last_recorded
         if hooked is not None and hooked is not shown:
             yield Content.styled(f"pass {hooked.index} has per-node statistics: P lists the passes, "
                                  f"[ ] browse them", MUTED)
