@@ -139,7 +139,7 @@ class UIState:
             case ev.PassStarted():
                 change = self._on_PassStarted(event)
             case ev.NestedPass():
-                change = self._on_NestedPass(event)
+                change = Changes(log=[_nested_note(event)])
             case ev.NodeRan():
                 change = self._on_NodeRan(event)
             case ev.Paused():
@@ -222,12 +222,6 @@ class UIState:
         self.progress = (0, live.total)
         return Changes(new_pass=self.browsed is None, header=True)
 
-    @staticmethod
-    def _on_NestedPass(event: ev.NestedPass) -> Changes:
-        where = f" at {event.call_site}" if event.call_site else ""
-        return Changes(log=[f"nested {event.call}{where} in pass {event.pass_index} from thread {event.thread}: "
-                           f"{event.nodes} nodes, ran unhooked"])
-
     def _on_NodeRan(self, event: ev.NodeRan) -> Changes:
         view = self.live
         if view is None or event.pass_index != view.index:
@@ -294,9 +288,7 @@ class UIState:
         change.rows |= view.ended(event)
         self.kept.live_ended()
         if view.recorded and view.total:
-            graph = view.graph
-            names = tuple(node_info(graph, n).name if n in graph else "" for n in range(max(graph.nodes) + 1))
-            self.norms.add(view.index, names, view.incoming_norms())
+            self.norms.add(view.index, _op_names(view), view.incoming_norms())
         self.progress = (event.done, event.total)
         return change
 
@@ -332,3 +324,16 @@ class UIState:
     def status_text(self) -> str:
         """`paused at #1 MulBackward0 (y)`, `running`, `finished · exit 0`..."""
         return headertext.status_text(self.status, self.paused, self.live, self.exit_status)
+
+
+def _nested_note(event: ev.NestedPass) -> str:
+    """The output pane's line about a backward nested in a pass (it ran unhooked)."""
+    where = f" at {event.call_site}" if event.call_site else ""
+    return (f"nested {event.call}{where} in pass {event.pass_index} from thread {event.thread}: "
+            f"{event.nodes} nodes, ran unhooked")
+
+
+def _op_names(view: PassView) -> tuple[str, ...]:
+    """The op name of every node id of the pass ("" for an id it lacks): the norms' key with the id."""
+    graph = view.graph
+    return tuple(node_info(graph, n).name if n in graph else "" for n in range(max(graph.nodes) + 1))
