@@ -1,0 +1,36 @@
+"""A node list row's flags (● a breakpoint, ⚠ non-finite) take cells of their own at the row's end:
+a marked row keeps its op name whole and its labels in the column of every other row."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradtui.cli.main import demo_path
+from gradtui.model.nodes import node_info
+from gradtui.ui.app import GradtuiApp
+from tests.ui.ui_helpers import row_text, wait_paused_at
+
+MARKED = ("AccumulateGrad", "TanhBackward0")
+
+
+@pytest.mark.asyncio
+async def test_a_breakpoint_mark_takes_its_own_cell_not_the_op_names():
+    app = GradtuiApp(demo_path(), commands=[f"break {op}" for op in MARKED])
+    async with app.run_test(size=(80, 24)) as pilot:  # the 34-column list, where room is short
+        await wait_paused_at(pilot, 0)
+        view = app.state.view
+        rows = {node: row_text(app, node) for node in view.order}
+        names = {node: node_info(view.graph, node).name for node in view.order}
+        marked = {node for node, name in names.items() if name in MARKED}
+        assert marked and len(marked) < len(rows)
+        assert {node for node, row in rows.items() if "●" in row} == marked, rows
+        starts = {rows[node].find(f" {names[node]} ") + 1 for node in rows}
+        assert starts == {5}, rows  # every op name whole, in one column, marked rows too
+        label_columns = set()
+        for node, row in rows.items():
+            labels = " ".join(node_info(view.graph, node).tags)
+            if labels:
+                label_columns.add(row.index(labels[:3], 5 + len(names[node])))
+        assert len(label_columns) == 1, rows  # the labels start in one column on every row
+        for node in marked:
+            assert rows[node].rstrip().endswith(" ●"), rows[node]
