@@ -8,7 +8,7 @@ import pytest
 from gradtui.cli.main import demo_path
 from gradtui.model.nodes import node_info
 from gradtui.ui.app import GradtuiApp
-from tests.ui.ui_helpers import row_text, wait_paused_at
+from tests.ui.ui_helpers import row_text, wait_for, wait_paused_at
 
 MARKED = ("AccumulateGrad", "TanhBackward0")
 
@@ -34,3 +34,17 @@ async def test_a_breakpoint_mark_takes_its_own_cell_not_the_op_names():
         assert len(label_columns) == 1, rows  # the labels start in one column on every row
         for node in marked:
             assert rows[node].rstrip().endswith(" ●"), rows[node]
+
+
+def test_snapshot_marked_rows_at_80x24(snap_compare):
+    """The picture of it: the demo's first pause at 80x24 with its accumulators and its tanh marked."""
+
+    async def run_before(pilot):
+        await wait_paused_at(pilot, 0)
+        await wait_for(pilot, lambda: len(pilot.app.state.breakpoints) == len(MARKED), what="the breakpoints")
+        await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()
+
+    app = GradtuiApp(demo_path(), commands=[f"break {op}" for op in MARKED])
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
