@@ -4,10 +4,15 @@ a marked row keeps its op name whole and its labels in the column of every other
 from __future__ import annotations
 
 import pytest
+from rich.style import Style
 
 from gradtui.cli.main import demo_path
+from gradtui.model import events as ev
 from gradtui.model.nodes import node_info
 from gradtui.ui.app import GradtuiApp
+from gradtui.ui.state import UIState
+from gradtui.ui.widgets.node_rows import RowPainter, Widths
+from tests.ui.ui_events import started
 from tests.ui.ui_helpers import row_text, wait_for, wait_paused_at
 
 MARKED = ("AccumulateGrad", "TanhBackward0")
@@ -48,3 +53,27 @@ def test_snapshot_marked_rows_at_80x24(snap_compare):
 
     app = GradtuiApp(demo_path(), commands=[f"break {op}" for op in MARKED])
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_a_mark_is_drawn_beside_the_difference_column_and_the_names_keep_one_width():
+    """Against a reference the rows end with the difference (`-` until it is known): a marked
+    row's ● comes after it, a blank between, at every width (it was dropped), and its op name
+    is as wide as an unmarked row's."""
+    state = UIState("train.py")
+    state.apply(started(0))
+    state.apply(ev.BreakpointsChanged((ev.BreakpointInfo(1, "AccumulateGrad"),)))
+    view = state.view
+    view.reference = "ref.db"
+    painter = RowPainter(lambda name: Style())
+    painter.widths = Widths.of(view)
+    for width in (30, 34, 40, 60):
+        rows = {node: "".join(s.text for s in painter.node_row(view, node, width, Style(), None, state.markers))
+                for node in view.order}
+        for node, row in rows.items():
+            assert len(row) <= width, (width, row)
+            assert row.rstrip().endswith("- ●" if node_info(view.graph, node).name == "AccumulateGrad" else "-"), (width, row)
+        whole = set()
+        for node, row in rows.items():
+            name, shown = node_info(view.graph, node).name, row[4:].split()[0]
+            whole.add(shown == name or (shown.endswith("…") and name.startswith(shown[:-1])))
+        assert len(whole) == 1, (width, rows)  # every op name whole, or every one short: marks change nothing

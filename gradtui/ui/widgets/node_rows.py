@@ -161,12 +161,12 @@ class RowPainter:
             segments.append(Segment(module, base + self._style("module-path")))
             used += max(1, pad) + len(module)
         if diff:
-            pad = width - used - DIFF_WIDTH - tail
+            pad = width - used - DIFF_WIDTH - tail - gap
             segments.append(Segment(" " * max(0, pad), base))
             segments.append(Segment(f"{difference_text(view.difference(node)):>{DIFF_WIDTH}}", base + self._style("diff")))
             used += max(0, pad) + DIFF_WIDTH
         pad = width - used - len(flags) - 1
-        if flags and pad >= 0:  # the difference's field starts with a blank of its own
+        if flags and pad >= 0:
             segments.append(Segment(" " * pad, base))
             segments.extend(flags)
         return segments
