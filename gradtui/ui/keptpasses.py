@@ -41,7 +41,7 @@ class PassesState:
         """The pass on screen: the browsed one, else the live one."""
         return self.browsed if self.browsed is not None else self.live
 
-    def kept(self, index: int) -> PassView | None:
+    def pass_view(self, index: int) -> PassView | None:
         """The kept view of pass `index` (the latest kept, if it was shown twice), or None."""
         return next((v for v in reversed(self.views) if v.index == index), None)
 

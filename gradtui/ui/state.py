@@ -207,7 +207,7 @@ class UIState:
     # ---- one handler per event type ------------------------------------------------------
 
     def _on_CallSiteVariables(self, event: ev.CallSiteVariables) -> Changes:
-        view = self.kept.kept(event.pass_index)
+        view = self.kept.pass_view(event.pass_index)
         if view is not None:
             view.variables = event
         return Changes()
@@ -266,7 +266,7 @@ class UIState:
         return Changes(rows={event.node})
 
     def _on_PassDifferences(self, event: ev.PassDifferences) -> Changes:
-        view = self.kept.kept(event.pass_index)
+        view = self.kept.pass_view(event.pass_index)
         if view is None:
             return Changes()
         view.differences = {d.node: d for d in event.nodes}
