@@ -109,6 +109,11 @@ class OutputLog(ScrollView, can_focus=True):
 
     # ---- what the pane holds -------------------------------------------------------------
 
+    @property
+    def line_count(self) -> int:
+        """How many lines are kept."""
+        return len(self._lines)
+
     def plain_lines(self) -> list[str]:
         """Every kept line as plain text (ANSI codes removed): what a reader sees, unwrapped."""
         return [_ESCAPE.sub("", line.text) if "\x1b" in line.text else line.text for line in self._lines]
