@@ -1,6 +1,6 @@
-"""The sizes DESIGN.md asks for, checked statically over the source (`ast`): outside gradtui/ui
-(which has a size rule of its own), no function over 60 lines and no class over 300, in the
-package and in scripts/. What is over today is listed, and the list only shrinks."""
+"""The sizes DESIGN.md asks for, checked statically over the source (`ast`): no function over 60
+lines and no class over 300, in the whole package (gradtui/ui too) and in scripts/. What is over
+today is listed, and the list only shrinks."""
 
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ KNOWN_OVER: set[str] = set()
 
 
 def _sources() -> list[pathlib.Path]:
-    files = [*(ROOT / "gradtui").rglob("*.py"), *(ROOT / "scripts").glob("*.py")]
-    return sorted(p for p in files if "gradtui/ui" not in p.relative_to(ROOT).as_posix())
+    return sorted([*(ROOT / "gradtui").rglob("*.py"), *(ROOT / "scripts").glob("*.py")])
 
 
 def oversized() -> set[str]:
@@ -39,7 +38,7 @@ def oversized() -> set[str]:
     return found
 
 
-def test_no_function_over_60_lines_and_no_class_over_300_outside_the_ui():
+def test_no_function_over_60_lines_and_no_class_over_300():
     found = oversized()
     assert found - KNOWN_OVER == set(), f"over {FUNCTION_LINES} lines (a function) or {CLASS_LINES} (a class): {sorted(found - KNOWN_OVER)}"
     assert KNOWN_OVER <= found, f"no longer over its size, drop from KNOWN_OVER: {sorted(KNOWN_OVER - found)}"

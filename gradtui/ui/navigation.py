@@ -229,14 +229,14 @@ class Navigator:
     def breakpoints(self) -> None:
         """B: every breakpoint with its hits; jump to its last hit, turn it off or on, delete it."""
         state = self.state
-        rows = [BreakpointRow(b.number, b.spec, b.hits, state.last_hits.get(b.number)) for b in state.breakpoints]
-        rows += [BreakpointRow(None, spec, 0, None) for spec in state.breakpoints_off]
+        rows = [BreakpointRow(b.number, b.spec, b.hits, state.breaks.last_hits.get(b.number)) for b in state.breakpoints]
+        rows += [BreakpointRow(None, spec, 0, None) for spec in state.breaks.off]
         self.app.push_screen(BreakpointsScreen(rows), self._breakpoint_chosen)
 
     def _breakpoint_chosen(self, choice: BreakpointChoice | None) -> None:
         if choice is None:
             return
-        row, bar, off = choice.row, self.app.query_one(CommandBar), self.state.breakpoints_off
+        row, bar, off = choice.row, self.app.query_one(CommandBar), self.state.breaks.off
         match choice.action:
             case "jump" if row.last_hit is None:
                 bar.answer(f"{row.spec}: no hit yet", ok=False)

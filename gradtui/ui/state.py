@@ -3,41 +3,28 @@
 `UIState.apply(event)` folds one engine event into the model and returns the `Changes` it
 made (which node rows, whether a new pass replaced the list, ...); the state also gathers every
 change since the app last drew (`take_changes`), which the app publishes in a reactive that the
-widgets watch, so each redraws only what changed. The target's breakpoints, the ones turned off
-in the breakpoints pane, the last find and the user's pane sizes are here too.
+widgets watch, so each redraws only what changed. Its parts are owned objects: the kept passes
+(`keptpasses.PassesState`), the breakpoints and their hits (`breakstate.BreakpointsState`), the
+norms and series over passes; the last find and the user's pane sizes are here too.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from gradtui.model import events as ev
-from gradtui.model.breakpoints import Spec, parse_spec
 from gradtui.model.nodes import node_info
 from gradtui.ui import headertext
+from gradtui.ui.breakstate import BreakpointsState, Marker
 from gradtui.ui.changes import Changes
 from gradtui.ui.headertext import HeaderPart
-from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, NormHistory, PassSummary
+from gradtui.ui.history import NormHistory, PassSummary
+from gradtui.ui.keptpasses import FlowSnapshot, PassesState  # noqa: F401 - screens import FlowSnapshot from here
 from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
 from gradtui.ui.layout import PaneSizes
 from gradtui.ui.series import PassSeries
 from gradtui.ui.fmt import remember_source
-
-
-class FlowSnapshot(NamedTuple):
-    """The gradient flow of one ended pass: what `w` shows while the next pass runs."""
-
-    index: int
-    flow: tuple[ev.ParamFlow, ...]
-
-
-class Marker(NamedTuple):
-    """A breakpoint as the node list marks it: its number and parsed spec."""
-
-    number: int
-    spec: Spec
 
 
 @dataclass
@@ -49,7 +36,9 @@ class Find:
 
 
 class UIState:
-    """The whole UI model: the live pass, the pass being browsed, the engine's state, history.
+    """The whole UI model: the run's state as the events tell it, and the parts it owns: the
+    kept passes (`kept`: the live pass, the one browsed, their summaries), the breakpoints
+    (`breaks`), the norms and series over passes, the last find, the pane sizes.
 
     `live` is the latest pass, which events update; `view` is the pass on screen: `live`, or
     an ended pass the user browses with `browse`. Events of the live pass never redraw the
@@ -58,14 +47,10 @@ class UIState:
 
     def __init__(self, script_name: str) -> None:
         self.script_name = script_name
-        self.live: PassView | None = None
-        """The latest pass (the one the engine runs or last ran)."""
-        self.browsed: PassView | None = None
-        """An earlier pass on screen instead of `live`, or None."""
-        self.views: deque[PassView] = deque()
-        """Full views of the last passes, oldest first, `live` last (bounded, see history)."""
-        self.summaries: deque[PassSummary] = deque(maxlen=KEEP_SUMMARIES)
-        """One line per pass that started, oldest first (bounded)."""
+        self.kept = PassesState()
+        """The passes kept: live, browsed, their views and summaries, the last flow."""
+        self.breaks = BreakpointsState()
+        """The target's breakpoints, their markers, the ones turned off, their hits."""
         self.norms = NormHistory()
         """Per-node incoming norms over the last recorded passes (the sparkline)."""
         self.series = PassSeries()
@@ -77,18 +62,6 @@ class UIState:
         self.exit_status: int | None = None
         self.traceback: str | None = None
         self.passes = 0
-        self.hits: dict[int, int] = {}
-        """Pass index -> how many breakpoint hits it had."""
-        self.last_hits: dict[int, tuple[int, int]] = {}
-        """Breakpoint number -> (pass index, node) of its last hit (the breakpoints pane's jump)."""
-        self.last_flow: FlowSnapshot | None = None
-        """The flow of the last pass that ended (kept whatever views are dropped)."""
-        self.breakpoints: tuple[ev.BreakpointInfo, ...] = ()
-        """The target's breakpoints, as its last BreakpointsChanged said."""
-        self.markers: tuple[Marker, ...] = ()
-        """The same, parsed, as the node list marks its rows by them."""
-        self.breakpoints_off: list[str] = []
-        """Breakpoints turned off in the breakpoints pane: their specs (the target deleted them)."""
         self.find = Find()
         self.reference: str | None = None
         """The reference recording the run is compared with (`--against`), once a pass said so."""
@@ -97,10 +70,47 @@ class UIState:
         self._unseen: Changes | None = None
         """What changed since the app last took the changes to draw them."""
 
+    # ---- what the parts hold, as the widgets read it -----------------------------------------
+
+    @property
+    def live(self) -> PassView | None:
+        """The latest pass (the one the engine runs or last ran)."""
+        return self.kept.live
+
+    @property
+    def browsed(self) -> PassView | None:
+        """An earlier pass on screen instead of `live`, or None."""
+        return self.kept.browsed
+
     @property
     def view(self) -> PassView | None:
         """The pass on screen: the browsed one, else the live one."""
-        return self.browsed if self.browsed is not None else self.live
+        return self.kept.view
+
+    @property
+    def views(self) -> deque[PassView]:
+        """Full views of the last passes, oldest first, `live` last (bounded, see history)."""
+        return self.kept.views
+
+    @property
+    def summaries(self) -> deque[PassSummary]:
+        """One line per pass that started, oldest first (bounded)."""
+        return self.kept.summaries
+
+    @property
+    def breakpoints(self) -> tuple[ev.BreakpointInfo, ...]:
+        """The target's breakpoints, as its last BreakpointsChanged said."""
+        return self.breaks.breakpoints
+
+    @property
+    def markers(self) -> tuple[Marker, ...]:
+        """The same, parsed, as the node list marks its rows by them."""
+        return self.breaks.markers
+
+    @property
+    def hits(self) -> dict[int, int]:
+        """Pass index -> how many breakpoint hits it had."""
+        return self.breaks.hits
 
     @property
     def current(self) -> int | None:
@@ -119,23 +129,25 @@ class UIState:
         """Fold one event into the model; what it changed (also kept for `take_changes`)."""
         match event:
             case ev.ScriptStarted():
-                change = self._on_ScriptStarted(event)
+                self.status = "running"
+                change = Changes(header=True)
             case ev.SourceText():
-                change = self._on_SourceText(event)
+                remember_source(event.path, event.lines)
+                change = Changes()
             case ev.CallSiteVariables():
                 change = self._on_CallSiteVariables(event)
             case ev.PassStarted():
                 change = self._on_PassStarted(event)
             case ev.NestedPass():
-                change = self._on_NestedPass(event)
+                change = Changes(log=[_nested_note(event)])
             case ev.NodeRan():
                 change = self._on_NodeRan(event)
             case ev.Paused():
                 change = self._on_Paused(event)
             case ev.BreakpointHit():
-                change = self._on_BreakpointHit(event)
+                change = self.breaks.hit(event)
             case ev.BreakpointsChanged():
-                change = self._on_BreakpointsChanged(event)
+                change = self.breaks.changed(event)
             case ev.Resumed():
                 change = self._on_Resumed(event)
             case ev.Progress():
@@ -177,100 +189,38 @@ class UIState:
 
     def browse(self, delta: int) -> Changes | None:
         """Show the kept pass `delta` steps older (-1) or newer (+1); None if there is none."""
-        view = self.view
-        if view is None or not self.views:
-            return None
-        # by index, not as kept: a recording's `pass N` keeps an earlier pass last
-        kept = sorted(self.views, key=lambda v: v.index)
-        at = next((i for i, v in enumerate(kept) if v is view), len(kept) - 1 if delta < 0 else None)
-        if at is None:  # a browsed pass that has since been dropped: newer goes back to live
-            target = self.live
-        else:
-            i = at + delta
-            if not 0 <= i < len(kept):
-                return None
-            target = kept[i]
-        self.browsed = None if target is self.live else target
-        return self._note(Changes(new_pass=True, header=True))
+        return self._note(Changes(new_pass=True, header=True)) if self.kept.browse(delta) else None
 
     def browse_to(self, index: int) -> Changes | None:
         """Show the kept pass of that index (the live one: back to live); None if not kept."""
-        target = next((v for v in self.views if v.index == index), None)
-        if target is None:
-            return None
-        self.browsed = None if target is self.live else target
-        return self._note(Changes(new_pass=True, header=True))
-
-    def _keep(self, view: PassView) -> None:
-        """Keep `view`; drop views past the bounds, those without per-node data first (a
-        training loop's one hooked pass must not be pushed out by the unhooked ones after it)."""
-        self.views.append(view)
-        while len(self.views) > 2 and (len(self.views) > KEEP_VIEWS
-                                       or sum(v.total for v in self.views) > KEEP_NODES):
-            victim = next((v for v in self.views if not v.recorded and v is not self.live
-                           and v is not self.browsed), None)
-            if victim is None:
-                victim = next(v for v in self.views if v is not self.browsed)
-            self.views.remove(victim)
+        return self._note(Changes(new_pass=True, header=True)) if self.kept.browse_to(index) else None
 
     def flow_to_show(self) -> tuple[FlowSnapshot | None, str]:
-        """The flow `w` shows, and a note: the shown pass's once it has ended, else the last
-        ended pass's (right after `f`, or mid-pass, the question is about that one)."""
-        view = self.view
-        if view is not None and view.finished:
-            return FlowSnapshot(view.index, view.flow), ""
-        last = self.last_flow
-        if last is None:
-            which = f"pass {view.index}" if view is not None else "the first pass"
-            return None, f"{which} has not ended yet: the flow is measured when backward returns"
-        running = f" · pass {view.index} has not ended yet" if view is not None else ""
-        return last, f"the last pass that ended{running}"
+        """The flow `w` shows, and a note (see `PassesState.flow_to_show`)."""
+        return self.kept.flow_to_show()
 
     @property
     def last_recorded(self) -> PassView | None:
         """The latest kept pass with per-node data (the one worth browsing at the end)."""
-        return next((v for v in reversed(self.views) if v.recorded and v.total), None)
+        return self.kept.last_recorded
 
     # ---- one handler per event type ------------------------------------------------------
 
-    def _on_ScriptStarted(self, event: ev.ScriptStarted) -> Changes:
-        self.status = "running"
-        return Changes(header=True)
-
-    def _on_SourceText(self, event: ev.SourceText) -> Changes:
-        remember_source(event.path, event.lines)
-        return Changes()
-
     def _on_CallSiteVariables(self, event: ev.CallSiteVariables) -> Changes:
-        view = next((v for v in reversed(self.views) if v.index == event.pass_index), None)
+        view = self.kept.pass_view(event.pass_index)
         if view is not None:
             view.variables = event
         return Changes()
 
     def _on_PassStarted(self, event: ev.PassStarted) -> Changes:
-        if event.pass_index < self.passes:  # a pass shown again (a recording's `pass N`): it replaces its old view
-            self.views = deque(v for v in self.views if v.index != event.pass_index)
-            self.summaries = deque((s for s in self.summaries if s.index != event.pass_index), maxlen=KEEP_SUMMARIES)
-            if self.browsed is not None and self.browsed.index == event.pass_index:
-                self.browsed = None
         self.series.started(event.pass_index, tuple(event.losses))
-        self.live = PassView.from_event(event)
-        if event.recorded:
-            self.live.reference = self.reference  # the difference column stays, `-` until the pass ends
-        self._keep(self.live)
-        self.summaries.append(self.live.summary())
-        if len(self.summaries) > 1 and self.summaries[-2].index > event.pass_index:
-            self.summaries = deque(sorted(self.summaries, key=lambda s: s.index), maxlen=KEEP_SUMMARIES)
+        # a pass shown again (a recording's `pass N`) replaces its old view
+        live = self.kept.started(event, event.pass_index < self.passes, self.reference)
         self.passes = max(self.passes, event.pass_index + 1)
         self.paused = None
         self.status = "running"
-        self.progress = (0, self.live.total)
+        self.progress = (0, live.total)
         return Changes(new_pass=self.browsed is None, header=True)
-
-    def _on_NestedPass(self, event: ev.NestedPass) -> Changes:
-        where = f" at {event.call_site}" if event.call_site else ""
-        return Changes(log=[f"nested {event.call}{where} in pass {event.pass_index} from thread {event.thread}: "
-                           f"{event.nodes} nodes, ran unhooked"])
 
     def _on_NodeRan(self, event: ev.NodeRan) -> Changes:
         view = self.live
@@ -281,7 +231,7 @@ class UIState:
         return Changes(rows={event.node}, header=True)
 
     def _on_Paused(self, event: ev.Paused) -> Changes:
-        self.browsed = None  # a pause is always worth seeing: back to the live pass
+        self.kept.browsed = None  # a pause is always worth seeing: back to the live pass
         change = Changes(header=True, paused=True)
         previous = self.current
         if previous is not None:
@@ -294,16 +244,6 @@ class UIState:
             change.rows.add(event.node)
         self.progress = (event.done, event.total)
         return change
-
-    def _on_BreakpointHit(self, event: ev.BreakpointHit) -> Changes:
-        self.hits[event.pass_index] = self.hits.get(event.pass_index, 0) + 1
-        self.last_hits[event.number] = (event.pass_index, event.node)
-        return Changes()
-
-    def _on_BreakpointsChanged(self, event: ev.BreakpointsChanged) -> Changes:
-        self.breakpoints = event.breakpoints
-        self.markers = tuple(Marker(b.number, parse_spec(b.spec)) for b in event.breakpoints)
-        return Changes(breakpoints=True)
 
     def _on_Resumed(self, event: ev.Resumed) -> Changes:
         change = Changes(header=True)
@@ -326,21 +266,18 @@ class UIState:
         return Changes(rows={event.node})
 
     def _on_PassDifferences(self, event: ev.PassDifferences) -> Changes:
-        view = next((v for v in reversed(self.views) if v.index == event.pass_index), None)
+        view = self.kept.pass_view(event.pass_index)
         if view is None:
             return Changes()
         view.differences = {d.node: d for d in event.nodes}
         view.reference = self.reference = event.reference
         view.largest_difference = event.largest
-        for i, summary in enumerate(self.summaries):
-            if summary.index == view.index:
-                self.summaries[i] = view.summary()
+        self.kept.compared(view)
         return Changes(rows=set(view.differences) if view is self.view else set(), header=True)
 
     def _on_PassFinished(self, event: ev.PassFinished) -> Changes:
         self.series.finished(event.pass_index, event.flow)
-        if self.last_flow is None or event.pass_index >= self.last_flow.index:
-            self.last_flow = FlowSnapshot(event.pass_index, tuple(event.flow))
+        self.kept.flow_ended(event)
         view = self.live
         change = Changes(header=True)
         if view is None or event.pass_index != view.index:
@@ -349,12 +286,9 @@ class UIState:
             change.rows.add(self.current)
         self.paused = None
         change.rows |= view.ended(event)
-        if self.summaries and self.summaries[-1].index == view.index:
-            self.summaries[-1] = view.summary()
+        self.kept.live_ended()
         if view.recorded and view.total:
-            graph = view.graph
-            names = tuple(node_info(graph, n).name if n in graph else "" for n in range(max(graph.nodes) + 1))
-            self.norms.add(view.index, names, view.incoming_norms())
+            self.norms.add(view.index, _op_names(view), view.incoming_norms())
         self.progress = (event.done, event.total)
         return change
 
@@ -390,3 +324,16 @@ class UIState:
     def status_text(self) -> str:
         """`paused at #1 MulBackward0 (y)`, `running`, `finished · exit 0`..."""
         return headertext.status_text(self.status, self.paused, self.live, self.exit_status)
+
+
+def _nested_note(event: ev.NestedPass) -> str:
+    """The output pane's line about a backward nested in a pass (it ran unhooked)."""
+    where = f" at {event.call_site}" if event.call_site else ""
+    return (f"nested {event.call}{where} in pass {event.pass_index} from thread {event.thread}: "
+            f"{event.nodes} nodes, ran unhooked")
+
+
+def _op_names(view: PassView) -> tuple[str, ...]:
+    """The op name of every node id of the pass ("" for an id it lacks): the norms' key with the id."""
+    graph = view.graph
+    return tuple(node_info(graph, n).name if n in graph else "" for n in range(max(graph.nodes) + 1))

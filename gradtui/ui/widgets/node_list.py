@@ -1,6 +1,7 @@
 """The node list: every node of the pass in engine order, one row each, drawn lazily; or
 (`by_module`) the same nodes folded into a tree of nn.Module paths (`ModuleTree`); each row's
-segments are `node_rows.RowPainter`'s.
+segments are `node_rows.RowPainter`'s, and which node or module each row shows is
+`listrows.ListRows`'s.
 
 A Line API widget (ScrollView + `render_line`): only the rows on screen are ever rendered,
 so a 10,000-node pass costs what 40 rows cost, and a step redraws only the rows whose
@@ -25,6 +26,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gradtui.ui.changes import Changes
+from gradtui.ui.listrows import ListRows, TreeMove
 from gradtui.ui.modtree import ModuleTree
 from gradtui.ui.state import PassView, UIState
 from gradtui.ui.widgets.node_rows import RowPainter, Widths
@@ -97,8 +99,11 @@ class NodeList(ScrollView, can_focus=True):
         super().__init__(**kwargs)
         self.state = state
         """The UI state: the pass shown, the paused node, the breakpoints' markers."""
+        self.rows = ListRows(state)
+        """Which node or module each row shows (the reactives `by_module`, `by_difference` set it)."""
         self._painter = RowPainter(self._style)
-        self._tree: ModuleTree | None = None
+        self._kept_node: int | None = None
+        """The node selected before the view changed, to select again after."""
 
     def on_mount(self) -> None:
         """Redraw what the state's changes touch, as the app publishes them."""
@@ -120,17 +125,10 @@ class NodeList(ScrollView, can_focus=True):
             self.post_message(self.Refreshed(self.selected, frozenset(changes.rows), changes.finished))
 
     def retitle(self) -> None:
-        """Title the pane by the pass shown and the order (short enough for the 34-column list at
-        80x24; engine order is the default: unsaid)."""
-        view = self.view
-        if view is None:
-            return
-        self.border_title = (f"by module · pass {view.index} · {view.total}" if self.by_module
-                             else f"by difference · pass {view.index}" if self.by_difference
-                             else f"pass {view.index} · {view.total} nodes")
-        if not view.recorded:
-            self.border_title = f"nodes · pass {view.index} ran unhooked"
-        self.border_subtitle = "nodes · grad leaving" if self.by_module and view.recorded else ""
+        """Title the pane by the pass shown and the order (`ListRows.titles`)."""
+        titles = self.rows.titles()
+        if titles is not None:
+            self.border_title, self.border_subtitle = titles
 
     # ---- what is shown -------------------------------------------------------------------
 
@@ -141,54 +139,17 @@ class NodeList(ScrollView, can_focus=True):
 
     @property
     def tree(self) -> ModuleTree | None:
-        """The module tree of the shown pass (module view only), built on first use."""
-        view = self.view
-        if not self.by_module or view is None:
-            return None
-        if self._tree is None or self._tree.view is not view:
-            self._tree = ModuleTree(view)
-            self._tree.auto_expand()
-        return self._tree
-
-    @property
-    def order(self) -> list[int]:
-        """The nodes of the flat list, row by row: engine order, or (`by_difference`) by their
-        difference from the reference, largest first, the unknown last (kept per set of
-        differences the pass got)."""
-        view = self.view
-        if view is None:
-            return []
-        if not self.by_difference:
-            return view.order
-        if self._sorted is None or self._sorted[0] is not view.differences:
-            unknown = -1.0
-            ranked = sorted(view.order, key=lambda n: -(d if (d := view.difference(n)) is not None else unknown))
-            self._sorted = (view.differences, ranked, {node: i for i, node in enumerate(ranked)})
-        return self._sorted[1]
-
-    def _row_of(self, node: int) -> int | None:
-        if not self.by_difference:
-            return self.view.row.get(node) if self.view is not None else None
-        self.order  # noqa: B018 - makes the sorted rows current
-        return self._sorted[2].get(node) if self._sorted is not None else None
-
-    _sorted: tuple[dict, list[int], dict[int, int]] | None = None
+        """The module tree of the shown pass (module view only)."""
+        return self.rows.tree
 
     @property
     def row_count(self) -> int:
         """How many rows the list has."""
-        tree = self.tree
-        if tree is not None:
-            return len(tree.rows)
-        return len(self.order)
+        return self.rows.count
 
     def node_at(self, row: int) -> int | None:
         """The node shown on `row` (None for a module row or past the end)."""
-        tree = self.tree
-        if tree is not None:
-            return tree.rows[row].node if 0 <= row < len(tree.rows) else None
-        order = self.order
-        return order[row] if 0 <= row < len(order) else None
+        return self.rows.node_at(row)
 
     @property
     def selected(self) -> int | None:
@@ -199,10 +160,7 @@ class NodeList(ScrollView, can_focus=True):
     @property
     def selected_module(self) -> str | None:
         """The selected module path, on a module row of the module view."""
-        tree = self.tree
-        if tree is None or not 0 <= self.cursor < len(tree.rows):
-            return None
-        return tree.rows[self.cursor].module
+        return self.rows.module_at(self.cursor)
 
     @property
     def natural_width(self) -> int:
@@ -212,7 +170,7 @@ class NodeList(ScrollView, can_focus=True):
     def reset(self) -> None:
         """A new pass on screen: size the list for it and select its first row."""
         view = self.view
-        self._tree = None
+        self.rows.forget_tree()
         if view:
             self._painter.widths = Widths.of(view)
         self._resize()
@@ -225,17 +183,14 @@ class NodeList(ScrollView, can_focus=True):
 
     def select_node(self, node: int) -> None:
         """Move the selection to `node` (in the module view, expanding the modules around it)."""
-        tree = self.tree
-        if tree is not None:
-            before = len(tree.rows)
-            row = tree.reveal(node)
-            if len(tree.rows) != before:
-                self._resize()
-                self.refresh()
-            if row is not None:
-                self.cursor = row
-        elif (row := self._row_of(node)) is not None:
-            self.cursor = row
+        self._move(self.rows.reveal(node))
+
+    def _move(self, move: TreeMove) -> None:
+        if move.changed:
+            self._resize()
+            self.refresh()
+        if move.cursor is not None:
+            self.cursor = move.cursor
 
     def refresh_nodes(self, nodes: set[int]) -> None:
         """Redraw the rows of these nodes, if they are on screen (module view: every row on
@@ -255,8 +210,9 @@ class NodeList(ScrollView, can_focus=True):
 
     def watch_by_module(self, by_module: bool) -> None:
         """Switch views, keeping the selected node selected."""
+        self.rows.by_module = by_module
         node = self._kept_node
-        self._tree = None
+        self.rows.forget_tree()
         self._resize()
         self.refresh()
         self.retitle()
@@ -272,6 +228,7 @@ class NodeList(ScrollView, can_focus=True):
 
     def watch_by_difference(self, by_difference: bool) -> None:
         """Switch the flat list's order, keeping the selected node selected."""
+        self.rows.by_difference = by_difference
         self.watch_by_module(self.by_module)
 
     def toggle_difference(self) -> None:
@@ -280,8 +237,6 @@ class NodeList(ScrollView, can_focus=True):
         self._kept_node = self.selected
         self.by_module = False
         self.by_difference = not self.by_difference
-
-    _kept_node: int | None = None
 
     # ---- keys ----------------------------------------------------------------------------
 
@@ -304,37 +259,15 @@ class NodeList(ScrollView, can_focus=True):
 
     def action_fold(self) -> None:
         """Module view: expand or collapse the selected module."""
-        path, tree = self.selected_module, self.tree
-        if path is not None and tree is not None:
-            tree.toggle(path)
-            self._resize()
-            self.refresh()
+        self._move(self.rows.fold(self.cursor))
 
     def action_expand(self) -> None:
         """Module view: expand the selected module, or step into an expanded one."""
-        path, tree = self.selected_module, self.tree
-        if path is None or tree is None:
-            return
-        if tree.set_expanded(path, True):
-            self._resize()
-            self.refresh()
-        elif self.cursor + 1 < self.row_count:
-            self.cursor += 1
+        self._move(self.rows.expand(self.cursor))
 
     def action_collapse(self) -> None:
         """Module view: collapse the selected module, or go to the module around the selection."""
-        tree = self.tree
-        if tree is None or not self.row_count:
-            return
-        row = tree.rows[self.cursor]
-        if row.module is not None and tree.set_expanded(row.module, False):
-            self._resize()
-            self.refresh()
-            return
-        parent = tree.modules[row.module].parent if row.module is not None else tree.member.get(row.node)
-        target = tree.row_of_module(parent) if parent is not None else None
-        if target is not None:
-            self.cursor = target
+        self._move(self.rows.collapse(self.cursor))
 
     def watch_cursor(self, old: int, new: int) -> None:
         """Redraw the two rows, keep the cursor on screen (centred when it jumps), tell the app."""
@@ -371,21 +304,11 @@ class NodeList(ScrollView, can_focus=True):
         row = round(self.scroll_offset.y) + y
         width = self.scrollable_content_region.width  # not under the scrollbar
         base = self.rich_style
-        view = self.view
-        if view is None or row >= self.row_count:
+        if self.view is None or row >= self.row_count:
             return Strip.blank(width, base)
         if row == self.cursor:
             base = base + self._style("cursor")
-        tree, rows, current = self.tree, self._painter, self.state.current
-        if tree is None:
-            segments = rows.node_row(view, self.order[row], width, base, current, self.state.markers)
-        else:
-            item = tree.rows[row]
-            if item.module is not None:
-                segments = rows.module_row(tree, item.module, item.depth, width, base)
-            else:
-                segments = rows.node_row(view, item.node, width, base, current, self.state.markers,
-                                          indent=2 * item.depth)
+        segments = self._painter.row(self.rows, row, width, base, self.state.current, self.state.markers)
         return Strip(segments).crop_extend(0, width, base).apply_meta({"row": row})
 
     def _style(self, name: str) -> Style:

@@ -13,11 +13,13 @@ from rich.segment import Segment
 from rich.style import Style
 
 from gradtui.model.breakpoints import matches_node
-from gradtui.model.nodes import INFO, node_info
+from gradtui.model.nodes import INFO, NodeInfo, node_info
 from gradtui.model.stats import format_number
 from gradtui.ui.fmt import cut_left, difference_text, list_op
+from gradtui.ui.listrows import ListRows
 from gradtui.ui.modtree import ModuleTree, display_name
-from gradtui.ui.state import Marker, PassView
+from gradtui.ui.breakstate import Marker
+from gradtui.ui.state import PassView
 
 NAME_WIDTH = 22
 """Op names longer than this are cut (labels start in one column)."""
@@ -82,6 +84,17 @@ class RowPainter:
         self._style = style
         self.widths = Widths()
 
+    def row(self, rows: ListRows, row: int, width: int, base: Style, current: int | None,
+            breakpoints: tuple[Marker, ...]) -> list[Segment]:
+        """Row `row` of the list: a node's, or in the module view a module's or an indented node's."""
+        tree, view = rows.tree, rows.view
+        if tree is None:
+            return self.node_row(view, rows.order[row], width, base, current, breakpoints)
+        item = tree.rows[row]
+        if item.module is not None:
+            return self.module_row(tree, item.module, item.depth, width, base)
+        return self.node_row(view, item.node, width, base, current, breakpoints, indent=2 * item.depth)
+
     def module_row(self, tree: ModuleTree, path: str, depth: int, width: int, base: Style) -> list[Segment]:
         """`▾ layers.3      61  1.204e-3 ⚠`: twisty, name, node count, norm of the gradient leaving it."""
         module = tree.modules[path]
@@ -111,36 +124,29 @@ class RowPainter:
 
     def node_row(self, view: PassView, node: int, width: int, base: Style, current: int | None,
                  breakpoints: tuple[Marker, ...], indent: int | None = None) -> list[Segment]:
-        """Marker, id, op name, labels; the module path in engine order (`indent` None); flags.
-        `current`: the node the engine is paused at."""
+        """Marker, id, op name, labels; the module path in engine order (`indent` None); the
+        difference; the flags (⚠ ●) in cells of their own at the end. `current`: the node the
+        engine is paused at."""
         data = node_info(view.graph, node)
-        marker, marker_style = self._marker(view, node, current)
-        flags = []
-        if node in view.nonfinite:
-            flags.append(Segment("⚠", base + self._style("warning")))
-        if _has_breakpoint(breakpoints, view, node, data):
-            flags.append(Segment("●", base + self._style("breakpoint")))
-        widths = self.widths
-        name, name_width = data.name, widths.name
-        lead = indent or 0
+        flags = self._flags(view, node, data, base, breakpoints)
+        widths, lead = self.widths, indent or 0
         diff = view.reference is not None and width >= lead + 2 + widths.id + 1 + SHORT_BELOW + DIFF_WIDTH
-        reserve = (len(flags) + 1 if flags else 0) + (DIFF_WIDTH if diff else 0)
-        if width - (lead + 4 + widths.id + name_width) - reserve < min(widths.tags, SHORT_BELOW):
-            # narrow: `Mul` rather than `MulBackward0`, so the labels (what the user named) fit
-            name, name_width = list_op(name), widths.short
-        if len(name) > name_width:
-            name = name[: name_width - 1] + "…"
+        name, name_width = self._name(data.name, width - (lead + 4 + widths.id) - (DIFF_WIDTH if diff else 0))
+        tail = len(flags) + 1 if flags else 0  # the flags and a blank after them
+        gap = 1 if flags else 0  # and one before them
+        reserve = tail + (DIFF_WIDTH if diff else 0)
         tags = " ".join(data.tags)
         fixed = lead + 2 + widths.id + 1 + name_width + 1
         room = max(0, width - fixed - reserve)
         module = (data.module or "") if indent is None and room - len(tags) - 1 >= MODULE_ROOM else ""
         if module:
-            cap = min(MODULE_WIDTH, room - len(tags) - 1)
+            cap = min(MODULE_WIDTH, room - len(tags) - 1 - gap)
             if len(module) > cap:
                 module = cut_left(module, cap)
             room -= len(module) + 1
-        if len(tags) > room:
-            tags = tags[: max(0, room - 1)] + "…" if room > 0 else ""
+        elif len(tags) > room - gap:
+            tags = tags[: max(0, room - gap - 1)] + "…" if room - gap > 0 else ""
+        marker, marker_style = self._marker(view, node, current)
         name_style = base + (self._style("pending") if node not in view.ran and node != current else Style())
         segments = [
             Segment(" " * lead + f"{marker} ", base + marker_style),
@@ -155,15 +161,34 @@ class RowPainter:
             segments.append(Segment(module, base + self._style("module-path")))
             used += max(1, pad) + len(module)
         if diff:
-            pad = width - used - DIFF_WIDTH - (len(flags) + 1 if flags else 0)
+            pad = width - used - DIFF_WIDTH - tail - gap
             segments.append(Segment(" " * max(0, pad), base))
             segments.append(Segment(f"{difference_text(view.difference(node)):>{DIFF_WIDTH}}", base + self._style("diff")))
             used += max(0, pad) + DIFF_WIDTH
         pad = width - used - len(flags) - 1
-        if flags and pad > 0:
+        if flags and pad >= 0:
             segments.append(Segment(" " * pad, base))
             segments.extend(flags)
         return segments
+
+    def _flags(self, view: PassView, node: int, data: NodeInfo, base: Style,
+               breakpoints: tuple[Marker, ...]) -> list[Segment]:
+        """⚠ (a non-finite gradient) and ● (a breakpoint matches the node)."""
+        flags = []
+        if node in view.nonfinite:
+            flags.append(Segment("⚠", base + self._style("warning")))
+        if _has_breakpoint(breakpoints, view, node, data):
+            flags.append(Segment("●", base + self._style("breakpoint")))
+        return flags
+
+    def _name(self, name: str, room: int) -> tuple[str, int]:
+        """The op name and its column's width, the same on every row of the pass whatever flags
+        a row has (labels start in one column): `Mul` rather than `MulBackward0` when the labels
+        (what the user named) would get fewer than SHORT_BELOW cells of `room`; cut with `…`."""
+        width = self.widths.name
+        if room - width < min(self.widths.tags, SHORT_BELOW):
+            name, width = list_op(name), self.widths.short
+        return (name[: width - 1] + "…" if len(name) > width else name), width
 
     def _marker(self, view: PassView, node: int, current: int | None) -> tuple[str, Style]:
         if node == view.failed_node:
@@ -176,6 +201,6 @@ class RowPainter:
 
 
 
-def _has_breakpoint(breakpoints: tuple[Marker, ...], view: PassView, node: int, data: dict) -> bool:
+def _has_breakpoint(breakpoints: tuple[Marker, ...], view: PassView, node: int, data: NodeInfo) -> bool:
     first = view.order and view.order[0] == node
     return any(matches_node(bp.spec, data, node, view.index, bool(first)) for bp in breakpoints)
