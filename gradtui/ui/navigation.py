@@ -19,7 +19,7 @@ from gradtui.model.commands import CommandError, ShowPass, parse
 from gradtui.model.nodes import node_info
 from gradtui.ui import fmt
 from gradtui.ui.client import TargetLink
-from gradtui.ui.screens.breakpoints import BreakpointChoice, BreakpointRow, BreakpointsScreen
+from gradtui.ui.screens.breakpoints import BreakpointChoice, BreakpointsScreen
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.source import MadeNode, SourceFile, SourceScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
@@ -228,26 +228,28 @@ class Navigator:
 
     def breakpoints(self) -> None:
         """B: every breakpoint with its hits; jump to its last hit, turn it off or on, delete it."""
-        state = self.state
-        rows = [BreakpointRow(b.number, b.spec, b.hits, state.last_hits.get(b.number)) for b in state.breakpoints]
-        rows += [BreakpointRow(None, spec, 0, None) for spec in state.breakpoints_off]
-        self.app.push_screen(BreakpointsScreen(rows), self._breakpoint_chosen)
+        self.app.push_screen(BreakpointsScreen(self.state, self._breakpoint_acted), self._breakpoint_chosen)
 
     def _breakpoint_chosen(self, choice: BreakpointChoice | None) -> None:
+        """The pane closed: on `jump`, show the row's last hit."""
         if choice is None:
             return
-        row, bar, off = choice.row, self.app.query_one(CommandBar), self.state.breakpoints_off
+        row, bar = choice.row, self.app.query_one(CommandBar)
+        if row.last_hit is None:
+            bar.answer(f"{row.spec}: no hit yet", ok=False)
+            return
+        index, node = row.last_hit
+        why = self.browse_pass(index) if self.state.view is None or self.state.view.index != index else None
+        if why is not None:
+            bar.answer(why, ok=False)
+            return
+        self._nodes().select_node(node)
+        bar.answer(f"breakpoint {row.number} ({row.spec}) last hit pass {index} at #{node}")
+
+    def _breakpoint_acted(self, choice: BreakpointChoice) -> bool:
+        """A toggle or delete in the open pane; whether the target was asked (else done here)."""
+        row, off = choice.row, self.state.breakpoints_off
         match choice.action:
-            case "jump" if row.last_hit is None:
-                bar.answer(f"{row.spec}: no hit yet", ok=False)
-            case "jump":
-                index, node = row.last_hit
-                why = self.browse_pass(index) if self.state.view is None or self.state.view.index != index else None
-                if why is not None:
-                    bar.answer(why, ok=False)
-                    return
-                self._nodes().select_node(node)
-                bar.answer(f"breakpoint {row.number} ({row.spec}) last hit pass {index} at #{node}")
             case "toggle" if row.number is None:
                 off.remove(row.spec)
                 self.send(f"break {row.spec}")
@@ -256,9 +258,11 @@ class Navigator:
                 self.send(f"delete {row.number}")
             case "delete" if row.number is None:
                 off.remove(row.spec)
-                bar.answer(f"forgot {row.spec} (it was off)")
+                self.app.query_one(CommandBar).answer(f"forgot {row.spec} (it was off)")
+                return False
             case "delete":
                 self.send(f"delete {row.number}")
+        return True
 
     # ---- the variables pane ----------------------------------------------------------------
 
