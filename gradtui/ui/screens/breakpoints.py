@@ -71,7 +71,7 @@ class BreakpointsScreen(ModalScreen[BreakpointChoice | None]):
     or did it here (redrawn at once)."""
 
     BINDINGS = [
-        Binding("enter", "choose('jump')", "jump to last hit", show=True),
+        Binding("enter", "choose('jump')", "jump to its last hit", priority=True),  # priority: shown, not the table's
         Binding("space", "choose('toggle')", "off / on"),
         Binding("delete,x", "choose('delete')", "delete"),
         Binding("escape,B", "close", "close"),

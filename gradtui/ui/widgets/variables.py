@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Footer, Static
 
 from gradtui.model import events as ev
 from gradtui.model.stats import format_number
@@ -52,7 +52,8 @@ def _what(var: ev.Variable) -> str:
 class VariablesScreen(ModalScreen[VariableRow | None]):
     """A table of the call-site variables (see module doc)."""
 
-    BINDINGS = [Binding("escape,V", "close", "close")]
+    BINDINGS = [Binding("enter", "choose", "its node or why", priority=True),  # priority: shown, not the table's
+                Binding("escape,V", "close", "close")]
 
     def __init__(self, rows: list[VariableRow], where: str, more: int = 0) -> None:
         super().__init__()
@@ -74,6 +75,7 @@ class VariablesScreen(ModalScreen[VariableRow | None]):
                     note += f" · {self.more} more not listed"
             yield Static(note, id="variables-note", markup=False)
             yield DataTable(id="variables-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
 
     def on_mount(self) -> None:
         """Fill the table."""
@@ -93,6 +95,11 @@ class VariablesScreen(ModalScreen[VariableRow | None]):
         event.stop()
         if self.rows:
             self.dismiss(self.rows[event.cursor_row])
+
+    def action_choose(self) -> None:
+        """enter: the row under the cursor."""
+        if self.rows:
+            self.dismiss(self.rows[self.query_one(DataTable).cursor_row])
 
     def action_close(self) -> None:
         """Back to the debugger."""
