@@ -224,7 +224,9 @@ class ReplayTarget:
         return self._rec.figures(FIGURE_POINTS) if self._rec is not None else []
 
     def _enter(self, index: int) -> list[ev.Event]:
-        """PassStarted and NodeRan of every recorded node of pass `index`; the walk at its first node."""
+        """PassStarted and NodeRan of every recorded node of pass `index`, and the call-site
+        variables the run read in it (as the live agent sends them at a pass's first pause);
+        the walk at its first node."""
         assert self._rec is not None
         info = self._pass(index)
         assert info is not None
@@ -232,7 +234,8 @@ class ReplayTarget:
         stats = self._rec.stats(index)
         walk = ran_in_order(graph)
         self._shown = _Shown(info, graph, stats, walk)
-        return [pass_started(info, graph), *nodes_ran(index, walk, stats)]
+        told = self._rec.variables(index, index).get(index)
+        return [pass_started(info, graph), *nodes_ran(index, walk, stats), *([told] if told is not None else [])]
 
     def _show(self, index: int, reason: str) -> list[ev.Event]:
         """`_enter` pass `index`, then pause: at the run's first breakpoint hit in it, else at its first node."""

@@ -271,7 +271,7 @@ class Navigator:
         view = self.state.view
         told = view.variables if view is not None else None
         self.app.push_screen(VariablesScreen(variable_rows(view), told.call_site if told else "",
-                                             told.more if told else 0), self._variable_chosen)
+                                             told.more if told else 0, self.link.is_recording), self._variable_chosen)
 
     def _variable_chosen(self, row: VariableRow | None) -> None:
         if row is None:

@@ -55,8 +55,10 @@ class VariablesScreen(ModalScreen[VariableRow | None]):
     BINDINGS = [Binding("enter", "choose", "its node or why", priority=True),  # priority: shown, not the table's
                 Binding("escape,V", "close", "close")]
 
-    def __init__(self, rows: list[VariableRow], where: str, more: int = 0) -> None:
+    def __init__(self, rows: list[VariableRow], where: str, more: int = 0, recording: bool = False) -> None:
+        """`recording`: a replay's pass (the recording has the variables the run read, if any)."""
         super().__init__()
+        self.recording = recording
         self.rows = rows
         self.where = where
         self.more = more
@@ -68,6 +70,8 @@ class VariablesScreen(ModalScreen[VariableRow | None]):
             box.border_subtitle = "escape to close"
             if not self.rows:
                 note = ("no tensor or module in scope where backward was called" if self.where else
+                        "the run read no variables in this pass (they are read at a pass's first pause, "
+                        "and it never paused in it)" if self.recording else
                         "the variables are read at a pass's first pause: none yet for this pass")
             else:
                 note = "enter: select its node (not on the graph: why NAME) · grad norm once the pass made it"
