@@ -33,7 +33,7 @@ from gradtui.record.reader import (
     NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
 )
 from gradtui.record.replay_text import (
-    READ_ONLY, REPLAY_HELP, flow_text, no_nodes, recorded_hits, refusal,
+    EDITS_REFUSED, READ_ONLY, REPLAY_HELP, flow_text, no_nodes, recorded_hits, refusal,
 )
 from gradtui.record.story import nodes_ran, pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo
@@ -124,7 +124,8 @@ class ReplayTarget:
         self.damage = rec.damage  # the same list: it grows as the replay reads on
         run = rec.run()
         self._script = run.script or self.path
-        self.info = TargetInfo(self._script, run.argv, None, "recording", {"recording": self.path})
+        self.info = TargetInfo(self._script, run.argv, None, "recording",
+                               {"recording": self.path, "edits_refused": EDITS_REFUSED})
         story = tell(rec, self._script, run.argv, self.output_in_passes)
         self._span, last = story.span, story.last
         self._passes.update(story.told)

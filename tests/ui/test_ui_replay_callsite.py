@@ -1,7 +1,8 @@
 """A replay shows what the run showed at the call site (issue 22's walk, item 3): `V` lists the
 variables the run read where backward was called, and a notebook cell's node shows the cell's
 text, from the recording alone (its `told` table). A recording made before that table replays
-as before: no variables, no cell text, nothing named damaged."""
+as before: no variables, no cell text, nothing named damaged. And (item 4) `x` and `e` refuse
+at once in replay, in the words the replay refuses `zero` with, asking for no value first."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from tests.helpers import REPO
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
 from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.screens.source import SourceScreen
+from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.variables import VariablesScreen
 from tests.ui.ui_helpers import SIZE, detail_text, selected, ui_script, wait_for
 
@@ -107,4 +110,23 @@ async def test_a_recording_without_the_told_table_replays_as_before(recording, t
         assert app.screen.query_one(DataTable).row_count == 0
         assert "the run read no variables in this pass" in str(app.screen.query_one("#variables-note").visual)
         await pilot.press("escape")
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_x_and_e_in_replay_refuse_at_once_as_zero_does(recording):
+    app = GradtuiApp(target=ReplayTarget(recording))
+    async with app.run_test(size=SIZE) as pilot:
+        await _replay_paused(pilot)
+        bar = app.query_one(CommandBar)
+        await pilot.press("z")  # sent: the replay target refuses it
+        await wait_for(pilot, lambda: bar.error and bar.answer_text, what="the refusal of zero")
+        refused = bar.answer_text
+        assert refused.startswith("read-only:")
+        for key in ("x", "e"):
+            bar.answer_text = ""
+            await pilot.press(key)
+            await pilot.pause()
+            assert not isinstance(app.screen, PromptScreen), f"{key} asked for a value"
+            assert bar.answer_text == refused and bar.error
         await pilot.press("q")
