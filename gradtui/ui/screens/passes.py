@@ -22,7 +22,7 @@ from gradtui.model.stats import format_number
 from gradtui.ui.fmt import difference_text
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.state import UIState
-from gradtui.ui.widgets.plots import SMOOTHING_STEPS, PassPlots
+from gradtui.ui.widgets.plots import SMOOTHING_STEPS, PassPlots, Running
 
 TABLE_ROWS = 7
 """Rows the table keeps at least (its header and six passes): the plots give way to it."""
@@ -110,7 +110,11 @@ class PassesScreen(Screen[int | None]):
         with Vertical(id="passes") as box:
             box.border_title = f"passes · {self.state.passes} run"
             box.border_subtitle = "enter: show · ←→ cursor · l log · s smooth · t plot of… · escape back"
-            yield PassPlots(self.state.series, self.recording)
+            plots = PassPlots(self.state.series, self.recording)
+            live = self.state.live
+            if live is not None and not live.finished:  # its loss is known, its norms when it ends
+                plots.in_flight = Running(live.index, live.losses[0] if live.losses else None)
+            yield plots
             yield Static(self._note(), id="passes-note", markup=False)
             yield PassTable(id="passes-table", cursor_type="row", zebra_stripes=True)
         yield Footer()
