@@ -19,7 +19,7 @@ from gradtui.model.commands import CommandError, ShowPass, parse
 from gradtui.model.nodes import node_info
 from gradtui.ui import fmt
 from gradtui.ui.client import TargetLink
-from gradtui.ui.screens.breakpoints import BreakpointChoice, BreakpointsScreen
+from gradtui.ui.screens.breakpoints import BreakpointChoice, BreakpointRow, BreakpointsScreen
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.source import MadeNode, SourceFile, SourceScreen
 from gradtui.ui.search import NodeIndex, NodeProvider
@@ -228,7 +228,13 @@ class Navigator:
 
     def breakpoints(self) -> None:
         """B: every breakpoint with its hits; jump to its last hit, turn it off or on, delete it."""
-        self.app.push_screen(BreakpointsScreen(self.state, self._breakpoint_acted), self._breakpoint_chosen)
+        self.app.push_screen(BreakpointsScreen(self._breakpoint_rows, self._breakpoint_acted), self._breakpoint_chosen)
+
+    def _breakpoint_rows(self) -> list[BreakpointRow]:
+        """The armed breakpoints, then the ones turned off, as the state has them now."""
+        state = self.state
+        rows = [BreakpointRow(b.number, b.spec, b.hits, state.last_hits.get(b.number)) for b in state.breakpoints]
+        return rows + [BreakpointRow(None, spec, 0, None) for spec in state.breakpoints_off]
 
     def _breakpoint_chosen(self, choice: BreakpointChoice | None) -> None:
         """The pane closed: on `jump`, show the row's last hit."""

@@ -21,7 +21,6 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
 from gradtui.ui.changes import Changes
-from gradtui.ui.state import UIState
 
 
 class BreakpointRow(NamedTuple):
@@ -39,12 +38,6 @@ class BreakpointChoice(NamedTuple):
 
     action: str
     row: BreakpointRow
-
-
-def breakpoint_rows(state: UIState) -> list[BreakpointRow]:
-    """The armed breakpoints, then the ones turned off, as the state has them."""
-    rows = [BreakpointRow(b.number, b.spec, b.hits, state.last_hits.get(b.number)) for b in state.breakpoints]
-    return rows + [BreakpointRow(None, spec, 0, None) for spec in state.breakpoints_off]
 
 
 def _keys(rows: list[BreakpointRow]) -> list[tuple[str, int]]:
@@ -66,9 +59,9 @@ def keep_order(before: list[BreakpointRow], now: list[BreakpointRow]) -> list[Br
 
 
 class BreakpointsScreen(ModalScreen[BreakpointChoice | None]):
-    """A table of the breakpoints (see module doc). `act` carries out a toggle or a delete and
-    says whether it asked the target (the pane is redrawn when the target's breakpoints change)
-    or did it here (redrawn at once)."""
+    """A table of the breakpoints (see module doc). `rows` gives the rows as the UI state has
+    them now; `act` carries out a toggle or a delete and says whether it asked the target (the
+    pane is redrawn when the target's breakpoints change) or did it here (redrawn at once)."""
 
     BINDINGS = [
         Binding("enter", "choose('jump')", "jump to its last hit", priority=True),  # priority: shown, not the table's
@@ -77,11 +70,11 @@ class BreakpointsScreen(ModalScreen[BreakpointChoice | None]):
         Binding("escape,B", "close", "close"),
     ]
 
-    def __init__(self, state: UIState, act: Callable[[BreakpointChoice], bool]) -> None:
+    def __init__(self, rows: Callable[[], list[BreakpointRow]], act: Callable[[BreakpointChoice], bool]) -> None:
         super().__init__()
-        self.state = state
+        self.rows_now = rows
         self.act = act
-        self.rows = breakpoint_rows(state)
+        self.rows = rows()
 
     def compose(self) -> ComposeResult:
         """A note, then the table."""
@@ -105,7 +98,7 @@ class BreakpointsScreen(ModalScreen[BreakpointChoice | None]):
         """The rows as the state has them now, in the order shown, the cursor on the same row."""
         table = self.query_one(DataTable)
         at = table.cursor_row
-        self.rows = keep_order(self.rows, breakpoint_rows(self.state))
+        self.rows = keep_order(self.rows, self.rows_now())
         self._fill(at)
 
     def _fill(self, cursor: int) -> None:
