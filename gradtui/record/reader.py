@@ -18,7 +18,7 @@ from typing import Any
 
 import networkx as nx
 
-from gradtui.model.events import ParamFlow
+from gradtui.model.events import CallSiteVariables, ParamFlow, SourceText
 from gradtui.model.stats import Stats
 from gradtui.record import rows, schema
 from gradtui.record.infos import (
@@ -27,10 +27,14 @@ from gradtui.record.infos import (
 )
 from gradtui.model.nodes import INFO
 from gradtui.record.rows import BadRow
+from gradtui.wire.codec import from_wire
 from gradtui.wire.target import TargetError
 
 TABLES = ("run", "passes", "nodes", "grads", "flow", "hits", "edits", "output")
 """The tables a recording has (besides schema_version); without `passes` nothing can be read."""
+
+LATER_TABLES = ("told",)
+"""Tables added within a schema version (schema's doc): a file without one is not damaged."""
 
 
 class Recording:
@@ -50,7 +54,7 @@ class Recording:
             raise schema.NotARecording(schema.unreadable(exc)) from None
         if "passes" not in tables:
             raise schema.NotARecording("damaged: its passes table is missing")
-        self._missing = {t for t in TABLES if t not in tables}
+        self._missing = {t for t in (*TABLES, *LATER_TABLES) if t not in tables}
         for table in TABLES:
             if table in self._missing:
                 self._note(f"the {table} table is missing")
@@ -247,6 +251,22 @@ class Recording:
                             "the edits", "edits")
         return self._decoded(found, rows.edit, lambda r: f"an edit of pass {r[0]}")
 
+    def sources(self) -> list[SourceText]:
+        """The texts of the files the run's process alone could read (notebook cells), in order."""
+        return [e for e in self._told("pass IS NULL", (), "the cell texts") if isinstance(e, SourceText)]
+
+    def variables(self, first: int, last: int | None = None) -> dict[int, CallSiteVariables]:
+        """Pass index -> the call-site variables the run read in it, for the passes from `first`
+        (to `last`, if given) that paused."""
+        where, args = ("pass >= ?", (first,)) if last is None else ("pass BETWEEN ? AND ?", (first, last))
+        told = self._told(f"{where} AND kind = 'CallSiteVariables'", args, "the call-site variables")
+        return {e.pass_index: e for e in told if isinstance(e, CallSiteVariables)}
+
+    def _told(self, where: str, args: tuple, what: str) -> list[Any]:
+        """The events of `told` rows `where` says, decoded (schema's doc); [] without the table."""
+        found = self._query(f"SELECT pass, body FROM told WHERE {where} ORDER BY seq", args, what, "told")
+        return self._decoded(found, _told_event, lambda r: f"a told event of pass {r[0]}")
+
     def output(self) -> list[OutputLine]:
         """The script's output, in order."""
         return self._lines("ORDER BY seq", ())
@@ -274,6 +294,14 @@ class Recording:
         found = self._query(f"SELECT pass, stream, text FROM output WHERE {where} "
                             f"ORDER BY pass DESC, seq DESC LIMIT ?", (*args, limit), "the output", "output")
         return self._output_rows(found[::-1])
+
+
+def _told_event(row: tuple) -> Any:
+    """A `told` row's event (raises BadRow)."""
+    try:
+        return from_wire(json.loads(row[1]))
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise BadRow(f"its body is not an event: {type(exc).__name__}") from None
 
 
 def ran_in_order(graph: nx.DiGraph) -> list[int]:

@@ -33,7 +33,7 @@ from gradtui.record.reader import (
     NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
 )
 from gradtui.record.replay_text import (
-    READ_ONLY, REPLAY_HELP, flow_text, no_nodes, recorded_hits, refusal,
+    EDITS_REFUSED, READ_ONLY, REPLAY_HELP, flow_text, no_nodes, recorded_hits, refusal,
 )
 from gradtui.record.story import nodes_ran, pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo
@@ -124,7 +124,8 @@ class ReplayTarget:
         self.damage = rec.damage  # the same list: it grows as the replay reads on
         run = rec.run()
         self._script = run.script or self.path
-        self.info = TargetInfo(self._script, run.argv, None, "recording", {"recording": self.path})
+        self.info = TargetInfo(self._script, run.argv, None, "recording",
+                               {"recording": self.path, "edits_refused": EDITS_REFUSED})
         story = tell(rec, self._script, run.argv, self.output_in_passes)
         self._span, last = story.span, story.last
         self._passes.update(story.told)
@@ -224,7 +225,9 @@ class ReplayTarget:
         return self._rec.figures(FIGURE_POINTS) if self._rec is not None else []
 
     def _enter(self, index: int) -> list[ev.Event]:
-        """PassStarted and NodeRan of every recorded node of pass `index`; the walk at its first node."""
+        """PassStarted and NodeRan of every recorded node of pass `index`, and the call-site
+        variables the run read in it (as the live agent sends them at a pass's first pause);
+        the walk at its first node."""
         assert self._rec is not None
         info = self._pass(index)
         assert info is not None
@@ -232,7 +235,8 @@ class ReplayTarget:
         stats = self._rec.stats(index)
         walk = ran_in_order(graph)
         self._shown = _Shown(info, graph, stats, walk)
-        return [pass_started(info, graph), *nodes_ran(index, walk, stats)]
+        told = self._rec.variables(index, index).get(index)
+        return [pass_started(info, graph), *nodes_ran(index, walk, stats), *([told] if told is not None else [])]
 
     def _show(self, index: int, reason: str) -> list[ev.Event]:
         """`_enter` pass `index`, then pause: at the run's first breakpoint hit in it, else at its first node."""

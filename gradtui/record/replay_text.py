@@ -16,9 +16,10 @@ REPLAY_HELP = HELP + """
 pass N: show recorded pass N · flow N: pass N's gradient flow (any pass)
 (replay is read-only: scale, zero, clip, set, print EXPR and why need a live run)"""
 
+EDITS = "edits need a live run"
+
 NEEDS_LIVE = {Print: "print EXPR needs a live run (print alone shows the statistics)",
-              Scale: "edits need a live run", Zero: "edits need a live run", Clip: "edits need a live run",
-              SetGrad: "edits need a live run", Why: "why needs the live script's variables"}
+              Scale: EDITS, Zero: EDITS, Clip: EDITS, SetGrad: EDITS, Why: "why needs the live script's variables"}
 """What a replay refuses because a recording keeps statistics, not tensors: said in one place,
 one wording (`refusal`)."""
 
@@ -53,6 +54,11 @@ def refusal(command: Command) -> str:
     """Why a replay cannot run `command` (see NEEDS_LIVE)."""
     why = NEEDS_LIVE.get(type(command))
     return f"cannot run {command.text!r} in a replay" if why is None else f"{READ_ONLY}: {why}"
+
+
+EDITS_REFUSED = f"{READ_ONLY}: {EDITS}"
+"""How a replay refuses every edit: also what a client says at once, before it asks for a value
+(the target's `info.extra["edits_refused"]`)."""
 
 
 def ranges(indexes: list[int]) -> str:

@@ -20,6 +20,12 @@ The three indexes at the end came after the first version-1 recordings and are s
 an index changes no row, so a file with or without them opens in either gradtui, the same
 queries answer the same; without them a replay's open scans the `passes` and `output` tables
 in SQLite instead of looking rows up (still well under a second for a 1 GB file).
+
+The `told` table came after version 3's first recordings and is still version 3: events a
+replay tells as the run told them and no other table holds, in their wire form
+(gradtui.wire.codec, JSON): a notebook cell's `SourceText` (pass NULL) and each pass's
+`CallSiteVariables`. A table added changes no row, so an older gradtui reads a file with it as
+before, and a file without it replays as before, with no call-site variables or cell texts.
 """
 
 from __future__ import annotations
@@ -79,6 +85,8 @@ CREATE INDEX passes_per_node ON passes (idx) WHERE per_node = 1;
 CREATE INDEX passes_nonfinite ON passes (idx) WHERE nonfinite > 0;
 CREATE INDEX output_by_pass ON output (pass);
 CREATE TABLE sketch (version INTEGER NOT NULL);
+CREATE TABLE told (seq INTEGER PRIMARY KEY, pass INTEGER, kind TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX told_by_pass ON told (pass);
 CREATE TABLE prints (
     pass INTEGER NOT NULL, node INTEGER NOT NULL, dir INTEGER NOT NULL, slot INTEGER NOT NULL,
     norm REAL, exact INTEGER, sketch BLOB, what TEXT,

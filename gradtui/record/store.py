@@ -33,9 +33,13 @@ from gradtui.model import events as ev
 from gradtui.model.nodes import INFO
 from gradtui.model.stats import Stats
 from gradtui.record import schema
+from gradtui.wire.codec import to_wire
 
 OUTPUT_BATCH = 1000
 """Output lines kept before they are committed on their own (a script that prints much between passes)."""
+
+TOLD = "INSERT INTO told (pass, kind, body) VALUES (?, ?, ?)"
+"""An event a replay tells as it is (schema's `told`: a cell's text, a pass's call-site variables)."""
 
 
 def check_path(path: str) -> str | None:
@@ -286,6 +290,10 @@ class Recorder:
                     "INSERT INTO edits (pass, node, command, before, after) VALUES (?, ?, ?, ?, ?)",
                     [(event.pass_index, event.node, event.command, json.dumps([stats_json(s) for s in event.before]),
                       json.dumps([stats_json(s) for s in event.after]))]))
+            case ev.SourceText():
+                self._pending.append((TOLD, [(None, "SourceText", json.dumps(to_wire(event)))]))
+            case ev.CallSiteVariables():
+                self._pending.append((TOLD, [(event.pass_index, "CallSiteVariables", json.dumps(to_wire(event)))]))
             case ev.Paused():
                 self._write([])  # the user may stay here, or kill the run: what came before is kept
             case ev.ScriptStarted():

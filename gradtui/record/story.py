@@ -1,10 +1,11 @@
 """The story a replay tells when it opens (`ReplayTarget.start`): the run as the live run told
 it, read lazily from a recording of any size.
 
-ScriptStarted, the output lines before the first pass and the last lines of the passes not
-listed, then the last STORY_PASSES passes (a PassStarted, with its graph and its nodes'
-statistics for the last few with per-node data, the run's breakpoint hits in it, and a
-PassFinished with its flow), their output between them (a transcript) or before them in one
+ScriptStarted, the texts of the notebook cells the run's nodes were made in (`SourceText`),
+the output lines before the first pass and the last lines of the passes not listed, then the
+last STORY_PASSES passes (a PassStarted, with its graph and its nodes' statistics for the last
+few with per-node data and the call-site variables the run read in it, the run's breakpoint
+hits in it, and a PassFinished with its flow), their output between them (a transcript) or before them in one
 piece (a UI, which draws once per run of output). A pass is told as the run told it: hooked or
 not, with its node count whether or not its graph is told. Only those rows are read: the same
 few indexed queries whatever the recording's size (tests/record/test_replay_open.py).
@@ -53,6 +54,12 @@ def recorded_graph(rec: Recording, index: int, folder: str) -> nx.DiGraph:
     """Pass `index`'s recorded graph as a replay shows it: the `path` and `line` of each node's
     source relative to the script's `folder` (a recording keeps no saved tensors)."""
     return rec.graph(index, folder)
+
+
+def recorded_sources(rec: Recording, folder: str) -> list[ev.SourceText]:
+    """The cells' texts the run sent, each under the path a replay's nodes name its file by
+    (a recording keeps a node's source as `FILE:LINE`: the file in the script's `folder`)."""
+    return [ev.SourceText(os.path.join(folder, os.path.basename(text.path)), text.lines) for text in rec.sources()]
 
 
 def pass_started(info: PassInfo, graph: nx.DiGraph) -> ev.PassStarted:
@@ -108,7 +115,8 @@ def tell(rec: Recording, script: str, argv: tuple[str, ...], output_in_passes: b
     """The story of the recording `rec` of `script` (see module doc)."""
     span = rec.span()
     told = rec.last_passes(STORY_PASSES)
-    story: list[ev.Event] = [ev.ScriptStarted(script, argv)]
+    folder = os.path.dirname(script)
+    story: list[ev.Event] = [ev.ScriptStarted(script, argv), *recorded_sources(rec, folder)]
     lines = rec.output_story(told[0].index if told else None, STORY_OUTPUT)
     story += [_output(line) for line in lines.before + lines.earlier]
     if told and span.first is not None and told[0].index > span.first:
@@ -127,12 +135,13 @@ def tell(rec: Recording, script: str, argv: tuple[str, ...], output_in_passes: b
     if not output_in_passes:
         story += [line for pass_lines in output.values() for line in pass_lines]
         output.clear()
-    folder = os.path.dirname(script)
+    variables = rec.variables(min(drawn)) if drawn else {}
     for info in told:
         graph = recorded_graph(rec, info.index, folder) if info.index in drawn else nx.DiGraph()
         story.append(pass_started(info, graph))
         if graph.number_of_nodes():
             story += nodes_ran(info.index, ran_in_order(graph), rec.stats(info.index))
+            story += [variables[info.index]] if info.index in variables else []
         story += hits.pop(info.index, [])
         story.append(pass_finished(info, flows.get(info.index, ())))
         story += output.pop(info.index, [])

@@ -228,26 +228,34 @@ class Navigator:
 
     def breakpoints(self) -> None:
         """B: every breakpoint with its hits; jump to its last hit, turn it off or on, delete it."""
+        self.app.push_screen(BreakpointsScreen(self._breakpoint_rows, self._breakpoint_acted), self._breakpoint_chosen)
+
+    def _breakpoint_rows(self) -> list[BreakpointRow]:
+        """The armed breakpoints, then the ones turned off, as the state has them now."""
         state = self.state
         rows = [BreakpointRow(b.number, b.spec, b.hits, state.breaks.last_hits.get(b.number)) for b in state.breakpoints]
-        rows += [BreakpointRow(None, spec, 0, None) for spec in state.breaks.off]
-        self.app.push_screen(BreakpointsScreen(rows), self._breakpoint_chosen)
+        return rows + [BreakpointRow(None, spec, 0, None) for spec in state.breaks.off]
 
     def _breakpoint_chosen(self, choice: BreakpointChoice | None) -> None:
+        """The pane closed: on `jump`, show the row's last hit."""
         if choice is None:
             return
-        row, bar, off = choice.row, self.app.query_one(CommandBar), self.state.breaks.off
+        row, bar = choice.row, self.app.query_one(CommandBar)
+        if row.last_hit is None:
+            bar.answer(f"{row.spec}: no hit yet", ok=False)
+            return
+        index, node = row.last_hit
+        why = self.browse_pass(index) if self.state.view is None or self.state.view.index != index else None
+        if why is not None:
+            bar.answer(why, ok=False)
+            return
+        self._nodes().select_node(node)
+        bar.answer(f"breakpoint {row.number} ({row.spec}) last hit pass {index} at #{node}")
+
+    def _breakpoint_acted(self, choice: BreakpointChoice) -> bool:
+        """A toggle or delete in the open pane; whether the target was asked (else done here)."""
+        row, off = choice.row, self.state.breaks.off
         match choice.action:
-            case "jump" if row.last_hit is None:
-                bar.answer(f"{row.spec}: no hit yet", ok=False)
-            case "jump":
-                index, node = row.last_hit
-                why = self.browse_pass(index) if self.state.view is None or self.state.view.index != index else None
-                if why is not None:
-                    bar.answer(why, ok=False)
-                    return
-                self._nodes().select_node(node)
-                bar.answer(f"breakpoint {row.number} ({row.spec}) last hit pass {index} at #{node}")
             case "toggle" if row.number is None:
                 off.remove(row.spec)
                 self.send(f"break {row.spec}")
@@ -256,9 +264,11 @@ class Navigator:
                 self.send(f"delete {row.number}")
             case "delete" if row.number is None:
                 off.remove(row.spec)
-                bar.answer(f"forgot {row.spec} (it was off)")
+                self.app.query_one(CommandBar).answer(f"forgot {row.spec} (it was off)")
+                return False
             case "delete":
                 self.send(f"delete {row.number}")
+        return True
 
     # ---- the variables pane ----------------------------------------------------------------
 
@@ -267,7 +277,7 @@ class Navigator:
         view = self.state.view
         told = view.variables if view is not None else None
         self.app.push_screen(VariablesScreen(variable_rows(view), told.call_site if told else "",
-                                             told.more if told else 0), self._variable_chosen)
+                                             told.more if told else 0, self.link.is_recording), self._variable_chosen)
 
     def _variable_chosen(self, row: VariableRow | None) -> None:
         if row is None:

@@ -321,3 +321,28 @@ async def test_left_and_right_move_the_cursor_and_the_plots_read_its_pass():
         await wait_for(pilot, lambda: table.cursor_row == 5 and "pass 5: 0.5" in plot_lines(loss)[0], what="back")
         await pilot.press("enter")  # the row chosen: the pass of the cursor
         await wait_for(pilot, lambda: not isinstance(app.screen, PassesScreen), what="the debugger")
+
+
+@pytest.mark.asyncio
+async def test_the_pass_in_flight_has_its_loss_plotted_and_its_norms_said_to_come_when_it_ends():
+    """The walk: with the cursor on the pass in flight the plots read "pass 1: not plotted"
+    although its loss was known; now the loss plot draws it and the norm plot says what is true."""
+    from tests.helpers import script
+    from tests.ui.ui_helpers import finish_into_pass_1
+
+    app = GradtuiApp(script("loop.py"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await finish_into_pass_1(pilot)
+        assert app.state.live.index == 1 and not app.state.live.finished
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
+        plots = {p.figure: p for p in app.screen.query(SeriesPlot)}
+        loss, norm = plots["loss"], plots["norm"]
+        await wait_for(pilot, lambda: "pass 1: 36, running" in plot_lines(loss)[0], what="the running pass's loss")
+        assert "1: running, norms at its end" in plot_lines(norm)[0]  # the long form needs a wider plot
+        assert "not plotted" not in plot_lines(loss)[0] + plot_lines(norm)[0]
+        assert loss._span == (36.0, 36.0)  # pass 0's loss and pass 1's: both drawn
+        await pilot.press("left")  # pass 0 ended: its values
+        await wait_for(pilot, lambda: "pass 0: 36" in plot_lines(loss)[0], what="the cursor on pass 0")
+        assert "running" not in plot_lines(norm)[0]
+        await pilot.press("escape")

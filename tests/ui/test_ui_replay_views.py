@@ -120,11 +120,11 @@ def test_replay_passes_view_keeps_its_table_rows(snap_compare, recordings, size)
 @pytest.mark.parametrize("height,recording,size", [(24, True, "compact"), (45, True, "full"), (40, True, "short"),
                                                    (20, True, "hidden"), (24, False, "short"), (36, False, "full")])
 def test_the_plots_give_way_to_the_table(height, recording, size):
-    from gradtui.ui.screens.passes import AROUND, PLOT_SIZES, TABLE_ROWS, plot_size
+    from gradtui.ui.screens.passes import AROUND, FOOTER, PLOT_SIZES, TABLE_ROWS, plot_size
 
     assert plot_size(height, recording) == size
     taken = dict(PLOT_SIZES[recording]).get(size, 0)
-    assert height * 9 // 10 - AROUND - taken >= TABLE_ROWS
+    assert (height - FOOTER) * 9 // 10 - AROUND - taken >= TABLE_ROWS
 
 
 @pytest.mark.asyncio

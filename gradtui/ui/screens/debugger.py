@@ -152,13 +152,25 @@ class DebuggerScreen(Screen):
         """Add, or delete, a breakpoint `#ID` on the selected node."""
         self.nav.toggle_break()
 
+    def _edits_refused(self) -> bool:
+        """A target that refuses every edit (a replay) says so at once, in its own words, rather
+        than after a value was asked for and typed."""
+        refused = self.nav.link.target.info.extra.get("edits_refused")
+        if refused:
+            self.query_one(CommandBar).answer(refused, ok=False)
+        return bool(refused)
+
     def action_scale(self) -> None:
         """Ask for a factor; scale the incoming gradient by it."""
+        if self._edits_refused():
+            return
         self.app.push_screen(PromptScreen("scale the incoming gradient by", placeholder="0.5"),
                              lambda value: value and self.send(f"scale {value}"))
 
     def action_edit(self) -> None:
         """Ask for an expression of g; replace the incoming gradient by it."""
+        if self._edits_refused():
+            return
         self.app.push_screen(PromptScreen("replace the incoming gradient g by",
                                           placeholder="an expression of g: g.clamp(-1, 1), g * 0, torch.ones(3)",
                                           hint="g is the gradient, torch is torch · same shape, dtype, device"),

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Footer, Static
 
 from gradtui.model.events import ParamFlow
 from gradtui.model.flowtext import zero_weight
@@ -56,6 +56,7 @@ class FlowScreen(ModalScreen[None]):
             box.border_subtitle = "escape to close"
             yield Static(self._note(), id="flow-note", markup=False)
             yield DataTable(id="flow-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
 
     def _note(self) -> str:
         if self.shown is None:

@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 from gradtui.model.commands import HELP
 from gradtui.ui.keys import KEYS, OTHER_KEYS, display
@@ -59,6 +59,7 @@ class HelpScreen(ModalScreen[None]):
                             yield Static(text, classes="help-text", markup=False)
                     yield Static(BREAK_SPECS, classes="help-note", markup=False)
                     yield Static(PDB_NOTE, classes="help-note", markup=False)
+        yield Footer()
 
     def on_resize(self) -> None:
         """Stack the columns on narrow terminals."""

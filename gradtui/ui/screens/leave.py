@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 
 class LeaveScreen(ModalScreen[str | None]):
@@ -34,6 +34,7 @@ class LeaveScreen(ModalScreen[str | None]):
             yield Static("q, enter  stop the script and leave\n"
                          "D         detach: leave it running, its breakpoints armed\n"
                          "escape    stay", id="leave-answers", markup=False)
+        yield Footer()
 
     def action_choose(self, choice: str | None) -> None:
         """Answer with the choice."""

@@ -15,17 +15,17 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Footer, Static
 
 from gradtui.model.nodes import node_info
 from gradtui.model.stats import format_number
 from gradtui.ui.fmt import difference_text
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.state import UIState
-from gradtui.ui.widgets.plots import SMOOTHING_STEPS, PassPlots
+from gradtui.ui.widgets.plots import SMOOTHING_STEPS, PassPlots, Running
 
-TABLE_ROWS = 8
-"""Rows the table keeps at least (its header and seven passes): the plots give way to it."""
+TABLE_ROWS = 7
+"""Rows the table keeps at least (its header and six passes): the plots give way to it."""
 
 PLOT_SIZES = {True: (("full", 25), ("short", 15), ("compact", 8)), False: (("full", 12), ("short", 8))}
 """A recording's plots (four) and a live run's (two): each size's class and the rows it takes,
@@ -34,11 +34,14 @@ largest first; `compact` is a recording's loss and norm alone, side by side (gra
 AROUND = 5
 """Rows of the passes box that are neither plots nor table: its border, the note, two margins."""
 
+FOOTER = 1
+"""Rows of the screen's footer (its keys), under the passes box."""
+
 
 def plot_size(height: int, recording: bool) -> str:
     """The largest size of the plots that leaves the table TABLE_ROWS rows in a terminal
-    `height` rows high (the passes box is at most 90% of it), else `hidden`."""
-    rows = height * 9 // 10 - AROUND
+    `height` rows high (the passes box is at most 90% of what the footer leaves), else `hidden`."""
+    rows = (height - FOOTER) * 9 // 10 - AROUND
     return next((name for name, taken in PLOT_SIZES[recording] if rows - taken >= TABLE_ROWS), "hidden")
 
 COLUMNS = ("pass", "loss", "nodes", "hits", "non-finite", "call")
@@ -78,7 +81,8 @@ class PassesScreen(Screen[int | None]):
     A screen of its own, not a modal one: a modal draws the debugger under it, dimmed, in every
     frame (0.1-0.2 s more to open it beside a recording's four plots)."""
 
-    BINDINGS = [Binding("escape,q,P", "close", "close"), Binding("l", "log_scale", "log scale"),
+    BINDINGS = [Binding("enter", "show", "show it", priority=True),  # priority: shown, not the table's
+                Binding("escape,q,P", "close", "close"), Binding("l", "log_scale", "log scale"),
                 Binding("s", "smoothing", "smoothing"), Binding("t", "choose_plot", "plot of…")]
 
     log_scale: reactive[bool] = reactive(False, init=False)
@@ -106,9 +110,14 @@ class PassesScreen(Screen[int | None]):
         with Vertical(id="passes") as box:
             box.border_title = f"passes · {self.state.passes} run"
             box.border_subtitle = "enter: show · ←→ cursor · l log · s smooth · t plot of… · escape back"
-            yield PassPlots(self.state.series, self.recording)
+            plots = PassPlots(self.state.series, self.recording)
+            live = self.state.live
+            if live is not None and not live.finished:  # its loss is known, its norms when it ends
+                plots.in_flight = Running(live.index, live.losses[0] if live.losses else None)
+            yield plots
             yield Static(self._note(), id="passes-note", markup=False)
             yield PassTable(id="passes-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
 
     def _note(self) -> str:
         shown = len(self.state.summaries)
@@ -223,6 +232,11 @@ class PassesScreen(Screen[int | None]):
         """Enter on a row: show that pass."""
         event.stop()
         self._choose(event.cursor_row)
+
+    def action_show(self) -> None:
+        """enter: show the pass under the cursor."""
+        if self.indices:
+            self._choose(self.query_one(DataTable).cursor_row)
 
     def _choose(self, row: int) -> None:
         if not self._chosen:

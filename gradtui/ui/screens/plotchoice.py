@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, OptionList
+from textual.widgets import Footer, Input, OptionList
 from textual.widgets.option_list import Option
 
 ALL = ""
@@ -19,7 +19,8 @@ ALL = ""
 class PlotChoiceScreen(ModalScreen[str | None]):
     """A list of what the norm plot can show; enter chooses, escape leaves it as it is."""
 
-    BINDINGS = [Binding("escape", "close", "close"), Binding("up", "move(-1)", "up", show=False),
+    BINDINGS = [Binding("enter", "choose", "plot it", priority=True), Binding("escape", "close", "close"),
+                Binding("up", "move(-1)", "up", show=False),
                 Binding("down", "move(1)", "down", show=False)]
 
     def __init__(self, choices: list[str], selected: str | None, chosen: str | None) -> None:
@@ -36,6 +37,7 @@ class PlotChoiceScreen(ModalScreen[str | None]):
             box.border_subtitle = "enter: choose · escape: back"
             yield Input(placeholder="type to narrow: a module or parameter name", id="plot-choice-filter")
             yield OptionList(id="plot-choice-list")
+        yield Footer()
 
     def on_mount(self) -> None:
         """Fill the list, the current choice highlighted."""
@@ -71,6 +73,11 @@ class PlotChoiceScreen(ModalScreen[str | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """enter in the filter: the first match."""
+        event.stop()
+        self.action_choose()
+
+    def action_choose(self) -> None:
+        """enter: the highlighted row (a priority key, so the footer shows it)."""
         listing = self.query_one(OptionList)
         if listing.option_count:
             self.dismiss(self._value(listing.get_option_at_index(listing.highlighted or 0).id))

@@ -6,13 +6,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label
+from textual.widgets import Footer, Input, Label
 
 
 class PromptScreen(ModalScreen[str | None]):
     """Asks one question; dismisses with the typed text, or None on escape."""
 
-    BINDINGS = [Binding("escape", "cancel", "cancel")]
+    BINDINGS = [Binding("enter", "confirm", "confirm", priority=True), Binding("escape", "cancel", "cancel")]
 
     def __init__(self, question: str, value: str = "", placeholder: str = "", hint: str = "",
                  select: bool = True) -> None:
@@ -31,11 +31,16 @@ class PromptScreen(ModalScreen[str | None]):
             yield Input(value=self.value, placeholder=self.placeholder, id="prompt-input",
                         select_on_focus=self.select)
             yield Label(self.hint or "enter to confirm · escape to cancel", id="prompt-hint")
+        yield Footer()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Answer with the text."""
         event.stop()
-        self.dismiss(event.value.strip() or None)
+        self.action_confirm()
+
+    def action_confirm(self) -> None:
+        """enter: answer with the text (a priority key, so the footer shows it)."""
+        self.dismiss(self.query_one(Input).value.strip() or None)
 
     def action_cancel(self) -> None:
         """Answer nothing."""

@@ -17,7 +17,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import OptionList, Static
+from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gradtui.ui.widgets.source import highlighted
@@ -68,6 +68,7 @@ class SourceScreen(ModalScreen[int | None]):
     """The whole file of a node (see module doc); dismissed with the node chosen, or None."""
 
     BINDINGS = [
+        Binding("enter", "select_line", "its nodes", priority=True),  # priority: shown, not the list's
         Binding("b", "break_here", "break here"),
         Binding("escape,v", "close", "close"),
     ]
@@ -95,6 +96,7 @@ class SourceScreen(ModalScreen[int | None]):
             box.border_subtitle = "enter: its nodes · b: break here · escape"
             yield Static("", id="source-note", markup=False)
             yield OptionList(*self._options(), id="source-lines")
+        yield Footer()
 
     def _options(self) -> list[Option]:
         digits = len(str(len(self.texts)))
@@ -149,7 +151,14 @@ class SourceScreen(ModalScreen[int | None]):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         """enter (or a click) on a line: select its next node; a line with none says so."""
         event.stop()
-        line = event.option_index + 1
+        self._select(event.option_index + 1)
+
+    def action_select_line(self) -> None:
+        """enter: the next node of the line under the cursor."""
+        if self.cursor_line is not None:
+            self._select(self.cursor_line)
+
+    def _select(self, line: int) -> None:
         node = self.source.next_node(line)
         if node is None:
             self.query_one("#source-note", Static).update(f"line {line} made no node of this pass: nothing to select")

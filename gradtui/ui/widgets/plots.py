@@ -9,13 +9,16 @@ and the non-finite plot counts its leaves. `log` draws the loss and norms on a l
 (values <= 0 left out); `cursor` is a pass: an amber line there, its value in the title.
 `smoothing` (TensorBoard's: a debiased moving average of that weight, 0 for none) draws the
 loss and norms smoothed over their raw values, dimmed; `chosen` puts one module's or
-parameter's gradient norm on the norm plot instead of all the parameters'.
+parameter's gradient norm on the norm plot instead of all the parameters'. `in_flight` is the
+pass in flight, which the series has no point of yet: its loss (known when it starts) is on the
+loss plot, and the cursor on it says what is true of the others (its norms come when it ends).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+from typing import NamedTuple
 
 from textual.app import ComposeResult
 from textual.containers import Grid
@@ -50,6 +53,13 @@ RAW_COLOR = (90, 90, 90)
 
 SMOOTHING_STEPS = (0.0, 0.6, 0.9, 0.99)
 """The smoothing weights `s` in the passes view steps through (TensorBoard's slider, in four)."""
+
+
+class Running(NamedTuple):
+    """The pass in flight: its index and its (first root's) loss, None if it has no single value."""
+
+    index: int
+    loss: float | None
 
 
 def _finite(xs: list[int], ys: list[float | None], log: bool = False) -> tuple[list[int], list[float]]:
@@ -88,9 +98,10 @@ class SeriesPlot(PlotextPlot):
         self.cursor: int | None = None
         self.smoothing = 0.0
         self.chosen: str | None = None
+        self.in_flight: Running | None = None
         self.title_text = ""
         """The title as last drawn (what the figure says about its passes and the cursor)."""
-        self._drawn: tuple[int, bool, int | None, float, str | None] | None = None
+        self._drawn: tuple[int, bool, int | None, float, str | None, Running | None] | None = None
         self._lines = 0
         """Lines the last draw put on the figure (a log scale needs one)."""
         self._span: tuple[float, float] | None = None
@@ -114,7 +125,7 @@ class SeriesPlot(PlotextPlot):
 
     def replot(self) -> None:
         """Set the plot's data from the series, if it, the scale or the cursor changed."""
-        drawn = (self.series.version, self.log_scale, self.cursor, self.smoothing, self.chosen)
+        drawn = (self.series.version, self.log_scale, self.cursor, self.smoothing, self.chosen, self.in_flight)
         if self._drawn == drawn:
             return
         self._drawn = drawn
@@ -125,6 +136,9 @@ class SeriesPlot(PlotextPlot):
         every = max(1, len(points) // (2 * max(self.size.width, 40)))  # plotext's cost is per point: two a column
         if every > 1:
             points = [p for i, p in enumerate(points) if i % every == 0 or p.nonfinite or i == len(points) - 1]
+        running = self._in_flight()
+        if running is not None:  # its loss, on the loss plot; the others' axes reach it, with no value there
+            points = [*points, SeriesPoint(running.index, running.loss, None, 0)]
         xs = [p.index for p in points]
         log = self.log_scale and self.figure in LOG_FIGURES
         if self.cursor is not None and xs and xs[0] <= self.cursor <= xs[-1]:
@@ -142,6 +156,11 @@ class SeriesPlot(PlotextPlot):
             step = max(1, math.ceil((xs[-1] - xs[0]) / 5))
             plt.xticks(list(range(xs[0], xs[-1] + 1, step)))  # passes are whole numbers
         self.refresh()
+
+    def _in_flight(self) -> Running | None:
+        """The pass in flight, if the series has no point of it yet (none of a pass that ended)."""
+        running, points = self.in_flight, self.series.points
+        return running if running is not None and (not points or points[-1].index < running.index) else None
 
     def _draw(self, points: list[SeriesPoint], xs: list[int], log: bool) -> None:
         plt = self.plt
@@ -207,9 +226,9 @@ class SeriesPlot(PlotextPlot):
                 short.append(f"{bad}✗")
         reading = None
         if self.cursor is not None:
-            reading = self._reading(point_at(self.series.points, self.cursor))
+            reading, brief = self._reading(point_at(self.series.points, self.cursor))
             long.append(reading)
-            reading = reading.removeprefix("pass ")
+            reading = brief
             short.append(reading)
         name = "grad norm" if chosen is not None else TITLES[self.figure]
         head = SHORT_TITLES[self.figure]
@@ -223,9 +242,26 @@ class SeriesPlot(PlotextPlot):
         # plotext centres a title over the canvas, right of the y labels, and drops one that overflows
         return next((t for t in titles if len(t) <= room), titles[-1][:max(room, 1)])
 
-    def _reading(self, point: SeriesPoint | None) -> str:
+    def _reading(self, point: SeriesPoint | None) -> tuple[str, str]:
+        """What the figure says of the cursor's pass, and its short form (for a narrow plot)."""
         if point is None:
-            return f"pass {self.cursor}: not plotted"
+            return self._unplotted()
+        text = self._value_text(point)
+        return text, text.removeprefix("pass ")
+
+    def _unplotted(self) -> tuple[str, str]:
+        """The cursor's pass has no point: the pass in flight (what is known of it), or not kept."""
+        running = self._in_flight()
+        if running is None or running.index != self.cursor:
+            return f"pass {self.cursor}: not plotted", f"{self.cursor}: not plotted"
+        if self.figure == "loss":
+            text = f"pass {running.index}: {format_number(running.loss)}, running"
+            return text, text.removeprefix("pass ")
+        what = "counts" if self.figure == "nonfinite" else "norms"
+        return (f"pass {running.index} is running: its {what} are plotted when it ends",
+                f"{running.index}: running, {what} at its end")
+
+    def _value_text(self, point: SeriesPoint) -> str:
         match self.figure:
             case "loss" | "norm":
                 raw = self.value(point)
@@ -256,6 +292,8 @@ class PassPlots(Grid):
         """The loss and norms smoothed with this weight (the passes view's `s`; 0: raw)."""
         self.chosen: str | None = None
         """A module or parameter whose norm the norm plot shows (the passes view's `t`)."""
+        self.in_flight: Running | None = None
+        """The pass in flight (the passes view's: a live run's pass that has not ended)."""
 
     def compose(self) -> ComposeResult:
         """One SeriesPlot per figure."""
@@ -265,6 +303,6 @@ class PassPlots(Grid):
     def replot(self) -> None:
         """Redraw every plot whose data, scale or cursor changed."""
         for plot in self.query(SeriesPlot):
-            plot.log_scale, plot.cursor, plot.smoothing, plot.chosen = (self.log_scale, self.cursor, self.smoothing,
-                                                                        self.chosen)
+            plot.log_scale, plot.cursor, plot.smoothing, plot.chosen, plot.in_flight = (
+                self.log_scale, self.cursor, self.smoothing, self.chosen, self.in_flight)
             plot.replot()

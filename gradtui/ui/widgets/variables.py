@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Footer, Static
 
 from gradtui.model import events as ev
 from gradtui.model.stats import format_number
@@ -52,10 +52,13 @@ def _what(var: ev.Variable) -> str:
 class VariablesScreen(ModalScreen[VariableRow | None]):
     """A table of the call-site variables (see module doc)."""
 
-    BINDINGS = [Binding("escape,V", "close", "close")]
+    BINDINGS = [Binding("enter", "choose", "its node or why", priority=True),  # priority: shown, not the table's
+                Binding("escape,V", "close", "close")]
 
-    def __init__(self, rows: list[VariableRow], where: str, more: int = 0) -> None:
+    def __init__(self, rows: list[VariableRow], where: str, more: int = 0, recording: bool = False) -> None:
+        """`recording`: a replay's pass (the recording has the variables the run read, if any)."""
         super().__init__()
+        self.recording = recording
         self.rows = rows
         self.where = where
         self.more = more
@@ -67,6 +70,8 @@ class VariablesScreen(ModalScreen[VariableRow | None]):
             box.border_subtitle = "escape to close"
             if not self.rows:
                 note = ("no tensor or module in scope where backward was called" if self.where else
+                        "the run read no variables in this pass (they are read at a pass's first pause, "
+                        "and it never paused in it)" if self.recording else
                         "the variables are read at a pass's first pause: none yet for this pass")
             else:
                 note = "enter: select its node (not on the graph: why NAME) · grad norm once the pass made it"
@@ -74,6 +79,7 @@ class VariablesScreen(ModalScreen[VariableRow | None]):
                     note += f" · {self.more} more not listed"
             yield Static(note, id="variables-note", markup=False)
             yield DataTable(id="variables-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
 
     def on_mount(self) -> None:
         """Fill the table."""
@@ -93,6 +99,11 @@ class VariablesScreen(ModalScreen[VariableRow | None]):
         event.stop()
         if self.rows:
             self.dismiss(self.rows[event.cursor_row])
+
+    def action_choose(self) -> None:
+        """enter: the row under the cursor."""
+        if self.rows:
+            self.dismiss(self.rows[self.query_one(DataTable).cursor_row])
 
     def action_close(self) -> None:
         """Back to the debugger."""
