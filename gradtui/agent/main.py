@@ -42,8 +42,10 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
 
     `entry`: the runtime file of a --listen agent, removed however the run ends (a SIGTERM or
     SIGHUP too, see gradtui.engine.exits). After an unhandled KeyboardInterrupt the process is
-    set to die of SIGINT at exit, as python's would."""
-    from gradtui.engine.exits import FatalSignals, describe_signal
+    set to die of SIGINT at exit, as python's would. A signal after the script's end waits for
+    the last words (report, recording, runtime file, goodbye): a SIGTERM / SIGHUP then kills the
+    process, a Ctrl-C is ignored, as python ignores one in its atexit functions."""
+    from gradtui.engine.exits import IGNORED_INTERRUPT, FatalSignals, describe_signal
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
 
@@ -83,13 +85,16 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     status = 1
     try:
         status = runner.run()
-    finally:
-        fatal.restore()
+    finally:  # the last words, with a signal deferred until they are said (gradtui.engine.deferral)
+        if entry is not None:
+            remove_entry(entry)
         if fds is not None:
             fds.stop()
         if lines is not None:
             lines.restore()
         failures = _end(server, outputs, "the script ended")
+        if fatal.restore() is not None and conn is None:  # a child's fd 2 is the script's stderr in its UI
+            print(IGNORED_INTERRUPT, file=sys.stderr)
     return _exit_status(status, failures, runner.exit_signal)
 
 
