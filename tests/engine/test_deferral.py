@@ -160,3 +160,29 @@ def test_a_listener_that_holds_the_script_lets_sigint_through_at_once(python_sig
         listeners.emit(FINISHED)
     assert heard == []
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_sigint_after_the_scripts_end_is_dropped_once_the_last_words_are_said(python_sigint):
+    deferral, written = Deferral(), []
+    deferral.arm(True)
+    try:
+        deferral.script_over()
+        signal.raise_signal(signal.SIGINT)  # in gradtui's last words: noted, nothing raised
+        deferral.inside(lambda _e: written.append("the run's end"), None)  # a fan-out does not act on it
+        deferral.lifted(lambda _e: written.append("not lifted now"), None)  # nor a listener that holds
+        assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        assert deferral.settle() == signal.SIGINT  # the owner says it was ignored
+    finally:
+        deferral.arm(False)
+    assert written == ["the run's end", "not lifted now"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert deferral.settle() is None  # once
+
+
+def test_a_run_no_entry_point_owns_is_never_over(python_sigint):
+    deferral = Deferral()  # not armed: a library run, a test's in-process session
+    deferral.script_over()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+    assert deferral.settle() is None
