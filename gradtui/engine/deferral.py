@@ -115,9 +115,10 @@ class Deferral:
 
     def lifted(self, listener: Callable[[Any], None], event: Any) -> None:
         """Call `listener` with signals acting at once (one that may hold the script for long);
-        a signal noted before it is acted on first. Once the script is over, nothing is lifted:
-        gradtui's last words are not the script's code."""
-        if self.over:
+        a signal noted before it is acted on first. Only the main thread's writes are deferred, so
+        elsewhere (a reader thread's Output) this is a plain call; once the script is over, nothing
+        is lifted: gradtui's last words are not the script's code."""
+        if self.over or threading.get_ident() != self.main:
             listener(event)
             return
         depth, self.depth = self.depth, 0

@@ -186,3 +186,26 @@ def test_a_run_no_entry_point_owns_is_never_over(python_sigint):
     with pytest.raises(KeyboardInterrupt):
         signal.raise_signal(signal.SIGINT)
     assert deferral.settle() is None
+
+
+def test_a_listener_that_holds_called_off_the_main_thread_leaves_the_main_threads_deferral_alone(fatal):
+    deferral, seen = fatal
+    deferral.arm(True)
+    entered, go = threading.Event(), threading.Event()
+
+    def held(_event: object) -> None:  # a reader thread's Output, through a listener that holds
+        entered.set()
+        go.wait(30)
+
+    def write(_event: object) -> None:  # the main thread's write, while that listener runs
+        reader = threading.Thread(target=deferral.lifted, args=(held, None))
+        reader.start()
+        assert entered.wait(30)
+        signal.raise_signal(signal.SIGUSR1)
+        go.set()
+        reader.join(30)
+        seen.append("written")
+
+    deferral.inside(write, None)
+    assert seen == ["noted", "written", "acted at depth 0"]
+    assert deferral.depth == 0
