@@ -15,7 +15,11 @@ points arm it before torch is imported, so its atexit hook runs after every othe
   thread, with a deadline: the main thread may hold any lock when the signal comes), then die
   of the signal at once, as python would. Installed, it also arms the deferral of signals that
   land inside gradtui's own writes on the script's thread (gradtui.engine.deferral), so those
-  locks are not the listeners' when the last words need them.
+  locks are not the listeners' when the last words need them. From the script's last line on
+  (the runner says so) every signal waits for the owner's own last words; `restore`, called
+  once they are said, then kills the process of a SIGTERM / SIGHUP that came meanwhile and
+  reports a Ctrl-C that was dropped (python ignores one in its atexit functions too: the
+  status stays the script's, and the owner prints IGNORED_INTERRUPT where gradtui's own lines go).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ it defines works, as multiprocessing and DataLoader workers need), `__file__`, `
 never steal the terminal's keys). Its stdout/stderr become `Output` events unless the caller
 captures fds 1/2 itself (`capture_output=False`). Its end is reported as a `ScriptFinished`
 event: exit status, the traceback of an exception (gradtui's frames trimmed) as text and as
-`ErrorInfo`, or that the user quit (status `QUIT_STATUS`).
+`ErrorInfo`, or that the user quit (status `QUIT_STATUS`). From the script's last line on, a
+run an entry point owns defers every signal to the owner's last words (`DEFERRAL.script_over`,
+see gradtui.engine.deferral): a Ctrl-C there is ignored, as python ignores one at exit.
 """
 
 from __future__ import annotations
