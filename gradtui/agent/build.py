@@ -120,11 +120,11 @@ def _new_session(options: RunOptions):
     return session
 
 
-def _attach(session: Any, options: RunOptions, listeners: tuple[Any, ...], holds: Any = None) -> None:
-    """Attach `listeners` in order, then arm the breakpoints `options` ask for. `holds`: the one
-    among them that may hold the script (a job's tap: signals are not deferred while it runs)."""
+def _attach(session: Any, options: RunOptions, listeners: tuple[Any, ...]) -> None:
+    """Attach `listeners` in order, then arm the breakpoints `options` ask for. (A job's tap lets
+    signals act at once in its own long waits only: gradtui.distributed.tap.)"""
     for listener in listeners:
-        session.add_listener(listener, holds=listener is holds)
+        session.add_listener(listener)
     for spec in options.break_on:
         session.submit(f"break {spec}")
     if options.break_on:
@@ -159,7 +159,7 @@ def build_agent(options: RunOptions, transport: Transport | None, quit_: Callabl
     server = AgentServer(transport.listener, transport.token, hooks, exit_with_client=transport.exit_with_client)
     if tap is not None:
         tap.serve(server)
-    _attach(session, options, (tap or server, *outputs.listeners, *listeners), holds=tap)
+    _attach(session, options, (tap or server, *outputs.listeners, *listeners))
     return Agent(options, outputs, session, server, commands, tap)
 
 

@@ -42,8 +42,10 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
 
     `entry`: the runtime file of a --listen agent, removed however the run ends (a SIGTERM or
     SIGHUP too, see gradtui.engine.exits). After an unhandled KeyboardInterrupt the process is
-    set to die of SIGINT at exit, as python's would."""
-    from gradtui.engine.exits import FatalSignals, describe_signal
+    set to die of SIGINT at exit, as python's would. A signal after the script's end waits for
+    the last words (report, recording, runtime file, goodbye): a SIGTERM / SIGHUP then kills the
+    process, a Ctrl-C is ignored, as python ignores one in its atexit functions."""
+    from gradtui.engine.exits import IGNORED_INTERRUPT, FatalSignals, describe_signal
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
 
@@ -71,10 +73,7 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     allow_deep_graphs()
 
     def last_words(signum: int) -> None:  # SIGTERM / SIGHUP: say how the run ended, then die of it
-        if entry is not None:
-            remove_entry(entry)
-        if fds is not None:
-            fds.stop()
+        _stop_capture(entry, fds)
         runner.end_by_signal(signum)
         _end(server, outputs, f"the script's process {describe_signal(signum)}")
 
@@ -83,14 +82,22 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     status = 1
     try:
         status = runner.run()
-    finally:
-        fatal.restore()
-        if fds is not None:
-            fds.stop()
-        if lines is not None:
-            lines.restore()
+    finally:  # the last words, with a signal deferred until they are said (gradtui.engine.deferral)
+        _stop_capture(entry, fds, lines)
         failures = _end(server, outputs, "the script ended")
+        if fatal.restore() is not None and conn is None:  # a child's fd 2 is the script's stderr in its UI
+            print(IGNORED_INTERRUPT, file=sys.stderr)
     return _exit_status(status, failures, runner.exit_signal)
+
+
+def _stop_capture(entry: str | None, fds: FdTee | None, lines: Any = None) -> None:
+    """The run is ending: its runtime file removed, the script's output no longer captured."""
+    if entry is not None:
+        remove_entry(entry)
+    if fds is not None:
+        fds.stop()
+    if lines is not None:
+        lines.restore()
 
 
 def _exit_status(status: int, failures: list[str], exit_signal: int | None) -> int:

@@ -185,7 +185,7 @@ def run_headless(options: RunOptions) -> int:
     thread); print to stdout (the script's stderr to stderr); stream the report and the recording
     as passes end; return the exit status (OUTPUT_FAILED if the script succeeded but they could
     not be written)."""
-    from gradtui.engine.exits import FatalSignals, die_at_exit
+    from gradtui.engine.exits import IGNORED_INTERRUPT, FatalSignals, die_at_exit
     from gradtui.engine.graph import allow_deep_graphs
     from gradtui.engine.runner import ScriptRunner, exit_now
     from gradtui.clients.headless import HeadlessDriver
@@ -218,11 +218,12 @@ def run_headless(options: RunOptions) -> int:
     status = 1
     try:
         status = runner.run()  # runner.QUIT_STATUS (130) when the user quit
-    finally:
-        fatal.restore()
+    finally:  # a signal waits until the outputs are closed (gradtui.engine.deferral), then acts
         failures = outputs.close()
         for line in failures:
             print(line, file=sys.stderr)
+        if fatal.restore() is not None:
+            print(IGNORED_INTERRUPT, file=sys.stderr)
     die_at_exit(runner.exit_signal)  # an unhandled KeyboardInterrupt: SIGINT at exit, as python
     return OUTPUT_FAILED if failures and status == 0 else status
 

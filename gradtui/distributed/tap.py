@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from gradtui.engine.deferral import DEFERRAL
 from gradtui.model import events as ev
 from gradtui.distributed import job
 from gradtui.distributed.rank import CONTROL, RankLink
@@ -49,18 +50,25 @@ class JobTap:
     # ---- the session listener --------------------------------------------------------------
 
     def __call__(self, event: ev.Event) -> None:
+        """Session listener. Called in the session's fan-out, where a signal waits for the write
+        it lands in (gradtui.engine.deferral): the hub's and the server's locks are never held when
+        the last words need them. Only the waits that may hold the script for long, the ranks'
+        rendezvous of `join` and a diverge check's exchange and hold, let signals act at once."""
         if self.link is None and isinstance(event, ev.PassStarted) and job.initialized():
-            self.join()
+            DEFERRAL.lifted(self._join, event)
         if self.link is not None:
             self.link.on_event(event)
         if self.guard is not None and isinstance(event, ev.ScriptFinished):
             self.guard.stop()
         if self.checks is not None:
-            self.checks.on_event(event)  # may hold the script here (break diverge)
+            DEFERRAL.lifted(self.checks.on_event, event)  # may hold the script here (break diverge)
         if self.hub is not None:
             self.hub.on_event(0, event)
         else:
             self.server(event)
+
+    def _join(self, _event: ev.PassStarted) -> None:
+        self.join()
 
     def join(self) -> None:
         """Join the job: register in its store, gate every node, start the hub on rank 0."""

@@ -20,9 +20,17 @@ KeyboardInterrupt in the script's thread (130 at exit, as before).
   C module `_signal` per fan-out, ~0.1 us each: `signal.signal` converts its arguments and
   result to enums (~2.5 us a call), which on a fan-out sent per node or per printed line would
   cost the script's thread more than the listeners themselves.
-- A listener that may hold the script for long inside the fan-out (a torchrun rank's job tap: a
-  diverge hold, the ranks' rendezvous) runs `lifted`: signals act at once there, as in the
+- A listener's wait that may hold the script for long inside the fan-out (a torchrun rank's job
+  tap: a diverge hold, the ranks' rendezvous) runs `lifted`: signals act at once there, as in the
   script's own code.
+- After the script's last line (`script_over`, the runner, as soon as the script's code has
+  returned) until the owner's last words are said (`settle`: the ScriptFinished fan-out, the
+  report and recording closed, the client's goodbye), the main thread is in gradtui's code for
+  good: every signal is deferred to `settle`. Then a SIGTERM / SIGHUP kills the process at once,
+  as python dies of one in its atexit functions (143, 129), with the report and recording saying
+  how the script ended; a SIGINT is dropped, as python ignores a KeyboardInterrupt raised in an
+  atexit function or while it waits for the script's threads at exit: the status stays the
+  script's (`settle` returns it, for the owner's one-line note).
 
 Armed only for a run an entry point owns (FatalSignals.install, on the main thread); a library
 run (`gradtui.listen()`, a test's in-process session) is never deferred. Torch-free.
@@ -37,7 +45,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.model.dying import flush_std_streams, signal_status
+from gradtui.model.dying import die_now, flush_std_streams, signal_status
 
 DEFER_DEADLINE = 10.0
 """Seconds a SIGTERM / SIGHUP may wait for the write it landed in before the process ends anyway."""
@@ -61,13 +69,17 @@ class Deferral:
         """The signal noted inside the fan-out, raised again when the outermost one ends."""
         self._overdue: threading.Timer | None = None
         self._noting = False
-        """Is the noting SIGINT handler in (put in by an outer fan-out)?"""
+        """Is the noting SIGINT handler in (put in by an outer fan-out, or for the last words)?"""
+        self.over = False
+        """Has the script's code ended, the owner's last words not yet said (`script_over`)?"""
+        self._over_swapped: Any = None
 
     def arm(self, on: bool) -> None:
         """Defer signals in this process's writes from now on (or no more, forgetting one noted);
         main thread only."""
         self.armed = on and threading.get_ident() == self.main
         if not on:
+            self._end_over()
             self.pending = None
             self._cancel_overdue()
 
@@ -103,7 +115,12 @@ class Deferral:
 
     def lifted(self, listener: Callable[[Any], None], event: Any) -> None:
         """Call `listener` with signals acting at once (one that may hold the script for long);
-        a signal noted before it is acted on first."""
+        a signal noted before it is acted on first. Only the main thread's writes are deferred, so
+        elsewhere (a reader thread's Output) this is a plain call; once the script is over, nothing
+        is lifted: gradtui's last words are not the script's code."""
+        if self.over or threading.get_ident() != self.main:
+            listener(event)
+            return
         depth, self.depth = self.depth, 0
         try:
             if self.pending is not None:
@@ -111,6 +128,38 @@ class Deferral:
             listener(event)
         finally:
             self.depth = depth
+
+    def script_over(self) -> None:
+        """The script's code has ended (see module doc): defer every signal until `settle`.
+        Main thread of an armed run only; once."""
+        if not self.armed or self.over or threading.get_ident() != self.main:
+            return
+        self.over = True
+        self.depth += 1
+        if not self._noting:
+            self._over_swapped = self._note_interrupts()
+
+    def settle(self) -> int | None:
+        """The owner's last words are said (see module doc): a SIGTERM / SIGHUP noted since the
+        script's end kills the process now; returns SIGINT if one was dropped, else None."""
+        if not self._end_over():
+            return None
+        signum, self.pending = self.pending, None
+        self._cancel_overdue()
+        if signum is not None and signum != signal.SIGINT:
+            die_now(signum)
+        return signum
+
+    def _end_over(self) -> bool:
+        """Leave the last words' deferral (python's SIGINT handler back); was it in?"""
+        if not self.over:
+            return False
+        self.over = False
+        self.depth -= 1
+        swapped, self._over_swapped = self._over_swapped, None
+        if swapped is not None:
+            self._put_back(swapped)
+        return True
 
     def _interrupted(self, signum: int, _frame: object) -> None:
         """SIGINT's handler inside a write: note it; outside (a lifted listener), python's."""

@@ -15,7 +15,11 @@ points arm it before torch is imported, so its atexit hook runs after every othe
   thread, with a deadline: the main thread may hold any lock when the signal comes), then die
   of the signal at once, as python would. Installed, it also arms the deferral of signals that
   land inside gradtui's own writes on the script's thread (gradtui.engine.deferral), so those
-  locks are not the listeners' when the last words need them.
+  locks are not the listeners' when the last words need them. From the script's last line on
+  (the runner says so) every signal waits for the owner's own last words; `restore`, called
+  once they are said, then kills the process of a SIGTERM / SIGHUP that came meanwhile and
+  reports a Ctrl-C that was dropped (python ignores one in its atexit functions too: the
+  status stays the script's, and the owner prints IGNORED_INTERRUPT where gradtui's own lines go).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Callable
 from gradtui.engine.deferral import DEFERRAL
 from gradtui.model.dying import die_now, flush_std_streams, signal_status
 
-__all__ = ["FatalSignals", "arm", "describe_signal", "die_at_exit", "die_now", "end_at_exit", "pending",
+__all__ = ["FatalSignals", "IGNORED_INTERRUPT", "arm", "describe_signal", "die_at_exit", "die_now", "end_at_exit", "pending",
            "signal_status"]
 
 FATAL = (signal.SIGTERM, signal.SIGHUP)
@@ -38,6 +42,10 @@ FATAL = (signal.SIGTERM, signal.SIGHUP)
 LAST_WORDS_DEADLINE = 3.0
 """Seconds the owner's last words (report, recording, runtime file, goodbye) may take before
 the process dies of its signal anyway."""
+
+IGNORED_INTERRUPT = ("gradtui: a Ctrl-C (SIGINT) came after the script had ended: ignored, as python "
+                     "ignores one in its atexit functions; the exit status is the script's")
+"""gradtui's note when a SIGINT came during its last words (`FatalSignals.restore` said so)."""
 
 _armed = False
 _pending: int | None = None
@@ -116,13 +124,20 @@ class FatalSignals:
                 self._previous[signum] = signal.signal(signum, self._handle)
         DEFERRAL.arm(True)
 
-    def restore(self) -> None:
-        """Put back the handlers that were there, where ours is still installed; no more deferral."""
-        DEFERRAL.arm(False)
+    def restore(self) -> int | None:
+        """Put back the handlers that were there, where ours is still installed; then no more
+        deferral. Called once the owner's last words are said (the report, the recording, the
+        client's goodbye): a SIGTERM / SIGHUP that came since the script's end kills the process
+        now, as python's; a Ctrl-C then was dropped (python ignores it there too): SIGINT is
+        returned, for the owner's note (IGNORED_INTERRUPT). See gradtui.engine.deferral."""
         for signum, previous in self._previous.items():
             if signal.getsignal(signum) == self._handle:
                 signal.signal(signum, previous)  # type: ignore[arg-type]
         self._previous.clear()
+        try:
+            return DEFERRAL.settle()
+        finally:
+            DEFERRAL.arm(False)
 
     def _handle(self, signum: int, _frame: object) -> None:
         if DEFERRAL.defers(signum):

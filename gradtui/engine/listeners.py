@@ -50,8 +50,10 @@ class Listeners:
         capture. Any listener that may read the graph later (a report, a recording, a client over
         the wire) leaves the default, and every pass is described as it starts.
 
-        `holds=True`: the listener may hold the script for long (a torchrun rank's job tap), so
-        signals act at once while it runs, as in the script's own code."""
+        `holds=True`: the listener may hold the script for long all through its call, so signals
+        act at once while it runs, as in the script's own code. (A torchrun rank's job tap is not
+        one: it takes the hub's and the server's locks, which a fatal signal's last words need, so
+        it lifts the deferral itself around its long waits only, `DEFERRAL.lifted`.)"""
         if holds:
             listener = functools.partial(DEFERRAL.lifted, listener)
         self._listeners.append(listener)

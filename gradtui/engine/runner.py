@@ -7,7 +7,9 @@ it defines works, as multiprocessing and DataLoader workers need), `__file__`, `
 never steal the terminal's keys). Its stdout/stderr become `Output` events unless the caller
 captures fds 1/2 itself (`capture_output=False`). Its end is reported as a `ScriptFinished`
 event: exit status, the traceback of an exception (gradtui's frames trimmed) as text and as
-`ErrorInfo`, or that the user quit (status `QUIT_STATUS`).
+`ErrorInfo`, or that the user quit (status `QUIT_STATUS`). From the script's last line on, a
+run an entry point owns defers every signal to the owner's last words (`DEFERRAL.script_over`,
+see gradtui.engine.deferral): a Ctrl-C there is ignored, as python ignores one at exit.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import TextIO
 from gradtui.model import events as ev
 from gradtui.model.errors import ErrorInfo, FrameInfo
 from gradtui.model.places import is_gradtui_file
+from gradtui.engine.deferral import DEFERRAL
 from gradtui.engine.exits import describe_signal, signal_status
 from gradtui.engine.session import GradtuiQuit, Session
 from gradtui.model.lines import LineSplitter
@@ -205,16 +208,20 @@ class ScriptRunner:
             session.install()
             self._interruptible = True
             self._run_main()
-        except GradtuiQuit:
-            quit_, status = True, QUIT_STATUS
-        except SystemExit as exc:
-            status, tb = _exit_status(exc)
-        except KeyboardInterrupt as exc:  # python prints it, then kills itself with SIGINT: 130
-            self.exit_signal = signal.SIGINT
-            status, (tb, error) = signal_status(signal.SIGINT), self._format(exc)
-        except BaseException as exc:  # noqa: BLE001 - the script's error is the result
-            status, (tb, error) = 1, self._format(exc)
+        except BaseException as exc:  # noqa: BLE001 - however the script ended, that is the result
+            DEFERRAL.script_over()  # from its last line on, a signal waits for gradtui's last words
+            match exc:
+                case GradtuiQuit():
+                    quit_, status = True, QUIT_STATUS
+                case SystemExit():
+                    status, tb = _exit_status(exc)
+                case KeyboardInterrupt():  # python prints it, then kills itself with SIGINT: 130
+                    self.exit_signal = signal.SIGINT
+                    status, (tb, error) = signal_status(signal.SIGINT), self._format(exc)
+                case _:
+                    status, (tb, error) = 1, self._format(exc)
         finally:
+            DEFERRAL.script_over()
             self._disarm()
             session.uninstall()
             if out is not None and err is not None:
@@ -228,6 +235,7 @@ class ScriptRunner:
     def _interrupted_first(self, exc: KeyboardInterrupt) -> int:
         """A KeyboardInterrupt before the script's first line: it ends as python's would then
         (130, the process killed by SIGINT at exit), announced as any other end."""
+        DEFERRAL.script_over()
         self.exit_signal = signal.SIGINT
         status = signal_status(signal.SIGINT)
         tb, error = self._format(exc)
@@ -266,7 +274,9 @@ class ScriptRunner:
                                               how=describe_signal(signum)))
 
     def _finish(self, event: ev.ScriptFinished) -> bool:
-        """Emit ScriptFinished unless it was already; True if this call emitted it."""
+        """Emit ScriptFinished unless it was already; True if this call emitted it. On the main
+        thread of an owned run, the script is over from here (a signal waits for the last words)."""
+        DEFERRAL.script_over()
         with self._announce:
             if self._announced:
                 return False

@@ -160,3 +160,52 @@ def test_a_listener_that_holds_the_script_lets_sigint_through_at_once(python_sig
         listeners.emit(FINISHED)
     assert heard == []
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_sigint_after_the_scripts_end_is_dropped_once_the_last_words_are_said(python_sigint):
+    deferral, written = Deferral(), []
+    deferral.arm(True)
+    try:
+        deferral.script_over()
+        signal.raise_signal(signal.SIGINT)  # in gradtui's last words: noted, nothing raised
+        deferral.inside(lambda _e: written.append("the run's end"), None)  # a fan-out does not act on it
+        deferral.lifted(lambda _e: written.append("not lifted now"), None)  # nor a listener that holds
+        assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        assert deferral.settle() == signal.SIGINT  # the owner says it was ignored
+    finally:
+        deferral.arm(False)
+    assert written == ["the run's end", "not lifted now"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert deferral.settle() is None  # once
+
+
+def test_a_run_no_entry_point_owns_is_never_over(python_sigint):
+    deferral = Deferral()  # not armed: a library run, a test's in-process session
+    deferral.script_over()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+    assert deferral.settle() is None
+
+
+def test_a_listener_that_holds_called_off_the_main_thread_leaves_the_main_threads_deferral_alone(fatal):
+    deferral, seen = fatal
+    deferral.arm(True)
+    entered, go = threading.Event(), threading.Event()
+
+    def held(_event: object) -> None:  # a reader thread's Output, through a listener that holds
+        entered.set()
+        go.wait(30)
+
+    def write(_event: object) -> None:  # the main thread's write, while that listener runs
+        reader = threading.Thread(target=deferral.lifted, args=(held, None))
+        reader.start()
+        assert entered.wait(30)
+        signal.raise_signal(signal.SIGUSR1)
+        go.set()
+        reader.join(30)
+        seen.append("written")
+
+    deferral.inside(write, None)
+    assert seen == ["noted", "written", "acted at depth 0"]
+    assert deferral.depth == 0
