@@ -39,8 +39,8 @@ from typing import Any, NamedTuple
 import torch
 
 from gradtui.engine.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
-    CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, estimate_distance, fingerprint, hashed_signs, read_rows,
-    shape2d, signs, sketch_and_norm, sketch_one)
+    CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, fingerprint, hashed_signs, read_rows, shape2d, signs,
+    sketch_and_norm)
 from gradtui.engine.plan import sent_shape, shape_and_saved
 from gradtui.engine.printmoves import keeps_sketch, leafish, moves_values, plain, same_values, unmoved
 from gradtui.model import events as ev

@@ -15,9 +15,9 @@ view sends on and the weight's accumulator receives is therefore not read again
 
 The sketch is linear, so S(a) - S(b) = S(a - b), and E ‖S(d)‖² = ‖d‖² (the signs of two
 elements in one entry are independent): two recordings alone tell how far apart two values
-are (`estimate_distance`), like Gaussian directions would, at the cost of one read of the value
-(a Gaussian sketch reads a K-times larger direction matrix). The prime grid spreads a difference
-confined to a row, a column or a block over every entry. A value of at most `EXACT_LIMIT`
+are (gradtui.model.fingerprints.estimate_distance), like Gaussian directions would, at the
+cost of one read of the value (a Gaussian sketch reads a K-times larger direction matrix).
+The prime grid spreads a difference confined to a row, a column or a block over every entry. A value of at most `EXACT_LIMIT`
 elements is kept whole instead (the comparison is then exact). A value of more than `CHUNK`
 elements is sketched row-major chunk by chunk, each chunk's entries with a sign of their own
 (still unbiased; not the same for its transpose).
@@ -333,16 +333,6 @@ def _chunked(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.T
 def sketch_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(sketch, norm) of one tensor of more than EXACT_LIMIT elements, on its device."""
     return buckets_and_norm(t)
-
-
-def sketch_one(t: torch.Tensor) -> torch.Tensor:
-    """The K-element sketch of one tensor (of any size), on its device."""
-    return sketch_and_norm(t)[0]
-
-
-def estimate_distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    """‖x - y‖ estimated from the sketches `a` and `b` of x and y (see module doc)."""
-    return math.dist(a, b)
 
 
 class Row(NamedTuple):
