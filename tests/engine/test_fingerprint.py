@@ -269,3 +269,53 @@ def test_a_planned_pass_fingerprints_what_the_every_node_hooks_do(monkeypatch):
     assert all(planned[k] == every[k] for k in planned), [k for k in planned if planned[k] != every[k]]
     missing = set(every) - set(planned)
     assert len(missing) <= len(every) // 10, sorted(missing)
+
+
+def _passes_prints(monkeypatch, kept: int) -> tuple[list[dict], list[int]]:
+    """The fingerprints of four seeded backward passes of a small encoder layer under a Session,
+    of two graphs (A, A, B, A: B another loss), with `kept` graph plans kept (0: each pass makes
+    its own decisions, as before plans were kept), and how many nodes' facts each pass made."""
+    from collections import OrderedDict
+
+    from gradtui.engine import printplan
+    from gradtui.engine.session import Session
+    from gradtui.model import events as ev
+
+    monkeypatch.setattr(printplan, "_plans", OrderedDict())
+    monkeypatch.setattr(printplan, "PLANS_KEPT", kept)
+    made = [0]
+    facts = printplan._facts
+    monkeypatch.setattr(printplan, "_facts", lambda *a: (made.__setitem__(0, made[0] + 1), facts(*a))[1])
+    session = Session(full_stats=True, fingerprints=True)
+    got: list[ev.PassPrints] = []
+    session.add_listener(lambda e: got.append(e) if isinstance(e, ev.PassPrints) else None)
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
+    x = torch.randn(2, 12, 16)
+    session.run_on()
+    session.install()
+    per_pass = []
+    try:
+        for loss in ("pow", "pow", "abs", "pow"):
+            out = layer(x)
+            before = made[0]
+            (out.pow(2) if loss == "pow" else out.abs()).mean().backward()
+            per_pass.append(made[0] - before)
+            layer.zero_grad(set_to_none=True)
+    finally:
+        session.uninstall()
+    assert len(got) == 4
+    return [{(p.node, p.dir, p.slot): p for p in e.prints} for e in got], per_pass
+
+
+def test_a_graph_s_decisions_are_made_once_and_print_what_each_pass_s_own_do(monkeypatch):
+    """Fingerprints decide per node once per graph shape (gradtui.engine.printplan): a pass of a
+    graph seen before makes no node's facts again, and every pass's prints are, bit for bit,
+    those of a pass that decided everything itself."""
+    kept, made = _passes_prints(monkeypatch, kept=8)
+    alone, made_alone = _passes_prints(monkeypatch, kept=0)
+    assert kept[0] and kept == alone
+    assert kept[0] == kept[1] == kept[3] and kept[2] != kept[0]
+    first, again, other, back = made_alone
+    assert first > 20 and again == back == first and other > 20, made_alone
+    assert made == [first, 0, other, 0], (made, made_alone)
