@@ -363,20 +363,17 @@ def fingerprint(t: torch.Tensor) -> Row:
 
 
 def read_rows(rows: list[Row]) -> list[ReadRow]:
-    """Many fingerprints brought to the host in one read: each row's norm and body (its sketch,
-    or its values) in one `cat` (it promotes float32 with float64) and one `tolist`."""
+    """Many fingerprints brought to the host in one read: the norms stacked, then every row's
+    body (its sketch, or its values), in one `cat` (it promotes float32 with float64) and one
+    `tolist`."""
     if not rows:
         return []
     with torch.no_grad():
-        parts = []
-        for r in rows:
-            parts.append(r.norm.view(1))
-            parts.append(r.body)
-        numbers = torch.cat(parts).tolist()
+        numbers = torch.cat([torch.stack([r.norm for r in rows]), *[r.body for r in rows]]).tolist()
     out = []
-    at = 0
-    for r in rows:
+    at = len(rows)
+    for norm, r in zip(numbers, rows):
         length = r.body.numel()
-        out.append(ReadRow(numbers[at], tuple(numbers[at + 1:at + 1 + length])))
-        at += 1 + length
+        out.append(ReadRow(norm, tuple(numbers[at:at + length])))
+        at += length
     return out
