@@ -223,9 +223,12 @@ class PassPrints:
                     held[key] = _Sent(None, 0, arrived.row, tuple(sent))
                     todo.append(key)
             self._saved(node, fn, facts)
+        seen, facts_of, ids = self._seen, self.plan.facts, self._ids
         for node, fn in enumerate(self._nodes):  # no print known: its saved arguments still are
-            if node not in self._seen:
-                self._saved(node, fn, self.plan.facts(node, fn, self._ids))
+            if node not in seen:
+                facts = facts_of(node, fn, ids)
+                if facts.saved:
+                    self._saved(node, fn, facts)
 
     def _saved(self, node: int, fn: Any, facts: NodeFacts) -> None:
         """Fingerprint the node's saved values: its inputs' producers' outputs, leaf values, arguments."""
