@@ -84,6 +84,8 @@ class PassPrints:
         made for this pass alone."""
         self._ids = {id(fn): i for i, fn in enumerate(nodes)}
         self.plan = plan_for(graph_key(nodes, slots) if slots is not None else None, len(nodes))
+        self._facts = self.plan.known
+        """Per node, its NodeFacts where the plan has them already (else None: `plan.facts` makes them)."""
         self.against = against
         self._reference = reference
         """id of a node object -> its node id in the pass (the capture keeps the objects alive)."""
@@ -173,7 +175,7 @@ class PassPrints:
             row = self._add(grad, node, RECEIVED, slot, "", reuse)
             if row is not None:
                 arrived.append((grad, row))
-        facts = self.plan.facts(node, fn, self._ids)
+        facts = self._facts[node] or self.plan.facts(node, fn, self._ids)
         consumers = facts.consumers
         moves = facts.moves if len(arrived) == 1 and len(sent) == 1 else 0
         for slot, grad in enumerate(sent):
@@ -233,23 +235,23 @@ class PassPrints:
     def _saved(self, node: int, fn: Any, facts: NodeFacts) -> None:
         """Fingerprint the node's saved values: its inputs' producers' outputs, leaf values, arguments."""
         params = []
-        for entry in facts.saved:
+        for number, attribute, name, known, producer, text in facts.saved:
             try:
-                value = getattr(fn, entry.attribute)
+                value = getattr(fn, attribute)
             except RuntimeError:  # released (retain_graph=False after a pause's own use) or unreadable
                 continue
             if isinstance(value, torch.Tensor):
-                if not entry.known:  # which node made it: the same every pass of this graph
+                if not known:  # which node made it: the same every pass of this graph
                     made = value.grad_fn
-                    entry = self.plan.saved(node, entry.number, self._ids.get(id(made)) if made is not None else None)
-                producer = entry.producer
+                    entry = self.plan.saved(node, number, self._ids.get(id(made)) if made is not None else None)
+                    producer, text = entry.producer, entry.text
                 if producer is None:
-                    self._add(value, node, SAVED, entry.number, entry.name)
+                    self._add(value, node, SAVED, number, name)
                 elif producer not in self._outputs:
                     self._outputs.add(producer)
-                    self._add(unmoved(value), producer, OUTPUT, 0, entry.text)
+                    self._add(unmoved(value), producer, OUTPUT, 0, text)
             elif not isinstance(value, (tuple, list)) or not any(isinstance(v, torch.Tensor) for v in value):
-                params.append(f"{entry.name}={value!r}")
+                params.append(f"{name}={value!r}")
         if params:
             self._params.append(ev.Print(node, SAVED, -1, None, (), False, ", ".join(params)))
 

@@ -78,26 +78,27 @@ class GraphPlan:
     """The NodeFacts of one graph shape's nodes, each made the first time a pass notes it."""
 
     def __init__(self, size: int) -> None:
-        self._facts: list[NodeFacts | None] = [None] * size
+        self.known: list[NodeFacts | None] = [None] * size
+        """Per node, its NodeFacts once made (None: not yet; read by a pass, written here only)."""
         self.made = 0
         """Nodes whose facts were made (not reused): a count the tests assert."""
 
     def facts(self, node: int, fn: Any, ids: dict[int, int]) -> NodeFacts:
         """`node`'s facts (`fn` its autograd node, `ids`: id of a node object -> its node id)."""
-        found = self._facts[node]
+        found = self.known[node]
         if found is None:
-            found = self._facts[node] = _facts(fn, ids)
+            found = self.known[node] = _facts(fn, ids)
             self.made += 1
         return found
 
     def saved(self, node: int, number: int, producer: int | None) -> Saved:
         """Note that `node`'s saved attribute `number` is a tensor made by `producer`, and return it."""
-        facts = self._facts[node]
+        facts = self.known[node]
         assert facts is not None
         entry = facts.saved[number]
         entry = entry._replace(known=True, producer=producer,
                                text=f"saved by #{node} as {entry.name}" if producer is not None else "")
-        self._facts[node] = facts._replace(saved=facts.saved[:number] + (entry,) + facts.saved[number + 1:])
+        self.known[node] = facts._replace(saved=facts.saved[:number] + (entry,) + facts.saved[number + 1:])
         return entry
 
 
