@@ -22,6 +22,11 @@ Per node of a recorded pass (`PassPrints.node`, called from the node's posthook)
 - the saved tensors that no node of the pass produced (`SAVED`: parameters and inputs used
   directly), and its saved non-tensor arguments as text (`approximate='tanh'`, `dim=1`).
 
+What of this the graph fixes (where each gradient a node sends goes, which node made each
+tensor it saved, which inputs are a parameter seen another way) is decided once per graph shape
+(gradtui.engine.printplan) and reused by every pass of that graph; what depends on the values
+(the very tensor received, its version, a view's layout, a saved argument) is looked at each pass.
+
 Each value is sketched in the hook, while it is in cache (three small device ops into a
 scratch buffer); the results stay on the device and the whole pass comes back to the host in
 one read at its end (`event`), so fingerprints add no host read per node. Against a reference
@@ -79,11 +84,12 @@ class PassPrints:
         """`against`: the reference recording's pass matched to this one (`--against`), and
         `reference` its name: each node's fingerprints are then read back after it ran (one
         small host read per node) and compared (gradtui.record.against.PassReference is one).
-        `slots`: the capture's (gradtui.engine.graph.Capture.slots): the per-node decisions are
-        then those of every pass of the same graph shape (gradtui.engine.printplan); without,
-        made for this pass alone."""
+        `slots`: the capture's (gradtui.engine.graph.Capture.slots, one entry per node): the
+        per-node decisions are then those of every pass of the same graph shape
+        (gradtui.engine.printplan); without, made for this pass alone."""
         self._ids = {id(fn): i for i, fn in enumerate(nodes)}
-        self.plan = plan_for(graph_key(nodes, slots) if slots is not None else None, len(nodes))
+        known = slots is not None and len(slots) == len(nodes)  # a capture's edges, node by node
+        self.plan = plan_for(graph_key(nodes, slots) if known else None, len(nodes))
         self._facts = self.plan.known
         """Per node, its NodeFacts where the plan has them already (else None: `plan.facts` makes them)."""
         self.against = against
