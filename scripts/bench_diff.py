@@ -12,7 +12,9 @@ pass's bookkeeping and plumbing, no device work: what no sketch can go under), i
 alternates. Medians, their ratio and the median of the per-round ratios are printed, of
 wall-clock and of this process's CPU time (steadier on a loaded machine). Targets:
 fingerprints <= 1.15x, `--against` <= 1.3x. scripts/bench_sketches.py puts other sketches in
-the same place.
+the same place. Last, the fingerprints' own bookkeeping alone: the CPU time per pass inside
+PassPrints (its per-node calls and its end: the read back, the events), every sketch a constant,
+median over 20 recorded passes of one graph (its plan made at the first: gradtui.engine.printplan).
 """
 
 from __future__ import annotations
@@ -98,6 +100,41 @@ def no_sketch() -> Iterator[None]:
         fingerprint_module.fingerprint = sketch.fingerprint
 
 
+def bookkeeping(layers: int, passes: int = 20) -> tuple[float, float]:
+    """Median CPU seconds per recorded pass inside PassPrints.node and PassPrints.event, every
+    sketch a constant (after 3 passes of warm-up)."""
+    model = transformer(layers)
+    x = torch.randn(8, 32, 256, generator=torch.Generator().manual_seed(1))
+    spent = {"node": 0.0, "event": 0.0}
+    originals = {name: getattr(fingerprint_module.PassPrints, name) for name in spent}
+
+    def timed(name: str):  # noqa: ANN202 - a wrapper of either method
+        method = originals[name]
+
+        def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            start = time.process_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent[name] += time.process_time() - start
+        return run
+
+    per: dict[str, list[float]] = {name: [] for name in spent}
+    try:
+        for name in spent:
+            setattr(fingerprint_module.PassPrints, name, timed(name))
+        with tempfile.TemporaryDirectory() as folder, no_sketch():
+            for i in range(passes + 3):
+                spent.update(node=0.0, event=0.0)
+                one_pass(model, x, True, os.path.join(folder, f"{i}.db"))
+                for name in spent if i >= 3 else ():
+                    per[name].append(spent[name])
+    finally:
+        for name, method in originals.items():
+            setattr(fingerprint_module.PassPrints, name, method)
+    return statistics.median(per["node"]), statistics.median(per["event"])
+
+
 def report(label: str, times: dict[str, list[Took]], target: float | None) -> None:
     """Medians of the plain recording and of `label`, their ratio and the median of the paired
     (same round) ratios, wall and CPU (`target` None: a floor, no target)."""
@@ -160,6 +197,9 @@ def main() -> None:
     report("fingerprints", times, 1.15)
     report("against", times, 1.3)
     report("floor", times, None)
+    node, end = bookkeeping(options.layers)
+    print(f"  bookkeeping: PassPrints per pass, every sketch a constant: {node * 1e3:.2f} ms in its per-node calls,"
+          f" {end * 1e3:.2f} ms at its end (CPU time, median of 20 passes)")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ value hot in cache against the same value after 256 MB were written (item 1b's p
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import sys
@@ -43,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gradtui.engine import fingerprint as fpmod  # noqa: E402
 from gradtui.engine import sketch as sk  # noqa: E402
 from gradtui.model import events as ev  # noqa: E402
+from gradtui.model.fingerprints import estimate_distance  # noqa: E402
 from bench_diff import constant, one_pass  # noqa: E402
 from bench_models import transformer  # noqa: E402
 
@@ -171,7 +171,7 @@ def _estimate(fingerprint: Callable[[torch.Tensor], sk.Row]) -> Callable[[torch.
     def relative(a: torch.Tensor, b: torch.Tensor) -> float:
         ra, rb = sk.read_rows([fingerprint(a), fingerprint(b)])
         scale = max(ra.norm, rb.norm)
-        return math.dist(ra.data, rb.data) / scale if scale > 0 else 0.0
+        return estimate_distance(ra.data, rb.data) / scale if scale > 0 else 0.0
     return relative
 
 

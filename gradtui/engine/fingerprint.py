@@ -22,6 +22,11 @@ Per node of a recorded pass (`PassPrints.node`, called from the node's posthook)
 - the saved tensors that no node of the pass produced (`SAVED`: parameters and inputs used
   directly), and its saved non-tensor arguments as text (`approximate='tanh'`, `dim=1`).
 
+What of this the graph fixes (where each gradient a node sends goes, which node made each
+tensor it saved, which inputs are a parameter seen another way) is decided once per graph shape
+(gradtui.engine.printplan) and reused by every pass of that graph; what depends on the values
+(the very tensor received, its version, a view's layout, a saved argument) is looked at each pass.
+
 Each value is sketched in the hook, while it is in cache (three small device ops into a
 scratch buffer); the results stay on the device and the whole pass comes back to the host in
 one read at its end (`event`), so fingerprints add no host read per node. Against a reference
@@ -39,29 +44,14 @@ from typing import Any, NamedTuple
 import torch
 
 from gradtui.engine.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
-    CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, estimate_distance, fingerprint, hashed_signs, read_rows,
-    shape2d, signs, sketch_and_norm, sketch_one)
+    CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, fingerprint, hashed_signs, read_rows, shape2d, signs,
+    sketch_and_norm)
 from gradtui.engine.plan import sent_shape, shape_and_saved
-from gradtui.engine.printmoves import keeps_sketch, leafish, moves_values, plain, same_values, unmoved
+from gradtui.engine.printmoves import keeps_sketch, plain, same_values, unmoved
+from gradtui.engine.printplan import NodeFacts, graph_key, plan_for, saved_names  # noqa: F401 - saved_names re-exported
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint
 from gradtui.model.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, PassAgainst, Value, Values
-
-_SKIPPED_SUFFIXES = ("_sym_sizes", "_sym_strides", "_sym_numel", "_sizes", "_strides", "_numel")
-"""Saved attributes that describe shapes (already in the statistics): not fingerprinted."""
-
-_saved_names: dict[type, tuple[str, ...]] = {}
-
-
-def saved_names(fn: Any) -> tuple[str, ...]:
-    """The `_saved_*` attributes of a node's type (its saved values), cached per type."""
-    kind = type(fn)
-    names = _saved_names.get(kind)
-    if names is None:
-        names = _saved_names[kind] = tuple(n for n in dir(fn) if n.startswith("_saved_")
-                                           and not n.endswith(_SKIPPED_SUFFIXES))
-    return names
-
 
 class _Entry(NamedTuple):
     """Where a fingerprint goes: node, direction, slot, what it is, whether it holds the values."""
@@ -89,11 +79,19 @@ class _Sent(NamedTuple):
 class PassPrints:
     """The fingerprints of one recorded pass, gathered node by node (see module doc)."""
 
-    def __init__(self, nodes: list[Any], against: PassAgainst | None = None, reference: str = "") -> None:
+    def __init__(self, nodes: list[Any], against: PassAgainst | None = None, reference: str = "",
+                 slots: list[Any] | None = None) -> None:
         """`against`: the reference recording's pass matched to this one (`--against`), and
         `reference` its name: each node's fingerprints are then read back after it ran (one
-        small host read per node) and compared (gradtui.record.against.PassReference is one)."""
+        small host read per node) and compared (gradtui.record.against.PassReference is one).
+        `slots`: the capture's (gradtui.engine.graph.Capture.slots, one entry per node): the
+        per-node decisions are then those of every pass of the same graph shape
+        (gradtui.engine.printplan); without, made for this pass alone."""
         self._ids = {id(fn): i for i, fn in enumerate(nodes)}
+        known = slots is not None and len(slots) == len(nodes)  # a capture's edges, node by node
+        self.plan = plan_for(graph_key(nodes, slots) if known else None, len(nodes))
+        self._facts = self.plan.known
+        """Per node, its NodeFacts where the plan has them already (else None: `plan.facts` makes them)."""
         self.against = against
         self._reference = reference
         """id of a node object -> its node id in the pass (the capture keeps the objects alive)."""
@@ -156,10 +154,8 @@ class PassPrints:
         or with the pass's one read at its end)."""
         assert self.against is not None
         values = self._unread()
-        producers = tuple(None if f is None or hasattr(f, "variable") else self._ids.get(id(f))
-                          for f, _ in fn.next_functions)
-        cast = tuple(f is not None and leafish(f) for f, _ in fn.next_functions)
-        parting = self.against.check(node, producers, values, min(bp.spec.value for bp in watch), cast)
+        facts = self.plan.facts(node, fn, self._ids)
+        parting = self.against.check(node, facts.producers, values, min(bp.spec.value for bp in watch), facts.cast)
         if parting is None:
             return None
         bp = next(bp for bp in watch if parting.relative > bp.spec.value)
@@ -185,8 +181,9 @@ class PassPrints:
             row = self._add(grad, node, RECEIVED, slot, "", reuse)
             if row is not None:
                 arrived.append((grad, row))
-        targets = fn.next_functions if sent else ()
-        moves = moves_values(fn) if len(arrived) == 1 and len(sent) == 1 else 0
+        facts = self._facts[node] or self.plan.facts(node, fn, self._ids)
+        consumers = facts.consumers
+        moves = facts.moves if len(arrived) == 1 and len(sent) == 1 else 0
         for slot, grad in enumerate(sent):
             true = True  # the row is the sketch of `grad` itself
             if moves and plain(grad):
@@ -195,18 +192,16 @@ class PassPrints:
             else:
                 reuse = next((row for t, row in arrived if plain(grad) and same_values(t, grad)), None)
             row = self._add(grad, node, SENT, slot, "", reuse)
-            if row is None or slot >= len(targets):
+            if row is None or slot >= len(consumers):
                 continue
-            target, number = targets[slot]
-            consumer = self._ids.get(id(target)) if target is not None else None
-            if consumer is not None:
-                key = (consumer, number)  # sent there by several: summed on the way, not reused
-                if not true and key not in self._sent and self.unhooked is not None and self.unhooked(consumer):
+            key = consumers[slot]
+            if key is not None:  # sent there by several: summed on the way, not reused
+                if not true and key not in self._sent and self.unhooked is not None and self.unhooked(key[0]):
                     row, true = fingerprint(grad), True  # no hook will see it arrive: sketched here
                     self.sketched += 1
                 self._sent[key] = (_Sent(weakref.ref(grad), grad._version, row, tuple(grad.shape))
                                    if true and key not in self._sent else None)
-        self._saved(node, fn)
+        self._saved(node, fn, facts)
 
     def _derive_unhooked(self) -> None:
         """The prints of the nodes no posthook noted (a planned pass, gradtui.engine.planned, hooks
@@ -225,40 +220,44 @@ class PassPrints:
                 continue
             self._seen.add(node)
             fn = self._nodes[node]
+            facts = self.plan.facts(node, fn, self._ids)
             self._append(node, RECEIVED, slot, arrived.row)
-            moves = moves_values(fn)
-            targets = [t for t in fn.next_functions if t[0] is not None]
-            if moves and len(fn.next_functions) == 1 and targets:
-                name = fn.name()
-                shape, saved = shape_and_saved(fn, name)
-                sent = shape if shape is not None else sent_shape(name, saved, arrived.shape)
+            if facts.moves and facts.inputs == (1, 1):  # one input, not None
+                shape, saved = shape_and_saved(fn, facts.name)
+                sent = shape if shape is not None else sent_shape(facts.name, saved, arrived.shape)
                 self._append(node, SENT, 0, arrived.row)
-                consumer = self._ids.get(id(targets[0][0]))
-                if consumer is not None and consumer not in self._seen and keeps_sketch(moves, arrived.shape, sent):
-                    held[(consumer, targets[0][1])] = _Sent(None, 0, arrived.row, tuple(sent))
-                    todo.append((consumer, targets[0][1]))
-            self._saved(node, fn)
+                key = facts.consumers[0]
+                if key is not None and key[0] not in self._seen and keeps_sketch(facts.moves, arrived.shape, sent):
+                    held[key] = _Sent(None, 0, arrived.row, tuple(sent))
+                    todo.append(key)
+            self._saved(node, fn, facts)
+        seen, facts_of, ids = self._seen, self.plan.facts, self._ids
         for node, fn in enumerate(self._nodes):  # no print known: its saved arguments still are
-            if node not in self._seen:
-                self._saved(node, fn)
+            if node not in seen:
+                facts = facts_of(node, fn, ids)
+                if facts.saved:
+                    self._saved(node, fn, facts)
 
-    def _saved(self, node: int, fn: Any) -> None:
+    def _saved(self, node: int, fn: Any, facts: NodeFacts) -> None:
         """Fingerprint the node's saved values: its inputs' producers' outputs, leaf values, arguments."""
         params = []
-        for number, name in enumerate(saved_names(fn)):
+        for number, attribute, name, known, producer, text in facts.saved:
             try:
-                value = getattr(fn, name)
+                value = getattr(fn, attribute)
             except RuntimeError:  # released (retain_graph=False after a pause's own use) or unreadable
                 continue
             if isinstance(value, torch.Tensor):
-                producer = self._ids.get(id(value.grad_fn)) if value.grad_fn is not None else None
+                if not known:  # which node made it: the same every pass of this graph
+                    made = value.grad_fn
+                    entry = self.plan.saved(node, number, self._ids.get(id(made)) if made is not None else None)
+                    producer, text = entry.producer, entry.text
                 if producer is None:
-                    self._add(value, node, SAVED, number, name[7:])
+                    self._add(value, node, SAVED, number, name)
                 elif producer not in self._outputs:
                     self._outputs.add(producer)
-                    self._add(unmoved(value), producer, OUTPUT, 0, f"saved by #{node} as {name[7:]}")
+                    self._add(unmoved(value), producer, OUTPUT, 0, text)
             elif not isinstance(value, (tuple, list)) or not any(isinstance(v, torch.Tensor) for v in value):
-                params.append(f"{name[7:]}={value!r}")
+                params.append(f"{name}={value!r}")
         if params:
             self._params.append(ev.Print(node, SAVED, -1, None, (), False, ", ".join(params)))
 

@@ -353,7 +353,7 @@ class Session:
 def _pass_prints(against: Any, index: int, cap: Any) -> PassPrints:
     """A hooked pass's fingerprints, compared with the reference's same pass if there is one."""
     reference = against.pass_reference(index, cap.infos) if against is not None else None
-    return PassPrints(cap.nodes, reference, against.name if against is not None else "")
+    return PassPrints(cap.nodes, reference, against.name if against is not None else "", cap.slots)
 
 
 def _loss_reason(pending: Breakpoint, losses: tuple[float | None, ...]) -> str:

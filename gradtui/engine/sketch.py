@@ -15,9 +15,9 @@ view sends on and the weight's accumulator receives is therefore not read again
 
 The sketch is linear, so S(a) - S(b) = S(a - b), and E ‖S(d)‖² = ‖d‖² (the signs of two
 elements in one entry are independent): two recordings alone tell how far apart two values
-are (`estimate_distance`), like Gaussian directions would, at the cost of one read of the value
-(a Gaussian sketch reads a K-times larger direction matrix). The prime grid spreads a difference
-confined to a row, a column or a block over every entry. A value of at most `EXACT_LIMIT`
+are (gradtui.model.fingerprints.estimate_distance), like Gaussian directions would, at the
+cost of one read of the value (a Gaussian sketch reads a K-times larger direction matrix).
+The prime grid spreads a difference confined to a row, a column or a block over every entry. A value of at most `EXACT_LIMIT`
 elements is kept whole instead (the comparison is then exact). A value of more than `CHUNK`
 elements is sketched row-major chunk by chunk, each chunk's entries with a sign of their own
 (still unbiased; not the same for its transpose).
@@ -335,16 +335,6 @@ def sketch_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return buckets_and_norm(t)
 
 
-def sketch_one(t: torch.Tensor) -> torch.Tensor:
-    """The K-element sketch of one tensor (of any size), on its device."""
-    return sketch_and_norm(t)[0]
-
-
-def estimate_distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    """‖x - y‖ estimated from the sketches `a` and `b` of x and y (see module doc)."""
-    return math.dist(a, b)
-
-
 class Row(NamedTuple):
     """One value's fingerprint on its device: its norm (0-dim) and its body (1-D): the values
     themselves (`exact`) or its bucket sums, folded into the sketch when read (`read_rows`)."""
@@ -373,20 +363,17 @@ def fingerprint(t: torch.Tensor) -> Row:
 
 
 def read_rows(rows: list[Row]) -> list[ReadRow]:
-    """Many fingerprints brought to the host in one read: each row's norm and body (its sketch,
-    or its values) in one `cat` (it promotes float32 with float64) and one `tolist`."""
+    """Many fingerprints brought to the host in one read: the norms stacked, then every row's
+    body (its sketch, or its values), in one `cat` (it promotes float32 with float64) and one
+    `tolist`."""
     if not rows:
         return []
     with torch.no_grad():
-        parts = []
-        for r in rows:
-            parts.append(r.norm.view(1))
-            parts.append(r.body)
-        numbers = torch.cat(parts).tolist()
+        numbers = torch.cat([torch.stack([r.norm for r in rows]), *[r.body for r in rows]]).tolist()
     out = []
-    at = 0
-    for r in rows:
+    at = len(rows)
+    for norm, r in zip(numbers, rows):
         length = r.body.numel()
-        out.append(ReadRow(numbers[at], tuple(numbers[at + 1:at + 1 + length])))
-        at += 1 + length
+        out.append(ReadRow(norm, tuple(numbers[at:at + length])))
+        at += length
     return out

@@ -27,6 +27,13 @@ class Value(NamedTuple):
     what: str = ""
 
 
+def estimate_distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """‖x − y‖ from the fingerprints' data `a` and `b` of x and y: exact where they are the values
+    themselves, else the sign sketch's estimate (it is linear and E ‖S(d)‖² = ‖d‖²:
+    gradtui.engine.sketch)."""
+    return math.dist(a, b)
+
+
 Values = dict[tuple[int, tuple[int, int]], Value]
 """(node, (dir, slot)) -> its Value: a pass's fingerprints as they are compared."""
 

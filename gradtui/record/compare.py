@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradtui.model.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Value  # noqa: F401 - compare's names too
+from gradtui.model.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Value, estimate_distance  # noqa: F401 - compare's names too
 from gradtui.record import schema
 
 
@@ -135,7 +135,7 @@ def distance(a: Value, b: Value) -> float:
         return _relative(abs(a.norm - b.norm), a.norm, b.norm)
     if not all(map(math.isfinite, a.data + b.data)):
         return 0.0 if all(_same(x, y) for x, y in zip(a.data, b.data)) else math.inf
-    apart = math.dist(a.data, b.data)  # exact, or the sign sketch's estimate (E‖S(d)‖² = ‖d‖²)
+    apart = estimate_distance(a.data, b.data)
     na = a.norm if a.norm is not None and math.isfinite(a.norm) else 0.0
     nb = b.norm if b.norm is not None and math.isfinite(b.norm) else 0.0
     return _relative(apart, na, nb)

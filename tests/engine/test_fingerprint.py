@@ -8,6 +8,7 @@ import torch
 
 from gradtui.engine import fingerprint as fp
 from gradtui.engine import sketch
+from gradtui.model.fingerprints import estimate_distance
 from tests.hostreads import HostReads
 
 
@@ -23,8 +24,8 @@ def test_sketch_estimates_relative_distance_within_a_factor_of_two():
         scale = 10.0 ** float(torch.empty(()).uniform_(-6, 0, generator=g))
         b = a + scale * torch.randn(shape, generator=g)
         exact = (torch.linalg.vector_norm((a - b).double()) / torch.linalg.vector_norm(a.double())).item()
-        sa, sb = fp.sketch_one(a.double()).tolist(), fp.sketch_one(b.double()).tolist()
-        estimate = fp.estimate_distance(tuple(sa), tuple(sb)) / torch.linalg.vector_norm(a.double()).item()
+        sa, sb = fp.sketch_and_norm(a.double())[0].tolist(), fp.sketch_and_norm(b.double())[0].tolist()
+        estimate = estimate_distance(tuple(sa), tuple(sb)) / torch.linalg.vector_norm(a.double()).item()
         ratio = estimate / exact
         worst.append(ratio)
         within += 0.5 <= ratio <= 2.0
@@ -46,13 +47,13 @@ def test_sketch_follows_values_not_layout_and_spreads_a_column():
     summing by position modulo K would put it in one entry)."""
     g = torch.Generator().manual_seed(3)
     a = torch.randn(96, 40, generator=g, dtype=torch.float64).t()
-    assert torch.allclose(fp.sketch_one(a), fp.sketch_one(a.contiguous()), rtol=1e-12, atol=1e-12)
+    assert torch.allclose(fp.sketch_and_norm(a)[0], fp.sketch_and_norm(a.contiguous())[0], rtol=1e-12, atol=1e-12)
     within = 0
     for i in range(200):
         a = torch.randn(8 + i % 40, 64, generator=g, dtype=torch.float64)
         d = torch.zeros_like(a)
         d[:, i % 64] = 1e-2
-        estimate = fp.estimate_distance(tuple(fp.sketch_one(a).tolist()), tuple(fp.sketch_one(a + d).tolist()))
+        estimate = estimate_distance(tuple(fp.sketch_and_norm(a)[0].tolist()), tuple(fp.sketch_and_norm(a + d)[0].tolist()))
         within += 0.5 <= estimate / torch.linalg.vector_norm(d).item() <= 2.0
     assert within >= 180, within
 
@@ -64,11 +65,11 @@ def test_a_matrix_and_its_transpose_have_one_sketch_bit_for_bit():
     for shape in ((70, 80), (80, 70), (64, 64), (3, 300), (300, 2)):
         for dtype in (torch.float32, torch.float64):
             a = torch.randn(shape, generator=g, dtype=dtype)
-            assert torch.equal(fp.sketch_one(a.t()), fp.sketch_one(a)), (shape, dtype)
-            assert torch.equal(fp.sketch_one(a.view(1, *shape)), fp.sketch_one(a)), (shape, dtype)
+            assert torch.equal(fp.sketch_and_norm(a.t())[0], fp.sketch_and_norm(a)[0]), (shape, dtype)
+            assert torch.equal(fp.sketch_and_norm(a.view(1, *shape))[0], fp.sketch_and_norm(a)[0]), (shape, dtype)
     a = torch.randn(60, 50, generator=g, dtype=torch.float64)
-    assert torch.allclose(fp.sketch_one(a.t().contiguous()), fp.sketch_one(a), rtol=1e-12, atol=1e-12)
-    assert not torch.allclose(fp.sketch_one(a.reshape(50, 60)), fp.sketch_one(a))  # a reshape is another matrix
+    assert torch.allclose(fp.sketch_and_norm(a.t().contiguous())[0], fp.sketch_and_norm(a)[0], rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(fp.sketch_and_norm(a.reshape(50, 60))[0], fp.sketch_and_norm(a)[0])  # a reshape is another matrix
 
 
 def test_the_grids_signs_are_the_same_in_every_run():
@@ -91,9 +92,9 @@ def test_chunked_sketch_of_a_huge_tensor_is_linear_and_estimates():
     a = torch.randn(fp.CHUNK * 2 + 1000, generator=g, dtype=torch.float64)
     d = torch.zeros_like(a)
     d[fp.CHUNK + 5:fp.CHUNK + 50_000] = 1.0  # a difference in the second chunk only
-    sa, sb, sd = fp.sketch_one(a), fp.sketch_one(a + d), fp.sketch_one(d)
+    sa, sb, sd = fp.sketch_and_norm(a)[0], fp.sketch_and_norm(a + d)[0], fp.sketch_and_norm(d)[0]
     assert torch.allclose(sb - sa, sd, rtol=1e-9, atol=1e-6)
-    estimate = fp.estimate_distance(tuple(sa.tolist()), tuple(sb.tolist()))
+    estimate = estimate_distance(tuple(sa.tolist()), tuple(sb.tolist()))
     assert 0.5 <= estimate / torch.linalg.vector_norm(d).item() <= 2.0
 
 
@@ -144,7 +145,7 @@ def test_pass_prints_gather_grads_outputs_and_arguments_in_one_read():
     acc = next(i for i, n in enumerate(nodes) if hasattr(n, "variable") and n.variable is lin.weight)
     got = by[(acc, fp.RECEIVED, 0)]
     assert math.isclose(got.norm, torch.linalg.vector_norm(lin.weight.grad).item(), rel_tol=1e-6)
-    expected = fp.sketch_one(lin.weight.grad).tolist()
+    expected = fp.sketch_and_norm(lin.weight.grad)[0].tolist()
     assert all(math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) for x, y in zip(got.sketch, expected))
     assert reads == 1, reads  # the whole pass in one host read
 
@@ -223,8 +224,8 @@ def test_an_output_made_by_moving_elements_is_fingerprinted_as_those_elements():
     by = {(p.node, p.dir, p.slot): p for p in prints.event(0).prints}
     names = [n.name() for n in nodes]
     t_out = by[(names.index("TBackward0"), fp.OUTPUT, 0)]
-    assert t_out.sketch == tuple(fp.sketch_one(lin.weight.detach()).double().tolist())
-    assert t_out.sketch == tuple(fp.sketch_one(lin.weight.detach().t()).double().tolist())
+    assert t_out.sketch == tuple(fp.sketch_and_norm(lin.weight.detach())[0].double().tolist())
+    assert t_out.sketch == tuple(fp.sketch_and_norm(lin.weight.detach().t())[0].double().tolist())
 
 
 def _session_prints(every_node: bool, monkeypatch) -> dict:
@@ -268,3 +269,53 @@ def test_a_planned_pass_fingerprints_what_the_every_node_hooks_do(monkeypatch):
     assert all(planned[k] == every[k] for k in planned), [k for k in planned if planned[k] != every[k]]
     missing = set(every) - set(planned)
     assert len(missing) <= len(every) // 10, sorted(missing)
+
+
+def _passes_prints(monkeypatch, kept: int) -> tuple[list[dict], list[int]]:
+    """The fingerprints of four seeded backward passes of a small encoder layer under a Session,
+    of two graphs (A, A, B, A: B another loss), with `kept` graph plans kept (0: each pass makes
+    its own decisions, as before plans were kept), and how many nodes' facts each pass made."""
+    from collections import OrderedDict
+
+    from gradtui.engine import printplan
+    from gradtui.engine.session import Session
+    from gradtui.model import events as ev
+
+    monkeypatch.setattr(printplan, "_plans", OrderedDict())
+    monkeypatch.setattr(printplan, "PLANS_KEPT", kept)
+    made = [0]
+    facts = printplan._facts
+    monkeypatch.setattr(printplan, "_facts", lambda *a: (made.__setitem__(0, made[0] + 1), facts(*a))[1])
+    session = Session(full_stats=True, fingerprints=True)
+    got: list[ev.PassPrints] = []
+    session.add_listener(lambda e: got.append(e) if isinstance(e, ev.PassPrints) else None)
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
+    x = torch.randn(2, 12, 16)
+    session.run_on()
+    session.install()
+    per_pass = []
+    try:
+        for loss in ("pow", "pow", "abs", "pow"):
+            out = layer(x)
+            before = made[0]
+            (out.pow(2) if loss == "pow" else out.abs()).mean().backward()
+            per_pass.append(made[0] - before)
+            layer.zero_grad(set_to_none=True)
+    finally:
+        session.uninstall()
+    assert len(got) == 4
+    return [{(p.node, p.dir, p.slot): p for p in e.prints} for e in got], per_pass
+
+
+def test_a_graph_s_decisions_are_made_once_and_print_what_each_pass_s_own_do(monkeypatch):
+    """Fingerprints decide per node once per graph shape (gradtui.engine.printplan): a pass of a
+    graph seen before makes no node's facts again, and every pass's prints are, bit for bit,
+    those of a pass that decided everything itself."""
+    kept, made = _passes_prints(monkeypatch, kept=8)
+    alone, made_alone = _passes_prints(monkeypatch, kept=0)
+    assert kept[0] and kept == alone
+    assert kept[0] == kept[1] == kept[3] and kept[2] != kept[0]
+    first, again, other, back = made_alone
+    assert first > 20 and again == back == first and other > 20, made_alone
+    assert made == [first, 0, other, 0], (made, made_alone)
