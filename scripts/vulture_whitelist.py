@@ -61,6 +61,8 @@ _.action_page  # widgets/node_list.py
 _.action_passes  # screens/debugger.py
 _.action_print  # screens/debugger.py
 _.action_scale  # screens/debugger.py
+_.action_select_line  # screens/source.py
+_.action_show  # screens/passes.py
 _.action_smoothing  # screens/passes.py
 _.action_source  # screens/debugger.py
 _.action_step  # screens/debugger.py
@@ -130,3 +132,15 @@ _.cursor_pass  # screens/passes.py
 _.cursor_position  # widgets/command_bar.py
 _.show_command_palette  # app.py
 _.virtual_size  # widgets/node_list.py, widgets/output_log.py
+
+# gradtui/ui (paths below are under it): what a widget shows, as plain values, for the Pilot tests
+# that assert it (a log's lines and renders, the command bar's answer): read from tests only
+_.answer_text  # widgets/command_bar.py
+_.line_count  # widgets/output_log.py
+_.plain_lines  # widgets/output_log.py
+_.renders  # widgets/output_log.py
+_.styled_line  # widgets/output_log.py
+
+# engine: counts the tests assert (how many values a pass sketched, how many graph plans are kept)
+_.sketched  # engine/fingerprint.py
+_.plans_kept  # engine/printplan.py

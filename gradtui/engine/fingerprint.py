@@ -45,7 +45,7 @@ import torch
 
 from gradtui.engine.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
     CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, fingerprint, hashed_signs, read_rows, shape2d, signs,
-    sketch_and_norm)
+    buckets_and_norm)
 from gradtui.engine.plan import sent_shape, shape_and_saved
 from gradtui.engine.printmoves import keeps_sketch, plain, same_values, unmoved
 from gradtui.engine.printplan import NodeFacts, graph_key, plan_for, saved_names  # noqa: F401 - saved_names re-exported

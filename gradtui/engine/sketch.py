@@ -330,11 +330,6 @@ def _chunked(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.T
     return total, squares.sqrt()
 
 
-def sketch_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(sketch, norm) of one tensor of more than EXACT_LIMIT elements, on its device."""
-    return buckets_and_norm(t)
-
-
 class Row(NamedTuple):
     """One value's fingerprint on its device: its norm (0-dim) and its body (1-D): the values
     themselves (`exact`) or its bucket sums, folded into the sketch when read (`read_rows`)."""

@@ -24,7 +24,7 @@ def test_sketch_estimates_relative_distance_within_a_factor_of_two():
         scale = 10.0 ** float(torch.empty(()).uniform_(-6, 0, generator=g))
         b = a + scale * torch.randn(shape, generator=g)
         exact = (torch.linalg.vector_norm((a - b).double()) / torch.linalg.vector_norm(a.double())).item()
-        sa, sb = fp.sketch_and_norm(a.double())[0].tolist(), fp.sketch_and_norm(b.double())[0].tolist()
+        sa, sb = fp.buckets_and_norm(a.double())[0].tolist(), fp.buckets_and_norm(b.double())[0].tolist()
         estimate = estimate_distance(tuple(sa), tuple(sb)) / torch.linalg.vector_norm(a.double()).item()
         ratio = estimate / exact
         worst.append(ratio)
@@ -47,13 +47,13 @@ def test_sketch_follows_values_not_layout_and_spreads_a_column():
     summing by position modulo K would put it in one entry)."""
     g = torch.Generator().manual_seed(3)
     a = torch.randn(96, 40, generator=g, dtype=torch.float64).t()
-    assert torch.allclose(fp.sketch_and_norm(a)[0], fp.sketch_and_norm(a.contiguous())[0], rtol=1e-12, atol=1e-12)
+    assert torch.allclose(fp.buckets_and_norm(a)[0], fp.buckets_and_norm(a.contiguous())[0], rtol=1e-12, atol=1e-12)
     within = 0
     for i in range(200):
         a = torch.randn(8 + i % 40, 64, generator=g, dtype=torch.float64)
         d = torch.zeros_like(a)
         d[:, i % 64] = 1e-2
-        estimate = estimate_distance(tuple(fp.sketch_and_norm(a)[0].tolist()), tuple(fp.sketch_and_norm(a + d)[0].tolist()))
+        estimate = estimate_distance(tuple(fp.buckets_and_norm(a)[0].tolist()), tuple(fp.buckets_and_norm(a + d)[0].tolist()))
         within += 0.5 <= estimate / torch.linalg.vector_norm(d).item() <= 2.0
     assert within >= 180, within
 
@@ -65,11 +65,11 @@ def test_a_matrix_and_its_transpose_have_one_sketch_bit_for_bit():
     for shape in ((70, 80), (80, 70), (64, 64), (3, 300), (300, 2)):
         for dtype in (torch.float32, torch.float64):
             a = torch.randn(shape, generator=g, dtype=dtype)
-            assert torch.equal(fp.sketch_and_norm(a.t())[0], fp.sketch_and_norm(a)[0]), (shape, dtype)
-            assert torch.equal(fp.sketch_and_norm(a.view(1, *shape))[0], fp.sketch_and_norm(a)[0]), (shape, dtype)
+            assert torch.equal(fp.buckets_and_norm(a.t())[0], fp.buckets_and_norm(a)[0]), (shape, dtype)
+            assert torch.equal(fp.buckets_and_norm(a.view(1, *shape))[0], fp.buckets_and_norm(a)[0]), (shape, dtype)
     a = torch.randn(60, 50, generator=g, dtype=torch.float64)
-    assert torch.allclose(fp.sketch_and_norm(a.t().contiguous())[0], fp.sketch_and_norm(a)[0], rtol=1e-12, atol=1e-12)
-    assert not torch.allclose(fp.sketch_and_norm(a.reshape(50, 60))[0], fp.sketch_and_norm(a)[0])  # a reshape is another matrix
+    assert torch.allclose(fp.buckets_and_norm(a.t().contiguous())[0], fp.buckets_and_norm(a)[0], rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(fp.buckets_and_norm(a.reshape(50, 60))[0], fp.buckets_and_norm(a)[0])  # a reshape is another matrix
 
 
 def test_the_grids_signs_are_the_same_in_every_run():
@@ -92,7 +92,7 @@ def test_chunked_sketch_of_a_huge_tensor_is_linear_and_estimates():
     a = torch.randn(fp.CHUNK * 2 + 1000, generator=g, dtype=torch.float64)
     d = torch.zeros_like(a)
     d[fp.CHUNK + 5:fp.CHUNK + 50_000] = 1.0  # a difference in the second chunk only
-    sa, sb, sd = fp.sketch_and_norm(a)[0], fp.sketch_and_norm(a + d)[0], fp.sketch_and_norm(d)[0]
+    sa, sb, sd = fp.buckets_and_norm(a)[0], fp.buckets_and_norm(a + d)[0], fp.buckets_and_norm(d)[0]
     assert torch.allclose(sb - sa, sd, rtol=1e-9, atol=1e-6)
     estimate = estimate_distance(tuple(sa.tolist()), tuple(sb.tolist()))
     assert 0.5 <= estimate / torch.linalg.vector_norm(d).item() <= 2.0
@@ -145,7 +145,7 @@ def test_pass_prints_gather_grads_outputs_and_arguments_in_one_read():
     acc = next(i for i, n in enumerate(nodes) if hasattr(n, "variable") and n.variable is lin.weight)
     got = by[(acc, fp.RECEIVED, 0)]
     assert math.isclose(got.norm, torch.linalg.vector_norm(lin.weight.grad).item(), rel_tol=1e-6)
-    expected = fp.sketch_and_norm(lin.weight.grad)[0].tolist()
+    expected = fp.buckets_and_norm(lin.weight.grad)[0].tolist()
     assert all(math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) for x, y in zip(got.sketch, expected))
     assert reads == 1, reads  # the whole pass in one host read
 
@@ -224,8 +224,8 @@ def test_an_output_made_by_moving_elements_is_fingerprinted_as_those_elements():
     by = {(p.node, p.dir, p.slot): p for p in prints.event(0).prints}
     names = [n.name() for n in nodes]
     t_out = by[(names.index("TBackward0"), fp.OUTPUT, 0)]
-    assert t_out.sketch == tuple(fp.sketch_and_norm(lin.weight.detach())[0].double().tolist())
-    assert t_out.sketch == tuple(fp.sketch_and_norm(lin.weight.detach().t())[0].double().tolist())
+    assert t_out.sketch == tuple(fp.buckets_and_norm(lin.weight.detach())[0].double().tolist())
+    assert t_out.sketch == tuple(fp.buckets_and_norm(lin.weight.detach().t())[0].double().tolist())
 
 
 def _session_prints(every_node: bool, monkeypatch) -> dict:
