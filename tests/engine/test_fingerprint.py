@@ -228,27 +228,34 @@ def test_an_output_made_by_moving_elements_is_fingerprinted_as_those_elements():
     assert t_out.sketch == tuple(fp.buckets_and_norm(lin.weight.detach().t())[0].double().tolist())
 
 
+def _encoder_prints():
+    """A running Session with fingerprints, the list its PassPrints go to, and a seeded small
+    encoder layer with its input."""
+    from gradtui.engine.session import Session
+    from gradtui.model import events as ev
+
+    session = Session(full_stats=True, fingerprints=True)
+    got: list = []
+    session.add_listener(lambda e: got.append(e) if isinstance(e, ev.PassPrints) else None)
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
+    session.run_on()
+    return session, got, layer, torch.randn(2, 12, 16)
+
+
 def _session_prints(every_node: bool, monkeypatch) -> dict:
     """The fingerprints of one seeded backward of a small encoder layer (views, transposes,
     selects, weights' accumulators) under a Session: on the hook plan (checked: its hooks were
     registered), or on every node (a breakpoint by place that never hits)."""
     from gradtui.engine import planned as planned_module
-    from gradtui.engine.session import Session
-    from gradtui.model import events as ev
 
     plans = []
     register = planned_module.PlannedPass.register
     monkeypatch.setattr(planned_module.PlannedPass, "register", lambda self: (plans.append(self), register(self))[1])
 
-    session = Session(full_stats=True, fingerprints=True)
+    session, got, layer, x = _encoder_prints()
     if every_node:
         session.breakpoints.add("#9999")
-    got = []
-    session.add_listener(lambda e: got.append(e) if isinstance(e, ev.PassPrints) else None)
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
-    x = torch.randn(2, 12, 16)
-    session.run_on()
     session.install()
     try:
         layer(x).pow(2).mean().backward()
@@ -278,21 +285,13 @@ def _passes_prints(monkeypatch, kept: int) -> tuple[list[dict], list[int]]:
     from collections import OrderedDict
 
     from gradtui.engine import printplan
-    from gradtui.engine.session import Session
-    from gradtui.model import events as ev
 
     monkeypatch.setattr(printplan, "_plans", OrderedDict())
     monkeypatch.setattr(printplan, "PLANS_KEPT", kept)
     made = [0]
     facts = printplan._facts
     monkeypatch.setattr(printplan, "_facts", lambda *a: (made.__setitem__(0, made[0] + 1), facts(*a))[1])
-    session = Session(full_stats=True, fingerprints=True)
-    got: list[ev.PassPrints] = []
-    session.add_listener(lambda e: got.append(e) if isinstance(e, ev.PassPrints) else None)
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
-    x = torch.randn(2, 12, 16)
-    session.run_on()
+    session, got, layer, x = _encoder_prints()
     session.install()
     per_pass = []
     try:
