@@ -230,9 +230,12 @@ class PlannedPass:
             first = quick_stats(grad_inputs[0], full) if grad_inputs[0] is not None else None
             sent_stats = (first,) if count == 1 else (first, None)
             bad = first is not None and first.nonfinite
-        else:
-            sent_stats = measured(grad_inputs, full, measure=quick_stats)
-            bad = any_nonfinite(sent_stats)  # type: ignore[arg-type]
+        else:  # each measured (a tensor sent twice, `x + x`'s, is measured twice: rare, and equal)
+            sent_stats = tuple([quick_stats(g, full) if g is not None else None for g in grad_inputs])
+            bad = False
+            for one in sent_stats:
+                if one is not None and one.nonfinite:
+                    bad = True
         self._grad_inputs[node] = sent_stats
         arrived_stats = self._grad_outputs.get(node)
         late_before = False
