@@ -5,9 +5,12 @@ than the statistics themselves. In `continue` with statistics or a `nan` watch, 
 cannot matter: a view, transpose, `.T`, select, clone, permute, squeeze or unsqueeze with
 one producer sends on the very elements it received (rearranged, or with zeros around them),
 so it can never be the first to make a non-finite value, and its statistics follow from its
-producer's; an `AccumulateGrad` with one producer receives exactly its producer's output.
-Those are *derived*. Everything else gets a posthook: ops that compute (AddBackward0 too: a
-broadcast operand is sum-reduced), nodes with several producers (the engine sums what they
+producer's; an `AccumulateGrad` with one producer receives exactly its producer's output; an
+add, sub or rsub with alpha 1 whose operands are not broadcast, cast nor moved, a neg and an
+alias send on each input what they received or its negation (`SIGNS`, `passes_through`: the
+residual adds of a network). Those are *derived*. Everything else gets a posthook: ops that
+compute (an add with a broadcast operand too: the engine sums its gradient down to the operand's
+shape), nodes with several producers (the engine sums what they
 send), custom Functions and opaque nodes, the roots, and any node carrying a user hook (its
 gradient may change between the producer and the node). Nodes whose own code can raise or
 whose input a user hook can change also get a prehook, so a failure is marked where it
@@ -112,8 +115,8 @@ def make_plan(walk: Walked, nodes: list[Any], roots: tuple[int, ...], hooks_seen
     for i, (name, kind) in enumerate(zip(names, kinds)):
         if kind == "custom" or kind == "opaque":
             hooks[i] = BOTH
-        elif ((name in derivable or name in signs and passes_through(nodes[i], name)) and hooks[i] == POST
-              and (sender := producer[i]) is not None and i not in root_set):
+        elif ((name in derivable or name in signs) and hooks[i] == POST and (sender := producer[i]) is not None
+              and i not in root_set and (name in derivable or passes_through(nodes[i], name))):
             hooks[i] = NONE
             source = sender[0]
             fed = derived.get(source)
