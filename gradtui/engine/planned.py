@@ -132,9 +132,8 @@ class PlannedPass:
         gets a posthook, since what arrives there is a gradient no hook sees whose print the one
         that moved it cannot give (gradtui.engine.fingerprint: only a matrix's transpose and a
         view keeping the last dimension keep their sketch). Not after a `TBackward0` (a matrix's
-        transpose: a weight's accumulator stays derived). A pass-through node (plan.SIGNS: an add,
-        a neg) is hooked wherever it is: the prints derive only nodes with one receiver that move
-        values."""
+        transpose: a weight's accumulator stays derived). A pass-through node (plan.SIGNS) is hooked
+        wherever it is: the prints derive only one-receiver nodes that move values."""
         plan, names = self._plan, self._state.capture.walk.names
         for source, fed in list(plan.derived.items()):
             if plan.hooks[source] != NONE or names[source] == "TBackward0":
@@ -232,10 +231,7 @@ class PlannedPass:
             bad = first is not None and first.nonfinite
         else:  # each measured (a tensor sent twice, `x + x`'s, is measured twice: rare, and equal)
             sent_stats = tuple([quick_stats(g, full) if g is not None else None for g in grad_inputs])
-            bad = False
-            for one in sent_stats:
-                if one is not None and one.nonfinite:
-                    bad = True
+            bad = any_nonfinite(sent_stats)  # type: ignore[arg-type]
         self._grad_inputs[node] = sent_stats
         arrived_stats = self._grad_outputs.get(node)
         late_before = False
