@@ -175,3 +175,33 @@ def test_nan_names_the_culprit_an_every_node_pass_names(case):
     assert hits == [(h.node, h.phase) for h in of(every_node, ev.Paused)]
     assert (case in ("clean", "masked-inf")) == (not hits)  # a softmax of a masked -inf is finite
     assert all(same(a.grad, b.grad) for a, b in zip(leaves, plain(build), strict=True))
+
+
+def test_a_hooked_node_makes_no_stats_for_a_big_finite_gradient_nobody_reads(monkeypatch):
+    """The posthook keeps a big gradient's light statistics as a `Normed` tuple; the Stats are
+    made only when a batch is read (a count, not a time)."""
+    from gradtui.engine.session import Session
+    from gradtui.model import stats as stats_module
+
+    made = [0]
+    original = stats_module.Stats.__init__
+
+    def counted(self, *args, **kwargs):
+        made[0] += 1
+        original(self, *args, **kwargs)
+
+    batches: list[ev.NodesRan] = []
+    session = Session(None, provenance=False, full_stats=False)  # the UI's statistics: norms
+    session.add_listener(lambda e: batches.append(e) if isinstance(e, ev.NodesRan) else None,
+                         graph=False, batches=True, flow=False)
+    session.submit("break nan")
+    session.run_on()
+    x = torch.rand(32, 32, requires_grad=True)
+    loss = (x.exp() * 2.0).sum()  # three hooked nodes, each sending a 1,024-element gradient
+    monkeypatch.setattr(stats_module.Stats, "__init__", counted)
+    with session:
+        loss.backward()
+    assert made[0] == 0
+    ran = [r for batch in batches for r in batch.ran]  # read now: the Stats are made
+    assert made[0] > 0 and len(ran) == 4
+    assert math.isclose(ran[-1].grad_outputs[0].norm, torch.linalg.vector_norm(x.grad).item(), rel_tol=1e-6)
