@@ -61,33 +61,61 @@ class Listed(NamedTuple):
     nonfinite: int = 0
 
 
-def quick_stats(grad: Any, full: bool) -> Stats | Listed | None:
-    """`now_stats`, but a small finite gradient only listed (`Listed`): what a posthook keeps.
-    Called for each gradient a hooked node sends on: its checks are made once (not again in
-    `now_stats`)."""
+class Normed(NamedTuple):
+    """A big gradient's finite norm, taken in a posthook (light statistics): its Stats (`resolved`)
+    are made only if a batch with it is read. `shape` is the tensor's `torch.Size` (a tuple; made a
+    plain one then). Read as Stats by the hooks' non-finite checks."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    norm: float
+    nonfinite: int = 0
+
+
+def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
+    """`now_stats`, but a small finite gradient only listed (`Listed`), a big finite one's norm only
+    kept (`Normed`, light statistics): what a posthook keeps. Called for each gradient a hooked
+    node sends on, so kept lean (its checks made once, not again in `now_stats`; no Stats made)."""
     if (type(grad) is _TENSOR and (dtype := _BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
             and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
         if grad.requires_grad:
             grad = grad.detach()  # create_graph: gradtui's reductions record nothing
         if numel > VALUES_LIMIT:
-            if (stats := _reduced(grad, dtype, numel, full)) is not None:
+            if not full:
+                norm = _NORM(grad).item()
+                if norm - norm == 0.0:  # finite: else `summarize` counts, or redoes an overflow in float64
+                    return _new(Normed, (grad.shape, dtype, norm, 0))
+            elif (stats := _reduced(grad, dtype, numel, full)) is not None:
                 return stats
             return summarize(grad, light=not full)
         shape = tuple(grad.shape)
         values = tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist())
         total = sum(values)
         if total - total == 0.0:  # finite (an infinity or a NaN makes it NaN)
-            return tuple.__new__(Listed, (shape, dtype, values, 0))
+            return _new(Listed, (shape, dtype, values, 0))
         return small_stats(shape, dtype, "cpu", values)
     return now_stats(grad, full)
 
 
+_new = tuple.__new__  # a NamedTuple's own __new__ is a Python function
+
+
 def resolved(stats: tuple[Any, ...]) -> tuple[Stats | None, ...]:
-    """`stats` with each `Listed` made Stats (as `now_stats` makes them)."""
+    """`stats` with each `Listed` or `Normed` made Stats (as `now_stats` makes them)."""
     for one in stats:
-        if type(one) is Listed:
-            return tuple([small_stats(s.shape, s.dtype, "cpu", s.values) if type(s) is Listed else s for s in stats])
+        kind = type(one)
+        if kind is Listed or kind is Normed:
+            return tuple([_stats(s) for s in stats])
     return stats
+
+
+def _stats(one: Any) -> Stats | None:
+    kind = type(one)
+    if kind is Listed:
+        return small_stats(one.shape, one.dtype, "cpu", one.values)
+    if kind is Normed:
+        return Stats(tuple(one.shape), one.dtype, "cpu", one.norm, None, None, None, 0)
+    return one
 
 
 def measured(grads: tuple[Any, ...], full: bool, known: tuple[Any, ...] = (),

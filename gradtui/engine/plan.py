@@ -5,9 +5,12 @@ than the statistics themselves. In `continue` with statistics or a `nan` watch, 
 cannot matter: a view, transpose, `.T`, select, clone, permute, squeeze or unsqueeze with
 one producer sends on the very elements it received (rearranged, or with zeros around them),
 so it can never be the first to make a non-finite value, and its statistics follow from its
-producer's; an `AccumulateGrad` with one producer receives exactly its producer's output.
-Those are *derived*. Everything else gets a posthook: ops that compute (AddBackward0 too: a
-broadcast operand is sum-reduced), nodes with several producers (the engine sums what they
+producer's; an `AccumulateGrad` with one producer receives exactly its producer's output; an
+add, sub or rsub with alpha 1 whose operands are not broadcast, cast nor moved, a neg and an
+alias send on each input what they received or its negation (`SIGNS`, `passes_through`: the
+residual adds of a network). Those are *derived*. Everything else gets a posthook: ops that
+compute (an add with a broadcast operand too: the engine sums its gradient down to the operand's
+shape), nodes with several producers (the engine sums what they
 send), custom Functions and opaque nodes, the roots, and any node carrying a user hook (its
 gradient may change between the producer and the node). Nodes whose own code can raise or
 whose input a user hook can change also get a prehook, so a failure is marked where it
@@ -36,6 +39,17 @@ PERMUTED = frozenset({"TransposeBackward0", "TransposeBackward1", "TBackward0", 
 SELECTED = frozenset({"SelectBackward0", "SelectBackward1"})
 """Nodes that send what they received embedded in zeros."""
 DERIVABLE = SAME_ORDER | PERMUTED | SELECTED | {"AccumulateGrad"}
+SIGNS = {"AddBackward0": (1, 1), "AddBackward1": (1,), "SubBackward0": (1, -1), "SubBackward1": (1,),
+         "RsubBackward0": (-1, 1), "NegBackward0": (-1,), "AliasBackward0": (1,)}
+"""Nodes whose backward (torch's derivatives.yaml) sends on each input the gradient it received or
+its negation, per `next_functions` slot: `add`/`sub`/`rsub` with alpha 1 (`maybe_multiply` leaves
+the gradient as it is; `handle_r_to_c` only for a complex result of a real input), `neg`, `alias`.
+They *pass through*: never the first to make a non-finite value, and their statistics follow
+exactly (a norm of -x is the norm of x), unless the engine changes what they send on its way out
+(`validate_outputs` sums a broadcast operand to its shape, casts to its dtype, moves it to its
+device): `passes_through` checks that on the live node."""
+ALPHA = frozenset({"AddBackward0", "SubBackward0", "RsubBackward0"})
+"""Pass-through nodes that save an alpha (the other operand's gradient is scaled by it)."""
 
 class Walked(Protocol):
     """What a plan reads of a pass's walk (gradtui.engine.graph.Walk): per node id its name, kind
@@ -97,11 +111,12 @@ def make_plan(walk: Walked, nodes: list[Any], roots: tuple[int, ...], hooks_seen
     derived: dict[int, list[int]] = {}
     sources: list[int] = []
     """The producers of derived nodes, in the order their first derived node was found."""
-    root_set, derivable = set(roots), DERIVABLE
+    root_set, derivable, signs = set(roots), DERIVABLE, SIGNS
     for i, (name, kind) in enumerate(zip(names, kinds)):
         if kind == "custom" or kind == "opaque":
             hooks[i] = BOTH
-        elif name in derivable and hooks[i] == POST and (sender := producer[i]) is not None and i not in root_set:
+        elif ((name in derivable or name in signs) and hooks[i] == POST and (sender := producer[i]) is not None
+              and i not in root_set and (name in derivable or passes_through(nodes[i], name))):
             hooks[i] = NONE
             source = sender[0]
             fed = derived.get(source)
@@ -111,6 +126,30 @@ def make_plan(walk: Walked, nodes: list[Any], roots: tuple[int, ...], hooks_seen
             else:
                 fed.append(i)
     return HookPlan(hooks, producer, derived, _counted(derived, reversed(sources)))
+
+
+def passes_through(node: Any, name: str) -> bool:
+    """Does pass-through node `node` (SIGNS) send on exactly what it received (or its negation) at
+    every slot: alpha 1, and each receiver expecting the shape, dtype and device it received (no
+    broadcast reduced, no cast, no move on the way out)? Read once, at the plan."""
+    try:
+        if name in ALPHA and node._saved_alpha != 1:
+            return False
+        metadata = node._input_metadata
+        if len(metadata) != 1 or len(node.next_functions) != len(SIGNS[name]):
+            return False
+        own = metadata[0]
+        if own.is_nested_tensor:
+            return False
+        shape, dtype, device = own.shape, own.dtype, own.device
+        for target, slot in node.next_functions:
+            if target is not None:
+                there = target._input_metadata[slot]
+                if there.shape != shape or there.dtype != dtype or there.device != device or there.is_nested_tensor:
+                    return False
+    except (AttributeError, IndexError, RuntimeError):  # not as torch 2.13 has it: hook it
+        return False
+    return True
 
 
 def fed_counts(derived: dict[int, list[int]]) -> dict[int, int]:
@@ -210,6 +249,8 @@ def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...]
     only their norm, as a light read has)."""
     if name == "AccumulateGrad":
         return ()
+    if name in SIGNS:
+        return _passed(SIGNS[name], saved, grad_output)
     if grad_output is None or not sends:
         return (None,)
     if shape is None:
@@ -228,6 +269,30 @@ def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...]
         return (Stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, grad_output.min, grad_output.max,
                       grad_output.mean, grad_output.nonfinite),)
     return (_selected(saved, grad_output, shape, full),)
+
+
+def _passed(signs: tuple[int, ...], sends: tuple[int, ...], grad_output: Stats | None) -> tuple[Stats | None, ...]:
+    """What a pass-through node sent on each slot (`sends`: 1 where the slot has a receiver, as
+    DerivedSteps reads it): what it received, or its negation."""
+    if grad_output is None:
+        return (None,) * len(signs)
+    negated = negative(grad_output) if -1 in signs else None
+    return tuple((grad_output if sign > 0 else negated) if send else None for sign, send in zip(signs, sends))
+
+
+def negative(stats: Stats) -> Stats:
+    """The statistics of -x from those of x, exactly: the same norm and non-finite count, min and
+    max swapped and negated, the mean and values negated (IEEE negation is exact, and a sum of
+    negated values is the negated sum). An empty or unreadable gradient's stay as they are (a
+    hook reads 0.0, not -0.0, of an empty one). No histogram: its bin edges would not follow
+    exactly (a planned pass takes none)."""
+    if stats.unreadable is not None or not stats.numel:
+        return stats
+    lo, hi, mean = stats.min, stats.max, stats.mean
+    values = stats.values
+    return Stats(stats.shape, stats.dtype, stats.device, stats.norm, None if hi is None else -hi,
+                 None if lo is None else -lo, None if mean is None else -mean, stats.nonfinite,
+                 None if values is None else tuple([-v for v in values]), tuple([-v for v in stats.preview]))
 
 
 def _rearranged(name: str, saved: tuple[int, ...], values: tuple[float, ...], shape: tuple[int, ...]) -> torch.Tensor:

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, fed_counts, shape_and_saved
+from gradtui.engine.plan import BOTH, NONE, POST, SIGNS, HookPlan, fed_counts, shape_and_saved
 from gradtui.engine.ranbatch import Derived, Feeds, Hooked, PassBatches, Resent
 from gradtui.engine.recorder import PassRecord
 from gradtui.engine.nowstats import measured, now_stats, quick_stats, resolved
@@ -132,12 +132,15 @@ class PlannedPass:
         gets a posthook, since what arrives there is a gradient no hook sees whose print the one
         that moved it cannot give (gradtui.engine.fingerprint: only a matrix's transpose and a
         view keeping the last dimension keep their sketch). Not after a `TBackward0` (a matrix's
-        transpose: a weight's accumulator stays derived)."""
+        transpose: a weight's accumulator stays derived). A pass-through node (plan.SIGNS) is hooked
+        wherever it is: the prints derive only one-receiver nodes that move values."""
         plan, names = self._plan, self._state.capture.walk.names
         for source, fed in list(plan.derived.items()):
             if plan.hooks[source] != NONE or names[source] == "TBackward0":
-                continue
-            for child in list(fed):
+                fed_here = [child for child in fed if names[child] in SIGNS]  # the prints move no pass-through node
+            else:
+                fed_here = list(fed)
+            for child in fed_here:
                 if self._completed[child]:
                     continue
                 fed.remove(child)
@@ -226,8 +229,8 @@ class PlannedPass:
             first = quick_stats(grad_inputs[0], full) if grad_inputs[0] is not None else None
             sent_stats = (first,) if count == 1 else (first, None)
             bad = first is not None and first.nonfinite
-        else:
-            sent_stats = measured(grad_inputs, full, measure=quick_stats)
+        else:  # each measured (a tensor sent twice, `x + x`'s, is measured twice: rare, and equal)
+            sent_stats = tuple([quick_stats(g, full) if g is not None else None for g in grad_inputs])
             bad = any_nonfinite(sent_stats)  # type: ignore[arg-type]
         self._grad_inputs[node] = sent_stats
         arrived_stats = self._grad_outputs.get(node)
@@ -391,7 +394,9 @@ class DerivedSteps:
             child = todo.popleft()
             name = names[child]
             shape, saved, error = None, (), None
-            if name != "AccumulateGrad":
+            if name in SIGNS:
+                saved = tuple([0 if there is None else 1 for there in nexts[child]])
+            elif name != "AccumulateGrad":
                 try:
                     shape, saved = shape_and_saved(nodes[child], name)
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass

@@ -41,8 +41,9 @@ class Hooked(NamedTuple):
 
 class Derived(NamedTuple):
     """A node the plan derives: its producer's output slot, its name, the shape it sends on and
-    the saved values it needs (gradtui.engine.plan.shape_and_saved); `sends`: its input has a
-    receiver; `error`: what could not be read of it."""
+    the saved values it needs (gradtui.engine.plan.shape_and_saved; of a pass-through node, plan.SIGNS,
+    1 or 0 per input: has it a receiver); `sends`: its first input has a receiver; `error`: what
+    could not be read of it."""
 
     node: int
     source: tuple[int, int]

@@ -101,6 +101,12 @@ KINDS = {  # name: (forward op, the backward node it makes)
     "mT": (lambda t: t.unsqueeze(0).mT, "TransposeBackward0"),
     "permute-negative": (lambda t: t.unsqueeze(0).permute(-1, 0, 1), "PermuteBackward0"),
     "unsqueeze-negative": (lambda t: t.unsqueeze(-1), "UnsqueezeBackward0"),
+    # pass-through (engine/plan.py, SIGNS): what arrives, or its negation, on every input
+    "add": (lambda t: t + t * 0.5, "AddBackward0"),
+    "add-detached": (lambda t: t + t.detach(), "AddBackward0"),
+    "sub": (lambda t: t - t * 0.5, "SubBackward0"),
+    "rsub": (lambda t: torch.rsub(t, t * 0.5), "RsubBackward0"),
+    "neg": (lambda t: -t, "NegBackward0"),
 }
 SIZES = {"small": (4, 3), "big": (12, 16)}
 
