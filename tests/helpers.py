@@ -34,6 +34,20 @@ EVENT_TIMEOUT = 10.0
 """Seconds to wait for the next event of a script driven from the test's thread."""
 
 
+def count_calls(monkeypatch, owner: Any, name: str) -> list[int]:
+    """Count the calls of `owner.name` (a module's function or a class's method) for the rest of
+    the test: a one-element list the count is kept in, the call still made."""
+    calls = [0]
+    original = getattr(owner, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
 def script(name: str) -> str:
     """Path of a test script in tests/scripts."""
     path = SCRIPTS / name

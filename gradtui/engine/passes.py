@@ -18,7 +18,8 @@ from gradtui.engine.hooks import EveryNodeHooks
 from gradtui.engine.owner import Owner
 from gradtui.engine.intercept import GradtuiQuit, Interceptor
 from gradtui.engine.plan import make_plan
-from gradtui.engine.planned import PlannedPass, ready_node
+from gradtui.engine.derived import ready_node
+from gradtui.engine.planned import PlannedPass
 from gradtui.engine.recorder import PassRecord, FlowRecorder, UnhookedFlow
 from gradtui.model import events as ev
 

@@ -293,19 +293,19 @@ def test_saved_summaries_are_the_same_when_remembered():
     import gc
     import weakref
 
-    from gradtui.engine import graph as graph_module
+    from gradtui.engine import saved as saved_module
 
     x = torch.randn(3, 4, requires_grad=True)
     first = capture([(x @ x.t()).sum().grad_fn]).graph
     second = capture([(x @ x.t()).sum().grad_fn]).graph
     assert [d.saved for _, d in first.nodes(data="info")] == [d.saved for _, d in second.nodes(data="info")]
     assert any("self [3,4] float32" in s for _, d in first.nodes(data="info") for s in d.saved)
-    assert graph_module._describe_saved(1) == "= 1"
-    assert graph_module._describe_saved(1.0) == "= 1.0"
-    assert graph_module._describe_saved(True) == "= True"
+    assert saved_module._describe_saved(1) == "= 1"
+    assert saved_module._describe_saved(1.0) == "= 1.0"
+    assert saved_module._describe_saved(True) == "= True"
     t = torch.ones(2)
-    assert graph_module._describe_saved((t, t)) == "[2 tensors]"
-    assert graph_module._describe_saved((3, t)).startswith("= (3, tensor(")
+    assert saved_module._describe_saved((t, t)) == "[2 tensors]"
+    assert saved_module._describe_saved((3, t)).startswith("= (3, tensor(")
     ref = weakref.ref(t)
     del t
     gc.collect()

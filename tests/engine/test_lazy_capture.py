@@ -10,20 +10,13 @@ from gradtui.engine import graph as graph_module
 from gradtui.engine.session import Session
 from gradtui.model import events as ev
 from gradtui.model.nodes import FIELDS
+from tests.helpers import count_calls
 
 KEYS = ("name", "kind", "labels", "param", "source", "path", "line", "module", "next")
 
 
 def _counting(monkeypatch) -> list[int]:
-    calls = [0]
-    original = graph_module.saved_summary
-
-    def counted(node):
-        calls[0] += 1
-        return original(node)
-
-    monkeypatch.setattr(graph_module, "saved_summary", counted)
-    return calls
+    return count_calls(monkeypatch, graph_module, "saved_summary")
 
 
 def _pass(*, lazy: bool, nan: bool, commands=("continue",)):
@@ -120,14 +113,7 @@ def test_a_lazy_pass_nobody_reads_makes_no_node_info_and_its_graph_read_later_is
     """The walk keeps per node only its name, kind and receivers: no NodeInfo is made while a pass
     in `continue` runs for listeners that read no graph. Read after the pass (its nodes gone), the
     graph's nodes are what an eager capture of the same graph names, numbers and links."""
-    made = [0]
-    original = graph_module.walked
-
-    def counted(*args):
-        made[0] += 1
-        return original(*args)
-
-    monkeypatch.setattr(graph_module, "walked", counted)
+    made = count_calls(monkeypatch, graph_module, "walked")
     events: list[ev.Event] = []
     session = Session(None, provenance=False, full_stats=False)
     session.add_listener(events.append, graph=False, batches=True, flow=False)

@@ -16,6 +16,7 @@ from gradtui.engine import plan, ranbatch
 from gradtui.engine.session import Session
 from gradtui.model import events as ev
 from gradtui.wire.codec import from_wire, to_wire
+from tests.helpers import count_calls
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
@@ -58,14 +59,7 @@ def test_a_batch_listener_gets_the_same_node_results_in_batches():
 
 
 def test_nothing_is_derived_until_a_batch_is_read(monkeypatch):
-    derived = [0]
-    original = ranbatch._derived
-
-    def counted(*args):
-        derived[0] += 1
-        return original(*args)
-
-    monkeypatch.setattr(ranbatch, "_derived", counted)
+    derived = count_calls(monkeypatch, ranbatch, "_derived")
     model, data = _model()
     events: list[ev.Event] = []
     session = Session(None, provenance=False, full_stats=False)
@@ -155,17 +149,9 @@ def test_a_pass_nobody_looks_at_collects_no_names_and_a_pause_still_names_its_le
 
 def _counting_reads(monkeypatch) -> list[int]:
     """Counts the reads of a derived node's saved values (its shape, dims) from the live node."""
-    from gradtui.engine import planned
+    from gradtui.engine import derived
 
-    reads = [0]
-    original = planned.shape_and_saved
-
-    def counted(*args):
-        reads[0] += 1
-        return original(*args)
-
-    monkeypatch.setattr(planned, "shape_and_saved", counted)
-    return reads
+    return count_calls(monkeypatch, derived, "shape_and_saved")
 
 
 def test_no_derived_node_is_read_when_no_one_holds_a_batch(monkeypatch):
