@@ -91,6 +91,15 @@ def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
 def test_the_source_view_at_80x24(snap_compare):
     """v on train_loop.py's first node (the loss line): the whole file, the loss line marked
     with the count of the nodes it made, the model's line with its own, a breakpoint set there by b."""
+    _source_view(snap_compare, (80, 24))
+
+
+def test_the_source_view_at_160x45(snap_compare):
+    """The same source view at 160x45: the file's lines whole, the marks and the footer."""
+    _source_view(snap_compare, (160, 45))
+
+
+def _source_view(snap_compare, size: tuple[int, int]) -> None:
     from tests.helpers import script
     from gradtui.ui.screens.source import SourceScreen
 
@@ -104,5 +113,5 @@ def test_the_source_view_at_80x24(snap_compare):
         await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
-    assert snap_compare(GradtuiApp(script("train_loop.py"), args=["1"]), terminal_size=(80, 24),
+    assert snap_compare(GradtuiApp(script("train_loop.py"), args=["1"]), terminal_size=size,
                         run_before=run_before)
