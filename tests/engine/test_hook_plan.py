@@ -229,17 +229,23 @@ def test_a_raising_tensor_hook_marks_the_node_it_ran_at():
         return [x], y.sum()
 
     for watch in (True, False):
-        events = []
-        session = Session(events.append, provenance=False)
-        session.run_on()
-        if watch:
-            session.submit("break nan")
-        with session, pytest.raises(ValueError):
-            _, loss = build()
-            loss.backward()
-        (finished,) = of(events, ev.PassFinished)
-        graph = of(events, ev.PassStarted)[0].graph
+        finished, graph = _failed_pass(build, watch)
         assert finished.error and graph.nodes[finished.node]["info"].name == "MulBackward0"
+
+
+def _failed_pass(build, watch: bool = True):
+    """One pass of `build` under a session in `continue` (with a `nan` watch or none) whose
+    backward raises ValueError: its PassFinished and its graph."""
+    events = []
+    session = Session(events.append, provenance=False)
+    session.run_on()
+    if watch:
+        session.submit("break nan")
+    with session, pytest.raises(ValueError):
+        _, loss = build()
+        loss.backward()
+    (finished,) = of(events, ev.PassFinished)
+    return finished, of(events, ev.PassStarted)[0].graph
 
 
 def test_a_detached_session_never_pauses_in_a_planned_pass():
@@ -363,15 +369,7 @@ def test_a_raising_hook_after_derived_nodes_marks_the_node_it_ran_at():
         a.register_hook(lambda g: (_ for _ in ()).throw(ValueError("bad hook")))
         return [x], (a.t().reshape(4) * 2.0).sum()
 
-    events = []
-    session = Session(events.append, provenance=False)
-    session.run_on()
-    session.submit("break nan")
-    with session, pytest.raises(ValueError):
-        _, loss = build()
-        loss.backward()
-    (finished,) = of(events, ev.PassFinished)
-    graph = of(events, ev.PassStarted)[0].graph
+    finished, graph = _failed_pass(build)
     names = {graph.nodes[n]["info"].name for n in graph.nodes}
     assert {"TBackward0", "CloneBackward0", "UnsafeViewBackward0"} <= names
     assert finished.error and graph.nodes[finished.node]["info"].name == "ExpBackward0"
