@@ -75,7 +75,21 @@ class Normed(NamedTuple):
 def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
     """`now_stats`, but a small finite gradient only listed (`Listed`), a big finite one's norm only
     kept (`Normed`, light statistics): what a posthook keeps. Called for each gradient a hooked
-    node sends on, so kept lean (its checks made once, not again in `now_stats`; no Stats made)."""
+    node sends on, so kept lean: the common case (light statistics of a plain CPU float gradient
+    too big to list, nobody's graph) takes its norm first and returns; a norm that is 0 (a
+    ZeroTensor's is) or not finite (a float32 norm overflows on finite values) is decided by the
+    full checks of `_quick_checked`, as is everything rare."""
+    if (not full and type(grad) is _TENSOR and grad.is_cpu and grad.layout is _STRIDED  # is_cpu: not meta
+            and not grad.requires_grad and (dtype := _BULK.get(grad.dtype)) is not None
+            and VALUES_LIMIT < grad.numel() <= CHUNK):
+        norm = _NORM(grad).item()
+        if norm - norm == 0.0 and norm != 0.0:
+            return _new(Normed, (grad.shape, dtype, norm, 0))
+    return _quick_checked(grad, full)
+
+
+def _quick_checked(grad: Any, full: bool) -> Stats | Listed | Normed | None:
+    """`quick_stats` with every check made (a rare gradient, a full read, a small one)."""
     if (type(grad) is _TENSOR and (dtype := _BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
             and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
         if grad.requires_grad:
