@@ -75,7 +75,30 @@ class Normed(NamedTuple):
 def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
     """`now_stats`, but a small finite gradient only listed (`Listed`), a big finite one's norm only
     kept (`Normed`, light statistics): what a posthook keeps. Called for each gradient a hooked
-    node sends on, so kept lean (its checks made once, not again in `now_stats`; no Stats made)."""
+    node sends on, so kept lean: a plain CPU float gradient of nobody's graph is checked once; a
+    big one's light statistics take its norm first and return; a norm that is 0 (a ZeroTensor's
+    is) or not finite (a float32 norm overflows on finite values) is decided by the full checks
+    of `_quick_checked`, as is everything rare."""
+    if (type(grad) is _TENSOR and grad.is_cpu and grad.layout is _STRIDED and not grad.requires_grad
+            and (dtype := _BULK.get(grad.dtype)) is not None):  # is_cpu: not a meta tensor
+        numel = grad.numel()
+        if VALUES_LIMIT < numel <= CHUNK:
+            if not full:
+                norm = _NORM(grad).item()
+                if norm - norm == 0.0 and norm != 0.0:
+                    return _new(Normed, (grad.shape, dtype, norm, 0))
+        elif 0 < numel <= VALUES_LIMIT and not grad._is_zerotensor():
+            shape = tuple(grad.shape)
+            values = tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist())
+            total = sum(values)
+            if total - total == 0.0:  # finite (an infinity or a NaN makes it NaN)
+                return _new(Listed, (shape, dtype, values, 0))
+            return small_stats(shape, dtype, "cpu", values)
+    return _quick_checked(grad, full)
+
+
+def _quick_checked(grad: Any, full: bool) -> Stats | Listed | Normed | None:
+    """`quick_stats` with every check made (a rare gradient, a full read, a small one)."""
     if (type(grad) is _TENSOR and (dtype := _BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
             and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
         if grad.requires_grad:

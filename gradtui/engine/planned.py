@@ -7,8 +7,10 @@ lets go of the tensors, so nothing is held past the hook (AccumulateGrad still s
 buffer). The first node whose output is not finite while what it received was stops the pass
 in its posthook, right after it ran, and an edit there replaces what it sends on. A node with
 a prehook (a user hook on its input, a custom Function) is checked before it runs too.
-The nodes that ran are emitted as NodesRan batches (every READ_EVERY hooked nodes, at a pause,
-at the end: gradtui.engine.ranbatch), each hooked node followed by a marker for the nodes derived
+The nodes that ran are emitted as NodesRan batches (at a pause, at the end, and in a pass long
+enough to report its progress, every PROGRESS_INTERVAL once READ_EVERY hooked nodes ran: so a
+short pass is one batch, and a listener watching a long one sees its rows as they run;
+gradtui.engine.ranbatch), each hooked node followed by a marker for the nodes derived
 from it, whose steps and statistics are made from their producer's only when a listener reads the
 batch. The derived nodes are marked run in the pass's record only where someone looks (`_settle`:
 before the plan changes at a pause, when the pass fails, at a hand-over), not at every flush.
@@ -31,6 +33,7 @@ from typing import Any, Protocol
 
 from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.quitting import RunQuit
 from gradtui.engine.derived import DerivedSteps, mark_fed, ready_node
 from gradtui.engine.plan import BOTH, NONE, POST, SIGNS, HookPlan, fed_counts
 from gradtui.engine.ranbatch import Feeds, Hooked, PassBatches, Resent
@@ -44,7 +47,6 @@ from gradtui.model.stats import Stats, any_nonfinite
 
 READ_EVERY = 64
 PROGRESS_INTERVAL = 0.05
-
 
 
 class Stepping(Protocol):
@@ -64,6 +66,9 @@ class Stepping(Protocol):
 
     def stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:
         """Must the engine stop before `node` whatever its gradients are (stepping, a place)?"""
+
+    run_quit: RunQuit
+    """The run's quit: its `asked` is read in each posthook."""
 
     def quitting_now(self) -> bool:
         """Has quit been asked for?"""
@@ -98,13 +103,15 @@ class PlannedPass:
         self._emitted = state.done
         self._batches = PassBatches(state.index, full, DerivedSteps(plan, state.capture))
         self._counts = plan.fed
+        self._producer = plan.producer
+        """Per node, its one producer, or None (several: what arrives is measured in its hook)."""
         """Producer id -> how many nodes the plan derives from it (a batch counts them)."""
         self._fed: list[int] = []
         """Hooked nodes emitted with their derived nodes, which are not marked run yet (`_settle`)."""
         self._handles: list[Any] = []
         self._upgraded = False
         self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
-        self._quitting = owner.quitting_now
+        self._quit = owner.run_quit
         self._restore: Callable[[int], None] | None = None
 
     # ---- hooks ---------------------------------------------------------------------------
@@ -119,7 +126,7 @@ class PlannedPass:
         if self._delegated:
             return
         nodes, hooks = self._state.capture.nodes, self._plan.hooks
-        pre, post = self._prehook, self.posthook
+        pre, post = self._prehook, self._posthook
         for i, node in enumerate(nodes):
             kind = hooks[i]
             if kind == BOTH:
@@ -171,7 +178,6 @@ class PlannedPass:
         """Node `node`'s prehook, called by a hook already on it (`delegated`): the plan's, if any."""
         return self._prehook(node, grads) if self._plan.hooks[node] == BOTH else None
 
-
     def _own_call(self) -> bool:
         state = self._state
         task = current_graph_task_id()
@@ -194,7 +200,7 @@ class PlannedPass:
                 reason = f"{owner.hit(place, state, node)}: {place.spec.text}"
             elif place is not None:
                 reason = place
-        if reason is None and self._watching() and (bp := owner.breakpoints.find_value(arrived_stats, state.nan_seen)):
+        if reason is None and self._owner.watching() and (bp := owner.breakpoints.find_value(arrived_stats, state.nan_seen)):
             reason = f"{owner.hit(bp, state, node)}: {bp.spec.text}"
         if any_nonfinite(arrived_stats):
             state.nan_seen = True
@@ -212,12 +218,14 @@ class PlannedPass:
     def posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Node `node`'s posthook: the plan's (the one this pass registers, or called by an every-node
         hook already on the node when `delegated`), if the plan hooks it."""
+        return None if self._plan.hooks[node] == NONE else self._posthook(node, grad_inputs, grad_outputs)
+
+    def _posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """The posthook itself, on the nodes the plan hooks only."""
         # Once per hooked node: kept lean (no generator, no call that an inline test can spare).
-        state = self._state
-        if self._quitting():
+        if self._quit.asked:
             raise GradtuiQuit()
-        if self._plan.hooks[node] == NONE:
-            return None
+        state = self._state
         task = current_graph_task_id()  # `_own_call`, inline
         if state.task is None:
             state.task = task
@@ -235,8 +243,8 @@ class PlannedPass:
         self._grad_inputs[node] = sent_stats
         arrived_stats = self._grad_outputs.get(node)
         late_before = False
-        if arrived_stats is None and (self._plan.producer[node] is None or len(grad_outputs) != 1):
-            arrived_stats = self._grad_outputs[node] = measured(grad_outputs, full, grad_inputs, sent_stats, quick_stats)
+        if arrived_stats is None and (len(grad_outputs) != 1 or self._producer[node] is None):
+            arrived_stats = self._grad_outputs[node] = _arrived(grad_outputs, grad_inputs, sent_stats, full)
             late_before = not state.nan_seen and any_nonfinite(arrived_stats)
         self._completed[node] = 1
         state.running = None
@@ -248,13 +256,13 @@ class PlannedPass:
             prints.node(node, state.capture.nodes[node], grad_outputs, grad_inputs)
         if late_before or bad and not state.nan_seen:
             state.nan_seen = True
-            if self._nan is not None and self._watching():
+            if self._nan is not None and self._owner.watching():
                 result = self._stop_after(node, grad_inputs, grad_outputs, late_before)
-        if len(ran) >= READ_EVERY:
-            self.flush()
         now = time.monotonic()
         if now - state.last_progress >= PROGRESS_INTERVAL:
             state.last_progress = now
+            if len(ran) >= READ_EVERY:  # a long pass: the rows that ran go out with its progress
+                self.flush()
             self._owner.emit(ev.Progress(state.index, self._emitted + len(self._ran), len(state.capture.nodes)))
         return result
 
@@ -280,9 +288,6 @@ class PlannedPass:
         self._grad_inputs[node] = tuple(now_stats(g, self._full) for g in pause.grads)
         return tuple(pause.grads)
 
-    def _watching(self) -> bool:
-        return self._owner.watching()
-
     # ---- stepping from a pause ------------------------------------------------------------
 
     def _after_pause(self) -> None:
@@ -293,7 +298,7 @@ class PlannedPass:
         self._upgraded = True
         self._settle()  # what ran so far is not hooked again
         plan, nodes, completed = self._plan, self._state.capture.nodes, self._completed
-        pre, post = self._prehook, self.posthook
+        pre, post = self._prehook, self._posthook
         for i, node in enumerate(nodes):
             if completed[i] or plan.hooks[i] == BOTH:
                 continue
@@ -372,6 +377,20 @@ class PlannedPass:
             state.running = ready_node(state.capture.infos, self._completed)
         if state.running is not None:
             state.grad_outputs[state.running] = resolved(self._grad_outputs.get(state.running, ()))
+
+
+def _arrived(grad_outputs: tuple[Any, ...], grad_inputs: tuple[Any, ...], sent_stats: tuple[Any, ...],
+             full: bool) -> tuple[Any, ...]:
+    """What arrived at a node no single producer's statistics give (several producers, or several
+    gradients in): measured now, a tensor it sent on as it was (a pass-through) not again."""
+    if len(grad_outputs) != 1:
+        return measured(grad_outputs, full, grad_inputs, sent_stats, quick_stats)
+    arrived = grad_outputs[0]
+    if arrived is None:
+        return (None,)
+    if grad_inputs and arrived is grad_inputs[0]:
+        return (sent_stats[0],)
+    return (quick_stats(arrived, full),)
 
 
 def _bound(hook: Callable[..., Any], node: int) -> Callable[..., Any]:

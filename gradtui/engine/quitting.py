@@ -11,7 +11,6 @@ runner follows the flag itself.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 
@@ -21,7 +20,9 @@ class RunQuit:
 
     def __init__(self, wake: Callable[[], None]) -> None:
         """`wake`: unblock the paused hook, if any, so it sees the flag."""
-        self._flag = threading.Event()
+        self.asked = False
+        """Has the session been told to stop? A plain attribute, not a call: every planned
+        posthook reads it (set once by `stop`, on any thread; a bool is written whole)."""
         self._wake = wake
         self._way: Callable[[], None] | None = None
 
@@ -35,14 +36,9 @@ class RunQuit:
 
     def stop(self) -> None:
         """Stop the session at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
-        self._flag.set()
+        self.asked = True
         self._wake()
-
-    @property
-    def asked(self) -> bool:
-        """Has the session been told to stop?"""
-        return self._flag.is_set()
 
     def clear(self) -> None:
         """Debug on as if no quit had come (`gradtui.listen()` once the stopped pass has ended)."""
-        self._flag.clear()
+        self.asked = False

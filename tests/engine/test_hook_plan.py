@@ -63,7 +63,7 @@ def test_hook_calls_per_node_in_continue_with_a_nan_watch(monkeypatch):
     from bench import transformer
 
     calls = [0]
-    for name in ("_prehook", "posthook"):
+    for name in ("_prehook", "_posthook"):
         original = getattr(planned.PlannedPass, name)
 
         def counted(self, *args, _original=original):

@@ -25,15 +25,15 @@ PASS_THROUGH = ["add", "add-detached", "sub", "rsub", "neg"]
 def hooked_names(monkeypatch, build, **options):
     """Run `build` on the plan; the names of the nodes a planned posthook ran at, and the events."""
     seen: list[int] = []
-    original = planned.PlannedPass.posthook
+    original = planned.PlannedPass._posthook
 
     def counted(self, node, *args):
         seen.append(node)
         return original(self, node, *args)
 
-    monkeypatch.setattr(planned.PlannedPass, "posthook", counted)
+    monkeypatch.setattr(planned.PlannedPass, "_posthook", counted)
     events, leaves = run(build, **options)
-    monkeypatch.setattr(planned.PlannedPass, "posthook", original)
+    monkeypatch.setattr(planned.PlannedPass, "_posthook", original)
     graph = of(events, ev.PassStarted)[0].graph
     return sorted(graph.nodes[i]["info"].name for i in seen), events, leaves
 
