@@ -28,6 +28,15 @@ def gradtui(*args: str, timeout: float = RUN_TIMEOUT, **kwargs) -> subprocess.Co
                           timeout=timeout, cwd=REPO, env=env, stdin=subprocess.DEVNULL, **kwargs)
 
 
+def record_with_fingerprints(path: str, script_path: str, *args: str) -> str:
+    """`script_path ARGS` recorded to `path` headless with fingerprints, every pass per node
+    (what `gradtui diff` and `--against` compare); the path, once the run succeeded."""
+    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path, "--fingerprints",
+                  script_path, *args)
+    assert run.returncode == 0, run.stderr
+    return path
+
+
 @dataclass(frozen=True)
 class Made:
     """A recording and the run that made it."""

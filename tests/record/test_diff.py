@@ -13,7 +13,7 @@ import sqlite3
 import pytest
 
 from tests.helpers import script
-from tests.record.recordings import gradtui
+from tests.record.recordings import gradtui, record_with_fingerprints
 
 from gradtui.record.compare import compare
 
@@ -28,11 +28,8 @@ def recordings(tmp_path_factory):
     folder = tmp_path_factory.mktemp("diff")
     made = {}
     for name, variant in (("ref", ""), ("again", ""), ("tanh", "tanh"), ("backward", "backward"), ("bf16", "bf16")):
-        path = str(folder / f"{name}.db")
-        run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path, "--fingerprints", script("diff_model.py"),
-                      *([variant] if variant else []))
-        assert run.returncode == 0, run.stderr
-        made[name] = path
+        made[name] = record_with_fingerprints(str(folder / f"{name}.db"), script("diff_model.py"),
+                                              *([variant] if variant else []))
     return made
 
 

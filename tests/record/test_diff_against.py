@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tests.helpers import REPO, script
-from tests.record.recordings import RUN_TIMEOUT, gradtui
+from tests.record.recordings import RUN_TIMEOUT, gradtui, record_with_fingerprints
 
 from tests.hostreads import HostReads
 from gradtui.engine.session import Session
@@ -28,11 +28,7 @@ pytestmark = pytest.mark.timeout(240)
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """tests/scripts/diff_model.py recorded with fingerprints, every pass per node."""
-    path = str(tmp_path_factory.mktemp("against") / "ref.db")
-    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path, "--fingerprints",
-                  script("diff_model.py"))
-    assert run.returncode == 0, run.stderr
-    return path
+    return record_with_fingerprints(str(tmp_path_factory.mktemp("against") / "ref.db"), script("diff_model.py"))
 
 
 def _model_pass(session: Session, approximate: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
@@ -213,10 +209,7 @@ def test_fp32_against_bf16_autocast_stops_live_at_the_first_op_over_5_percent(tm
     reference's input in the same place, and a weight seen through its cast and transpose is a
     parameter, not a changed input. So `break differs>0.05` stops at that linear's addmm, as a
     forward difference, and not at the loss (whose gradient differs by about 5 % as well)."""
-    ref = str(tmp_path / "fp32.db")
-    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", ref, "--fingerprints",
-                  script("autocast_model.py"))
-    assert run.returncode == 0, run.stderr
+    ref = record_with_fingerprints(str(tmp_path / "fp32.db"), script("autocast_model.py"))
     run = gradtui("--headless", "-c", "break differs>0.05", "-c", "continue", "-c", "delete all", "-c", "continue",
                   "--against", ref, script("autocast_model.py"), "bf16")
     assert run.returncode == 0, run.stderr

@@ -19,7 +19,7 @@ from gradtui.ui.state import UIState
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.wire.child import ChildTarget
 from tests.helpers import script
-from tests.record.recordings import gradtui
+from tests.record.recordings import record_with_fingerprints
 from tests.ui.test_ui_snapshots import _footer_of_the_modal, _settle
 from tests.ui.ui_events import started
 from tests.ui.ui_helpers import row_text, wait_for, wait_paused_at
@@ -32,11 +32,7 @@ SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "16
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """diff_model.py recorded with fingerprints, every pass per node."""
-    path = str(tmp_path_factory.mktemp("uidiff") / "ref.db")
-    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path, "--fingerprints",
-                  script("diff_model.py"))
-    assert run.returncode == 0, run.stderr
-    return path
+    return record_with_fingerprints(str(tmp_path_factory.mktemp("uidiff") / "ref.db"), script("diff_model.py"))
 
 
 def _app(reference: str) -> GradtuiApp:
