@@ -88,12 +88,7 @@ def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
                 if norm - norm == 0.0 and norm != 0.0:
                     return _new(Normed, (grad.shape, dtype, norm, 0))
         elif 0 < numel <= VALUES_LIMIT and not grad._is_zerotensor():
-            shape = tuple(grad.shape)
-            values = tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist())
-            total = sum(values)
-            if total - total == 0.0:  # finite (an infinity or a NaN makes it NaN)
-                return _new(Listed, (shape, dtype, values, 0))
-            return small_stats(shape, dtype, "cpu", values)
+            return _listed(grad, dtype)
     return _quick_checked(grad, full)
 
 
@@ -111,13 +106,18 @@ def _quick_checked(grad: Any, full: bool) -> Stats | Listed | Normed | None:
             elif (stats := _reduced(grad, dtype, numel, full)) is not None:
                 return stats
             return summarize(grad, light=not full)
-        shape = tuple(grad.shape)
-        values = tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist())
-        total = sum(values)
-        if total - total == 0.0:  # finite (an infinity or a NaN makes it NaN)
-            return _new(Listed, (shape, dtype, values, 0))
-        return small_stats(shape, dtype, "cpu", values)
+        return _listed(grad, dtype)
     return now_stats(grad, full)
+
+
+def _listed(grad: Any, dtype: str) -> Stats | Listed:
+    """A small CPU gradient's values, listed: a Listed when all are finite, else its Stats."""
+    shape = tuple(grad.shape)
+    values = tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist())
+    total = sum(values)
+    if total - total == 0.0:  # finite (an infinity or a NaN makes it NaN)
+        return _new(Listed, (shape, dtype, values, 0))
+    return small_stats(shape, dtype, "cpu", values)
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ is a Python function
