@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from gradtui.engine.summary import CHUNK, dtype_name, summarize
+from gradtui.engine.summary import CHUNK, dtype_name, extremes, summarize
 from gradtui.engine.window import small_stats
 from gradtui.model.stats import VALUES_LIMIT, Stats
 
@@ -42,7 +42,7 @@ def _reduced(grad: torch.Tensor, dtype: str, numel: int, full: bool) -> Stats | 
     """The Stats of a plain dense gradient too big to list, from its reductions; None if one came
     back non-finite (`summarize` counts the non-finite values, or redoes an overflow in float64)."""
     if full:
-        lo, hi = torch.aminmax(grad)
+        lo, hi = extremes(grad)
         # four .item() calls: a stack and a .tolist() of the four scalars cost more (the same floats)
         lo_v, hi_v, total, norm = lo.item(), hi.item(), grad.sum().item(), _NORM(grad).item()
         if (lo_v - lo_v) + (hi_v - hi_v) + (total - total) + (norm - norm) == 0.0:  # all finite: no NaN made

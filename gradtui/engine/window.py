@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from gradtui.engine.summary import CHUNK, dtype_name, summarize
+from gradtui.engine.summary import CHUNK, dtype_name, extremes, summarize
 from gradtui.model.stats import PREVIEW_LENGTH, VALUES_LIMIT, Stats
 from gradtui.engine.compat import is_zerotensor, set_grad_enabled
 
@@ -242,7 +242,7 @@ def _fetch(big: list[tuple[int, torch.Tensor, int]], small: list[tuple[int, torc
         if wide:
             extras = []
             for _, t, _ in wide:
-                lo, hi = torch.aminmax(t)
+                lo, hi = extremes(t)
                 extras += (lo, hi, t.sum())
             parts.append(torch.stack(extras))
         parts += [t for _, t, _ in small]
@@ -313,7 +313,7 @@ def small_stats(shape: tuple[int, ...], dtype: str, device: str, values: tuple[f
     total = sum(values)
     nonfinite = 0 if math.isfinite(total) else sum(1 for v in values if not math.isfinite(v))
     if nonfinite and any(math.isnan(v) for v in values):
-        lo = hi = norm = math.nan  # as torch.aminmax and the norm: a NaN propagates
+        lo = hi = norm = math.nan  # as torch's min, max and norm: a NaN propagates
     else:
         lo, hi = min(values), max(values)
         norm = math.hypot(*values)  # an infinity makes it infinite; no overflow on finite values
