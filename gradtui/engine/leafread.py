@@ -26,22 +26,26 @@ class LeafRead:
         self._leaves = leaves
         self._light = light
         self._window = window = StatsWindow()
-        self._handles = [window.add(leaf.grad, light) for _, leaf in leaves]
+        self._held: dict[int, tuple[int, torch.Tensor]] = {}
+        """id(gradient) -> (its entry, it), for those the window holds as big (their norm is read)."""
+        handles: list[int | Stats | None] = []
+        self._handles = handles
+        for _, leaf in leaves:
+            grad = leaf.grad
+            handle = window.add(grad, light)
+            handles.append(handle)
+            if type(handle) is int and grad.numel() > VALUES_LIMIT:
+                self._held[id(grad)] = (handle, grad)
         self._read: Read | None = None
 
     def norms(self, weights: list[torch.Tensor], grads: list[torch.Tensor]) -> list[float]:
         """The L2 norms of `weights`, then of `grads`, in the leaves' read: a gradient the window
         holds as big is not normed a second time."""
-        window = self._window
-        held: dict[int, int] = {}  # id(tensor) -> its entry, for the big ones (their norm is read)
-        for handle in self._handles:
-            if type(handle) is int and (t := window.tensor(handle)) is not None and t.numel() > VALUES_LIMIT:
-                held[id(t)] = handle
-        entries = [held.get(id(g)) for g in grads]
-        entries = [e if e is not None and window.tensor(e) is g else None for e, g in zip(entries, grads)]
+        held = self._held
+        entries = [e[0] if (e := held.get(id(g))) is not None and e[1] is g else None for g in grads]
         others = weights + [g for g, e in zip(grads, entries) if e is None]
         try:
-            read = self._read = window.read_with(others)
+            read = self._read = self._window.read_with(others)
         except (RuntimeError, TypeError):  # mixed devices or dtypes one fused call refuses
             self._read = self._separately()
             return both_norms(weights, grads)
