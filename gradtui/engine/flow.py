@@ -11,7 +11,7 @@ import gc
 import math
 import sys
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -154,10 +154,20 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]]) -> tuple[ParamFlow, ...]:
+def both_norms(weights: list[torch.Tensor], grads: list[torch.Tensor]) -> list[float]:
+    """The L2 norms of `weights`, then of `grads`, in one fused call (`gradient_flow`'s default)."""
+    return _norms(weights + grads)
+
+
+def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]],
+                  norms: Callable[[list[torch.Tensor], list[torch.Tensor]], list[float]] = both_norms,
+                  ) -> tuple[ParamFlow, ...]:
     """ParamFlow rows for `(name, node id, leaf tensor)` items, sorted vanishing to exploding.
 
     Leaves without a `.grad` come first (ratio None), leaves with a non-finite gradient last.
+    `norms(weights, grads)`: the L2 norms of both lists, weights first (one fused
+    `torch._foreach_norm`; a pass's end reads them with its leaves' gradient statistics,
+    gradtui.engine.leafread).
     """
     sharding = _FSDP in sys.modules
     if sharding:
@@ -168,7 +178,7 @@ def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]]) -> tup
         else:  # nothing frees a storage: the common case, without a storage look-up per leaf
             grads = [None if (g := leaf.grad) is None else local_shard(g) for _, _, leaf in leaves]
         have = [i for i, g in enumerate(grads) if g is not None]
-        both = _norms([_dense(local_shard(leaf)) for _, _, leaf in leaves] + [_dense(grads[i]) for i in have])  # one fused call
+        both = norms([_dense(local_shard(leaf)) for _, _, leaf in leaves], [_dense(grads[i]) for i in have])
         weight_norms = both[:len(leaves)]
         grad_norms: list[float | None] = [None] * len(leaves)
         for i, norm in zip(have, both[len(leaves):]):

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from gradtui.engine.summary import CHUNK, dtype_name, summarize
+from gradtui.engine.summary import CHUNK, dtype_name, extremes, summarize
 from gradtui.engine.window import small_stats
 from gradtui.model.stats import VALUES_LIMIT, Stats
 
@@ -42,9 +42,10 @@ def _reduced(grad: torch.Tensor, dtype: str, numel: int, full: bool) -> Stats | 
     """The Stats of a plain dense gradient too big to list, from its reductions; None if one came
     back non-finite (`summarize` counts the non-finite values, or redoes an overflow in float64)."""
     if full:
-        lo, hi = torch.aminmax(grad)
-        lo_v, hi_v, total, norm = torch.stack((lo, hi, grad.sum(), _NORM(grad))).tolist()
-        if math.isfinite(norm) and math.isfinite(total) and math.isfinite(lo_v) and math.isfinite(hi_v):
+        lo, hi = extremes(grad)
+        # four .item() calls: a stack and a .tolist() of the four scalars cost more (the same floats)
+        lo_v, hi_v, total, norm = lo.item(), hi.item(), grad.sum().item(), _NORM(grad).item()
+        if (lo_v - lo_v) + (hi_v - hi_v) + (total - total) + (norm - norm) == 0.0:  # all finite: no NaN made
             return Stats(tuple(grad.shape), dtype, "cpu", norm, lo_v, hi_v, total / numel, 0)
         return None
     norm = _NORM(grad).item()
@@ -76,9 +77,10 @@ def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
     """`now_stats`, but a small finite gradient only listed (`Listed`), a big finite one's norm only
     kept (`Normed`, light statistics): what a posthook keeps. Called for each gradient a hooked
     node sends on, so kept lean: a plain CPU float gradient of nobody's graph is checked once; a
-    big one's light statistics take its norm first and return; a norm that is 0 (a ZeroTensor's
-    is) or not finite (a float32 norm overflows on finite values) is decided by the full checks
-    of `_quick_checked`, as is everything rare."""
+    big one's light statistics take its norm first and return, its full ones its four reductions
+    (`_reduced`); a norm that is 0 (a ZeroTensor's is) or a reduction not finite (a float32 norm
+    overflows on finite values) is decided by the full checks of `_quick_checked`, as is
+    everything rare."""
     if (type(grad) is _TENSOR and grad.is_cpu and grad.layout is _STRIDED and not grad.requires_grad
             and (dtype := _BULK.get(grad.dtype)) is not None):  # is_cpu: not a meta tensor
         numel = grad.numel()
@@ -87,6 +89,8 @@ def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
                 norm = _NORM(grad).item()
                 if norm - norm == 0.0 and norm != 0.0:
                     return _new(Normed, (grad.shape, dtype, norm, 0))
+            elif not grad._is_zerotensor() and (stats := _reduced(grad, dtype, numel, True)) is not None:
+                return stats
         elif 0 < numel <= VALUES_LIMIT and not grad._is_zerotensor():
             return _listed(grad, dtype)
     return _quick_checked(grad, full)

@@ -138,30 +138,42 @@ class PassBatches:
         return out
 
     def _make(self, steps: list[Hooked | Derived | Resent | Feeds], first: int) -> tuple[ev.NodeRan, ...]:
+        # Once per node of the pass: kept lean. A NodeRan is made as `_node_ran` makes it, inline;
+        # a leaf's accumulator (a quarter of the derived nodes) sends nothing on, as derive_from says.
         sent, full, index = self._sent, self._full, self._index
-        get, made, hooked, derived = sent.get, _node_ran, Hooked, Derived
+        get, hooked, derived, nothing = sent.get, Hooked, Derived, ()
+        new, node_ran = _new, ev.NodeRan
+        set_index, set_node, set_order, set_outputs, set_inputs = _SET_RAN
         out: list[ev.NodeRan] = []
         append = out.append
         order = first
-        for step in self._expanded(steps):  # once per node of the pass: kept lean
+        for step in self._expanded(steps):
             kind = type(step)
             if kind is derived:
                 node, (producer, slot) = step[0], step[1]
-                grad_outputs = (_slot(get(producer, ()), slot),)
-                grad_inputs = _derived(step, grad_outputs[0], full)  # type: ignore[arg-type]
+                sent_by = get(producer, nothing)
+                grad_output = sent_by[slot] if slot < len(sent_by) else None
+                grad_outputs = (grad_output,)
+                grad_inputs = nothing if step[2] == "AccumulateGrad" else _derived(step, grad_output, full)  # type: ignore[arg-type]
             elif kind is hooked:
                 node, grad_outputs, source, grad_inputs = step  # type: ignore[misc]
                 grad_inputs = resolved(grad_inputs)
                 if grad_outputs is None:
                     producer, slot = source  # type: ignore[misc]
-                    grad_outputs = (_slot(get(producer, ()), slot),)
+                    grad_outputs = (_slot(get(producer, nothing), slot),)
                 else:
                     grad_outputs = resolved(grad_outputs)
             else:
                 sent[step[0]] = resolved(step[1])  # type: ignore[arg-type]
                 continue
             sent[node] = grad_inputs
-            append(made(index, node, order, grad_outputs, grad_inputs))
+            ran = new(node_ran)
+            set_index(ran, index)
+            set_node(ran, node)
+            set_order(ran, order)
+            set_outputs(ran, grad_outputs)
+            set_inputs(ran, grad_inputs)
+            append(ran)
             order += 1
         return tuple(out)
 
@@ -173,8 +185,8 @@ _SET_RAN = tuple(ev.NodeRan.__dict__[name].__set__ for name in ("pass_index", "n
 def _node_ran(pass_index: int, node: int, order: int, grad_outputs: tuple[Stats | None, ...],
               grad_inputs: tuple[Stats | None, ...]) -> ev.NodeRan:
     """`ev.NodeRan(pass_index, node, order, grad_outputs, grad_inputs)` at two thirds of its frozen
-    `__init__`'s cost (its slots written directly, as gradtui.model.nodes.walked makes a NodeInfo):
-    a batch makes one per node. Equal, hashed and pickled as the one `__init__` makes."""
+    `__init__`'s cost (its slots written directly, as gradtui.model.nodes.walked makes a NodeInfo;
+    `PassBatches._make` does the same inline). Equal, hashed and pickled as the one `__init__` makes."""
     ran = _new(ev.NodeRan)
     set_index, set_node, set_order, set_outputs, set_inputs = _SET_RAN
     set_index(ran, pass_index)

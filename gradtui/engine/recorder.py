@@ -22,11 +22,12 @@ from gradtui.engine import provenance
 from gradtui.model.breakpoints import Breakpoint, matches_module
 from gradtui.engine.compat import GradientEdge
 from gradtui.engine.fingerprint import PassPrints
-from gradtui.engine.flow import LeafNames, gradient_flow
+from gradtui.engine.flow import LeafNames, both_norms, gradient_flow
 from gradtui.engine.graph import Capture, Names
+from gradtui.engine.leafread import LeafRead
 from gradtui.model.nodes import NodeInfo
 from gradtui.model.stats import VALUES_LIMIT, Stats
-from gradtui.engine.window import StatsWindow, resolve
+from gradtui.engine.window import StatsWindow
 from gradtui.engine.compat import is_zerotensor
 
 
@@ -236,18 +237,11 @@ class FlowRecorder:
         """(accumulator id, leaf tensor) of every leaf on a captured pass's graph."""
         return [(i, capture.nodes[i].variable) for i in sorted(capture.accumulators)]
 
-    @staticmethod
-    def leaf_grads(leaves: list[tuple[int, torch.Tensor]], light: bool) -> tuple[tuple[int, Stats | None], ...]:
-        """(accumulator id, stats of the leaf's `.grad`) for each leaf of the pass, read back in bulk."""
-        window = StatsWindow()
-        handles = [window.add(leaf.grad, light) for _, leaf in leaves]
-        stats = resolve(handles, window.read())
-        return tuple((i, s) for (i, _), s in zip(leaves, stats))
-
     def recorded_flow(self, infos: list[NodeInfo], leaves: list[tuple[int, torch.Tensor]],
-                      nested: list[tuple[str, torch.Tensor]] = ()) -> tuple[ev.ParamFlow, ...]:
+                      nested: list[tuple[str, torch.Tensor]] = (), norms: Any = both_norms) -> tuple[ev.ParamFlow, ...]:
         """Gradient flow of a captured pass's leaves (accumulator id, leaf), named as the graph
-        names them, and of the leaves nested passes updated (node None: not on the graph)."""
+        names them, and of the leaves nested passes updated (node None: not on the graph);
+        `norms` as `gradient_flow` takes it (a `LeafRead`'s: with the leaves' statistics)."""
         named: list[tuple[str, int | None, torch.Tensor]] = []
         for i, leaf in leaves:
             info = infos[i]
@@ -256,7 +250,7 @@ class FlowRecorder:
                 self._leaf_names.remember(leaf, name)
             named.append((name or self._leaf_names.get(leaf) or f"#{i}", i, leaf))
         named += self._new_leaves(nested, {id(leaf) for _, _, leaf in named})
-        return gradient_flow(named)
+        return gradient_flow(named, norms)
 
     def unhooked_flow(self, variables: list[torch.Tensor],
                       nested: list[tuple[str, torch.Tensor]] = ()) -> tuple[ev.ParamFlow, ...]:
@@ -301,12 +295,17 @@ class FlowRecorder:
         listener reads them). Lets go of its graph, frame and leaves, so nothing of the pass
         outlives it."""
         cap = state.capture
-        leaves = self.leaves(cap) if flow_wanted else []
-        leaf_grads = self.leaf_grads(leaves, light) if flow_wanted else ()
-        flow = self.recorded_flow(cap.infos, leaves, state.nested_leaves) if call != "grad" and flow_wanted else ()
+        flow, leaf_grads = (), ()
+        if flow_wanted:
+            leaves = self.leaves(cap)
+            read = LeafRead(leaves, light)  # the leaves' statistics and the flow's norms: one read
+            if call != "grad":
+                flow = self.recorded_flow(cap.infos, leaves, state.nested_leaves, read.norms)
+            leaf_grads = read.stats()
+            del leaves, read
         total = len(cap.nodes)
         cap.release()
-        del leaves, cap
+        del cap
         state.capture = None  # type: ignore[assignment]
         state.frame = state.names = None
         state.nested_leaves = []

@@ -2,7 +2,7 @@
 gradtui.model.stats, is the plain-data result).
 
 `summarize` is on the hot path of every backward pass gradtui watches, so the cheap form
-(no histogram) costs three reductions: aminmax, sum and a norm. The non-finite count is only
+(no histogram) costs three reductions: min and max (`extremes`), sum and a norm. The non-finite count is only
 computed when those say something is not finite.
 
 A tensor of more than `CHUNK` elements is read in chunks of `CHUNK` elements: each chunk's
@@ -79,10 +79,10 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     t = _as_real_float(t)
     if light and numel > VALUES_LIMIT and not histogram:
         return _light(t, shape, dtype, numel)
-    lo, hi = torch.aminmax(t)
+    lo, hi = extremes(t)
     lo_v, hi_v = lo.item(), hi.item()
     total, norm = t.sum().item(), torch.linalg.vector_norm(t).item()
-    if math.isfinite(lo_v) and math.isfinite(hi_v):  # aminmax propagates nan: all values finite
+    if math.isfinite(lo_v) and math.isfinite(hi_v):  # min and max propagate nan: all values finite
         nonfinite = 0
         if not (math.isfinite(total) and math.isfinite(norm)):  # float32 overflowed: redo wide
             wide = t.double()  # at most CHUNK elements
@@ -98,6 +98,22 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     hist = _histogram(t.reshape(-1), lo_v, hi_v, nonfinite) if histogram else None
     return Stats(shape, dtype, str(t.device), norm, lo_v, hi_v, total / numel, nonfinite, values,
                  preview or (), hist)
+
+
+_ONE_PASS = 1 << 14
+"""Up to this many elements, a contiguous CPU tensor's min and max cost least in one `aminmax`."""
+
+
+def extremes(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(min, max) of a non-empty tensor, as 0-d tensors (NaN if it holds one: both ways propagate
+    it). On the CPU `aminmax` is not vectorized as well as `amin` and `amax`: past `_ONE_PASS`
+    elements or on a non-contiguous tensor the two cost less (a third of its time on a
+    permuted one); elsewhere one kernel launch beats two. Every reading of gradtui's takes them
+    here (the window's, the planned hooks'), so they agree: which of two zeros of opposite sign
+    is a min or max can depend on the way."""
+    if t.is_cpu and (t.numel() > _ONE_PASS or not t.is_contiguous()):
+        return torch.amin(t), torch.amax(t)
+    return torch.aminmax(t)
 
 
 def _zeros(shape: tuple[int, ...], dtype: str, device: str, numel: int, histogram: bool, light: bool) -> Stats:
@@ -252,7 +268,7 @@ def _summarize_chunked(t: torch.Tensor, shape: tuple[int, ...], dtype: str, nume
         return Stats(shape, dtype, device, norm, None, None, None, nonfinite)
     mins, maxs, sums, norms = [], [], [], []
     for c in _chunks(t):
-        lo, hi = torch.aminmax(c)
+        lo, hi = extremes(c)
         mins.append(lo)
         maxs.append(hi)
         sums.append(c.sum())
@@ -262,7 +278,7 @@ def _summarize_chunked(t: torch.Tensor, shape: tuple[int, ...], dtype: str, nume
     total = torch.stack(sums).to(f64).sum().item()
     norm = torch.linalg.vector_norm(torch.cat(norms).to(f64)).item()
     bad: set[int] = set()
-    """Chunks holding a non-finite value (aminmax propagates nan; an infinity is a min or max)."""
+    """Chunks holding a non-finite value (min and max propagate nan; an infinity is a min or max)."""
     if math.isfinite(lo_v) and math.isfinite(hi_v):
         nonfinite = 0
         if not math.isfinite(total):  # a chunk's float32 sum overflowed: redo in float64, chunk by chunk
@@ -281,7 +297,7 @@ def _summarize_chunked(t: torch.Tensor, shape: tuple[int, ...], dtype: str, nume
             highs = [m for i, m in enumerate(maxs) if i not in bad]
             for i, c in enumerate(_chunks(t)):
                 if i in bad and (finite_part := c[torch.isfinite(c)]).numel():
-                    lo_c, hi_c = torch.aminmax(finite_part)
+                    lo_c, hi_c = extremes(finite_part)
                     lows.append(lo_c)
                     highs.append(hi_c)
             if not lows:

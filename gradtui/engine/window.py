@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-from gradtui.engine.summary import CHUNK, dtype_name, summarize
+from gradtui.engine.summary import CHUNK, dtype_name, extremes, summarize
 from gradtui.model.stats import PREVIEW_LENGTH, VALUES_LIMIT, Stats
 from gradtui.engine.compat import is_zerotensor, set_grad_enabled
 
@@ -144,6 +144,12 @@ class StatsWindow:
     def read(self) -> list[Stats]:
         """Every entry's Stats, read back in one go (two if a gradient is not finite); clears
         the window for the next generation."""
+        return self.read_with([]).stats
+
+    def read_with(self, others: list[torch.Tensor]) -> "Read":
+        """`read`, and in the same fused norm call and host read the L2 norms of `others` (dense
+        floating tensors, as `torch._foreach_norm` takes them): a pass's end reads its leaves'
+        gradients and the gradient flow's weights at once."""
         tensors, full, leaves, aliases, known = self.tensors, self.full, self.leaves, self.aliases, self.known
         self.tensors, self.full, self.held, self.checked = [], [], 0, 0
         if leaves:
@@ -163,26 +169,35 @@ class StatsWindow:
                 tensors[entry] = grad
             else:
                 out[entry] = summarize(grad, light=not full[entry])
+        read = Read(out, {}, [])
         if any(t is not None for t in tensors):
-            found = self._read_live(tensors, full, known, out) or found
+            found = self._read_live(tensors, full, known, read, others) or found
+        elif others:
+            read.others[:] = _fetch([], [], (), others)
         for entry, (source, shape) in aliases.items():
             out[entry] = out[source].reshaped(shape)
         self.nonfinite = found
-        return out
+        return read
 
     @staticmethod
     def _read_live(tensors: list[torch.Tensor | None], full: list[bool], known: dict[int, Any],
-                   out: list[Any]) -> bool:
-        """Fill `out` with the Stats of the held tensors (entries whose tensor is not None; `known`:
-        what a check read already); did one hold a non-finite value?"""
+                   read: "Read", others: list[torch.Tensor]) -> bool:
+        """Fill `read` with the Stats of the held tensors (entries whose tensor is not None; `known`:
+        what a check read already) and the norms of `others`; did one hold a non-finite value?"""
         # Small tensors' values come back whole (their norm, min, max and mean are taken from
-        # them); bigger ones' norms in one fused call, min, max and sum beside where wanted.
+        # them); bigger ones' norms in one fused call (after those of `others`), min, max and
+        # sum beside where wanted.
+        out = read.stats
         big, small = _split(enumerate(tensors))
         wide = [item for item in big if full[item[0]]]
         unread = [item for item in big if item[0] not in known] if known else big
         fresh = [item for item in small if item[0] not in known] if known else small
-        numbers = _fetch(unread, fresh, wide) if unread or wide or fresh else []
-        norms = dict(zip((i for i, _, _ in unread), numbers))
+        numbers = _fetch(unread, fresh, wide, others) if unread or wide or fresh or others else []
+        if others:
+            read.others[:] = numbers[:len(others)]
+            numbers = numbers[len(others):]
+        norms = read.norms
+        norms.update(zip((i for i, _, _ in unread), numbers))
         if known:
             norms.update((i, known[i]) for i, _, _ in big if i in known)
         count = len(unread)
@@ -218,15 +233,16 @@ class StatsWindow:
 
 
 def _fetch(big: list[tuple[int, torch.Tensor, int]], small: list[tuple[int, torch.Tensor, int]],
-           wide: Sequence[tuple[int, torch.Tensor, int]] = ()) -> list[float]:
-    """One host read: the norms of `big` (one fused call), min, max and sum of each of `wide`,
-    then every value of `small`, in that order."""
+           wide: Sequence[tuple[int, torch.Tensor, int]] = (), others: Sequence[torch.Tensor] = ()) -> list[float]:
+    """One host read: the norms of `others`, then of `big` (one fused call), min, max and sum of
+    each of `wide`, then every value of `small`, in that order."""
     with _no_grad():
-        parts = [torch.stack(torch._foreach_norm([t for _, t, _ in big]))] if big else []
+        normed = [*others, *(t for _, t, _ in big)] if others else [t for _, t, _ in big]
+        parts = [torch.stack(torch._foreach_norm(normed))] if normed else []
         if wide:
             extras = []
             for _, t, _ in wide:
-                lo, hi = torch.aminmax(t)
+                lo, hi = extremes(t)
                 extras += (lo, hi, t.sum())
             parts.append(torch.stack(extras))
         parts += [t for _, t, _ in small]
@@ -280,6 +296,16 @@ def _read_nonfinite(redo: list[tuple[int, torch.Tensor, float]], full: list[bool
             out[i] = Stats(shape, dtype, device, norm, None, None, None, nonfinite)
 
 
+class Read(NamedTuple):
+    """What `StatsWindow.read_with` read: every entry's Stats, the fused norm read of each big
+    entry (as it came back: a float32 overflow's is infinite, though its Stats' norm is redone),
+    and the norms of the other tensors."""
+
+    stats: list[Stats]
+    norms: dict[int, float]
+    others: list[float]
+
+
 def small_stats(shape: tuple[int, ...], dtype: str, device: str, values: tuple[float, ...]) -> Stats:
     """Stats of a tensor small enough to list its values: all of them from the values (the
     window's reads, the planned hooks' and derived statistics share it, so they agree)."""
@@ -287,7 +313,7 @@ def small_stats(shape: tuple[int, ...], dtype: str, device: str, values: tuple[f
     total = sum(values)
     nonfinite = 0 if math.isfinite(total) else sum(1 for v in values if not math.isfinite(v))
     if nonfinite and any(math.isnan(v) for v in values):
-        lo = hi = norm = math.nan  # as torch.aminmax and the norm: a NaN propagates
+        lo = hi = norm = math.nan  # as torch's min, max and norm: a NaN propagates
     else:
         lo, hi = min(values), max(values)
         norm = math.hypot(*values)  # an infinity makes it infinite; no overflow on finite values

@@ -71,3 +71,16 @@ def test_an_overflowing_norm_is_decided_by_the_exact_path():
     """A float32 norm of finite values can overflow: the values are counted finite, the norm redone."""
     got = quick_stats(torch.full((100,), 3e38), False)
     assert got.nonfinite == 0 and got.norm == pytest.approx(3e38 * 10, rel=1e-6)
+
+
+def test_a_big_finite_gradient_full_is_read_by_four_reductions_as_torch_gives_them(monkeypatch):
+    """Full statistics of a plain big gradient: torch.s min, max, sum and norm, exactly, with no
+    `is_meta` check (the fast path)."""
+    meta_checks = count_calls(monkeypatch, torch.Tensor, "is_meta")
+    torch.manual_seed(1)
+    for grad in (torch.randn(300), torch.randn(20, 30).double().t() * 1e150):
+        got = quick_stats(grad, True)
+        assert (got.norm, got.min, got.max, got.mean, got.nonfinite) == (
+            torch.linalg.vector_norm(grad).item(), grad.min().item(), grad.max().item(), grad.sum().item() / grad.numel(), 0)
+        assert got.shape == tuple(grad.shape)
+    assert meta_checks[0] == 0
