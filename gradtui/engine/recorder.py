@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, NamedTuple
@@ -24,7 +24,6 @@ from gradtui.engine.compat import GradientEdge
 from gradtui.engine.fingerprint import PassPrints
 from gradtui.engine.flow import LeafNames, gradient_flow
 from gradtui.engine.graph import Capture, Names
-from gradtui.model.nodes import NodeInfo
 from gradtui.model.stats import VALUES_LIMIT, Stats
 from gradtui.engine.window import StatsWindow, resolve
 from gradtui.engine.compat import is_zerotensor
@@ -244,14 +243,14 @@ class FlowRecorder:
         stats = resolve(handles, window.read())
         return tuple((i, s) for (i, _), s in zip(leaves, stats))
 
-    def recorded_flow(self, infos: list[NodeInfo], leaves: list[tuple[int, torch.Tensor]],
+    def recorded_flow(self, name_of: Callable[[int], str | None], leaves: list[tuple[int, torch.Tensor]],
                       nested: list[tuple[str, torch.Tensor]] = ()) -> tuple[ev.ParamFlow, ...]:
         """Gradient flow of a captured pass's leaves (accumulator id, leaf), named as the graph
-        names them, and of the leaves nested passes updated (node None: not on the graph)."""
+        names them (`name_of(id)`: gradtui.engine.graph.Capture.leaf_name), and of the leaves nested
+        passes updated (node None: not on the graph)."""
         named: list[tuple[str, int | None, torch.Tensor]] = []
         for i, leaf in leaves:
-            info = infos[i]
-            name = info.param or (info.labels[0] if info.labels else None)
+            name = name_of(i)
             if name is not None:
                 self._leaf_names.remember(leaf, name)
             named.append((name or self._leaf_names.get(leaf) or f"#{i}", i, leaf))
@@ -303,7 +302,7 @@ class FlowRecorder:
         cap = state.capture
         leaves = self.leaves(cap) if flow_wanted else []
         leaf_grads = self.leaf_grads(leaves, light) if flow_wanted else ()
-        flow = self.recorded_flow(cap.infos, leaves, state.nested_leaves) if call != "grad" and flow_wanted else ()
+        flow = self.recorded_flow(cap.leaf_name, leaves, state.nested_leaves) if call != "grad" and flow_wanted else ()
         total = len(cap.nodes)
         cap.release()
         del leaves, cap
