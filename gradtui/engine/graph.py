@@ -82,6 +82,8 @@ class Capture:
     _infos: list[NodeInfo] | None = field(default=None, repr=False)
     _seqs: list[int] | None = field(default=None, repr=False)
     """The nodes' sequence numbers, kept when the nodes go before `infos` were made."""
+    _leaves: dict[int, int] | None = field(default=None, repr=False)
+    """Accumulator id -> the id of its leaf, kept (with `names`) when the nodes go before `infos` were made."""
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property
@@ -100,14 +102,27 @@ class Capture:
         names, kinds, nexts = self.walk.names, self.walk.kinds, self.walk.nexts
         seqs = self._seqs if self._seqs is not None else list(map(sequence_nr, self.nodes))
         infos = list(map(walked, names, kinds, seqs, nexts))
-        if self.leaves_named and self.names is not None and self.nodes:
+        if self.leaves_named and self.names is not None and (self.nodes or self._leaves is not None):
             by_leaf, params = self.names.by_leaf, self.names.params
-            nodes = self.nodes
             for i in self.accumulators:
-                leaf_id = id(nodes[i].variable)
+                leaf_id = self._leaf_id(i)
                 infos[i] = walked(names[i], kinds[i], seqs[i], nexts[i], tuple(by_leaf.get(leaf_id, ())),
                                   params.get(leaf_id))
         return infos
+
+    def _leaf_id(self, i: int) -> int:
+        return id(self.nodes[i].variable) if self.nodes else self._leaves[i]  # type: ignore[index]
+
+    def leaf_name(self, i: int) -> str | None:
+        """What the pass calls leaf accumulator `i`'s tensor: its parameter's name, else its first
+        label (None: nothing names it), as its NodeInfo says, without making every NodeInfo (a
+        pass's flow names only its leaves)."""
+        names = self.names
+        if self._infos is None and self.leaves_named and names is not None and (self.nodes or self._leaves is not None):
+            leaf_id = self._leaf_id(i)
+            return names.params.get(leaf_id) or next(iter(names.by_leaf.get(leaf_id, ())), None)
+        info = self.infos[i]
+        return info.param or (info.labels[0] if info.labels else None)
 
     @functools.cached_property
     def accumulators(self) -> frozenset[int]:
@@ -153,13 +168,16 @@ class Capture:
         """The pass is over: let go of the live nodes (a description not made by now is not; the
         walk's NodeInfo still can be)."""
         with self._lock:
+            keep = False
             if self._infos is None:
-                if self.leaves_named and self.names is not None:
-                    self.infos  # noqa: B018 - the leaves' labels come from the live nodes
-                else:
-                    self._seqs = list(map(sequence_nr, self.nodes))
+                self._seqs = list(map(sequence_nr, self.nodes))
+                if self.leaves_named and self.names is not None:  # the leaves' labels: by their tensors' ids
+                    nodes = self.nodes
+                    self._leaves = {i: id(nodes[i].variable) for i in self.accumulators}
+                    keep = True
             self.nodes = []
-            self.names = None
+            if not keep:
+                self.names = None
 
 
 def allow_deep_graphs(size: int = DEEP_STACK) -> int:

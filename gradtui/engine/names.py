@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -53,10 +53,11 @@ class Names:
 
     def _name_params(self, modules: list[tuple[str, torch.nn.Module]]) -> None:
         """Parameter names, unique across the root modules in scope (those no other one contains)."""
+        trees = {id(module): module_tree(module) for _, module in modules}
         inside: set[int] = set()
         for _, module in modules:
-            inside.update(id(m) for m in module.modules() if m is not module)
-        roots = [(var, m) for var, m in modules if id(m) not in inside and any(True for _ in m.parameters())]
+            inside.update(trees[id(module)].modules - {id(module)})
+        roots = [(var, m) for var, m in modules if id(m) not in inside and trees[id(m)].params]
         ran = [(var, m) for var, m in roots if m in provenance.forward_roots]
         self.several_roots = len(ran or roots) > 1
         for var, module in roots + [(var, m) for var, m in modules if id(m) in inside]:
@@ -65,7 +66,7 @@ class Names:
             # roots, every name by its root's variable.
             lone = not any(True for _ in module.children())
             prefix = var + "." if lone or (self.several_roots and id(module) not in inside) else ""
-            for pname, param in module.named_parameters():
+            for pname, param in trees[id(module)].params:
                 self.params.setdefault(id(param), prefix + pname)
 
     def _add(self, var: str, tensor: torch.Tensor) -> None:
@@ -99,3 +100,46 @@ class LaterNames(Names):
     params = property(lambda self: self._collected().params)  # type: ignore[assignment]
     several_roots = property(lambda self: self._collected().several_roots)  # type: ignore[assignment]
     ready = property(lambda self: self._names is not None)  # type: ignore[assignment]
+
+
+class Tree(NamedTuple):
+    """A module's parameters as `named_parameters()` gives them, and the ids of every module in it."""
+
+    params: list[tuple[str, torch.nn.Parameter]]
+    modules: set[int]
+
+
+_MODULE = torch.nn.Module
+
+
+def module_tree(module: torch.nn.Module) -> Tree:
+    """`module.named_parameters()` and the ids of `module.modules()`, in one loop over the module
+    tree instead of torch's nested generators (~3x faster: a pass whose flow is wanted names every
+    parameter of the model in scope). Torch's own methods where a module overrides how they walk
+    (FSDP1 names its wrapped parameters without its wrappers' prefixes)."""
+    kind = type(module)
+    if kind.named_parameters is not _MODULE.named_parameters or kind._named_members is not _MODULE._named_members:
+        return _torch_tree(module)
+    params: list[tuple[str, torch.nn.Parameter]] = []
+    seen_params: set[int] = set()
+    seen: set[int] = set()
+    stack: list[tuple[str, torch.nn.Module]] = [("", module)]
+    while stack:  # pre-order, children in registration order, each module and parameter once: named_modules' order
+        prefix, here = stack.pop()
+        if id(here) in seen:
+            continue
+        if type(here).named_modules is not _MODULE.named_modules:
+            return _torch_tree(module)
+        seen.add(id(here))
+        for key, param in here._parameters.items():
+            if param is not None and id(param) not in seen_params:
+                seen_params.add(id(param))
+                params.append((prefix + key, param))
+        if here._modules:
+            children = [(prefix + key + ".", child) for key, child in here._modules.items() if child is not None]
+            stack += reversed(children)
+    return Tree(params, seen)
+
+
+def _torch_tree(module: torch.nn.Module) -> Tree:
+    return Tree(list(module.named_parameters()), {id(m) for m in module.modules()})

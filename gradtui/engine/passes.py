@@ -17,7 +17,7 @@ import networkx as nx
 from gradtui.engine.hooks import EveryNodeHooks
 from gradtui.engine.owner import Owner
 from gradtui.engine.intercept import GradtuiQuit, Interceptor
-from gradtui.engine.plan import make_plan
+from gradtui.engine.plancache import PlanCache
 from gradtui.engine.derived import ready_node
 from gradtui.engine.planned import PlannedPass
 from gradtui.engine.recorder import PassRecord, FlowRecorder, UnhookedFlow
@@ -31,6 +31,7 @@ class PassRunner:
         self._owner = owner
         self._intercept = intercept
         self._recorder = recorder
+        self._plans = PlanCache()
 
     def every_node(self, state: PassRecord, run: Callable[[], Any]) -> Any:
         """A pass with a prehook and a posthook on every node (handed to the plan if it continues)."""
@@ -54,7 +55,7 @@ class PassRunner:
     def planned(self, state: PassRecord, run: Callable[[], Any]) -> Any:
         """A planned pass: the plan's hooks only (see gradtui.engine.planned)."""
         cap = state.capture
-        hooks = PlannedPass(self._owner, state, make_plan(cap.walk, cap.nodes, cap.roots, self._intercept.hooks_seen),
+        hooks = PlannedPass(self._owner, state, self._plans.plan(cap.walk, cap.nodes, cap.roots, self._intercept.hooks_seen),
                             full=not self._owner.light)
         del cap
         return self._hooked(state, run, hooks.register, hooks.close, hooks.finish)

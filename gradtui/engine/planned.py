@@ -238,8 +238,17 @@ class PlannedPass:
             sent_stats = (first,) if count == 1 else (first, None)
             bad = first is not None and first.nonfinite
         else:  # each measured (a tensor sent twice, `x + x`'s, is measured twice: rare, and equal)
-            sent_stats = tuple([quick_stats(g, full) if g is not None else None for g in grad_inputs])
-            bad = any_nonfinite(sent_stats)  # type: ignore[arg-type]
+            sent = []
+            bad = False
+            for g in grad_inputs:
+                if g is None:
+                    sent.append(None)
+                else:
+                    one = quick_stats(g, full)
+                    if one.nonfinite:  # type: ignore[union-attr]
+                        bad = True
+                    sent.append(one)
+            sent_stats = tuple(sent)
         self._grad_inputs[node] = sent_stats
         arrived_stats = self._grad_outputs.get(node)
         late_before = False

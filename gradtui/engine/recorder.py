@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, NamedTuple
@@ -25,7 +25,6 @@ from gradtui.engine.fingerprint import PassPrints
 from gradtui.engine.flow import LeafNames, both_norms, gradient_flow
 from gradtui.engine.graph import Capture, Names
 from gradtui.engine.leafread import LeafRead
-from gradtui.model.nodes import NodeInfo
 from gradtui.model.stats import VALUES_LIMIT, Stats
 from gradtui.engine.window import StatsWindow
 from gradtui.engine.compat import is_zerotensor
@@ -237,15 +236,15 @@ class FlowRecorder:
         """(accumulator id, leaf tensor) of every leaf on a captured pass's graph."""
         return [(i, capture.nodes[i].variable) for i in sorted(capture.accumulators)]
 
-    def recorded_flow(self, infos: list[NodeInfo], leaves: list[tuple[int, torch.Tensor]],
+    def recorded_flow(self, name_of: Callable[[int], str | None], leaves: list[tuple[int, torch.Tensor]],
                       nested: list[tuple[str, torch.Tensor]] = (), norms: Any = both_norms) -> tuple[ev.ParamFlow, ...]:
         """Gradient flow of a captured pass's leaves (accumulator id, leaf), named as the graph
-        names them, and of the leaves nested passes updated (node None: not on the graph);
-        `norms` as `gradient_flow` takes it (a `LeafRead`'s: with the leaves' statistics)."""
+        names them (`name_of(id)`: gradtui.engine.graph.Capture.leaf_name), and of the leaves nested
+        passes updated (node None: not on the graph); `norms` as `gradient_flow` takes it (a
+        `LeafRead`'s: with the leaves' statistics)."""
         named: list[tuple[str, int | None, torch.Tensor]] = []
         for i, leaf in leaves:
-            info = infos[i]
-            name = info.param or (info.labels[0] if info.labels else None)
+            name = name_of(i)
             if name is not None:
                 self._leaf_names.remember(leaf, name)
             named.append((name or self._leaf_names.get(leaf) or f"#{i}", i, leaf))
@@ -300,7 +299,7 @@ class FlowRecorder:
             leaves = self.leaves(cap)
             read = LeafRead(leaves, light)  # the leaves' statistics and the flow's norms: one read
             if call != "grad":
-                flow = self.recorded_flow(cap.infos, leaves, state.nested_leaves, read.norms)
+                flow = self.recorded_flow(cap.leaf_name, leaves, state.nested_leaves, read.norms)
             leaf_grads = read.stats()
             del leaves, read
         total = len(cap.nodes)

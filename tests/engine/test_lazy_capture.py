@@ -130,3 +130,29 @@ def test_a_lazy_pass_nobody_reads_makes_no_node_info_and_its_graph_read_later_is
     assert len(later) == len(eager.infos) > 5
     keys = ("name", "kind", "seq", "next")
     assert [tuple(getattr(i, k) for k in keys) for i in later] == [tuple(getattr(i, k) for k in keys) for i in eager.infos]
+
+
+def test_a_pass_whose_flow_is_wanted_names_its_leaves_without_making_every_node_info(monkeypatch):
+    """The flow names each leaf (its parameter's name, else its first label) from the frame's
+    names, and the pass's end keeps what the leaves' NodeInfo need: made after the pass, they
+    name the leaves as an eager capture does, and the flow's rows say the same names."""
+    made = count_calls(monkeypatch, graph_module, "walked")
+    events: list[ev.Event] = []
+    session = Session(None, provenance=False, full_stats=False)
+    session.add_listener(events.append, graph=False, batches=True, flow=True)
+    session.run_on()
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 3)
+    extra = torch.randn(3, requires_grad=True)
+    with session:
+        loss = (layer(torch.rand(5, 4)) * extra).sum()
+        loss.backward()
+    assert made[0] == 0
+    finished = next(e for e in events if isinstance(e, ev.PassFinished))
+    assert sorted(row.name for row in finished.flow) == ["extra", "layer.bias", "layer.weight"]
+    graph = next(e for e in events if isinstance(e, ev.PassStarted)).graph
+    later = [graph.nodes[i]["info"] for i in range(len(graph))]
+    eager = graph_module.capture([loss.grad_fn], graph_module.Names.from_scopes({"layer": layer, "extra": extra}))
+    assert [(i.param, i.labels) for i in later if i.kind == "accumulate"] == \
+        [(i.param, i.labels) for i in eager.infos if i.kind == "accumulate"]
+    assert made[0] > 0  # made when read, after the pass
