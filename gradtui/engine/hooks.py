@@ -77,11 +77,12 @@ class EveryNodeHooks:
 
     def _prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Before a node runs: decide whether to pause, note what flows in (read back later, in bulk)."""
-        owner, state = self._owner, self.state
+        state = self.state
+        if state.planned is not None:  # handed over: the plan's hooks run the rest of the pass (and check quit)
+            return state.planned.prehook(node, grads)
+        owner = self._owner
         if owner.quitting_now():
             raise GradtuiQuit()
-        if state.planned is not None:  # handed over: the plan's hooks run the rest of the pass
-            return state.planned.prehook(node, grads)
         if not self._own_call():
             return None
         state.running = node
@@ -201,12 +202,3 @@ class EveryNodeHooks:
             state.handoff.clear()
             state.arrived.clear()
             state.planned = self._owner.plan_rest(state)
-            state.planned.drop_prehooks(self._drop_prehook, self._restore_prehook)
-
-    def _drop_prehook(self, node: int) -> None:
-        """Take node `node`'s prehook off (the plan needs none there); `close` removes it again, harmlessly."""
-        self._handles[2 * node].remove()
-
-    def _restore_prehook(self, node: int) -> None:
-        """Put node `node`'s prehook back (the user steps again after a hand-over)."""
-        self._handles.append(self.state.capture.nodes[node].register_prehook(functools.partial(self._prehook, node)))

@@ -112,7 +112,6 @@ class PlannedPass:
         self._upgraded = False
         self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
         self._quit = owner.run_quit
-        self._restore: Callable[[int], None] | None = None
 
     # ---- hooks ---------------------------------------------------------------------------
 
@@ -162,17 +161,6 @@ class PlannedPass:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-
-    def drop_prehooks(self, remove: Callable[[int], None], restore: Callable[[int], None]) -> None:
-        """`delegated`: the every-node hooks may take their prehook off each node that has not run
-        and needs none on the plan (`remove(i)`: the engine then calls no Python before it), and put
-        it back (`restore(i)`) if the user steps again."""
-        self._restore = restore
-        self._settle()
-        hooks, completed = self._plan.hooks, self._completed
-        for i in range(len(hooks)):
-            if not completed[i] and hooks[i] != BOTH:
-                remove(i)
 
     def prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Node `node`'s prehook, called by a hook already on it (`delegated`): the plan's, if any."""
@@ -302,10 +290,8 @@ class PlannedPass:
         for i, node in enumerate(nodes):
             if completed[i] or plan.hooks[i] == BOTH:
                 continue
-            if not self._delegated:
+            if not self._delegated:  # delegated: the every-node prehook is on it, and calls `prehook`
                 self._handles.append(node.register_prehook(_bound(pre, i)))
-            elif self._restore is not None:
-                self._restore(i)  # its every-node prehook was dropped at the hand-over
             if plan.hooks[i] == NONE:
                 if not self._delegated:
                     self._handles.append(node.register_hook(_bound(post, i)))

@@ -1,0 +1,80 @@
+"""What a hand-over to the plan costs, by counts (issue 20's 100k chain row): a pass that pauses at
+its first node and is continued computes no graph-wide sole-receiver table for that one node, and
+takes no hook off until the pass ends (each every-node hook is removed once, at the end); the
+gradients are plain backward's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.hooks import RemovableHandle
+
+from gradtui.engine import graph, planned
+from gradtui.engine.session import Session
+from gradtui.model import events as ev
+from tests.helpers import count_calls
+
+pytestmark = pytest.mark.timeout(60)
+
+LINKS = 200
+
+
+def _chain() -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    x = torch.randn(100, requires_grad=True)  # big enough to be measured, not listed
+    y = x
+    for i in range(LINKS):
+        y = y * (1.0 + i / 1000)
+    return x, y.pow(2).sum()
+
+
+def _paused_then_continued(check_every: int | None = None) -> tuple[list[ev.Event], torch.Tensor]:
+    """`gradtui script.py`'s first pass: paused at its first node, then `continue` with `break nan`."""
+    events: list[ev.Event] = []
+    session = Session(events.append, provenance=False, check_every=check_every)  # starts stepping
+    session.add_listener(lambda e: session.submit("continue") if isinstance(e, ev.Paused) else None)
+    session.submit("break nan")
+    with session:
+        leaf, loss = _chain()
+        loss.backward()
+    assert len([e for e in events if isinstance(e, ev.Paused)]) == 1
+    assert [e.error for e in events if isinstance(e, ev.PassFinished)] == [None]
+    return events, leaf.grad
+
+
+def _plain_grad() -> torch.Tensor:
+    leaf, loss = _chain()
+    loss.backward()
+    return leaf.grad
+
+
+def test_a_hand_over_reads_no_sole_receivers(monkeypatch):
+    """The node paused at hands over after it runs: what its hooks would note for a sole receiver
+    is cleared at the hand-over, so the whole graph's `sole_inputs` is not made for it (main: once,
+    ~1 us a node on a 100,000-node chain). An every-node pass does make it (the count counts)."""
+    made = [0]
+    original = graph.Capture.sole_inputs.func
+
+    def counted(self):
+        made[0] += 1
+        return original(self)
+
+    monkeypatch.setattr(graph.Capture, "sole_inputs", property(counted))
+    _, handed = _paused_then_continued()
+    assert made[0] == 0
+    _, every = _paused_then_continued(check_every=1)  # an explicit read rate keeps the every-node hooks
+    assert made[0] > 0
+    assert torch.equal(handed, _plain_grad()) and torch.equal(every, handed)
+
+
+def test_a_hand_over_keeps_the_prehooks_on(monkeypatch):
+    """After the hand-over every node's every-node prehook stays on and calls the plan's `prehook`
+    (which returns at once where the plan needs none): no hook is taken off mid-pass, each is
+    removed once at the pass's end (main took the prehooks off, then removed them again)."""
+    removed = count_calls(monkeypatch, RemovableHandle, "remove")
+    asked = count_calls(monkeypatch, planned.PlannedPass, "prehook")
+    events, grad = _paused_then_continued()
+    nodes = next(e for e in events if isinstance(e, ev.PassStarted)).graph.number_of_nodes()
+    assert asked[0] == nodes - 1  # every node but the one paused at, which ran before the hand-over
+    assert removed[0] == 2 * nodes
+    assert torch.equal(grad, _plain_grad())
