@@ -6,7 +6,9 @@ follow mode hooks every node this way (a CPU pass in `continue` runs on the hook
 gradtui.engine.planned). `EveryNodeHooks` is made per pass and owns that pass's record
 (`PassRecord`) and reads; what it needs of the session (breakpoints, pauses, events, the mode) it
 asks through the session's public methods (`Owner`). The hot path of a stepping pass: one call
-each per node.
+each per node. A node's prehook is put on when it may run next (by the posthook of the first node
+that sends to it: the engine runs a node only once its senders have), so a pass handed over to the
+plan after a pause puts none on the nodes after it.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ REGION_COMMANDS = (Break, Delete, ListBreakpoints, Help, Flow)
 
 
 class EveryNodeHooks:
-    """A prehook and a posthook on every node of one pass, its record and its reads (see module doc)."""
+    """A prehook and a posthook on every node of one pass (the prehook put on as the node's turn
+    comes), its record and its reads (see module doc)."""
 
     def __init__(self, owner: Owner, state: PassRecord) -> None:
         self._owner = owner
@@ -51,14 +54,36 @@ class EveryNodeHooks:
         """The pass's record (gradtui.engine.recorder)."""
         self._reads = PassReads(owner, state)
         self._handles: list[Any] = []
+        self._prehooked = bytearray()
+        """Per node, 1 once its prehook is on."""
 
     def register(self) -> None:
-        """Put the two hooks on every node of the pass."""
-        handles, partial = self._handles, functools.partial
-        prehook, posthook = self._prehook, self._posthook
-        for i, node in enumerate(self.state.capture.nodes):
-            handles.append(node.register_prehook(partial(prehook, i)))
+        """Put a posthook on every node of the pass and a prehook on its roots. Every other node
+        gets its prehook from the posthook of its first sender to run (`_put_prehooks`), before it
+        can run (the engine runs a node once its senders have): a pass handed over to the plan
+        puts none on the nodes after it (torch calls into Python at a node whose prehooks were
+        removed all the same), and its first pause registers half the hooks."""
+        handles, partial, posthook = self._handles, functools.partial, self._posthook
+        nodes = self.state.capture.nodes
+        self._prehooked = bytearray(len(nodes))
+        for i, node in enumerate(nodes):
             handles.append(node.register_hook(partial(posthook, i)))
+        for root in self.state.capture.roots:
+            self.put_prehook(root)
+
+    def put_prehook(self, node: int) -> None:
+        """Put node `node`'s prehook on, unless it is on already (a handed-over pass: the plan asks
+        for one where it needs it, gradtui.engine.planned)."""
+        if not self._prehooked[node]:
+            self._prehooked[node] = 1
+            self._handles.append(self.state.capture.nodes[node].register_prehook(functools.partial(self._prehook, node)))
+
+    def _put_prehooks(self, node: int) -> None:
+        """Node `node` ran (its own posthook): put a prehook on each node it sends to that has none."""
+        prehooked = self._prehooked
+        for receiver in self.state.capture.walk.nexts[node]:
+            if receiver is not None and not prehooked[receiver]:
+                self.put_prehook(receiver)
 
     def close(self) -> None:
         """Remove every hook (the graph may outlive the pass: a retained graph, a held loss)."""
@@ -162,6 +187,7 @@ class EveryNodeHooks:
             return state.planned.posthook(node, grad_inputs, grad_outputs)
         if not self._own_call():
             return None
+        self._put_prehooks(node)  # first: this hook may pause, or hand the pass over
         state.done += 1
         state.running = None
         state.completed[node] = 1
@@ -202,3 +228,4 @@ class EveryNodeHooks:
             state.handoff.clear()
             state.arrived.clear()
             state.planned = self._owner.plan_rest(state)
+            state.planned.delegate_prehooks(self.put_prehook)

@@ -112,6 +112,7 @@ class PlannedPass:
         self._upgraded = False
         self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
         self._quit = owner.run_quit
+        self._put_prehook: Callable[[int], None] | None = None
 
     # ---- hooks ---------------------------------------------------------------------------
 
@@ -161,6 +162,16 @@ class PlannedPass:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+
+    def delegate_prehooks(self, put: Callable[[int], None]) -> None:
+        """`delegated`: the every-node hooks put a prehook on a node only once it may run next;
+        `put(i)` puts one on node `i` (if it has none), which calls `prehook`. Asked now for each node
+        that has not run and needs one on the plan, and for every such node if the user steps again."""
+        self._put_prehook = put
+        hooks, completed = self._plan.hooks, self._completed
+        for i in range(len(hooks)):
+            if hooks[i] == BOTH and not completed[i]:
+                put(i)
 
     def prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Node `node`'s prehook, called by a hook already on it (`delegated`): the plan's, if any."""
@@ -290,8 +301,10 @@ class PlannedPass:
         for i, node in enumerate(nodes):
             if completed[i] or plan.hooks[i] == BOTH:
                 continue
-            if not self._delegated:  # delegated: the every-node prehook is on it, and calls `prehook`
+            if not self._delegated:
                 self._handles.append(node.register_prehook(_bound(pre, i)))
+            elif self._put_prehook is not None:
+                self._put_prehook(i)  # the every-node prehook, which calls `prehook`
             if plan.hooks[i] == NONE:
                 if not self._delegated:
                     self._handles.append(node.register_hook(_bound(post, i)))

@@ -1,6 +1,6 @@
 """What a hand-over to the plan costs, by counts (issue 20's 100k chain row): a pass that pauses at
 its first node and is continued computes no graph-wide sole-receiver table for that one node, and
-takes no hook off until the pass ends (each every-node hook is removed once, at the end); the
+puts no prehook on the nodes after the hand-over (each hook is removed once, at the end); the
 gradients are plain backward's."""
 
 from __future__ import annotations
@@ -67,14 +67,15 @@ def test_a_hand_over_reads_no_sole_receivers(monkeypatch):
     assert torch.equal(handed, _plain_grad()) and torch.equal(every, handed)
 
 
-def test_a_hand_over_keeps_the_prehooks_on(monkeypatch):
-    """After the hand-over every node's every-node prehook stays on and calls the plan's `prehook`
-    (which returns at once where the plan needs none): no hook is taken off mid-pass, each is
-    removed once at the pass's end (main took the prehooks off, then removed them again)."""
+def test_a_hand_over_puts_no_prehook_on_the_nodes_after_it(monkeypatch):
+    """A stepping pass puts a prehook on its roots and, as each node runs, on the nodes it sends
+    to; handed over after its first node, the rest of the chain gets none (main put one on every
+    node before the pass, then took the plan's unneeded ones off and removed them again at the
+    end). Every hook is removed once, at the pass's end."""
     removed = count_calls(monkeypatch, RemovableHandle, "remove")
     asked = count_calls(monkeypatch, planned.PlannedPass, "prehook")
     events, grad = _paused_then_continued()
     nodes = next(e for e in events if isinstance(e, ev.PassStarted)).graph.number_of_nodes()
-    assert asked[0] == nodes - 1  # every node but the one paused at, which ran before the hand-over
-    assert removed[0] == 2 * nodes
+    assert asked[0] == 1  # the first node's receiver, whose prehook its posthook put on before the hand-over
+    assert removed[0] == nodes + 2  # a posthook on each node, a prehook on the root and on its receiver
     assert torch.equal(grad, _plain_grad())
