@@ -76,7 +76,8 @@ class EveryNodeHooks:
         for one where it needs it, gradtui.engine.planned)."""
         if not self._prehooked[node]:
             self._prehooked[node] = 1
-            self._handles.append(self.state.capture.nodes[node].register_prehook(functools.partial(self._prehook, node)))
+            prehook = functools.partial(self._prehook, node)
+            self._handles.append(self.state.capture.nodes[node].register_prehook(prehook))
 
     def _put_prehooks(self, node: int) -> None:
         """Node `node` ran (its own posthook): put a prehook on each node it sends to that has none."""
@@ -182,11 +183,12 @@ class EveryNodeHooks:
     def _posthook(self, node: int, grad_inputs: tuple[Any, ...],
                   grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """After a node ran: note what it sent on (read back later, in bulk)."""
-        owner, state = self._owner, self.state
+        state = self.state
         if state.planned is not None:
             return state.planned.posthook(node, grad_inputs, grad_outputs)
         if not self._own_call():
             return None
+        owner = self._owner
         self._put_prehooks(node)  # first: this hook may pause, or hand the pass over
         state.done += 1
         state.running = None
