@@ -56,16 +56,18 @@ class EveryNodeHooks:
         self._handles: list[Any] = []
         self._prehooked = bytearray()
         """Per node, 1 once its prehook is on."""
+        self._nexts: list[tuple[int | None, ...]] = []
 
     def register(self) -> None:
         """Put a posthook on every node of the pass and a prehook on its roots. Every other node
-        gets its prehook from the posthook of its first sender to run (`_put_prehooks`), before it
+        gets its prehook from the posthook of its first sender to run (`_posthook`), before it
         can run (the engine runs a node once its senders have): a pass handed over to the plan
         puts none on the nodes after it (torch calls into Python at a node whose prehooks were
         removed all the same), and its first pause registers half the hooks."""
         handles, partial, posthook = self._handles, functools.partial, self._posthook
         nodes = self.state.capture.nodes
         self._prehooked = bytearray(len(nodes))
+        self._nexts = self.state.capture.walk.nexts
         for i, node in enumerate(nodes):
             handles.append(node.register_hook(partial(posthook, i)))
         for root in self.state.capture.roots:
@@ -79,12 +81,6 @@ class EveryNodeHooks:
             prehook = functools.partial(self._prehook, node)
             self._handles.append(self.state.capture.nodes[node].register_prehook(prehook))
 
-    def _put_prehooks(self, node: int) -> None:
-        """Node `node` ran (its own posthook): put a prehook on each node it sends to that has none."""
-        prehooked = self._prehooked
-        for receiver in self.state.capture.walk.nexts[node]:
-            if receiver is not None and not prehooked[receiver]:
-                self.put_prehook(receiver)
 
     def close(self) -> None:
         """Remove every hook (the graph may outlive the pass: a retained graph, a held loss)."""
@@ -189,7 +185,10 @@ class EveryNodeHooks:
         if not self._own_call():
             return None
         owner = self._owner
-        self._put_prehooks(node)  # first: this hook may pause, or hand the pass over
+        prehooked = self._prehooked  # first, as the node's receivers may run next: this hook may pause, or hand over
+        for receiver in self._nexts[node]:
+            if receiver is not None and not prehooked[receiver]:
+                self.put_prehook(receiver)
         state.done += 1
         state.running = None
         state.completed[node] = 1
