@@ -5,6 +5,8 @@ gradients are plain backward's."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch.utils.hooks import RemovableHandle
@@ -79,3 +81,36 @@ def test_a_hand_over_puts_no_prehook_on_the_nodes_after_it(monkeypatch):
     assert asked[0] == 1  # the first node's receiver, whose prehook its posthook put on before the hand-over
     assert removed[0] == nodes + 2  # a posthook on each node, a prehook on the root and on its receiver
     assert torch.equal(grad, _plain_grad())
+
+
+def test_a_node_the_plan_checks_before_it_runs_gets_its_prehook_after_a_hand_over():
+    """A user hook on a tensor the chain makes turns its gradient NaN: the node that tensor feeds
+    is checked before it runs on the plan, so after the hand-over the every-node hooks put its
+    prehook on (`delegate_prehooks`); the `nan` pause is there, before it, and a `zero` there reaches
+    the leaf."""
+    events: list[ev.Event] = []
+    session = Session(events.append, provenance=False)  # starts stepping
+    feed = iter([["continue"], ["zero", "continue"]])
+
+    def on(event):
+        if isinstance(event, ev.Paused):
+            for command in next(feed, ["continue"]):
+                session.submit(command)
+
+    session.add_listener(on)
+    session.submit("break nan")
+    with session:
+        x = torch.rand(100, requires_grad=True)
+        z = x
+        for i in range(LINKS):
+            z = z * 1.001  # exp's input stays small: a zeroed gradient stays 0 through it
+            if i == LINKS // 2:
+                z = z.exp()
+                z.register_hook(lambda g: g * math.nan)
+        z.sum().backward()
+    pauses = [e for e in events if isinstance(e, ev.Paused)]
+    assert [p.phase for p in pauses] == ["before", "before"] and pauses[1].reason.endswith(": nan")
+    graph = next(e for e in events if isinstance(e, ev.PassStarted)).graph
+    assert graph.nodes[pauses[1].node]["info"].name == "ExpBackward0"  # the node the hooked tensor feeds
+    assert [r.ok for r in events if isinstance(r, ev.CommandResult) and r.command == "zero"] == [True]
+    assert x.grad is not None and not x.grad.isnan().any() and not x.grad.any()
