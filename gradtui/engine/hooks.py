@@ -6,7 +6,9 @@ follow mode hooks every node this way (a CPU pass in `continue` runs on the hook
 gradtui.engine.planned). `EveryNodeHooks` is made per pass and owns that pass's record
 (`PassRecord`) and reads; what it needs of the session (breakpoints, pauses, events, the mode) it
 asks through the session's public methods (`Owner`). The hot path of a stepping pass: one call
-each per node.
+each per node. A node's prehook is put on when it may run next (by the posthook of the first node
+that sends to it: the engine runs a node only once its senders have), so a pass handed over to the
+plan after a pause puts none on the nodes after it.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ REGION_COMMANDS = (Break, Delete, ListBreakpoints, Help, Flow)
 
 
 class EveryNodeHooks:
-    """A prehook and a posthook on every node of one pass, its record and its reads (see module doc)."""
+    """A prehook and a posthook on every node of one pass (the prehook put on as the node's turn
+    comes), its record and its reads (see module doc)."""
 
     def __init__(self, owner: Owner, state: PassRecord) -> None:
         self._owner = owner
@@ -51,14 +54,33 @@ class EveryNodeHooks:
         """The pass's record (gradtui.engine.recorder)."""
         self._reads = PassReads(owner, state)
         self._handles: list[Any] = []
+        self._prehooked = bytearray()
+        """Per node, 1 once its prehook is on."""
+        self._nexts: list[tuple[int | None, ...]] = []
 
     def register(self) -> None:
-        """Put the two hooks on every node of the pass."""
-        handles, partial = self._handles, functools.partial
-        prehook, posthook = self._prehook, self._posthook
-        for i, node in enumerate(self.state.capture.nodes):
-            handles.append(node.register_prehook(partial(prehook, i)))
+        """Put a posthook on every node of the pass and a prehook on its roots. Every other node
+        gets its prehook from the posthook of its first sender to run (`_posthook`), before it
+        can run (the engine runs a node once its senders have): a pass handed over to the plan
+        puts none on the nodes after it (torch calls into Python at a node whose prehooks were
+        removed all the same), and its first pause registers half the hooks."""
+        handles, partial, posthook = self._handles, functools.partial, self._posthook
+        nodes = self.state.capture.nodes
+        self._prehooked = bytearray(len(nodes))
+        self._nexts = self.state.capture.walk.nexts
+        for i, node in enumerate(nodes):
             handles.append(node.register_hook(partial(posthook, i)))
+        for root in self.state.capture.roots:
+            self.put_prehook(root)
+
+    def put_prehook(self, node: int) -> None:
+        """Put node `node`'s prehook on, unless it is on already (a handed-over pass: the plan asks
+        for one where it needs it, gradtui.engine.planned)."""
+        if not self._prehooked[node]:
+            self._prehooked[node] = 1
+            prehook = functools.partial(self._prehook, node)
+            self._handles.append(self.state.capture.nodes[node].register_prehook(prehook))
+
 
     def close(self) -> None:
         """Remove every hook (the graph may outlive the pass: a retained graph, a held loss)."""
@@ -77,11 +99,12 @@ class EveryNodeHooks:
 
     def _prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Before a node runs: decide whether to pause, note what flows in (read back later, in bulk)."""
-        owner, state = self._owner, self.state
+        state = self.state
+        if state.planned is not None:  # handed over: the plan's hooks run the rest of the pass (and check quit)
+            return state.planned.prehook(node, grads)
+        owner = self._owner
         if owner.quitting_now():
             raise GradtuiQuit()
-        if state.planned is not None:  # handed over: the plan's hooks run the rest of the pass
-            return state.planned.prehook(node, grads)
         if not self._own_call():
             return None
         state.running = node
@@ -139,8 +162,10 @@ class EveryNodeHooks:
                         state.window.to_leaf(handle, leaf)
         # What the node will read: its posthook may find its outputs are the same values. Not for
         # a leaf's accumulator (it sends nothing on): a reference kept here would make it copy the
-        # gradient into .grad instead of taking it (a ZeroTensor would become real zeros).
-        elif new is None and state.capture.sole_inputs[node]:
+        # gradient into .grad instead of taking it (a ZeroTensor would become real zeros). Not
+        # where the pass hands over after this node: the note only saves a measurement, and
+        # `sole_inputs` is the whole graph's (a 100,000-node chain: ~0.1 s) for one node's use.
+        elif new is None and state.hand_over_at != node and state.capture.sole_inputs[node]:
             state.arrived[node] = (grads, tuple(-1 if g is None else g._version for g in grads))
 
     def _own_call(self) -> bool:
@@ -154,17 +179,23 @@ class EveryNodeHooks:
     def _posthook(self, node: int, grad_inputs: tuple[Any, ...],
                   grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """After a node ran: note what it sent on (read back later, in bulk)."""
-        owner, state = self._owner, self.state
+        state = self.state
         if state.planned is not None:
             return state.planned.posthook(node, grad_inputs, grad_outputs)
         if not self._own_call():
             return None
+        owner = self._owner
+        prehooked = self._prehooked  # first, as the node's receivers may run next: this hook may pause, or hand over
+        for receiver in self._nexts[node]:
+            if receiver is not None and not prehooked[receiver]:
+                self.put_prehook(receiver)
         state.done += 1
         state.running = None
         state.completed[node] = 1
         arrived = state.grad_outputs.pop(node, ())
         sent = grad_inputs_handles(state, node, grad_inputs, arrived, owner.light)
-        hand_off(state, node, grad_inputs, sent)
+        if state.hand_over_at != node:  # a hand-over clears what is handed off (`_hand_over`)
+            hand_off(state, node, grad_inputs, sent)
         state.ran.append(Ran(node, state.done, arrived, sent))
         if state.prints is not None:  # the one call site of fingerprints (`gradtui diff`, `--against`)
             parted = state.prints.node(node, state.capture.nodes[node], grad_outputs, grad_inputs,
@@ -198,12 +229,4 @@ class EveryNodeHooks:
             state.handoff.clear()
             state.arrived.clear()
             state.planned = self._owner.plan_rest(state)
-            state.planned.drop_prehooks(self._drop_prehook, self._restore_prehook)
-
-    def _drop_prehook(self, node: int) -> None:
-        """Take node `node`'s prehook off (the plan needs none there); `close` removes it again, harmlessly."""
-        self._handles[2 * node].remove()
-
-    def _restore_prehook(self, node: int) -> None:
-        """Put node `node`'s prehook back (the user steps again after a hand-over)."""
-        self._handles.append(self.state.capture.nodes[node].register_prehook(functools.partial(self._prehook, node)))
+            state.planned.delegate_prehooks(self.put_prehook)

@@ -112,7 +112,7 @@ class PlannedPass:
         self._upgraded = False
         self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
         self._quit = owner.run_quit
-        self._restore: Callable[[int], None] | None = None
+        self._put_prehook: Callable[[int], None] | None = None
 
     # ---- hooks ---------------------------------------------------------------------------
 
@@ -163,16 +163,15 @@ class PlannedPass:
             handle.remove()
         self._handles = []
 
-    def drop_prehooks(self, remove: Callable[[int], None], restore: Callable[[int], None]) -> None:
-        """`delegated`: the every-node hooks may take their prehook off each node that has not run
-        and needs none on the plan (`remove(i)`: the engine then calls no Python before it), and put
-        it back (`restore(i)`) if the user steps again."""
-        self._restore = restore
-        self._settle()
+    def delegate_prehooks(self, put: Callable[[int], None]) -> None:
+        """`delegated`: the every-node hooks put a prehook on a node only once it may run next;
+        `put(i)` puts one on node `i` (if it has none), which calls `prehook`. Asked now for each node
+        that has not run and needs one on the plan, and for every such node if the user steps again."""
+        self._put_prehook = put
         hooks, completed = self._plan.hooks, self._completed
         for i in range(len(hooks)):
-            if not completed[i] and hooks[i] != BOTH:
-                remove(i)
+            if hooks[i] == BOTH and not completed[i]:
+                put(i)
 
     def prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Node `node`'s prehook, called by a hook already on it (`delegated`): the plan's, if any."""
@@ -313,8 +312,8 @@ class PlannedPass:
                 continue
             if not self._delegated:
                 self._handles.append(node.register_prehook(_bound(pre, i)))
-            elif self._restore is not None:
-                self._restore(i)  # its every-node prehook was dropped at the hand-over
+            elif self._put_prehook is not None:
+                self._put_prehook(i)  # the every-node prehook, which calls `prehook`
             if plan.hooks[i] == NONE:
                 if not self._delegated:
                     self._handles.append(node.register_hook(_bound(post, i)))
