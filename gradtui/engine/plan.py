@@ -172,6 +172,29 @@ def _counted(derived: dict[int, list[int]], producers: Iterable[int]) -> dict[in
     return counts
 
 
+def hook_chains(plan: HookPlan, names: list[str], completed: bytearray) -> None:
+    """Fingerprints: a derived node fed by another derived node (a view after a 3-D transpose)
+    gets a posthook, since what arrives there is a gradient no hook sees whose print the one
+    that moved it cannot give (gradtui.engine.fingerprint: only a matrix's transpose and a
+    view keeping the last dimension keep their sketch). Not after a `TBackward0` (a matrix's
+    transpose: a weight's accumulator stays derived). A pass-through node (SIGNS) is hooked
+    wherever it is: the prints derive only one-receiver nodes that move values. `completed`:
+    the nodes that ran already (a pass handed over) stay as they are."""
+    for source, fed in list(plan.derived.items()):
+        if plan.hooks[source] != NONE or names[source] == "TBackward0":
+            fed_here = [child for child in fed if names[child] in SIGNS]  # the prints move no pass-through node
+        else:
+            fed_here = list(fed)
+        for child in fed_here:
+            if completed[child]:
+                continue
+            fed.remove(child)
+            plan.hooks[child] = POST
+            plan.producer[child] = None  # what it receives is measured in its own hook
+        if not fed:
+            del plan.derived[source]
+
+
 def resume(plan: HookPlan, completed: bytearray) -> HookPlan:
     """`plan` for the rest of a pass whose `completed` nodes ran under the every-node hooks (it
     stepped, then continued): those get no hook, and a node that `plan` derives from one of them

@@ -35,7 +35,7 @@ from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.quitting import RunQuit
 from gradtui.engine.derived import DerivedSteps, mark_fed, ready_node
-from gradtui.engine.plan import BOTH, NONE, POST, SIGNS, HookPlan, fed_counts
+from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, fed_counts, hook_chains
 from gradtui.engine.ranbatch import Feeds, Hooked, PassBatches, Resent
 from gradtui.engine.recorder import PassRecord
 from gradtui.engine.nowstats import measured, now_stats, quick_stats, resolved
@@ -119,7 +119,7 @@ class PlannedPass:
     def register(self) -> None:
         """Put the plan's hooks on the pass's nodes."""
         if self._state.prints is not None:
-            self._hook_chains()
+            hook_chains(self._plan, self._state.capture.walk.names, self._completed)
             self._counts = self._plan.fed = fed_counts(self._plan.derived)
             hooks = self._plan.hooks
             self._state.prints.unhooked = lambda i: hooks[i] == NONE  # sketched where it is sent
@@ -133,28 +133,6 @@ class PlannedPass:
                 self._handles.append(node.register_prehook(_bound(pre, i)))
             if kind != NONE:
                 self._handles.append(node.register_hook(_bound(post, i)))
-
-    def _hook_chains(self) -> None:
-        """Fingerprints: a derived node fed by another derived node (a view after a 3-D transpose)
-        gets a posthook, since what arrives there is a gradient no hook sees whose print the one
-        that moved it cannot give (gradtui.engine.fingerprint: only a matrix's transpose and a
-        view keeping the last dimension keep their sketch). Not after a `TBackward0` (a matrix's
-        transpose: a weight's accumulator stays derived). A pass-through node (plan.SIGNS) is hooked
-        wherever it is: the prints derive only one-receiver nodes that move values."""
-        plan, names = self._plan, self._state.capture.walk.names
-        for source, fed in list(plan.derived.items()):
-            if plan.hooks[source] != NONE or names[source] == "TBackward0":
-                fed_here = [child for child in fed if names[child] in SIGNS]  # the prints move no pass-through node
-            else:
-                fed_here = list(fed)
-            for child in fed_here:
-                if self._completed[child]:
-                    continue
-                fed.remove(child)
-                plan.hooks[child] = POST
-                plan.producer[child] = None  # what it receives is measured in its own hook
-            if not fed:
-                del plan.derived[source]
 
     def close(self) -> None:
         """The pass is over: the hooks do nothing from now on, and are removed."""
