@@ -144,3 +144,4 @@ _.styled_line  # widgets/output_log.py
 # engine: counts the tests assert (how many values a pass sketched, how many graph plans are kept)
 _.sketched  # engine/fingerprint.py
 _.plans_kept  # engine/printplan.py
+_.reused  # engine/plancache.py

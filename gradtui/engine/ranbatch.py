@@ -138,7 +138,8 @@ class PassBatches:
         return out
 
     def _make(self, steps: list[Hooked | Derived | Resent | Feeds], first: int) -> tuple[ev.NodeRan, ...]:
-        # Once per node of the pass: kept lean. A NodeRan is made as `_node_ran` makes it, inline;
+        # Once per node of the pass: kept lean. A NodeRan's slots are written directly (two thirds of
+        # its frozen `__init__`'s cost, as gradtui.model.nodes.walked makes a NodeInfo);
         # a leaf's accumulator (a quarter of the derived nodes) sends nothing on, as derive_from says.
         sent, full, index = self._sent, self._full, self._index
         get, hooked, derived, nothing = sent.get, Hooked, Derived, ()
@@ -180,21 +181,6 @@ class PassBatches:
 
 _new = object.__new__
 _SET_RAN = tuple(ev.NodeRan.__dict__[name].__set__ for name in ("pass_index", "node", "order", "grad_outputs", "grad_inputs"))
-
-
-def _node_ran(pass_index: int, node: int, order: int, grad_outputs: tuple[Stats | None, ...],
-              grad_inputs: tuple[Stats | None, ...]) -> ev.NodeRan:
-    """`ev.NodeRan(pass_index, node, order, grad_outputs, grad_inputs)` at two thirds of its frozen
-    `__init__`'s cost (its slots written directly, as gradtui.model.nodes.walked makes a NodeInfo;
-    `PassBatches._make` does the same inline). Equal, hashed and pickled as the one `__init__` makes."""
-    ran = _new(ev.NodeRan)
-    set_index, set_node, set_order, set_outputs, set_inputs = _SET_RAN
-    set_index(ran, pass_index)
-    set_node(ran, node)
-    set_order(ran, order)
-    set_outputs(ran, grad_outputs)
-    set_inputs(ran, grad_inputs)
-    return ran
 
 
 def _slot(sent: tuple[Stats | None, ...], slot: int) -> Stats | None:

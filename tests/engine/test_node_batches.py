@@ -177,8 +177,12 @@ def test_no_derived_node_is_read_when_no_one_holds_a_batch(monkeypatch):
 
 
 def test_a_batch_makes_the_node_ran_events_its_init_makes():
-    stats = (None, ev.Stats((2,), "float32", "cpu", 1.0, None, None, None, 0))
-    made = ranbatch._node_ran(3, 7, 9, stats[:1], stats)
-    want = ev.NodeRan(3, 7, 9, stats[:1], stats)
-    assert made == want and hash(made) == hash(want) and repr(made) == repr(want)
-    assert from_wire(to_wire(made)) == want
+    """A batch writes each NodeRan's slots directly: equal, hashed, printed and sent as `__init__` makes it."""
+    model, data = _model()
+    _, batched = _run(model, data, alone=True)
+    made = [one for batch in batched if isinstance(batch, ev.NodesRan) for one in batch.ran]
+    assert made
+    for one in made:
+        want = ev.NodeRan(one.pass_index, one.node, one.order, one.grad_outputs, one.grad_inputs)
+        assert one == want and hash(one) == hash(want) and repr(one) == repr(want)
+        assert from_wire(to_wire(one)) == want
