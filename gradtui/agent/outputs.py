@@ -44,7 +44,8 @@ class Outputs:
                 self.recorder = Recorder(options.record, every=options.record_every, flight=options.flight,
                                          torch_version=torch.__version__)
         except errors as exc:
-            which = f"--report {options.report}" if self.report is None else f"--record {options.record}"
+            failed_report = options.report is not None and self.report is None
+            which = f"--report {options.report}" if failed_report else f"--record {options.record}"
             if self.report is not None:
                 self.report.close()
             raise OutputError(f"cannot write {which}: {getattr(exc, 'strerror', None) or exc}") from None

@@ -66,3 +66,21 @@ def test_a_report_needs_no_database_and_no_wire(tmp_path):
     start, after = loaded_in_script(tmp_path, True, "--report", str(tmp_path / "report.json"))
     assert start == [] and set(after) == {"gradtui.engine.lazygraph", "networkx"}
     assert json.loads((tmp_path / "report.json").read_text())["passes"]
+
+
+def test_a_recording_that_cannot_be_opened_is_refused_with_its_own_option(tmp_path, monkeypatch, capsys):
+    """sqlite3 is imported only with --record: its errors are still a one-line refusal, naming --record."""
+    import sqlite3
+
+    from gradtui.cli.main import main
+    from gradtui.record import store
+    from tests.helpers import example
+
+    def refuse(*args, **kwargs):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(store, "Recorder", refuse)
+    path = tmp_path / "run.db"
+    assert main(["--headless", "--record", str(path), example("chain.py")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gradtui: cannot write --record {path}: unable to open database file\n"
