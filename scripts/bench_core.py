@@ -242,11 +242,18 @@ def bench_chain(nodes: int = 100_000, rounds: int = 2) -> None:
 
 def bench_headless_continue(steps: int, layers: int, rounds: int) -> None:
     """Whole process: `python loop.py` vs `gradtui --headless -c continue loop.py`, the d=64
-    encoder loop of the record rows; the median of `rounds` alternated runs each."""
+    encoder loop of the record rows; the median of `rounds` alternated runs each.
+
+    gradtui's bytecode is compiled first, as an installed gradtui's is: python reads torch's from
+    site-packages, but a checkout run with PYTHONDONTWRITEBYTECODE (this machine's default) would
+    compile every gradtui module from source in every run (~45 ms of the start, not gradtui's)."""
+    import compileall
+    import tempfile
+
     from bench_models import ENCODER_LOOP
 
+    compileall.compile_dir(str(ROOT / "gradtui"), quiet=1)  # into gradtui's __pycache__ (git-ignored)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
         script = os.path.join(folder, "encoder_loop.py")

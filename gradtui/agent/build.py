@@ -16,13 +16,15 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradtui.agent.outputs import Outputs
-from gradtui.agent.server import AgentServer, ServerHooks
 from gradtui.model import events as ev
 from gradtui.model.commands import Command, CommandError, parse
 from gradtui.model.options import PathChecks, RunOptions
+
+if TYPE_CHECKING:  # the server (sockets, the wire's codec, msgspec) is imported only by an agent that serves
+    from gradtui.agent.server import AgentServer
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,8 @@ def build_agent(options: RunOptions, transport: Transport | None, quit_: Callabl
         _attach(session, options, (*outputs.listeners, *listeners))
         return Agent(options, outputs, session)
     assert quit_ is not None, "an agent that serves a client needs its quit path"
+    from gradtui.agent.server import AgentServer, ServerHooks
+
     commands = AgentCommands(session)
     tap = _job_tap(session, commands, transport, quit_)
     session.run_quit.take(tap.quit_job if tap is not None else quit_)

@@ -8,7 +8,6 @@ way, through this one class.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from gradtui.model.options import RunOptions
@@ -30,18 +29,23 @@ class Outputs:
         self.options = options
         self.report: Any = None
         self.recorder: Any = None
+        errors: tuple[type[Exception], ...] = (OSError,)  # sqlite3's too once a recording is opened
         try:
             if options.report is not None:
                 self.report = Report(JsonStream(options.report))
             if options.record is not None:
-                from gradtui.record.store import Recorder
+                import sqlite3  # here: a run with no recording never imports it
 
                 import torch  # the script's process: the torch it runs, told to the recording as a string
 
+                from gradtui.record.store import Recorder
+
+                errors = (OSError, sqlite3.Error)
                 self.recorder = Recorder(options.record, every=options.record_every, flight=options.flight,
                                          torch_version=torch.__version__)
-        except (OSError, sqlite3.Error) as exc:
-            which = f"--report {options.report}" if self.report is None else f"--record {options.record}"
+        except errors as exc:
+            failed_report = options.report is not None and self.report is None
+            which = f"--report {options.report}" if failed_report else f"--record {options.record}"
             if self.report is not None:
                 self.report.close()
             raise OutputError(f"cannot write {which}: {getattr(exc, 'strerror', None) or exc}") from None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from importlib import resources
 
 from gradtui.cli.options import add_client_options, read_commands
 from gradtui.agent.build import build_agent, path_checks
@@ -53,6 +52,8 @@ or --record-all every pass is recorded node by node.
 
 def demo_path() -> str:
     """Path of the demo script shipped inside the package."""
+    from importlib import resources
+
     return str(resources.files("gradtui") / "examples" / "demo.py")
 
 

@@ -23,7 +23,6 @@ from gradtui.engine.recorder import PassRecord, FlowRecorder
 from gradtui.engine.stepper import Mode, Pause, Stepper
 from gradtui.engine.summary import describe, summarize_all
 from gradtui.model.stats import format_grads, format_stats
-from gradtui.engine.why import explain
 
 
 class CommandRunner:
@@ -99,6 +98,8 @@ class CommandRunner:
                 raise CommandError(f"flow {index}: a live run keeps the flow of its last pass only (flow); "
                                    "a recording (--record) keeps every pass's")
             case Why(name=name):
+                from gradtui.engine.why import explain  # here: why.py imports networkx
+
                 if state is None or state.frame is None:
                     raise CommandError("why works while paused in a pass")
                 return explain(name, self._scope(state), state.capture.graph, state.capture.nodes,

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import networkx as nx
-
 from gradtui.engine.hooks import EveryNodeHooks
 from gradtui.engine.owner import Owner
 from gradtui.engine.intercept import GradtuiQuit, Interceptor
@@ -117,6 +115,8 @@ class PassRunner:
 
 def unhooked_start(index: int, call: str, call_text: str, call_site: str, losses: tuple[float | None, ...]) -> ev.PassStarted:
     """The PassStarted of a pass that runs unhooked: no graph."""
+    import networkx as nx  # here: a run that never reaches a pass never imports networkx
+
     return ev.PassStarted(index, call, call_text, call_site, nx.DiGraph(), (), losses,  # type: ignore[arg-type]
                           recorded=False)
 

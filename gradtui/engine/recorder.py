@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -21,13 +21,15 @@ from gradtui.model import events as ev
 from gradtui.engine import provenance
 from gradtui.model.breakpoints import Breakpoint, matches_module
 from gradtui.engine.compat import GradientEdge
-from gradtui.engine.fingerprint import PassPrints
 from gradtui.engine.flow import LeafNames, both_norms, gradient_flow
 from gradtui.engine.graph import Capture, Names
 from gradtui.engine.leafread import LeafRead
 from gradtui.model.stats import VALUES_LIMIT, Stats
 from gradtui.engine.window import StatsWindow
 from gradtui.engine.compat import is_zerotensor
+
+if TYPE_CHECKING:
+    from gradtui.engine.fingerprint import PassPrints
 
 
 @dataclass

@@ -23,7 +23,7 @@ import linecache
 import os
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradtui.model import events as ev
 from gradtui.model.breakpoints import Breakpoint, Breakpoints
@@ -36,13 +36,15 @@ from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REG
 from gradtui.engine.hookchoice import HookChoice
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.engine.listeners import Listener, Listeners
-from gradtui.engine.fingerprint import PassPrints
 from gradtui.engine.plan import make_plan, resume
 from gradtui.engine.passes import PassRunner, unhooked_start
 from gradtui.engine.planned import PlannedPass
 from gradtui.engine.provenance import Provenance, UnsavedSources
 from gradtui.engine.quitting import RunQuit
 from gradtui.engine.recorder import PassRecord, FlowRecorder, nonfinite_roots, root_values
+
+if TYPE_CHECKING:
+    from gradtui.engine.fingerprint import PassPrints
 from gradtui.engine.stepper import Mode, Pause, Stepper
 
 __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
@@ -352,6 +354,8 @@ class Session:
 
 def _pass_prints(against: Any, index: int, cap: Any) -> PassPrints:
     """A hooked pass's fingerprints, compared with the reference's same pass if there is one."""
+    from gradtui.engine.fingerprint import PassPrints  # here: fingerprints are imported only by a run that takes them
+
     reference = against.pass_reference(index, cap.infos) if against is not None else None
     return PassPrints(cap.nodes, reference, against.name if against is not None else "", cap.slots)
 

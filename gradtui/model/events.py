@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
-import networkx as nx
-
 from gradtui.model.stats import Stats
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # networkx costs ~50 ms to import: a run loads it only once it builds a graph
+    import networkx as nx
+
     from gradtui.model.errors import ErrorInfo
 
 

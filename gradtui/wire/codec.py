@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from gradtui.model import dist_events, errors
 from gradtui.model import events as ev
 from gradtui.model.nodes import FIELDS, INFO, NodeInfo
 from gradtui.model.stats import Stats
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 _TAG = "$"
 _GRAPH = "$graph"
@@ -65,6 +66,8 @@ def to_wire(value: Any) -> Any:
         for name in fields:
             out[name] = to_wire(getattr(value, name))
         return out
+    import networkx as nx  # here: a process that never meets a graph never imports networkx
+
     if isinstance(value, nx.Graph):
         return {_GRAPH: _graph_data(value)}
     if isinstance(value, dict):
@@ -137,6 +140,8 @@ def _graph(data: dict[str, Any]) -> nx.DiGraph:
 
     The collector is off meanwhile, as in a capture: a 10,000-node graph is tens of thousands
     of new objects and no garbage, and the collections they would trigger walk the whole heap."""
+    import networkx as nx
+
     collecting = gc.isenabled()
     gc.disable()
     try:
