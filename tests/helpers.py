@@ -48,6 +48,24 @@ def count_calls(monkeypatch, owner: Any, name: str) -> list[int]:
     return calls
 
 
+def fed_session(feed: list[list[str]], *, nan: bool = True) -> tuple[Session, list[ev.Event]]:
+    """A session that starts stepping (no provenance) and, at each pause, submits the next list of
+    `feed` (then `continue` once it runs out), with a `nan` watch armed if `nan`; and its events."""
+    events: list[ev.Event] = []
+    session = Session(events.append, provenance=False)
+    commands = iter(feed)
+
+    def on(event: ev.Event) -> None:
+        if isinstance(event, ev.Paused):
+            for command in next(commands, ["continue"]):
+                session.submit(command)
+
+    session.add_listener(on)
+    if nan:
+        session.submit("break nan")
+    return session, events
+
+
 def script(name: str) -> str:
     """Path of a test script in tests/scripts."""
     path = SCRIPTS / name

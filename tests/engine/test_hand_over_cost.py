@@ -14,7 +14,7 @@ from torch.utils.hooks import RemovableHandle
 from gradtui.engine import graph, planned
 from gradtui.engine.session import Session
 from gradtui.model import events as ev
-from tests.helpers import count_calls
+from tests.helpers import count_calls, fed_session
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -88,17 +88,7 @@ def test_a_node_the_plan_checks_before_it_runs_gets_its_prehook_after_a_hand_ove
     is checked before it runs on the plan, so after the hand-over the every-node hooks put its
     prehook on (`delegate_prehooks`); the `nan` pause is there, before it, and a `zero` there reaches
     the leaf."""
-    events: list[ev.Event] = []
-    session = Session(events.append, provenance=False)  # starts stepping
-    feed = iter([["continue"], ["zero", "continue"]])
-
-    def on(event):
-        if isinstance(event, ev.Paused):
-            for command in next(feed, ["continue"]):
-                session.submit(command)
-
-    session.add_listener(on)
-    session.submit("break nan")
+    session, events = fed_session([["continue"], ["zero", "continue"]])  # starts stepping, a `nan` watch armed
     with session:
         x = torch.rand(100, requires_grad=True)
         z = x

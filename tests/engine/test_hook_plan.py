@@ -14,6 +14,7 @@ import torch
 from gradtui.engine import planned
 from gradtui.engine.session import Session
 from gradtui.model import events as ev
+from tests.helpers import fed_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
@@ -334,17 +335,7 @@ def test_stepping_again_after_a_hand_over_steps_node_by_node():
     (an edit there replaces what it sent on), then step: each node after it pauses again, in the
     engine's order, and the edit reaches the leaf (no NaN left in its gradient)."""
     build = _nan_case("view", "before", size="big")
-    events: list[ev.Event] = []
-    session = Session(events.append, provenance=False)  # starts stepping
-    feed = iter([["continue"], ["zero", "step"], ["step"], ["step"]])
-
-    def on(event):
-        if isinstance(event, ev.Paused):
-            for command in next(feed, ["continue"]):
-                session.submit(command)
-
-    session.add_listener(on)
-    session.submit("break nan")
+    session, events = fed_session([["continue"], ["zero", "step"], ["step"], ["step"]])  # starts stepping, a `nan` watch armed
     with session:
         leaves, loss = build()
         loss.backward()
