@@ -104,13 +104,18 @@ class Capture:
         names, kinds, nexts = self.walk.names, self.walk.kinds, self.walk.nexts
         seqs = self._seqs if self._seqs is not None else list(map(sequence_nr, self.nodes))
         infos = list(map(walked, names, kinds, seqs, nexts))
-        if self.leaves_named and self.names is not None and (self.nodes or self._leaves is not None):
+        if self._leaves_nameable():
             by_leaf, params = self.names.by_leaf, self.names.params
             for i in self.accumulators:
                 leaf_id = self._leaf_id(i)
                 infos[i] = walked(names[i], kinds[i], seqs[i], nexts[i], tuple(by_leaf.get(leaf_id, ())),
                                   params.get(leaf_id))
         return infos
+
+    def _leaves_nameable(self) -> bool:
+        """Whether the leaves get labels from the frame's names: wanted, and their tensors' ids known
+        (the live nodes, or the ids a released pass kept)."""
+        return self.leaves_named and self.names is not None and (bool(self.nodes) or self._leaves is not None)
 
     def _leaf_id(self, i: int) -> int:
         return id(self.nodes[i].variable) if self.nodes else self._leaves[i]  # type: ignore[index]
@@ -120,7 +125,7 @@ class Capture:
         label (None: nothing names it), as its NodeInfo says, without making every NodeInfo (a
         pass's flow names only its leaves)."""
         names = self.names
-        if self._infos is None and self.leaves_named and names is not None and (self.nodes or self._leaves is not None):
+        if self._infos is None and names is not None and self._leaves_nameable():
             leaf_id = self._leaf_id(i)
             return names.params.get(leaf_id) or next(iter(names.by_leaf.get(leaf_id, ())), None)
         info = self.infos[i]

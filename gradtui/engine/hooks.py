@@ -81,7 +81,6 @@ class EveryNodeHooks:
             prehook = functools.partial(self._prehook, node)
             self._handles.append(self.state.capture.nodes[node].register_prehook(prehook))
 
-
     def close(self) -> None:
         """Remove every hook (the graph may outlive the pass: a retained graph, a held loss)."""
         for handle in self._handles:

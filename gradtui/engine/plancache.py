@@ -22,8 +22,9 @@ class PlanCache:
     starts planned passes; a plan handed out is the caller's to change (a pause upgrades it)."""
 
     def __init__(self) -> None:
-        self._walk: tuple[list[str], list[str], list[Any], tuple[int, ...]] | None = None
-        """(names, kinds, nexts, roots) of the walk `_plan` was made from."""
+        self._walk: Walk | None = None
+        """The walk `_plan` was made from."""
+        self._roots: tuple[int, ...] = ()
         self._plan: HookPlan | None = None
         self._through: list[int] = []
         """The nodes `_plan` derives because they passed through (checked again on reuse)."""
@@ -37,12 +38,12 @@ class PlanCache:
             return make_plan(walk, nodes, roots, hooks_seen)
         names, kinds, nexts = walk.names, walk.kinds, walk.nexts
         last, plan = self._walk, self._plan
-        if (last is not None and plan is not None and last[3] == roots and last[0] == names and last[1] == kinds
-                and last[2] == nexts and all(passes_through(nodes[i], names[i]) for i in self._through)):
+        if (last is not None and plan is not None and self._roots == roots and last.names == names
+                and last.kinds == kinds and last.nexts == nexts and all(passes_through(nodes[i], names[i]) for i in self._through)):
             self.reused += 1
             return _copied(plan)
         plan = make_plan(walk, nodes, roots, hooks_seen)
-        self._walk = (names, kinds, nexts, roots)
+        self._walk, self._roots = walk, roots
         self._plan = _copied(plan)
         hooks = plan.hooks
         self._through = [i for i, name in enumerate(names) if name in SIGNS and hooks[i] == NONE]
