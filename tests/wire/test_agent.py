@@ -101,6 +101,10 @@ def test_a_second_client_is_refused_while_one_is_attached(tmp_path):
             second = agent.attach("--headless", "-c", "continue")
             assert second.returncode == 2 and "another client is attached" in second.stderr
             first.sendall(protocol.encode({"quit": True}))
+            # Read on until the agent closes, as a real client does: closing with its events unread
+            # would reset the connection, and the reset can beat the quit to the agent.
+            while protocol.read_frame(first) is not None:
+                pass
         assert agent.wait() == 130
     finally:
         agent.close()
