@@ -23,7 +23,7 @@ import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import torch
 
@@ -31,10 +31,8 @@ from gradtui.engine import provenance
 from gradtui.engine.names import Names
 from gradtui.engine.compat import sequence_nr
 from gradtui.engine.saved import saved_summary
+from gradtui.model.lazygraph import LazyGraph
 from gradtui.model.nodes import NodeInfo, walked
-
-if TYPE_CHECKING:
-    from gradtui.engine.lazygraph import LazyGraph
 
 Node = torch.autograd.graph.Node
 """An autograd node: every node, C++ ones too, passes `isinstance(fn, Node)` on 2.13."""
@@ -309,9 +307,7 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
     node_names, node_kinds = (list(t) for t in zip(*named)) if named else ([], [])
     cap = Capture(walk=Walk(node_names, node_kinds, nexts, producer), graph=None, nodes=nodes,  # type: ignore[arg-type]
                   roots=tuple(root_ids), names=names, described=False, leaves_named=names.ready)
-    from gradtui.engine.lazygraph import LazyGraph  # here: networkx only once a graph is captured
-
-    cap.graph = LazyGraph(lambda: cap.infos, None, cap.describe, count=len(nodes))
+    cap.graph = LazyGraph(lambda: cap.infos, cap.describe, len(nodes))
     return cap
 
 

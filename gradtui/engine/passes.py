@@ -20,6 +20,7 @@ from gradtui.engine.derived import ready_node
 from gradtui.engine.planned import PlannedPass
 from gradtui.engine.recorder import PassRecord, FlowRecorder, UnhookedFlow
 from gradtui.model import events as ev
+from gradtui.model.lazygraph import LazyGraph
 
 
 class PassRunner:
@@ -114,10 +115,8 @@ class PassRunner:
 
 
 def unhooked_start(index: int, call: str, call_text: str, call_site: str, losses: tuple[float | None, ...]) -> ev.PassStarted:
-    """The PassStarted of a pass that runs unhooked: no graph."""
-    import networkx as nx  # here: a run that never reaches a pass never imports networkx
-
-    return ev.PassStarted(index, call, call_text, call_site, nx.DiGraph(), (), losses,  # type: ignore[arg-type]
+    """The PassStarted of a pass that runs unhooked: no graph (an empty one, networkx's once read)."""
+    return ev.PassStarted(index, call, call_text, call_site, LazyGraph(list, None, 0), (), losses,  # type: ignore[arg-type]
                           recorded=False)
 
 

@@ -3,7 +3,8 @@ named, and the order the engine runs them in. No torch here: clients (the UI, `g
 a replay) use them on the graph they received over the wire or read from a recording.
 
 A pass's graph is a networkx DiGraph (the topology: edges, algorithms) whose node `n` carries
-its NodeInfo under the one attribute `INFO`: `graph.nodes[n]["info"]`, or `node_info(graph, n)`.
+its NodeInfo under the one attribute `INFO`: `graph.nodes[n]["info"]`, or `node_info(graph, n)`
+(which answers a captured pass's LazyGraph without building it).
 """
 
 from __future__ import annotations
@@ -12,12 +13,10 @@ import heapq
 from dataclasses import FrozenInstanceError, dataclass
 from typing import TYPE_CHECKING, Any
 
+from gradtui.model.lazygraph import INFO, LazyGraph  # INFO: its readers take it from here
+
 if TYPE_CHECKING:
     import networkx as nx
-
-INFO = "info"
-"""The node attribute of a pass graph that holds the node's NodeInfo."""
-
 
 @dataclass(slots=True, unsafe_hash=True, init=False)
 class NodeInfo:
@@ -140,7 +139,9 @@ def walked(name: str, kind: str, seq: int | None, next: tuple[int | None, ...],
 
 
 def node_info(graph: nx.DiGraph, node: int) -> NodeInfo:
-    """Node `node`'s NodeInfo in a pass graph."""
+    """Node `node`'s NodeInfo in a pass graph (a LazyGraph nobody has read is not built for it)."""
+    if type(graph) is LazyGraph:
+        return graph.info(node)
     return graph.nodes[node][INFO]
 
 
@@ -174,4 +175,4 @@ def info_title(info: NodeInfo, node: int) -> str:
 
 def node_title(graph: nx.DiGraph, node: int) -> str:
     """`info_title` of a pass graph's node."""
-    return info_title(graph.nodes[node][INFO], node)
+    return info_title(node_info(graph, node), node)

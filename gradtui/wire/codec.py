@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradtui.model import dist_events, errors
 from gradtui.model import events as ev
+from gradtui.model.lazygraph import LazyGraph
 from gradtui.model.nodes import FIELDS, INFO, NodeInfo
 from gradtui.model.stats import Stats
 
@@ -68,7 +69,7 @@ def to_wire(value: Any) -> Any:
         return out
     import networkx as nx  # here: a process that never meets a graph never imports networkx
 
-    if isinstance(value, nx.Graph):
+    if isinstance(value, (nx.Graph, LazyGraph)):  # a LazyGraph is built by being read
         return {_GRAPH: _graph_data(value)}
     if isinstance(value, dict):
         return {str(k): to_wire(v) for k, v in value.items()}
