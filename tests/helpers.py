@@ -7,6 +7,7 @@ Every wait has a timeout, so a deadlock fails the test instead of hanging it.
 
 from __future__ import annotations
 
+import inspect
 import io
 import os
 import queue
@@ -46,6 +47,20 @@ def count_calls(monkeypatch, owner: Any, name: str) -> list[int]:
 
     monkeypatch.setattr(owner, name, counted)
     return calls
+
+
+def count_reads(monkeypatch, owner: type, name: str) -> list[int]:
+    """Count the reads of property `owner.name` (torch.Tensor.is_meta) for the rest of the test,
+    as `count_calls` counts a method's calls: each read still gets the real value."""
+    reads = [0]
+    descriptor = inspect.getattr_static(owner, name)
+
+    def read(obj: Any) -> Any:
+        reads[0] += 1
+        return descriptor.__get__(obj, type(obj))
+
+    monkeypatch.setattr(owner, name, property(read))
+    return reads
 
 
 def fed_session(feed: list[list[str]], *, nan: bool = True) -> tuple[Session, list[ev.Event]]:

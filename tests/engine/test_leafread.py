@@ -10,7 +10,6 @@ import torch
 from gradtui.engine.flow import gradient_flow
 from gradtui.engine.leafread import LeafRead
 from gradtui.engine.window import StatsWindow, resolve
-from tests.helpers import count_calls
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,13 +52,24 @@ def test_one_read_gives_what_the_two_reads_gave(light):
 
 
 def test_a_big_gradient_is_normed_once(monkeypatch):
-    """One fused norm call for the statistics and the flow, not one each."""
+    """One fused norm call for the statistics and the flow, not one each, and in it each weight and
+    each gradient once (two big gradients, one small one: a big one sent twice would be normed twice)."""
     leaves = _leaves()[:3]
-    calls = count_calls(monkeypatch, torch, "_foreach_norm")
+    passed: list[list[torch.Tensor]] = []
+    fused = torch._foreach_norm
+
+    def counted(tensors, *args, **kwargs):
+        passed.append(list(tensors))
+        return fused(tensors, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "_foreach_norm", counted)
     read = LeafRead(leaves, False)
     gradient_flow([(f"p{i}", i, leaf) for i, leaf in leaves], read.norms)
     read.stats()
-    assert calls[0] == 1
+    (tensors,) = passed
+    grads = [leaf.grad for _, leaf in leaves]
+    assert len(tensors) == 6 and len({id(t) for t in tensors}) == 6
+    assert all(any(t is g for t in tensors) for g in grads)
 
 
 def test_a_fused_read_torch_refuses_falls_back_to_separate_reads(monkeypatch):

@@ -95,11 +95,11 @@ def test_threads_reading_at_once_build_it_once():
     start = threading.Barrier(8)
     seen: list[object] = []
 
-    def read() -> None:
+    def read(k: int) -> None:  # half build it, half ask one node's NodeInfo, all at once
         start.wait(timeout=10)
-        seen.append(graph.nodes[3][INFO] if len(seen) % 2 else node_info(graph, 3))
+        seen.append(graph.nodes[3][INFO] if k % 2 else node_info(graph, 3))
 
-    threads = [threading.Thread(target=read) for _ in range(8)]
+    threads = [threading.Thread(target=read, args=(k,)) for k in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:

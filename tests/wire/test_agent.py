@@ -11,6 +11,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -103,7 +104,8 @@ def test_a_second_client_is_refused_while_one_is_attached(tmp_path):
             first.sendall(protocol.encode({"quit": True}))
             # Read on until the agent closes, as a real client does: closing with its events unread
             # would reset the connection, and the reset can beat the quit to the agent.
-            while protocol.read_frame(first) is not None:
+            deadline = time.monotonic() + 30
+            while protocol.read_frame(first, deadline=deadline) is not None:
                 pass
         assert agent.wait() == 130
     finally:
