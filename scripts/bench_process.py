@@ -142,7 +142,7 @@ def bench_big_tensor(numel: int, repeat: int) -> None:
         raise RuntimeError(f"big-tensor child failed:\n{result.stderr}")
     data = json.loads(result.stdout.strip().splitlines()[-1])
     sizes = f"{numel / 1e6:g}M float32 ({data['tensor_mb']:.0f} MB)"
-    # three reductions (aminmax, sum, norm) against one; binning costs a bincount pass per chunk
+    # min and max (summary.extremes), sum and norm against one norm; binning costs a bincount pass per chunk
     ratio_row("stats of a huge gradient (norm, min, max, mean, non-finite)", sizes, data["stats"], data["norm"],
               4.0, "t.norm()")
     ratio_row("  the same, norms only (UI between pauses)", sizes, data["light"], data["norm"], 1.5, "t.norm()")

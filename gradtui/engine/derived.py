@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from gradtui.engine.plan import SIGNS, HookPlan, shape_and_saved
+from gradtui.engine.plan import ACCUMULATOR, SIGNS, HookPlan, shape_and_saved
 from gradtui.engine.ranbatch import Derived
 from gradtui.model.nodes import NodeInfo
 
@@ -40,7 +40,7 @@ class DerivedSteps:
             shape, saved, error = None, (), None
             if name in SIGNS:
                 saved = tuple([0 if there is None else 1 for there in nexts[child]])
-            elif name != "AccumulateGrad":
+            elif name != ACCUMULATOR:
                 try:
                     shape, saved = shape_and_saved(nodes[child], name)
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass

@@ -124,8 +124,7 @@ class Capture:
         pass's flow names only its leaves)."""
         names = self.names
         if self._infos is None and names is not None and self._leaves_nameable():
-            leaf_id = self._leaf_id(i)
-            return names.params.get(leaf_id) or next(iter(names.by_leaf.get(leaf_id, ())), None)
+            return names.leaf_name(self._leaf_id(i))
         info = self.infos[i]
         return info.param or (info.labels[0] if info.labels else None)
 

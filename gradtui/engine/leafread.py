@@ -10,11 +10,20 @@ norm is taken from its listed values, so its flow row keeps torch's norm, read b
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from gradtui.engine.flow import both_norms
-from gradtui.engine.window import Read, StatsWindow, resolve
-from gradtui.model.stats import VALUES_LIMIT, Stats
+from gradtui.engine.window import Read, StatsWindow, read_by_norm, resolve
+from gradtui.model.stats import Stats
+
+
+class _Held(NamedTuple):
+    """A big gradient the window holds: its entry there (its norm's place in a read), and it."""
+
+    entry: int
+    grad: torch.Tensor
 
 
 class LeafRead:
@@ -26,23 +35,23 @@ class LeafRead:
         self._leaves = leaves
         self._light = light
         self._window = window = StatsWindow()
-        self._held: dict[int, tuple[int, torch.Tensor]] = {}
-        """id(gradient) -> (its entry, it), for those the window holds as big (their norm is read)."""
+        self._held: dict[int, _Held] = {}
+        """id(gradient) -> it and its entry, for those the window holds as big (their norm is read)."""
         handles: list[int | Stats | None] = []
         self._handles = handles
         for _, leaf in leaves:
             grad = leaf.grad
             handle = window.add(grad, light)
             handles.append(handle)
-            if type(handle) is int and grad.numel() > VALUES_LIMIT:
-                self._held[id(grad)] = (handle, grad)
+            if type(handle) is int and read_by_norm(grad.numel()):
+                self._held[id(grad)] = _Held(handle, grad)
         self._read: Read | None = None
 
     def norms(self, weights: list[torch.Tensor], grads: list[torch.Tensor]) -> list[float]:
         """The L2 norms of `weights`, then of `grads`, in the leaves' read: a gradient the window
         holds as big is not normed a second time."""
         held = self._held
-        entries = [e[0] if (e := held.get(id(g))) is not None and e[1] is g else None for g in grads]
+        entries = [h.entry if (h := held.get(id(g))) is not None and h.grad is g else None for g in grads]
         others = weights + [g for g, e in zip(grads, entries) if e is None]
         try:
             read = self._read = self._window.read_with(others)

@@ -30,6 +30,11 @@ class Names:
     ready = True
     """Are the names collected (not `LaterNames` yet)? A lazy capture's walk names no leaf until then."""
 
+    def leaf_name(self, leaf_id: int) -> str | None:
+        """What these names call the leaf tensor with id `leaf_id`: its parameter's name, else its
+        first variable name (None: neither)."""
+        return self.params.get(leaf_id) or next(iter(self.by_leaf.get(leaf_id, ())), None)
+
     @classmethod
     def from_scopes(cls, *scopes: Mapping[str, Any]) -> "Names":
         """Collect names from scopes in priority order (locals, then globals)."""

@@ -38,7 +38,9 @@ PERMUTED = frozenset({"TransposeBackward0", "TransposeBackward1", "TBackward0", 
 """Nodes that send the elements they received rearranged."""
 SELECTED = frozenset({"SelectBackward0", "SelectBackward1"})
 """Nodes that send what they received embedded in zeros."""
-DERIVABLE = SAME_ORDER | PERMUTED | SELECTED | {"AccumulateGrad"}
+ACCUMULATOR = "AccumulateGrad"
+"""A leaf's accumulator: it receives its producer's output and sends nothing on."""
+DERIVABLE = SAME_ORDER | PERMUTED | SELECTED | {ACCUMULATOR}
 SIGNS = {"AddBackward0": (1, 1), "AddBackward1": (1,), "SubBackward0": (1, -1), "SubBackward1": (1,),
          "RsubBackward0": (-1, 1), "NegBackward0": (-1,), "AliasBackward0": (1,)}
 """Nodes whose backward (torch's derivatives.yaml) sends on each input the gradient it received or
@@ -270,7 +272,7 @@ def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...]
     plain data (`shape_and_saved` of the node; `sends`: its input slot has a receiver): no node
     needed, so it can run after the pass. `full`: min, max and mean of big gradients too (else
     only their norm, as a light read has)."""
-    if name == "AccumulateGrad":
+    if name == ACCUMULATOR:
         return ()
     if name in SIGNS:
         return _passed(SIGNS[name], saved, grad_output)

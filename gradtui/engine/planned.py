@@ -69,10 +69,7 @@ class Stepping(Protocol):
         """Must the engine stop before `node` whatever its gradients are (stepping, a place)?"""
 
     run_quit: RunQuit
-    """The run's quit: its `asked` is read in each posthook."""
-
-    def quitting_now(self) -> bool:
-        """Has quit been asked for?"""
+    """The run's quit: its `asked` is read in each hook."""
 
     def stepping(self) -> bool:
         """Must every node be hooked from now on (stepping, a breakpoint by place)?"""
@@ -104,9 +101,9 @@ class PlannedPass:
         self._emitted = state.done
         self._batches = PassBatches(state.index, full, DerivedSteps(plan, state.capture))
         self._counts = plan.fed
+        """Producer id -> how many nodes the plan derives from it (a batch counts them)."""
         self._producer = plan.producer
         """Per node, its one producer, or None (several: what arrives is measured in its hook)."""
-        """Producer id -> how many nodes the plan derives from it (a batch counts them)."""
         self._fed: list[int] = []
         """Hooked nodes emitted with their derived nodes, which are not marked run yet (`_settle`)."""
         self._handles: list[Any] = []
@@ -164,7 +161,7 @@ class PlannedPass:
 
     def _prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         owner, state = self._owner, self._state
-        if owner.quitting_now():
+        if self._quit.asked:
             raise GradtuiQuit()
         if not self._own_call():
             return None
@@ -193,8 +190,8 @@ class PlannedPass:
         return new
 
     def posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """Node `node`'s posthook: the plan's (the one this pass registers, or called by an every-node
-        hook already on the node when `delegated`), if the plan hooks it."""
+        """Node `node`'s posthook, called by an every-node hook already on the node (`delegated`:
+        `register` puts `_posthook` itself on the nodes otherwise): the plan's, if the plan hooks it."""
         return None if self._plan.hooks[node] == NONE else self._posthook(node, grad_inputs, grad_outputs)
 
     def _posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -374,8 +371,9 @@ def _arrived(grad_outputs: tuple[Any, ...], grad_inputs: tuple[Any, ...], sent_s
     arrived = grad_outputs[0]
     if arrived is None:
         return (None,)
-    if grad_inputs and arrived is grad_inputs[0]:
-        return (sent_stats[0],)
+    for j, sent in enumerate(grad_inputs):  # `measured`'s rule for one gradient, without its loops
+        if arrived is sent:
+            return (sent_stats[j],)
     return (quick_stats(arrived, full),)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from gradtui.engine.nowstats import resolved
-from gradtui.engine.plan import derive_from
+from gradtui.engine.plan import ACCUMULATOR, derive_from
 from gradtui.model import events as ev
 from gradtui.model.stats import Stats
 
@@ -151,11 +151,10 @@ class PassBatches:
         for step in self._expanded(steps):
             kind = type(step)
             if kind is derived:
-                node, (producer, slot) = step[0], step[1]
-                sent_by = get(producer, nothing)
-                grad_output = sent_by[slot] if slot < len(sent_by) else None
+                node, (producer, slot) = step.node, step.source  # type: ignore[union-attr]
+                grad_output = _slot(get(producer, nothing), slot)
                 grad_outputs = (grad_output,)
-                grad_inputs = nothing if step[2] == "AccumulateGrad" else _derived(step, grad_output, full)  # type: ignore[arg-type]
+                grad_inputs = nothing if step.name == ACCUMULATOR else _derived(step, grad_output, full)  # type: ignore[union-attr,arg-type]
             elif kind is hooked:
                 node, grad_outputs, source, grad_inputs = step  # type: ignore[misc]
                 grad_inputs = resolved(grad_inputs)

@@ -21,7 +21,7 @@ from gradtui.model import events as ev
 from gradtui.engine import provenance
 from gradtui.model.breakpoints import Breakpoint, matches_module
 from gradtui.engine.compat import GradientEdge
-from gradtui.engine.flow import LeafNames, both_norms, gradient_flow
+from gradtui.engine.flow import LeafNames, gradient_flow
 from gradtui.engine.graph import Capture, Names
 from gradtui.engine.leafread import LeafRead
 from gradtui.model.stats import VALUES_LIMIT, Stats
@@ -239,7 +239,8 @@ class FlowRecorder:
         return [(i, capture.nodes[i].variable) for i in sorted(capture.accumulators)]
 
     def recorded_flow(self, name_of: Callable[[int], str | None], leaves: list[tuple[int, torch.Tensor]],
-                      nested: list[tuple[str, torch.Tensor]] = (), norms: Any = both_norms) -> tuple[ev.ParamFlow, ...]:
+                      nested: list[tuple[str, torch.Tensor]],
+                      norms: Callable[[list[torch.Tensor], list[torch.Tensor]], list[float]]) -> tuple[ev.ParamFlow, ...]:
         """Gradient flow of a captured pass's leaves (accumulator id, leaf), named as the graph
         names them (`name_of(id)`: gradtui.engine.graph.Capture.leaf_name), and of the leaves nested
         passes updated (node None: not on the graph); `norms` as `gradient_flow` takes it (a
@@ -282,7 +283,7 @@ class FlowRecorder:
             leaf = acc.variable
             name = None
             if names is not None:
-                name = names.params.get(id(leaf)) or (names.by_leaf.get(id(leaf)) or [None])[0]
+                name = names.leaf_name(id(leaf))
             name = name or self._leaf_names.get(leaf)
             if name is None and isinstance(leaf, torch.nn.Parameter):
                 name = f"leaf {list(leaf.shape)}"

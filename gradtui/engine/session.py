@@ -42,10 +42,10 @@ from gradtui.engine.planned import PlannedPass
 from gradtui.engine.provenance import Provenance, UnsavedSources
 from gradtui.engine.quitting import RunQuit
 from gradtui.engine.recorder import PassRecord, FlowRecorder, nonfinite_roots, root_values
+from gradtui.engine.stepper import Mode, Pause, Stepper
 
 if TYPE_CHECKING:
     from gradtui.engine.fingerprint import PassPrints
-from gradtui.engine.stepper import Mode, Pause, Stepper
 
 __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
 

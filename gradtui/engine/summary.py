@@ -2,8 +2,9 @@
 gradtui.model.stats, is the plain-data result).
 
 `summarize` is on the hot path of every backward pass gradtui watches, so the cheap form
-(no histogram) costs three reductions: min and max (`extremes`), sum and a norm. The non-finite count is only
-computed when those say something is not finite.
+(no histogram) costs min and max (`extremes`: one `aminmax`, or `amin` + `amax` on a CPU tensor
+past 16K elements or not contiguous), a sum and a norm. The non-finite count is only computed
+when those say something is not finite.
 
 A tensor of more than `CHUNK` elements is read in chunks of `CHUNK` elements: each chunk's
 reductions run while it is in cache (one trip through memory instead of three), their
@@ -189,7 +190,8 @@ def _histogram(flat: torch.Tensor, lo: float, hi: float, nonfinite: int) -> tupl
         flat = flat[torch.isfinite(flat)]
         if flat.numel() == 0:
             return (0,) * HISTOGRAM_BINS
-        lo, hi = flat.min().item(), flat.max().item()
+        low, high = extremes(flat)
+        lo, hi = low.item(), high.item()
     if lo == hi:
         return _one_bin(flat.numel())
     if flat.dtype == torch.float32 and hi - lo > torch.finfo(torch.float32).max:

@@ -249,6 +249,11 @@ def _fetch(big: list[tuple[int, torch.Tensor, int]], small: list[tuple[int, torc
         return _flatten(parts).tolist()
 
 
+def read_by_norm(numel: int) -> bool:
+    """Is a held tensor of `numel` elements read by its norm (else its values are listed)?"""
+    return numel > VALUES_LIMIT
+
+
 def _split(entries: Any) -> tuple[list[tuple[int, torch.Tensor, int]], list[tuple[int, torch.Tensor, int]]]:
     """(entry, tensor, numel) of the held tensors among `entries` ((entry, tensor or None)
     pairs): those read by their norm, and those small enough to read their values."""
@@ -257,7 +262,7 @@ def _split(entries: Any) -> tuple[list[tuple[int, torch.Tensor, int]], list[tupl
     for i, t in entries:
         if t is not None:
             numel = t.numel()
-            (big if numel > VALUES_LIMIT else small).append((i, t, numel))
+            (big if read_by_norm(numel) else small).append((i, t, numel))
     return big, small
 
 

@@ -18,6 +18,7 @@ from gradtui.model.lazygraph import INFO, LazyGraph  # INFO: its readers take it
 if TYPE_CHECKING:
     import networkx as nx
 
+
 @dataclass(slots=True, unsafe_hash=True, init=False)
 class NodeInfo:
     """One autograd node of a captured pass, as plain data that outlives the pass.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import sys
 from typing import TYPE_CHECKING, Any
 
 from gradtui.model import dist_events, errors
@@ -67,12 +68,13 @@ def to_wire(value: Any) -> Any:
         for name in fields:
             out[name] = to_wire(getattr(value, name))
         return out
-    import networkx as nx  # here: a process that never meets a graph never imports networkx
-
-    if isinstance(value, (nx.Graph, LazyGraph)):  # a LazyGraph is built by being read
-        return {_GRAPH: _graph_data(value)}
     if isinstance(value, dict):
         return {str(k): to_wire(v) for k, v in value.items()}
+    # A graph: a LazyGraph (built by being read) or one networkx made, which only a process that
+    # has imported networkx can hold.
+    nx = sys.modules.get("networkx")
+    if type(value) is LazyGraph or (nx is not None and isinstance(value, nx.Graph)):
+        return {_GRAPH: _graph_data(value)}
     raise TypeError(f"{type(value).__name__} cannot travel on the wire")
 
 
