@@ -161,6 +161,8 @@ class ScriptRunner:
         self._interrupt = threading.Lock()
         self._interruptible = False
         """True while the script's own code runs: only then may `interrupt` raise in its thread."""
+        self._sent_quit = False
+        """An async quit was sent into the script's thread (it may not have arrived yet)."""
         self._announce = threading.Lock()
         self._announced = False
         """ScriptFinished was emitted (by `run`, or by the hard exit): never twice."""
@@ -351,6 +353,7 @@ class ScriptRunner:
         """
         with self._interrupt:
             if self._interruptible and self.thread_id is not None:
+                self._sent_quit = True
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
                     ctypes.c_ulong(self.thread_id), ctypes.py_object(GradtuiQuit))
 
@@ -359,7 +362,27 @@ class ScriptRunner:
         with self._interrupt:
             if self._interruptible:
                 self._interruptible = False
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
+                if self._sent_quit:
+                    self._sent_quit = False
+                    _cancel_async_exception()
+
+
+class _Cancelled(BaseException):
+    """What replaces an async quit that did not arrive, to be delivered and caught at once."""
+
+
+def _cancel_async_exception() -> None:
+    """Cancel an async exception not yet delivered to this thread. Not by setting NULL: CPython
+    (3.11) then leaves the thread's eval breaker set for good, and with a profiler or tracer on
+    (cProfile, coverage, a debugger) the interpreter spins at the next function entry. A pending
+    exception replaced by one delivered here (as the call returns, or at the latest at the loop's
+    backward jump) and caught clears it."""
+    try:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), ctypes.py_object(_Cancelled))
+        for _ in range(2):
+            pass
+    except _Cancelled:
+        pass
 
 
 def _is_internal(filename: str) -> bool:
