@@ -145,3 +145,9 @@ _.styled_line  # widgets/output_log.py
 _.sketched  # engine/fingerprint.py
 _.plans_kept  # engine/printplan.py
 _.reused  # engine/plancache.py
+
+# model/lazygraph.py: the state a LazyGraph reads through its __dict__ (a build can swap its class
+# under a reader), the class swap itself, and the check the tests make of it
+_._lazy  # model/lazygraph.py
+_.__class__  # model/lazygraph.py
+is_built  # model/lazygraph.py, read by tests/engine and tests/model

@@ -12,7 +12,6 @@ import asyncio
 import errno
 import socket
 import struct
-import threading
 import time
 
 import pytest

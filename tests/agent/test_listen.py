@@ -8,8 +8,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from tests.wire.wire_helpers import TIMEOUT
 
 HERE = os.path.join(os.path.dirname(__file__), "scripts")

@@ -7,7 +7,6 @@ Item 6 (coexistence with the user's own hooks and retain_grad) is at the end of 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import pytest

@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
 from torch import nn
 
 from gradtui.engine.names import Names, module_tree

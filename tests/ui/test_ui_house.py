@@ -14,7 +14,6 @@ from textual.app import App
 import gradtui
 from gradtui.model import events as ev
 from gradtui.ui.app import GradtuiApp
-from gradtui.ui.client import TargetLink
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import threading
-import time
 
 import torch
 
