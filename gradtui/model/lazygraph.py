@@ -45,14 +45,9 @@ class LazyGraph:
         """Node `node`'s NodeInfo, as the built graph's `nodes[node]["info"]`, without building it."""
         with _BUILDING:
             state = self.__dict__
-            lazy = state.get("_lazy")
-            if lazy is None:  # built meanwhile
+            if state.get("_lazy") is None:  # built meanwhile
                 return state["_node"][node][INFO]
-            infos, complete = lazy
-            if complete is not None:
-                complete()
-                state["_lazy"] = (infos, None)
-            return infos()[node]
+            return _described(state)[node]
 
     def number_of_nodes(self) -> int:
         """How many nodes, without building the graph."""
@@ -68,13 +63,9 @@ class LazyGraph:
 
         with _BUILDING:
             state = self.__dict__
-            lazy = state.get("_lazy")
-            if lazy is None:
+            if state.get("_lazy") is None:
                 return
-            infos, complete = lazy
-            if complete is not None:
-                complete()
-            infos = infos()
+            infos = _described(state)
             graph = nx.DiGraph()
             node, adj, pred = graph._node, graph._adj, graph._pred
             for i, info in enumerate(infos):  # the same NodeInfo: what the session reads is what clients read
@@ -112,6 +103,16 @@ class LazyGraph:
     def __reduce_ex__(self, protocol: Any) -> Any:
         LazyGraph._build(self)
         return self.__reduce_ex__(protocol)
+
+
+def _described(state: dict[str, Any]) -> list[NodeInfo]:
+    """The NodeInfo list of an unbuilt LazyGraph's `state`, its description run first, once
+    (the caller holds `_BUILDING`)."""
+    infos, complete = state["_lazy"]
+    if complete is not None:
+        complete()
+        state["_lazy"] = (infos, None)
+    return infos()
 
 
 def is_built(graph: Any) -> bool:
