@@ -26,8 +26,9 @@ call; RSS grows < 50 MB over 200 training passes with no graph kept alive; a
 100-million-element gradient is summarized in bounded time and memory, never copied to Python;
 a 500-step headless loop stopping at `break pass 400` runs its earlier passes <= 1.5x plain.
 The floors stand beside the targets they bound: a no-op prehook + posthook on every node, a
-no-op posthook on the planned nodes only, one fused norm of every gradient a pass made, a no-op
-TorchFunctionMode with global module hooks. The `wire` group (bench_agent.py, issue 10) sizes
+no-op posthook on the planned nodes only, the issue's prototype (those posthooks taking each
+norm and checking it, a bare walk, no removal: the mechanism without gradtui's own work), one
+fused norm of every gradient a pass made, a no-op TorchFunctionMode with global module hooks. The `wire` group (bench_agent.py, issue 10) sizes
 and times a 10,000-node graph frame and counts frames per second while NodeRan events stream
 through a real AgentServer (<= ~20/s); the `ui` rows run against a child agent. The `record`
 group ends with issue 23's rows (bench_diff.py): a recorded backward with fingerprints <= 1.15x

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import math
 import sys
 import time
 from pathlib import Path
@@ -139,35 +140,72 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
 
 
 def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int, repeat: int) -> None:
-    """A no-op posthook on the nodes the hook plan hooks (gradtui.engine.plan), and nothing on the
-    others, against plain backward: the floor under the `continue` + `nan` rows."""
+    """Two floors under the `continue` + `nan` rows, against plain backward: a no-op posthook on the
+    nodes the hook plan hooks (gradtui.engine.plan) and nothing on the others (the walk outside the
+    timed region); and the issue's prototype, the same posthooks taking the norm of each gradient
+    sent (and of what arrives from several producers) and checking it is finite, with a bare walk
+    and the registration timed, the plan reused and no handle removed: the mechanism with none of
+    gradtui's own work (statistics, events, the plan cache's checks)."""
     from bench_models import model_sizes
     from gradtui.engine.graph import capture
     from gradtui.engine.plan import NONE, make_plan
 
-    plain, hooked, planned_nodes, total = [], [], 0, 0
+    cap = capture([model(data).pow(2).mean().grad_fn], lazy=True)
+    plan = make_plan(cap.walk, cap.nodes, cap.roots, False)
+    hooked = [i for i, kind in enumerate(plan.hooks) if kind != NONE]
+    several = [plan.producer[i] is None for i in range(len(plan.hooks))]
+    planned_nodes, total = len(hooked), len(cap.nodes)
+    del cap
+    norm = torch.linalg.vector_norm
+
+    def normed(node: int):
+        arrived = several[node]
+
+        def hook(grads_in, grads_out):
+            for grad in grads_in:
+                if grad is not None and not math.isfinite(norm(grad).item()):
+                    raise FloatingPointError(f"node {node}")
+            if arrived and grads_out[0] is not None and not math.isfinite(norm(grads_out[0]).item()):
+                raise FloatingPointError(f"node {node}")
+        return hook
+
+    times: dict[str, list[float]] = {"plain": [], "noop": [], "norms": []}
     for i in range(repeat + 1):
-        for times, hook in ((plain, False), (hooked, True)):
+        for kind, spent in times.items():
             loss = model(data).pow(2).mean()
-            cap = capture([loss.grad_fn]) if hook else None
-            start = time.thread_time()
             handles = []
-            if cap is not None:
-                plan = make_plan(cap.walk, cap.nodes, cap.roots, False)
-                for node, kind in zip(cap.nodes, plan.hooks):
-                    if kind != NONE:
-                        handles.append(node.register_hook(lambda grads_in, grads_out: None))
-                planned_nodes, total = len(handles), len(cap.nodes)
+            if kind == "noop":
+                nodes = _walked(loss.grad_fn)
+                handles = [nodes[k].register_hook(lambda grads_in, grads_out: None) for k in hooked]
+                del nodes
+            start = time.thread_time()
+            if kind == "norms":
+                nodes = _walked(loss.grad_fn)
+                for k in hooked:
+                    nodes[k].register_hook(normed(k))
+                del nodes
             loss.backward()
             for handle in handles:
                 handle.remove()
             if i:
-                times.append(time.thread_time() - start)
-            del cap
+                spent.append(time.thread_time() - start)
             model.zero_grad(set_to_none=True)
-    ratio_row("floor: a no-op posthook on the planned nodes only",
-              f"{model_sizes(layers, batch, width)}, {planned_nodes} of {total} nodes", median(hooked), median(plain),
-              None, "plain backward")
+    sizes = f"{model_sizes(layers, batch, width)}, {planned_nodes} of {total} nodes"
+    ratio_row("floor: a no-op posthook on the planned nodes only", sizes, median(times["noop"]),
+              median(times["plain"]), None, "plain backward")
+    ratio_row("floor: the prototype (planned posthooks, norm + finite check inside, bare walk)", sizes,
+              median(times["norms"]), median(times["plain"]), None, "plain backward")
+
+
+def _walked(root) -> list:
+    """Every node reachable from `root`, breadth-first, in the order gradtui's walk numbers them."""
+    nodes, seen = [root], {root}
+    for node in nodes:  # the list grows as the walk finds nodes
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                nodes.append(child)
+    return nodes
 
 
 CHAIN = """\
