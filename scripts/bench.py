@@ -9,7 +9,9 @@ The capture baseline is torchviz's `make_dot(show_saved=True)` (`pip install '.[
 without torchviz that row prints our time and no ratio. Everything else needs only
 gradtui's own dependencies. Torch runs on one thread (these machines are small and noisy)
 and every time is a median; gradtui runs and their baselines are interleaved where they
-can be, so both see the same noise.
+can be, so both see the same noise, and where they are (the backward and floor rows) the ratio is
+the median of the pairs' ratios (benchtable.paired_row: these hosts' speed drifts by half between
+minutes, and two separate medians can come from different speeds).
 
 Targets (issue 20's table, DESIGN.md's "Performance targets"): backward in `continue` + a `nan`
 watch <= 1.35x plain at d=64 (tiny tensors: the per-node cost) and <= 1.10x at d=256; `continue`
@@ -74,7 +76,7 @@ from bench_agent import bench_ui, bench_wire  # noqa: E402
 from bench_models import D_MODEL, model_sizes, transformer  # noqa: E402
 from bench_core import bench_chain, bench_floor, bench_headless_continue, bench_host_reads  # noqa: E402
 from bench_process import bench_big_tensor, bench_headless, bench_memory, bench_record  # noqa: E402
-from benchtable import Row, add, median, ms, print_table, ratio_row  # noqa: E402
+from benchtable import Row, add, median, ms, paired_row, print_table, ratio_row  # noqa: E402
 
 
 # ---- models ------------------------------------------------------------------------------
@@ -200,7 +202,7 @@ def bench_backward(layers: int, batch: tuple[int, int], repeat: int, width: int 
                                ("nowatch", "no watch, the UI's statistics", targets[1]),
                                ("full", "+ `nan` watch, every statistic (--report)", targets[2]),
                                ("reader", "+ `nan` watch, a listener reading every node and the flow", None)):
-        ratio_row(f"backward in continue {text}{label}", sizes, median(times[kind]), base, target, "plain backward")
+        paired_row(f"backward in continue {text}{label}", sizes, times[kind], times["plain"], target, "plain backward")
     nodes = _nodes_of(model, data)
     per_node = (median(times["norms"]) - base) / nodes * 1e6
     add(Row(f"  the same (+ nan, norms), gradtui's cost per node{label}", f"{sizes}, {nodes} nodes",

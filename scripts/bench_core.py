@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from benchtable import Row, add, alternate, median, ratio_row
+from benchtable import Row, add, alternate, median, paired_row, ratio_row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,8 +107,8 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
             if i:
                 times.append(time.thread_time() - start)
             model.zero_grad(set_to_none=True)
-    ratio_row("floor: a no-op prehook + posthook on every node", model_sizes(layers, batch, width), median(hooked),
-              median(plain), None, "plain backward")
+    paired_row("floor: a no-op prehook + posthook on every node", model_sizes(layers, batch, width), hooked, plain,
+               None, "plain backward")
     _floor_planned(model, data, layers, batch, width, repeat)
     # The other floor: what taking each gradient's norm costs, whoever takes it and however it is
     # batched. One fused norm over every distinct gradient a pass made (kept by a posthook in an
@@ -191,10 +191,10 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
                 spent.append(time.thread_time() - start)
             model.zero_grad(set_to_none=True)
     sizes = f"{model_sizes(layers, batch, width)}, {planned_nodes} of {total} nodes"
-    ratio_row("floor: a no-op posthook on the planned nodes only", sizes, median(times["noop"]),
-              median(times["plain"]), None, "plain backward")
-    ratio_row("floor: the prototype (planned posthooks, norm + finite check inside, bare walk)", sizes,
-              median(times["norms"]), median(times["plain"]), None, "plain backward")
+    paired_row("floor: a no-op posthook on the planned nodes only", sizes, times["noop"], times["plain"], None,
+               "plain backward")
+    paired_row("floor: the prototype (planned posthooks, norm + finite check inside, bare walk)", sizes,
+               times["norms"], times["plain"], None, "plain backward")
 
 
 def _walked(root) -> list:

@@ -79,6 +79,18 @@ def ratio_row(figure: str, sizes: str, ours: float, base: float, target: float |
     return ratio
 
 
+def paired_row(figure: str, sizes: str, ours: list[float], base: list[float], target: float | None,
+               base_name: str) -> float:
+    """`ratio_row` for runs alternated with their baseline's, pair by pair (`ours[k]` ran beside
+    `base[k]`): the ratio is the median of the pairs' ratios, the times shown their medians. On a
+    host whose speed drifts between runs (these VMs swing by half between minutes), a pair sees one
+    speed; two separate medians can each come from another."""
+    ratio = median([a / b for a, b in zip(ours, base, strict=True)])
+    add(Row(figure, sizes, ms(median(ours)), f"{ms(median(base))} {base_name}", ratio,
+            "-" if target is None else f"<= {target:.2f}x", None if target is None else ratio <= target))
+    return ratio
+
+
 def print_table(header: str) -> None:
     """The one table of the run, as Markdown (the README's Performance section shows it)."""
     print(header)
