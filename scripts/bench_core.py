@@ -280,7 +280,7 @@ def bench_chain(nodes: int = 100_000, rounds: int = 2) -> None:
 
 def bench_headless_continue(steps: int, layers: int, rounds: int) -> None:
     """Whole process: `python loop.py` vs `gradtui --headless -c continue loop.py`, the d=64
-    encoder loop of the record rows; the median of `rounds` alternated runs each.
+    encoder loop of the record rows, `rounds` alternated pairs: the median of their ratios.
 
     gradtui's bytecode is compiled first, as an installed gradtui's is: python reads torch's from
     site-packages, but a checkout run with PYTHONDONTWRITEBYTECODE (this machine's default) would
@@ -300,5 +300,5 @@ def bench_headless_continue(steps: int, layers: int, rounds: int) -> None:
         runs = {"plain": [sys.executable, script],
                 "gradtui": [sys.executable, "-m", "gradtui", "--headless", "-c", "continue", script]}
         times = alternate(runs, [str(steps), str(layers)], env, rounds)
-    ratio_row("whole process, `--headless -c continue`", f"{steps} steps, {layers}-layer encoder d=64, batch 8x32",
-              median(times["gradtui"]), median(times["plain"]), 1.03, "python")
+    paired_row("whole process, `--headless -c continue`", f"{steps} steps, {layers}-layer encoder d=64, batch 8x32",
+               times["gradtui"], times["plain"], 1.03, "python")
