@@ -145,7 +145,9 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
     timed region); and the issue's prototype, the same posthooks taking the norm of each gradient
     sent (and of what arrives from several producers) and checking it is finite, with a bare walk
     and the registration timed, the plan reused and no handle removed: the mechanism with none of
-    gradtui's own work (statistics, events, the plan cache's checks)."""
+    gradtui's own work (statistics, events, the plan cache's checks); and, where a compiler is
+    at hand, that prototype's posthooks compiled (bench_compiled.py: another mechanism's floor)."""
+    from bench_compiled import compiled_hooks
     from bench_models import model_sizes
     from gradtui.engine.graph import capture
     from gradtui.engine.plan import NONE, make_plan
@@ -156,20 +158,9 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
     several = [plan.producer[i] is None for i in range(len(plan.hooks))]
     planned_nodes, total = len(hooked), len(cap.nodes)
     del cap
-    norm = torch.linalg.vector_norm
-
-    def normed(node: int):
-        arrived = several[node]
-
-        def hook(grads_in, grads_out):
-            for grad in grads_in:
-                if grad is not None and not math.isfinite(norm(grad).item()):
-                    raise FloatingPointError(f"node {node}")
-            if arrived and grads_out[0] is not None and not math.isfinite(norm(grads_out[0]).item()):
-                raise FloatingPointError(f"node {node}")
-        return hook
-
-    times: dict[str, list[float]] = {"plain": [], "noop": [], "norms": []}
+    compiled, why = compiled_hooks()
+    kinds = ("plain", "noop", "norms", "compiled") if compiled else ("plain", "noop", "norms")
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
     for i in range(repeat + 1):
         for kind, spent in times.items():
             loss = model(data).pow(2).mean()
@@ -182,9 +173,13 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
             if kind == "norms":
                 nodes = _walked(loss.grad_fn)
                 for k in hooked:
-                    nodes[k].register_hook(normed(k))
+                    nodes[k].register_hook(_norm_hook(k, several[k]))
                 del nodes
+            elif kind == "compiled":
+                compiled.hook_nodes(_walked(loss.grad_fn), hooked)
             loss.backward()
+            if kind == "compiled" and compiled.take()[1] >= 0:
+                raise FloatingPointError("a non-finite gradient in the bench's model")
             for handle in handles:
                 handle.remove()
             if i:
@@ -195,6 +190,25 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
                "plain backward")
     paired_row("floor: the prototype (planned posthooks, norm + finite check inside, bare walk)", sizes,
                times["norms"], times["plain"], None, "plain backward")
+    figure = "floor: the prototype's posthooks compiled (C++: no Python per node)"
+    if compiled:
+        paired_row(figure, sizes, times["compiled"], times["plain"], None, "plain backward")
+    else:
+        add(Row(figure, sizes, "not built", why, None, "-", None))
+
+
+def _norm_hook(node: int, several: bool):
+    """The prototype's posthook for `node`: the norm of each gradient it sends, checked finite, and
+    of what arrived if it came from `several` producers (the engine summed it)."""
+    norm = torch.linalg.vector_norm
+
+    def hook(grads_in, grads_out):
+        for grad in grads_in:
+            if grad is not None and not math.isfinite(norm(grad).item()):
+                raise FloatingPointError(f"node {node}")
+        if several and grads_out[0] is not None and not math.isfinite(norm(grads_out[0]).item()):
+            raise FloatingPointError(f"node {node}")
+    return hook
 
 
 def _walked(root) -> list:
