@@ -12,6 +12,7 @@ gradtui: it needs a C++ compiler and ninja (`pip install '.[bench]'`), and torch
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 SOURCE = r"""
@@ -62,6 +63,8 @@ std::tuple<std::vector<double>, long long> take() {
 def compiled_hooks() -> tuple[Any, str]:
     """The built extension (with `hook_nodes(nodes, ids)` and `take()`) and "", or None and why it
     could not be built."""
+    print("  (the compiled posthooks: loaded from torch's extension cache, or built once, ~1 min)",
+          file=sys.stderr, flush=True)
     try:
         from torch.utils.cpp_extension import load_inline
 
