@@ -29,14 +29,15 @@ call; RSS grows < 50 MB over 200 training passes with no graph kept alive; a
 a 500-step headless loop stopping at `break pass 400` runs its earlier passes <= 1.5x plain.
 The floors stand beside the targets they bound: a no-op prehook + posthook on every node, a
 no-op posthook on the planned nodes only, the issue's prototype (those posthooks taking each
-norm and checking it, a bare walk, no removal: the mechanism without gradtui's own work), one
-fused norm of every gradient a pass made, a no-op TorchFunctionMode with global module hooks. The `wire` group (bench_agent.py, issue 10) sizes
-and times a 10,000-node graph frame and counts frames per second while NodeRan events stream
-through a real AgentServer (<= ~20/s); the `ui` rows run against a child agent. The `record`
-group ends with issue 23's rows (bench_diff.py): a recorded backward with fingerprints <= 1.15x
-one without, a live pass `--against` a reference <= 1.3x, and the floor under any sketch (the
-fingerprints' bookkeeping, every sketch a constant), process CPU time. Timing thresholds
-are never asserted in the unit tests.
+norm and checking it, a bare walk, no removal: the mechanism without gradtui's own work) and the
+same posthooks compiled (bench_compiled.py, where a compiler and ninja are at hand), one fused
+norm of every gradient a pass made, a no-op TorchFunctionMode with global module hooks. The
+`wire` group (bench_agent.py, issue 10) sizes and times a 10,000-node graph frame and counts
+frames per second while NodeRan events stream through a real AgentServer (<= ~20/s); the `ui`
+rows run against a child agent. The `record` group ends with issue 23's rows (bench_diff.py): a
+recorded backward with fingerprints <= 1.15x one without, a live pass `--against` a reference
+<= 1.3x, and the floor under any sketch (the fingerprints' bookkeeping, every sketch a
+constant), process CPU time. Timing thresholds are never asserted in the unit tests.
 
 The backward rows' session has one listener that takes a planned pass's NodesRan batches
 unread and reads no flow (no client attached, no report): what a pass costs the script's thread

@@ -71,5 +71,6 @@ def compiled_hooks() -> tuple[Any, str]:
         module = load_inline("gradtui_bench_posthooks", cpp_sources=[SOURCE], functions=["hook_nodes", "take"],
                              extra_cflags=["-O2"], verbose=False)
     except Exception as exc:  # no compiler, no ninja, headers missing: the row says so
-        return None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ''}"
+        first_line = next(iter(str(exc).strip().splitlines()), "")
+        return None, f"{type(exc).__name__}: {first_line[:120]}"
     return module, ""

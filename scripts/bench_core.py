@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import math
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -72,17 +72,6 @@ def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] =
                 "-" if target is None else f"<= {target:g}", None if target is None else per_node <= target))
 
 
-def _nodes_of(root):
-    """Every autograd node reachable from `root`."""
-    seen, todo = {root}, [root]
-    while todo:
-        for child, _ in todo.pop().next_functions:
-            if child is not None and child not in seen:
-                seen.add(child)
-                todo.append(child)
-    return seen
-
-
 def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) -> None:
     """A no-op prehook and posthook on every node (registered and removed each pass, as gradtui
     does) against plain backward: what no hook-based design can go below."""
@@ -98,7 +87,7 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
             start = time.thread_time()
             handles = []
             if hook:
-                for node in _nodes_of(loss.grad_fn):
+                for node in _walked(loss.grad_fn):
                     handles.append(node.register_prehook(lambda grads: None))
                     handles.append(node.register_hook(lambda grads_in, grads_out: None))
             loss.backward()
@@ -121,7 +110,7 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
                 grads.setdefault(grad.data_ptr(), grad)
 
     loss = model(data).pow(2).mean()
-    handles = [node.register_hook(keep) for node in _nodes_of(loss.grad_fn)]
+    handles = [node.register_hook(keep) for node in _walked(loss.grad_fn)]
     loss.backward()
     for handle in handles:
         handle.remove()
@@ -155,7 +144,7 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
     cap = capture([model(data).pow(2).mean().grad_fn], lazy=True)
     plan = make_plan(cap.walk, cap.nodes, cap.roots, False)
     hooked = [i for i, kind in enumerate(plan.hooks) if kind != NONE]
-    several = [plan.producer[i] is None for i in range(len(plan.hooks))]
+    several = [sender is None for sender in plan.producer]
     planned_nodes, total = len(hooked), len(cap.nodes)
     del cap
     compiled, why = compiled_hooks()
@@ -212,7 +201,8 @@ def _norm_hook(node: int, several: bool):
 
 
 def _walked(root) -> list:
-    """Every node reachable from `root`, breadth-first, in the order gradtui's walk numbers them."""
+    """Every autograd node reachable from `root`, breadth-first, in the order gradtui's walk numbers
+    them (so a plan's node ids index it)."""
     nodes, seen = [root], {root}
     for node in nodes:  # the list grows as the walk finds nodes
         for child, _ in node.next_functions:

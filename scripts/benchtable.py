@@ -73,10 +73,7 @@ def ms(seconds: float) -> str:
 
 def ratio_row(figure: str, sizes: str, ours: float, base: float, target: float | None, base_name: str) -> float:
     """A row comparing our time to a baseline's; target None makes it informational."""
-    ratio = ours / base
-    add(Row(figure, sizes, ms(ours), f"{ms(base)} {base_name}", ratio,
-            "-" if target is None else f"<= {target:.2f}x", None if target is None else ratio <= target))
-    return ratio
+    return _ratio(figure, sizes, ours, base, ours / base, target, base_name)
 
 
 def paired_row(figure: str, sizes: str, ours: list[float], base: list[float], target: float | None,
@@ -86,7 +83,13 @@ def paired_row(figure: str, sizes: str, ours: list[float], base: list[float], ta
     host whose speed drifts between runs (these VMs swing by half between minutes), a pair sees one
     speed; two separate medians can each come from another."""
     ratio = median([a / b for a, b in zip(ours, base, strict=True)])
-    add(Row(figure, sizes, ms(median(ours)), f"{ms(median(base))} {base_name}", ratio,
+    return _ratio(figure, sizes, median(ours), median(base), ratio, target, base_name)
+
+
+def _ratio(figure: str, sizes: str, ours: float, base: float, ratio: float, target: float | None,
+           base_name: str) -> float:
+    """Add the row of a ratio against its target (None: informational); the ratio back."""
+    add(Row(figure, sizes, ms(ours), f"{ms(base)} {base_name}", ratio,
             "-" if target is None else f"<= {target:.2f}x", None if target is None else ratio <= target))
     return ratio
 
