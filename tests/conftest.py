@@ -6,12 +6,28 @@ Every wait has a timeout, so a deadlock fails the test instead of hanging it.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import pytest
 import torch
 
 from tests.helpers import SCRIPTS, Chain, Driven
+
+
+def pytest_configure(config):
+    """Build gradtui's compiled posthooks once, in the controller, before any worker or script
+    starts (gradtui.engine.native), and let no test process start a build of its own: they all
+    use what this built (`GRADTUI_NATIVE=use`), or the Python hooks where it could not be."""
+    if hasattr(config, "workerinput") or os.environ.get("GRADTUI_NATIVE", "").lower() == "off":
+        return
+    from gradtui.engine import native
+
+    if not native.library_path().exists():
+        built = native.build()
+        if built.module is None:
+            print(f"gradtui: compiled posthooks not built ({built.reason}): the Python hooks run", file=sys.stderr)
+    os.environ["GRADTUI_NATIVE"] = "use"
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from gradtui.engine.summary import CHUNK, dtype_name, extremes, summarize
 from gradtui.engine.window import small_stats
 from gradtui.model.stats import VALUES_LIMIT, Stats
 
-_BULK = {torch.float32: dtype_name(torch.float32), torch.float64: dtype_name(torch.float64)}
+BULK = {torch.float32: dtype_name(torch.float32), torch.float64: dtype_name(torch.float64)}
 """The dtypes read here (others go through `summarize`), with their names."""
 _TENSOR, _STRIDED, _NORM = torch.Tensor, torch.strided, torch.linalg.vector_norm
 
@@ -26,7 +26,7 @@ def now_stats(grad: Any, full: bool) -> Stats | None:
     """A gradient's statistics, read now (CPU): as the window's bulk read makes them."""
     if grad is None:
         return None
-    if (type(grad) is _TENSOR and (dtype := _BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
+    if (type(grad) is _TENSOR and (dtype := BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
             and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
         if grad.requires_grad:
             grad = grad.detach()  # create_graph: gradtui's reductions record nothing
@@ -82,7 +82,7 @@ def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
     overflows on finite values) is decided by the full checks of `_quick_checked`, as is
     everything rare."""
     if (type(grad) is _TENSOR and grad.is_cpu and grad.layout is _STRIDED and not grad.requires_grad
-            and (dtype := _BULK.get(grad.dtype)) is not None):  # is_cpu: not a meta tensor
+            and (dtype := BULK.get(grad.dtype)) is not None):  # is_cpu: not a meta tensor
         numel = grad.numel()
         if VALUES_LIMIT < numel <= CHUNK:
             if not full:
@@ -98,7 +98,7 @@ def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
 
 def _quick_checked(grad: Any, full: bool) -> Stats | Listed | Normed | None:
     """`quick_stats` with every check made (a rare gradient, a full read, a small one)."""
-    if (type(grad) is _TENSOR and (dtype := _BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
+    if (type(grad) is _TENSOR and (dtype := BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
             and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
         if grad.requires_grad:
             grad = grad.detach()  # create_graph: gradtui's reductions record nothing

@@ -6,24 +6,21 @@ confirms a non-finite norm: a float32 norm overflows on finite values), keeps th
 lets go of the tensors, so nothing is held past the hook (AccumulateGrad still steals its
 buffer). The first node whose output is not finite while what it received was stops the pass
 in its posthook, right after it ran, and an edit there replaces what it sends on. A node with
-a prehook (a user hook on its input, a custom Function) is checked before it runs too.
+a prehook (a user hook on its input, a custom Function) is checked before it runs too. Where
+gradtui's compiled posthooks are built (gradtui.engine.compiled), they take the plain posthooks
+on C++ nodes and call the Python one only where it must decide (a non-finite gradient, a quit).
 The nodes that ran are emitted as NodesRan batches (at a pause, at the end, and in a pass long
-enough to report its progress, every PROGRESS_INTERVAL once READ_EVERY hooked nodes ran: so a
-short pass is one batch, and a listener watching a long one sees its rows as they run;
-gradtui.engine.ranbatch), each hooked node followed by a marker for the nodes derived
-from it, whose steps and statistics are made from their producer's only when a listener reads the
-batch. The derived nodes are marked run in the pass's record only where someone looks (`_settle`:
-before the plan changes at a pause, when the pass fails, at a hand-over), not at every flush.
+enough to report its progress, every PROGRESS_INTERVAL once READ_EVERY hooked nodes ran;
+gradtui.engine.ranbatch), each hooked node followed by a marker for the nodes derived from it,
+whose statistics are made from their producer's only when a listener reads the batch; they are
+marked run in the pass's record only where someone looks (`_settle`: before the plan changes at
+a pause, when the pass fails, at a hand-over).
 
-On the CPU a read costs a Python call, no device sync, so reading at every planned node is
-exact and cheap; an accelerator pass keeps the deferred, batched reads of the every-node hooks
-(gradtui.engine.hooks: one sync per CHECK_EVERY nodes).
-
-If the user steps (or adds a breakpoint by place) at a pause, the rest of the pass is
-*upgraded*: every node that has not run gets a prehook and a posthook, and stops as the
-stepping hooks would.
+On the CPU a read costs no device sync, so reading at every planned node is exact and cheap; an
+accelerator pass keeps the deferred, batched reads of the every-node hooks (gradtui.engine.hooks:
+one sync per CHECK_EVERY nodes). If the user steps (or adds a breakpoint by place) at a pause,
+the rest of the pass is *upgraded*: every node that has not run gets a prehook and a posthook.
 """
-
 from __future__ import annotations
 
 import functools
@@ -33,11 +30,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from gradtui.engine.compat import current_graph_task_id
+from gradtui.engine.compiled import CompiledHooks
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.quitting import RunQuit
 from gradtui.engine.derived import DerivedSteps, mark_fed, ready_node
 from gradtui.engine.plan import BOTH, NONE, POST, HookPlan, fed_counts, hook_chains
-from gradtui.engine.ranbatch import Feeds, Hooked, PassBatches, Resent
+from gradtui.engine.ranbatch import PassBatches, ran_steps
 from gradtui.engine.recorder import PassRecord
 from gradtui.engine.nowstats import measured, now_stats, quick_stats, resolved
 from gradtui.engine.watch import Hit, hit_text
@@ -111,6 +109,8 @@ class PlannedPass:
         self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
         self._quit = owner.run_quit
         self._put_prehook: Callable[[int], None] | None = None
+        self._compiled: CompiledHooks | None = None
+        """The pass's compiled posthooks, where built (gradtui.engine.compiled): its plain POST nodes'."""
 
     # ---- hooks ---------------------------------------------------------------------------
 
@@ -125,15 +125,31 @@ class PlannedPass:
             return
         nodes, hooks = self._state.capture.nodes, self._plan.hooks
         pre, post, handles = self._prehook, self._posthook, self._handles
-        for i in compress(range(len(hooks)), hooks):  # the hooked nodes (NONE is 0): a fifth of them
+        hooked = list(compress(range(len(hooks)), hooks))  # the hooked nodes (NONE is 0): a fifth of them
+        compiled = self._compile(nodes, [i for i in hooked if hooks[i] == POST])
+        for i in hooked:
+            if i in compiled:
+                continue
             node = nodes[i]
             if hooks[i] == BOTH:
                 handles.append(node.register_prehook(_bound(pre, i)))
             handles.append(node.register_hook(_bound(post, i)))
 
+    def _compile(self, nodes: list[Any], ids: list[int]) -> set[int]:
+        """Put compiled posthooks on nodes `ids` where they are built (not on a pass that takes
+        fingerprints): the ids they hook (a custom Function's node keeps its Python posthook)."""
+        if self._state.prints is not None or not ids or (module := CompiledHooks.available()) is None:
+            return set()
+        self._compiled = CompiledHooks(module, self._completed, self._quit.flag, self._producer, self._full,
+                                       PROGRESS_INTERVAL, self._compiled_fallback, self._tick)
+        return set(ids).difference(self._compiled.register(nodes, ids))
+
     def close(self) -> None:
         """The pass is over: the hooks do nothing from now on, and are removed."""
         self._live = False
+        if self._compiled is not None:
+            self._drain()
+            self._compiled.close(self._state.capture.nodes)
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -244,10 +260,30 @@ class PlannedPass:
         now = time.monotonic()
         if now - state.last_progress >= PROGRESS_INTERVAL:
             state.last_progress = now
-            if len(ran) >= READ_EVERY:  # a long pass: the rows that ran go out with its progress
-                self.flush()
-            self._owner.emit(ev.Progress(state.index, self._emitted + len(self._ran), len(state.capture.nodes)))
+            self._progress()
         return result
+
+    def _progress(self) -> None:
+        state = self._state
+        if len(self._ran) >= READ_EVERY:  # a long pass: the rows that ran go out with its progress
+            self.flush()
+        self._owner.emit(ev.Progress(state.index, self._emitted + len(self._ran), len(state.capture.nodes)))
+
+    def _compiled_fallback(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """A compiled posthook's call where it does not decide: the Python posthook, in order after
+        the nodes the compiled hooks kept."""
+        self._drain()
+        return self._posthook(node, grad_inputs, grad_outputs)
+
+    def _tick(self) -> None:
+        """The compiled posthooks' progress tick, every PROGRESS_INTERVAL of a long pass."""
+        self._drain()
+        self._state.last_progress = time.monotonic()
+        self._progress()
+
+    def _drain(self) -> None:
+        if self._compiled is not None:
+            self._compiled.drain(self._ran, self._grad_inputs, self._grad_outputs)
 
     def _stop_after(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...],
                     arrived: bool) -> tuple[Any, ...] | None:
@@ -280,6 +316,8 @@ class PlannedPass:
             return
         self._upgraded = True
         self._settle()  # what ran so far is not hooked again
+        if self._compiled is not None:
+            self._compiled.python_only()
         plan, nodes, completed = self._plan, self._state.capture.nodes, self._completed
         pre, post = self._prehook, self._posthook
         for i, node in enumerate(nodes):
@@ -307,35 +345,13 @@ class PlannedPass:
         by the derived nodes it feeds (gradtui.engine.ranbatch: their statistics are made when the
         batch is read); those `hold` feeds wait for the next flush (it is paused in its posthook:
         they have not run, and stepping on hooks them instead)."""
+        self._drain()
         held, self._held = self._held, []
         ran, self._ran = self._ran, []
         if not held and not ran:
             return
-        steps: list[Hooked | Resent | Feeds] = []
-        count = 0
-        counts, fed = self._counts, self._fed
-        for node in held:
-            steps.append(Resent(node, self._grad_inputs.pop(node)))
-            if (feeds := counts.get(node)) is not None:
-                steps.append(Feeds(node))
-                fed.append(node)
-                count += feeds
-        grad_outputs_of, grad_inputs_of = self._grad_outputs, self._grad_inputs
-        producer_of = self._plan.producer
-        make = tuple.__new__  # a NamedTuple's own __new__ is a Python function
-        for node in ran:  # once per hooked node: kept lean
-            arrived_stats = grad_outputs_of.pop(node, None)
-            # what it sent lives on in the step (a held node's until its derived nodes are added)
-            sent_stats = grad_inputs_of[node] if node == hold else grad_inputs_of.pop(node)
-            source = None if arrived_stats is not None else producer_of[node]
-            steps.append(make(Hooked, (node, arrived_stats, source, sent_stats)))
-            count += 1
-            if node == hold:
-                self._held.append(node)
-            elif (feeds := counts.get(node)) is not None:
-                steps.append(make(Feeds, (node,)))
-                fed.append(node)
-                count += feeds
+        steps, count, self._held = ran_steps(held, ran, hold, self._counts, self._plan.producer, self._grad_outputs,
+                                             self._grad_inputs, self._fed)
         state = self._state
         first = self._emitted + 1
         self._emitted = state.done = self._emitted + count

@@ -23,6 +23,8 @@ class RunQuit:
         self.asked = False
         """Has the session been told to stop? A plain attribute, not a call: every planned
         posthook reads it (set once by `stop`, on any thread; a bool is written whole)."""
+        self.flag = bytearray(1)
+        """`asked` as one byte, 1 once asked: what the compiled posthooks read (gradtui.engine.native)."""
         self._wake = wake
         self._way: Callable[[], None] | None = None
 
@@ -37,8 +39,10 @@ class RunQuit:
     def stop(self) -> None:
         """Stop the session at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
         self.asked = True
+        self.flag[0] = 1
         self._wake()
 
     def clear(self) -> None:
         """Debug on as if no quit had come (`gradtui.listen()` once the stopped pass has ended)."""
         self.asked = False
+        self.flag[0] = 0

@@ -178,6 +178,41 @@ class PassBatches:
         return tuple(out)
 
 
+def ran_steps(held: list[int], ran: list[int], hold: int | None, counts: dict[int, int],
+              producer: list[tuple[int, int] | None], arrived: dict[int, tuple[Stats | None, ...]],
+              sent: dict[int, tuple[Stats | None, ...]], fed: list[int]) -> tuple[list[Hooked | Resent | Feeds], int, list[int]]:
+    """A flush's steps (gradtui.engine.planned): each node `held` at the last flush resent with what
+    it sends now, then each hooked node that `ran`, each followed by a Feeds marker where the plan
+    derives nodes from it (`counts`: how many). Takes their statistics out of `arrived` and `sent`
+    (`hold`'s sent stays: it is paused in its posthook, and its derived nodes wait for the next
+    flush) and appends the nodes whose derived nodes it marks to `fed`. Returns the steps, how many
+    nodes they stand for, and the nodes to hold for the next flush."""
+    steps: list[Hooked | Resent | Feeds] = []
+    count = 0
+    for node in held:
+        steps.append(Resent(node, sent.pop(node)))
+        if (feeds := counts.get(node)) is not None:
+            steps.append(Feeds(node))
+            fed.append(node)
+            count += feeds
+    still: list[int] = []
+    make = tuple.__new__  # a NamedTuple's own __new__ is a Python function
+    for node in ran:  # once per hooked node: kept lean
+        arrived_stats = arrived.pop(node, None)
+        # what it sent lives on in the step (a held node's until its derived nodes are added)
+        sent_stats = sent[node] if node == hold else sent.pop(node)
+        source = None if arrived_stats is not None else producer[node]
+        steps.append(make(Hooked, (node, arrived_stats, source, sent_stats)))
+        count += 1
+        if node == hold:
+            still.append(node)
+        elif (feeds := counts.get(node)) is not None:
+            steps.append(make(Feeds, (node,)))
+            fed.append(node)
+            count += feeds
+    return steps, count, still
+
+
 _new = object.__new__
 _SET_RAN = tuple(ev.NodeRan.__dict__[name].__set__ for name in ("pass_index", "node", "order", "grad_outputs", "grad_inputs"))
 

@@ -101,18 +101,18 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
                  preview or (), hist)
 
 
-_ONE_PASS = 1 << 14
+ONE_PASS = 1 << 14
 """Up to this many elements, a contiguous CPU tensor's min and max cost least in one `aminmax`."""
 
 
 def extremes(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(min, max) of a non-empty tensor, as 0-d tensors (NaN if it holds one: both ways propagate
-    it). On the CPU `aminmax` is not vectorized as well as `amin` and `amax`: past `_ONE_PASS`
+    it). On the CPU `aminmax` is not vectorized as well as `amin` and `amax`: past `ONE_PASS`
     elements or on a non-contiguous tensor the two cost less (a third of its time on a
     permuted one); elsewhere one kernel launch beats two. Every reading of gradtui's takes them
     here (the window's, the planned hooks'), so they agree: which of two zeros of opposite sign
     is a min or max can depend on the way."""
-    if t.is_cpu and (t.numel() > _ONE_PASS or not t.is_contiguous()):
+    if t.is_cpu and (t.numel() > ONE_PASS or not t.is_contiguous()):
         return torch.amin(t), torch.amax(t)
     return torch.aminmax(t)
 

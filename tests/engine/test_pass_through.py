@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from gradtui.engine import plan, planned
+from gradtui.engine.compiled import CompiledHooks
 from gradtui.model import events as ev
 from tests.engine.test_hook_plan import KINDS, SIZES, _leaf, of, plain, run, same
 
@@ -31,9 +32,18 @@ def hooked_names(monkeypatch, build, **options):
         seen.append(node)
         return original(self, node, *args)
 
+    drain = CompiledHooks.drain
+
+    def drained(self, ran, *args):  # the compiled posthooks' nodes, where they are built
+        before = len(ran)
+        drain(self, ran, *args)
+        seen.extend(ran[before:])
+
     monkeypatch.setattr(planned.PlannedPass, "_posthook", counted)
+    monkeypatch.setattr(CompiledHooks, "drain", drained)
     events, leaves = run(build, **options)
     monkeypatch.setattr(planned.PlannedPass, "_posthook", original)
+    monkeypatch.setattr(CompiledHooks, "drain", drain)
     graph = of(events, ev.PassStarted)[0].graph
     return sorted(graph.nodes[i]["info"].name for i in seen), events, leaves
 

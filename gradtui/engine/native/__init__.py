@@ -1,0 +1,188 @@
+"""gradtui's compiled posthooks (posthooks.cpp): built once, against the torch they run with.
+
+A planned pass's Python posthooks cost the engine a GIL round trip, a Python object per gradient
+and the hook's bytecode at every hooked node: on tiny tensors that is most of a `continue`
+pass's cost (issue 20). The same hooks in C++ measure each gradient with the same kernels and
+call Python only where the Python hook would decide something (gradtui.engine.planned says
+where). They are an accelerator, never a requirement: with no compiler, on a torch whose headers
+do not build them, or with `GRADTUI_NATIVE=off`, the Python hooks run, giving the same numbers.
+
+`GRADTUI_NATIVE` says what to do:
+
+- `auto` (the default): use them when built; when not, build them once in the background (a
+  compiler child process, a few seconds: this run uses the Python hooks, later runs the compiled
+  ones). A build that failed is not retried until torch or the source changes (`build()` is).
+- `use`: use them when built, never build (what the test suite's workers get once it built them).
+- `off`: the Python hooks only.
+
+The build is a plain compiler call (no ninja, no lock file): each build writes its own temporary
+file and renames it into place, so builds at once cannot see a half-written library and a killed
+one leaves nothing in the way. It lives in `$GRADTUI_CACHE` (default `~/.cache/gradtui`),
+named by a hash of the source, torch's version and Python's, so an upgrade builds afresh.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
+
+import torch
+
+SOURCE = Path(__file__).with_name("posthooks.cpp")
+MODULE = "gradtui_posthooks"
+BUILD_TIMEOUT = 300.0
+"""Seconds a build may take before it is given up (a cold compile is ~10-20 s on 2 cores)."""
+
+
+class Native(NamedTuple):
+    """The compiled posthooks' module, or None and why not (shown by `gradtui --version`-like
+    reports and the bench)."""
+
+    module: ModuleType | None
+    reason: str
+
+
+_lock = threading.Lock()
+_loaded: Native | None = None
+_building: subprocess.Popen[bytes] | None = None
+_started = False
+
+
+def mode() -> str:
+    """`GRADTUI_NATIVE`: auto, use or off (anything else reads as auto)."""
+    value = os.environ.get("GRADTUI_NATIVE", "auto").strip().lower()
+    return value if value in ("auto", "use", "off") else "auto"
+
+
+def cache_dir() -> Path:
+    """Where built libraries live."""
+    root = os.environ.get("GRADTUI_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "gradtui")
+    return Path(root) / "native"
+
+
+def library_path() -> Path:
+    """The built library for this source, torch and Python."""
+    key = hashlib.sha256()
+    key.update(SOURCE.read_bytes())
+    key.update(f"{torch.__version__}|{sys.version}|{sys.platform}".encode())
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    return cache_dir() / f"{MODULE}-{key.hexdigest()[:16]}{suffix}"
+
+
+def compile_command(output: Path) -> list[str] | None:
+    """The compiler call that builds `output`, or None where gradtui does not build (no compiler,
+    not Linux or macOS)."""
+    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if compiler is None or sys.platform not in ("linux", "darwin"):
+        return None
+    from torch.utils import cpp_extension
+
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    command = [compiler, "-O2", "-std=c++17", "-fPIC", "-shared", "-w",
+               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+    for path in [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]:
+        command += ["-isystem", path]
+    command += [str(SOURCE), "-o", str(output), f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
+                f"-Wl,-rpath,{torch_lib}"]
+    if sys.platform == "darwin":
+        command += ["-undefined", "dynamic_lookup"]
+    return command
+
+
+def build(timeout: float = BUILD_TIMEOUT) -> Native:
+    """Build the library now (in this thread, a compiler child process) and load it."""
+    target = library_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    command = compile_command(temporary)
+    if command is None:
+        return _failed(target, "no C++ compiler (set CXX) or not Linux or macOS")
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        temporary.unlink(missing_ok=True)
+        return _failed(target, f"the compiler did not finish ({type(exc).__name__})")
+    if done.returncode != 0:
+        temporary.unlink(missing_ok=True)
+        lines = [line for line in done.stderr.decode(errors="replace").splitlines() if "error" in line]
+        return _failed(target, f"the build failed: {(lines or ['exit status %d' % done.returncode])[0][:200]}")
+    os.replace(temporary, target)
+    target.with_suffix(".failed").unlink(missing_ok=True)
+    return _import(target)
+
+
+def load() -> Native:
+    """The compiled posthooks for this process (loaded once), as `GRADTUI_NATIVE` says; in `auto`
+    with none built, a background build starts (once) and this answers None until a later call
+    finds it done."""
+    global _loaded
+    loaded = _loaded
+    if loaded is not None and (loaded.module is not None or _building is None or _building.poll() is None):
+        return loaded
+    with _lock:
+        how = mode()
+        target = library_path()
+        if how == "off":
+            _loaded = Native(None, "GRADTUI_NATIVE=off")
+        elif target.exists():
+            _loaded = _import(target)
+        elif (failed := target.with_suffix(".failed")).exists():
+            _loaded = Native(None, failed.read_text(errors="replace").strip() or "the build failed")
+        elif how == "auto" and not _started:
+            _start_background_build()
+            _loaded = Native(None, "being built (this run uses the Python hooks)")
+        else:
+            _loaded = Native(None, "not built (python -m gradtui.engine.native builds it)")
+        return _loaded
+
+
+def _import(target: Path) -> Native:
+    try:
+        loader = importlib.machinery.ExtensionFileLoader(MODULE, str(target))
+        spec = importlib.util.spec_from_file_location(MODULE, target, loader=loader)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - a library that does not load is a build to redo
+        return Native(None, f"the built library did not load: {type(exc).__name__}: {exc}")
+    return Native(module, "")
+
+
+def _failed(target: Path, reason: str) -> Native:
+    try:
+        target.with_suffix(".failed").write_text(reason + "\n")
+    except OSError:
+        pass
+    return Native(None, reason)
+
+
+def _start_background_build() -> None:
+    """A detached `python -m gradtui.engine.native` at low priority; killed if this process ends
+    first (its temporary file is left, nothing else)."""
+    global _building, _started
+    _started = True
+    command = [sys.executable, "-m", "gradtui.engine.native", "--quiet"]
+    try:
+        _building = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None)
+    except OSError:
+        return
+    atexit.register(_stop_background_build)
+
+
+def _stop_background_build() -> None:
+    if _building is not None and _building.poll() is None:
+        _building.kill()
+        _building.wait(timeout=5)

@@ -1,0 +1,23 @@
+"""`python -m gradtui.engine.native`: build gradtui's compiled posthooks now and say how it went
+(exit status 1 if they could not be built; `--quiet`: say nothing)."""
+
+from __future__ import annotations
+
+import sys
+
+from gradtui.engine.native import build, library_path
+
+
+def main(argv: list[str]) -> int:
+    """Build (again, even if built), load, and report."""
+    quiet = "--quiet" in argv
+    if not quiet:
+        print(f"gradtui: building the compiled posthooks into {library_path()} ...", flush=True)
+    native = build()
+    if not quiet:
+        print("gradtui: built and loaded" if native.module is not None else f"gradtui: not built: {native.reason}")
+    return 0 if native.module is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,269 @@
+"""The compiled posthooks (gradtui.engine.native, .compiled): where they are built, a planned pass
+gives exactly the events the Python hooks give, stops where they stop, quits, edits, and leaves
+no hook behind; where they cannot be built, the reason is kept and the Python hooks run."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+from gradtui.engine import native
+from gradtui.engine.compiled import CompiledHooks
+from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.session import Session
+from gradtui.model import events as ev
+from tests.engine.test_hook_plan import KINDS, of, plain, run, same
+from tests.engine.test_pass_through import _same_stats
+
+BUILT = native.load().module is not None
+needs_build = pytest.mark.skipif(not BUILT and shutil.which("c++") is None and shutil.which("g++") is None,
+                                 reason="no C++ compiler here: the Python hooks are all there is")
+
+
+def test_the_compiled_hooks_are_built_where_a_compiler_is():
+    """The suite's controller builds them (tests/conftest.py): with a compiler they must load."""
+    if shutil.which("c++") or shutil.which("g++"):
+        assert BUILT, native.load().reason
+
+
+@pytest.fixture
+def hooked(monkeypatch) -> list[int]:
+    """Per planned pass that had compiled hooks, how many nodes they hooked."""
+    counts: list[int] = []
+    register = CompiledHooks.register
+
+    def counted(self, nodes, ids):
+        left = register(self, nodes, ids)
+        counts.append(self.hooked())
+        return left
+
+    monkeypatch.setattr(CompiledHooks, "register", counted)
+    return counts
+
+
+def python_only(monkeypatch):
+    monkeypatch.setattr(CompiledHooks, "available", staticmethod(lambda: None))
+
+
+class Mixed(nn.Module):
+    """Small and big gradients, float64, a non-contiguous small one, several producers, a custom
+    Function (a Python node), a broadcast add and a leaf used twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 4)
+        self.norm = nn.LayerNorm(16)
+        self.scale = nn.Parameter(torch.rand(4, 1, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.a(x)) + self.norm(x)
+        h = Twice.apply(h) * h
+        y = self.b(h).t()[1:3]  # a non-contiguous small gradient
+        return (y.double() * self.scale[1:3]).sum() + (h.double() ** 2).mean()
+
+
+class Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def _build():
+    model = Mixed()
+    x = torch.randn(6, 16)
+    return list(model.parameters()), model(x)
+
+
+def _all_stats(events):
+    return {e.node: (e.grad_outputs, e.grad_inputs) for e in of(events, ev.NodeRan)}
+
+
+@needs_build
+@pytest.mark.parametrize("full", [False, True])
+@pytest.mark.parametrize("watch", [True, False])
+def test_compiled_and_python_hooks_give_the_same_events(monkeypatch, hooked, full, watch):
+    compiled_events, compiled_leaves = run(_build, watch=watch, full=full)
+    assert hooked and hooked[0] >= 8  # the plain planned nodes (the custom Function's keeps Python's)
+    python_only(monkeypatch)
+    python_events, python_leaves = run(_build, watch=watch, full=full)
+    ours, theirs = _all_stats(compiled_events), _all_stats(python_events)
+    assert ours.keys() == theirs.keys() and len(ours) == of(compiled_events, ev.PassStarted)[0].graph.number_of_nodes()
+    for node, (outputs, inputs) in theirs.items():
+        got_outputs, got_inputs = ours[node]
+        for a, b in zip(got_outputs + got_inputs, outputs + inputs, strict=True):
+            assert _same_stats(a, b), node
+    for a, b, c in zip(compiled_leaves, python_leaves, plain(_build), strict=True):
+        assert torch.equal(a.grad, b.grad) and torch.equal(a.grad, c.grad)
+
+
+@needs_build
+def test_the_hooks_are_off_a_retained_graph_after_its_pass_and_gone_with_a_freed_one(hooked):
+    module = native.load().module
+    before = module.alive()
+    events: list[ev.Event] = []
+    session = Session(events.append, provenance=False)
+    session.run_on()
+    session.submit("break nan")
+    with session:
+        leaves, loss = _build()
+        loss.backward(retain_graph=True)
+    assert hooked and hooked[0] >= 5
+    assert module.alive() == before  # taken off the nodes, which still live
+    grads = [p.grad.clone() for p in leaves]
+    loss.backward()  # the retained graph again, plainly: nothing of gradtui's runs
+    assert all(torch.equal(p.grad, 2 * g) for p, g in zip(leaves, grads))
+    with session:
+        leaves, loss = _build()
+        loss.backward()
+    del loss
+    assert module.alive() == before  # freed with their graph
+
+
+@needs_build
+@pytest.mark.parametrize("where", ["before", "after", "at"])
+@pytest.mark.parametrize("kind", ["view", "add", "clone"])
+def test_a_nan_is_named_where_it_appeared_and_is_editable(hooked, kind, where):
+    from tests.engine.test_hook_plan import _nan_case
+
+    build = _nan_case(kind, where, size="big")
+    events, leaves = run(build, ["zero", "continue"])
+    assert hooked and hooked[0] >= 1
+    graph = of(events, ev.PassStarted)[0].graph
+    pause = of(events, ev.Paused)[0]
+    if where == "at":
+        assert graph.nodes[pause.node]["info"].name == KINDS[kind][1] and pause.phase == "before"
+    else:
+        assert graph.nodes[pause.node]["info"].name == "SqrtBackward0" and pause.phase == "after"
+    ran = of(events, ev.NodeRan)
+    culprit = next(i for i, e in enumerate(ran) if e.node == pause.node)
+    assert not any(s is not None and s.nonfinite for e in ran[:culprit] for s in e.grad_outputs + e.grad_inputs)
+    assert not leaves[0].grad.isnan().any()  # the zeroed gradient went on
+    assert same(run(build, ["continue"])[1][0].grad, plain(build)[0].grad)
+
+
+@needs_build
+def test_an_overflowing_norm_of_finite_values_is_not_a_nan():
+    def build():
+        x = torch.full((100,), 3e38, requires_grad=True)
+        return [x], (x * 1.0).sum()  # its gradient is ones; 3e38 arrives nowhere
+
+    def big():
+        x = torch.full((100,), 1.0, requires_grad=True)
+        return [x], (x * 3e37).sum()  # MulBackward0 sends 3e37 x 100: a float32 norm overflows
+
+    for make in (build, big):
+        events, leaves = run(make)
+        assert not of(events, ev.Paused)
+        assert same(leaves[0].grad, plain(make)[0].grad)
+
+
+@needs_build
+def test_a_quit_during_a_compiled_pass_raises_at_the_next_hook():
+    events: list[ev.Event] = []
+    session = Session(events.append, provenance=False)
+    session.run_on()
+    session.submit("break nan")
+    with session, pytest.raises(GradtuiQuit):
+        x = torch.rand(200, requires_grad=True)
+        y = x
+        for step in range(40):
+            y = torch.sin(y) * 1.01
+            if step == 10:  # the user quits while the engine runs the nodes below this one
+                y.register_hook(lambda g: (session.run_quit.stop(), g)[1])
+        y.sum().backward()
+    assert x.grad is None
+    ran = {e.node for e in of(events, ev.NodeRan)}
+    assert len(ran) < of(events, ev.PassStarted)[0].graph.number_of_nodes() - 10
+
+
+@needs_build
+def test_a_nested_backward_in_a_custom_function_is_not_the_passs(monkeypatch):
+    class Inner(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            with torch.enable_grad():
+                side = torch.rand(5, requires_grad=True)
+                (torch.tanh(side) * 3).sum().backward()  # another engine call: not this pass's
+            return g * 3
+
+    def build():
+        torch.manual_seed(0)
+        x = torch.rand(70, requires_grad=True)
+        return [x], (torch.exp(Inner.apply(torch.sin(x))) * 2).sum()
+
+    events, leaves = run(build)
+    python_only(monkeypatch)
+    python_events, python_leaves = run(build)
+    assert _all_stats(events).keys() == _all_stats(python_events).keys()
+    assert same(leaves[0].grad, python_leaves[0].grad) and same(leaves[0].grad, plain(build)[0].grad)
+
+
+@needs_build
+def test_a_long_pass_reports_progress_from_the_compiled_hooks(monkeypatch):
+    from gradtui.engine import planned
+
+    monkeypatch.setattr(planned, "PROGRESS_INTERVAL", 0.0)  # a tick at every compiled hook
+
+    def build():
+        torch.manual_seed(0)
+        x = torch.rand(100, requires_grad=True)
+        y = x
+        for _ in range(200):
+            y = torch.sin(y) * 1.001
+        return [x], y.sum()
+
+    events, leaves = run(build)
+    progress = of(events, ev.Progress)
+    assert len(progress) >= 100 and progress[-1].done <= progress[-1].total
+    assert [p.done for p in progress] == sorted(p.done for p in progress)
+    assert same(leaves[0].grad, plain(build)[0].grad)
+
+
+def test_a_failed_build_keeps_its_reason_and_the_python_hooks_run(monkeypatch, tmp_path):
+    monkeypatch.setenv("GRADTUI_CACHE", str(tmp_path))
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    built = native.build(timeout=30)
+    assert built.module is None and "compiler" in built.reason
+    assert native.library_path().with_suffix(".failed").read_text().strip() == built.reason
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_off_means_the_python_hooks(monkeypatch):
+    monkeypatch.setenv("GRADTUI_NATIVE", "off")
+    monkeypatch.setattr(native, "_loaded", None)
+    assert native.load() == native.Native(None, "GRADTUI_NATIVE=off")
+    monkeypatch.setattr(native, "_loaded", None)  # the next test loads afresh
+    events, leaves = run(_build)
+    assert same(leaves[0].grad, plain(_build)[0].grad)
+
+
+def test_builds_at_once_do_not_see_each_others_files(monkeypatch, tmp_path):
+    """Two builds at the same time each write their own temporary file and rename it into place
+    (the compiler here a copy of the built library, slowed so that the two overlap)."""
+    if not BUILT:
+        pytest.skip("nothing built to stand in for the compiler")
+    made = native.library_path()
+    monkeypatch.setenv("GRADTUI_CACHE", str(tmp_path))
+    monkeypatch.setattr(native, "compile_command", lambda out: ["sh", "-c", f"sleep 0.5; cp '{made}' '{out}'"])
+    results: list[native.Native] = []
+    threads = [threading.Thread(target=lambda: results.append(native.build(timeout=60))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=90)
+    assert len(results) == 2 and all(r.module is not None for r in results), [r.reason for r in results]
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [native.library_path().name]
