@@ -267,3 +267,23 @@ def test_builds_at_once_do_not_see_each_others_files(monkeypatch, tmp_path):
         thread.join(timeout=90)
     assert len(results) == 2 and all(r.module is not None for r in results), [r.reason for r in results]
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [native.library_path().name]
+
+
+def test_auto_builds_once_in_the_background_and_a_later_load_finds_it(monkeypatch, tmp_path):
+    """`auto` with nothing built: this load answers None at once and starts one build (the
+    compiler here a slowed copy of the built library); once it ended, a load finds the library."""
+    if not BUILT:
+        pytest.skip("nothing built to stand in for the compiler")
+    made = native.library_path()
+    monkeypatch.setenv("GRADTUI_CACHE", str(tmp_path))
+    monkeypatch.setenv("GRADTUI_NATIVE", "auto")
+    target = native.library_path()
+    monkeypatch.setattr(native, "background_command", lambda: ["sh", "-c", f"sleep 0.3; mkdir -p '{target.parent}'; cp '{made}' '{target}'"])
+    for name, value in (("_loaded", None), ("_building", None), ("_started", False)):
+        monkeypatch.setattr(native, name, value)
+    first = native.load()
+    assert first.module is None and "being built" in first.reason
+    assert native.load() is first  # still building: asked again, the same answer, no second build
+    assert native.wait(timeout=30)
+    assert native.load().module is not None
+    monkeypatch.setattr(native, "_loaded", None)  # the next test loads the suite's own afresh

@@ -167,14 +167,29 @@ def _failed(target: Path, reason: str) -> Native:
     return Native(None, reason)
 
 
+def background_command() -> list[str]:
+    """What a background build runs: this package's builder, in a child process."""
+    return [sys.executable, "-m", "gradtui.engine.native", "--quiet"]
+
+
+def wait(timeout: float) -> bool:
+    """Wait up to `timeout` seconds for this process's background build, if one runs: has it ended?"""
+    if _building is None:
+        return True
+    try:
+        _building.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
 def _start_background_build() -> None:
-    """A detached `python -m gradtui.engine.native` at low priority; killed if this process ends
-    first (its temporary file is left, nothing else)."""
+    """A detached build at low priority; killed if this process ends first (leaving its
+    temporary file, nothing else)."""
     global _building, _started
     _started = True
-    command = [sys.executable, "-m", "gradtui.engine.native", "--quiet"]
     try:
-        _building = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        _building = subprocess.Popen(background_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True,
                                      preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None)
     except OSError:
