@@ -68,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gradtui.model import events as ev  # noqa: E402
+from gradtui.engine.compiled import CompiledHooks  # noqa: E402
 from gradtui.engine.graph import Names, capture  # noqa: E402
 from gradtui.engine.provenance import Provenance  # noqa: E402
 from gradtui.engine.session import Session  # noqa: E402
@@ -173,19 +174,24 @@ def bench_backward(layers: int, batch: tuple[int, int], repeat: int, width: int 
     data = torch.randn(*batch, width)
     sessions = {"norms": _continuing_session(False), "nowatch": _continuing_session(False, watch=False),
                 "full": _continuing_session(True, reader=True),  # a report or recording reads every node
-                "reader": _continuing_session(False, reader=True)}
-    times: dict[str, list[float]] = {"plain": [], "norms": [], "nowatch": [], "full": [], "reader": []}
+                "reader": _continuing_session(False, reader=True),
+                "python": _continuing_session(False)}  # the `norms` row with the Python posthooks only
+    times: dict[str, list[float]] = {"plain": [], "norms": [], "nowatch": [], "full": [], "reader": [], "python": []}
+    available = CompiledHooks.available
 
     def one(kind: str) -> float:
         loss = model(data).pow(2).mean()
         session = sessions.get(kind)
         if session is not None:
             session.install()
+        if kind == "python":
+            CompiledHooks.available = staticmethod(lambda: None)  # type: ignore[method-assign]
         try:
             start = time.thread_time()
             loss.backward()
             return time.thread_time() - start
         finally:
+            CompiledHooks.available = available  # type: ignore[method-assign]
             if session is not None:
                 session.uninstall()
             model.zero_grad(set_to_none=True)
@@ -202,7 +208,8 @@ def bench_backward(layers: int, batch: tuple[int, int], repeat: int, width: int 
     for kind, text, target in (("norms", "+ `nan` watch, the UI's statistics (norms, non-finite)", targets[0]),
                                ("nowatch", "no watch, the UI's statistics", targets[1]),
                                ("full", "+ `nan` watch, every statistic (--report)", targets[2]),
-                               ("reader", "+ `nan` watch, a listener reading every node and the flow", None)):
+                               ("reader", "+ `nan` watch, a listener reading every node and the flow", None),
+                               ("python", "+ `nan` watch, the UI's statistics, the Python posthooks only", None)):
         paired_row(f"backward in continue {text}{label}", sizes, times[kind], times["plain"], target, "plain backward")
     nodes = _nodes_of(model, data)
     per_node = (median(times["norms"]) - base) / nodes * 1e6
@@ -299,6 +306,18 @@ def _options() -> tuple[set[str], bool]:
     return only, options.quick
 
 
+def _compiled_posthooks() -> str:
+    """Build gradtui's compiled posthooks first if they are not (what a user's second run has: the
+    rows measure them), and say which posthooks the rows measure."""
+    from gradtui.engine import native
+
+    loaded = native.load()
+    if loaded.module is None and native.mode() != "off":
+        print("  (building gradtui's compiled posthooks once, ~15 s)", file=sys.stderr, flush=True)
+        loaded = native.build()
+    return "compiled posthooks" if loaded.module is not None else f"Python posthooks ({loaded.reason})"
+
+
 def main() -> None:
     """Run every figure, then print the table."""
     only, quick = _options()
@@ -307,6 +326,7 @@ def main() -> None:
     # (layers, batch): the issue's 12- and 48-layer encoders; --quick shrinks them
     models = [(2, (4, 32)), (6, (4, 32))] if quick else [(12, (8, 128)), (48, (8, 64))]
     began = time.perf_counter()
+    compiled = _compiled_posthooks()
     try:
         if "capture" in only:  # issue 20's target is the 48-layer lazy row's; the eager rows keep DESIGN's old 0.5x
             for layers, batch in models:
@@ -350,7 +370,8 @@ def main() -> None:
         cpu = f"{os.cpu_count()} cores" + (f", {platform.processor()}" if platform.processor() else "")
         print_table(f"gradtui bench{' --quick' if quick else ''}: torch {torch.__version__}, "
                     f"{torch.get_num_threads()} torch thread, CPU ({cpu}), Python {platform.python_version()}; "
-                    f"medians of {repeat} runs ({2 * repeat} for the forward rows); took {time.perf_counter() - began:.0f} s")
+                    f"medians of {repeat} runs ({2 * repeat} for the forward rows); {compiled}; "
+                    f"took {time.perf_counter() - began:.0f} s")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@
 #include <torch/csrc/autograd/python_cpp_function.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -101,15 +102,21 @@ bool measure(Pass& p, const at::Tensor& g, GradRec& out) {
   out.dims_n = static_cast<int32_t>(g.dim());
   for (auto size : g.sizes()) p.dims.push_back(size);
   if (numel <= p.limits.values_limit) {  // listed, in row-major order, summed as Python sums
-    auto flat = g.reshape({-1}).to(at::kDouble).contiguous();
-    const double* data = flat.const_data_ptr<double>();
+    const at::Tensor flat = g.is_contiguous() ? g : g.contiguous();
+    const size_t at = p.values.size();
     double total = 0;
-    for (int64_t i = 0; i < numel; ++i) total += data[i];
-    if (!std::isfinite(total)) return false;
+    if (out.f64) {
+      const double* data = flat.const_data_ptr<double>();
+      p.values.insert(p.values.end(), data, data + numel);
+    } else {
+      const float* data = flat.const_data_ptr<float>();
+      for (int64_t i = 0; i < numel; ++i) p.values.push_back(static_cast<double>(data[i]));
+    }
+    for (int64_t i = 0; i < numel; ++i) total += p.values[at + i];
+    if (!std::isfinite(total)) return false;  // (the caller drops what this node added)
     out.kind = Kind::Listed;
-    out.values_at = static_cast<int32_t>(p.values.size());
+    out.values_at = static_cast<int32_t>(at);
     out.values_n = static_cast<int32_t>(numel);
-    p.values.insert(p.values.end(), data, data + numel);
     return true;
   }
   if (!p.full) {
@@ -293,44 +300,69 @@ void pass_dealloc(PyObject* self) {
   Py_TYPE(self)->tp_free(self);
 }
 
-PyObject* shape_of(const Pass& p, const GradRec& g) {
+// A tuple subclass's instance (a NamedTuple's) of `n` items, to be filled.
+PyObject* new_tuple_of(PyObject* type, Py_ssize_t n) {
+  auto* cls = reinterpret_cast<PyTypeObject*>(type);
+  return cls->tp_alloc(cls, n);
+}
+
+// One gradient's shape: the last one made again if the same (most gradients share a few shapes).
+PyObject* shape_of(Pass& p, const GradRec& g, std::vector<std::pair<std::vector<int64_t>, PyObject*>>& shapes) {
+  const int64_t* dims = p.dims.data() + g.dims_at;
+  for (auto& [known, tuple] : shapes) {
+    if (static_cast<int32_t>(known.size()) == g.dims_n && std::equal(known.begin(), known.end(), dims)) {
+      Py_INCREF(tuple);
+      return tuple;
+    }
+  }
   PyObject* shape = PyTuple_New(g.dims_n);
-  for (int32_t k = 0; shape && k < g.dims_n; ++k) PyTuple_SET_ITEM(shape, k, PyLong_FromLongLong(p.dims[g.dims_at + k]));
+  for (int32_t k = 0; shape && k < g.dims_n; ++k) PyTuple_SET_ITEM(shape, k, PyLong_FromLongLong(dims[k]));
+  if (shape && shapes.size() < 16) {
+    Py_INCREF(shape);
+    shapes.emplace_back(std::vector<int64_t>(dims, dims + g.dims_n), shape);
+  }
   return shape;
 }
 
+using Shapes = std::vector<std::pair<std::vector<int64_t>, PyObject*>>;
+
 // One gradient's statistics as Python's hooks make them (None, Normed, Listed or Stats).
-PyObject* stats_of(PassObject* obj, const Pass& p, const GradRec& g) {
+PyObject* stats_of(PassObject* obj, Pass& p, const GradRec& g, Shapes& shapes) {
   if (g.kind == Kind::None) Py_RETURN_NONE;
   PyObject* dtype = g.f64 ? obj->f64 : obj->f32;
-  PyObject* shape = shape_of(p, g);
+  PyObject* shape = shape_of(p, g, shapes);
   if (!shape) return nullptr;
-  PyObject* args = nullptr;
-  PyObject* made = nullptr;
-  switch (g.kind) {
-    case Kind::Normed:
-      args = Py_BuildValue("((NOdi))", shape, dtype, g.norm, 0);
-      if (args) made = PyTuple_Type.tp_new(reinterpret_cast<PyTypeObject*>(obj->normed), args, nullptr);
-      break;
-    case Kind::Listed: {
-      PyObject* values = PyTuple_New(g.values_n);
-      for (int32_t k = 0; values && k < g.values_n; ++k) PyTuple_SET_ITEM(values, k, PyFloat_FromDouble(p.values[g.values_at + k]));
-      args = values ? Py_BuildValue("((NONi))", shape, dtype, values, 0) : nullptr;
-      if (args) made = PyTuple_Type.tp_new(reinterpret_cast<PyTypeObject*>(obj->listed), args, nullptr);
-      break;
-    }
-    default:
-      args = Py_BuildValue("(NOOddddi)", shape, dtype, obj->cpu, g.norm, g.lo, g.hi, g.mean, 0);
-      if (args) made = PyObject_Call(obj->stats, args, nullptr);
+  if (g.kind == Kind::Full) {
+    PyObject* args = Py_BuildValue("(NOOddddi)", shape, dtype, obj->cpu, g.norm, g.lo, g.hi, g.mean, 0);
+    PyObject* made = args ? PyObject_Call(obj->stats, args, nullptr) : nullptr;
+    Py_XDECREF(args);
+    return made;
   }
-  Py_XDECREF(args);
+  PyObject* middle;
+  if (g.kind == Kind::Normed) {
+    middle = PyFloat_FromDouble(g.norm);
+  } else {
+    middle = PyTuple_New(g.values_n);
+    for (int32_t k = 0; middle && k < g.values_n; ++k) PyTuple_SET_ITEM(middle, k, PyFloat_FromDouble(p.values[g.values_at + k]));
+  }
+  PyObject* made = middle ? new_tuple_of(g.kind == Kind::Normed ? obj->normed : obj->listed, 4) : nullptr;
+  if (!made) {
+    Py_DECREF(shape);
+    Py_XDECREF(middle);
+    return nullptr;
+  }
+  Py_INCREF(dtype);
+  PyTuple_SET_ITEM(made, 0, shape);
+  PyTuple_SET_ITEM(made, 1, dtype);
+  PyTuple_SET_ITEM(made, 2, middle);
+  PyTuple_SET_ITEM(made, 3, PyLong_FromLong(0));
   return made;
 }
 
-PyObject* stats_tuple(PassObject* obj, const Pass& p, int32_t at, int32_t n) {
+PyObject* stats_tuple(PassObject* obj, Pass& p, int32_t at, int32_t n, Shapes& shapes) {
   PyObject* out = PyTuple_New(n);
   for (int32_t k = 0; out && k < n; ++k) {
-    PyObject* one = stats_of(obj, p, p.grads[at + k]);
+    PyObject* one = stats_of(obj, p, p.grads[at + k], shapes);
     if (!one) {
       Py_CLEAR(out);
       break;
@@ -350,22 +382,24 @@ PyObject* pass_take(PyObject* self, PyObject*) {
   PyObject* sent = PyList_New(count);
   PyObject* arrived = PyList_New(0);
   bool ok = nodes && sent && arrived;
+  Shapes shapes;
   for (Py_ssize_t i = 0; ok && i < count; ++i) {
     const NodeRec& r = p.nodes[i];
     PyList_SET_ITEM(nodes, i, PyLong_FromLongLong(r.node));
-    PyObject* out = stats_tuple(obj, p, r.sent_at, r.sent_n);
+    PyObject* out = stats_tuple(obj, p, r.sent_at, r.sent_n, shapes);
     if (!out) {
       ok = false;
       break;
     }
     PyList_SET_ITEM(sent, i, out);
     if (r.arrived_n >= 0) {
-      PyObject* in = stats_tuple(obj, p, r.arrived_at, r.arrived_n);
+      PyObject* in = stats_tuple(obj, p, r.arrived_at, r.arrived_n, shapes);
       PyObject* pair = in ? Py_BuildValue("(LN)", static_cast<long long>(r.node), in) : nullptr;
       ok = pair && PyList_Append(arrived, pair) == 0;
       Py_XDECREF(pair);
     }
   }
+  for (auto& known : shapes) Py_DECREF(known.second);
   p.nodes.clear();
   p.grads.clear();
   p.dims.clear();
