@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-from gradtui.engine import provenance
+from gradtui.engine import native, provenance
 from gradtui.engine.names import Names
 from gradtui.engine.compat import sequence_nr
 from gradtui.engine.saved import saved_summary
@@ -271,7 +271,28 @@ def _source_text(path: str, line: int) -> str:
 def _walk(roots: Iterable[Node], names: Names) -> Capture:
     """The walk: node ids, per node its name, kind and next ids (`Walk`). One breadth-first loop
     that makes no object per node but the tuple of its receivers: a lazy capture is this and
-    nothing more (the NodeInfo, sequence numbers and leaves' labels are read when `infos` is)."""
+    nothing more (the NodeInfo, sequence numbers and leaves' labels are read when `infos` is).
+    Where gradtui's compiled module is built, its `walk` makes the same lists in C++."""
+    roots = list(roots)
+    module = native.load().module
+    compiled = module.walk(roots) if module is not None else None
+    kinds = _kinds
+    if compiled is not None:
+        nodes, nexts, producer, root_ids = compiled
+        named = [kinds.get(type(node)) or _name_and_kind(node) for node in nodes]
+    else:
+        nodes, nexts, producer, root_ids, named = _walked(roots)
+    node_names, node_kinds = (list(t) for t in zip(*named)) if named else ([], [])
+    cap = Capture(walk=Walk(node_names, node_kinds, nexts, producer), graph=None, nodes=nodes,  # type: ignore[arg-type]
+                  roots=tuple(root_ids), names=names, described=False, leaves_named=names.ready)
+    cap.graph = LazyGraph(lambda: cap.infos, cap.describe, len(nodes))
+    return cap
+
+
+def _walked(roots: list[Node]) -> tuple[list[Node], list[tuple[int | None, ...]], list[tuple[int, int] | None],
+                                         list[int], list[tuple[str, str]]]:
+    """`_walk`'s loop in Python: the nodes, their receivers, producers, the roots' ids and the
+    nodes' names and kinds."""
     nodes: list[Node] = []
     ids: dict[Node, int] = {}
     nexts: list[tuple[int | None, ...]] = []
@@ -303,11 +324,7 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
         nexts.append(tuple(receivers))
         known = kinds.get(type(node))
         named.append(known if known is not None else _name_and_kind(node))
-    node_names, node_kinds = (list(t) for t in zip(*named)) if named else ([], [])
-    cap = Capture(walk=Walk(node_names, node_kinds, nexts, producer), graph=None, nodes=nodes,  # type: ignore[arg-type]
-                  roots=tuple(root_ids), names=names, described=False, leaves_named=names.ready)
-    cap.graph = LazyGraph(lambda: cap.infos, cap.describe, len(nodes))
-    return cap
+    return nodes, nexts, producer, root_ids, named
 
 
 def _name_and_kind(node: Node) -> tuple[str, str]:

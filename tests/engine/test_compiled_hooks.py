@@ -287,3 +287,24 @@ def test_auto_builds_once_in_the_background_and_a_later_load_finds_it(monkeypatc
     assert native.wait(timeout=30)
     assert native.load().module is not None
     monkeypatch.setattr(native, "_loaded", None)  # the next test loads the suite's own afresh
+
+
+@needs_build
+def test_the_compiled_walk_is_the_python_walk():
+    from gradtui.engine import graph
+
+    def roots():
+        model = Mixed()
+        x = torch.randn(6, 16)
+        y = model(x)
+        z = (x * 2).sum()  # a second root, its own graph
+        return [y.grad_fn, None, z.grad_fn, y.grad_fn]  # a root twice, a None
+
+    for case in (roots(), [_build()[1].grad_fn]):
+        compiled = native.load().module.walk(case)
+        nodes, nexts, producer, root_ids, _ = graph._walked(case)
+        assert compiled is not None
+        assert compiled[0] == nodes and all(a is b for a, b in zip(compiled[0], nodes))
+        assert (compiled[1], compiled[2], compiled[3]) == (nexts, producer, root_ids)
+    custom = Twice.apply(torch.rand(3, requires_grad=True)).sum()
+    assert native.load().module.walk([custom.grad_fn.next_functions[0][0]]) is None  # a Python node: the Python walk
