@@ -87,6 +87,11 @@ struct Pass {
   std::vector<std::pair<int64_t, uintptr_t>> hooks;  // node id, hook key
 };
 
+// A 0-d float or double CPU result's value, as `.item()` gives it (read in place: no dispatch).
+double scalar(const at::Tensor& t) {
+  return t.scalar_type() == at::kDouble ? *t.const_data_ptr<double>() : static_cast<double>(*t.const_data_ptr<float>());
+}
+
 // Statistics of one gradient as `quick_stats` makes them; false: Python must decide.
 bool measure(Pass& p, const at::Tensor& g, GradRec& out) {
   if (!g.defined()) {
@@ -120,8 +125,9 @@ bool measure(Pass& p, const at::Tensor& g, GradRec& out) {
     out.values_n = static_cast<int32_t>(numel);
     return true;
   }
+  at::AutoDispatchBelowADInplaceOrView below_autograd;  // none requires grad: the same kernels, less dispatch
   if (!p.full) {
-    out.norm = at::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
+    out.norm = scalar(at::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt));
     out.kind = Kind::Normed;
     return std::isfinite(out.norm);
   }
@@ -132,10 +138,10 @@ bool measure(Pass& p, const at::Tensor& g, GradRec& out) {
   } else {
     std::tie(lo, hi) = at::aminmax(g);
   }
-  out.lo = lo.item<double>();
-  out.hi = hi.item<double>();
-  const double total = at::sum(g).item<double>();
-  out.norm = at::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
+  out.lo = scalar(lo);
+  out.hi = scalar(hi);
+  const double total = scalar(at::sum(g));
+  out.norm = scalar(at::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt));
   out.mean = total / static_cast<double>(numel);
   out.kind = Kind::Full;
   return std::isfinite(out.lo) && std::isfinite(out.hi) && std::isfinite(total) && std::isfinite(out.norm);
