@@ -110,6 +110,7 @@ class PlannedPass:
         self._quit = owner.run_quit
         self._put_prehook: Callable[[int], None] | None = None
         self._compiled: CompiledHooks | None = None
+        self._compiled_ids: set[int] = set()
         """The pass's compiled posthooks, where built (gradtui.engine.compiled): its plain POST nodes'."""
 
     # ---- hooks ---------------------------------------------------------------------------
@@ -163,6 +164,9 @@ class PlannedPass:
         for i in range(len(hooks)):
             if hooks[i] == BOTH and not completed[i]:
                 put(i)
+        # the rest's plain posthooks compiled, where built: the every-node ones pass them by
+        self._compiled_ids = self._compile(self._state.capture.nodes,
+                                           [i for i in range(len(hooks)) if hooks[i] == POST and not completed[i]])
 
     def prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Node `node`'s prehook, called by a hook already on it (`delegated`): the plan's, if any."""
@@ -208,7 +212,9 @@ class PlannedPass:
     def posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Node `node`'s posthook, called by an every-node hook already on the node (`delegated`:
         `register` puts `_posthook` itself on the nodes otherwise): the plan's, if the plan hooks it."""
-        return None if self._plan.hooks[node] == NONE else self._posthook(node, grad_inputs, grad_outputs)
+        if self._plan.hooks[node] == NONE or node in self._compiled_ids:
+            return None
+        return self._posthook(node, grad_inputs, grad_outputs)
 
     def _posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """The posthook itself, on the nodes the plan hooks only."""

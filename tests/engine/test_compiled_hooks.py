@@ -308,3 +308,52 @@ def test_the_compiled_walk_is_the_python_walk():
         assert (compiled[1], compiled[2], compiled[3]) == (nexts, producer, root_ids)
     custom = Twice.apply(torch.rand(3, requires_grad=True)).sum()
     assert native.load().module.walk([custom.grad_fn.next_functions[0][0]]) is None  # a Python node: the Python walk
+
+
+@needs_build
+@pytest.mark.parametrize("nan", [False, True])
+def test_a_pass_handed_over_at_a_pause_runs_its_rest_on_compiled_hooks(monkeypatch, hooked, nan):
+    """`gradtui script.py`'s first pass: paused at its first node, then `continue` (`break nan`):
+    the plain nodes that had not run get compiled posthooks; a NaN made later still stops right
+    after its culprit; the statistics and gradients are those of the Python hooks."""
+    def build():
+        torch.manual_seed(0)
+        x = torch.rand(100)
+        x[3] = 0.0
+        x.requires_grad_()
+        y = x
+        for i in range(60):
+            y = y * (1.0 + i / 100)
+            if nan and i == 30:
+                y = y.sqrt() * (y != 0)  # a NaN made here in backward: where y is 0
+        return [x], (y * (torch.arange(100) % 7 != 0)).sum()
+
+    def paused_then_continued():
+        events: list[ev.Event] = []
+        session = Session(events.append, provenance=False)  # starts stepping: pauses at the first node
+        session.add_listener(lambda e: session.submit("continue") if isinstance(e, ev.Paused) else None)
+        session.submit("break nan")
+        with session:
+            leaves, loss = build()
+            loss.backward()
+        return events, leaves
+
+    events, leaves = paused_then_continued()
+    assert hooked and hooked[0] >= 50
+    pauses = of(events, ev.Paused)
+    graph = of(events, ev.PassStarted)[0].graph
+    if nan:
+        assert len(pauses) == 2 and graph.nodes[pauses[1].node]["info"].name == "SqrtBackward0"
+        assert pauses[1].phase == "after"
+    else:
+        assert len(pauses) == 1
+    hooked.clear()
+    python_only(monkeypatch)
+    python_events, python_leaves = paused_then_continued()
+    assert not hooked
+    ours, theirs = _all_stats(events), _all_stats(python_events)
+    assert ours.keys() == theirs.keys()
+    for node, (outputs, inputs) in theirs.items():
+        for a, b in zip(ours[node][0] + ours[node][1], outputs + inputs, strict=True):
+            assert _same_stats(a, b), node
+    assert same(leaves[0].grad, python_leaves[0].grad)
