@@ -263,17 +263,9 @@ class PlannedPass:
             state.nan_seen = True
             if self._nan is not None and self._owner.watching():
                 result = self._stop_after(node, grad_inputs, grad_outputs, late_before)
-        now = time.monotonic()
-        if now - state.last_progress >= PROGRESS_INTERVAL:
-            state.last_progress = now
-            self._progress()
+        if time.monotonic() - state.last_progress >= PROGRESS_INTERVAL:
+            self._tick()
         return result
-
-    def _progress(self) -> None:
-        state = self._state
-        if len(self._ran) >= READ_EVERY:  # a long pass: the rows that ran go out with its progress
-            self.flush()
-        self._owner.emit(ev.Progress(state.index, self._emitted + len(self._ran), len(state.capture.nodes)))
 
     def _compiled_fallback(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """A compiled posthook's call where it does not decide: the Python posthook, in order after
@@ -282,10 +274,13 @@ class PlannedPass:
         return self._posthook(node, grad_inputs, grad_outputs)
 
     def _tick(self) -> None:
-        """The compiled posthooks' progress tick, every PROGRESS_INTERVAL of a long pass."""
+        """A long pass's progress, every PROGRESS_INTERVAL (the compiled posthooks call it too)."""
         self._drain()
-        self._state.last_progress = time.monotonic()
-        self._progress()
+        state = self._state
+        state.last_progress = time.monotonic()
+        if len(self._ran) >= READ_EVERY:  # the rows that ran go out with its progress
+            self.flush()
+        self._owner.emit(ev.Progress(state.index, self._emitted + len(self._ran), len(state.capture.nodes)))
 
     def _drain(self) -> None:
         if self._compiled is not None:
@@ -336,7 +331,6 @@ class PlannedPass:
             if plan.hooks[i] == NONE:
                 if not self._delegated:
                     self._handles.append(node.register_hook(_bound(post, i)))
-                plan.hooks[i] = BOTH
                 for fed in plan.derived.values():
                     if i in fed:
                         fed.remove(i)
