@@ -40,6 +40,8 @@ from typing import NamedTuple
 import torch
 
 SOURCE = Path(__file__).with_name("posthooks.cpp")
+SOURCES = (SOURCE, *(SOURCE.with_name(part) for part in ("records.h", "hook.h", "walk.h")))
+"""The translation unit and the parts it includes (the library's name hashes them all)."""
 MODULE = "gradtui_posthooks"
 BUILD_TIMEOUT = 300.0
 """Seconds a build may take before it is given up (a cold compile is ~10-20 s on 2 cores)."""
@@ -74,7 +76,8 @@ def cache_dir() -> Path:
 def library_path() -> Path:
     """The built library for this source, torch and Python."""
     key = hashlib.sha256()
-    key.update(SOURCE.read_bytes())
+    for part in SOURCES:
+        key.update(part.read_bytes())
     key.update(f"{torch.__version__}|{sys.version}|{sys.platform}".encode())
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     return cache_dir() / f"{MODULE}-{key.hexdigest()[:16]}{suffix}"
