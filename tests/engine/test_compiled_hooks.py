@@ -357,3 +357,17 @@ def test_a_pass_handed_over_at_a_pause_runs_its_rest_on_compiled_hooks(monkeypat
         for a, b in zip(ours[node][0] + ours[node][1], outputs + inputs, strict=True):
             assert _same_stats(a, b), node
     assert same(leaves[0].grad, python_leaves[0].grad)
+
+
+def test_a_missing_source_or_cache_folder_is_a_reason_not_an_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "SOURCES", (tmp_path / "gone.cpp",))
+    monkeypatch.setattr(native, "_loaded", None)
+    gone = native.load()
+    assert gone.module is None and "FileNotFoundError" in gone.reason
+    monkeypatch.undo()
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("GRADTUI_CACHE", str(blocked))  # a file where the folder would be
+    built = native.build(timeout=30)
+    assert built.module is None and "no cache folder" in built.reason
+    monkeypatch.setattr(native, "_loaded", None)  # the next test loads the suite's own afresh

@@ -10,8 +10,9 @@ do not build them, or with `GRADTUI_NATIVE=off`, the Python hooks run, giving th
 `GRADTUI_NATIVE` says what to do:
 
 - `auto` (the default): use them when built; when not, build them once in the background (a
-  compiler child process, a few seconds: this run uses the Python hooks, later runs the compiled
-  ones). A build that failed is not retried until torch or the source changes (`build()` is).
+  detached compiler child at low priority, ~15 s on 2 cores, which finishes even if this run ends
+  first: this run uses the Python hooks, later runs the compiled ones). A build that failed is
+  not retried until torch or the source changes (`build()` is).
 - `use`: use them when built, never build (what the test suite's workers get once it built them).
 - `off`: the Python hooks only.
 
@@ -23,7 +24,6 @@ named by a hash of the source, torch's version and Python's, so an upgrade build
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -105,8 +105,11 @@ def compile_command(output: Path) -> list[str] | None:
 
 def build(timeout: float = BUILD_TIMEOUT) -> Native:
     """Build the library now (in this thread, a compiler child process) and load it."""
-    target = library_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target = library_path()
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return Native(None, f"no cache folder to build into: {type(exc).__name__}: {exc}")
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     command = compile_command(temporary)
     if command is None:
@@ -127,27 +130,37 @@ def build(timeout: float = BUILD_TIMEOUT) -> Native:
 
 def load() -> Native:
     """The compiled posthooks for this process (loaded once), as `GRADTUI_NATIVE` says; in `auto`
-    with none built, a background build starts (once) and this answers None until a later call
-    finds it done."""
-    global _loaded
+    with none built, a background build starts (once) and this answers None until a call after
+    it ended finds the library. Never raises: whatever goes wrong is the reason."""
+    global _loaded, _building
     loaded = _loaded
-    if loaded is not None and (loaded.module is not None or _building is None or _building.poll() is None):
+    if loaded is not None and (_building is None or _building.poll() is None):
         return loaded
     with _lock:
-        how = mode()
-        target = library_path()
-        if how == "off":
-            _loaded = Native(None, "GRADTUI_NATIVE=off")
-        elif target.exists():
-            _loaded = _import(target)
-        elif (failed := target.with_suffix(".failed")).exists():
-            _loaded = Native(None, failed.read_text(errors="replace").strip() or "the build failed")
-        elif how == "auto" and not _started:
-            _start_background_build()
-            _loaded = Native(None, "being built (this run uses the Python hooks)")
-        else:
-            _loaded = Native(None, "not built (python -m gradtui.engine.native builds it)")
+        if _building is not None and _building.poll() is not None:
+            _building = None  # the background build ended: look once more
+        elif _loaded is not None:
+            return _loaded
+        try:
+            _loaded = _found()
+        except OSError as exc:  # a source file missing, a cache folder we may not read
+            _loaded = Native(None, f"{type(exc).__name__}: {exc}")
         return _loaded
+
+
+def _found() -> Native:
+    how = mode()
+    if how == "off":
+        return Native(None, "GRADTUI_NATIVE=off")
+    target = library_path()
+    if target.exists():
+        return _import(target)
+    if (failed := target.with_suffix(".failed")).exists():
+        return Native(None, failed.read_text(errors="replace").strip() or "the build failed")
+    if how == "auto" and not _started:
+        _start_background_build()
+        return Native(None, "being built (this run uses the Python hooks)")
+    return Native(None, "not built (python -m gradtui.engine.native builds it)")
 
 
 def _import(target: Path) -> Native:
@@ -187,8 +200,9 @@ def wait(timeout: float) -> bool:
 
 
 def _start_background_build() -> None:
-    """A detached build at low priority; killed if this process ends first (leaving its
-    temporary file, nothing else)."""
+    """A detached build at low priority. It outlives this process if it must (a short run still
+    leaves the library built for the next one), and ends by itself: the compiler has
+    BUILD_TIMEOUT."""
     global _building, _started
     _started = True
     try:
@@ -197,10 +211,3 @@ def _start_background_build() -> None:
                                      preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None)
     except OSError:
         return
-    atexit.register(_stop_background_build)
-
-
-def _stop_background_build() -> None:
-    if _building is not None and _building.poll() is None:
-        _building.kill()
-        _building.wait(timeout=5)
