@@ -47,6 +47,10 @@ examples:
 Passes that nothing can stop in (running on, no breakpoint that could match them) run
 unhooked at plain speed, with only their loss and gradient flow recorded; with --report
 or --record-all every pass is recorded node by node.
+
+The hooks of a pass in `continue` are compiled C++ where gradtui could build them (once, in
+the background, into ~/.cache/gradtui; `python -m gradtui.engine.native` builds them now);
+GRADTUI_NATIVE=off keeps the Python hooks, which give the same numbers, slower.
 """
 
 
