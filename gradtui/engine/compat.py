@@ -10,6 +10,7 @@ everything else here has a fallback.
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,15 @@ _compiler = getattr(torch, "compiler", None)
 is_compiling: Callable[[], bool] = getattr(_compiler, "is_compiling", None) or getattr(
     getattr(torch, "_dynamo", None), "is_compiling", lambda: False)
 """Is torch.compile tracing this call? Fallback: never (compiled code would be stepped eagerly)."""
+
+def compiled_autograd_on() -> bool:
+    """Is torch's compiled autograd on (`torch._dynamo.compiled_autograd.enable`)? It traces the
+    hooks of a backward, and gradtui's compiled posthooks have no `compiled_args` to be traced
+    by: they stay off then. Read without importing dynamo (seconds): never imported, never on.
+    Fallback: off."""
+    module = sys.modules.get("torch._dynamo.compiled_autograd")
+    return bool(getattr(module, "compiled_autograd_enabled", False)) if module is not None else False
+
 
 _functorch = getattr(_C, "_functorch", None)
 functorch_level: Callable[[], int | None] = getattr(_functorch, "maybe_current_level", lambda: None)
@@ -80,8 +90,8 @@ sequence_nr: Callable[[Any], int] = operator.methodcaller("_sequence_nr")
 """An autograd node's sequence number (its creation order on its thread; `seq` in a captured graph)."""
 
 
-SYMBOLS = ("current_graph_task_id", "is_compiling", "functorch_level", "is_legacy_batched", "get_sequence_nr",
-           "push_mode", "pop_mode", "get_function_mode_stack", "get_function_mode_stack_len",
+SYMBOLS = ("current_graph_task_id", "compiled_autograd_on", "is_compiling", "functorch_level", "is_legacy_batched",
+           "get_sequence_nr", "push_mode", "pop_mode", "get_function_mode_stack", "get_function_mode_stack_len",
            "get_function_mode_stack_at", "GradientEdge", "get_gradient_edge", "is_zerotensor", "set_grad_enabled",
            "sequence_nr")
 """What this module exposes (a test checks each is present and callable on this torch)."""

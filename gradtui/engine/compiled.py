@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from gradtui.engine import native
+from gradtui.engine.compat import compiled_autograd_on
 from gradtui.engine.nowstats import BULK, Listed, Normed
 from gradtui.engine.summary import CHUNK, ONE_PASS
 from gradtui.model.stats import VALUES_LIMIT, Stats
@@ -38,8 +39,9 @@ class CompiledHooks:
 
     @staticmethod
     def available() -> Any:
-        """The compiled module if this process can use it (gradtui.engine.native.load), else None."""
-        return native.load().module
+        """The compiled module if this process can use it now (gradtui.engine.native.load; not
+        under torch's compiled autograd), else None."""
+        return None if compiled_autograd_on() else native.load().module
 
     def register(self, nodes: list[Any], ids: list[int]) -> list[int]:
         """Hook nodes `ids`; the ids it could not (not C++ nodes), for Python hooks."""

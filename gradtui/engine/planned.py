@@ -142,7 +142,7 @@ class PlannedPass:
         if self._state.prints is not None or not ids or (module := CompiledHooks.available()) is None:
             return set()
         self._compiled = CompiledHooks(module, self._completed, self._quit.flag, self._producer, self._full,
-                                       PROGRESS_INTERVAL, self._compiled_fallback, self._tick)
+                                       PROGRESS_INTERVAL, self._posthook, self._tick)
         return set(ids).difference(self._compiled.register(nodes, ids))
 
     def close(self) -> None:
@@ -221,6 +221,8 @@ class PlannedPass:
         # Once per hooked node: kept lean (no generator, no call that an inline test can spare).
         if self._quit.asked:
             raise GradtuiQuit()
+        if self._compiled is not None:
+            self._drain()  # the compiled hooks' nodes that ran before this one go first
         state = self._state
         task = current_graph_task_id()  # `_own_call`, inline
         if state.task is None:
@@ -266,12 +268,6 @@ class PlannedPass:
         if time.monotonic() - state.last_progress >= PROGRESS_INTERVAL:
             self._tick()
         return result
-
-    def _compiled_fallback(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """A compiled posthook's call where it does not decide: the Python posthook, in order after
-        the nodes the compiled hooks kept."""
-        self._drain()
-        return self._posthook(node, grad_inputs, grad_outputs)
 
     def _tick(self) -> None:
         """A long pass's progress, every PROGRESS_INTERVAL (the compiled posthooks call it too)."""

@@ -65,7 +65,8 @@ class Mixed(nn.Module):
         h = torch.tanh(self.a(x)) + self.norm(x)
         h = Twice.apply(h) * h
         y = self.b(h).t()[1:3]  # a non-contiguous small gradient
-        return (y.double() * self.scale[1:3]).sum() + (h.double() ** 2).mean()
+        first, _ = h.split(8, dim=1)  # one producer, two outputs, one of them used: what arrives is measured
+        return (y.double() * self.scale[1:3]).sum() + (h.double() ** 2).mean() + torch.tanh(first).sum()
 
 
 class Twice(torch.autograd.Function):
@@ -84,6 +85,10 @@ def _build():
     return list(model.parameters()), model(x)
 
 
+def _run_order(events):
+    return [(e.node, e.order) for e in of(events, ev.NodeRan)]
+
+
 def _all_stats(events):
     return {e.node: (e.grad_outputs, e.grad_inputs) for e in of(events, ev.NodeRan)}
 
@@ -98,6 +103,7 @@ def test_compiled_and_python_hooks_give_the_same_events(monkeypatch, hooked, ful
     python_events, python_leaves = run(_build, watch=watch, full=full)
     ours, theirs = _all_stats(compiled_events), _all_stats(python_events)
     assert ours.keys() == theirs.keys() and len(ours) == of(compiled_events, ev.PassStarted)[0].graph.number_of_nodes()
+    assert _run_order(compiled_events) == _run_order(python_events)  # the Python-hooked nodes in their place
     for node, (outputs, inputs) in theirs.items():
         got_outputs, got_inputs = ours[node]
         for a, b in zip(got_outputs + got_inputs, outputs + inputs, strict=True):
@@ -235,9 +241,12 @@ def test_a_long_pass_reports_progress_from_the_compiled_hooks(monkeypatch):
 
 def test_a_failed_build_keeps_its_reason_and_the_python_hooks_run(monkeypatch, tmp_path):
     monkeypatch.setenv("GRADTUI_CACHE", str(tmp_path))
-    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    refusing = tmp_path / "cxx"
+    refusing.write_text("#!/bin/sh\necho 'posthooks.cpp:1:1: error: this compiler refuses' >&2\nexit 1\n")
+    refusing.chmod(0o755)
+    monkeypatch.setenv("CXX", str(refusing))
     built = native.build(timeout=30)
-    assert built.module is None and "compiler" in built.reason
+    assert built.module is None and "this compiler refuses" in built.reason
     assert native.library_path().with_suffix(".failed").read_text().strip() == built.reason
     assert not list(tmp_path.rglob("*.tmp"))
 
@@ -352,7 +361,7 @@ def test_a_pass_handed_over_at_a_pause_runs_its_rest_on_compiled_hooks(monkeypat
     python_events, python_leaves = paused_then_continued()
     assert not hooked
     ours, theirs = _all_stats(events), _all_stats(python_events)
-    assert ours.keys() == theirs.keys()
+    assert ours.keys() == theirs.keys() and _run_order(events) == _run_order(python_events)
     for node, (outputs, inputs) in theirs.items():
         for a, b in zip(ours[node][0] + ours[node][1], outputs + inputs, strict=True):
             assert _same_stats(a, b), node
@@ -371,3 +380,24 @@ def test_a_missing_source_or_cache_folder_is_a_reason_not_an_error(monkeypatch, 
     built = native.build(timeout=30)
     assert built.module is None and "no cache folder" in built.reason
     monkeypatch.setattr(native, "_loaded", None)  # the next test loads the suite's own afresh
+
+
+def test_under_torchs_compiled_autograd_the_python_hooks_run(monkeypatch, hooked):
+    """Compiled autograd traces a backward's hooks; the compiled posthooks cannot be traced."""
+    from gradtui.engine import compiled
+
+    monkeypatch.setattr(compiled, "compiled_autograd_on", lambda: True)
+    events, leaves = run(_build)
+    assert not hooked
+    assert same(leaves[0].grad, plain(_build)[0].grad)
+
+
+def test_a_compiler_killed_or_timed_out_is_tried_again_next_time(monkeypatch, tmp_path):
+    monkeypatch.setenv("GRADTUI_CACHE", str(tmp_path))
+    monkeypatch.setattr(native, "compile_command", lambda out: ["sh", "-c", "kill -9 $$"])
+    killed = native.build(timeout=30)
+    assert killed.module is None and "-9" in killed.reason
+    monkeypatch.setattr(native, "compile_command", lambda out: ["sleep", "5"])
+    late = native.build(timeout=0.5)
+    assert late.module is None and "did not finish" in late.reason
+    assert not native.library_path().with_suffix(".failed").exists() and not list(tmp_path.rglob("*.tmp"))

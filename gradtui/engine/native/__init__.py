@@ -116,13 +116,15 @@ def build(timeout: float = BUILD_TIMEOUT) -> Native:
         return _failed(target, "no C++ compiler (set CXX) or not Linux or macOS")
     try:
         done = subprocess.run(command, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except (OSError, subprocess.TimeoutExpired) as exc:  # a busy machine, a missing compiler: try again next time
         temporary.unlink(missing_ok=True)
-        return _failed(target, f"the compiler did not finish ({type(exc).__name__})")
+        return Native(None, f"the compiler did not finish ({type(exc).__name__})")
     if done.returncode != 0:
         temporary.unlink(missing_ok=True)
         lines = [line for line in done.stderr.decode(errors="replace").splitlines() if "error" in line]
-        return _failed(target, f"the build failed: {(lines or ['exit status %d' % done.returncode])[0][:200]}")
+        if done.returncode < 0 or not lines:  # killed (out of memory, say), not refused: try again next time
+            return Native(None, f"the compiler ended with status {done.returncode}")
+        return _failed(target, f"the build failed: {lines[0][:200]}")
     os.replace(temporary, target)
     target.with_suffix(".failed").unlink(missing_ok=True)
     return _import(target)
@@ -184,8 +186,8 @@ def _failed(target: Path, reason: str) -> Native:
 
 
 def background_command() -> list[str]:
-    """What a background build runs: this package's builder, in a child process."""
-    return [sys.executable, "-m", "gradtui.engine.native", "--quiet"]
+    """What a background build runs: this package's builder, in a child process at low priority."""
+    return [sys.executable, "-m", "gradtui.engine.native", "--quiet", "--nice"]
 
 
 def wait(timeout: float) -> bool:
@@ -205,9 +207,10 @@ def _start_background_build() -> None:
     BUILD_TIMEOUT."""
     global _building, _started
     _started = True
-    try:
+    if not sys.executable:
+        return
+    try:  # no preexec_fn: this process may have threads (the child lowers its own priority)
         _building = subprocess.Popen(background_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True,
-                                     preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None)
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         return

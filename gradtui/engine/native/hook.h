@@ -96,7 +96,7 @@ struct NativeHook : FunctionPostHook {
       if (!(ok = measure(p, g, p.grads.back()))) break;
     }
     int32_t arrived_at = static_cast<int32_t>(p.grads.size()), arrived_n = -1;
-    if (ok && p.measure_arrived[node]) {  // `_arrived`: a tensor seen already is not measured again
+    if (ok && (p.measure_arrived[node] || inputs.size() != 1)) {  // `_arrived`: a tensor seen already is not measured again
       arrived_n = static_cast<int32_t>(inputs.size());
       for (size_t i = 0; ok && i < inputs.size(); ++i) {
         const auto& g = inputs[i];

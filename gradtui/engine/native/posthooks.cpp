@@ -189,7 +189,15 @@ PyObject* pass_take(PyObject* self, PyObject*) {
   return Py_BuildValue("(NNN)", nodes, sent, arrived);
 }
 
-// hook(nodes, ids) -> the ids not hooked (not C++ nodes: Python hooks those).
+// Does every gradient that arrives at `node` live on the CPU (so the engine runs it on the
+// thread that called it, where every other compiled hook of the pass runs)?
+bool on_cpu(const torch::autograd::Node& node) {
+  for (uint32_t i = 0; i < node.num_inputs(); ++i)
+    if (!node.input_metadata(i).device().is_cpu()) return false;
+  return true;
+}
+
+// hook(nodes, ids) -> the ids not hooked (not C++ nodes, or not CPU ones: Python hooks those).
 PyObject* pass_hook(PyObject* self, PyObject* args) {
   auto* obj = reinterpret_cast<PassObject*>(self);
   PyObject *nodes, *ids;
@@ -205,7 +213,9 @@ PyObject* pass_hook(PyObject* self, PyObject* args) {
       break;
     }
     PyObject* node = PyList_GET_ITEM(nodes, id);
-    if (!torch::autograd::THPCppFunction_Check(node)) {
+    // Not a C++ node, or one that runs on a device's thread (a CPU-rooted pass can hold some):
+    // the Python hook, which the GIL keeps in step with the calling thread's.
+    if (!torch::autograd::THPCppFunction_Check(node) || !on_cpu(*reinterpret_cast<torch::autograd::THPCppFunction*>(node)->cdata)) {
       if (PyList_Append(left, id_obj) != 0) Py_CLEAR(left);
       continue;
     }
