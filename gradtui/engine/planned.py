@@ -21,6 +21,7 @@ accelerator pass keeps the deferred, batched reads of the every-node hooks (grad
 one sync per CHECK_EVERY nodes). If the user steps (or adds a breakpoint by place) at a pause,
 the rest of the pass is *upgraded*: every node that has not run gets a prehook and a posthook.
 """
+
 from __future__ import annotations
 
 import functools
@@ -110,8 +111,9 @@ class PlannedPass:
         self._quit = owner.run_quit
         self._put_prehook: Callable[[int], None] | None = None
         self._compiled: CompiledHooks | None = None
-        self._compiled_ids: set[int] = set()
         """The pass's compiled posthooks, where built (gradtui.engine.compiled): its plain POST nodes'."""
+        self._compiled_ids: set[int] = set()
+        """`delegated`: the nodes whose compiled posthook runs (the every-node posthooks pass them by)."""
 
     # ---- hooks ---------------------------------------------------------------------------
 
