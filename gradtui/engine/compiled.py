@@ -44,7 +44,8 @@ class CompiledHooks:
         return None if compiled_autograd_on() else native.load().module
 
     def register(self, nodes: list[Any], ids: list[int]) -> list[int]:
-        """Hook nodes `ids`; the ids it could not (not C++ nodes), for Python hooks."""
+        """Hook nodes `ids`; the ids it could not (not C++ nodes, or nodes run on a device's thread),
+        for Python hooks."""
         return self._pass.hook(nodes, ids)
 
     def drain(self, ran: list[int], sent: dict[int, Any], arrived: dict[int, Any]) -> None:
