@@ -49,6 +49,23 @@ def count_calls(monkeypatch, owner: Any, name: str) -> list[int]:
     return calls
 
 
+def compiled_hooked(monkeypatch) -> list[int]:
+    """For the rest of the test, per planned pass that put compiled posthooks on its nodes
+    (gradtui.engine.compiled), how many nodes they hooked (each is called once per pass)."""
+    from gradtui.engine.compiled import CompiledHooks
+
+    counts: list[int] = []
+    register = CompiledHooks.register
+
+    def counted(self: Any, nodes: list[Any], ids: list[int]) -> list[int]:
+        left = register(self, nodes, ids)
+        counts.append(self.hooked())
+        return left
+
+    monkeypatch.setattr(CompiledHooks, "register", counted)
+    return counts
+
+
 def count_reads(monkeypatch, owner: type, name: str) -> list[int]:
     """Count the reads of property `owner.name` (torch.Tensor.is_meta) for the rest of the test,
     as `count_calls` counts a method's calls: each read still gets the real value."""

@@ -18,6 +18,7 @@ from gradtui.engine.session import Session
 from gradtui.model import events as ev
 from tests.engine.test_hook_plan import KINDS, of, plain, run, same
 from tests.engine.test_pass_through import _same_stats
+from tests.helpers import compiled_hooked
 
 BUILT = native.load().module is not None
 needs_build = pytest.mark.skipif(not BUILT and shutil.which("c++") is None and shutil.which("g++") is None,
@@ -33,16 +34,7 @@ def test_the_compiled_hooks_are_built_where_a_compiler_is():
 @pytest.fixture
 def hooked(monkeypatch) -> list[int]:
     """Per planned pass that had compiled hooks, how many nodes they hooked."""
-    counts: list[int] = []
-    register = CompiledHooks.register
-
-    def counted(self, nodes, ids):
-        left = register(self, nodes, ids)
-        counts.append(self.hooked())
-        return left
-
-    monkeypatch.setattr(CompiledHooks, "register", counted)
-    return counts
+    return compiled_hooked(monkeypatch)
 
 
 def python_only(monkeypatch):
