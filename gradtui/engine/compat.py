@@ -28,6 +28,7 @@ is_compiling: Callable[[], bool] = getattr(_compiler, "is_compiling", None) or g
     getattr(torch, "_dynamo", None), "is_compiling", lambda: False)
 """Is torch.compile tracing this call? Fallback: never (compiled code would be stepped eagerly)."""
 
+
 def compiled_autograd_on() -> bool:
     """Is torch's compiled autograd on (`torch._dynamo.compiled_autograd.enable`)? It traces the
     hooks of a backward, and gradtui's compiled posthooks have no `compiled_args` to be traced

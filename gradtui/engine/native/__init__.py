@@ -48,8 +48,7 @@ BUILD_TIMEOUT = 300.0
 
 
 class Native(NamedTuple):
-    """The compiled posthooks' module, or None and why not (shown by `gradtui --version`-like
-    reports and the bench)."""
+    """The compiled posthooks' module, or None and why not (the bench's header shows it)."""
 
     module: ModuleType | None
     reason: str
@@ -126,7 +125,7 @@ def build(timeout: float = BUILD_TIMEOUT) -> Native:
             return Native(None, f"the compiler ended with status {done.returncode}")
         return _failed(target, f"the build failed: {lines[0][:200]}")
     os.replace(temporary, target)
-    target.with_suffix(".failed").unlink(missing_ok=True)
+    _marker(target).unlink(missing_ok=True)
     return _import(target)
 
 
@@ -157,7 +156,7 @@ def _found() -> Native:
     target = library_path()
     if target.exists():
         return _import(target)
-    if (failed := target.with_suffix(".failed")).exists():
+    if (failed := _marker(target)).exists():
         return Native(None, failed.read_text(errors="replace").strip() or "the build failed")
     if how == "auto" and not _started:
         _start_background_build()
@@ -177,9 +176,14 @@ def _import(target: Path) -> Native:
     return Native(module, "")
 
 
+def _marker(target: Path) -> Path:
+    """Where a refused build of `target` leaves its reason (so no run tries it again)."""
+    return target.with_suffix(".failed")
+
+
 def _failed(target: Path, reason: str) -> Native:
     try:
-        target.with_suffix(".failed").write_text(reason + "\n")
+        _marker(target).write_text(reason + "\n")
     except OSError:
         pass
     return Native(None, reason)
