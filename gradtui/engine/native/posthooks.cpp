@@ -42,6 +42,11 @@ using torch::autograd::variable_list;
 
 namespace {
 
+// The C++ node behind a Python node object that THPCppFunction_Check accepted.
+const c10::intrusive_ptr<torch::autograd::Node>& cdata_of(PyObject* node) {
+  return reinterpret_cast<torch::autograd::THPCppFunction*>(node)->cdata;
+}
+
 #include "records.h"
 #include "hook.h"
 #include "walk.h"
@@ -82,8 +87,10 @@ PyObject* new_tuple_of(PyObject* type, Py_ssize_t n) {
   return cls->tp_alloc(cls, n);
 }
 
-// One gradient's shape: the last one made again if the same (most gradients share a few shapes).
-PyObject* shape_of(Pass& p, const GradRec& g, std::vector<std::pair<std::vector<int64_t>, PyObject*>>& shapes) {
+using Shapes = std::vector<std::pair<std::vector<int64_t>, PyObject*>>;
+
+// One gradient's shape: one made already if the same (most gradients share a few shapes).
+PyObject* shape_of(Pass& p, const GradRec& g, Shapes& shapes) {
   const int64_t* dims = p.dims.data() + g.dims_at;
   for (auto& [known, tuple] : shapes) {
     if (static_cast<int32_t>(known.size()) == g.dims_n && std::equal(known.begin(), known.end(), dims)) {
@@ -99,8 +106,6 @@ PyObject* shape_of(Pass& p, const GradRec& g, std::vector<std::pair<std::vector<
   }
   return shape;
 }
-
-using Shapes = std::vector<std::pair<std::vector<int64_t>, PyObject*>>;
 
 // One gradient's statistics as Python's hooks make them (None, Normed, Listed or Stats).
 PyObject* stats_of(PassObject* obj, Pass& p, const GradRec& g, Shapes& shapes) {
@@ -215,12 +220,11 @@ PyObject* pass_hook(PyObject* self, PyObject* args) {
     PyObject* node = PyList_GET_ITEM(nodes, id);
     // Not a C++ node, or one that runs on a device's thread (a CPU-rooted pass can hold some):
     // the Python hook, which the GIL keeps in step with the calling thread's.
-    if (!torch::autograd::THPCppFunction_Check(node) || !on_cpu(*reinterpret_cast<torch::autograd::THPCppFunction*>(node)->cdata)) {
+    if (!torch::autograd::THPCppFunction_Check(node) || !on_cpu(*cdata_of(node))) {
       if (PyList_Append(left, id_obj) != 0) Py_CLEAR(left);
       continue;
     }
-    auto& cdata = reinterpret_cast<torch::autograd::THPCppFunction*>(node)->cdata;
-    const uintptr_t key = cdata->add_post_hook(std::make_unique<NativeHook>(*obj->pass, id));
+    const uintptr_t key = cdata_of(node)->add_post_hook(std::make_unique<NativeHook>(*obj->pass, id));
     p.hooks.emplace_back(id, key);
   }
   return left;
@@ -238,7 +242,7 @@ PyObject* pass_close(PyObject* self, PyObject* args) {
     if (id < PyList_GET_SIZE(nodes)) {
       PyObject* node = PyList_GET_ITEM(nodes, id);
       if (torch::autograd::THPCppFunction_Check(node))
-        reinterpret_cast<torch::autograd::THPCppFunction*>(node)->cdata->del_post_hook(key);
+        cdata_of(node)->del_post_hook(key);
     }
   }
   p.hooks.clear();
@@ -256,7 +260,7 @@ PyObject* pass_hooked(PyObject* self, PyObject*) {
 }
 
 PyMethodDef pass_methods[] = {
-    {"hook", pass_hook, METH_VARARGS, "hook(nodes, ids) -> the ids not hooked (not C++ nodes)"},
+    {"hook", pass_hook, METH_VARARGS, "hook(nodes, ids) -> the ids not hooked (not C++ nodes, or not CPU ones)"},
     {"take", pass_take, METH_NOARGS, "take() -> (nodes, sent, arrived) kept since the last take"},
     {"close", pass_close, METH_VARARGS, "close(nodes): inert from now on, hooks taken off live nodes"},
     {"python_only", pass_python_only, METH_NOARGS, "every hook defers to the Python posthook from now on"},

@@ -19,20 +19,21 @@ PyObject* walk(PyObject*, PyObject* args) {
   PyObject* producer = PyList_New(0);
   PyObject* root_ids = PyList_New(0);
   bool ok = nodes && nexts && producer && root_ids;
+  // A node found for the first time: its id, with its Python object and what sent to it
+  // (borrowed references; null if making them failed) appended.
+  auto add = [&](const c10::intrusive_ptr<torch::autograd::Node>& function, PyObject* obj, PyObject* sender) {
+    const auto id = static_cast<int64_t>(order.size());
+    ids.emplace(function.get(), id);
+    order.push_back(function);
+    ok = ok && obj && sender && PyList_Append(nodes, obj) == 0 && PyList_Append(producer, sender) == 0;
+    return id;
+  };
   for (Py_ssize_t k = 0; ok && k < PyList_GET_SIZE(roots); ++k) {
     PyObject* root = PyList_GET_ITEM(roots, k);
     if (root == Py_None) continue;
-    const auto& cdata = reinterpret_cast<torch::autograd::THPCppFunction*>(root)->cdata;
+    const auto& cdata = cdata_of(root);
     auto found = ids.find(cdata.get());
-    int64_t id;
-    if (found == ids.end()) {
-      id = static_cast<int64_t>(order.size());
-      ids.emplace(cdata.get(), id);
-      order.push_back(cdata);
-      ok = PyList_Append(nodes, root) == 0 && PyList_Append(producer, Py_None) == 0;
-    } else {
-      id = found->second;
-    }
+    const int64_t id = found == ids.end() ? add(cdata, root, Py_None) : found->second;
     PyObject* number = PyLong_FromLongLong(id);
     ok = ok && number && PyList_Append(root_ids, number) == 0;
     Py_XDECREF(number);
@@ -51,14 +52,11 @@ PyObject* walk(PyObject*, PyObject* args) {
       auto found = ids.find(function.get());
       int64_t there;
       if (found == ids.end()) {
-        there = static_cast<int64_t>(order.size());
-        ids.emplace(function.get(), there);
-        order.push_back(function);
         PyObject* obj = torch::autograd::functionToPyObject(function);
-        PyObject* pair = obj ? Py_BuildValue("(nn)", static_cast<Py_ssize_t>(here), static_cast<Py_ssize_t>(slot)) : nullptr;
-        ok = pair && PyList_Append(nodes, obj) == 0 && PyList_Append(producer, pair) == 0;
+        PyObject* sender = Py_BuildValue("(nn)", static_cast<Py_ssize_t>(here), static_cast<Py_ssize_t>(slot));
+        there = add(function, obj, sender);
         Py_XDECREF(obj);
-        Py_XDECREF(pair);
+        Py_XDECREF(sender);
       } else {
         there = found->second;
         Py_INCREF(Py_None);  // a second sender
