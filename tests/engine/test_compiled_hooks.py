@@ -37,6 +37,14 @@ def hooked(monkeypatch) -> list[int]:
     return compiled_hooked(monkeypatch)
 
 
+def _continuing(events: list[ev.Event]) -> Session:
+    """A session in `continue` with a `nan` watch, its events into `events`."""
+    session = Session(events.append, provenance=False)
+    session.run_on()
+    session.submit("break nan")
+    return session
+
+
 def python_only(monkeypatch):
     monkeypatch.setattr(CompiledHooks, "available", staticmethod(lambda: None))
 
@@ -120,9 +128,7 @@ def test_the_hooks_are_off_a_retained_graph_after_its_pass_and_gone_with_a_freed
     module = native.load().module
     before = module.alive()
     events: list[ev.Event] = []
-    session = Session(events.append, provenance=False)
-    session.run_on()
-    session.submit("break nan")
+    session = _continuing(events)
     with session:
         leaves, loss = _build()
         loss.backward(retain_graph=True)
@@ -179,9 +185,7 @@ def test_an_overflowing_norm_of_finite_values_is_not_a_nan():
 @needs_build
 def test_a_quit_during_a_compiled_pass_raises_at_the_next_hook():
     events: list[ev.Event] = []
-    session = Session(events.append, provenance=False)
-    session.run_on()
-    session.submit("break nan")
+    session = _continuing(events)
     with session, pytest.raises(GradtuiQuit):
         x = torch.rand(200, requires_grad=True)
         y = x
