@@ -33,8 +33,7 @@ class CompiledHooks:
                  tick: Callable[[], None]) -> None:
         """`completed`: the pass's record, 1 per node once it ran (the hooks write it); `quit_flag`:
         RunQuit's byte; `producer`: the plan's, per node (None: what arrives is measured)."""
-        measure_arrived = bytes(1 if one is None else 0 for one in producer)
-        self._pass = module.make(completed, quit_flag, measure_arrived, full, (VALUES_LIMIT, CHUNK, ONE_PASS),
+        self._pass = module.make(completed, quit_flag, producer, full, (VALUES_LIMIT, CHUNK, ONE_PASS),
                                  interval, fallback, tick, _KINDS)
 
     @staticmethod

@@ -269,19 +269,20 @@ PyMethodDef pass_methods[] = {
 
 PyTypeObject PassType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-// make(completed, quit, measure_arrived, full, limits, interval_s, fallback, tick, kinds) -> a pass.
+// make(completed, quit, producer, full, limits, interval_s, fallback, tick, kinds) -> a pass;
+// `producer`: the plan's, per node (None: what arrives there is measured).
 PyObject* make(PyObject*, PyObject* args) {
   PyObject *completed, *quit, *arrived, *fallback, *tick, *kinds;
   int full;
   long long values_limit, chunk, one_pass;
   double interval;
   if (!PyArg_ParseTuple(args, "O!O!O!p(LLL)dOOO", &PyByteArray_Type, &completed, &PyByteArray_Type, &quit,
-                        &PyBytes_Type, &arrived, &full, &values_limit, &chunk, &one_pass, &interval, &fallback,
+                        &PyList_Type, &arrived, &full, &values_limit, &chunk, &one_pass, &interval, &fallback,
                         &tick, &kinds))
     return nullptr;
   PyObject *normed, *listed, *stats, *f32, *f64, *cpu;
   if (!PyArg_ParseTuple(kinds, "OOOOOO", &normed, &listed, &stats, &f32, &f64, &cpu)) return nullptr;
-  if (PyByteArray_GET_SIZE(quit) < 1 || PyBytes_GET_SIZE(arrived) != PyByteArray_GET_SIZE(completed)) {
+  if (PyByteArray_GET_SIZE(quit) < 1 || PyList_GET_SIZE(arrived) != PyByteArray_GET_SIZE(completed)) {
     PyErr_SetString(PyExc_ValueError, "gradtui: make() got buffers of the wrong sizes");
     return nullptr;
   }
@@ -293,8 +294,8 @@ PyObject* make(PyObject*, PyObject* args) {
   pass->quit = PyByteArray_AS_STRING(quit);
   pass->completed = PyByteArray_AS_STRING(completed);
   pass->size = PyByteArray_GET_SIZE(completed);
-  const char* want = PyBytes_AS_STRING(arrived);
-  pass->measure_arrived.assign(want, want + pass->size);
+  pass->measure_arrived.resize(pass->size);
+  for (Py_ssize_t i = 0; i < pass->size; ++i) pass->measure_arrived[i] = PyList_GET_ITEM(arrived, i) == Py_None;
   pass->plain = at::empty({1}, at::kFloat).key_set();
   pass->interval = std::chrono::nanoseconds(static_cast<int64_t>(interval * 1e9));
   pass->last = std::chrono::steady_clock::now();
@@ -317,7 +318,7 @@ PyObject* make(PyObject*, PyObject* args) {
 PyObject* alive(PyObject*, PyObject*) { return PyLong_FromLongLong(hooks_alive.load()); }
 
 PyMethodDef module_methods[] = {
-    {"make", make, METH_VARARGS, "make(completed, quit, measure_arrived, full, limits, interval_s, fallback, tick, kinds)"},
+    {"make", make, METH_VARARGS, "make(completed, quit, producer, full, limits, interval_s, fallback, tick, kinds)"},
     {"walk", walk, METH_VARARGS, "walk(roots) -> (nodes, nexts, producer, root_ids), or None (a root no C++ node)"},
     {"alive", alive, METH_NOARGS, "how many compiled hooks exist, on any node of any pass"},
     {nullptr, nullptr, 0, nullptr}};
