@@ -8,8 +8,9 @@ gradtui.engine.summary computes them from tensors.
 from __future__ import annotations
 
 import math
-from dataclasses import FrozenInstanceError, dataclass
 from typing import Any
+
+import msgspec
 
 VALUES_LIMIT = 64
 """A tensor with at most this many elements has all of them in `Stats.values`."""
@@ -20,12 +21,13 @@ PREVIEW_LENGTH = 8
 HISTOGRAM_BINS = 16
 
 
-@dataclass(slots=True, unsafe_hash=True, init=False)
-class Stats:
+class Stats(msgspec.Struct, frozen=True, gc=False):
     """Statistics of one tensor: numbers and strings only, safe to send across threads.
 
-    Immutable and hashable by value, as a frozen dataclass is; its `__init__` writes the slots
-    directly, which costs a third of a frozen dataclass's (a pass makes one per gradient).
+    Immutable and hashable by value. A msgspec Struct: made in C, a tenth of the time a
+    Python `__init__` takes (a pass makes one per gradient, ~850 for a 12-layer encoder), and
+    untracked by the garbage collector (it holds only numbers, strings and tuples of them, so
+    it can be in no cycle).
     """
 
     shape: tuple[int, ...]
@@ -44,32 +46,6 @@ class Stats:
     unreadable: str | None = None
     """Why the values could not be read (a meta or fake tensor has none); then norm is NaN,
     min, max and mean are None and nonfinite is 0."""
-
-    def __init__(self, shape: tuple[int, ...], dtype: str, device: str, norm: float, min: float | None,
-                 max: float | None, mean: float | None, nonfinite: int, values: tuple[float, ...] | None = None,
-                 preview: tuple[float, ...] = (), histogram: tuple[int, ...] | None = None,
-                 unreadable: str | None = None) -> None:
-        _SET_SHAPE(self, shape)
-        _SET_DTYPE(self, dtype)
-        _SET_DEVICE(self, device)
-        _SET_NORM(self, norm)
-        _SET_MIN(self, min)
-        _SET_MAX(self, max)
-        _SET_MEAN(self, mean)
-        _SET_NONFINITE(self, nonfinite)
-        _SET_VALUES(self, values)
-        _SET_PREVIEW(self, preview)
-        _SET_HISTOGRAM(self, histogram)
-        _SET_UNREADABLE(self, unreadable)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def __reduce__(self) -> Any:
-        return (Stats, tuple(getattr(self, name) for name in Stats.__slots__))
 
     def reshaped(self, shape: tuple[int, ...]) -> "Stats":
         """The same statistics for the same elements seen in another shape (a view's gradient)."""
@@ -99,12 +75,6 @@ class Stats:
         if self.values is not None:
             out["values"] = [json_float(v) for v in self.values]
         return out
-
-
-(_SET_SHAPE, _SET_DTYPE, _SET_DEVICE, _SET_NORM, _SET_MIN, _SET_MAX, _SET_MEAN, _SET_NONFINITE, _SET_VALUES, _SET_PREVIEW,
- _SET_HISTOGRAM, _SET_UNREADABLE) = (Stats.__dict__[name].__set__ for name in (
-    "shape", "dtype", "device", "norm", "min", "max", "mean", "nonfinite", "values", "preview", "histogram",
-    "unreadable"))
 
 
 def json_float(value: float | None) -> float | str | None:

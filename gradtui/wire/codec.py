@@ -1,7 +1,7 @@
 """Events as plain data for the wire, and back: the one place that knows their wire form.
 
-Every event is a frozen dataclass of numbers, strings, tuples, nested dataclasses (`Stats`,
-`ParamFlow`, `BreakpointInfo`...) and, for `PassStarted`, a networkx graph whose nodes carry
+Every event is a frozen dataclass of numbers, strings, tuples, nested dataclasses (`ParamFlow`,
+`BreakpointInfo`...) and Stats (a msgspec Struct) and, for `PassStarted`, a networkx graph whose nodes carry
 their `NodeInfo`. `to_wire` turns one into JSON-able data (a dataclass becomes a dict tagged with
 its class name under `"$"`, a graph becomes networkx's node-link data, tuples become lists), and
 `from_wire` rebuilds it (lists become tuples again, as the frozen events hold them). Floats stay
@@ -47,7 +47,8 @@ def _classes() -> dict[str, type]:
 CLASSES = _classes()
 """Wire tag -> class."""
 
-_FIELDS = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in CLASSES.values()}
+_FIELDS = {cls: cls.__struct_fields__ if cls is Stats else tuple(f.name for f in dataclasses.fields(cls))
+           for cls in CLASSES.values()}
 
 _RENAMED = {ev.PassStarted: ("index", "pass_index"), ev.PassFinished: ("index", "pass_index"),
             ev.PassPrints: ("index", "pass_index")}
