@@ -282,7 +282,7 @@ def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...]
         shape = sent_shape(name, saved, grad_output.shape)
     if grad_output.unreadable is not None:
         return (grad_output.reshaped(shape),)
-    if not math.prod(shape) or not grad_output.numel:  # as summarize has an empty tensor
+    if 0 in shape or 0 in grad_output.shape:  # no elements (sizes are never negative): as summarize has it
         return (Stats(shape, grad_output.dtype, grad_output.device, 0.0, 0.0, 0.0, 0.0, 0, values=()),)
     if name in SAME_ORDER:
         return (grad_output.reshaped(shape),)

@@ -143,7 +143,7 @@ class PassBatches:
         # a leaf's accumulator (a quarter of the derived nodes) sends nothing on, as derive_from says.
         sent, full, index = self._sent, self._full, self._index
         get, hooked, derived, nothing = sent.get, Hooked, Derived, ()
-        new, node_ran = _new, ev.NodeRan
+        new, node_ran, derive = _new, ev.NodeRan, derive_from
         set_index, set_node, set_order, set_outputs, set_inputs = _SET_RAN
         out: list[ev.NodeRan] = []
         append = out.append
@@ -151,10 +151,19 @@ class PassBatches:
         for step in self._expanded(steps):
             kind = type(step)
             if kind is derived:
-                node, (producer, slot) = step.node, step.source  # type: ignore[union-attr]
-                grad_output = _slot(get(producer, nothing), slot)
+                node, (producer, slot), name = step[0], step[1], step[2]
+                sent_by = get(producer, nothing)
+                grad_output = sent_by[slot] if slot < len(sent_by) else None
                 grad_outputs = (grad_output,)
-                grad_inputs = nothing if step.name == ACCUMULATOR else _derived(step, grad_output, full)  # type: ignore[union-attr,arg-type]
+                if name == ACCUMULATOR:
+                    grad_inputs = nothing
+                elif step[6] is None:  # nothing failed to be read of it
+                    try:
+                        grad_inputs = derive(name, step[3], step[4], grad_output, full, step[5])
+                    except Exception as exc:  # noqa: BLE001 - statistics never fail the script's pass
+                        grad_inputs = _not_derived(f"{type(exc).__name__}: {exc}")
+                else:
+                    grad_inputs = _not_derived(step[6])
             elif kind is hooked:
                 node, grad_outputs, source, grad_inputs = step  # type: ignore[misc]
                 grad_inputs = resolved(grad_inputs)
@@ -221,12 +230,6 @@ def _slot(sent: tuple[Stats | None, ...], slot: int) -> Stats | None:
     return sent[slot] if slot < len(sent) else None
 
 
-def _derived(step: Derived, grad_output: Stats | None, full: bool) -> tuple[Stats | None, ...]:
-    """What derived node `step` sent on; statistics never fail the script's pass."""
-    error = step.error
-    if error is None:
-        try:
-            return derive_from(step.name, step.shape, step.saved, grad_output, full, step.sends)
-        except Exception as exc:  # noqa: BLE001
-            error = f"{type(exc).__name__}: {exc}"
+def _not_derived(error: str) -> tuple[Stats]:
+    """What a derived node sent on, where its statistics could not be derived (`error`)."""
     return (Stats((), "", "", math.nan, None, None, None, 0, unreadable=f"not derived ({error})"),)

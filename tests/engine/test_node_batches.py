@@ -59,7 +59,7 @@ def test_a_batch_listener_gets_the_same_node_results_in_batches():
 
 
 def test_nothing_is_derived_until_a_batch_is_read(monkeypatch):
-    derived = count_calls(monkeypatch, ranbatch, "_derived")
+    derived = count_calls(monkeypatch, ranbatch, "derive_from")
     model, data = _model()
     events: list[ev.Event] = []
     session = Session(None, provenance=False, full_stats=False)
