@@ -138,13 +138,11 @@ class PassBatches:
         return out
 
     def _make(self, steps: list[Hooked | Derived | Resent | Feeds], first: int) -> tuple[ev.NodeRan, ...]:
-        # Once per node of the pass: kept lean. A NodeRan's slots are written directly (two thirds of
-        # its frozen `__init__`'s cost, as gradtui.model.nodes.walked makes a NodeInfo);
+        # Once per node of the pass: kept lean (no call but the derivation and the NodeRan, a Struct);
         # a leaf's accumulator (a quarter of the derived nodes) sends nothing on, as derive_from says.
         sent, full, index = self._sent, self._full, self._index
         get, hooked, derived, nothing = sent.get, Hooked, Derived, ()
-        new, node_ran, derive = _new, ev.NodeRan, derive_from
-        set_index, set_node, set_order, set_outputs, set_inputs = _SET_RAN
+        node_ran, derive = ev.NodeRan, derive_from
         out: list[ev.NodeRan] = []
         append = out.append
         order = first
@@ -176,13 +174,7 @@ class PassBatches:
                 sent[step[0]] = resolved(step[1])  # type: ignore[arg-type]
                 continue
             sent[node] = grad_inputs
-            ran = new(node_ran)
-            set_index(ran, index)
-            set_node(ran, node)
-            set_order(ran, order)
-            set_outputs(ran, grad_outputs)
-            set_inputs(ran, grad_inputs)
-            append(ran)
+            append(node_ran(index, node, order, grad_outputs, grad_inputs))
             order += 1
         return tuple(out)
 
@@ -220,10 +212,6 @@ def ran_steps(held: list[int], ran: list[int], hold: int | None, counts: dict[in
             fed.append(node)
             count += feeds
     return steps, count, still
-
-
-_new = object.__new__
-_SET_RAN = tuple(ev.NodeRan.__dict__[name].__set__ for name in ("pass_index", "node", "order", "grad_outputs", "grad_inputs"))
 
 
 def _slot(sent: tuple[Stats | None, ...], slot: int) -> Stats | None:

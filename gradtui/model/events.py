@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
+import msgspec
+
 from gradtui.model.stats import Stats
 
 if TYPE_CHECKING:  # networkx costs ~50 ms to import: a run loads it only once it builds a graph
@@ -24,9 +26,11 @@ QUIT_STATUS = 130
 """The exit status of a run the user quit before the script ended (as after Ctrl-C)."""
 
 
-@dataclass(frozen=True, slots=True)
 class Event:
-    """Base class of everything a session or runner emits."""
+    """Base class of everything a session or runner emits: frozen dataclasses, and the Structs of
+    the per-node events."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +162,9 @@ class NestedPass(Event):
     reentrant checkpoint's): it runs unhooked, so they cannot stop in it."""
 
 
-@dataclass(frozen=True, slots=True)
-class NodeRan(Event):
-    """A node finished: what flowed into it (after edits) and what it sent on."""
+class NodeRan(Event, msgspec.Struct, frozen=True, gc=False):
+    """A node finished: what flowed into it (after edits) and what it sent on. A msgspec Struct,
+    as Stats is: a pass makes one per node (0.12 us each, a slotted dataclass's takes 0.6 us)."""
 
     pass_index: int
     node: int

@@ -1,7 +1,7 @@
 """Events as plain data for the wire, and back: the one place that knows their wire form.
 
 Every event is a frozen dataclass of numbers, strings, tuples, nested dataclasses (`ParamFlow`,
-`BreakpointInfo`...) and Stats (a msgspec Struct) and, for `PassStarted`, a networkx graph whose nodes carry
+`BreakpointInfo`...) and msgspec Structs (`Stats`, `NodeRan`) and, for `PassStarted`, a networkx graph whose nodes carry
 their `NodeInfo`. `to_wire` turns one into JSON-able data (a dataclass becomes a dict tagged with
 its class name under `"$"`, a graph becomes networkx's node-link data, tuples become lists), and
 `from_wire` rebuilds it (lists become tuples again, as the frozen events hold them). Floats stay
@@ -20,6 +20,8 @@ import gc
 import sys
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from gradtui.model import dist_events, errors
 from gradtui.model import events as ev
 from gradtui.model.lazygraph import LazyGraph
@@ -34,12 +36,13 @@ _GRAPH = "$graph"
 
 
 def _classes() -> dict[str, type]:
-    """Every dataclass that may travel: the events modules' (a pass's and a job's), what a
-    script's end holds (its exception), and Stats."""
+    """Every dataclass and Struct that may travel: the events modules' (a pass's and a job's), what
+    a script's end holds (its exception), and Stats."""
     found: dict[str, type] = {"Stats": Stats}
     for module in (ev, dist_events, errors):
         for name, value in vars(module).items():
-            if isinstance(value, type) and dataclasses.is_dataclass(value) and value is not ev.NodesRan:
+            if isinstance(value, type) and (dataclasses.is_dataclass(value) or issubclass(value, msgspec.Struct)) \
+                    and value is not ev.NodesRan:
                 found[name] = value
     return found
 
@@ -47,7 +50,7 @@ def _classes() -> dict[str, type]:
 CLASSES = _classes()
 """Wire tag -> class."""
 
-_FIELDS = {cls: cls.__struct_fields__ if cls is Stats else tuple(f.name for f in dataclasses.fields(cls))
+_FIELDS = {cls: cls.__struct_fields__ if issubclass(cls, msgspec.Struct) else tuple(f.name for f in dataclasses.fields(cls))
            for cls in CLASSES.values()}
 
 _RENAMED = {ev.PassStarted: ("index", "pass_index"), ev.PassFinished: ("index", "pass_index"),
