@@ -32,7 +32,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from gradtui.engine.summary import CHUNK, dtype_name, extremes, summarize
+from gradtui.engine import native
+from gradtui.engine.summary import CHUNK, ONE_PASS, dtype_name, extremes, summarize
 from gradtui.model.stats import PREVIEW_LENGTH, VALUES_LIMIT, Stats
 from gradtui.engine.compat import is_zerotensor, set_grad_enabled
 
@@ -235,7 +236,19 @@ class StatsWindow:
 def _fetch(big: list[tuple[int, torch.Tensor, int]], small: list[tuple[int, torch.Tensor, int]],
            wide: Sequence[tuple[int, torch.Tensor, int]] = (), others: Sequence[torch.Tensor] = ()) -> list[float]:
     """One host read: the norms of `others`, then of `big` (one fused call), min, max and sum of
-    each of `wide`, then every value of `small`, in that order."""
+    each of `wide`, then every value of `small`, in that order. On the CPU the compiled library
+    reads them (the same kernels, the same floats: gradtui/engine/native/fetch.h), where built."""
+    if (compiled := native.load().module) is not None:
+        numbers = compiled.fetch([*others, *(t for _, t, _ in big)], [t for _, t, _ in wide],
+                                 [t for _, t, _ in small], ONE_PASS)
+        if numbers is not None:
+            return numbers
+    return fetch_in_python(big, small, wide, others)
+
+
+def fetch_in_python(big: list[tuple[int, torch.Tensor, int]], small: list[tuple[int, torch.Tensor, int]],
+                    wide: Sequence[tuple[int, torch.Tensor, int]] = (), others: Sequence[torch.Tensor] = ()) -> list[float]:
+    """`_fetch` with torch's Python calls (any device: one sync for all of it)."""
     with _no_grad():
         normed = [*others, *(t for _, t, _ in big)] if others else [t for _, t, _ in big]
         parts = [torch.stack(torch._foreach_norm(normed))] if normed else []

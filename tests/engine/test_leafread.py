@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gradtui.engine import native
 from gradtui.engine.flow import gradient_flow
 from gradtui.engine.leafread import LeafRead
 from gradtui.engine.window import StatsWindow, resolve
@@ -51,22 +52,42 @@ def test_one_read_gives_what_the_two_reads_gave(light):
         assert by[i].weight_norm == torch.linalg.vector_norm(leaf.detach()).item()
 
 
-def test_a_big_gradient_is_normed_once(monkeypatch):
-    """One fused norm call for the statistics and the flow, not one each, and in it each weight and
-    each gradient once (two big gradients, one small one: a big one sent twice would be normed twice)."""
-    leaves = _leaves()[:3]
+@pytest.fixture(params=["python", "compiled"])
+def normed(request, monkeypatch) -> list[list[torch.Tensor]]:
+    """The lists of tensors each host read takes the norms of, as they are read: torch's fused call
+    (the compiled library off), or the compiled library's `fetch`."""
     passed: list[list[torch.Tensor]] = []
-    fused = torch._foreach_norm
+    if request.param == "python":
+        monkeypatch.setattr(native, "load", lambda: native.Native(None, "off in this test"))
+        fused = torch._foreach_norm
 
-    def counted(tensors, *args, **kwargs):
-        passed.append(list(tensors))
-        return fused(tensors, *args, **kwargs)
+        def counted(tensors, *args, **kwargs):
+            passed.append(list(tensors))
+            return fused(tensors, *args, **kwargs)
 
-    monkeypatch.setattr(torch, "_foreach_norm", counted)
+        monkeypatch.setattr(torch, "_foreach_norm", counted)
+    else:
+        module = native.load().module
+        if module is None:
+            pytest.skip(f"compiled library not built: {native.load().reason}")
+        fetch = module.fetch
+
+        def fetched(tensors, *rest):
+            passed.append(list(tensors))
+            return fetch(tensors, *rest)
+
+        monkeypatch.setattr(module, "fetch", fetched)
+    return passed
+
+
+def test_a_big_gradient_is_normed_once(normed):
+    """One read for the statistics and the flow, not one each, and in it each weight and each
+    gradient normed once (two big gradients, one small one: a big one sent twice would be normed twice)."""
+    leaves = _leaves()[:3]
     read = LeafRead(leaves, False)
     gradient_flow([(f"p{i}", i, leaf) for i, leaf in leaves], read.norms)
     read.stats()
-    (tensors,) = passed
+    (tensors,) = normed
     grads = [leaf.grad for _, leaf in leaves]
     assert len(tensors) == 6 and len({id(t) for t in tensors}) == 6
     assert all(any(t is g for t in tensors) for g in grads)

@@ -40,7 +40,7 @@ from typing import NamedTuple
 import torch
 
 SOURCE = Path(__file__).with_name("posthooks.cpp")
-SOURCES = (SOURCE, *(SOURCE.with_name(part) for part in ("records.h", "hook.h", "walk.h")))
+SOURCES = (SOURCE, *(SOURCE.with_name(part) for part in ("records.h", "hook.h", "walk.h", "fetch.h")))
 """The translation unit and the parts it includes (the library's name hashes them all)."""
 MODULE = "gradtui_posthooks"
 BUILD_TIMEOUT = 300.0

@@ -1,0 +1,70 @@
+"""The compiled library's `fetch` (gradtui/engine/native/fetch.h) reads exactly the floats that
+torch's Python calls read (gradtui.engine.window.fetch_in_python), and declines what it does not
+read (then Python's read runs, with its own errors)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gradtui.engine import native
+from gradtui.engine.summary import ONE_PASS
+from gradtui.engine.window import _fetch, fetch_in_python
+
+compiled = native.load().module
+pytestmark = pytest.mark.skipif(compiled is None, reason=f"compiled library not built: {native.load().reason}")
+
+
+def _entries(tensors: list[torch.Tensor]) -> list[tuple[int, torch.Tensor, int]]:
+    return [(i, t, t.numel()) for i, t in enumerate(tensors)]
+
+
+def _same(a: list[float], b: list[float]) -> bool:
+    """Equal float by float, NaN and the sign of zero included."""
+    return len(a) == len(b) and all(repr(x) == repr(y) for x, y in zip(a, b))
+
+
+def _kinds(generator: torch.Generator) -> list[torch.Tensor]:
+    """Tensors of the kinds a pass's end reads: float32 and float64, contiguous or not, past
+    ONE_PASS, holding zeros of both signs, an infinity, a NaN."""
+    def randn(*shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=generator, dtype=dtype)
+
+    zeros = torch.zeros(300)
+    zeros[::3] = -0.0
+    odd = randn(200)
+    odd[7] = math.inf
+    nan = randn(90, dtype=torch.float64)
+    nan[3] = math.nan
+    return [randn(64, 64), randn(64, 64).t(), randn(300, dtype=torch.float64), randn(ONE_PASS + 5), zeros, odd, nan,
+            randn(8, 12)[:, ::2], randn(129).requires_grad_()]
+
+
+def test_fetch_reads_the_floats_torch_reads():
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        tensors = _kinds(generator)
+        big, wide = _entries(tensors), _entries(tensors[::2])
+        small = _entries([torch.randn(n, generator=generator) for n in (1, 7, 64)] + [torch.randn(4, 4).t()])
+        others = [torch.randn(64, generator=generator), torch.zeros(0), torch.randn(3, 3, dtype=torch.float64)]
+        want = fetch_in_python(big, small, wide, others)
+        got = compiled.fetch([*others, *(t for _, t, _ in big)], [t for _, t, _ in wide], [t for _, t, _ in small],
+                             ONE_PASS)
+        assert got is not None and _same(got, want)
+        assert _same(_fetch(big, small, wide, others), want)
+
+
+def test_fetch_declines_what_is_not_a_plain_cpu_float_tensor():
+    for odd in (torch.ones(3, dtype=torch.float16), torch.ones(3, dtype=torch.int64), torch.ones(3).to_sparse(),
+                torch.empty(3, device="meta")):
+        assert compiled.fetch([torch.ones(3), odd], [], [], ONE_PASS) is None
+    assert compiled.fetch([], [torch.zeros(0)], [], ONE_PASS) is None  # no min of nothing: Python's read says so
+    assert compiled.fetch([], [], [], ONE_PASS) == []
+
+
+def test_a_declined_read_falls_back_to_torch():
+    half = torch.randn(70).half()
+    entries = _entries([torch.randn(80), half])
+    assert _same(_fetch(entries, [], entries, []), fetch_in_python(entries, [], entries, []))
