@@ -81,7 +81,8 @@ class Capture:
     """Did the walk's names name the leaves (their labels and param)? Else the description does."""
     _infos: list[NodeInfo] | None = field(default=None, repr=False)
     _seqs: list[int] | None = field(default=None, repr=False)
-    """The nodes' sequence numbers, kept when the nodes go before `infos` were made."""
+    """The nodes' sequence numbers: from the compiled walk, else read when the nodes go before
+    `infos` were made."""
     _leaves: dict[int, int] | None = field(default=None, repr=False)
     """Accumulator id -> the id of its leaf, kept (with `names`) when the nodes go before `infos` were made."""
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -174,7 +175,8 @@ class Capture:
         with self._lock:
             keep = False
             if self._infos is None:
-                self._seqs = list(map(sequence_nr, self.nodes))
+                if self._seqs is None:
+                    self._seqs = list(map(sequence_nr, self.nodes))
                 if self.leaves_named and self.names is not None:  # the leaves' labels: by their tensors' ids
                     nodes = self.nodes
                     self._leaves = {i: id(nodes[i].variable) for i in self.accumulators}
@@ -277,14 +279,15 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
     module = native.load().module
     compiled = module.walk(roots) if module is not None else None
     kinds = _kinds
+    seqs = None
     if compiled is not None:
-        nodes, nexts, producer, root_ids = compiled
+        nodes, nexts, producer, root_ids, seqs = compiled
         named = [kinds.get(type(node)) or _name_and_kind(node) for node in nodes]
     else:
         nodes, nexts, producer, root_ids, named = _walked(roots)
     node_names, node_kinds = (list(t) for t in zip(*named)) if named else ([], [])
     cap = Capture(walk=Walk(node_names, node_kinds, nexts, producer), graph=None, nodes=nodes,  # type: ignore[arg-type]
-                  roots=tuple(root_ids), names=names, described=False, leaves_named=names.ready)
+                  roots=tuple(root_ids), names=names, described=False, leaves_named=names.ready, _seqs=seqs)
     cap.graph = LazyGraph(lambda: cap.infos, cap.describe, len(nodes))
     return cap
 

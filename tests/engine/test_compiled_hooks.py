@@ -322,6 +322,7 @@ def test_the_compiled_walk_is_the_python_walk():
         assert compiled is not None
         assert compiled[0] == nodes and all(a is b for a, b in zip(compiled[0], nodes))
         assert (compiled[1], compiled[2], compiled[3]) == (nexts, producer, root_ids)
+        assert compiled[4] == [node._sequence_nr() for node in nodes]
     custom = Twice.apply(torch.rand(3, requires_grad=True)).sum()
     assert native.load().module.walk([custom.grad_fn.next_functions[0][0]]) is None  # a Python node: the Python walk
 

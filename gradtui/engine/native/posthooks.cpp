@@ -320,7 +320,7 @@ PyObject* alive(PyObject*, PyObject*) { return PyLong_FromLongLong(hooks_alive.l
 
 PyMethodDef module_methods[] = {
     {"make", make, METH_VARARGS, "make(completed, quit, producer, full, limits, interval_s, fallback, tick, kinds)"},
-    {"walk", walk, METH_VARARGS, "walk(roots) -> (nodes, nexts, producer, root_ids), or None (a root no C++ node)"},
+    {"walk", walk, METH_VARARGS, "walk(roots) -> (nodes, nexts, producer, root_ids, seqs), or None (a root no C++ node)"},
     {"fetch", fetch, METH_VARARGS, "fetch(normed, wide, small, one_pass) -> window._fetch's floats, or None (not plain CPU floats)"},
     {"alive", alive, METH_NOARGS, "how many compiled hooks exist, on any node of any pass"},
     {nullptr, nullptr, 0, nullptr}};

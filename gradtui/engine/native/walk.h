@@ -3,8 +3,9 @@
 
 #pragma once
 
-// walk(roots) -> (nodes, nexts, producer, root_ids), gradtui/engine/graph.py's `_walk` of the
-// graph from `roots` (breadth-first, ids in the order found), or None if a root is no C++ node.
+// walk(roots) -> (nodes, nexts, producer, root_ids, seqs), gradtui/engine/graph.py's `_walk` of the
+// graph from `roots` (breadth-first, ids in the order found) and each node's sequence number (read
+// here for nothing; Python would call into each node for it), or None if a root is no C++ node.
 PyObject* walk(PyObject*, PyObject* args) {
   PyObject* roots;
   if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &roots)) return nullptr;
@@ -19,12 +20,14 @@ PyObject* walk(PyObject*, PyObject* args) {
   PyObject* producer = PyList_New(0);
   PyObject* root_ids = PyList_New(0);
   bool ok = nodes && nexts && producer && root_ids;
+  std::vector<uint64_t> seqs;
   // A node found for the first time: its id, with its Python object and what sent to it
   // (borrowed references; null if making them failed) appended.
   auto add = [&](const c10::intrusive_ptr<torch::autograd::Node>& function, PyObject* obj, PyObject* sender) {
     const auto id = static_cast<int64_t>(order.size());
     ids.emplace(function.get(), id);
     order.push_back(function);
+    seqs.push_back(function->sequence_nr());
     ok = ok && obj && sender && PyList_Append(nodes, obj) == 0 && PyList_Append(producer, sender) == 0;
     return id;
   };
@@ -67,12 +70,21 @@ PyObject* walk(PyObject*, PyObject* args) {
     ok = ok && PyList_Append(nexts, receivers) == 0;
     Py_XDECREF(receivers);
   }
-  if (!ok) {
+  PyObject* numbers = ok ? PyList_New(static_cast<Py_ssize_t>(seqs.size())) : nullptr;
+  for (size_t i = 0; numbers && i < seqs.size(); ++i) {
+    PyObject* one = PyLong_FromUnsignedLongLong(seqs[i]);
+    if (!one) {
+      Py_CLEAR(numbers);
+      break;
+    }
+    PyList_SET_ITEM(numbers, static_cast<Py_ssize_t>(i), one);
+  }
+  if (!numbers) {
     Py_XDECREF(nodes);
     Py_XDECREF(nexts);
     Py_XDECREF(producer);
     Py_XDECREF(root_ids);
     return nullptr;
   }
-  return Py_BuildValue("(NNNN)", nodes, nexts, producer, root_ids);
+  return Py_BuildValue("(NNNNN)", nodes, nexts, producer, root_ids, numbers);
 }
