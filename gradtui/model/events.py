@@ -123,9 +123,9 @@ class CallSiteVariables(Event):
     """How many more there were than are listed (a bound keeps the event small)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ParamFlow:
-    """How the gradient of one leaf (a parameter, usually) compares with the leaf after a pass.
+class ParamFlow(msgspec.Struct, frozen=True, gc=False):
+    """How the gradient of one leaf (a parameter, usually) compares with the leaf after a pass (a
+    msgspec Struct: a pass makes one per leaf).
 
     A tiny `ratio` (grad norm / weight norm) marks a vanishing layer, a huge one an exploding
     layer; `PassFinished.flow` is sorted by it.
