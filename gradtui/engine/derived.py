@@ -45,7 +45,9 @@ class DerivedSteps:
                     shape, saved = shape_and_saved(nodes[child], name)
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
                     error = f"{type(exc).__name__}: {exc}"
-            steps.append(make(Derived, (child, producer_of[child], name, shape, saved, nexts[child][:1] != (None,), error)))
+            receivers = nexts[child]  # sends: its first input has a receiver (or it has no input)
+            steps.append(make(Derived, (child, producer_of[child], name, shape, saved,
+                                        not receivers or receivers[0] is not None, error)))
             more = derived.get(child)
             if more:
                 todo.extend(more)

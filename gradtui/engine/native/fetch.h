@@ -43,19 +43,19 @@ PyObject* fetch(PyObject*, PyObject* args) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;  // no graph recorded (create_graph's gradients)
     out.reserve(n_normed + 3 * n_wide);
     for (size_t i = 0; i < n_normed; ++i)
-      out.push_back(scalar(at::linalg_vector_norm(tensors[i], 2, c10::nullopt, false, c10::nullopt)));
+      out.push_back(scalar(at::cpu::linalg_vector_norm(tensors[i], 2, c10::nullopt, false, c10::nullopt)));
     for (size_t i = n_normed; i < n_normed + n_wide; ++i) {
       const at::Tensor& g = tensors[i];
       at::Tensor lo, hi;  // gradtui/engine/summary.py's `extremes`: the same kernels, the same zeros
       if (g.numel() > one_pass || !g.is_contiguous()) {
-        lo = at::amin(g);
-        hi = at::amax(g);
+        lo = at::cpu::amin(g);
+        hi = at::cpu::amax(g);
       } else {
-        std::tie(lo, hi) = at::aminmax(g);
+        std::tie(lo, hi) = at::cpu::aminmax(g);
       }
       out.push_back(scalar(lo));
       out.push_back(scalar(hi));
-      out.push_back(scalar(at::sum(g)));
+      out.push_back(scalar(at::cpu::sum(g, at::IntArrayRef{})));
     }
     for (size_t i = n_normed + n_wide; i < tensors.size(); ++i) {
       const at::Tensor flat = tensors[i].contiguous();

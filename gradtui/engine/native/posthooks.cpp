@@ -16,11 +16,14 @@
 
 #include <Python.h>
 
-#include <ATen/ops/amax.h>
-#include <ATen/ops/amin.h>
-#include <ATen/ops/aminmax.h>
-#include <ATen/ops/linalg_vector_norm.h>
-#include <ATen/ops/sum.h>
+// The CPU kernels themselves (at::cpu::), as the dispatcher would pick them for a plain dense CPU
+// tensor below autograd: the same numbers, without a dispatch per reduction.
+#include <ATen/ops/amax_cpu_dispatch.h>
+#include <ATen/ops/amin_cpu_dispatch.h>
+#include <ATen/ops/aminmax_cpu_dispatch.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/linalg_vector_norm_cpu_dispatch.h>
+#include <ATen/ops/sum_cpu_dispatch.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>

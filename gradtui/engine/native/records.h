@@ -89,21 +89,21 @@ bool measure(Pass& p, const at::Tensor& g, GradRec& out) {
   }
   at::AutoDispatchBelowADInplaceOrView below_autograd;  // none requires grad: the same kernels, less dispatch
   if (!p.full) {
-    out.norm = scalar(at::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt));
+    out.norm = scalar(at::cpu::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt));
     out.kind = Kind::Normed;
     return std::isfinite(out.norm);
   }
   at::Tensor lo, hi;  // gradtui/engine/summary.py's `extremes`: the same kernels, the same zeros
   if (numel > p.limits.one_pass || !g.is_contiguous()) {
-    lo = at::amin(g);
-    hi = at::amax(g);
+    lo = at::cpu::amin(g);
+    hi = at::cpu::amax(g);
   } else {
-    std::tie(lo, hi) = at::aminmax(g);
+    std::tie(lo, hi) = at::cpu::aminmax(g);
   }
   out.lo = scalar(lo);
   out.hi = scalar(hi);
-  const double total = scalar(at::sum(g));
-  out.norm = scalar(at::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt));
+  const double total = scalar(at::cpu::sum(g, at::IntArrayRef{}));
+  out.norm = scalar(at::cpu::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt));
   out.mean = total / static_cast<double>(numel);
   out.kind = Kind::Full;
   return std::isfinite(out.lo) && std::isfinite(out.hi) && std::isfinite(total) && std::isfinite(out.norm);
