@@ -36,7 +36,20 @@ def _encoder(layers: int, width: int):
 
 
 def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] = (8, 32)) -> None:
-    """Host reads per node of one pass, per mode (a count, the same on any machine)."""
+    """Host reads per node of one pass, per mode (a count, the same on any machine), as an
+    accelerator's pass makes them: its reads are torch's Python calls (the compiled library reads
+    CPU tensors only, in C++, where they sync nothing), so the library is off for these rows."""
+    from gradtui.engine import native
+
+    load = native.load
+    native.load = lambda: native.Native(None, "off: an accelerator's pass reads through torch's Python calls")
+    try:
+        _host_reads(layers, width, batch)
+    finally:
+        native.load = load
+
+
+def _host_reads(layers: int, width: int, batch: tuple[int, int]) -> None:
     from gradtui.model import events as ev
     from tests.hostreads import HostReads
     from gradtui.engine.session import CHECK_EVERY, Session
