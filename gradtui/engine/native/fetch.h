@@ -73,14 +73,5 @@ PyObject* fetch(PyObject*, PyObject* args) {
   }
   Py_END_ALLOW_THREADS
   if (!ok) Py_RETURN_NONE;
-  PyObject* numbers = PyList_New(static_cast<Py_ssize_t>(out.size()));
-  for (size_t i = 0; numbers && i < out.size(); ++i) {
-    PyObject* one = PyFloat_FromDouble(out[i]);
-    if (!one) {
-      Py_CLEAR(numbers);
-      break;
-    }
-    PyList_SET_ITEM(numbers, static_cast<Py_ssize_t>(i), one);
-  }
-  return numbers;
+  return list_of(out, PyFloat_FromDouble);
 }

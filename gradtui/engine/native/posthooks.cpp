@@ -50,6 +50,21 @@ const c10::intrusive_ptr<torch::autograd::Node>& cdata_of(PyObject* node) {
   return reinterpret_cast<torch::autograd::THPCppFunction*>(node)->cdata;
 }
 
+// A Python list of `values`, each made by `make` (PyFloat_FromDouble, ...); null if one could not be.
+template <typename T, typename Make>
+PyObject* list_of(const std::vector<T>& values, Make make) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(values.size()));
+  for (size_t i = 0; list && i < values.size(); ++i) {
+    PyObject* one = make(values[i]);
+    if (!one) {
+      Py_CLEAR(list);
+      break;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), one);
+  }
+  return list;
+}
+
 #include "records.h"
 #include "hook.h"
 #include "walk.h"

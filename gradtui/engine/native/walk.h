@@ -70,15 +70,7 @@ PyObject* walk(PyObject*, PyObject* args) {
     ok = ok && PyList_Append(nexts, receivers) == 0;
     Py_XDECREF(receivers);
   }
-  PyObject* numbers = ok ? PyList_New(static_cast<Py_ssize_t>(seqs.size())) : nullptr;
-  for (size_t i = 0; numbers && i < seqs.size(); ++i) {
-    PyObject* one = PyLong_FromUnsignedLongLong(seqs[i]);
-    if (!one) {
-      Py_CLEAR(numbers);
-      break;
-    }
-    PyList_SET_ITEM(numbers, static_cast<Py_ssize_t>(i), one);
-  }
+  PyObject* numbers = ok ? list_of(seqs, PyLong_FromUnsignedLongLong) : nullptr;
   if (!numbers) {
     Py_XDECREF(nodes);
     Py_XDECREF(nexts);
