@@ -150,8 +150,7 @@ class PassBatches:
             kind = type(step)
             if kind is derived:
                 node, (producer, slot), name = step[0], step[1], step[2]
-                sent_by = get(producer, nothing)
-                grad_output = sent_by[slot] if slot < len(sent_by) else None
+                grad_output = _slot(get(producer, nothing), slot)
                 grad_outputs = (grad_output,)
                 if name == ACCUMULATOR:
                     grad_inputs = nothing

@@ -1,10 +1,11 @@
 """Events as plain data for the wire, and back: the one place that knows their wire form.
 
-Every event is a frozen dataclass of numbers, strings, tuples, nested dataclasses (`ParamFlow`,
-`BreakpointInfo`...) and msgspec Structs (`Stats`, `NodeRan`) and, for `PassStarted`, a networkx graph whose nodes carry
-their `NodeInfo`. `to_wire` turns one into JSON-able data (a dataclass becomes a dict tagged with
-its class name under `"$"`, a graph becomes networkx's node-link data, tuples become lists), and
-`from_wire` rebuilds it (lists become tuples again, as the frozen events hold them). Floats stay
+Every event is a frozen dataclass (or, per node, a frozen msgspec Struct: `NodeRan`) of numbers,
+strings, tuples, nested dataclasses and Structs (`BreakpointInfo`, `Stats`, `ParamFlow`...) and,
+for `PassStarted`, a networkx graph whose nodes carry their `NodeInfo`. `to_wire` turns one into
+JSON-able data (a dataclass or Struct becomes a dict of its fields tagged with its class name
+under `"$"`, a graph becomes networkx's node-link data, tuples become lists), and `from_wire`
+rebuilds it (lists become tuples again, as the frozen events hold them). Floats stay
 floats, NaN and infinities included: a NaN gradient is what users come to see.
 
 A graph node's NodeInfo travels as its fields, untagged, beside the node's other attributes
@@ -50,8 +51,8 @@ def _classes() -> dict[str, type]:
 CLASSES = _classes()
 """Wire tag -> class."""
 
-_FIELDS = {cls: cls.__struct_fields__ if issubclass(cls, msgspec.Struct) else tuple(f.name for f in dataclasses.fields(cls))
-           for cls in CLASSES.values()}
+_FIELDS = {cls: cls.__struct_fields__ if issubclass(cls, msgspec.Struct)
+           else tuple(f.name for f in dataclasses.fields(cls)) for cls in CLASSES.values()}
 
 _RENAMED = {ev.PassStarted: ("index", "pass_index"), ev.PassFinished: ("index", "pass_index"),
             ev.PassPrints: ("index", "pass_index")}
