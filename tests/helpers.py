@@ -35,6 +35,14 @@ EVENT_TIMEOUT = 10.0
 """Seconds to wait for the next event of a script driven from the test's thread."""
 
 
+def compiled_off(monkeypatch, why: str) -> None:
+    """gradtui's compiled library off for the rest of the test (`why`: the reason `native.load`
+    gives): every read and hook goes through torch's Python calls, as on an accelerator."""
+    from gradtui.engine import native
+
+    monkeypatch.setattr(native, "load", lambda: native.Native(None, why))
+
+
 def count_calls(monkeypatch, owner: Any, name: str) -> list[int]:
     """Count the calls of `owner.name` (a module's function or a class's method) for the rest of
     the test: a one-element list the count is kept in, the call still made."""

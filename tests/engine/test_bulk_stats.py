@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from gradtui.engine import native
 from gradtui.model import events as ev
 from gradtui.model.lazygraph import is_built
+from tests.helpers import compiled_off
 from tests.hostreads import HostReads
 from gradtui.engine.session import CHECK_EVERY, READ_EVERY, Session
 from gradtui.engine.summary import summarize
@@ -31,7 +31,7 @@ def counted_pass(monkeypatch, spec: str | None, full: bool = False) -> tuple[int
     """One backward of a 4-layer encoder in `continue` under the probe: (nodes, reads, events), as
     an accelerator's pass reads (through torch's Python calls: the compiled library, which reads
     CPU tensors in C++ where nothing syncs, is off)."""
-    monkeypatch.setattr(native, "load", lambda: native.Native(None, "off: an accelerator's reads"))
+    compiled_off(monkeypatch, "off: an accelerator's reads")
     model = encoder()
     data = torch.randn(4, 8, 32)
     events: list[ev.Event] = []

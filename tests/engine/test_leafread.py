@@ -11,6 +11,7 @@ from gradtui.engine import native
 from gradtui.engine.flow import gradient_flow
 from gradtui.engine.leafread import LeafRead
 from gradtui.engine.window import StatsWindow, resolve
+from tests.helpers import compiled_off
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -58,7 +59,7 @@ def normed(request, monkeypatch) -> list[list[torch.Tensor]]:
     (the compiled library off), or the compiled library's `fetch`."""
     passed: list[list[torch.Tensor]] = []
     if request.param == "python":
-        monkeypatch.setattr(native, "load", lambda: native.Native(None, "off in this test"))
+        compiled_off(monkeypatch, "off in this test")
         fused = torch._foreach_norm
 
         def counted(tensors, *args, **kwargs):

@@ -191,8 +191,6 @@ def test_a_hooked_node_makes_no_stats_for_a_big_finite_gradient_nobody_reads(mon
     """The posthook keeps a big gradient's light statistics as a `Normed` tuple; the Stats are
     made only when a batch is read (a count, not a time: every engine module that makes Stats
     makes them through a counting stand-in)."""
-    import sys
-
     from gradtui.engine.session import Session
     from gradtui.model.stats import Stats
 
