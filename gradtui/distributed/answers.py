@@ -6,10 +6,11 @@ side once all have answered, or after GATHER_TIMEOUT."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import msgspec
 
 from gradtui.model import events as ev
 
@@ -77,7 +78,7 @@ class Answers:
             return None
         note = self._notes.pop(hub_id, None)
         text = f"{event.text}\n{note}" if note is not None and event.ok else event.text
-        return dataclasses.replace(event, text=text, request=request)
+        return msgspec.structs.replace(event, text=text, request=request)
 
     def finish(self, gathered: Gather) -> None:
         """Answer the gathered `print`, side by side (once; a rank that did not answer says so)."""

@@ -19,12 +19,13 @@ so they end at their next collective rather than hang.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import threading
 from collections.abc import Callable
 from typing import Any
+
+import msgspec
 
 from gradtui.model import breakpoint_commands
 from gradtui.model import events as ev
@@ -109,7 +110,7 @@ class JobHub:
                     # an unpark): a client would take it for its command's and send the next early.
                     forward = None
                 case ev.Output() if rank != self.shown:
-                    forward = dataclasses.replace(event, text="".join(
+                    forward = msgspec.structs.replace(event, text="".join(
                         f"[rank {rank}] {line}" for line in event.text.splitlines(keepends=True)))
             if isinstance(forward, ev.Paused) and rank == self.shown and event.reason == "step" and self._behind(rank):
                 self._held.hold(forward)
@@ -145,7 +146,7 @@ class JobHub:
                 actions.append(lambda r=st.rank: self._switch_soon(r))
             if event.reason == "step" and self._detached and not self.attached():
                 actions.append(self._run_on)  # as a lone agent's step pause, with no client
-        return dataclasses.replace(event, reason=f"rank {st.rank} · {event.reason}")
+        return msgspec.structs.replace(event, reason=f"rank {st.rank} · {event.reason}")
 
     def _behind(self, rank: int) -> bool:
         """Is another live rank than `rank` still running (not paused, parked or waiting at a gate)?"""
@@ -189,7 +190,7 @@ class JobHub:
                 elif not isinstance(event, ev.Resumed):
                     self._out(event)  # its graph, the nodes that ran, the pass's end
             if st.paused and last_pause is not None:  # only the pause it is in now
-                self._out(dataclasses.replace(last_pause, reason=f"rank {rank} · {last_pause.reason}"))
+                self._out(msgspec.structs.replace(last_pause, reason=f"rank {rank} · {last_pause.reason}"))
             # Again after the pass: a late client replays from its PassStarted on (the agent's
             # backlog starts there), so the rank strip it gets must come after it.
             self._changed()

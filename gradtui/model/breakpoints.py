@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+import msgspec
+
 from gradtui.model.words import CommandError, parse_float
 from gradtui.model.nodes import INFO, NodeInfo
 from gradtui.model.stats import Stats, any_nonfinite
@@ -31,8 +33,7 @@ _LABEL = re.compile(r"[^\s.\[\]]+(?:\.[^\s.\[\]]+|\[[0-9]+\])*")
 """Names joined by dots, with `[N]` indices (x, ŷ, outs[1], 0.weight); `_label` checks each name."""
 
 
-@dataclass(frozen=True, slots=True)
-class Spec:
+class Spec(msgspec.Struct, frozen=True):
     """A parsed breakpoint spec: `kind` is op, label, id, nan, norm, pass, loss, lossnan,
     source (value: (file, line)) or module (value: a glob)."""
 

@@ -6,7 +6,7 @@ so a command means the same thing everywhere.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from gradtui.model.breakpoints import parse_spec
 from gradtui.model.words import CommandError, parse_float, parse_int, shown
@@ -14,8 +14,7 @@ from gradtui.model.words import CommandError, parse_float, parse_int, shown
 __all__ = ["CommandError", "parse_float", "parse_int", "shown"]  # and every command class below
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
+class Command(msgspec.Struct, frozen=True):
     """Base class: every command keeps the text it was parsed from."""
 
     text: str
@@ -26,47 +25,40 @@ class Command:
     """Does it act on the paused node (so makes no sense while running)?"""
 
 
-@dataclass(frozen=True, slots=True)
 class Step(Command):
     """Run the paused node; pause before the next node the engine runs."""
 
     resumes = True
 
 
-@dataclass(frozen=True, slots=True)
 class Continue(Command):
     """Run until a breakpoint hits or the script ends."""
 
     resumes = True
 
 
-@dataclass(frozen=True, slots=True)
 class Finish(Command):
     """Run to the end of this pass; pause at the first node of the next pass."""
 
     resumes = True
 
 
-@dataclass(frozen=True, slots=True)
 class Break(Command):
     """Add a breakpoint with this spec."""
 
     spec: str
 
 
-@dataclass(frozen=True, slots=True)
 class ListBreakpoints(Command):
     """List the breakpoints."""
 
 
-@dataclass(frozen=True, slots=True)
 class Delete(Command):
     """Delete breakpoint `number`, or all of them when `number` is None."""
 
     number: int | None
 
 
-@dataclass(frozen=True, slots=True)
 class Scale(Command):
     """Multiply the paused node's incoming gradient by `factor`."""
 
@@ -74,14 +66,12 @@ class Scale(Command):
     needs_pause = True
 
 
-@dataclass(frozen=True, slots=True)
 class Zero(Command):
     """Set the paused node's incoming gradient to zero."""
 
     needs_pause = True
 
 
-@dataclass(frozen=True, slots=True)
 class Clip(Command):
     """Clip the L2 norm of the paused node's incoming gradient to `max_norm`."""
 
@@ -89,7 +79,6 @@ class Clip(Command):
     needs_pause = True
 
 
-@dataclass(frozen=True, slots=True)
 class SetGrad(Command):
     """Replace the incoming gradient by `expr` (a Python expression of `g` and `torch`)."""
 
@@ -97,7 +86,6 @@ class SetGrad(Command):
     needs_pause = True
 
 
-@dataclass(frozen=True, slots=True)
 class Print(Command):
     """Statistics of the incoming gradient, or of `expr`."""
 
@@ -105,7 +93,6 @@ class Print(Command):
     needs_pause = True
 
 
-@dataclass(frozen=True, slots=True)
 class Why(Command):
     """Is the tensor in variable `name` on this pass's graph? If not, why its .grad stays None."""
 
@@ -113,29 +100,24 @@ class Why(Command):
     needs_pause = True
 
 
-@dataclass(frozen=True, slots=True)
 class Help(Command):
     """List the commands."""
 
 
-@dataclass(frozen=True, slots=True)
 class Flow(Command):
     """Show the gradient flow table (per parameter: grad norm, weight norm, ratio) of the last
     pass that finished."""
 
 
-@dataclass(frozen=True, slots=True)
 class Quit(Command):
     """Stop the script and leave."""
 
 
-@dataclass(frozen=True, slots=True)
 class Detach(Command):
     """Leave the script running without this client (an attached one); its breakpoints stay
     armed. A client's own command: the client leaves, the agent is not asked to run it."""
 
 
-@dataclass(frozen=True, slots=True)
 class ShowPass(Command):
     """`pass N`: show pass N: a kept pass in a live run's UI (a live run keeps none itself),
     any recorded pass in a replay, paused where the run stopped in it (else its first node)."""
@@ -143,7 +125,6 @@ class ShowPass(Command):
     index: int
 
 
-@dataclass(frozen=True, slots=True)
 class FlowOf(Command):
     """`flow N`: pass N's gradient flow (a recording keeps every pass's)."""
 
@@ -184,14 +165,12 @@ _ALIASES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
 class Rank(Command):
     """(torchrun job) Show rank `number`: its graph, gradients and pause."""
 
     number: int
 
 
-@dataclass(frozen=True, slots=True)
 class Ranks(Command):
     """(torchrun job) List the ranks: where each is, its loss, its non-finite counts."""
 

@@ -1,18 +1,17 @@
 """Events only a torchrun job has: the state of every rank, for the rank strip and `ranks`.
 
-Plain frozen dataclasses like gradtui.model.events (the wire codec knows them too).
+Plain frozen msgspec Structs like gradtui.model.events (the wire codec knows them too).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from gradtui.model.events import Event, ParamFlow
 from gradtui.model.stats import format_number
 
 
-@dataclass(frozen=True, slots=True)
-class RankState:
+class RankState(msgspec.Struct, frozen=True):
     """One rank as the job hub last heard of it."""
 
     rank: int
@@ -28,8 +27,7 @@ class RankState:
     pid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RanksChanged(Event):
+class RanksChanged(Event, msgspec.Struct, frozen=True):
     """The ranks of the job now, and which one the client is shown (`rank N` switches)."""
 
     ranks: tuple[RankState, ...]
@@ -48,8 +46,7 @@ def format_ranks(event: RanksChanged) -> list[str]:
     return lines
 
 
-@dataclass(frozen=True, slots=True)
-class RankWaiting(Event):
+class RankWaiting(Event, msgspec.Struct, frozen=True):
     """A rank has waited a while at a node's gate for these ranks (sent by the rank to the hub)."""
 
     pass_index: int

@@ -5,11 +5,10 @@ Traceback). Plain data, no torch: it travels over the wire as the events do (gra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass(frozen=True, slots=True)
-class FrameInfo:
+class FrameInfo(msgspec.Struct, frozen=True):
     """One frame of a script's traceback, as `traceback.FrameSummary` gives it."""
 
     filename: str
@@ -20,8 +19,7 @@ class FrameInfo:
     """The source line, stripped ("" when the file cannot be read)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
+class ErrorInfo(msgspec.Struct, frozen=True):
     """The exception a script ended with, as data a client renders (Rich's Traceback in the UI).
 
     `frames` are those of `ScriptFinished.traceback`: every frame but gradtui's own, outermost

@@ -1,8 +1,8 @@
 """Events as plain data for the wire, and back: the one place that knows their wire form.
 
-Every event is a frozen dataclass (or, per node, a frozen msgspec Struct: `NodeRan`) of numbers,
-strings, tuples, nested dataclasses and Structs (`BreakpointInfo`, `Stats`, `ParamFlow`...) and,
-for `PassStarted`, a networkx graph whose nodes carry their `NodeInfo`. `to_wire` turns one into
+Every event is a frozen msgspec Struct (`PassStarted` a frozen dataclass) of numbers, strings,
+tuples, nested Structs (`BreakpointInfo`, `Stats`, `ParamFlow`...) and, for `PassStarted`, a
+networkx graph whose nodes carry their `NodeInfo`. `to_wire` turns one into
 JSON-able data (a dataclass or Struct becomes a dict of its fields tagged with its class name
 under `"$"`, a graph becomes networkx's node-link data, tuples become lists), and `from_wire`
 rebuilds it (lists become tuples again, as the frozen events hold them). Floats stay
