@@ -23,11 +23,13 @@ def median(times: list[float]) -> float:
 def alternate(runs: dict[str, list[str]], args: list[str], env: dict[str, str], rounds: int,
               after: Callable[[str], None] | None = None) -> dict[str, list[float]]:
     """Wall seconds of each command of `runs` (`args` appended) in a fresh process, `rounds`
-    times, alternated so that each sees the machine's changing load; a failed run raises with its
-    output. `after(name)` is called after each run (to look at what it wrote)."""
+    times, alternated so that each sees the machine's changing load, in ABBA order (every other
+    round backwards: on a host whose speed drifts, the command that always ran second would see
+    the drift alone); a failed run raises with its output. `after(name)` is called after each run
+    (to look at what it wrote)."""
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, command in runs.items():
+    for round_ in range(rounds):
+        for name, command in (reversed(runs.items()) if round_ % 2 else runs.items()):
             start = time.perf_counter()
             done = subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=600)
             times[name].append(time.perf_counter() - start)
