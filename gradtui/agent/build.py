@@ -11,12 +11,12 @@ stop-debugging, on a torchrun rank the job's tap: every rank).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from gradtui.agent.outputs import Outputs
 from gradtui.model import events as ev
@@ -27,8 +27,7 @@ if TYPE_CHECKING:  # the server (sockets, the wire's codec, msgspec) is imported
     from gradtui.agent.server import AgentServer
 
 
-@dataclass(frozen=True)
-class Transport:
+class Transport(msgspec.Struct, frozen=True):
     """Where an agent serves its client: its token, a listening socket (--listen,
     gradtui.listen()) or none (a child agent is handed its one connection once started)."""
 
@@ -36,12 +35,11 @@ class Transport:
     listener: socket.socket | None = None
     exit_with_client: bool = False
     """Quit when the client goes (a child agent whose UI is gone)."""
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = msgspec.field(default_factory=dict)
     """What a client is told about the target in the welcome (script, argv, pid, kind)."""
 
 
-@dataclass
-class Agent:
+class Agent(msgspec.Struct):
     """An assembled agent: its options (as the run uses them), outputs, session, and, when it
     serves clients, its server and (a torchrun rank) the job's tap."""
 
@@ -142,7 +140,7 @@ def build_agent(options: RunOptions, transport: Transport | None, quit_: Callabl
     talks to the session itself. `announce`: an event the outputs hear before anything else
     (`gradtui.listen()`: no runner announces the process)."""
     if transport is not None and transport.listener is not None and _in_job():
-        options = dataclasses.replace(options, record_all=True)  # every rank hooks (and gates) every pass
+        options = msgspec.structs.replace(options, record_all=True)  # every rank hooks (and gates) every pass
     outputs = Outputs(options)
     if announce is not None:
         for output in outputs.listeners:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Collection
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -93,8 +92,7 @@ def _label(spec: str) -> str | None:
     return "".join(out)
 
 
-@dataclass
-class Breakpoint:
+class Breakpoint(msgspec.Struct):
     """A numbered breakpoint as the user sees it in `breakpoints`."""
 
     number: int

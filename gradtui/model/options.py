@@ -8,12 +8,12 @@ passes to hook, or which combinations of options make sense.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from gradtui.model.commands import Command, Flow
 
@@ -25,8 +25,7 @@ class OptionsError(ValueError):
     """Options that do not make sense together, or a path that cannot be used; one line for the user."""
 
 
-@dataclass(frozen=True)
-class PathChecks:
+class PathChecks(msgspec.Struct, frozen=True):
     """What `RunOptions.validate` asks of the layers that know the files (the recording's format
     is gradtui.record's): each says why a path cannot be used, or None."""
 
@@ -36,14 +35,13 @@ class PathChecks:
     """Why this path cannot be compared against (`--against`)."""
 
 
-@dataclass
-class RunOptions:
+class RunOptions(msgspec.Struct):
     """What one run of gradtui asks for."""
 
     script: str
     """Absolute path of the script (gradtui.listen(): the calling program, for display)."""
-    args: list[str] = field(default_factory=list)
-    commands: list[str] = field(default_factory=list)
+    args: list[str] = msgspec.field(default_factory=list)
+    commands: list[str] = msgspec.field(default_factory=list)
     """-c / -x commands, fed one per pause (by whichever client runs them; parsed there, once)."""
     report: str | None = None
     """--report PATH: a JSON report of every pass."""
@@ -65,7 +63,7 @@ class RunOptions:
     (`break differs>R`; fingerprints on)."""
     every_stat: bool = False
     """Every statistic of every gradient even between pauses (a client-side report wants them)."""
-    break_on: list[str] = field(default_factory=list)
+    break_on: list[str] = msgspec.field(default_factory=list)
     """Breakpoints armed before the first pass; with any, the run starts in `continue`."""
 
     @property
@@ -122,11 +120,11 @@ class RunOptions:
                        f"it is the {name('report')} path" if record == report else checks.recording(record))
             if problem:
                 raise OptionsError(f"cannot record to {self.record}: {problem}")
-        return dataclasses.replace(self, report=report, record=record, against=against)
+        return msgspec.structs.replace(self, report=report, record=record, against=against)
 
     def to_env(self) -> dict[str, str]:
         """The environment entry that hands these options to a child agent."""
-        return {ENV: json.dumps(dataclasses.asdict(self))}
+        return {ENV: json.dumps(msgspec.structs.asdict(self))}
 
     @classmethod
     def from_env(cls) -> "RunOptions":
