@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gradtui", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"gradtui {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show gradtui's version and exit")
     add_client_options(parser, "a command to run (repeatable, in order; like pdb -c)",
                        "no UI: run the commands at the pauses, print each pause and result")
     parser.add_argument("--report", metavar="PATH",
@@ -95,6 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     return parser
+
+
+class _Version(argparse.Action):
+    """`--version`, its number read only when asked for: the package metadata lookup costs every
+    run's start a few milliseconds otherwise."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"gradtui {_version()}")  # on stdout, as argparse's own `version` action prints
+        parser.exit()
 
 
 def _version() -> str:
