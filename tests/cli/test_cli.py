@@ -229,6 +229,18 @@ def test_help_mentions_the_commands():
         assert word in done.stdout, word
 
 
+
+def test_version_is_the_installed_packages(capsys):
+    from importlib.metadata import version
+
+    from gradtui.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"gradtui {version('gradtui')}\n"  # on stdout, as argparse's action
+
+
 def test_no_script_runs_the_demo(tmp_path):
     report_path = tmp_path / "report.json"
     done = gradtui("--headless", "-c", "continue", "--report", str(report_path), cwd=tmp_path)
