@@ -84,7 +84,8 @@ def root_nodes(roots: tuple[Any, ...]) -> list[Any]:
             if root.node is not None:
                 nodes.append(root.node)
         elif isinstance(root, torch.Tensor) and root.requires_grad:
-            nodes.append(get_gradient_edge(root).node)
+            node = root.grad_fn  # a non-leaf's: what its gradient edge names, without building the edge
+            nodes.append(node if node is not None else get_gradient_edge(root).node)
     return nodes
 
 
@@ -94,10 +95,14 @@ def _vmapped(arguments: tuple[Any, ...]) -> bool:
     (`.item()`) cannot read."""
     if functorch_level() is not None:
         return True
-    for value in arguments:
-        items = value if isinstance(value, (tuple, list)) else (value,)
-        if any(isinstance(t, torch.Tensor) and is_legacy_batched(t) for t in items):
-            return True
+    for value in arguments:  # a loop, not a generator per argument: every backward call pays for it
+        if isinstance(value, torch.Tensor):
+            if is_legacy_batched(value):
+                return True
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, torch.Tensor) and is_legacy_batched(item):
+                    return True
     return False
 
 

@@ -101,8 +101,9 @@ def root_values(roots: tuple[Any, ...]) -> tuple[float | None, ...]:
     for t in roots:
         value = None
         if isinstance(t, torch.Tensor) and t.numel() == 1:
-            try:
-                value = float(t.detach().reshape(()).real if t.is_complex() else t.detach().reshape(()))
+            try:  # `item` records no graph and reads a one-element tensor of any shape
+                item = t.item()
+                value = float(item.real if isinstance(item, complex) else item)
             except (RuntimeError, TypeError, ValueError):
                 value = None
         out.append(value)
