@@ -214,9 +214,10 @@ def run_headless(options: RunOptions) -> int:
     session, outputs = agent.session, agent.outputs
     # The driver reads a pass's graph only at its pauses (the size at its start): a pass in continue
     # is captured lazily unless a report or recording wants its graph. It prints no node's results,
-    # so it takes a planned pass's batches unread: no NodeRan is made for it.
-    session.add_listener(HeadlessDriver(session, options.commands, sys.stdout, sys.stderr, sole=True), graph=False,
-                         batches=True)
+    # so it takes a planned pass's batches unread: no NodeRan is made for it. It reads a pass's flow
+    # only for a `flow` command: without one a hooked pass computes none for it.
+    driver = HeadlessDriver(session, options.commands, sys.stdout, sys.stderr, sole=True)
+    session.add_listener(driver, graph=False, batches=True, flow=driver.reads_flow)
 
     def hard_exit(status: int) -> None:  # the script went on after quit: finish the outputs, then end
         for line in outputs.close():

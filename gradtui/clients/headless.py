@@ -15,7 +15,7 @@ import linecache
 from typing import Any, TextIO
 
 from gradtui.model import events as ev
-from gradtui.model.commands import CommandError, Continue, parse
+from gradtui.model.commands import CommandError, Continue, Flow, parse
 from gradtui.model.nodes import node_info, node_title
 from gradtui.model.stats import format_grads
 from gradtui.clients.feeder import CommandFeeder
@@ -41,6 +41,9 @@ class HeadlessDriver:
         """The script's output so far ends without a newline: our next line must start one."""
         self._unhooked: list[int] = []
         """Indexes of the passes that ran unhooked since the last line about passes."""
+        self.reads_flow = _asks_flow(commands)
+        """Is one of the commands a `flow`? Else the driver reads no pass's gradient flow (it prints
+        neither the flow nor the leaves' gradients), and a hooked pass need not compute them for it."""
 
     def _write(self, text: str, stream: str = "stdout") -> None:
         """Write the script's own text (output, traceback) as it is, to its own stream."""
@@ -167,3 +170,16 @@ class HeadlessDriver:
         if event.passes == 0:
             self._print("note: the script never called backward() or torch.autograd.grad()")
         self._print(f"script exited with status {event.exit_status}")
+
+
+def _asks_flow(commands: list[str]) -> bool:
+    """Is one of `commands` a `flow` (the last pass's gradient flow)? Only lines that start with the
+    word are parsed: a 200,000-line -x file is looked at, not parsed, here."""
+    for line in commands:
+        if line.lstrip().startswith("flow"):
+            try:
+                if isinstance(parse(line), Flow):
+                    return True
+            except CommandError:
+                pass
+    return False

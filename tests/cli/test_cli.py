@@ -241,6 +241,36 @@ def test_version_is_the_installed_packages(capsys):
     assert capsys.readouterr().out == f"gradtui {version('gradtui')}\n"  # on stdout, as argparse's action
 
 
+
+TWO_PASSES = """\
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 2)
+for _ in range(2):
+    model(torch.randn(4, 3)).pow(2).mean().backward()
+"""
+
+
+@pytest.mark.parametrize("commands, flows", [(["break nan", "continue"], False),
+                                             (["finish", "flow", "continue"], True)])
+def test_a_headless_pass_computes_its_flow_only_for_a_flow_command(tmp_path, monkeypatch, capsys, commands, flows):
+    """The headless driver prints no flow: a hooked pass computes one (two norms of every parameter)
+    only when a `flow` command may ask for it."""
+    from gradtui.cli.main import main
+    from gradtui.engine.recorder import FlowRecorder
+
+    made = []
+    recorded_flow = FlowRecorder.recorded_flow
+    monkeypatch.setattr(FlowRecorder, "recorded_flow", lambda self, *a: made.append(1) or recorded_flow(self, *a))
+    path = tmp_path / "two_passes.py"
+    path.write_text(TWO_PASSES, encoding="utf-8")
+    assert main(["--headless", *[arg for c in commands for arg in ("-c", c)], str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "pass 1 done · " in out
+    assert bool(made) is flows
+    assert ("gradient flow after pass 0:" in out) is flows
+
+
 def test_no_script_runs_the_demo(tmp_path):
     report_path = tmp_path / "report.json"
     done = gradtui("--headless", "-c", "continue", "--report", str(report_path), cwd=tmp_path)
