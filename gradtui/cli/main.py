@@ -101,8 +101,8 @@ class _Version(argparse.Action):
     """`--version`, its number read only when asked for: the package metadata lookup costs every
     run's start a few milliseconds otherwise."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, _namespace: argparse.Namespace, _values: object,
+                 _option_string: str | None = None) -> None:
         print(f"gradtui {_version()}")  # on stdout, as argparse's own `version` action prints
         parser.exit()
 
