@@ -101,9 +101,9 @@ def root_values(roots: tuple[Any, ...]) -> tuple[float | None, ...]:
     for t in roots:
         value = None
         if isinstance(t, torch.Tensor) and t.numel() == 1:
-            try:  # `item` records no graph and reads a one-element tensor of any shape
-                item = t.item()
-                value = float(item.real if isinstance(item, complex) else item)
+            try:  # float() reads a one-element tensor of any shape (detached: else torch warns)
+                t = t.detach()
+                value = float(t.real if t.is_complex() else t)
             except (RuntimeError, TypeError, ValueError):
                 value = None
         out.append(value)
