@@ -9,10 +9,12 @@ machine is shared, and wall time would count other processes' turns on the core.
 printed in bench.py's table (scripts/benchtable.py), so bench.py can run them as a group.
 
 The floors: a no-op TorchFunctionMode with no-op global module hooks (what recording every op
-from Python costs before it records anything: gradtui before this issue sat above it), and the
-no-op global module hooks alone (what remains once the mode is off the stack while torch's own
-module code runs: the floor of the design here). A last row checks what the figure buys: the
-share of the graph's nodes that get both a module path and a source line.
+from Python costs before it records anything: gradtui before issue 20 sat above it); the no-op
+global module hooks alone (what remains once the mode is off the stack while torch's own module
+code runs, if module calls are seen by hooks: any global hook sends every call down torch's
+hooked path); and a no-op wrapper of `nn.Module.__call__` (how gradtui sees module calls now:
+the floor of the design here). A last row checks what the figure buys: the share of the graph's
+nodes that get both a module path and a source line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchtable import Row, add, median, print_table, ratio_row  # noqa: E402
 
+from gradtui.engine.compat import is_compiling  # noqa: E402
 from gradtui.engine.graph import capture  # noqa: E402
 from gradtui.engine.provenance import Provenance  # noqa: E402
 
@@ -72,6 +76,27 @@ def _noop_hooks() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _noop_call_wrapper() -> Iterator[None]:
+    """A no-op wrapper of `nn.Module.__call__`, checking what gradtui's checks first."""
+    call, threads = nn.Module.__dict__["__call__"], {threading.get_ident(): None}
+
+    def wrapper(self, *args, **kwargs):
+        if is_compiling() or threading.get_ident() not in threads:
+            return call(self, *args, **kwargs)
+        try:
+            output = call(self, *args, **kwargs)
+        except BaseException:
+            raise
+        return output
+
+    nn.Module.__call__ = wrapper
+    try:
+        yield
+    finally:
+        nn.Module.__call__ = call
+
+
+@contextlib.contextmanager
 def _noop_mode_and_hooks() -> Iterator[None]:
     with _noop_hooks(), _CallThrough():
         yield
@@ -102,7 +127,7 @@ def bench_forward(layers: int, width: int, batch: tuple[int, int], pairs: int, t
     provenance = Provenance()
     runs: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
         "plain": contextlib.nullcontext, "provenance": lambda: provenance,
-        "mode+hooks": _noop_mode_and_hooks, "hooks": _noop_hooks}
+        "mode+hooks": _noop_mode_and_hooks, "hooks": _noop_hooks, "wrapper": _noop_call_wrapper}
     times: dict[str, list[float]] = {name: [] for name in runs}
     for i in range(pairs + 2):  # two warm-up rounds
         for name, context in runs.items():
@@ -120,6 +145,8 @@ def bench_forward(layers: int, width: int, batch: tuple[int, int], pairs: int, t
     ratio_row("  floor: a no-op TorchFunctionMode + global module hooks", sizes, median(times["mode+hooks"]), base,
               None, "plain forward")
     ratio_row("  floor: global module hooks alone", sizes, median(times["hooks"]), base, None, "plain forward")
+    ratio_row("  floor: a no-op wrapper of nn.Module.__call__", sizes, median(times["wrapper"]), base, None,
+              "plain forward")
     with provenance:
         out = model(data)
     infos = capture([out.grad_fn]).infos

@@ -215,8 +215,10 @@ def assert_grads_identical(expected: dict[str, torch.Tensor], actual: dict[str, 
         assert torch.equal(want, got), f"{name}: max diff {(want - got).abs().max().item()}"
 
 
-def torch_originals() -> tuple[Any, Any, Any]:
-    return torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad
+def torch_originals() -> tuple[Any, ...]:
+    """What gradtui patches while a script runs, as torch has it now."""
+    return (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad,
+            torch.nn.Module.__dict__["__call__"], torch.autograd.Function.__dict__["apply"])
 
 
 class Driven:

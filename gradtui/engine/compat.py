@@ -29,6 +29,24 @@ is_compiling: Callable[[], bool] = getattr(_compiler, "is_compiling", None) or g
 """Is torch.compile tracing this call? Fallback: never (compiled code would be stepped eagerly)."""
 
 
+_eval_frame = getattr(getattr(_C, "_dynamo", None), "eval_frame", None)
+
+
+def dynamo_skips(code: Any, calls_too: bool = False) -> None:
+    """Have Dynamo never compile a frame running `code` (it still traces into it when inlining),
+    nor, with `calls_too`, the frames it calls: Dynamo compiles the first frame it may below a
+    compiled module's `__call__`, and torch's own `Module` frames are skipped by file, gradtui's
+    are not. So `torch.compile(model)` compiles the model's forward, not gradtui's wrapper of
+    `__call__` around it, nor the bookkeeping the wrapper calls eagerly. Set in torch's C module,
+    without importing Dynamo (seconds). Fallback: nothing (Dynamo compiles gradtui's frames,
+    one code object for every module, and warns when it recompiles them too often)."""
+    strategy = getattr(_eval_frame, "_FrameExecStrategy", None)
+    action = getattr(_eval_frame, "_FrameAction", None)
+    setter = getattr(_eval_frame, "set_code_exec_strategy", None)
+    if strategy is not None and action is not None and setter is not None:
+        setter(code, strategy(action.SKIP, action.SKIP if calls_too else action.DEFAULT))
+
+
 def compiled_autograd_on() -> bool:
     """Is torch's compiled autograd on (`torch._dynamo.compiled_autograd.enable`)? It traces the
     hooks of a backward, and gradtui's compiled posthooks have no `compiled_args` to be traced
@@ -91,8 +109,8 @@ sequence_nr: Callable[[Any], int] = operator.methodcaller("_sequence_nr")
 """An autograd node's sequence number (its creation order on its thread; `seq` in a captured graph)."""
 
 
-SYMBOLS = ("current_graph_task_id", "compiled_autograd_on", "is_compiling", "functorch_level", "is_legacy_batched",
-           "get_sequence_nr", "push_mode", "pop_mode", "get_function_mode_stack", "get_function_mode_stack_len",
+SYMBOLS = ("current_graph_task_id", "dynamo_skips", "compiled_autograd_on", "is_compiling", "functorch_level",
+           "is_legacy_batched", "get_sequence_nr", "push_mode", "pop_mode", "get_function_mode_stack", "get_function_mode_stack_len",
            "get_function_mode_stack_at", "GradientEdge", "get_gradient_edge", "is_zerotensor", "set_grad_enabled",
            "sequence_nr")
 """What this module exposes (a test checks each is present and callable on this torch)."""

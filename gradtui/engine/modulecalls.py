@@ -1,6 +1,6 @@
 """Which nn.Module calls are running on a recorded thread, and which nodes each made.
 
-Provenance's global module hooks keep a stack of running module calls per recorded thread. A
+Provenance's wrapper of `nn.Module.__call__` keeps a stack of running module calls per recorded thread. A
 call's path is relative to the outermost module that is running: its forward, or a method
 called on it from outside (Lightning's `training_step` calling `self.net(x)`, a trainer's loop
 calling `model.compute_loss`): the same root parameter names are relative to (`net.2.bias` is
@@ -23,12 +23,14 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 from torch.nn.modules import module as _nn_module
 
 from gradtui.engine.compat import get_function_mode_stack_at, get_function_mode_stack_len
+from gradtui.engine.compat import dynamo_skips as _dynamo_skips
 from gradtui.engine.compat import get_sequence_nr as _get_sequence_nr
 from gradtui.engine.compat import is_compiling as _is_compiling
 from gradtui.engine.compat import pop_mode as _pop_mode
@@ -127,20 +129,45 @@ class ModuleCalls:
             _push_mode(self._mode)
             state.popped = False
 
-    # -- the hooks -----------------------------------------------------------------------
+    # -- the calls ----------------------------------------------------------------------
 
-    def pre_hook(self, module: torch.nn.Module, args: Any) -> None:
-        """Global forward pre-hook: push the call; start or extend the stretch."""
-        if _is_compiling():  # first: Dynamo traces module hooks, and folds this to True
-            return
-        state = self.threads.get(_get_ident())
-        if state is None:
-            return
+    def wrap(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        """`call` (torch's `nn.Module.__call__`) made to keep the recorded threads' module stacks.
+
+        A wrapper of `__call__` instead of global module hooks: any global hook sends every
+        module call down torch's hooked path (a closure, the hook dicts walked), which costs more
+        than this wrapper does in all; and it sees a BaseException leave the call, where torch's
+        always-called hooks see only an Exception."""
+        threads, enter, leave = self.threads, self._enter, self._leave
+
+        def __call__(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            if _is_compiling():  # first: Dynamo inlines this, and folds it to True
+                return call(self, *args, **kwargs)
+            state = threads.get(_get_ident())
+            if state is None:
+                return call(self, *args, **kwargs)
+            enter(state, self)
+            try:
+                output = call(self, *args, **kwargs)
+            except BaseException:
+                leave(state, self, None)
+                raise
+            leave(state, self, output)
+            return output
+
+        __call__.__doc__ = call.__doc__
+        _dynamo_skips(__call__.__code__)
+        for method in (ModuleCalls._enter, ModuleCalls._leave):
+            _dynamo_skips(method.__code__, calls_too=True)
+        return __call__
+
+    def _enter(self, state: ThreadCalls, module: torch.nn.Module) -> None:
+        """A module call starts: push it; start or extend the stretch."""
         stack = state.stack
         top = stack[-1] if stack else None
         key = id(module)
         if top is None:
-            name, root, prefix, path = self._enter_root(module)
+            name, root, prefix, path = self._enter_root(module, sys._getframe(2))
         else:
             _, parent, root, prefix, path, _ = top
             names = root[1]
@@ -162,7 +189,7 @@ class ModuleCalls:
         if owned:
             # Its nodes' user line is the one that called it: found once here, not per op.
             where = (top.where[0] if top is not None and top.where is not None
-                     else _call_site(sys._getframe(1)), name)
+                     else _call_site(sys._getframe(2)), name)
             if state.depth < 0:
                 state.open(_get_sequence_nr(), where)
                 self._mode_off(state)
@@ -179,18 +206,14 @@ class ModuleCalls:
                 self._mode_on(state)
         stack.append(_new_tuple(Call, (key, name, root, prefix, path, where)))
 
-    def post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        """Global forward hook (always called): pop the call; end the stretch or mark its caller."""
-        if _is_compiling():  # first: Dynamo traces module hooks, and folds this to True
-            return
-        state = self.threads.get(_get_ident())
-        if state is None:
-            return
+    def _leave(self, state: ThreadCalls, module: torch.nn.Module, output: Any) -> None:
+        """A module call ends (`output` None if it raised): pop it; end the stretch or mark its
+        caller."""
         stack = state.stack
         if stack and stack[-1].key == id(module):
             stack.pop()
             i = len(stack)
-        else:  # pop down to this module's entry (entries above it missed their post hook)
+        else:  # pop down to this module's entry (entries above it never returned through us)
             key = id(module)
             for i in range(len(stack) - 1, -1, -1):
                 if stack[i].key == key:
@@ -214,17 +237,6 @@ class ModuleCalls:
             if not state.popped:
                 self._mode_off(state)
 
-    def drop_stale(self) -> None:
-        """Forget the calling thread's running calls if the mode is off for a stretch: called as
-        a backward pass starts, which user code runs, not torch's module code; a stretch still
-        open then was left by a BaseException (KeyboardInterrupt) that skipped torch's
-        always-called post hooks, and would keep the mode off for the rest of the run."""
-        state = self.threads.get(_get_ident())
-        if state is not None and state.popped:
-            state.stack.clear()
-            state.depth = -1
-            self._mode_on(state)
-
     def running(self, ident: int | None = None) -> list[str] | None:
         """Paths of the module calls running on thread `ident` (the calling one by default),
         outermost first; None for a thread not recorded."""
@@ -237,7 +249,7 @@ class ModuleCalls:
 
     def reset(self) -> None:
         """Record no thread (the root entries are kept: they die with their modules)."""
-        self.threads = {}
+        self.threads.clear()  # in place: the wrapper holds this dict
 
     def forget_thread(self, ident: int) -> None:
         """Stop recording thread `ident` (its mode is popped by its owner)."""
@@ -245,10 +257,10 @@ class ModuleCalls:
 
     # -- names ---------------------------------------------------------------------------
 
-    def _enter_root(self, module: torch.nn.Module) -> tuple[str, list, str, str]:
-        """(name, root entry, prefix, path) of a module called while no module runs: relative
-        to the outermost module one of whose methods is running (walking the frames once)."""
-        frame = sys._getframe(2)
+    def _enter_root(self, module: torch.nn.Module, frame: Any) -> tuple[str, list, str, str]:
+        """(name, root entry, prefix, path) of a module called from `frame` while no module runs:
+        relative to the outermost module one of whose methods is running (walking the frames
+        once)."""
         while frame is not None and frame.f_code.co_filename == _CALL_FILE:  # torch's _call_impl
             frame = frame.f_back
         owner, outside = self._outermost_owner(module, frame)
@@ -328,7 +340,8 @@ def _forward_is_torchs(cls: type) -> bool:
 
 
 def _call_site(frame: Any) -> tuple[str, int] | None:
-    """The user line that called the module whose hook `frame` (torch's `_call_impl`) runs."""
+    """The user line at or outside `frame`, which called a module (torch's `Module` frames
+    skipped)."""
     while frame is not None and frame.f_code.co_filename == _CALL_FILE:
         frame = frame.f_back
     return _innermost_user(frame)

@@ -35,7 +35,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-from torch.nn.modules import module as _nn_module
 from torch.overrides import TorchFunctionMode
 
 from gradtui.engine.compat import get_sequence_nr as _get_sequence_nr
@@ -53,6 +52,7 @@ __all__ = ["FIRST_KEY", "MODULE_KEY", "SOURCE_KEY", "Provenance", "UnsavedSource
            "source_of", "user_frame"]
 
 _Tensor = torch.Tensor
+_Module = torch.nn.Module
 _get_ident = threading.get_ident
 
 
@@ -106,8 +106,8 @@ class Provenance(TorchFunctionMode):
 
     Only the installing thread and the threads started after install are recorded: torch
     keeps the function-mode stack per thread (a new thread starts with an empty stack), so
-    `Thread.start` is wrapped to push the mode in each new thread; the module hooks, which
-    are process-wide, ignore other threads. So install() and uninstall() must run on the
+    `Thread.start` is wrapped to push the mode in each new thread; the wrapper of
+    `nn.Module.__call__`, which is process-wide, ignores other threads. So install() and uninstall() must run on the
     thread that runs the forward pass. Nothing is recorded while grad mode is off, and
     a user's own TorchFunctionMode or `torch.no_grad()` inside the script keeps working.
     """
@@ -115,16 +115,15 @@ class Provenance(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self._thread: int | None = None
-        self._handles: list[Any] = []
+        self._call: Any = None
+        """`nn.Module.__call__` as it was before install."""
+        self._wrapped_call: Any = None
         self._mode_pushed = False
         self._apply: Any = None
         """`Function.apply` as it was before install (a classmethod object)."""
         self.module_calls = ModuleCalls(self)
         """The running module calls of each recorded thread (the installing one and those it
         starts), and the stretches of torch's module code the mode is off for."""
-        self._has_hook: Any = None
-        """`torch.nn.modules.module._has_any_global_hook` as it was before install."""
-        self._has_other_hook: Any = None
         self._start: Any = None
         """`threading.Thread.start` as it was before install."""
 
@@ -138,15 +137,11 @@ class Provenance(TorchFunctionMode):
         self.module_calls.reset()
         self.module_calls.record_thread(self._thread)
         try:
-            self._handles.append(_nn_module.register_module_forward_pre_hook(self.module_calls.pre_hook))
-            self._handles.append(
-                _nn_module.register_module_forward_hook(self.module_calls.post_hook, always_call=True)
-            )
+            self._wrap_module_call()
             _push_mode(self)
             self._mode_pushed = True
             self._wrap_function_apply()
             self._wrap_thread_start()
-            self._hide_global_hooks()
             blame.install(frozenset({Provenance.__torch_function__.__code__, self._wrapped_apply.__func__.__code__}),
                           __file__, globals())
         except BaseException:
@@ -154,15 +149,12 @@ class Provenance(TorchFunctionMode):
             raise
 
     def uninstall(self) -> None:
-        """Stop recording and remove the hooks; safe to call twice or after a failed install."""
+        """Stop recording and put back what it wrapped; safe to call twice or after a failed install."""
         blame.uninstall()
-        if self._has_hook is not None:
-            if _nn_module._has_any_global_hook is self._has_other_hook:
-                _nn_module._has_any_global_hook = self._has_hook
-            self._has_hook = None
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+        if self._call is not None:
+            if _Module.__dict__.get("__call__") is self._wrapped_call:
+                _Module.__call__ = self._call
+            self._call = None
         if self._apply is not None:
             if torch.autograd.Function.__dict__.get("apply") is self._wrapped_apply:
                 torch.autograd.Function.apply = self._apply
@@ -178,23 +170,12 @@ class Provenance(TorchFunctionMode):
         self._thread = None
         self.module_calls.reset()
 
-    def _hide_global_hooks(self) -> None:
-        """`torch.compile(model)` warns when any global module hook exists (it would fire an extra
-        time for the OptimizedModule); a plain run has none, so ours are not counted."""
-        original = getattr(_nn_module, "_has_any_global_hook", None)
-        if original is None:
-            return
-        ours = frozenset(h.id for h in self._handles)
-        m = _nn_module
-
-        def has_other_hook() -> bool:
-            return bool(m._global_backward_pre_hooks or m._global_backward_hooks or m._global_forward_hooks_with_kwargs
-                        or any(k not in ours for k in m._global_forward_pre_hooks)
-                        or any(k not in ours for k in m._global_forward_hooks)
-                        or any(k not in ours for k in m._global_forward_hooks_always_called))
-
-        self._has_hook, self._has_other_hook = original, has_other_hook
-        _nn_module._has_any_global_hook = has_other_hook
+    def _wrap_module_call(self) -> None:
+        """Keep the recorded threads' module stacks in `nn.Module.__call__` (`ModuleCalls.wrap`;
+        a module that was wrapped meanwhile by someone else is left wrapped, and ours inert)."""
+        self._call = _Module.__dict__["__call__"]
+        self._wrapped_call = self.module_calls.wrap(self._call)
+        _Module.__call__ = self._wrapped_call
 
     def _pop_self(self) -> bool:
         """Take this mode off the calling thread's mode stack (`modestack.remove`)."""
@@ -203,9 +184,7 @@ class Provenance(TorchFunctionMode):
     def suspended(self) -> contextlib.AbstractContextManager[None]:
         """Record nothing on this thread meanwhile, at no cost per op: the mode is off the stack
         (`modestack.suspended`). For a backward pass: its hooks' reductions (gradtui's and the
-        user's) make no node worth a source, yet each would go through `__torch_function__`.
-        A stretch of torch's module code left open by a KeyboardInterrupt is closed first."""
-        self.module_calls.drop_stale()
+        user's) make no node worth a source, yet each would go through `__torch_function__`."""
         return modestack.suspended(self)
 
     def _wrap_thread_start(self) -> None:

@@ -148,14 +148,17 @@ def test_uninstall_leaves_nothing_behind():
     pre, post = len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)
     modes = len(_get_current_function_mode_stack())
     apply = torch.autograd.Function.__dict__["apply"]
+    call = nn.Module.__dict__["__call__"]
     prov = Provenance()
     prov.install()
     prov.install()  # idempotent
-    assert len(nn_module._global_forward_pre_hooks) == pre + 1
+    assert nn.Module.__dict__["__call__"] is not call
+    assert len(nn_module._global_forward_pre_hooks) == pre  # no global module hook: torch's fast path
     assert torch.autograd.Function.__dict__["apply"] is not apply
     prov.uninstall()
     prov.uninstall()
     assert torch.autograd.Function.__dict__["apply"] is apply
+    assert nn.Module.__dict__["__call__"] is call
     assert len(nn_module._global_forward_pre_hooks) == pre
     assert len(nn_module._global_forward_hooks) == post
     assert len(_get_current_function_mode_stack()) == modes
@@ -332,3 +335,24 @@ def test_suspended_takes_the_mode_off_and_puts_it_back_under_the_users_modes():
         z = torch.ones(1, requires_grad=True) * 3
     assert source_of(y.grad_fn) is None and source_of(z.grad_fn) is not None
     assert prov not in _get_current_function_mode_stack()
+
+
+def test_torch_compile_compiles_each_models_forward_not_gradtuis_wrapper_of_module_call():
+    """Dynamo compiles the first frame it may below a compiled module's `__call__`: gradtui's
+    wrapper (one code object for every module) and its bookkeeping are skipped, so twelve models
+    compile twelve forwards, as in a plain run, and none hits Dynamo's recompile limit (8)."""
+    compiled = []
+
+    def backend(gm, inputs):
+        compiled.append(gm)
+        return gm.forward
+
+    def model(i):  # a forward of its own code object each, as distinct model classes have
+        scope = {"torch": torch}
+        exec(compile(f"def forward(self, x):\n    return torch.tanh(x) * {i}\n", f"<model {i}>", "exec"), scope)
+        return type(f"Model{i}", (nn.Module,), {"forward": scope["forward"]})()
+
+    with Provenance():
+        outs = [torch.compile(model(i), backend=backend)(torch.ones(2, 3)) for i in range(12)]
+    assert len(compiled) == 12
+    assert all(torch.equal(out, torch.tanh(torch.ones(2, 3)) * i) for i, out in enumerate(outs))
