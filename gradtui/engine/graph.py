@@ -22,9 +22,9 @@ import gc
 import os
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import msgspec
 import torch
 
 from gradtui.engine import native, provenance
@@ -56,8 +56,7 @@ class Walk(NamedTuple):
     roots, nodes several slots send to)."""
 
 
-@dataclass
-class Capture:
+class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
     """A captured pass: what the walk read (`walk`), each node's NodeInfo (`infos`, made from the
     walk when first read), the graph (built lazily from them), and the live autograd nodes
     indexed by id.
@@ -79,13 +78,13 @@ class Capture:
     """Are `infos` complete?"""
     leaves_named: bool = True
     """Did the walk's names name the leaves (their labels and param)? Else the description does."""
-    _infos: list[NodeInfo] | None = field(default=None, repr=False)
-    _seqs: list[int] | None = field(default=None, repr=False)
+    _infos: list[NodeInfo] | None = None
+    _seqs: list[int] | None = None
     """The nodes' sequence numbers: from the compiled walk, else read when the nodes go before
     `infos` were made."""
-    _leaves: dict[int, int] | None = field(default=None, repr=False)
+    _leaves: dict[int, int] | None = None
     """Accumulator id -> the id of its leaf, kept (with `names`) when the nodes go before `infos` were made."""
-    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _lock: threading.RLock = msgspec.field(default_factory=threading.RLock)
 
     @property
     def infos(self) -> list[NodeInfo]:

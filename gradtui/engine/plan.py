@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import msgspec
 import torch
 
 from gradtui.engine.window import small_stats
@@ -67,8 +67,7 @@ NONE, POST, BOTH = 0, 1, 2
 """Per node: no hook (derived), a posthook, a prehook and a posthook."""
 
 
-@dataclass
-class HookPlan:
+class HookPlan(msgspec.Struct):
     """Per node of a captured pass: which hooks it gets, and for a derived node where its
     gradient comes from."""
 
@@ -78,7 +77,7 @@ class HookPlan:
     """Per node with exactly one producer: (producer id, output slot of the producer)."""
     derived: dict[int, list[int]]
     """Producer id -> the derived nodes it feeds directly (their statistics follow from its)."""
-    fed: dict[int, int] = field(default_factory=dict)
+    fed: dict[int, int] = msgspec.field(default_factory=dict)
     """Producer id -> how many nodes it feeds, directly or not (`fed_counts` of `derived`; whoever
     changes `derived` counts again)."""
 

@@ -11,10 +11,10 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import msgspec
 import torch
 
 from gradtui.model import events as ev
@@ -32,8 +32,7 @@ if TYPE_CHECKING:
     from gradtui.engine.fingerprint import PassPrints
 
 
-@dataclass
-class PassRecord:
+class PassRecord(msgspec.Struct):
     """What the session knows of the hooked pass in flight; dropped when the pass ends."""
 
     index: int
@@ -49,29 +48,29 @@ class PassRecord:
     task: int | None = None
     """Autograd's id of the pass's own engine call, so hooks ignore a backward nested in it (a
     user's hook calling torch.autograd.grad through nodes of this graph)."""
-    grad_outputs: dict[int, tuple[Stats | None, ...]] = field(default_factory=dict)
+    grad_outputs: dict[int, tuple[Stats | None, ...]] = msgspec.field(default_factory=dict)
     """Per node whose prehook ran and posthook has not: handles of its `grad_outputs` (what arrived)."""
-    handoff: dict[tuple[int, int], tuple[torch.Tensor, int, Stats]] = field(default_factory=dict)
+    handoff: dict[tuple[int, int], tuple[torch.Tensor, int, Stats]] = msgspec.field(default_factory=dict)
     """Gradients a node just sent to a sole receiver, with their version counter and stats, so
     the receiver's prehook need not summarize the same, unmodified tensor again."""
     last_progress: float = 0.0
     pending: Breakpoint | None = None
     """A loss breakpoint that matched the roots: stop at the pass's first node."""
     pending_reason: str = ""
-    arrived: dict[int, tuple[tuple[Any, ...], tuple[int, ...]]] = field(default_factory=dict)
+    arrived: dict[int, tuple[tuple[Any, ...], tuple[int, ...]]] = msgspec.field(default_factory=dict)
     """Node id -> the gradients its prehook let through unedited, with their version counters."""
-    fired: set[int] = field(default_factory=set)
+    fired: set[int] = msgspec.field(default_factory=set)
     """Breakpoints that stopped in this pass (module and place specs stop once per pass)."""
-    nested_leaves: list[tuple[str, torch.Tensor]] = field(default_factory=list)
+    nested_leaves: list[tuple[str, torch.Tensor]] = msgspec.field(default_factory=list)
     """Named leaves that nested backward calls (a reentrant checkpoint) accumulate into during
     this pass: they are not on its graph, but their `.grad` changes with it."""
-    window: StatsWindow = field(default_factory=StatsWindow)
+    window: StatsWindow = msgspec.field(default_factory=StatsWindow)
     """The gradients whose statistics are not read back yet (gradtui.engine.window)."""
-    ran: list["Ran"] = field(default_factory=list)
+    ran: list["Ran"] = msgspec.field(default_factory=list)
     """Nodes that ran since the window was last read, in the order they ran."""
     prints: PassPrints | None = None
     """The pass's fingerprints, when a recording wants them (gradtui.engine.fingerprint)."""
-    completed: bytearray = field(default_factory=bytearray)
+    completed: bytearray = msgspec.field(default_factory=bytearray)
     """Per node id, 1 once its posthook ran (so a failure outside every node's hooks is placed)."""
     call: str = "backward"
     on_cpu: bool = True

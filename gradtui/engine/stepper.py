@@ -11,10 +11,10 @@ from __future__ import annotations
 import gc
 import queue
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import msgspec
 import torch
 
 from gradtui.engine.intercept import GradtuiQuit
@@ -36,8 +36,7 @@ class Mode(Enum):
     FINISH = "finish"
 
 
-@dataclass
-class Pause:
+class Pause(msgspec.Struct):
     """The state of a pause: the node, and the gradients the commands edit."""
 
     node: int
