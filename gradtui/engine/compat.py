@@ -110,7 +110,7 @@ sequence_nr: Callable[[Any], int] = operator.methodcaller("_sequence_nr")
 
 
 SYMBOLS = ("current_graph_task_id", "dynamo_skips", "compiled_autograd_on", "is_compiling", "functorch_level",
-           "is_legacy_batched", "get_sequence_nr", "push_mode", "pop_mode", "get_function_mode_stack", "get_function_mode_stack_len",
-           "get_function_mode_stack_at", "GradientEdge", "get_gradient_edge", "is_zerotensor", "set_grad_enabled",
+           "is_legacy_batched", "get_sequence_nr", "push_mode", "pop_mode", "get_function_mode_stack",
+           "get_function_mode_stack_len", "get_function_mode_stack_at", "GradientEdge", "get_gradient_edge", "is_zerotensor", "set_grad_enabled",
            "sequence_nr")
 """What this module exposes (a test checks each is present and callable on this torch)."""

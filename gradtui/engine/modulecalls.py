@@ -1,10 +1,10 @@
 """Which nn.Module calls are running on a recorded thread, and which nodes each made.
 
-Provenance's wrapper of `nn.Module.__call__` keeps a stack of running module calls per recorded thread. A
-call's path is relative to the outermost module that is running: its forward, or a method
-called on it from outside (Lightning's `training_step` calling `self.net(x)`, a trainer's loop
-calling `model.compute_loss`): the same root parameter names are relative to (`net.2.bias` is
-made in module `net.2`).
+Provenance's wrapper of `nn.Module.__call__` keeps a stack of running module calls per recorded
+thread. A call's path is relative to the outermost module that is running: its forward, or a
+method called on it from outside (Lightning's `training_step` calling `self.net(x)`, a trainer's
+loop calling `model.compute_loss`): the same root parameter names are relative to (`net.2.bias`
+is made in module `net.2`).
 
 While torch's own module code runs (nn.Linear, nn.LayerNorm, nn.TransformerEncoder ...) no
 user line can be the source of a node, so provenance's mode is taken off the thread's mode

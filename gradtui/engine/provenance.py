@@ -107,8 +107,8 @@ class Provenance(TorchFunctionMode):
     Only the installing thread and the threads started after install are recorded: torch
     keeps the function-mode stack per thread (a new thread starts with an empty stack), so
     `Thread.start` is wrapped to push the mode in each new thread; the wrapper of
-    `nn.Module.__call__`, which is process-wide, ignores other threads. So install() and uninstall() must run on the
-    thread that runs the forward pass. Nothing is recorded while grad mode is off, and
+    `nn.Module.__call__`, which is process-wide, ignores other threads. So install() and
+    uninstall() must run on the thread that runs the forward pass. Nothing is recorded while grad mode is off, and
     a user's own TorchFunctionMode or `torch.no_grad()` inside the script keeps working.
     """
 
@@ -171,8 +171,9 @@ class Provenance(TorchFunctionMode):
         self.module_calls.reset()
 
     def _wrap_module_call(self) -> None:
-        """Keep the recorded threads' module stacks in `nn.Module.__call__` (`ModuleCalls.wrap`;
-        a module that was wrapped meanwhile by someone else is left wrapped, and ours inert)."""
+        """Keep the recorded threads' module stacks in `nn.Module.__call__` (`ModuleCalls.wrap`).
+        If someone wraps `__call__` over ours meanwhile, uninstall leaves theirs in place: ours
+        inside it is then inert (it records no thread)."""
         self._call = _Module.__dict__["__call__"]
         self._wrapped_call = self.module_calls.wrap(self._call)
         _Module.__call__ = self._wrapped_call
