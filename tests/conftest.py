@@ -17,11 +17,11 @@ from tests.helpers import SCRIPTS, Chain, Driven
 
 def pytest_configure(config):
     """Build gradtui's compiled posthooks once, in the controller, before any worker or script
-    starts (gradtui.engine.native), and let no test process start a build of its own: they all
+    starts (gradtui.engine.hooks.native), and let no test process start a build of its own: they all
     use what this built (`GRADTUI_NATIVE=use`), or the Python hooks where it could not be."""
     if hasattr(config, "workerinput") or os.environ.get("GRADTUI_NATIVE", "").lower() == "off":
         return
-    from gradtui.engine import native
+    from gradtui.engine.hooks import native
 
     if not native.library_path().exists():
         built = native.build()
@@ -58,7 +58,7 @@ def driven():
 
 @pytest.fixture
 def stash():
-    """The `stash` module the test scripts put objects in (tests/scripts/stash.py), emptied."""
+    """The `stash` module the test scripts put objects in (tests/fixtures/stash.py), emptied."""
     sys.path.insert(0, str(SCRIPTS))
     try:
         module = importlib.import_module("stash")

@@ -20,15 +20,15 @@ from typing import Any
 import pytest
 import torch
 
-from gradtui.model import events as ev
-from gradtui.model.report import Report
-from gradtui.engine.runner import ScriptRunner
+from gradtui.protocol import events as ev
+from gradtui.protocol.report import Report
+from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
 from gradtui.clients.headless import HeadlessDriver
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = REPO / "tests" / "scripts"
-EXAMPLES = REPO / "scripts" / "examples"
+SCRIPTS = REPO / "tests" / "fixtures"
+EXAMPLES = REPO / "benchmarks" / "examples"
 RUN_TIMEOUT = 60.0
 """Seconds a script run may take before the test fails (the tiny scripts take well under 5)."""
 EVENT_TIMEOUT = 10.0
@@ -38,7 +38,7 @@ EVENT_TIMEOUT = 10.0
 def compiled_off(monkeypatch, why: str) -> None:
     """gradtui's compiled library off for the rest of the test (`why`: the reason `native.load`
     gives): every read and hook goes through torch's Python calls, as on an accelerator."""
-    from gradtui.engine import native
+    from gradtui.engine.hooks import native
 
     monkeypatch.setattr(native, "load", lambda: native.Native(None, why))
 
@@ -59,8 +59,8 @@ def count_calls(monkeypatch, owner: Any, name: str) -> list[int]:
 
 def compiled_hooked(monkeypatch) -> list[int]:
     """For the rest of the test, per planned pass that put compiled posthooks on its nodes
-    (gradtui.engine.compiled), how many nodes they hooked (each is called once per pass)."""
-    from gradtui.engine.compiled import CompiledHooks
+    (gradtui.engine.hooks.compiled), how many nodes they hooked (each is called once per pass)."""
+    from gradtui.engine.hooks.compiled import CompiledHooks
 
     counts: list[int] = []
     register = CompiledHooks.register
@@ -107,14 +107,14 @@ def fed_session(feed: list[list[str]], *, nan: bool = True) -> tuple[Session, li
 
 
 def script(name: str) -> str:
-    """Path of a test script in tests/scripts."""
+    """Path of a test script in tests/fixtures."""
     path = SCRIPTS / name
     assert path.is_file(), path
     return str(path)
 
 
 def example(name: str) -> str:
-    """Path of an example script in scripts/examples."""
+    """Path of an example script in benchmarks/examples."""
     path = EXAMPLES / name
     assert path.is_file(), path
     return str(path)

@@ -17,7 +17,7 @@ def _modules_after(statement: str) -> set[str]:
 def test_the_ui_never_loads_the_session_or_patches_torch():
     loaded = _modules_after("import gradtui.ui.app, gradtui.cli.attach, gradtui.wire.child")
     assert "gradtui.engine.session" not in loaded
-    assert "gradtui.engine.runner" not in loaded
+    assert "gradtui.engine.process.runner" not in loaded
 
 
 def test_clients_never_load_torch():
@@ -30,6 +30,6 @@ def test_clients_never_load_torch():
 
 
 def test_the_core_and_the_agent_never_load_textual_or_rich():
-    loaded = _modules_after("import gradtui.engine.session, gradtui.engine.runner, gradtui.agent.main, "
+    loaded = _modules_after("import gradtui.engine.session, gradtui.engine.process.runner, gradtui.agent.main, "
                             "gradtui.agent.listen, gradtui.clients.headless")
     assert not {m.split(".")[0] for m in loaded} & {"textual", "rich"}

@@ -1,6 +1,6 @@
 """The layers DESIGN.md draws, checked statically over the source (`ast`, every import at any
-depth of a module, the lazy ones inside functions included): model <- engine <- agent;
-model <- wire <- clients / ui / record; cli on top; no cycle between packages; the torch-free
+depth of a module, the lazy ones inside functions included): protocol <- engine <- agent;
+protocol <- wire <- clients / ui / record; cli on top; no cycle between packages; the torch-free
 packages reach no torch, and the core no Textual or Rich, directly or through another module.
 A failure names the chain of imports that breaks the rule."""
 
@@ -19,27 +19,27 @@ pytestmark = pytest.mark.timeout(60)
 PACKAGE = pathlib.Path(gradtui.__file__).resolve().parent
 
 MAY_IMPORT = {
-    "model": set(),
-    "wire": {"model"},
-    "clients": {"model", "wire"},
-    "record": {"model", "wire"},
-    "ui": {"model", "wire", "clients"},
-    "serve": {"model", "wire", "clients", "ui"},
-    "engine": {"model"},
-    "distributed": {"model", "wire", "engine"},
-    "agent": {"model", "wire", "record", "engine", "distributed"},
-    "cli": {"model", "wire", "clients", "record", "ui", "serve", "engine", "distributed", "agent"},
+    "protocol": set(),
+    "wire": {"protocol"},
+    "clients": {"protocol", "wire"},
+    "record": {"protocol", "wire"},
+    "ui": {"protocol", "wire", "clients"},
+    "serve": {"protocol", "wire", "clients", "ui"},
+    "engine": {"protocol"},
+    "distributed": {"protocol", "wire", "engine"},
+    "agent": {"protocol", "wire", "record", "engine", "distributed"},
+    "cli": {"protocol", "wire", "clients", "record", "ui", "serve", "engine", "distributed", "agent"},
     "": {"agent", "cli"},  # gradtui/__init__ (listen) and __main__
 }
 """What each package may import besides itself."""
 
 KNOWN_CROSSINGS: set[tuple[str, str]] = set()
 """Imports that break a rule today, each to go when its owner moves the shared types down a layer
-(none now: fingerprints' shared types are gradtui.model.fingerprints'). A crossing listed here
+(none now: fingerprints' shared types are gradtui.protocol.fingerprints'). A crossing listed here
 that is no longer made fails the test, so the list only shrinks."""
 
-TORCH_FREE = ("model", "wire", "clients", "record", "ui", "serve")
-NO_TEXTUAL = ("model", "engine", "agent", "distributed", "wire", "record", "clients")
+TORCH_FREE = ("protocol", "wire", "clients", "record", "ui", "serve")
+NO_TEXTUAL = ("protocol", "engine", "agent", "distributed", "wire", "record", "clients")
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -67,7 +67,7 @@ def _imports(path: pathlib.Path) -> set[str]:
 
 
 def _resolve(name: str) -> str:
-    """The gradtui module an import names (`gradtui.model.events.Output` -> gradtui.model.events)."""
+    """The gradtui module an import names (`gradtui.protocol.events.Output` -> gradtui.protocol.events)."""
     while name not in MODULES:
         name = name.rpartition(".")[0]
     return name
@@ -169,8 +169,8 @@ def test_the_core_reaches_no_textual_or_rich(package):
 
 def test_the_rules_see_what_they_check():
     """The graph is the real one: a known import is in it, and a chain is found through modules."""
-    assert "gradtui.model.events" in GRAPH["gradtui.wire.codec"]
-    assert package_of("gradtui.engine.session") == "engine" and package_of("gradtui.model") == "model"
+    assert "gradtui.protocol.events" in GRAPH["gradtui.wire.codec"]
+    assert package_of("gradtui.engine.session") == "engine" and package_of("gradtui.protocol") == "protocol"
     assert package_of("gradtui.__main__") == "" and package_of("gradtui") == ""
     chain = _chain("gradtui.agent.build", lambda name: name == "torch")
     assert chain is not None and chain[0] == "gradtui.agent.build" and chain[-1] == "torch" and len(chain) >= 3

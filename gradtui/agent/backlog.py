@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 OUTPUT_LINES = 2000
 BEFORE_PASS = 500

@@ -4,7 +4,7 @@ agent, --listen, gradtui.listen()).
 
 The server is built with the hooks it will keep: a typed line is parsed once here
 (`AgentCommands`) and passed on as a `Command`. The run's one quit path is the session's
-`run_quit` (gradtui.engine.quitting): a typed `quit` and a client's quit both reach it, and
+`run_quit` (gradtui.engine.process.quitting): a typed `quit` and a client's quit both reach it, and
 it takes the way out of the mode that built the agent (a runner's stop, `gradtui.listen()`'s
 stop-debugging, on a torchrun rank the job's tap: every rank).
 """
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from gradtui.agent.outputs import Outputs
-from gradtui.model import events as ev
-from gradtui.model.commands import Command, CommandError, parse
-from gradtui.model.options import PathChecks, RunOptions
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command, CommandError, parse
+from gradtui.protocol.options import PathChecks, RunOptions
 
 if TYPE_CHECKING:  # the server (sockets, the wire's codec, msgspec) is imported only by an agent that serves
     from gradtui.agent.server import AgentServer

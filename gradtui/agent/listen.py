@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from gradtui.agent.main import is_loopback, open_listener
 from gradtui.wire.runtime import AgentEntry, remove_entry, write_entry
 from gradtui.agent.build import Transport, build_agent, path_checks, process_info
-from gradtui.model import events as ev
-from gradtui.model.options import OptionsError, RunOptions
+from gradtui.protocol import events as ev
+from gradtui.protocol.options import OptionsError, RunOptions
 
 
 class Listening:

@@ -25,7 +25,7 @@ from gradtui.agent.output import FdTee
 from gradtui.wire.runtime import AgentEntry, parse_address, remove_entry, write_entry
 from gradtui.agent.build import Transport, build_agent, process_info
 from gradtui.agent.server import AgentServer
-from gradtui.model.options import RunOptions
+from gradtui.protocol.options import RunOptions
 from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
 
 TOKEN_FD_ENV = "GRADTUI_TOKEN_FD"
@@ -41,13 +41,13 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     """Run the script under a session served over `conn` / `listener`; return its exit status.
 
     `entry`: the runtime file of a --listen agent, removed however the run ends (a SIGTERM or
-    SIGHUP too, see gradtui.engine.exits). After an unhandled KeyboardInterrupt the process is
+    SIGHUP too, see gradtui.engine.process.exits). After an unhandled KeyboardInterrupt the process is
     set to die of SIGINT at exit, as python's would. A signal after the script's end waits for
     the last words (report, recording, runtime file, goodbye): a SIGTERM / SIGHUP then kills the
     process, a Ctrl-C is ignored, as python ignores one in its atexit functions."""
-    from gradtui.engine.exits import IGNORED_INTERRUPT, FatalSignals, describe_signal
-    from gradtui.engine.graph import allow_deep_graphs
-    from gradtui.engine.runner import ScriptRunner, exit_now
+    from gradtui.engine.process.exits import IGNORED_INTERRUPT, FatalSignals, describe_signal
+    from gradtui.engine.capture.graph import allow_deep_graphs
+    from gradtui.engine.process.runner import ScriptRunner, exit_now
 
     def stop() -> None:  # session.quit(), then the script interrupted if it is busy outside a pause
         threading.Thread(target=runner.stop, name="gradtui-stop", daemon=True).start()
@@ -82,7 +82,7 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     status = 1
     try:
         status = runner.run()
-    finally:  # the last words, with a signal deferred until they are said (gradtui.engine.deferral)
+    finally:  # the last words, with a signal deferred until they are said (gradtui.engine.process.deferral)
         _stop_capture(entry, fds, lines)
         failures = _end(server, outputs, "the script ended")
         if fatal.restore() is not None and conn is None:  # a child's fd 2 is the script's stderr in its UI
@@ -103,8 +103,8 @@ def _stop_capture(entry: str | None, fds: FdTee | None, lines: Any = None) -> No
 def _exit_status(status: int, failures: list[str], exit_signal: int | None) -> int:
     """The agent's exit status: the script's (OUTPUT_FAILED if it succeeded but the outputs
     failed); set to die of `exit_signal` at exit (python's way), and a finished torchrun rank to
-    end at exit, not in gloo's teardown (gradtui.engine.exits)."""
-    from gradtui.engine.exits import die_at_exit, end_at_exit
+    end at exit, not in gloo's teardown (gradtui.engine.process.exits)."""
+    from gradtui.engine.process.exits import die_at_exit, end_at_exit
     from gradtui.distributed.job import in_job_env
 
     die_at_exit(exit_signal)
@@ -184,12 +184,12 @@ def child_main() -> int:
         del sys.path[0]  # `-m` put the cwd first; `python script.py` would not have it
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)  # a pipe, read live by the UI, as a terminal would be
-    from gradtui.engine import exits
+    from gradtui.engine.process import exits
 
     exits.arm()  # before torch is imported: the process ends last of all as python's would
     status = run_agent(options, token, conn=conn, exit_with_client=True)
-    from gradtui.model.events import QUIT_STATUS
-    from gradtui.engine.runner import exit_now
+    from gradtui.protocol.events import QUIT_STATUS
+    from gradtui.engine.process.runner import exit_now
 
     if status == QUIT_STATUS and exits.pending() is None:  # the user asked to stop: the script's
         exit_now(status)  # atexit work is not wanted (a KeyboardInterrupt's 130 runs it, as python)

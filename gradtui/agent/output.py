@@ -14,8 +14,8 @@ import sys
 import threading
 from collections.abc import Callable
 
-from gradtui.model import events as ev
-from gradtui.model.lines import LineSplitter
+from gradtui.protocol import events as ev
+from gradtui.protocol.lines import LineSplitter
 
 
 class FdTee:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtui.model.options import RunOptions
+from gradtui.protocol.options import RunOptions
 
 OUTPUT_FAILED = 2
 """Exit status of a run whose script succeeded but whose report or recording could not be written."""
@@ -24,7 +24,7 @@ class Outputs:
     """The report and the recording of one run (either may be absent)."""
 
     def __init__(self, options: RunOptions) -> None:
-        from gradtui.model.report import JsonStream, Report
+        from gradtui.protocol.report import JsonStream, Report
 
         self.options = options
         self.report: Any = None

@@ -34,7 +34,7 @@ from gradtui.agent.admission import FdReserve, Gate, refuse
 from gradtui.agent.admission import close_quietly as _close
 from gradtui.agent.backlog import Backlog
 from gradtui.agent.diagnostics import Diagnostics
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.wire import protocol
 from gradtui.wire.codec import to_wire
 

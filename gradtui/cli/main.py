@@ -8,7 +8,7 @@ import sys
 
 from gradtui.cli.options import add_client_options, read_commands
 from gradtui.agent.build import build_agent, path_checks
-from gradtui.model.options import OptionsError, RunOptions
+from gradtui.protocol.options import OptionsError, RunOptions
 from gradtui.agent.outputs import OUTPUT_FAILED, OutputError
 
 DESCRIPTION = """\
@@ -49,7 +49,7 @@ unhooked at plain speed, with only their loss and gradient flow recorded; with -
 or --record-all every pass is recorded node by node.
 
 The hooks of a pass in `continue` are compiled C++ where gradtui could build them (once, in
-the background, into ~/.cache/gradtui; `python -m gradtui.engine.native` builds them now);
+the background, into ~/.cache/gradtui; `python -m gradtui.engine.hooks.native` builds them now);
 GRADTUI_NATIVE=off keeps the Python hooks, which give the same numbers, slower.
 """
 
@@ -153,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
 
     Called as the program (`argv` None: the console script, `python -m gradtui`), the process
     ends as python's would for the script: killed by SIGINT after an unhandled KeyboardInterrupt
-    (gradtui.engine.exits); called with an argument list (a test, a library) it only returns."""
+    (gradtui.engine.process.exits); called with an argument list (a test, a library) it only returns."""
     if argv is None:
-        from gradtui.engine import exits
+        from gradtui.engine.process import exits
 
         exits.arm()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -200,9 +200,9 @@ def run_headless(options: RunOptions) -> int:
     thread); print to stdout (the script's stderr to stderr); stream the report and the recording
     as passes end; return the exit status (OUTPUT_FAILED if the script succeeded but they could
     not be written)."""
-    from gradtui.engine.exits import IGNORED_INTERRUPT, FatalSignals, die_at_exit
-    from gradtui.engine.graph import allow_deep_graphs
-    from gradtui.engine.runner import ScriptRunner, exit_now
+    from gradtui.engine.process.exits import IGNORED_INTERRUPT, FatalSignals, die_at_exit
+    from gradtui.engine.capture.graph import allow_deep_graphs
+    from gradtui.engine.process.runner import ScriptRunner, exit_now
     from gradtui.clients.headless import HeadlessDriver
 
     allow_deep_graphs()  # the script runs on this (the main) thread: freeing a deep graph must not overflow
@@ -236,7 +236,7 @@ def run_headless(options: RunOptions) -> int:
     status = 1
     try:
         status = runner.run()  # runner.QUIT_STATUS (130) when the user quit
-    finally:  # a signal waits until the outputs are closed (gradtui.engine.deferral), then acts
+    finally:  # a signal waits until the outputs are closed (gradtui.engine.process.deferral), then acts
         failures = outputs.close()
         for line in failures:
             print(line, file=sys.stderr)

@@ -11,10 +11,10 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gradtui.model.commands import parse_file
+from gradtui.protocol.commands import parse_file
 
 if TYPE_CHECKING:  # the events import networkx: `gradtui --help` and bad input answer without it
-    from gradtui.model import events as ev
+    from gradtui.protocol import events as ev
 
 
 def add_client_options(parser: argparse.ArgumentParser, commands_help: str,
@@ -66,7 +66,7 @@ async def drive_headless(target: Any, commands: list[str], *, prog: str,
     may never end). `detached` is printed on detaching. The status is `status_of` the
     ScriptFinished; a target that ends without one went away: status 1.
     """
-    from gradtui.model import events as ev
+    from gradtui.protocol import events as ev
     from gradtui.clients.headless import HeadlessDriver
     from gradtui.wire.target import TargetError
 

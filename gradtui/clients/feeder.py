@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 
 class CommandFeeder:

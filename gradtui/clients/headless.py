@@ -14,10 +14,10 @@ from __future__ import annotations
 import linecache
 from typing import Any, TextIO
 
-from gradtui.model import events as ev
-from gradtui.model.commands import CommandError, Continue, Flow, parse
-from gradtui.model.nodes import node_info, node_title
-from gradtui.model.stats import format_grads
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import CommandError, Continue, Flow, parse
+from gradtui.protocol.nodes import node_info, node_title
+from gradtui.protocol.stats import format_grads
 from gradtui.clients.feeder import CommandFeeder
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 GATHER_TIMEOUT = 3.0
 """Seconds `print` waits for every paused rank's answer."""

@@ -23,12 +23,12 @@ from typing import Any
 
 import torch
 
-from gradtui.model import events as ev
-from gradtui.model.commands import (
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import (
     Break, CommandError, Continue, Delete, Finish, ListBreakpoints, Print, Quit, Step, parse,
 )
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.summary import summarize_all
+from gradtui.engine.stats.summary import summarize_all
 from gradtui.distributed.stops import HOLD, resume_holds
 
 WAIT = timedelta(seconds=0.2)

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire
 

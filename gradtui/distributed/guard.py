@@ -26,7 +26,7 @@ from datetime import timedelta
 from types import FrameType
 from typing import Any, NamedTuple
 
-from gradtui.model.places import GRADTUI_DIR
+from gradtui.protocol.places import GRADTUI_DIR
 
 TICK = 0.25
 """Seconds between two looks at the script's thread."""

@@ -27,9 +27,9 @@ from typing import Any
 
 import msgspec
 
-from gradtui.model import breakpoint_commands
-from gradtui.model import events as ev
-from gradtui.model.commands import (
+from gradtui.protocol import breakpoint_commands
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import (
     Break, Clip, CommandError, Continue, Delete, Finish, Flow, ListBreakpoints, Print, Quit, Rank, Ranks, Scale, SetGrad,
     Step, Zero, parse,
 )
@@ -37,7 +37,7 @@ from gradtui.distributed.answers import Answers
 from gradtui.distributed.conn import RankConn
 from gradtui.distributed.deaths import Deaths
 from gradtui.distributed.outbox import RankOrders
-from gradtui.model.dist_events import RanksChanged, flow_table, format_ranks
+from gradtui.protocol.dist_events import RanksChanged, flow_table, format_ranks
 from gradtui.distributed.settle import HeldPause
 from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked, resume_holds
 

@@ -25,10 +25,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.model import events as ev
-from gradtui.engine.recorder import PassRecord
-from gradtui.model.dist_events import RankWaiting
-from gradtui.model.nodes import node_info
+from gradtui.protocol import events as ev
+from gradtui.engine.stats.passrecord import PassRecord
+from gradtui.protocol.dist_events import RankWaiting
+from gradtui.protocol.nodes import node_info
 from gradtui.distributed.job import Timeouts
 
 CONTROL = "gradtui-dist "

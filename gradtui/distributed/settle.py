@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 SETTLE_TIMEOUT = 2.0
 """Seconds the shown rank's step pause waits for the other ranks before it is shown anyway."""

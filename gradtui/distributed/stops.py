@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from gradtui.model import events as ev
-from gradtui.model.dist_events import RankState, RankWaiting
+from gradtui.protocol import events as ev
+from gradtui.protocol.dist_events import RankState, RankWaiting
 
 PARKED = "parked"
 """How a parked rank's pause reason starts."""

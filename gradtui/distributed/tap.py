@@ -19,8 +19,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.engine.deferral import DEFERRAL
-from gradtui.model import events as ev
+from gradtui.engine.process.deferral import DEFERRAL
+from gradtui.protocol import events as ev
 from gradtui.distributed import job
 from gradtui.distributed.rank import CONTROL, RankLink
 
@@ -51,7 +51,7 @@ class JobTap:
 
     def __call__(self, event: ev.Event) -> None:
         """Session listener. Called in the session's fan-out, where a signal waits for the write
-        it lands in (gradtui.engine.deferral): the hub's and the server's locks are never held when
+        it lands in (gradtui.engine.process.deferral): the hub's and the server's locks are never held when
         the last words need them. Only the waits that may hold the script for long, the ranks'
         rendezvous of `join` and a diverge check's exchange and hold, let signals act at once."""
         if self.link is None and isinstance(event, ev.PassStarted) and job.initialized():

@@ -10,19 +10,19 @@ from collections.abc import Callable
 from typing import Any
 
 from gradtui.engine import edits
-from gradtui.model import events as ev
-from gradtui.model import breakpoint_commands
-from gradtui.model.breakpoints import Breakpoint, Breakpoints, warning_for
-from gradtui.model.commands import (
+from gradtui.protocol import events as ev
+from gradtui.protocol import breakpoint_commands
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, warning_for
+from gradtui.protocol.commands import (
     Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, HELP, ListBreakpoints,
     Print, Scale, SetGrad, ShowPass, Step, Why, Zero,
 )
-from gradtui.model.flowtext import flow_answer
+from gradtui.protocol.flowtext import flow_answer
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.recorder import PassRecord, FlowRecorder
+from gradtui.engine.stats.passrecord import PassRecord, FlowRecorder
 from gradtui.engine.stepper import Mode, Pause, Stepper
-from gradtui.engine.summary import describe, summarize_all
-from gradtui.model.stats import format_grads, format_stats
+from gradtui.engine.stats.summary import describe, summarize_all
+from gradtui.protocol.stats import format_grads, format_stats
 
 
 class CommandRunner:

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from gradtui.engine.failures import failure_text, raised_by_user
-from gradtui.engine.summary import no_values
+from gradtui.engine.stats.summary import no_values
 
 
 class EditError(ValueError):

@@ -6,7 +6,7 @@ node's metadata only when a pause or a reader needs it), whether it takes a plan
 `NodesRan` batches as they are, and whether anyone reads a pass's gradient flow.
 
 On the main thread of a run an entry point owns, the fan-out runs with signals deferred until it
-ends (gradtui.engine.deferral): a SIGINT / SIGTERM landing in a listener's write is acted on
+ends (gradtui.engine.process.deferral): a SIGINT / SIGTERM landing in a listener's write is acted on
 right after it, not inside it. A listener that may hold the script there (`holds=True`) is not.
 """
 
@@ -16,8 +16,8 @@ import functools
 import threading
 from collections.abc import Callable
 
-from gradtui.engine.deferral import DEFERRAL
-from gradtui.model import events as ev
+from gradtui.engine.process.deferral import DEFERRAL
+from gradtui.protocol import events as ev
 
 Listener = Callable[[ev.Event], None]
 

@@ -1,15 +1,15 @@
 """What the hooks of a pass ask of the session (`Owner`): the every-node hooks
-(gradtui.engine.hooks), their bulk reads (gradtui.engine.reads) and the pass runner
-(gradtui.engine.passes) are handed the session as one, and none of them imports the others for it."""
+(gradtui.engine.hooks.everynode), their bulk reads (gradtui.engine.stats.bulk) and the pass runner
+(gradtui.engine.hooks.passes) are handed the session as one, and none of them imports the others for it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gradtui.model import events as ev
-from gradtui.model.breakpoints import Breakpoint, Breakpoints
-from gradtui.engine.recorder import PassRecord
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
+from gradtui.engine.stats.passrecord import PassRecord
 from gradtui.engine.stepper import Pause
 
 
@@ -53,4 +53,4 @@ class Owner(Protocol):
         """May the rest of this pass run on the hook plan now?"""
 
     def plan_rest(self, state: PassRecord) -> Any:
-        """The planned hooks (gradtui.engine.planned) that run the rest of the pass."""
+        """The planned hooks (gradtui.engine.hooks.planned) that run the rest of the pass."""

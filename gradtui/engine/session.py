@@ -3,13 +3,13 @@
 A `Session` intercepts the backward calls of whatever runs while it is installed (through an
 `Interceptor`, gradtui.engine.intercept). Each call of its own is one *pass*: the graph is
 captured, hooks are installed (on every node while stepping; by the hook plan in `continue`,
-gradtui.engine.plan and .planned), the real backward runs, and the hooks go when it returns or
+gradtui.engine.hooks.plan and .planned), the real backward runs, and the hooks go when it returns or
 raises. Hooks run on the thread that called backward (the script's thread); to pause, a hook
 emits `Paused` and blocks on the command queue. The parts: the mode, the command queue and the
 pause are the `Stepper`'s (gradtui.engine.stepper); commands run in the `CommandRunner`
-(gradtui.engine.dispatch); a pass's engine call runs in the `PassRunner` (gradtui.engine.passes)
-under per-pass hooks (gradtui.engine.hooks, with its reads, or gradtui.engine.planned); what a
-pass records is gradtui.engine.recorder's. What the hooks ask of the session goes through its
+(gradtui.engine.dispatch); a pass's engine call runs in the `PassRunner` (gradtui.engine.hooks.passes)
+under per-pass hooks (gradtui.engine.hooks.everynode, with its reads, or gradtui.engine.hooks.planned); what a
+pass records is gradtui.engine.stats.passrecord's. What the hooks ask of the session goes through its
 public methods (gradtui.engine.owner.Owner).
 
 Other threads (the UI, the headless driver, the agent's server) talk to the session only
@@ -25,27 +25,27 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from gradtui.model import events as ev
-from gradtui.model.breakpoints import Breakpoint, Breakpoints
-from gradtui.model.commands import Command, CommandError, Quit, parse
-from gradtui.engine import callsite
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
+from gradtui.protocol.commands import Command, CommandError, Quit, parse
+from gradtui.engine.capture import callsite
 from gradtui.engine.dispatch import CommandRunner
-from gradtui.engine.graph import Names, capture
-from gradtui.engine.names import LaterNames
-from gradtui.engine.hooks import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
-from gradtui.engine.hookchoice import HookChoice
+from gradtui.engine.capture.graph import Names, capture
+from gradtui.engine.capture.names import LaterNames
+from gradtui.engine.hooks.everynode import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
+from gradtui.engine.hooks.choice import HookChoice
 from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
 from gradtui.engine.listeners import Listener, Listeners
-from gradtui.engine.plan import make_plan, resume
-from gradtui.engine.passes import PassRunner, unhooked_start
-from gradtui.engine.planned import PlannedPass
-from gradtui.engine.provenance import Provenance, UnsavedSources
-from gradtui.engine.quitting import RunQuit
-from gradtui.engine.recorder import PassRecord, FlowRecorder, nonfinite_roots, root_values
+from gradtui.engine.hooks.plan import make_plan, resume
+from gradtui.engine.hooks.passes import PassRunner, unhooked_start
+from gradtui.engine.hooks.planned import PlannedPass
+from gradtui.engine.provenance.forward import Provenance, UnsavedSources
+from gradtui.engine.process.quitting import RunQuit
+from gradtui.engine.stats.passrecord import PassRecord, FlowRecorder, nonfinite_roots, root_values
 from gradtui.engine.stepper import Mode, Pause, Stepper
 
 if TYPE_CHECKING:
-    from gradtui.engine.fingerprint import PassPrints
+    from gradtui.engine.fingerprints.values import PassPrints
 
 __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_EVERY", "Session"]
 
@@ -65,10 +65,10 @@ class Session:
         `flow_unhooked=False` skips even that flow (a walk of the graph and two norms of every
         parameter and gradient) when no one will ask for it.
         `check_every`: with a value breakpoint armed, read statistics back every this many
-        nodes (1: at every node, so a hit is never late; see gradtui.engine.watch). None: 1 for
+        nodes (1: at every node, so a hit is never late; see gradtui.engine.stats.watch). None: 1 for
         a pass whose roots are on the CPU, CHECK_EVERY for one on an accelerator.
         `fingerprints`: sketch every hooked pass's values for comparing runs (a recording;
-        gradtui.engine.fingerprint), sent as a PassPrints event before each PassFinished.
+        gradtui.engine.fingerprints.values), sent as a PassPrints event before each PassFinished.
         """
         self.fingerprints = fingerprints
         self.against: Any = None
@@ -82,7 +82,7 @@ class Session:
         self._detached = False
         self._stepper: Stepper
         self.run_quit = RunQuit(lambda: self._stepper.wake())
-        """The run's one quit path (gradtui.engine.quitting): the agent that builds the session
+        """The run's one quit path (gradtui.engine.process.quitting): the agent that builds the session
         gives it the mode's way out."""
         self._stepper = Stepper(self.emit, self.run_quit)
         self._passes = 0
@@ -103,7 +103,7 @@ class Session:
         self._choice = HookChoice(self, self._stepper, self.breakpoints, hook_all=hook_all_passes,
                                   check_every=self._check_every)
         self.can_hand_over = self._choice.can_hand_over
-        """May a stepping pass resumed at a node run the rest on a hook plan? (gradtui.engine.hookchoice)"""
+        """May a stepping pass resumed at a node run the rest on a hook plan? (gradtui.engine.hooks.choice)"""
         self.follow: Callable[[PassRecord, int], str | None] | None = None
         """Distributed follow mode's per-node "park here?" check (gradtui.distributed.rank), or None.
         Called before a node runs, after any pause of its own; it may block (the ranks' gate) and
@@ -283,7 +283,7 @@ class Session:
 
     def plan_rest(self, state: PassRecord) -> PlannedPass:
         """The planned hooks for the rest of every-node pass `state` (handed over after a pause):
-        called by its every-node hooks, which stay on (gradtui.engine.hooks)."""
+        called by its every-node hooks, which stay on (gradtui.engine.hooks.everynode)."""
         cap = state.capture
         plan = resume(make_plan(cap.walk, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
         return PlannedPass(self, state, plan, full=not self.light, delegated=True)
@@ -354,7 +354,7 @@ class Session:
 
 def _pass_prints(against: Any, index: int, cap: Any) -> PassPrints:
     """A hooked pass's fingerprints, compared with the reference's same pass if there is one."""
-    from gradtui.engine.fingerprint import PassPrints  # here: fingerprints are imported only by a run that takes them
+    from gradtui.engine.fingerprints.values import PassPrints  # here: fingerprints are imported only by a run that takes them
 
     reference = against.pass_reference(index, cap.infos) if against is not None else None
     return PassPrints(cap.nodes, reference, against.name if against is not None else "", cap.slots)

@@ -18,13 +18,13 @@ import msgspec
 import torch
 
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.summary import summarize_all
-from gradtui.model import events as ev
-from gradtui.model.commands import Command, Continue
+from gradtui.engine.stats.summary import summarize_all
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command, Continue
 
 if TYPE_CHECKING:
-    from gradtui.engine.quitting import RunQuit
-    from gradtui.engine.recorder import PassRecord
+    from gradtui.engine.process.quitting import RunQuit
+    from gradtui.engine.stats.passrecord import PassRecord
 
 
 class Mode(Enum):

@@ -12,7 +12,7 @@ from typing import Any
 import networkx as nx
 import torch
 
-from gradtui.model.nodes import node_info, node_title
+from gradtui.protocol.nodes import node_info, node_title
 from gradtui.engine import edits
 
 

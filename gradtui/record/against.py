@@ -2,7 +2,7 @@
 
 Each hooked pass is matched to the reference's pass of the same index, node by node, by
 compare.py's stable key (op, `file:line`, module, parameter, occurrence in forward order). As
-the backward runs, each node's fingerprints (gradtui.engine.fingerprint) are compared with its
+the backward runs, each node's fingerprints (gradtui.engine.fingerprints.values) are compared with its
 match's (`PassReference.check`), and the node where the runs part is named:
 
 - a **forward** change: the node's saved arguments differ (`approximate='tanh'`), a leaf value
@@ -18,7 +18,7 @@ with the reference's input in the same place (the output of the reference's prod
 and a parameter seen through a transpose or a cast that no node saved is not an input that
 changed: so fp32 against bf16 autocast stops at the first op whose own output is off.
 
-Torch-free: the values compared are plain data (gradtui.model.fingerprints: Value, Parting;
+Torch-free: the values compared are plain data (gradtui.protocol.fingerprints: Value, Parting;
 PassReference is the engine's PassAgainst).
 """
 
@@ -28,9 +28,9 @@ import math
 import os
 import sqlite3
 
-from gradtui.model.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Parting, Value, Values
-from gradtui.model.fingerprints import norm_text as _norm
-from gradtui.model.nodes import NodeInfo
+from gradtui.protocol.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Parting, Value, Values
+from gradtui.protocol.fingerprints import norm_text as _norm
+from gradtui.protocol.nodes import NodeInfo
 from gradtui.record import compare, schema
 
 _UNSIGNED = 1 << 63

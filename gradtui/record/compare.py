@@ -5,7 +5,7 @@ module path, parameter name) and the occurrence among the pass's nodes with that
 order (autograd's sequence number; leaves' accumulators after every op). A key on one side only
 is a graph change, named first.
 
-Values are compared through their fingerprints (gradtui.engine.fingerprint, the `prints` table):
+Values are compared through their fingerprints (gradtui.engine.fingerprints.values, the `prints` table):
 exactly where both sides recorded the values (at most 64 elements), else by the sketches'
 estimate of ‖a − b‖ over the larger norm. Once one forward value differs every gradient from
 the loss down differs, so a pass names two things: the first node in forward order whose forward
@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradtui.model.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Value, estimate_distance  # noqa: F401 - compare's names too
+from gradtui.protocol.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Value, estimate_distance  # noqa: F401 - compare's names too
 from gradtui.record import schema
 
 

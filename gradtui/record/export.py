@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gradtui.model import report
-from gradtui.model.nodes import INFO
-from gradtui.model.report import JsonStream
+from gradtui.protocol import report
+from gradtui.protocol.nodes import INFO
+from gradtui.protocol.report import JsonStream
 from gradtui.record.reader import NodeStats, PassInfo, Recording
 
 
 def pass_json(recording: Recording, info: PassInfo) -> dict[str, Any]:
-    """One pass of the report, from the recording (the shape is gradtui.model.report's)."""
+    """One pass of the report, from the recording (the shape is gradtui.protocol.report's)."""
     nodes = []
     if info.per_node:
         stats = recording.stats(info.index)

@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gradtui.model.nodes import NodeInfo
-from gradtui.model.stats import Stats
+from gradtui.protocol.nodes import NodeInfo
+from gradtui.protocol.stats import Stats
 from gradtui.record import rows
 
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import networkx as nx
 
-from gradtui.model.events import CallSiteVariables, ParamFlow, SourceText
-from gradtui.model.stats import Stats
+from gradtui.protocol.events import CallSiteVariables, ParamFlow, SourceText
+from gradtui.protocol.stats import Stats
 from gradtui.record import rows, schema
 from gradtui.record.infos import (
     NODE_COLUMNS, PASS_COLUMNS, NodeStats, OutputLine, OutputStory, PassFigures, PassInfo, PassSpan, RunInfo, node_row_of,
     pass_info_of, run_info_of,
 )
-from gradtui.model.nodes import INFO
+from gradtui.protocol.nodes import INFO
 from gradtui.record.rows import BadRow
 from gradtui.wire.codec import from_wire
 from gradtui.wire.target import TargetError

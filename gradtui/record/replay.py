@@ -20,15 +20,15 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from gradtui.model import events as ev
-from gradtui.model import breakpoint_commands
-from gradtui.model.breakpoints import Breakpoint, Breakpoints, matches_grads
-from gradtui.model.commands import (
+from gradtui.protocol import events as ev
+from gradtui.protocol import breakpoint_commands
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, matches_grads
+from gradtui.protocol.commands import (
     Break, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints, Print, Quit,
     ShowPass, Step, parse,
 )
-from gradtui.model.nodes import node_info, node_title
-from gradtui.model.stats import any_nonfinite, format_grads
+from gradtui.protocol.nodes import node_info, node_title
+from gradtui.protocol.stats import any_nonfinite, format_grads
 from gradtui.record.reader import (
     NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
 )

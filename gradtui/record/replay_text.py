@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtui.model.commands import HELP, Clip, Command, Print, Scale, SetGrad, Why, Zero
-from gradtui.model.flowtext import flow_answer
+from gradtui.protocol.commands import HELP, Clip, Command, Print, Scale, SetGrad, Why, Zero
+from gradtui.protocol.flowtext import flow_answer
 from gradtui.record.infos import PassInfo
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"

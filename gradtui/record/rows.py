@@ -14,8 +14,8 @@ import json
 from array import array
 from typing import Any
 
-from gradtui.model.events import ParamFlow
-from gradtui.model.stats import Stats
+from gradtui.protocol.events import ParamFlow
+from gradtui.protocol.stats import Stats
 
 SLOTS = 4096
 """More gradient slots than any node has: a larger slot number is damage, not data."""

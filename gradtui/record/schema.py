@@ -7,7 +7,7 @@ node, direction and slot: `dir` 0 is what flowed into the node (its `grad_output
 it sent on (`grad_inputs`); an empty slot is a row whose `shape` is NULL. `vals` (the values of a
 tensor of at most 64 elements) is a BLOB of float64s in the machine's byte order.
 
-Version 2 added the `prints` table (gradtui.engine.fingerprint: per node, direction and slot,
+Version 2 added the `prints` table (gradtui.engine.fingerprints.values: per node, direction and slot,
 a value's norm and its K projections, or its values when `exact`; `dir` 0 received, 1 sent, 2
 the node's forward output, 3 a saved leaf value, slot -1 its saved arguments as `what`). A
 version-1 file opens as before and simply has no fingerprints (`has_prints`).
@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from gradtui.model import events
+from gradtui.protocol import events
 
 APP = "gradtui"
 VERSION = 3
 
 SKETCH_VERSION = events.SKETCH_VERSION
-"""The sketch this gradtui's fingerprints are made with (gradtui.model.events.SKETCH_VERSION)."""
+"""The sketch this gradtui's fingerprints are made with (gradtui.protocol.events.SKETCH_VERSION)."""
 
 GRAD_OUTPUTS_DIR = 0
 """`grads.dir` of what arrived at a node (its `grad_outputs`)."""

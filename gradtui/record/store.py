@@ -1,7 +1,7 @@
 """`--record run.db`: a session listener that writes the run into a SQLite database.
 
 Events in, rows out, nothing else: the recorder needs nothing from the session but its events
-(`gradtui.model.events`), so it can run wherever events arrive. Each pass is one transaction,
+(`gradtui.protocol.events`), so it can run wherever events arrive. Each pass is one transaction,
 committed when the pass ends, together with the output lines, hits and edits since the last
 one; the database is in WAL mode, so a crash, SIGKILL or SIGTERM loses at most the pass in
 flight and the file always opens afterwards. A write that fails (a full disk, a folder
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from gradtui.model import events as ev
-from gradtui.model.nodes import INFO
-from gradtui.model.stats import Stats
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import INFO
+from gradtui.protocol.stats import Stats
 from gradtui.record import schema
 from gradtui.wire.codec import to_wire
 
@@ -122,7 +122,7 @@ def _grad_rows(index: int, node: int, direction: int, grads: tuple[Stats | None,
 
 
 def _print_rows(index: int, prints: tuple[ev.Print, ...]) -> list[tuple]:
-    """The `prints` rows of a pass's fingerprints (gradtui.engine.fingerprint)."""
+    """The `prints` rows of a pass's fingerprints (gradtui.engine.fingerprints.values)."""
     return [(index, p.node, p.dir, p.slot, _f(p.norm), int(p.exact),
              array("d", p.sketch).tobytes() if p.sketch else None, p.what or None) for p in prints]
 
@@ -211,7 +211,7 @@ class Recorder:
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc)
         except BaseException:
-            # A KeyboardInterrupt from a script's own SIGINT handler (gradtui.engine.deferral leaves
+            # A KeyboardInterrupt from a script's own SIGINT handler (gradtui.engine.process.deferral leaves
             # it in place) or in an in-process run: nothing half-committed, the rows wait for the
             # next commit (a rollback that fails stops the recording at that next commit).
             if self._db.in_transaction or not began:

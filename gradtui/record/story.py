@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.record.reader import NodeStats, OutputLine, PassInfo, PassSpan, Recording, ran_in_order
 
 STORY_PASSES = 200

@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
-from gradtui.model import events as ev
-from gradtui.model.lines import LineSplitter
+from gradtui.protocol import events as ev
+from gradtui.protocol.lines import LineSplitter
 
 
 class LineTee:

@@ -22,7 +22,7 @@ from textual import events
 
 from gradtui.wire.runtime import parse_address
 from gradtui.wire.runtime import running_agents
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.target import TargetError, TargetInfo

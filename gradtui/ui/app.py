@@ -31,12 +31,12 @@ from textual.timer import Timer
 from textual.widgets import Footer
 
 from gradtui.clients.feeder import CommandFeeder
-from gradtui.model import events as ev
-from gradtui.model.commands import CommandError, Detach, Quit, parse
-from gradtui.model.dist_events import RanksChanged
-from gradtui.model.events import QUIT_STATUS
-from gradtui.model.options import RunOptions
-from gradtui.model.report import Report
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import CommandError, Detach, Quit, parse
+from gradtui.protocol.dist_events import RanksChanged
+from gradtui.protocol.events import QUIT_STATUS
+from gradtui.protocol.options import RunOptions
+from gradtui.protocol.report import Report
 from gradtui.ui import keys
 from gradtui.ui.changes import Changes
 from gradtui.ui.client import TargetLink

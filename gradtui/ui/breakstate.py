@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from gradtui.model import events as ev
-from gradtui.model.breakpoints import Spec, parse_spec
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Spec, parse_spec
 from gradtui.ui.changes import Changes
 
 

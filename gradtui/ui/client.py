@@ -17,7 +17,7 @@ from typing import Any
 from textual.message import Message
 from textual.message_pump import MessagePump
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.wire.child import ChildTarget
 from gradtui.wire.target import DebugTarget, TargetError
 

@@ -17,8 +17,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gradtui.model.events import ParamFlow
-from gradtui.model.flowtext import zero_weight
+from gradtui.protocol.events import ParamFlow
+from gradtui.protocol.flowtext import zero_weight
 
 TINY = 1e-8
 HUGE = 10.0

@@ -7,8 +7,8 @@ import math
 import os
 import re
 
-from gradtui.model.places import library_of
-from gradtui.model.stats import Stats, format_number
+from gradtui.protocol.places import library_of
+from gradtui.protocol.stats import Stats, format_number
 
 BARS = "▁▂▃▄▅▆▇█"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from gradtui.model import events as ev
-from gradtui.model.nodes import node_info
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import node_info
 from gradtui.ui.passview import PassView
 
 

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gradtui.model.stats import Stats
+from gradtui.protocol.stats import Stats
 
 KEEP_VIEWS = 20
 """Full views of at most this many passes are kept (the live one included)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.ui.history import KEEP_NODES, KEEP_SUMMARIES, KEEP_VIEWS, PassSummary
 from gradtui.ui.passview import PassView
 

@@ -9,7 +9,7 @@ import os
 
 from textual.app import App
 
-from gradtui.model.events import QUIT_STATUS
+from gradtui.protocol.events import QUIT_STATUS
 from gradtui.ui.client import TargetLink
 from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.ui.widgets.command_bar import CommandBar

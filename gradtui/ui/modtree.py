@@ -17,7 +17,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from gradtui.model.nodes import NodeInfo, node_info
+from gradtui.protocol.nodes import NodeInfo, node_info
 from gradtui.ui.state import PassView
 
 NO_MODULE = "(no module)"

@@ -13,10 +13,10 @@ from textual.app import App
 from textual.command import CommandPalette
 from textual.widget import Widget
 
-from gradtui.model import events as ev
-from gradtui.model.breakpoints import parse_spec, same_file
-from gradtui.model.commands import CommandError, ShowPass, parse
-from gradtui.model.nodes import node_info
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import parse_spec, same_file
+from gradtui.protocol.commands import CommandError, ShowPass, parse
+from gradtui.protocol.nodes import node_info
 from gradtui.ui import fmt
 from gradtui.ui.client import TargetLink
 from gradtui.ui.screens.breakpoints import BreakpointChoice, BreakpointRow, BreakpointsScreen

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from gradtui.model import events as ev
-from gradtui.model.nodes import engine_order, node_info, node_title
-from gradtui.model.stats import Stats, any_nonfinite, format_number
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import engine_order, node_info, node_title
+from gradtui.protocol.stats import Stats, any_nonfinite, format_number
 from gradtui.ui.history import PassSummary, combined_norm
 
 Grads = tuple[Stats | None, ...]

@@ -8,8 +8,8 @@ import asyncio
 import signal
 from collections.abc import Iterable
 
-from gradtui.model.dying import die_now
-from gradtui.model.options import RunOptions
+from gradtui.protocol.dying import die_now
+from gradtui.protocol.options import RunOptions
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.client import QUIT_GRACE
 from gradtui.ui.watchdog import QuitWatchdog

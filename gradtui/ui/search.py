@@ -16,7 +16,7 @@ from typing import Protocol
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
-from gradtui.model.nodes import node_info
+from gradtui.protocol.nodes import node_info
 from gradtui.ui import fmt
 from gradtui.ui.state import PassView
 

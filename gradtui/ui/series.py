@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 MAX_POINTS = 2048
 """Points kept; thinned by half when exceeded."""

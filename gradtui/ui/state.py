@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from gradtui.model import events as ev
-from gradtui.model.nodes import node_info
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import node_info
 from gradtui.ui import headertext
 from gradtui.ui.breakstate import BreakpointsState, Marker
 from gradtui.ui.changes import Changes

@@ -13,8 +13,8 @@ import io
 from rich.console import Console
 from rich.traceback import Frame, Stack, Trace, Traceback
 
-from gradtui.model.errors import ErrorInfo
-from gradtui.model.places import is_user_file, library_of
+from gradtui.protocol.errors import ErrorInfo
+from gradtui.protocol.places import is_user_file, library_of
 from gradtui.ui.fmt import short_path
 
 

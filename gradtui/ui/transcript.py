@@ -9,7 +9,7 @@ import traceback
 
 from textual.app import App
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.ui import fmt
 from gradtui.ui.tracebacks import render_error
 from gradtui.ui.widgets.command_bar import CommandBar

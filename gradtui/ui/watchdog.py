@@ -13,8 +13,8 @@ import termios
 import threading
 from collections.abc import Callable
 
-from gradtui.model.dying import signal_status
-from gradtui.model.events import QUIT_STATUS
+from gradtui.protocol.dying import signal_status
+from gradtui.protocol.events import QUIT_STATUS
 from gradtui.wire.target import DebugTarget
 
 RESTORE_WAIT = 0.5

@@ -20,11 +20,11 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 
-from gradtui.model import events as ev
-from gradtui.model.options import RunOptions
+from gradtui.protocol import events as ev
+from gradtui.protocol.options import RunOptions
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.target import TargetError, TargetInfo
-from gradtui.model.lines import LineSplitter
+from gradtui.protocol.lines import LineSplitter
 
 START_TIMEOUT = 120.0
 """Seconds a starting child has to say hello (importing torch on a busy machine takes a while;

@@ -13,7 +13,7 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire
 from gradtui.wire.target import TargetError, TargetInfo

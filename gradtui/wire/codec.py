@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from gradtui.model import dist_events, errors
-from gradtui.model import events as ev
-from gradtui.model.lazygraph import LazyGraph
-from gradtui.model.nodes import FIELDS, INFO, NodeInfo
-from gradtui.model.stats import Stats
+from gradtui.protocol import dist_events, errors
+from gradtui.protocol import events as ev
+from gradtui.protocol.lazygraph import LazyGraph
+from gradtui.protocol.nodes import FIELDS, INFO, NodeInfo
+from gradtui.protocol.stats import Stats
 
 if TYPE_CHECKING:
     import networkx as nx

@@ -15,7 +15,7 @@ little: the whole hello has one deadline (`handshake_timeout`), the answer may b
 `AUTH_MAX_FRAME` bytes, and what a client sends is decoded as a flat map of plain values
 (`decode_client`), so no nesting can recurse. Plain data, not pickle: a client must
 never be able to make the agent run code by what it sends (only `set`/`print` expressions,
-which are the debugger's job, as in pdb). MessagePack because it was measured (scripts/bench.py,
+which are the debugger's job, as in pdb). MessagePack because it was measured (benchmarks/bench.py,
 `wire`): on a 10,000-node graph frame msgspec's msgpack encodes and decodes in 0.14x the time of
 stdlib json and 0.67x the bytes, and unlike JSON (msgspec's or orjson's) it keeps NaN and
 infinities, which a gradient debugger must carry.

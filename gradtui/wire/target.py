@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from gradtui.agent.build import Transport, build_agent, parsed, path_checks
-from gradtui.model import events as ev
-from gradtui.model.commands import Flow, Quit
-from gradtui.model.options import OptionsError, PathChecks, RunOptions
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Flow, Quit
+from gradtui.protocol.options import OptionsError, PathChecks, RunOptions
 
 pytestmark = pytest.mark.timeout(60)
 

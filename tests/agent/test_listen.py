@@ -10,7 +10,7 @@ import time
 
 from tests.wire.wire_helpers import TIMEOUT
 
-HERE = os.path.join(os.path.dirname(__file__), "scripts")
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "agent")
 
 
 def _wait_entry(runtime, timeout: float = TIMEOUT) -> dict:

@@ -16,12 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire
 from tests.wire.wire_helpers import Listening
 
-HERE = Path(__file__).resolve().parent / "scripts"
+HERE = Path(__file__).resolve().parents[1] / "fixtures" / "agent"
 CONNECTIONS = 300
 ATTACK_SECONDS = 3.0
 ATTACH_WAIT = 5.0

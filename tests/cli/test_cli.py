@@ -257,7 +257,7 @@ def test_a_headless_pass_computes_its_flow_only_for_a_flow_command(tmp_path, mon
     """The headless driver prints no flow: a hooked pass computes one (two norms of every parameter)
     only when a `flow` command may ask for it."""
     from gradtui.cli.main import main
-    from gradtui.engine.recorder import FlowRecorder
+    from gradtui.engine.stats.passrecord import FlowRecorder
 
     made = []
     recorded_flow = FlowRecorder.recorded_flow
@@ -283,7 +283,7 @@ def test_no_script_runs_the_demo(tmp_path):
 
 CHECK_NO_UI = """
 import sys
-import gradtui.engine.session, gradtui.engine.runner, gradtui.model.report, gradtui.cli.main, gradtui.clients.headless
+import gradtui.engine.session, gradtui.engine.process.runner, gradtui.protocol.report, gradtui.cli.main, gradtui.clients.headless
 def loaded():
     return sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'rich'})
 assert not loaded(), loaded()

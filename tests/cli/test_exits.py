@@ -18,8 +18,8 @@ import pytest
 
 from tests.helpers import script
 
-from gradtui.model import events as ev
-from gradtui.model.options import RunOptions
+from gradtui.protocol import events as ev
+from gradtui.protocol.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
 

@@ -20,14 +20,14 @@ import pytest
 from tests.cli.test_exits import TIMEOUT, plain
 from tests.helpers import script
 
-from gradtui.engine.exits import IGNORED_INTERRUPT
+from gradtui.engine.process.exits import IGNORED_INTERRUPT
 from gradtui.record.reader import Recording
 
 pytestmark = pytest.mark.timeout(240)
 
 LAUNCHER = """
 import os, signal, sys
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 site, signum = sys.argv[1], getattr(signal, sys.argv[2])
 wanted = object
 if site == "start":
@@ -40,10 +40,10 @@ elif site == "finish":
     from gradtui.record.store import Recorder as owner
     name, wanted = "_on", ev.ScriptFinished
 elif site == "close":
-    from gradtui.model.report import JsonStream as owner
+    from gradtui.protocol.report import JsonStream as owner
     name = "close"
 else:
-    from gradtui.model.report import JsonStream as owner
+    from gradtui.protocol.report import JsonStream as owner
     name = "add_pass"
 write = getattr(owner, name)
 fired = []

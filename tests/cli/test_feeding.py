@@ -1,6 +1,6 @@
 """Command feeding is linear: a 20,000-line -x file is answered command by command, each taken
 from the queue without shifting the ones after it (a list's pop(0) moved every later command:
-200,000 lines answered 63,000 in 150 s). Counts, not timings (scripts/bench_feed.py measures)."""
+200,000 lines answered 63,000 in 150 s). Counts, not timings (benchmarks/bench_feed.py measures)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import example, run_headless
 from gradtui.clients import feeder as feeder_module
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -18,7 +18,7 @@ from tests.helpers import REPO
 pytestmark = pytest.mark.timeout(120)
 
 NEVER = ("sqlite3", "textual", "rich", "gradtui.agent.server", "gradtui.wire.codec",
-         "gradtui.wire.protocol", "gradtui.engine.fingerprint", "gradtui.engine.sketch", "gradtui.engine.why",
+         "gradtui.wire.protocol", "gradtui.engine.fingerprints.values", "gradtui.engine.fingerprints.sketch", "gradtui.engine.why",
          "gradtui.record", "gradtui.ui", "gradtui.distributed")
 """Loaded by no `--headless -c continue` run without --record, --fingerprints, --against or --listen."""
 

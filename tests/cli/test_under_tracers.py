@@ -52,7 +52,7 @@ def test_a_headless_run_under_a_profiler_or_tracer_ends_with_the_scripts_status(
 def test_cancelling_a_quit_that_arrived_leaves_a_profiled_interpreter_running(tmp_path):
     """What the runner does when its quit reached the script already: the cancel delivers and
     catches its own exception, so nothing stays pending."""
-    code = ("import sys\nfrom gradtui.engine.runner import _cancel_async_exception\n"
+    code = ("import sys\nfrom gradtui.engine.process.runner import _cancel_async_exception\n"
             "_cancel_async_exception()\nsys.setprofile(lambda *a: None)\n"
             "def f():\n    return 1\nprint('called', f())\n")
     done = run(code, tmp_path)

@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 import torch
 
-from gradtui.model import events as ev
-from gradtui.model.dist_events import RanksChanged
+from gradtui.protocol import events as ev
+from gradtui.protocol.dist_events import RanksChanged
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire
 from tests.procs import descendants

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import torch.distributed as dist
 
-from gradtui.model import events as ev
-from gradtui.model.nodes import NodeInfo
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import NodeInfo
 from tests.distributed.jobs import QuietSession as _Session
 from gradtui.distributed.rank import RankLink
 

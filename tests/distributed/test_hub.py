@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import torch.distributed as dist
 
-from gradtui.model import events as ev
-from gradtui.model.nodes import NodeInfo
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import NodeInfo
 from gradtui.distributed.hub import JobHub
 from tests.distributed.jobs import QuietSession as _Session
 from gradtui.distributed.rank import CONTROL, RankLink
@@ -185,7 +185,7 @@ def test_the_shown_ranks_step_pause_reaches_the_client_once_every_rank_has_caugh
     import time
 
     from gradtui.distributed import settle
-    from gradtui.model.dist_events import RanksChanged
+    from gradtui.protocol.dist_events import RanksChanged
 
     hub, local, conn, out, store = _hub()
     hub.on_event(0, _paused(0, "step"))

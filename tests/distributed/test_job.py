@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gradtui.model import events as ev
-from gradtui.model.stats import format_number
+from gradtui.protocol import events as ev
+from gradtui.protocol.stats import format_number
 from tests.distributed.jobs import HERE, Client, Job, assert_same_grads, grads, torchrun
 
 DDP = str(HERE / "ddp_train.py")

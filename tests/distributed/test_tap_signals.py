@@ -18,9 +18,9 @@ import pytest
 
 from gradtui.agent.backlog import Backlog
 from gradtui.agent.build import Transport, build_agent
-from gradtui.engine.deferral import DEFERRAL
-from gradtui.model import events as ev
-from gradtui.model.options import RunOptions
+from gradtui.engine.process.deferral import DEFERRAL
+from gradtui.protocol import events as ev
+from gradtui.protocol.options import RunOptions
 from tests.helpers import script
 
 pytestmark = pytest.mark.timeout(60)

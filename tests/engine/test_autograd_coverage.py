@@ -1,5 +1,5 @@
 """Issue 5, items 3 and 4: every autograd entry point and every kind of node, run through the
-session headless. Each case is one script of tests/scripts/cov_*.py, run once plainly and once
+session headless. Each case is one script of tests/fixtures/cov_*.py, run once plainly and once
 under gradtui with commands that pause inside the pass that matters; every leaf gradient the
 script saves must be bit-identical (torch.equal) to the plain run's.
 
@@ -14,7 +14,7 @@ import torch
 import torch.nn.modules.module as nn_module
 
 from tests.helpers import Run, run_headless, run_plain, script, torch_originals
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""Breakpoint specs and matching (gradtui.model.breakpoints), without a running engine: each spec
+"""Breakpoint specs and matching (gradtui.protocol.breakpoints), without a running engine: each spec
 kind parses, matches where it should and nowhere else; numbering and deletion."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradtui.model.breakpoints import Breakpoints, Spec, matches_grads, matches_node, parse_spec
-from gradtui.model.commands import CommandError
-from gradtui.model.nodes import NodeInfo
-from gradtui.engine.summary import summarize
+from gradtui.protocol.breakpoints import Breakpoints, Spec, matches_grads, matches_node, parse_spec
+from gradtui.protocol.commands import CommandError
+from gradtui.protocol.nodes import NodeInfo
+from gradtui.engine.stats.summary import summarize
 
 pytestmark = pytest.mark.timeout(60)
 

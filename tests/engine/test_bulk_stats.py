@@ -1,4 +1,4 @@
-"""Statistics read back in bulk (gradtui.engine.window), the value watch over them (watch.py), the
+"""Statistics read back in bulk (gradtui.engine.stats.window), the value watch over them (watch.py), the
 host-read probe (tests/hostreads.py) and the networkx view built only when read. Counts, not times."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-from gradtui.model import events as ev
-from gradtui.model.lazygraph import is_built
+from gradtui.protocol import events as ev
+from gradtui.protocol.lazygraph import is_built
 from tests.helpers import compiled_off
 from tests.hostreads import HostReads
 from gradtui.engine.session import CHECK_EVERY, READ_EVERY, Session
-from gradtui.engine.summary import summarize
-from gradtui.engine.window import StatsWindow, resolve
+from gradtui.engine.stats.summary import summarize
+from gradtui.engine.stats.window import StatsWindow, resolve
 
 pytestmark = pytest.mark.timeout(120)
 

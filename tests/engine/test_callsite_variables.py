@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import run_headless, script
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.wire.codec import from_wire, to_wire
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,11 +1,11 @@
-"""The command language (gradtui.model.commands): every command and alias parses to the right
+"""The command language (gradtui.protocol.commands): every command and alias parses to the right
 object, and every malformed line is refused with a message that says what is wrong."""
 
 from __future__ import annotations
 
 import pytest
 
-from gradtui.model.commands import (
+from gradtui.protocol.commands import (
     HELP, Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints,
     Print, Quit, Scale, SetGrad, ShowPass, Step, Why, Zero, parse, parse_file,
 )
@@ -161,8 +161,8 @@ def test_parse_file_missing(tmp_path):
 
 
 def test_one_breakpoint_handler_answers_break_delete_and_the_list():
-    from gradtui.model import breakpoint_commands
-    from gradtui.model.breakpoints import Breakpoints
+    from gradtui.protocol import breakpoint_commands
+    from gradtui.protocol.breakpoints import Breakpoints
 
     bps = Breakpoints()
     answer = breakpoint_commands.answer

@@ -1,5 +1,5 @@
-"""The compiled library's `fetch` (gradtui/engine/native/fetch.h) reads exactly the floats that
-torch's Python calls read (gradtui.engine.window.fetch_in_python), and declines what it does not
+"""The compiled library's `fetch` (gradtui/engine/hooks/native/fetch.h) reads exactly the floats that
+torch's Python calls read (gradtui.engine.stats.window.fetch_in_python), and declines what it does not
 read (then Python's read runs, with its own errors)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from gradtui.engine import native
-from gradtui.engine.summary import ONE_PASS
-from gradtui.engine.window import _fetch, fetch_in_python
+from gradtui.engine.hooks import native
+from gradtui.engine.stats.summary import ONE_PASS
+from gradtui.engine.stats.window import _fetch, fetch_in_python
 
 compiled = native.load().module
 pytestmark = pytest.mark.skipif(compiled is None, reason=f"compiled library not built: {native.load().reason}")

@@ -1,4 +1,4 @@
-"""The compiled posthooks (gradtui.engine.native, .compiled): where they are built, a planned pass
+"""The compiled posthooks (gradtui.engine.hooks.native, .compiled): where they are built, a planned pass
 gives exactly the events the Python hooks give, stops where they stop, quits, edits, and leaves
 no hook behind; where they cannot be built, the reason is kept and the Python hooks run."""
 
@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch import nn
 
-from gradtui.engine import native
-from gradtui.engine.compiled import CompiledHooks
+from gradtui.engine.hooks import native
+from gradtui.engine.hooks.compiled import CompiledHooks
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.session import Session
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from tests.engine.test_hook_plan import KINDS, of, plain, run, same
 from tests.engine.test_pass_through import _same_stats
 from tests.helpers import compiled_hooked
@@ -227,7 +227,7 @@ def test_a_nested_backward_in_a_custom_function_is_not_the_passs(monkeypatch):
 
 @needs_build
 def test_a_long_pass_reports_progress_from_the_compiled_hooks(monkeypatch):
-    from gradtui.engine import planned
+    from gradtui.engine.hooks import planned
 
     monkeypatch.setattr(planned, "PROGRESS_INTERVAL", 0.0)  # a tick at every compiled hook
 
@@ -307,7 +307,7 @@ def test_auto_builds_once_in_the_background_and_a_later_load_finds_it(monkeypatc
 
 @needs_build
 def test_the_compiled_walk_is_the_python_walk():
-    from gradtui.engine import graph
+    from gradtui.engine.capture import graph
 
     def roots():
         model = Mixed()
@@ -392,7 +392,7 @@ def test_a_missing_source_or_cache_folder_is_a_reason_not_an_error(monkeypatch, 
 
 def test_under_torchs_compiled_autograd_the_python_hooks_run(monkeypatch, hooked):
     """Compiled autograd traces a backward's hooks; the compiled posthooks cannot be traced."""
-    from gradtui.engine import compiled
+    from gradtui.engine.hooks import compiled
 
     monkeypatch.setattr(compiled, "compiled_autograd_on", lambda: True)
     events, leaves = run(_build)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import example, run_headless, script
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 pytestmark = pytest.mark.timeout(60)
 

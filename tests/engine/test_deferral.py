@@ -1,4 +1,4 @@
-"""Signals landing inside gradtui's own writes (gradtui.engine.deferral), in-process: a signal
+"""Signals landing inside gradtui's own writes (gradtui.engine.process.deferral), in-process: a signal
 raised inside a fan-out is acted on once the outermost one has ended, by the handler then in
 place; a listener that may hold the script lets signals through at once; a script's own SIGINT
 handler keeps the signal. SIGUSR1 stands for SIGTERM / SIGHUP (its handler
@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from gradtui.engine.deferral import DEFERRAL, Deferral
+from gradtui.engine.process.deferral import DEFERRAL, Deferral
 from gradtui.engine.listeners import Listeners
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,10 +12,10 @@ import torch
 
 from tests.helpers import run_headless, run_plain, script
 from gradtui.engine import edits
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.engine.edits import EditError, ExpressionError
 from gradtui.engine.session import GradtuiQuit
-from gradtui.engine.summary import describe
+from gradtui.engine.stats.summary import describe
 
 pytestmark = pytest.mark.timeout(120)
 

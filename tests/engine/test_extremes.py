@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradtui.engine.nowstats import now_stats
-from gradtui.engine.summary import extremes, summarize
-from gradtui.engine.window import StatsWindow
+from gradtui.engine.stats.immediate import now_stats
+from gradtui.engine.stats.summary import extremes, summarize
+from gradtui.engine.stats.window import StatsWindow
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,9 +6,9 @@ import math
 
 import torch
 
-from gradtui.engine import fingerprint as fp
-from gradtui.engine import sketch
-from gradtui.model.fingerprints import estimate_distance
+from gradtui.engine.fingerprints import values as fp
+from gradtui.engine.fingerprints import sketch
+from gradtui.protocol.fingerprints import estimate_distance
 from tests.hostreads import HostReads
 
 
@@ -232,7 +232,7 @@ def _encoder_prints():
     """A running Session with fingerprints, the list its PassPrints go to, and a seeded small
     encoder layer with its input."""
     from gradtui.engine.session import Session
-    from gradtui.model import events as ev
+    from gradtui.protocol import events as ev
 
     session = Session(full_stats=True, fingerprints=True)
     got: list = []
@@ -247,7 +247,7 @@ def _session_prints(every_node: bool, monkeypatch) -> dict:
     """The fingerprints of one seeded backward of a small encoder layer (views, transposes,
     selects, weights' accumulators) under a Session: on the hook plan (checked: its hooks were
     registered), or on every node (a breakpoint by place that never hits)."""
-    from gradtui.engine import planned as planned_module
+    from gradtui.engine.hooks import planned as planned_module
 
     plans = []
     register = planned_module.PlannedPass.register
@@ -284,7 +284,7 @@ def _passes_prints(monkeypatch, kept: int) -> tuple[list[dict], list[int]]:
     its own decisions, as before plans were kept), and how many nodes' facts each pass made."""
     from collections import OrderedDict
 
-    from gradtui.engine import printplan
+    from gradtui.engine.fingerprints import plan as printplan
 
     monkeypatch.setattr(printplan, "_plans", OrderedDict())
     monkeypatch.setattr(printplan, "PLANS_KEPT", kept)
@@ -308,7 +308,7 @@ def _passes_prints(monkeypatch, kept: int) -> tuple[list[dict], list[int]]:
 
 
 def test_a_graph_s_decisions_are_made_once_and_print_what_each_pass_s_own_do(monkeypatch):
-    """Fingerprints decide per node once per graph shape (gradtui.engine.printplan): a pass of a
+    """Fingerprints decide per node once per graph shape (gradtui.engine.fingerprints.plan): a pass of a
     graph seen before makes no node's facts again, and every pass's prints are, bit for bit,
     those of a pass that decided everything itself."""
     kept, made = _passes_prints(monkeypatch, kept=8)

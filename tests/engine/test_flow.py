@@ -1,4 +1,4 @@
-"""Gradient flow rows (gradtui.engine.flow): torch's own norms are the oracle."""
+"""Gradient flow rows (gradtui.engine.stats.flow): torch's own norms are the oracle."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from gradtui.engine.flow import LeafNames, gradient_flow
-from gradtui.model.flowtext import format_flow
+from gradtui.engine.stats.flow import LeafNames, gradient_flow
+from gradtui.protocol.flowtext import format_flow
 
 pytestmark = pytest.mark.timeout(60)
 

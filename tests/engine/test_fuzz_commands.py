@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import script
-from gradtui.model import events as ev
-from gradtui.model.commands import CommandError, Continue, Finish, Quit, Step, parse
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import CommandError, Continue, Finish, Quit, Step, parse
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,7 +26,7 @@ WAIT = 10.0
 
 
 def forward(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fuzzed script's pass (tests/scripts/fuzz_loop.py)."""
+    """The fuzzed script's pass (tests/fixtures/fuzz_loop.py)."""
     y = x * w
     z = torch.sgn(y) * y + y.exp()  # sgn sends a ZeroTensor
     return y, (z + z * y).sum()  # AddBackward0 sends one tensor to both sides

@@ -1,4 +1,4 @@
-"""Graph capture (gradtui.engine.graph): ids, names, kinds, edges, labels, saved values, and the
+"""Graph capture (gradtui.engine.capture.graph): ids, names, kinds, edges, labels, saved values, and the
 predicted engine order, checked against what autograd itself reports and runs."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from gradtui.model import events as ev
-from gradtui.engine.graph import Names, capture, short_name
-from gradtui.model.nodes import FIELDS, NodeInfo, engine_order, node_title
+from gradtui.protocol import events as ev
+from gradtui.engine.capture.graph import Names, capture, short_name
+from gradtui.protocol.nodes import FIELDS, NodeInfo, engine_order, node_title
 from gradtui.engine.session import Session
 
 pytestmark = pytest.mark.timeout(60)
@@ -293,7 +293,7 @@ def test_saved_summaries_are_the_same_when_remembered():
     import gc
     import weakref
 
-    from gradtui.engine import saved as saved_module
+    from gradtui.engine.capture import saved as saved_module
 
     x = torch.randn(3, 4, requires_grad=True)
     first = capture([(x @ x.t()).sum().grad_fn]).graph

@@ -11,9 +11,10 @@ import pytest
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from gradtui.engine import graph, planned
+from gradtui.engine.capture import graph
+from gradtui.engine.hooks import planned
 from gradtui.engine.session import Session
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from tests.helpers import count_calls, fed_session
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,4 +1,4 @@
-"""The hook plan (gradtui.engine.plan, .planned): a CPU pass in `continue` hooks only the nodes
+"""The hook plan (gradtui.engine.hooks.plan, .planned): a CPU pass in `continue` hooks only the nodes
 that can change values; the others' statistics are derived; `nan` stops right after the culprit,
 editable; a user hook's NaN is named where it appeared; gradients stay torch's."""
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from gradtui.engine import planned
+from gradtui.engine.hooks import planned
 from gradtui.engine.session import Session
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from tests.helpers import compiled_hooked, fed_session
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 
 def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:

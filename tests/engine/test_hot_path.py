@@ -9,8 +9,8 @@ import torch
 from torch import nn
 from torch.overrides import _get_current_function_mode_stack
 
-from gradtui.model import events as ev
-from gradtui.engine.provenance import Provenance
+from gradtui.protocol import events as ev
+from gradtui.engine.provenance.forward import Provenance
 from gradtui.engine.session import Session
 from tests.helpers import graph_nodes
 
@@ -110,7 +110,7 @@ def test_provenance_is_off_the_mode_stack_for_gradtuis_own_work_and_back_after()
 
 
 def test_what_arrives_at_a_node_and_what_it_sends_on_have_one_name_from_hook_to_recording():
-    from gradtui.engine.recorder import PassRecord, Ran
+    from gradtui.engine.stats.passrecord import PassRecord, Ran
     from gradtui.record import schema
 
     names = ("grad_outputs", "grad_inputs")  # torch's: a node's grad_outputs arrive, its grad_inputs are sent on

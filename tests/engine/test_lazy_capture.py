@@ -1,4 +1,4 @@
-"""A lazy capture (gradtui.engine.graph): a planned pass in `continue` whose listeners need no graph
+"""A lazy capture (gradtui.engine.capture.graph): a planned pass in `continue` whose listeners need no graph
 walks its graph and nothing more; its nodes' metadata (labels, sources, modules, saved values) is
 read at its first pause, or when the graph is first read, and is what an eager capture reads."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from gradtui.engine import graph as graph_module
+from gradtui.engine.capture import graph as graph_module
 from gradtui.engine.session import Session
-from gradtui.model import events as ev
-from gradtui.model.lazygraph import is_built
-from gradtui.model.nodes import FIELDS
+from gradtui.protocol import events as ev
+from gradtui.protocol.lazygraph import is_built
+from gradtui.protocol.nodes import FIELDS
 from tests.helpers import count_calls
 
 KEYS = ("name", "kind", "labels", "param", "source", "path", "line", "module", "next")

@@ -1,5 +1,5 @@
 """A pass's end reads its leaves' gradient statistics and the gradient flow's norms together
-(gradtui.engine.leafread): the rows and Stats are exactly those of the two separate reads
+(gradtui.engine.stats.leaves): the rows and Stats are exactly those of the two separate reads
 (`gradient_flow`'s own fused norm, a `StatsWindow` read of every `.grad`), torch the oracle."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradtui.engine import native
-from gradtui.engine.flow import gradient_flow
-from gradtui.engine.leafread import LeafRead
-from gradtui.engine.window import StatsWindow, resolve
+from gradtui.engine.hooks import native
+from gradtui.engine.stats.flow import gradient_flow
+from gradtui.engine.stats.leaves import LeafRead
+from gradtui.engine.stats.window import StatsWindow, resolve
 from tests.helpers import compiled_off
 
 pytestmark = pytest.mark.timeout(60)

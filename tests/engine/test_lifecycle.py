@@ -10,7 +10,7 @@ import torch
 from torch.nn.modules import module as nn_module
 
 from tests.helpers import run_headless, run_plain, script, torch_originals
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -178,7 +178,7 @@ def test_an_interruption_while_hooking_the_graph_leaves_no_hook(monkeypatch):
     import functools
     import types
 
-    from gradtui.engine import hooks as hooks_module
+    from gradtui.engine.hooks import everynode as hooks_module
     from gradtui.engine import session as session_module
 
     calls = []

@@ -9,7 +9,7 @@ import torch
 from torch.autograd.graph import get_gradient_edge
 
 from tests.helpers import run_headless, run_plain, script
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.engine.session import Session
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,4 +1,4 @@
-"""A planned pass's node results as NodesRan batches (gradtui.engine.ranbatch): a listener that
+"""A planned pass's node results as NodesRan batches (gradtui.engine.hooks.batches): a listener that
 takes batches gets no NodeRan during the pass and pays for no derived statistics unless it reads
 them; read, they are the NodeRan events a listener that takes none gets, in the same order; a
 listener that says it reads no flow makes a hooked pass skip the leaves' statistics and the
@@ -12,13 +12,14 @@ from pathlib import Path
 
 import torch
 
-from gradtui.engine import plan, ranbatch
+from gradtui.engine.hooks import batches as ranbatch
+from gradtui.engine.hooks import plan
 from gradtui.engine.session import Session
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.wire.codec import from_wire, to_wire
 from tests.helpers import count_calls
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 
 def _model():
@@ -114,7 +115,7 @@ def test_shapes_sent_on_follow_from_what_arrives_as_torch_makes_them():
 
 
 def test_a_pass_nobody_looks_at_collects_no_names_and_a_pause_still_names_its_leaves(monkeypatch):
-    from gradtui.engine import names as names_module
+    from gradtui.engine.capture import names as names_module
 
     collected = [0]
     original = names_module.Names.from_scopes.__func__
@@ -149,7 +150,7 @@ def test_a_pass_nobody_looks_at_collects_no_names_and_a_pause_still_names_its_le
 
 def _counting_reads(monkeypatch) -> list[int]:
     """Counts the reads of a derived node's saved values (its shape, dims) from the live node."""
-    from gradtui.engine import derived
+    from gradtui.engine.hooks import derived
 
     return count_calls(monkeypatch, derived, "shape_and_saved")
 

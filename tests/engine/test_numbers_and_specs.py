@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from tests.helpers import run_headless
-from gradtui.model import events as ev
-from gradtui.model.breakpoints import matches_node, parse_spec, warning_for
-from gradtui.model.commands import CommandError, Delete, Scale, parse, parse_float, parse_int
-from gradtui.model.nodes import NodeInfo
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import matches_node, parse_spec, warning_for
+from gradtui.protocol.commands import CommandError, Delete, Scale, parse, parse_float, parse_int
+from gradtui.protocol.nodes import NodeInfo
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -169,7 +169,7 @@ def test_warning_for(graph, text, warning):
 
 
 def test_warning_for_a_captured_graph():
-    from gradtui.engine.graph import Names, capture
+    from gradtui.engine.capture.graph import Names, capture
 
     x = torch.ones(2, requires_grad=True)
     ŷ = x * 3

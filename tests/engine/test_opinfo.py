@@ -14,7 +14,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from tests.helpers import graph_nodes
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.engine.session import Session
 
 pytestmark = [pytest.mark.timeout(120),

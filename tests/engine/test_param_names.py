@@ -1,4 +1,4 @@
-"""Parameter names (gradtui.engine.names.module_tree): one loop over a module tree gives exactly
+"""Parameter names (gradtui.engine.capture.names.module_tree): one loop over a module tree gives exactly
 what torch's `named_parameters()` and `modules()` give, in their order, or torch's own answer where
 a module overrides how it is walked."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 from torch import nn
 
-from gradtui.engine.names import Names, module_tree
+from gradtui.engine.capture.names import Names, module_tree
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 
 def _as_torch(module: nn.Module) -> tuple[list[tuple[str, int]], set[int]]:

@@ -1,4 +1,4 @@
-"""Pass-through nodes on the hook plan (gradtui.engine.plan, SIGNS): an add, sub or rsub with alpha 1
+"""Pass-through nodes on the hook plan (gradtui.engine.hooks.plan, SIGNS): an add, sub or rsub with alpha 1
 and no broadcast, cast or move, a neg, an alias send on what arrived (or its negation) and are
 derived, not hooked; their statistics equal a hooked node's bit for bit; `nan` still names the
 node that made a non-finite value; a broadcast, scaled or cast operand keeps its node hooked."""
@@ -13,12 +13,12 @@ import pytest
 import torch
 from torch import nn
 
-from gradtui.engine import plan, planned
-from gradtui.engine.compiled import CompiledHooks
-from gradtui.model import events as ev
+from gradtui.engine.hooks import plan, planned
+from gradtui.engine.hooks.compiled import CompiledHooks
+from gradtui.protocol import events as ev
 from tests.engine.test_hook_plan import KINDS, SIZES, _leaf, of, plain, run, same
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 PASS_THROUGH = ["add", "add-detached", "sub", "rsub", "neg"]
 
@@ -120,7 +120,7 @@ def test_pass_through_statistics_equal_a_hooked_nodes_bit_for_bit(monkeypatch, k
 
 
 def test_negative_is_exact_on_every_field():
-    from gradtui.engine.window import small_stats
+    from gradtui.engine.stats.window import small_stats
 
     values = (0.0, -0.0, 1.5, -2.25, 1e-30, math.inf)
     stats, negated = small_stats((6,), "float32", "cpu", values), small_stats((6,), "float32", "cpu", tuple(-v for v in values))
@@ -192,7 +192,7 @@ def test_a_hooked_node_makes_no_stats_for_a_big_finite_gradient_nobody_reads(mon
     made only when a batch is read (a count, not a time: every engine module that makes Stats
     makes them through a counting stand-in)."""
     from gradtui.engine.session import Session
-    from gradtui.model.stats import Stats
+    from gradtui.protocol.stats import Stats
 
     made = [0]
 
@@ -202,7 +202,7 @@ def test_a_hooked_node_makes_no_stats_for_a_big_finite_gradient_nobody_reads(mon
 
     makers = [name for name, module in list(sys.modules.items())
               if name.startswith("gradtui.engine") and getattr(module, "Stats", None) is Stats]
-    assert "gradtui.engine.nowstats" in makers and "gradtui.engine.summary" in makers
+    assert "gradtui.engine.stats.immediate" in makers and "gradtui.engine.stats.summary" in makers
 
     batches: list[ev.NodesRan] = []
     session = Session(None, provenance=False, full_stats=False)  # the UI's statistics: norms

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from tests.helpers import assert_grads_identical, run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)

@@ -7,8 +7,8 @@ import linecache
 
 import pytest
 
-from gradtui.model import events as ev
-from gradtui.model.nodes import NodeInfo
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import NodeInfo
 from tests.helpers import run_headless, script
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,4 +1,4 @@
-"""The plan cache (gradtui.engine.plancache): a pass whose graph has the last pass's shape gets a
+"""The plan cache (gradtui.engine.hooks.plancache): a pass whose graph has the last pass's shape gets a
 copy of the last plan, and only then: the plan is always what `make_plan` makes of that pass."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import math
 
 import torch
 
-from gradtui.engine.graph import capture
-from gradtui.engine.plan import HookPlan, make_plan
-from gradtui.engine.plancache import PlanCache
+from gradtui.engine.capture.graph import capture
+from gradtui.engine.hooks.plan import HookPlan, make_plan
+from gradtui.engine.hooks.plancache import PlanCache
 from gradtui.engine.session import Session
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 
 def _layers():

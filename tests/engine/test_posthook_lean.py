@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradtui.engine import planned
+from gradtui.engine.hooks import planned
 from gradtui.engine.session import Session
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from tests.helpers import count_calls
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,4 +1,4 @@
-"""Tests for gradtui.engine.provenance: source lines and module paths recorded on grad_fns."""
+"""Tests for gradtui.engine.provenance.forward: source lines and module paths recorded on grad_fns."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch.nn.modules import module as nn_module
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
-from gradtui.engine.provenance import Provenance, module_of, source_of
+from gradtui.engine.provenance.forward import Provenance, module_of, source_of
 from tests.helpers import graph_nodes
 
 HERE = __file__

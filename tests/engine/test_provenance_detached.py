@@ -11,7 +11,7 @@ from tests.helpers import run_headless
 
 SCRIPT = textwrap.dedent("""
     import torch
-    from gradtui.engine.provenance import SOURCE_KEY
+    from gradtui.engine.provenance.forward import SOURCE_KEY
     torch.manual_seed(0)
     w = torch.randn(3, requires_grad=True)
     for step in range(3):

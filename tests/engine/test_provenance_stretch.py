@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
-from gradtui.engine.provenance import Provenance, module_of, source_of
+from gradtui.engine.provenance.forward import Provenance, module_of, source_of
 from tests.helpers import graph_nodes
 
 HERE = __file__

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradtui.engine.nowstats import Normed, now_stats, quick_stats, resolved
+from gradtui.engine.stats.immediate import Normed, now_stats, quick_stats, resolved
 from tests.helpers import count_calls, count_reads
 
 pytestmark = pytest.mark.timeout(60)

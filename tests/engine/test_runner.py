@@ -1,4 +1,4 @@
-"""Running the user's script (gradtui.engine.runner) as `python script.py args` would: argv,
+"""Running the user's script (gradtui.engine.process.runner) as `python script.py args` would: argv,
 __main__, its folder on sys.path, empty stdin, output as events, exit status and traceback."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import gradtui
 
 from tests.helpers import SCRIPTS, run_headless, script
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 GRADTUI_PACKAGE = os.path.join(os.path.dirname(os.path.realpath(gradtui.__file__)), "")
 """gradtui's own files: the folder of its package (not the checkout, whose path may say gradtui)."""

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from tests.helpers import example, run_headless, script, torch_originals
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def chain_grad(commands: list[str], tmp_path) -> tuple[torch.Tensor, object]:
-    """x.grad after running tests/scripts/chain.py (z = (3x)^2 at x = 2) with `commands`."""
+    """x.grad after running tests/fixtures/chain.py (z = (3x)^2 at x = 2) with `commands`."""
     path = tmp_path / "grads.pt"
     run = run_headless(script("chain.py"), commands, [str(path)])
     assert run.status == 0, run.output

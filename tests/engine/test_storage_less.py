@@ -12,9 +12,9 @@ import torch
 
 from tests.helpers import run_headless, run_plain, script
 from gradtui.engine import edits
-from gradtui.model import events as ev
-from gradtui.engine.summary import CHUNK, describe, summarize
-from gradtui.model.stats import VALUES_LIMIT, format_stats
+from gradtui.protocol import events as ev
+from gradtui.engine.stats.summary import CHUNK, describe, summarize
+from gradtui.protocol.stats import VALUES_LIMIT, format_stats
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""Tensor statistics (gradtui.engine.summary) against torch's own reductions: shape, dtype, norm,
+"""Tensor statistics (gradtui.engine.stats.summary) against torch's own reductions: shape, dtype, norm,
 min, max, mean, non-finite counts, values only for small tensors, histograms, JSON form."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from gradtui.engine.summary import describe, summarize, summarize_all
-from gradtui.model.stats import HISTOGRAM_BINS, VALUES_LIMIT, Stats, format_number, format_stats
+from gradtui.engine.stats.summary import describe, summarize, summarize_all
+from gradtui.protocol.stats import HISTOGRAM_BINS, VALUES_LIMIT, Stats, format_number, format_stats
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -235,7 +235,7 @@ SMALL_CHUNK = 1 << 16  # a 2M-element tensor then takes 31 chunks
 def chunked(monkeypatch):
     """Lower the chunked path's threshold, and record the size of every chunk that is converted
     or flattened: none may be bigger than a chunk (no full copy of the tensor)."""
-    from gradtui.engine import summary
+    from gradtui.engine.stats import summary
 
     monkeypatch.setattr(summary, "CHUNK", SMALL_CHUNK)
     seen = []
@@ -381,7 +381,7 @@ def test_histc_counts_are_kept_past_float32_precision(monkeypatch):
     """torch.histc counts float32 values in float32, which stops counting at 2**24 per bin;
     the chunked histogram counts in int64. (Cheap to check with a constant tensor whose
     single bin gets everything: expand makes 17M elements out of one.)"""
-    from gradtui.engine import summary
+    from gradtui.engine.stats import summary
 
     monkeypatch.setattr(summary, "CHUNK", 1 << 22)
     t = torch.tensor([1.0, 2.0]).repeat_interleave(2**24 + 8)

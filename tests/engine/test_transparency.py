@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.helpers import assert_grads_identical, example, run_headless, run_plain, script
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 pytestmark = pytest.mark.timeout(120)
 

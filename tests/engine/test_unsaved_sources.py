@@ -11,13 +11,13 @@ import pytest
 
 from tests.helpers import run_headless
 from gradtui.agent.backlog import Backlog
-from gradtui.engine.provenance import UnsavedSources
-from gradtui.model import events as ev
+from gradtui.engine.provenance.forward import UnsavedSources
+from gradtui.protocol import events as ev
 from gradtui.wire.codec import from_wire, to_wire
 
 pytestmark = pytest.mark.timeout(60)
 
-CELL_SCRIPT = str(Path(__file__).resolve().parents[1] / "ui" / "scripts" / "notebook_cell.py")
+CELL_SCRIPT = str(Path(__file__).resolve().parents[1] / "fixtures" / "ui" / "notebook_cell.py")
 
 
 def test_the_cell_text_is_sent_once_before_the_pass_that_names_it_and_no_file_on_disk_is():

@@ -1,5 +1,5 @@
 """One answer to "is this user code?" (issue 10 item 7): provenance, the runner's traceback
-trimming and the UI's traceback folding all ask gradtui.model.places."""
+trimming and the UI's traceback folding all ask gradtui.protocol.places."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from tests.helpers import script
-from gradtui.model import places
-from gradtui.engine import provenance, runner
+from gradtui.protocol import places
+from gradtui.engine.process import runner
+from gradtui.engine.provenance import forward as provenance
 from gradtui.engine import session as session_module
 from gradtui.examples import demo
 from gradtui.ui import fmt

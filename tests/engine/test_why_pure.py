@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradtui.engine.graph import Names, capture
+from gradtui.engine.capture.graph import Names, capture
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.why import explain
 

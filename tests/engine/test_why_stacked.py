@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tests.helpers import REPO, Run, run_headless, run_plain, script
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 
 pytestmark = pytest.mark.timeout(60)
 

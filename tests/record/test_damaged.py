@@ -2,7 +2,7 @@
 a corpus of damaged copies of one small recording give no traceback, exit 0 or 2, and a line
 naming the damage; what is still readable is replayed and exported.
 
-The recording (tests/scripts/nanmlp.py with an edit, `break nan` hitting at pass 5, every table
+The recording (tests/fixtures/nanmlp.py with an edit, `break nan` hitting at pass 5, every table
 written) is made once for the module; each case is a copy damaged in-process: every table
 dropped, every column of one row given a value of the wrong type (and every JSON column a text
 that does not parse), every non-key column of every row overwritten, and 16 bytes flipped at each of 20

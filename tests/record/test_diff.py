@@ -1,6 +1,6 @@
 """`gradtui diff` (issue 23): where two recorded runs part, by subprocess runs of the CLI.
 
-tests/scripts/diff_model.py is recorded five times (its argument picks the variant): the
+tests/fixtures/diff_model.py is recorded five times (its argument picks the variant): the
 reference twice, with one gelu made `approximate="tanh"`, with a custom Function's backward
 changed (its forward the same), and under bfloat16 autocast.
 """
@@ -143,7 +143,7 @@ def test_fingerprints_are_opt_in(tmp_path, capsys):
     """A plain --record costs what it did: fingerprints only with --fingerprints (which needs --record)."""
     from gradtui.agent.build import build_agent
     from gradtui.cli.main import main
-    from gradtui.model.options import RunOptions
+    from gradtui.protocol.options import RunOptions
 
     for wanted in (False, True):
         agent = build_agent(RunOptions("s.py", record=str(tmp_path / f"r{wanted}.db"), fingerprints=wanted), None)

@@ -18,7 +18,7 @@ from tests.record.recordings import RUN_TIMEOUT, gradtui, record_with_fingerprin
 
 from tests.hostreads import HostReads
 from gradtui.engine.session import Session
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.record.against import Reference
 from gradtui.record.store import Recorder
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """tests/scripts/diff_model.py recorded with fingerprints, every pass per node."""
+    """tests/fixtures/diff_model.py recorded with fingerprints, every pass per node."""
     return record_with_fingerprints(str(tmp_path_factory.mktemp("against") / "ref.db"), script("diff_model.py"))
 
 
@@ -70,7 +70,7 @@ def test_a_pass_against_a_reference_reads_per_node_only_while_differs_is_armed(t
     the hook plan; theirs come back in its one read at its end). `differs>R` armed: every node
     is hooked and each one's fingerprints are read back after it ran (the breakpoint is decided
     there): one read per node compared."""
-    from gradtui.engine import fingerprint
+    from gradtui.engine.fingerprints import values as fingerprint
 
     compared = []
     original = fingerprint.PassPrints._compare
@@ -203,7 +203,7 @@ def test_listen_refuses_against_what_it_cannot_compare_with(tmp_path):
 
 
 def test_fp32_against_bf16_autocast_stops_live_at_the_first_op_over_5_percent(tmp_path):
-    """tests/scripts/autocast_model.py: under bf16 autocast its first linear's output (a small
+    """tests/fixtures/autocast_model.py: under bf16 autocast its first linear's output (a small
     difference of large terms) is ~30 % off, everything before it well under 5 %. Autocast adds
     casts on one side only (graph changes): an input made by a cast is compared with the
     reference's input in the same place, and a weight seen through its cast and transpose is a
@@ -260,11 +260,11 @@ def test_a_pass_against_a_reference_sends_each_nodes_difference_in_one_event(tmp
 
 def test_the_reference_pass_is_what_a_pass_s_fingerprints_ask_for(reference):
     """The engine's fingerprints (which may not import record) ask their reference pass for what
-    gradtui.model.fingerprints.PassAgainst declares; record's PassReference is that, method by
+    gradtui.protocol.fingerprints.PassAgainst declares; record's PassReference is that, method by
     method and parameter by parameter, and a live pass's reference is one."""
     import inspect
 
-    from gradtui.model.fingerprints import PassAgainst
+    from gradtui.protocol.fingerprints import PassAgainst
     from gradtui.record.against import PassReference
 
     for name in ("note", "check", "both_sides", "differences"):

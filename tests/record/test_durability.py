@@ -16,7 +16,7 @@ import threading
 import pytest
 
 from tests.helpers import REPO, example, script
-from gradtui.model.report import JsonStream
+from gradtui.protocol.report import JsonStream
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording
 

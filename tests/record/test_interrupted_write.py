@@ -1,5 +1,5 @@
 """A KeyboardInterrupt landing inside the recording's transaction (the script's own print, whose
-Output fan-out lets SIGINT through: gradtui.engine.deferral) leaves nothing half-committed: the
+Output fan-out lets SIGINT through: gradtui.engine.process.deferral) leaves nothing half-committed: the
 transaction is rolled back, its rows are written by the next commit, and the recording goes on."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.record.reader import Recording
 from gradtui.record.store import OUTPUT_BATCH, Recorder
 

@@ -16,9 +16,9 @@ import time
 import pytest
 
 from tests.helpers import REPO, script
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.clients.feeder import CommandFeeder
-from gradtui.model.options import RunOptions
+from gradtui.protocol.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
 from tests.record.recordings import RUN_TIMEOUT

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from gradtui.model import events as ev
-from gradtui.model.stats import format_grads
+from gradtui.protocol import events as ev
+from gradtui.protocol.stats import format_grads
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
 from tests.record.recordings import flight_recording, gradtui

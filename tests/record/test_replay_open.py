@@ -15,7 +15,7 @@ import sqlite3
 
 import pytest
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.record import reader, replay, schema
 from gradtui.record import story as stories
 from gradtui.record.reader import Recording

@@ -13,8 +13,8 @@ import sqlite3
 import pytest
 
 from tests.helpers import script
-from gradtui.model.report import Report
-from gradtui.engine.runner import ScriptRunner
+from gradtui.protocol.report import Report
+from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
 from gradtui.clients.headless import HeadlessDriver
 from gradtui.record import schema
@@ -232,8 +232,8 @@ def test_a_recorded_graph_holds_the_node_infos_the_live_run_had(tmp_path):
     import dataclasses
     import os
 
-    from gradtui.model import events as ev
-    from gradtui.model.nodes import NodeInfo, node_info
+    from gradtui.protocol import events as ev
+    from gradtui.protocol.nodes import NodeInfo, node_info
 
     db = str(tmp_path / "run.db")
     seen: list[ev.Event] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import sys
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.record.tee import LineTee, TeedStreams
 
 

@@ -35,7 +35,7 @@ from tests.procs import children, gone
 
 pytestmark = pytest.mark.timeout(120)
 
-SCRIPT = Path(__file__).parent / "scripts" / "tiny.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "fixtures" / "serve" / "tiny.py"
 START = 45.0
 """Seconds a process that imports torch may take to be ready on a loaded machine."""
 

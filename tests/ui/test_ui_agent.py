@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradtui.model.events import QUIT_STATUS
+from gradtui.protocol.events import QUIT_STATUS
 from gradtui.ui.app import GradtuiApp
 from tests.ui.ui_helpers import SIZE, output_lines, ui_script, wait_for, wait_paused_at
 

@@ -9,8 +9,8 @@ import torch
 
 from textual.keys import _character_to_key
 
-from gradtui.model.report import Report
-from gradtui.model.events import QUIT_STATUS
+from gradtui.protocol.report import Report
+from gradtui.protocol.events import QUIT_STATUS
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen

@@ -1,7 +1,7 @@
 """The UI's difference view against a reference recording (issue 23 item 5): a difference
 column in the node list and the module tree, `A` sorting the list by it, and a `differs`
 column in the passes view; the data reaches the UI as one PassDifferences event per pass.
-tests/scripts/diff_model.py is recorded once as the reference; the UI runs its `tanh` variant
+tests/fixtures/diff_model.py is recorded once as the reference; the UI runs its `tanh` variant
 (one gelu changed) against it; the snapshots, at 80x24 and 160x45, run its `backward` variant (regenerate with
 `--snapshot-update` and look at every SVG)."""
 
@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from gradtui.model import events as ev
-from gradtui.model.options import RunOptions
+from gradtui.protocol import events as ev
+from gradtui.protocol.options import RunOptions
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.state import UIState

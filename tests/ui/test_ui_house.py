@@ -12,7 +12,7 @@ import pytest
 from textual.app import App
 
 import gradtui
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.header import GradHeader

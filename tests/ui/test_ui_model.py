@@ -7,10 +7,10 @@ import os
 
 import torch
 
-from gradtui.model import events as ev
-from gradtui.engine.runner import ScriptRunner
+from gradtui.protocol import events as ev
+from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
-from gradtui.engine.summary import summarize
+from gradtui.engine.stats.summary import summarize
 from gradtui.clients.headless import HeadlessDriver
 from gradtui.ui import fmt
 from gradtui.ui.state import UIState

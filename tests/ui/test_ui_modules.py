@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.ui.history import KEEP_NORMS, KEEP_SUMMARIES, KEEP_VIEWS
 from gradtui.ui.modtree import NO_MODULE, ModuleTree, display_name
 from gradtui.ui.state import UIState

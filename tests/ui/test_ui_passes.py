@@ -7,7 +7,7 @@ import math
 import pytest
 from textual.widgets import DataTable
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.passes import PassesScreen

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen

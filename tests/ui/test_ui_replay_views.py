@@ -1,5 +1,5 @@
 """The replay's views say what the run showed (issue 22 items 2 and 3): a recording of
-tests/scripts/nanmlp.py with `break nan` hitting at pass 5 (`gradtui --headless --record run.db
+tests/fixtures/nanmlp.py with `break nan` hitting at pass 5 (`gradtui --headless --record run.db
 -c 'break nan' -c continue nanmlp.py`), and the same with `--flight 3`.
 
 The passes table's hits and nodes cells, the detail pane's "incoming norm over passes" (the

@@ -7,8 +7,8 @@ import pytest
 from rich.style import Style
 
 from gradtui.cli.main import demo_path
-from gradtui.model import events as ev
-from gradtui.model.nodes import node_info
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import node_info
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.node_rows import RowPainter, Widths

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.ui.series import TOP, PassSeries, module_of
 from gradtui.ui.state import UIState
 from tests.ui.ui_events import started

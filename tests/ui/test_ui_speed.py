@@ -2,7 +2,7 @@
 that changed (and a screenful when the cursor leaves the screen), never the whole pass.
 
 The time from the `s` key to the next node drawn (DESIGN.md: <= 50 ms median) is measured
-by `scripts/bench.py`, not asserted here: these machines are too noisy for timing bounds.
+by `benchmarks/bench.py`, not asserted here: these machines are too noisy for timing bounds.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from gradtui.wire.runtime import alive
-from gradtui.model.events import QUIT_STATUS
+from gradtui.protocol.events import QUIT_STATUS
 from gradtui.ui.client import QUIT_GRACE
 
 from tests.helpers import REPO, example

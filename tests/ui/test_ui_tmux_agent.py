@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gradtui.model.events import QUIT_STATUS
+from gradtui.protocol.events import QUIT_STATUS
 from tests.procs import children, gone
 
 from tests.helpers import REPO

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import networkx as nx
 
-from gradtui.model import events as ev
-from gradtui.model.nodes import NodeInfo
-from gradtui.model.stats import Stats
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import NodeInfo
+from gradtui.protocol.stats import Stats
 
 
 def stats(norm: float, nonfinite: int = 0) -> Stats:

@@ -17,12 +17,12 @@ from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
 
-UI_SCRIPTS = Path(__file__).resolve().parent / "scripts"
+UI_SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "ui"
 SIZE = (120, 40)
 
 
 def ui_script(name: str) -> str:
-    """Path of a script in tests/ui/scripts."""
+    """Path of a script in tests/fixtures/ui."""
     path = UI_SCRIPTS / name
     assert path.is_file(), path
     return str(path)

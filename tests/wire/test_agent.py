@@ -15,13 +15,13 @@ import time
 
 import pytest
 
-from gradtui.model import events as ev
-from gradtui.model.options import RunOptions
+from gradtui.protocol import events as ev
+from gradtui.protocol.options import RunOptions
 from gradtui.wire import protocol
 from gradtui.wire.child import ChildTarget
 from tests.wire.wire_helpers import SCRIPTS, TIMEOUT, Listening, output_of, run_child
 
-HERE = os.path.join(os.path.dirname(__file__), "scripts")
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "wire")
 
 
 def test_the_script_runs_on_the_main_thread_of_its_own_process_and_fd_output_is_captured():

@@ -6,10 +6,10 @@ import math
 
 import torch
 
-from gradtui.model import events as ev
-from gradtui.model.errors import ErrorInfo, FrameInfo
-from gradtui.engine.graph import Names, capture
-from gradtui.engine.summary import summarize
+from gradtui.protocol import events as ev
+from gradtui.protocol.errors import ErrorInfo, FrameInfo
+from gradtui.engine.capture.graph import Names, capture
+from gradtui.engine.stats.summary import summarize
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire, to_wire
 
@@ -69,7 +69,7 @@ def test_a_graph_travels_in_the_old_node_link_form_and_is_read_as_node_infos():
     (an agent of that time sends these very bytes), and it reads back as NodeInfo."""
     import networkx as nx
 
-    from gradtui.model.nodes import FIELDS, NodeInfo, node_info
+    from gradtui.protocol.nodes import FIELDS, NodeInfo, node_info
 
     x = torch.ones(3, requires_grad=True)
     z = (x.exp() * x).sum()
@@ -89,7 +89,7 @@ def test_a_graph_travels_in_the_old_node_link_form_and_is_read_as_node_infos():
 def test_a_recorded_graphs_other_attributes_travel_beside_its_node_infos():
     import networkx as nx
 
-    from gradtui.model.nodes import NodeInfo, node_info
+    from gradtui.protocol.nodes import NodeInfo, node_info
 
     graph = nx.DiGraph()
     graph.add_node(0, info=NodeInfo("SumBackward0", "op", 5, (1,), ("loss",)), order=1)

@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-from gradtui.model import events as ev
+from gradtui.protocol import events as ev
 from gradtui.clients.feeder import CommandFeeder
-from gradtui.model.options import RunOptions
+from gradtui.protocol.options import RunOptions
 from gradtui.wire.child import ChildTarget
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = REPO / "tests" / "scripts"
+SCRIPTS = REPO / "tests" / "fixtures"
 TIMEOUT = 90.0
 """Seconds a whole child run may take (torch's import on a busy machine is most of it)."""
 

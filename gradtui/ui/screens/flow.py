@@ -11,9 +11,9 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from gradtui.model.events import ParamFlow
-from gradtui.model.flowtext import zero_weight
-from gradtui.model.stats import format_number
+from gradtui.protocol.events import ParamFlow
+from gradtui.protocol.flowtext import zero_weight
+from gradtui.protocol.stats import format_number
 from gradtui.ui.flowtable import SPREAD, flow_rows
 from gradtui.ui.state import FlowSnapshot
 

@@ -8,7 +8,7 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from gradtui.model.commands import HELP
+from gradtui.protocol.commands import HELP
 from gradtui.ui.keys import KEYS, OTHER_KEYS, display
 
 BREAK_SPECS = ("break specs: OP (AddmmBackward0) · NAME (z, fc.weight) · #ID · nan · norm>X · pass N · "

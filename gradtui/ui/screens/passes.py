@@ -17,8 +17,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from gradtui.model.nodes import node_info
-from gradtui.model.stats import format_number
+from gradtui.protocol.nodes import node_info
+from gradtui.protocol.stats import format_number
 from gradtui.ui.fmt import difference_text
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.state import UIState

@@ -9,7 +9,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.content import Content
 
-from gradtui.model.nodes import node_info
+from gradtui.protocol.nodes import node_info
 from gradtui.ui.modtree import ModuleTree
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.body import Body, BodyPane

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from textual.content import Content
 
-from gradtui.model.stats import Stats, format_number
+from gradtui.protocol.stats import Stats, format_number
 from gradtui.ui import fmt
 from gradtui.ui.passview import Grads
 from gradtui.ui.widgets.detail_text import ACCENT, ERROR, KEY, MUTED, OK, bad, line

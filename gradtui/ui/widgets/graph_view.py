@@ -13,7 +13,7 @@ import networkx as nx
 from textual.app import ComposeResult
 from textual.content import Content
 
-from gradtui.model.nodes import node_info
+from gradtui.protocol.nodes import node_info
 from gradtui.ui.fmt import short_op
 from gradtui.ui.state import PassView, UIState
 from gradtui.ui.widgets.body import Body, BodyPane, node_ref

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from rich.segment import Segment
 from rich.style import Style
 
-from gradtui.model.breakpoints import matches_node
-from gradtui.model.nodes import INFO, NodeInfo, node_info
-from gradtui.model.stats import format_number
+from gradtui.protocol.breakpoints import matches_node
+from gradtui.protocol.nodes import INFO, NodeInfo, node_info
+from gradtui.protocol.stats import format_number
 from gradtui.ui.fmt import cut_left, difference_text, list_op
 from gradtui.ui.listrows import ListRows
 from gradtui.ui.modtree import ModuleTree, display_name

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from textual.content import Content
 
-from gradtui.model.nodes import NodeInfo, node_info
-from gradtui.model.stats import format_number
+from gradtui.protocol.nodes import NodeInfo, node_info
+from gradtui.protocol.stats import format_number
 from gradtui.ui import fmt
 from gradtui.ui.state import PassView, UIState
 from gradtui.ui.widgets.body import node_ref

@@ -24,7 +24,7 @@ from textual.app import ComposeResult
 from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
-from gradtui.model.stats import format_number
+from gradtui.protocol.stats import format_number
 from gradtui.ui.series import PassSeries, SeriesPoint, ema
 
 MODULE_LINES = 5

@@ -9,7 +9,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widget import Widget
 
-from gradtui.model.dist_events import RanksChanged, RankState
+from gradtui.protocol.dist_events import RanksChanged, RankState
 
 _STYLE = {
     "paused": "$warning bold",

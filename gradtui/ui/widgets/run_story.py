@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from textual.content import Content
 
-from gradtui.model.nodes import node_info
-from gradtui.model.stats import format_number
+from gradtui.protocol.nodes import node_info
+from gradtui.protocol.stats import format_number
 from gradtui.ui import fmt
 from gradtui.ui.flowtable import flow_rows
 from gradtui.ui.modtree import ModuleTree, display_name

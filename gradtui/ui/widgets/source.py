@@ -14,7 +14,7 @@ import functools
 from textual.content import Content
 from textual.highlight import highlight
 
-from gradtui.model.nodes import NodeInfo
+from gradtui.protocol.nodes import NodeInfo
 from gradtui.ui import fmt
 
 SOURCE_CONTEXT = 2

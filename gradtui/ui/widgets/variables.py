@@ -17,8 +17,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from gradtui.model import events as ev
-from gradtui.model.stats import format_number
+from gradtui.protocol import events as ev
+from gradtui.protocol.stats import format_number
 from gradtui.ui.passview import PassView
 
 

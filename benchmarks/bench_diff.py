@@ -1,0 +1,206 @@
+"""Issue 23's cost: a recorded pass with fingerprints, and a live pass `--against` a reference,
+each against a recorded pass without fingerprints, in one run.
+
+    python benchmarks/bench_diff.py [--layers L] [--rounds R]
+
+A 4-layer d=256 encoder (bench.py's), batch 8x32, torch on one thread: each round times one
+backward under a Session with a Recorder attached (every pass recorded node by node, full
+statistics) without fingerprints, with them, and live against a reference recording of the
+same pass (`break differs>1e-6` armed, never hit: every node's fingerprints read back and
+compared; no recording), and with fingerprints whose every sketch is a constant (`floor`: the
+pass's bookkeeping and plumbing, no device work: what no sketch can go under), in an order that
+alternates. Medians, their ratio and the median of the per-round ratios are printed, of
+wall-clock and of this process's CPU time (steadier on a loaded machine). Targets:
+fingerprints <= 1.15x, `--against` <= 1.3x. benchmarks/bench_sketches.py puts other sketches in
+the same place. Last, the fingerprints' own bookkeeping alone: the CPU time per pass inside
+PassPrints (its per-node calls and its end: the read back, the events), every sketch a constant,
+median over 20 recorded passes of one graph (its plan made at the first: gradtui.engine.fingerprints.plan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gradtui.engine.fingerprints import values as fingerprint_module  # noqa: E402
+from gradtui.engine.fingerprints import sketch  # noqa: E402
+from gradtui.engine.session import Session  # noqa: E402
+from gradtui.record.store import Recorder  # noqa: E402
+from gradtui.protocol import events as ev  # noqa: E402
+from gradtui.record.against import Reference  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_models import transformer  # noqa: E402
+
+
+class Took(NamedTuple):
+    """One timed backward: wall-clock seconds and this process's CPU seconds (steadier on a
+    loaded machine: time spent waiting for a core is not counted)."""
+
+    wall: float
+    cpu: float
+
+
+def one_pass(model: torch.nn.Module, x: torch.Tensor, fingerprints: bool, db: str | None,
+             against: str | None = None) -> Took:
+    """One backward timed (forward not timed): recorded into `db` (with fingerprints or not),
+    or live against the recording `against` (not recorded)."""
+    recorder = Recorder(db) if db is not None else lambda event: None
+    session = Session(full_stats=True, fingerprints=fingerprints or against is not None)
+    if against is not None:
+        session.against = Reference(against)
+        session.breakpoints.add("differs>1e-6")
+    session.add_listener(recorder)
+    session.run_on()
+    session.install()
+    try:
+        recorder(ev.ScriptStarted("bench", ()))  # the run row
+        loss = model(x).pow(2).mean()
+        gc.collect()
+        start, cpu = time.perf_counter(), time.process_time()
+        loss.backward()
+        took = Took(time.perf_counter() - start, time.process_time() - cpu)
+    finally:
+        session.uninstall()
+        if db is not None:
+            recorder.close()
+        if session.against is not None:
+            session.against.close()
+    model.zero_grad(set_to_none=True)
+    return took
+
+
+_CONSTANT = sketch.Row(torch.zeros(()), torch.zeros(sketch.K), False)
+
+
+def constant(t: torch.Tensor) -> sketch.Row:
+    """A value's fingerprint with no device work (a small one's values as ever): the floor."""
+    return sketch.fingerprint(t) if t.numel() <= sketch.EXACT_LIMIT else _CONSTANT
+
+
+@contextmanager
+def no_sketch() -> Iterator[None]:
+    """Fingerprints whose every sketch is `constant`, within the block."""
+    fingerprint_module.fingerprint = constant
+    try:
+        yield
+    finally:
+        fingerprint_module.fingerprint = sketch.fingerprint
+
+
+def bookkeeping(layers: int, passes: int = 20) -> tuple[float, float]:
+    """Median CPU seconds per recorded pass inside PassPrints.node and PassPrints.event, every
+    sketch a constant (after 3 passes of warm-up)."""
+    model = transformer(layers)
+    x = torch.randn(8, 32, 256, generator=torch.Generator().manual_seed(1))
+    spent = {"node": 0.0, "event": 0.0}
+    originals = {name: getattr(fingerprint_module.PassPrints, name) for name in spent}
+
+    def timed(name: str):  # noqa: ANN202 - a wrapper of either method
+        method = originals[name]
+
+        def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            start = time.process_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent[name] += time.process_time() - start
+        return run
+
+    per: dict[str, list[float]] = {name: [] for name in spent}
+    try:
+        for name in spent:
+            setattr(fingerprint_module.PassPrints, name, timed(name))
+        with tempfile.TemporaryDirectory() as folder, no_sketch():
+            for i in range(passes + 3):
+                spent.update(node=0.0, event=0.0)
+                one_pass(model, x, True, os.path.join(folder, f"{i}.db"))
+                for name in spent if i >= 3 else ():
+                    per[name].append(spent[name])
+    finally:
+        for name, method in originals.items():
+            setattr(fingerprint_module.PassPrints, name, method)
+    return statistics.median(per["node"]), statistics.median(per["event"])
+
+
+def report(label: str, times: dict[str, list[Took]], target: float | None) -> None:
+    """Medians of the plain recording and of `label`, their ratio and the median of the paired
+    (same round) ratios, wall and CPU (`target` None: a floor, no target)."""
+    for kind in ("wall", "cpu"):
+        base = [getattr(t, kind) for t in times["recorded"]]
+        other = [getattr(t, kind) for t in times[label]]
+        paired = statistics.median(o / b for o, b in zip(other, base))
+        print(f"  {label:12} {kind:4}: recorded {statistics.median(base) * 1e3:8.1f} ms, with "
+              f"{statistics.median(other) * 1e3:8.1f} ms: {statistics.median(other) / statistics.median(base):.2f}x,"
+              f" paired {paired:.2f}x" + (f" (target <= {target}x)" if target is not None else " (a floor)"))
+
+
+def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
+    """Each round's three backward passes (after a round of warm-up), in alternating order."""
+    model = transformer(layers)
+    x = torch.randn(8, 32, 256, generator=torch.Generator().manual_seed(1))
+    kinds = ["recorded", "fingerprints", "against", "floor"]
+    times: dict[str, list[Took]] = {kind: [] for kind in kinds}
+    with tempfile.TemporaryDirectory() as folder:
+        reference = os.path.join(folder, "reference.db")
+        one_pass(model, x, True, reference)
+        for r in range(rounds + 1):
+            for kind in (kinds if r % 2 else kinds[::-1]):
+                db = None if kind == "against" else os.path.join(folder, f"{r}-{kind}.db")
+                if kind == "floor":
+                    with no_sketch():
+                        took = one_pass(model, x, True, db)
+                else:
+                    took = one_pass(model, x, kind == "fingerprints", db, reference if kind == "against" else None)
+                if r:  # the first round warms up
+                    times[kind].append(took)
+    return times
+
+
+def bench_diff(layers: int, rounds: int) -> None:
+    """bench.py's rows (its `record` group): the two ratios of issue 23, of CPU time, beside
+    their baseline (a recorded pass without fingerprints) measured in the same rounds."""
+    from benchtable import median, ratio_row
+
+    times = measure(layers, rounds)
+    sizes = f"one backward, {layers}-layer encoder d=256, batch 8x32, CPU time"
+    base = median([t.cpu for t in times["recorded"]])
+    ratio_row("recording with fingerprints (--record DB --fingerprints)", sizes,
+              median([t.cpu for t in times["fingerprints"]]), base, 1.15, "recorded pass")
+    ratio_row("a live pass --against REF.db, break differs>1e-6 armed (not hit)", sizes,
+              median([t.cpu for t in times["against"]]), base, 1.3, "recorded pass")
+    ratio_row("floor: recording with fingerprints, every sketch a constant (what no sketch goes under)", sizes,
+              median([t.cpu for t in times["floor"]]), base, None, "recorded pass")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=7)
+    options = parser.parse_args()
+    torch.set_num_threads(1)  # the machines are small and noisy; one thread is steadier
+    times = measure(options.layers, options.rounds)
+    print(f"one backward, {options.layers}-layer encoder d=256, batch 8x32, {options.rounds} rounds, "
+          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; against a recorded one without fingerprints")
+    report("fingerprints", times, 1.15)
+    report("against", times, 1.3)
+    report("floor", times, None)
+    node, end = bookkeeping(options.layers)
+    print(f"  bookkeeping: PassPrints per pass, every sketch a constant: {node * 1e3:.2f} ms in its per-node calls,"
+          f" {end * 1e3:.2f} ms at its end (CPU time, median of 20 passes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""A planned pass's node results as `NodesRan` batches, made when read (gradtui.protocol.events).
+
+While the pass runs, the planned hooks (gradtui.engine.hooks.planned) measure only the nodes they
+hook; the statistics of the nodes the plan derives follow from their producers'. A flush
+turns what ran since the last one into *steps* of plain data (a hooked node's measured Stats,
+and a `Feeds` marker after a hooked node that the plan derives nodes from) and emits them as
+one batch. The NodeRan events, with the derived statistics, are made from the steps only when a
+listener reads `NodesRan.ran`: a marker is expanded then into its derived nodes' steps (their
+producer, shape and the few saved values a small gradient's rearrangement needs, read from the
+live nodes). A pass whose listeners take batches and look at no node pays for none of it; at its
+end (`settle`, while its nodes live) the markers of the batches someone still holds are expanded,
+so those can be read after the pass.
+
+A pass's batches are made in order (each makes the one before it first), since a node in a
+later batch may receive from a derived node of an earlier one.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Callable
+from typing import NamedTuple
+
+from gradtui.engine.stats.immediate import resolved
+from gradtui.engine.hooks.plan import ACCUMULATOR, derive_from
+from gradtui.protocol import events as ev
+from gradtui.protocol.stats import Stats
+
+
+class Hooked(NamedTuple):
+    """A hooked node that ran: what it received (None: its producer's output, `source`) and sent."""
+
+    node: int
+    grad_outputs: tuple[Stats | None, ...] | None
+    source: tuple[int, int] | None
+    """(producer, output slot) of a node whose incoming gradient is its producer's output."""
+    grad_inputs: tuple[Stats | None, ...]
+
+
+class Derived(NamedTuple):
+    """A node the plan derives: its producer's output slot, its name, the shape it sends on and
+    the saved values it needs (gradtui.engine.hooks.plan.shape_and_saved; of a pass-through node, plan.SIGNS,
+    1 or 0 per input: has it a receiver); `sends`: its first input has a receiver; `error`: what
+    could not be read of it."""
+
+    node: int
+    source: tuple[int, int]
+    name: str
+    shape: tuple[int, ...] | None
+    saved: tuple[int, ...]
+    sends: bool = True
+    error: str | None = None
+
+
+class Feeds(NamedTuple):
+    """The nodes the plan derives from hooked node `node` (and from them) follow here, breadth-first:
+    expanded into their `Derived` steps when the batch is made (or at the pass's end)."""
+
+    node: int
+
+
+class Resent(NamedTuple):
+    """A node paused at in its posthook and edited there: what it sends on now, for the nodes
+    derived from it in a later batch."""
+
+    node: int
+    grad_inputs: tuple[Stats | None, ...]
+
+
+class PassBatches:
+    """The batches of one planned pass (see module doc)."""
+
+    def __init__(self, index: int, full: bool, expand: Callable[[int], list[Derived]]) -> None:
+        """`expand(node)`: the Derived steps of the nodes fed by `node` (read from the live nodes, so
+        only until `settle`)."""
+        self._index = index
+        self._full = full
+        self._expand: Callable[[int], list[Derived]] | None = expand
+        self._sent: dict[int, tuple[Stats | None, ...]] = {}
+        """Node id -> what it sent on, as the batches made so far say."""
+        self._todo: list[tuple[list[Hooked | Derived | Resent | Feeds], int] | None] = []
+        """Per batch of the pass: its steps and the number of its first node, until it is made."""
+        self._batches: list[weakref.ref] = []
+        """Per batch, the NodesRan (held weakly: one nobody holds is made only for what later
+        batches need of it, and its events are not kept)."""
+        self._lock = threading.Lock()
+
+    def batch(self, steps: list[Hooked | Resent | Feeds], first: int, count: int) -> ev.NodesRan:
+        """The NodesRan of `steps` (`count` of them nodes), the first numbered `first` in the pass."""
+        position = len(self._todo)
+        batch = ev.NodesRan(self._index, count, lambda: self._make_upto(position))
+        self._todo.append((steps, first))
+        self._batches.append(weakref.ref(batch))
+        return batch
+
+    def _make_upto(self, position: int) -> tuple[ev.NodeRan, ...]:
+        """The events of batch `position`, making every earlier batch not made yet first (in a loop:
+        a long pass has thousands of batches); each batch alive keeps its own."""
+        with self._lock:
+            todo = self._todo
+            for k in range(position + 1):
+                entry = todo[k]
+                if entry is None:
+                    continue
+                todo[k] = None
+                ran = self._make(*entry)
+                batch = self._batches[k]()
+                if batch is not None:
+                    batch.keep(ran)
+            mine = self._batches[position]()
+            return mine.ran if mine is not None else ()  # alive: it is the caller
+
+    def settle(self) -> None:
+        """The pass is over and its nodes are about to go: expand the markers of every batch not
+        made yet that is still held (and of those before it, which it needs), forget the rest."""
+        with self._lock:
+            todo, batches = self._todo, self._batches
+            last = max((k for k in range(len(todo)) if todo[k] is not None and batches[k]() is not None), default=-1)
+            for k in range(len(todo)):
+                entry = todo[k]
+                if entry is not None:
+                    todo[k] = (self._expanded(entry[0]), entry[1]) if k <= last else None
+            self._expand = None
+
+    def _expanded(self, steps: list[Hooked | Derived | Resent | Feeds]) -> list[Hooked | Derived | Resent | Feeds]:
+        """`steps` with each Feeds marker replaced by its derived nodes' steps."""
+        expand = self._expand
+        if expand is None:  # settled: expanded already
+            return steps
+        out: list[Hooked | Derived | Resent | Feeds] = []
+        for step in steps:
+            if type(step) is Feeds:
+                out += expand(step.node)
+            else:
+                out.append(step)
+        return out
+
+    def _make(self, steps: list[Hooked | Derived | Resent | Feeds], first: int) -> tuple[ev.NodeRan, ...]:
+        # Once per node of the pass: kept lean (no call but the derivation and the NodeRan, a Struct);
+        # a leaf's accumulator (a quarter of the derived nodes) sends nothing on, as derive_from says.
+        sent, full, index = self._sent, self._full, self._index
+        get, hooked, derived, nothing = sent.get, Hooked, Derived, ()
+        node_ran, derive = ev.NodeRan, derive_from
+        out: list[ev.NodeRan] = []
+        append = out.append
+        order = first
+        for step in self._expanded(steps):
+            kind = type(step)
+            if kind is derived:
+                node, (producer, slot), name = step[0], step[1], step[2]
+                grad_output = _slot(get(producer, nothing), slot)
+                grad_outputs = (grad_output,)
+                if name == ACCUMULATOR:
+                    grad_inputs = nothing
+                elif step[6] is None:  # nothing failed to be read of it
+                    try:
+                        grad_inputs = derive(name, step[3], step[4], grad_output, full, step[5])
+                    except Exception as exc:  # noqa: BLE001 - statistics never fail the script's pass
+                        grad_inputs = _not_derived(f"{type(exc).__name__}: {exc}")
+                else:
+                    grad_inputs = _not_derived(step[6])
+            elif kind is hooked:
+                node, grad_outputs, source, grad_inputs = step  # type: ignore[misc]
+                grad_inputs = resolved(grad_inputs)
+                if grad_outputs is None:
+                    producer, slot = source  # type: ignore[misc]
+                    grad_outputs = (_slot(get(producer, nothing), slot),)
+                else:
+                    grad_outputs = resolved(grad_outputs)
+            else:
+                sent[step[0]] = resolved(step[1])  # type: ignore[arg-type]
+                continue
+            sent[node] = grad_inputs
+            append(node_ran(index, node, order, grad_outputs, grad_inputs))
+            order += 1
+        return tuple(out)
+
+
+def ran_steps(held: list[int], ran: list[int], hold: int | None, counts: dict[int, int],
+              producer: list[tuple[int, int] | None], arrived: dict[int, tuple[Stats | None, ...]],
+              sent: dict[int, tuple[Stats | None, ...]], fed: list[int]) -> tuple[list[Hooked | Resent | Feeds], int, list[int]]:
+    """A flush's steps (gradtui.engine.hooks.planned): each node `held` at the last flush resent with what
+    it sends now, then each hooked node that `ran`, each followed by a Feeds marker where the plan
+    derives nodes from it (`counts`: how many). Takes their statistics out of `arrived` and `sent`
+    (`hold`'s sent stays: it is paused in its posthook, and its derived nodes wait for the next
+    flush) and appends the nodes whose derived nodes it marks to `fed`. Returns the steps, how many
+    nodes they stand for, and the nodes to hold for the next flush."""
+    steps: list[Hooked | Resent | Feeds] = []
+    count = 0
+    for node in held:
+        steps.append(Resent(node, sent.pop(node)))
+        if (feeds := counts.get(node)) is not None:
+            steps.append(Feeds(node))
+            fed.append(node)
+            count += feeds
+    still: list[int] = []
+    make = tuple.__new__  # a NamedTuple's own __new__ is a Python function
+    for node in ran:  # once per hooked node: kept lean
+        arrived_stats = arrived.pop(node, None)
+        # what it sent lives on in the step (a held node's until its derived nodes are added)
+        sent_stats = sent[node] if node == hold else sent.pop(node)
+        source = None if arrived_stats is not None else producer[node]
+        steps.append(make(Hooked, (node, arrived_stats, source, sent_stats)))
+        count += 1
+        if node == hold:
+            still.append(node)
+        elif (feeds := counts.get(node)) is not None:
+            steps.append(make(Feeds, (node,)))
+            fed.append(node)
+            count += feeds
+    return steps, count, still
+
+
+def _slot(sent: tuple[Stats | None, ...], slot: int) -> Stats | None:
+    return sent[slot] if slot < len(sent) else None
+
+
+def _not_derived(error: str) -> tuple[Stats]:
+    """What a derived node sent on, where its statistics could not be derived (`error`)."""
+    return (Stats((), "", "", math.nan, None, None, None, 0, unreadable=f"not derived ({error})"),)

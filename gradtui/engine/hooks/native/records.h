@@ -1,0 +1,110 @@
+// Part of posthooks.cpp's one translation unit (included there, inside its anonymous namespace):
+// what a compiled posthook keeps of a gradient, and how it measures one as
+// gradtui/engine/stats/immediate.py's `quick_stats` does.
+
+#pragma once
+
+enum class Kind : uint8_t { None, Normed, Listed, Full };
+
+// One gradient's statistics, as plain numbers.
+struct GradRec {
+  Kind kind = Kind::None;
+  bool f64 = false;
+  int32_t dims_at = 0, dims_n = 0;    // its shape, in Pass::dims
+  int32_t values_at = 0, values_n = 0;  // a listed gradient's values, in Pass::values
+  double norm = 0, lo = 0, hi = 0, mean = 0;
+};
+
+// One node that ran: what it sent on (and what arrived, when measured) in Pass::grads.
+struct NodeRec {
+  int64_t node;
+  int32_t sent_at, sent_n;
+  int32_t arrived_at, arrived_n;  // arrived_n -1: not measured (its producer's output says)
+};
+
+struct Limits {
+  int64_t values_limit, chunk, one_pass;
+};
+
+// A pass's shared state. Its Python references are taken at `make` and dropped at `close`,
+// both with the GIL; a hook that outlives the pass (on a retained graph) sees `live` false.
+struct Pass {
+  bool live = true;
+  bool python_only = false;  // stepping from a pause: every hook defers to Python
+  bool full = false;
+  int64_t task = INT64_MIN;
+  Limits limits{};
+  const volatile char* quit = nullptr;  // RunQuit's flag byte
+  char* completed = nullptr;            // the pass's record: 1 per node once it ran
+  Py_ssize_t size = 0;
+  std::vector<uint8_t> measure_arrived;
+  c10::DispatchKeySet plain;  // a plain dense CPU tensor's keys: any other kind goes to Python
+  std::chrono::steady_clock::time_point last;
+  std::chrono::nanoseconds interval{0};
+  PyObject *fallback = nullptr, *tick = nullptr, *keep = nullptr;  // keep: the buffers' owners
+  std::vector<GradRec> grads;
+  std::vector<int64_t> dims;
+  std::vector<double> values;
+  std::vector<NodeRec> nodes;
+  std::vector<std::pair<int64_t, uintptr_t>> hooks;  // node id, hook key
+};
+
+// A 0-d float or double CPU result's value, as `.item()` gives it (read in place: no dispatch).
+double scalar(const at::Tensor& t) {
+  return t.scalar_type() == at::kDouble ? *t.const_data_ptr<double>() : static_cast<double>(*t.const_data_ptr<float>());
+}
+
+// Statistics of one gradient as `quick_stats` makes them; false: Python must decide.
+bool measure(Pass& p, const at::Tensor& g, GradRec& out) {
+  if (!g.defined()) {
+    out.kind = Kind::None;
+    return true;
+  }
+  if (g.key_set() != p.plain || g.requires_grad()) return false;
+  const auto type = g.scalar_type();
+  if (type != at::kFloat && type != at::kDouble) return false;
+  const int64_t numel = g.numel();
+  if (numel <= 0 || numel > p.limits.chunk) return false;
+  out.f64 = type == at::kDouble;
+  out.dims_at = static_cast<int32_t>(p.dims.size());
+  out.dims_n = static_cast<int32_t>(g.dim());
+  for (auto size : g.sizes()) p.dims.push_back(size);
+  if (numel <= p.limits.values_limit) {  // listed, in row-major order, summed as Python sums
+    const at::Tensor flat = g.is_contiguous() ? g : g.contiguous();
+    const size_t at = p.values.size();
+    double total = 0;
+    if (out.f64) {
+      const double* data = flat.const_data_ptr<double>();
+      p.values.insert(p.values.end(), data, data + numel);
+    } else {
+      const float* data = flat.const_data_ptr<float>();
+      for (int64_t i = 0; i < numel; ++i) p.values.push_back(static_cast<double>(data[i]));
+    }
+    for (int64_t i = 0; i < numel; ++i) total += p.values[at + i];
+    if (!std::isfinite(total)) return false;  // (the caller drops what this node added)
+    out.kind = Kind::Listed;
+    out.values_at = static_cast<int32_t>(at);
+    out.values_n = static_cast<int32_t>(numel);
+    return true;
+  }
+  at::AutoDispatchBelowADInplaceOrView below_autograd;  // none requires grad: the same kernels, less dispatch
+  if (!p.full) {
+    out.norm = scalar(at::cpu::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt));
+    out.kind = Kind::Normed;
+    return std::isfinite(out.norm);
+  }
+  at::Tensor lo, hi;  // gradtui/engine/stats/summary.py's `extremes`: the same kernels, the same zeros
+  if (numel > p.limits.one_pass || !g.is_contiguous()) {
+    lo = at::cpu::amin(g);
+    hi = at::cpu::amax(g);
+  } else {
+    std::tie(lo, hi) = at::cpu::aminmax(g);
+  }
+  out.lo = scalar(lo);
+  out.hi = scalar(hi);
+  const double total = scalar(at::cpu::sum(g, at::IntArrayRef{}));
+  out.norm = scalar(at::cpu::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt));
+  out.mean = total / static_cast<double>(numel);
+  out.kind = Kind::Full;
+  return std::isfinite(out.lo) && std::isfinite(out.hi) && std::isfinite(total) && std::isfinite(out.norm);
+}

@@ -1,0 +1,48 @@
+"""The run's quit, in one place on the agent side.
+
+Whatever hears the user quit (a typed `quit` at the session, at a job's hub or at a diverge
+hold; a client's quit message; a child agent whose UI went) calls `RunQuit.quit`. That takes
+the way out of the mode that runs the session (set once by whoever builds it, gradtui.agent.build:
+a runner's stop, `gradtui.listen()`'s stop-debugging, a job rank's every-rank quit), and every
+way ends by stopping the session (`stop`: the flag every hook checks, and the paused hook woken
+to see it). With no way set (an in-process headless run) quitting is stopping the session: the
+runner follows the flag itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+class RunQuit:
+    """The run's one quit path (see module doc): `quit` for the user's quit, `stop` for the
+    session's own stop, `asked` for whoever must notice it."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        """`wake`: unblock the paused hook, if any, so it sees the flag."""
+        self.asked = False
+        """Has the session been told to stop? A plain attribute, not a call: every planned
+        posthook reads it (set once by `stop`, on any thread; a bool is written whole)."""
+        self.flag = bytearray(1)
+        """`asked` as one byte, 1 once asked: what the compiled posthooks read (gradtui.engine.hooks.native)."""
+        self._wake = wake
+        self._way: Callable[[], None] | None = None
+
+    def take(self, way: Callable[[], None]) -> None:
+        """Quit the run by `way` from now on (the mode's own; it ends by calling `stop`)."""
+        self._way = way
+
+    def quit(self) -> None:
+        """The user quit the run: the mode's way out, or, with none, stop the session."""
+        (self._way or self.stop)()
+
+    def stop(self) -> None:
+        """Stop the session at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
+        self.asked = True
+        self.flag[0] = 1
+        self._wake()
+
+    def clear(self) -> None:
+        """Debug on as if no quit had come (`gradtui.listen()` once the stopped pass has ended)."""
+        self.asked = False
+        self.flag[0] = 0
