@@ -150,7 +150,7 @@ def test_nan_breakpoint_stops_after_the_node_that_made_it():
 def test_a_nan_found_after_continuing_from_a_step_pause_is_editable_at_its_culprit():
     # The pass starts stepping (every node hooked); `continue` hands the rest to the hook plan, which
     # stops in the culprit's posthook: an edit replaces what it sends on. (A pause read back late,
-    # after later nodes ran, refuses edits: tests/engine/test_bulk_stats.py.)
+    # after later nodes ran, refuses edits: tests/engine/stats/test_bulk_stats.py.)
     run = run_headless(example("nan.py"), ["break nan", "continue", "zero", "continue"])
     assert [r.command for r in run.results() if not r.ok] == []
     assert run.pauses[1].name == "SqrtBackward0" and run.pauses[1].phase == "after"

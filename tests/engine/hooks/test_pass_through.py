@@ -16,9 +16,9 @@ from torch import nn
 from gradtui.engine.hooks import plan, planned
 from gradtui.engine.hooks.compiled import CompiledHooks
 from gradtui.protocol import events as ev
-from tests.engine.test_hook_plan import KINDS, SIZES, _leaf, of, plain, run, same
+from tests.engine.hooks.test_hook_plan import KINDS, SIZES, _leaf, of, plain, run, same
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 PASS_THROUGH = ["add", "add-detached", "sub", "rsub", "neg"]
 

@@ -16,8 +16,8 @@ from gradtui.engine.hooks.compiled import CompiledHooks
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
-from tests.engine.test_hook_plan import KINDS, of, plain, run, same
-from tests.engine.test_pass_through import _same_stats
+from tests.engine.hooks.test_hook_plan import KINDS, of, plain, run, same
+from tests.engine.hooks.test_pass_through import _same_stats
 from tests.helpers import compiled_hooked
 
 BUILT = native.load().module is not None
@@ -96,7 +96,7 @@ def _all_stats(events):
 def _with_nans():
     """A NaN made mid-pass (sqrt's backward at a zero): with no watch the pass runs on, and the
     nodes after it send NaN and inf, which the Python posthook measures."""
-    from tests.engine.test_hook_plan import _nan_case
+    from tests.engine.hooks.test_hook_plan import _nan_case
 
     return _nan_case("view", "after", size="big")()
 
@@ -148,7 +148,7 @@ def test_the_hooks_are_off_a_retained_graph_after_its_pass_and_gone_with_a_freed
 @pytest.mark.parametrize("where", ["before", "after", "at"])
 @pytest.mark.parametrize("kind", ["view", "add", "clone"])
 def test_a_nan_is_named_where_it_appeared_and_is_editable(hooked, kind, where):
-    from tests.engine.test_hook_plan import _nan_case
+    from tests.engine.hooks.test_hook_plan import _nan_case
 
     build = _nan_case(kind, where, size="big")
     events, leaves = run(build, ["zero", "continue"])

@@ -19,7 +19,7 @@ from gradtui.protocol import events as ev
 from gradtui.wire.codec import from_wire, to_wire
 from tests.helpers import count_calls
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 
 def _model():

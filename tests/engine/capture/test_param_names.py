@@ -11,7 +11,7 @@ from torch import nn
 
 from gradtui.engine.capture.names import Names, module_tree
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 
 def _as_torch(module: nn.Module) -> tuple[list[tuple[str, int]], set[int]]:

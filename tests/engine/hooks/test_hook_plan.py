@@ -16,7 +16,7 @@ from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
 from tests.helpers import compiled_hooked, fed_session
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 
 def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:

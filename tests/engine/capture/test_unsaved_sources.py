@@ -17,7 +17,7 @@ from gradtui.wire.codec import from_wire, to_wire
 
 pytestmark = pytest.mark.timeout(60)
 
-CELL_SCRIPT = str(Path(__file__).resolve().parents[1] / "fixtures" / "ui" / "notebook_cell.py")
+CELL_SCRIPT = str(Path(__file__).resolve().parents[2] / "fixtures" / "ui" / "notebook_cell.py")
 
 
 def test_the_cell_text_is_sent_once_before_the_pass_that_names_it_and_no_file_on_disk_is():
