@@ -38,7 +38,7 @@ def test_the_ui_and_the_engine_share_one_way_to_die():
     from gradtui.protocol import dying
     from gradtui.ui import run, watchdog
 
-    for path in (PACKAGE / "ui" / "watchdog.py", PACKAGE / "engine" / "exits.py", PACKAGE / "ui" / "run.py"):
+    for path in (PACKAGE / "ui" / "watchdog.py", PACKAGE / "engine" / "process" / "exits.py", PACKAGE / "ui" / "run.py"):
         assert not _defined(path) & {"die_now", "die_of", "signal_status", "_flush"}, path.name
     assert exits.die_now is dying.die_now and run.die_now is dying.die_now
     assert watchdog.signal_status is dying.signal_status is exits.signal_status
