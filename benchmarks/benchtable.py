@@ -97,7 +97,7 @@ def _ratio(figure: str, sizes: str, ours: float, base: float, ratio: float, targ
 
 
 def print_table(header: str) -> None:
-    """The one table of the run, as Markdown (the README's Performance section shows it)."""
+    """The one table of the run, as Markdown (docs/performance.md shows the current one)."""
     print(header)
     print()
     print("| figure | sizes | gradtui | baseline | ratio | target | |")

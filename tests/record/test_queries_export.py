@@ -1,4 +1,4 @@
-"""What a user does with a recording besides replaying it: the README's sqlite3 queries, run
+"""What a user does with a recording besides replaying it: the sqlite3 queries docs/recording.md gives, run
 against the acceptance recording (numbers checked against what torch printed in that run), and
 `gradtui export DB --json PATH` (the report's shape, compact), with its bad input."""
 
@@ -26,16 +26,16 @@ WHERE g.dir = 1 AND g.nonfinite > 0
                   AND i.dir = 0 AND i.nonfinite > 0)
 ORDER BY g.pass, n.ord LIMIT 1
 """
-"""The README's query: the first node that sent on a non-finite gradient it did not receive."""
+"""docs/recording.md's query: the first node that sent on a non-finite gradient it did not receive."""
 
 FIRST_NONFINITE = "SELECT min(pass) FROM flow WHERE nonfinite > 0"
-"""The README's query: the first pass in which a parameter's gradient was not finite."""
+"""docs/recording.md's query: the first pass in which a parameter's gradient was not finite."""
 
 PARAM_NORM = "SELECT pass, grad_norm FROM flow WHERE name = '0.weight' ORDER BY pass"
-"""The README's query: a parameter's gradient norm over passes."""
+"""docs/recording.md's query: a parameter's gradient norm over passes."""
 
 LOSS_AND_NORM = "SELECT idx, losses, grad_norm, nonfinite FROM passes ORDER BY idx"
-"""The README's query: loss, global gradient norm and non-finite count per pass."""
+"""docs/recording.md's query: loss, global gradient norm and non-finite count per pass."""
 
 
 @pytest.fixture(scope="module")

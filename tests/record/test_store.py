@@ -33,7 +33,7 @@ WHERE g.dir = 1 AND g.nonfinite > 0
                   WHERE i.pass = g.pass AND i.node = g.node AND i.dir = 0 AND i.nonfinite > 0)
 ORDER BY g.pass, n.ord LIMIT 1
 """
-"""The README's query: the first node that sent on a non-finite gradient it did not receive."""
+"""docs/recording.md's query: the first node that sent on a non-finite gradient it did not receive."""
 
 
 def record(path: str, db: str, commands=("continue",), args=(), report: Report | None = None,
@@ -120,7 +120,7 @@ def test_record_every_n_keeps_nodes_of_every_nth_pass_and_flow_of_all(tmp_path):
 
 def test_flight_recorder_acceptance():
     """Issue 13's acceptance: `--flight 5 -c 'break nan' -c continue --record run.db` leaves
-    per-node statistics of passes 26-30, loss and flow of every pass, and the README's query
+    per-node statistics of passes 26-30, loss and flow of every pass, and docs/recording.md's query
     names the culprit node (the sqrt whose backward divides by zero)."""
     made = flight_recording()
     db, done = made.path, made.run

@@ -1,6 +1,6 @@
-"""README's pictures of the screen say what the app shows (issue 22, 15: README titled the node
-list "nodes · engine order" long after the app said "pass 0 · 12 nodes"): the demo seven `s`
-presses in, as README's "The screen" draws it, then `m`."""
+"""The documented pictures of the screen say what the app shows (README once titled the node list
+"nodes · engine order" long after the app said "pass 0 · 12 nodes"): the demo seven `s` presses
+in, as README's "The screen" draws it, then `m`, as docs/usage.md's "The screen" draws it."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from tests.helpers import REPO
 from tests.ui.ui_helpers import wait_paused_at
 
 
-def _pictures() -> list[list[str]]:
-    """The code blocks of README's "The screen" section, as lines."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def _pictures(page: str) -> list[list[str]]:
+    """The code blocks of a page's "The screen" section, as lines."""
+    text = (REPO / page).read_text(encoding="utf-8")
     section = text[text.index("## The screen"):text.index("\n## ", text.index("## The screen") + 1)]
     return [block.splitlines() for block in re.findall(r"```\n(.*?)\n```", section, flags=re.S)]
 
@@ -31,7 +31,7 @@ def _title(line: str) -> str:
 
 @pytest.mark.asyncio
 async def test_readmes_screen_pictures_carry_the_apps_titles():
-    screen, modules = _pictures()[0], _pictures()[1]
+    screen, modules = _pictures("README.md")[0], _pictures("docs/usage.md")[0]
     app = GradtuiApp(demo_path())
     async with app.run_test(size=(118, 40)) as pilot:
         await wait_paused_at(pilot, 0)

@@ -116,7 +116,7 @@ class Swish(nn.Module):
 
 
 def test_a_user_callable_inside_a_torch_module_gets_the_modules_call_site():
-    """What provenance gives up (README): user code that a torch module calls as a plain
+    """What provenance gives up (docs/usage.md, known limits): user code that a torch module calls as a plain
     callable runs without the mode, so its nodes get the module's path and call site; the
     same code as an nn.Module gets its own line back."""
     torch.manual_seed(0)

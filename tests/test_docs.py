@@ -1,0 +1,69 @@
+"""The documentation says what the code does, and only what a reader can follow.
+
+The usage page's tables of commands and keys are written by hand; these tests fail when a
+command of the grammar's help or a key of the key table is missing from them, so a new one
+cannot land undocumented. And nothing a reader gets (README, CONTRIBUTING, the docs site) may
+send them to a file outside the repository or to a tracker's number: it says the reason instead.
+(`mkdocs build --strict`, in .ci/run, checks the site's links and navigation.)
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gradtui.protocol.commands import HELP
+from gradtui.ui.keys import KEYS, display
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.timeout(60)
+
+USAGE = REPO / "docs" / "usage.md"
+
+
+def _section(text: str, heading: str) -> str:
+    """The text of a `## heading` section, up to the next heading of the same level."""
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def _help_commands() -> list[str]:
+    """The command words of the grammar's HELP, one per entry: step, continue, ..., quit."""
+    return [line.split()[0] for line in HELP.splitlines() if line and not line[0].isspace()]
+
+
+def test_every_command_of_the_help_is_in_the_usage_pages_commands():
+    commands = _section(USAGE.read_text(encoding="utf-8"), "Commands")
+    words = _help_commands()
+    assert len(words) >= 15, words
+    missing = [word for word in words if f"`{word}" not in commands]
+    assert missing == [], f"commands missing from docs/usage.md's Commands: {missing}"
+
+
+def test_every_key_of_the_key_table_is_in_the_usage_pages_keys():
+    keys = _section(USAGE.read_text(encoding="utf-8"), "Keys")
+    missing = [display(key) for key in KEYS if f"`{display(key)}`" not in keys]
+    assert missing == [], f"keys missing from docs/usage.md's Keys: {missing}"
+
+
+def _reader_pages() -> list:
+    """Every page a reader gets: README, CONTRIBUTING and the docs site's pages."""
+    return [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def test_no_page_points_at_an_outside_design_file_or_an_issue_number():
+    pattern = re.compile(r"DESIGN\.md|\b[Ii]ssue #?[0-9]+")
+    found = [f"{page.relative_to(REPO)}:{n}: {line.strip()}"
+             for page in _reader_pages()
+             for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert found == [], "\n".join(found)
+
+
+def test_the_checks_read_real_pages():
+    """The pages are there and the sections are found: a renamed heading fails here, not silently."""
+    pages = _reader_pages()
+    assert len(pages) >= 9 and all(page.is_file() for page in pages)
+    assert "`step`" in _section(USAGE.read_text(encoding="utf-8"), "Commands")
+    assert "`s`" in _section(USAGE.read_text(encoding="utf-8"), "Keys")
