@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 
 from gradtui.cli.options import add_client_options, read_commands
 from gradtui.agent.build import build_agent, path_checks
+from gradtui.protocol.breakpoints import KINDS
+from gradtui.protocol.commands import COMMANDS
 from gradtui.protocol.options import OptionsError, RunOptions
 from gradtui.agent.outputs import OUTPUT_FAILED, OutputError
 
@@ -20,14 +23,16 @@ first node, so you can step node by node, see each gradient as it arrives, and
 scale, zero, clip or replace it live. Without SCRIPT it runs a bundled demo.
 """
 
-EPILOG = """\
-commands (for -c, -x and the UI's command bar):
-  step (s) | continue (c) | finish (f) | break SPEC (b) | breakpoints | delete N|all
-  scale F | zero | clip N | set EXPR | print [EXPR] (p) | why NAME | flow | pass N | help | quit (q)
-  ranks | rank N   (a torchrun job)
-break specs: OP (AddmmBackward0) | NAME (z, fc.weight) | #ID | nan | norm>X | pass N
-  | loss>X | loss nan | FILE.py:LINE (model.py:42) | module PATH (encoder.layers.*.attn)
-  | diverge (a torchrun job) | differs>R (with --against REF.db)
+def _table_lines() -> str:
+    """The epilog's commands and break specs, from the command table and the breakpoint kinds."""
+    commands = " | ".join(c.help_usage() for c in COMMANDS if c.summary or c.usage)
+    specs = " | ".join(kind.help_form() for kind in KINDS)
+    return "\n".join(["commands (for -c, -x and the UI's command bar):",
+                      *textwrap.wrap(commands, 88, initial_indent="  ", subsequent_indent="  "),
+                      *textwrap.wrap(f"break specs: {specs}", 88, subsequent_indent="  ")])
+
+
+EPILOG_REST = """\
 
 also:
   gradtui attach [ADDRESS] [--headless -c CMD ...]   a client to an agent started with --listen
@@ -64,7 +69,7 @@ def demo_path() -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the tests and for --help)."""
     parser = argparse.ArgumentParser(
-        prog="gradtui", description=DESCRIPTION, epilog=EPILOG,
+        prog="gradtui", description=DESCRIPTION, epilog=_table_lines() + "\n" + EPILOG_REST,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show gradtui's version and exit")

@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from gradtui.protocol import breakpoint_commands
+from gradtui.protocol.breakpoints import Role, parse_spec
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import (
     Break, Clip, CommandError, Continue, Delete, Finish, Flow, ListBreakpoints, Print, Quit, Rank, Ranks, Scale, SetGrad,
@@ -226,7 +227,7 @@ class JobHub:
                 self._reply(text, "\n".join(format_ranks(self._snapshot())), request)
             case Rank(number=number):
                 self._rank_command(text, number, request)
-            case Break(spec="diverge"):
+            case Break(spec=spec) if parse_spec(spec).role is Role.JOB:
                 self._break_diverge(text, request)
             case Step() | Continue() | Finish():
                 self._resume(line, request)

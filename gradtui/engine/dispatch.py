@@ -12,10 +12,10 @@ from typing import Any
 from gradtui.engine import edits
 from gradtui.protocol import events as ev
 from gradtui.protocol import breakpoint_commands
-from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, warning_for
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Module, Role, warning_for
 from gradtui.protocol.commands import (
-    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, HELP, ListBreakpoints,
-    Print, Scale, SetGrad, ShowPass, Step, Why, Zero,
+    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints,
+    Print, Scale, SetGrad, ShowPass, Step, Why, Zero, help_text,
 )
 from gradtui.protocol.flowtext import flow_answer
 from gradtui.engine.intercept import GradtuiQuit
@@ -86,7 +86,7 @@ class CommandRunner:
             case Break() | Delete() | ListBreakpoints():
                 return breakpoint_commands.answer(self.breakpoints, command, notes=lambda bp: self._notes(bp, state))
             case Help():
-                return HELP
+                return help_text()
             case Flow():
                 flow = self._recorder.flow
                 if not flow:
@@ -123,9 +123,9 @@ class CommandRunner:
         notes = []
         if state is not None and (warning := warning_for(bp.spec, state.capture.graph, state.index)):
             notes.append(warning)
-        if bp.spec.kind == "differs" and not self._has_reference():
+        if bp.spec.role is Role.REFERENCE and not self._has_reference():
             notes.append("no reference recording: it stops only in a run --against REF.db")
-        if bp.spec.kind == "module" and (why := self._recorder.checkpointed(bp)):
+        if Module.of(bp.spec) and (why := self._recorder.checkpointed(bp)):
             notes.append(f"but {why}")
         return notes
 

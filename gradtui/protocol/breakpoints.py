@@ -1,4 +1,5 @@
-"""Breakpoint specs and matching.
+"""Breakpoint specs and matching: every kind of breakpoint is a `Kind` subclass, in one
+registry (`KINDS`) that the parser, `help`, the command palette and the engine read.
 
 A spec is one of: an op name (`AddmmBackward0`, the `torch::autograd::` prefix optional),
 a label (`z`, `fc.weight`), `#ID`, `nan`, `norm>X`, `pass N`, `loss>X`, `loss nan`, a place
@@ -14,11 +15,12 @@ backward is called and stop at the first node of that pass.
 
 from __future__ import annotations
 
+import enum
 import re
 import unicodedata
 from collections.abc import Collection
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -32,48 +34,435 @@ _LABEL = re.compile(r"[^\s.\[\]]+(?:\.[^\s.\[\]]+|\[[0-9]+\])*")
 """Names joined by dots, with `[N]` indices (x, ŷ, outs[1], 0.weight); `_label` checks each name."""
 
 
+class Role(enum.Enum):
+    """Where a breakpoint kind is tested, which decides what the engine must read for it."""
+
+    PLACE = "place"
+    """At a node, by where it is (its op, labels, id, module, line, or the pass it is in): a
+    hook decides it before any statistic is read."""
+    VALUE = "value"
+    """On a node's gradient statistics (read back every few nodes while one is armed)."""
+    LOSS = "loss"
+    """On the roots' values when backward is called; stops at the first node of that pass."""
+    REFERENCE = "reference"
+    """On fingerprints against a reference recording (`--against REF.db`), after each node ran."""
+    JOB = "job"
+    """By a torchrun job's hub, across ranks, after each pass."""
+
+
+NOT_MINE = object()
+"""What `Kind.parse` returns for a text that is not of its kind."""
+
+
+class Kind:
+    """One kind of breakpoint: how its spec is written and parsed, what it matches, and its
+    line in `help`. Every kind is a subclass, registered in `KINDS` by being defined (in the
+    order they are tried), so the parser, the help texts, the palette and the engine all read
+    the same list; nothing outside a kind compares its name.
+
+    A kind whose text is free-form (a label) comes last: `parse` is tried in order."""
+
+    name: ClassVar[str]
+    """The spec's `kind` on the wire and in recordings."""
+    form: ClassVar[str]
+    """How the spec is written in help (`norm>X`)."""
+    example: ClassVar[str] = ""
+    """An example, shown in help after the form where it helps (`norm>100`)."""
+    role: ClassVar[Role] = Role.PLACE
+    once_per_pass: ClassVar[bool] = False
+    """Does it name a region of many nodes (a module, a line), so it stops at the first one of a pass only?"""
+    free_form: ClassVar[bool] = False
+    """Does it take texts other kinds did not (a label)? Free-form kinds are tried last."""
+    keyword: ClassVar[str | None] = None
+    """The word its text starts with (`pass`, `module`): a text starting with it that does not
+    parse is refused with the list of forms, not read as a label."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            register(cls)
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        """The spec's value if `text` is of this kind, else NOT_MINE (CommandError if it is
+        this kind's but wrong, e.g. `norm>big`)."""
+        raise NotImplementedError
+
+    @classmethod
+    def of(cls, spec: Spec) -> bool:
+        """Is `spec` of this kind?"""
+        return spec.kind == cls.name
+
+    @classmethod
+    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+        """Does a PLACE spec with this value match this node (`first`: the pass's first node)?"""
+        return False
+
+    @classmethod
+    def matches_grads(cls, value: Any, grads: tuple[Stats | None, ...], nan_seen: bool) -> bool:
+        """Does a VALUE spec match these gradient statistics (`nan_seen`: a non-finite one was
+        already seen in this pass)?"""
+        return False
+
+    @classmethod
+    def matches_losses(cls, value: Any, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
+        """Does a LOSS spec match a starting pass's roots (`losses`: their values, None if not scalar)?"""
+        return False
+
+    @classmethod
+    def could_stop(cls, value: Any, pass_index: int) -> bool:
+        """Could this spec stop inside pass `pass_index`? If no armed spec could, the pass may
+        run unhooked."""
+        return cls.role is not Role.LOSS
+
+    @classmethod
+    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+        """What to tell the user about this spec, just set while paused in pass `pass_index`
+        (whose captured graph is `graph`), or None."""
+        return None
+
+    @classmethod
+    def help_form(cls) -> str:
+        """The kind as help lists it: its form, with its example where one helps."""
+        return f"{cls.form} (e.g. {cls.example})" if cls.example else cls.form
+
+
+KINDS: list[type[Kind]] = []
+"""Every breakpoint kind, in the order `parse_spec` tries them."""
+
+_BY_NAME: dict[str, type[Kind]] = {}
+
+
+def register(kind: type[Kind]) -> type[Kind]:
+    """Add a kind to the registry (a subclass of Kind with a `name` registers itself when it is
+    defined; a free-form kind, such as labels, is kept last). Returns the kind."""
+    if kind.name in _BY_NAME:
+        KINDS.remove(_BY_NAME[kind.name])
+    _BY_NAME[kind.name] = kind
+    at = len(KINDS) if kind.free_form else next((i for i, k in enumerate(KINDS) if k.free_form), len(KINDS))
+    KINDS.insert(at, kind)
+    return kind
+
+
+def unregister(kind: type[Kind]) -> None:
+    """Take a kind out of the registry again (a plug-in or a test that added one)."""
+    KINDS.remove(kind)
+    del _BY_NAME[kind.name]
+
+
+def kind_of(spec: Spec) -> type[Kind]:
+    """The kind class of a parsed spec."""
+    return _BY_NAME[spec.kind]
+
+
 class Spec(msgspec.Struct, frozen=True):
-    """A parsed breakpoint spec: `kind` is op, label, id, nan, norm, pass, loss, lossnan,
-    source (value: (file, line)) or module (value: a glob)."""
+    """A parsed breakpoint spec: `kind` names its Kind (`KINDS`), `value` is what the kind
+    parsed from `text` (a number, a name, a glob, (file, line), or None)."""
 
     kind: str
     value: Any
     text: str
 
+    @property
+    def role(self) -> Role:
+        """Where this spec is tested (its kind's role)."""
+        return _BY_NAME[self.kind].role
+
+
+def forms() -> str:
+    """Every kind's form, as the refusal of a bad spec and `help` list them."""
+    return " | ".join(kind.help_form() for kind in KINDS)
+
 
 def parse_spec(text: str) -> Spec:
-    """Parse a break spec, or raise CommandError saying which forms exist."""
+    """Parse a break spec, or raise CommandError saying which forms exist (the forms of the kinds
+    its first word names, when it names some: `norm` alone asks for `norm>X`)."""
     spec = text.strip()
-    if spec == "nan":
-        return Spec("nan", None, spec)
-    if m := re.fullmatch(r"#(\d+)", spec):
-        return Spec("id", int(m.group(1)), spec)
-    if m := re.fullmatch(r"(norm|loss)\s*>\s*(\S+)", spec):  # a NaN or infinite X could never fire
-        return Spec(m.group(1), parse_float(m.group(2), f"break {m.group(1)}>X"), spec)
-    if m := re.fullmatch(r"differs\s*>\s*(\S+)", spec):
-        return Spec("differs", parse_float(m.group(1), "break differs>R"), spec)
-    if m := re.fullmatch(r"pass\s+(\d+)", spec):
-        return Spec("pass", int(m.group(1)), spec)
-    if re.fullmatch(r"loss\s+nan", spec):
-        return Spec("lossnan", None, spec)
-    if m := re.fullmatch(r"module\s+(\S+)", spec):
-        return Spec("module", m.group(1), spec)
-    if m := re.fullmatch(r"(\S+\.py):(\d+)", spec):
-        return Spec("source", (m.group(1), int(m.group(2))), spec)
-    if re.match(r"(pass|norm|loss|module|differs)\b", spec) or re.search(r"\.py:", spec):
-        raise CommandError(f"bad break spec {spec!r}: write pass N (e.g. pass 2), norm>X (e.g. norm>100), "
-                           "loss>X, loss nan, module PATH (e.g. module encoder.layers.*.attn), FILE.py:LINE "
-                           "or differs>R (e.g. differs>0.05)")
-    if m := _OP.fullmatch(spec):
-        return Spec("op", m.group(2), spec)
-    if m := _PREFIXED_OP.fullmatch(spec):
-        return Spec("op", m.group(1), spec)
-    if (label := _label(spec)) is not None:
-        return Spec("label", label, spec)
-    raise CommandError(
-        f"bad break spec {spec!r}: use an op name, a variable or parameter name, "
-        "#ID, nan, norm>X, pass N, loss>X, loss nan, FILE.py:LINE or module PATH"
-    )
+    fixed = [kind for kind in KINDS if not kind.free_form]
+    for kind in fixed:
+        if (value := kind.parse(spec)) is not NOT_MINE:
+            return Spec(kind.name, value, spec)
+    if near := [kind.help_form() for kind in fixed
+                if kind.keyword is not None and re.match(rf"{re.escape(kind.keyword)}\b", spec)]:
+        raise CommandError(f"bad break spec {spec!r}: write {' or '.join(near)}")
+    for kind in KINDS:
+        if kind.free_form and (value := kind.parse(spec)) is not NOT_MINE:
+            return Spec(kind.name, value, spec)
+    raise CommandError(f"bad break spec {spec!r}: the forms are {forms()}")
+
+
+class Op(Kind):
+    """An autograd op by name (`AddmmBackward0`, the `torch::autograd::` prefix optional)."""
+
+    name = "op"
+    form = "OP"
+    example = "AddmmBackward0"
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        if m := _OP.fullmatch(text):
+            return m.group(2)
+        if m := _PREFIXED_OP.fullmatch(text):
+            return m.group(1)
+        return NOT_MINE
+
+    @classmethod
+    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+        return node.name == value
+
+    @classmethod
+    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+        return _names_no_node(cls, value, graph, pass_index)
+
+
+class NodeId(Kind):
+    """A node by its number in the pass (`#ID`, as the node list shows it)."""
+
+    name = "id"
+    form = "#ID"
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        return int(m.group(1)) if (m := re.fullmatch(r"#(\d+)", text)) else NOT_MINE
+
+    @classmethod
+    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+        return node_id == value
+
+    @classmethod
+    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+        return _names_no_node(cls, value, graph, pass_index)
+
+
+class Nan(Kind):
+    """The first node of a pass whose gradient holds a NaN or an infinity."""
+
+    name = "nan"
+    form = "nan"
+    role = Role.VALUE
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        return None if text == "nan" else NOT_MINE
+
+    @classmethod
+    def matches_grads(cls, value: Any, grads: tuple[Stats | None, ...], nan_seen: bool) -> bool:
+        # only the first non-finite gradient of a pass: `continue` does not stop again at
+        # every node downstream of it
+        return not nan_seen and any_nonfinite(grads)
+
+
+class Norm(Kind):
+    """A node whose gradient's L2 norm is above X."""
+
+    name = "norm"
+    form = "norm>X"
+    example = "norm>100"
+    role = Role.VALUE
+    keyword = "norm"
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        if m := re.fullmatch(r"norm\s*>\s*(\S+)", text):  # a NaN or infinite X could never fire
+            return parse_float(m.group(1), "break norm>X")
+        return NOT_MINE
+
+    @classmethod
+    def matches_grads(cls, value: Any, grads: tuple[Stats | None, ...], nan_seen: bool) -> bool:
+        return _norm(grads) > value
+
+
+class Pass(Kind):
+    """The first node of pass N."""
+
+    name = "pass"
+    form = "pass N"
+    example = "pass 2"
+    keyword = "pass"
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        return int(m.group(1)) if (m := re.fullmatch(r"pass\s+(\d+)", text)) else NOT_MINE
+
+    @classmethod
+    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+        return first and pass_index == value
+
+    @classmethod
+    def could_stop(cls, value: Any, pass_index: int) -> bool:
+        return value == pass_index
+
+    @classmethod
+    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+        if value <= pass_index:
+            return f"pass {value} has already begun; a pass breakpoint stops at the first node of its pass"
+        return None
+
+
+class Loss(Kind):
+    """A pass whose loss (a scalar root) is above X, at its first node."""
+
+    name = "loss"
+    form = "loss>X"
+    role = Role.LOSS
+    keyword = "loss"
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        if m := re.fullmatch(r"loss\s*>\s*(\S+)", text):
+            return parse_float(m.group(1), "break loss>X")
+        return NOT_MINE
+
+    @classmethod
+    def matches_losses(cls, value: Any, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
+        return any(v is not None and v > value for v in losses)
+
+
+class LossNan(Kind):
+    """A pass whose roots hold a NaN or an infinity, at its first node."""
+
+    name = "lossnan"
+    form = "loss nan"
+    role = Role.LOSS
+    keyword = "loss"
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        return None if re.fullmatch(r"loss\s+nan", text) else NOT_MINE
+
+    @classmethod
+    def matches_losses(cls, value: Any, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
+        return nonfinite_root
+
+
+class Source(Kind):
+    """The first node of a pass made at a line of the code (`FILE.py:LINE`, the file's whole
+    path or a tail of it)."""
+
+    name = "source"
+    form = "FILE.py:LINE"
+    example = "model.py:42"
+    once_per_pass = True
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        if m := re.fullmatch(r"(\S+\.py):(\d+)", text):
+            return (m.group(1), int(m.group(2)))
+        if re.search(r"\.py:", text):
+            raise CommandError(f"bad break spec {text!r}: write {cls.help_form()}")
+        return NOT_MINE
+
+    @classmethod
+    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+        return node.line == value[1] and same_file(value[0], node.path)
+
+    @classmethod
+    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+        if not _none_match(cls, value, graph, pass_index):
+            return None
+        file = value[0]
+        if any(same_file(file, info.path) for _, info in graph.nodes(data=INFO)):
+            return "no node of this pass was made at that line"
+        return f"no node of this pass was made in {file}"
+
+
+class Module(Kind):
+    """The first node of a pass made in an nn.Module whose path matches a glob
+    (`module encoder.layers.*.attn`), or in a module inside it."""
+
+    name = "module"
+    form = "module PATH"
+    example = "module encoder.layers.*.attn"
+    once_per_pass = True
+    keyword = "module"
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        return m.group(1) if (m := re.fullmatch(r"module\s+(\S+)", text)) else NOT_MINE
+
+    @classmethod
+    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+        return matches_module(value, node.module)
+
+    @classmethod
+    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+        if _none_match(cls, value, graph, pass_index):
+            return "no node of this pass ran in a module that matches it"
+        return None
+
+
+class Differs(Kind):
+    """In a run against a reference recording (`--against REF.db`): the first node of a pass
+    where this run parts from the reference by more than R (relative; gradtui.record.against).
+    It stops once per pass: downstream of a difference everything differs."""
+
+    name = "differs"
+    form = "differs>R"
+    example = "differs>0.05"
+    role = Role.REFERENCE
+    keyword = "differs"
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        if m := re.fullmatch(r"differs\s*>\s*(\S+)", text):
+            return parse_float(m.group(1), "break differs>R")
+        return NOT_MINE
+
+
+class Diverge(Kind):
+    """In a torchrun job: after a pass, a parameter's gradient that differs across ranks after
+    its all-reduce (they must be equal: a difference is a desync). The job's hub arms it on
+    every rank; a single process has no ranks to compare."""
+
+    name = "diverge"
+    form = "diverge"
+    role = Role.JOB
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        return None if text == "diverge" else NOT_MINE
+
+    @classmethod
+    def could_stop(cls, value: Any, pass_index: int) -> bool:
+        return False
+
+    @classmethod
+    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+        return "it compares ranks: it stops only in a torchrun job"
+
+
+class Label(Kind):
+    """A variable or parameter by name (`z`, `outs[1]`, `fc.weight`, `0.weight`): the nodes it
+    labels. A bare name may also be an op without the usual shape (`CopySlices`)."""
+
+    name = "label"
+    form = "NAME"
+    example = "z, fc.weight"
+    free_form = True
+
+    @classmethod
+    def parse(cls, text: str) -> Any:
+        label = _label(text)
+        return NOT_MINE if label is None else label
+
+    @classmethod
+    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+        return value in node.labels or node.param == value or node.name == value
+
+    @classmethod
+    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+        return _names_no_node(cls, value, graph, pass_index)
+
+
+def _none_match(kind: type[Kind], value: Any, graph: Any, pass_index: int) -> bool:
+    """Does no node of `graph` (a captured pass, each node's NodeInfo its "info") match?"""
+    return not any(kind.matches_node(value, data, i, pass_index, False) for i, data in graph.nodes(data=INFO))
+
+
+def _names_no_node(kind: type[Kind], value: Any, graph: Any, pass_index: int) -> str | None:
+    """A spec that names nodes but matches none of this pass's is accepted, since a later pass
+    may have such a node, but would silently never stop here: a typo (`break Addmm`) is found at once."""
+    return "no node of this pass matches it" if _none_match(kind, value, graph, pass_index) else None
 
 
 def _label(spec: str) -> str | None:
@@ -110,19 +499,7 @@ def _norm(grads: tuple[Stats | None, ...]) -> float:
 
 def matches_node(spec: Spec, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
     """Does a spec that depends only on where we are (not on gradient values) match?"""
-    if spec.kind == "op":
-        return node.name == spec.value
-    if spec.kind == "label":  # a bare name may also be an op without the usual shape (CopySlices)
-        return spec.value in node.labels or node.param == spec.value or node.name == spec.value
-    if spec.kind == "id":
-        return node_id == spec.value
-    if spec.kind == "pass":
-        return first and pass_index == spec.value
-    if spec.kind == "module":
-        return matches_module(spec.value, node.module)
-    if spec.kind == "source":
-        return node.line == spec.value[1] and same_file(spec.value[0], node.path)
-    return False
+    return _BY_NAME[spec.kind].matches_node(spec.value, node, node_id, pass_index, first)
 
 
 def matches_module(pattern: str, module: str | None) -> bool:
@@ -138,64 +515,18 @@ def same_file(file: str, path: str | None) -> bool:
 
 def warning_for(spec: Spec, graph: Any, pass_index: int) -> str | None:
     """What to tell the user about a breakpoint just set while paused in pass `pass_index`,
-    whose captured graph is `graph` (a networkx DiGraph, each node's NodeInfo its "info"), or None.
-
-    A spec that names nodes (an op, a label, `#ID`, a module, a place in the code) but matches
-    none of this pass's is accepted, since a later pass may have such a node, but would
-    silently never stop here: a typo (`break Addmm`, `module no.such`) is found at once.
-    """
-    nodes = graph.nodes(data=INFO)
-    match spec.kind:
-        case "op" | "label" | "id" | "module" | "source" if not any(
-                matches_node(spec, data, i, pass_index, False) for i, data in nodes):
-            if spec.kind == "module":
-                return "no node of this pass ran in a module that matches it"
-            if spec.kind == "source":
-                file = spec.value[0]
-                if any(same_file(file, info.path) for _, info in nodes):
-                    return "no node of this pass was made at that line"
-                return f"no node of this pass was made in {file}"
-            return "no node of this pass matches it"
-        case "pass" if spec.value <= pass_index:
-            return f"pass {spec.value} has already begun; a pass breakpoint stops at the first node of its pass"
-        case _:
-            return None
-
-
-ONCE_PER_PASS = frozenset({"module", "source"})
-"""Specs that name a region of many nodes: they stop at the first one of a pass only."""
-
-VALUE = frozenset({"nan", "norm"})
-"""Specs tested on gradient statistics (read back from the device every few nodes)."""
-
-PASS_LEVEL = frozenset({"loss", "lossnan"})
-"""Specs tested on the roots when backward is called, not at nodes."""
-
-DIFFERS = "differs"
-"""The spec tested on fingerprints against a reference recording, after each node ran; it
-stops once per pass (downstream of a difference everything differs)."""
+    whose captured graph is `graph` (a networkx DiGraph, each node's NodeInfo its "info"), or None."""
+    return _BY_NAME[spec.kind].warning(spec.value, graph, pass_index)
 
 
 def matches_losses(spec: Spec, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
     """Does a loss spec match the roots of a pass? (`losses`: root values, None if not scalar)."""
-    if spec.kind == "lossnan":
-        return nonfinite_root
-    if spec.kind == "loss":
-        return any(v is not None and v > spec.value for v in losses)
-    return False
+    return _BY_NAME[spec.kind].matches_losses(spec.value, losses, nonfinite_root)
 
 
 def matches_grads(spec: Spec, grads: tuple[Stats | None, ...], nan_seen: bool = False) -> bool:
-    """Does a value spec (`nan`, `norm>X`) match these gradient statistics?
-
-    `nan` matches only the first non-finite gradient of a pass (`nan_seen` says one was
-    already seen), so `continue` does not stop again at every node downstream of it.
-    """
-    if spec.kind == "nan":
-        return not nan_seen and any_nonfinite(grads)
-    if spec.kind == "norm":
-        return _norm(grads) > spec.value
-    return False
+    """Does a value spec (`nan`, `norm>X`) match these gradient statistics?"""
+    return _BY_NAME[spec.kind].matches_grads(spec.value, grads, nan_seen)
 
 
 class Breakpoints:
@@ -211,9 +542,8 @@ class Breakpoints:
 
     def _set(self, items: tuple[Breakpoint, ...]) -> None:
         self._items = items
-        self._split = (tuple(bp for bp in items if bp.spec.kind not in VALUE and bp.spec.kind not in PASS_LEVEL
-                             and bp.spec.kind != DIFFERS),
-                       tuple(bp for bp in items if bp.spec.kind in VALUE))
+        self._split = (tuple(bp for bp in items if bp.spec.role is Role.PLACE),
+                       tuple(bp for bp in items if bp.spec.role is Role.VALUE))
 
     def add(self, text: str) -> Breakpoint:
         """Parse and add a breakpoint; CommandError on a bad spec."""
@@ -249,7 +579,7 @@ class Breakpoints:
         or place spec among them does not stop again.
         """
         for bp in self._items:
-            if bp.spec.kind in ONCE_PER_PASS and bp.number in fired:
+            if _BY_NAME[bp.spec.kind].once_per_pass and bp.number in fired:
                 continue
             if matches_node(bp.spec, node, node_id, pass_index, first) or matches_grads(bp.spec, grads, nan_seen):
                 return bp
@@ -260,7 +590,7 @@ class Breakpoints:
         """The first breakpoint that matches this node by where it is (not by gradient values),
         or None: what a hook can decide before any statistic is read back."""
         for bp in self._split[0]:
-            if bp.spec.kind in ONCE_PER_PASS and bp.number in fired:
+            if _BY_NAME[bp.spec.kind].once_per_pass and bp.number in fired:
                 continue
             if matches_node(bp.spec, node, node_id, pass_index, first):
                 return bp
@@ -290,7 +620,7 @@ class Breakpoints:
     def nan_only(self) -> bool:
         """Are the value breakpoints armed all `nan` specs (no gradient can match them unless
         one holds a non-finite value)?"""
-        return all(bp.spec.kind == "nan" for bp in self._split[1])
+        return all(Nan.of(bp.spec) for bp in self._split[1])
 
     def find_loss(self, losses: tuple[float | None, ...], nonfinite_root: bool) -> Breakpoint | None:
         """The first loss breakpoint the roots of a starting pass match, or None."""
@@ -299,9 +629,8 @@ class Breakpoints:
     def could_stop(self, pass_index: int) -> bool:
         """Could some breakpoint stop inside pass `pass_index` (loss specs aside)? If not, the
         pass may run unhooked."""
-        return any(bp.spec.kind not in PASS_LEVEL and (bp.spec.kind != "pass" or bp.spec.value == pass_index)
-                   for bp in self._items)
+        return any(_BY_NAME[bp.spec.kind].could_stop(bp.spec.value, pass_index) for bp in self._items)
 
     def differs(self, fired: Collection[int] = ()) -> tuple[Breakpoint, ...]:
         """The `differs>R` breakpoints that have not stopped in this pass (`fired`)."""
-        return tuple(bp for bp in self._items if bp.spec.kind == DIFFERS and bp.number not in fired)
+        return tuple(bp for bp in self._items if bp.spec.role is Role.REFERENCE and bp.number not in fired)

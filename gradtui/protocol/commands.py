@@ -1,4 +1,5 @@
-"""The one command language (DESIGN.md): `parse` turns a line of text into a command object.
+"""The one command language: `parse` turns a line of text into a command object, and the
+command classes are its one table (each with its words, its help line and where it works).
 
 The UI's command bar, `-c`/`-x` on the command line and the tests all go through `parse`,
 so a command means the same thing everywhere.
@@ -6,40 +7,105 @@ so a command means the same thing everywhere.
 
 from __future__ import annotations
 
+import enum
+import textwrap
+from typing import Any, ClassVar
+
 import msgspec
 
-from gradtui.protocol.breakpoints import parse_spec
+from gradtui.protocol.breakpoints import KINDS, forms, parse_spec
 from gradtui.protocol.words import CommandError, parse_float, parse_int, shown
 
 __all__ = ["CommandError", "parse_float", "parse_int", "shown"]  # and every command class below
 
 
+class Where(enum.Flag):
+    """Where a command works: a live run, a replay of a recording, a torchrun job's hub."""
+
+    LIVE = enum.auto()
+    REPLAY = enum.auto()
+    JOB = enum.auto()
+    EVERYWHERE = LIVE | REPLAY | JOB
+
+
 class Command(msgspec.Struct, frozen=True):
-    """Base class: every command keeps the text it was parsed from."""
+    """Base class: every command keeps the text it was parsed from.
+
+    A command class with a `verb` is a row of the one command table (`COMMANDS`): its words,
+    its help line and where it works live on the class, and the parser, `help`, the palette, the
+    CLI's epilog and the docs all read them from there. Adding a command is adding a class."""
 
     text: str
 
-    resumes = False
+    verb: ClassVar[str] = ""
+    """The word that starts it (several classes may share one: `flow`, `flow N`)."""
+    aliases: ClassVar[tuple[str, ...]] = ()
+    usage: ClassVar[str] = ""
+    """How help writes it (`break SPEC`); the verb when empty."""
+    summary: ClassVar[str] = ""
+    """Its line in help; empty for a form another row of the same verb already explains."""
+    where: ClassVar[Where] = Where.EVERYWHERE
+    resumes: ClassVar[bool] = False
     """Does the command let the paused engine run on?"""
-    needs_pause = False
+    needs_pause: ClassVar[bool] = False
     """Does it act on the paused node (so makes no sense while running)?"""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "verb" in cls.__dict__:
+            COMMANDS.append(cls)
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        """This command from a typed `line` whose words after the verb are `rest`, or None if
+        the line is another form of the same verb (CommandError if it is this one's but wrong).
+        A command without arguments refuses any."""
+        if rest:
+            raise CommandError(f"{cls.verb} takes no argument (got {rest!r})")
+        return cls(line)
+
+    @classmethod
+    def help_usage(cls) -> str:
+        """Help's left column: the usage and the aliases (`print [EXPR] (p)`)."""
+        usage = cls.usage or cls.verb
+        return f"{usage} ({', '.join(cls.aliases)})" if cls.aliases else usage
+
+
+COMMANDS: list[type[Command]] = []
+"""The command table: every command class with a verb, in the order help lists them."""
+
+
+def _needs(verb: str, rest: str, what: str) -> str:
+    """`rest`, or a CommandError saying what `verb` needs."""
+    if not rest:
+        raise CommandError(f"{verb} needs {what}")
+    return rest
 
 
 class Step(Command):
     """Run the paused node; pause before the next node the engine runs."""
 
+    verb = "step"
+    aliases = ("s",)
+    summary = "run the paused node, pause before the next one"
     resumes = True
 
 
 class Continue(Command):
     """Run until a breakpoint hits or the script ends."""
 
+    verb = "continue"
+    aliases = ("c",)
+    summary = "run until a breakpoint hits or the script ends"
     resumes = True
 
 
 class Finish(Command):
     """Run to the end of this pass; pause at the first node of the next pass."""
 
+    verb = "finish"
+    aliases = ("f",)
+    summary = "run to the end of this pass, pause at the next pass"
     resumes = True
 
 
@@ -47,28 +113,64 @@ class Break(Command):
     """Add a breakpoint with this spec."""
 
     spec: str
+    verb = "break"
+    aliases = ("b",)
+    usage = "break SPEC"
+    summary = "add a breakpoint (the specs are listed below)"
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        parse_spec(_needs("break", rest, f"a spec: {forms()}"))
+        return cls(line, rest)
 
 
 class ListBreakpoints(Command):
     """List the breakpoints."""
+
+    verb = "breakpoints"
+    summary = "list breakpoints;  delete N | delete all  removes"
 
 
 class Delete(Command):
     """Delete breakpoint `number`, or all of them when `number` is None."""
 
     number: int | None
+    verb = "delete"
+    aliases = ("d",)
+    usage = "delete N|all"
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        if rest == "all":
+            return cls(line, None)
+        try:
+            return cls(line, parse_int(rest, "delete", minimum=0))
+        except CommandError:
+            got = f" (got {rest!r})" if rest else ""
+            raise CommandError(f"delete takes a breakpoint number or 'all'{got}") from None
 
 
 class Scale(Command):
     """Multiply the paused node's incoming gradient by `factor`."""
 
     factor: float
+    verb = "scale"
+    usage = "scale F"
+    summary = "multiply the incoming gradient by F"
+    where = Where.LIVE | Where.JOB
     needs_pause = True
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        return cls(line, parse_float(_needs("scale", rest, "a factor, e.g. scale 0.5"), "scale"))
 
 
 class Zero(Command):
     """Set the paused node's incoming gradient to zero."""
 
+    verb = "zero"
+    summary = "set the incoming gradient to zero"
+    where = Where.LIVE | Where.JOB
     needs_pause = True
 
 
@@ -76,46 +178,90 @@ class Clip(Command):
     """Clip the L2 norm of the paused node's incoming gradient to `max_norm`."""
 
     max_norm: float
+    verb = "clip"
+    usage = "clip N"
+    summary = "clip the incoming gradient's L2 norm to N"
+    where = Where.LIVE | Where.JOB
     needs_pause = True
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        limit = parse_float(_needs("clip", rest, "a maximum norm, e.g. clip 1.0"), "clip")
+        if limit < 0:
+            raise CommandError("clip: the maximum norm must be >= 0")
+        return cls(line, limit)
 
 
 class SetGrad(Command):
     """Replace the incoming gradient by `expr` (a Python expression of `g` and `torch`)."""
 
     expr: str
+    verb = "set"
+    usage = "set EXPR"
+    summary = "replace the gradient by EXPR of g and torch (same shape/dtype/device)"
+    where = Where.LIVE | Where.JOB
     needs_pause = True
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        expr = _needs("set", rest, "an expression of g, e.g. set g.clamp(-1, 1)")
+        _check_syntax(expr)
+        return cls(line, expr)
 
 
 class Print(Command):
     """Statistics of the incoming gradient, or of `expr`."""
 
     expr: str | None
+    verb = "print"
+    aliases = ("p",)
+    usage = "print [EXPR]"
+    summary = "statistics of the gradient, or of EXPR"
     needs_pause = True
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        if rest:
+            _check_syntax(rest)
+        return cls(line, rest or None)
 
 
 class Why(Command):
     """Is the tensor in variable `name` on this pass's graph? If not, why its .grad stays None."""
 
     name: str
+    verb = "why"
+    usage = "why NAME"
+    summary = "is NAME on this pass's graph? why is its .grad None?"
+    where = Where.LIVE | Where.JOB
     needs_pause = True
 
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        name = _needs("why", rest, "a variable name or expression, e.g. why x or why model[0].weight")
+        _check_syntax(name)
+        return cls(line, name)
 
-class Help(Command):
-    """List the commands."""
+
+class FlowOf(Command):
+    """`flow N`: pass N's gradient flow (a recording keeps every pass's)."""
+
+    index: int
+    verb = "flow"
+    usage = "flow N"
+    summary = "pass N's gradient flow (a recording keeps every pass's)"
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        return cls(line, parse_int(rest, "flow", minimum=0)) if rest else None
 
 
 class Flow(Command):
     """Show the gradient flow table (per parameter: grad norm, weight norm, ratio) of the last
     pass that finished."""
 
-
-class Quit(Command):
-    """Stop the script and leave."""
-
-
-class Detach(Command):
-    """Leave the script running without this client (an attached one); its breakpoints stay
-    armed. A client's own command: the client leaves, the agent is not asked to run it."""
+    verb = "flow"
+    summary = "gradient flow of the last pass: grad/weight norm per parameter"
 
 
 class ShowPass(Command):
@@ -123,137 +269,107 @@ class ShowPass(Command):
     any recorded pass in a replay, paused where the run stopped in it (else its first node)."""
 
     index: int
+    verb = "pass"
+    usage = "pass N"
+    summary = "show pass N (a kept pass in the UI; any pass of a recording)"
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        return cls(line, parse_int(_needs("pass", rest, "a pass number, e.g. pass 30"), "pass", minimum=0))
 
 
-class FlowOf(Command):
-    """`flow N`: pass N's gradient flow (a recording keeps every pass's)."""
+class Ranks(Command):
+    """(torchrun job) List the ranks: where each is, its loss, its non-finite counts."""
 
-    index: int
-
-
-HELP = """\
-step (s)            run the paused node, pause before the next one
-continue (c)        run until a breakpoint hits or the script ends
-finish (f)          run to the end of this pass, pause at the next pass
-break SPEC (b)      add a breakpoint: OP | NAME | #ID | nan | norm>X | pass N
-                    | loss>X | loss nan | FILE.py:LINE | module PATH (globs: layers.*.attn)
-                    | diverge (a torchrun job: gradients that differ across ranks)
-breakpoints         list breakpoints;  delete N | delete all  removes
-scale F             multiply the incoming gradient by F
-zero                set the incoming gradient to zero
-clip N              clip the incoming gradient's L2 norm to N
-set EXPR            replace the gradient by EXPR of g and torch (same shape/dtype/device)
-print [EXPR] (p)    statistics of the gradient, or of EXPR
-why NAME            is NAME on this pass's graph? why is its .grad None?
-flow                gradient flow of the last pass: grad/weight norm per parameter
-pass N              show pass N (a kept pass in the UI; any pass of a recording)
-ranks               (a torchrun job) each rank: where it is, its loss, non-finite
-rank N              (a torchrun job) show rank N: its pass, pause and gradients
-help (h, ?)         this list
-detach (D)          leave the script running without this client (attached)
-quit (q)            stop the script and leave"""
-
-_ALIASES = {
-    "s": "step", "n": "step", "next": "step",
-    "c": "continue", "cont": "continue",
-    "f": "finish",
-    "b": "break",
-    "p": "print",
-    "q": "quit", "exit": "quit",
-    "h": "help", "?": "help",
-    "d": "delete",
-}
+    verb = "ranks"
+    summary = "(a torchrun job) each rank: where it is, its loss, non-finite"
+    where = Where.JOB
 
 
 class Rank(Command):
     """(torchrun job) Show rank `number`: its graph, gradients and pause."""
 
     number: int
+    verb = "rank"
+    usage = "rank N"
+    summary = "(a torchrun job) show rank N: its pass, pause and gradients"
+    where = Where.JOB
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        return cls(line, parse_int(_needs("rank", rest, "a rank number, e.g. rank 1"), "rank", minimum=0))
 
 
-class Ranks(Command):
-    """(torchrun job) List the ranks: where each is, its loss, its non-finite counts."""
+class Help(Command):
+    """List the commands."""
+
+    verb = "help"
+    aliases = ("h", "?")
+    summary = "this list"
 
 
-_SIMPLE: dict[str, type[Command]] = {
-    "step": Step, "continue": Continue, "finish": Finish, "zero": Zero, "breakpoints": ListBreakpoints,
-    "help": Help, "quit": Quit, "flow": Flow, "detach": Detach, "ranks": Ranks,
-}
-"""The commands that take no argument (`flow` with one is `flow N`)."""
+class Detach(Command):
+    """Leave the script running without this client (an attached one); its breakpoints stay
+    armed. A client's own command: the client leaves, the agent is not asked to run it."""
+
+    verb = "detach"
+    usage = "detach (D)"  # D is the UI's key: typed, `d` deletes
+    summary = "leave the script running without this client (attached)"
+    where = Where.LIVE | Where.JOB
+
+
+class Quit(Command):
+    """Stop the script and leave."""
+
+    verb = "quit"
+    aliases = ("q",)
+    summary = "stop the script and leave"
+
+
+_HIDDEN_ALIASES = {"n": "step", "next": "step", "cont": "continue", "exit": "quit"}
+"""Words that also work but help does not list (pdb's `n`, `next`, `cont`, `exit`)."""
+
+
+def _words() -> dict[str, str]:
+    """Every word that starts a command, lower-cased, to its verb."""
+    words = dict(_HIDDEN_ALIASES)
+    for command in COMMANDS:
+        words[command.verb] = command.verb
+        words.update({alias.lower(): command.verb for alias in command.aliases})
+    return words
+
+
+def help_rows(where: Where = Where.EVERYWHERE) -> list[tuple[str, str]]:
+    """(usage, what it does) for every command that works `where`, in the table's order, with
+    the break specs under `break`: `help`, the help screen and the docs list these."""
+    rows: list[tuple[str, str]] = []
+    for command in COMMANDS:
+        if command.summary and command.where & where:
+            rows.append((command.help_usage(), command.summary))
+        if command is Break:
+            rows.extend(("", line) for line in textwrap.wrap(
+                "SPEC: " + " | ".join(kind.help_form() for kind in KINDS), 64, subsequent_indent="  "))
+    return rows
+
+
+def help_text(where: Where = Where.EVERYWHERE) -> str:
+    """The `help` command's answer: the command table (what works `where`) as text."""
+    return "\n".join(f"{usage:<20}{text}".rstrip() for usage, text in help_rows(where))
 
 
 def parse(text: str) -> Command:
-    """Parse one command line; raise CommandError naming the problem."""
+    """Parse one command line (once, where it enters: the command bar, `-c`, `-x`, a client);
+    raise CommandError naming the problem."""
     line = text.strip()
     if not line:
         raise CommandError("empty command")
     word, _, rest = line.partition(" ")
     rest = rest.strip()
-    verb = _ALIASES.get(word.lower(), word.lower())
-    match verb:
-        case "flow" if rest:
-            return FlowOf(line, parse_int(rest, "flow", minimum=0))
-        case _ if verb in _SIMPLE:
-            if rest:
-                raise CommandError(f"{verb} takes no argument (got {rest!r})")
-            return _SIMPLE[verb](line)
-        case "break" | "rank" | "pass" | "delete":
-            return _numbered(verb, line, rest)
-        case "scale" | "clip" | "set" | "print" | "why":
-            return _on_gradient(verb, line, rest)
+    verb = _words().get(word.lower())
+    for command in COMMANDS:
+        if command.verb == verb and (parsed := command.parse(line, rest)) is not None:
+            return parsed
     raise CommandError(f"unknown command {word!r} (type 'help' for the list)")
-
-
-def _numbered(verb: str, line: str, rest: str) -> Command:
-    """`break SPEC`, `rank N`, `pass N`, `delete N|all`."""
-    match verb:
-        case "break":
-            if not rest:
-                raise CommandError("break needs a spec: OP | NAME | #ID | nan | norm>X | pass N | loss>X | loss nan"
-                                   " | FILE.py:LINE | module PATH")
-            parse_spec(rest)
-            return Break(line, rest)
-        case "rank":
-            if not rest:
-                raise CommandError("rank needs a rank number, e.g. rank 1")
-            return Rank(line, parse_int(rest, "rank", minimum=0))
-        case "pass":
-            if not rest:
-                raise CommandError("pass needs a pass number, e.g. pass 30")
-            return ShowPass(line, parse_int(rest, "pass", minimum=0))
-    if rest == "all":
-        return Delete(line, None)
-    try:
-        return Delete(line, parse_int(rest, "delete", minimum=0))
-    except CommandError:
-        got = f" (got {rest!r})" if rest else ""
-        raise CommandError(f"delete takes a breakpoint number or 'all'{got}") from None
-
-
-def _on_gradient(verb: str, line: str, rest: str) -> Command:
-    """The commands on the paused node's gradient: `scale F`, `clip N`, `set EXPR`, `print [EXPR]`, `why NAME`."""
-    needs = {"scale": "a factor, e.g. scale 0.5", "clip": "a maximum norm, e.g. clip 1.0",
-             "set": "an expression of g, e.g. set g.clamp(-1, 1)",
-             "why": "a variable name or expression, e.g. why x or why model[0].weight"}
-    if not rest and verb in needs:
-        raise CommandError(f"{verb} needs {needs[verb]}")
-    match verb:
-        case "scale":
-            return Scale(line, parse_float(rest, "scale"))
-        case "clip":
-            limit = parse_float(rest, "clip")
-            if limit < 0:
-                raise CommandError("clip: the maximum norm must be >= 0")
-            return Clip(line, limit)
-        case "print" if not rest:
-            return Print(line, None)
-    _check_syntax(rest)
-    match verb:
-        case "set":
-            return SetGrad(line, rest)
-        case "print":
-            return Print(line, rest)
-    return Why(line, rest)
 
 
 def _check_syntax(expr: str) -> None:

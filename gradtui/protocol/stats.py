@@ -47,10 +47,22 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
     """Why the values could not be read (a meta or fake tensor has none); then norm is NaN,
     min, max and mean are None and nonfinite is 0."""
 
-    def reshaped(self, shape: tuple[int, ...]) -> "Stats":
+    def reshaped(self, shape: tuple[int, ...]) -> Stats:
         """The same statistics for the same elements seen in another shape (a view's gradient)."""
-        return Stats(shape, self.dtype, self.device, self.norm, self.min, self.max, self.mean, self.nonfinite,
-                     self.values, self.preview, self.histogram, self.unreadable)
+        return msgspec.structs.replace(self, shape=shape)
+
+    def negated(self) -> Stats:
+        """The statistics of -x from those of x, exactly: the same norm and non-finite count, min
+        and max swapped and negated, the mean and values negated (IEEE negation is exact, and a
+        sum of negated values is the negated sum). An empty or unreadable gradient's stay as they
+        are (a hook reads 0.0, not -0.0, of an empty one). No histogram: its bin edges would not
+        follow exactly."""
+        if self.unreadable is not None or not self.numel:
+            return self
+        lo, hi, mean, values = self.min, self.max, self.mean, self.values
+        return full_stats(self.shape, self.dtype, self.device, self.norm, None if hi is None else -hi,
+                          None if lo is None else -lo, None if mean is None else -mean, self.nonfinite,
+                          None if values is None else tuple([-v for v in values]), tuple([-v for v in self.preview]))
 
     @property
     def numel(self) -> int:
@@ -75,6 +87,52 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
         if self.values is not None:
             out["values"] = [json_float(v) for v in self.values]
         return out
+
+
+# NOTE: the factories below are the only places a Stats is made (the engine's hooks, the bulk
+# window, the quick reads, the compiled posthooks through `full_stats`, a recording's rows): a new
+# statistic is a new field above with a default, filled here and where it is computed, shown by
+# the detail pane and stored by the recording's schema. They take positional arguments because
+# they run once per gradient on the hot path (a keyword call costs more).
+
+
+def full_stats(shape: tuple[int, ...], dtype: str, device: str, norm: float, lo: float | None,
+               hi: float | None, mean: float | None, nonfinite: int, values: tuple[float, ...] | None = None,
+               preview: tuple[float, ...] = (), histogram: tuple[int, ...] | None = None) -> Stats:
+    """A readable tensor's statistics: the norm, min, max and mean (None for any not taken), the
+    count of non-finite elements, and the values, preview and histogram where read."""
+    return Stats(shape, dtype, device, norm, lo, hi, mean, nonfinite, values, preview, histogram)
+
+
+def light_stats(shape: tuple[int, ...], dtype: str, device: str, norm: float, nonfinite: int) -> Stats:
+    """Light statistics: only the norm (and the non-finite count) were taken."""
+    return Stats(shape, dtype, device, norm, None, None, None, nonfinite)
+
+
+def empty_stats(shape: tuple[int, ...], dtype: str, device: str) -> Stats:
+    """A tensor with no elements: every statistic is 0, its values the empty tuple."""
+    return Stats(shape, dtype, device, 0.0, 0.0, 0.0, 0.0, 0, ())
+
+
+def unreadable_stats(shape: tuple[int, ...], dtype: str, device: str, why: str) -> Stats:
+    """A tensor whose values cannot be read (a meta or fake tensor, a gradient already gone):
+    the norm is NaN, the rest None, and `why` says why."""
+    return Stats(shape, dtype, device, math.nan, None, None, None, 0, unreadable=why)
+
+
+def small_stats(shape: tuple[int, ...], dtype: str, device: str, values: tuple[float, ...]) -> Stats:
+    """Stats of a tensor small enough to list its values: all of them from the values (the
+    window's reads, the planned hooks' and derived statistics share it, so they agree)."""
+    numel = len(values)
+    total = sum(values)
+    nonfinite = 0 if math.isfinite(total) else sum(1 for v in values if not math.isfinite(v))
+    if nonfinite and any(math.isnan(v) for v in values):
+        lo = hi = norm = math.nan  # as torch's min, max and norm: a NaN propagates
+    else:
+        lo, hi = min(values), max(values)
+        norm = math.hypot(*values)  # an infinity makes it infinite; no overflow on finite values
+    return Stats(shape, dtype, device, norm, lo, hi, total / numel, nonfinite, values, values[:PREVIEW_LENGTH])
+
 
 
 def json_float(value: float | None) -> float | str | None:

@@ -22,7 +22,7 @@ import networkx as nx
 
 from gradtui.protocol import events as ev
 from gradtui.protocol import breakpoint_commands
-from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, matches_grads
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Nan, matches_grads
 from gradtui.protocol.commands import (
     Break, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints, Print, Quit,
     ShowPass, Step, parse,
@@ -33,7 +33,7 @@ from gradtui.record.reader import (
     NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
 )
 from gradtui.record.replay_text import (
-    EDITS_REFUSED, READ_ONLY, REPLAY_HELP, flow_text, no_nodes, recorded_hits, refusal,
+    EDITS_REFUSED, READ_ONLY, flow_text, no_nodes, recorded_hits, refusal, replay_help,
 )
 from gradtui.record.story import nodes_ran, pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo
@@ -78,7 +78,7 @@ class _Shown:
     def stops_after(self, breakpoints: Breakpoints, got: NodeStats) -> Breakpoint | None:
         """A `nan` breakpoint that stops after the paused node: it sent on a non-finite value."""
         seen = self.nan_seen or any_nonfinite(got.grad_outputs)
-        return next((bp for bp in breakpoints if bp.spec.kind == "nan"
+        return next((bp for bp in breakpoints if Nan.of(bp.spec)
                      and matches_grads(bp.spec, got.grad_inputs, seen)), None)
 
     def hit_reason(self, number: int, spec: str) -> str:
@@ -301,7 +301,7 @@ class ReplayTarget:
             case Break() | Delete() | ListBreakpoints():
                 return self._breakpoint_command(command, answer)
             case Help():
-                return answer(REPLAY_HELP)
+                return answer(replay_help())
             case _:
                 return answer(refusal(command), False)
 

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtui.protocol.commands import HELP, Clip, Command, Print, Scale, SetGrad, Why, Zero
+from gradtui.protocol.commands import COMMANDS, Clip, Command, Print, Scale, SetGrad, Where, Why, Zero, help_text
 from gradtui.protocol.flowtext import flow_answer
 from gradtui.record.infos import PassInfo
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
 
-REPLAY_HELP = HELP + """
-pass N: show recorded pass N · flow N: pass N's gradient flow (any pass)
-(replay is read-only: scale, zero, clip, set, print EXPR and why need a live run)"""
+def replay_help() -> str:
+    """A replay's `help`: the commands that work on a recording, and which need a live run."""
+    live = ", ".join(c.verb for c in COMMANDS if c.summary and not c.where & Where.REPLAY and c.where & Where.LIVE)
+    return help_text(Where.REPLAY) + f"\n(replay is read-only: {live} and print EXPR need a live run)"
 
 EDITS = "edits need a live run"
 

@@ -15,7 +15,7 @@ from array import array
 from typing import Any
 
 from gradtui.protocol.events import ParamFlow
-from gradtui.protocol.stats import Stats
+from gradtui.protocol.stats import Stats, full_stats
 
 SLOTS = 4096
 """More gradient slots than any node has: a larger slot number is damage, not data."""
@@ -129,9 +129,9 @@ def stats(row: tuple) -> tuple[int, int, int, Stats | None]:
         raise BadRow("vals is not a list of float64s")
     values = None if vals is None else tuple(array("d", vals))
     norm_value = real(norm, "norm", null=False)
-    return node, direction, slot, Stats(shape(size), text(dtype, "dtype", False), text(device, "device", False),
-                                        norm_value, real(lo, "min"), real(hi, "max"), real(mean, "mean"),
-                                        integer(bad, "nonfinite"), values, values[:8] if values else ())
+    return node, direction, slot, full_stats(shape(size), text(dtype, "dtype", False), text(device, "device", False),
+                                             norm_value, real(lo, "min"), real(hi, "max"), real(mean, "mean"),
+                                             integer(bad, "nonfinite"), values, values[:8] if values else ())
 
 
 def flow(row: tuple) -> ParamFlow:

@@ -14,7 +14,7 @@ from textual.command import CommandPalette
 from textual.widget import Widget
 
 from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import parse_spec, same_file
+from gradtui.protocol.breakpoints import Source, parse_spec, same_file
 from gradtui.protocol.commands import CommandError, ShowPass, parse
 from gradtui.protocol.nodes import node_info
 from gradtui.ui import fmt
@@ -306,7 +306,7 @@ class Navigator:
                 source.made.setdefault(made.line, []).append(MadeNode(other, view.title(other)))
         for info in self.state.breakpoints:
             spec = parse_spec(info.spec)
-            if spec.kind == "source" and same_file(spec.value[0], path):
+            if Source.of(spec) and same_file(spec.value[0], path):
                 source.breaks.add(spec.value[1])
         if not source.lines():
             self._refuse(f"cannot read {source.name}: {data.source} is all that is known")

@@ -3,6 +3,8 @@ kind parses, matches where it should and nowhere else; numbering and deletion.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -61,9 +63,12 @@ def test_parse_spec_refuses(text):
         parse_spec(text)
 
 
-@pytest.mark.parametrize("text", ["pass", "norm", "loss", "loss<3", "module", "model.py:", "model.py:x"])
-def test_pass_and_norm_need_their_number(text):
-    with pytest.raises(CommandError, match="write pass N"):
+@pytest.mark.parametrize(("text", "form"), [
+    ("pass", "pass N"), ("norm", "norm>X"), ("loss", "loss>X"), ("loss<3", "loss nan"), ("module", "module PATH"),
+    ("model.py:", "FILE.py:LINE"), ("model.py:x", "FILE.py:LINE"), ("differs", "differs>R")])
+def test_pass_and_norm_need_their_number(text, form):
+    """A spec that starts as a kind's does but is not one is refused with that kind's form."""
+    with pytest.raises(CommandError, match=f"bad break spec .*write .*{re.escape(form)}"):
         parse_spec(text)
 
 

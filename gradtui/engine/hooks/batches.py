@@ -17,7 +17,6 @@ later batch may receive from a derived node of an earlier one.
 
 from __future__ import annotations
 
-import math
 import threading
 import weakref
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from typing import NamedTuple
 from gradtui.engine.stats.immediate import resolved
 from gradtui.engine.hooks.plan import ACCUMULATOR, derive_from
 from gradtui.protocol import events as ev
-from gradtui.protocol.stats import Stats
+from gradtui.protocol.stats import Stats, unreadable_stats
 
 
 class Hooked(NamedTuple):
@@ -219,4 +218,4 @@ def _slot(sent: tuple[Stats | None, ...], slot: int) -> Stats | None:
 
 def _not_derived(error: str) -> tuple[Stats]:
     """What a derived node sent on, where its statistics could not be derived (`error`)."""
-    return (Stats((), "", "", math.nan, None, None, None, 0, unreadable=f"not derived ({error})"),)
+    return (unreadable_stats((), "", "", f"not derived ({error})"),)

@@ -50,7 +50,7 @@ class HookChoice:
             return False  # each node is compared with the reference after it ran
         if self._stepper.stepping or self._breakpoints.places:
             return False
-        if any(bp.spec.kind != "nan" for bp in self._breakpoints.values):
+        if not self._breakpoints.nan_only():
             return False
         return on_cpu
 

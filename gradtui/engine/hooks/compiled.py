@@ -19,9 +19,9 @@ from gradtui.engine.hooks import native
 from gradtui.engine.compat import compiled_autograd_on
 from gradtui.engine.stats.immediate import BULK, Listed, Normed
 from gradtui.engine.stats.summary import CHUNK, ONE_PASS
-from gradtui.protocol.stats import VALUES_LIMIT, Stats
+from gradtui.protocol.stats import VALUES_LIMIT, full_stats
 
-_KINDS = (Normed, Listed, Stats, BULK[torch.float32], BULK[torch.float64], "cpu")
+_KINDS = (Normed, Listed, full_stats, BULK[torch.float32], BULK[torch.float64], "cpu")
 """What the compiled hooks make their statistics as (and the dtype and device names)."""
 
 

@@ -28,8 +28,7 @@ from typing import Any, Protocol
 import msgspec
 import torch
 
-from gradtui.engine.stats.window import small_stats
-from gradtui.protocol.stats import VALUES_LIMIT, Stats
+from gradtui.protocol.stats import Stats, VALUES_LIMIT, empty_stats, full_stats, light_stats, small_stats
 
 SAME_ORDER = frozenset({"ViewBackward0", "UnsafeViewBackward0", "CloneBackward0", "SqueezeBackward0",
                         "SqueezeBackward1", "SqueezeBackward2", "UnsqueezeBackward0"})
@@ -282,7 +281,7 @@ def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...]
     if grad_output.unreadable is not None:
         return (grad_output.reshaped(shape),)
     if 0 in shape or 0 in grad_output.shape:  # no elements (sizes are never negative): as summarize has it
-        return (Stats(shape, grad_output.dtype, grad_output.device, 0.0, 0.0, 0.0, 0.0, 0, values=()),)
+        return (empty_stats(shape, grad_output.dtype, grad_output.device),)
     if name in SAME_ORDER:
         return (grad_output.reshaped(shape),)
     values = grad_output.values
@@ -290,8 +289,8 @@ def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...]
         if values is not None and len(grad_output.shape) > 1:
             values = tuple(_rearranged(name, saved, values, grad_output.shape).tolist())
             return (small_stats(shape, grad_output.dtype, grad_output.device, values),)
-        return (Stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, grad_output.min, grad_output.max,
-                      grad_output.mean, grad_output.nonfinite),)
+        return (full_stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, grad_output.min,
+                           grad_output.max, grad_output.mean, grad_output.nonfinite),)
     return (_selected(saved, grad_output, shape, full),)
 
 
@@ -310,13 +309,7 @@ def negative(stats: Stats) -> Stats:
     negated values is the negated sum). An empty or unreadable gradient's stay as they are (a
     hook reads 0.0, not -0.0, of an empty one). No histogram: its bin edges would not follow
     exactly (a planned pass takes none)."""
-    if stats.unreadable is not None or not stats.numel:
-        return stats
-    lo, hi, mean = stats.min, stats.max, stats.mean
-    values = stats.values
-    return Stats(stats.shape, stats.dtype, stats.device, stats.norm, None if hi is None else -hi,
-                 None if lo is None else -lo, None if mean is None else -mean, stats.nonfinite,
-                 None if values is None else tuple([-v for v in values]), tuple([-v for v in stats.preview]))
+    return stats.negated()
 
 
 def _rearranged(name: str, saved: tuple[int, ...], values: tuple[float, ...], shape: tuple[int, ...]) -> torch.Tensor:
@@ -344,10 +337,10 @@ def _selected(saved: tuple[int, ...], grad_output: Stats, shape: tuple[int, ...]
             torch.tensor(grad_output.values, dtype=torch.float64).reshape(grad_output.shape))
         return small_stats(shape, grad_output.dtype, grad_output.device, tuple(grad.reshape(-1).tolist()))
     if not full:
-        return Stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, None, None, None, grad_output.nonfinite)
+        return light_stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, grad_output.nonfinite)
     lo, hi, mean = grad_output.min, grad_output.max, grad_output.mean
     if numel > grad_output.numel and lo is not None and hi is not None and not math.isnan(lo):
         lo, hi = min(lo, 0.0), max(hi, 0.0)
     if mean is not None and numel:
         mean = mean * grad_output.numel / numel
-    return Stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, lo, hi, mean, grad_output.nonfinite)
+    return full_stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, lo, hi, mean, grad_output.nonfinite)

@@ -41,7 +41,7 @@ from gradtui.engine.stats.passrecord import PassRecord
 from gradtui.engine.stats.immediate import measured, now_stats, quick_stats, resolved
 from gradtui.engine.stats.watch import Hit, hit_text
 from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Nan
 from gradtui.protocol.nodes import info_title
 from gradtui.protocol.stats import Stats, any_nonfinite
 
@@ -107,7 +107,7 @@ class PlannedPass:
         """Hooked nodes emitted with their derived nodes, which are not marked run yet (`_settle`)."""
         self._handles: list[Any] = []
         self._upgraded = False
-        self._nan = next((bp for bp in owner.breakpoints if bp.spec.kind == "nan"), None)
+        self._nan = next((bp for bp in owner.breakpoints if Nan.of(bp.spec)), None)
         self._quit = owner.run_quit
         self._put_prehook: Callable[[int], None] | None = None
         self._compiled: CompiledHooks | None = None

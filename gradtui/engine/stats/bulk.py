@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Breakpoint
+from gradtui.protocol.breakpoints import Breakpoint, Nan
 from gradtui.protocol.nodes import info_title
 from gradtui.engine.owner import Owner
 from gradtui.engine.stats.passrecord import PassRecord, Ran
@@ -62,7 +62,7 @@ class PassReads:
         hit = None
         # Nothing non-finite read back and only `nan` watched: no node can match (statistics
         # reused from an earlier read were tested as what their sender sent on).
-        if window.nonfinite or any(bp.spec.kind != "nan" for bp in values):
+        if window.nonfinite or not all(Nan.of(bp.spec) for bp in values):
             hit, state.nan_seen = scan(seen, owner.breakpoints, state.nan_seen)
         if hit is not None and pause:
             self._pause_late(hit, ran, tensors, after)

@@ -14,8 +14,7 @@ from typing import Any, NamedTuple
 import torch
 
 from gradtui.engine.stats.summary import CHUNK, dtype_name, extremes, summarize
-from gradtui.engine.stats.window import small_stats
-from gradtui.protocol.stats import VALUES_LIMIT, Stats
+from gradtui.protocol.stats import Stats, VALUES_LIMIT, full_stats, light_stats, small_stats
 
 BULK = {torch.float32: dtype_name(torch.float32), torch.float64: dtype_name(torch.float64)}
 """The dtypes read here (others go through `summarize`), with their names."""
@@ -46,10 +45,10 @@ def _reduced(grad: torch.Tensor, dtype: str, numel: int, full: bool) -> Stats | 
         # four .item() calls: a stack and a .tolist() of the four scalars cost more (the same floats)
         lo_v, hi_v, total, norm = lo.item(), hi.item(), grad.sum().item(), _NORM(grad).item()
         if (lo_v - lo_v) + (hi_v - hi_v) + (total - total) + (norm - norm) == 0.0:  # all finite: no NaN made
-            return Stats(tuple(grad.shape), dtype, "cpu", norm, lo_v, hi_v, total / numel, 0)
+            return full_stats(tuple(grad.shape), dtype, "cpu", norm, lo_v, hi_v, total / numel, 0)
         return None
     norm = _NORM(grad).item()
-    return Stats(tuple(grad.shape), dtype, "cpu", norm, None, None, None, 0) if math.isfinite(norm) else None
+    return light_stats(tuple(grad.shape), dtype, "cpu", norm, 0) if math.isfinite(norm) else None
 
 
 class Listed(NamedTuple):
@@ -141,7 +140,7 @@ def _stats(one: Any) -> Stats | None:
     if kind is Listed:
         return small_stats(one.shape, one.dtype, "cpu", one.values)
     if kind is Normed:
-        return Stats(tuple(one.shape), one.dtype, "cpu", one.norm, None, None, None, 0)
+        return light_stats(tuple(one.shape), one.dtype, "cpu", one.norm, 0)
     return one
 
 

@@ -19,7 +19,7 @@ import torch
 
 from gradtui.protocol import events as ev
 from gradtui.engine.provenance import forward as provenance
-from gradtui.protocol.breakpoints import Breakpoint, matches_module
+from gradtui.protocol.breakpoints import Breakpoint, LossNan, Module, matches_module
 from gradtui.engine.compat import GradientEdge
 from gradtui.engine.stats.flow import LeafNames, gradient_flow
 from gradtui.engine.capture.graph import Capture, Names
@@ -113,7 +113,7 @@ def nonfinite_roots(roots: tuple[Any, ...], losses: tuple[float | None, ...], br
     """Does a root hold a non-finite value? Non-scalar roots are only read for a `loss nan` spec."""
     if any(v is not None and not math.isfinite(v) for v in losses):
         return True
-    if not any(bp.spec.kind == "lossnan" for bp in breakpoints):
+    if not any(LossNan.of(bp.spec) for bp in breakpoints):
         return False
     return any(v is None and isinstance(t, torch.Tensor) and not bool(torch.isfinite(t.detach()).all())
                for t, v in zip(roots, losses))
@@ -332,7 +332,7 @@ class FlowRecorder:
             modules = {name.rpartition(".")[0] for name, _ in leaves if "." in name}
             for module in modules:
                 self._nested_modules.setdefault(module, outer.index)
-            missed = tuple(bp.spec.text for bp in breakpoints if bp.spec.kind == "module" and any(
+            missed = tuple(bp.spec.text for bp in breakpoints if Module.of(bp.spec) and any(
                 matches_module(bp.spec.value, m) for m in modules))
         del accumulators
         frame = provenance.user_frame(frame) or frame
@@ -343,7 +343,7 @@ class FlowRecorder:
         """Why module breakpoint `bp` cannot stop where it names, if its module ran inside a
         reentrant checkpoint, else None."""
         for module, index in self._nested_modules.items():
-            if bp.spec.kind == "module" and matches_module(bp.spec.value, module):
+            if Module.of(bp.spec) and matches_module(bp.spec.value, module):
                 return (f"{module} ran inside a reentrant checkpoint in pass {index}: its nodes run in a nested "
                         "pass that gradtui does not hook, so it cannot stop there; "
                         "checkpoint(..., use_reentrant=False) can")

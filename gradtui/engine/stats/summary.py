@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from gradtui.engine.failures import failure_text, raised_by_user
-from gradtui.protocol.stats import HISTOGRAM_BINS, PREVIEW_LENGTH, VALUES_LIMIT, Stats, format_stats
+from gradtui.protocol.stats import HISTOGRAM_BINS, PREVIEW_LENGTH, Stats, VALUES_LIMIT, empty_stats, format_stats, full_stats, light_stats, unreadable_stats
 from gradtui.engine.compat import is_zerotensor
 
 CHUNK = 1 << 20
@@ -68,11 +68,11 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     dtype = dtype_name(t.dtype)
     numel = t.numel()
     if numel == 0:
-        return Stats(shape, dtype, str(t.device), 0.0, 0.0, 0.0, 0.0, 0, values=())
+        return empty_stats(shape, dtype, str(t.device))
     if is_zerotensor(t):
         return _zeros(shape, dtype, str(t.device), numel, histogram, light)
     if (why := no_values(t)) is not None:
-        return Stats(shape, dtype, str(t.device), math.nan, None, None, None, 0, unreadable=why)
+        return unreadable_stats(shape, dtype, str(t.device), why)
     if t.layout != torch.strided:
         t = t.to_dense()
     if numel > CHUNK:
@@ -97,8 +97,8 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     elif histogram:
         preview = tuple(t.reshape(-1)[:PREVIEW_LENGTH].tolist())
     hist = _histogram(t.reshape(-1), lo_v, hi_v, nonfinite) if histogram else None
-    return Stats(shape, dtype, str(t.device), norm, lo_v, hi_v, total / numel, nonfinite, values,
-                 preview or (), hist)
+    return full_stats(shape, dtype, str(t.device), norm, lo_v, hi_v, total / numel, nonfinite, values,
+                      preview or (), hist)
 
 
 ONE_PASS = 1 << 14
@@ -120,11 +120,11 @@ def extremes(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def _zeros(shape: tuple[int, ...], dtype: str, device: str, numel: int, histogram: bool, light: bool) -> Stats:
     """What `summarize` gives for `numel` zeros, without reading them (a ZeroTensor has no storage)."""
     if light and numel > VALUES_LIMIT and not histogram:
-        return Stats(shape, dtype, device, 0.0, None, None, None, 0)
+        return light_stats(shape, dtype, device, 0.0, 0)
     values = (0.0,) * numel if numel <= VALUES_LIMIT else None
     preview = (0.0,) * min(numel, PREVIEW_LENGTH) if values is not None or histogram else ()
-    return Stats(shape, dtype, device, 0.0, 0.0, 0.0, 0.0, 0, values, preview,
-                 _one_bin(numel) if histogram else None)
+    return full_stats(shape, dtype, device, 0.0, 0.0, 0.0, 0.0, 0, values, preview,
+                      _one_bin(numel) if histogram else None)
 
 
 def no_values(t: torch.Tensor) -> str | None:
@@ -181,7 +181,7 @@ def _light(t: torch.Tensor, shape: tuple[int, ...], dtype: str, numel: int) -> S
         nonfinite = int(numel - torch.isfinite(t).sum().item())
         if not nonfinite:  # float32 overflowed on finite values
             norm = torch.linalg.vector_norm(t.double()).item()
-    return Stats(shape, dtype, str(t.device), norm, None, None, None, nonfinite)
+    return light_stats(shape, dtype, str(t.device), norm, nonfinite)
 
 
 def _histogram(flat: torch.Tensor, lo: float, hi: float, nonfinite: int) -> tuple[int, ...]:
@@ -267,7 +267,7 @@ def _summarize_chunked(t: torch.Tensor, shape: tuple[int, ...], dtype: str, nume
             nonfinite = sum(_count_nonfinite(c) for c in _chunks(t))
             if not nonfinite:  # a chunk's float32 norm overflowed on finite values
                 norm = _wide_norm(t)
-        return Stats(shape, dtype, device, norm, None, None, None, nonfinite)
+        return light_stats(shape, dtype, device, norm, nonfinite)
     mins, maxs, sums, norms = [], [], [], []
     for c in _chunks(t):
         lo, hi = extremes(c)
@@ -303,13 +303,13 @@ def _summarize_chunked(t: torch.Tensor, shape: tuple[int, ...], dtype: str, nume
                     lows.append(lo_c)
                     highs.append(hi_c)
             if not lows:
-                return Stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview,
-                             (0,) * HISTOGRAM_BINS)
+                return full_stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview,
+                                  (0,) * HISTOGRAM_BINS)
             hist = _chunked_histogram(t, torch.stack(lows).min().item(), torch.stack(highs).max().item(),
                                       numel - nonfinite, bad)
         else:
             hist = _chunked_histogram(t, lo_v, hi_v, numel, bad)
-    return Stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview, hist)
+    return full_stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview, hist)
 
 
 def _block_norms(c: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Nan
 from gradtui.protocol.stats import Stats, any_nonfinite
 
 
@@ -34,7 +34,7 @@ def scan(seen: Sequence[ev.NodeRan], breakpoints: Breakpoints, nan_seen: bool) -
     whether a non-finite gradient has been seen in the pass by the end of them (`nan_seen`: the
     `nan` spec fires once a pass)."""
     hit = None
-    nan_bp = next((bp for bp in breakpoints if bp.spec.kind == "nan"), None)
+    nan_bp = next((bp for bp in breakpoints if Nan.of(bp.spec)), None)
     for index, item in enumerate(seen):
         node, grad_outputs, grad_inputs = item.node, item.grad_outputs, item.grad_inputs
         bad_in = any_nonfinite(grad_outputs)

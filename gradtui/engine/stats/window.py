@@ -34,7 +34,7 @@ import torch
 
 from gradtui.engine.hooks import native
 from gradtui.engine.stats.summary import CHUNK, ONE_PASS, dtype_name, extremes, summarize
-from gradtui.protocol.stats import PREVIEW_LENGTH, VALUES_LIMIT, Stats
+from gradtui.protocol.stats import Stats, VALUES_LIMIT, full_stats, light_stats, small_stats, unreadable_stats
 from gradtui.engine.compat import is_zerotensor, set_grad_enabled
 
 
@@ -164,8 +164,7 @@ class StatsWindow:
         for entry, leaf in leaves.items():
             grad = leaf.grad
             if grad is None:
-                out[entry] = Stats((), "", "", math.nan, None, None, None, 0,
-                                   unreadable="the leaf's .grad was cleared before its statistics were read")
+                out[entry] = unreadable_stats((), "", "", "the leaf's .grad was cleared before its statistics were read")
             elif grad.dtype in _BULK and grad.layout is torch.strided and not is_zerotensor(grad):
                 tensors[entry] = grad
             else:
@@ -213,10 +212,10 @@ class StatsWindow:
                 if not (isfinite(lo) and isfinite(hi) and isfinite(total) and isfinite(norm)):
                     redo.append((i, t, norm))
                     continue
-                out[i] = Stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, lo, hi,
-                               total / numel, 0)
+                out[i] = full_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, lo, hi,
+                                    total / numel, 0)
             elif isfinite(norm):
-                out[i] = Stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, None, None, None, 0)
+                out[i] = light_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, 0)
             else:
                 redo.append((i, t, norm))
         found = False
@@ -309,9 +308,9 @@ def _read_nonfinite(redo: list[tuple[int, torch.Tensor, float]], full: list[bool
         shape, dtype, device, numel = tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), t.numel()
         if i in minmax:
             lo, hi, total = minmax[i]
-            out[i] = Stats(shape, dtype, device, norm, lo, hi, total / numel, nonfinite)
+            out[i] = full_stats(shape, dtype, device, norm, lo, hi, total / numel, nonfinite)
         else:
-            out[i] = Stats(shape, dtype, device, norm, None, None, None, nonfinite)
+            out[i] = light_stats(shape, dtype, device, norm, nonfinite)
 
 
 class Read(NamedTuple):
@@ -322,20 +321,6 @@ class Read(NamedTuple):
     stats: list[Stats]
     norms: dict[int, float]
     others: list[float]
-
-
-def small_stats(shape: tuple[int, ...], dtype: str, device: str, values: tuple[float, ...]) -> Stats:
-    """Stats of a tensor small enough to list its values: all of them from the values (the
-    window's reads, the planned hooks' and derived statistics share it, so they agree)."""
-    numel = len(values)
-    total = sum(values)
-    nonfinite = 0 if math.isfinite(total) else sum(1 for v in values if not math.isfinite(v))
-    if nonfinite and any(math.isnan(v) for v in values):
-        lo = hi = norm = math.nan  # as torch's min, max and norm: a NaN propagates
-    else:
-        lo, hi = min(values), max(values)
-        norm = math.hypot(*values)  # an infinity makes it infinite; no overflow on finite values
-    return Stats(shape, dtype, device, norm, lo, hi, total / numel, nonfinite, values, values[:PREVIEW_LENGTH])
 
 
 def _flatten(parts: list[torch.Tensor]) -> torch.Tensor:

@@ -8,11 +8,14 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from gradtui.protocol.commands import HELP
+from gradtui.protocol.breakpoints import KINDS
+from gradtui.protocol.commands import help_rows
 from gradtui.ui.keys import KEYS, OTHER_KEYS, display
 
-BREAK_SPECS = ("break specs: OP (AddmmBackward0) · NAME (z, fc.weight) · #ID · nan · norm>X · pass N · "
-               "loss>X · loss nan · FILE.py:LINE · module PATH (globs)")
+def break_specs() -> str:
+    """The note under the commands: every breakpoint kind's form (the registry's)."""
+    return "break specs: " + " · ".join(kind.help_form() for kind in KINDS)
+
 
 PDB_NOTE = ("for pdb users: s, n, c, r, b, p, u, d, q do what your fingers expect; w is the gradient "
             "flow (where you are is the header's right end, g jumps there), l and h fold the module "
@@ -23,12 +26,8 @@ NARROW = 110
 
 
 def command_rows() -> list[tuple[str, str]]:
-    """(command, what it does) from the core's HELP text."""
-    rows = []
-    for line in HELP.splitlines():
-        command, _, text = line.partition("  ")
-        rows.append((command.strip(), text.strip()))
-    return rows
+    """(command, what it does) from the command table (the specs are the note below)."""
+    return [(usage, text) for usage, text in help_rows() if usage]
 
 
 class HelpScreen(ModalScreen[None]):
@@ -57,7 +56,7 @@ class HelpScreen(ModalScreen[None]):
                         for command, text in command_rows():
                             yield Static(command, classes="help-key", markup=False)
                             yield Static(text, classes="help-text", markup=False)
-                    yield Static(BREAK_SPECS, classes="help-note", markup=False)
+                    yield Static(break_specs(), classes="help-note", markup=False)
                     yield Static(PDB_NOTE, classes="help-note", markup=False)
         yield Footer()
 
