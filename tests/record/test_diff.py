@@ -95,7 +95,9 @@ def test_bad_input_is_one_line_and_status_2(recordings, tmp_path):
 
 
 def test_a_version_1_recording_opens_without_fingerprints(recordings, tmp_path):
-    """An older recording (no prints table, schema 1) still compares, by its gradients' norms."""
+    """An older recording (no prints table, schema 1) still compares, by its gradients' recorded
+    statistics: its forward is not compared, so a changed backward is named as where the
+    gradients part, never as `backward-only` (that needs the forward known to agree)."""
     import shutil
 
     old = tmp_path / "old.db"
@@ -108,7 +110,8 @@ def test_a_version_1_recording_opens_without_fingerprints(recordings, tmp_path):
     result = compare(recordings["ref"], str(old))
     assert result.fingerprints == (True, False) and not result.differs
     result = compare(str(old), recordings["backward"])
-    assert result.differs and result.inspected.backward_only.node_a.op == "ScaleBackward"
+    assert result.differs and not result.inspected.forward_compared and result.inspected.backward_only is None
+    assert result.inspected.gradient.node_a.op == "ScaleBackward" and result.inspected.gradient_parts
 
 
 def _sketch_1(path, tmp_path):
