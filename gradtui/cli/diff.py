@@ -187,6 +187,10 @@ def module_table(rows: list[ModuleRow]) -> list[str]:
                      + (f"  {r.one_side or '':>13}" if sided else "") for r in rows]
 
 
+def _passes(n: int) -> str:
+    return f"{n} pass" if n == 1 else f"{n} passes"
+
+
 def _losses(side: tuple[float | None, ...]) -> str:
     return ", ".join(_fmt(v) for v in side) or "-"
 
@@ -194,17 +198,16 @@ def _losses(side: tuple[float | None, ...]) -> str:
 def as_text(c: Comparison) -> str:
     """The comparison for a terminal: every difference that makes it differ, and what was not compared."""
     folders = (os.path.dirname(os.path.abspath(c.script or c.a)), os.path.dirname(os.path.abspath(c.script_b or c.b)))
-    lines = [f"A {c.a} ({c.passes[0]} passes) · B {c.b} ({c.passes[1]} passes)"]
+    lines = [f"A {c.a} ({_passes(c.passes[0])}) · B {c.b} ({_passes(c.passes[1])})"]
     lines += [f"note: {n}" for n in notes(c)]
     if c.first_loss is None:
-        lines.append(f"losses agree ({min(c.passes)} passes compared)")
+        lines.append(f"losses agree ({_passes(min(c.passes))} compared)")
     else:
         la, lb = c.first_loss_values or ((), ())
         lines.append(f"losses first differ in pass {c.first_loss}: A {_losses(la)}, B {_losses(lb)}")
     p = c.inspected
     if p is None:
-        common = min(c.passes)
-        lines.append(f"no pass differs ({common} pass{'es' if common != 1 else ''} compared by losses and gradient "
+        lines.append(f"no pass differs ({_passes(min(c.passes))} compared by losses and gradient "
                      f"norms, {c.per_node_passes} of them node by node)" if not c.differs
                      else "no pass both hold differs")
         return "\n".join(lines)

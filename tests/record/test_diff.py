@@ -214,3 +214,22 @@ def test_fp32_against_bf16_autocast_compares_gradients_through_the_casts(recordi
     for row in found["modules"]:
         assert 0 < row["gradient"] < 0.05, found["modules"]
     assert 0 < found["forward"]["relative"] < 0.05, found["forward"]
+
+
+def test_a_value_recorded_on_one_side_only_is_named_so_never_inf(recordings):
+    """Autocast saves a cast's output where fp32 saves the weight itself: that value is on one
+    side only. The module table counts it (`one side only`), its numbers stay those of the
+    values both sides hold, and `inf` is printed nowhere."""
+    import re
+
+    run = diff(recordings["ref"], recordings["bf16"])
+    assert run.returncode == 1, run.stderr
+    assert not re.search(r"\binf\b", run.stdout), run.stdout
+    table = run.stdout.split("  module", 1)[1]
+    assert "one side only" in table.splitlines()[0], run.stdout
+    rows = json.loads(diff(recordings["ref"], recordings["bf16"], "--json").stdout)["pass"]["modules"]
+    sided = [row for row in rows if row["one_side_only"]]
+    assert sided, rows
+    for row in rows:
+        assert row["forward"] is None or isinstance(row["forward"], float), rows
+        assert isinstance(row["gradient"], float), rows
