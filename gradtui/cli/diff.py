@@ -142,14 +142,13 @@ def _source_line(source: str | None, folder: str) -> str:
 
 
 def _how_far(d: Difference) -> str:
-    """`relative difference 0.012 (exact)`, or why there is no number."""
+    """`relative difference 0.012 (exact)`, or why there is no number (never `inf`)."""
     if d.one_side:
         return "recorded on one side only"
-    if math.isinf(d.relative) or math.isnan(d.relative):
-        return "not comparable (" + (d.what or "not finite on one side") + ")" if d.what.startswith("shape") \
-            else "differs (not finite on one side)"
-    how = "exact" if d.exact else "at least: from recorded norm, min, max, mean" if d.bound \
-        else "estimated from fingerprints"
+    if not math.isfinite(d.relative):
+        return "not comparable: the shapes differ, or it is not finite on one side"
+    how = ("exact" if d.exact else "at least: from recorded norm, min, max, mean" if d.bound
+           else "estimated from fingerprints")
     return f"relative difference {d.relative:.3g} ({how})"
 
 
@@ -160,7 +159,7 @@ def _describe(label: str, d: Difference, folders: tuple[str, str]) -> list[str]:
     if d.arguments:
         lines.append(f"    arguments: {d.arguments}")
     if d.norms != (None, None):
-        what = f" ({d.what})" if d.what and not d.what.startswith("shape") else ""
+        what = f" ({d.what})" if d.what else ""
         lines.append(f"    {_DIRS[d.slot[0]]} {d.slot[1]}{what}: {_how_far(d)}; "
                      f"norm A {_fmt(d.norms[0])}, B {_fmt(d.norms[1])}")
     if text := _source_line(n.source, folders[0]):

@@ -114,16 +114,12 @@ class Side:
             raise BadInput(f"{path}: {exc}") from None
         except sqlite3.Error as exc:
             raise BadInput(f"{path}: cannot open ({exc})") from None
-        try:
-            self.has_prints = schema.has_prints(self._db)
-            self.sketch = schema.sketch_version(self._db)
-            """Which sketch its fingerprints were made with (None: it has none; schema.SKETCH_VERSION)."""
-            run = self._db.execute("SELECT script FROM run").fetchone()
-            self.script: str | None = run[0] if run else None
-            rows = self._db.execute("SELECT idx, losses, per_node FROM passes ORDER BY idx").fetchall()
-        except sqlite3.Error as exc:
-            self._db.close()
-            raise BadInput(f"{path}: cannot read ({exc})") from None
+        self.has_prints = schema.has_prints(self._db)
+        self.sketch = schema.sketch_version(self._db)
+        """Which sketch its fingerprints were made with (None: it has none; schema.SKETCH_VERSION)."""
+        run = self._db.execute("SELECT script FROM run").fetchone()
+        self.script: str | None = run[0] if run else None
+        rows = self._db.execute("SELECT idx, losses, per_node FROM passes ORDER BY idx").fetchall()
         self.losses = {i: tuple(_num(v) for v in json.loads(text or "[]")) for i, text, _ in rows}
         self.per_node = {i for i, _, per in rows if per}
 

@@ -136,13 +136,19 @@ def test_diff_leaves_the_folder_it_reads_as_it_was(made):
     assert _listing(folder) == before
 
 
-def test_saved_arguments_read_as_given_and_long_module_names_align(made):
+def test_saved_arguments_read_as_the_script_gave_them(made):
     """An embedding's unset padding_idx (saved as int64 -1, read back by torch as 2**64 - 1)
-    reads `padding_idx=-1`; the module table's columns line up under a 38-character name."""
+    reads `padding_idx=-1`, beside the variant's `padding_idx=0`."""
     run = gradtui("diff", made["embed"], made["embed_pad"])
     assert run.returncode == 1, run.stdout + run.stderr
     assert "18446744073709551615" not in run.stdout
     assert "arguments: padding_idx=-1, " in run.stdout and " vs padding_idx=0, " in run.stdout, run.stdout
+
+
+def test_module_table_columns_align_under_a_long_module_name(made):
+    """The module table's columns line up under a 38-character module name."""
+    run = gradtui("diff", made["embed"], made["embed_pad"])
+    assert run.returncode == 1, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:1] == ["module"])
     table = lines[start:]
