@@ -159,3 +159,14 @@ def test_module_table_columns_align_under_a_long_module_name(made):
         for heading in ("forward", "gradient"):
             end = header.index(heading) + len(heading)
             assert row[end - 1] != " " and (end == len(row) or row[end] == " "), (heading, table)
+
+
+def test_an_older_recordings_unsigned_arguments_compare_as_signed():
+    """Recordings made before gradtui turned torch's unsigned reading back hold
+    `padding_idx=18446744073709551615`: read as -1, they agree with a newer recording's text."""
+    from gradtui.record.compare import signed_text
+
+    assert signed_text("padding_idx=18446744073709551615, sparse=False") == "padding_idx=-1, sparse=False"
+    assert signed_text("dims=(18446744073709551614, 0)") == "dims=(-2, 0)"
+    assert signed_text("size=12345678901234567890123") == "size=12345678901234567890123"
+    assert signed_text("scale=10000000000000000000.5") == "scale=10000000000000000000.5"
