@@ -186,6 +186,14 @@ def module_table(rows: list[ModuleRow]) -> list[str]:
                      + (f"  {r.one_side or '':>13}" if sided else "") for r in rows]
 
 
+def _flow_text(f: FlowDifference) -> str:
+    """`fc1.weight A 0.44, B 0.43 (relative 0.02)`, or `fc1.weight in B only (0.44)`."""
+    if f.norm_a is None or f.norm_b is None:
+        side, norm = ("A", f.norm_a) if f.norm_b is None else ("B", f.norm_b)
+        return f"{f.name} in {side} only ({_fmt(norm)})"
+    return f"{f.name} A {_fmt(f.norm_a)}, B {_fmt(f.norm_b)} (relative {f.relative:.3g})"
+
+
 def _passes(n: int) -> str:
     return f"{n} pass" if n == 1 else f"{n} passes"
 
@@ -210,7 +218,8 @@ def as_text(c: Comparison) -> str:
                      f"norms, {c.per_node_passes} of them node by node)" if not c.differs
                      else "no pass both hold differs")
         return "\n".join(lines)
-    lines.append(f"pass {p.index}: loss A {_losses(p.losses[0])}, B {_losses(p.losses[1])} · {p.matched} nodes matched")
+    lines.append(f"pass {p.index}: loss A {_losses(p.losses[0])}, B {_losses(p.losses[1])}"
+                 + (f" · {p.matched} nodes matched" if p.compared_per_node else ""))
     if not p.compared_per_node:
         lines.append(f"  nodes not compared: no per-node data of this pass in {_sides(p.per_node)} "
                      "(losses and gradient norms only)")
@@ -218,26 +227,28 @@ def as_text(c: Comparison) -> str:
         if nodes:
             lines.append(f"  graph change, {label}: " + ", ".join(f"#{n.id} {n.where()}" for n in nodes[:10])
                          + (f" and {len(nodes) - 10} more" if len(nodes) > 10 else ""))
-    if p.compared_per_node:
+    unmatched = len(p.only_a) + len(p.only_b)
+    scope = f"{p.matched} nodes matched" + (f"; {unmatched} on one side only not compared" if unmatched else "")
+    if p.compared_per_node and p.matched == 0:
+        lines.append("  no node matched: nothing compared node by node")
+    elif p.compared_per_node:
         if not p.forward_compared:
             lines.append(f"  forward not compared (no fingerprints of this pass in {_sides(p.fingerprints)})")
         elif p.forward:
             lines += _describe("first forward difference", p.forward, folders)
         else:
-            lines.append(f"  forward agrees ({p.matched} nodes matched)")
+            lines.append(f"  forward agrees ({scope})")
         if p.backward_only:
             lines += _describe("first backward-only difference", p.backward_only, folders)
         if p.gradient is not None and (not p.forward_compared or (p.forward is None and p.backward_only is None)):
             lines += _describe("gradients part at (what it received agrees, what it sent differs)"
                                if p.gradient_parts else "largest gradient difference", p.gradient, folders)
         if not p.gradients_differ and p.gradient is None:
-            lines.append(f"  gradients agree ({p.matched} nodes matched)")
+            lines.append(f"  gradients agree ({scope})")
         if p.one_side:
             lines.append(f"  {p.one_side} values of matched nodes recorded on one side only")
     if p.flow:
-        shown = "; ".join(f"{f.name} A {_fmt(f.norm_a)}, B {_fmt(f.norm_b)}"
-                          + ("" if f.norm_a is None or f.norm_b is None else f" (relative {f.relative:.3g})")
-                          for f in p.flow[:5])
+        shown = "; ".join(_flow_text(f) for f in p.flow[:5])
         lines.append(f"  gradient norms after the pass differ: {shown}"
                      + (f" and {len(p.flow) - 5} more" if len(p.flow) > 5 else ""))
     else:
