@@ -114,3 +114,18 @@ SYMBOLS = ("current_graph_task_id", "dynamo_skips", "compiled_autograd_on", "is_
            "get_function_mode_stack_len", "get_function_mode_stack_at", "GradientEdge", "get_gradient_edge", "is_zerotensor", "set_grad_enabled",
            "sequence_nr")
 """What this module exposes (a test checks each is present and callable on this torch)."""
+
+
+def saved_argument(value: object) -> object:
+    """A node's saved non-tensor argument as the script gave it. torch's getters read an int64
+    saved argument back as unsigned (`EmbeddingBackward0._saved_padding_idx` is
+    18446744073709551615 for the default -1), so an int at or above 2**63, and each such int in
+    a tuple or list, is turned back into its signed value; anything else is returned as it is."""
+    match value:
+        case bool():
+            return value
+        case int() if 1 << 63 <= value < 1 << 64:
+            return value - (1 << 64)
+        case tuple() | list():
+            return type(value)(saved_argument(v) for v in value)
+    return value

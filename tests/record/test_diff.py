@@ -95,7 +95,9 @@ def test_bad_input_is_one_line_and_status_2(recordings, tmp_path):
 
 
 def test_a_version_1_recording_opens_without_fingerprints(recordings, tmp_path):
-    """An older recording (no prints table, schema 1) still compares, by its gradients' norms."""
+    """An older recording (no prints table, schema 1) still compares, by its gradients' recorded
+    statistics: its forward is not compared, so a changed backward is named as where the
+    gradients part, never as `backward-only` (that needs the forward known to agree)."""
     import shutil
 
     old = tmp_path / "old.db"
@@ -108,7 +110,8 @@ def test_a_version_1_recording_opens_without_fingerprints(recordings, tmp_path):
     result = compare(recordings["ref"], str(old))
     assert result.fingerprints == (True, False) and not result.differs
     result = compare(str(old), recordings["backward"])
-    assert result.differs and result.inspected.backward_only.node_a.op == "ScaleBackward"
+    assert result.differs and not result.inspected.forward_compared and result.inspected.backward_only is None
+    assert result.inspected.gradient.node_a.op == "ScaleBackward" and result.inspected.gradient_parts
 
 
 def _sketch_1(path, tmp_path):
@@ -211,3 +214,22 @@ def test_fp32_against_bf16_autocast_compares_gradients_through_the_casts(recordi
     for row in found["modules"]:
         assert 0 < row["gradient"] < 0.05, found["modules"]
     assert 0 < found["forward"]["relative"] < 0.05, found["forward"]
+
+
+def test_a_value_recorded_on_one_side_only_is_named_so_never_inf(recordings):
+    """Autocast saves a cast's output where fp32 saves the weight itself: that value is on one
+    side only. The module table counts it (`one side only`), its numbers stay those of the
+    values both sides hold, and `inf` is printed nowhere."""
+    import re
+
+    run = diff(recordings["ref"], recordings["bf16"])
+    assert run.returncode == 1, run.stderr
+    assert not re.search(r"\binf\b", run.stdout), run.stdout
+    table = run.stdout.split("  module", 1)[1]
+    assert "one side only" in table.splitlines()[0], run.stdout
+    rows = json.loads(diff(recordings["ref"], recordings["bf16"], "--json").stdout)["pass"]["modules"]
+    sided = [row for row in rows if row["one_side_only"]]
+    assert sided, rows
+    for row in rows:
+        assert row["forward"] is None or isinstance(row["forward"], float), rows
+        assert isinstance(row["gradient"], float), rows

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from gradtui.engine.compat import saved_argument
+
 Node = torch.autograd.graph.Node
 
 _saved_attrs: dict[type, tuple[tuple[str, str, str | None], ...]] = {}
@@ -88,5 +90,5 @@ def _describe_saved_uncached(value: Any) -> str:
         return f"[{shape}] {str(value.dtype).removeprefix('torch.')}"
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
         return f"[{len(value)} tensors]"
-    text = repr(value)
+    text = repr(saved_argument(value))
     return "= " + (text if len(text) <= 40 else text[:37] + "...")

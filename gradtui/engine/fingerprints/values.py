@@ -46,6 +46,7 @@ import torch
 from gradtui.engine.fingerprints.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
     CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, fingerprint, hashed_signs, read_rows, shape2d, signs,
     buckets_and_norm)
+from gradtui.engine.compat import saved_argument
 from gradtui.engine.hooks.plan import sent_shape, shape_and_saved
 from gradtui.engine.fingerprints.moves import keeps_sketch, plain, same_values, unmoved
 from gradtui.engine.fingerprints.plan import NodeFacts, graph_key, plan_for, saved_names  # noqa: F401 - saved_names re-exported
@@ -257,7 +258,7 @@ class PassPrints:
                     self._outputs.add(producer)
                     self._add(unmoved(value), producer, OUTPUT, 0, text)
             elif not isinstance(value, (tuple, list)) or not any(isinstance(v, torch.Tensor) for v in value):
-                params.append(f"{name}={value!r}")
+                params.append(f"{name}={saved_argument(value)!r}")
         if params:
             self._params.append(ev.Print(node, SAVED, -1, None, (), False, ", ".join(params)))
 
@@ -314,3 +315,4 @@ class PassPrints:
         nodes = tuple(ev.NodeDifference(node, forward, gradient) for node, forward, gradient in self.against.differences())
         known = [n.largest for n in nodes if n.largest is not None]
         return ev.PassDifferences(index, self._reference, nodes, max(known) if known else None, self.against.only_here)
+
