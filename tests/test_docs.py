@@ -1,8 +1,8 @@
 """The documentation says what the code does, and only what a reader can follow.
 
-The usage page's tables of commands and keys are written by hand; these tests fail when a
-command of the grammar's help or a key of the key table is missing from them, so a new one
-cannot land undocumented. And nothing a reader gets (README, CONTRIBUTING, the docs site) may
+The usage page's tables of commands and breakpoint specs are made from gradtui's own tables by
+an MkDocs hook (docs/hooks/tables.py); its keys are written by hand, and a test fails when a key
+of the key table is missing, so a new one cannot land undocumented. And nothing a reader gets (README, CONTRIBUTING, the docs site) may
 send them to a file outside the repository or to a tracker's number: it says the reason instead.
 (`mkdocs build --strict`, in .ci/run, checks the site's links and navigation.)
 """
@@ -13,7 +13,8 @@ import re
 
 import pytest
 
-from gradtui.protocol.commands import HELP
+from gradtui.protocol.breakpoints import KINDS
+from gradtui.protocol.commands import COMMANDS
 from gradtui.ui.keys import KEYS, display
 from tests.helpers import REPO
 
@@ -29,17 +30,25 @@ def _section(text: str, heading: str) -> str:
     return text[start:] if end < 0 else text[start:end]
 
 
-def _help_commands() -> list[str]:
-    """The command words of the grammar's HELP, one per entry: step, continue, ..., quit."""
-    return [line.split()[0] for line in HELP.splitlines() if line and not line[0].isspace()]
+def _tables():
+    """docs/hooks/tables.py, imported from its file (it is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("doc_tables", REPO / "docs" / "hooks" / "tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def test_every_command_of_the_help_is_in_the_usage_pages_commands():
-    commands = _section(USAGE.read_text(encoding="utf-8"), "Commands")
-    words = _help_commands()
-    assert len(words) >= 15, words
-    missing = [word for word in words if f"`{word}" not in commands]
-    assert missing == [], f"commands missing from docs/usage.md's Commands: {missing}"
+def test_the_usage_pages_tables_are_made_from_the_command_table_and_the_breakpoint_kinds():
+    usage = USAGE.read_text(encoding="utf-8")
+    assert "<!-- commands -->" in _section(usage, "Commands") and "<!-- break-specs -->" in usage
+    tables = _tables()
+    page = tables.on_page_markdown(usage)
+    commands = _section(page, "Commands")
+    missing = [c.verb for c in COMMANDS if c.summary and f"`{(c.usage or c.verb).split(' (')[0]}`" not in commands]
+    assert missing == [], f"commands missing from the generated table: {missing}"
+    assert [k.form for k in KINDS if f"| `{k.form}`" not in page] == []
 
 
 def test_every_key_of_the_key_table_is_in_the_usage_pages_keys():
@@ -65,5 +74,5 @@ def test_the_checks_read_real_pages():
     """The pages are there and the sections are found: a renamed heading fails here, not silently."""
     pages = _reader_pages()
     assert len(pages) >= 9 and all(page.is_file() for page in pages)
-    assert "`step`" in _section(USAGE.read_text(encoding="utf-8"), "Commands")
+    assert "<!-- commands -->" in _section(USAGE.read_text(encoding="utf-8"), "Commands")
     assert "`s`" in _section(USAGE.read_text(encoding="utf-8"), "Keys")

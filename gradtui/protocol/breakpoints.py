@@ -68,6 +68,8 @@ class Kind:
     """How the spec is written in help (`norm>X`)."""
     example: ClassVar[str] = ""
     """An example, shown in help after the form where it helps (`norm>100`)."""
+    stops: ClassVar[str] = ""
+    """Where it stops, as the manual's table of specs says it (docs/usage.md is made from it)."""
     role: ClassVar[Role] = Role.PLACE
     once_per_pass: ClassVar[bool] = False
     """Does it name a region of many nodes (a module, a line), so it stops at the first one of a pass only?"""
@@ -195,6 +197,7 @@ class Op(Kind):
     """An autograd op by name (`AddmmBackward0`, the `torch::autograd::` prefix optional)."""
 
     name = "op"
+    stops = 'at nodes of that op (the `torch::autograd::` prefix is optional)'
     form = "OP"
     example = "AddmmBackward0"
 
@@ -219,6 +222,7 @@ class NodeId(Kind):
     """A node by its number in the pass (`#ID`, as the node list shows it)."""
 
     name = "id"
+    stops = 'at that node id of the current pass'
     form = "#ID"
 
     @classmethod
@@ -238,6 +242,7 @@ class Nan(Kind):
     """The first node of a pass whose gradient holds a NaN or an infinity."""
 
     name = "nan"
+    stops = 'after the node that made the first non-finite gradient of a pass, naming it'
     form = "nan"
     role = Role.VALUE
 
@@ -256,6 +261,7 @@ class Norm(Kind):
     """A node whose gradient's L2 norm is above X."""
 
     name = "norm"
+    stops = "before a node whose incoming gradient's norm exceeds X"
     form = "norm>X"
     example = "norm>100"
     role = Role.VALUE
@@ -276,6 +282,7 @@ class Pass(Kind):
     """The first node of pass N."""
 
     name = "pass"
+    stops = 'at the first node of the N-th backward pass (from 0)'
     form = "pass N"
     example = "pass 2"
     keyword = "pass"
@@ -303,6 +310,7 @@ class Loss(Kind):
     """A pass whose loss (a scalar root) is above X, at its first node."""
 
     name = "loss"
+    stops = 'at the first node of a pass whose loss, when `backward()` was called, is above X'
     form = "loss>X"
     role = Role.LOSS
     keyword = "loss"
@@ -322,6 +330,7 @@ class LossNan(Kind):
     """A pass whose roots hold a NaN or an infinity, at its first node."""
 
     name = "lossnan"
+    stops = 'at the first node of a pass whose loss, when `backward()` was called, is not finite'
     form = "loss nan"
     role = Role.LOSS
     keyword = "loss"
@@ -340,6 +349,7 @@ class Source(Kind):
     path or a tail of it)."""
 
     name = "source"
+    stops = 'at the first node, per pass, made by that line (a longer path suffix works too)'
     form = "FILE.py:LINE"
     example = "model.py:42"
     once_per_pass = True
@@ -371,6 +381,7 @@ class Module(Kind):
     (`module encoder.layers.*.attn`), or in a module inside it."""
 
     name = "module"
+    stops = 'at the first node, per pass, made inside that `nn.Module` or its children (globs: `encoder.layers.*.attn`)'
     form = "module PATH"
     example = "module encoder.layers.*.attn"
     once_per_pass = True
@@ -397,6 +408,7 @@ class Differs(Kind):
     It stops once per pass: downstream of a difference everything differs."""
 
     name = "differs"
+    stops = 'with `--against`: where this run and the reference part by more than R'
     form = "differs>R"
     example = "differs>0.05"
     role = Role.REFERENCE
@@ -415,6 +427,7 @@ class Diverge(Kind):
     every rank; a single process has no ranks to compare."""
 
     name = "diverge"
+    stops = 'a torchrun job: after a pass whose parameter gradients differ across ranks'
     form = "diverge"
     role = Role.JOB
 
@@ -436,6 +449,7 @@ class Label(Kind):
     labels. A bare name may also be an op without the usual shape (`CopySlices`)."""
 
     name = "label"
+    stops = 'at the node a variable or parameter name labels (`outputs[3]` too)'
     form = "NAME"
     example = "z, fc.weight"
     free_form = True

@@ -44,6 +44,8 @@ class Command(msgspec.Struct, frozen=True):
     """How help writes it (`break SPEC`); the verb when empty."""
     summary: ClassVar[str] = ""
     """Its line in help; empty for a form another row of the same verb already explains."""
+    manual: ClassVar[str] = ""
+    """Its row in the manual's command table (docs/usage.md, generated): the summary when empty."""
     where: ClassVar[Where] = Where.EVERYWHERE
     resumes: ClassVar[bool] = False
     """Does the command let the paused engine run on?"""
@@ -88,6 +90,7 @@ class Step(Command):
     verb = "step"
     aliases = ("s",)
     summary = "run the paused node, pause before the next one"
+    manual = 'let the paused node run; pause before the next node (into the next pass if this one ends)'
     resumes = True
 
 
@@ -106,6 +109,7 @@ class Finish(Command):
     verb = "finish"
     aliases = ("f",)
     summary = "run to the end of this pass, pause at the next pass"
+    manual = 'run to the end of this pass; pause at the first node of the next pass'
     resumes = True
 
 
@@ -117,6 +121,7 @@ class Break(Command):
     aliases = ("b",)
     usage = "break SPEC"
     summary = "add a breakpoint (the specs are listed below)"
+    manual = 'add a breakpoint (specs below); `breakpoints` lists them, `delete N` / `delete all` removes'
 
     @classmethod
     def parse(cls, line: str, rest: str) -> Command | None:
@@ -157,6 +162,7 @@ class Scale(Command):
     verb = "scale"
     usage = "scale F"
     summary = "multiply the incoming gradient by F"
+    manual = "multiply the paused node's incoming gradient by F"
     where = Where.LIVE | Where.JOB
     needs_pause = True
 
@@ -181,6 +187,7 @@ class Clip(Command):
     verb = "clip"
     usage = "clip N"
     summary = "clip the incoming gradient's L2 norm to N"
+    manual = "clip the incoming gradient's L2 norm to N"
     where = Where.LIVE | Where.JOB
     needs_pause = True
 
@@ -199,6 +206,7 @@ class SetGrad(Command):
     verb = "set"
     usage = "set EXPR"
     summary = "replace the gradient by EXPR of g and torch (same shape/dtype/device)"
+    manual = 'replace the incoming gradient by EXPR, a Python expression of `g`, `torch` and the variables where backward was called; same shape, dtype and device'
     where = Where.LIVE | Where.JOB
     needs_pause = True
 
@@ -217,6 +225,7 @@ class Print(Command):
     aliases = ("p",)
     usage = "print [EXPR]"
     summary = "statistics of the gradient, or of EXPR"
+    manual = 'statistics of the incoming gradient, or of EXPR (`p model.fc.weight.grad`)'
     needs_pause = True
 
     @classmethod
@@ -233,6 +242,7 @@ class Why(Command):
     verb = "why"
     usage = "why NAME"
     summary = "is NAME on this pass's graph? why is its .grad None?"
+    manual = "is the tensor NAME on this pass's graph? if not, why its `.grad` stays None (no `requires_grad`, detached or made under `no_grad`, a non-leaf without `retain_grad()`, not used by this pass's output)"
     where = Where.LIVE | Where.JOB
     needs_pause = True
 
@@ -306,6 +316,7 @@ class Help(Command):
     verb = "help"
     aliases = ("h", "?")
     summary = "this list"
+    manual = 'list the commands'
 
 
 class Detach(Command):
@@ -315,6 +326,7 @@ class Detach(Command):
     verb = "detach"
     usage = "detach (D)"  # D is the UI's key: typed, `d` deletes
     summary = "leave the script running without this client (attached)"
+    manual = 'leave the script running without this client; its breakpoints stay armed'
     where = Where.LIVE | Where.JOB
 
 
@@ -350,6 +362,11 @@ def help_rows(where: Where = Where.EVERYWHERE) -> list[tuple[str, str]]:
             rows.extend(("", line) for line in textwrap.wrap(
                 "SPEC: " + " | ".join(kind.help_form() for kind in KINDS), 64, subsequent_indent="  "))
     return rows
+
+
+def manual_rows() -> list[tuple[str, str]]:
+    """(usage, meaning) of every command for the manual's table (docs/usage.md is made from it)."""
+    return [(command.help_usage(), command.manual or command.summary) for command in COMMANDS if command.summary]
 
 
 def help_text(where: Where = Where.EVERYWHERE) -> str:
