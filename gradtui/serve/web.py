@@ -72,6 +72,11 @@ class TabService(AppService):
         self._stopping: asyncio.Task[None] | None = None
 
     @property
+    def stopping(self) -> bool:
+        """Has it been asked to stop (its websocket closed, or the server stops)?"""
+        return self._stopping is not None
+
+    @property
     def process(self) -> asyncio.subprocess.Process | None:
         """The tab process, once started."""
         return self._process
@@ -234,6 +239,9 @@ class BrowserServer(Server):
         width = to_int(request.query.get("width", "80"), 80)
         height = to_int(request.query.get("height", "24"), 24)
         await websocket.prepare(request)
+        # A reload: the page's last websocket closed a moment ago. Its tab detaches first, else the
+        # agent would refuse this tab's client as a second one.
+        await asyncio.gather(*(tab.stop() for tab in list(self.tabs) if tab.stopping), return_exceptions=True)
         agent = self._choose(self.options.address)
         if agent is None:
             await websocket.close(message=b"no gradtui agent is running")
