@@ -6,7 +6,8 @@ with one difference: when the app ends without `q` (the tab was closed or reload
 tunnel dropped, `gradtui serve` stopped), it detaches from the agent, so the script runs on
 with its breakpoints armed and the next tab attaches again. `q` in the tab asks first (stop
 the script, or `D`: detach), as in `gradtui attach`. If it cannot reach the
-agent, the tab shows why (in the UI's output pane) rather than a blank page.
+agent, the tab shows why (in the UI's output pane) rather than a blank page. It is laid out at
+the page's terminal size from its first frame (`page_size`, gradtui.serve.driver).
 """
 
 from __future__ import annotations
