@@ -2,6 +2,6 @@
 
 import sys
 
-from gradtui.cli.main import main
+from gradtui.cli.entry import main
 
 sys.exit(main())

@@ -16,7 +16,10 @@ is said on gradtui's own `Diagnostics`, never on fd 2, which under --listen is t
 stderr as clients and recordings see it. A second client while one is attached is refused with
 a message saying so. When the client goes (it detaches or dies), the agent either quits
 (`exit_with_client`: a child agent whose UI is gone) or runs on with its breakpoints armed: a
-pause that only a `step` asked for resumes by itself, a breakpoint hit waits for the next client.
+pause that only a client's `step` asked for resumes by itself, a breakpoint hit waits for the
+next client. So does the run's first pause (its reason is "step" too, as pdb stops at the first
+line): until a client has moved the engine, a tab reloaded or closed there leaves the script
+paused where it was for the next one, as `--listen` waits there for the first.
 """
 
 from __future__ import annotations
@@ -82,6 +85,9 @@ class AgentServer:
         self._send_lock = threading.Lock()
         self._closed = False
         self._paused_by_step = False
+        self._moved = False
+        """A client has resumed the engine: a `step` pause from then on is one a client asked for
+        (the first pause, a `step` pause no client asked for, waits for a client)."""
         self._detached = False
         """A client has come and gone: pauses a `step` made resume by themselves until the next one."""
         self._gate = Gate()
@@ -142,10 +148,13 @@ class AgentServer:
             self._backlog.add(event)
             match event:
                 case ev.Paused():
-                    self._paused_by_step = event.reason == "step"
+                    self._paused_by_step = event.reason == "step" and self._moved
                     if self._client is None and self._detached and self._paused_by_step:
                         self._hooks.resume()
-                case ev.Resumed() | ev.PassFinished():
+                case ev.Resumed():
+                    self._moved = True
+                    self._paused_by_step = False
+                case ev.PassFinished():
                     self._paused_by_step = False
             if self._client is not None:
                 self._pending.append(event)

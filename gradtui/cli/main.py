@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import textwrap
 
@@ -124,22 +125,38 @@ def _version() -> str:
 SUBCOMMANDS = ("attach", "replay", "export", "serve", "diff")
 
 
+INTERRUPTED = {"attach": "; the agent goes on as after a detach"}
+"""What a subcommand's Ctrl-C line adds about what it leaves behind."""
+
+
 def _subcommand(name: str, argv: list[str]) -> int:
-    """Run `gradtui NAME ARGV` (each imported only when asked for: none loads the UI or torch early)."""
-    match name:
-        case "attach":
-            from gradtui.cli.attach import main
-        case "replay":
-            from gradtui.cli.replay import main
-        case "export":
-            from gradtui.cli.export import main
-        case "serve":
-            from gradtui.cli.serve import main
-        case "diff":
-            from gradtui.cli.diff import main
-        case _:
-            raise ValueError(name)
-    return main(argv)
+    """Run `gradtui NAME ARGV` (each imported only when asked for: none loads the UI or torch early).
+
+    A Ctrl-C that reaches here (`gradtui attach --headless` waiting on the agent, any subcommand
+    while it starts) is one line, and the process ends as python's does after one, killed by
+    SIGINT (a shell sees 130; gradtui.engine.process.exits); python would print its traceback,
+    of gradtui's internals (asyncio's, for attach)."""
+    try:
+        match name:
+            case "attach":
+                from gradtui.cli.attach import main
+            case "replay":
+                from gradtui.cli.replay import main
+            case "export":
+                from gradtui.cli.export import main
+            case "serve":
+                from gradtui.cli.serve import main
+            case "diff":
+                from gradtui.cli.diff import main
+            case _:
+                raise ValueError(name)
+        return main(argv)
+    except KeyboardInterrupt:
+        from gradtui.engine.process import exits
+
+        print(f"gradtui {name}: interrupted (Ctrl-C){INTERRUPTED.get(name, '')}", file=sys.stderr, flush=True)
+        exits.die_at_exit(signal.SIGINT)
+        return 128 + signal.SIGINT
 
 
 def _positive(text: str) -> int:

@@ -6,7 +6,8 @@ with one difference: when the app ends without `q` (the tab was closed or reload
 tunnel dropped, `gradtui serve` stopped), it detaches from the agent, so the script runs on
 with its breakpoints armed and the next tab attaches again. `q` in the tab asks first (stop
 the script, or `D`: detach), as in `gradtui attach`. If it cannot reach the
-agent, the tab shows why (in the UI's output pane) rather than a blank page.
+agent, the tab shows why (in the UI's output pane) rather than a blank page. It is laid out at
+the page's terminal size from its first frame (`page_size`, gradtui.serve.driver).
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import ctypes
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from textual import events
+from textual.driver import Driver
 
 from gradtui.wire.runtime import parse_address
 from gradtui.wire.runtime import running_agents
 from gradtui.protocol import events as ev
+from gradtui.serve.driver import TabDriver
 from gradtui.ui.app import GradtuiApp
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.target import TargetError, TargetInfo
@@ -59,7 +62,12 @@ class Unreachable:
 
 
 class TabApp(GradtuiApp):
-    """The UI of a browser tab: an app that ends without `q` detaches instead of quitting."""
+    """The UI of a browser tab: an app that ends without `q` detaches instead of quitting, and
+    runs on Textual's web driver with the page's sizes kept in order (gradtui.serve.driver)."""
+
+    def get_driver_class(self) -> type[Driver]:
+        """The tab's web driver (textual-serve names Textual's own in TEXTUAL_DRIVER)."""
+        return TabDriver
 
     async def on_unmount(self, event: events.Unmount) -> None:
         """Detach (GradtuiApp's own handler, which stops the target, is not run)."""
@@ -97,6 +105,20 @@ def _die_with_parent() -> None:
         pass
 
 
+def page_size(environ: Mapping[str, str]) -> tuple[int, int] | None:
+    """The size of the page's terminal, in cells, as textual-serve hands it to the tab process
+    (COLUMNS and ROWS, measured by the page when it opened the websocket); None if absent.
+
+    Given to the app explicitly: `GradtuiApp.run` removes COLUMNS from the environment (a
+    terminal UI is sized by its terminal), and Textual's web driver, made after that, then
+    started at its default 80 columns, so the first frame filled the left part of the page."""
+    try:
+        width, height = int(environ["COLUMNS"]), int(environ["ROWS"])
+    except (KeyError, ValueError):
+        return None
+    return (width, height) if width > 0 and height > 0 else None
+
+
 def main(argv: list[str]) -> int:
     """Run one tab's UI against the agent at argv[0]; returns the app's exit status."""
     _die_with_parent()
@@ -104,7 +126,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m gradtui.serve.tab ADDRESS", file=sys.stderr)
         return 2
     app = TabApp(target=target_for(argv[0]))
-    app.run()
+    app.run(size=page_size(os.environ))
     return app.return_code or app.exit_status
 
 

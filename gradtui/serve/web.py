@@ -9,6 +9,8 @@ pings) and the framing of the web driver's stdin/stdout (`AppService`). What is 
 - every route but the static files needs the token (a `?token=` on the page, the last path
   segment of the websocket, `/ws/TOKEN`, as textual.js appends its own `?width=&height=` to
   the websocket's URL); a request without it is refused before any handler runs;
+- a websocket opened by a page of another origin is refused (`same_origin`, as Jupyter does):
+  a browser lets any site open a websocket to loopback, and sends its own Origin with it;
 - the page's URLs are built from the request's own Host, so a tunnel to another local port
   (`ssh -L 9000:127.0.0.1:8000`) works, where textual-serve writes its bind address in them;
 - the tab process is started from an argv (no shell) in a session of its own, and is killed
@@ -27,10 +29,11 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import aiohttp_jinja2
 import jinja2
-from aiohttp import web
+from aiohttp import hdrs, web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
@@ -67,6 +70,11 @@ class TabService(AppService):
         self.argv = argv
         self.stop_timeout = stop_timeout
         self._stopping: asyncio.Task[None] | None = None
+
+    @property
+    def stopping(self) -> bool:
+        """Has it been asked to stop (its websocket closed, or the server stops)?"""
+        return self._stopping is not None
 
     @property
     def process(self) -> asyncio.subprocess.Process | None:
@@ -116,6 +124,21 @@ class TabService(AppService):
             await asyncio.wait_for(process.wait(), self.stop_timeout)
         except asyncio.TimeoutError:
             log.error("tab process %s did not end after SIGKILL", process.pid)
+
+
+def same_origin(request: web.Request) -> bool:
+    """Was the websocket opened by a page of the origin it is served from (the Origin's host
+    and port are the request's Host), or by no page at all (no Origin: a program, which can
+    send any Origin it likes, so only the token guards against it)? A browser sends the Origin
+    of the page that opens a websocket, and lets any site open one to any host, loopback too:
+    this is what keeps another site's page from driving the debugger (as Jupyter checks)."""
+    origin = request.headers.get(hdrs.ORIGIN)
+    if origin is None:
+        return True
+    parsed = urlsplit(origin.strip().lower())
+    if parsed.scheme not in ("http", "https") or f"{parsed.scheme}://{parsed.netloc}" != origin.strip().lower():
+        return False  # an origin is a scheme and a host, nothing else (no path, no user)
+    return "@" not in parsed.netloc and parsed.netloc == request.host.lower()
 
 
 WEB_FONT = re.compile(r'<link\s[^>]*href="https://fonts\.googleapis\.com/[^"]*"\s*/?>', re.S)
@@ -209,10 +232,16 @@ class BrowserServer(Server):
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         """One tab: start its client process, relay keys and screen until either side goes."""
+        if not same_origin(request):
+            raise web.HTTPForbidden(text="gradtui serve: refused a websocket opened by a page of another origin "
+                                         f"({request.headers.get(hdrs.ORIGIN)!r}); open the URL gradtui serve printed\n")
         websocket = web.WebSocketResponse(heartbeat=15)
         width = to_int(request.query.get("width", "80"), 80)
         height = to_int(request.query.get("height", "24"), 24)
         await websocket.prepare(request)
+        # A reload: the page's last websocket closed a moment ago. Its tab detaches first, else the
+        # agent would refuse this tab's client as a second one.
+        await asyncio.gather(*(tab.stop() for tab in list(self.tabs) if tab.stopping), return_exceptions=True)
         agent = self._choose(self.options.address)
         if agent is None:
             await websocket.close(message=b"no gradtui agent is running")

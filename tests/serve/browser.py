@@ -54,6 +54,25 @@ SCREEN_TEXT = """(() => {
   return rows.join("\\n");
 })()"""
 
+TERMINAL_SIZE = "(() => { const t = window.__gradtuiTerminal; return t ? [t.cols, t.rows] : null; })()"
+"""The page's terminal size in cells, as xterm.js fitted it to the window."""
+
+CONNECT_AT = """
+(() => {  /* the websocket's URL says WIDTHxHEIGHT, whatever the page measured */
+  const Real = window.WebSocket;
+  window.WebSocket = class extends Real {
+    constructor(url, protocols) {
+      const u = new URL(url, location.href);
+      if (u.searchParams.has("width")) { u.searchParams.set("width", "%d"); u.searchParams.set("height", "%d"); }
+      super(u.toString(), protocols);
+    }
+  };
+})();
+"""
+"""A script that makes the page open its websocket saying another size than the page's: as when
+the page measures its terminal again once the websocket opens (a font loaded in between), the
+tab process then starts at one size and gets the page's own a moment later, during its start."""
+
 
 def chromium_path() -> str | None:
     """The Chromium binary (Debian's `chromium` package), or None."""
@@ -154,6 +173,12 @@ class Page:
     async def screen(self) -> str:
         """The text of the page's terminal, row by row."""
         return await self.evaluate(SCREEN_TEXT) or ""
+
+    async def terminal_size(self) -> tuple[int, int]:
+        """The page's terminal size (columns, rows), once the terminal exists."""
+        size = await self.evaluate(TERMINAL_SIZE)
+        assert size, "the page has no terminal"
+        return size[0], size[1]
 
     async def wait_screen(self, pattern: str, timeout: float) -> re.Match:
         """Poll the terminal until `pattern` is on it; its match."""

@@ -1,4 +1,4 @@
-"""`gradtui serve` end to end in headless Chromium (issue 14, item 6).
+"""`gradtui serve` end to end in headless Chromium.
 
 A `gradtui --listen` agent pauses at the first node of a tiny seeded script; `gradtui serve`
 serves its UI; Chromium loads the page, the page's terminal shows the paused node, the `s`
@@ -30,7 +30,7 @@ import aiohttp
 import pytest
 import torch
 
-from tests.serve.browser import Chromium, Page, SCREEN_HOOK, chromium_path
+from tests.serve.browser import CONNECT_AT, Chromium, Page, SCREEN_HOOK, chromium_path
 from tests.procs import children, gone
 
 pytestmark = pytest.mark.timeout(120)
@@ -106,11 +106,13 @@ def http_status(url: str) -> tuple[int, str]:
         return refused.code, refused.read().decode()
 
 
-async def websocket_status(url: str) -> int:
-    """The status a websocket handshake to `url` gets (101 when accepted)."""
+async def websocket_status(url: str, origin: str | None = None) -> int:
+    """The status a websocket handshake to `url` gets (101 when accepted), sent with this Origin
+    (as a browser sends the origin of the page that opens it), or none."""
+    headers = {} if origin is None else {"Origin": origin}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         try:
-            async with session.ws_connect(url):
+            async with session.ws_connect(url, headers=headers):
                 return 101
         except aiohttp.WSServerHandshakeError as refused:
             return refused.status
@@ -197,6 +199,9 @@ def test_the_page_shows_the_paused_node_s_steps_a_wrong_token_is_refused_and_ctr
         ws = url.replace("http://", "ws://") + "ws/"
         assert asyncio.run(websocket_status(ws + "wrong")) == 403
         assert asyncio.run(websocket_status(ws + agent_token)) == 403
+        # the right token from a page of another origin: another site's page in the user's browser
+        for origin in ("http://evil.example", url.replace("127.0.0.1", "localhost").rstrip("/"), "null"):
+            assert asyncio.run(websocket_status(ws + token, origin)) == 403, origin
         assert children(serve.process.pid) == []
 
         status, page = http_status(f"{url}?token={token}")
@@ -223,6 +228,111 @@ def test_the_page_shows_the_paused_node_s_steps_a_wrong_token_is_refused_and_ctr
         took = time.monotonic() - began
         print(f"\nagent and serve ready {ready:.1f}s, page to the first pause {seen['to the first pause']:.1f}s, "
               f"s to the next node drawn {seen['step']:.2f}s, whole test {took:.1f}s")
+    finally:
+        for proc in (serve, agent):
+            proc.kill()
+
+
+WINDOW = (1400, 900)
+"""The browser window's size in CSS pixels: about 155 columns of the page's terminal."""
+
+PANE_TOPS = re.compile(r"(╭─[^╮]*╮)+")
+PANE_BOTTOMS = re.compile(r"(╰─*╯)+")
+"""A row of pane borders made of whole panes side by side, nothing after the last one."""
+
+
+def fills_the_window(screen: str, size: tuple[int, int]) -> str | None:
+    """Why the UI on `screen` does not fill a terminal of `size`, or None when it does: the panes'
+    top and bottom borders reach its right edge, and nothing from a frame drawn at another
+    width is left beside them (the first frames say "starting" in the header's right corner)."""
+    columns, rows = size
+    lines = screen.split("\n")
+    tops = [line for line in lines if line.startswith("╭")]
+    bottoms = [line for line in lines if line.startswith("╰")]
+    if len(lines) != rows or not tops or not bottoms:
+        return f"not the debugger's screen at {columns}x{rows}"
+    for row in (tops[0], bottoms[-1]):
+        if len(row) != columns or not (PANE_TOPS if row is tops[0] else PANE_BOTTOMS).fullmatch(row):
+            return f"a border row is not whole panes {columns} columns wide: {row!r}"
+    if "starting" in screen:
+        return "a frame drawn at another width is left on the page (its header's 'starting')"
+    return None
+
+
+async def open_at_the_first_pause(page: Page, url: str, agent: Proc) -> dict[str, object]:
+    """Open (or reopen) `url`: what the tab shows once the script's first pause is drawn."""
+    await page.call("Page.navigate", url=url)
+    deadline = time.monotonic() + START
+    while True:  # the pause, or a page that says the agent is gone (the script ran on)
+        screen = await page.screen()
+        if "paused at #" in screen:
+            break
+        gone = await page.evaluate("document.body ? (document.body.classList.contains('-closed') ? 'Session ended'"
+                                   " : document.body.innerText) : ''") or ""
+        ended = gone == "Session ended" or "no gradtui agent" in gone
+        assert not ended, f"the script did not wait at its pause (agent exit {agent.process.poll()}): the page says {gone!r}"
+        assert time.monotonic() < deadline, f"no pause on the page in {START}s; it shows:\n{screen}"
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)  # the frame after the pause's, if any, drawn too
+    return {"screen": await page.screen(), "size": await page.terminal_size(), "alive": agent.process.poll() is None}
+
+
+async def reload_journey(url: str, agent: Proc, serve: Proc) -> list[dict[str, object]]:
+    """A window of WINDOW's size opens the page at the script's first pause, then reloads it
+    with the websocket saying another size than the page's (a size that changes while the tab
+    process starts), then closes it (about:blank) and opens it again; then `c` in the page.
+    What each open showed."""
+    binary = chromium_path()
+    assert binary, "Debian's chromium is needed: apt-get install -y chromium (.ci/run does it)"
+    opens: list[dict[str, object]] = []
+    chromium = Chromium(binary)
+    try:
+        page = await Page.open(chromium.devtools_port(START))
+        try:
+            await page.call("Page.enable")
+            await page.call("Emulation.setDeviceMetricsOverride", width=WINDOW[0], height=WINDOW[1],
+                            deviceScaleFactor=1, mobile=False)
+            await page.call("Page.addScriptToEvaluateOnNewDocument", source=SCREEN_HOOK)
+            opens.append(await open_at_the_first_pause(page, url, agent))
+            await page.call("Page.addScriptToEvaluateOnNewDocument", source=CONNECT_AT % (100, 30))
+            opens.append(await open_at_the_first_pause(page, url, agent))  # a reload: the same URL again
+            await page.call("Page.navigate", url="about:blank")  # the tab closed
+            await wait_async(lambda: agent.read() or not children(serve.process.pid), 20,
+                             "the closed tab's process to end")
+            opens.append(await open_at_the_first_pause(page, url, agent))
+            await page.press("c")
+            await wait_async(lambda: agent.read() or agent.process.poll() is not None, 30, "the script to end after c")
+        finally:
+            await page.close()
+    finally:
+        chromium.close()
+    return opens
+
+
+def test_the_ui_fills_the_window_at_first_paint_and_a_reload_or_close_at_the_first_pause_keeps_it(tmp_path):
+    """The tab's first frame is laid out at the page's terminal size (it was drawn at 80 columns
+    in the left half of the window, the right half stale), also when the page's size changes
+    while the tab process starts; reloading or closing the tab at the first pause leaves the
+    script paused there (it ran to its end: the first pause counted as one a `step` made)."""
+    env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(tmp_path / "runtime")}
+    env.pop("GRADTUI_TOKEN", None)
+    agent = Proc(["--listen", "127.0.0.1:0", str(SCRIPT)], env)
+    serve = Proc(["serve", "--port", "0"], env)
+    try:
+        found = serve.wait_for(rb"(http://127\.0\.0\.1:\d+/\?token=[\w-]+)", START)
+        agent.wait_for(rb"agent listening on (\S+) ", START)
+        opens = asyncio.run(reload_journey(found.group(1).decode(), agent, serve))
+        for number, seen in enumerate(opens):
+            screen, size = seen["screen"], seen["size"]
+            assert seen["alive"], f"open {number}: the agent had ended"
+            assert size[0] >= 120, f"open {number}: the page's terminal is only {size}"  # WINDOW is ~155 columns
+            # the same pause each time: pass 0, node #0, nothing run
+            assert "0/3 ran" in screen and "paused at #0 PowBackward0" in screen and "▶ 0 PowBackward0" in screen, \
+                f"open {number}:\n{screen}"
+            problem = fills_the_window(screen, size)
+            assert problem is None, f"open {number} ({size[0]}x{size[1]}): {problem}:\n{screen}"
+        assert agent.wait_exit(30) == 0
+        assert f"x.grad = {plain_gradient()}" in agent.out.decode()
     finally:
         for proc in (serve, agent):
             proc.kill()

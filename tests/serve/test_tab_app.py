@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gradtui.serve.tab import TabApp, Unreachable, target_for
+from gradtui.serve.driver import TabDriver
+from gradtui.serve.tab import TabApp, Unreachable, page_size, target_for
 from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.ui.widgets.output_log import OutputLog
 from gradtui.wire.target import TargetInfo
@@ -94,3 +95,12 @@ async def test_an_agent_that_is_not_there_is_explained_in_the_tab(tmp_path, monk
         await _until(pilot, lambda: "no runtime file names an agent at 127.0.0.1:9" in " ".join(log.plain_lines()),
                      "the reason in the output pane")
     assert isinstance(target_for("not an address"), Unreachable)
+
+
+def test_the_tab_starts_at_the_page_s_size_on_the_driver_that_keeps_its_sizes_in_order():
+    """textual-serve gives the page's terminal size as COLUMNS and ROWS; the app is handed it
+    (GradtuiApp.run removes COLUMNS before Textual's web driver would read it)."""
+    assert page_size({"COLUMNS": "155", "ROWS": "42", "LINES": "24"}) == (155, 42)
+    for environ in ({}, {"COLUMNS": "155"}, {"COLUMNS": "x", "ROWS": "42"}, {"COLUMNS": "0", "ROWS": "42"}):
+        assert page_size(environ) is None, environ
+    assert TabApp(target=FakeTarget()).get_driver_class() is TabDriver

@@ -81,3 +81,55 @@ async def test_with_no_agent_running_the_page_says_how_to_start_one():
     finally:
         await client.close()
     assert server.started == 0
+
+
+@pytest.mark.parametrize("origin", [
+    "http://evil.example", "https://evil.example", "null", "http://127.0.0.1.evil.example",
+    "http://127.0.0.1:1", "file://", "ws://{host}", "http://{host}.evil.example", "http://{host}/../x@evil",
+])
+async def test_a_websocket_opened_by_a_page_of_another_origin_is_refused_before_any_tab_process_starts(origin):
+    """A browser lets any site's page open a websocket to loopback, and says which page did it
+    in the Origin header: only the page gradtui serve served may (as Jupyter checks)."""
+    server, client = await _client(agent=None)
+    try:
+        host = f"127.0.0.1:{client.port}"
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await client.ws_connect(f"/ws/{TOKEN}", headers={"Origin": origin.format(host=host)})
+        assert refused.value.status == 403
+        assert server.started == 0 and not server.tabs
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("origin", ["http://{host}", "HTTP://{HOST}", None])
+async def test_a_websocket_from_the_page_s_own_origin_or_from_no_page_is_let_in(origin):
+    """The page's own origin (its scheme, host and port, as the browser asked for them), or no
+    Origin at all (a program, not a page: the token is what guards against it)."""
+    server, client = await _client(agent=None)
+    try:
+        host = f"127.0.0.1:{client.port}"
+        headers = {} if origin is None else {"Origin": origin.format(host=host, HOST=host.upper())}
+        async with client.ws_connect(f"/ws/{TOKEN}?width=90&height=30", headers=headers) as ws:
+            message = await ws.receive(timeout=10)  # let in: no agent, so the server closes it, saying why
+            assert message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            assert ws.close_code is not None and "no gradtui agent" in (message.extra or "")
+        with pytest.raises(aiohttp.WSServerHandshakeError):  # and the token is still needed
+            await client.ws_connect("/ws/wrong", headers=headers)
+    finally:
+        await client.close()
+
+
+async def test_through_a_tunnel_the_page_s_origin_is_the_host_the_browser_asked_for():
+    """Through `ssh -L 9000:127.0.0.1:8000` the page is http://localhost:9000: its websocket's
+    Origin and Host both say so; an Origin naming the server's own bound address does not."""
+    server, client = await _client(agent=None)
+    try:
+        async with client.ws_connect(f"/ws/{TOKEN}", headers={"Host": "localhost:9000",
+                                                             "Origin": "http://localhost:9000"}) as ws:
+            await ws.receive(timeout=10)
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await client.ws_connect(f"/ws/{TOKEN}", headers={"Host": "localhost:9000",
+                                                             "Origin": f"http://127.0.0.1:{client.port}"})
+        assert refused.value.status == 403
+    finally:
+        await client.close()
