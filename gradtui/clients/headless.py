@@ -176,7 +176,7 @@ def _asks_flow(commands: list[str]) -> bool:
     """Is one of `commands` a `flow` (the last pass's gradient flow)? Only lines that start with the
     word are parsed: a 200,000-line -x file is looked at, not parsed, here."""
     for line in commands:
-        if line.lstrip().startswith("flow"):
+        if line.lstrip().startswith(Flow.verb):
             try:
                 if isinstance(parse(line), Flow):
                     return True
