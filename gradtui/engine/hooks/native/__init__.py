@@ -306,7 +306,8 @@ def wait(timeout: float) -> bool:
 
 def _start_background_build(cache: Cache, name: str) -> bool:
     """A detached build at low priority, unless a builder runs already (its lock is taken here
-    and handed to the child, which holds it for its life: gradtui.engine.hooks.native.cache). It
+    and handed to the child, which holds it for its life: gradtui.engine.hooks.native.cache) or
+    one just failed (its record is read again under the lock). It
     outlives this process if it must (a short run still leaves the library built for the next
     one), and ends by itself: the compiler has BUILD_TIMEOUT. Did this start one?"""
     global _building, _started
@@ -318,6 +319,13 @@ def _start_background_build(cache: Cache, name: str) -> bool:
     except (OSError, CacheRefused):
         return False
     if lock is None:
+        return False
+    try:  # a builder that ended just now may have recorded a failure: read under the lock
+        failure = cache.failure(name)
+    except (OSError, CacheRefused):
+        failure = None
+    if failure is not None and not failure.due(compiler_identity(), time.time()):
+        os.close(lock)
         return False
     try:  # no preexec_fn: this process may have threads (the child lowers its own priority)
         _building = subprocess.Popen(background_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -115,6 +115,9 @@ class Cache:
         """The cache folder (created 0700); CacheRefused (one line) if it is not this user's
         alone, OSError if it cannot be made or read."""
         path = folder()
+        with contextlib.suppress(FileExistsError):  # gradtui's own folder made 0700 too, not as makedirs would
+            os.makedirs(path.parent.parent, exist_ok=True)
+            os.mkdir(path.parent, 0o700)
         problem = private_folder(str(path), NOT_WRITABLE)
         if problem is None:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
