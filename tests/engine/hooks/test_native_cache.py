@@ -193,10 +193,10 @@ def test_what_another_user_planted_is_refused_in_one_line_and_never_run(tmp_path
     cxx, log = _compiler(tmp_path, "exit 1")
 
     done = _gradtui(_env(shared, CXX=str(cxx)), tmp_path / "grads.pt")
+    assert not marker.exists(), "the planted library's constructor ran"
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "refusing" in lines[0] and "uid 65534" in lines[0], done.stderr
-    assert not marker.exists(), "the planted library's constructor ran"
     assert_grads_identical(_plain(tmp_path), torch.load(tmp_path / "grads.pt"))
     _wait_builders(shared)
     assert _calls(log) == 0  # nothing built over what was refused
