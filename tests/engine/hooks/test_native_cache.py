@@ -11,6 +11,7 @@ No test here runs the real compiler: the suite's controller built the library on
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import random
@@ -324,3 +325,48 @@ def test_the_cache_honours_xdg_cache_home_and_is_made_private(monkeypatch, tmp_p
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/xdg")  # the XDG spec: a relative one is ignored
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert native.cache_dir() == tmp_path / "home" / ".cache" / "gradtui" / "native"
+
+
+@needs_built
+def test_a_full_disk_at_the_library_s_fsync_is_recorded_in_its_own_words(monkeypatch, tmp_path):
+    """Where no tmpfs can be mounted: the disk fills as the built library is made durable (an
+    fsync's ENOSPC, as delayed allocation reports it). The reason is the system's, nothing
+    half-written is left in place, and it is tried again after the back-off."""
+    monkeypatch.setenv("GRADTUI_CACHE", str(tmp_path))
+    monkeypatch.setattr(native, "compile_command", lambda out: ["cp", str(BUILT), str(out)])
+
+    real_fsync, calls = os.fsync, []
+
+    def full_once(fd: int) -> None:  # the library's fsync fails; the small record after it fits
+        calls.append(fd)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fsync", full_once)
+        built = native.build(timeout=30)
+    assert built.module is None and "No space left on device" in built.reason
+    with native.Cache.open() as cache:
+        failure = cache.failure(NAME)
+    assert failure is not None and "No space left on device" in failure.reason
+    assert not failure.due(native.compiler_identity(), failure.at) and failure.due(native.compiler_identity(),
+                                                                                   failure.at + 3600)
+    assert sorted(p.name for p in (tmp_path / "native").iterdir() if not p.name.endswith(".lock")) == \
+        [Path(NAME).with_suffix(".failed").name]
+
+
+def test_no_compiler_is_tried_again_once_one_is_installed(monkeypatch, tmp_path):
+    monkeypatch.setenv("GRADTUI_CACHE", str(tmp_path))
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    built = native.build(timeout=30)
+    assert built.module is None and "no C++ compiler" in built.reason
+    with native.Cache.open() as cache:
+        failure = cache.failure(NAME)
+    assert failure is not None and not failure.due(native.compiler_identity(), failure.at)
+    installed = tmp_path / "empty" / "c++"
+    installed.parent.mkdir()
+    installed.write_text("#!/bin/sh\nexit 1\n")
+    installed.chmod(0o755)
+    assert failure.due(native.compiler_identity(), failure.at)
