@@ -153,10 +153,19 @@ class Cache:
                 fd = os.open(name, _READ, dir_fd=self._fd)
             except FileNotFoundError:
                 return None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # never followed: not what a build installs
+                    return Damaged(f"the compiled posthooks at {self.path / name} are a symbolic link")
+                raise
             try:
                 recorded = self._read_checked(_digest_name(name))
             except FileNotFoundError:
                 recorded = None
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno == errno.ELOOP:
+                    return Damaged(f"the digest of {self.path / name} is a symbolic link")
+                raise
             except BaseException:
                 os.close(fd)
                 raise
