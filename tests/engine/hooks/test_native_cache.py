@@ -370,3 +370,27 @@ def test_no_compiler_is_tried_again_once_one_is_installed(monkeypatch, tmp_path)
     installed.write_text("#!/bin/sh\nexit 1\n")
     installed.chmod(0o755)
     assert failure.due(native.compiler_identity(), failure.at)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to build a library that does not load")
+def test_a_library_that_does_not_load_is_rebuilt_later_not_at_every_run(tmp_path):
+    """Its own bytes (the digest matches) but no module in it: removed and recorded as a failed
+    build, so later runs neither load it again nor start a builder before the back-off. (In
+    subprocesses: a process that loaded the real library keeps its module by path.)"""
+    source = tmp_path / "empty.c"
+    source.write_text("int nothing_here;\n")
+    cache = tmp_path / "cache"
+    cxx, log = _compiler(tmp_path, f"exec cc -shared -fPIC -o \"$out\" '{source}'")
+    env = _env(cache, CXX=str(cxx))
+    built = subprocess.run([sys.executable, "-m", "gradtui.engine.hooks.native"], env=env, capture_output=True,
+                           text=True, timeout=RUN_TIMEOUT)
+    assert built.returncode == 1 and "did not load" in built.stdout, built.stdout + built.stderr
+    assert not (cache / "native" / NAME).exists()
+    for _ in range(2):
+        done = _gradtui({**env, "GRADTUI_NATIVE": "on"}, tmp_path / "grads.pt")
+        assert done.returncode == 0, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and "did not load" in lines[0] and "tried again after" in lines[0], done.stderr
+    _wait_builders(cache)
+    assert _calls(log) == 1
+    assert_grads_identical(_plain(tmp_path), torch.load(tmp_path / "grads.pt"))

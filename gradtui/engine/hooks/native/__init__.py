@@ -239,7 +239,10 @@ def _found() -> Native:
         found = cache.library(name)
         match found:
             case Verified():
-                return _verified(cache, name, found)
+                loaded = _verified(cache, name, found)
+                if loaded.module is None and how is Mode.ON:
+                    return loaded._replace(notice=f"{loaded.reason}; this run uses the Python hooks")
+                return loaded
             case Damaged(why):
                 cache.discard(name)
                 line = f"{why}: this run uses the Python hooks, " + (
@@ -262,15 +265,20 @@ def _found() -> Native:
 
 
 def _verified(cache: Cache, name: str, found: Verified | Damaged | None = None) -> Native:
-    """Load `name` from `cache`, verified (looked up if `found` is not given)."""
+    """Load `name` from `cache`, verified (looked up if `found` is not given). A library of its
+    own bytes that does not load is a build to redo, later: removed, and recorded as a failure."""
     if found is None:
         found = cache.library(name)
     match found:
         case Verified():
             try:
-                return _import(found.path)
+                loaded = _import(found.path)
             finally:
                 found.close()
+            if loaded.module is None:
+                cache.discard(name)
+                cache.record_failure(name, loaded.reason, compiler_identity())
+            return loaded
         case Damaged(why):
             return Native(None, why, why)
     return Native(None, "not built")
