@@ -312,7 +312,7 @@ def _compiled_posthooks() -> str:
     from gradtui.engine.hooks import native
 
     loaded = native.load()
-    if loaded.module is None and native.mode() != "off":
+    if loaded.module is None and loaded.reason != "GRADTUI_NATIVE=off":
         print("  (building gradtui's compiled posthooks once, ~15 s)", file=sys.stderr, flush=True)
         loaded = native.build()
     return "compiled posthooks" if loaded.module is not None else f"Python posthooks ({loaded.reason})"

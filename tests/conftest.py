@@ -19,9 +19,12 @@ def pytest_configure(config):
     """Build gradtui's compiled posthooks once, in the controller, before any worker or script
     starts (gradtui.engine.hooks.native), and let no test process start a build of its own: they all
     use what this built (`GRADTUI_NATIVE=use`), or the Python hooks where it could not be."""
-    if hasattr(config, "workerinput") or os.environ.get("GRADTUI_NATIVE", "").lower() == "off":
+    if hasattr(config, "workerinput"):
         return
     from gradtui.engine.hooks import native
+
+    if native.mode() is native.Mode.OFF:  # any spelling of off (0, false, no, ...)
+        return
 
     if not native.library_path().exists():
         built = native.build()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -139,6 +140,7 @@ def build_agent(options: RunOptions, transport: Transport | None, quit_: Callabl
     `listeners` are attached in that order. Without a transport (headless) the in-process client
     talks to the session itself. `announce`: an event the outputs hear before anything else
     (`gradtui.listen()`: no runner announces the process)."""
+    _prepare_native()
     if transport is not None and transport.listener is not None and _in_job():
         options = msgspec.structs.replace(options, record_all=True)  # every rank hooks (and gates) every pass
     outputs = Outputs(options)
@@ -163,6 +165,17 @@ def build_agent(options: RunOptions, transport: Transport | None, quit_: Callabl
         tap.serve(server)
     _attach(session, options, (tap or server, *outputs.listeners, *listeners))
     return Agent(options, outputs, session, server, commands, tap)
+
+
+def _prepare_native() -> None:
+    """The compiled posthooks loaded (or their build started) before the script runs and before
+    its output is captured: a line the user must see about them (a damaged or refused library)
+    goes to gradtui's stderr now, never into the script's output."""
+    from gradtui.engine.hooks import native
+
+    line = native.prepare()
+    if line is not None:
+        print(f"gradtui: {line}", file=sys.stderr, flush=True)
 
 
 def _nothing() -> None:

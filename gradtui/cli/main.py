@@ -55,8 +55,10 @@ unhooked at plain speed, with only their loss and gradient flow recorded; with -
 or --record-all every pass is recorded node by node.
 
 The hooks of a pass in `continue` are compiled C++ where gradtui could build them (once, in
-the background, into ~/.cache/gradtui; `python -m gradtui.engine.hooks.native` builds them now);
-GRADTUI_NATIVE=off keeps the Python hooks, which give the same numbers, slower.
+the background, into $GRADTUI_CACHE, else $XDG_CACHE_HOME/gradtui, else ~/.cache/gradtui, a
+folder of the user's alone; `python -m gradtui.engine.hooks.native` builds them now);
+GRADTUI_NATIVE=off (or 0, false, no) keeps the Python hooks, which give the same numbers,
+slower; on (1, true, yes) says why a run does not use them.
 """
 
 
@@ -192,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     commands = read_commands(options, "gradtui")
     if commands is None:
         return 2
+    if (problem := _native_setting_problem()) is not None:
+        print(f"gradtui: {problem}", file=sys.stderr)
+        return 2
     given = RunOptions(script, list(options.args), commands, options.report, options.record_all,
                        headless=options.headless, listen=options.listen, record=options.record,
                        record_every=options.record_every, flight=options.flight,
@@ -215,6 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     from gradtui.ui.run import run_app  # imported late: headless runs never load Textual
 
     return run_app(run, theme=options.theme)
+
+
+def _native_setting_problem() -> str | None:
+    """Why `GRADTUI_NATIVE` is not understood, or None (checked before anything runs)."""
+    from gradtui.engine.hooks.native.setting import SettingError, mode
+
+    try:
+        mode()
+    except SettingError as exc:
+        return str(exc)
+    return None
 
 
 def run_headless(options: RunOptions) -> int:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tempfile
 from dataclasses import asdict, dataclass
+
+from gradtui.protocol.private import NOT_READABLE, private_folder
 
 
 @dataclass(frozen=True)
@@ -45,35 +46,25 @@ def runtime_dir() -> str:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
         base = os.path.join(xdg, "gradtui") if xdg else os.path.join(tempfile.gettempdir(), f"gradtui-{os.getuid()}")
     try:
-        os.makedirs(base, mode=0o700, exist_ok=True)
-        link, st = os.lstat(base), os.stat(base)
+        problem = private_folder(base, NOT_READABLE)
     except OSError as exc:
         raise RuntimeDirError(f"cannot use the runtime folder {base}: {exc.strerror or exc}; "
                               f"{_what_to_do()}") from None
-    problem = _not_private(link, st)
     if problem is not None:
         fix = "chmod 700 it, or " if problem.startswith("mode") else ""
         raise RuntimeDirError(f"the runtime folder {base} is not private ({problem}): {fix}{_what_to_do()}")
     return base
 
 
-def _not_private(link: os.stat_result, st: os.stat_result) -> str | None:
-    """Why a folder (`link`: its lstat, `st`: what it names) is not private to this user, or None."""
-    uid = os.getuid()
-    if stat.S_ISLNK(link.st_mode) and link.st_uid not in (uid, 0):
-        return f"a symbolic link owned by uid {link.st_uid}"
-    if not stat.S_ISDIR(st.st_mode):
-        return "not a folder"
-    if st.st_uid != uid:
-        return f"owned by uid {st.st_uid}, not {uid}"
-    if st.st_mode & 0o077:
-        return f"mode {stat.S_IMODE(st.st_mode):o}, open to others"
-    return None
+SUGGESTED_DIR = "~/.local/state/gradtui-runtime"
+"""The folder the error suggests: one no other part of gradtui creates (the compiled posthooks'
+cache is under ~/.cache), so gradtui makes it 0700 on first use and the advice works."""
 
 
 def _what_to_do() -> str:
-    return (f"set {RUNTIME_DIR_ENV} to a private folder of yours (e.g. {RUNTIME_DIR_ENV}=~/.cache/gradtui), "
-            "the same for the agent and for gradtui attach")
+    return (f"set {RUNTIME_DIR_ENV} to a private folder of yours that does not exist yet (e.g. "
+            f"{RUNTIME_DIR_ENV}={SUGGESTED_DIR}, created 0700 on first use), the same for the agent and for "
+            "gradtui attach")
 
 
 def write_entry(entry: AgentEntry) -> str:

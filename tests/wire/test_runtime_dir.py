@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +68,29 @@ def test_a_runtime_folder_under_xdg_that_is_open_to_others_is_refused(tmp_path, 
     (tmp_path / "gradtui").chmod(0o755)
     with pytest.raises(runtime.RuntimeDirError, match=r"mode 755.*chmod 700"):
         runtime.running_agents()
+
+
+def test_the_advice_works_after_a_first_run_made_the_compiled_hooks_cache(tmp_path, monkeypatch):
+    """The folder the error suggests is not one gradtui makes for something else (the compiled
+    posthooks' cache, which a first run makes under ~/.cache): following the advice gives a
+    private runtime folder, apart from the cache."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {key: value for key, value in os.environ.items() if key not in ("GRADTUI_CACHE", "XDG_CACHE_HOME")}
+    env.update(HOME=str(home), CXX="/bin/false")
+    subprocess.run([sys.executable, "-m", "gradtui.engine.hooks.native", "--quiet"], env=env, timeout=120,
+                   capture_output=True)  # a first run's (failed) build: the cache folder exists now
+    cache = home / ".cache" / "gradtui"
+    assert cache.is_dir()
+    monkeypatch.setenv("HOME", str(home))
+    open_folder = tmp_path / "open"
+    open_folder.mkdir()
+    open_folder.chmod(0o755)
+    monkeypatch.setenv("GRADTUI_RUNTIME_DIR", str(open_folder))
+    with pytest.raises(runtime.RuntimeDirError) as refused:
+        runtime.runtime_dir()
+    advised = re.search(r"GRADTUI_RUNTIME_DIR=(\S+?)[,)]", str(refused.value))
+    assert advised is not None, refused.value
+    monkeypatch.setenv("GRADTUI_RUNTIME_DIR", advised.group(1))
+    folder = Path(runtime.runtime_dir())
+    assert folder.is_dir() and not folder.resolve().is_relative_to(cache.resolve())

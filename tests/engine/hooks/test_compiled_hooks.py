@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from gradtui.engine.hooks import native
+from gradtui.engine.hooks.native.cache import Cache
 from gradtui.engine.hooks.compiled import CompiledHooks
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.session import Session
@@ -254,7 +255,9 @@ def test_a_failed_build_keeps_its_reason_and_the_python_hooks_run(monkeypatch, t
     monkeypatch.setenv("CXX", str(refusing))
     built = native.build(timeout=30)
     assert built.module is None and "this compiler refuses" in built.reason
-    assert native.library_path().with_suffix(".failed").read_text().strip() == built.reason
+    with Cache.open() as cache:
+        failure = cache.failure(native.library_name())
+    assert failure is not None and built.reason.startswith(failure.reason) and failure.tries == 1
     assert not list(tmp_path.rglob("*.tmp"))
 
 
@@ -282,7 +285,8 @@ def test_builds_at_once_do_not_see_each_others_files(monkeypatch, tmp_path):
     for thread in threads:
         thread.join(timeout=90)
     assert len(results) == 2 and all(r.module is not None for r in results), [r.reason for r in results]
-    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [native.library_path().name]
+    name = native.library_name()
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [".install.lock", name, f"{name}.sha256"]
 
 
 def test_auto_builds_once_in_the_background_and_a_later_load_finds_it(monkeypatch, tmp_path):
@@ -294,7 +298,8 @@ def test_auto_builds_once_in_the_background_and_a_later_load_finds_it(monkeypatc
     monkeypatch.setenv("GRADTUI_CACHE", str(tmp_path))
     monkeypatch.setenv("GRADTUI_NATIVE", "auto")
     target = native.library_path()
-    monkeypatch.setattr(native, "background_command", lambda: ["sh", "-c", f"sleep 0.3; mkdir -p '{target.parent}'; cp '{made}' '{target}'"])
+    monkeypatch.setattr(native, "background_command",  # the library and its digest, as a build installs them
+                        lambda: ["sh", "-c", f"sleep 0.3; cp '{made}.sha256' '{target}.sha256'; cp '{made}' '{target}'"])
     for name, value in (("_loaded", None), ("_building", None), ("_started", False)):
         monkeypatch.setattr(native, name, value)
     first = native.load()
@@ -400,12 +405,20 @@ def test_under_torchs_compiled_autograd_the_python_hooks_run(monkeypatch, hooked
     assert same(leaves[0].grad, plain(_build)[0].grad)
 
 
-def test_a_compiler_killed_or_timed_out_is_tried_again_next_time(monkeypatch, tmp_path):
+def test_a_compiler_killed_or_timed_out_is_tried_again_later(monkeypatch, tmp_path):
+    """Each failure is recorded with its back-off (an hour, then two), not for good; another
+    compiler is tried at once."""
     monkeypatch.setenv("GRADTUI_CACHE", str(tmp_path))
     monkeypatch.setattr(native, "compile_command", lambda out: ["sh", "-c", "kill -9 $$"])
     killed = native.build(timeout=30)
-    assert killed.module is None and "-9" in killed.reason
+    assert killed.module is None and "killed by signal 9" in killed.reason
     monkeypatch.setattr(native, "compile_command", lambda out: ["sleep", "5"])
     late = native.build(timeout=0.5)
     assert late.module is None and "did not finish" in late.reason
-    assert not native.library_path().with_suffix(".failed").exists() and not list(tmp_path.rglob("*.tmp"))
+    with Cache.open() as cache:
+        failure = cache.failure(native.library_name())
+    assert failure is not None and failure.tries == 2 and "did not finish" in failure.reason
+    same = native.compiler_identity()
+    assert not failure.due(same, failure.at + 3600) and failure.due(same, failure.at + 7200)
+    assert failure.due("another compiler", failure.at)
+    assert not list(tmp_path.rglob("*.tmp"))

@@ -1,6 +1,8 @@
 """`python -m gradtui.engine.hooks.native`: build gradtui's compiled posthooks now and say how it went
 (exit status 1 if they could not be built; `--quiet`: say nothing; `--nice`: at low priority, as
-a background build runs)."""
+a background build runs). Asked for, it builds whatever a failure record says (a background
+build is only started once the record's back-off has passed); a background build holds the
+builder lock its run handed it for as long as it runs (gradtui.engine.hooks.native.cache)."""
 
 from __future__ import annotations
 
