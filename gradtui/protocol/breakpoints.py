@@ -29,7 +29,7 @@ from gradtui.protocol.stats import Stats, any_nonfinite
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
 _PREFIXED_OP = re.compile(r"^torch::autograd::([A-Za-z_]\w*)$")  # CopySlices, any C++ node
 _LABEL = re.compile(r"[^\s.\[\]]+(?:\.[^\s.\[\]]+|\[[0-9]+\])*")
-"""Names joined by dots, with `[N]` indices (x, ŷ, outs[1], 0.weight); `_label` checks each name."""
+"""Names joined by dots, with `[N]` indices (x, ŷ, outs[1], 0.weight); `as_label` checks each name."""
 
 
 class Spec(msgspec.Struct, frozen=True):
@@ -68,7 +68,7 @@ def parse_spec(text: str) -> Spec:
         return Spec("op", m.group(2), spec)
     if m := _PREFIXED_OP.fullmatch(spec):
         return Spec("op", m.group(1), spec)
-    if (label := _label(spec)) is not None:
+    if (label := as_label(spec)) is not None:
         return Spec("label", label, spec)
     raise CommandError(
         f"bad break spec {spec!r}: use an op name, a variable or parameter name, "
@@ -76,8 +76,8 @@ def parse_spec(text: str) -> Spec:
     )
 
 
-def _label(spec: str) -> str | None:
-    """`spec` as a label (a variable, `outs[1]`, `layers.0.weight`), its names in the NFKC form
+def as_label(spec: str) -> str | None:
+    """`spec` as a label (what `break` and `why` take for a name gradtui prints) (a variable, `outs[1]`, `layers.0.weight`), its names in the NFKC form
     Python gives identifiers (`ﬁ` is the variable `fi`), or None if it is not one (`x²`: Python
     refuses `²` in a name)."""
     if not _LABEL.fullmatch(spec):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gradtui.protocol.breakpoints import parse_spec
+from gradtui.protocol.breakpoints import as_label, parse_spec
 from gradtui.protocol.words import CommandError, parse_float, parse_int, shown
 
 __all__ = ["CommandError", "parse_float", "parse_int", "shown"]  # and every command class below
@@ -94,7 +94,9 @@ class Print(Command):
 
 
 class Why(Command):
-    """Is the tensor in variable `name` on this pass's graph? If not, why its .grad stays None."""
+    """Is the tensor `name` names on this pass's graph? If not, why its .grad stays None. `name`
+    is a Python expression of the calling frame's variables, or a name gradtui prints and `break`
+    takes (`0.weight`, `transformer.h.1.mlp.c_fc.weight`: a parameter's name in its model)."""
 
     name: str
     needs_pause = True
@@ -234,7 +236,8 @@ def _on_gradient(verb: str, line: str, rest: str) -> Command:
     """The commands on the paused node's gradient: `scale F`, `clip N`, `set EXPR`, `print [EXPR]`, `why NAME`."""
     needs = {"scale": "a factor, e.g. scale 0.5", "clip": "a maximum norm, e.g. clip 1.0",
              "set": "an expression of g, e.g. set g.clamp(-1, 1)",
-             "why": "a variable name or expression, e.g. why x or why model[0].weight"}
+             "why": "a variable name, an expression or a parameter's name, e.g. why x, why model[0].weight "
+                    "or why 0.weight"}
     if not rest and verb in needs:
         raise CommandError(f"{verb} needs {needs[verb]}")
     match verb:
@@ -247,6 +250,8 @@ def _on_gradient(verb: str, line: str, rest: str) -> Command:
             return Clip(line, limit)
         case "print" if not rest:
             return Print(line, None)
+    if verb == "why" and as_label(rest) is not None:  # a parameter's name (0.weight) is no Python
+        return Why(line, rest)
     _check_syntax(rest)
     match verb:
         case "set":

@@ -29,3 +29,14 @@ def test_parameters_are_named_from_the_forward_when_no_variable_holds_the_model(
         assert torch.equal(got[name], grad), name
     for row in finished.flow:
         assert row.grad_norm == pytest.approx(expected[row.name].norm().item())
+
+
+def test_why_takes_the_names_flow_prints_when_no_variable_holds_the_model():
+    gc.collect()
+    run = run_headless(script("hidden_model.py"), ["why 0.weight", "why Sequential.2.bias", "why 5.weight", "continue"])
+    assert run.status == 0, run.output
+    answers = {r.command: r for r in run.results()}
+    assert answers["why 0.weight"].ok
+    assert answers["why 0.weight"].text.startswith("yes: 0.weight is a leaf on this graph, accumulated at #")
+    assert answers["why Sequential.2.bias"].text.startswith("yes: Sequential.2.bias is a leaf on this graph")
+    assert answers["why 5.weight"].text.startswith("5.weight is no variable where backward was called (run_backward)")
