@@ -1,0 +1,53 @@
+"""The module tree's root: the root module's own ops sit in the row above its children (not
+beside them), and a root that made no node of its own (an nn.TransformerEncoder) is still the
+row its children hang from. Real runs: the engine says which root the paths are shown without."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import node_info
+from gradtui.ui.modtree import NO_MODULE, ModuleTree, display_name
+from gradtui.ui.state import UIState
+from tests.helpers import run_headless, script
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def tree_of(name: str) -> ModuleTree:
+    run = run_headless(script(name), ["continue"])
+    assert run.status == 0, run.output
+    state = UIState(name)
+    for event in run.events:
+        if isinstance(event, (ev.PassStarted, ev.NodeRan, ev.PassFinished)):
+            state.apply(event)
+    return ModuleTree(state.view)
+
+
+def test_the_roots_own_ops_are_above_its_children():
+    tree = tree_of("own_ops.py")
+    graph = tree.view.graph
+    modules = {node_info(graph, n).module for n in graph.nodes}
+    assert {"model", "body.0", "head"} <= modules  # the paths as the pass shows them (break module uses them)
+    assert tree.top[0] == "model" and set(tree.top) <= {"model", NO_MODULE}
+    root = tree.modules["model"]
+    assert root.children == ["body", "head"]
+    assert tree.modules["body"].children == ["body.0", "body.1"]
+    assert [display_name(tree.modules[p]) for p in ("model", "body", "head", "body.0")] == ["model", "body", "head",
+                                                                                          "body.0"]
+    own = [n for n in root.nodes if node_info(graph, n).kind != "accumulate"]
+    assert own and all(node_info(graph, n).module == "model" for n in own)  # log_softmax, mean, mul, neg
+    assert [node_info(graph, n).param for n in root.nodes if node_info(graph, n).kind == "accumulate"] == ["scale"]
+    outside = len(tree.modules[NO_MODULE].nodes) if NO_MODULE in tree.modules else 0
+    assert root.count == graph.number_of_nodes() - outside  # everything the model made is under its row
+
+
+def test_a_transformer_encoder_root_is_a_row_above_its_layers():
+    tree = tree_of("encoder.py")
+    assert tree.top[0] == "encoder"
+    assert tree.modules["encoder"].children == ["layers"]
+    assert tree.modules["layers"].parent == "encoder"
+    tree.auto_expand()
+    assert tree.rows[0].module == "encoder" and tree.rows[0].depth == 0
+    assert next(r for r in tree.rows if r.module == "layers").depth == 1
