@@ -51,3 +51,30 @@ def test_a_transformer_encoder_root_is_a_row_above_its_layers():
     tree.auto_expand()
     assert tree.rows[0].module == "encoder" and tree.rows[0].depth == 0
     assert next(r for r in tree.rows if r.module == "layers").depth == 1
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+async def test_the_module_view_opens_with_the_paused_node_on_screen(size):
+    """The demo's first pause is at #0, the loss, at the foot of the module tree: at 80x24 the
+    tree has more rows than the list had, and the view opened scrolled to the top without it."""
+    from gradtui.cli.main import demo_path
+    from gradtui.ui.app import GradtuiApp
+    from gradtui.ui.widgets.node_list import NodeList
+    from tests.ui.ui_helpers import wait_for, wait_paused_at
+
+    app = GradtuiApp(demo_path())
+    async with app.run_test(size=size) as pilot:
+        await wait_paused_at(pilot, 0)
+        nodes = app.query_one(NodeList)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: nodes.by_module and nodes.selected == 0, what="the module view at #0")
+        await pilot.pause()
+        await pilot.pause()
+        tree = nodes.tree
+        assert [tree.rows[0].module, tree.rows[1].module] == ["model", "fc1"]  # the root above its children
+        row = nodes.cursor
+        assert tree.rows[row].node == 0
+        top = round(nodes.scroll_offset.y)
+        assert top <= row < top + nodes.size.height, (row, top, nodes.size.height)
+        assert nodes.render_line(row - top).text.split()[:2] == ["▶", "0"]  # drawn: the paused marker on #0
+        await pilot.press("q")
