@@ -43,6 +43,20 @@ def test_the_roots_own_ops_are_above_its_children():
     assert root.count == graph.number_of_nodes() - outside  # everything the model made is under its row
 
 
+def test_the_root_reaches_a_client_in_another_process():
+    """`gradtui attach` and the browser get the pass over the wire: the root comes with its graph."""
+    import json
+
+    from gradtui.wire.codec import from_wire, to_wire
+
+    run = run_headless(script("own_ops.py"), ["continue"])
+    [started] = run.of(ev.PassStarted)
+    state = UIState("own_ops.py")
+    state.apply(from_wire(json.loads(json.dumps(to_wire(started)))))
+    tree = ModuleTree(state.view)
+    assert tree.top[0] == "model" and tree.modules["model"].children == ["body", "head"]
+
+
 def test_a_transformer_encoder_root_is_a_row_above_its_layers():
     tree = tree_of("encoder.py")
     assert tree.top[0] == "encoder"
