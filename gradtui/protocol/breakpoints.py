@@ -77,9 +77,9 @@ def parse_spec(text: str) -> Spec:
 
 
 def as_label(spec: str) -> str | None:
-    """`spec` as a label (what `break` and `why` take for a name gradtui prints) (a variable, `outs[1]`, `layers.0.weight`), its names in the NFKC form
-    Python gives identifiers (`ﬁ` is the variable `fi`), or None if it is not one (`x²`: Python
-    refuses `²` in a name)."""
+    """`spec` as a label (a variable, `outs[1]`, `layers.0.weight`: the names gradtui prints,
+    which `break` and `why` take), its names in the NFKC form Python gives identifiers (`ﬁ` is
+    the variable `fi`), or None if it is not one (`x²`: Python refuses `²` in a name)."""
     if not _LABEL.fullmatch(spec):
         return None
     out = []

@@ -305,7 +305,8 @@ class ReplayTarget:
         got = shown.grads(node)
         grads = got.grad_outputs if shown.phase == "before" else got.grad_inputs
         return [*shown.edits_of(node),
-                ev.Paused(shown.info.index, node, node_info(shown.graph, node).name, shown.phase,  # type: ignore[arg-type]
+                ev.Paused(shown.info.index, node, node_info(shown.graph, node).name,
+                          shown.phase,  # type: ignore[arg-type]
                           reason, grads, shown.at + (shown.phase == "after"), shown.graph.number_of_nodes())]
 
     # ---- commands --------------------------------------------------------------------------

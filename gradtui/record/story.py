@@ -6,9 +6,10 @@ the output lines before the first pass and the last lines of the passes not list
 last STORY_PASSES passes (a PassStarted, with its graph, its nodes' statistics and the run's
 edits for the last few with per-node data and the call-site variables the run read in it, the
 run's breakpoint hits in it, and a PassFinished with its flow), their output between them (a
-transcript) or before them in one piece (a UI, which draws once per run of output). A pass is told as the run told it: hooked or
-not, with its node count whether or not its graph is told. Only those rows are read: the same
-few indexed queries whatever the recording's size (tests/record/test_replay_open.py).
+transcript) or before them in one piece (a UI, which draws once per run of output). A pass is
+told as the run told it: hooked or not, with its node count whether or not its graph is told.
+Only those rows are read: the same few indexed queries whatever the recording's size
+(tests/record/test_replay_open.py).
 """
 
 from __future__ import annotations

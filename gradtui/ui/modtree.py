@@ -6,8 +6,9 @@ parameter's name (`encoder.layers.3.linear1.weight` -> `encoder.layers.3.linear1
 go to `NO_MODULE`. Each dotted prefix is a row that expands to its submodules, then its own
 nodes (in engine order). Where the pass shows its paths relative to the root module (the
 graph's ROOT_KEY: `encoder.layers.3` of `model`), the root is the row above them, its own ops
-and parameters in it, whether or not it made any node itself (an nn.TransformerEncoder). A module row sums up what is under it (`ModuleStats`): how many
-nodes, the norm of the gradient it sends out of itself, whether anything non-finite went by.
+and parameters in it, whether or not it made any node itself (an nn.TransformerEncoder). A
+module row sums up what is under it (`ModuleStats`): how many nodes, the norm of the gradient
+it sends out of itself, whether anything non-finite went by.
 
 `rows` is the flat list the widget draws, rebuilt only when a module is expanded or
 collapsed, so drawing a screenful is a list lookup per line whatever the size of the pass.

@@ -85,7 +85,8 @@ def test_explain_answers_for_the_parameter_names_gradtui_prints():
     assert explain("model.2.weight", scope, graph, nodes).startswith("yes: model.2.weight is a leaf on this graph")
     assert "does not require grad" in explain("2.bias", scope, graph, nodes)
     assert "this pass's output does not depend on it" in explain("3.weight", scope, graph, nodes)
-    assert explain("9.weight", scope, graph, nodes, "train").startswith("9.weight is no variable where backward was called (train)")
+    assert explain("9.weight", scope, graph, nodes, "train").startswith(
+        "9.weight is no variable where backward was called (train)")
 
 
 def test_explain_finds_a_parameter_of_a_model_only_the_forward_ran():
