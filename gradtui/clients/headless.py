@@ -41,6 +41,8 @@ class HeadlessDriver:
         """The script's output so far ends without a newline: our next line must start one."""
         self._unhooked: list[int] = []
         """Indexes of the passes that ran unhooked since the last line about passes."""
+        self._asked: str | None = None
+        """The command this driver sent that is not answered yet: its own edit's answer says what it did."""
         self.reads_flow = _asks_flow(commands)
         """Is one of the commands a `flow`? Else the driver reads no pass's gradient flow (it prints
         neither the flow nor the leaves' gradients), and a hooked pass need not compute them for it."""
@@ -79,6 +81,7 @@ class HeadlessDriver:
                 self._print(f"error: {exc}")
                 self.feeder.skipped()
                 continue
+            self._asked = command.text
             self.feeder.sent(self.target.submit(command if self._sole else text))  # the Session takes it parsed
             if (self._sole and not self.feeder.commands and not len(self.target.breakpoints)
                     and isinstance(command, Continue)):
@@ -116,7 +119,10 @@ class HeadlessDriver:
                             f" · ran unhooked inside pass {event.pass_index}")
             case ev.Paused():
                 self._paused(event)
+            case ev.GradEdited():
+                self._edited(event)
             case ev.CommandResult():
+                self._asked = None
                 prefix = "" if event.ok else "error: "
                 for line in event.text.splitlines() or [""]:
                     self._print(f"  {prefix}{line}")
@@ -147,6 +153,18 @@ class HeadlessDriver:
             self._print(f"  at {data.source}{module}" + (f": {text}" if text else ""))
         for line in format_grads(event.grads, event.phase):
             self._print(f"  {line}")
+
+    def _edited(self, event: ev.GradEdited) -> None:
+        """An edit this driver did not ask for (a replay tells the run's): what it did, and the
+        gradient before and after it."""
+        if event.command == self._asked:
+            return  # its answer ("gradient now ...") says it
+        title = node_title(self._graph, event.node) if self._graph is not None else f"#{event.node}"
+        self._print(f"the run edited the gradient arriving at {title} in pass {event.pass_index}: {event.command}")
+        for line in format_grads(event.before, "before"):
+            self._print(f"    before the edit: {line}")
+        for line in format_grads(event.after, "before"):
+            self._print(f"    after the edit:  {line}")
 
     def _pass_finished(self, event: ev.PassFinished) -> None:
         if self._unhooked and self._unhooked[-1] == event.pass_index:

@@ -19,6 +19,7 @@ from gradtui.protocol.commands import (
 )
 from gradtui.protocol.flowtext import flow_answer
 from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.provenance.modulecalls import forward_roots
 from gradtui.engine.stats.passrecord import PassRecord, FlowRecorder
 from gradtui.engine.stepper import Mode, Pause, Stepper
 from gradtui.engine.stats.summary import describe, summarize_all
@@ -103,7 +104,7 @@ class CommandRunner:
                 if state is None or state.frame is None:
                     raise CommandError("why works while paused in a pass")
                 return explain(name, self._scope(state), state.capture.graph, state.capture.nodes,
-                               state.frame.f_code.co_name)
+                               state.frame.f_code.co_name, forward_roots)
             case Print(expr=expr):
                 pause = self._paused_at(state)
                 if expr is None:

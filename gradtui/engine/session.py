@@ -39,7 +39,7 @@ from gradtui.engine.listeners import Listener, Listeners
 from gradtui.engine.hooks.plan import make_plan, resume
 from gradtui.engine.hooks.passes import PassRunner, unhooked_start
 from gradtui.engine.hooks.planned import PlannedPass
-from gradtui.engine.provenance.forward import Provenance, UnsavedSources
+from gradtui.engine.provenance.forward import Provenance, UnsavedSources, forward_roots
 from gradtui.engine.process.quitting import RunQuit
 from gradtui.engine.stats.passrecord import PassRecord, FlowRecorder, nonfinite_roots, root_values
 from gradtui.engine.stepper import Mode, Pause, Stepper
@@ -264,7 +264,8 @@ class Session:
         on_cpu = _on_cpu(roots)
         planned = call != "grad" and self._choice.planned(pending, on_cpu)  # grad(): no AccumulateGrad to derive
         lazy = planned and not self._listeners.graph_needed()
-        names = (LaterNames if lazy and not self.wants_flow() else Names.from_scopes)(frame.f_locals, frame.f_globals)
+        names = (LaterNames if lazy and not self.wants_flow() else Names.from_scopes)(
+            frame.f_locals, frame.f_globals, ran=forward_roots)
         cap = capture(nodes, names, lazy=lazy)
         state = PassRecord(index, cap, frame, names, call=call, on_cpu=on_cpu)
         state.check_every = self._check_every or (1 if on_cpu else CHECK_EVERY)

@@ -12,20 +12,32 @@ from typing import Any
 import networkx as nx
 import torch
 
+from gradtui.protocol.breakpoints import as_label
 from gradtui.protocol.nodes import node_info, node_title
 from gradtui.engine import edits
 
 
 def explain(name: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Sequence[Any],
-            function: str = "<module>") -> str:
+            function: str = "<module>", roots: Mapping[torch.nn.Module, str] | None = None) -> str:
     """The answer to `why NAME` for a pass whose backward was called in `function`, with `scope`
-    its variables (globals and locals), `graph`/`nodes` the pass's captured graph."""
+    its variables (globals and locals), `graph`/`nodes` the pass's captured graph, `roots` the
+    modules whose forward ran (with the names leading their module paths).
+
+    NAME is a Python expression of the scope's variables, or a name gradtui prints and `break`
+    takes: a node's label or a parameter's name in its model (`0.weight` is no Python; nor is
+    `transformer.h.1.mlp.c_fc.weight`, and it may name a model no variable holds)."""
     try:
         value = edits.safe_eval(name, dict(scope))  # what it raises, BaseException too, is an answer
     except edits.ExpressionError as exc:
-        if issubclass(exc.error, NameError):
-            return f"{name} is not defined where backward was called ({function})"
-        return f"{name} failed: {exc.detail}"
+        label = as_label(name)
+        value = None if label is None else _labelled(label, scope, graph, nodes, roots or {})
+        if value is None:
+            if issubclass(exc.error, SyntaxError):
+                return (f"{name} is no variable where backward was called ({function}), no leaf of this "
+                        "pass and no parameter of a model in scope or whose forward ran")
+            if issubclass(exc.error, NameError):
+                return f"{name} is not defined where backward was called ({function})"
+            return f"{name} failed: {exc.detail}"
     if not isinstance(value, torch.Tensor):
         kind = type(value).__name__
         return f"{name} is {'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}, not a tensor"
@@ -51,3 +63,21 @@ def explain(name: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Seque
                     "is called (or break on it here and print it)")
     return (f"{off}: it was made by {value.grad_fn.name()}, "
             "but the output of this backward call does not depend on it")
+
+
+def _labelled(label: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Sequence[Any],
+              roots: Mapping[torch.nn.Module, str]) -> Any:
+    """The tensor that `label` names as gradtui shows it (None: none): a leaf of this pass whose
+    label or parameter name it is, else the parameter of that name in a model in `scope` or in
+    `roots` (its name within the model, or led by the model's variable: `model.0.weight`)."""
+    for i, node in enumerate(nodes):
+        info = node_info(graph, i)
+        if info.kind == "accumulate" and (info.param == label or label in info.labels):
+            return node.variable
+    models = [(var, value) for var, value in scope.items() if isinstance(value, torch.nn.Module)]
+    models += [(lead, module) for module, lead in list(roots.items())]
+    for lead, model in models:
+        for pname, param in model.named_parameters():
+            if label in (pname, f"{lead}.{pname}"):
+                return param
+    return None

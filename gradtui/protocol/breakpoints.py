@@ -31,7 +31,7 @@ from gradtui.protocol.stats import Stats, any_nonfinite
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
 _PREFIXED_OP = re.compile(r"^torch::autograd::([A-Za-z_]\w*)$")  # CopySlices, any C++ node
 _LABEL = re.compile(r"[^\s.\[\]]+(?:\.[^\s.\[\]]+|\[[0-9]+\])*")
-"""Names joined by dots, with `[N]` indices (x, ŷ, outs[1], 0.weight); `_label` checks each name."""
+"""Names joined by dots, with `[N]` indices (x, ŷ, outs[1], 0.weight); `as_label` checks each name."""
 
 
 class Role(enum.Enum):
@@ -456,7 +456,7 @@ class Label(Kind):
 
     @classmethod
     def parse(cls, text: str) -> Any:
-        label = _label(text)
+        label = as_label(text)
         return NOT_MINE if label is None else label
 
     @classmethod
@@ -479,10 +479,10 @@ def _names_no_node(kind: type[Kind], value: Any, graph: Any, pass_index: int) ->
     return "no node of this pass matches it" if _none_match(kind, value, graph, pass_index) else None
 
 
-def _label(spec: str) -> str | None:
-    """`spec` as a label (a variable, `outs[1]`, `layers.0.weight`), its names in the NFKC form
-    Python gives identifiers (`ﬁ` is the variable `fi`), or None if it is not one (`x²`: Python
-    refuses `²` in a name)."""
+def as_label(spec: str) -> str | None:
+    """`spec` as a label (a variable, `outs[1]`, `layers.0.weight`: the names gradtui prints,
+    which `break` and `why` take), its names in the NFKC form Python gives identifiers (`ﬁ` is
+    the variable `fi`), or None if it is not one (`x²`: Python refuses `²` in a name)."""
     if not _LABEL.fullmatch(spec):
         return None
     out = []

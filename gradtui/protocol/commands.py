@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from gradtui.protocol.breakpoints import KINDS, forms, parse_spec
+from gradtui.protocol.breakpoints import KINDS, as_label, forms, parse_spec
 from gradtui.protocol.words import CommandError, parse_float, parse_int, shown
 
 __all__ = ["CommandError", "parse_float", "parse_int", "shown"]  # and every command class below
@@ -236,7 +236,9 @@ class Print(Command):
 
 
 class Why(Command):
-    """Is the tensor in variable `name` on this pass's graph? If not, why its .grad stays None."""
+    """Is the tensor `name` names on this pass's graph? If not, why its .grad stays None. `name`
+    is a Python expression of the calling frame's variables, or a name gradtui prints and `break`
+    takes (`0.weight`, `transformer.h.1.mlp.c_fc.weight`: a parameter's name in its model)."""
 
     name: str
     verb = "why"
@@ -248,8 +250,10 @@ class Why(Command):
 
     @classmethod
     def parse(cls, line: str, rest: str) -> Command | None:
-        name = _needs("why", rest, "a variable name or expression, e.g. why x or why model[0].weight")
-        _check_syntax(name)
+        name = _needs("why", rest, "a variable name, an expression or a parameter's name, e.g. why x, "
+                      "why model[0].weight or why 0.weight")
+        if as_label(name) is None:  # a parameter's name (0.weight) is no Python
+            _check_syntax(name)
         return cls(line, name)
 
 

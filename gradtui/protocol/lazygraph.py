@@ -37,9 +37,12 @@ class LazyGraph:
     """
 
     def __init__(self, infos: Callable[[], list[NodeInfo]], complete: Callable[[], None] | None,
-                 count: int) -> None:
+                 count: int, attrs: Callable[[], dict[str, Any]] | None = None) -> None:
+        """`attrs`, if given, is read once the description is made: the built graph's `graph`
+        attributes (what a pass says of all its nodes: the module its paths are relative to)."""
         self._lazy: tuple[Callable[[], list[NodeInfo]], Callable[[], None] | None] = (infos, complete)
         self._count = count
+        self._attrs = attrs
 
     def info(self, node: int) -> NodeInfo:
         """Node `node`'s NodeInfo, as the built graph's `nodes[node]["info"]`, without building it."""
@@ -76,6 +79,9 @@ class LazyGraph:
                 for slot, there in enumerate(info.next):
                     if there is not None:
                         adj[here][there] = pred[there][here] = {"slot": slot}
+            attrs = state.pop("_attrs", None)
+            if attrs is not None:
+                graph.graph.update(attrs())
             state.update(graph.__dict__)
             self.__class__ = nx.DiGraph  # type: ignore[assignment]
             del state["_lazy"], state["_count"]

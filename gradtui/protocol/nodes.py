@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
+ROOT_KEY = "module_root"
+"""Graph attribute of a pass: the root module whose lead its module paths are shown without
+(`model`, whose `model.encoder.layers.3` is shown `encoder.layers.3`); absent if none is."""
+ROOT_CHILDREN_KEY = "module_root_children"
+"""Graph attribute of a pass: the first parts of the module paths shown without the root's lead
+(`encoder`, `lm_head`): the module tree puts them under the root, its own ops above them."""
+
+
 @dataclass(slots=True, unsafe_hash=True, init=False)
 class NodeInfo:
     """One autograd node of a captured pass, as plain data that outlives the pass.

@@ -51,7 +51,7 @@ class BadInput(Exception):
 
 
 @dataclass(frozen=True)
-class Stats:
+class RecordedStats:
     """A gradient's statistics as recorded (a `grads` row): what a recording without fingerprints
     holds of it."""
 
@@ -79,7 +79,7 @@ class Node:
     next: tuple[int, ...] = ()
     """The nodes that made its inputs (autograd's next functions)."""
     values: dict[tuple[int, int], Value] = field(default_factory=dict, compare=False, hash=False)
-    stats: dict[tuple[int, int], Stats] = field(default_factory=dict, compare=False, hash=False)
+    stats: dict[tuple[int, int], RecordedStats] = field(default_factory=dict, compare=False, hash=False)
     """Its gradients' recorded statistics (`Side.nodes(prints=False)`)."""
 
     def key(self) -> tuple:
@@ -161,7 +161,7 @@ class Side:
                      "WHERE pass = ? AND shape IS NOT NULL")
             for node, d, slot, shape, norm, lo, hi, mean, nonfinite, blob in self._db.execute(query, (index,)):
                 if node in nodes:
-                    nodes[node].stats[(d, slot)] = Stats(tuple(json.loads(shape)), _num(norm), _num(lo), _num(hi),
+                    nodes[node].stats[(d, slot)] = RecordedStats(tuple(json.loads(shape)), _num(norm), _num(lo), _num(hi),
                                                          _num(mean), nonfinite or 0, _floats(blob))
         # Forward order: autograd numbers nodes as the forward makes them; accumulators (leaves,
         # numbered 2**64 - 1, stored as -1) come after every op.
@@ -199,7 +199,7 @@ def distance(a: Value, b: Value) -> float:
     return _relative(apart, na, nb)
 
 
-def stats_distance(a: Stats, b: Stats) -> tuple[float, bool]:
+def stats_distance(a: RecordedStats, b: RecordedStats) -> tuple[float, bool]:
     """How far apart two gradients are by their recorded statistics, relative to the larger norm,
     and whether that is exact (both hold the values) or a lower bound (see the module doc).
     inf: different shapes, or non-finite where the other is not."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import networkx as nx
 
-from gradtui.protocol.events import CallSiteVariables, ParamFlow, SourceText
+from gradtui.protocol.events import CallSiteVariables, GradEdited, ParamFlow, SourceText
 from gradtui.protocol.stats import Stats
 from gradtui.record import rows, schema
 from gradtui.record.infos import (
@@ -244,6 +244,16 @@ class Recording:
         found = self._query(f"SELECT pass, node, breakpoint, spec FROM hits{where} ORDER BY seq", args,
                             "the breakpoint hits", "hits")
         return self._decoded(found, rows.hit, lambda r: f"a breakpoint hit of pass {r[0]}")
+
+    def grad_edits(self, index: int | None = None, *, since: int | None = None) -> list[GradEdited]:
+        """The edits as the run told them (GradEdited: the statistics before and after), in order:
+        of pass `index` only, or of the passes from `since` on, if given."""
+        where, args = ("", ()) if index is None else (" WHERE pass = ?", (index,))
+        if since is not None:
+            where, args = " WHERE pass >= ?", (since,)
+        found = self._query(f"SELECT pass, node, command, before, after FROM edits{where} ORDER BY seq", args,
+                            "the edits", "edits")
+        return self._decoded(found, rows.grad_edited, lambda r: f"an edit of pass {r[0]}")
 
     def edits(self) -> list[dict[str, Any]]:
         """Edits in order: pass, node, command, and the statistics before and after (JSON dicts)."""

@@ -6,8 +6,11 @@ data, and a PassFinished with its flow; the script's output). Then the replay pa
 last pass with per-node data, where the run stopped in it (its first breakpoint hit), else at
 its first node. `pass N` shows another recorded pass; `step`, `continue` and `finish` walk the
 recorded nodes in engine order (the `order` column), stopping at breakpoints set with `break`
-as a live run would; `print` and `flow` answer from the recorded statistics. A recording keeps
-statistics, not tensors: edits, `print EXPR` and `why` are refused with a `read-only:` answer.
+as a live run would; `print` and `flow` answer from the recorded statistics. The run's edits are
+told (GradEdited, before the pause at the edited node or its NodeRan where the walk passes it):
+the UI marks the node and shows the value before, headless says it. Nodes are told ran (NodeRan)
+as the walk passes them, so no row after the pause is marked ran. A recording keeps statistics,
+not tensors: edits, `print EXPR` and `why` are refused with a `read-only:` answer.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 
@@ -28,14 +31,14 @@ from gradtui.protocol.commands import (
     ShowPass, Step, parse,
 )
 from gradtui.protocol.nodes import node_info, node_title
-from gradtui.protocol.stats import any_nonfinite, format_grads
+from gradtui.protocol.stats import Stats, any_nonfinite, format_grads
 from gradtui.record.reader import (
     NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
 )
 from gradtui.record.replay_text import (
     EDITS_REFUSED, READ_ONLY, flow_text, no_nodes, recorded_hits, refusal, replay_help,
 )
-from gradtui.record.story import nodes_ran, pass_finished, pass_started, recorded_graph, tell, walkable
+from gradtui.record.story import pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo
 
 __all__ = ["READ_ONLY", "ReplayTarget", "open_recording"]
@@ -59,10 +62,40 @@ class _Shown:
     phase: str = "before"
     nan_seen: bool = False
     fired: frozenset[int] = frozenset()
+    edits: dict[int, list[ev.GradEdited]] = field(default_factory=dict)
+    """The run's edits of this pass, per node, in order."""
+    told: set[int] = field(default_factory=set)
+    """The nodes whose edits the replay has told (GradEdited) since it entered the pass."""
+    ran: int = 0
+    """How many nodes of `walk` the replay has told ran (NodeRan): those before the pause."""
 
     def grads(self, node: int) -> NodeStats:
-        """What arrived at `node` and what it sent on, as recorded (nothing if it ran unrecorded)."""
+        """What arrived at `node` (after the run's edits) and what it sent on, as recorded
+        (nothing if it ran unrecorded)."""
         return self.stats.get(node, NodeStats((), ()))
+
+    def arrived(self, node: int) -> tuple[Stats | None, ...]:
+        """What arrived at `node` before the run edited it there (what a breakpoint saw), else as recorded."""
+        edits = self.edits.get(node)
+        return edits[0].before if edits else self.grads(node).grad_outputs
+
+    def edits_of(self, node: int) -> list[ev.Event]:
+        """The run's edits of `node`, once: the UI marks the node edited and keeps the value before."""
+        if node in self.told or node not in self.edits:
+            return []
+        self.told.add(node)
+        return list(self.edits[node])
+
+    def run_to(self, end: int) -> list[ev.Event]:
+        """NodeRan (after the node's edits) of the walk's nodes up to position `end`, those not told yet."""
+        events: list[ev.Event] = []
+        for position in range(self.ran, end):
+            node = self.walk[position]
+            got = self.grads(node)
+            events += self.edits_of(node)
+            events.append(ev.NodeRan(self.info.index, node, position + 1, got.grad_outputs, got.grad_inputs))
+        self.ran = max(self.ran, end)
+        return events
 
     def stops_before(self, breakpoints: Breakpoints) -> Breakpoint | None:
         """The breakpoint that stops before the paused node (a loss spec: at a pass's first node)."""
@@ -73,7 +106,7 @@ class _Shown:
             if bp is not None:
                 return bp
         return breakpoints.find(node_info(self.graph, node), node, self.info.index, self.at == 0,
-                                self.grads(node).grad_outputs, self.nan_seen, self.fired)
+                                self.arrived(node), self.nan_seen, self.fired)
 
     def stops_after(self, breakpoints: Breakpoints, got: NodeStats) -> Breakpoint | None:
         """A `nan` breakpoint that stops after the paused node: it sent on a non-finite value."""
@@ -225,18 +258,22 @@ class ReplayTarget:
         return self._rec.figures(FIGURE_POINTS) if self._rec is not None else []
 
     def _enter(self, index: int) -> list[ev.Event]:
-        """PassStarted and NodeRan of every recorded node of pass `index`, and the call-site
-        variables the run read in it (as the live agent sends them at a pass's first pause);
-        the walk at its first node."""
+        """PassStarted of pass `index` and the call-site variables the run read in it (as the
+        live agent sends them at a pass's first pause); the walk at its first node, no node run
+        yet (a node is told ran, NodeRan, as the walk passes it, so no row after the pause is
+        marked ran: in a pass the run stopped in, nor in one it finished)."""
         assert self._rec is not None
         info = self._pass(index)
         assert info is not None
         graph = self._graph(index)
         stats = self._rec.stats(index)
         walk = ran_in_order(graph)
-        self._shown = _Shown(info, graph, stats, walk)
+        edits: dict[int, list[ev.GradEdited]] = {}
+        for edit in self._rec.grad_edits(index):
+            edits.setdefault(edit.node, []).append(edit)
+        self._shown = _Shown(info, graph, stats, walk, edits=edits)
         told = self._rec.variables(index, index).get(index)
-        return [pass_started(info, graph), *nodes_ran(index, walk, stats), *([told] if told is not None else [])]
+        return [pass_started(info, graph), *([told] if told is not None else [])]
 
     def _show(self, index: int, reason: str) -> list[ev.Event]:
         """`_enter` pass `index`, then pause: at the run's first breakpoint hit in it, else at its first node."""
@@ -255,17 +292,22 @@ class ReplayTarget:
             reason = f"{reason}: the run stopped here: {shown.hit_reason(hit['breakpoint'], hit['spec'])}"
         else:
             reason = f"{reason}: pass {index}, its first node"
-        events.append(self._paused(reason))
-        return events
+        events += shown.run_to(shown.at + (shown.phase == "after"))
+        return events + self._paused(reason)
 
-    def _paused(self, reason: str) -> ev.Paused:
+    def _paused(self, reason: str) -> list[ev.Event]:
+        """The run's edits of the walk's node not told yet (GradEdited: the UI marks the node and
+        keeps the value before, headless says it), then the pause there, with the gradient as
+        the run left it (the edited one: the recording's)."""
         shown = self._shown
         assert shown is not None
         node = shown.walk[shown.at]
         got = shown.grads(node)
         grads = got.grad_outputs if shown.phase == "before" else got.grad_inputs
-        return ev.Paused(shown.info.index, node, node_info(shown.graph, node).name, shown.phase,  # type: ignore[arg-type]
-                         reason, grads, shown.at + (shown.phase == "after"), shown.graph.number_of_nodes())
+        return [*shown.edits_of(node),
+                ev.Paused(shown.info.index, node, node_info(shown.graph, node).name,
+                          shown.phase,  # type: ignore[arg-type]
+                          reason, grads, shown.at + (shown.phase == "after"), shown.graph.number_of_nodes())]
 
     # ---- commands --------------------------------------------------------------------------
 
@@ -342,13 +384,14 @@ class ReplayTarget:
             got = shown.grads(node)
             if shown.phase == "before":
                 shown.phase = "after"
+                events += shown.run_to(shown.at + 1)
                 if mode == "continue" and (bp := shown.stops_after(self.breakpoints, got)) is not None:
                     return events + self._hit(bp)
             shown.nan_seen = shown.nan_seen or any_nonfinite(got.grad_outputs) or any_nonfinite(got.grad_inputs)
             if shown.at + 1 < len(shown.walk):
                 shown.at, shown.phase = shown.at + 1, "before"
                 if mode == "step":
-                    return [*events, self._paused("step")]
+                    return events + self._paused("step")
                 if mode == "continue" and (bp := shown.stops_before(self.breakpoints)) is not None:
                     return events + self._hit(bp)
                 continue
@@ -360,7 +403,7 @@ class ReplayTarget:
             events += self._enter(later)
             shown = self._shown
             if mode != "continue":
-                return [*events, self._paused(mode)]
+                return events + self._paused(mode)
             if (bp := shown.stops_before(self.breakpoints)) is not None:
                 return events + self._hit(bp)
 
@@ -370,7 +413,7 @@ class ReplayTarget:
         bp.hits += 1
         shown.fired = shown.fired | {bp.number}
         return [ev.BreakpointHit(bp.number, bp.spec.text, shown.info.index, shown.walk[shown.at]),
-                self._breakpoints_changed(), self._paused(shown.hit_reason(bp.number, bp.spec.text))]
+                self._breakpoints_changed(), *self._paused(shown.hit_reason(bp.number, bp.spec.text))]
 
     def _breakpoints_changed(self) -> ev.BreakpointsChanged:
         return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(b.number, b.spec.text, b.hits) for b in self.breakpoints))

@@ -14,8 +14,8 @@ import json
 from array import array
 from typing import Any
 
-from gradtui.protocol.events import ParamFlow
-from gradtui.protocol.stats import Stats, full_stats
+from gradtui.protocol.events import GradEdited, ParamFlow
+from gradtui.protocol.stats import Stats, full_stats, unreadable_stats
 
 SLOTS = 4096
 """More gradient slots than any node has: a larger slot number is damage, not data."""
@@ -154,6 +154,54 @@ def edit(row: tuple) -> dict[str, Any]:
     return {"pass": integer(index, "pass"), "node": integer(node_id, "node"),
             "command": text(command, "command", False),
             "before": list(json_list(before, "before")), "after": list(json_list(after, "after"))}
+
+
+def grad_edited(row: tuple) -> GradEdited:
+    """An `edits` row (pass, node, command, before, after) as the event the run sent for it, its
+    statistics before and after back as Stats (a replay shows the edit as the live run did)."""
+    index, node_id, command, before, after = row
+    return GradEdited(integer(index, "pass"), integer(node_id, "node"), text(command, "command", False),
+                      tuple(_json_stats(s, "before") for s in json_list(before, "before")),
+                      tuple(_json_stats(s, "after") for s in json_list(after, "after")))
+
+
+def _json_stats(value: Any, what: str) -> Stats | None:
+    """A Stats written as its JSON (`Stats.to_json`: NaN and infinities spelled as strings)."""
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise BadRow(f"{what} is not a list of statistics")
+    unreadable = text(value.get("unreadable"), what)
+    values = value.get("values")
+    if values is not None:
+        values = tuple(_json_real(v, what) for v in _list_of(values, what))
+        if None in values:
+            raise BadRow(f"{what} has a value that is no number")
+    norm = _json_real(value.get("norm"), what)
+    shape = tuple(integer(n, what) for n in _list_of(value.get("shape"), what))
+    dtype, device = text(value.get("dtype"), what, False), text(value.get("device"), what, False)
+    if unreadable is not None:
+        return unreadable_stats(shape, dtype, device, unreadable)
+    return full_stats(shape, dtype, device, float("nan") if norm is None else norm,
+                      _json_real(value.get("min"), what), _json_real(value.get("max"), what),
+                      _json_real(value.get("mean"), what), integer(value.get("nonfinite"), what), values,
+                      values[:8] if values else ())
+
+
+def _list_of(value: Any, what: str) -> list:
+    if type(value) is not list:
+        raise BadRow(f"{what} is not a list of statistics")
+    return value
+
+
+_SPELLED = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def _json_real(value: Any, what: str) -> float | None:
+    """A number of a JSON Stats: a float, None, or NaN or an infinity spelled as a string."""
+    if type(value) is str and value in _SPELLED:
+        return _SPELLED[value]
+    return real(value, what)
 
 
 def output(row: tuple) -> tuple[int | None, str, str]:

@@ -3,12 +3,13 @@ it, read lazily from a recording of any size.
 
 ScriptStarted, the texts of the notebook cells the run's nodes were made in (`SourceText`),
 the output lines before the first pass and the last lines of the passes not listed, then the
-last STORY_PASSES passes (a PassStarted, with its graph and its nodes' statistics for the last
-few with per-node data and the call-site variables the run read in it, the run's breakpoint
-hits in it, and a PassFinished with its flow), their output between them (a transcript) or before them in one
-piece (a UI, which draws once per run of output). A pass is told as the run told it: hooked or
-not, with its node count whether or not its graph is told. Only those rows are read: the same
-few indexed queries whatever the recording's size (tests/record/test_replay_open.py).
+last STORY_PASSES passes (a PassStarted, with its graph, its nodes' statistics and the run's
+edits for the last few with per-node data and the call-site variables the run read in it, the
+run's breakpoint hits in it, and a PassFinished with its flow), their output between them (a
+transcript) or before them in one piece (a UI, which draws once per run of output). A pass is
+told as the run told it: hooked or not, with its node count whether or not its graph is told.
+Only those rows are read: the same few indexed queries whatever the recording's size
+(tests/record/test_replay_open.py).
 """
 
 from __future__ import annotations
@@ -70,11 +71,18 @@ def pass_started(info: PassInfo, graph: nx.DiGraph) -> ev.PassStarted:
                           nodes=None if graph.number_of_nodes() else info.nodes, kept=info.per_node)
 
 
-def nodes_ran(index: int, walk: list[int], stats: dict[int, NodeStats]) -> list[ev.NodeRan]:
-    """A NodeRan per recorded node of pass `index` that ran, in engine order."""
+def nodes_ran(index: int, walk: list[int], stats: dict[int, NodeStats],
+              edits: dict[int, list[ev.GradEdited]] | None = None) -> list[ev.Event]:
+    """A NodeRan per recorded node of pass `index` that ran, in engine order, each after the
+    run's edits of the gradient that arrived at it (`edits`, per node: the UI marks them)."""
     empty = NodeStats((), ())
-    return [ev.NodeRan(index, node, position, stats.get(node, empty).grad_outputs, stats.get(node, empty).grad_inputs)
-            for position, node in enumerate(walk, 1)]
+    edits = edits or {}
+    out: list[ev.Event] = []
+    for position, node in enumerate(walk, 1):
+        out += edits.get(node, ())
+        out.append(ev.NodeRan(index, node, position, stats.get(node, empty).grad_outputs,
+                              stats.get(node, empty).grad_inputs))
+    return out
 
 
 def pass_finished(info: PassInfo, flow: tuple[ev.ParamFlow, ...]) -> ev.PassFinished:
@@ -136,11 +144,14 @@ def tell(rec: Recording, script: str, argv: tuple[str, ...], output_in_passes: b
         story += [line for pass_lines in output.values() for line in pass_lines]
         output.clear()
     variables = rec.variables(min(drawn)) if drawn else {}
+    edits: dict[int, dict[int, list[ev.GradEdited]]] = {}
+    for edit in rec.grad_edits(since=min(drawn)) if drawn else []:
+        edits.setdefault(edit.pass_index, {}).setdefault(edit.node, []).append(edit)
     for info in told:
         graph = recorded_graph(rec, info.index, folder) if info.index in drawn else nx.DiGraph()
         story.append(pass_started(info, graph))
         if graph.number_of_nodes():
-            story += nodes_ran(info.index, ran_in_order(graph), rec.stats(info.index))
+            story += nodes_ran(info.index, ran_in_order(graph), rec.stats(info.index), edits.get(info.index))
             story += [variables[info.index]] if info.index in variables else []
         story += hits.pop(info.index, [])
         story.append(pass_finished(info, flows.get(info.index, ())))

@@ -4,8 +4,11 @@ Every node belongs to one module: the `module` attribute of its graph node
 (`encoder.layers.3.linear1`), or, for the accumulator of a parameter, the module owning the
 parameter's name (`encoder.layers.3.linear1.weight` -> `encoder.layers.3.linear1`); the rest
 go to `NO_MODULE`. Each dotted prefix is a row that expands to its submodules, then its own
-nodes (in engine order). A module row sums up what is under it (`ModuleStats`): how many
-nodes, the norm of the gradient it sends out of itself, whether anything non-finite went by.
+nodes (in engine order). Where the pass shows its paths relative to the root module (the
+graph's ROOT_KEY: `encoder.layers.3` of `model`), the root is the row above them, its own ops
+and parameters in it, whether or not it made any node itself (an nn.TransformerEncoder). A
+module row sums up what is under it (`ModuleStats`): how many nodes, the norm of the gradient
+it sends out of itself, whether anything non-finite went by.
 
 `rows` is the flat list the widget draws, rebuilt only when a module is expanded or
 collapsed, so drawing a screenful is a list lookup per line whatever the size of the pass.
@@ -17,7 +20,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from gradtui.protocol.nodes import NodeInfo, node_info
+from gradtui.protocol.nodes import ROOT_CHILDREN_KEY, ROOT_KEY, NodeInfo, node_info
 from gradtui.ui.state import PassView
 
 NO_MODULE = "(no module)"
@@ -72,6 +75,11 @@ def owner_of(data: NodeInfo) -> str | None:
     return None
 
 
+def _roots_param(data: NodeInfo) -> bool:
+    """Is the node the accumulator of a parameter the root holds itself (`scale`, no dot)?"""
+    return data.kind == "accumulate" and bool(data.param) and "." not in data.param
+
+
 _DIGITS = re.compile(r"[0-9]+")
 """A path part that is a list index (`layers.3`). ASCII digits only: `str.isdigit` is also
 true of `²` or `①`, which `int()` refuses (a ModuleDict may use any key), and `\\d` with `$`
@@ -85,8 +93,8 @@ def _natural(path: str) -> tuple:
 
 def display_name(module: Module) -> str:
     """The row's name: the path relative to the parent row; `layers.3` rather than a bare `3`."""
-    if module.parent is None:
-        return module.path
+    if module.parent is None or not module.path.startswith(module.parent + "."):
+        return module.path  # a root, or a path shown relative to the root above it
     rel = module.path[len(module.parent) + 1:]
     if _DIGITS.fullmatch(rel):
         return module.parent.rpartition(".")[2] + "." + rel
@@ -107,6 +115,10 @@ class ModuleTree:
         self.rows: list[Row] = []
         self._stats_key: tuple | None = None
         self._chains: dict[str, tuple[str, ...]] = {}
+        attrs = getattr(view.graph, "graph", {})
+        self.root: str | None = attrs.get(ROOT_KEY)
+        """The root module the paths are shown relative to (None: none is)."""
+        self._under_root: frozenset[str] = frozenset(attrs.get(ROOT_CHILDREN_KEY, ()) if self.root else ())
         self._reset()
         self._build()
         self._flatten()
@@ -117,6 +129,8 @@ class ModuleTree:
         module = self.modules.get(path)
         if module is None:
             parent = path.rpartition(".")[0] if "." in path and path != NO_MODULE else None
+            if parent is None and path in self._under_root and path != self.root:
+                parent = self.root  # `encoder` is shown without the `model.` it is in
             module = self.modules[path] = Module(path, parent)
             if parent is not None:
                 self._module(parent).children.append(path)
@@ -126,8 +140,11 @@ class ModuleTree:
 
     def _build(self) -> None:
         graph = self.view.graph
+        if self.root is not None:
+            self._module(self.root)  # the row above its children, if it made no node itself
         for node in self.view.order:
-            path = owner_of(node_info(graph, node)) or NO_MODULE
+            data = node_info(graph, node)
+            path = owner_of(data) or (self.root if _roots_param(data) and self.root else NO_MODULE)
             self.member[node] = path
             self._module(path).nodes.append(node)
         for module in self.modules.values():

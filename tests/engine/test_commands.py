@@ -122,6 +122,15 @@ def test_parse_errors(text, message):
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize("name", ["1.weight", "0.weight", "transformer.h.1.mlp.c_fc.weight",
+                                  "layers.0.attn.in_proj_bias", "outs[1]", "fc.weight", "ŷ"])
+def test_why_takes_every_name_break_takes(name):
+    """`why` refused the parameter names gradtui prints (`1.weight` is no Python) while `break`
+    took them: both take the same names."""
+    assert parse(f"break {name}") == Break(f"break {name}", name)
+    assert parse(f"why {name}") == Why(f"why {name}", name)
+
+
 def test_command_error_is_a_value_error():
     assert issubclass(CommandError, ValueError)
 

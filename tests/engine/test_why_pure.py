@@ -69,3 +69,32 @@ def test_a_base_exception_from_a_commands_expression_is_a_refusal(command):
     assert ("KeyboardInterrupt" in result.text) or ("GeneratorExit" in result.text)
     assert not result.ok or command.startswith("why")  # why answers with the failure as its text
     assert run.script_output() == "x.grad = 36.0\n"  # the pass ran on, its gradient untouched
+
+
+def test_explain_answers_for_the_parameter_names_gradtui_prints():
+    """`why 1.weight`: a parameter's name in its model is no Python; `why` finds the parameter as
+    `break` does, on this pass's graph or in a model in scope (frozen, or not used this pass)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1),
+                                torch.nn.Linear(1, 1))
+    model[2].bias.requires_grad_(False)
+    x = torch.randn(4, 2)
+    scope = {"model": model, "x": x, "loss": model[:3](x).sum()}  # model[3] is not used
+    graph, nodes = _pass(scope)
+    assert explain("0.weight", scope, graph, nodes).startswith("yes: 0.weight is a leaf on this graph, accumulated at")
+    assert explain("model.2.weight", scope, graph, nodes).startswith("yes: model.2.weight is a leaf on this graph")
+    assert "does not require grad" in explain("2.bias", scope, graph, nodes)
+    assert "this pass's output does not depend on it" in explain("3.weight", scope, graph, nodes)
+    assert explain("9.weight", scope, graph, nodes, "train").startswith(
+        "9.weight is no variable where backward was called (train)")
+
+
+def test_explain_finds_a_parameter_of_a_model_only_the_forward_ran():
+    """Under a trainer, no variable at backward() holds the model: `why` looks in the roots whose
+    forward ran (provenance's forward_roots), by the names their module paths have."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 1))
+    scope = {"loss": model(torch.ones(1, 2)).sum()}
+    graph, nodes = _pass(scope)
+    assert explain("0.weight", scope, graph, nodes, roots={model: "model"}).startswith("yes: 0.weight is a leaf")
+    model.requires_grad_(False)
+    assert "does not require grad" in explain("model.0.bias", {}, graph, [], roots={model: "model"})

@@ -22,7 +22,7 @@ import gc
 import os
 import threading
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 import torch
@@ -33,7 +33,7 @@ from gradtui.engine.capture.names import Names
 from gradtui.engine.compat import sequence_nr
 from gradtui.engine.capture.saved import saved_summary
 from gradtui.protocol.lazygraph import LazyGraph
-from gradtui.protocol.nodes import NodeInfo, walked
+from gradtui.protocol.nodes import ROOT_CHILDREN_KEY, ROOT_KEY, NodeInfo, walked
 
 Node = torch.autograd.graph.Node
 """An autograd node: every node, C++ ones too, passes `isinstance(fn, Node)` on 2.13."""
@@ -86,6 +86,9 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
     _leaves: dict[int, int] | None = None
     """Accumulator id -> the id of its leaf, kept (with `names`) when the nodes go before `infos` were made."""
     _lock: threading.RLock = msgspec.field(default_factory=threading.RLock)
+    graph_attrs: dict[str, Any] = msgspec.field(default_factory=dict)
+    """What the description says of the whole pass, the built graph's `graph` attributes:
+    `ROOT_KEY` and `ROOT_CHILDREN_KEY` (see `_describe`)."""
 
     @property
     def infos(self) -> list[NodeInfo]:
@@ -152,7 +155,7 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
             if self.described:
                 return
             if self.nodes:
-                _describe(self.infos, self.nodes, self.names or Names(), self.leaves_named)
+                self.graph_attrs = _describe(self.infos, self.nodes, self.names or Names(), self.leaves_named)
             # else: what the walk left out stays unknown (NodeInfo's defaults)
             place_leaves(self.infos)
             self.names = None
@@ -288,7 +291,7 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
     node_names, node_kinds = (list(t) for t in zip(*named)) if named else ([], [])
     cap = Capture(walk=Walk(node_names, node_kinds, nexts, producer), graph=None, nodes=nodes,  # type: ignore[arg-type]
                   roots=tuple(root_ids), names=names, described=False, leaves_named=names.ready, _seqs=seqs)
-    cap.graph = LazyGraph(lambda: cap.infos, cap.describe, len(nodes))
+    cap.graph = LazyGraph(lambda: cap.infos, cap.describe, len(nodes), lambda: cap.graph_attrs)
     return cap
 
 
@@ -344,15 +347,18 @@ _kinds: dict[type, tuple[str, str]] = {}
 """Node type -> (name, kind) of its nodes, for types whose nodes are all named alike."""
 
 
-def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names, leaves_named: bool) -> None:
+def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names, leaves_named: bool) -> dict[str, Any]:
     """A capture's description (see `Capture`): each node's NodeInfo replaced by one with its
     labels, provenance and saved values (a leaf's labels and param too, unless `leaves_named`:
-    the walk had them)."""
+    the walk had them). Returns the graph's attributes: the root the module paths are shown
+    relative to and the paths' first parts under it (ROOT_KEY, ROOT_CHILDREN_KEY)."""
     by_grad_fn = names.by_grad_fn
     source_of, module_of = provenance.source_of, provenance.module_of
     shown: dict[str, str] = {}
     """Recorded module path (led by its root's variable) -> as this pass shows it."""
     several = names.several_roots
+    under: dict[str, set[str]] = {}
+    """Root lead -> the first parts of the paths shown without it."""
     for i, (info, node) in enumerate(zip(infos, nodes)):
         module = None
         if info.kind != "accumulate":
@@ -363,8 +369,11 @@ def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names, leaves_nam
                 if short is None:
                     # `encoder.layers.3` rather than `model.encoder.layers.3`, but `model.0`, not a
                     # bare `0` (an nn.Sequential's children are numbered)
-                    rest = module.partition(".")[2]
-                    short = shown[module] = rest if rest and not rest.split(".")[0].isdigit() else module
+                    lead, _, rest = module.partition(".")
+                    relative = bool(rest) and not rest.split(".")[0].isdigit()
+                    short = shown[module] = rest if relative else module
+                    if relative:
+                        under.setdefault(lead, set()).add(rest.partition(".")[0])
                 module = short
         elif leaves_named:
             labels, param, source = info.labels, info.param, None
@@ -376,6 +385,10 @@ def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names, leaves_nam
         else:
             infos[i] = info.described(labels, param, _source_text(*source), source[0], source[1], module,
                                       saved_summary(node))
+    if len(under) != 1:  # no path was shown relative to a root (or, unlike one root, several were)
+        return {}
+    [(lead, children)] = under.items()
+    return {ROOT_KEY: lead, ROOT_CHILDREN_KEY: sorted(children)}
 
 
 def place_leaves(infos: list[NodeInfo]) -> None:

@@ -36,8 +36,10 @@ class Names:
         return self.params.get(leaf_id) or next(iter(self.by_leaf.get(leaf_id, ())), None)
 
     @classmethod
-    def from_scopes(cls, *scopes: Mapping[str, Any]) -> "Names":
-        """Collect names from scopes in priority order (locals, then globals)."""
+    def from_scopes(cls, *scopes: Mapping[str, Any], ran: Mapping[torch.nn.Module, str] | None = None) -> "Names":
+        """Collect names from scopes in priority order (locals, then globals), and the names of the
+        parameters of `ran` (the roots whose forward ran, each with the name leading its module
+        paths: provenance's `forward_roots`) that no module in scope holds."""
         names = cls()
         modules: dict[int, tuple[str, torch.nn.Module]] = {}
         for scope in scopes:
@@ -52,12 +54,14 @@ class Names:
                             names._add(f"{var}[{i}]", item)
                 elif isinstance(value, torch.nn.Module):
                     modules.setdefault(id(value), (var, value))
-        if modules:
-            names._name_params(list(modules.values()))
+        names._name_params(list(modules.values()), ran or {})
         return names
 
-    def _name_params(self, modules: list[tuple[str, torch.nn.Module]]) -> None:
-        """Parameter names, unique across the root modules in scope (those no other one contains)."""
+    def _name_params(self, modules: list[tuple[str, torch.nn.Module]],
+                     forward: Mapping[torch.nn.Module, str]) -> None:
+        """Parameter names, unique across the root modules in scope (those no other one contains),
+        then across the roots whose forward ran that no module in scope holds (a model that only a
+        trainer's object holds, when backward runs inside accelerate)."""
         trees = {id(module): module_tree(module) for _, module in modules}
         inside: set[int] = set()
         for _, module in modules:
@@ -72,6 +76,23 @@ class Names:
             lone = not any(True for _ in module.children())
             prefix = var + "." if lone or (self.several_roots and id(module) not in inside) else ""
             for pname, param in trees[id(module)].params:
+                self.params.setdefault(id(param), prefix + pname)
+        self._name_unseen_roots(forward, inside | trees.keys(), bool(roots))
+
+    def _name_unseen_roots(self, forward: Mapping[torch.nn.Module, str], seen: set[int], scoped: bool) -> None:
+        """Name the parameters of the forward's roots that no module in scope is or holds, as
+        their module paths are named (`0.weight` in module `model.0`): led by the root's name
+        where roots in scope were named too, or where several such roots ran."""
+        unseen = [(lead, module) for module, lead in list(forward.items()) if id(module) not in seen]
+        trees = [(lead, module, module_tree(module)) for lead, module in unseen]
+        inside = {key for _, module, tree in trees for key in tree.modules if key != id(module)}
+        trees = [(lead, module, tree) for lead, module, tree in trees if tree.params and id(module) not in inside]
+        if not scoped:
+            self.several_roots = len(trees) > 1
+        for lead, module, tree in trees:
+            lone = not any(True for _ in module.children())
+            prefix = lead + "." if scoped or lone or self.several_roots else ""
+            for pname, param in tree.params:
                 self.params.setdefault(id(param), prefix + pname)
 
     def _add(self, var: str, tensor: torch.Tensor) -> None:
@@ -90,14 +111,16 @@ class LaterNames(Names):
     nobody looks at (a lazy capture, no flow wanted) never needs them. The scopes are the calling
     frame's, which lives as long as the pass."""
 
-    def __init__(self, *scopes: Mapping[str, Any]) -> None:  # not the dataclass's: nothing is collected yet
+    def __init__(self, *scopes: Mapping[str, Any], ran: Mapping[torch.nn.Module, str] | None = None) -> None:
+        # not the dataclass's: nothing is collected yet
         self._scopes: tuple[Mapping[str, Any], ...] | None = scopes
+        self._ran = ran
         self._names: Names | None = None
 
     def _collected(self) -> Names:
         if self._names is None:
-            self._names = Names.from_scopes(*(self._scopes or ()))
-            self._scopes = None
+            self._names = Names.from_scopes(*(self._scopes or ()), ran=self._ran)
+            self._scopes = self._ran = None
         return self._names
 
     by_grad_fn = property(lambda self: self._collected().by_grad_fn)  # type: ignore[assignment]

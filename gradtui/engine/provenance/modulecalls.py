@@ -38,10 +38,11 @@ from gradtui.engine.compat import push_mode as _push_mode
 from gradtui.engine.capture.labels import Span, Where, label_outputs
 from gradtui.protocol import places
 
-forward_roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+forward_roots: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
 """Modules at the top of a recorded module stack (a model, a GAN's `netG` and `netD`, a
 LightningModule whose `training_step` ran; not a template layer that was only copied): the roots
-that name things."""
+that name things, each with the name that leads its module paths (its variable where it was
+called, else its class). Set once per root, never per call."""
 
 _Module = torch.nn.Module
 _CALL_FILE = _nn_module.__file__
@@ -267,7 +268,7 @@ class ModuleCalls:
         root = self._root_entry(owner)
         if root[2] is None:
             root[2] = _variable_name(owner, outside)
-            forward_roots.add(owner)
+            forward_roots[owner] = root[2]
         lead = root[2]
         rel = root[1].get(id(module)) if owner is not module else ""
         name = f"{lead}.{rel}" if rel else lead

@@ -179,7 +179,18 @@ class NodeList(ScrollView, can_focus=True):
         self.refresh()
 
     def _resize(self) -> None:
-        self.virtual_size = Size(0, self.row_count)
+        size = Size(0, self.row_count)
+        if size != self.virtual_size:
+            self.virtual_size = size
+            # The scroll range is the old one until the next layout: a scroll to the cursor now (the
+            # module view opened with the paused node below the old last row) would stop short.
+            self.call_after_refresh(self._show_cursor)
+
+    def _show_cursor(self) -> None:
+        """Bring the cursor's row to the middle of the list if it is off screen."""
+        top, row = round(self.scroll_offset.y), self.cursor
+        if not top <= row < top + self.size.height:
+            self.scroll_to_region(Region(0, row, 1, 1), animate=False, immediate=True, center=True)
 
     def select_node(self, node: int) -> None:
         """Move the selection to `node` (in the module view, expanding the modules around it)."""
@@ -273,9 +284,7 @@ class NodeList(ScrollView, can_focus=True):
         """Redraw the two rows, keep the cursor on screen (centred when it jumps), tell the app."""
         self.refresh_line(old)
         self.refresh_line(new)
-        top = round(self.scroll_offset.y)
-        if not top <= new < top + self.size.height:  # off screen: bring it to the middle
-            self.scroll_to_region(Region(0, new, 1, 1), animate=False, immediate=True, center=True)
+        self._show_cursor()
         node = self.selected
         if node is not None:
             self.post_message(self.Selected(node))
