@@ -161,8 +161,8 @@ class Side:
                      "WHERE pass = ? AND shape IS NOT NULL")
             for node, d, slot, shape, norm, lo, hi, mean, nonfinite, blob in self._db.execute(query, (index,)):
                 if node in nodes:
-                    nodes[node].stats[(d, slot)] = RecordedStats(tuple(json.loads(shape)), _num(norm), _num(lo), _num(hi),
-                                                         _num(mean), nonfinite or 0, _floats(blob))
+                    nodes[node].stats[(d, slot)] = RecordedStats(tuple(json.loads(shape)), _num(norm), _num(lo),
+                                                                 _num(hi), _num(mean), nonfinite or 0, _floats(blob))
         # Forward order: autograd numbers nodes as the forward makes them; accumulators (leaves,
         # numbered 2**64 - 1, stored as -1) come after every op.
         return sorted(nodes.values(), key=lambda n: (n.seq < 0, n.seq, n.id))
