@@ -150,8 +150,7 @@ class Terminal:
 
     def assert_clean_exit(self, status: int, own_words: Callable[[str], bool] = lambda line: False) -> str:
         """gradtui ended with `status`; nothing but its own words reached the terminal after it
-        left the alternate screen (each line there empty, gradtui's, the shell's mark, or one
-        `own_words` accepts), none of FOREIGN anywhere; and the terminal is as it found it.
+        left the alternate screen (each paragraph there gradtui's, or one `own_words` accepts), none of FOREIGN anywhere; and the terminal is as it found it.
         Returns the words printed on the main screen."""
         got = self.exit_status()
         raw, words = self.raw(), self.words()
@@ -161,8 +160,9 @@ class Terminal:
         # What the main screen got: everything after the last time the alternate screen was left.
         left = max(raw.rfind("\x1b[?1049l"), 0)
         after = plain_text(raw[left:]).split(EXIT_MARK)[0]
-        for line in after.splitlines():
-            text = line.strip()
+        # Each paragraph (a message wrapped at the terminal's width is one) is gradtui's.
+        for paragraph in re.split(r"\n\s*\n", after):
+            text = " ".join(paragraph.split())
             assert not text or text.startswith("gradtui") or own_words(text), \
                 f"not gradtui's words on the terminal: {text!r}\n{after}"
         # The terminal as it was: tty modes, and every mode the app set reset (tmux's view, and the log's).
