@@ -35,7 +35,6 @@ from gradtui.clients.feeder import CommandFeeder
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import CommandError, Detach, Quit, parse
 from gradtui.protocol.dist_events import RanksChanged
-from gradtui.protocol.events import QUIT_STATUS
 from gradtui.protocol.options import RunOptions
 from gradtui.protocol.report import Report
 from gradtui.ui import keys
@@ -341,7 +340,7 @@ class GradtuiApp(App[int]):
             self.transcript.write("\n".join(changes.log), NOTE_STYLE)
 
     def _script_finished(self, event: ev.ScriptFinished) -> None:
-        self.link.exit_status = QUIT_STATUS if event.quit or self.link.quitting else event.exit_status
+        self.link.script_finished(event)
         self.transcript.script_finished(event, os.path.dirname(self.script_path))
         view, nodes = self.state.view, self.query_one(NodeList)
         if view is not None and view.failed_node is not None:
