@@ -48,3 +48,23 @@ async def test_the_80_column_header_keeps_the_script_name():
         header = str(app.query_one(GradHeader).render())
         assert "nanmlp.py" in header and "pass 0" in header and "paused" in header, header
         assert " ran" in header, header  # `0/15 ran` stays too
+
+
+@pytest.mark.asyncio
+async def test_the_passes_view_says_which_passes_kept_node_data():
+    """The demo continued from its first pause: pass 0 was hooked, passes 1 and 2 ran unhooked
+    (nothing could stop in them). The note said "node data kept for the last 3"; only pass 0's
+    node data is there."""
+    from gradtui.cli.main import demo_path
+    from gradtui.ui.screens.passes import PassesScreen
+
+    app = GradtuiApp(demo_path())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.script_over, what="the demo's end")
+        assert [summary.recorded for summary in app.state.summaries] == [True, False, False]
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes view")
+        note = _text(app.screen.query_one("#passes-note", Static))
+        assert "node data kept for pass 0 " in note + " " and "last 3" not in note, note
