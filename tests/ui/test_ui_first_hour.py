@@ -68,3 +68,28 @@ async def test_the_passes_view_says_which_passes_kept_node_data():
         await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes view")
         note = _text(app.screen.query_one("#passes-note", Static))
         assert "node data kept for pass 0 " in note + " " and "last 3" not in note, note
+
+
+@pytest.mark.asyncio
+async def test_a_node_whose_gradient_was_sent_does_not_say_not_arrived_yet():
+    """The demo stepped past its AddmmBackward0 (#3): it has sent #5 and #6 their gradients, which
+    have not run. Selected, #6 said "not arrived yet"; it names the node that sent it."""
+    from gradtui.cli.main import demo_path
+    from gradtui.ui.widgets.node_list import NodeList
+    from tests.ui.ui_helpers import detail_text
+
+    app = GradtuiApp(demo_path())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_paused_at(pilot, 0)
+        while app.state.current != 4:
+            before = app.state.current
+            await pilot.press("s")
+            await wait_for(pilot, lambda: app.state.current != before and app.state.paused is not None,
+                           what="the next pause")
+        view = app.state.view
+        assert 3 in view.grad_inputs and 6 not in view.ran and list(view.graph.predecessors(6)) == [3]
+        app.query_one(NodeList).select_node(6)
+        await wait_for(pilot, lambda: "op TBackward0" in detail_text(app), what="#6 in the detail pane")
+        text = detail_text(app)
+        assert "not arrived yet" not in text, text
+        assert "sent by #3 AddmmBackward0" in text, text
