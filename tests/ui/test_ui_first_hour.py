@@ -93,3 +93,33 @@ async def test_a_node_whose_gradient_was_sent_does_not_say_not_arrived_yet():
         text = detail_text(app)
         assert "not arrived yet" not in text, text
         assert "sent by #3 AddmmBackward0" in text, text
+
+
+@pytest.mark.asyncio
+async def test_attached_to_a_script_paused_deep_in_a_pass_the_paused_row_is_on_screen():
+    """`gradtui attach` to a script waiting at a breakpoint on #100 of 111 nodes: the node list
+    opened at its top, the paused row far below it, off screen."""
+    import os
+
+    from gradtui.ui.widgets.node_list import NodeList
+    from tests.ui.test_ui_detach import remote
+    from tests.wire.wire_helpers import Listening
+
+    agent = Listening(SCRIPTS / "encoder.py", os.environ["GRADTUI_RUNTIME_DIR"])
+    try:
+        agent.wait_listening()
+        # A first client arms the breakpoint and detaches: the script runs to it and waits there.
+        first = agent.attach(agent.address, "--headless", "-c", "break #100")
+        assert first.returncode == 0, first.stderr
+        app = GradtuiApp(target=remote(agent))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.state.current == 100, what="the pause at #100")
+            await pilot.pause()
+            await pilot.pause()
+            nodes = app.query_one(NodeList)
+            await wait_for(pilot, lambda: nodes.selected == 100, what="#100 selected")
+            await pilot.pause()
+            top = round(nodes.scroll_offset.y)
+            assert top <= nodes.cursor < top + nodes.size.height, (top, nodes.cursor, nodes.size.height)
+    finally:
+        agent.close()

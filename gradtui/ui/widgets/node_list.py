@@ -273,14 +273,22 @@ class NodeList(ScrollView, can_focus=True):
         """Redraw the two rows, keep the cursor on screen (centred when it jumps), tell the app."""
         self.refresh_line(old)
         self.refresh_line(new)
-        top = round(self.scroll_offset.y)
-        if not top <= new < top + self.size.height:  # off screen: bring it to the middle
-            self.scroll_to_region(Region(0, new, 1, 1), animate=False, immediate=True, center=True)
+        self._cursor_into_view()
+        # Rows just added (a pass's first batch, `gradtui attach` to a script paused deep in it)
+        # give the list its scrollbar only at the next layout: until then it cannot scroll, and
+        # the paused row was left off screen. Looked at again once laid out.
+        self.call_after_refresh(self._cursor_into_view)
         node = self.selected
         if node is not None:
             self.post_message(self.Selected(node))
         elif self.selected_module is not None:
             self.post_message(self.ModuleSelected(self.selected_module))
+
+    def _cursor_into_view(self) -> None:
+        """The cursor's row off screen: bring it to the middle."""
+        top = round(self.scroll_offset.y)
+        if not top <= self.cursor < top + self.size.height:
+            self.scroll_to_region(Region(0, self.cursor, 1, 1), animate=False, immediate=True, center=True)
 
     def on_click(self, event) -> None:
         """Select the clicked row: the row number is in the style's meta of what was drawn
