@@ -46,11 +46,14 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
     unreadable: str | None = None
     """Why the values could not be read (a meta or fake tensor has none); then norm is NaN,
     min, max and mean are None and nonfinite is 0."""
+    finite_range: tuple[float, float] | None = None
+    """The finite values' min and max, where min and max are not finite (a NaN propagates into
+    both) and some values are: taken with the histogram (a pause's statistics), else None."""
 
     def reshaped(self, shape: tuple[int, ...]) -> "Stats":
         """The same statistics for the same elements seen in another shape (a view's gradient)."""
         return Stats(shape, self.dtype, self.device, self.norm, self.min, self.max, self.mean, self.nonfinite,
-                     self.values, self.preview, self.histogram, self.unreadable)
+                     self.values, self.preview, self.histogram, self.unreadable, self.finite_range)
 
     @property
     def numel(self) -> int:

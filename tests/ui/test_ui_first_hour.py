@@ -123,3 +123,51 @@ async def test_attached_to_a_script_paused_deep_in_a_pass_the_paused_row_is_on_s
             assert top <= nodes.cursor < top + nodes.size.height, (top, nodes.cursor, nodes.size.height)
     finally:
         agent.close()
+
+
+@pytest.mark.asyncio
+async def test_a_nan_gradient_shows_the_finite_min_and_max_beside_its_count(tmp_path):
+    """`break nan` stops after the sqrt whose gradient is NaN where its input was 0 (0/0), finite
+    elsewhere, 200 values: the detail pane said `min nan max nan`; it gives the finite values'
+    min and max, torch's."""
+    import math
+
+    import torch
+
+    from gradtui.protocol.stats import format_number
+    from tests.ui.ui_helpers import detail_text
+
+    path = tmp_path / "nan_sqrt.py"
+    path.write_text("import torch\n"
+                    "torch.manual_seed(0)\n"
+                    "w = torch.rand(200)\n"
+                    "w[::7] = 0.0\n"
+                    "w.requires_grad_()\n"
+                    "scale = (w != 0).float()\n"
+                    "(torch.sqrt(w) * scale).sum().backward()\n"
+                    "torch.save(w.grad, __file__ + '.grad')\n")
+    app = GradtuiApp(str(path))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("colon", *"break", "space", *"nan", "enter")
+        await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="break nan")
+        await pilot.press("escape")
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after",
+                       timeout=60, what="the NaN stop")
+        node = app.state.paused.node
+        await wait_paused_at(pilot, node)
+        view = app.state.view
+        assert view.title(node).endswith("SqrtBackward0")
+        [sent] = view.grad_inputs[node]
+        assert sent.nonfinite == 29 and sent.numel == 200
+        text = detail_text(app)
+        assert "min nan" not in text and "max nan" not in text, text
+        assert "(finite values)" in text, text
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.script_over, what="the end")
+    grad = torch.load(str(path) + ".grad")  # the gradient the sqrt sent on, as torch made it
+    finite = grad[torch.isfinite(grad)]
+    assert sent.finite_range == (finite.min().item(), finite.max().item())
+    assert f"min {format_number(finite.min().item())}" in text and format_number(finite.max().item()) in text, text
+    assert math.isnan(sent.min) and math.isnan(sent.max)
