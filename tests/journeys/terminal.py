@@ -37,7 +37,8 @@ EXIT_MARK = "journey-exit="
 
 FOREIGN = ("Traceback", "Task was destroyed", "Exception ignored", "ValueError", "RuntimeError",
            "Error in sys.excepthook", "was never awaited", "press ctrl+q")
-"""Words that are not gradtui's own: Python's and asyncio's complaints, Textual's hints."""
+"""Words that are not gradtui's own: Python's and asyncio's complaints, Textual's hints. Looked
+for in everything the terminal was sent, the UI's panes too: a journey's script prints none."""
 
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|P[^\x1b]*\x1b\\|[@-Z\\-_])")
 _PRIVATE_MODES = re.compile(r"\x1b\[\?([0-9;]+)([hl])")
@@ -150,8 +151,9 @@ class Terminal:
 
     def assert_clean_exit(self, status: int, own_words: Callable[[str], bool] = lambda line: False) -> str:
         """gradtui ended with `status`; nothing but its own words reached the terminal after it
-        left the alternate screen (each paragraph there gradtui's, or one `own_words` accepts), none of FOREIGN anywhere; and the terminal is as it found it.
-        Returns the words printed on the main screen."""
+        left the alternate screen (each paragraph there gradtui's, or one `own_words` accepts),
+        none of FOREIGN anywhere; and the terminal is as it found it. Returns the words printed
+        on the main screen."""
         got = self.exit_status()
         raw, words = self.raw(), self.words()
         for foreign in FOREIGN:
