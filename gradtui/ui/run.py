@@ -63,7 +63,8 @@ def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, co
 
 
 LOOP_GRACE = 2.0
-"""Seconds `close_loop` lets the tasks still pending finish their cancellation."""
+"""Seconds `close_loop` lets the tasks still pending finish their cancellation (and, again, the
+async generators close)."""
 
 
 def close_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -77,6 +78,6 @@ def close_loop(loop: asyncio.AbstractEventLoop) -> None:
     try:
         if pending:
             loop.run_until_complete(asyncio.wait(pending, timeout=LOOP_GRACE))
-        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), LOOP_GRACE))
     finally:
         loop.close()
