@@ -61,9 +61,15 @@ def terminal(tmp_path: Path, runtime: Path):
         term.close()
 
 
+def paused(screen: str, node: int) -> bool:
+    """The UI paused at `node`: the header says so, in its long form or, at 80 columns, its
+    short one (`paused at #0 MseLossBackward0 (loss)`, `paused #0 (loss)`)."""
+    return re.search(rf"paused (at )?#{node}\b", screen) is not None
+
+
 def first_pause(screen: str) -> bool:
-    """The UI at its first pause: the header says so."""
-    return "paused at #0" in screen
+    """The UI at its first pause."""
+    return paused(screen, 0)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
@@ -170,7 +176,7 @@ def test_attach_detach_and_attach_again(terminal, listener, size):
     assert "detached" in said, said
 
     second = terminal(["attach"], size)
-    second.wait(lambda s: "pass 2" in s and "paused at" in s, "the breakpoint's pause, attached again", START)
+    second.wait(lambda s: "pass 2" in s and paused(s, 0), "the breakpoint's pause, attached again", START)
     second.keys("q")
     second.wait(lambda s: "runs in its own process" in s, "the question how to leave")
     second.keys("q")
@@ -195,6 +201,6 @@ def test_replay_of_a_headless_recording(terminal, tmp_path, runtime, size):
     term = terminal(["replay", str(db)], size)
     term.wait(lambda s: "passes · 3 run" in s, "the replay's passes", START)
     term.keys("q")  # closes the passes view (its own q), as escape does
-    term.wait(lambda s: "paused at #0" in s and "passes · 3 run" not in s, "the replay's debugger")
+    term.wait(lambda s: paused(s, 0) and "passes · 3 run" not in s, "the replay's debugger")
     term.keys("q")
     term.assert_clean_exit(0)
