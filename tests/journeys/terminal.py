@@ -91,6 +91,8 @@ class Terminal:
         words = ["env", "-u", "COLUMNS", "-u", "LINES", *(f"{k}={v}" for k, v in variables.items()), "sh", "-c", line]
         self._tmux("new-session", "-d", "-s", "j", "-x", str(width), "-y", str(height), *words)
         self.shell = int(self._tmux("list-panes", "-t", "j", "-F", "#{pane_pid}").stdout.split()[0])
+        self.socket_path = self._tmux("display-message", "-p", "#{socket_path}").stdout.strip()
+        """The server's socket file, which tmux leaves behind when killed."""
         self._tmux("pipe-pane", "-o", "-t", "j", f"cat >> {shlex.quote(str(self.log))}")
         go.touch()
         self.pids: set[int] = {self.shell}
@@ -179,9 +181,12 @@ class Terminal:
         return after
 
     def close(self) -> None:
-        """Kill the private tmux server, then every process of ours that outlived it."""
+        """Kill the private tmux server (and remove its socket file), then every process of ours
+        that outlived it."""
         self.pids.update(descendants(self.shell))
         self._tmux("kill-server", check=False)
+        if self.socket_path:
+            Path(self.socket_path).unlink(missing_ok=True)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and not all(gone(pid) for pid in self.pids):
             time.sleep(0.05)
