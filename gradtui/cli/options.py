@@ -98,9 +98,8 @@ async def drive_headless(target: Any, commands: list[str], *, prog: str,
     close = getattr(target, "close", None)
     if close is not None:
         close()
-    left = driver.feeder.commands
-    if status is not None and left:
-        print(f"(gradtui) -- the run has ended: not run: {'; '.join(left)}")
+    if status is not None:
+        driver.say_not_run()  # a replay's end comes after the ScriptFinished it told
     if status is None:
         print(f"{prog}: the target went away ({getattr(target, 'bye', None) or 'connection closed'})", file=sys.stderr)
         return 1

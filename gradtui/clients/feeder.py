@@ -55,6 +55,12 @@ class CommandFeeder:
         self.started = True
         return self.commands.popleft()
 
+    def take_left(self) -> list[str]:
+        """The commands not handed out, taken away: the run ended before them."""
+        left = list(self.commands)
+        self.commands.clear()
+        return left
+
     def sent(self, request: int | None) -> None:
         """The command just popped was submitted with this request id (answers carry it)."""
         self._awaiting = request

@@ -188,6 +188,14 @@ class HeadlessDriver:
         if event.passes == 0:
             self._print("note: the script never called backward() or torch.autograd.grad()")
         self._print(f"script exited with status {event.exit_status}")
+        self.say_not_run()
+
+    def say_not_run(self) -> None:
+        """Name the commands the run ended before (one line; none: nothing), so none is dropped
+        unsaid; each is said once."""
+        left = self.feeder.take_left()
+        if left:
+            self._print(f"(gradtui) -- the run has ended: not run: {'; '.join(left)}")
 
 
 def _asks_flow(commands: list[str]) -> bool:

@@ -46,6 +46,9 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
     unreadable: str | None = None
     """Why the values could not be read (a meta or fake tensor has none); then norm is NaN,
     min, max and mean are None and nonfinite is 0."""
+    finite_range: tuple[float, float] | None = None
+    """The finite values' min and max, where min and max are not finite (a NaN propagates into
+    both) and some values are: taken with the histogram (a pause's statistics), else None."""
 
     def reshaped(self, shape: tuple[int, ...]) -> Stats:
         """The same statistics for the same elements seen in another shape (a view's gradient)."""
@@ -62,7 +65,8 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
         lo, hi, mean, values = self.min, self.max, self.mean, self.values
         return full_stats(self.shape, self.dtype, self.device, self.norm, None if hi is None else -hi,
                           None if lo is None else -lo, None if mean is None else -mean, self.nonfinite,
-                          None if values is None else tuple([-v for v in values]), tuple([-v for v in self.preview]))
+                          None if values is None else tuple([-v for v in values]), tuple([-v for v in self.preview]),
+                          None, None if self.finite_range is None else (-self.finite_range[1], -self.finite_range[0]))
 
     @property
     def numel(self) -> int:
@@ -98,10 +102,13 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
 
 def full_stats(shape: tuple[int, ...], dtype: str, device: str, norm: float, lo: float | None,
                hi: float | None, mean: float | None, nonfinite: int, values: tuple[float, ...] | None = None,
-               preview: tuple[float, ...] = (), histogram: tuple[int, ...] | None = None) -> Stats:
+               preview: tuple[float, ...] = (), histogram: tuple[int, ...] | None = None,
+               finite_range: tuple[float, float] | None = None) -> Stats:
     """A readable tensor's statistics: the norm, min, max and mean (None for any not taken), the
-    count of non-finite elements, and the values, preview and histogram where read."""
-    return Stats(shape, dtype, device, norm, lo, hi, mean, nonfinite, values, preview, histogram)
+    count of non-finite elements, and the values, preview, histogram and the finite values'
+    range where read."""
+    return Stats(shape, dtype, device, norm, lo, hi, mean, nonfinite, values, preview, histogram,
+                 finite_range=finite_range)
 
 
 def light_stats(shape: tuple[int, ...], dtype: str, device: str, norm: float, nonfinite: int) -> Stats:

@@ -16,6 +16,7 @@ gradtui.ui.run.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import itertools
 import os
@@ -34,7 +35,6 @@ from gradtui.clients.feeder import CommandFeeder
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import CommandError, Detach, Quit, parse
 from gradtui.protocol.dist_events import RanksChanged
-from gradtui.protocol.events import QUIT_STATUS
 from gradtui.protocol.options import RunOptions
 from gradtui.protocol.report import Report
 from gradtui.ui import keys
@@ -78,6 +78,9 @@ RUNNING_DRAW = 0.1
 a step's pause comes a millisecond later and is drawn in the same frame (a frame between cost
 ~30 ms, and a layout ~70 ms when the node just run, taller with its outgoing gradients, was
 drawn before the next one)."""
+
+WORKERS_GRACE = 2.0
+"""Seconds the app, ending, waits for its cancelled workers to finish (`_end_workers`)."""
 
 RUNNING = (ev.Resumed, ev.Progress, ev.NodeRan)
 """Events that say only that the engine runs: a batch of nothing else is drawn a little later
@@ -197,6 +200,26 @@ class GradtuiApp(App[int]):
         gc.unfreeze()
         if not self.link.finished.is_set() and not self.link.quitting:
             await self.link.stop()
+        await self._end_workers()
+
+    async def _end_workers(self) -> None:
+        """Let every worker of the app finish being cancelled before the app returns.
+
+        Textual cancels the workers as its message loop ends but does not wait for them, and the
+        loop's owner stops running the loop once the app has returned: the target's reader, still
+        waiting for events when `q` came at a pause, was left cancelled but never resumed, then
+        destroyed pending when the loop closed, its context reset from another ("Task was
+        destroyed but it is pending!", "ValueError: <Token ...> was created in a different
+        Context" on the terminal after the UI had left). Bounded: a worker that ignores its
+        cancellation does not keep the app from ending."""
+        workers = list(self.workers)
+        for worker in workers:
+            worker.cancel()
+        waits = asyncio.gather(*(worker.wait() for worker in workers), return_exceptions=True)
+        try:
+            await asyncio.wait_for(waits, WORKERS_GRACE)
+        except asyncio.TimeoutError:
+            pass
 
     def on_resize(self, event: events.Resize) -> None:
         """Side by side detail and graph on wide terminals; a compact footer on narrow ones.
@@ -317,7 +340,7 @@ class GradtuiApp(App[int]):
             self.transcript.write("\n".join(changes.log), NOTE_STYLE)
 
     def _script_finished(self, event: ev.ScriptFinished) -> None:
-        self.link.exit_status = QUIT_STATUS if event.quit or self.link.quitting else event.exit_status
+        self.link.script_finished(event)
         self.transcript.script_finished(event, os.path.dirname(self.script_path))
         view, nodes = self.state.view, self.query_one(NodeList)
         if view is not None and view.failed_node is not None:

@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.events import QUIT_STATUS
 from gradtui.wire.child import ChildTarget
 from gradtui.wire.target import DebugTarget, TargetError
 
@@ -63,6 +64,9 @@ class TargetLink:
         """The app is stopping or leaving the target: its end must not stop it again."""
         self.exit_status = 0
         """What `run_app` returns: the script's exit status, QUIT_STATUS if the user quit."""
+        self.script_ended = False
+        """The script's end (ScriptFinished) has come: `exit_status` is its own. Its process may
+        not have gone yet (`finished` waits for that): a quit then must not make it QUIT_STATUS."""
 
     async def read(self, first_after_layout: bool) -> None:
         """Start the target and post its events until it ends. `first_after_layout`: post the
@@ -86,6 +90,11 @@ class TargetLink:
             self.owner.post_message(batch)
             await batch.applied.wait()
         self.finished.set()
+
+    def script_finished(self, event: ev.ScriptFinished) -> None:
+        """The script has ended: its exit status is final (QUIT_STATUS if the user stopped it)."""
+        self.exit_status = QUIT_STATUS if event.quit or self.quitting else event.exit_status
+        self.script_ended = True
 
     def submit(self, text: str) -> int:
         """Send a command line; its request id (the answer comes back as a CommandResult)."""

@@ -25,7 +25,7 @@ def pass_parts(view: PassView | None, live: PassView | None, browsing: bool) -> 
     parts = [HeaderPart(f"pass {view.index}", 0)]
     loss = view.loss_text()
     if loss:
-        parts.append(HeaderPart(loss, 2))
+        parts.append(HeaderPart(loss, 3))
     parts.append(HeaderPart(view.call_text or view.call + "()", 4))
     if not view.recorded:
         parts.append(HeaderPart("unhooked", 1))

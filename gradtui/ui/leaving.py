@@ -38,7 +38,9 @@ class Leaving:
 
     async def _quit_now(self) -> None:
         if not self.link.finished.is_set():
-            self.link.exit_status = QUIT_STATUS
+            # q just after the script's end (its process not gone yet) leaves with the script's status
+            if not self.link.script_ended:
+                self.link.exit_status = QUIT_STATUS
             await self.link.stop()
         self.app.exit(self.link.exit_status)
 

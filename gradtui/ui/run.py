@@ -56,7 +56,28 @@ def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, co
             signal.signal(signum, handler)
         watchdog.disarm()
         app.link.kill_now()  # however the app ended, no agent of ours is left running
-        loop.close()
+        close_loop(loop)
     if signalled and die_by_signal:
         die_now(signalled[0])  # as python, killed by it (the terminal is restored, the agent gone)
     return app.return_code or app.link.exit_status  # a crash of the UI itself is 1
+
+
+LOOP_GRACE = 2.0
+"""Seconds `close_loop` lets the tasks still pending finish their cancellation (and, again, the
+async generators close)."""
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close `loop` as `asyncio.run` closes its own: a task still pending is cancelled and run to
+    its end (bounded by LOOP_GRACE), async generators are closed, then the loop. A task closed
+    with the loop unfinished is destroyed later by the garbage collector, outside its context,
+    and says so on the terminal the UI has just given back."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    try:
+        if pending:
+            loop.run_until_complete(asyncio.wait(pending, timeout=LOOP_GRACE))
+        loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), LOOP_GRACE))
+    finally:
+        loop.close()

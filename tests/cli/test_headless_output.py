@@ -27,3 +27,21 @@ def test_lines_of_gradtui_start_after_an_unfinished_line(tmp_path):
     assert any(line.startswith("pass 0 · ") for line in lines)
     assert "après ✓" in lines
     assert lines[-2:] == ["bye", "script exited with status 1"]
+
+
+def test_commands_left_when_the_script_ends_are_named_not_dropped():
+    """`gradtui --headless`: the script ends during `continue` (its breakpoint never hits), before
+    `print` and `flow`; they were dropped without a word. They are named, as a replay names them."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO, SCRIPTS
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "-c", "break pass 99", "-c", "continue",
+                           "-c", "print", "-c", "flow", str(SCRIPTS / "chain.py")],
+                          capture_output=True, text=True, timeout=50, env=env, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[-2:] == ["script exited with status 0", "(gradtui) -- the run has ended: not run: print; flow"]

@@ -96,9 +96,9 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
         preview = values[:PREVIEW_LENGTH]
     elif histogram:
         preview = tuple(t.reshape(-1)[:PREVIEW_LENGTH].tolist())
-    hist = _histogram(t.reshape(-1), lo_v, hi_v, nonfinite) if histogram else None
+    hist, finite_range = _histogram(t.reshape(-1), lo_v, hi_v, nonfinite) if histogram else (None, None)
     return full_stats(shape, dtype, str(t.device), norm, lo_v, hi_v, total / numel, nonfinite, values,
-                      preview or (), hist)
+                      preview or (), hist, finite_range)
 
 
 ONE_PASS = 1 << 14
@@ -184,19 +184,23 @@ def _light(t: torch.Tensor, shape: tuple[int, ...], dtype: str, numel: int) -> S
     return light_stats(shape, dtype, str(t.device), norm, nonfinite)
 
 
-def _histogram(flat: torch.Tensor, lo: float, hi: float, nonfinite: int) -> tuple[int, ...]:
-    """Counts of the finite values in `HISTOGRAM_BINS` equal bins between min and max."""
+def _histogram(flat: torch.Tensor, lo: float, hi: float,
+               nonfinite: int) -> tuple[tuple[int, ...], tuple[float, float] | None]:
+    """Counts of the finite values in `HISTOGRAM_BINS` equal bins between their min and max; and,
+    where some values are not finite, that min and max (`Stats.finite_range`; None if none is)."""
+    finite_range = None
     if nonfinite:
         flat = flat[torch.isfinite(flat)]
         if flat.numel() == 0:
-            return (0,) * HISTOGRAM_BINS
+            return (0,) * HISTOGRAM_BINS, None
         low, high = extremes(flat)
         lo, hi = low.item(), high.item()
+        finite_range = (lo, hi)
     if lo == hi:
-        return _one_bin(flat.numel())
+        return _one_bin(flat.numel()), finite_range
     if flat.dtype == torch.float32 and hi - lo > torch.finfo(torch.float32).max:
         flat = flat.double()  # the range would overflow in float32 and every count would be 0
-    return tuple(int(c) for c in torch.histc(flat, bins=HISTOGRAM_BINS, min=lo, max=hi).tolist())
+    return tuple(int(c) for c in torch.histc(flat, bins=HISTOGRAM_BINS, min=lo, max=hi).tolist()), finite_range
 
 
 def _one_bin(count: int) -> tuple[int, ...]:
@@ -292,7 +296,7 @@ def _summarize_chunked(t: torch.Tensor, shape: tuple[int, ...], dtype: str, nume
         bad = set(torch.nonzero(~finite).flatten().tolist())
         nonfinite = sum(_count_nonfinite(c) for i, c in enumerate(_chunks(t)) if i in bad)
     preview = _head(t, PREVIEW_LENGTH) if histogram else ()
-    hist = None
+    hist = finite_range = None
     if histogram:
         if bad:  # the range of the finite values: the other chunks' min and max, the bad ones' finite part
             lows = [m for i, m in enumerate(mins) if i not in bad]
@@ -305,11 +309,12 @@ def _summarize_chunked(t: torch.Tensor, shape: tuple[int, ...], dtype: str, nume
             if not lows:
                 return full_stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview,
                                   (0,) * HISTOGRAM_BINS)
-            hist = _chunked_histogram(t, torch.stack(lows).min().item(), torch.stack(highs).max().item(),
-                                      numel - nonfinite, bad)
+            finite_range = (torch.stack(lows).min().item(), torch.stack(highs).max().item())
+            hist = _chunked_histogram(t, *finite_range, numel - nonfinite, bad)
         else:
             hist = _chunked_histogram(t, lo_v, hi_v, numel, bad)
-    return full_stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview, hist)
+    return full_stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview, hist,
+                      finite_range)
 
 
 def _block_norms(c: torch.Tensor) -> torch.Tensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
@@ -25,6 +26,17 @@ NARROW = 110
 """Below this width the two columns stack."""
 
 
+def key_rows() -> list[tuple[str, str]]:
+    """(key, what it does): every key of KEYS, then the keys that are not actions (OTHER_KEYS)."""
+    return [(display(key), key.help) for key in KEYS] + list(OTHER_KEYS)
+
+
+def label_width(rows: list[tuple[str, str]]) -> int:
+    """Cells of the widest label of `rows`: its column's width, so no label wraps (`enter space`
+    wrapped to two lines, its text beside the first and the second row left empty)."""
+    return max(cell_len(label) for label, _ in rows)
+
+
 def command_rows() -> list[tuple[str, str]]:
     """(command, what it does) from the command table (the specs are the note below)."""
     return [(usage, text) for usage, text in help_rows() if usage]
@@ -43,22 +55,22 @@ class HelpScreen(ModalScreen[None]):
             with Horizontal(id="help-columns"):
                 with Vertical(classes="help-column"):
                     yield Static("keys", classes="help-heading", markup=False)
-                    with Grid(classes="help-grid keys-grid"):
-                        for key in KEYS:
-                            yield Static(display(key), classes="help-key", markup=False)
-                            yield Static(key.help, classes="help-text", markup=False)
-                        for keys, text in OTHER_KEYS:
-                            yield Static(keys, classes="help-key", markup=False)
-                            yield Static(text, classes="help-text", markup=False)
+                    yield from self._grid(key_rows(), "keys-grid")
                 with Vertical(classes="help-column"):
                     yield Static("commands · the command bar, -c, -x", classes="help-heading", markup=False)
-                    with Grid(classes="help-grid commands-grid"):
-                        for command, text in command_rows():
-                            yield Static(command, classes="help-key", markup=False)
-                            yield Static(text, classes="help-text", markup=False)
+                    yield from self._grid(command_rows(), "commands-grid")
                     yield Static(break_specs(), classes="help-note", markup=False)
                     yield Static(PDB_NOTE, classes="help-note", markup=False)
         yield Footer()
+
+    @staticmethod
+    def _grid(rows: list[tuple[str, str]], name: str) -> ComposeResult:
+        """A grid of label and text rows, the labels' column as wide as the widest."""
+        grid = Grid(*(Static(text, classes=kind, markup=False)
+                      for label, what in rows for text, kind in ((label, "help-key"), (what, "help-text"))),
+                    classes=f"help-grid {name}")
+        grid.styles.grid_columns = f"{label_width(rows)} 1fr"
+        yield grid
 
     def on_resize(self) -> None:
         """Stack the columns on narrow terminals."""

@@ -54,6 +54,23 @@ def _differs(relative: float | None) -> Text:
     return Text(difference_text(relative), style="bold yellow" if relative else "dim")
 
 
+def kept_text(indices: list[int]) -> str:
+    """Which passes' node data the UI keeps, said as it is: `node data kept for pass 0`,
+    `... for passes 3–9`, `... for passes 0, 4, 7`, `... for 6 passes (0–12)`."""
+    if not indices:
+        return "no node data kept"
+    first, last = indices[0], indices[-1]
+    if len(indices) == 1:
+        which = f"pass {first}"
+    elif last - first + 1 == len(indices):
+        which = f"passes {first}–{last}"
+    elif len(indices) <= 4:
+        which = "passes " + ", ".join(str(i) for i in indices)
+    else:
+        which = f"{len(indices)} passes ({first}–{last})"
+    return f"node data kept for {which}"
+
+
 class PassTable(DataTable):
     """A DataTable where one click on a row chooses it (a DataTable chooses only a row already
     under the cursor, which takes a second click), and whose cursor row is in view once it has a
@@ -124,8 +141,9 @@ class PassesScreen(Screen[int | None]):
         if self.recording:
             recorded = sum(summary.recorded and summary.kept for summary in self.state.summaries)
             return f"{shown} passes listed · {recorded} with per-node data · unhooked: loss and flow only"
-        kept = len(self.state.views)
-        return f"{shown} passes · node data kept for the last {kept} · unhooked: loss and flow only"
+        # Only the passes that were hooked have node data: a view kept of an unhooked one has none.
+        kept = sorted(view.index for view in self.state.views if view.recorded)
+        return f"{shown} passes · {kept_text(kept)} · unhooked: loss and flow only"
 
     def on_mount(self) -> None:
         """Fill the table, the cursor on the pass on screen."""

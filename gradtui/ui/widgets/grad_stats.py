@@ -4,6 +4,7 @@ histogram, max (the histogram doubled, or on its own line, by the room there is)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from textual.content import Content
@@ -40,14 +41,35 @@ def grad_lines(stats: Stats | None, hist: Stats | None, indent: str, width: int)
         yield bad(line(indent, ("values ", MUTED), fmt.values_text(stats)))
 
 
+def finite_range(stats: Stats) -> tuple[float, float] | None:
+    """The min and max of a gradient's finite values when some of its values are not (its own
+    min and max are then nan or infinite): a pause's statistics carry them, a small gradient's
+    values give them; None when there is none or they are not known."""
+    if not stats.nonfinite:
+        return None
+    if stats.finite_range is not None:
+        return stats.finite_range
+    finite = [v for v in stats.values or () if math.isfinite(v)]
+    return (min(finite), max(finite)) if finite else None
+
+
 def _range(stats: Stats, hist: Stats | None, indent: str, width: int) -> Iterable[Content]:
-    """`min -1.2 ▁▃█▅▂ 3.4 max`, or the numbers alone when the values are few."""
+    """`min -1.2 ▁▃█▅▂ 3.4 max`, or the numbers alone when the values are few. Beside a non-finite
+    count, the finite values' min and max (`min nan max nan` said nothing), or why they are not shown."""
     bars = fmt.sparkline(hist.histogram) if hist is not None and hist.histogram else ""
-    low, high = format_number(stats.min), format_number(stats.max)
-    if not bars or stats.numel <= fmt.PREVIEW_LIMIT:
-        yield bad(line(indent, ("min ", MUTED), low, ("  max ", MUTED), high))
+    finite = finite_range(stats)
+    if stats.nonfinite and finite is None:
+        if stats.nonfinite == stats.numel:
+            yield line(indent, ("min max ", MUTED), ("none: no value is finite", f"bold {ERROR}"))
+        else:
+            yield line(indent, ("min max ", MUTED), ("not read for the finite values alone here", MUTED))
         return
-    note = "  (finite values)" if stats.nonfinite else ""
+    low, high = (format_number(stats.min), format_number(stats.max)) if finite is None else (
+        format_number(finite[0]), format_number(finite[1]))
+    note = "  (finite values)" if finite is not None else ""
+    if not bars or stats.numel <= fmt.PREVIEW_LIMIT:
+        yield bad(line(indent, ("min ", MUTED), low, ("  max ", MUTED), high, (note, MUTED)))
+        return
     # 10 for "min ", " max" and two spaces; 2 more in case a scrollbar appears later
     room = width - len(indent) - len(low) - len(high) - 12 - len(note)
     if room >= 2 * len(bars):

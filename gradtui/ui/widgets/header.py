@@ -1,7 +1,8 @@
 """The one-line header: script, pass, call, engine state. No clock, so snapshots are stable.
 
 At 80 columns not everything fits: parts go in a fixed order (the brand, the call text, the
-script name, the loss) so that the pass index, `N/M ran`, `browsing` and the state stay.
+long form of the state, the loss, the script name) so that the pass index, `N/M ran`,
+`browsing` and the state stay.
 It watches the app's `changes` and copies what the UI state says into its reactives.
 """
 
@@ -24,8 +25,15 @@ _STATE_STYLE = {
     "starting": "$text-muted",
 }
 
-BRAND_DROP, SCRIPT_DROP, PROGRESS_DROP = 5, 3, 1
-"""How soon the brand, the script name and `N/M ran` go (see HeaderPart.drop)."""
+BRAND_DROP, CALL_DROP, LOSS_DROP, SCRIPT_DROP, PROGRESS_DROP = 5, 4, 3, 2, 1
+"""How soon the brand, the call, the loss, the script name and `N/M ran` go (see HeaderPart.drop;
+the call's and the loss's are given in gradtui.ui.headertext)."""
+
+FITS = ((False, 99), (False, BRAND_DROP), (False, CALL_DROP), (True, CALL_DROP), (True, LOSS_DROP),
+        (True, SCRIPT_DROP), (True, PROGRESS_DROP))
+"""What the header tries, in turn, until the line fits: (the state's short form?, the level from
+which parts are dropped). The short state (`paused #3 (y)`) comes before the loss or the script's
+name go: at 80 columns a long op name pushed the script's name out."""
 
 
 class GradHeader(Widget):
@@ -95,12 +103,12 @@ class GradHeader(Widget):
     def render(self) -> Content:
         """The header line: left part, padding, state at the right; parts dropped to fit."""
         width = self.size.width
-        for status in (self.status_text, self.status_short or self.status_text):
+        for short, dropped in FITS:
+            status = (self.status_short or self.status_text) if short else self.status_text
             right = Content.assemble(("● " if self.status == "paused" else "", "$warning"),
                                      (status, _STATE_STYLE.get(self.status, "")), " ")
-            for dropped in (99, BRAND_DROP, 4, SCRIPT_DROP, 2, PROGRESS_DROP):
-                left = self._left(dropped)
-                if left.cell_length + right.cell_length + 1 <= width:
-                    return left + Content(" " * (width - left.cell_length - right.cell_length)) + right
+            left = self._left(dropped)
+            if left.cell_length + right.cell_length + 1 <= width:
+                return left + Content(" " * (width - left.cell_length - right.cell_length)) + right
         left = left.truncate(max(0, width - right.cell_length - 1), ellipsis=True)
         return left + Content(" " * max(1, width - left.cell_length - right.cell_length)) + right

@@ -285,6 +285,10 @@ class NodeList(ScrollView, can_focus=True):
         self.refresh_line(old)
         self.refresh_line(new)
         self._show_cursor()
+        # Rows just added (a pass's first batch, `gradtui attach` to a script paused deep in it)
+        # give the list its scrollbar only at the next layout: until then it cannot scroll, and
+        # the paused row was left off screen. Looked at again once laid out.
+        self.call_after_refresh(self._show_cursor)
         node = self.selected
         if node is not None:
             self.post_message(self.Selected(node))

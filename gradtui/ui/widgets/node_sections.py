@@ -115,8 +115,10 @@ class NodeSections:
         grads = view.grad_outputs.get(node)
         yield self._incoming_heading(view, node, data)
         if grads is None:
-            failed = node == view.failed_node
-            yield Content.styled("  not known: the node raised before it finished" if failed else "  not arrived yet", MUTED)
+            if node == view.failed_node:
+                yield Content.styled("  not known: the node raised before it finished", MUTED)
+            else:
+                yield from self._not_received(view, node)
             return
         hist = view.grad_outputs_hist.get(node)
         yield from grads_lines(grads, hist, "in", self.width)
@@ -130,6 +132,23 @@ class NodeSections:
                 yield from grads_lines(arrived, arrived, "in", self.width)
             else:
                 yield line(("  before the edit: ", MUTED), "; ".join(fmt.one_line(s) for s in before))
+
+    @staticmethod
+    def _not_received(view: PassView, node: int) -> Iterable[Content]:
+        """A node that has not run: which of the nodes that send it its gradient have sent their
+        part (their outgoing gradients say what), and which have not. It said "not arrived yet"
+        when its one sender had sent it long before."""
+        senders = sorted(view.graph.predecessors(node))
+        sent = [sender for sender in senders if sender in view.grad_inputs]
+        waiting = [sender for sender in senders if sender not in view.grad_inputs]
+        if not sent:
+            yield Content.styled("  not arrived yet", MUTED)
+            return
+        yield line(("  sent by ", MUTED), _refs(view, sent), (" (its outgoing gradients)" if len(sent) == 1
+                                                        else " (their outgoing gradients)", MUTED))
+        if waiting:
+            yield line(("  still to send: ", MUTED), _refs(view, waiting))
+        yield Content.styled("  received when this node runs", MUTED)
 
     @staticmethod
     def _incoming_heading(view: PassView, node: int, data: NodeInfo) -> Content:
@@ -173,3 +192,8 @@ class NodeSections:
         name = data.param or (data.labels[0] if data.labels else "leaf")
         yield heading(f"{name}.grad after the pass")
         yield from grad_lines(view.leaf_grads[node], None, "  ", self.width)
+
+
+def _refs(view: PassView, nodes: list[int]) -> Content:
+    """Nodes' titles, each a click away, comma separated."""
+    return Content(", ").join(node_ref(Content.styled(view.title(n), ACCENT), n) for n in nodes)

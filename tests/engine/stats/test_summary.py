@@ -387,3 +387,21 @@ def test_histc_counts_are_kept_past_float32_precision(monkeypatch):
     t = torch.tensor([1.0, 2.0]).repeat_interleave(2**24 + 8)
     s = summarize(t, histogram=True)
     assert s.histogram[0] == 2**24 + 8 and s.histogram[-1] == 2**24 + 8
+
+
+@pytest.mark.parametrize("numel", [10, 1000, (1 << 20) + 7])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_pause_s_stats_carry_the_range_of_the_finite_values(numel, bad):
+    """min and max propagate a NaN (an infinity is one of them): beside the non-finite count, a
+    pause's statistics (with their histogram) say the finite values' min and max, as torch finds
+    them; small, big and chunked tensors alike. Without a non-finite value there is none to give."""
+    torch.manual_seed(0)
+    t = torch.randn(numel)
+    t[numel // 3] = bad
+    t[numel // 2] = -bad if bad == float("inf") else bad
+    finite = t[torch.isfinite(t)]
+    stats = summarize(t, histogram=True)
+    assert stats.nonfinite == numel - finite.numel()
+    assert stats.finite_range == (finite.min().item(), finite.max().item())
+    assert summarize(finite, histogram=True).finite_range is None
+    assert summarize(torch.full((numel,), float("nan")), histogram=True).finite_range is None
