@@ -108,8 +108,9 @@ async def test_attached_to_a_script_paused_deep_in_a_pass_the_paused_row_is_on_s
     agent = Listening(SCRIPTS / "encoder.py", os.environ["GRADTUI_RUNTIME_DIR"])
     try:
         agent.wait_listening()
-        # A first client arms the breakpoint and detaches: the script runs to it and waits there.
-        first = agent.attach(agent.address, "--headless", "-c", "break #100")
+        # A first client arms the breakpoint, lets the script run to it and detaches there (the
+        # run's first pause waits for a client that resumes it: leaving it alone would not).
+        first = agent.attach(agent.address, "--headless", "-c", "break #100", "-c", "continue")
         assert first.returncode == 0, first.stderr
         app = GradtuiApp(target=remote(agent))
         async with app.run_test(size=(80, 24)) as pilot:
