@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradtui.agent.admission import FdReserve, Gate, refuse
+from gradtui.agent.admission import FdReserve, Gate, leaves_enough_fds, refuse
 from gradtui.agent.admission import close_quietly as _close
 from gradtui.agent.backlog import Backlog
 from gradtui.agent.diagnostics import Diagnostics
@@ -177,7 +177,10 @@ class AgentServer:
                 backoff = min(backoff * 2, ACCEPT_BACKOFF[1])
                 continue
             backoff = ACCEPT_BACKOFF[0]
-            if self._gate.enter():
+            if not leaves_enough_fds():
+                refuse(conn, "the agent's process is short of file descriptors (ulimit -n): the script's "
+                       "come first; try again later")
+            elif self._gate.enter():
                 self._spawn(lambda c=conn: self._handshake(c), "gradtui-wire-client")
             else:
                 refuse(conn, f"{self._gate.limit} connections are already waiting to show the token: "
