@@ -169,7 +169,10 @@ class HeadlessDriver:
             self._print(f"the script's process {event.how}")
         if event.passes == 0:
             self._print("note: the script never called backward() or torch.autograd.grad()")
-        self._print(f"script exited with status {event.exit_status}")
+        if event.exit_status is None:  # a recording that does not say how its run ended
+            self._print("script exit status unknown")
+        else:
+            self._print(f"script exited with status {event.exit_status}")
 
 
 def _asks_flow(commands: list[str]) -> bool:

@@ -317,7 +317,8 @@ class GradtuiApp(App[int]):
             self.transcript.write("\n".join(changes.log), NOTE_STYLE)
 
     def _script_finished(self, event: ev.ScriptFinished) -> None:
-        self.link.exit_status = QUIT_STATUS if event.quit or self.link.quitting else event.exit_status
+        status = 1 if event.exit_status is None else event.exit_status  # not known: not a success either
+        self.link.exit_status = QUIT_STATUS if event.quit or self.link.quitting else status
         self.transcript.script_finished(event, os.path.dirname(self.script_path))
         view, nodes = self.state.view, self.query_one(NodeList)
         if view is not None and view.failed_node is not None:
