@@ -3,8 +3,8 @@
 Events queue in order while the client keeps up. When more than `MAX_QUEUED` wait (the client
 reads nothing: a frozen terminal, a dropped SSH session), the queue is given up for a summary:
 from then on only the script's last `OUTPUT_LINES` lines are kept and the other events are
-counted, not kept. When the client can take a frame again it is sent a notice saying what it
-missed (a `CommandResult` that answers no request) and then the present as a client attaching
+counted, not kept. When the client can take a frame again it is sent a `Notice` saying what it
+missed and then the present as a client attaching
 now would see it (the backlog's `present`: the breakpoints and the current pass's events; the UI
 shows a pass sent again in place of the old one). Memory is thus bounded by the queue's cap and
 the backlog's own bounds, not by how long the client stalls.
@@ -23,9 +23,6 @@ MAX_QUEUED = 20000
 
 OUTPUT_LINES = 2000
 """Lines of the script's output kept for a client that is behind (the last ones)."""
-
-BEHIND_REQUEST = -1
-"""The request id of the notice to a client that fell behind: no command of a client has it."""
 
 _LOW = (ev.NodeRan, ev.Output, ev.Progress)
 """Events that may wait to be gathered into a frame with the next ones (the rest go at once)."""
@@ -101,7 +98,7 @@ class Outbox:
             events, self._events = self._events, []
             self._weight = self._allowance = 0
             return events
-        notice = ev.CommandResult("", self._notice(), ok=False, request=BEHIND_REQUEST)
+        notice = ev.Notice(self._notice())
         out: list[ev.Event] = [notice, *self._output, *present()]
         self.clear()
         return out

@@ -116,6 +116,9 @@ class HeadlessDriver:
                             f" · ran unhooked inside pass {event.pass_index}")
             case ev.Paused():
                 self._paused(event)
+            case ev.Notice():
+                self._flush_unhooked()
+                self._print(f"note: {event.text}")
             case ev.CommandResult():
                 prefix = "" if event.ok else "error: "
                 for line in event.text.splitlines() or [""]:

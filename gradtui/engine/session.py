@@ -270,6 +270,8 @@ class Session:
         state.check_every = self._check_every or (1 if on_cpu else CHECK_EVERY)
         if self.fingerprints:
             state.prints = _pass_prints(self.against, index, cap)
+            if self.against is not None and (line := self.against.notice()) is not None:
+                self.emit(ev.Notice(line))  # a reference this pass cannot be compared with: said at once
         if pending is not None:
             state.pending, state.pending_reason = pending, _loss_reason(pending, losses)
         state.completed = bytearray(len(cap.nodes))

@@ -264,6 +264,13 @@ class CommandResult(Event, msgspec.Struct, frozen=True):
     can tell which of its commands this answers; None for commands given without one."""
 
 
+class Notice(Event, msgspec.Struct, frozen=True):
+    """A line of gradtui's own about the run, answering no command: a reference recording that
+    cannot be compared with this run (`--against`), what a client that fell behind missed."""
+
+    text: str
+
+
 class GradEdited(Event, msgspec.Struct, frozen=True):
     """An edit replaced the paused node's incoming gradient."""
 

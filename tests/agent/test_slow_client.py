@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from gradtui.agent.outbox import BEHIND_REQUEST, MAX_QUEUED
+from gradtui.agent.outbox import MAX_QUEUED
 from gradtui.agent.server import AgentServer, ServerHooks
 from gradtui.protocol import events as ev
 from gradtui.wire import protocol
@@ -66,7 +66,7 @@ def test_a_client_that_reads_nothing_is_told_what_it_missed_and_loses_nothing_si
         closer.join(WAIT)
         reader.join(WAIT)
         assert not reader.is_alive() and bye == "the script ended"
-        notices = [e for e in events if isinstance(e, ev.CommandResult) and e.request == BEHIND_REQUEST]
+        notices = [e for e in events if isinstance(e, ev.Notice)]
         assert len(notices) == 1 and "dropped" in notices[0].text, notices
         lines = [e.text for e in events if isinstance(e, ev.Output)]
         assert lines[-1] == "the last line\n"
