@@ -138,6 +138,18 @@ class AgentServer:
             self._reserve.close()
         self._diagnostics.close()
 
+    def forked(self) -> None:
+        """Called in a forked child of the agent's process: close its copies of the listening and
+        client sockets (closed, not shut down: the connections are the parent's) and send nothing."""
+        self._closed = True
+        for sock in (self._listener, self._client):
+            if sock is not None:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+        self._listener = self._client = None
+
     # ---- events in -----------------------------------------------------------------------
 
     def __call__(self, event: ev.Event) -> None:

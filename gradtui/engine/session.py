@@ -205,6 +205,15 @@ class Session:
         self._stepper.mode = Mode.CONTINUE
         self.run_quit.clear()
 
+    def forked(self) -> None:
+        """This process is a fork of the debugged one (called in the child, at the fork): its
+        backward calls run as if gradtui were not there, and it sends no event (the listeners, a
+        server's sockets and a recording's writer, are the parent's)."""
+        self._listeners = Listeners()
+        self._detached = True
+        self.stop_debugging()
+        self.uninstall()
+
     def run_on(self) -> None:
         """Run on until a breakpoint hits (as `continue`), paused or not: for a run armed before
         its first pass, and an agent whose client detached."""
