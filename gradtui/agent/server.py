@@ -17,6 +17,12 @@ stderr as clients and recordings see it. A second client while one is attached i
 a message saying so. When the client goes (it detaches or dies), the agent either quits
 (`exit_with_client`: a child agent whose UI is gone) or runs on with its breakpoints armed: a
 pause that only a `step` asked for resumes by itself, a breakpoint hit waits for the next client.
+
+Whatever a client does, what waits for it is bounded (`gradtui.agent.outbox`: a client that
+reads nothing is sent, when it reads again, a notice of what it missed and the present), and
+every frame to it has a deadline (`gradtui.agent.sender`): a client that takes nothing for
+`sender.STALL` seconds is detached, and the last frames and the goodbye get `close`'s timeout,
+so a stalled client can neither grow the agent nor keep it alive after the script.
 """
 
 from __future__ import annotations
