@@ -67,8 +67,8 @@ def test_a_client_that_reads_nothing_is_told_what_it_missed_and_loses_nothing_si
         reader.join(WAIT)
         assert not reader.is_alive() and bye == "the script ended"
         notices = [e for e in events if isinstance(e, ev.Notice)]
-        assert len(notices) == 1 and "dropped" in notices[0].text, notices
         lines = [e.text for e in events if isinstance(e, ev.Output)]
+        assert len(notices) == 1 and "dropped" in notices[0].text, (notices, len(events), len(lines), lines[-1:])
         assert lines[-1] == "the last line\n"
         dropped = int(notices[0].text.split(" lines of output")[0].rsplit(" ", 1)[1])
         assert len(lines) < LINES and len(lines) + dropped == LINES + 1, (len(lines), dropped)
