@@ -5,12 +5,16 @@ the hello at once, and the next ones are refused at once with a one-line reason,
 silent or trickling peers costs the agent a bounded number of threads, sockets and bytes, and the
 listening loop never waits on any of them. When the process has run out of file descriptors
 (EMFILE) the connection waiting in the kernel's backlog cannot even be accepted; `FdReserve`
-keeps one descriptor back to accept it and tell it why, instead of leaving it to time out.
+keeps one descriptor back to accept it and tell it why, instead of leaving it to time out. And a
+connection in the hello may not take the script's last descriptors (`leaves_enough_fds`): under a
+low `ulimit -n`, strangers holding sockets open while the script imports torch made its imports
+fail with EMFILE; a connection accepted while fewer than `SCRIPT_FDS` stay free is refused at once.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import threading
 
@@ -18,6 +22,10 @@ from gradtui.wire import protocol
 
 MAX_PENDING = 8
 """Connections that may be in the hello at once; more are refused at once."""
+
+SCRIPT_FDS = 4
+"""File descriptors that connections in the hello always leave free for the script (at least; a
+quarter of the limit where that is more)."""
 
 REFUSE_TIMEOUT = 0.5
 """Seconds a refused connection has to take its one-line refusal."""
@@ -111,3 +119,21 @@ class FdReserve:
             fd, self._fd, self._closed = self._fd, None, True
         if fd is not None:
             os.close(fd)
+
+
+def leaves_enough_fds() -> bool:
+    """Does the process have enough descriptors free to let one more connection into the hello
+    (one already accepted, counted as open), leaving the script its share (see module doc)?
+    True where the count cannot be known (no /proc, no limit)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return True
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            open_now = len(os.listdir(folder)) - 1  # listing the folder opened one more
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False  # EMFILE: none free at all
+        return soft - open_now >= max(SCRIPT_FDS, soft // 4)
+    return True

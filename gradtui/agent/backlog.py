@@ -54,9 +54,16 @@ class Backlog:
         out: list[ev.Event] = []
         if self._started is not None:
             out.append(self._started)
+        out.extend(self._output)
+        return out + self.present()
+
+    def present(self) -> list[ev.Event]:
+        """What draws the present for a client that has seen the script start and its output
+        (one that fell behind, `gradtui.agent.outbox`): the breakpoints, the notebook cells'
+        texts, the passes before the current recorded one and that pass's events so far."""
+        out: list[ev.Event] = []
         if self._breakpoints is not None:
             out.append(self._breakpoints)
-        out.extend(self._output)
         out.extend(self._sources)
         out.extend(self._before)
         out.extend(self._current)

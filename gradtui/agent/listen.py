@@ -66,6 +66,11 @@ class Listening:
 
         self._entry = None if is_follower() else write_entry(AgentEntry(self.address, token, os.getpid(), script))
         self._closed = False
+        from gradtui.agent.forks import ForkGuard
+
+        self._forks = ForkGuard(self.session, self._server)
+        """A fork of this process runs on unhooked and ends with it (gradtui.agent.forks)."""
+        self._forks.install()
         self._server.start()
         self.session.install()
         atexit.register(self._at_exit)
@@ -101,9 +106,10 @@ class Listening:
     def close(self) -> None:
         """Stop serving and debugging: torch's functions restored (call it on the thread that
         called `listen`)."""
-        if self._closed:
+        if self._closed or self._forks.in_child:
             return
         self._closed = True
+        self._forks.close()
         atexit.unregister(self._at_exit)
         self.session.stop_debugging()
         self.session.uninstall()
@@ -123,8 +129,9 @@ class Listening:
             print(line, file=sys.stderr)
 
     def _at_exit(self) -> None:
-        """The process is ending: tell the client, as a script's end is told."""
-        if self._closed:
+        """The process is ending: tell the client, as a script's end is told (not from a forked
+        child: the client, the recording and the runtime file are the parent's)."""
+        if self._closed or self._forks.in_child:
             return
         self._closed = True
         self.session.emit(ev.ScriptFinished(0, None, False, self.session.passes, how="ended (the process exited)"))

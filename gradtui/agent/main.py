@@ -24,6 +24,7 @@ from typing import Any
 from gradtui.agent.output import FdTee
 from gradtui.wire.runtime import AgentEntry, parse_address, remove_entry, write_entry
 from gradtui.agent.build import Transport, build_agent, process_info
+from gradtui.agent.forks import ForkGuard
 from gradtui.agent.server import AgentServer
 from gradtui.protocol.options import RunOptions
 from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
@@ -66,6 +67,8 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
         exit_now(status)
 
     runner = ScriptRunner(options.script, options.args, session, capture_output=False, hard_exit=hard_exit)
+    forks = ForkGuard(session, server)
+    forks.install()
     server.start()
     if conn is not None and not _ui_connected(server, conn):
         return 2
@@ -83,7 +86,12 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     try:
         status = runner.run()
     finally:  # the last words, with a signal deferred until they are said (gradtui.engine.process.deferral)
+        if forks.in_child:  # a forked child ran off the script's end: the last words are the parent's
+            forks.end_child(status, runner.ending.traceback if runner.ending is not None else None)
+        forks.close()
         _stop_capture(entry, fds, lines)
+        if tee and runner.ending is not None and runner.ending.traceback:
+            _print_traceback(runner.ending.traceback)
         failures = _end(server, outputs, "the script ended")
         if fatal.restore() is not None and conn is None:  # a child's fd 2 is the script's stderr in its UI
             print(IGNORED_INTERRUPT, file=sys.stderr)
@@ -98,6 +106,17 @@ def _stop_capture(entry: str | None, fds: FdTee | None, lines: Any = None) -> No
         fds.stop()
     if lines is not None:
         lines.restore()
+
+
+def _print_traceback(text: str) -> None:
+    """The script's traceback on the agent's own stderr, as python prints it, whether or not a
+    client is attached (one that is gets it in the script's end as well). Written after the
+    capture of fd 2 stopped: it is not sent twice to a client as the script's output."""
+    try:
+        sys.stderr.write(text if text.endswith("\n") else text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _exit_status(status: int, failures: list[str], exit_signal: int | None) -> int:

@@ -20,6 +20,12 @@ pause that only a client's `step` asked for resumes by itself, a breakpoint hit 
 next client. So does the run's first pause (its reason is "step" too, as pdb stops at the first
 line): until a client has moved the engine, a tab reloaded or closed there leaves the script
 paused where it was for the next one, as `--listen` waits there for the first.
+
+Whatever a client does, what waits for it is bounded (`gradtui.agent.outbox`: a client that
+reads nothing is sent, when it reads again, a notice of what it missed and the present), and
+every frame to it has a deadline (`gradtui.agent.sender`): a client that takes nothing for
+`sender.STALL` seconds is detached, and the last frames and the goodbye get `close`'s timeout,
+so a stalled client can neither grow the agent nor keep it alive after the script.
 """
 
 from __future__ import annotations
@@ -33,10 +39,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradtui.agent.admission import FdReserve, Gate, refuse
+from gradtui.agent.admission import FdReserve, Gate, leaves_enough_fds, refuse
 from gradtui.agent.admission import close_quietly as _close
 from gradtui.agent.backlog import Backlog
 from gradtui.agent.diagnostics import Diagnostics
+from gradtui.agent.outbox import Outbox
+from gradtui.agent.sender import STALL, ClientSender
 from gradtui.protocol import events as ev
 from gradtui.wire import protocol
 from gradtui.wire.codec import to_wire
@@ -49,8 +57,6 @@ ACCEPT_BACKOFF = (0.05, 1.0)
 
 _LISTENER_GONE = (errno.EBADF, errno.EINVAL, errno.ENOTSOCK)
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
-
-_LOW = (ev.NodeRan, ev.Output, ev.Progress)
 
 
 @dataclass
@@ -79,10 +85,12 @@ class AgentServer:
         self._hooks = hooks
         self._exit_with_client = exit_with_client
         self._lock = threading.Condition()
-        self._pending: list[ev.Event] = []
+        self._pending = Outbox()
+        """What waits for the attached client: bounded, whatever the client does."""
         self._backlog = Backlog()
         self._client: socket.socket | None = None
-        self._send_lock = threading.Lock()
+        self._sender: ClientSender | None = None
+        """Writes the attached client's frames, each with a deadline."""
         self._closed = False
         self._paused_by_step = False
         self._moved = False
@@ -120,23 +128,39 @@ class AgentServer:
                                    f"internal error in {name}: {type(exc).__name__}: {exc}")
 
     def close(self, reason: str = "the script ended", timeout: float = 2.0) -> None:
-        """Send what is pending (up to `timeout` seconds), say goodbye, stop serving."""
+        """Send what is pending and say goodbye, all within `timeout` seconds (a client that
+        reads nothing cannot keep the process alive), stop serving."""
         deadline = time.monotonic() + timeout
         with self._lock:
+            if self._sender is not None:
+                self._sender.limit(deadline)
             while self._pending and self._client is not None and time.monotonic() < deadline:
                 self._lock.notify_all()
                 self._lock.wait(0.02)
             self._closed = True
             client, self._client = self._client, None
+            sender, self._sender = self._sender, None
             self._lock.notify_all()
-        if client is not None:
-            self._send(client, {"bye": reason})
+        if client is not None and sender is not None:
+            sender.send(protocol.encode({"bye": reason}))
             _close(client)
         if self._listener is not None:
             _close(self._listener)
         if self._reserve is not None:
             self._reserve.close()
         self._diagnostics.close()
+
+    def forked(self) -> None:
+        """Called in a forked child of the agent's process: close its copies of the listening and
+        client sockets (closed, not shut down: the connections are the parent's) and send nothing."""
+        self._closed = True
+        for sock in (self._listener, self._client):
+            if sock is not None:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+        self._listener = self._client = None
 
     # ---- events in -----------------------------------------------------------------------
 
@@ -156,10 +180,8 @@ class AgentServer:
                     self._paused_by_step = False
                 case ev.PassFinished():
                     self._paused_by_step = False
-            if self._client is not None:
-                self._pending.append(event)
-                if not isinstance(event, _LOW) or len(self._pending) == 1:
-                    self._lock.notify_all()
+            if self._client is not None and self._pending.add(event):
+                self._lock.notify_all()
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -182,7 +204,10 @@ class AgentServer:
                 backoff = min(backoff * 2, ACCEPT_BACKOFF[1])
                 continue
             backoff = ACCEPT_BACKOFF[0]
-            if self._gate.enter():
+            if not leaves_enough_fds():
+                refuse(conn, "the agent's process is short of file descriptors (ulimit -n): the script's "
+                       "come first; try again later")
+            elif self._gate.enter():
                 self._spawn(lambda c=conn: self._handshake(c), "gradtui-wire-client")
             else:
                 refuse(conn, f"{self._gate.limit} connections are already waiting to show the token: "
@@ -221,9 +246,14 @@ class AgentServer:
                     refuse(conn, "another client is attached to this agent: detach it first"
                            if self._client is not None else "the script has ended")
                     return False
-                self._send(conn, {"welcome": self._hooks.info})
-                self._pending = self._backlog.replay()
-                self._client = conn
+                sender = ClientSender(conn)
+                sender.limit(deadline)  # the welcome is part of the hello and shares its deadline
+                if not sender.send(protocol.encode({"welcome": self._hooks.info})):
+                    _close(conn)
+                    return False
+                sender = ClientSender(conn)
+                self._pending.replace(self._backlog.replay())
+                self._client, self._sender = conn, sender
                 self.attached.set()
                 self._lock.notify_all()
             return True
@@ -269,8 +299,8 @@ class AgentServer:
         """The client went: quit, or run on with breakpoints armed."""
         with self._lock:
             if self._client is conn:
-                self._client = None
-                self._pending = []
+                self._client = self._sender = None
+                self._pending.clear()
                 self.attached.clear()
             closed = self._closed
             step_pause = self._paused_by_step
@@ -295,26 +325,19 @@ class AgentServer:
                     self._lock.wait()
                 if self._closed and not self._pending:
                     return
-                if all(isinstance(e, _LOW) for e in self._pending):
+                if self._pending.only_low:
                     wait = last + BATCH_INTERVAL - time.monotonic()
                     if wait > 0:
                         self._lock.wait(wait)  # gather more, unless something urgent arrives
-                batch, self._pending = self._pending, []
-                client = self._client
+                batch = self._pending.take(self._backlog.present)
+                client, sender = self._client, self._sender
                 self._lock.notify_all()
-            if client is None or not batch:
+            if client is None or sender is None or not batch:
                 continue
             last = time.monotonic()
-            if not self._send(client, {"events": [to_wire(e) for e in batch]}):
+            if not sender.send(protocol.encode({"events": [to_wire(e) for e in batch]})):
+                if sender.stalled:
+                    self._diagnostics.once("stalled", f"the attached client read nothing for {STALL:.0f} s: "
+                                           "it is detached, the script runs on")
                 self._drop(client, False)
-
-    def _send(self, conn: socket.socket, message: dict[str, Any]) -> bool:
-        """Send one frame; False if the connection is gone."""
-        try:
-            data = protocol.encode(message)
-            with self._send_lock:
-                conn.sendall(data)
-            return True
-        except OSError:
-            return False
 

@@ -20,6 +20,7 @@ import json
 import linecache
 import math
 import os
+import sqlite3
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -278,6 +279,9 @@ def main(argv: list[str]) -> int:
         result = compare(options.a, options.b, index=options.index, rtol=options.rtol)
     except BadInput as exc:
         print(f"gradtui diff: {exc}", file=sys.stderr)
+        return BAD_INPUT
+    except sqlite3.DatabaseError as exc:  # damage found past the open: still bad input, one line
+        print(f"gradtui diff: {options.a} or {options.b} is damaged: SQLite cannot read it ({exc})", file=sys.stderr)
         return BAD_INPUT
     print(json.dumps(as_json(result), indent=1) if options.json else as_text(result))
     return DIFFERENT if result.differs else SAME

@@ -7,9 +7,11 @@ import os
 import signal
 import sys
 import textwrap
+from collections.abc import Callable
 
 from gradtui.cli.options import add_client_options, read_commands
 from gradtui.agent.build import build_agent, path_checks
+from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import KINDS
 from gradtui.protocol.commands import COMMANDS
 from gradtui.protocol.options import OptionsError, RunOptions
@@ -219,7 +221,17 @@ def main(argv: list[str] | None = None) -> int:
         return run_headless(run)
     from gradtui.ui.run import run_app  # imported late: headless runs never load Textual
 
-    return run_app(run, theme=options.theme)
+    return run_app(run, theme=options.theme, untold_end=_recorded_end(run.record))
+
+
+def _recorded_end(record: str | None) -> Callable[[ev.ScriptFinished], None] | None:
+    """With a recording: write into it how the child agent ended when it died without saying
+    (its writer died with it; gradtui.record.ending)."""
+    if record is None:
+        return None
+    from gradtui.record.ending import note_ending
+
+    return lambda end: note_ending(record, end.exit_status if end.exit_status is not None else 1, end.how or "")
 
 
 def _native_setting_problem() -> str | None:

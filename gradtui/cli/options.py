@@ -57,7 +57,7 @@ def recording_opens(path: str, prog: str, cannot: str) -> bool:
 
 async def drive_headless(target: Any, commands: list[str], *, prog: str,
                          leave_after_pass: bool = False, detached: str | None = None,
-                         status_of: Callable[[ev.ScriptFinished], int] = lambda end: end.exit_status) -> int:
+                         status_of: Callable[[ev.ScriptFinished], int] = lambda end: 1 if end.exit_status is None else end.exit_status) -> int:
     """Feed `commands` at `target`'s pauses and print its events as `gradtui --headless` does;
     return the exit status.
 

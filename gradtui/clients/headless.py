@@ -121,6 +121,9 @@ class HeadlessDriver:
                 self._paused(event)
             case ev.GradEdited():
                 self._edited(event)
+            case ev.Notice():
+                self._flush_unhooked()
+                self._print(f"note: {event.text}")
             case ev.CommandResult():
                 self._asked = None
                 prefix = "" if event.ok else "error: "
@@ -187,7 +190,10 @@ class HeadlessDriver:
             self._print(f"the script's process {event.how}")
         if event.passes == 0:
             self._print("note: the script never called backward() or torch.autograd.grad()")
-        self._print(f"script exited with status {event.exit_status}")
+        if event.exit_status is None:  # a recording that does not say how its run ended
+            self._print("script exit status unknown")
+        else:
+            self._print(f"script exited with status {event.exit_status}")
         self.say_not_run()
 
     def say_not_run(self) -> None:

@@ -205,6 +205,15 @@ class Session:
         self._stepper.mode = Mode.CONTINUE
         self.run_quit.clear()
 
+    def forked(self) -> None:
+        """This process is a fork of the debugged one (called in the child, at the fork): its
+        backward calls run as if gradtui were not there, and it sends no event (the listeners, a
+        server's sockets and a recording's writer, are the parent's)."""
+        self._listeners = Listeners()
+        self._detached = True
+        self.stop_debugging()
+        self.uninstall()
+
     def run_on(self) -> None:
         """Run on until a breakpoint hits (as `continue`), paused or not: for a run armed before
         its first pass, and an agent whose client detached."""
@@ -271,6 +280,8 @@ class Session:
         state.check_every = self._check_every or (1 if on_cpu else CHECK_EVERY)
         if self.fingerprints:
             state.prints = _pass_prints(self.against, index, cap)
+            if self.against is not None and (line := self.against.notice()) is not None:
+                self.emit(ev.Notice(line))  # a reference this pass cannot be compared with: said at once
         if pending is not None:
             state.pending, state.pending_reason = pending, _loss_reason(pending, losses)
         state.completed = bytearray(len(cap.nodes))

@@ -264,6 +264,13 @@ class CommandResult(Event, msgspec.Struct, frozen=True):
     can tell which of its commands this answers; None for commands given without one."""
 
 
+class Notice(Event, msgspec.Struct, frozen=True):
+    """A line of gradtui's own about the run, answering no command: a reference recording that
+    cannot be compared with this run (`--against`), what a client that fell behind missed."""
+
+    text: str
+
+
 class GradEdited(Event, msgspec.Struct, frozen=True):
     """An edit replaced the paused node's incoming gradient."""
 
@@ -375,9 +382,10 @@ class PassDifferences(Event, msgspec.Struct, frozen=True):
 
 class ScriptFinished(Event, msgspec.Struct, frozen=True):
     """The script ended: exit status (0 ok, 1 exception, n from sys.exit, `runner.QUIT_STATUS`
-    (130) when the user quit), traceback if any."""
+    (130) when the user quit; None: not known, a replayed run whose recording does not say how
+    it ended, `how` then says why), traceback if any."""
 
-    exit_status: int
+    exit_status: int | None
     traceback: str | None = None
     quit: bool = False
     """True when the user quit the debugger before the script ended."""

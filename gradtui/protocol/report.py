@@ -76,7 +76,7 @@ class JsonStream:
         """Passes of a file that cannot seek, written at close."""
         self._end = 0
         self._count = 0
-        self._tail: dict[str, Any] = {"script": None, "exit_status": None, "error": None,
+        self._tail: dict[str, Any] = {"script": None, "exit_status": None, "how": None, "error": None,
                                       "breakpoint_hits": [], "edits": []}
         if self._regular:
             self._put(b'{"passes":[')
@@ -183,6 +183,8 @@ class Report:
         self.stream = stream
         self.script: str | None = None
         self.exit_status: int | None = None
+        self.how: str | None = None
+        """How the script's process ended when it could not say (a signal, os._exit), else None."""
         self.error: str | None = None
         self.passes: list[dict[str, Any]] = []
         self.breakpoint_hits: list[dict[str, Any]] = []
@@ -221,10 +223,11 @@ class Report:
                 self.script = event.path
             case ev.ScriptFinished():
                 self.exit_status = event.exit_status
+                self.how = event.how
                 self.error = "quit" if event.quit else event.traceback
 
     def _tail(self) -> dict[str, Any]:
-        return {"script": self.script, "exit_status": self.exit_status, "error": self.error,
+        return {"script": self.script, "exit_status": self.exit_status, "how": self.how, "error": self.error,
                 "breakpoint_hits": self.breakpoint_hits, "edits": self.edits}
 
     def close(self) -> str | None:
@@ -236,7 +239,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready dict (without the passes already streamed to a file)."""
-        return {"script": self.script, "exit_status": self.exit_status, "error": self.error,
+        return {"script": self.script, "exit_status": self.exit_status, "how": self.how, "error": self.error,
                 "passes": self.passes, "breakpoint_hits": self.breakpoint_hits, "edits": self.edits}
 
     def write(self, path: str) -> None:

@@ -208,6 +208,10 @@ class Reference:
         self.path = path
         self.name = os.path.basename(path)
         self._side: compare.Side | None = None
+        self._why: tuple[str, str] | None = None
+        """Why the last pass asked about has nothing to be compared with: (kind, one line), or None."""
+        self._said: set[str] = set()
+        """The kinds of line `notice` returned (each is said once)."""
 
     @staticmethod
     def check(path: str) -> None:
@@ -233,16 +237,39 @@ class Reference:
     def pass_reference(self, index: int, infos: list[NodeInfo]) -> PassReference | None:
         """Pass `index` of the reference matched to this run's pass (its nodes' NodeInfo, as
         captured), or None if the reference has no per-node data of that pass, or
-        cannot be read now (the run is never stopped by its reference's troubles)."""
+        cannot be read now (the run is never stopped by its reference's troubles); `notice` then
+        says why."""
+        self._why = None
         try:
             if self._side is None:
                 self._side = compare.Side(self.path)
-            if index not in self._side.per_node or self._side.sketch != schema.SKETCH_VERSION:
+            if index not in self._side.per_node:
+                self._why = ("no pass", f"pass {index} has no counterpart in the reference {self.path} (it has no "
+                             f"per-node data of pass {index}): `break differs` cannot stop in it, nor in later "
+                             "passes without one")
                 return None
+            if self._side.sketch != schema.SKETCH_VERSION:
+                return None  # refused before the run (`check`)
             theirs = self._side.nodes(index)
-        except (compare.BadInput, sqlite3.Error):
+        except (compare.BadInput, sqlite3.Error, ValueError) as exc:
+            self._why = ("unreadable", f"the reference {self.path} cannot be compared with this run: it cannot be read "
+                         f"({exc}): `break differs` cannot stop")
             return None
         here = sorted((compare.Node(i, a.name, a.source, a.module, a.param, _seq(a.seq), None)
                        for i, a in enumerate(infos)), key=lambda n: (n.seq < 0, n.seq, n.id))
         pairs, only_here, only_there = compare.match(here, theirs)
+        if not pairs and here:
+            what = (f"its pass {index} has no node recorded (damaged?)" if not theirs else
+                    f"no node of pass {index} matches one of its pass {index} (a different model or script?)")
+            self._why = ("no match", f"the reference {self.path} cannot be compared with this run: {what}: "
+                         "`break differs` cannot stop")
         return PassReference({a.id: b for a, b in pairs}, len(only_here), len(only_there), {n.id: n for n in theirs})
+
+    def notice(self) -> str | None:
+        """A line to tell the user about the pass `pass_reference` was last asked about: why it
+        has nothing to be compared with; each kind of reason said once a run (the first pass it
+        holds for, not every pass after); None when there is nothing new to say."""
+        if self._why is None or self._why[0] in self._said:
+            return None
+        self._said.add(self._why[0])
+        return self._why[1]

@@ -110,17 +110,20 @@ class Side:
             # read-only and read by one thread at a time: a live run's passes may run on any thread
             self._db = readonly.connect(path)
             schema.check_version(self._db)
+            schema.require_tables(self._db, ("run", "passes", "nodes", "grads", "flow"))
+            self.has_prints = schema.has_prints(self._db)
+            self.sketch = schema.sketch_version(self._db)
+            """Which sketch its fingerprints were made with (None: it has none; schema.SKETCH_VERSION)."""
+            run = self._db.execute("SELECT script FROM run").fetchone()
+            self.script: str | None = run[0] if run else None
+            rows = self._db.execute("SELECT idx, losses, per_node FROM passes ORDER BY idx").fetchall()
+            self.losses = {i: tuple(_num(v) for v in json.loads(text or "[]")) for i, text, _ in rows}
         except schema.NotARecording as exc:
             raise BadInput(f"{path}: {exc}") from None
         except sqlite3.Error as exc:
-            raise BadInput(f"{path}: cannot open ({exc})") from None
-        self.has_prints = schema.has_prints(self._db)
-        self.sketch = schema.sketch_version(self._db)
-        """Which sketch its fingerprints were made with (None: it has none; schema.SKETCH_VERSION)."""
-        run = self._db.execute("SELECT script FROM run").fetchone()
-        self.script: str | None = run[0] if run else None
-        rows = self._db.execute("SELECT idx, losses, per_node FROM passes ORDER BY idx").fetchall()
-        self.losses = {i: tuple(_num(v) for v in json.loads(text or "[]")) for i, text, _ in rows}
+            raise BadInput(f"{path}: {schema.unreadable(exc)}") from None
+        except (ValueError, TypeError) as exc:  # a losses cell that is not a JSON list of numbers
+            raise BadInput(f"{path}: damaged: its passes table cannot be read ({exc})") from None
         self.per_node = {i for i, _, per in rows if per}
 
     def close(self) -> None:

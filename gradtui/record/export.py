@@ -13,6 +13,7 @@ from typing import Any
 from gradtui.protocol import report
 from gradtui.protocol.nodes import INFO
 from gradtui.protocol.report import JsonStream
+from gradtui.record.ending import UNKNOWN_END
 from gradtui.record.reader import NodeStats, PassInfo, Recording
 
 
@@ -49,7 +50,8 @@ def export_json(db: str, path: str) -> Exported:
     with Recording(db) as recording:
         run = recording.run()
         error = "quit" if run.quit else run.error
-        tail = {"script": run.script, "exit_status": run.exit_status, "error": error,
+        how = UNKNOWN_END if run.finished is None or run.exit_status is None else run.how
+        tail = {"script": run.script, "exit_status": run.exit_status, "how": how, "error": error,
                 "breakpoint_hits": recording.hits(), "edits": recording.edits()}
         stream = JsonStream(path)
         for info in recording.passes():

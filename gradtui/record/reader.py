@@ -211,7 +211,8 @@ class Recording:
         grads = self._query("SELECT node, dir, slot, shape, dtype, device, norm, min, max, mean, nonfinite, vals "
                             "FROM grads WHERE pass = ? ORDER BY node, dir, slot", (index,),
                             f"the gradients of pass {index}", "grads")
-        for node, direction, slot, stats in self._decoded(grads, rows.stats,
+        slots = len(grads)
+        for node, direction, slot, stats in self._decoded(grads, lambda row: rows.stats(row, slots),
                                                           lambda r: f"a gradient of node {r[0]} of pass {index}"):
             lists = found.setdefault(node, ([], []))[direction]
             while len(lists) < slot:

@@ -32,6 +32,7 @@ from gradtui.protocol.commands import (
 )
 from gradtui.protocol.nodes import node_info, node_title
 from gradtui.protocol.stats import Stats, any_nonfinite, format_grads
+from gradtui.record.ending import UNKNOWN_END
 from gradtui.record.reader import (
     NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
 )
@@ -238,10 +239,12 @@ class ReplayTarget:
         """The script's end (as recorded; `by_user`: the user quit the replay): the replay closes
         once it is queued."""
         run = self._rec.run() if self._rec is not None else None
-        status = 0 if by_user or run is None else (run.exit_status or 0)
-        traceback = None if by_user or run is None else run.error
         self._ending = True
-        return [ev.ScriptFinished(status, traceback, by_user or bool(run and run.quit), self._span.count)]
+        if by_user:
+            return [ev.ScriptFinished(0, None, True, self._span.count)]
+        if run is None or run.finished is None or run.exit_status is None:  # the writer died first
+            return [ev.ScriptFinished(None, None, False, self._span.count, how=UNKNOWN_END)]
+        return [ev.ScriptFinished(run.exit_status, run.error, run.quit, self._span.count, how=run.how)]
 
     # ---- events from the recording --------------------------------------------------------
 

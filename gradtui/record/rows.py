@@ -17,10 +17,6 @@ from typing import Any
 from gradtui.protocol.events import GradEdited, ParamFlow
 from gradtui.protocol.stats import Stats, full_stats, unreadable_stats
 
-SLOTS = 4096
-"""More gradient slots than any node has: a larger slot number is damage, not data."""
-
-
 class BadRow(ValueError):
     """A row whose column `what` does not hold what the schema says (the message names it)."""
 
@@ -114,14 +110,16 @@ def nested(value: Any) -> tuple[dict[str, Any], ...]:
     return () if not value else json_list(value, "nested", lambda x: type(x) is dict)
 
 
-def stats(row: tuple) -> tuple[int, int, int, Stats | None]:
+def stats(row: tuple, slots: int) -> tuple[int, int, int, Stats | None]:
     """A `grads` row (node, dir, slot, shape, dtype, device, norm, min, max, mean, nonfinite,
-    vals) as (node, direction, slot, its Stats or None for an empty slot)."""
+    vals) as (node, direction, slot, its Stats or None for an empty slot). `slots`: how many
+    rows the pass has, which no slot number reaches (the writer writes a row for every slot,
+    an empty one too): a larger one is damage, and is not let pad the node's slots."""
     node, direction, slot, size, dtype, device, norm, lo, hi, mean, bad, vals = row
     integer(node, "node")
     if direction not in (0, 1) or type(direction) is not int:
         raise BadRow("dir is not 0 or 1")
-    if type(slot) is not int or not 0 <= slot < SLOTS:
+    if type(slot) is not int or not 0 <= slot < slots:
         raise BadRow("slot is not a slot number")
     if size is None:
         return node, direction, slot, None

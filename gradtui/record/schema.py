@@ -130,6 +130,14 @@ def check_version(connection: sqlite3.Connection) -> int:
     return version
 
 
+def require_tables(connection: sqlite3.Connection, names: tuple[str, ...]) -> None:
+    """Raise NotARecording (damaged, naming it) if the open recording lacks one of the tables `names`."""
+    tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = [name for name in names if name not in tables]
+    if missing:
+        raise NotARecording(f"damaged: its {', '.join(missing)} table{'s are' if len(missing) > 1 else ' is'} missing")
+
+
 def has_prints(connection: sqlite3.Connection) -> bool:
     """Does an open recording have a `prints` table (version 2 and later)?"""
     return connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'prints'").fetchone() is not None

@@ -300,6 +300,8 @@ class GradtuiApp(App[int]):
             case ev.CommandResult():
                 self.flush()
                 self.transcript.result(event)
+            case ev.Notice():
+                self.transcript.write(event.text, NOTE_STYLE)
             case RanksChanged():  # a torchrun job: the rank strip, under the header
                 strips = self.query(RankStrip)
                 strip = strips.first() if strips else RankStrip(id="ranks")

@@ -93,7 +93,8 @@ class TargetLink:
 
     def script_finished(self, event: ev.ScriptFinished) -> None:
         """The script has ended: its exit status is final (QUIT_STATUS if the user stopped it)."""
-        self.exit_status = QUIT_STATUS if event.quit or self.quitting else event.exit_status
+        status = 1 if event.exit_status is None else event.exit_status  # not known: not a success either
+        self.exit_status = QUIT_STATUS if event.quit or self.quitting else status
         self.script_ended = True
 
     def submit(self, text: str) -> int:

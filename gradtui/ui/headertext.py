@@ -43,9 +43,14 @@ def status_text(status: str, paused: ev.Paused | None, live: PassView | None, ex
         return "running"
     if status in ("finished", "failed"):
         if live is not None and live.error and live.failed_node is not None:
-            return f"backward raised at #{live.failed_node} · exit {exit_status}"
-        return f"{status} · exit {exit_status}"
+            return f"backward raised at #{live.failed_node} · exit {_exit(exit_status)}"
+        return f"{status} · exit {_exit(exit_status)}"
     return status
+
+
+def _exit(status: int | None) -> str:
+    """An exit status as the header says it (`?`: a recording that does not say how its run ended)."""
+    return "?" if status is None else str(status)
 
 
 def status_short(status: str, paused: ev.Paused | None, live: PassView | None, exit_status: int | None) -> str:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from gradtui.protocol import events as ev
 from gradtui.protocol.dying import die_now
 from gradtui.protocol.options import RunOptions
 from gradtui.ui.app import GradtuiApp
@@ -21,17 +22,19 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),
-            theme: str | None = None, passes_first: bool = False, die_by_signal: bool = True) -> int:
+            theme: str | None = None, passes_first: bool = False, die_by_signal: bool = True,
+            untold_end: Callable[[ev.ScriptFinished], None] | None = None) -> int:
     """Run the UI on `options`' script in a child agent (or on `target`) until the user quits;
     return the script's exit status (QUIT_STATUS if the user quit before it ended).
 
     SIGINT, SIGTERM and SIGHUP quit (`GradtuiApp.on_signal`) and arm a QuitWatchdog; once the app
     has ended, the process dies of the signal, as python would (`die_by_signal`; 130, 143, 129).
     The handlers are Python's own (`signal.signal`), not the loop's: they run even while the loop
-    is blocked in a write to a dead terminal, which the loop's handlers (run by the loop) never would."""
+    is blocked in a write to a dead terminal, which the loop's handlers (run by the loop) never would.
+    `untold_end`: see ChildTarget (how a child that died without saying so ended)."""
     if target is None:
         assert options is not None
-        target = ChildTarget(options)
+        target = ChildTarget(options, untold_end)
         commands = options.commands
     app = GradtuiApp(target=target, commands=commands, theme=theme, passes_first=passes_first)
     loop = asyncio.new_event_loop()

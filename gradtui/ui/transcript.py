@@ -81,7 +81,9 @@ class Transcript:
         elif event.traceback:  # a SyntaxError has no frames: its file and line are in the text
             self.write(fmt.user_traceback(event.traceback, home), ERROR_STYLE)
         word = "stopped" if event.quit else f"exited with status {event.exit_status}"
-        if event.how:
+        if event.how and event.exit_status is None:  # a recording that does not say how its run ended
+            word = event.how
+        elif event.how:
             word = f"ended: its process {event.how}"  # os._exit, a signal: the agent could not say
         self.write(f"── the script {word} · q to leave", NOTE_STYLE)
         # Whatever the bar said (`gradient now …`) was about a pass that is over.

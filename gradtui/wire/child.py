@@ -6,7 +6,8 @@ its signals, its `os._exit`, its crashes). Its stdout and stderr are pipes this 
 wrote before it died is still read. It runs in a session of its own (no terminal signals reach
 it; this side stops it), with stdin from /dev/null, and it is killed with its process group if
 it does not quit when asked. If it ends without saying so itself (`os._exit`, a signal), this
-side makes the `ScriptFinished` event, with how it ended.
+side makes the `ScriptFinished` event, with how it ended, and hands it to `untold_end` (the
+command line writes it into the run's recording, whose writer died with the child).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.options import RunOptions
@@ -60,8 +61,10 @@ def _token_pipe(token: str) -> int:
 class ChildTarget:
     """The script in a child agent process (see module doc)."""
 
-    def __init__(self, options: RunOptions) -> None:
+    def __init__(self, options: RunOptions, untold_end: Callable[[ev.ScriptFinished], None] | None = None) -> None:
+        """`untold_end`: called with the end this side made for a child that died without saying how."""
         self.options = options
+        self._untold_end = untold_end
         self.environ = dict(os.environ)
         """The script's environment, as the user's shell gave it (the UI then drops COLUMNS/LINES)."""
         self.info = TargetInfo(options.script, (options.script, *options.args))
@@ -161,7 +164,10 @@ class ChildTarget:
             yield rest
         if self._finished is None:
             status = ended if ended >= 0 else 128 - ended
-            yield [ev.ScriptFinished(status, None, False, self._last_pass, how=describe_exit(ended))]
+            end = ev.ScriptFinished(status, None, False, self._last_pass, how=describe_exit(ended))
+            if self._untold_end is not None:
+                self._untold_end(end)
+            yield [end]
 
     async def _output_done(self, timeout: float = 3.0) -> None:
         """Wait until both pipes are read to their end (a subprocess may hold them: not long)."""

@@ -10,11 +10,9 @@ end, the terminal's modes and what is printed after the app has left are never s
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +20,6 @@ import pytest
 
 from tests.helpers import REPO, SCRIPTS
 from tests.journeys.terminal import SIZES, START, Terminal, gradtui_command
-from tests.procs import gone
 
 from gradtui.protocol.events import QUIT_STATUS
 

@@ -166,6 +166,8 @@ class ScriptRunner:
         self._announce = threading.Lock()
         self._announced = False
         """ScriptFinished was emitted (by `run`, or by the hard exit): never twice."""
+        self.ending: ev.ScriptFinished | None = None
+        """The ScriptFinished announced, once it was (its traceback: what python would print)."""
 
     def run(self) -> int:
         """Run the script to its end in this thread; emit ScriptFinished; return exit status.
@@ -283,6 +285,7 @@ class ScriptRunner:
             if self._announced:
                 return False
             self._announced = True
+            self.ending = event
         self.session.emit(event)
         return True
 

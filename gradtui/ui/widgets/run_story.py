@@ -89,7 +89,7 @@ class RunStory:
             yield Content.styled("the script never called backward() or torch.autograd.grad()", WARN)
         style = OK if state.status == "finished" else ERROR
         passes = f"  · {state.passes} pass{'es' if state.passes != 1 else ''} run" if state.passes else ""
-        yield line(("script ", "bold $text-primary"), (f"{state.status} · exit status {state.exit_status}", style),
+        yield line(("script ", "bold $text-primary"), (f"{state.status} · exit status {'unknown' if state.exit_status is None else state.exit_status}", style),
                    (passes, MUTED))
         if state.traceback and (state.view is None or state.view.failed_node is None):
             for text in fmt.user_traceback(state.traceback, self.home).rstrip().splitlines():
