@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
-from gradtui.protocol.commands import Command, CommandError, Quit, parse
+from gradtui.protocol.commands import BreakIn, Command, CommandError, Quit, parse
 from gradtui.engine.capture import callsite
 from gradtui.engine.dispatch import CommandRunner
 from gradtui.engine.capture.graph import Names, capture
@@ -179,6 +179,9 @@ class Session:
                 return
         if isinstance(command, Quit):
             self.run_quit.quit()
+        elif isinstance(command, BreakIn):
+            text, ok = self._break_in()
+            self.emit(ev.CommandResult(command.text, text, ok=ok, request=request))
         elif (pause := self._stepper.pause) is not None:
             self._stepper.put(command, pause, request)
         elif isinstance(command, REGION_COMMANDS):
@@ -186,6 +189,20 @@ class Session:
         else:
             running = "is running" if self._intercept.installed else "is not running (it has ended or not started)"
             self.emit(ev.CommandResult(command.text, f"not paused: the script {running}", ok=False, request=request))
+
+    def _break_in(self) -> tuple[str, bool]:
+        """`pause`: ask the engine to pause at the next backward node; the answer (what it waits
+        for now) and whether it was taken."""
+        if self._stepper.pause is not None:
+            return "already paused", True
+        if not self._intercept.installed:
+            return "not running: the script has ended or not started", False
+        if self._detached:
+            return "cannot pause: this run pauses no more (its commands ran out)", False
+        self._stepper.request_break_in()
+        if self._intercept.in_flight is not None:
+            return "pausing at the next node of the backward pass in flight", True
+        return "running forward; pausing at the next backward", True
 
     def quit(self) -> None:
         """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one
@@ -314,7 +331,9 @@ class Session:
                                              state.fired)
             if bp is not None:
                 return bp
-        return "step" if self._stepper.stepping else None
+        if self._stepper.stepping:
+            return self._stepper.break_in or "step"
+        return None
 
     def quitting_now(self) -> bool:
         """Has quit been asked for?"""

@@ -100,6 +100,26 @@ class Why(Command):
     needs_pause = True
 
 
+class BreakIn(Command):
+    """`pause`: break in to a running script, as Ctrl-C does in pdb and pudb: pause at the next
+    backward node the engine runs (in the pass in flight, else at the first node of the next).
+    Taken while the script runs; at a pause there is nothing to do."""
+
+
+class Exec(Command):
+    """`!STATEMENT`: run Python at the pause (pdb's `!`), in a namespace of `g` (the incoming
+    gradient), `node`, `module`, the call-site variables and `torch`, kept for the rest of the
+    pause; assigning `g` edits the gradient as `set` does."""
+
+    source: str
+    needs_pause = True
+
+
+class Interact(Command):
+    """`interact`: a Python console at the pause (pdb's `interact`), in the `!` namespace. A
+    client's own command: the UI opens its console pane; a headless client has `!` instead."""
+
+
 class Help(Command):
     """List the commands."""
 
@@ -144,6 +164,10 @@ zero                set the incoming gradient to zero
 clip N              clip the incoming gradient's L2 norm to N
 set EXPR            replace the gradient by EXPR of g and torch (same shape/dtype/device)
 print [EXPR] (p)    statistics of the gradient, or of EXPR
+!STATEMENT          run Python at the pause: g, node, module, the call-site variables, torch
+                    (kept until the engine moves on); g = ... edits the gradient as set does
+interact            (the UI) a Python console at the pause, with the names ! has
+pause               break in: pause at the next backward node (Ctrl-C in the UI)
 why NAME            is NAME on this pass's graph? why is its .grad None?
 flow                gradient flow of the last pass: grad/weight norm per parameter
 pass N              show pass N (a kept pass in the UI; any pass of a recording)
@@ -177,7 +201,8 @@ class Ranks(Command):
 
 _SIMPLE: dict[str, type[Command]] = {
     "step": Step, "continue": Continue, "finish": Finish, "zero": Zero, "breakpoints": ListBreakpoints,
-    "help": Help, "quit": Quit, "flow": Flow, "detach": Detach, "ranks": Ranks,
+    "help": Help, "quit": Quit, "flow": Flow, "detach": Detach, "ranks": Ranks, "pause": BreakIn,
+    "interact": Interact,
 }
 """The commands that take no argument (`flow` with one is `flow N`)."""
 
@@ -187,6 +212,8 @@ def parse(text: str) -> Command:
     line = text.strip()
     if not line:
         raise CommandError("empty command")
+    if line.startswith("!"):
+        return _statement(line)
     word, _, rest = line.partition(" ")
     rest = rest.strip()
     verb = _ALIASES.get(word.lower(), word.lower())
@@ -254,6 +281,20 @@ def _on_gradient(verb: str, line: str, rest: str) -> Command:
         case "print":
             return Print(line, rest)
     return Why(line, rest)
+
+
+def _statement(line: str) -> Exec:
+    """`!STATEMENT`: Python to run at the pause (one line, or several from the UI's console)."""
+    source = line[1:].strip()
+    if not source:
+        raise CommandError("! needs a Python statement, e.g. !print(g.norm()) or !g = g * 0.5")
+    try:
+        compile(source, "<gradtui>", "exec")
+    except SyntaxError as exc:
+        raise CommandError(f"syntax error in {shown(source)}: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte (before 3.12); nested too deep
+        raise CommandError(f"cannot compile {shown(source)}: {type(exc).__name__}: {exc}") from None
+    return Exec(line, source)
 
 
 def _check_syntax(expr: str) -> None:

@@ -1,0 +1,140 @@
+"""`pause` (Ctrl-C in the UI): break in to a script that runs. The engine pauses at the next
+backward node: inside the pass in flight when one is (every-node hooks, a planned pass's Python
+and compiled posthooks), else at the first node of the next pass, which a break-in makes hooked
+even where passes in `continue` run unhooked. Torch is the oracle of the gradients: a pass that
+was broken into and continued gives what it gives without gradtui."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from gradtui.engine.session import Session
+from gradtui.engine.stepper import BREAK_IN
+from gradtui.protocol import events as ev
+from tests.helpers import compiled_hooked, compiled_off
+
+pytestmark = pytest.mark.timeout(120)
+
+PASSES = 12
+ASK_IN = 5
+"""The pass whose backward asks for the break-in, from a hook of the script's (mid-pass)."""
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(*(torch.nn.Linear(6, 6) for _ in range(6)))
+
+
+def _train(model: torch.nn.Module, ask: object = None) -> list[torch.Tensor]:
+    """PASSES backward passes of `model`; in pass ASK_IN the hook of the middle activation calls
+    `ask()`, so the request arrives while that pass's backward is in flight."""
+    grads = []
+    torch.manual_seed(1)
+    for i in range(PASSES):
+        model.zero_grad()
+        x = torch.randn(4, 6)
+        middle = model[:3](x)
+        if ask is not None and i == ASK_IN:
+            middle.register_hook(lambda g: ask())
+        model[3:](middle).pow(2).mean().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]).clone())
+    return grads
+
+
+def _driven(session: Session, events: list[ev.Event]) -> None:
+    """Answer every pause with `continue` (the listener runs on the script's thread; the command
+    waits in the queue for the paused hook)."""
+
+    def on(event: ev.Event) -> None:
+        events.append(event)
+        if isinstance(event, ev.Paused):
+            session.submit("continue")
+
+    session.add_listener(on)
+
+
+@pytest.mark.parametrize("kind", ["every node", "planned, Python hooks", "planned, compiled hooks"])
+def test_a_break_in_during_a_pass_pauses_in_it(monkeypatch, kind):
+    if kind == "planned, Python hooks":
+        compiled_off(monkeypatch, "this test runs the Python posthooks")
+    hooked = compiled_hooked(monkeypatch)
+    # the UI's session: every pass hooked, light statistics; a CPU pass in continue runs on the plan
+    session = Session(provenance=False, full_stats=kind == "every node", hook_all_passes=True,
+                      check_every=1 if kind == "every node" else None)
+    events: list[ev.Event] = []
+    _driven(session, events)
+    answers: list[ev.CommandResult] = []
+    session.add_listener(lambda e: answers.append(e) if isinstance(e, ev.CommandResult) else None)
+    with session:
+        got = _train(_model(), ask=lambda: session.submit("pause"))
+    expected = _train(_model())
+    for a, b in zip(got, expected):
+        assert torch.equal(a, b)  # broken into, continued: the gradients are torch's
+    pauses = [e for e in events if isinstance(e, ev.Paused)]
+    assert [(p.pass_index, p.reason) for p in pauses] == [(0, "step"), (ASK_IN, BREAK_IN)]
+    stop = pauses[1]
+    assert 0 < stop.done < stop.total  # in the pass, after the hook's node and before its end
+    assert [a.text for a in answers if a.command == "pause"] == ["pausing at the next node of the backward pass in flight"]
+    if kind == "planned, compiled hooks":
+        assert hooked and all(hooked)  # the compiled posthooks ran that pass: their Python fallback stopped it
+
+
+def test_a_break_in_between_passes_pauses_at_the_next_pass_s_first_node():
+    """Headless passes in continue run unhooked; the next one after a `pause` is hooked and
+    stops at its first node."""
+    session = Session(provenance=False, hook_all_passes=False)
+    events: list[ev.Event] = []
+    _driven(session, events)
+    answers: list[str] = []
+    session.add_listener(lambda e: answers.append(e.text) if isinstance(e, ev.CommandResult) else None)
+    asked = threading.Event()
+
+    def on(event: ev.Event) -> None:
+        if isinstance(event, ev.PassFinished) and event.pass_index == ASK_IN and not asked.is_set():
+            asked.set()
+            session.submit("pause")  # between passes: the script runs its forward next
+
+    session.add_listener(on)
+    with session:
+        got = _train(_model())
+    for a, b in zip(got, _train(_model())):
+        assert torch.equal(a, b)
+    started = {e.pass_index: e.recorded for e in events if isinstance(e, ev.PassStarted)}
+    assert not any(started[i] for i in range(1, ASK_IN + 1))  # ran unhooked, at plain speed
+    pauses = [e for e in events if isinstance(e, ev.Paused)]
+    assert [(p.pass_index, p.reason, p.done) for p in pauses] == [(0, "step", 0), (ASK_IN + 1, BREAK_IN, 0)]
+    assert "running forward; pausing at the next backward" in answers
+
+
+def test_without_a_break_in_the_planned_hooks_never_look():
+    """The break-in costs a pass nothing until asked for: the planned hooks read one flag, which
+    stays off (the compiled posthooks call no Python for it)."""
+    session = Session(provenance=False, full_stats=False, hook_all_passes=True)
+    events: list[ev.Event] = []
+    _driven(session, events)
+    with session:
+        _train(_model())
+    assert session.run_quit.flag[0] == 0 and not session.run_quit.attend
+    assert [e.reason for e in events if isinstance(e, ev.Paused)] == ["step"]
+
+
+def test_pause_at_a_pause_and_after_the_end():
+    session = Session(provenance=False)
+    results: list[ev.CommandResult] = []
+    session.add_listener(lambda e: results.append(e) if isinstance(e, ev.CommandResult) else None)
+
+    def on(event: ev.Event) -> None:
+        if isinstance(event, ev.Paused):
+            session.submit("pause")
+            session.submit("continue")
+
+    session.add_listener(on)
+    with session:
+        _train(_model())
+    session.submit("pause")
+    assert [(r.text, r.ok) for r in results] == [
+        ("already paused", True), ("not running: the script has ended or not started", False)]
+    assert session.run_quit.flag[0] == 0
