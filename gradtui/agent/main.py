@@ -65,7 +65,8 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
         _end(server, outputs, "quit")
         exit_now(status)
 
-    runner = ScriptRunner(options.script, options.args, session, capture_output=False, hard_exit=hard_exit)
+    runner = ScriptRunner(options.script, options.args, session, capture_output=False, hard_exit=hard_exit,
+                          module=options.module)
     server.start()
     if conn is not None and not _ui_connected(server, conn):
         return 2
