@@ -17,6 +17,7 @@ from textual.widget import Widget
 
 from gradtui.ui import keys
 from gradtui.ui.navigation import Navigator
+from gradtui.ui.screens.console import ConsoleScreen
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
@@ -175,6 +176,17 @@ class DebuggerScreen(Screen):
                                           placeholder="an expression of g: g.clamp(-1, 1), g * 0, torch.ones(3)",
                                           hint="g is the gradient, torch is torch · same shape, dtype, device"),
                              lambda value: value and self.send(f"set {value}"))
+
+    def action_interact(self) -> None:
+        """`!` or `interact`: a Python console at the pause (gradtui.ui.screens.console)."""
+        if self._edits_refused():
+            return
+        paused = self.state.paused
+        if paused is None:
+            self.query_one(CommandBar).answer("interact works at a pause: Ctrl-C breaks in", ok=False)
+            return
+        self.app.push_screen(ConsoleScreen(self.nav.send, f"pass {paused.pass_index} · paused at #{paused.node} "
+                                                          f"{paused.name}"))
 
     async def action_detach(self) -> None:
         """Leave the script running without this UI (attached only), its breakpoints armed."""
