@@ -90,6 +90,8 @@ class Session:
         self._intercept = Interceptor(self, self.run_quit, self._provenance)
         self._recorder = FlowRecorder()
         self._sources = UnsavedSources()
+        self._unhooked_in_flight = False
+        """A pass runs unhooked now (a break-in then waits for the next pass)."""
         self._variables_told = -1
         """The last pass whose call-site variables were sent (at its first pause)."""
         self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
@@ -200,6 +202,8 @@ class Session:
         if self._detached:
             return "cannot pause: this run pauses no more (its commands ran out)", False
         self._stepper.request_break_in()
+        if self._unhooked_in_flight:
+            return "a backward pass runs unhooked at plain speed: pausing at the first node of the next", True
         if self._intercept.in_flight is not None:
             return "pausing at the next node of the backward pass in flight", True
         return "running forward; pausing at the next backward", True
@@ -276,8 +280,12 @@ class Session:
         call_text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
         call_site = _call_site(frame)
         if not self._choice.hooked(index, pending):
-            return self._runner.unhooked(unhooked_start(index, call, call_text, call_site, losses), nodes, run,
-                                         self._flow_unhooked)
+            self._unhooked_in_flight = True
+            try:
+                return self._runner.unhooked(unhooked_start(index, call, call_text, call_site, losses), nodes, run,
+                                             self._flow_unhooked)
+            finally:
+                self._unhooked_in_flight = False
         on_cpu = _on_cpu(roots)
         planned = call != "grad" and self._choice.planned(pending, on_cpu)  # grad(): no AccumulateGrad to derive
         lazy = planned and not self._listeners.graph_needed()
