@@ -6,8 +6,6 @@ was broken into and continued gives what it gives without gradtui."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 
@@ -28,16 +26,19 @@ def _model() -> torch.nn.Module:
     return torch.nn.Sequential(*(torch.nn.Linear(6, 6) for _ in range(6)))
 
 
-def _train(model: torch.nn.Module, ask: object = None) -> list[torch.Tensor]:
+def _train(model: torch.nn.Module, ask: object = None, *, in_forward: bool = False) -> list[torch.Tensor]:
     """PASSES backward passes of `model`; in pass ASK_IN the hook of the middle activation calls
-    `ask()`, so the request arrives while that pass's backward is in flight."""
+    `ask()`, so the request arrives while that pass's backward is in flight (`in_forward`: before
+    that pass's forward, between two passes)."""
     grads = []
     torch.manual_seed(1)
     for i in range(PASSES):
         model.zero_grad()
+        if ask is not None and in_forward and i == ASK_IN:
+            ask()
         x = torch.randn(4, 6)
         middle = model[:3](x)
-        if ask is not None and i == ASK_IN:
+        if ask is not None and not in_forward and i == ASK_IN:
             middle.register_hook(lambda g: ask())
         model[3:](middle).pow(2).mean().backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]).clone())
@@ -82,31 +83,26 @@ def test_a_break_in_during_a_pass_pauses_in_it(monkeypatch, kind):
         assert hooked and all(hooked)  # the compiled posthooks ran that pass: their Python fallback stopped it
 
 
-def test_a_break_in_between_passes_pauses_at_the_next_pass_s_first_node():
+@pytest.mark.parametrize("in_forward", [True, False], ids=["in the forward", "in an unhooked pass"])
+def test_a_break_in_outside_a_hooked_pass_pauses_at_the_next_pass_s_first_node(in_forward):
     """Headless passes in continue run unhooked; the next one after a `pause` is hooked and
-    stops at its first node."""
+    stops at its first node: the pass the forward makes, or the one after the unhooked pass."""
     session = Session(provenance=False, hook_all_passes=False)
     events: list[ev.Event] = []
     _driven(session, events)
     answers: list[str] = []
     session.add_listener(lambda e: answers.append(e.text) if isinstance(e, ev.CommandResult) else None)
-    asked = threading.Event()
-
-    def on(event: ev.Event) -> None:
-        if isinstance(event, ev.PassFinished) and event.pass_index == ASK_IN and not asked.is_set():
-            asked.set()
-            session.submit("pause")  # between passes: the script runs its forward next
-
-    session.add_listener(on)
     with session:
-        got = _train(_model())
+        got = _train(_model(), ask=lambda: session.submit("pause"), in_forward=in_forward)
     for a, b in zip(got, _train(_model())):
         assert torch.equal(a, b)
     started = {e.pass_index: e.recorded for e in events if isinstance(e, ev.PassStarted)}
-    assert not any(started[i] for i in range(1, ASK_IN + 1))  # ran unhooked, at plain speed
+    assert not any(started[i] for i in range(1, ASK_IN))  # ran unhooked, at plain speed
+    stop = ASK_IN if in_forward else ASK_IN + 1
     pauses = [e for e in events if isinstance(e, ev.Paused)]
-    assert [(p.pass_index, p.reason, p.done) for p in pauses] == [(0, "step", 0), (ASK_IN + 1, BREAK_IN, 0)]
-    assert "running forward; pausing at the next backward" in answers
+    assert [(p.pass_index, p.reason, p.done) for p in pauses] == [(0, "step", 0), (stop, BREAK_IN, 0)]
+    assert answers == ["running forward; pausing at the next backward" if in_forward else
+                       "a backward pass runs unhooked at plain speed: pausing at the first node of the next"]
 
 
 def test_without_a_break_in_the_planned_hooks_never_look():
