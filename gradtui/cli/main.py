@@ -24,6 +24,8 @@ EPILOG = """\
 commands (for -c, -x and the UI's command bar):
   step (s) | continue (c) | finish (f) | break SPEC (b) | breakpoints | delete N|all
   scale F | zero | clip N | set EXPR | print [EXPR] (p) | why NAME | flow | pass N | help | quit (q)
+  !STATEMENT (Python at the pause: g, node, module, the call-site variables, torch) | interact (the UI)
+  pause   (break in: pause at the next backward node; Ctrl-C in the UI)
   ranks | rank N   (a torchrun job)
 break specs: OP (AddmmBackward0) | NAME (z, fc.weight) | #ID | nan | norm>X | pass N
   | loss>X | loss nan | FILE.py:LINE (model.py:42) | module PATH (encoder.layers.*.attn)
