@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtui.protocol.commands import HELP, Clip, Command, Print, Scale, SetGrad, Why, Zero
+from gradtui.protocol.commands import HELP, BreakIn, Clip, Command, Exec, Print, Scale, SetGrad, Why, Zero
 from gradtui.protocol.flowtext import flow_answer
 from gradtui.record.infos import PassInfo
 
@@ -19,7 +19,9 @@ pass N: show recorded pass N · flow N: pass N's gradient flow (any pass)
 EDITS = "edits need a live run"
 
 NEEDS_LIVE = {Print: "print EXPR needs a live run (print alone shows the statistics)",
-              Scale: EDITS, Zero: EDITS, Clip: EDITS, SetGrad: EDITS, Why: "why needs the live script's variables"}
+              Scale: EDITS, Zero: EDITS, Clip: EDITS, SetGrad: EDITS, Why: "why needs the live script's variables",
+              Exec: "! runs Python in the live script (a recording keeps statistics, not tensors)",
+              BreakIn: "pause breaks in to a running script; a replay is paused already"}
 """What a replay refuses because a recording keeps statistics, not tensors: said in one place,
 one wording (`refusal`)."""
 
