@@ -101,3 +101,14 @@ def test_bang_refuses_a_g_of_another_shape_and_g_is_the_gradient_again():
     assert done.returncode == 0, done.stderr
     assert "error: 'g = torch.ones(2)' gave a tensor with shape [2] instead of [1]" in done.stdout
     assert "torch.Size([1])" in done.stdout and "x.grad = 36.0" in done.stdout
+
+
+def test_bang_names_the_node_its_module_and_the_call_site_variables():
+    """endless_loop.py's third node is the last Linear's addmm (model.2): `module` is that very
+    module of the script's `model`, `node` the autograd node, `step` and `loss` the loop's own."""
+    done = _gradtui("--headless", "-c", "step", "-c", "step",
+                    "-c", "!print(module is model[2], type(node).__name__, node is loss.grad_fn.next_functions[0][0]"
+                          ".next_functions[0][0], step)", "-c", "quit", script("endless_loop.py"))
+    lines = done.stdout.splitlines()
+    i = lines.index(next(line for line in lines if line.startswith("(gradtui) !print(module")))
+    assert lines[i + 1].strip() == "True AddmmBackward0 True 0", done.stdout
