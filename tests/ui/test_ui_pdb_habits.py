@@ -1,7 +1,8 @@
 """What pdb and pudb users reach for, in the UI (Pilot): `!` / `interact` opens a Python console
 at the pause whose namespace holds g, node, module, the call-site variables and torch, keeps what
 is bound, and whose `g = ...` is an edit; Ctrl-C while the script runs breaks in (the footer
-shows it then), says what it waits for, and a second Ctrl-C offers to quit.
+shows it then), says what it waits for, and a second Ctrl-C offers to quit; `-m` runs a module
+in the UI's child agent as python -m does.
 
 chain.py: x = 2, y = x * 3, z = y ** 2; at #1 (MulBackward0) the incoming gradient is dz/dy = 2y,
 which torch computes here as the oracle."""
@@ -16,8 +17,12 @@ from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.console import ConsoleScreen, complete
 from gradtui.ui.screens.leave import LeaveScreen
 from test_ui_app import answer_text, type_text
-from tests.helpers import script
-from tests.ui.ui_helpers import SIZE, example, wait_for, wait_paused_at
+from gradtui.protocol.options import RunOptions
+from gradtui.wire.child import ChildTarget
+from tests.helpers import REPO, script
+from tests.ui.ui_helpers import SIZE, example, output_lines, wait_for, wait_paused_at
+
+FIXTURES = REPO / "tests" / "fixtures"
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -130,3 +135,17 @@ async def test_ctrl_c_in_a_long_forward_says_what_it_waits_for_and_a_second_offe
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_value is not None, what="the app to leave")
     assert app.return_value == 130
+
+
+@pytest.mark.asyncio
+async def test_the_ui_runs_a_module_as_python_dash_m(monkeypatch):
+    """`gradtui -m pkg.train` in the UI: its child agent runs the module (a relative import in it)."""
+    monkeypatch.chdir(FIXTURES)
+    app = GradtuiApp(target=ChildTarget(RunOptions("pkg.train", ["2"], module=True)))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.script_over, what="the module's end")
+        lines = output_lines(app)
+    assert app.link.exit_status == 0
+    assert "package pkg spec pkg.train name __main__" in lines and "pass 1 x.grad = [18.0, -36.0]" in lines, lines
