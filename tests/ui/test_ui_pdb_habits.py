@@ -77,6 +77,12 @@ async def test_interact_runs_python_at_the_pause_and_g_is_an_edit():
         assert console.query_one("#console-input").text == "g = g * 0"
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, ConsoleScreen), what="the console to close")
+        await pilot.press("exclamation_mark")  # a console again: the history is kept
+        await wait_for(pilot, lambda: isinstance(app.screen, ConsoleScreen), what="the console again")
+        await pilot.press("up", "up")
+        assert app.screen.query_one("#console-input").text.startswith("print(float(h.sum())")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConsoleScreen), what="the console to close")
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
     assert app.link.exit_status == 0

@@ -48,9 +48,10 @@ class ConsoleInput(TextArea):
 
         source: str
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, statements: list[str], **kwargs) -> None:
+        """`statements`: the history, appended to (the caller keeps it from one console to the next)."""
         super().__init__(soft_wrap=True, tab_behavior="indent", show_line_numbers=False, **kwargs)
-        self.statements: list[str] = []
+        self.statements = statements
         """What ran, oldest first (TextArea's own `history` is its undo)."""
         self._back = 0
         """How far back in the history the editor shows (0: the text being typed)."""
@@ -94,11 +95,13 @@ class ConsoleScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape", "close", "close", priority=True)]
     """priority: before the editor, whose escape would move the focus."""
 
-    def __init__(self, send: Callable[[str], object], where: str) -> None:
-        """`where`: the pause, as the console's title says it."""
+    def __init__(self, send: Callable[[str], object], where: str, history: list[str]) -> None:
+        """`where`: the pause, as the console's title says it; `history`: the statements run in
+        earlier consoles of this session, which this one's go after."""
         super().__init__()
         self._send = send
         self._where = where
+        self._history = history
         self._mine: set[object] = set()
 
     def compose(self) -> ComposeResult:
@@ -107,7 +110,7 @@ class ConsoleScreen(ModalScreen[None]):
             box.border_title = f"python · {self._where}"
             yield Static(INTRO, id="console-intro", markup=False)
             yield RichLog(id="console-log", wrap=True, markup=False, highlight=False)
-            yield ConsoleInput(id="console-input")
+            yield ConsoleInput(self._history, id="console-input")
         yield Footer()
 
     def on_mount(self) -> None:

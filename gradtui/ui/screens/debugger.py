@@ -46,6 +46,8 @@ class DebuggerScreen(Screen):
         """Echo a typed command line to the output pane (its answer follows it there)."""
         self.detach = detach
         """Leave the script running and end the app (the app's)."""
+        self._statements: list[str] = []
+        """What the Python consoles (`interact`) ran, for the next one's history."""
         self._bar_from: Widget | None = None
         """The pane `:` left for the command bar: enter or escape goes back to it."""
 
@@ -186,7 +188,7 @@ class DebuggerScreen(Screen):
             self.query_one(CommandBar).answer("interact works at a pause: Ctrl-C breaks in", ok=False)
             return
         self.app.push_screen(ConsoleScreen(self.nav.send, f"pass {paused.pass_index} · paused at #{paused.node} "
-                                                          f"{paused.name}"))
+                                                          f"{paused.name}", self._statements))
 
     async def action_detach(self) -> None:
         """Leave the script running without this UI (attached only), its breakpoints armed."""
