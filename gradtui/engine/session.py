@@ -245,6 +245,7 @@ class Session:
         """Never pause again (headless mode once its commands run out); resume if paused. With
         nothing hooked for a report or recording, provenance stops after the pass in flight."""
         self._detached = True
+        self._stepper.cancel_break_in()  # it would never come: the hooks need not look for it
         self._stepper.resume()
 
     # ---- passes (called by the interceptor) ---------------------------------------------

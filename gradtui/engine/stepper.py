@@ -109,6 +109,13 @@ class Stepper:
         self.mode = Mode.STEP
         self._quitting.attend_to(True)
 
+    def cancel_break_in(self) -> None:
+        """No break-in waits any more (a pause came, or the session never pauses again): the
+        planned hooks stop looking."""
+        if self.break_in is not None:
+            self.break_in = None
+            self._quitting.attend_to(False)
+
     def wake(self) -> None:
         """Unblock the paused hook (thread-safe), to see that the session was told to stop."""
         self._queue.put(None)
@@ -138,9 +145,7 @@ class Stepper:
         has run already (a value breakpoint read back after it): nothing can be edited.
         `editable`: paused after the node in its posthook, whose result an edit replaces."""
         pause = Pause(node, phase, tuple(grads), late=late, editable_after=editable)
-        if self.break_in is not None:  # paused: a break-in waits no more
-            self.break_in = None
-            self._quitting.attend_to(False)
+        self.cancel_break_in()  # paused: a break-in waits no more
         state.capture.describe()  # a lazy capture's metadata, read now that someone looks
         self.pause = pause
         if self.collector:

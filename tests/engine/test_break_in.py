@@ -134,3 +134,17 @@ def test_pause_at_a_pause_and_after_the_end():
     assert [(r.text, r.ok) for r in results] == [
         ("already paused", True), ("not running: the script has ended or not started", False)]
     assert session.run_quit.flag[0] == 0
+
+
+def test_a_session_that_detaches_stops_looking_for_a_break_in():
+    """Detached (headless commands ran out), the session never pauses again: a break-in that
+    waited would make every planned hook call Python for the rest of the run."""
+    session = Session(provenance=False, full_stats=False, hook_all_passes=True)
+    session.install()
+    try:
+        session.submit("pause")
+        assert session.run_quit.attend and session.run_quit.flag[0] == 1
+        session.detach()
+        assert not session.run_quit.attend and session.run_quit.flag[0] == 0
+    finally:
+        session.uninstall()
