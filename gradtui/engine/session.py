@@ -92,6 +92,8 @@ class Session:
         self._sources = UnsavedSources()
         self._unhooked_in_flight = False
         """A pass runs unhooked now (a break-in then waits for the next pass)."""
+        self._ended = False
+        """Uninstalled after running: no backward call will come (a break-in is refused)."""
         self._variables_told = -1
         """The last pass whose call-site variables were sent (at its first pause)."""
         self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
@@ -151,6 +153,7 @@ class Session:
         """Restore torch's own functions and stop provenance recording."""
         if not self._intercept.installed:
             return
+        self._ended = True
         self._intercept.uninstall()
         if self._provenance:
             self._provenance.uninstall()
@@ -197,8 +200,8 @@ class Session:
         for now) and whether it was taken."""
         if self._stepper.pause is not None:
             return "already paused", True
-        if not self._intercept.installed:
-            return "not running: the script has ended or not started", False
+        if self._ended:
+            return "not running: the script has ended", False
         if self._detached:
             return "cannot pause: this run pauses no more (its commands ran out)", False
         self._stepper.request_break_in()

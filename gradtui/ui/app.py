@@ -286,6 +286,8 @@ class GradtuiApp(App[int]):
             case ev.CommandResult():
                 self.flush()
                 self.transcript.result(event)
+                if event.command == "pause" and not event.ok:
+                    self.break_in.arrived()  # refused (the script has ended): nothing to wait for
                 if isinstance(self.screen, ConsoleScreen):
                     self.screen.answered(event)
             case RanksChanged():  # a torchrun job: the rank strip, under the header

@@ -131,8 +131,7 @@ def test_pause_at_a_pause_and_after_the_end():
     with session:
         _train(_model())
     session.submit("pause")
-    assert [(r.text, r.ok) for r in results] == [
-        ("already paused", True), ("not running: the script has ended or not started", False)]
+    assert [(r.text, r.ok) for r in results] == [("already paused", True), ("not running: the script has ended", False)]
     assert session.run_quit.flag[0] == 0
 
 
@@ -148,3 +147,19 @@ def test_a_session_that_detaches_stops_looking_for_a_break_in():
         assert not session.run_quit.attend and session.run_quit.flag[0] == 0
     finally:
         session.uninstall()
+
+
+def test_a_break_in_before_the_script_runs_waits_for_its_first_backward():
+    """A client's Ctrl-C as the script starts (its start is announced before the session is
+    installed) is taken, not refused: the first pass pauses with it."""
+    session = Session(provenance=False, hook_all_passes=False)
+    session.run_on()  # as a run armed with breakpoints starts: in continue
+    events: list[ev.Event] = []
+    _driven(session, events)
+    answers: list[str] = []
+    session.add_listener(lambda e: answers.append(e.text) if isinstance(e, ev.CommandResult) else None)
+    session.submit("pause")
+    with session:
+        _train(_model())
+    assert answers[0] == "running forward; pausing at the next backward"
+    assert [(p.pass_index, p.reason) for p in events if isinstance(p, ev.Paused)] == [(0, BREAK_IN)]
