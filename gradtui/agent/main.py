@@ -66,7 +66,8 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
         _end(server, outputs, "quit")
         exit_now(status)
 
-    runner = ScriptRunner(options.script, options.args, session, capture_output=False, hard_exit=hard_exit)
+    runner = ScriptRunner(options.script, options.args, session, capture_output=False, hard_exit=hard_exit,
+                          module=options.module)
     forks = ForkGuard(session, server)
     forks.install()
     server.start()

@@ -48,6 +48,7 @@ also:
 
 examples:
   gradtui train.py --epochs 3
+  gradtui -m pkg.train --epochs 3                   as `python -m pkg.train --epochs 3`
   gradtui --listen :0 train.py &   then   gradtui attach
   gradtui --headless -c 'break nan' -c continue --report report.json train.py
   gradtui --headless -c 'break pass 400' -c continue -c 'print' train.py
@@ -102,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--against", metavar="REF.db",
                         help="compare each hooked pass with the same pass of a recording made with --fingerprints: "
                              "`break differs>R` stops at the first node that parts from it by more than R")
+    parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
+                        help="run a module as `python -m MODULE ARGS` does (`__package__` set, relative imports "
+                             "work); the rest of the line is its arguments")
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     return parser
@@ -189,20 +193,29 @@ def main(argv: list[str] | None = None) -> int:
         return _subcommand(argv[0], argv[1:])
     parser = build_parser()
     options = parser.parse_args(argv)
-    script = options.script or demo_path()
-    if not os.path.isfile(script):
-        print(f"gradtui: no such script: {script}", file=sys.stderr)
-        return 2
+    if options.module is not None:
+        if not options.module:
+            print("gradtui: -m needs a module name (gradtui -m pkg.train ARGS)", file=sys.stderr)
+            return 2
+        # everything after `-m NAME` is the module's (argparse gives `-mNAME a b` as NAME, SCRIPT, ARGS)
+        script, args = options.module[0], [*([options.script] if options.script else []), *options.args,
+                                            *options.module[1:]]
+    else:
+        script, args = options.script or demo_path(), list(options.args)
+        if not os.path.isfile(script):
+            print(f"gradtui: no such script: {script}", file=sys.stderr)
+            return 2
     commands = read_commands(options, "gradtui")
     if commands is None:
         return 2
     if (problem := _native_setting_problem()) is not None:
         print(f"gradtui: {problem}", file=sys.stderr)
         return 2
-    given = RunOptions(script, list(options.args), commands, options.report, options.record_all,
+    given = RunOptions(script, args, commands, options.report, options.record_all,
                        headless=options.headless, listen=options.listen, record=options.record,
                        record_every=options.record_every, flight=options.flight,
-                       fingerprints=options.fingerprints, against=options.against)
+                       fingerprints=options.fingerprints, against=options.against,
+                       module=options.module is not None)
     try:
         run = given.validate(path_checks())
     except OptionsError as exc:
@@ -274,7 +287,7 @@ def run_headless(options: RunOptions) -> int:
             print(line, file=sys.stderr)
         exit_now(status)
 
-    runner = ScriptRunner(options.script, options.args, session, hard_exit=hard_exit)
+    runner = ScriptRunner(options.script, options.args, session, hard_exit=hard_exit, module=options.module)
 
     def last_words(signum: int) -> None:  # SIGTERM / SIGHUP: the report says how the run ended
         runner.end_by_signal(signum)

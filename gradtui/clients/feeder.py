@@ -2,7 +2,9 @@
 
 pdb's `-c` semantics: at each pause the next command is sent; when its answer arrives and the
 engine is still paused, the one after. A command that resumes the engine (`step`,
-`continue`...) gets no answer: the next command waits for the next pause. Headless mode, the
+`continue`...) gets no answer: the next command waits for the next pause, unless it is a
+`pause` (a break-in), which is sent while the engine runs: `-c continue -c pause` breaks in
+again at once, and a client that attaches to a running script with `-c pause` first breaks in. Headless mode, the
 UI and `attach --headless` all feed their commands through this.
 """
 
@@ -37,7 +39,11 @@ class CommandFeeder:
                 self._awaiting = None
                 self._sent = False
                 return True
-            case ev.Resumed() | ev.PassFinished() | ev.ScriptFinished():
+            case ev.Resumed():
+                self.paused = False
+                self._awaiting = None
+                self._sent = False  # a resuming command gets no answer: it is done
+            case ev.PassFinished() | ev.ScriptFinished():
                 self.paused = False
                 self._awaiting = None
             case ev.CommandResult(request=request):
@@ -45,7 +51,11 @@ class CommandFeeder:
                 if self.paused and mine:
                     self._sent = False
                     return True
-        return False
+        return not self.paused and not self._sent and self._breaks_in_next()
+
+    def _breaks_in_next(self) -> bool:
+        """Is the next command a `pause`, due while the engine runs?"""
+        return bool(self.commands) and self.commands[0].strip().lower() == "pause"
 
     def pop(self) -> str | None:
         """The next command, or None when they have run out."""

@@ -14,8 +14,8 @@ from gradtui.protocol import events as ev
 from gradtui.protocol import breakpoint_commands
 from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Module, Role, warning_for
 from gradtui.protocol.commands import (
-    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints,
-    Print, Scale, SetGrad, ShowPass, Step, Why, Zero, help_text,
+    Break, BreakIn, Clip, Command, CommandError, Continue, Delete, Exec, Finish, Flow, FlowOf, Help, Interact,
+    ListBreakpoints, Print, Scale, SetGrad, ShowPass, Step, Why, Zero, help_text,
 )
 from gradtui.protocol.flowtext import flow_answer
 from gradtui.engine.intercept import GradtuiQuit
@@ -115,6 +115,12 @@ class CommandRunner:
                 return describe(edits.evaluate(expr, pause.grads, self._scope(state)))  # type: ignore[arg-type]
             case Scale() | Zero() | Clip() | SetGrad():
                 return self._edit(command, state)
+            case Exec(source=source):
+                return self._statement(command, source, state)
+            case BreakIn():
+                return "already paused"
+            case Interact():
+                raise CommandError("interact opens a Python console in the UI; here, run Python with !STATEMENT")
             case _:  # pragma: no cover - every command class is handled above
                 raise CommandError(f"cannot run {command.text!r} here")
         return None
@@ -166,9 +172,61 @@ class CommandRunner:
         self.emit(ev.GradEdited(state.index, pause.node, command.text, before, after))
         return "gradient now " + "; ".join(format_stats(s) for s in after if s is not None)
 
+    def _statement(self, command: Command, source: str, state: PassRecord | None) -> str:
+        """`!STATEMENT`: run it in the pause's shell (made at the first one); what it printed is
+        the answer. A `g` it rebound or wrote into is an edit, as `set` makes: checked, sent on,
+        announced (GradEdited: recordings keep it) and refused where the node has run."""
+        pause = self._paused_at(state)
+        assert state is not None
+        if pause.shell is None:
+            pause.shell = edits.Shell(pause.grads, self._shell_names(pause, state))
+        shell = pause.shell
+        printed = shell.run(source)
+        try:
+            new = shell.edited(pause.grads, source)
+        except edits.EditError as exc:
+            shell.took(pause.grads)  # g is the gradient again, as the refusal says
+            raise edits.EditError(f"{printed}{exc}; g is the unedited gradient again") from None
+        if new is None:
+            return printed.rstrip("\n")
+        if not pause.editable:
+            shell.took(pause.grads)
+            raise edits.EditError(f"{printed}this node has already run; step to where its gradient arrives to edit "
+                                  "it (g is the unedited gradient again)")
+        before = summarize_all(pause.grads, histogram=True)
+        pause.grads, pause.edited = new, True
+        shell.took(new)
+        after = summarize_all(new, histogram=True)
+        self.emit(ev.GradEdited(state.index, pause.node, command.text, before, after))
+        return printed + "gradient now " + "; ".join(format_stats(s) for s in after if s is not None)
+
+    def _shell_names(self, pause: Pause, state: PassRecord) -> dict[str, Any]:
+        """What `!` sees besides `g` and `torch`: the call-site variables (globals, then locals),
+        `node` (the paused autograd node) and `module` (the nn.Module it was made in, or None)."""
+        scope = self._scope(state)
+        node = state.capture.nodes[pause.node]
+        return {**scope, "node": node, "module": _module_of(state.capture.infos[pause.node].module, scope)}
+
     @staticmethod
     def _scope(state: PassRecord) -> dict[str, Any]:
         """Names an expression may use besides `g` and `torch`: the calling frame's variables."""
         if state.frame is None:
             return {}
         return {**state.frame.f_globals, **state.frame.f_locals}
+
+
+def _module_of(path: str | None, scope: dict[str, Any]) -> Any:
+    """The nn.Module a node's module path names (`model.layers.0`: its first part a variable of
+    `scope`, the rest a submodule of it), or None where the path names none (a module named
+    by its class)."""
+    if not path:
+        return None
+    first, _, rest = path.partition(".")
+    root = scope.get(first)
+    get = getattr(root, "get_submodule", None)
+    if get is None:
+        return None
+    try:
+        return get(rest) if rest else root
+    except AttributeError:
+        return None

@@ -19,6 +19,9 @@ sent elsewhere, as AddBackward0 sends one gradient to both its inputs).
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import io
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -151,7 +154,12 @@ def replace(grads: Grads, expr: str, extra: dict[str, Any] | None = None) -> Gra
     in its place: a tensor of the same shape, dtype, device and layout (see `check_like`)."""
     _require_some(grads)
     copies, versions = _copies(grads)
-    value = _evaluate(expr, copies, extra)
+    return _accepted(_evaluate(expr, copies, extra), grads, copies, versions, expr)
+
+
+def _accepted(value: Any, grads: Grads, copies: Grads, versions: tuple[int, ...], expr: str) -> Grads:
+    """`value` (what `expr` made of the copies `copies` of `grads`) as the replacement gradients,
+    checked as torch's hook check would (see `check_like`), or an EditError."""
 
     def untouched(item: Any) -> Any:
         """The gradient itself for a copy of it that came back unchanged (`set g`): the same
@@ -177,6 +185,64 @@ def replace(grads: Grads, expr: str, extra: dict[str, Any] | None = None) -> Gra
             else:
                 new.append(check_like(untouched(item), old, expr))
         return tuple(new)
+
+
+class Shell:
+    """The names `!STATEMENT` runs in at one pause (pdb's `!`): `g` (a copy of the incoming
+    gradient, as in `set`), `torch` and the caller's `names` (the node, its module, the call-site
+    variables), kept from one statement to the next until the engine moves on. A statement that
+    rebinds `g`, or writes into it, edits the gradient: `edited` says to what, checked as `set`'s
+    value is."""
+
+    def __init__(self, grads: Grads, names: dict[str, Any]) -> None:
+        self.names: dict[str, Any] = {**names, "torch": torch}
+        """The namespace, its globals: what a statement binds stays for the next one."""
+        self._copies: Grads = ()
+        self._versions: tuple[int, ...] = ()
+        self.took(grads)
+
+    def took(self, grads: Grads) -> None:
+        """The pause's gradients are `grads` now (at the start, after an edit): `g` is a copy of them."""
+        self._copies, self._versions = _copies(grads)
+        self.names["g"] = single(self._copies)
+
+    def run(self, source: str) -> str:
+        """Run `source` (a bare expression's value echoed, as pdb's `!` and the REPL do) without
+        autograd recording; what it prints comes back as text, not on the script's stdout. An
+        error is an ExpressionError whose message follows what was printed before it."""
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), _guarded(source), torch.no_grad():
+                for code in _compiled(source):
+                    exec(code, self.names)  # noqa: S102 - the user typing into their own debugger
+        except ExpressionError as exc:
+            printed = out.getvalue()
+            raise ExpressionError(printed + str(exc), exc.error, exc.detail) from None
+        return out.getvalue()
+
+    def edited(self, grads: Grads, text: str) -> Grads | None:
+        """What the statements made of `g`, if they rebound it or wrote into its copy: the new
+        gradients (checked, an EditError if torch would refuse them); None if `g` is as it was."""
+        value = self.names.get("g")
+        same = value is single(self._copies) and all(
+            c is None or c._version == v for c, v in zip(self._copies, self._versions))
+        if same:
+            return None
+        _require_some(grads)
+        return _accepted(value, grads, self._copies, self._versions, text)
+
+
+def _compiled(source: str) -> list[Any]:
+    """`source` as code objects: its statements, the last one (a bare expression) in the REPL's
+    'single' mode, which prints its value (pdb's `!x` prints x)."""
+    tree = ast.parse(source, "<gradtui>", "exec")
+    body, last = tree.body[:-1], tree.body[-1:]
+    codes = []
+    if body:
+        codes.append(compile(ast.Module(body, []), "<gradtui>", "exec"))
+    if last:
+        codes.append(compile(ast.Interactive(last), "<gradtui>", "single"))
+    return codes
 
 
 def check_like(value: Any, like: torch.Tensor, expr: str) -> torch.Tensor:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
-from gradtui.protocol.commands import Command, CommandError, Quit, parse
+from gradtui.protocol.commands import BreakIn, Command, CommandError, Quit, parse
 from gradtui.engine.capture import callsite
 from gradtui.engine.dispatch import CommandRunner
 from gradtui.engine.capture.graph import Names, capture
@@ -90,6 +90,10 @@ class Session:
         self._intercept = Interceptor(self, self.run_quit, self._provenance)
         self._recorder = FlowRecorder()
         self._sources = UnsavedSources()
+        self._unhooked_in_flight = False
+        """A pass runs unhooked now (a break-in then waits for the next pass)."""
+        self._ended = False
+        """Uninstalled after running: no backward call will come (a break-in is refused)."""
         self._variables_told = -1
         """The last pass whose call-site variables were sent (at its first pause)."""
         self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
@@ -149,6 +153,7 @@ class Session:
         """Restore torch's own functions and stop provenance recording."""
         if not self._intercept.installed:
             return
+        self._ended = True
         self._intercept.uninstall()
         if self._provenance:
             self._provenance.uninstall()
@@ -179,6 +184,9 @@ class Session:
                 return
         if isinstance(command, Quit):
             self.run_quit.quit()
+        elif isinstance(command, BreakIn):
+            text, ok = self._break_in()
+            self.emit(ev.CommandResult(command.text, text, ok=ok, request=request))
         elif (pause := self._stepper.pause) is not None:
             self._stepper.put(command, pause, request)
         elif isinstance(command, REGION_COMMANDS):
@@ -186,6 +194,22 @@ class Session:
         else:
             running = "is running" if self._intercept.installed else "is not running (it has ended or not started)"
             self.emit(ev.CommandResult(command.text, f"not paused: the script {running}", ok=False, request=request))
+
+    def _break_in(self) -> tuple[str, bool]:
+        """`pause`: ask the engine to pause at the next backward node; the answer (what it waits
+        for now) and whether it was taken."""
+        if self._stepper.pause is not None:
+            return "already paused", True
+        if self._ended:
+            return "not running: the script has ended", False
+        if self._detached:
+            return "cannot pause: this run pauses no more (its commands ran out)", False
+        self._stepper.request_break_in()
+        if self._unhooked_in_flight:
+            return "a backward pass runs unhooked at plain speed: pausing at the first node of the next", True
+        if self._intercept.in_flight is not None:
+            return "pausing at the next node of the backward pass in flight", True
+        return "running forward; pausing at the next backward", True
 
     def quit(self) -> None:
         """Stop at the next opportunity: a paused hook raises GradtuiQuit, as will the next one
@@ -233,6 +257,7 @@ class Session:
         """Never pause again (headless mode once its commands run out); resume if paused. With
         nothing hooked for a report or recording, provenance stops after the pass in flight."""
         self._detached = True
+        self._stepper.cancel_break_in()  # it would never come: the hooks need not look for it
         self._stepper.resume()
 
     # ---- passes (called by the interceptor) ---------------------------------------------
@@ -268,8 +293,12 @@ class Session:
         call_text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
         call_site = _call_site(frame)
         if not self._choice.hooked(index, pending):
-            return self._runner.unhooked(unhooked_start(index, call, call_text, call_site, losses), nodes, run,
-                                         self._flow_unhooked)
+            self._unhooked_in_flight = True
+            try:
+                return self._runner.unhooked(unhooked_start(index, call, call_text, call_site, losses), nodes, run,
+                                             self._flow_unhooked)
+            finally:
+                self._unhooked_in_flight = False
         on_cpu = _on_cpu(roots)
         planned = call != "grad" and self._choice.planned(pending, on_cpu)  # grad(): no AccumulateGrad to derive
         lazy = planned and not self._listeners.graph_needed()
@@ -326,7 +355,9 @@ class Session:
                                              state.fired)
             if bp is not None:
                 return bp
-        return "step" if self._stepper.stepping else None
+        if self._stepper.stepping:
+            return self._stepper.break_in or "step"
+        return None
 
     def quitting_now(self) -> bool:
         """Has quit been asked for?"""

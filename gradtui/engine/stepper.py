@@ -23,6 +23,7 @@ from gradtui.protocol import events as ev
 from gradtui.protocol.commands import Command, Continue
 
 if TYPE_CHECKING:
+    from gradtui.engine.edits import Shell
     from gradtui.engine.process.quitting import RunQuit
     from gradtui.engine.stats.passrecord import PassRecord
 
@@ -46,7 +47,10 @@ class Pause(msgspec.Struct):
     late: bool = False
     """The node has already run (a value breakpoint read back after it): nothing to edit."""
     editable_after: bool = False
-    """Paused in the node's posthook, which sends on what an edit makes (a planned pass's `nan`)."""
+    """Paused in the node's posthook, which sends on what an edit makes (a planned pass's `nan`,
+    a break-in)."""
+    shell: "Shell | None" = None
+    """The names `!STATEMENT` runs in (made at the first one, kept for the rest of the pause)."""
 
     @property
     def editable(self) -> bool:
@@ -64,6 +68,10 @@ class Queued(NamedTuple):
     """The client's id for it, carried by every CommandResult that answers it."""
 
 
+BREAK_IN = "break in"
+"""How a pause that `pause` (Ctrl-C in the UI) asked for gives its reason."""
+
+
 class Stepper:
     """The mode, the command queue and the pause (see module doc)."""
 
@@ -74,6 +82,8 @@ class Stepper:
         """The pause the engine is blocked in, or None while it runs."""
         self.execute: Callable[[Command, "PassRecord | None", int | None], None] | None = None
         """Runs one command at a pause (the session's CommandRunner.execute)."""
+        self.break_in: str | None = None
+        """A break-in waits for the next node (`request_break_in`): the reason that pause gives."""
         self.collector = False
         """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
         self._emit = emit
@@ -89,6 +99,22 @@ class Stepper:
     def put(self, command: Command, meant_for: Pause | None, request: int | None = None) -> None:
         """Queue a command for the paused hook (thread-safe)."""
         self._queue.put(Queued(command, meant_for, request))
+
+    def request_break_in(self) -> None:
+        """Pause at the next node the engine runs (thread-safe): the mode steps, so the next pass
+        is hooked and a hooked pass in flight stops at its next prehook; the hooks of a planned
+        pass are told to look (`RunQuit.attend_to`), so its next hooked node stops it. Nothing is
+        checked per node until this is asked for."""
+        self.break_in = BREAK_IN
+        self.mode = Mode.STEP
+        self._quitting.attend_to(True)
+
+    def cancel_break_in(self) -> None:
+        """No break-in waits any more (a pause came, or the session never pauses again): the
+        planned hooks stop looking."""
+        if self.break_in is not None:
+            self.break_in = None
+            self._quitting.attend_to(False)
 
     def wake(self) -> None:
         """Unblock the paused hook (thread-safe), to see that the session was told to stop."""
@@ -119,6 +145,7 @@ class Stepper:
         has run already (a value breakpoint read back after it): nothing can be edited.
         `editable`: paused after the node in its posthook, whose result an edit replaces."""
         pause = Pause(node, phase, tuple(grads), late=late, editable_after=editable)
+        self.cancel_break_in()  # paused: a break-in waits no more
         state.capture.describe()  # a lazy capture's metadata, read now that someone looks
         self.pause = pause
         if self.collector:
@@ -143,6 +170,7 @@ class Stepper:
                 assert self.execute is not None, "the session binds its command runner"
                 self.execute(command, state, request)
                 if command.resumes:
+                    self.pause = None  # not paused from here: a `pause` the Resumed prompts asks anew
                     self._emit(ev.Resumed(state.index, self.mode.value))
                     return pause
         finally:

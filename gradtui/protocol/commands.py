@@ -235,6 +235,52 @@ class Print(Command):
         return cls(line, rest or None)
 
 
+class Exec(Command):
+    """`!STATEMENT`: run Python at the pause (pdb's `!`), in a namespace of `g` (the incoming
+    gradient), `node`, `module`, the call-site variables and `torch`, kept for the rest of the
+    pause; assigning `g` edits the gradient as `set` does."""
+
+    source: str
+    verb = "!"
+    usage = "!STATEMENT"
+    summary = "run Python at the pause: g, node, module, the call-site variables, torch (kept until the engine moves on); g = ... edits the gradient as set does"
+    manual = ("run a Python statement at the pause (pdb's `!`) with `g` (the incoming gradient), `node`, "
+              "`module`, the call-site variables and `torch`; names persist until the engine moves on, and "
+              "`g = ...` is an edit, checked and recorded as `set` is")
+    where = Where.LIVE | Where.JOB
+    needs_pause = True
+
+    @classmethod
+    def parse(cls, line: str, rest: str) -> Command | None:
+        source = _needs("!", rest, "a Python statement, e.g. !print(g.norm()) or !g = g * 0.5")
+        try:
+            compile(source, "<gradtui>", "exec")
+        except SyntaxError as exc:
+            raise CommandError(f"syntax error in {shown(source)}: {exc.msg}") from None
+        except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte (before 3.12); nested too deep
+            raise CommandError(f"cannot compile {shown(source)}: {type(exc).__name__}: {exc}") from None
+        return cls(line, source)
+
+
+class Interact(Command):
+    """`interact`: a Python console at the pause (pdb's `interact`), in the `!` namespace. A
+    client's own command: the UI opens its console pane; a headless client has `!` instead."""
+
+    verb = "interact"
+    summary = "(the UI) a Python console at the pause, with the names ! has"
+    where = Where.LIVE | Where.JOB
+
+
+class BreakIn(Command):
+    """`pause`: break in to a running script, as Ctrl-C does in pdb and pudb: pause at the next
+    backward node the engine runs (in the pass in flight, else at the first node of the next).
+    Taken while the script runs; at a pause there is nothing to do."""
+
+    verb = "pause"
+    summary = "break in: pause at the next backward node (Ctrl-C in the UI)"
+    where = Where.LIVE | Where.JOB
+
+
 class Why(Command):
     """Is the tensor `name` names on this pass's graph? If not, why its .grad stays None. `name`
     is a Python expression of the calling frame's variables, or a name gradtui prints and `break`
@@ -384,9 +430,12 @@ def parse(text: str) -> Command:
     line = text.strip()
     if not line:
         raise CommandError("empty command")
-    word, _, rest = line.partition(" ")
-    rest = rest.strip()
-    verb = _words().get(word.lower())
+    if line.startswith("!"):  # `!STATEMENT`: the statement follows the `!` with or without a space
+        word, verb, rest = "!", "!", line[1:].strip()
+    else:
+        word, _, rest = line.partition(" ")
+        rest = rest.strip()
+        verb = _words().get(word.lower())
     for command in COMMANDS:
         if command.verb == verb and (parsed := command.parse(line, rest)) is not None:
             return parsed

@@ -39,7 +39,8 @@ class RunOptions(msgspec.Struct):
     """What one run of gradtui asks for."""
 
     script: str
-    """Absolute path of the script (gradtui.listen(): the calling program, for display)."""
+    """Absolute path of the script (gradtui.listen(): the calling program, for display); with
+    `module`, the module's name."""
     args: list[str] = msgspec.field(default_factory=list)
     commands: list[str] = msgspec.field(default_factory=list)
     """-c / -x commands, fed one per pause (by whichever client runs them; parsed there, once)."""
@@ -65,6 +66,8 @@ class RunOptions(msgspec.Struct):
     """Every statistic of every gradient even between pauses (a client-side report wants them)."""
     break_on: list[str] = msgspec.field(default_factory=list)
     """Breakpoints armed before the first pass; with any, the run starts in `continue`."""
+    module: bool = False
+    """`-m`: `script` names a module, run as `python -m script args` runs it."""
 
     @property
     def every_pass(self) -> bool:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtui.protocol.commands import COMMANDS, Clip, Command, Print, Scale, SetGrad, Where, Why, Zero, help_text
+from gradtui.protocol.commands import (
+    COMMANDS, BreakIn, Clip, Command, Exec, Print, Scale, SetGrad, Where, Why, Zero, help_text,
+)
 from gradtui.protocol.flowtext import flow_answer
 from gradtui.record.infos import PassInfo
 
@@ -20,7 +22,9 @@ def replay_help() -> str:
 EDITS = "edits need a live run"
 
 NEEDS_LIVE = {Print: "print EXPR needs a live run (print alone shows the statistics)",
-              Scale: EDITS, Zero: EDITS, Clip: EDITS, SetGrad: EDITS, Why: "why needs the live script's variables"}
+              Scale: EDITS, Zero: EDITS, Clip: EDITS, SetGrad: EDITS, Why: "why needs the live script's variables",
+              Exec: "! runs Python in the live script (a recording keeps statistics, not tensors)",
+              BreakIn: "pause breaks in to a running script; a replay is paused already"}
 """What a replay refuses because a recording keeps statistics, not tensors: said in one place,
 one wording (`refusal`)."""
 

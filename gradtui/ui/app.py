@@ -26,6 +26,7 @@ from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.reactive import var
 from textual.screen import Screen
 from textual.timer import Timer
@@ -33,15 +34,18 @@ from textual.widgets import Footer
 
 from gradtui.clients.feeder import CommandFeeder
 from gradtui.protocol import events as ev
-from gradtui.protocol.commands import CommandError, Detach, Quit, parse
+from gradtui.protocol.commands import BreakIn as BreakInCommand
+from gradtui.protocol.commands import CommandError, Detach, Interact, Quit, parse
 from gradtui.protocol.dist_events import RanksChanged
 from gradtui.protocol.options import RunOptions
 from gradtui.protocol.report import Report
 from gradtui.ui import keys
+from gradtui.ui.breakin import BreakIn
 from gradtui.ui.changes import Changes
 from gradtui.ui.client import TargetLink
 from gradtui.ui.leaving import Leaving
 from gradtui.ui.navigation import Navigator
+from gradtui.ui.screens.console import ConsoleScreen
 from gradtui.ui.screens.debugger import DebuggerScreen
 from gradtui.ui.screens.source import SourceScreen
 from gradtui.ui.search import NodeProvider
@@ -139,6 +143,8 @@ class GradtuiApp(App[int]):
         self.sizer = PaneSizer(self, self.state.sizes)
         self.transcript = Transcript(self)
         self.leaving = Leaving(self, self.link)
+        self.break_in = BreakIn(self.state, self.leaving, lambda: self.query_one(CommandBar), self.send)
+        """Ctrl-C while the script runs: pause at the next backward node (gradtui.ui.breakin)."""
         self.debugger = DebuggerScreen(self.nav, self.sizer, echo=self.transcript.echo, detach=self.leaving.detach,
                                        id="_default")
         """The first screen, which the panes of `compose` are on."""
@@ -256,6 +262,10 @@ class GradtuiApp(App[int]):
         pause at its stop, or its end) are in, open on its passes: the cursor on the stop's pass."""
         try:
             self.apply_batch(message.events)
+        except NoMatches:
+            if self.return_value is None:
+                raise
+            return  # the app is leaving (a quit while the script ran): its panes are gone, nothing to draw
         finally:
             message.applied.set()
         landed = self.state.paused is not None or self.state.script_over
@@ -300,6 +310,10 @@ class GradtuiApp(App[int]):
             case ev.CommandResult():
                 self.flush()
                 self.transcript.result(event)
+                if event.command.strip() == BreakInCommand.verb and not event.ok:
+                    self.break_in.arrived()  # refused (the script has ended): nothing to wait for
+                if isinstance(self.screen, ConsoleScreen):
+                    self.screen.answered(event)
             case ev.Notice():
                 self.transcript.write(event.text, NOTE_STYLE)
             case RanksChanged():  # a torchrun job: the rank strip, under the header
@@ -311,7 +325,15 @@ class GradtuiApp(App[int]):
             case ev.ScriptFinished():
                 self.state.apply(event)
                 self.flush()
+                self.break_in.arrived()
                 self._script_finished(event)
+            case ev.Paused() | ev.Resumed():
+                self.state.apply(event)
+                if isinstance(event, ev.Paused):
+                    self.break_in.arrived()
+                elif isinstance(self.screen, ConsoleScreen):
+                    self.screen.moved_on()
+                self.refresh_bindings()  # the footer shows Ctrl-C's pause only while the script runs
             case _:
                 self.state.apply(event)
         if due:
@@ -371,6 +393,8 @@ class GradtuiApp(App[int]):
                 self.call_later(self.action_quit)  # run_action is a coroutine: called here it never ran
             case Detach():
                 self.call_later(self.leaving.detach)
+            case Interact():
+                self.call_later(self.debugger.action_interact)
             case _ if self.link.finished.is_set() or self.state.script_over:
                 self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
             case _:
@@ -383,6 +407,8 @@ class GradtuiApp(App[int]):
         """`q` under a screen that binds it itself is that screen's, not the app's quit: the
         leave question's (stop the script), the flow's, the passes view's and help's (close);
         so the footer there offers no `q quit` that q would not do."""
+        if action == "break_in":  # only while the script runs: at a pause there is nothing to break into
+            return not (self.state.paused is not None or self.state.script_over or self.link.finished.is_set())
         return not (action == "quit" and self.screen is not self.debugger and _binds_q(self.screen))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -400,6 +426,10 @@ class GradtuiApp(App[int]):
     def action_focus_previous(self) -> None:
         """shift+tab: the previous pane."""
         self.nav.cycle(-1)
+
+    def action_break_in(self) -> None:
+        """Ctrl-C: break in to the running script (a second one while it waits offers to quit)."""
+        self.break_in.press()
 
     async def action_quit(self) -> None:
         """Stop the script and leave; attached, first say so and offer to detach instead."""

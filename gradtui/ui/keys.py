@@ -43,6 +43,8 @@ KEYS: tuple[Key, ...] = (
     Key("z", "zero", "zero", "zero the incoming gradient", footer=False),
     Key("e", "edit", "edit", "replace the incoming gradient by an expression of g"),
     Key("p", "print", "print", "print statistics of the incoming gradient", footer=False),
+    Key("exclamation_mark", "interact", "python", "interact: a Python console at the pause (pdb's interact, "
+        "pudb's shell): g, node, module, the call-site variables, torch; g = ... edits the gradient", footer=False),
     Key("u", "up", "up", "up: select a consumer of the selected node, where its gradient came from "
         "(pdb's u goes to the caller; the root is the top here)", footer=False),
     Key("d", "down", "down", "down: select the first input of the selected node, where its gradient goes",
@@ -85,6 +87,10 @@ KEYS: tuple[Key, ...] = (
     Key("D", "detach", "detach", "detach: leave the script running without this UI (an attached one: "
         "gradtui attach, a browser tab); its breakpoints stay armed", footer=False),
     Key("q", "quit", "quit", "quit: stop the script and leave (attached: asks, and offers detach)"),
+    # priority: the app takes ctrl+c before a focused input (whose copy it would be), as pdb's and
+    # pudb's Ctrl-C breaks in wherever the user is; the footer shows it while the script runs
+    Key("ctrl+c", "break_in", "pause", "pause: break in to the running script (pdb's and pudb's Ctrl-C): it "
+        "pauses at the next backward node; a second Ctrl-C while it waits offers to quit", priority=True),
 )
 
 OTHER_KEYS: tuple[tuple[str, str], ...] = (
@@ -100,11 +106,11 @@ OTHER_KEYS: tuple[tuple[str, str], ...] = (
     ("ctrl+p", "command palette: nodes, every action, themes"),
 )
 
-DISPLAY = {"slash": "/", "colon": ":", "question_mark": "?", "left_square_bracket": "[",
+DISPLAY = {"ctrl+c": "Ctrl-C", "exclamation_mark": "!", "slash": "/", "colon": ":", "question_mark": "?", "left_square_bracket": "[",
            "right_square_bracket": "]", "less_than_sign": "<", "greater_than_sign": ">", "minus": "-", "plus": "+"}
 
 
-APP_ACTIONS = frozenset({"quit"})
+APP_ACTIONS = frozenset({"quit", "break_in"})
 """Actions of the app itself, which act under any screen; the others are the debugger screen's,
 so a modal screen (help, a prompt, the flow, the passes, the palette) gets those keys itself."""
 
@@ -130,7 +136,8 @@ def display(key: Key) -> str:
     return DISPLAY.get(key.keys, key.keys)
 
 
-LIVE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print", "detach"})
+LIVE_ACTIONS = frozenset({"step", "cont", "finish", "toggle_break", "scale", "zero", "edit", "print", "detach",
+                          "break_in", "interact"})
 """Actions that drive a running script: none once it has ended (the footer drops them)."""
 
 REPLACED_COMMANDS = frozenset({"Quit", "Maximize", "Minimize"})

@@ -30,6 +30,13 @@ class Leaving:
             return
         await self._quit_now()
 
+    def offer(self, question: str) -> None:
+        """Ask `question`, offering to stop the script and leave (attached, to detach too);
+        escape stays (a second Ctrl-C while a break-in waits)."""
+        if not isinstance(self.app.screen, LeaveScreen):
+            self.app.push_screen(LeaveScreen(os.path.basename(self.link.target.info.script), question,
+                                             detach=self.link.attached), self._left)
+
     async def _left(self, choice: str | None) -> None:
         if choice == "quit":
             await self._quit_now()

@@ -56,14 +56,14 @@ class Listening:
     """`gradtui --listen ADDRESS SCRIPT` in a subprocess; ended (killed if need be) by `close`."""
 
     def __init__(self, script: str | Path, runtime: Path, address: str = "127.0.0.1:0", *args: str,
-                 env: dict[str, str] | None = None, preexec_fn=None) -> None:
+                 env: dict[str, str] | None = None, preexec_fn=None, cwd: str | Path | None = None) -> None:
         """`env`: variables to set for the agent; `preexec_fn`: run in the agent's process
-        before it starts (e.g. to lower a resource limit)."""
+        before it starts (e.g. to lower a resource limit); `cwd`: its working folder."""
         self.env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime), **(env or {})}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gradtui", "--listen", address, str(script), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=self.env,
-            start_new_session=True, preexec_fn=preexec_fn)
+            start_new_session=True, preexec_fn=preexec_fn, cwd=cwd)
         self.address: str | None = None
         self._out = b""
         self._err = b""

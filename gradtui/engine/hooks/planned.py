@@ -183,14 +183,15 @@ class PlannedPass:
 
     def _prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         owner, state = self._owner, self._state
-        if self._quit.asked:
+        attend = self._quit.attend  # a quit, or a break-in waiting for the next node
+        if attend and self._quit.asked:
             raise GradtuiQuit()
         if not self._own_call():
             return None
         state.running = node
         arrived_stats = self._grad_outputs[node] = tuple(now_stats(g, self._full) for g in grads)
         reason = None
-        if self._upgraded:
+        if self._upgraded or attend:
             place = owner.stop_reason(state, node)
             if isinstance(place, Breakpoint):
                 reason = f"{owner.hit(place, state, node)}: {place.spec.text}"
@@ -221,7 +222,8 @@ class PlannedPass:
     def _posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """The posthook itself, on the nodes the plan hooks only."""
         # Once per hooked node: kept lean (no generator, no call that an inline test can spare).
-        if self._quit.asked:
+        attend = self._quit.attend  # a quit, or a break-in waiting for the next node (`_break_in`)
+        if attend and self._quit.asked:
             raise GradtuiQuit()
         if self._compiled is not None:
             self._drain()  # the compiled hooks' nodes that ran before this one go first
@@ -267,6 +269,8 @@ class PlannedPass:
             state.nan_seen = True
             if self._nan is not None and self._owner.watching():
                 result = self._stop_after(node, grad_inputs, grad_outputs, late_before)
+        if attend and result is None:
+            result = self._break_in(node, grad_inputs)
         if time.monotonic() - state.last_progress >= PROGRESS_INTERVAL:
             self._tick()
         return result
@@ -299,12 +303,28 @@ class PlannedPass:
             owner.pause_at(state, node, "before", reason, grad_outputs, late=True)
             self._after_pause()
             return None
-        pause = owner.pause_at(state, node, "after", reason, grad_inputs, editable=True)
+        return self._pause_after(node, grad_inputs, reason)
+
+    def _pause_after(self, node: int, grad_inputs: tuple[Any, ...], reason: str) -> tuple[Any, ...] | None:
+        """Pause in `node`'s posthook, right after it ran: an edit there replaces what it sends on."""
+        pause = self._owner.pause_at(self._state, node, "after", reason, grad_inputs, editable=True)
         self._after_pause()
         if not pause.edited:
             return None
         self._grad_inputs[node] = tuple(now_stats(g, self._full) for g in pause.grads)
         return tuple(pause.grads)
+
+    def _break_in(self, node: int, grad_inputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """A break-in (`pause`, Ctrl-C) was asked for while this pass ran on its plan: stop after
+        `node`, the first hooked node since, if the session still says to stop (it steps now)."""
+        owner, state = self._owner, self._state
+        place = owner.stop_reason(state, node)
+        if place is None:
+            return None
+        reason = f"{owner.hit(place, state, node)}: {place.spec.text}" if isinstance(place, Breakpoint) else place
+        self.flush(hold=node)
+        state.capture.describe()  # the pause shows names and sources: a lazy capture reads them now
+        return self._pause_after(node, grad_inputs, reason)
 
     # ---- stepping from a pause ------------------------------------------------------------
 

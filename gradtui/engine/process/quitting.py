@@ -23,8 +23,13 @@ class RunQuit:
         self.asked = False
         """Has the session been told to stop? A plain attribute, not a call: every planned
         posthook reads it (set once by `stop`, on any thread; a bool is written whole)."""
+        self.attend = False
+        """Must a planned pass's hooks stop and look: asked to stop, or a break-in (`pause`) waits
+        for the next node? Read per hooked node instead of `asked`, so a break-in costs a pass
+        nothing until one is asked for."""
         self.flag = bytearray(1)
-        """`asked` as one byte, 1 once asked: what the compiled posthooks read (gradtui.engine.hooks.native)."""
+        """`attend` as one byte: what the compiled posthooks read (gradtui.engine.hooks.native); 1
+        makes them call the Python posthook, which sees why."""
         self._wake = wake
         self._way: Callable[[], None] | None = None
 
@@ -39,10 +44,16 @@ class RunQuit:
     def stop(self) -> None:
         """Stop the session at the next opportunity: a paused hook raises GradtuiQuit, as will the next one."""
         self.asked = True
-        self.flag[0] = 1
+        self.attend_to(True)
         self._wake()
+
+    def attend_to(self, wanted: bool) -> None:
+        """A break-in waits for the next node (`wanted`), or waits no more: the hooks look (or,
+        unless asked to stop, stop looking)."""
+        self.attend = wanted or self.asked
+        self.flag[0] = 1 if self.attend else 0
 
     def clear(self) -> None:
         """Debug on as if no quit had come (`gradtui.listen()` once the stopped pass has ended)."""
         self.asked = False
-        self.flag[0] = 0
+        self.attend_to(False)

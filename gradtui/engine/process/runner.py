@@ -140,10 +140,13 @@ class ScriptRunner:
 
     def __init__(self, path: str, args: list[str] | tuple[str, ...], session: Session, *,
                  capture_output: bool = True, hard_exit: Callable[[int], None] | None = None,
-                 grace: float = QUIT_GRACE) -> None:
-        self.path = os.path.abspath(path)
-        self.argv0 = path
-        """argv[0] as given (python keeps it as typed)."""
+                 grace: float = QUIT_GRACE, module: bool = False) -> None:
+        """`module`: `path` is a module's name, run as `python -m path` runs it (see `_run_module`)."""
+        self.module = path if module else None
+        """The module `python -m` would run, or None for a script."""
+        self.path = module_file(path) if module else os.path.abspath(path)
+        self.argv0 = self.path if module else path
+        """argv[0] as python sets it: as typed for a script, the module's file for `-m`."""
         self.args = list(args)
         self.session = session
         self.capture_output = capture_output
@@ -202,9 +205,9 @@ class ScriptRunner:
             out, err = _EventStream(session, "stdout"), _EventStream(session, "stderr")
         status, tb, quit_, error = 0, None, False, None
         sys.argv = argv
-        # python resolves links for sys.path[0]. Inserted, not replacing the launcher's entry: the
-        # launcher knows whether its own first entry is one `python script.py` would not have.
-        sys.path.insert(0, os.path.dirname(os.path.realpath(self.path)))
+        # python resolves links for sys.path[0] (`-m`: the working folder). Inserted, not replacing the
+        # launcher's entry: the launcher knows whether its own first entry is one python would not have.
+        sys.path.insert(0, os.getcwd() if self.module else os.path.dirname(os.path.realpath(self.path)))
         if out is not None and err is not None:
             sys.stdout, sys.stderr = out, err
         sys.stdin = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
@@ -248,7 +251,11 @@ class ScriptRunner:
 
     def _run_main(self) -> None:
         """Execute the script as python does with `python script.py`: in a fresh `__main__`
-        module that is `sys.modules["__main__"]` while it runs (a zip archive through runpy)."""
+        module that is `sys.modules["__main__"]` while it runs (a zip archive through runpy);
+        a module as `python -m` does (`_run_module`)."""
+        if self.module is not None:
+            _run_module(self.module)
+            return
         if not self.path.endswith(".py") and zipfile.is_zipfile(self.path):
             runpy.run_path(self.path, run_name="__main__")
             return
@@ -368,6 +375,37 @@ class ScriptRunner:
                 if self._sent_quit:
                     self._sent_quit = False
                     _cancel_async_exception()
+
+
+def _run_module(name: str) -> None:
+    """Run module `name` as `python -m name` does, on this (the script's) thread: runpy finds it
+    (a package runs its `__main__`), imports its parent packages, and runs it as `__main__` with
+    `__package__` and `__spec__` set, so its relative imports work; sys.argv[0] is its file and
+    `sys.modules["__main__"]` its module while it runs (runpy's `alter_sys`). A module that
+    cannot be found raises ImportError, reported as python reports it."""
+    runpy.run_module(name, run_name="__main__", alter_sys=True)
+
+
+def module_file(name: str) -> str:
+    """The file `python -m name` would run (a package's `__main__.py`), found without running
+    anything (no package's `__init__` is imported: that is the script's first act, under the
+    session); `name` itself when it cannot be found so (runpy then says why it cannot run it)."""
+    search: list[str] | None = [os.getcwd(), *sys.path]
+    spec = None
+    parts = name.split(".")
+    for i, part in enumerate(parts):
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]) if i else part, search)
+        except (ImportError, ValueError):
+            return name
+        if spec is None:
+            return name
+        search = list(spec.submodule_search_locations or []) or None
+        if search is None and i < len(parts) - 1:
+            return name
+    if spec is not None and spec.submodule_search_locations:  # a package: its __main__
+        spec = importlib.machinery.PathFinder.find_spec(f"{name}.__main__", list(spec.submodule_search_locations))
+    return spec.origin if spec is not None and spec.origin else name
 
 
 class _Cancelled(BaseException):

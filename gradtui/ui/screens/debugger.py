@@ -17,6 +17,7 @@ from textual.widget import Widget
 
 from gradtui.ui import keys
 from gradtui.ui.navigation import Navigator
+from gradtui.ui.screens.console import ConsoleScreen
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
@@ -45,6 +46,8 @@ class DebuggerScreen(Screen):
         """Echo a typed command line to the output pane (its answer follows it there)."""
         self.detach = detach
         """Leave the script running and end the app (the app's)."""
+        self._statements: list[str] = []
+        """What the Python consoles (`interact`) ran, for the next one's history."""
         self._bar_from: Widget | None = None
         """The pane `:` left for the command bar: enter or escape goes back to it."""
 
@@ -175,6 +178,17 @@ class DebuggerScreen(Screen):
                                           placeholder="an expression of g: g.clamp(-1, 1), g * 0, torch.ones(3)",
                                           hint="g is the gradient, torch is torch · same shape, dtype, device"),
                              lambda value: value and self.send(f"set {value}"))
+
+    def action_interact(self) -> None:
+        """`!` or `interact`: a Python console at the pause (gradtui.ui.screens.console)."""
+        if self._edits_refused():
+            return
+        paused = self.state.paused
+        if paused is None:
+            self.query_one(CommandBar).answer("interact works at a pause: Ctrl-C breaks in", ok=False)
+            return
+        self.app.push_screen(ConsoleScreen(self.nav.send, f"pass {paused.pass_index} · paused at #{paused.node} "
+                                                          f"{paused.name}", self._statements))
 
     async def action_detach(self) -> None:
         """Leave the script running without this UI (attached only), its breakpoints armed."""

@@ -21,20 +21,26 @@ class LeaveScreen(ModalScreen[str | None]):
         Binding("escape", "choose(None)", "stay"),
     ]
 
-    def __init__(self, script: str) -> None:
+    def __init__(self, script: str, question: str | None = None, *, detach: bool = True) -> None:
+        """`question`: what to ask (default: the attached UI's `q`); `detach`: offer it."""
         super().__init__()
         self.script = script
+        self.question = question or f"{script or 'the script'} runs in its own process, attached to: q stops it."
+        self.detachable = detach
 
     def compose(self) -> ComposeResult:
-        """The question and the three answers."""
+        """The question and the answers."""
         with Vertical(id="leave") as box:
             box.border_title = "leave"
-            yield Static(f"{self.script or 'the script'} runs in its own process, attached to: q stops it.",
-                         id="leave-question", markup=False)
-            yield Static("q, enter  stop the script and leave\n"
-                         "D         detach: leave it running, its breakpoints armed\n"
-                         "escape    stay", id="leave-answers", markup=False)
+            yield Static(self.question, id="leave-question", markup=False)
+            detach = "D         detach: leave it running, its breakpoints armed\n" if self.detachable else ""
+            yield Static(f"q, enter  stop the script and leave\n{detach}escape    stay", id="leave-answers",
+                         markup=False)
         yield Footer()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """No detach where it is not offered (a UI that started its script)."""
+        return not (action == "choose" and parameters == ("detach",) and not self.detachable)
 
     def action_choose(self, choice: str | None) -> None:
         """Answer with the choice."""
