@@ -88,13 +88,18 @@ class PassSpan(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class PassFigures:
     """What the plots over passes need of one pass: its losses, global gradient norm,
-    non-finite leaves and each leaf's gradient norm."""
+    non-finite leaves and each leaf's gradient norm; when it was (the distributions' wall-time
+    axis) and, on a pass with per-node data, the statistics of the gradient each leaf's
+    accumulator received (the distributions over passes)."""
 
     index: int
     losses: tuple[float | None, ...]
     grad_norm: float | None
     nonfinite: int
     norms: tuple[tuple[str, float | None], ...]
+    started: float | None = None
+    """Seconds after the run started."""
+    grads: tuple[tuple[str, Stats], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

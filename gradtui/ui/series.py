@@ -7,18 +7,25 @@ replayed). A module's norm is sqrt of the sum of its parameters' squared gradien
 parameter `layers.0.linear1.weight` belongs to `layers.0.linear1`). A run of 100,000 passes
 keeps at most `MAX_POINTS` points: past that every other one is dropped (the plot is at most
 a terminal wide), except that a pass with a non-finite gradient is never dropped.
+
+For the distributions over passes a point also keeps, per parameter, the statistics of its
+gradient when the pass had them (a live pass's `PassFinished.leaf_grads`, a recording's per-node
+passes), and when the pass started: seconds after the run started for a recording, after the
+first pass the UI saw for a live run (the plots' wall-time axis).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import time
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.stats import Stats
 
 MAX_POINTS = 2048
 """Points kept; thinned by half when exceeded."""
@@ -50,6 +57,11 @@ class SeriesPoint:
     """Each parameter's gradient norm, at its position in `PassSeries.names` (ABSENT: no
     gradient, or a parameter named after this pass): doubles, not a dict, as a run keeps
     thousands of points of a model's hundreds of parameters."""
+    grads: tuple[Stats | None, ...] = ()
+    """Each parameter's gradient statistics, at its position in `PassSeries.names` (None or
+    past the end: the pass had none)."""
+    time: float | None = None
+    """When the pass started, in seconds (module doc); None: not known."""
 
 
 ABSENT = -1.0
@@ -115,23 +127,54 @@ class PassSeries:
         """Bumped on every change, so a plot redraws only when there is something new."""
         self.names: dict[str, int] = {}
         """Parameter name -> its position in every point's `params`, in the order first seen."""
+        self._times: dict[int, float] = {}
+        """When each pass started and not yet finished (seconds after `_origin`)."""
+        self._origin: float | None = None
+        """The monotonic clock at the first live pass: a live run's time axis starts there."""
+        self.clock = time.monotonic
+        """The live time axis's clock (a test sets its own)."""
 
     def started(self, index: int, losses: tuple[float | None, ...]) -> None:
         """A pass began with these losses."""
         self._losses[index] = losses
+        now = self.clock()
+        if self._origin is None:
+            self._origin = now
+        self._times[index] = now - self._origin
         if len(self._losses) > 64:  # passes that never finished (a crash): forget the oldest
             self._losses.pop(next(iter(self._losses)))
+        if len(self._times) > 64:
+            self._times.pop(next(iter(self._times)))
 
-    def finished(self, index: int, flow: Iterable[ev.ParamFlow]) -> None:
-        """A pass ended with this flow: add (or replace) its point."""
-        self.add(point_of(index, self._losses.pop(index, ()), flow, self.names))
+    def finished(self, index: int, flow: Iterable[ev.ParamFlow],
+                 leaf_grads: Iterable[tuple[int, Stats | None]] = ()) -> None:
+        """A pass ended with this flow and its leaves' gradient statistics (by accumulator node
+        id, the flow's `node`): add (or replace) its point."""
+        rows = tuple(flow)
+        point = point_of(index, self._losses.pop(index, ()), rows, self.names)
+        by_node = {node: stats for node, stats in leaf_grads}
+        grads = [(r.name, by_node.get(r.node)) for r in rows if r.node is not None]
+        self.add(SeriesPoint(point.index, point.loss, point.grad_norm, point.nonfinite, point.modules, point.params,
+                             self._placed(grads), self._times.pop(index, None)))
+
+    def _placed(self, grads: Iterable[tuple[str, Stats | None]]) -> tuple[Stats | None, ...]:
+        """Statistics by parameter name, at the parameters' positions in `names`."""
+        out: list[Stats | None] = [None] * len(self.names)
+        for name, stats in grads:
+            at = self.names.setdefault(name, len(self.names))
+            out.extend([None] * (at + 1 - len(out)))
+            out[at] = stats
+        while out and out[-1] is None:
+            out.pop()
+        return tuple(out)
 
     def load(self, figures: Iterable[Any]) -> None:
         """A recording's figures (`reader.PassFigures`) of the whole run, before its story: the
         passes it read (evenly spread, the first non-finite ones, the last), in pass order."""
         for f in figures:
             point = _point(f.index, f.losses, f.norms, f.nonfinite, self.names)
-            self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules, point.params))
+            self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules, point.params,
+                                           self._placed(getattr(f, "grads", ())), getattr(f, "started", None)))
         self.version += 1
 
     def add(self, point: SeriesPoint) -> None:
@@ -164,6 +207,11 @@ class PassSeries:
             return point.modules.get(name)
         value = point.params[at] if at < len(point.params) else ABSENT
         return None if value == ABSENT else value
+
+    def stats_of(self, point: SeriesPoint, name: str) -> Stats | None:
+        """The gradient statistics of parameter `name` at `point` (None: the pass had none)."""
+        at = self.names.get(name)
+        return point.grads[at] if at is not None and at < len(point.grads) else None
 
     def choices(self) -> list[str]:
         """What the norm plot can show instead of all parameters together: every module, largest
