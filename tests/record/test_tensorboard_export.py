@@ -143,3 +143,22 @@ def test_a_file_in_the_way_is_one_line(made, tmp_path, capsys):
     assert export_cli.main([db, "--tensorboard", str(blocker)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gradtui export: cannot write --tensorboard ") and len(err.strip().splitlines()) == 1
+
+
+def test_the_figures_bring_each_parameters_gradient_for_the_distributions(made):
+    from gradtui.ui.distribution import bands
+    from gradtui.ui.series import PassSeries
+
+    db, _, _ = made
+    with Recording(db) as recording:
+        figures = recording.figures(512)
+        passes = recording.passes()
+        for f, info in zip(figures, passes):
+            assert f.started == info.started
+            flow = recording.flow(f.index)
+            stats = recording.stats(f.index)
+            wanted = {p.name: stats[p.node].grad_outputs[0] for p in flow}
+            assert repr(dict(f.grads)) == repr(wanted)  # repr: a NaN pass's statistics equal NaN to NaN
+    series = PassSeries()
+    series.load(figures)
+    assert [b.index for b in bands(series, "0.weight")] == [p.index for p in passes if p.nonfinite == 0]
