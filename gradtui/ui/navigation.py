@@ -279,6 +279,11 @@ class Navigator:
         self.app.push_screen(VariablesScreen(variable_rows(view), told.call_site if told else "",
                                              told.more if told else 0, self.link.is_recording), self._variable_chosen)
 
+    def variable_chosen(self, row: VariableRow | None) -> None:
+        """A variable chosen (in `V`'s table or the docked pane): select its node, or ask why it
+        has none."""
+        self._variable_chosen(row)
+
     def _variable_chosen(self, row: VariableRow | None) -> None:
         if row is None:
             return
