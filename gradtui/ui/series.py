@@ -84,6 +84,12 @@ def ema(values: Iterable[float | None], weight: float) -> list[float | None]:
     return out
 
 
+def point_at(points: list[SeriesPoint], index: int) -> SeriesPoint | None:
+    """The point of pass `index` in `points` (in pass order), if there is one."""
+    at = bisect.bisect_left(points, index, key=lambda p: p.index)
+    return points[at] if at < len(points) and points[at].index == index else None
+
+
 def point_of(index: int, losses: Iterable[float | None], flow: Iterable[ev.ParamFlow],
              names: dict[str, int] | None = None) -> SeriesPoint:
     """A pass's point from its losses and its flow (`names`: the series' parameter positions,
@@ -153,9 +159,15 @@ class PassSeries:
         rows = tuple(flow)
         point = point_of(index, self._losses.pop(index, ()), rows, self.names)
         by_node = {node: stats for node, stats in leaf_grads}
-        grads = [(r.name, by_node.get(r.node)) for r in rows if r.node is not None]
+        grads = self._placed((r.name, by_node.get(r.node)) for r in rows if r.node is not None)
+        when = self._times.pop(index, None)
+        known = point_at(self.points, index)
+        if known is not None and known.time is not None:  # a recording's pass told again: its figures' time
+            when = known.time
+        if known is not None and not grads:  # ... and its gradients' statistics, which the story does not retell
+            grads = known.grads
         self.add(SeriesPoint(point.index, point.loss, point.grad_norm, point.nonfinite, point.modules, point.params,
-                             self._placed(grads), self._times.pop(index, None)))
+                             grads, when))
 
     def _placed(self, grads: Iterable[tuple[str, Stats | None]]) -> tuple[Stats | None, ...]:
         """Statistics by parameter name, at the parameters' positions in `names`."""

@@ -126,3 +126,39 @@ async def test_space_adds_a_parameter_to_the_plot_and_the_cursor_picks_the_distr
         await pilot.pause()
         heat = screen.query_one(HistogramHeat)
         assert heat.display and not dist.display and heat.subject == "fc2.weight"
+
+
+@pytest.mark.asyncio
+async def test_g_in_a_replays_passes_view_draws_the_recorded_distributions(tmp_path):
+    """`gradtui replay DB`, P, g: the recording's per-node passes give each parameter its bands."""
+    from gradtui.record.reader import Recording
+    from gradtui.record.replay import ReplayTarget
+    from gradtui.ui.app import GradtuiApp
+    from gradtui.ui.screens.passes import PassesScreen
+    from tests.helpers import script
+    from tests.record.recordings import gradtui
+    from tests.ui.ui_helpers import wait_for
+
+    db = str(tmp_path / "run.db")
+    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", db, script("train_loop.py"), "5")
+    assert run.returncode == 0, run.stderr
+    with Recording(db) as recording:
+        weights = {info.index: recording.stats(info.index)[next(p.node for p in recording.flow(info.index)
+                                                                 if p.name == "0.weight")].grad_outputs[0]
+                   for info in recording.passes()}
+    app = GradtuiApp(target=ReplayTarget(db), passes_first=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen) and app.screen.indices, what="the passes view")
+        await pilot.press("g")
+        await wait_for(pilot, lambda: isinstance(app.screen, GradientsScreen), what="the gradients view")
+        listing = app.screen.query_one(SelectionList)
+        values = [listing.get_option_at_index(i).value for i in range(listing.option_count)]
+        listing.highlighted = values.index("0.weight")
+        dist = app.screen.query_one(DistributionPlot)
+        await wait_for(pilot, lambda: dist.subject == "0.weight", what="0.weight's distribution")
+        assert [b.index for b in dist.bands] == sorted(weights)
+        for band in dist.bands:  # the recorded values' own quantiles (64 elements: kept, so exact)
+            ordered = torch.tensor(sorted(weights[band.index].values), dtype=torch.double)
+            assert band.exact and band.quantiles[0] == ordered[0].item() and band.quantiles[-1] == ordered[-1].item()
+            assert band.quantiles[4] == pytest.approx(torch.quantile(ordered, 0.5).item())
+        assert all(b.time is not None for b in dist.bands)  # the wall-time axis has every pass
