@@ -88,9 +88,7 @@ class PassSpan(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class PassFigures:
     """What the plots over passes need of one pass: its losses, global gradient norm,
-    non-finite leaves and each leaf's gradient norm; when it was (the distributions' wall-time
-    axis) and, on a pass with per-node data, the statistics of the gradient each leaf's
-    accumulator received (the distributions over passes)."""
+    non-finite leaves and each leaf's gradient norm, and when it started (the wall-time axis)."""
 
     index: int
     losses: tuple[float | None, ...]
@@ -99,7 +97,6 @@ class PassFigures:
     norms: tuple[tuple[str, float | None], ...]
     started: float | None = None
     """Seconds after the run started."""
-    grads: tuple[tuple[str, Stats], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,8 +160,7 @@ class Recording:
     def figures(self, limit: int) -> list[PassFigures]:
         """The figures of at most `limit` passes spread evenly over the run, of the first `limit`
         passes with a non-finite gradient and of the last pass, in order, each with its leaves'
-        gradient norms, and on passes with per-node data the statistics of the gradient each
-        leaf's accumulator received (a long run's plot is a terminal wide). Primary-key and index lookups
+        gradient norms and start (a long run's plot is a terminal wide). Primary-key and index lookups
         only: the same few queries whatever the recording's size."""
         first, last = self.span()
         if type(first) is not int or type(last) is not int:
@@ -181,22 +180,27 @@ class Recording:
                 lambda r: f"the flow of pass {r[0]}"):
             norms.setdefault(index, []).append((name, norm))
 
-        grads: dict[int, list[tuple[str, Stats]]] = {}
-        for index, name, (_, _, _, stats) in self._decoded(
-                self._query("SELECT f.pass, f.name, g.node, g.dir, g.slot, g.shape, g.dtype, g.device, g.norm, g.min, "
-                            "g.max, g.mean, g.nonfinite, g.vals FROM flow f JOIN grads g ON g.pass = f.pass AND "
-                            "g.node = f.node AND g.dir = 0 AND g.slot = 0 WHERE f.pass IN (SELECT value FROM "
-                            "json_each(?)) ORDER BY f.pass, f.rank", (keys,), "the gradients", "grads"),
-                lambda r: (r[0], rows.text(r[1], "name", False), rows.stats(r[2:])),
-                lambda r: f"a gradient of pass {r[0]}"):
-            if stats is not None:
-                grads.setdefault(index, []).append((name, stats))
-
         def figure(r: tuple) -> PassFigures:
             return PassFigures(r[0], rows.losses(r[1]), rows.real(r[2], "grad_norm"),
                                rows.integer(r[3], "nonfinite", null=True) or 0, tuple(norms.get(r[0], ())),
-                               rows.real(r[4], "started"), tuple(grads.get(r[0], ())))
+                               rows.real(r[4], "started"))
         return self._decoded(found, figure, lambda r: f"pass {r[0]}'s row")
+
+    def param_stats(self, name: str, passes: list[int]) -> dict[int, Stats]:
+        """Pass index -> the statistics of the gradient parameter `name`'s accumulator received,
+        for those of `passes` with per-node data (the distributions over passes: one parameter's,
+        when it is looked at; the flow's name index, then primary-key lookups)."""
+        found = self._query("SELECT f.pass, g.node, g.dir, g.slot, g.shape, g.dtype, g.device, g.norm, g.min, g.max, "
+                            "g.mean, g.nonfinite, g.vals FROM flow f JOIN grads g ON g.pass = f.pass AND "
+                            "g.node = f.node AND g.dir = 0 AND g.slot = 0 WHERE f.name = ? AND f.pass IN "
+                            "(SELECT value FROM json_each(?)) ORDER BY f.pass", (name, json.dumps(sorted(passes))),
+                            f"the gradients of {name}", "grads")
+        out: dict[int, Stats] = {}
+        for index, (_, _, _, stats) in self._decoded(found, lambda r: (r[0], rows.stats(r[1:])),
+                                                     lambda r: f"a gradient of {name} in pass {r[0]}"):
+            if stats is not None:
+                out[index] = stats
+        return out
 
     def graph(self, index: int, folder: str | None = None) -> nx.DiGraph:
         """Pass `index`'s graph, each node's `"info"` the NodeInfo that was recorded (name, kind,

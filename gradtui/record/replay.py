@@ -28,7 +28,7 @@ from gradtui.protocol.commands import (
     ShowPass, Step, parse,
 )
 from gradtui.protocol.nodes import node_info, node_title
-from gradtui.protocol.stats import any_nonfinite, format_grads
+from gradtui.protocol.stats import Stats, any_nonfinite, format_grads
 from gradtui.record.reader import (
     NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
 )
@@ -223,6 +223,11 @@ class ReplayTarget:
     def figures(self) -> list[PassFigures]:
         """Every recorded pass's figures for the plots (see `Recording.figures`); [] before start."""
         return self._rec.figures(FIGURE_POINTS) if self._rec is not None else []
+
+    def param_stats(self, name: str, passes: list[int]) -> dict[int, Stats]:
+        """The recorded gradient statistics of parameter `name` in `passes` (Recording.param_stats),
+        for the gradients view's distributions; {} before start."""
+        return self._rec.param_stats(name, passes) if self._rec is not None else {}
 
     def _enter(self, index: int) -> list[ev.Event]:
         """PassStarted and NodeRan of every recorded node of pass `index`, and the call-site

@@ -133,8 +133,8 @@ class Navigator:
         if not self.state.summaries:
             self._refuse("no pass yet")
             return
-        self.app.push_screen(PassesScreen(self.state, recording=self.link.is_recording, node=self._nodes().selected),
-                             self._show_pass)
+        self.app.push_screen(PassesScreen(self.state, recording=self.link.is_recording, node=self._nodes().selected,
+                                          param_stats=self.link.param_stats), self._show_pass)
 
     def _show_pass(self, index: int | None) -> None:
         if index is None:

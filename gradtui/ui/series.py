@@ -10,8 +10,9 @@ a terminal wide), except that a pass with a non-finite gradient is never dropped
 
 For the distributions over passes a point also keeps, per parameter, the statistics of its
 gradient when the pass had them (a live pass's `PassFinished.leaf_grads`, a recording's per-node
-passes), and when the pass started: seconds after the run started for a recording, after the
-first pass the UI saw for a live run (the plots' wall-time axis).
+passes, read for one parameter when the gradients view looks at it: `add_stats`), and when the
+pass started: seconds after the run started for a recording, after the first pass the UI saw for
+a live run (the plots' wall-time axis).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import math
 import time
 from array import array
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gradtui.protocol import events as ev
@@ -186,7 +187,7 @@ class PassSeries:
         for f in figures:
             point = _point(f.index, f.losses, f.norms, f.nonfinite, self.names)
             self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules, point.params,
-                                           self._placed(getattr(f, "grads", ())), getattr(f, "started", None)))
+                                           (), getattr(f, "started", None)))
         self.version += 1
 
     def add(self, point: SeriesPoint) -> None:
@@ -219,6 +220,20 @@ class PassSeries:
             return point.modules.get(name)
         value = point.params[at] if at < len(point.params) else ABSENT
         return None if value == ABSENT else value
+
+    def add_stats(self, name: str, found: dict[int, Stats]) -> None:
+        """Parameter `name`'s gradient statistics by pass index (a recording's, read when the
+        gradients view looks at it), put on the points of those passes."""
+        if not found:
+            return
+        at = self.names.setdefault(name, len(self.names))
+        for i, point in enumerate(self.points):
+            stats = found.get(point.index)
+            if stats is not None:
+                grads = list(point.grads) + [None] * (at + 1 - len(point.grads))
+                grads[at] = stats
+                self.points[i] = replace(point, grads=tuple(grads))
+        self.version += 1
 
     def stats_of(self, point: SeriesPoint, name: str) -> Stats | None:
         """The gradient statistics of parameter `name` at `point` (None: the pass had none)."""

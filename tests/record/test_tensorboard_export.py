@@ -145,7 +145,7 @@ def test_a_file_in_the_way_is_one_line(made, tmp_path, capsys):
     assert err.startswith("gradtui export: cannot write --tensorboard ") and len(err.strip().splitlines()) == 1
 
 
-def test_the_figures_bring_each_parameters_gradient_for_the_distributions(made):
+def test_one_parameters_recorded_gradients_for_the_distributions(made):
     from gradtui.ui.distribution import bands
     from gradtui.ui.series import PassSeries
 
@@ -153,12 +153,16 @@ def test_the_figures_bring_each_parameters_gradient_for_the_distributions(made):
     with Recording(db) as recording:
         figures = recording.figures(512)
         passes = recording.passes()
-        for f, info in zip(figures, passes):
-            assert f.started == info.started
-            flow = recording.flow(f.index)
-            stats = recording.stats(f.index)
-            wanted = {p.name: stats[p.node].grad_outputs[0] for p in flow}
-            assert repr(dict(f.grads)) == repr(wanted)  # repr: a NaN pass's statistics equal NaN to NaN
+        assert [f.started for f in figures] == [info.started for info in passes]
+        found = recording.param_stats("0.weight", [f.index for f in figures])
+        for info in passes:
+            param = next(p for p in recording.flow(info.index) if p.name == "0.weight")
+            wanted = recording.stats(info.index)[param.node].grad_outputs[0]
+            assert repr(found[info.index]) == repr(wanted)  # repr: a NaN pass's statistics equal NaN to NaN
+        assert recording.param_stats("0.weight", [0, 2]).keys() == {0, 2}
+        assert recording.param_stats("no.such", [0, 1]) == {}
     series = PassSeries()
     series.load(figures)
+    assert bands(series, "0.weight") == []  # not read yet
+    series.add_stats("0.weight", found)
     assert [b.index for b in bands(series, "0.weight")] == [p.index for p in passes if p.nonfinite == 0]

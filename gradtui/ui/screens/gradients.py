@@ -4,10 +4,14 @@ Left, every parameter and module of the run (gradtui.ui.series' choices); space 
 puts one on the norm plot above, each in its own colour with a legend entry, as many as wanted.
 The row under the cursor is the one whose gradient distribution over passes shows below:
 TensorBoard's quantile bands, or (`h`) its histogram over time. `w` switches the x axis between
-the pass and the wall time. A module has norms but no distribution (its parameters have).
+the pass and the wall time. A module has norms but no distribution (its parameters have). A live run's series has each
+parameter's gradient statistics already; a recording's are read for one parameter when its
+distribution is first shown (all of them at once made a replay of a big model slow to open).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,8 +20,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, SelectionList
 from textual.widgets.selection_list import Selection
 
+from gradtui.protocol.stats import Stats
 from gradtui.ui.series import PassSeries
 from gradtui.ui.widgets.gradplots import AXES, DistributionPlot, HistogramHeat, ParamsPlot
+
+
+StatsReader = Callable[[str, list[int]], dict[int, Stats]]
+"""Reads a parameter's gradient statistics in the given passes: pass index -> Stats."""
 
 
 class GradientsScreen(Screen[None]):
@@ -33,11 +42,17 @@ class GradientsScreen(Screen[None]):
     BINDINGS = [Binding("escape,q,g", "close", "close"), Binding("w", "axis", "pass/wall time"),
                 Binding("h", "histogram", "bands/histogram")]
 
-    def __init__(self, series: PassSeries, chosen: list[str] | None = None) -> None:
+    def __init__(self, series: PassSeries, chosen: list[str] | None = None,
+                 param_stats: StatsReader | None = None) -> None:
         """`chosen`: the parameters or modules on the norm plot at first (the first one's
-        distribution shows)."""
+        distribution shows); `param_stats`: reads a recording's gradient statistics of a
+        parameter over passes, once, when its distribution is first shown (a live run's series
+        has them already)."""
         super().__init__()
         self.series = series
+        self.param_stats = param_stats
+        self._read: set[str] = set()
+        """The parameters whose statistics `param_stats` has read."""
         self.chosen = [name for name in (chosen or []) if name in series.choices()]
         self.axis = "pass"
         self.heat = False
@@ -89,6 +104,10 @@ class GradientsScreen(Screen[None]):
         self._show(event.selection.value)
 
     def _show(self, name: str | None) -> None:
+        if (name is not None and self.param_stats is not None and name not in self._read
+                and name in self.series.names):
+            self._read.add(name)
+            self.series.add_stats(name, self.param_stats(name, [p.index for p in self.series.points]))
         norms = self.query_one(ParamsPlot)
         norms.names, norms.axis = list(self.chosen), self.axis
         norms.replot()

@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Footer, Static
 from gradtui.protocol.nodes import node_info
 from gradtui.protocol.stats import format_number
 from gradtui.ui.fmt import difference_text
-from gradtui.ui.screens.gradients import GradientsScreen
+from gradtui.ui.screens.gradients import GradientsScreen, StatsReader
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.plots import SMOOTHING_STEPS, PassPlots, Running
@@ -99,10 +99,13 @@ class PassesScreen(Screen[int | None]):
     chosen: reactive[str | None] = reactive(None, init=False)
     """The module or parameter the norm plot shows (None: all parameters together)."""
 
-    def __init__(self, state: UIState, recording: bool = False, node: int | None = None) -> None:
+    def __init__(self, state: UIState, recording: bool = False, node: int | None = None,
+                 param_stats: StatsReader | None = None) -> None:
         """`recording`: the passes of a recording (every plot), else of a live run (loss, norm);
-        `node`: the node selected in the debugger (`t` offers its parameter or module)."""
+        `node`: the node selected in the debugger (`t` offers its parameter or module);
+        `param_stats`: reads a recording's gradient statistics of one parameter (`g`'s view)."""
         super().__init__()
+        self.param_stats = param_stats
         self.state = state
         self.recording = recording
         self.node = node
@@ -205,7 +208,7 @@ class PassesScreen(Screen[int | None]):
         view, series = self.state.view, self.state.series
         data = node_info(view.graph, self.node) if view is not None and self.node in view.graph else None
         first = self.chosen or series.subject(data.param if data else None, data.module if data else None)
-        self.app.push_screen(GradientsScreen(series, [first] if first else None),
+        self.app.push_screen(GradientsScreen(series, [first] if first else None, self.param_stats),
                              lambda _: self.query_one(DataTable).focus())
 
     def _plot_chosen(self, name: str | None) -> None:
