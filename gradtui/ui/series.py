@@ -12,7 +12,8 @@ For the distributions over passes a point also keeps, per parameter, the statist
 gradient when the pass had them (a live pass's `PassFinished.leaf_grads`, a recording's per-node
 passes, read for one parameter when the gradients view looks at it: `add_stats`), and when the
 pass started: seconds after the run started for a recording, after the first pass the UI saw for
-a live run (the plots' wall-time axis).
+a live run (the plots' wall-time axis). A live run's statistics are kept for its last
+GRAD_POINTS passes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import bisect
 import math
 import time
 from array import array
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +32,11 @@ from gradtui.protocol.stats import Stats
 
 MAX_POINTS = 2048
 """Points kept; thinned by half when exceeded."""
+
+GRAD_POINTS = 256
+"""A live run's latest points that keep their parameters' gradient statistics (a model's hundreds
+of Stats a pass, each with up to 64 values: 2048 passes of them would be hundreds of MB); older
+points keep their norms only."""
 
 TOP = "(top)"
 """The module of a leaf whose name has no dot (a bare tensor, a top-level parameter)."""
@@ -140,6 +147,8 @@ class PassSeries:
         """The monotonic clock at the first live pass: a live run's time axis starts there."""
         self.clock = time.monotonic
         """The live time axis's clock (a test sets its own)."""
+        self._with_grads: deque[int] = deque()
+        """The passes whose points `finished` gave gradient statistics, oldest first."""
 
     def started(self, index: int, losses: tuple[float | None, ...]) -> None:
         """A pass began with these losses."""
@@ -169,6 +178,12 @@ class PassSeries:
             grads = known.grads
         self.add(SeriesPoint(point.index, point.loss, point.grad_norm, point.nonfinite, point.modules, point.params,
                              grads, when))
+        if grads:
+            self._with_grads.append(index)
+            while len(self._with_grads) > GRAD_POINTS:  # the oldest keep their norms only
+                old = point_at(self.points, self._with_grads.popleft())
+                if old is not None and old.grads:
+                    self.points[self.points.index(old)] = replace(old, grads=())
 
     def _placed(self, grads: Iterable[tuple[str, Stats | None]]) -> tuple[Stats | None, ...]:
         """Statistics by parameter name, at the parameters' positions in `names`."""

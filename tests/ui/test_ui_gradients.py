@@ -162,3 +162,16 @@ async def test_g_in_a_replays_passes_view_draws_the_recorded_distributions(tmp_p
             assert band.exact and band.quantiles[0] == ordered[0].item() and band.quantiles[-1] == ordered[-1].item()
             assert band.quantiles[4] == pytest.approx(torch.quantile(ordered, 0.5).item())
         assert all(b.time is not None for b in dist.bands)  # the wall-time axis has every pass
+
+
+def test_a_live_run_keeps_the_statistics_of_its_last_passes_only():
+    from gradtui.ui.series import GRAD_POINTS
+
+    series = PassSeries(limit=4 * GRAD_POINTS)
+    stats = summarize(torch.arange(8.0))
+    for i in range(GRAD_POINTS + 10):
+        series.started(i, (1.0,))
+        series.finished(i, (ev.ParamFlow("w", 1, (8,), stats.norm, 1.0, 1.0, 0),), ((1, stats),))
+    kept = [p.index for p in series.points if series.stats_of(p, "w") is not None]
+    assert kept == list(range(10, GRAD_POINTS + 10))
+    assert all(series.norm_of(p, "w") == stats.norm for p in series.points)  # the norms stay
