@@ -166,3 +166,21 @@ def test_one_parameters_recorded_gradients_for_the_distributions(made):
     assert bands(series, "0.weight") == []  # not read yet
     series.add_stats("0.weight", found)
     assert [b.index for b in bands(series, "0.weight")] == [p.index for p in passes if p.nonfinite == 0]
+
+
+def test_tensorboards_own_ui_pipeline_reads_them_as_scalars_and_histograms(made):
+    """What the TensorBoard web UI reads through (the plugin accumulator: summaries migrated to
+    its plugins' tensors) sees the loss as a scalar and the gradients as histograms."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator as PluginAccumulator
+    from tensorboard.util import tensor_util
+
+    db, events, _ = made
+    reader = PluginAccumulator(events, size_guidance={"tensors": 0})
+    reader.Reload()
+    assert reader.SummaryMetadata("loss").plugin_data.plugin_name == "scalars"
+    assert reader.SummaryMetadata("grad/0.weight").plugin_data.plugin_name == "histograms"
+    first = tensor_util.make_ndarray(reader.Tensors("grad/0.weight")[0].tensor_proto)  # rows: left, right, count
+    with Recording(db) as recording:
+        param = next(p for p in recording.flow(0) if p.name == "0.weight")
+        values = recording.stats(0)[param.node].grad_outputs[0].values
+    assert first[:, 2].sum() == len(values) and first[-1, 1] == max(values)
