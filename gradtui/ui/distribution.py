@@ -10,6 +10,10 @@ the normal approximation mean + k·std (std from the norm and the mean), clipped
 and `Band.exact` is False. A pass without full statistics (unhooked, or light statistics
 between pauses), or with a non-finite gradient, has no band.
 
+A module's distribution is that of all its parameters' gradient elements together: min and max
+over them, the mean weighted by their sizes, the norm from theirs, and the values when every one
+was kept; a pass where one of them has no statistics has none for the module.
+
 The histogram over time bins each pass's values into `rows` equal bins over the range of every
 pass shown (exact counts); a pass without kept values has only its range and mean (`Column.counts`
 is None).
@@ -22,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gradtui.protocol.stats import Stats
-from gradtui.ui.series import PassSeries
+from gradtui.ui.series import PassSeries, SeriesPoint, module_of
 
 BASIS_POINTS = (0, 668, 1587, 3085, 5000, 6915, 8413, 9332, 10000)
 """TensorBoard's compressed-histogram quantiles, in basis points."""
@@ -75,11 +79,40 @@ def quantiles_of(stats: Stats) -> tuple[tuple[float, ...], bool]:
     return tuple(out), False
 
 
+def members(series: PassSeries, name: str) -> list[str]:
+    """The parameters whose gradients make `name`'s distribution: itself if it is a parameter,
+    else the parameters of module `name`."""
+    if name in series.names:
+        return [name]
+    return [param for param in series.names if module_of(param) == name]
+
+
+def combined(parts: list[Stats]) -> Stats:
+    """The statistics of the elements of several usable gradients together (module doc)."""
+    count = sum(s.numel for s in parts)
+    values = None
+    if all(s.values is not None for s in parts):
+        values = tuple(v for s in parts for v in s.values or ())
+    return Stats((count,), parts[0].dtype, parts[0].device, math.sqrt(sum(s.norm * s.norm for s in parts)),
+                 min(s.min for s in parts if s.min is not None), max(s.max for s in parts if s.max is not None),
+                 sum((s.mean or 0.0) * s.numel for s in parts) / count, 0, values)
+
+
+def stats_at(series: PassSeries, point: SeriesPoint, name: str) -> Stats | None:
+    """The gradient statistics of parameter or module `name` at `point` (None: not all known)."""
+    if name in series.names:
+        return series.stats_of(point, name)
+    parts = [series.stats_of(point, param) for param in members(series, name)]
+    if not parts or not all(usable(p) for p in parts):
+        return None
+    return combined([p for p in parts if p is not None])
+
+
 def bands(series: PassSeries, name: str) -> list[Band]:
-    """Parameter `name`'s band at every pass of the series that has one, in pass order."""
+    """Parameter or module `name`'s band at every pass of the series that has one, in pass order."""
     out = []
     for point in series.points:
-        stats = series.stats_of(point, name)
+        stats = stats_at(series, point, name)
         if usable(stats):
             assert stats is not None
             quantiles, exact = quantiles_of(stats)
@@ -116,8 +149,8 @@ class HistogramOverTime:
 
 
 def histogram_over_time(series: PassSeries, name: str, rows: int) -> HistogramOverTime:
-    """Parameter `name`'s gradient per pass, binned into `rows` bins over every pass's range."""
-    kept = [(point.index, stats) for point in series.points if usable(stats := series.stats_of(point, name))]
+    """Parameter or module `name`'s gradient per pass, binned into `rows` bins over every pass's range."""
+    kept = [(point.index, stats) for point in series.points if usable(stats := stats_at(series, point, name))]
     if not kept or rows < 1:
         return HistogramOverTime((), ())
     low = min(s.min for _, s in kept)  # type: ignore[type-var]

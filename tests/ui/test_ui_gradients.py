@@ -175,3 +175,18 @@ def test_a_live_run_keeps_the_statistics_of_its_last_passes_only():
     kept = [p.index for p in series.points if series.stats_of(p, "w") is not None]
     assert kept == list(range(10, GRAD_POINTS + 10))
     assert all(series.norm_of(p, "w") == stats.norm for p in series.points)  # the norms stay
+
+
+def test_a_modules_distribution_is_its_parameters_elements_together():
+    series = seeded_series(3)
+    assert all(series.stats_of(point, "fc2.bias") is None for point in series.points)
+    assert bands(series, "fc2") == []  # one of fc2's parameters has no statistics: no band, not a partial one
+    both = PassSeries()
+    a, b = torch.randn(10, generator=torch.Generator().manual_seed(3)), torch.randn(6, generator=torch.Generator().manual_seed(4))
+    both.started(0, (1.0,))
+    both.finished(0, (ev.ParamFlow("m.weight", 1, (10,), 1.0, 1.0, 1.0, 0), ev.ParamFlow("m.bias", 2, (6,), 1.0, 1.0, 1.0, 0)),
+                  ((1, summarize(a)), (2, summarize(b))))
+    (band,) = bands(both, "m")
+    together = torch.cat([a, b]).double()
+    expected = torch.quantile(together, torch.tensor([bp / 10000 for bp in BASIS_POINTS], dtype=torch.double))
+    assert band.exact and torch.allclose(torch.tensor(band.quantiles, dtype=torch.double), expected, atol=1e-6)

@@ -4,7 +4,8 @@ Left, every parameter and module of the run (gradtui.ui.series' choices); space 
 puts one on the norm plot above, each in its own colour with a legend entry, as many as wanted.
 The row under the cursor is the one whose gradient distribution over passes shows below:
 TensorBoard's quantile bands, or (`h`) its histogram over time. `w` switches the x axis between
-the pass and the wall time. A module has norms but no distribution (its parameters have). A live run's series has each
+the pass and the wall time. A module's distribution is that of its parameters' gradients
+together (gradtui.ui.distribution). A live run's series has each
 parameter's gradient statistics already; a recording's are read for one parameter when its
 distribution is first shown (all of them at once made a replay of a big model slow to open).
 """
@@ -21,6 +22,7 @@ from textual.widgets import Footer, SelectionList
 from textual.widgets.selection_list import Selection
 
 from gradtui.protocol.stats import Stats
+from gradtui.ui.distribution import members
 from gradtui.ui.series import PassSeries
 from gradtui.ui.widgets.gradplots import AXES, DistributionPlot, HistogramHeat, ParamsPlot
 
@@ -104,10 +106,11 @@ class GradientsScreen(Screen[None]):
         self._show(event.selection.value)
 
     def _show(self, name: str | None) -> None:
-        if (name is not None and self.param_stats is not None and name not in self._read
-                and name in self.series.names):
-            self._read.add(name)
-            self.series.add_stats(name, self.param_stats(name, [p.index for p in self.series.points]))
+        if name is not None and self.param_stats is not None:
+            for param in members(self.series, name):  # a module's: each of its parameters'
+                if param not in self._read:
+                    self._read.add(param)
+                    self.series.add_stats(param, self.param_stats(param, [p.index for p in self.series.points]))
         norms = self.query_one(ParamsPlot)
         norms.names, norms.axis = list(self.chosen), self.axis
         norms.replot()
