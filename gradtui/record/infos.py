@@ -88,13 +88,15 @@ class PassSpan(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class PassFigures:
     """What the plots over passes need of one pass: its losses, global gradient norm,
-    non-finite leaves and each leaf's gradient norm."""
+    non-finite leaves and each leaf's gradient norm, and when it started (the wall-time axis)."""
 
     index: int
     losses: tuple[float | None, ...]
     grad_norm: float | None
     nonfinite: int
     norms: tuple[tuple[str, float | None], ...]
+    started: float | None = None
+    """Seconds after the run started."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,7 +160,7 @@ class Recording:
     def figures(self, limit: int) -> list[PassFigures]:
         """The figures of at most `limit` passes spread evenly over the run, of the first `limit`
         passes with a non-finite gradient and of the last pass, in order, each with its leaves'
-        gradient norms (a long run's plot is a terminal wide). Primary-key and index lookups
+        gradient norms and start (a long run's plot is a terminal wide). Primary-key and index lookups
         only: the same few queries whatever the recording's size."""
         first, last = self.span()
         if type(first) is not int or type(last) is not int:
@@ -170,7 +170,7 @@ class Recording:
         wanted.update(r[0] for r in self._query("SELECT idx FROM passes WHERE nonfinite > 0 ORDER BY idx LIMIT ?",
                                                 (limit,), "the passes", "passes"))
         keys = json.dumps(sorted(wanted))
-        found = self._query("SELECT idx, losses, grad_norm, nonfinite FROM passes "
+        found = self._query("SELECT idx, losses, grad_norm, nonfinite, started FROM passes "
                             "WHERE idx IN (SELECT value FROM json_each(?)) ORDER BY idx", (keys,), "the passes", "passes")
         norms: dict[int, list[tuple[str, float | None]]] = {}
         for index, name, norm in self._decoded(
@@ -182,8 +182,25 @@ class Recording:
 
         def figure(r: tuple) -> PassFigures:
             return PassFigures(r[0], rows.losses(r[1]), rows.real(r[2], "grad_norm"),
-                               rows.integer(r[3], "nonfinite", null=True) or 0, tuple(norms.get(r[0], ())))
+                               rows.integer(r[3], "nonfinite", null=True) or 0, tuple(norms.get(r[0], ())),
+                               rows.real(r[4], "started"))
         return self._decoded(found, figure, lambda r: f"pass {r[0]}'s row")
+
+    def param_stats(self, name: str, passes: list[int]) -> dict[int, Stats]:
+        """Pass index -> the statistics of the gradient parameter `name`'s accumulator received,
+        for those of `passes` with per-node data (the distributions over passes: one parameter's,
+        when it is looked at; the flow's name index, then primary-key lookups)."""
+        found = self._query("SELECT f.pass, g.node, g.dir, g.slot, g.shape, g.dtype, g.device, g.norm, g.min, g.max, "
+                            "g.mean, g.nonfinite, g.vals FROM flow f JOIN grads g ON g.pass = f.pass AND "
+                            "g.node = f.node AND g.dir = 0 AND g.slot = 0 WHERE f.name = ? AND f.pass IN "
+                            "(SELECT value FROM json_each(?)) ORDER BY f.pass", (name, json.dumps(sorted(passes))),
+                            f"the gradients of {name}", "grads")
+        out: dict[int, Stats] = {}
+        for index, (_, _, _, stats) in self._decoded(found, lambda r: (r[0], rows.stats(r[1:])),
+                                                     lambda r: f"a gradient of {name} in pass {r[0]}"):
+            if stats is not None:
+                out[index] = stats
+        return out
 
     def graph(self, index: int, folder: str | None = None) -> nx.DiGraph:
         """Pass `index`'s graph, each node's `"info"` the NodeInfo that was recorded (name, kind,

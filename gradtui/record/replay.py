@@ -260,6 +260,11 @@ class ReplayTarget:
         """Every recorded pass's figures for the plots (see `Recording.figures`); [] before start."""
         return self._rec.figures(FIGURE_POINTS) if self._rec is not None else []
 
+    def param_stats(self, name: str, passes: list[int]) -> dict[int, Stats]:
+        """The recorded gradient statistics of parameter `name` in `passes` (Recording.param_stats),
+        for the gradients view's distributions; {} before start."""
+        return self._rec.param_stats(name, passes) if self._rec is not None else {}
+
     def _enter(self, index: int) -> list[ev.Event]:
         """PassStarted of pass `index` and the call-site variables the run read in it (as the
         live agent sends them at a pass's first pause); the walk at its first node, no node run

@@ -61,6 +61,7 @@ from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import ERROR_STYLE, NOTE_STYLE, STREAM_STYLE, OutputLog
+from gradtui.ui.widgets.variables import VariablesPane
 from gradtui.ui.widgets.ranks import RankStrip
 from gradtui.wire.child import ChildTarget
 from gradtui.wire.target import DebugTarget
@@ -177,6 +178,7 @@ class GradtuiApp(App[int]):
                 yield OutputLog(id="output", classes="pane")
             with Vertical(id="right"):
                 yield DetailPane(self.state, os.path.dirname(self.script_path), id="detail", classes="pane")
+                yield VariablesPane(id="variables-pane")  # shown when docked (L)
                 yield GraphPane(self.state, id="graph", classes="pane")
         yield CommandBar(id="bar")
         yield Footer()

@@ -19,6 +19,7 @@ from textual.message_pump import MessagePump
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.events import QUIT_STATUS
+from gradtui.protocol.stats import Stats
 from gradtui.wire.child import ChildTarget
 from gradtui.wire.target import DebugTarget, TargetError
 
@@ -100,6 +101,13 @@ class TargetLink:
     def submit(self, text: str) -> int:
         """Send a command line; its request id (the answer comes back as a CommandResult)."""
         return self.target.submit(text)
+
+    def param_stats(self, name: str, passes: list[int]) -> dict[int, Stats]:
+        """A recording's gradient statistics of parameter `name` in `passes` (the gradients
+        view's distributions, read when it looks at one); {} from a target that has none (a live
+        run's come with its passes)."""
+        read = getattr(self.target, "param_stats", None)
+        return read(name, passes) if read is not None else {}
 
     @property
     def is_recording(self) -> bool:

@@ -59,6 +59,8 @@ KEYS: tuple[Key, ...] = (
     Key("V", "variables", "variables", "variables where backward was called (pudb's locals): shape, dtype, "
         "requires_grad, on the graph, grad norm; enter selects its node, or says why it is not on the graph",
         footer=False),
+    Key("L", "dock_variables", "locals", "the variables docked beside the detail pane, kept on screen for "
+        "every pass and pause, as pudb keeps them (again: undocked); the session remembers it", footer=False),
     Key("m", "modules", "modules", "module view: the node list as a tree of nn.Modules (again: engine order)",
         footer=False),
     Key("A", "by_difference", "by diff", "against a reference (--against): the node list sorted by each node's "

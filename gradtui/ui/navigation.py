@@ -133,8 +133,8 @@ class Navigator:
         if not self.state.summaries:
             self._refuse("no pass yet")
             return
-        self.app.push_screen(PassesScreen(self.state, recording=self.link.is_recording, node=self._nodes().selected),
-                             self._show_pass)
+        self.app.push_screen(PassesScreen(self.state, recording=self.link.is_recording, node=self._nodes().selected,
+                                          param_stats=self.link.param_stats), self._show_pass)
 
     def _show_pass(self, index: int | None) -> None:
         if index is None:
@@ -278,6 +278,11 @@ class Navigator:
         told = view.variables if view is not None else None
         self.app.push_screen(VariablesScreen(variable_rows(view), told.call_site if told else "",
                                              told.more if told else 0, self.link.is_recording), self._variable_chosen)
+
+    def variable_chosen(self, row: VariableRow | None) -> None:
+        """A variable chosen (in `V`'s table or the docked pane): select its node, or ask why it
+        has none."""
+        self._variable_chosen(row)
 
     def _variable_chosen(self, row: VariableRow | None) -> None:
         if row is None:

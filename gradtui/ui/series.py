@@ -7,21 +7,36 @@ replayed). A module's norm is sqrt of the sum of its parameters' squared gradien
 parameter `layers.0.linear1.weight` belongs to `layers.0.linear1`). A run of 100,000 passes
 keeps at most `MAX_POINTS` points: past that every other one is dropped (the plot is at most
 a terminal wide), except that a pass with a non-finite gradient is never dropped.
+
+For the distributions over passes a point also keeps, per parameter, the statistics of its
+gradient when the pass had them (a live pass's `PassFinished.leaf_grads`, a recording's per-node
+passes, read for one parameter when the gradients view looks at it: `add_stats`), and when the
+pass started: seconds after the run started for a recording, after the first pass the UI saw for
+a live run (the plots' wall-time axis). A live run's statistics are kept for its last
+GRAD_POINTS passes.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import time
 from array import array
+from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.stats import Stats
 
 MAX_POINTS = 2048
 """Points kept; thinned by half when exceeded."""
+
+GRAD_POINTS = 256
+"""A live run's latest points that keep their parameters' gradient statistics (a model's hundreds
+of Stats a pass, each with up to 64 values: 2048 passes of them would be hundreds of MB); older
+points keep their norms only."""
 
 TOP = "(top)"
 """The module of a leaf whose name has no dot (a bare tensor, a top-level parameter)."""
@@ -50,6 +65,11 @@ class SeriesPoint:
     """Each parameter's gradient norm, at its position in `PassSeries.names` (ABSENT: no
     gradient, or a parameter named after this pass): doubles, not a dict, as a run keeps
     thousands of points of a model's hundreds of parameters."""
+    grads: tuple[Stats | None, ...] = ()
+    """Each parameter's gradient statistics, at its position in `PassSeries.names` (None or
+    past the end: the pass had none)."""
+    time: float | None = None
+    """When the pass started, in seconds (module doc); None: not known."""
 
 
 ABSENT = -1.0
@@ -70,6 +90,12 @@ def ema(values: Iterable[float | None], weight: float) -> list[float | None]:
         count += 1
         out.append(last / (1 - weight ** count))
     return out
+
+
+def point_at(points: list[SeriesPoint], index: int) -> SeriesPoint | None:
+    """The point of pass `index` in `points` (in pass order), if there is one."""
+    at = bisect.bisect_left(points, index, key=lambda p: p.index)
+    return points[at] if at < len(points) and points[at].index == index else None
 
 
 def point_of(index: int, losses: Iterable[float | None], flow: Iterable[ev.ParamFlow],
@@ -115,23 +141,68 @@ class PassSeries:
         """Bumped on every change, so a plot redraws only when there is something new."""
         self.names: dict[str, int] = {}
         """Parameter name -> its position in every point's `params`, in the order first seen."""
+        self._times: dict[int, float] = {}
+        """When each pass started and not yet finished (seconds after `_origin`)."""
+        self._origin: float | None = None
+        """The monotonic clock at the first live pass: a live run's time axis starts there."""
+        self.clock = time.monotonic
+        """The live time axis's clock (a test sets its own)."""
+        self._with_grads: deque[int] = deque()
+        """The passes whose points `finished` gave gradient statistics, oldest first."""
 
     def started(self, index: int, losses: tuple[float | None, ...]) -> None:
         """A pass began with these losses."""
         self._losses[index] = losses
+        now = self.clock()
+        if self._origin is None:
+            self._origin = now
+        self._times[index] = now - self._origin
         if len(self._losses) > 64:  # passes that never finished (a crash): forget the oldest
             self._losses.pop(next(iter(self._losses)))
+        if len(self._times) > 64:
+            self._times.pop(next(iter(self._times)))
 
-    def finished(self, index: int, flow: Iterable[ev.ParamFlow]) -> None:
-        """A pass ended with this flow: add (or replace) its point."""
-        self.add(point_of(index, self._losses.pop(index, ()), flow, self.names))
+    def finished(self, index: int, flow: Iterable[ev.ParamFlow],
+                 leaf_grads: Iterable[tuple[int, Stats | None]] = ()) -> None:
+        """A pass ended with this flow and its leaves' gradient statistics (by accumulator node
+        id, the flow's `node`): add (or replace) its point."""
+        rows = tuple(flow)
+        point = point_of(index, self._losses.pop(index, ()), rows, self.names)
+        by_node = {node: stats for node, stats in leaf_grads}
+        grads = self._placed((r.name, by_node.get(r.node)) for r in rows if r.node is not None)
+        when = self._times.pop(index, None)
+        known = point_at(self.points, index)
+        if known is not None and known.time is not None:  # a recording's pass told again: its figures' time
+            when = known.time
+        if known is not None and not grads:  # ... and its gradients' statistics, which the story does not retell
+            grads = known.grads
+        self.add(SeriesPoint(point.index, point.loss, point.grad_norm, point.nonfinite, point.modules, point.params,
+                             grads, when))
+        if grads:
+            self._with_grads.append(index)
+            while len(self._with_grads) > GRAD_POINTS:  # the oldest keep their norms only
+                old = point_at(self.points, self._with_grads.popleft())
+                if old is not None and old.grads:
+                    self.points[self.points.index(old)] = replace(old, grads=())
+
+    def _placed(self, grads: Iterable[tuple[str, Stats | None]]) -> tuple[Stats | None, ...]:
+        """Statistics by parameter name, at the parameters' positions in `names`."""
+        out: list[Stats | None] = [None] * len(self.names)
+        for name, stats in grads:
+            at = self.names.setdefault(name, len(self.names))
+            out.extend([None] * (at + 1 - len(out)))
+            out[at] = stats
+        while out and out[-1] is None:
+            out.pop()
+        return tuple(out)
 
     def load(self, figures: Iterable[Any]) -> None:
         """A recording's figures (`reader.PassFigures`) of the whole run, before its story: the
         passes it read (evenly spread, the first non-finite ones, the last), in pass order."""
         for f in figures:
             point = _point(f.index, f.losses, f.norms, f.nonfinite, self.names)
-            self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules, point.params))
+            self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules, point.params,
+                                           (), getattr(f, "started", None)))
         self.version += 1
 
     def add(self, point: SeriesPoint) -> None:
@@ -164,6 +235,25 @@ class PassSeries:
             return point.modules.get(name)
         value = point.params[at] if at < len(point.params) else ABSENT
         return None if value == ABSENT else value
+
+    def add_stats(self, name: str, found: dict[int, Stats]) -> None:
+        """Parameter `name`'s gradient statistics by pass index (a recording's, read when the
+        gradients view looks at it), put on the points of those passes."""
+        if not found:
+            return
+        at = self.names.setdefault(name, len(self.names))
+        for i, point in enumerate(self.points):
+            stats = found.get(point.index)
+            if stats is not None:
+                grads = list(point.grads) + [None] * (at + 1 - len(point.grads))
+                grads[at] = stats
+                self.points[i] = replace(point, grads=tuple(grads))
+        self.version += 1
+
+    def stats_of(self, point: SeriesPoint, name: str) -> Stats | None:
+        """The gradient statistics of parameter `name` at `point` (None: the pass had none)."""
+        at = self.names.get(name)
+        return point.grads[at] if at is not None and at < len(point.grads) else None
 
     def choices(self) -> list[str]:
         """What the norm plot can show instead of all parameters together: every module, largest

@@ -12,6 +12,7 @@ from gradtui.ui.layout import STEP, PaneSizes
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.node_list import NodeList
+from gradtui.ui.widgets.variables import DOCKED_WIDTH, VariablesPane
 
 
 class PaneSizer:
@@ -34,7 +35,9 @@ class PaneSizer:
         graph = panes.query_one(GraphPane)
         # zoomed (Z), the graph pane is as wide as the screen: a width set here would hold it beside the detail
         if panes.query_one("#main").has_class("wide") and panes.maximized is not graph:
-            wanted = self.sizes.graph(width - wanted, graph.natural_width())
+            docked = panes.query_one(VariablesPane)  # docked beside the detail (L): its width is not the graph's
+            beside = DOCKED_WIDTH if docked.has_class("-docked") and panes.maximized is None else 0
+            wanted = self.sizes.graph(width - wanted - beside, graph.natural_width())
             if graph.styles.width is None or graph.styles.width.value != wanted:
                 graph.styles.width = wanted
         elif graph.styles.width is not None:

@@ -276,7 +276,7 @@ class UIState:
         return Changes(rows=set(view.differences) if view is self.view else set(), header=True)
 
     def _on_PassFinished(self, event: ev.PassFinished) -> Changes:
-        self.series.finished(event.pass_index, event.flow)
+        self.series.finished(event.pass_index, event.flow, event.leaf_grads)
         self.kept.flow_ended(event)
         view = self.live
         change = Changes(header=True)

@@ -29,6 +29,7 @@ from gradtui.ui.widgets.command_bar import CommandBar, HistoryInput
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.node_list import NodeList
+from gradtui.ui.widgets.variables import VariablesPane
 
 
 class DebuggerScreen(Screen):
@@ -83,6 +84,17 @@ class DebuggerScreen(Screen):
             return
         detail.show(node)
         graph.show(node)
+        self.show_variables()
+
+    def show_variables(self) -> None:
+        """The docked variables pane (L), when docked: the pass on screen's."""
+        pane = self.query_one(VariablesPane)
+        if pane.has_class("-docked"):
+            pane.show(self.state.view, self.nav.link.is_recording)
+
+    def on_variables_pane_chosen(self, message: VariablesPane.Chosen) -> None:
+        """enter on a docked variable: its node, or why it has none."""
+        self.nav.variable_chosen(message.row)
 
     def on_node_list_selected(self, message: NodeList.Selected) -> None:
         """The selection moved: show that node (a refusal shown before is stale now)."""
@@ -253,6 +265,17 @@ class DebuggerScreen(Screen):
     def action_variables(self) -> None:
         """V: the tensors and modules where backward was called; enter selects one's node."""
         self.nav.variables()
+
+    def action_dock_variables(self) -> None:
+        """L: the variables docked beside the detail pane, or undocked (remembered for the session)."""
+        pane = self.query_one(VariablesPane)
+        docked = not pane.has_class("-docked")
+        pane.set_class(docked, "-docked")
+        self.sizer.size()  # wide: the graph pane gives the docked pane its room
+        if docked:
+            self.show_variables()
+        elif pane.has_focus_within:
+            self.query_one(NodeList).focus()
 
     def action_source(self) -> None:
         """v: the selected node's whole file, its line and the lines that made this pass's nodes marked."""

@@ -3,7 +3,9 @@ counts and per-module norms too), and one row per pass the UI remembers, to jump
 only `[` `]`). The row under the cursor is the plots' cursor (left and right move it too: its
 pass's value in their titles); `l` puts the loss and norms on a log scale, `s` smooths them
 (TensorBoard's moving average, stepping through its weights), `t` chooses the module or
-parameter whose norm the norm plot shows (the debugger's selected node's, or any). Against a
+parameter whose norm the norm plot shows (the debugger's selected node's, or any), `g` opens the
+gradients view (several parameters' norms on one plot, a parameter's distribution over passes:
+gradtui.ui.screens.gradients). Against a
 reference (`--against`), a `differs` column: each pass's largest difference from it."""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from textual.widgets import DataTable, Footer, Static
 from gradtui.protocol.nodes import node_info
 from gradtui.protocol.stats import format_number
 from gradtui.ui.fmt import difference_text
+from gradtui.ui.screens.gradients import GradientsScreen, StatsReader
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.plots import SMOOTHING_STEPS, PassPlots, Running
@@ -100,7 +103,9 @@ class PassesScreen(Screen[int | None]):
 
     BINDINGS = [Binding("enter", "show", "show it", priority=True),  # priority: shown, not the table's
                 Binding("escape,q,P", "close", "close"), Binding("l", "log_scale", "log scale"),
-                Binding("s", "smoothing", "smoothing"), Binding("t", "choose_plot", "plot of…")]
+                Binding("s", "smoothing", "smoothing"), Binding("t", "choose_plot", "plot of…"),
+                # not in the footer yet: it would redraw every passes-view snapshot (docs name it)
+                Binding("g", "gradients", "gradients", show=False)]
 
     log_scale: reactive[bool] = reactive(False, init=False)
     """The plots' loss and norms on a log scale."""
@@ -111,10 +116,13 @@ class PassesScreen(Screen[int | None]):
     chosen: reactive[str | None] = reactive(None, init=False)
     """The module or parameter the norm plot shows (None: all parameters together)."""
 
-    def __init__(self, state: UIState, recording: bool = False, node: int | None = None) -> None:
+    def __init__(self, state: UIState, recording: bool = False, node: int | None = None,
+                 param_stats: StatsReader | None = None) -> None:
         """`recording`: the passes of a recording (every plot), else of a live run (loss, norm);
-        `node`: the node selected in the debugger (`t` offers its parameter or module)."""
+        `node`: the node selected in the debugger (`t` offers its parameter or module);
+        `param_stats`: reads a recording's gradient statistics of one parameter (`g`'s view)."""
         super().__init__()
+        self.param_stats = param_stats
         self.state = state
         self.recording = recording
         self.node = node
@@ -212,6 +220,14 @@ class PassesScreen(Screen[int | None]):
         data = node_info(view.graph, self.node) if view is not None and self.node in view.graph else None
         selected = series.subject(data.param if data else None, data.module if data else None)
         self.app.push_screen(PlotChoiceScreen(series.choices(), selected, self.chosen), self._plot_chosen)
+
+    def action_gradients(self) -> None:
+        """`g`: the gradients view, the norm plot's parameter (else the selected node's) chosen."""
+        view, series = self.state.view, self.state.series
+        data = node_info(view.graph, self.node) if view is not None and self.node in view.graph else None
+        first = self.chosen or series.subject(data.param if data else None, data.module if data else None)
+        self.app.push_screen(GradientsScreen(series, [first] if first else None, self.param_stats),
+                             lambda _: self.query_one(DataTable).focus())
 
     def _plot_chosen(self, name: str | None) -> None:
         if name is not None:

@@ -16,7 +16,6 @@ loss plot, and the cursor on it says what is true of the others (its norms come 
 
 from __future__ import annotations
 
-import bisect
 import math
 from typing import NamedTuple
 
@@ -25,7 +24,7 @@ from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
 from gradtui.protocol.stats import format_number
-from gradtui.ui.series import PassSeries, SeriesPoint, ema
+from gradtui.ui.series import PassSeries, SeriesPoint, ema, point_at
 
 MODULE_LINES = 5
 """Modules drawn on the per-module plot: those with the largest gradient norm."""
@@ -79,12 +78,6 @@ def _around(value: float, log: bool) -> tuple[float, float]:
 def is_nonfinite(point: SeriesPoint) -> bool:
     """Whether a pass's loss or any of its gradients was not finite."""
     return bool(point.nonfinite) or any(v is not None and not math.isfinite(v) for v in (point.loss, point.grad_norm))
-
-
-def point_at(points: list[SeriesPoint], index: int) -> SeriesPoint | None:
-    """The point of pass `index`, if the series kept it."""
-    at = bisect.bisect_left(points, index, key=lambda p: p.index)
-    return points[at] if at < len(points) and points[at].index == index else None
 
 
 class SeriesPlot(PlotextPlot):
