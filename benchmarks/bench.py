@@ -67,19 +67,18 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gradtui.protocol import events as ev  # noqa: E402
-from gradtui.engine.hooks.compiled import CompiledHooks  # noqa: E402
 from gradtui.engine.capture.graph import Names, capture  # noqa: E402
+from gradtui.engine.hooks.compiled import CompiledHooks  # noqa: E402
 from gradtui.engine.provenance.forward import Provenance  # noqa: E402
 from gradtui.engine.session import Session  # noqa: E402
+from gradtui.protocol import events as ev  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_agent import bench_ui, bench_wire  # noqa: E402
-from bench_models import D_MODEL, model_sizes, transformer  # noqa: E402
 from bench_core import bench_chain, bench_floor, bench_headless_continue, bench_host_reads  # noqa: E402
+from bench_models import D_MODEL, model_sizes, transformer  # noqa: E402
 from bench_process import bench_big_tensor, bench_headless, bench_memory, bench_record  # noqa: E402
 from benchtable import Row, add, median, ms, paired_row, print_table, ratio_row  # noqa: E402
-
 
 # ---- models ------------------------------------------------------------------------------
 
@@ -268,7 +267,8 @@ GROUPS = ("capture", "backward", "forward", "small", "hostreads", "floor", "chai
 def _forward_group(quick: bool, models: list[tuple[int, tuple[int, int]]], repeat: int) -> None:
     """The forward rows: provenance (d=64, d=256, user-written blocks), then anomaly mode's forward
     beside plain and provenance, which it replaces."""
-    from bench_provenance import bench_forward as provenance_forward, user_written
+    from bench_provenance import bench_forward as provenance_forward
+    from bench_provenance import user_written
 
     pairs = 5 if quick else 40
     provenance_forward(4 if quick else 12, 64, (8, 32), pairs, target=1.15)

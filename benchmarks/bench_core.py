@@ -15,15 +15,14 @@ pass made (the floor of any per-node statistics); `chain100k` runs a chain of
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
-
 from benchtable import Row, add, alternate, median, paired_row, ratio_row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,9 +49,9 @@ def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] =
 
 
 def _host_reads(layers: int, width: int, batch: tuple[int, int]) -> None:
+    from gradtui.engine.session import CHECK_EVERY, Session
     from gradtui.protocol import events as ev
     from tests.hostreads import HostReads
-    from gradtui.engine.session import CHECK_EVERY, Session
 
     model = _encoder(layers, width)
     data = torch.randn(*batch, width)
@@ -151,6 +150,7 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
     at hand, that prototype's posthooks compiled (bench_compiled.py: another mechanism's floor)."""
     from bench_compiled import compiled_hooks
     from bench_models import model_sizes
+
     from gradtui.engine.capture.graph import capture
     from gradtui.engine.hooks.plan import NONE, make_plan
 

@@ -34,12 +34,12 @@ from typing import NamedTuple
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from gradtui.engine.fingerprints import values as fingerprint_module  # noqa: E402
 from gradtui.engine.fingerprints import sketch  # noqa: E402
+from gradtui.engine.fingerprints import values as fingerprint_module  # noqa: E402
 from gradtui.engine.session import Session  # noqa: E402
-from gradtui.record.store import Recorder  # noqa: E402
 from gradtui.protocol import events as ev  # noqa: E402
 from gradtui.record.against import Reference  # noqa: E402
+from gradtui.record.store import Recorder  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_models import transformer  # noqa: E402

@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gradtui.protocol import events as ev  # noqa: E402
-from gradtui.engine.session import Session  # noqa: E402
 from bench_models import ENCODER_LOOP  # noqa: E402
 from benchtable import Row, add, alternate, median, ms, ratio_row  # noqa: E402
 
+from gradtui.engine.session import Session  # noqa: E402
+from gradtui.protocol import events as ev  # noqa: E402
 
 # ---- memory ------------------------------------------------------------------------------
 

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchtable import Row, add, median, print_table, ratio_row  # noqa: E402
 
-from gradtui.engine.compat import is_compiling  # noqa: E402
 from gradtui.engine.capture.graph import capture  # noqa: E402
+from gradtui.engine.compat import is_compiling  # noqa: E402
 from gradtui.engine.provenance.forward import Provenance  # noqa: E402
 
 

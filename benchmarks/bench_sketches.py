@@ -39,12 +39,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gradtui.engine.fingerprints import values as fpmod  # noqa: E402
-from gradtui.engine.fingerprints import sketch as sk  # noqa: E402
-from gradtui.protocol import events as ev  # noqa: E402
-from gradtui.protocol.fingerprints import estimate_distance  # noqa: E402
 from bench_diff import constant, one_pass  # noqa: E402
 from bench_models import transformer  # noqa: E402
+
+from gradtui.engine.fingerprints import sketch as sk  # noqa: E402
+from gradtui.engine.fingerprints import values as fpmod  # noqa: E402
+from gradtui.protocol import events as ev  # noqa: E402
+from gradtui.protocol.fingerprints import estimate_distance  # noqa: E402
 
 FULL = fpmod.fingerprint
 _positions: dict[tuple[int, int, int], torch.Tensor] = {}

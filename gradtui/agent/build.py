@@ -47,7 +47,7 @@ class Agent(msgspec.Struct):
     outputs: Outputs
     session: Any
     server: AgentServer | None = None
-    commands: "AgentCommands | None" = None
+    commands: AgentCommands | None = None
     """The command path the server's hooks call (None headless: the client talks to the session)."""
     tap: Any = None
 

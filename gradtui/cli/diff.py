@@ -24,7 +24,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gradtui.record.compare import Comparison, Difference, FlowDifference, ModuleRow, Node, PassComparison
+    from gradtui.record.compare import Comparison, Difference, FlowDifference, ModuleRow, Node
 
 SAME, DIFFERENT, BAD_INPUT = 0, 1, 2
 

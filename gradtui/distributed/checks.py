@@ -23,13 +23,22 @@ from typing import Any
 
 import torch
 
-from gradtui.protocol import events as ev
-from gradtui.protocol.commands import (
-    Break, CommandError, Continue, Delete, Finish, ListBreakpoints, Print, Quit, Step, parse,
-)
+from gradtui.distributed.stops import HOLD, resume_holds
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.stats.summary import summarize_all
-from gradtui.distributed.stops import HOLD, resume_holds
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import (
+    Break,
+    CommandError,
+    Continue,
+    Delete,
+    Finish,
+    ListBreakpoints,
+    Print,
+    Quit,
+    Step,
+    parse,
+)
 
 WAIT = timedelta(seconds=0.2)
 

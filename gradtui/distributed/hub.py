@@ -27,20 +27,35 @@ from typing import Any
 
 import msgspec
 
-from gradtui.protocol import breakpoint_commands
-from gradtui.protocol.breakpoints import Role, parse_spec
-from gradtui.protocol import events as ev
-from gradtui.protocol.commands import (
-    Break, Clip, CommandError, Continue, Delete, Finish, Flow, ListBreakpoints, Print, Quit, Rank, Ranks, Scale, SetGrad,
-    Step, Zero, parse,
-)
 from gradtui.distributed.answers import Answers
 from gradtui.distributed.conn import RankConn
 from gradtui.distributed.deaths import Deaths
 from gradtui.distributed.outbox import RankOrders
-from gradtui.protocol.dist_events import RanksChanged, flow_table, format_ranks
 from gradtui.distributed.settle import HeldPause
 from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked, resume_holds
+from gradtui.protocol import breakpoint_commands
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Role, parse_spec
+from gradtui.protocol.commands import (
+    Break,
+    Clip,
+    CommandError,
+    Continue,
+    Delete,
+    Finish,
+    Flow,
+    ListBreakpoints,
+    Print,
+    Quit,
+    Rank,
+    Ranks,
+    Scale,
+    SetGrad,
+    Step,
+    Zero,
+    parse,
+)
+from gradtui.protocol.dist_events import RanksChanged, flow_table, format_ranks
 
 EDIT_NOTE = ("(edited on rank {rank} only: DDP will average this gradient into every rank at the "
              "all-reduce)")

@@ -25,11 +25,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.protocol import events as ev
+from gradtui.distributed.job import Timeouts
 from gradtui.engine.stats.passrecord import PassRecord
+from gradtui.protocol import events as ev
 from gradtui.protocol.dist_events import RankWaiting
 from gradtui.protocol.nodes import node_info
-from gradtui.distributed.job import Timeouts
 
 CONTROL = "gradtui-dist "
 """The prefix of the hub's control lines to a rank (never typed by a user)."""

@@ -19,10 +19,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.engine.process.deferral import DEFERRAL
-from gradtui.protocol import events as ev
 from gradtui.distributed import job
 from gradtui.distributed.rank import CONTROL, RankLink
+from gradtui.engine.process.deferral import DEFERRAL
+from gradtui.protocol import events as ev
 
 
 class JobTap:

@@ -27,13 +27,18 @@ from typing import Any, Protocol
 
 import torch
 
-from gradtui.engine.provenance import forward as provenance
 from gradtui.engine.compat import (
-    GradientEdge, current_graph_task_id, functorch_level, get_gradient_edge, is_compiling, is_legacy_batched,
+    GradientEdge,
+    current_graph_task_id,
+    functorch_level,
+    get_gradient_edge,
+    is_compiling,
+    is_legacy_batched,
 )
 from gradtui.engine.hooks.plan import HOOK_MARK
-from gradtui.engine.provenance.forward import Provenance
 from gradtui.engine.process.quitting import RunQuit
+from gradtui.engine.provenance import forward as provenance
+from gradtui.engine.provenance.forward import Provenance
 
 
 class GradtuiQuit(BaseException):

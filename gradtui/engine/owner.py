@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
 from gradtui.engine.stats.passrecord import PassRecord
 from gradtui.engine.stepper import Pause
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
 
 
 class Owner(Protocol):

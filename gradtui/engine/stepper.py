@@ -67,12 +67,12 @@ class Queued(NamedTuple):
 class Stepper:
     """The mode, the command queue and the pause (see module doc)."""
 
-    def __init__(self, emit: Callable[[ev.Event], None], quitting: "RunQuit") -> None:
+    def __init__(self, emit: Callable[[ev.Event], None], quitting: RunQuit) -> None:
         self.mode = Mode.STEP
         """Pause at the first node of the first pass, as pdb does."""
         self.pause: Pause | None = None
         """The pause the engine is blocked in, or None while it runs."""
-        self.execute: Callable[[Command, "PassRecord | None", int | None], None] | None = None
+        self.execute: Callable[[Command, PassRecord | None, int | None], None] | None = None
         """Runs one command at a pause (the session's CommandRunner.execute)."""
         self.collector = False
         """Was the garbage collector on when the pass in flight began (so on during its pauses)?"""
@@ -113,7 +113,7 @@ class Stepper:
         if self.mode is Mode.FINISH:
             self.mode = Mode.STEP
 
-    def wait(self, state: "PassRecord", node: int, phase: str, reason: str, grads: tuple[Any, ...],
+    def wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
              late: bool = False, editable: bool = False) -> Pause:
         """Pause: emit Paused, then run commands until one resumes the engine. `late`: `node`
         has run already (a value breakpoint read back after it): nothing can be edited.

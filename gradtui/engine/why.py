@@ -12,8 +12,8 @@ from typing import Any
 import networkx as nx
 import torch
 
-from gradtui.protocol.nodes import node_info, node_title
 from gradtui.engine import edits
+from gradtui.protocol.nodes import node_info, node_title
 
 
 def explain(name: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Sequence[Any],

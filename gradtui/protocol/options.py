@@ -93,7 +93,7 @@ class RunOptions(msgspec.Struct):
         return (not self.headless or self.record is not None
                 or any(isinstance(c, Flow) for c in commands))
 
-    def validate(self, checks: "PathChecks", *, keywords: bool = False) -> "RunOptions":
+    def validate(self, checks: PathChecks, *, keywords: bool = False) -> RunOptions:
         """These options with their paths made absolute (the script may chdir), or OptionsError
         saying, in one line, the first thing wrong with them (asked before the script runs).
 
@@ -127,7 +127,7 @@ class RunOptions(msgspec.Struct):
         return {ENV: json.dumps(msgspec.structs.asdict(self))}
 
     @classmethod
-    def from_env(cls) -> "RunOptions":
+    def from_env(cls) -> RunOptions:
         """The options a parent handed to this child agent."""
         data: dict[str, Any] = json.loads(os.environ.pop(ENV))
         return cls(**data)

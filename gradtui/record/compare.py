@@ -467,7 +467,7 @@ def compare_pass(a: Side, b: Side, index: int, rtol: float, files: FileMap | Non
     # outputs of the nodes that made them): a loss fed a changed output changes its gradient.
     run_order = sorted(checked, key=lambda c: (c[0].ord is None, c[0].ord or 0))
     parting = None
-    for na, nb, received, sent in run_order:
+    for na, _nb, received, sent in run_order:
         if (received is None or (not received.one_side and received.relative <= rtol)) \
                 and sent is not None and sent.relative > rtol:
             if parting is None:

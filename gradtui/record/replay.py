@@ -20,20 +20,46 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from gradtui.protocol import events as ev
 from gradtui.protocol import breakpoint_commands
+from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Nan, matches_grads
 from gradtui.protocol.commands import (
-    Break, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints, Print, Quit,
-    ShowPass, Step, parse,
+    Break,
+    Command,
+    CommandError,
+    Continue,
+    Delete,
+    Finish,
+    Flow,
+    FlowOf,
+    Help,
+    ListBreakpoints,
+    Print,
+    Quit,
+    ShowPass,
+    Step,
+    parse,
 )
 from gradtui.protocol.nodes import node_info, node_title
 from gradtui.protocol.stats import any_nonfinite, format_grads
 from gradtui.record.reader import (
-    NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
+    NodeStats,
+    PassFigures,
+    PassInfo,
+    PassSpan,
+    Recording,
+    damage_text,
+    open_recording,
+    ran_in_order,
 )
 from gradtui.record.replay_text import (
-    EDITS_REFUSED, READ_ONLY, flow_text, no_nodes, recorded_hits, refusal, replay_help,
+    EDITS_REFUSED,
+    READ_ONLY,
+    flow_text,
+    no_nodes,
+    recorded_hits,
+    refusal,
+    replay_help,
 )
 from gradtui.record.story import nodes_ran, pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo

@@ -18,16 +18,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from array import array
 import platform
 import sqlite3
 import threading
 import time
+from array import array
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.nodes import INFO

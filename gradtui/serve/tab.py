@@ -22,12 +22,11 @@ from collections.abc import AsyncIterator, Mapping
 from textual import events
 from textual.driver import Driver
 
-from gradtui.wire.runtime import parse_address
-from gradtui.wire.runtime import running_agents
 from gradtui.protocol import events as ev
 from gradtui.serve.driver import TabDriver
 from gradtui.ui.app import GradtuiApp
 from gradtui.wire.client import RemoteTarget
+from gradtui.wire.runtime import parse_address, running_agents
 from gradtui.wire.target import TargetError, TargetInfo
 
 DETACH_TIMEOUT = 3.0
@@ -77,7 +76,7 @@ class TabApp(GradtuiApp):
         self.link.quitting = True
         try:
             await asyncio.wait_for(self.target.detach(), DETACH_TIMEOUT)
-        except (asyncio.TimeoutError, OSError):
+        except (TimeoutError, OSError):
             pass
 
 

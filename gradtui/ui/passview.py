@@ -79,7 +79,7 @@ class PassView:
         return found.largest if found is not None else None
 
     @classmethod
-    def from_event(cls, event: ev.PassStarted) -> "PassView":
+    def from_event(cls, event: ev.PassStarted) -> PassView:
         """A fresh view of a pass that just started."""
         order = engine_order(event.graph)
         seen = set(order)

@@ -50,7 +50,7 @@ def check_stats(stats: dict) -> None:
         assert "values" not in stats
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS, ids=lambda l: "python-m" if len(l) == 3 else "console-script")
+@pytest.mark.parametrize("launcher", LAUNCHERS, ids=lambda argv: "python-m" if len(argv) == 3 else "console-script")
 def test_chain_with_steps_prints_12_and_36(launcher):
     done = gradtui("--headless", "-c", "step", "-c", "step", "-c", "continue", example("chain.py"),
                    launcher=launcher)

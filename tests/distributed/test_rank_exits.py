@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.helpers import script
 from tests.distributed.jobs import Job, torchrun
+from tests.helpers import script
 from tests.procs import children
 
 pytestmark = pytest.mark.timeout(300)

@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.nn.modules.module as nn_module
 
-from tests.helpers import Run, run_headless, run_plain, script, torch_originals
 from gradtui.protocol import events as ev
+from tests.helpers import Run, run_headless, run_plain, script, torch_originals
 
 pytestmark = pytest.mark.timeout(120)
 

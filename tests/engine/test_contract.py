@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import example, run_headless, script
 from gradtui.protocol import events as ev
+from tests.helpers import example, run_headless, script
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,12 +10,12 @@ import threading
 import pytest
 import torch
 
-from tests.helpers import run_headless, run_plain, script
 from gradtui.engine import edits
-from gradtui.protocol import events as ev
 from gradtui.engine.edits import EditError, ExpressionError
 from gradtui.engine.session import GradtuiQuit
 from gradtui.engine.stats.summary import describe
+from gradtui.protocol import events as ev
+from tests.helpers import run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,15 +8,14 @@ script's, as in pdb (`print y.mul_(0)` would change what autograd saved)."""
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import script
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import CommandError, Continue, Finish, Quit, Step, parse
+from tests.helpers import script
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,11 +9,11 @@ import networkx as nx
 import pytest
 import torch
 
-from tests.helpers import run_headless
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import matches_node, parse_spec, warning_for
 from gradtui.protocol.commands import CommandError, Delete, Scale, parse, parse_float, parse_int
 from gradtui.protocol.nodes import NodeInfo
+from tests.helpers import run_headless
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves
 
-from tests.helpers import graph_nodes
-from gradtui.protocol import events as ev
 from gradtui.engine.session import Session
+from gradtui.protocol import events as ev
+from tests.helpers import graph_nodes
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]  # ops' own deprecations

@@ -9,8 +9,8 @@ import threading
 import pytest
 import torch
 
-from tests.helpers import example, run_headless, script, torch_originals
 from gradtui.protocol import events as ev
+from tests.helpers import example, run_headless, script, torch_originals
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -408,8 +408,8 @@ def test_light_stats_between_pauses_keep_norms_and_full_stats_while_stepping():
 
     assert [(e.pass_index, e.node) for e in ran(full)] == [(e.pass_index, e.node) for e in ran(light)]
     big_light = 0
-    for f, l in zip(ran(full), ran(light)):
-        for fs, ls in zip(f.grad_outputs + f.grad_inputs, l.grad_outputs + l.grad_inputs):
+    for f, lt in zip(ran(full), ran(light)):
+        for fs, ls in zip(f.grad_outputs + f.grad_inputs, lt.grad_outputs + lt.grad_inputs):
             assert (fs is None) == (ls is None)
             if fs is None:
                 continue

@@ -16,8 +16,8 @@ import sys
 import pytest
 import torch
 
-from tests.helpers import REPO, Run, run_headless, run_plain, script
 from gradtui.protocol import events as ev
+from tests.helpers import REPO, Run, run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(60)
 

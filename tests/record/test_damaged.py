@@ -20,11 +20,11 @@ import sqlite3
 
 import pytest
 
-from tests.helpers import script
 from gradtui.cli import export as export_cli
 from gradtui.cli import replay as replay_cli
 from gradtui.record import schema
 from gradtui.record.reader import TABLES
+from tests.helpers import script
 from tests.record.recordings import gradtui
 
 pytestmark = pytest.mark.timeout(120)

@@ -12,10 +12,9 @@ import sqlite3
 
 import pytest
 
+from gradtui.record.compare import compare
 from tests.helpers import script
 from tests.record.recordings import gradtui, record_with_fingerprints
-
-from gradtui.record.compare import compare
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -13,14 +13,13 @@ import time
 import pytest
 import torch
 
-from tests.helpers import REPO, script
-from tests.record.recordings import RUN_TIMEOUT, gradtui, record_with_fingerprints
-
-from tests.hostreads import HostReads
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
 from gradtui.record.against import Reference
 from gradtui.record.store import Recorder
+from tests.helpers import REPO, script
+from tests.hostreads import HostReads
+from tests.record.recordings import RUN_TIMEOUT, gradtui, record_with_fingerprints
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -15,12 +15,12 @@ import time
 
 import pytest
 
-from tests.helpers import REPO, script
-from gradtui.protocol import events as ev
 from gradtui.clients.feeder import CommandFeeder
+from gradtui.protocol import events as ev
 from gradtui.protocol.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
+from tests.helpers import REPO, script
 from tests.record.recordings import RUN_TIMEOUT
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import script
 from gradtui.record.reader import Recording
+from tests.helpers import script
 from tests.record.recordings import gradtui
 
 pytestmark = pytest.mark.timeout(120)

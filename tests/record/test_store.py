@@ -12,15 +12,15 @@ import sqlite3
 
 import pytest
 
-from tests.helpers import script
-from gradtui.protocol.report import Report
+from gradtui.clients.headless import HeadlessDriver
 from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
-from gradtui.clients.headless import HeadlessDriver
+from gradtui.protocol.report import Report
 from gradtui.record import schema
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording
 from gradtui.record.store import Recorder, check_path
+from tests.helpers import script
 from tests.record.recordings import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)

@@ -7,8 +7,8 @@ import pytest
 import torch
 from textual.keys import _character_to_key
 
-from gradtui.protocol import events as ev
 from gradtui.engine.stats.summary import summarize
+from gradtui.protocol import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.widgets.command_bar import CommandBar

@@ -6,11 +6,10 @@ import re
 
 import pytest
 import torch
-
 from textual.keys import _character_to_key
 
-from gradtui.protocol.report import Report
 from gradtui.protocol.events import QUIT_STATUS
+from gradtui.protocol.report import Report
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
@@ -18,8 +17,18 @@ from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
-from tests.ui.ui_helpers import (SIZE, detail_text, example, graph_text, output_lines, row_text, selected, ui_script,
-                        wait_for, wait_paused_at)
+from tests.ui.ui_helpers import (
+    SIZE,
+    detail_text,
+    example,
+    graph_text,
+    output_lines,
+    row_text,
+    selected,
+    ui_script,
+    wait_for,
+    wait_paused_at,
+)
 
 ORIGINAL_BACKWARD = torch.Tensor.backward
 

@@ -11,9 +11,9 @@ from gradtui.protocol import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.passes import PassesScreen
-from gradtui.ui.widgets.plots import PassPlots, SeriesPlot
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
+from gradtui.ui.widgets.plots import PassPlots, SeriesPlot
 from tests.ui.ui_events import flow_row, run_mlp_pass, started
 from tests.ui.ui_helpers import SIZE, detail_text, example, output_lines, selected, ui_script, wait_for, wait_paused_at
 

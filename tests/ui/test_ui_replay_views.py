@@ -13,12 +13,12 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO, script
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.widgets.node_list import NodeList
+from tests.helpers import REPO, script
 from tests.ui.ui_helpers import detail_text, wait_for
 
 pytestmark = pytest.mark.timeout(120)

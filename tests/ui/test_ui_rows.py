@@ -7,8 +7,8 @@ import pytest
 from textual.widgets import DataTable
 
 from gradtui.ui.app import GradtuiApp
-from gradtui.ui.fmt import cut_left
 from gradtui.ui.flowtable import flag_of, flow_rows
+from gradtui.ui.fmt import cut_left
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.state import UIState

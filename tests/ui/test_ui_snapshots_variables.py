@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.variables import VariablesScreen
+from tests.helpers import script
 from tests.ui.test_ui_snapshots import _footer_of_the_modal, _settle
 from tests.ui.ui_helpers import finish_into_pass_1, wait_for
 

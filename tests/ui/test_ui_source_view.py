@@ -5,13 +5,13 @@ selects its nodes in turn; b on a line sets `break FILE:LINE`."""
 from __future__ import annotations
 
 import pytest
+from test_ui_app import _highlighted
 from textual.widgets import OptionList, Static
 
-from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.source import SourceScreen
-from test_ui_app import _highlighted
+from tests.helpers import script
 from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 

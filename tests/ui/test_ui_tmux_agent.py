@@ -25,9 +25,8 @@ from collections.abc import Callable
 import pytest
 
 from gradtui.protocol.events import QUIT_STATUS
-from tests.procs import children, gone
-
 from tests.helpers import REPO
+from tests.procs import children, gone
 from tests.ui.ui_helpers import ui_script
 
 pytestmark = pytest.mark.timeout(120)

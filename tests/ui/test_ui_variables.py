@@ -9,11 +9,11 @@ import math
 import pytest
 from textual.widgets import DataTable
 
-from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.variables import VariablesScreen
+from tests.helpers import script
 from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 pytestmark = pytest.mark.timeout(120)

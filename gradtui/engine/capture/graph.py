@@ -27,11 +27,11 @@ from typing import NamedTuple
 import msgspec
 import torch
 
+from gradtui.engine.capture.names import Names
+from gradtui.engine.capture.saved import saved_summary
+from gradtui.engine.compat import sequence_nr
 from gradtui.engine.hooks import native
 from gradtui.engine.provenance import forward as provenance
-from gradtui.engine.capture.names import Names
-from gradtui.engine.compat import sequence_nr
-from gradtui.engine.capture.saved import saved_summary
 from gradtui.protocol.lazygraph import LazyGraph
 from gradtui.protocol.nodes import NodeInfo, walked
 

@@ -36,7 +36,7 @@ class Names:
         return self.params.get(leaf_id) or next(iter(self.by_leaf.get(leaf_id, ())), None)
 
     @classmethod
-    def from_scopes(cls, *scopes: Mapping[str, Any]) -> "Names":
+    def from_scopes(cls, *scopes: Mapping[str, Any]) -> Names:
         """Collect names from scopes in priority order (locals, then globals)."""
         names = cls()
         modules: dict[int, tuple[str, torch.nn.Module]] = {}

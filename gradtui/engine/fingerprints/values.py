@@ -43,16 +43,28 @@ from typing import Any, NamedTuple
 
 import torch
 
-from gradtui.engine.fingerprints.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
-    CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, fingerprint, hashed_signs, read_rows, shape2d, signs,
-    buckets_and_norm)
 from gradtui.engine.compat import saved_argument
-from gradtui.engine.hooks.plan import sent_shape, shape_and_saved
 from gradtui.engine.fingerprints.moves import keeps_sketch, plain, same_values, unmoved
 from gradtui.engine.fingerprints.plan import NodeFacts, graph_key, plan_for, saved_names  # noqa: F401 - saved_names re-exported
+from gradtui.engine.fingerprints.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
+    CHUNK,
+    EXACT_LIMIT,
+    SKETCH_VERSION,
+    K,
+    ReadRow,
+    Row,
+    buckets_and_norm,
+    fingerprint,
+    hashed_signs,
+    read_rows,
+    shape2d,
+    signs,
+)
+from gradtui.engine.hooks.plan import sent_shape, shape_and_saved
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint
 from gradtui.protocol.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, PassAgainst, Value, Values
+
 
 class _Entry(NamedTuple):
     """Where a fingerprint goes: node, direction, slot, what it is, whether it holds the values."""

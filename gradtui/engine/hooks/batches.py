@@ -22,8 +22,8 @@ import weakref
 from collections.abc import Callable
 from typing import NamedTuple
 
-from gradtui.engine.stats.immediate import resolved
 from gradtui.engine.hooks.plan import ACCUMULATOR, derive_from
+from gradtui.engine.stats.immediate import resolved
 from gradtui.protocol import events as ev
 from gradtui.protocol.stats import Stats, unreadable_stats
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
 from gradtui.engine.stats.passrecord import PassRecord
 from gradtui.engine.stepper import Mode, Stepper
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
 
 
 class HookChoice:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from gradtui.engine.hooks.plan import ACCUMULATOR, SIGNS, HookPlan, shape_and_saved
 from gradtui.engine.hooks.batches import Derived
+from gradtui.engine.hooks.plan import ACCUMULATOR, SIGNS, HookPlan, shape_and_saved
 from gradtui.protocol.nodes import NodeInfo
 
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import msgspec
 import torch
 
-from gradtui.protocol.stats import Stats, VALUES_LIMIT, empty_stats, full_stats, light_stats, small_stats
+from gradtui.protocol.stats import VALUES_LIMIT, Stats, empty_stats, full_stats, light_stats, small_stats
 
 SAME_ORDER = frozenset({"ViewBackward0", "UnsafeViewBackward0", "CloneBackward0", "SqueezeBackward0",
                         "SqueezeBackward1", "SqueezeBackward2", "UnsqueezeBackward0"})

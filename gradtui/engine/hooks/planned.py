@@ -26,19 +26,19 @@ from __future__ import annotations
 
 import functools
 import time
-from itertools import compress
 from collections.abc import Callable
+from itertools import compress
 from typing import Any, Protocol
 
 from gradtui.engine.compat import current_graph_task_id
+from gradtui.engine.hooks.batches import PassBatches, ran_steps
 from gradtui.engine.hooks.compiled import CompiledHooks
-from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.process.quitting import RunQuit
 from gradtui.engine.hooks.derived import DerivedSteps, mark_fed, ready_node
 from gradtui.engine.hooks.plan import BOTH, NONE, POST, HookPlan, fed_counts, hook_chains
-from gradtui.engine.hooks.batches import PassBatches, ran_steps
-from gradtui.engine.stats.passrecord import PassRecord
+from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.process.quitting import RunQuit
 from gradtui.engine.stats.immediate import measured, now_stats, quick_stats, resolved
+from gradtui.engine.stats.passrecord import PassRecord
 from gradtui.engine.stats.watch import Hit, hit_text
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Nan

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from types import CodeType
-from typing import Any, Callable
+from typing import Any
 
 _installed: dict[str, Any] = {}
 

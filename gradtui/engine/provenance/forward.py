@@ -37,12 +37,11 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from gradtui.engine.capture.labels import FIRST_KEY, MODULE_KEY, SOURCE_KEY, recorded
 from gradtui.engine.compat import get_sequence_nr as _get_sequence_nr
 from gradtui.engine.compat import is_compiling as _is_compiling
 from gradtui.engine.compat import push_mode as _push_mode
-
 from gradtui.engine.provenance import blame, modestack
-from gradtui.engine.capture.labels import FIRST_KEY, MODULE_KEY, SOURCE_KEY, recorded
 from gradtui.engine.provenance.modulecalls import ModuleCalls
 from gradtui.engine.provenance.modulecalls import forward_roots as forward_roots
 from gradtui.protocol import places

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from gradtui.engine.stats.summary import freed, local_shard
 from gradtui.protocol.events import ParamFlow
 from gradtui.protocol.flowtext import flow_order
-from gradtui.engine.stats.summary import freed, local_shard
 
 
 class LeafNames:

@@ -17,16 +17,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 import torch
 
-from gradtui.protocol import events as ev
-from gradtui.engine.provenance import forward as provenance
-from gradtui.protocol.breakpoints import Breakpoint, LossNan, Module, matches_module
-from gradtui.engine.compat import GradientEdge
-from gradtui.engine.stats.flow import LeafNames, gradient_flow
 from gradtui.engine.capture.graph import Capture, Names
+from gradtui.engine.compat import GradientEdge, is_zerotensor
+from gradtui.engine.provenance import forward as provenance
+from gradtui.engine.stats.flow import LeafNames, gradient_flow
 from gradtui.engine.stats.leaves import LeafRead
-from gradtui.protocol.stats import VALUES_LIMIT, Stats
 from gradtui.engine.stats.window import StatsWindow
-from gradtui.engine.compat import is_zerotensor
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Breakpoint, LossNan, Module, matches_module
+from gradtui.protocol.stats import VALUES_LIMIT, Stats
 
 if TYPE_CHECKING:
     from gradtui.engine.fingerprints.values import PassPrints
@@ -66,7 +65,7 @@ class PassRecord(msgspec.Struct):
     this pass: they are not on its graph, but their `.grad` changes with it."""
     window: StatsWindow = msgspec.field(default_factory=StatsWindow)
     """The gradients whose statistics are not read back yet (gradtui.engine.stats.window)."""
-    ran: list["Ran"] = msgspec.field(default_factory=list)
+    ran: list[Ran] = msgspec.field(default_factory=list)
     """Nodes that ran since the window was last read, in the order they ran."""
     prints: PassPrints | None = None
     """The pass's fingerprints, when a recording wants them (gradtui.engine.fingerprints.values)."""

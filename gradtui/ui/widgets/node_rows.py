@@ -15,10 +15,10 @@ from rich.style import Style
 from gradtui.protocol.breakpoints import matches_node
 from gradtui.protocol.nodes import INFO, NodeInfo, node_info
 from gradtui.protocol.stats import format_number
+from gradtui.ui.breakstate import Marker
 from gradtui.ui.fmt import cut_left, difference_text, list_op
 from gradtui.ui.listrows import ListRows
 from gradtui.ui.modtree import ModuleTree, display_name
-from gradtui.ui.breakstate import Marker
 from gradtui.ui.state import PassView
 
 NAME_WIDTH = 22
@@ -51,7 +51,7 @@ class Widths:
     """The widest module path (at most MODULE_WIDTH: longer ones are cut)."""
 
     @classmethod
-    def of(cls, view: PassView) -> "Widths":
+    def of(cls, view: PassView) -> Widths:
         """Measured in one walk over the nodes' data (a 10,000-node pass has a few distinct op
         names: looking each node up in networkx, three times, took 0.1 s of the first paint)."""
         names: set[str] = set()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import run_headless, script
 from gradtui.protocol import events as ev
 from gradtui.wire.codec import from_wire, to_wire
+from tests.helpers import run_headless, script
 
 pytestmark = pytest.mark.timeout(60)
 

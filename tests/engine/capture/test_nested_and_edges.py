@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch.autograd.graph import get_gradient_edge
 
-from tests.helpers import run_headless, run_plain, script
-from gradtui.protocol import events as ev
 from gradtui.engine.session import Session
+from gradtui.protocol import events as ev
+from tests.helpers import run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 

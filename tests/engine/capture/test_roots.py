@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from gradtui.protocol import events as ev
 from gradtui.engine.capture.graph import Names
+from gradtui.protocol import events as ev
 from tests.helpers import run_headless, script
 
 pytestmark = pytest.mark.timeout(120)

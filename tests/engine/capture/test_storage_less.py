@@ -10,11 +10,11 @@ import json
 import pytest
 import torch
 
-from tests.helpers import run_headless, run_plain, script
 from gradtui.engine import edits
-from gradtui.protocol import events as ev
 from gradtui.engine.stats.summary import CHUNK, describe, summarize
+from gradtui.protocol import events as ev
 from gradtui.protocol.stats import VALUES_LIMIT, format_stats
+from tests.helpers import run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 

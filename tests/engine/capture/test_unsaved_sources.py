@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_headless
 from gradtui.agent.backlog import Backlog
 from gradtui.engine.provenance.forward import UnsavedSources
 from gradtui.protocol import events as ev
 from gradtui.wire.codec import from_wire, to_wire
+from tests.helpers import run_headless
 
 pytestmark = pytest.mark.timeout(60)
 

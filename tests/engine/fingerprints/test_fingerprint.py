@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from gradtui.engine.fingerprints import values as fp
 from gradtui.engine.fingerprints import sketch
+from gradtui.engine.fingerprints import values as fp
 from gradtui.protocol.fingerprints import estimate_distance
 from tests.hostreads import HostReads
 

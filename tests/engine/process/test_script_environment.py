@@ -14,14 +14,13 @@ import sys
 import pytest
 
 import gradtui
-
-from tests.helpers import run_headless, script
+from gradtui.engine.process.runner import QUIT_STATUS, ScriptRunner
+from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from tests.helpers import run_headless, script
 
 GRADTUI_PACKAGE = os.path.join(os.path.dirname(os.path.realpath(gradtui.__file__)), "")
 """gradtui's own files: the folder of its package (not the checkout, whose path may say gradtui)."""
-from gradtui.engine.process.runner import QUIT_STATUS, ScriptRunner
-from gradtui.engine.session import Session
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,9 +11,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gradtui.protocol import events as ev
 from gradtui.engine.capture.graph import Names, capture
 from gradtui.engine.provenance.forward import Provenance
+from gradtui.protocol import events as ev
 from tests.helpers import run_headless
 
 

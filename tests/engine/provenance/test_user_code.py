@@ -9,13 +9,13 @@ import networkx
 import pytest
 import torch
 
-from tests.helpers import script
-from gradtui.protocol import places
+from gradtui.engine import session as session_module
 from gradtui.engine.process import runner
 from gradtui.engine.provenance import forward as provenance
-from gradtui.engine import session as session_module
 from gradtui.examples import demo
+from gradtui.protocol import places
 from gradtui.ui import fmt
+from tests.helpers import script
 
 PATHS = {
     "script": (script("chain.py"), None),
