@@ -1,4 +1,4 @@
-"""The bench's figures for the core's hot path (issue 15): host reads per node, the no-op hook
+"""The bench's figures for the core's hot path: host reads per node, the no-op hook
 floor, and a 100,000-node chain pass.
 
     python benchmarks/bench.py --only hostreads,floor,chain100k
@@ -143,7 +143,7 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
 def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int, repeat: int) -> None:
     """Two floors under the `continue` + `nan` rows, against plain backward: a no-op posthook on the
     nodes the hook plan hooks (gradtui.engine.hooks.plan) and nothing on the others (the walk outside the
-    timed region); and the issue's prototype, the same posthooks taking the norm of each gradient
+    timed region); and the Python prototype, the same posthooks taking the norm of each gradient
     sent (and of what arrives from several producers) and checking it is finite, with a bare walk
     and the registration timed, the plan reused and no handle removed: the mechanism with none of
     gradtui's own work (statistics, events, the plan cache's checks); and, where a compiler is
@@ -236,7 +236,7 @@ def peak_kb():  # this process's own high-water mark: ru_maxrss keeps the parent
 import torch
 torch.set_num_threads(1)
 from gradtui.engine.capture.graph import allow_deep_graphs
-allow_deep_graphs()  # freeing a 100,000-node chain recurses once per node (DESIGN.md)
+allow_deep_graphs()  # freeing a 100,000-node chain recurses once per node (gradtui.engine.capture.graph.allow_deep_graphs says why)
 n, mode = int(sys.argv[1]), sys.argv[2]
 x = torch.ones(4, requires_grad=True)
 y = x

@@ -1,4 +1,4 @@
-"""Issue 23's cost: a recorded pass with fingerprints, and a live pass `--against` a reference,
+"""What fingerprints cost: a recorded pass with fingerprints, and a live pass `--against` a reference,
 each against a recorded pass without fingerprints, in one run.
 
     python benchmarks/bench_diff.py [--layers L] [--rounds R]
@@ -170,7 +170,7 @@ def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
 
 
 def bench_diff(layers: int, rounds: int) -> None:
-    """bench.py's rows (its `record` group): the two ratios of issue 23, of CPU time, beside
+    """bench.py's rows (its `record` group): the fingerprints' two ratios, of CPU time, beside
     their baseline (a recorded pass without fingerprints) measured in the same rounds."""
     from benchtable import median, ratio_row
 

@@ -1,4 +1,4 @@
-"""Recording figures (issue 13): opening a 1 GB recording in `gradtui replay` and drawing its
+"""Recording figures: opening a 1 GB recording in `gradtui replay` and drawing its
 passes view (<= 1 s), and what the recorder costs per node it writes.
 
     python benchmarks/bench_record.py              # both (makes a 1 GB file in a temp folder, deletes it)

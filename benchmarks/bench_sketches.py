@@ -1,4 +1,4 @@
-"""Issue 23's fingerprint mechanisms side by side: what each costs and what it sees.
+"""The fingerprint mechanisms side by side: what each costs and what it sees.
 
     python benchmarks/bench_sketches.py [--rounds R] [--accuracy] [--hot-cold]
 
@@ -18,7 +18,7 @@ written) is the engine's own:
   norm; ‖a − b‖ / ‖a‖ estimated as ‖S(a) − S(b)‖ / ‖a_S‖;
 - `sampled 64, stored`: the 64 sampled values themselves (8x the numbers to read and write).
 
-`--accuracy`: the issue's 1,000 random pairs (within 2x of the exact ‖a − b‖ / ‖a‖) and a sparse
+`--accuracy`: the accuracy target's 1,000 random pairs (within 2x of the exact ‖a − b‖ / ‖a‖) and a sparse
 difference (one element, one row, one column changed) of two of the model's shapes: how often
 the estimate sees it at all, and how often within 2x. `--hot-cold`: the full sketch of one
 value hot in cache against the same value after 256 MB were written (item 1b's premise).

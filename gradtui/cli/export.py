@@ -1,6 +1,6 @@
 """`gradtui export DB --json PATH`: a recording (`--record DB`) as the headless JSON report.
 
-The same shape as `--report PATH` (DESIGN.md's, with every pass's loss and flow, and nodes
+The same shape as `--report PATH` (docs/recording.md's, with every pass's loss and flow, and nodes
 where the recording has per-node data), streamed a pass at a time and compact. A DB that is
 not a recording this gradtui reads, or a PATH that cannot be written, is one line on stderr
 and exit status 2; so is a write that fails midway (what was written is a valid document), and

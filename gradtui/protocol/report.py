@@ -1,4 +1,4 @@
-"""The headless JSON report (DESIGN.md), built only from events.
+"""The headless JSON report (its shape: docs/recording.md), built only from events.
 
 `Report` is a listener: add it to a session and it keeps plain data about every pass,
 breakpoint hit and edit; `to_json()` gives the report object at any time, so a script that

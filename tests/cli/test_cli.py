@@ -217,7 +217,7 @@ def test_arguments_after_the_script_go_to_the_script():
     done = gradtui("--headless", script("io_argv.py"), "-c", "step", "--report", "x")
     assert done.returncode == 0, done.stderr
     assert "argv ['-c', 'step', '--report', 'x']" in done.stdout
-    assert "to stderr" in done.stderr and "to stderr" not in done.stdout  # each stream to its own (issue 11.12)
+    assert "to stderr" in done.stderr and "to stderr" not in done.stdout  # each stream to its own
 
 
 def test_help_mentions_the_commands():

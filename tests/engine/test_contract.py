@@ -1,4 +1,4 @@
-"""The contract clients program against (issue 10 item 3): every CommandResult carries the
+"""The contract clients program against: every CommandResult carries the
 request id its command was submitted with, and breakpoint state arrives as BreakpointsChanged
 events (after `break`, `delete` and every hit), so no client reads the Session."""
 

@@ -1,4 +1,4 @@
-"""What `set`, `print` and `why` evaluate (issue 11 items 4, 5, 14): a replacement torch's hook
+"""What `set`, `print` and `why` evaluate: a replacement torch's hook
 check would refuse is refused first, with a message, and the pass goes on unharmed; whatever an
 expression raises, BaseException included, is a refused command, never the end of the run, but
 gradtui's own quit still ends it; and `g` is a copy, so `print g.mul_(0)` changes nothing."""

@@ -1,4 +1,4 @@
-"""The command language fuzzed (issue 11 acceptance): thousands of generated command lines go
+"""The command language fuzzed: thousands of generated command lines go
 through `parse` and through a live session paused in a pass. No exception escapes either, nothing
 hangs (every wait has a timeout), every refusal has a message, and each pass's leaf gradients
 are a plain run's unless an edit was accepted in that pass.

@@ -651,7 +651,7 @@ def test_a_pass_torch_starts_for_the_script_is_shown_at_the_scripts_line(tmp_pat
 
 
 def test_module_and_place_specs_that_match_no_node_are_accepted_with_a_warning():
-    """Issue 11 item 16: `break module no.such` and `break nosuch.py:3` were accepted silently."""
+    """`break module no.such` and `break nosuch.py:3` were accepted silently."""
     run = run_headless(example("chain.py"), ["break module no.such", "break nosuch.py:3", "continue"])
     answers = [r.text for r in run.results() if r.text.startswith("breakpoint ")]
     assert len(answers) == 2 and all(r.ok for r in run.results())

@@ -1,4 +1,4 @@
-"""Damaged recordings (issue 21 item 9): `gradtui replay --headless` and `gradtui export` over
+"""Damaged recordings: `gradtui replay --headless` and `gradtui export` over
 a corpus of damaged copies of one small recording give no traceback, exit 0 or 2, and a line
 naming the damage; what is still readable is replayed and exported.
 

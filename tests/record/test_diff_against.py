@@ -1,4 +1,4 @@
-"""A live run against a reference recording (issue 23 items 4 and the notebook entry point):
+"""A live run against a reference recording (the CLI's and the notebook's entry points):
 what it reads per node, `print`'s both sides at any pause, and `gradtui.listen(against=...)`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pilot tests of issue 12's defects 1, 2, 4, 6, 8, 10, 11: whole answers, the command bar,
+"""Pilot tests of whole answers, the command bar,
 edits, the end of a run and the status line."""
 
 from __future__ import annotations

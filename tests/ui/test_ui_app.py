@@ -389,7 +389,7 @@ async def test_a_script_without_backward_shows_its_exit_status():
         text = detail_text(app)
         assert "never called backward()" in text and "exit status 3" in text
         assert "failed · exit 3" in app.query_one(GradHeader).status_text
-        # the footer shows what can be done now: no s c f b e once the script has ended (issue 22, 10)
+        # the footer shows what can be done now: no s c f b e once the script has ended
         from textual.widgets._footer import FooterKey
 
         await wait_for(pilot, lambda: {k.action for k in app.query(FooterKey)} and not
@@ -404,7 +404,7 @@ async def test_a_script_without_backward_shows_its_exit_status():
 
 @pytest.mark.asyncio
 async def test_tab_cycles_the_panes_skipping_the_command_bar_and_colon_focuses_it():
-    """tab never lands in the command bar, where keys would become text (issue 22, 9)."""
+    """tab never lands in the command bar, where keys would become text."""
     app = GradtuiApp(example("chain.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)

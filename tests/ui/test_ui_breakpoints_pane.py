@@ -1,4 +1,4 @@
-"""The breakpoints pane, B (issue 22, 16): each breakpoint with its hit count and last hit;
+"""The breakpoints pane, B: each breakpoint with its hit count and last hit;
 enter jumps there, space turns it off and on, delete removes it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The 80x24 layout, zooming, borders in 256 colours, themes, the node search, and the output
-pane's terminal semantics (issue 12: "At 80x24" and "What users of pudb and Textual expect")."""
+pane's terminal semantics (at 80x24, and what users of pudb and Textual expect)."""
 
 from __future__ import annotations
 

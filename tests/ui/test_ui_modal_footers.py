@@ -1,4 +1,4 @@
-"""Every modal screen's footer shows that screen's own keys (issue 22's walk: under a modal the
+"""Every modal screen's footer shows that screen's own keys (under a modal the
 footer showed only `q quit`, none of the keys the modal answers to)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A replay shows what the run showed at the call site (issue 22's walk, item 3): `V` lists the
+"""A replay shows what the run showed at the call site: `V` lists the
 variables the run read where backward was called, and a notebook cell's node shows the cell's
 text, from the recording alone (its `told` table). A recording made before that table replays
 as before: no variables, no cell text, nothing named damaged. And (item 4) `x` and `e` refuse

@@ -1,4 +1,4 @@
-"""The replay's views say what the run showed (issue 22 items 2 and 3): a recording of
+"""The replay's views say what the run showed: a recording of
 tests/fixtures/nanmlp.py with `break nan` hitting at pass 5 (`gradtui --headless --record run.db
 -c 'break nan' -c continue nanmlp.py`), and the same with `--flight 3`.
 

@@ -1,4 +1,4 @@
-"""Pilot tests of issue 12's defects 3, 5, 7, 9 and the passes view: clicks select the row
+"""Pilot tests of the rows and the passes view: clicks select the row
 clicked, browsing moves every pane, the output pane's last column, the flow's zero weights."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SVG snapshots of issue 22's visual changes, at 80x24 and 160x45, on tiny seeded scripts:
+"""SVG snapshots of the panes' looks, at 80x24 and 160x45, on tiny seeded scripts:
 panes sized by content, the attached UI's question on `q`, the flow of the last ended pass
 with zero-initialised biases apart. Regenerate with `--snapshot-update` and look at every SVG."""
 

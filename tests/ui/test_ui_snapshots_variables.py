@@ -1,4 +1,4 @@
-"""SVG snapshots of the variables pane (V, issue 22.18) at 80x24 and 160x45: train_loop.py's
+"""SVG snapshots of the variables pane (V) at 80x24 and 160x45: train_loop.py's
 pass 0, browsed after it ended, so every variable's gradient norm is known. Regenerate with
 `--snapshot-update` and look at every SVG."""
 

@@ -1,4 +1,4 @@
-"""The source view, v (issue 22, 17 and the rest of 16): the node's whole file, its line
+"""The source view, v: the node's whole file, its line
 marked, every line that made nodes of the pass marked with their count; enter on such a line
 selects its nodes in turn; b on a line sets `break FILE:LINE`."""
 

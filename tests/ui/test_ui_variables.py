@@ -1,4 +1,4 @@
-"""The variables pane, V (issue 22.18, pudb's locals): the tensors and modules in scope where
+"""The variables pane, V (pudb's locals): the tensors and modules in scope where
 backward was called, with shape, dtype, requires_grad, their node on the pass's graph and their
 gradient's norm once the pass made it; enter selects the node, or asks `why NAME` off the graph."""
 

@@ -193,7 +193,7 @@ def allow_deep_graphs(size: int = DEEP_STACK) -> int:
     Why: once a node has had a Python wrapper (provenance reads `t.grad_fn` of every op, a
     capture walks `next_functions`), torch frees it through that wrapper, and the wrapper's
     deallocation frees the next node the same way: freeing a graph recurses once per node in
-    a chain, and the default 8 MiB stack overflows at ~45,000 nodes (SIGSEGV, issue 11.2). Linux
+    a chain, and the default 8 MiB stack overflows at ~45,000 nodes (a SIGSEGV). Linux
     checks the limit when the main thread's stack grows, so raising it at run time is enough.
     Other threads' stacks are fixed when they start; processes this one starts inherit it.
     """

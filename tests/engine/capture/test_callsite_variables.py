@@ -1,4 +1,4 @@
-"""The variables where backward was called (issue 22.18): read once per pass, at its first pause
+"""The variables where backward was called: read once per pass, at its first pause
 (a pass in `continue` never pays for them), each tensor with its node on the pass's graph."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11 items 6 and 11: GradientEdge roots work as in plain torch; the parameters a reentrant
+"""GradientEdge roots work as in plain torch; the parameters a reentrant
 checkpoint updates in its nested pass are in their pass's flow, and `break module` on a module
 inside the checkpoint says it cannot stop there."""
 

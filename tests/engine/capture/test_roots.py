@@ -1,4 +1,4 @@
-"""Several top-level models (issue 11.10): module paths and parameter names are unique across
+"""Several top-level models: module paths and parameter names are unique across
 the root modules in scope, led by each root's variable (`netG.0`, `netG.0.weight`)."""
 
 from __future__ import annotations

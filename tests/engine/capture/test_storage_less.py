@@ -1,4 +1,4 @@
-"""Gradients with no storage to read (issue 11 item 1): a ZeroTensor (all zeros by definition,
+"""Gradients with no storage to read: a ZeroTensor (all zeros by definition,
 `.tolist()` refuses it) has the statistics of zeros; meta and fake tensors have none, and say so.
 Through a live session, every path (statistics, preview, histogram, edits, print, report) runs
 over them and the leaf gradients stay a plain run's."""

@@ -1,4 +1,4 @@
-"""A notebook cell's source (issue 22.14): IPython keeps a cell's text in `linecache` only, under a
+"""A notebook cell's source: IPython keeps a cell's text in `linecache` only, under a
 file name not on disk, so the agent sends it (a `SourceText` event, once per file) for a client in
 another process; files on disk are read by the client itself and never sent."""
 

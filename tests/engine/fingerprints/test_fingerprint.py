@@ -1,4 +1,4 @@
-"""Fingerprints (issue 23): the sketch's estimate of ‖a - b‖ and how a pass's values are gathered."""
+"""Fingerprints: the sketch's estimate of ‖a - b‖ and how a pass's values are gathered."""
 
 from __future__ import annotations
 

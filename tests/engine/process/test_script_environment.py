@@ -1,4 +1,4 @@
-"""The script's environment is `python script.py args`'s (issue 10 item 1): a probe script run
+"""The script's environment is `python script.py args`'s: a probe script run
 plainly and under gradtui (headless, a subprocess each) prints the same argv, sys.path[0],
 __file__, __spec__, __package__, __name__, __builtins__ type and sys.modules["__main__"], and
 pickles a class it defines. Plus the runner's other contracts: capture_output=False, structured

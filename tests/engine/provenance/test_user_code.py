@@ -1,4 +1,4 @@
-"""One answer to "is this user code?" (issue 10 item 7): provenance, the runner's traceback
+"""One answer to "is this user code?": provenance, the runner's traceback
 trimming and the UI's traceback folding all ask gradtui.protocol.places."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A planned pass's Python posthooks cost the engine a GIL round trip, a Python object per gradient
 and the hook's bytecode at every hooked node: on tiny tensors that is most of a `continue`
-pass's cost (issue 20). The same hooks in C++ measure each gradient with the same kernels and
+pass's cost. The same hooks in C++ measure each gradient with the same kernels and
 call Python only where the Python hook would decide something (gradtui.engine.hooks.planned says
 where). They are an accelerator, never a requirement: with no compiler, on a torch whose headers
 do not build them, or with `GRADTUI_NATIVE=off`, the Python hooks run, giving the same numbers.
