@@ -25,6 +25,7 @@ paused where it was for the next one, as `--listen` waits there for the first.
 from __future__ import annotations
 
 import errno
+import functools
 import hmac
 import socket
 import threading
@@ -183,7 +184,7 @@ class AgentServer:
                 continue
             backoff = ACCEPT_BACKOFF[0]
             if self._gate.enter():
-                self._spawn(lambda c=conn: self._handshake(c), "gradtui-wire-client")
+                self._spawn(functools.partial(self._handshake, conn), "gradtui-wire-client")
             else:
                 refuse(conn, f"{self._gate.limit} connections are already waiting to show the token: "
                        "try again in a few seconds")

@@ -64,7 +64,7 @@ def stuck_at(frame: FrameType | None) -> Stuck | None:
         what = "the backward pass (DDP's all-reduce waits in its final callback)"
     else:
         return None
-    caller = frame
+    caller: FrameType | None = frame
     while caller is not None and (_TORCH in caller.f_code.co_filename or _ours(caller.f_code.co_filename)):
         code = caller.f_code
         if _DIST in code.co_filename and not _ours(code.co_filename) and code.co_name not in _WRAPPERS:

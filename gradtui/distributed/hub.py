@@ -19,6 +19,7 @@ so they end at their next collective rather than hang.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -159,7 +160,7 @@ class JobHub:
             if not is_hold(event):
                 self._park_others(st.rank, event)
             if st.rank != self.shown and self._ranks[self.shown].paused != "own":
-                actions.append(lambda r=st.rank: self._switch_soon(r))
+                actions.append(functools.partial(self._switch_soon, st.rank))
             if event.reason == "step" and self._detached and not self.attached():
                 actions.append(self._run_on)  # as a lone agent's step pause, with no client
         return msgspec.structs.replace(event, reason=f"rank {st.rank} · {event.reason}")

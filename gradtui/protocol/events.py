@@ -181,6 +181,10 @@ class NodesRan(Event):
     numbers, shapes and Stats, never a tensor or a node."""
 
     __slots__ = ("pass_index", "count", "_make", "_ran", "__weakref__")
+    pass_index: int
+    count: int
+    _make: Callable[[], tuple[NodeRan, ...]]
+    _ran: tuple[NodeRan, ...] | None
 
     def __init__(self, pass_index: int, count: int, make: Callable[[], tuple[NodeRan, ...]]) -> None:
         set_slot = object.__setattr__

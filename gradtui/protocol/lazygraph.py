@@ -77,7 +77,7 @@ class LazyGraph:
                     if there is not None:
                         adj[here][there] = pred[there][here] = {"slot": slot}
             state.update(graph.__dict__)
-            self.__class__ = nx.DiGraph  # type: ignore[assignment]
+            self.__class__ = nx.DiGraph
             del state["_lazy"], state["_count"]
 
     def __getattr__(self, name: str) -> Any:

@@ -115,7 +115,7 @@ class RunOptions(msgspec.Struct):
         if against is not None and (problem := checks.reference(against)):
             raise OptionsError(f"against={problem}" if keywords else f"--against {problem}")
         record = _absolute(self.record)
-        if self.record is not None:
+        if record is not None:  # (None just when self.record is)
             problem = ("empty path" if self.record == "" else
                        f"it is the {name('report')} path" if record == report else checks.recording(record))
             if problem:

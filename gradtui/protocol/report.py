@@ -42,7 +42,7 @@ def node_json(node: int, info: NodeInfo, order: int | None = None,
 
 
 def pass_json(*, index: int, call: str, call_text: str, call_site: str | None, recorded: bool,
-              losses: tuple[float, ...], nodes: list[dict[str, Any]], error: str | None = None,
+              losses: tuple[float | None, ...], nodes: list[dict[str, Any]], error: str | None = None,
               flow: list[dict[str, Any]] | None = None, nested: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """One pass of the report: the one writer of its shape, for the live report and the export."""
     return {"index": index, "call": call, "call_text": call_text, "call_site": call_site, "recorded": recorded,

@@ -39,7 +39,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gradtui.protocol.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Value, estimate_distance  # noqa: F401 - compare's names too
 from gradtui.record import readonly, schema
@@ -149,7 +149,7 @@ class Side:
         """Pass `index`'s nodes in forward order, with their fingerprints (`prints`, where it has
         them), else with their gradients' recorded statistics (`Node.stats`)."""
         query = "SELECT id, op, source, module, param, seq, ord, next FROM nodes WHERE pass = ?"
-        nodes = {row[0]: Node(*row[:7], tuple(json.loads(row[7] or "[]"))) for row in self._db.execute(query, (index,))}
+        nodes = {row[0]: Node(*row[:7], next=tuple(json.loads(row[7] or "[]"))) for row in self._db.execute(query, (index,))}
         if self.has_prints and prints:
             query = "SELECT node, dir, slot, norm, exact, sketch, what FROM prints WHERE pass = ?"
             for node, d, slot, norm, exact, blob, what in self._db.execute(query, (index,)):
@@ -390,7 +390,13 @@ def _worst_stats(na: Node, nb: Node, dirs: tuple[int, ...]) -> Difference | None
     return found
 
 
-def arguments(na: Node, nb: Node) -> str | None:
+class Valued(Protocol):
+    """What `arguments` reads of a node: its values (a Node, or a live node's values)."""
+
+    values: dict[tuple[int, int], Value]
+
+
+def arguments(na: Valued, nb: Valued) -> str | None:
     """`A's saved arguments vs B's` where they differ (`approximate='none' vs approximate='tanh'`), else None."""
     va, vb = na.values.get((SAVED, -1)), nb.values.get((SAVED, -1))
     ta, tb = va.what if va else "", vb.what if vb else ""

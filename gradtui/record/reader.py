@@ -157,6 +157,7 @@ class Recording:
     def walkable(self, after: int | None = None, *, last: bool = False, before: int | None = None) -> int | None:
         """The first pass after `after` (or the `last` one, before `before` if given) with
         per-node data and a node that ran, or None: the passes a replay can walk."""
+        args: tuple[int, ...]
         where, args = "per_node = 1", ()
         if after is not None:
             where, args = where + " AND idx > ?", (after,)

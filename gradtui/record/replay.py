@@ -385,6 +385,7 @@ class ReplayTarget:
                 return events + self._end()
             events += self._enter(later)
             shown = self._shown
+            assert shown is not None
             if mode != "continue":
                 return [*events, self._paused(mode)]
             if (bp := shown.stops_before(self.breakpoints)) is not None:

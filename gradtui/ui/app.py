@@ -152,7 +152,7 @@ class GradtuiApp(App[int]):
         """The debugger's screen: its keys and its panes."""
         return self.debugger
 
-    def run(self, *args, **kwargs) -> int | None:  # type: ignore[override]
+    def run(self, *args, **kwargs) -> int | None:
         """Run in the terminal, sized by it, not by COLUMNS / LINES (gradtui.ui.tty)."""
         size_from_the_terminal()
         return super().run(*args, **kwargs)
@@ -254,8 +254,8 @@ class GradtuiApp(App[int]):
                 elif kind is ev.Output:
                     self.flush()
                     self.query_one(OutputLog).write_streams(
-                        ("".join(e.text for e in lines), STREAM_STYLE[stream])
-                        for stream, lines in itertools.groupby(events_, lambda e: e.stream))
+                        ("".join(e.text for e in lines), STREAM_STYLE[stream])  # type: ignore[attr-defined]  # Outputs
+                        for stream, lines in itertools.groupby(events_, lambda e: e.stream))  # type: ignore[attr-defined]
                 else:
                     for event in events_:
                         self._apply_event(event)

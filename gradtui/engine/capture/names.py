@@ -100,11 +100,11 @@ class LaterNames(Names):
             self._scopes = None
         return self._names
 
-    by_grad_fn = property(lambda self: self._collected().by_grad_fn)  # type: ignore[assignment]
-    by_leaf = property(lambda self: self._collected().by_leaf)  # type: ignore[assignment]
-    params = property(lambda self: self._collected().params)  # type: ignore[assignment]
-    several_roots = property(lambda self: self._collected().several_roots)  # type: ignore[assignment]
-    ready = property(lambda self: self._names is not None)  # type: ignore[assignment]
+    by_grad_fn = property(lambda self: self._collected().by_grad_fn)
+    by_leaf = property(lambda self: self._collected().by_leaf)
+    params = property(lambda self: self._collected().params)
+    several_roots = property(lambda self: self._collected().several_roots)
+    ready = property(lambda self: self._names is not None)
 
 
 class Tree(NamedTuple):

@@ -102,7 +102,7 @@ class PassPrints:
         (gradtui.engine.fingerprints.plan); without, made for this pass alone."""
         self._ids = {id(fn): i for i, fn in enumerate(nodes)}
         known = slots is not None and len(slots) == len(nodes)  # a capture's edges, node by node
-        self.plan = plan_for(graph_key(nodes, slots) if known else None, len(nodes))
+        self.plan = plan_for(graph_key(nodes, slots) if known and slots is not None else None, len(nodes))
         self._facts = self.plan.known
         """Per node, its NodeFacts where the plan has them already (else None: `plan.facts` makes them)."""
         self.against = against
@@ -189,8 +189,8 @@ class PassPrints:
         arrived: list[tuple[torch.Tensor, Row]] = []
         for slot, grad in enumerate(received):
             held = self._sent.pop((node, slot), None)
-            reuse = (held.row if held is not None and held.tensor is not None and held.tensor() is grad
-                     and grad._version == held.version else None)
+            reuse = (held.row if held is not None and held.tensor is not None and grad is not None
+                     and held.tensor() is grad and grad._version == held.version else None)
             row = self._add(grad, node, RECEIVED, slot, "", reuse)
             if row is not None:
                 arrived.append((grad, row))
@@ -200,7 +200,7 @@ class PassPrints:
         for slot, grad in enumerate(sent):
             true = True  # the row is the sketch of `grad` itself
             if moves and plain(grad):
-                reuse: Row | None = arrived[0][1]
+                reuse = arrived[0][1]
                 true = keeps_sketch(moves, tuple(arrived[0][0].shape), tuple(grad.shape))
             else:
                 reuse = next((row for t, row in arrived if plain(grad) and same_values(t, grad)), None)

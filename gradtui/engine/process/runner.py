@@ -120,7 +120,7 @@ class _BytesToText(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data) -> int:  # type: ignore[override]
+    def write(self, data) -> int:
         data = bytes(data)
         self._text.write(self._decoder.decode(data))
         return len(data)

@@ -196,7 +196,8 @@ class ModuleCalls:
             else:
                 state.seqs.append(_get_sequence_nr())
                 state.labels.append(where)
-                if top.where is None:  # user code inside the stretch called torch's module code
+                # (a stretch is open: a module runs, the stack has a top)
+                if top.where is None:  # type: ignore[union-attr]  # user code inside the stretch called torch's module
                     self._mode_off(state)
         else:
             where = None

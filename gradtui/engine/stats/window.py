@@ -251,7 +251,7 @@ def fetch_in_python(big: list[tuple[int, torch.Tensor, int]], small: list[tuple[
         normed = [*others, *(t for _, t, _ in big)] if others else [t for _, t, _ in big]
         parts = [torch.stack(torch._foreach_norm(normed))] if normed else []
         if wide:
-            extras = []
+            extras: list[torch.Tensor] = []
             for _, t, _ in wide:
                 lo, hi = extremes(t)
                 extras += (lo, hi, t.sum())
