@@ -183,7 +183,7 @@ def child_main() -> int:
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.getcwd():
         del sys.path[0]  # `-m` put the cwd first; `python script.py` would not have it
     for stream in (sys.stdout, sys.stderr):
-        stream.reconfigure(line_buffering=True)  # a pipe, read live by the UI, as a terminal would be
+        stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a TextIOWrapper: a pipe, read live by the UI, as a terminal would be
     from gradtui.engine.process import exits
 
     exits.arm()  # before torch is imported: the process ends last of all as python's would

@@ -172,10 +172,11 @@ class Session:
         take effect at once.
         """
         if isinstance(command, str):
+            line = command
             try:
-                command = parse(command)
+                command = parse(line)
             except CommandError as exc:
-                self.emit(ev.CommandResult(command, str(exc), ok=False, request=request))
+                self.emit(ev.CommandResult(line, str(exc), ok=False, request=request))
                 return
         if isinstance(command, Quit):
             self.run_quit.quit()

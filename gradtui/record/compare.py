@@ -149,7 +149,8 @@ class Side:
         """Pass `index`'s nodes in forward order, with their fingerprints (`prints`, where it has
         them), else with their gradients' recorded statistics (`Node.stats`)."""
         query = "SELECT id, op, source, module, param, seq, ord, next FROM nodes WHERE pass = ?"
-        nodes = {row[0]: Node(*row[:7], next=tuple(json.loads(row[7] or "[]"))) for row in self._db.execute(query, (index,))}
+        nodes = {row[0]: Node(*row[:7], tuple(json.loads(row[7] or "[]")))  # type: ignore[call-arg]  # 7 columns, 7 fields
+                 for row in self._db.execute(query, (index,))}
         if self.has_prints and prints:
             query = "SELECT node, dir, slot, norm, exact, sketch, what FROM prints WHERE pass = ?"
             for node, d, slot, norm, exact, blob, what in self._db.execute(query, (index,)):
@@ -393,7 +394,8 @@ def _worst_stats(na: Node, nb: Node, dirs: tuple[int, ...]) -> Difference | None
 class Valued(Protocol):
     """What `arguments` reads of a node: its values (a Node, or a live node's values)."""
 
-    values: dict[tuple[int, int], Value]
+    @property
+    def values(self) -> dict[tuple[int, int], Value]: ...
 
 
 def arguments(na: Valued, nb: Valued) -> str | None:

@@ -50,6 +50,7 @@ class Unreachable:
 
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
         """No events."""
+        batch: list[ev.Event]
         for batch in ():  # an async generator that yields nothing
             yield batch
 
@@ -68,7 +69,7 @@ class TabApp(GradtuiApp):
         """The tab's web driver (textual-serve names Textual's own in TEXTUAL_DRIVER)."""
         return TabDriver
 
-    async def on_unmount(self, event: events.Unmount) -> None:
+    async def on_unmount(self, event: events.Unmount) -> None:  # type: ignore[override]  # Textual hands it the event
         """Detach (GradtuiApp's own handler, which stops the target, is not run)."""
         if self.link.finished.is_set() or self.link.quitting:
             return  # ended, or `q`: GradtuiApp's handler has nothing left to do

@@ -52,6 +52,7 @@ class RemoteTarget:
             where = f"{self._address[0]}:{self._address[1]}" if self._address else "the agent"
             raise TargetError(f"cannot reach {where}: {_reason(exc)} "
                               "(is the agent still running? `gradtui attach` lists running agents)") from None
+        assert self._reader is not None  # connected above
         try:
             hello = await asyncio.wait_for(protocol.read_frame_async(self._reader), self._hello_timeout)
             protocol.check_hello(hello)

@@ -103,7 +103,7 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
         names, kinds, nexts = self.walk.names, self.walk.kinds, self.walk.nexts
         seqs = self._seqs if self._seqs is not None else list(map(sequence_nr, self.nodes))
         infos = list(map(walked, names, kinds, seqs, nexts))
-        if self._leaves_nameable():
+        if self._leaves_nameable() and self.names is not None:
             by_leaf, params = self.names.by_leaf, self.names.params
             for i in self.accumulators:
                 leaf_id = self._leaf_id(i)
@@ -117,7 +117,7 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
         return self.leaves_named and self.names is not None and (bool(self.nodes) or self._leaves is not None)
 
     def _leaf_id(self, i: int) -> int:
-        return id(self.nodes[i].variable) if self.nodes else self._leaves[i]  # type: ignore[index]
+        return id(self.nodes[i].variable) if self.nodes else self._leaves[i]  # type: ignore[attr-defined, index]  # AccumulateGrad's; torch's Node type lacks it
 
     def leaf_name(self, i: int) -> str | None:
         """What the pass calls leaf accumulator `i`'s tensor: its parameter's name, else its first
@@ -179,7 +179,7 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
                     self._seqs = list(map(sequence_nr, self.nodes))
                 if self.leaves_named and self.names is not None:  # the leaves' labels: by their tensors' ids
                     nodes = self.nodes
-                    self._leaves = {i: id(nodes[i].variable) for i in self.accumulators}
+                    self._leaves = {i: id(nodes[i].variable) for i in self.accumulators}  # type: ignore[attr-defined]  # AccumulateGrad's; torch's Node type lacks it
                     keep = True
             self.nodes = []
             if not keep:
@@ -369,7 +369,7 @@ def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names, leaves_nam
         elif leaves_named:
             labels, param, source = info.labels, info.param, None
         else:  # a walk with names not collected yet
-            leaf_id = id(node.variable)
+            leaf_id = id(node.variable)  # type: ignore[attr-defined]  # AccumulateGrad's; torch's Node type lacks it
             labels, param, source = tuple(names.by_leaf.get(leaf_id, ())), names.params.get(leaf_id), None
         if source is None:
             infos[i] = info.described(labels, param, None, None, None, module, saved_summary(node))

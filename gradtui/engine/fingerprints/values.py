@@ -189,8 +189,8 @@ class PassPrints:
         arrived: list[tuple[torch.Tensor, Row]] = []
         for slot, grad in enumerate(received):
             held = self._sent.pop((node, slot), None)
-            reuse = (held.row if held is not None and held.tensor is not None and grad is not None
-                     and held.tensor() is grad and grad._version == held.version else None)
+            reuse = (held.row if held is not None and held.tensor is not None and held.tensor() is grad
+                     and grad is not None and grad._version == held.version else None)
             row = self._add(grad, node, RECEIVED, slot, "", reuse)
             if row is not None:
                 arrived.append((grad, row))

@@ -56,10 +56,13 @@ class Walked(Protocol):
     """What a plan reads of a pass's walk (gradtui.engine.capture.graph.Walk): per node id its name, kind
     and sole sender."""
 
-    names: list[str]
-    kinds: list[str]
-    producer: list[tuple[int, int] | None]
-    """Per node with exactly one sender: (sender id, its output slot), else None."""
+    @property
+    def names(self) -> list[str]: ...
+    @property
+    def kinds(self) -> list[str]: ...
+    @property
+    def producer(self) -> list[tuple[int, int] | None]:
+        """Per node with exactly one sender: (sender id, its output slot), else None."""
 
 
 NONE, POST, BOTH = 0, 1, 2

@@ -164,7 +164,7 @@ def grad_outputs_handles(state: PassRecord, node: int, grads: tuple[Any, ...], l
                 if not light:
                     window.want_full(handle)
                 out.append(handle)
-            elif light or handle.mean is not None:  # not light stats while stepping
+            elif light or handle.mean is not None:  # type: ignore[union-attr]  # a Stats: ints went above, a sent grad has stats
                 out.append(handle)
             else:
                 out.append(window.add(grad, light))

@@ -138,7 +138,7 @@ class NodeList(ScrollView, can_focus=True):
         return self.state.view
 
     @property
-    def tree(self) -> ModuleTree | None:
+    def tree(self) -> ModuleTree | None:  # type: ignore[override]  # the module tree, not DOMNode's debug tree
         """The module tree of the shown pass (module view only)."""
         return self.rows.tree
 

@@ -88,11 +88,13 @@ class RowPainter:
             breakpoints: tuple[Marker, ...]) -> list[Segment]:
         """Row `row` of the list: a node's, or in the module view a module's or an indented node's."""
         tree, view = rows.tree, rows.view
+        assert view is not None  # a list with rows shows a pass
         if tree is None:
             return self.node_row(view, rows.order[row], width, base, current, breakpoints)
         item = tree.rows[row]
         if item.module is not None:
             return self.module_row(tree, item.module, item.depth, width, base)
+        assert item.node is not None  # a row without a module is a node's
         return self.node_row(view, item.node, width, base, current, breakpoints, indent=2 * item.depth)
 
     def module_row(self, tree: ModuleTree, path: str, depth: int, width: int, base: Style) -> list[Segment]:
