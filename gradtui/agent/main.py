@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradtui.agent.build import Transport, build_agent, process_info
 from gradtui.agent.output import FdTee
@@ -27,6 +27,9 @@ from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
 from gradtui.agent.server import AgentServer
 from gradtui.protocol.options import RunOptions
 from gradtui.wire.runtime import AgentEntry, parse_address, remove_entry, write_entry
+
+if TYPE_CHECKING:  # the session imports the engine; only its type is needed here
+    from gradtui.engine.session import Session
 
 TOKEN_FD_ENV = "GRADTUI_TOKEN_FD"
 """A child agent reads its token from this inherited fd (not the environment: /proc/PID/environ)."""
@@ -124,7 +127,7 @@ def _ui_connected(server: AgentServer, conn: socket.socket) -> bool:
     return False
 
 
-def _capture(tee: bool, session: Any, outputs: Outputs) -> tuple[FdTee | None, Any]:
+def _capture(tee: bool, session: Session, outputs: Outputs) -> tuple[FdTee | None, Any]:
     """Start capturing the script's output: fds 1/2 teed into Output events (--listen), or, for a
     child agent whose UI reads its pipes, the lines written through sys.stdout/stderr teed into
     the recording (if there is one)."""

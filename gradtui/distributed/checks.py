@@ -19,7 +19,7 @@ import json
 import queue
 from collections import Counter
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -40,6 +40,9 @@ from gradtui.protocol.commands import (
     parse,
 )
 
+if TYPE_CHECKING:  # the session imports the engine; only its type is needed here
+    from gradtui.engine.session import Session
+
 WAIT = timedelta(seconds=0.2)
 
 
@@ -58,7 +61,7 @@ def digest(grad: torch.Tensor) -> str:
 class Checks:
     """The diverge check of one rank, and its hold after a pass (see module doc)."""
 
-    def __init__(self, session: Any, store: Any, rank: int, world: int, link: Any) -> None:
+    def __init__(self, session: Session, store: Any, rank: int, world: int, link: Any) -> None:
         self.session, self.store, self.rank, self.world, self.link = session, store, rank, world, link
         self.diverge = False
         self.held = False
