@@ -129,7 +129,8 @@ class JobHub:
                 case ev.Output() if rank != self.shown:
                     forward = msgspec.structs.replace(event, text="".join(
                         f"[rank {rank}] {line}" for line in event.text.splitlines(keepends=True)))
-            if isinstance(forward, ev.Paused) and rank == self.shown and event.reason == "step" and self._behind(rank):  # type: ignore[attr-defined]  # a Paused
+            if isinstance(forward, ev.Paused) and isinstance(event, ev.Paused) and rank == self.shown \
+                    and event.reason == "step" and self._behind(rank):
                 self._held.hold(forward)
                 forward = None
             if forward is not None and (rank == self.shown or isinstance(event, (ev.Output, ev.CommandResult))):
