@@ -1,6 +1,6 @@
 """gradtui's performance figures, as ratios against baselines measured in the same run.
 
-    python benchmarks/bench.py            # every figure, the issue's model sizes (~4 min on 2 cores)
+    python benchmarks/bench.py            # every figure, the targets' model sizes (~4 min on 2 cores)
     python benchmarks/bench.py --quick    # smaller models and fewer repeats: a smoke run (< 1 min)
     python benchmarks/bench.py --only capture,ui   # some groups (capture backward forward small wire ui
                                                 # memory bigtensor headless record)
@@ -13,13 +13,13 @@ can be, so both see the same noise, and where they are (the backward and floor r
 the median of the pairs' ratios (benchtable.paired_row: these hosts' speed drifts by half between
 minutes, and two separate medians can come from different speeds).
 
-Targets (issue 20's table, DESIGN.md's "Performance targets"): backward in `continue` + a `nan`
+Targets (the performance targets, docs/performance.md): backward in `continue` + a `nan`
 watch <= 1.35x plain at d=64 (tiny tensors: the per-node cost) and <= 1.10x at d=256; `continue`
 without a watch (the UI's statistics) <= 1.3x / <= 1.08x; every statistic (a report, a recording)
 <= 1.8x / <= 1.3x; forward with provenance <= 1.15x plain at d=64 and <= 1.05x at d=256
 (bench_provenance.py's rows, in the `forward` group, with anomaly mode's forward beside them);
 capture in `continue` (lazy) <= 0.1x torchviz's make_dot on the 48-layer encoder (capture with
-every node's metadata keeps DESIGN's old <= 0.5x); a 100,000-node chain's first pause <= 5 s,
+every node's metadata keeps the earlier <= 0.5x); a 100,000-node chain's first pause <= 5 s,
 its pass in `continue` + `nan` <= 2x plain, its memory <= 2x; the whole process `--headless -c
 continue` <= 1.03x `python`; `--record` <= 1.3x and `--flight 5` <= 1.2x; host reads per node
 <= 0.05 without a watch and <= 0.2 with one (counts); in the UI with a 10,000-node pass, the
@@ -28,13 +28,13 @@ call; RSS grows < 50 MB over 200 training passes with no graph kept alive; a
 100-million-element gradient is summarized in bounded time and memory, never copied to Python;
 a 500-step headless loop stopping at `break pass 400` runs its earlier passes <= 1.5x plain.
 The floors stand beside the targets they bound: a no-op prehook + posthook on every node, a
-no-op posthook on the planned nodes only, the issue's prototype (those posthooks taking each
+no-op posthook on the planned nodes only, the Python prototype (those posthooks taking each
 norm and checking it, a bare walk, no removal: the mechanism without gradtui's own work) and the
 same posthooks compiled (bench_compiled.py, where a compiler and ninja are at hand), one fused
 norm of every gradient a pass made, a no-op TorchFunctionMode with global module hooks. The
-`wire` group (bench_agent.py, issue 10) sizes and times a 10,000-node graph frame and counts
+`wire` group (bench_agent.py) sizes and times a 10,000-node graph frame and counts
 frames per second while NodeRan events stream through a real AgentServer (<= ~20/s); the `ui`
-rows run against a child agent. The `record` group ends with issue 23's rows (bench_diff.py): a
+rows run against a child agent. The `record` group ends with the fingerprints' rows (bench_diff.py): a
 recorded backward with fingerprints <= 1.15x one without, a live pass `--against` a reference
 <= 1.3x, and the floor under any sketch (the fingerprints' bookkeeping, every sketch a
 constant), process CPU time. Timing thresholds are never asserted in the unit tests.
@@ -67,19 +67,18 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gradtui.protocol import events as ev  # noqa: E402
-from gradtui.engine.hooks.compiled import CompiledHooks  # noqa: E402
 from gradtui.engine.capture.graph import Names, capture  # noqa: E402
+from gradtui.engine.hooks.compiled import CompiledHooks  # noqa: E402
 from gradtui.engine.provenance.forward import Provenance  # noqa: E402
 from gradtui.engine.session import Session  # noqa: E402
+from gradtui.protocol import events as ev  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_agent import bench_ui, bench_wire  # noqa: E402
-from bench_models import D_MODEL, model_sizes, transformer  # noqa: E402
 from bench_core import bench_chain, bench_floor, bench_headless_continue, bench_host_reads  # noqa: E402
+from bench_models import D_MODEL, model_sizes, transformer  # noqa: E402
 from bench_process import bench_big_tensor, bench_headless, bench_memory, bench_record  # noqa: E402
 from benchtable import Row, add, median, ms, paired_row, print_table, ratio_row  # noqa: E402
-
 
 # ---- models ------------------------------------------------------------------------------
 
@@ -254,7 +253,7 @@ def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int =
     sizes = model_sizes(layers, batch, width)
     base = median(plain)
     ratio_row("forward with provenance recording (wall time)", sizes, median(recorded), base, target, "plain forward")
-    ratio_row("forward under set_detect_anomaly(True) (issue 4)", sizes, median(anomaly), base, None, "plain forward")
+    ratio_row("forward under set_detect_anomaly(True) ", sizes, median(anomaly), base, None, "plain forward")
     add(Row("gradtui's provenance vs anomaly mode, forward", sizes, ms(median(recorded)),
             f"{ms(median(anomaly))} anomaly mode", median(recorded) / median(anomaly), "-", None))
 
@@ -268,7 +267,8 @@ GROUPS = ("capture", "backward", "forward", "small", "hostreads", "floor", "chai
 def _forward_group(quick: bool, models: list[tuple[int, tuple[int, int]]], repeat: int) -> None:
     """The forward rows: provenance (d=64, d=256, user-written blocks), then anomaly mode's forward
     beside plain and provenance, which it replaces."""
-    from bench_provenance import bench_forward as provenance_forward, user_written
+    from bench_provenance import bench_forward as provenance_forward
+    from bench_provenance import user_written
 
     pairs = 5 if quick else 40
     provenance_forward(4 if quick else 12, 64, (8, 32), pairs, target=1.15)
@@ -281,7 +281,7 @@ def _forward_group(quick: bool, models: list[tuple[int, tuple[int, int]]], repea
 
 
 def _record_group(quick: bool) -> None:
-    """The recording rows: --record and --flight, the SQLite writer, a replay's open, and (issue 23)
+    """The recording rows: --record and --flight, the SQLite writer, a replay's open, and
     fingerprints and --against beside a recorded pass."""
     bench_record(50, 2 if quick else 4, 1 if quick else 3)
     from bench_record import bench_recorder, bench_replay_open
@@ -323,22 +323,22 @@ def main() -> None:
     only, quick = _options()
     torch.set_num_threads(1)  # the machines are small and noisy; one thread is steadier
     repeat = 3 if quick else 5
-    # (layers, batch): the issue's 12- and 48-layer encoders; --quick shrinks them
+    # (layers, batch): the targets' 12- and 48-layer encoders; --quick shrinks them
     models = [(2, (4, 32)), (6, (4, 32))] if quick else [(12, (8, 128)), (48, (8, 64))]
     began = time.perf_counter()
     compiled = _compiled_posthooks()
     try:
-        if "capture" in only:  # issue 20's target is the 48-layer lazy row's; the eager rows keep DESIGN's old 0.5x
+        if "capture" in only:  # the 0.1x target is the 48-layer lazy row's; the eager rows keep the earlier 0.5x
             for layers, batch in models:
                 last = layers == models[-1][0]
                 bench_capture(layers, batch, repeat, target=0.5, lazy_target=0.1 if last else None)
         if "backward" in only:
             for layers, batch in models:
-                first = layers == models[0][0]  # issue 20's d=256 targets are the 12-layer row's
+                first = layers == models[0][0]  # the d=256 targets are the 12-layer row's
                 bench_backward(layers, batch, repeat, targets=(1.10, 1.08, 1.30) if first else (1.25, None, None))
-        if "forward" in only:  # issue 20's targets: the d=64 and d=256 provenance rows (bench_provenance.py)
+        if "forward" in only:  # the provenance targets: the d=64 and d=256 rows (bench_provenance.py)
             _forward_group(quick, models, repeat)
-        if "small" in only:  # tiny tensors: Python's cost per node shows (issue 15's targets)
+        if "small" in only:  # tiny tensors: Python's cost per node shows (the per-node targets)
             small = " [tiny tensors]"
             # a pass is ~10 ms: many more pairs than the big rows, so a median is steady on a loaded machine
             bench_backward(4 if quick else 12, (8, 32), 5 * repeat, width=64, targets=(1.35, 1.30, 1.80), label=small)

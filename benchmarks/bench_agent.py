@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
 from benchtable import Row, add, median, ms
+
 from gradtui.agent.server import BATCH_INTERVAL, AgentServer, ServerHooks
-from gradtui.protocol import events as ev
 from gradtui.engine.capture.graph import Names, capture
 from gradtui.engine.session import Session
+from gradtui.protocol import events as ev
 from gradtui.wire import protocol
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.codec import from_wire, to_wire

@@ -4,7 +4,7 @@ gradtui's planned hooks (gradtui.engine.hooks.planned) are Python: the engine ta
 each gradient in a Python object and calls the hook, whose norm is one more Python call into
 the dispatcher. This prototype puts the same posthooks on the same nodes as C++
 `FunctionPostHook`s: each takes the norm of every gradient its node sends, checks it is finite
-and keeps it, with no Python at all until the pass is over. It is a measuring stick for issue 20
+and keeps it, with no Python at all until the pass is over. It is a measuring stick for the hooks' cost
 (what another mechanism costs, beside the pure-Python prototype's floor row), not part of
 gradtui: it needs a C++ compiler and ninja (`pip install '.[bench]'`), and torch's
 `load_inline` builds it once (~1 min) into torch's extension cache.

@@ -1,4 +1,4 @@
-"""The bench's figures for the core's hot path (issue 15): host reads per node, the no-op hook
+"""The bench's figures for the core's hot path: host reads per node, the no-op hook
 floor, and a 100,000-node chain pass.
 
     python benchmarks/bench.py --only hostreads,floor,chain100k
@@ -15,15 +15,14 @@ pass made (the floor of any per-node statistics); `chain100k` runs a chain of
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
-
 from benchtable import Row, add, alternate, median, paired_row, ratio_row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,9 +49,9 @@ def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] =
 
 
 def _host_reads(layers: int, width: int, batch: tuple[int, int]) -> None:
+    from gradtui.engine.session import CHECK_EVERY, Session
     from gradtui.protocol import events as ev
     from tests.hostreads import HostReads
-    from gradtui.engine.session import CHECK_EVERY, Session
 
     model = _encoder(layers, width)
     data = torch.randn(*batch, width)
@@ -144,13 +143,14 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
 def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int, repeat: int) -> None:
     """Two floors under the `continue` + `nan` rows, against plain backward: a no-op posthook on the
     nodes the hook plan hooks (gradtui.engine.hooks.plan) and nothing on the others (the walk outside the
-    timed region); and the issue's prototype, the same posthooks taking the norm of each gradient
+    timed region); and the Python prototype, the same posthooks taking the norm of each gradient
     sent (and of what arrives from several producers) and checking it is finite, with a bare walk
     and the registration timed, the plan reused and no handle removed: the mechanism with none of
     gradtui's own work (statistics, events, the plan cache's checks); and, where a compiler is
     at hand, that prototype's posthooks compiled (bench_compiled.py: another mechanism's floor)."""
     from bench_compiled import compiled_hooks
     from bench_models import model_sizes
+
     from gradtui.engine.capture.graph import capture
     from gradtui.engine.hooks.plan import NONE, make_plan
 
@@ -236,7 +236,7 @@ def peak_kb():  # this process's own high-water mark: ru_maxrss keeps the parent
 import torch
 torch.set_num_threads(1)
 from gradtui.engine.capture.graph import allow_deep_graphs
-allow_deep_graphs()  # freeing a 100,000-node chain recurses once per node (DESIGN.md)
+allow_deep_graphs()  # freeing a 100,000-node chain recurses once per node (gradtui.engine.capture.graph.allow_deep_graphs says why)
 n, mode = int(sys.argv[1]), sys.argv[2]
 x = torch.ones(4, requires_grad=True)
 y = x

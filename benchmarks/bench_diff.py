@@ -1,4 +1,4 @@
-"""Issue 23's cost: a recorded pass with fingerprints, and a live pass `--against` a reference,
+"""What fingerprints cost: a recorded pass with fingerprints, and a live pass `--against` a reference,
 each against a recorded pass without fingerprints, in one run.
 
     python benchmarks/bench_diff.py [--layers L] [--rounds R]
@@ -34,12 +34,12 @@ from typing import NamedTuple
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from gradtui.engine.fingerprints import values as fingerprint_module  # noqa: E402
 from gradtui.engine.fingerprints import sketch  # noqa: E402
+from gradtui.engine.fingerprints import values as fingerprint_module  # noqa: E402
 from gradtui.engine.session import Session  # noqa: E402
-from gradtui.record.store import Recorder  # noqa: E402
 from gradtui.protocol import events as ev  # noqa: E402
 from gradtui.record.against import Reference  # noqa: E402
+from gradtui.record.store import Recorder  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_models import transformer  # noqa: E402
@@ -170,7 +170,7 @@ def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
 
 
 def bench_diff(layers: int, rounds: int) -> None:
-    """bench.py's rows (its `record` group): the two ratios of issue 23, of CPU time, beside
+    """bench.py's rows (its `record` group): the fingerprints' two ratios, of CPU time, beside
     their baseline (a recorded pass without fingerprints) measured in the same rounds."""
     from benchtable import median, ratio_row
 

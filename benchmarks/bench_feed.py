@@ -6,7 +6,7 @@
 Each row is a whole `python -m gradtui --headless -x FILE chain.py` process, its baseline the
 same process with an empty FILE, run interleaved in the same run (the median of `--repeats`):
 the rate is N / (time - baseline), and `per 10k` the seconds 10,000 more commands add. Linear
-feeding keeps the rate flat as N grows (issue 21: 200,000 lines answered 63,000 in 150 s, with a
+feeding keeps the rate flat as N grows (before it did: 200,000 lines answered 63,000 in 150 s, with a
 list's pop(0) shifting every later command; target >= 10,000 answered commands per second).
 Timing thresholds are never asserted in the unit tests (tests/cli/test_feeding.py counts).
 """

@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gradtui.protocol import events as ev  # noqa: E402
-from gradtui.engine.session import Session  # noqa: E402
 from bench_models import ENCODER_LOOP  # noqa: E402
 from benchtable import Row, add, alternate, median, ms, ratio_row  # noqa: E402
 
+from gradtui.engine.session import Session  # noqa: E402
+from gradtui.protocol import events as ev  # noqa: E402
 
 # ---- memory ------------------------------------------------------------------------------
 
@@ -155,7 +155,7 @@ def bench_big_tensor(numel: int, repeat: int) -> None:
             data["extra_mb"] < limit and data["tolist"] <= 64))
 
 
-# ---- a headless loop that stops at pass 400 (issue 5) ------------------------------------
+# ---- a headless loop that stops at pass 400 -----------------------------------------------
 
 TRAIN_LOOP = """\
 import json
@@ -213,7 +213,7 @@ def bench_headless(steps: int, stop: int, rounds: int = 2) -> None:
     base, mine = min(plain_medians), min(our_medians)  # the least disturbed run of each
     ratio = mine / base
     sizes = f"{steps} steps, MLP 256-256-256-256-10, batch 64, SGD"
-    add(Row(f"headless `-c 'break pass {stop}' -c continue`: passes before it (issue 5)", sizes,
+    add(Row(f"headless `-c 'break pass {stop}' -c continue`: passes before it", sizes,
             f"{mine * 1e3:.3f} ms", f"{base * 1e3:.3f} ms plain backward", ratio,
             f"<= 1.50x, stops at pass {stop}", ratio <= 1.5 and stopped and not early))
     if not stopped or early:

@@ -1,6 +1,6 @@
-"""Forward with provenance against plain forward (issue 20 item 6), with the floors beside it.
+"""Forward with provenance against plain forward, with the floors beside it.
 
-    python benchmarks/bench_provenance.py            # the issue's sizes (~1 min on 2 loaded cores)
+    python benchmarks/bench_provenance.py            # the targets' sizes (~1 min on 2 loaded cores)
     python benchmarks/bench_provenance.py --quick    # a smoke run (a few seconds)
 
 Each figure is a median of paired runs alternated in one process (plain, provenance, floors, in
@@ -9,7 +9,7 @@ machine is shared, and wall time would count other processes' turns on the core.
 printed in bench.py's table (benchmarks/benchtable.py), so bench.py can run them as a group.
 
 The floors: a no-op TorchFunctionMode with no-op global module hooks (what recording every op
-from Python costs before it records anything: gradtui before issue 20 sat above it); the no-op
+from Python costs before it records anything: gradtui's first provenance sat above it); the no-op
 global module hooks alone (what remains once the mode is off the stack while torch's own module
 code runs, if module calls are seen by hooks: any global hook sends every call down torch's
 hooked path); and a no-op wrapper of `nn.Module.__call__` (how gradtui sees module calls now:
@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchtable import Row, add, median, print_table, ratio_row  # noqa: E402
 
-from gradtui.engine.compat import is_compiling  # noqa: E402
 from gradtui.engine.capture.graph import capture  # noqa: E402
+from gradtui.engine.compat import is_compiling  # noqa: E402
 from gradtui.engine.provenance.forward import Provenance  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Recording figures (issue 13): opening a 1 GB recording in `gradtui replay` and drawing its
+"""Recording figures: opening a 1 GB recording in `gradtui replay` and drawing its
 passes view (<= 1 s), and what the recorder costs per node it writes.
 
     python benchmarks/bench_record.py              # both (makes a 1 GB file in a temp folder, deletes it)
@@ -130,9 +130,9 @@ def bench_recorder(steps: int = 20, layers: int = 4, rounds: int = 3) -> None:
     Recorder, its time per NodeRan written, beside the run's own time per node."""
     import torch
 
-    from gradtui.protocol import events as ev
     from gradtui.engine.process.runner import ScriptRunner
     from gradtui.engine.session import Session
+    from gradtui.protocol import events as ev
     from gradtui.record.store import Recorder
 
     torch.set_num_threads(1)

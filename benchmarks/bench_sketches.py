@@ -1,4 +1,4 @@
-"""Issue 23's fingerprint mechanisms side by side: what each costs and what it sees.
+"""The fingerprint mechanisms side by side: what each costs and what it sees.
 
     python benchmarks/bench_sketches.py [--rounds R] [--accuracy] [--hot-cold]
 
@@ -18,7 +18,7 @@ written) is the engine's own:
   norm; ‖a − b‖ / ‖a‖ estimated as ‖S(a) − S(b)‖ / ‖a_S‖;
 - `sampled 64, stored`: the 64 sampled values themselves (8x the numbers to read and write).
 
-`--accuracy`: the issue's 1,000 random pairs (within 2x of the exact ‖a − b‖ / ‖a‖) and a sparse
+`--accuracy`: the accuracy target's 1,000 random pairs (within 2x of the exact ‖a − b‖ / ‖a‖) and a sparse
 difference (one element, one row, one column changed) of two of the model's shapes: how often
 the estimate sees it at all, and how often within 2x. `--hot-cold`: the full sketch of one
 value hot in cache against the same value after 256 MB were written (item 1b's premise).
@@ -39,12 +39,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gradtui.engine.fingerprints import values as fpmod  # noqa: E402
-from gradtui.engine.fingerprints import sketch as sk  # noqa: E402
-from gradtui.protocol import events as ev  # noqa: E402
-from gradtui.protocol.fingerprints import estimate_distance  # noqa: E402
 from bench_diff import constant, one_pass  # noqa: E402
 from bench_models import transformer  # noqa: E402
+
+from gradtui.engine.fingerprints import sketch as sk  # noqa: E402
+from gradtui.engine.fingerprints import values as fpmod  # noqa: E402
+from gradtui.protocol import events as ev  # noqa: E402
+from gradtui.protocol.fingerprints import estimate_distance  # noqa: E402
 
 FULL = fpmod.fingerprint
 _positions: dict[tuple[int, int, int], torch.Tensor] = {}

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 import torch
 
-from gradtui.protocol import events as ev
-from gradtui.protocol.report import Report
+from gradtui.clients.headless import HeadlessDriver
 from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
-from gradtui.clients.headless import HeadlessDriver
+from gradtui.protocol import events as ev
+from gradtui.protocol.report import Report
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "tests" / "fixtures"
@@ -237,7 +237,7 @@ class Driven:
         self.runner = ScriptRunner(path, list(args), self.session)
         self.thread = None
 
-    def start(self) -> "Driven":
+    def start(self) -> Driven:
         self.thread = self.runner.start()
         return self
 

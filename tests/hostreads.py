@@ -49,7 +49,7 @@ class HostReads:
         """Start counting from zero again."""
         self.counts.clear()
 
-    def __enter__(self) -> "HostReads":
+    def __enter__(self) -> HostReads:
         if self._threads is None:
             self._threads = {threading.get_ident()}
         for name in _ALWAYS + _DEVICE_ONLY:

@@ -1,4 +1,4 @@
-"""The boundaries DESIGN.md draws, as what a process really loads: the core without the UI, the
+"""The boundaries docs/architecture.md draws, as what a process really loads: the core without the UI, the
 UI without the session, clients without torch (the static import rules: tests/test_layers.py)."""
 
 from __future__ import annotations

@@ -70,6 +70,25 @@ def test_no_page_points_at_an_outside_design_file_or_an_issue_number():
     assert found == [], "\n".join(found)
 
 
+def _source_files() -> list:
+    """Every file of the code, the tests and the benchmarks that git would track (no caches)."""
+    return sorted(path for folder in ("gradtui", "tests", "benchmarks") for path in (REPO / folder).rglob("*")
+                  if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".so"))
+
+
+def test_no_source_points_at_an_outside_design_file_or_an_issue_number():
+    """Code, tests and benchmarks say the reason, not a pointer a reader cannot follow. (The pattern
+    is written so that it does not match its own source.)"""
+    pattern = re.compile(r"DESIGN\.md|\b[Ii]ssue #?[0-9]+")
+    files = _source_files()
+    assert len(files) > 100 and REPO / "tests" / "test_docs.py" in files
+    found = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+             for path in files
+             for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+             if pattern.search(line)]
+    assert found == [], "\n".join(found)
+
+
 def test_the_checks_read_real_pages():
     """The pages are there and the sections are found: a renamed heading fails here, not silently."""
     pages = _reader_pages()

@@ -1,4 +1,4 @@
-"""The layers DESIGN.md draws, checked statically over the source (`ast`, every import at any
+"""The layers docs/architecture.md draws, checked statically over the source (`ast`, every import at any
 depth of a module, the lazy ones inside functions included): protocol <- engine <- agent;
 protocol <- wire <- clients / ui / record; cli on top; no cycle between packages; the torch-free
 packages reach no torch, and the core no Textual or Rich, directly or through another module.

@@ -26,6 +26,7 @@ from gradtui.protocol.options import PathChecks, RunOptions
 
 if TYPE_CHECKING:  # the server (sockets, the wire's codec, msgspec) is imported only by an agent that serves
     from gradtui.agent.server import AgentServer
+    from gradtui.engine.session import Session
 
 
 class Transport(msgspec.Struct, frozen=True):
@@ -46,9 +47,9 @@ class Agent(msgspec.Struct):
 
     options: RunOptions
     outputs: Outputs
-    session: Any
+    session: Session
     server: AgentServer | None = None
-    commands: "AgentCommands | None" = None
+    commands: AgentCommands | None = None
     """The command path the server's hooks call (None headless: the client talks to the session)."""
     tap: Any = None
 
@@ -57,7 +58,7 @@ class AgentCommands:
     """The agent's command path: a typed line parsed once and given to the session as a
     `Command` (a line that does not parse is answered here; `quit` takes the run's quit path)."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self._session = session
 
     def submit(self, text: str, request: int) -> None:
@@ -121,7 +122,7 @@ def _new_session(options: RunOptions):
     return session
 
 
-def _attach(session: Any, options: RunOptions, listeners: tuple[Any, ...]) -> None:
+def _attach(session: Session, options: RunOptions, listeners: tuple[Any, ...]) -> None:
     """Attach `listeners` in order, then arm the breakpoints `options` ask for. (A job's tap lets
     signals act at once in its own long waits only: gradtui.distributed.tap.)"""
     for listener in listeners:
@@ -188,7 +189,7 @@ def _in_job() -> bool:
     return in_job_env()
 
 
-def _job_tap(session: Any, commands: AgentCommands, transport: Transport, quit_: Callable[[], None]):
+def _job_tap(session: Session, commands: AgentCommands, transport: Transport, quit_: Callable[[], None]):
     """A listening agent under torchrun (WORLD_SIZE > 1) is one rank of a job (gradtui.distributed);
     `quit_`: the mode's way out, this rank's own."""
     if transport.listener is None or not _in_job():

@@ -23,11 +23,11 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from gradtui.agent.main import is_loopback, open_listener
-from gradtui.wire.runtime import AgentEntry, remove_entry, write_entry
 from gradtui.agent.build import Transport, build_agent, path_checks, process_info
+from gradtui.agent.main import is_loopback, open_listener
 from gradtui.protocol import events as ev
 from gradtui.protocol.options import OptionsError, RunOptions
+from gradtui.wire.runtime import AgentEntry, remove_entry, write_entry
 
 
 class Listening:
@@ -140,7 +140,7 @@ class Listening:
         if self._entry is not None:
             remove_entry(self._entry)
 
-    def __enter__(self) -> "Listening":
+    def __enter__(self) -> Listening:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -19,15 +19,18 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gradtui.agent.output import FdTee
-from gradtui.wire.runtime import AgentEntry, parse_address, remove_entry, write_entry
 from gradtui.agent.build import Transport, build_agent, process_info
 from gradtui.agent.forks import ForkGuard
+from gradtui.agent.output import FdTee
+from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
 from gradtui.agent.server import AgentServer
 from gradtui.protocol.options import RunOptions
-from gradtui.agent.outputs import OUTPUT_FAILED, OutputError, Outputs
+from gradtui.wire.runtime import AgentEntry, parse_address, remove_entry, write_entry
+
+if TYPE_CHECKING:  # the session imports the engine; only its type is needed here
+    from gradtui.engine.session import Session
 
 TOKEN_FD_ENV = "GRADTUI_TOKEN_FD"
 """A child agent reads its token from this inherited fd (not the environment: /proc/PID/environ)."""
@@ -46,8 +49,8 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
     set to die of SIGINT at exit, as python's would. A signal after the script's end waits for
     the last words (report, recording, runtime file, goodbye): a SIGTERM / SIGHUP then kills the
     process, a Ctrl-C is ignored, as python ignores one in its atexit functions."""
-    from gradtui.engine.process.exits import IGNORED_INTERRUPT, FatalSignals, describe_signal
     from gradtui.engine.capture.graph import allow_deep_graphs
+    from gradtui.engine.process.exits import IGNORED_INTERRUPT, FatalSignals, describe_signal
     from gradtui.engine.process.runner import ScriptRunner, exit_now
 
     def stop() -> None:  # session.quit(), then the script interrupted if it is busy outside a pause
@@ -124,8 +127,8 @@ def _exit_status(status: int, failures: list[str], exit_signal: int | None) -> i
     """The agent's exit status: the script's (OUTPUT_FAILED if it succeeded but the outputs
     failed); set to die of `exit_signal` at exit (python's way), and a finished torchrun rank to
     end at exit, not in gloo's teardown (gradtui.engine.process.exits)."""
-    from gradtui.engine.process.exits import die_at_exit, end_at_exit
     from gradtui.distributed.job import in_job_env
+    from gradtui.engine.process.exits import die_at_exit, end_at_exit
 
     die_at_exit(exit_signal)
     status = OUTPUT_FAILED if failures and status == 0 else status
@@ -144,7 +147,7 @@ def _ui_connected(server: AgentServer, conn: socket.socket) -> bool:
     return False
 
 
-def _capture(tee: bool, session: Any, outputs: Outputs) -> tuple[FdTee | None, Any]:
+def _capture(tee: bool, session: Session, outputs: Outputs) -> tuple[FdTee | None, Any]:
     """Start capturing the script's output: fds 1/2 teed into Output events (--listen), or, for a
     child agent whose UI reads its pipes, the lines written through sys.stdout/stderr teed into
     the recording (if there is one)."""
@@ -203,13 +206,13 @@ def child_main() -> int:
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.getcwd():
         del sys.path[0]  # `-m` put the cwd first; `python script.py` would not have it
     for stream in (sys.stdout, sys.stderr):
-        stream.reconfigure(line_buffering=True)  # a pipe, read live by the UI, as a terminal would be
+        stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a TextIOWrapper: a pipe, read live by the UI, as a terminal would be
     from gradtui.engine.process import exits
 
     exits.arm()  # before torch is imported: the process ends last of all as python's would
     status = run_agent(options, token, conn=conn, exit_with_client=True)
-    from gradtui.protocol.events import QUIT_STATUS
     from gradtui.engine.process.runner import exit_now
+    from gradtui.protocol.events import QUIT_STATUS
 
     if status == QUIT_STATUS and exits.pending() is None:  # the user asked to stop: the script's
         exit_now(status)  # atexit work is not wanted (a KeyboardInterrupt's 130 runs it, as python)

@@ -42,7 +42,7 @@ class FdTee:
 
     def stop(self) -> None:
         """Put fds 1 and 2 back; the readers end when the pipes drain."""
-        for fd, stream in ((1, "stdout"), (2, "stderr")):
+        for _fd, stream in ((1, "stdout"), (2, "stderr")):
             try:
                 getattr(sys, stream).flush()
             except (OSError, ValueError):

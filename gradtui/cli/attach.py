@@ -14,8 +14,8 @@ import asyncio
 import os
 import sys
 
-from gradtui.wire.runtime import AgentEntry, RuntimeDirError, parse_address, running_agents
 from gradtui.cli.options import add_client_options, drive_headless, read_commands
+from gradtui.wire.runtime import AgentEntry, RuntimeDirError, parse_address, running_agents
 
 DETACHED = "(gradtui) detached: the script runs on; its breakpoints stay armed for the next client"
 

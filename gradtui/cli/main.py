@@ -9,13 +9,13 @@ import sys
 import textwrap
 from collections.abc import Callable
 
-from gradtui.cli.options import add_client_options, read_commands
 from gradtui.agent.build import build_agent, path_checks
+from gradtui.agent.outputs import OUTPUT_FAILED, OutputError
+from gradtui.cli.options import add_client_options, read_commands
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import KINDS
 from gradtui.protocol.commands import COMMANDS
 from gradtui.protocol.options import OptionsError, RunOptions
-from gradtui.agent.outputs import OUTPUT_FAILED, OutputError
 
 DESCRIPTION = """\
 Debug the backward passes of a PyTorch script, unmodified.
@@ -263,10 +263,10 @@ def run_headless(options: RunOptions) -> int:
     thread); print to stdout (the script's stderr to stderr); stream the report and the recording
     as passes end; return the exit status (OUTPUT_FAILED if the script succeeded but they could
     not be written)."""
-    from gradtui.engine.process.exits import IGNORED_INTERRUPT, FatalSignals, die_at_exit
-    from gradtui.engine.capture.graph import allow_deep_graphs
-    from gradtui.engine.process.runner import ScriptRunner, exit_now
     from gradtui.clients.headless import HeadlessDriver
+    from gradtui.engine.capture.graph import allow_deep_graphs
+    from gradtui.engine.process.exits import IGNORED_INTERRUPT, FatalSignals, die_at_exit
+    from gradtui.engine.process.runner import ScriptRunner, exit_now
 
     allow_deep_graphs()  # the script runs on this (the main) thread: freeing a deep graph must not overflow
     try:

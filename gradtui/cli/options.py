@@ -66,8 +66,8 @@ async def drive_headless(target: Any, commands: list[str], *, prog: str,
     may never end). `detached` is printed on detaching. The status is `status_of` the
     ScriptFinished; a target that ends without one went away: status 1.
     """
-    from gradtui.protocol import events as ev
     from gradtui.clients.headless import HeadlessDriver
+    from gradtui.protocol import events as ev
     from gradtui.wire.target import TargetError
 
     try:

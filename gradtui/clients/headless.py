@@ -14,11 +14,11 @@ from __future__ import annotations
 import linecache
 from typing import Any, TextIO
 
+from gradtui.clients.feeder import CommandFeeder
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import CommandError, Continue, Flow, parse
 from gradtui.protocol.nodes import node_info, node_title
 from gradtui.protocol.stats import format_grads
-from gradtui.clients.feeder import CommandFeeder
 
 
 class HeadlessDriver:

@@ -19,17 +19,30 @@ import json
 import queue
 from collections import Counter
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gradtui.protocol import events as ev
-from gradtui.protocol.commands import (
-    Break, CommandError, Continue, Delete, Finish, ListBreakpoints, Print, Quit, Step, parse,
-)
+from gradtui.distributed.stops import HOLD, resume_holds
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.stats.summary import summarize_all
-from gradtui.distributed.stops import HOLD, resume_holds
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import (
+    Break,
+    CommandError,
+    Continue,
+    Delete,
+    Finish,
+    ListBreakpoints,
+    Print,
+    Quit,
+    Step,
+    parse,
+)
+
+if TYPE_CHECKING:  # the session imports the engine; only its type is needed here
+    from gradtui.distributed.rank import RankLink
+    from gradtui.engine.session import Session
 
 WAIT = timedelta(seconds=0.2)
 
@@ -49,7 +62,7 @@ def digest(grad: torch.Tensor) -> str:
 class Checks:
     """The diverge check of one rank, and its hold after a pass (see module doc)."""
 
-    def __init__(self, session: Any, store: Any, rank: int, world: int, link: Any) -> None:
+    def __init__(self, session: Session, store: torch.distributed.Store, rank: int, world: int, link: RankLink) -> None:
         self.session, self.store, self.rank, self.world, self.link = session, store, rank, world, link
         self.diverge = False
         self.held = False
@@ -67,7 +80,7 @@ class Checks:
 
     def _exchange(self, key: str, value: bytes) -> dict[int, bytes]:
         """Write our `value` under `key/RANK`, read every live rank's."""
-        self.store.set(f"{key}/{self.rank}", value)
+        self.store.set(f"{key}/{self.rank}", value)  # type: ignore[arg-type]  # c10d stores bytes too; its stub says str
         got: dict[int, bytes] = {self.rank: value}
         for r in range(self.world):
             if r == self.rank:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.protocol import events as ev
-from gradtui.wire.runtime import alive
 from gradtui.distributed.outbox import RankOrders
 from gradtui.distributed.stops import RankView, is_hold
+from gradtui.protocol import events as ev
+from gradtui.wire.runtime import alive
 
 
 class Deaths:

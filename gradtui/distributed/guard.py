@@ -24,9 +24,13 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from types import FrameType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gradtui.protocol.places import GRADTUI_DIR
+
+if TYPE_CHECKING:  # the session imports the engine; only its type is needed here
+    from gradtui.distributed.rank import RankLink
+    from gradtui.engine.session import Session
 
 TICK = 0.25
 """Seconds between two looks at the script's thread."""
@@ -64,7 +68,7 @@ def stuck_at(frame: FrameType | None) -> Stuck | None:
         what = "the backward pass (DDP's all-reduce waits in its final callback)"
     else:
         return None
-    caller = frame
+    caller: FrameType | None = frame
     while caller is not None and (_TORCH in caller.f_code.co_filename or _ours(caller.f_code.co_filename)):
         code = caller.f_code
         if _DIST in code.co_filename and not _ours(code.co_filename) and code.co_name not in _WRAPPERS:
@@ -77,7 +81,7 @@ def stuck_at(frame: FrameType | None) -> Stuck | None:
 class Guard:
     """One rank's desync guard (see module doc), a daemon thread."""
 
-    def __init__(self, link: Any, session: Any, thread_id: int, end: Callable[[str], None],
+    def __init__(self, link: RankLink, session: Session, thread_id: int, end: Callable[[str], None],
                  attached: Callable[[], bool] | None = None,
                  on_client: Callable[[bool], None] | None = None) -> None:
         """`link`: the rank's RankLink; `thread_id`: the script's thread; `end(message)`: name

@@ -19,6 +19,7 @@ so they end at their next collective rather than hang.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -27,20 +28,35 @@ from typing import Any
 
 import msgspec
 
-from gradtui.protocol import breakpoint_commands
-from gradtui.protocol.breakpoints import Role, parse_spec
-from gradtui.protocol import events as ev
-from gradtui.protocol.commands import (
-    Break, Clip, CommandError, Continue, Delete, Finish, Flow, ListBreakpoints, Print, Quit, Rank, Ranks, Scale, SetGrad,
-    Step, Zero, parse,
-)
 from gradtui.distributed.answers import Answers
 from gradtui.distributed.conn import RankConn
 from gradtui.distributed.deaths import Deaths
 from gradtui.distributed.outbox import RankOrders
-from gradtui.protocol.dist_events import RanksChanged, flow_table, format_ranks
 from gradtui.distributed.settle import HeldPause
 from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked, resume_holds
+from gradtui.protocol import breakpoint_commands
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Role, parse_spec
+from gradtui.protocol.commands import (
+    Break,
+    Clip,
+    CommandError,
+    Continue,
+    Delete,
+    Finish,
+    Flow,
+    ListBreakpoints,
+    Print,
+    Quit,
+    Rank,
+    Ranks,
+    Scale,
+    SetGrad,
+    Step,
+    Zero,
+    parse,
+)
+from gradtui.protocol.dist_events import RanksChanged, flow_table, format_ranks
 
 EDIT_NOTE = ("(edited on rank {rank} only: DDP will average this gradient into every rank at the "
              "all-reduce)")
@@ -113,7 +129,8 @@ class JobHub:
                 case ev.Output() if rank != self.shown:
                     forward = msgspec.structs.replace(event, text="".join(
                         f"[rank {rank}] {line}" for line in event.text.splitlines(keepends=True)))
-            if isinstance(forward, ev.Paused) and rank == self.shown and event.reason == "step" and self._behind(rank):
+            if isinstance(forward, ev.Paused) and isinstance(event, ev.Paused) and rank == self.shown \
+                    and event.reason == "step" and self._behind(rank):
                 self._held.hold(forward)
                 forward = None
             if forward is not None and (rank == self.shown or isinstance(event, (ev.Output, ev.CommandResult))):
@@ -144,7 +161,7 @@ class JobHub:
             if not is_hold(event):
                 self._park_others(st.rank, event)
             if st.rank != self.shown and self._ranks[self.shown].paused != "own":
-                actions.append(lambda r=st.rank: self._switch_soon(r))
+                actions.append(functools.partial(self._switch_soon, st.rank))
             if event.reason == "step" and self._detached and not self.attached():
                 actions.append(self._run_on)  # as a lone agent's step pause, with no client
         return msgspec.structs.replace(event, reason=f"rank {st.rank} · {event.reason}")

@@ -79,7 +79,7 @@ def group_timeout(group: Any) -> timedelta | None:
     from torch.distributed import distributed_c10d as c10d
 
     try:
-        return c10d._get_pg_config(group)["timeout"]  # type: ignore[attr-defined]
+        return c10d._get_pg_config(group)["timeout"]
     except (AttributeError, KeyError, RuntimeError, TypeError):
         pass
     try:

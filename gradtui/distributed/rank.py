@@ -23,13 +23,16 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gradtui.protocol import events as ev
+from gradtui.distributed.job import Timeouts
 from gradtui.engine.stats.passrecord import PassRecord
+from gradtui.protocol import events as ev
 from gradtui.protocol.dist_events import RankWaiting
 from gradtui.protocol.nodes import node_info
-from gradtui.distributed.job import Timeouts
+
+if TYPE_CHECKING:  # the session imports the engine; only its type is needed here
+    from gradtui.engine.session import Session
 
 CONTROL = "gradtui-dist "
 """The prefix of the hub's control lines to a rank (never typed by a user)."""
@@ -47,7 +50,7 @@ WAITING_AFTER = 0.5
 class RankLink:
     """One rank's part in follow mode (see module doc); the session's `follow` hook."""
 
-    def __init__(self, session: Any, store: Any, rank: int, world: int) -> None:
+    def __init__(self, session: Session, store: Any, rank: int, world: int) -> None:
         self.session = session
         self.store = store
         self.rank = rank

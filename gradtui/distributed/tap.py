@@ -17,18 +17,21 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gradtui.engine.process.deferral import DEFERRAL
-from gradtui.protocol import events as ev
 from gradtui.distributed import job
 from gradtui.distributed.rank import CONTROL, RankLink
+from gradtui.engine.process.deferral import DEFERRAL
+from gradtui.protocol import events as ev
+
+if TYPE_CHECKING:  # the session imports the engine; only its type is needed here
+    from gradtui.engine.session import Session
 
 
 class JobTap:
     """A rank's plug (see module doc): the session listener in front of `server`."""
 
-    def __init__(self, session: Any, submit: Callable[[str, int], None], quit_: Callable[[], None],
+    def __init__(self, session: Session, submit: Callable[[str, int], None], quit_: Callable[[], None],
                  listener: socket.socket, token: str) -> None:
         """The agent's session, its own command and quit paths, and where it listens."""
         self.session, self._submit, self._quit, self._token = session, submit, quit_, token

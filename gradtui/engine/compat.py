@@ -12,10 +12,14 @@ from __future__ import annotations
 import operator
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.overrides as _overrides
+
+# (node, output_nr): a root or input torch accepts in place of a tensor (torch >= 2.2). Imported, not
+# assigned from torch.autograd.graph: mypy reads such an alias of a NamedTuple as a parameterized generic.
+from torch.autograd.graph import GradientEdge  # noqa: F401 - re-exported: gradtui imports it from here
 
 _C: Any = torch._C
 
@@ -24,8 +28,8 @@ current_graph_task_id: Callable[[], int] = getattr(_C, "_current_graph_task_id",
 so every hook call counts as the pass's own (a backward nested in a pass is hooked too)."""
 
 _compiler = getattr(torch, "compiler", None)
-is_compiling: Callable[[], bool] = getattr(_compiler, "is_compiling", None) or getattr(
-    getattr(torch, "_dynamo", None), "is_compiling", lambda: False)
+is_compiling: Callable[[], bool] = cast(Callable[[], bool], getattr(_compiler, "is_compiling", None) or getattr(
+    getattr(torch, "_dynamo", None), "is_compiling", lambda: False))
 """Is torch.compile tracing this call? Fallback: never (compiled code would be stepped eagerly)."""
 
 
@@ -74,10 +78,10 @@ def _stack_fallback() -> list[Any]:
     return [_C._get_function_stack_at(i) for i in range(length)]
 
 
-push_mode: Callable[[Any], None] = (getattr(_overrides, "_push_mode", None)
+push_mode: Callable[[Any], None] = cast(Callable[[Any], None], getattr(_overrides, "_push_mode", None)
                                      or getattr(_C, "_push_on_torch_function_stack", None))
 """Push a TorchFunctionMode on this thread's mode stack."""
-pop_mode: Callable[[], Any] = (getattr(_overrides, "_pop_mode", None)
+pop_mode: Callable[[], Any] = cast(Callable[[], Any], getattr(_overrides, "_pop_mode", None)
                                or getattr(_C, "_pop_torch_function_stack", None))
 """Pop the innermost TorchFunctionMode of this thread's mode stack and return it."""
 get_function_mode_stack: Callable[[], list[Any]] = getattr(
@@ -92,8 +96,6 @@ get_function_mode_stack_at: Callable[[int], Any] = getattr(
 """The mode at index `i` of this thread's mode stack (0 is the outermost)."""
 
 
-GradientEdge = torch.autograd.graph.GradientEdge
-"""(node, output_nr): a root or input torch accepts in place of a tensor (torch >= 2.2)."""
 get_gradient_edge: Callable[[torch.Tensor], Any] = torch.autograd.graph.get_gradient_edge
 """The gradient edge of a tensor: its grad_fn, or for a leaf its AccumulateGrad node."""
 

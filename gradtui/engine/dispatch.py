@@ -10,19 +10,39 @@ from collections.abc import Callable
 from typing import Any
 
 from gradtui.engine import edits
-from gradtui.protocol import events as ev
-from gradtui.protocol import breakpoint_commands
-from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Module, Role, warning_for
-from gradtui.protocol.commands import (
-    Break, BreakIn, Clip, Command, CommandError, Continue, Delete, Exec, Finish, Flow, FlowOf, Help, Interact,
-    ListBreakpoints, Print, Scale, SetGrad, ShowPass, Step, Why, Zero, help_text,
-)
-from gradtui.protocol.flowtext import flow_answer
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.provenance.modulecalls import forward_roots
-from gradtui.engine.stats.passrecord import PassRecord, FlowRecorder
-from gradtui.engine.stepper import Mode, Pause, Stepper
+from gradtui.engine.stats.passrecord import FlowRecorder, PassRecord
 from gradtui.engine.stats.summary import describe, summarize_all
+from gradtui.engine.stepper import Mode, Pause, Stepper
+from gradtui.protocol import breakpoint_commands
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Module, Role, warning_for
+from gradtui.protocol.commands import (
+    Break,
+    BreakIn,
+    Clip,
+    Command,
+    CommandError,
+    Continue,
+    Delete,
+    Exec,
+    Finish,
+    Flow,
+    FlowOf,
+    Help,
+    Interact,
+    ListBreakpoints,
+    Print,
+    Scale,
+    SetGrad,
+    ShowPass,
+    Step,
+    Why,
+    Zero,
+    help_text,
+)
+from gradtui.protocol.flowtext import flow_answer
 from gradtui.protocol.stats import format_grads, format_stats
 
 

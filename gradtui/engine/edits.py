@@ -175,7 +175,7 @@ def _accepted(value: Any, grads: Grads, copies: Grads, versions: tuple[int, ...]
             return (check_like(untouched(value), wanted, expr),)
         if not isinstance(value, (tuple, list)) or len(value) != len(grads):
             raise EditError(f"{_shown(expr)} must give a tuple of {len(grads)} gradients (g is a tuple here)")
-        new = []
+        new: list[torch.Tensor | None] = []
         for i, (item, old) in enumerate(zip(value, grads)):
             if old is None:
                 if item is not None:

@@ -27,13 +27,18 @@ from typing import Any, Protocol
 
 import torch
 
-from gradtui.engine.provenance import forward as provenance
 from gradtui.engine.compat import (
-    GradientEdge, current_graph_task_id, functorch_level, get_gradient_edge, is_compiling, is_legacy_batched,
+    GradientEdge,
+    current_graph_task_id,
+    functorch_level,
+    get_gradient_edge,
+    is_compiling,
+    is_legacy_batched,
 )
 from gradtui.engine.hooks.plan import HOOK_MARK
-from gradtui.engine.provenance.forward import Provenance
 from gradtui.engine.process.quitting import RunQuit
+from gradtui.engine.provenance import forward as provenance
+from gradtui.engine.provenance.forward import Provenance
 
 
 class GradtuiQuit(BaseException):
@@ -138,11 +143,12 @@ class Interceptor:
             return
         here = threading.current_thread()
         self._outside = frozenset(t.ident for t in threading.enumerate() if t is not here)
-        self._originals = originals = {
+        originals: dict[str, Any] = {
             "tensor_backward": torch.Tensor.backward,
             "backward": torch.autograd.backward,
             "grad": torch.autograd.grad,
         }
+        self._originals = originals
 
         @functools.wraps(originals["tensor_backward"])
         def tensor_backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -177,19 +183,19 @@ class Interceptor:
                 grad_fn.metadata[HOOK_MARK] = True
             return handle
 
-        torch.Tensor.backward = tensor_backward
+        torch.Tensor.backward = tensor_backward  # type: ignore[method-assign]  # the wrapper is the point
         torch.autograd.backward = backward
         torch.autograd.grad = grad
-        torch.Tensor.register_hook = register_tensor_hook
+        torch.Tensor.register_hook = register_tensor_hook  # type: ignore[method-assign]  # the wrapper is the point
 
     def uninstall(self) -> None:
         """Restore torch's own functions."""
         if self._originals is None:
             return
-        torch.Tensor.backward = self._originals["tensor_backward"]
+        torch.Tensor.backward = self._originals["tensor_backward"]  # type: ignore[method-assign]  # torch's own back
         torch.autograd.backward = self._originals["backward"]
         torch.autograd.grad = self._originals["grad"]
-        torch.Tensor.register_hook = self._originals["register_hook"]
+        torch.Tensor.register_hook = self._originals["register_hook"]  # type: ignore[method-assign]  # torch's own back
         self._originals = None
 
     # ---- the owner's pass ------------------------------------------------------------------

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
+from gradtui.engine.process.quitting import RunQuit
 from gradtui.engine.stats.passrecord import PassRecord
 from gradtui.engine.stepper import Pause
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
 
 
 class Owner(Protocol):
@@ -18,6 +19,8 @@ class Owner(Protocol):
 
     breakpoints: Breakpoints
     follow: Callable[[PassRecord, int], str | None] | None
+    run_quit: RunQuit
+    """The run's quit (the planned hooks read its `asked`)."""
 
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener."""
@@ -40,6 +43,9 @@ class Owner(Protocol):
 
     def watching(self) -> bool:
         """Can a value breakpoint stop the pass in flight?"""
+
+    def stepping(self) -> bool:
+        """Must every node be hooked from now on (stepping, a breakpoint by place)?"""
 
     @property
     def detached(self) -> bool:

@@ -25,24 +25,24 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from gradtui.engine.capture import callsite
+from gradtui.engine.capture.graph import Names, capture
+from gradtui.engine.capture.names import LaterNames
+from gradtui.engine.dispatch import CommandRunner
+from gradtui.engine.hooks.choice import HookChoice
+from gradtui.engine.hooks.everynode import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
+from gradtui.engine.hooks.passes import PassRunner, unhooked_start
+from gradtui.engine.hooks.plan import make_plan, resume
+from gradtui.engine.hooks.planned import PlannedPass
+from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
+from gradtui.engine.listeners import Listener, Listeners
+from gradtui.engine.process.quitting import RunQuit
+from gradtui.engine.provenance.forward import Provenance, UnsavedSources, forward_roots
+from gradtui.engine.stats.passrecord import FlowRecorder, PassRecord, nonfinite_roots, root_values
+from gradtui.engine.stepper import Mode, Pause, Stepper
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
 from gradtui.protocol.commands import BreakIn, Command, CommandError, Quit, parse
-from gradtui.engine.capture import callsite
-from gradtui.engine.dispatch import CommandRunner
-from gradtui.engine.capture.graph import Names, capture
-from gradtui.engine.capture.names import LaterNames
-from gradtui.engine.hooks.everynode import CHECK_EVERY, PROGRESS_INTERVAL, READ_EVERY, REGION_COMMANDS
-from gradtui.engine.hooks.choice import HookChoice
-from gradtui.engine.intercept import GradtuiQuit, InFlight, Interceptor
-from gradtui.engine.listeners import Listener, Listeners
-from gradtui.engine.hooks.plan import make_plan, resume
-from gradtui.engine.hooks.passes import PassRunner, unhooked_start
-from gradtui.engine.hooks.planned import PlannedPass
-from gradtui.engine.provenance.forward import Provenance, UnsavedSources, forward_roots
-from gradtui.engine.process.quitting import RunQuit
-from gradtui.engine.stats.passrecord import PassRecord, FlowRecorder, nonfinite_roots, root_values
-from gradtui.engine.stepper import Mode, Pause, Stepper
 
 if TYPE_CHECKING:
     from gradtui.engine.fingerprints.values import PassPrints
@@ -158,7 +158,7 @@ class Session:
         if self._provenance:
             self._provenance.uninstall()
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         self.install()
         return self
 
@@ -177,10 +177,11 @@ class Session:
         take effect at once.
         """
         if isinstance(command, str):
+            line = command
             try:
-                command = parse(command)
+                command = parse(line)
             except CommandError as exc:
-                self.emit(ev.CommandResult(command, str(exc), ok=False, request=request))
+                self.emit(ev.CommandResult(line, str(exc), ok=False, request=request))
                 return
         if isinstance(command, Quit):
             self.run_quit.quit()
@@ -397,7 +398,9 @@ class Session:
 
 def _pass_prints(against: Any, index: int, cap: Any) -> PassPrints:
     """A hooked pass's fingerprints, compared with the reference's same pass if there is one."""
-    from gradtui.engine.fingerprints.values import PassPrints  # here: fingerprints are imported only by a run that takes them
+    from gradtui.engine.fingerprints.values import (
+        PassPrints,  # here: fingerprints are imported only by a run that takes them
+    )
 
     reference = against.pass_reference(index, cap.infos) if against is not None else None
     return PassPrints(cap.nodes, reference, against.name if against is not None else "", cap.slots)

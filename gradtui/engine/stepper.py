@@ -49,7 +49,7 @@ class Pause(msgspec.Struct):
     editable_after: bool = False
     """Paused in the node's posthook, which sends on what an edit makes (a planned pass's `nan`,
     a break-in)."""
-    shell: "Shell | None" = None
+    shell: Shell | None = None
     """The names `!STATEMENT` runs in (made at the first one, kept for the rest of the pause)."""
 
     @property
@@ -75,12 +75,12 @@ BREAK_IN = "break in"
 class Stepper:
     """The mode, the command queue and the pause (see module doc)."""
 
-    def __init__(self, emit: Callable[[ev.Event], None], quitting: "RunQuit") -> None:
+    def __init__(self, emit: Callable[[ev.Event], None], quitting: RunQuit) -> None:
         self.mode = Mode.STEP
         """Pause at the first node of the first pass, as pdb does."""
         self.pause: Pause | None = None
         """The pause the engine is blocked in, or None while it runs."""
-        self.execute: Callable[[Command, "PassRecord | None", int | None], None] | None = None
+        self.execute: Callable[[Command, PassRecord | None, int | None], None] | None = None
         """Runs one command at a pause (the session's CommandRunner.execute)."""
         self.break_in: str | None = None
         """A break-in waits for the next node (`request_break_in`): the reason that pause gives."""
@@ -139,7 +139,7 @@ class Stepper:
         if self.mode is Mode.FINISH:
             self.mode = Mode.STEP
 
-    def wait(self, state: "PassRecord", node: int, phase: str, reason: str, grads: tuple[Any, ...],
+    def wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
              late: bool = False, editable: bool = False) -> Pause:
         """Pause: emit Paused, then run commands until one resumes the engine. `late`: `node`
         has run already (a value breakpoint read back after it): nothing can be edited.

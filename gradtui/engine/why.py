@@ -12,9 +12,9 @@ from typing import Any
 import networkx as nx
 import torch
 
+from gradtui.engine import edits
 from gradtui.protocol.breakpoints import as_label
 from gradtui.protocol.nodes import node_info, node_title
-from gradtui.engine import edits
 
 
 def explain(name: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Sequence[Any],

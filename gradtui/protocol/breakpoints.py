@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from gradtui.protocol.words import CommandError, parse_float
 from gradtui.protocol.nodes import INFO, NodeInfo
 from gradtui.protocol.stats import Stats, any_nonfinite
+from gradtui.protocol.words import CommandError, parse_float
 
 _OP = re.compile(r"^(torch::autograd::)?([A-Za-z_]\w*Backward\d*|AccumulateGrad|\w*Function\w*)$")
 _PREFIXED_OP = re.compile(r"^torch::autograd::([A-Za-z_]\w*)$")  # CopySlices, any C++ node

@@ -84,7 +84,7 @@ def _needs(verb: str, rest: str, what: str) -> str:
     return rest
 
 
-class Step(Command):
+class Step(Command, frozen=True):
     """Run the paused node; pause before the next node the engine runs."""
 
     verb = "step"
@@ -94,7 +94,7 @@ class Step(Command):
     resumes = True
 
 
-class Continue(Command):
+class Continue(Command, frozen=True):
     """Run until a breakpoint hits or the script ends."""
 
     verb = "continue"
@@ -103,7 +103,7 @@ class Continue(Command):
     resumes = True
 
 
-class Finish(Command):
+class Finish(Command, frozen=True):
     """Run to the end of this pass; pause at the first node of the next pass."""
 
     verb = "finish"
@@ -113,7 +113,7 @@ class Finish(Command):
     resumes = True
 
 
-class Break(Command):
+class Break(Command, frozen=True):
     """Add a breakpoint with this spec."""
 
     spec: str
@@ -129,14 +129,14 @@ class Break(Command):
         return cls(line, rest)
 
 
-class ListBreakpoints(Command):
+class ListBreakpoints(Command, frozen=True):
     """List the breakpoints."""
 
     verb = "breakpoints"
     summary = "list breakpoints;  delete N | delete all  removes"
 
 
-class Delete(Command):
+class Delete(Command, frozen=True):
     """Delete breakpoint `number`, or all of them when `number` is None."""
 
     number: int | None
@@ -155,7 +155,7 @@ class Delete(Command):
             raise CommandError(f"delete takes a breakpoint number or 'all'{got}") from None
 
 
-class Scale(Command):
+class Scale(Command, frozen=True):
     """Multiply the paused node's incoming gradient by `factor`."""
 
     factor: float
@@ -171,7 +171,7 @@ class Scale(Command):
         return cls(line, parse_float(_needs("scale", rest, "a factor, e.g. scale 0.5"), "scale"))
 
 
-class Zero(Command):
+class Zero(Command, frozen=True):
     """Set the paused node's incoming gradient to zero."""
 
     verb = "zero"
@@ -180,7 +180,7 @@ class Zero(Command):
     needs_pause = True
 
 
-class Clip(Command):
+class Clip(Command, frozen=True):
     """Clip the L2 norm of the paused node's incoming gradient to `max_norm`."""
 
     max_norm: float
@@ -199,7 +199,7 @@ class Clip(Command):
         return cls(line, limit)
 
 
-class SetGrad(Command):
+class SetGrad(Command, frozen=True):
     """Replace the incoming gradient by `expr` (a Python expression of `g` and `torch`)."""
 
     expr: str
@@ -217,7 +217,7 @@ class SetGrad(Command):
         return cls(line, expr)
 
 
-class Print(Command):
+class Print(Command, frozen=True):
     """Statistics of the incoming gradient, or of `expr`."""
 
     expr: str | None
@@ -303,7 +303,7 @@ class Why(Command):
         return cls(line, name)
 
 
-class FlowOf(Command):
+class FlowOf(Command, frozen=True):
     """`flow N`: pass N's gradient flow (a recording keeps every pass's)."""
 
     index: int
@@ -316,7 +316,7 @@ class FlowOf(Command):
         return cls(line, parse_int(rest, "flow", minimum=0)) if rest else None
 
 
-class Flow(Command):
+class Flow(Command, frozen=True):
     """Show the gradient flow table (per parameter: grad norm, weight norm, ratio) of the last
     pass that finished."""
 
@@ -324,7 +324,7 @@ class Flow(Command):
     summary = "gradient flow of the last pass: grad/weight norm per parameter"
 
 
-class ShowPass(Command):
+class ShowPass(Command, frozen=True):
     """`pass N`: show pass N: a kept pass in a live run's UI (a live run keeps none itself),
     any recorded pass in a replay, paused where the run stopped in it (else its first node)."""
 
@@ -338,7 +338,7 @@ class ShowPass(Command):
         return cls(line, parse_int(_needs("pass", rest, "a pass number, e.g. pass 30"), "pass", minimum=0))
 
 
-class Ranks(Command):
+class Ranks(Command, frozen=True):
     """(torchrun job) List the ranks: where each is, its loss, its non-finite counts."""
 
     verb = "ranks"
@@ -346,7 +346,7 @@ class Ranks(Command):
     where = Where.JOB
 
 
-class Rank(Command):
+class Rank(Command, frozen=True):
     """(torchrun job) Show rank `number`: its graph, gradients and pause."""
 
     number: int
@@ -360,7 +360,7 @@ class Rank(Command):
         return cls(line, parse_int(_needs("rank", rest, "a rank number, e.g. rank 1"), "rank", minimum=0))
 
 
-class Help(Command):
+class Help(Command, frozen=True):
     """List the commands."""
 
     verb = "help"
@@ -369,7 +369,7 @@ class Help(Command):
     manual = 'list the commands'
 
 
-class Detach(Command):
+class Detach(Command, frozen=True):
     """Leave the script running without this client (an attached one); its breakpoints stay
     armed. A client's own command: the client leaves, the agent is not asked to run it."""
 
@@ -380,7 +380,7 @@ class Detach(Command):
     where = Where.LIVE | Where.JOB
 
 
-class Quit(Command):
+class Quit(Command, frozen=True):
     """Stop the script and leave."""
 
     verb = "quit"

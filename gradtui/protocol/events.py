@@ -8,8 +8,8 @@ not block (the UI posts a message, the report appends to a list).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
@@ -181,8 +181,12 @@ class NodesRan(Event):
     numbers, shapes and Stats, never a tensor or a node."""
 
     __slots__ = ("pass_index", "count", "_make", "_ran", "__weakref__")
+    pass_index: int
+    count: int
+    _make: Callable[[], tuple[NodeRan, ...]]
+    _ran: tuple[NodeRan, ...] | None
 
-    def __init__(self, pass_index: int, count: int, make: "Callable[[], tuple[NodeRan, ...]]") -> None:
+    def __init__(self, pass_index: int, count: int, make: Callable[[], tuple[NodeRan, ...]]) -> None:
         set_slot = object.__setattr__
         set_slot(self, "pass_index", pass_index)
         set_slot(self, "count", count)
@@ -191,13 +195,13 @@ class NodesRan(Event):
         set_slot(self, "_ran", None)
 
     @classmethod
-    def of(cls, pass_index: int, ran: "tuple[NodeRan, ...]") -> "NodesRan":
+    def of(cls, pass_index: int, ran: tuple[NodeRan, ...]) -> NodesRan:
         """A batch of events already made (a decoded frame, a test)."""
         ran = tuple(ran)
         return cls(pass_index, len(ran), lambda: ran)
 
     @property
-    def ran(self) -> "tuple[NodeRan, ...]":
+    def ran(self) -> tuple[NodeRan, ...]:
         """The NodeRan events, in the order the nodes ran (made at the first read, then kept)."""
         ran = self._ran
         if ran is None:
@@ -206,7 +210,7 @@ class NodesRan(Event):
                 self.keep(ran)
         return ran
 
-    def keep(self, ran: "tuple[NodeRan, ...]") -> None:
+    def keep(self, ran: tuple[NodeRan, ...]) -> None:
         """Hold `ran` as the batch's events (its maker made them while making a later batch)."""
         object.__setattr__(self, "_ran", ran)
 

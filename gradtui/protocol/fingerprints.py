@@ -1,4 +1,4 @@
-"""What a pass's fingerprints and their comparison with a reference share (issue 23): plain data.
+"""What a pass's fingerprints and their comparison with a reference share: plain data.
 
 The engine makes a pass's fingerprints (gradtui.engine.fingerprints.values); record compares them with
 a reference recording's (gradtui.record.compare, gradtui.record.against). The engine may not

@@ -83,7 +83,7 @@ class LazyGraph:
             if attrs is not None:
                 graph.graph.update(attrs())
             state.update(graph.__dict__)
-            self.__class__ = nx.DiGraph  # type: ignore[assignment]
+            self.__class__ = nx.DiGraph
             del state["_lazy"], state["_count"]
 
     def __getattr__(self, name: str) -> Any:

@@ -96,7 +96,7 @@ class RunOptions(msgspec.Struct):
         return (not self.headless or self.record is not None
                 or any(isinstance(c, Flow) for c in commands))
 
-    def validate(self, checks: "PathChecks", *, keywords: bool = False) -> "RunOptions":
+    def validate(self, checks: PathChecks, *, keywords: bool = False) -> RunOptions:
         """These options with their paths made absolute (the script may chdir), or OptionsError
         saying, in one line, the first thing wrong with them (asked before the script runs).
 
@@ -118,7 +118,7 @@ class RunOptions(msgspec.Struct):
         if against is not None and (problem := checks.reference(against)):
             raise OptionsError(f"against={problem}" if keywords else f"--against {problem}")
         record = _absolute(self.record)
-        if self.record is not None:
+        if record is not None:  # (None just when self.record is)
             problem = ("empty path" if self.record == "" else
                        f"it is the {name('report')} path" if record == report else checks.recording(record))
             if problem:
@@ -130,7 +130,7 @@ class RunOptions(msgspec.Struct):
         return {ENV: json.dumps(msgspec.structs.asdict(self))}
 
     @classmethod
-    def from_env(cls) -> "RunOptions":
+    def from_env(cls) -> RunOptions:
         """The options a parent handed to this child agent."""
         data: dict[str, Any] = json.loads(os.environ.pop(ENV))
         return cls(**data)

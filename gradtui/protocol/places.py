@@ -25,8 +25,9 @@ def _dir_of(path: str) -> str:
 def _torch_file() -> str:
     """torch's `__init__.py`, found without importing torch (clients never import it: seconds)."""
     module = sys.modules.get("torch")
-    if module is not None and getattr(module, "__file__", None):
-        return module.__file__
+    file = getattr(module, "__file__", None)
+    if module is not None and file:
+        return file
     spec = importlib.util.find_spec("torch")
     return spec.origin if spec is not None and spec.origin else os.path.join(os.sep, "nonexistent", "torch", "x")
 

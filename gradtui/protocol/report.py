@@ -1,4 +1,4 @@
-"""The headless JSON report (DESIGN.md), built only from events.
+"""The headless JSON report (its shape: docs/recording.md), built only from events.
 
 `Report` is a listener: add it to a session and it keeps plain data about every pass,
 breakpoint hit and edit; `to_json()` gives the report object at any time, so a script that
@@ -42,7 +42,7 @@ def node_json(node: int, info: NodeInfo, order: int | None = None,
 
 
 def pass_json(*, index: int, call: str, call_text: str, call_site: str | None, recorded: bool,
-              losses: tuple[float, ...], nodes: list[dict[str, Any]], error: str | None = None,
+              losses: tuple[float | None, ...], nodes: list[dict[str, Any]], error: str | None = None,
               flow: list[dict[str, Any]] | None = None, nested: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """One pass of the report: the one writer of its shape, for the live report and the export."""
     return {"index": index, "call": call, "call_text": call_text, "call_site": call_site, "recorded": recorded,

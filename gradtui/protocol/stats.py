@@ -74,7 +74,7 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
         return math.prod(self.shape)
 
     def to_json(self) -> dict[str, Any]:
-        """The report's STATS object (DESIGN.md); `values` only when the tensor is small."""
+        """The report's STATS object (docs/recording.md); `values` only when the tensor is small."""
         out: dict[str, Any] = {
             "shape": list(self.shape),
             "dtype": self.dtype,

@@ -186,7 +186,7 @@ class PassReference:
                 continue
             a, b = mine.get(slot), ref.values.get(slot)
             rel = compare.distance(a, b) if a is not None and b is not None else math.inf
-            name = describe(slot, (a or b).what)
+            name = describe(slot, (a or b).what)  # type: ignore[union-attr]  # slot is a key of one side at least
             lines.append(f"  {name}: norm {_norm(a.norm if a else None)} here, {_norm(b.norm if b else None)} "
                          f"there, apart {rel:.3g}")
         return lines
@@ -255,7 +255,8 @@ class Reference:
             self._why = ("unreadable", f"the reference {self.path} cannot be compared with this run: it cannot be read "
                          f"({exc}): `break differs` cannot stop")
             return None
-        here = sorted((compare.Node(i, a.name, a.source, a.module, a.param, _seq(a.seq), None)
+        # a live pass's nodes all carry autograd's sequence number (None is a recording's, not read)
+        here = sorted((compare.Node(i, a.name, a.source, a.module, a.param, _seq(a.seq), None)  # type: ignore[arg-type]
                        for i, a in enumerate(infos)), key=lambda n: (n.seq < 0, n.seq, n.id))
         pairs, only_here, only_there = compare.match(here, theirs)
         if not pairs and here:

@@ -39,7 +39,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gradtui.protocol.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Value, estimate_distance  # noqa: F401 - compare's names too
 from gradtui.record import readonly, schema
@@ -152,7 +152,8 @@ class Side:
         """Pass `index`'s nodes in forward order, with their fingerprints (`prints`, where it has
         them), else with their gradients' recorded statistics (`Node.stats`)."""
         query = "SELECT id, op, source, module, param, seq, ord, next FROM nodes WHERE pass = ?"
-        nodes = {row[0]: Node(*row[:7], tuple(json.loads(row[7] or "[]"))) for row in self._db.execute(query, (index,))}
+        nodes = {row[0]: Node(*row[:7], tuple(json.loads(row[7] or "[]")))  # type: ignore[call-arg]  # 7 columns, 7 fields
+                 for row in self._db.execute(query, (index,))}
         if self.has_prints and prints:
             query = "SELECT node, dir, slot, norm, exact, sketch, what FROM prints WHERE pass = ?"
             for node, d, slot, norm, exact, blob, what in self._db.execute(query, (index,)):
@@ -393,7 +394,14 @@ def _worst_stats(na: Node, nb: Node, dirs: tuple[int, ...]) -> Difference | None
     return found
 
 
-def arguments(na: Node, nb: Node) -> str | None:
+class Valued(Protocol):
+    """What `arguments` reads of a node: its values (a Node, or a live node's values)."""
+
+    @property
+    def values(self) -> dict[tuple[int, int], Value]: ...
+
+
+def arguments(na: Valued, nb: Valued) -> str | None:
     """`A's saved arguments vs B's` where they differ (`approximate='none' vs approximate='tanh'`), else None."""
     va, vb = na.values.get((SAVED, -1)), nb.values.get((SAVED, -1))
     ta, tb = va.what if va else "", vb.what if vb else ""
@@ -470,7 +478,7 @@ def compare_pass(a: Side, b: Side, index: int, rtol: float, files: FileMap | Non
     # outputs of the nodes that made them): a loss fed a changed output changes its gradient.
     run_order = sorted(checked, key=lambda c: (c[0].ord is None, c[0].ord or 0))
     parting = None
-    for na, nb, received, sent in run_order:
+    for na, _nb, received, sent in run_order:
         if (received is None or (not received.one_side and received.relative <= rtol)) \
                 and sent is not None and sent.relative > rtol:
             if parting is None:

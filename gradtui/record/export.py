@@ -1,4 +1,4 @@
-"""A recording as the headless JSON report (DESIGN.md's shape), streamed a pass at a time.
+"""A recording as the headless JSON report (docs/recording.md's shape), streamed a pass at a time.
 
 `to_json(db, path)` reads the recording with `reader.Recording` and writes it with the same
 `JsonStream` the live `--report` uses, so both have one shape: compact, strict JSON

@@ -79,7 +79,7 @@ class PassSpan(NamedTuple):
     last: int | None
 
     @property
-    def count(self) -> int:
+    def count(self) -> int:  # type: ignore[override]  # a NamedTuple's property named as tuple's method
         """Passes in the span: those that ended (a pass ends or the run does; the session
         numbers them from 0 on)."""
         return 0 if self.first is None or self.last is None else self.last - self.first + 1

@@ -19,13 +19,23 @@ from typing import Any
 import networkx as nx
 
 from gradtui.protocol.events import CallSiteVariables, GradEdited, ParamFlow, SourceText
+from gradtui.protocol.nodes import INFO
 from gradtui.protocol.stats import Stats
 from gradtui.record import rows, schema
 from gradtui.record.infos import (
-    NODE_COLUMNS, PASS_COLUMNS, NodeStats, OutputLine, OutputStory, PassFigures, PassInfo, PassSpan, RunInfo, node_row_of,
-    pass_info_of, run_info_of,
+    NODE_COLUMNS,
+    PASS_COLUMNS,
+    NodeStats,
+    OutputLine,
+    OutputStory,
+    PassFigures,
+    PassInfo,
+    PassSpan,
+    RunInfo,
+    node_row_of,
+    pass_info_of,
+    run_info_of,
 )
-from gradtui.protocol.nodes import INFO
 from gradtui.record.rows import BadRow
 from gradtui.wire.codec import from_wire
 from gradtui.wire.target import TargetError
@@ -63,7 +73,7 @@ class Recording:
         """Close the database."""
         self._db.close()
 
-    def __enter__(self) -> "Recording":
+    def __enter__(self) -> Recording:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -147,6 +157,7 @@ class Recording:
     def walkable(self, after: int | None = None, *, last: bool = False, before: int | None = None) -> int | None:
         """The first pass after `after` (or the `last` one, before `before` if given) with
         per-node data and a node that ran, or None: the passes a replay can walk."""
+        args: tuple[int, ...]
         where, args = "per_node = 1", ()
         if after is not None:
             where, args = where + " AND idx > ?", (after,)
@@ -344,7 +355,7 @@ def damage_text(damage: list[str], most: int = 3) -> str:
     return shown + (f"; and {len(damage) - most} more" if len(damage) > most else "")
 
 
-def open_recording(path: str) -> "Recording":
+def open_recording(path: str) -> Recording:
     """Open `path` for replay or export, or raise TargetError with a one-line reason."""
     if not os.path.exists(path):
         raise TargetError("no such file")

@@ -23,21 +23,47 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from gradtui.protocol import events as ev
 from gradtui.protocol import breakpoint_commands
+from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Nan, matches_grads
 from gradtui.protocol.commands import (
-    Break, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints, Print, Quit,
-    ShowPass, Step, parse,
+    Break,
+    Command,
+    CommandError,
+    Continue,
+    Delete,
+    Finish,
+    Flow,
+    FlowOf,
+    Help,
+    ListBreakpoints,
+    Print,
+    Quit,
+    ShowPass,
+    Step,
+    parse,
 )
 from gradtui.protocol.nodes import node_info, node_title
 from gradtui.protocol.stats import Stats, any_nonfinite, format_grads
 from gradtui.record.ending import UNKNOWN_END
 from gradtui.record.reader import (
-    NodeStats, PassFigures, PassInfo, PassSpan, Recording, damage_text, open_recording, ran_in_order,
+    NodeStats,
+    PassFigures,
+    PassInfo,
+    PassSpan,
+    Recording,
+    damage_text,
+    open_recording,
+    ran_in_order,
 )
 from gradtui.record.replay_text import (
-    EDITS_REFUSED, READ_ONLY, flow_text, no_nodes, recorded_hits, refusal, replay_help,
+    EDITS_REFUSED,
+    READ_ONLY,
+    flow_text,
+    no_nodes,
+    recorded_hits,
+    refusal,
+    replay_help,
 )
 from gradtui.record.story import pass_finished, pass_started, recorded_graph, tell, walkable
 from gradtui.wire.target import TargetInfo
@@ -410,6 +436,7 @@ class ReplayTarget:
                 return events + self._end()
             events += self._enter(later)
             shown = self._shown
+            assert shown is not None
             if mode != "continue":
                 return events + self._paused(mode)
             if (bp := shown.stops_before(self.breakpoints)) is not None:

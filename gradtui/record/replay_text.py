@@ -7,7 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from gradtui.protocol.commands import (
-    COMMANDS, BreakIn, Clip, Command, Exec, Print, Scale, SetGrad, Where, Why, Zero, help_text,
+    COMMANDS,
+    BreakIn,
+    Clip,
+    Command,
+    Exec,
+    Print,
+    Scale,
+    SetGrad,
+    Where,
+    Why,
+    Zero,
+    help_text,
 )
 from gradtui.protocol.flowtext import flow_answer
 from gradtui.record.infos import PassInfo

@@ -12,10 +12,11 @@ from __future__ import annotations
 import functools
 import json
 from array import array
-from typing import Any
+from typing import Any, Literal, overload
 
 from gradtui.protocol.events import GradEdited, ParamFlow
 from gradtui.protocol.stats import Stats, full_stats, unreadable_stats
+
 
 class BadRow(ValueError):
     """A row whose column `what` does not hold what the schema says (the message names it)."""
@@ -44,6 +45,10 @@ def json_list(value: Any, what: str, item=None) -> tuple:
     return tuple(found)
 
 
+@overload
+def integer(value: Any, what: str, null: Literal[False] = False) -> int: ...
+@overload
+def integer(value: Any, what: str, null: bool) -> int | None: ...
 def integer(value: Any, what: str, null: bool = False) -> int | None:
     """An INTEGER cell (`null`: NULL is allowed)."""
     if value is None and null:
@@ -53,6 +58,10 @@ def integer(value: Any, what: str, null: bool = False) -> int | None:
     return value
 
 
+@overload
+def real(value: Any, what: str, null: Literal[False]) -> float: ...
+@overload
+def real(value: Any, what: str, null: bool = True) -> float | None: ...
 def real(value: Any, what: str, null: bool = True) -> float | None:
     """A REAL cell back as a float ('nan' was written for NaN, which SQLite would store as NULL)."""
     if value == "nan":
@@ -64,6 +73,10 @@ def real(value: Any, what: str, null: bool = True) -> float | None:
     return float(value)
 
 
+@overload
+def text(value: Any, what: str, null: Literal[False]) -> str: ...
+@overload
+def text(value: Any, what: str, null: bool = True) -> str | None: ...
 def text(value: Any, what: str, null: bool = True) -> str | None:
     """A TEXT cell."""
     if value is None and null:

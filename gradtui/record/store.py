@@ -18,16 +18,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from array import array
 import platform
 import sqlite3
 import threading
 import time
+from array import array
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.nodes import INFO
@@ -161,7 +160,7 @@ class Recorder:
         self._torch = torch_version if torch_version is not None else _installed("torch")
         self._pass: _Pass | None = None
         self._ring: deque[_Pass] = deque(maxlen=(flight or 1) - 1)  # with the pass a hit is in: K
-        self._pending: list[tuple[str, list[tuple]]] = []
+        self._pending: list[tuple[str, Iterable[tuple]]] = []
         """Rows (statement, rows) waiting for the next commit: output, hits, edits."""
         self._output_rows: list[tuple] = []
         self._last_pass: int | None = None

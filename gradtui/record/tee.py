@@ -68,7 +68,7 @@ class TeedStreams:
     def __init__(self, emit: Callable[[ev.Event], None]) -> None:
         self._saved = (sys.stdout, sys.stderr)
         self._tees = (LineTee(sys.stdout, "stdout", emit), LineTee(sys.stderr, "stderr", emit))
-        sys.stdout, sys.stderr = self._tees  # type: ignore[assignment]
+        sys.stdout, sys.stderr = self._tees
 
     def restore(self) -> None:
         """The last partial lines handed on, the original streams back (idempotent)."""

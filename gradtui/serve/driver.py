@@ -25,7 +25,7 @@ class TabDriver(WebDriver):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # type: ignore[assignment]  # None until it starts
 
     def start_application_mode(self) -> None:
         """Start as the web driver does, noting the app's loop (the sizes are posted on it)."""

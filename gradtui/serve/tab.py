@@ -22,12 +22,11 @@ from collections.abc import AsyncIterator, Mapping
 from textual import events
 from textual.driver import Driver
 
-from gradtui.wire.runtime import parse_address
-from gradtui.wire.runtime import running_agents
 from gradtui.protocol import events as ev
 from gradtui.serve.driver import TabDriver
 from gradtui.ui.app import GradtuiApp
 from gradtui.wire.client import RemoteTarget
+from gradtui.wire.runtime import parse_address, running_agents
 from gradtui.wire.target import TargetError, TargetInfo
 
 DETACH_TIMEOUT = 3.0
@@ -51,6 +50,7 @@ class Unreachable:
 
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
         """No events."""
+        batch: list[ev.Event]
         for batch in ():  # an async generator that yields nothing
             yield batch
 
@@ -69,7 +69,7 @@ class TabApp(GradtuiApp):
         """The tab's web driver (textual-serve names Textual's own in TEXTUAL_DRIVER)."""
         return TabDriver
 
-    async def on_unmount(self, event: events.Unmount) -> None:
+    async def on_unmount(self, event: events.Unmount) -> None:  # type: ignore[override]  # Textual hands it the event
         """Detach (GradtuiApp's own handler, which stops the target, is not run)."""
         if self.link.finished.is_set() or self.link.quitting:
             return  # ended, or `q`: GradtuiApp's handler has nothing left to do
@@ -77,7 +77,7 @@ class TabApp(GradtuiApp):
         self.link.quitting = True
         try:
             await asyncio.wait_for(self.target.detach(), DETACH_TIMEOUT)
-        except (asyncio.TimeoutError, OSError):
+        except (TimeoutError, OSError):
             pass
 
 

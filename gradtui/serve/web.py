@@ -110,7 +110,7 @@ class TabService(AppService):
     async def _stop(self) -> None:
         try:
             await asyncio.wait_for(super().stop(), self.stop_timeout)
-        except (asyncio.TimeoutError, OSError, RuntimeError):
+        except (TimeoutError, OSError, RuntimeError):
             pass
         process = self._process
         if process is None:
@@ -122,7 +122,7 @@ class TabService(AppService):
                 pass
         try:
             await asyncio.wait_for(process.wait(), self.stop_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.error("tab process %s did not end after SIGKILL", process.pid)
 
 

@@ -61,8 +61,8 @@ from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import ERROR_STYLE, NOTE_STYLE, STREAM_STYLE, OutputLog
-from gradtui.ui.widgets.variables import VariablesPane
 from gradtui.ui.widgets.ranks import RankStrip
+from gradtui.ui.widgets.variables import VariablesPane
 from gradtui.wire.child import ChildTarget
 from gradtui.wire.target import DebugTarget
 
@@ -162,7 +162,7 @@ class GradtuiApp(App[int]):
         """The debugger's screen: its keys and its panes."""
         return self.debugger
 
-    def run(self, *args, **kwargs) -> int | None:  # type: ignore[override]
+    def run(self, *args, **kwargs) -> int | None:
         """Run in the terminal, sized by it, not by COLUMNS / LINES (gradtui.ui.tty)."""
         size_from_the_terminal()
         return super().run(*args, **kwargs)
@@ -226,7 +226,7 @@ class GradtuiApp(App[int]):
         waits = asyncio.gather(*(worker.wait() for worker in workers), return_exceptions=True)
         try:
             await asyncio.wait_for(waits, WORKERS_GRACE)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     def on_resize(self, event: events.Resize) -> None:
@@ -289,8 +289,8 @@ class GradtuiApp(App[int]):
                 elif kind is ev.Output:
                     self.flush()
                     self.query_one(OutputLog).write_streams(
-                        ("".join(e.text for e in lines), STREAM_STYLE[stream])
-                        for stream, lines in itertools.groupby(events_, lambda e: e.stream))
+                        ("".join(e.text for e in lines), STREAM_STYLE[stream])  # type: ignore[attr-defined]  # Outputs
+                        for stream, lines in itertools.groupby(events_, lambda e: e.stream))  # type: ignore[attr-defined]
                 else:
                     for event in events_:
                         self._apply_event(event)

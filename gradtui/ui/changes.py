@@ -24,7 +24,7 @@ class Changes:
     breakpoints: bool = False
     """The target's breakpoints changed (the node list's markers)."""
 
-    def merge(self, later: "Changes") -> "Changes":
+    def merge(self, later: Changes) -> Changes:
         """This change and a later one, drawn as one."""
         return Changes(self.rows | later.rows, self.new_pass or later.new_pass, self.header or later.header,
                        self.paused or later.paused, self.finished or later.finished, self.log + later.log,

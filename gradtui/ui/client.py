@@ -134,7 +134,7 @@ class TargetLink:
         self.quitting = True
         try:
             await asyncio.wait_for(self.target.quit(), STOP_TIMEOUT)
-        except (asyncio.TimeoutError, OSError):
+        except (TimeoutError, OSError):
             pass
         self.kill_now()
 
@@ -143,7 +143,7 @@ class TargetLink:
         self.quitting = True  # the app's end (on_unmount) must not stop the target now
         try:
             await asyncio.wait_for(self.target.detach(), STOP_TIMEOUT)
-        except (asyncio.TimeoutError, OSError):
+        except (TimeoutError, OSError):
             pass
 
     def kill_now(self) -> None:

@@ -130,7 +130,7 @@ def user_traceback(text: str, home: str | None = None) -> str:
         if frame:
             package = library_package(frame.group(1))
             skipping = package is not None
-            if skipping:
+            if package is not None:
                 folded.append(package)
                 continue
             fold()

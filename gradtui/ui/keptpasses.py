@@ -16,7 +16,7 @@ from gradtui.ui.passview import PassView
 class FlowSnapshot(NamedTuple):
     """The gradient flow of one ended pass: what `w` shows while the next pass runs."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # a NamedTuple field named as tuple's method index
     flow: tuple[ev.ParamFlow, ...]
 
 

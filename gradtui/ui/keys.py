@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from textual.app import SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.markup import escape
 
 
@@ -117,7 +117,7 @@ APP_ACTIONS = frozenset({"quit", "break_in"})
 so a modal screen (help, a prompt, the flow, the passes, the palette) gets those keys itself."""
 
 
-def bindings(of_app: bool) -> list[Binding]:
+def bindings(of_app: bool) -> list[BindingType]:
     """The app's bindings (`of_app`) or the debugger screen's, made from KEYS."""
     return [Binding(k.keys, k.action, k.short, show=k.footer, priority=k.priority)
             for k in KEYS if (k.action in APP_ACTIONS) == of_app]

@@ -293,10 +293,11 @@ class ModuleTree:
             self._sent[node] = grads
             chain = self.chain(self.member.get(node, NO_MODULE))
             for slot, target in enumerate(node_info(graph, node).next):
-                if target is None or slot >= len(grads) or grads[slot] is None:
+                stats = grads[slot] if slot < len(grads) else None
+                if target is None or stats is None:
                     continue
                 inside = self.chain(self.member.get(target, NO_MODULE))
-                norm = grads[slot].norm
+                norm = stats.norm
                 for p in chain:
                     if p not in inside:  # the gradient leaves p
                         self._squares[p] = self._squares.get(p, 0.0) + norm * norm

@@ -299,7 +299,7 @@ class Navigator:
         """v: the selected node's whole file, its line and the lines that made this pass's nodes marked."""
         view, node = self.state.view, self._nodes().selected
         data = node_info(view.graph, node) if view is not None and node is not None and node in view.graph else None
-        if data is None or not data.path or not data.line:
+        if view is None or node is None or data is None or not data.path or not data.line:
             self._refuse("v shows a node's source: select a node made by a line of Python" if data is None
                          else f"#{node} has no source line (made outside Python code)")
             return

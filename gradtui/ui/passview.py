@@ -79,7 +79,7 @@ class PassView:
         return found.largest if found is not None else None
 
     @classmethod
-    def from_event(cls, event: ev.PassStarted) -> "PassView":
+    def from_event(cls, event: ev.PassStarted) -> PassView:
         """A fresh view of a pass that just started."""
         order = engine_order(event.graph)
         seen = set(order)
@@ -172,9 +172,8 @@ class PassView:
         if var.kind == "module" or first in self.graph and node_info(self.graph, first).kind == "accumulate":
             return combined_norm(self.leaf_grads.get(node) for node in var.nodes) if self.finished else None
         grads = self.grad_outputs.get(var.nodes[0])
-        if grads is None or var.slot >= len(grads) or grads[var.slot] is None:
-            return None
-        return grads[var.slot].norm
+        stats = grads[var.slot] if grads is not None and var.slot < len(grads) else None
+        return None if stats is None else stats.norm
 
     def title(self, node: int) -> str:
         """`#1 MulBackward0 (y)`."""

@@ -18,13 +18,13 @@ from gradtui.protocol.nodes import node_info
 from gradtui.ui import headertext
 from gradtui.ui.breakstate import BreakpointsState, Marker
 from gradtui.ui.changes import Changes
+from gradtui.ui.fmt import remember_source
 from gradtui.ui.headertext import HeaderPart
 from gradtui.ui.history import NormHistory, PassSummary
 from gradtui.ui.keptpasses import FlowSnapshot, PassesState  # noqa: F401 - screens import FlowSnapshot from here
-from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
 from gradtui.ui.layout import PaneSizes
+from gradtui.ui.passview import Grads, PassView, neighbour  # noqa: F401 - widgets import them from here
 from gradtui.ui.series import PassSeries
-from gradtui.ui.fmt import remember_source
 
 
 @dataclass

@@ -22,10 +22,10 @@ import sys
 from collections.abc import AsyncIterator, Callable
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.lines import LineSplitter
 from gradtui.protocol.options import RunOptions
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.target import TargetError, TargetInfo
-from gradtui.protocol.lines import LineSplitter
 
 START_TIMEOUT = 120.0
 """Seconds a starting child has to say hello (importing torch on a busy machine takes a while;
@@ -173,7 +173,7 @@ class ChildTarget:
         """Wait until both pipes are read to their end (a subprocess may hold them: not long)."""
         try:
             await asyncio.wait_for(asyncio.gather(*self._tasks[:2], return_exceptions=True), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     def _drain(self) -> list[list[ev.Event]]:
@@ -189,7 +189,7 @@ class ChildTarget:
         assert self.process is not None
         try:
             return await asyncio.wait_for(self.process.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self._kill()
             return await self.process.wait()
 
@@ -201,7 +201,7 @@ class ChildTarget:
             await self._remote.quit()
         try:
             await asyncio.wait_for(self.process.wait(), QUIT_WAIT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self._kill()
 
     async def detach(self) -> None:
@@ -219,7 +219,7 @@ class ChildTarget:
             pass
         try:
             await asyncio.wait_for(process.wait(), 2.0)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     def kill_now(self) -> None:

@@ -48,16 +48,17 @@ class RemoteTarget:
                 host, port = self._address
                 self._reader, self._writer = await asyncio.wait_for(
                     asyncio.open_connection(host, port, limit=1 << 24), protocol.HELLO_TIMEOUT)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             where = f"{self._address[0]}:{self._address[1]}" if self._address else "the agent"
             raise TargetError(f"cannot reach {where}: {_reason(exc)} "
                               "(is the agent still running? `gradtui attach` lists running agents)") from None
+        assert self._reader is not None  # connected above
         try:
             hello = await asyncio.wait_for(protocol.read_frame_async(self._reader), self._hello_timeout)
             protocol.check_hello(hello)
             self._send({"auth": self._token, "version": protocol.VERSION})
             answer = await asyncio.wait_for(protocol.read_frame_async(self._reader), protocol.HELLO_TIMEOUT)
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+        except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
             raise TargetError(f"the agent did not answer the hello: {_reason(exc)}") from None
         except protocol.ProtocolError as exc:
             raise TargetError(str(exc)) from None
@@ -112,7 +113,7 @@ class RemoteTarget:
         if self._writer is not None and not self._writer.is_closing():
             try:
                 await asyncio.wait_for(self._writer.drain(), 1.0)
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 pass
 
     def close(self) -> None:

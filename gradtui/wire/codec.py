@@ -52,7 +52,8 @@ CLASSES = _classes()
 """Wire tag -> class."""
 
 _FIELDS = {cls: cls.__struct_fields__ if issubclass(cls, msgspec.Struct)
-           else tuple(f.name for f in dataclasses.fields(cls)) for cls in CLASSES.values()}
+           else tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]  # _classes took only dataclasses
+           for cls in CLASSES.values()}
 
 _RENAMED = {ev.PassStarted: ("index", "pass_index"), ev.PassFinished: ("index", "pass_index"),
             ev.PassPrints: ("index", "pass_index")}

@@ -50,7 +50,7 @@ def check_stats(stats: dict) -> None:
         assert "values" not in stats
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS, ids=lambda l: "python-m" if len(l) == 3 else "console-script")
+@pytest.mark.parametrize("launcher", LAUNCHERS, ids=lambda argv: "python-m" if len(argv) == 3 else "console-script")
 def test_chain_with_steps_prints_12_and_36(launcher):
     done = gradtui("--headless", "-c", "step", "-c", "step", "-c", "continue", example("chain.py"),
                    launcher=launcher)
@@ -217,7 +217,7 @@ def test_arguments_after_the_script_go_to_the_script():
     done = gradtui("--headless", script("io_argv.py"), "-c", "step", "--report", "x")
     assert done.returncode == 0, done.stderr
     assert "argv ['-c', 'step', '--report', 'x']" in done.stdout
-    assert "to stderr" in done.stderr and "to stderr" not in done.stdout  # each stream to its own (issue 11.12)
+    assert "to stderr" in done.stderr and "to stderr" not in done.stdout  # each stream to its own
 
 
 def test_help_mentions_the_commands():

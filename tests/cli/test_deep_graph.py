@@ -1,4 +1,4 @@
-"""A 100,000-node chain (issue 11.2): freeing it after gradtui has seen it recursed once per
+"""A 100,000-node chain: freeing it after gradtui has seen it recursed once per
 node through the nodes' Python wrappers and overflowed the stack (SIGSEGV, no report)."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from test_cli import gradtui
 
 pytestmark = pytest.mark.timeout(170)

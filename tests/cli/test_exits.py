@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import script
-
 from gradtui.protocol import events as ev
 from gradtui.protocol.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
+from tests.helpers import script
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_exits import TIMEOUT, plain
-from tests.helpers import script
-
 from gradtui.engine.process.exits import IGNORED_INTERRUPT
 from gradtui.record.reader import Recording
+from tests.cli.test_exits import TIMEOUT, plain
+from tests.helpers import script
 
 pytestmark = pytest.mark.timeout(240)
 

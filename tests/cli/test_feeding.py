@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import example, run_headless
 from gradtui.clients import feeder as feeder_module
 from gradtui.protocol import events as ev
+from tests.helpers import example, run_headless
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""Warnings name the user's line, as in a plain run, and gradtui adds none (issue 11.13)."""
+"""Warnings name the user's line, as in a plain run, and gradtui adds none."""
 
 from __future__ import annotations
 

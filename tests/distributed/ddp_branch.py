@@ -10,10 +10,9 @@ job fails at rank 0's timeout, with gradtui as without it."""
 import sys
 import time
 
+import script_end
 import torch
 import torch.distributed as dist
-
-import script_end
 from ddp_setup import ddp_job
 
 rank, model, ddp, opt = ddp_job()

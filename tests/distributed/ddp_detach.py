@@ -9,11 +9,10 @@ Prints every rank's loss and bias gradient per step: the job must print the same
 import datetime
 import sys
 
+import script_end
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-import script_end
 
 steps = int(sys.argv[2])
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))

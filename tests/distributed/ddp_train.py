@@ -7,9 +7,8 @@ gradients then differ across ranks). `nan`: rank 1's input holds a NaN on pass 1
 import os
 import sys
 
-import torch
-
 import script_end
+import torch
 from ddp_setup import ddp_job
 
 out, mode = sys.argv[1], sys.argv[2]

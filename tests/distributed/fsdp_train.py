@@ -6,11 +6,10 @@ import datetime
 import os
 import sys
 
+import script_end
 import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
-
-import script_end
 
 out = sys.argv[1]
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import torch.distributed as dist
 
+from gradtui.distributed.rank import RankLink
 from gradtui.protocol import events as ev
 from gradtui.protocol.nodes import NodeInfo
 from tests.distributed.jobs import QuietSession as _Session
-from gradtui.distributed.rank import RankLink
 
 NODES, PASSES = 40, 5
 

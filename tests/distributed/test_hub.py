@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import torch.distributed as dist
 
+from gradtui.distributed.hub import JobHub
+from gradtui.distributed.rank import CONTROL, RankLink
 from gradtui.protocol import events as ev
 from gradtui.protocol.nodes import NodeInfo
-from gradtui.distributed.hub import JobHub
 from tests.distributed.jobs import QuietSession as _Session
-from gradtui.distributed.rank import CONTROL, RankLink
 
 
 class _Local:

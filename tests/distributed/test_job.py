@@ -1,4 +1,4 @@
-"""Every rank of a torchrun job under gradtui (issue 14): CPU, gloo, 2 ranks, 5 s collective timeout.
+"""Every rank of a torchrun job under gradtui: CPU, gloo, 2 ranks, 5 s collective timeout.
 
 Each test starts a real `torchrun --nproc_per_node 2 -m gradtui --listen :0 SCRIPT` and drives
 the job through its one address (rank 0's agent) as `gradtui attach` would; torch is the
@@ -147,7 +147,7 @@ def test_break_diverge_names_the_rank_and_holds_for_the_next_client_after_every_
         client.drain()
     finally:
         client.close()
-    assert detaches == 11  # 8 passes moved on to, 3 detaches while held (issue 21.12: detach then diverge, repeated)
+    assert detaches == 11  # 8 passes moved on to, 3 detaches while held (detach then diverge, repeated)
     assert job.wait(60) == 0, job.output()
     assert baseline.job.wait(120) == 0, baseline.job.output()
     mine, theirs = _lines(job.output()), _lines(baseline.job.output())

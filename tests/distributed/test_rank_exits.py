@@ -1,4 +1,4 @@
-"""A torchrun rank under gradtui ends as a plain torchrun rank ends (issue 21's exit table, its
+"""A torchrun rank under gradtui ends as a plain torchrun rank ends (the exit table, its
 torchrun rows; tests/cli/test_exits.py holds the headless, UI and --listen rows).
 
 One rank of a 2-rank job (`torchrun -m gradtui --listen :0 SCRIPT`, parked at its first pause)
@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.helpers import script
 from tests.distributed.jobs import Job, torchrun
+from tests.helpers import script
 from tests.procs import children
 
 pytestmark = pytest.mark.timeout(300)

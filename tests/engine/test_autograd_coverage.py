@@ -1,4 +1,4 @@
-"""Issue 5, items 3 and 4: every autograd entry point and every kind of node, run through the
+"""Every autograd entry point and every kind of node, run through the
 session headless. Each case is one script of tests/fixtures/cov_*.py, run once plainly and once
 under gradtui with commands that pause inside the pass that matters; every leaf gradient the
 script saves must be bit-identical (torch.equal) to the plain run's.
@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.nn.modules.module as nn_module
 
-from tests.helpers import Run, run_headless, run_plain, script, torch_originals
 from gradtui.protocol import events as ev
+from tests.helpers import Run, run_headless, run_plain, script, torch_originals
 
 pytestmark = pytest.mark.timeout(120)
 

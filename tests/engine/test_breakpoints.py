@@ -8,10 +8,10 @@ import re
 import pytest
 import torch
 
+from gradtui.engine.stats.summary import summarize
 from gradtui.protocol.breakpoints import Breakpoints, Spec, matches_grads, matches_node, parse_spec
 from gradtui.protocol.commands import CommandError
 from gradtui.protocol.nodes import NodeInfo
-from gradtui.engine.stats.summary import summarize
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,9 +6,28 @@ from __future__ import annotations
 import pytest
 
 from gradtui.protocol.commands import (
+    Break,
+    Clip,
+    Command,
+    CommandError,
+    Continue,
+    Delete,
+    Finish,
+    Flow,
+    FlowOf,
+    Help,
+    ListBreakpoints,
+    Print,
+    Quit,
+    Scale,
+    SetGrad,
+    ShowPass,
+    Step,
+    Why,
+    Zero,
     help_text,
-    Break, Clip, Command, CommandError, Continue, Delete, Finish, Flow, FlowOf, Help, ListBreakpoints,
-    Print, Quit, Scale, SetGrad, ShowPass, Step, Why, Zero, parse, parse_file,
+    parse,
+    parse_file,
 )
 
 pytestmark = pytest.mark.timeout(60)

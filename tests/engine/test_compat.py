@@ -1,4 +1,4 @@
-"""Every private torch symbol gradtui uses comes from gradtui.engine.compat (issue 11 item 17):
+"""Every private torch symbol gradtui uses comes from gradtui.engine.compat, one place to port:
 each is present on this torch and does what its callers rely on, and no other module of
 gradtui imports a private torch name."""
 

@@ -1,4 +1,4 @@
-"""The contract clients program against (issue 10 item 3): every CommandResult carries the
+"""The contract clients program against: every CommandResult carries the
 request id its command was submitted with, and breakpoint state arrives as BreakpointsChanged
 events (after `break`, `delete` and every hit), so no client reads the Session."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import example, run_headless, script
 from gradtui.protocol import events as ev
+from tests.helpers import example, run_headless, script
 
 pytestmark = pytest.mark.timeout(60)
 

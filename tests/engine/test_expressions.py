@@ -1,4 +1,4 @@
-"""What `set`, `print` and `why` evaluate (issue 11 items 4, 5, 14): a replacement torch's hook
+"""What `set`, `print` and `why` evaluate: a replacement torch's hook
 check would refuse is refused first, with a message, and the pass goes on unharmed; whatever an
 expression raises, BaseException included, is a refused command, never the end of the run, but
 gradtui's own quit still ends it; and `g` is a copy, so `print g.mul_(0)` changes nothing."""
@@ -10,12 +10,12 @@ import threading
 import pytest
 import torch
 
-from tests.helpers import run_headless, run_plain, script
 from gradtui.engine import edits
-from gradtui.protocol import events as ev
 from gradtui.engine.edits import EditError, ExpressionError
 from gradtui.engine.session import GradtuiQuit
 from gradtui.engine.stats.summary import describe
+from gradtui.protocol import events as ev
+from tests.helpers import run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""The command language fuzzed (issue 11 acceptance): thousands of generated command lines go
+"""The command language fuzzed: thousands of generated command lines go
 through `parse` and through a live session paused in a pass. No exception escapes either, nothing
 hangs (every wait has a timeout), every refusal has a message, and each pass's leaf gradients
 are a plain run's unless an edit was accepted in that pass.
@@ -8,15 +8,14 @@ script's, as in pdb (`print y.mul_(0)` would change what autograd saved)."""
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import script
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import CommandError, Continue, Finish, Quit, Step, parse
+from tests.helpers import script
 
 pytestmark = pytest.mark.timeout(120)
 

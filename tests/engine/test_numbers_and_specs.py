@@ -1,4 +1,4 @@
-"""Numbers and break specs of the command language (issue 11 items 3 and 16): a number is what
+"""Numbers and break specs of the command language: a number is what
 int()/float() read (so `²`, a digit to str.isdigit(), is a refusal, never an exception), labels
 are any Python identifier, a spec that can never fire is refused, and one that matches no node of
 the paused pass is accepted with a warning (`warning_for`)."""
@@ -9,11 +9,11 @@ import networkx as nx
 import pytest
 import torch
 
-from tests.helpers import run_headless
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import matches_node, parse_spec, warning_for
 from gradtui.protocol.commands import CommandError, Delete, Scale, parse, parse_float, parse_int
 from gradtui.protocol.nodes import NodeInfo
+from tests.helpers import run_headless
 
 pytestmark = pytest.mark.timeout(60)
 

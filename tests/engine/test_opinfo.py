@@ -1,4 +1,4 @@
-"""PyTorch's own OpInfo samples through a Session (issue 11 acceptance): every op whose backward
+"""PyTorch's own OpInfo samples through a Session: every op whose backward
 can send a ZeroTensor, and 100 others picked evenly from op_db, each sample's gradients in
 `continue`, in `step` mode and at double backward exactly a plain run's (NaN-aware), or the same
 exception where the plain run raises one."""
@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves
 
-from tests.helpers import graph_nodes
-from gradtui.protocol import events as ev
 from gradtui.engine.session import Session
+from gradtui.protocol import events as ev
+from tests.helpers import graph_nodes
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]  # ops' own deprecations
@@ -25,7 +25,7 @@ ZERO_TENSOR_OPS = [
     "nn.functional.smooth_l1_loss", "nn.functional.pairwise_distance", "norm", "linalg.norm", "linalg.vector_norm",
     "linalg.matrix_norm", "linalg.eigh", "linalg.svd", "special.i0e", "special.i1e", "nn.functional.huber_loss",
 ]
-"""Ops whose backward (first or second) sends a ZeroTensor (issue 11 item 1 lists them)."""
+"""Ops whose backward (first or second) sends a ZeroTensor."""
 OTHERS = 100
 SAMPLES = 2
 """Samples per op: the first ones op_db gives (the small, plain cases)."""

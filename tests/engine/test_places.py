@@ -1,4 +1,4 @@
-"""Issue 4: every node says where it came from (file:line and module), and breakpoints by place
+"""Every node says where it came from (file:line and module), and breakpoints by place
 or module stop where they name."""
 
 from __future__ import annotations

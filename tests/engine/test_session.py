@@ -9,8 +9,8 @@ import threading
 import pytest
 import torch
 
-from tests.helpers import example, run_headless, script, torch_originals
 from gradtui.protocol import events as ev
+from tests.helpers import example, run_headless, script, torch_originals
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -408,8 +408,8 @@ def test_light_stats_between_pauses_keep_norms_and_full_stats_while_stepping():
 
     assert [(e.pass_index, e.node) for e in ran(full)] == [(e.pass_index, e.node) for e in ran(light)]
     big_light = 0
-    for f, l in zip(ran(full), ran(light)):
-        for fs, ls in zip(f.grad_outputs + f.grad_inputs, l.grad_outputs + l.grad_inputs):
+    for f, lt in zip(ran(full), ran(light)):
+        for fs, ls in zip(f.grad_outputs + f.grad_inputs, lt.grad_outputs + lt.grad_inputs):
             assert (fs is None) == (ls is None)
             if fs is None:
                 continue
@@ -651,7 +651,7 @@ def test_a_pass_torch_starts_for_the_script_is_shown_at_the_scripts_line(tmp_pat
 
 
 def test_module_and_place_specs_that_match_no_node_are_accepted_with_a_warning():
-    """Issue 11 item 16: `break module no.such` and `break nosuch.py:3` were accepted silently."""
+    """`break module no.such` and `break nosuch.py:3` were accepted silently."""
     run = run_headless(example("chain.py"), ["break module no.such", "break nosuch.py:3", "continue"])
     answers = [r.text for r in run.results() if r.text.startswith("breakpoint ")]
     assert len(answers) == 2 and all(r.ok for r in run.results())

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import assert_grads_identical, example, run_headless, run_plain, script
 from gradtui.protocol import events as ev
+from tests.helpers import assert_grads_identical, example, run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 

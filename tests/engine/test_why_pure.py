@@ -37,7 +37,7 @@ def test_explain_tells_every_kind_of_variable_apart():
     ("exit(3)", "SystemExit"),
 ])
 def test_an_expression_raising_a_base_exception_is_an_answer_not_the_end(expr, kind):
-    """Issue 11 item 5 for `why`: a BaseException from the expression is a refusal."""
+    """`why`: a BaseException from the expression is a refusal."""
     x = torch.ones(2, requires_grad=True)
     scope = {"x": x, "loss": (x * 2).sum()}
     graph, nodes = _pass(scope)
@@ -60,7 +60,7 @@ def test_a_quit_while_the_expression_runs_still_quits():
                                      "set (_ for _ in ()).throw(GeneratorExit)",
                                      "why (_ for _ in ()).throw(KeyboardInterrupt)"])
 def test_a_base_exception_from_a_commands_expression_is_a_refusal(command):
-    """Issue 11 item 5 at the session: whatever the expression raises, the run goes on."""
+    """`why` at the session: whatever the expression raises, the run goes on."""
     from tests.helpers import example, run_headless
 
     run = run_headless(example("chain.py"), [command, "continue"])

@@ -1,4 +1,4 @@
-"""Issue 5, item 5: `why NAME` for a variable of the script, and the classic forum question.
+"""`why NAME` for a variable of the script, and the classic forum question.
 
 A model returns stacked per-step outputs a_s, b_s, c_s inside a training loop and the user wants
 their gradients. Under gradtui, without changing the script, every pass shows by name the
@@ -16,8 +16,8 @@ import sys
 import pytest
 import torch
 
-from tests.helpers import REPO, Run, run_headless, run_plain, script
 from gradtui.protocol import events as ev
+from tests.helpers import REPO, Run, run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(60)
 

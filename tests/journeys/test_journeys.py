@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from gradtui.protocol.events import QUIT_STATUS
 from tests.helpers import REPO, SCRIPTS
 from tests.journeys.terminal import SIZES, START, Terminal, gradtui_command
-
-from gradtui.protocol.events import QUIT_STATUS
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -1,6 +1,6 @@
 """Recordings the record tests share, made once per test session (a subprocess run each).
 
-`flight_recording()` is issue 13's acceptance run: nan_at_30.py under `gradtui --headless
+`flight_recording()` is the flight recorder's reference run: nan_at_30.py under `gradtui --headless
 --flight 5 -c 'break nan' -c continue --record run.db`, so passes 26-30 have per-node data and
 the run stopped in pass 30 after the SqrtBackward0 whose backward divides by zero. Every test
 that reads it only reads it (replays open it read-only; copies are made for edits).

@@ -1,4 +1,4 @@
-"""Damaged recordings (issue 21 item 9): `gradtui replay --headless` and `gradtui export` over
+"""Damaged recordings: `gradtui replay --headless` and `gradtui export` over
 a corpus of damaged copies of one small recording give no traceback, exit 0 or 2, and a line
 naming the damage; what is still readable is replayed and exported.
 
@@ -20,11 +20,11 @@ import sqlite3
 
 import pytest
 
-from tests.helpers import script
 from gradtui.cli import export as export_cli
 from gradtui.cli import replay as replay_cli
 from gradtui.record import schema
 from gradtui.record.reader import TABLES
+from tests.helpers import script
 from tests.record.recordings import gradtui
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,4 +1,4 @@
-"""`gradtui diff` (issue 23): where two recorded runs part, by subprocess runs of the CLI.
+"""`gradtui diff`: where two recorded runs part, by subprocess runs of the CLI.
 
 tests/fixtures/diff_model.py is recorded five times (its argument picks the variant): the
 reference twice, with one gelu made `approximate="tanh"`, with a custom Function's backward
@@ -12,10 +12,9 @@ import sqlite3
 
 import pytest
 
+from gradtui.record.compare import compare
 from tests.helpers import script
 from tests.record.recordings import gradtui, record_with_fingerprints
-
-from gradtui.record.compare import compare
 
 pytestmark = pytest.mark.timeout(240)
 

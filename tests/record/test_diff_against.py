@@ -1,4 +1,4 @@
-"""A live run against a reference recording (issue 23 items 4 and the notebook entry point):
+"""A live run against a reference recording (the CLI's and the notebook's entry points):
 what it reads per node, `print`'s both sides at any pause, and `gradtui.listen(against=...)`."""
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ import time
 import pytest
 import torch
 
-from tests.helpers import REPO, script
-from tests.record.recordings import RUN_TIMEOUT, gradtui, record_with_fingerprints
-
-from tests.hostreads import HostReads
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
 from gradtui.record.against import Reference
 from gradtui.record.store import Recorder
+from tests.helpers import REPO, script
+from tests.hostreads import HostReads
+from tests.record.recordings import RUN_TIMEOUT, gradtui, record_with_fingerprints
 
 pytestmark = pytest.mark.timeout(240)
 

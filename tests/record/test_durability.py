@@ -15,10 +15,10 @@ import threading
 
 import pytest
 
-from tests.helpers import REPO, example, script
 from gradtui.protocol.report import JsonStream
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording
+from tests.helpers import REPO, example, script
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""`--record` in every mode (issue 13 item 1): the UI's child agent, `--listen` with a client
+"""`--record` in every mode: the UI's child agent, `--listen` with a client
 attached, and `gradtui.listen(record=...)` in a process gradtui did not launch. Each run is
 nan_at_30.py for 3 steps (or a 3-step loop for listen()); the recorded gradient norms are
 checked against the ones torch printed in the same run."""
@@ -15,12 +15,12 @@ import time
 
 import pytest
 
-from tests.helpers import REPO, script
-from gradtui.protocol import events as ev
 from gradtui.clients.feeder import CommandFeeder
+from gradtui.protocol import events as ev
 from gradtui.protocol.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
+from tests.helpers import REPO, script
 from tests.record.recordings import RUN_TIMEOUT
 
 pytestmark = pytest.mark.timeout(120)
@@ -47,7 +47,7 @@ def assert_flow_is_torchs(db: str, steps: int, text: str | None = None) -> Recor
 
 def test_the_ui_child_agent_records(tmp_path):
     """What `gradtui --record run.db train.py` runs: the UI's ChildTarget with these options;
-    the script's output lines are recorded too (issue 13: in every mode)."""
+    the script's output lines are recorded too, in every mode."""
     db = str(tmp_path / "ui.db")
     target = ChildTarget(RunOptions(script("nan_at_30.py"), ["3"], record=db))
 

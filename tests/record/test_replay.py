@@ -1,4 +1,4 @@
-"""`gradtui replay` (issue 13 item 4): a recording as a read-only DebugTarget, headless and in the UI.
+"""`gradtui replay`: a recording as a read-only DebugTarget, headless and in the UI.
 
 One recording for the module: nan_at_30.py run with `--flight 5 -c 'break nan' -c continue`,
 so passes 26-30 have per-node data and the run stopped in pass 30 after the SqrtBackward0 whose

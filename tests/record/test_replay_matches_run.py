@@ -1,4 +1,4 @@
-"""A headless replay says what the run said (issue 22 items 2, 14, 15): tests/fixtures/nanmlp.py
+"""A headless replay says what the run said: tests/fixtures/nanmlp.py
 recorded with `break nan` hitting at pass 5 (every hooked pass, and `--flight 3`), replayed with
 `gradtui replay --headless`: the same pass lines in the same words (node counts, hooked passes
 outside the flight window as hooked), the pause in the run's words, commands left after the
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import script
 from gradtui.record.reader import Recording
+from tests.helpers import script
 from tests.record.recordings import gradtui
 
 pytestmark = pytest.mark.timeout(120)

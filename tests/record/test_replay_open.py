@@ -1,4 +1,4 @@
-"""Opening a long recording (issue 13: a 1 GB recording opens and draws its passes view in a
+"""Opening a long recording (a 1 GB recording opens and draws its passes view in a
 second): the replay reads what its story and plots show, through indexes, so its SQLite work
 does not grow with the run. Counts, not timings: SQLite's virtual-machine steps (a progress
 handler), the rows of EXPLAIN QUERY PLAN, the events told.

@@ -1,4 +1,4 @@
-"""The recording (issue 13): what a run leaves in its database, read back and exported.
+"""The recording: what a run leaves in its database, read back and exported.
 
 In-process runs (Session + ScriptRunner + Recorder) for the store's content, checked against
 torch's own numbers and against the live report of the same run; subprocess runs of the CLI
@@ -12,15 +12,15 @@ import sqlite3
 
 import pytest
 
-from tests.helpers import script
-from gradtui.protocol.report import Report
+from gradtui.clients.headless import HeadlessDriver
 from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
-from gradtui.clients.headless import HeadlessDriver
+from gradtui.protocol.report import Report
 from gradtui.record import schema
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording
 from gradtui.record.store import Recorder, check_path
+from tests.helpers import script
 from tests.record.recordings import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
@@ -119,7 +119,7 @@ def test_record_every_n_keeps_nodes_of_every_nth_pass_and_flow_of_all(tmp_path):
 
 
 def test_flight_recorder_acceptance():
-    """Issue 13's acceptance: `--flight 5 -c 'break nan' -c continue --record run.db` leaves
+    """The flight recorder's reference run: `--flight 5 -c 'break nan' -c continue --record run.db` leaves
     per-node statistics of passes 26-30, loss and flow of every pass, and docs/recording.md's query
     names the culprit node (the sqrt whose backward divides by zero)."""
     made = flight_recording()

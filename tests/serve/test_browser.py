@@ -30,8 +30,8 @@ import aiohttp
 import pytest
 import torch
 
-from tests.serve.browser import CONNECT_AT, Chromium, Page, SCREEN_HOOK, chromium_path
 from tests.procs import children, gone
+from tests.serve.browser import CONNECT_AT, SCREEN_HOOK, Chromium, Page, chromium_path
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,9 +11,9 @@ import time
 
 from textual_serve.download_manager import DownloadManager
 
-from gradtui.wire.runtime import AgentEntry, write_entry
 from gradtui.serve.agents import choose
 from gradtui.serve.web import TabService
+from gradtui.wire.runtime import AgentEntry, write_entry
 from tests.procs import gone
 
 STUBBORN = """

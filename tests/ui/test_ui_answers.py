@@ -1,4 +1,4 @@
-"""Pilot tests of issue 12's defects 1, 2, 4, 6, 8, 10, 11: whole answers, the command bar,
+"""Pilot tests of whole answers, the command bar,
 edits, the end of a run and the status line."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 import torch
 from textual.keys import _character_to_key
 
-from gradtui.protocol import events as ev
 from gradtui.engine.stats.summary import summarize
+from gradtui.protocol import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.widgets.command_bar import CommandBar

@@ -6,11 +6,10 @@ import re
 
 import pytest
 import torch
-
 from textual.keys import _character_to_key
 
-from gradtui.protocol.report import Report
 from gradtui.protocol.events import QUIT_STATUS
+from gradtui.protocol.report import Report
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.prompt import PromptScreen
@@ -18,8 +17,18 @@ from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
-from tests.ui.ui_helpers import (SIZE, detail_text, example, graph_text, output_lines, row_text, selected, ui_script,
-                        wait_for, wait_paused_at)
+from tests.ui.ui_helpers import (
+    SIZE,
+    detail_text,
+    example,
+    graph_text,
+    output_lines,
+    row_text,
+    selected,
+    ui_script,
+    wait_for,
+    wait_paused_at,
+)
 
 ORIGINAL_BACKWARD = torch.Tensor.backward
 
@@ -380,7 +389,7 @@ async def test_a_script_without_backward_shows_its_exit_status():
         text = detail_text(app)
         assert "never called backward()" in text and "exit status 3" in text
         assert "failed · exit 3" in app.query_one(GradHeader).status_text
-        # the footer shows what can be done now: no s c f b e once the script has ended (issue 22, 10)
+        # the footer shows what can be done now: no s c f b e once the script has ended
         from textual.widgets._footer import FooterKey
 
         await wait_for(pilot, lambda: {k.action for k in app.query(FooterKey)} and not
@@ -395,7 +404,7 @@ async def test_a_script_without_backward_shows_its_exit_status():
 
 @pytest.mark.asyncio
 async def test_tab_cycles_the_panes_skipping_the_command_bar_and_colon_focuses_it():
-    """tab never lands in the command bar, where keys would become text (issue 22, 9)."""
+    """tab never lands in the command bar, where keys would become text."""
     app = GradtuiApp(example("chain.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)

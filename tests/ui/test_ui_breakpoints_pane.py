@@ -1,4 +1,4 @@
-"""The breakpoints pane, B (issue 22, 16): each breakpoint with its hit count and last hit;
+"""The breakpoints pane, B: each breakpoint with its hit count and last hit;
 enter jumps there, space turns it off and on, delete removes it."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable
 
-from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.breakpoints import BreakpointsScreen
+from tests.helpers import script
 from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 

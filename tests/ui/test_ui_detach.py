@@ -7,15 +7,15 @@ from __future__ import annotations
 import os
 
 import pytest
+from test_ui_app import answer_text
 
-from gradtui.wire.runtime import running_agents
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.wire.client import RemoteTarget
+from gradtui.wire.runtime import running_agents
 from tests.helpers import script
-from tests.wire.wire_helpers import Listening
 from tests.ui.ui_helpers import SIZE, example, wait_for, wait_paused_at
-from test_ui_app import answer_text
+from tests.wire.wire_helpers import Listening
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The UI's difference view against a reference recording (issue 23 item 5): a difference
+"""The UI's difference view against a reference recording: a difference
 column in the node list and the module tree, `A` sorting the list by it, and a `differs`
 column in the passes view; the data reaches the UI as one PassDifferences event per pass.
 tests/fixtures/diff_model.py is recorded once as the reference; the UI runs its `tanh` variant

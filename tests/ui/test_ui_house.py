@@ -1,4 +1,4 @@
-"""How the app is built (issue 24.7): its target client is an object it owns, reading on a
+"""How the app is built: its target client is an object it owns, reading on a
 worker and posting each batch as a Message; every piece of UI state is in UIState; widgets
 watch the app's `changes` reactive. A scripted target (no agent, no torch) drives it."""
 

@@ -1,5 +1,5 @@
 """The 80x24 layout, zooming, borders in 256 colours, themes, the node search, and the output
-pane's terminal semantics (issue 12: "At 80x24" and "What users of pudb and Textual expect")."""
+pane's terminal semantics (at 80x24, and what users of pudb and Textual expect)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,16 @@ from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
-from tests.ui.ui_helpers import detail_text, example, output_lines, row_text, selected, ui_script, wait_for, wait_paused_at
+from tests.ui.ui_helpers import (
+    detail_text,
+    example,
+    output_lines,
+    row_text,
+    selected,
+    ui_script,
+    wait_for,
+    wait_paused_at,
+)
 
 SMALL = (80, 24)
 DEMO = demo_path()

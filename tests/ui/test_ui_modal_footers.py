@@ -1,4 +1,4 @@
-"""Every modal screen's footer shows that screen's own keys (issue 22's walk: under a modal the
+"""Every modal screen's footer shows that screen's own keys (under a modal the
 footer showed only `q quit`, none of the keys the modal answers to)."""
 
 from __future__ import annotations
@@ -7,8 +7,6 @@ import pytest
 from textual.screen import Screen
 from textual.widgets._footer import FooterKey
 
-from tests.helpers import script
-from tests.serve.test_tab_app import FakeTarget
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.breakpoints import BreakpointsScreen
 from gradtui.ui.screens.flow import FlowScreen
@@ -19,6 +17,8 @@ from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.screens.source import SourceScreen
 from gradtui.ui.widgets.variables import VariablesScreen
+from tests.helpers import script
+from tests.serve.test_tab_app import FakeTarget
 from tests.ui.ui_helpers import SIZE, finish_into_pass_1, wait_for
 
 OPENED_BY = [  # the keys that open it from the debugger in pass 1 of loop.py, then the screen

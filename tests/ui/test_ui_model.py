@@ -7,11 +7,11 @@ import os
 
 import torch
 
-from gradtui.protocol import events as ev
+from gradtui.clients.headless import HeadlessDriver
 from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
 from gradtui.engine.stats.summary import summarize
-from gradtui.clients.headless import HeadlessDriver
+from gradtui.protocol import events as ev
 from gradtui.ui import fmt
 from gradtui.ui.state import UIState
 from tests.ui.ui_helpers import example, ui_script

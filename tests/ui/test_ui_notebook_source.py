@@ -1,4 +1,4 @@
-"""A notebook cell's source in the UI (issue 22.14): the cell's text lives only in the script's
+"""A notebook cell's source in the UI: the cell's text lives only in the script's
 process (`linecache`); the agent sends it, so the detail pane and the source view show the
 cell's lines, not a bare `at 3049230926.py:3`."""
 

@@ -1,5 +1,5 @@
 """The output pane keeps the newest line in sight after it has been zoomed, and a long
-answer lands with its first line at the top (issue 22, defect 1)."""
+answer lands with its first line at the top."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Keys on the panes (issue 22): `w` mid-pass, `Z` on every pane, focus after a zoom, `tab`,
+"""Keys on the panes: `w` mid-pass, `Z` on every pane, focus after a zoom, `tab`,
 clicks on node references, module names of an nn.Sequential."""
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ from gradtui.protocol import events as ev
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.passes import PassesScreen
-from gradtui.ui.widgets.plots import PassPlots, SeriesPlot
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
+from gradtui.ui.widgets.plots import PassPlots, SeriesPlot
 from tests.ui.ui_events import flow_row, run_mlp_pass, started
 from tests.ui.ui_helpers import SIZE, detail_text, example, output_lines, selected, ui_script, wait_for, wait_paused_at
 
@@ -35,7 +35,7 @@ async def test_m_folds_the_node_list_by_module_and_keys_fold_and_unfold():
         await pilot.pause()
         assert selected(app) == 0  # the paused node stays selected, its module opened
         lines = list_lines(app)
-        # an nn.Sequential's children are led by its variable (issue 22, 13): `model.0`, not a bare `0`
+        # an nn.Sequential's children are led by its variable: `model.0`, not a bare `0`
         assert [line.split()[1] for line in lines if line.lstrip().startswith(("▾", "▸"))] == [
             "model", "model.0", "model.1", "model.2", "(no"]
         assert "by module" in nodes.border_title
@@ -208,7 +208,7 @@ async def _passes_with_a_nan(pilot, losses: tuple[float, ...]) -> dict[str, Seri
 
 @pytest.mark.asyncio
 async def test_the_loss_and_norm_plots_mark_a_non_finite_pass():
-    """Issue 22 item 19: the loss line used to just stop at a NaN pass, nothing said why."""
+    """The loss line used to just stop at a NaN pass, nothing said why."""
     app = GradtuiApp(ui_script("no_backward.py"))
     async with app.run_test(size=(160, 45)) as pilot:
         plots = await _passes_with_a_nan(pilot, (4.0, 3.0, 2.0, float("nan"), 1.0, 0.5))

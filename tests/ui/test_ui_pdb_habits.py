@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_ui_app import answer_text, type_text
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.options import RunOptions
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.console import ConsoleScreen, complete
 from gradtui.ui.screens.leave import LeaveScreen
-from test_ui_app import answer_text, type_text
-from gradtui.protocol.options import RunOptions
 from gradtui.wire.child import ChildTarget
 from tests.helpers import REPO, script
 from tests.ui.ui_helpers import SIZE, example, output_lines, wait_for, wait_paused_at

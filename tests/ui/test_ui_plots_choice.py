@@ -1,4 +1,4 @@
-"""The passes view's plots (issue 22.19, the rest): `s` smooths the loss and norms as TensorBoard
+"""The passes view's plots: `s` smooths the loss and norms as TensorBoard
 does (a debiased moving average), `t` puts one module's or parameter's gradient norm on the norm
 plot (the debugger's selected node's, or any from a list)."""
 

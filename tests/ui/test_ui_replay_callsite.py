@@ -1,4 +1,4 @@
-"""A replay shows what the run showed at the call site (issue 22's walk, item 3): `V` lists the
+"""A replay shows what the run showed at the call site: `V` lists the
 variables the run read where backward was called, and a notebook cell's node shows the cell's
 text, from the recording alone (its `told` table). A recording made before that table replays
 as before: no variables, no cell text, nothing named damaged. And (item 4) `x` and `e` refuse
@@ -15,7 +15,6 @@ import sys
 import pytest
 from textual.widgets import DataTable, OptionList
 
-from tests.helpers import REPO
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
 from gradtui.ui.app import GradtuiApp
@@ -23,6 +22,7 @@ from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.screens.source import SourceScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.variables import VariablesScreen
+from tests.helpers import REPO
 from tests.ui.ui_helpers import SIZE, detail_text, selected, ui_script, wait_for
 
 pytestmark = pytest.mark.timeout(120)

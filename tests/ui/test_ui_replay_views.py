@@ -1,4 +1,4 @@
-"""The replay's views say what the run showed (issue 22 items 2 and 3): a recording of
+"""The replay's views say what the run showed: a recording of
 tests/fixtures/nanmlp.py with `break nan` hitting at pass 5 (`gradtui --headless --record run.db
 -c 'break nan' -c continue nanmlp.py`), and the same with `--flight 3`.
 
@@ -13,12 +13,12 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO, script
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.widgets.node_list import NodeList
+from tests.helpers import REPO, script
 from tests.ui.ui_helpers import detail_text, wait_for
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,4 +1,4 @@
-"""Pilot tests of issue 12's defects 3, 5, 7, 9 and the passes view: clicks select the row
+"""Pilot tests of the rows and the passes view: clicks select the row
 clicked, browsing moves every pane, the output pane's last column, the flow's zero weights."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from textual.widgets import DataTable
 
 from gradtui.ui.app import GradtuiApp
-from gradtui.ui.fmt import cut_left
 from gradtui.ui.flowtable import flag_of, flow_rows
+from gradtui.ui.fmt import cut_left
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.state import UIState

@@ -1,4 +1,4 @@
-"""The panes are sized by what they show and the user can move their edges (issue 22, 7)."""
+"""The panes are sized by what they show and the user can move their edges."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from gradtui.cli.main import demo_path
 from gradtui.ui.app import GradtuiApp
-from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
+from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.widgets.node_list import NodeList
 from tests.ui.ui_helpers import example, ui_script, wait_for, wait_paused_at
 

@@ -1,17 +1,17 @@
-"""SVG snapshots of issue 22's visual changes, at 80x24 and 160x45, on tiny seeded scripts:
+"""SVG snapshots of the panes' looks, at 80x24 and 160x45, on tiny seeded scripts:
 panes sized by content, the attached UI's question on `q`, the flow of the last ended pass
 with zero-initialised biases apart. Regenerate with `--snapshot-update` and look at every SVG."""
 
 from __future__ import annotations
 
 import pytest
+from test_ui_snapshots import _footer_of_the_modal, _settle
 
 from gradtui.cli.main import demo_path
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.leave import LeaveScreen
 from tests.serve.test_tab_app import FakeTarget
-from test_ui_snapshots import _footer_of_the_modal, _settle
 from tests.ui.ui_helpers import finish_into_pass_1, ui_script, wait_for, wait_paused_at
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
@@ -64,8 +64,8 @@ def test_w_in_pass_1_shows_pass_0_with_its_zero_biases_apart(snap_compare, size)
 @SIZES
 def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
     """B on loop.py after `break MulBackward0` hit in passes 0 and 1, and `break nan` that never hit."""
-    from tests.helpers import script
     from gradtui.ui.screens.breakpoints import BreakpointsScreen
+    from tests.helpers import script
 
     async def run_before(pilot):
         app = pilot.app
@@ -100,8 +100,8 @@ def test_the_source_view_at_160x45(snap_compare):
 
 
 def _source_view(snap_compare, size: tuple[int, int]) -> None:
-    from tests.helpers import script
     from gradtui.ui.screens.source import SourceScreen
+    from tests.helpers import script
 
     async def run_before(pilot):
         app = pilot.app

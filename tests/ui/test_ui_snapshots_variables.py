@@ -1,4 +1,4 @@
-"""SVG snapshots of the variables pane (V, issue 22.18) at 80x24 and 160x45: train_loop.py's
+"""SVG snapshots of the variables pane (V) at 80x24 and 160x45: train_loop.py's
 pass 0, browsed after it ended, so every variable's gradient norm is known. Regenerate with
 `--snapshot-update` and look at every SVG."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.variables import VariablesScreen
+from tests.helpers import script
 from tests.ui.test_ui_snapshots import _footer_of_the_modal, _settle
 from tests.ui.ui_helpers import finish_into_pass_1, wait_for
 

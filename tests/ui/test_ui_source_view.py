@@ -1,17 +1,17 @@
-"""The source view, v (issue 22, 17 and the rest of 16): the node's whole file, its line
+"""The source view, v: the node's whole file, its line
 marked, every line that made nodes of the pass marked with their count; enter on such a line
 selects its nodes in turn; b on a line sets `break FILE:LINE`."""
 
 from __future__ import annotations
 
 import pytest
+from test_ui_app import _highlighted
 from textual.widgets import OptionList, Static
 
-from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.source import SourceScreen
-from test_ui_app import _highlighted
+from tests.helpers import script
 from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 

@@ -1,7 +1,7 @@
 """The work of a step with a 10,002-node pass loaded: the node list renders only the rows
 that changed (and a screenful when the cursor leaves the screen), never the whole pass.
 
-The time from the `s` key to the next node drawn (DESIGN.md: <= 50 ms median) is measured
+The time from the `s` key to the next node drawn (target: <= 50 ms median, docs/performance.md) is measured
 by `benchmarks/bench.py`, not asserted here: these machines are too noisy for timing bounds.
 """
 

@@ -15,10 +15,9 @@ import time
 
 import pytest
 
-from gradtui.wire.runtime import alive
 from gradtui.protocol.events import QUIT_STATUS
 from gradtui.ui.client import QUIT_GRACE
-
+from gradtui.wire.runtime import alive
 from tests.helpers import REPO, example
 from tests.ui.ui_helpers import ui_script
 

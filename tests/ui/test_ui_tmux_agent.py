@@ -1,6 +1,6 @@
 """The UI and its child agent in a real terminal (tmux at 120x40): the script owns its process,
 the UI survives the agent's end, and signals or `q` to the UI stop the agent and give the
-terminal back as it was (issue 10, "Survives the script" and "Acceptance").
+terminal back as it was.
 
 Each pane runs `sh -c 'python -m gradtui SCRIPT; echo gradtui-exit=$?; stty -a; sleep'`: a
 non-interactive shell, so nothing but gradtui itself restores the terminal (an interactive
@@ -25,9 +25,8 @@ from collections.abc import Callable
 import pytest
 
 from gradtui.protocol.events import QUIT_STATUS
-from tests.procs import children, gone
-
 from tests.helpers import REPO
+from tests.procs import children, gone
 from tests.ui.ui_helpers import ui_script
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,4 +1,4 @@
-"""The variables pane, V (issue 22.18, pudb's locals): the tensors and modules in scope where
+"""The variables pane, V (pudb's locals): the tensors and modules in scope where
 backward was called, with shape, dtype, requires_grad, their node on the pass's graph and their
 gradient's norm once the pass made it; enter selects the node, or asks `why NAME` off the graph."""
 
@@ -9,11 +9,11 @@ import math
 import pytest
 from textual.widgets import DataTable
 
-from tests.helpers import script
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.variables import VariablesScreen
+from tests.helpers import script
 from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
 
 pytestmark = pytest.mark.timeout(120)

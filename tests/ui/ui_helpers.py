@@ -10,12 +10,12 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from tests.helpers import example  # noqa: F401 - the UI tests take it from here too
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.detail import DetailPane
 from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
+from tests.helpers import example  # noqa: F401 - the UI tests take it from here too
 
 UI_SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "ui"
 SIZE = (120, 40)

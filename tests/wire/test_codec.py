@@ -6,10 +6,10 @@ import math
 
 import torch
 
-from gradtui.protocol import events as ev
-from gradtui.protocol.errors import ErrorInfo, FrameInfo
 from gradtui.engine.capture.graph import Names, capture
 from gradtui.engine.stats.summary import summarize
+from gradtui.protocol import events as ev
+from gradtui.protocol.errors import ErrorInfo, FrameInfo
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire, to_wire
 

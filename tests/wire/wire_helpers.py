@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from gradtui.protocol import events as ev
 from gradtui.clients.feeder import CommandFeeder
+from gradtui.protocol import events as ev
 from gradtui.protocol.options import RunOptions
 from gradtui.wire.child import ChildTarget
 

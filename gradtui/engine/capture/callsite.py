@@ -10,7 +10,7 @@ call has not returned), and one rebound by a hook would show its new value, as p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -42,7 +42,7 @@ def variables(index: int, call_site: str, scope: Mapping[str, Any], cap: Capture
 
 def _tensor(name: str, t: torch.Tensor, ids: dict[Any, int], leaves: dict[int, int]) -> ev.Variable:
     """A tensor: on the graph through its grad_fn (non-leaf) or its accumulator (a leaf)."""
-    kind = "parameter" if isinstance(t, torch.nn.Parameter) else "tensor"
+    kind: Literal["parameter", "tensor"] = "parameter" if isinstance(t, torch.nn.Parameter) else "tensor"
     fn = t.grad_fn
     node = ids.get(fn) if fn is not None else leaves.get(id(t))
     return ev.Variable(name, kind, tuple(t.shape), str(t.dtype).removeprefix("torch."), t.requires_grad,

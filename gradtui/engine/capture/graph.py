@@ -27,11 +27,11 @@ from typing import Any, NamedTuple
 import msgspec
 import torch
 
+from gradtui.engine.capture.names import Names
+from gradtui.engine.capture.saved import saved_summary
+from gradtui.engine.compat import sequence_nr
 from gradtui.engine.hooks import native
 from gradtui.engine.provenance import forward as provenance
-from gradtui.engine.capture.names import Names
-from gradtui.engine.compat import sequence_nr
-from gradtui.engine.capture.saved import saved_summary
 from gradtui.protocol.lazygraph import LazyGraph
 from gradtui.protocol.nodes import ROOT_CHILDREN_KEY, ROOT_KEY, NodeInfo, walked
 
@@ -106,7 +106,7 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
         names, kinds, nexts = self.walk.names, self.walk.kinds, self.walk.nexts
         seqs = self._seqs if self._seqs is not None else list(map(sequence_nr, self.nodes))
         infos = list(map(walked, names, kinds, seqs, nexts))
-        if self._leaves_nameable():
+        if self._leaves_nameable() and self.names is not None:
             by_leaf, params = self.names.by_leaf, self.names.params
             for i in self.accumulators:
                 leaf_id = self._leaf_id(i)
@@ -120,7 +120,7 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
         return self.leaves_named and self.names is not None and (bool(self.nodes) or self._leaves is not None)
 
     def _leaf_id(self, i: int) -> int:
-        return id(self.nodes[i].variable) if self.nodes else self._leaves[i]  # type: ignore[index]
+        return id(self.nodes[i].variable) if self.nodes else self._leaves[i]  # type: ignore[attr-defined, index]  # AccumulateGrad's; torch's Node type lacks it
 
     def leaf_name(self, i: int) -> str | None:
         """What the pass calls leaf accumulator `i`'s tensor: its parameter's name, else its first
@@ -182,7 +182,7 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
                     self._seqs = list(map(sequence_nr, self.nodes))
                 if self.leaves_named and self.names is not None:  # the leaves' labels: by their tensors' ids
                     nodes = self.nodes
-                    self._leaves = {i: id(nodes[i].variable) for i in self.accumulators}
+                    self._leaves = {i: id(nodes[i].variable) for i in self.accumulators}  # type: ignore[attr-defined]  # AccumulateGrad's; torch's Node type lacks it
                     keep = True
             self.nodes = []
             if not keep:
@@ -196,7 +196,7 @@ def allow_deep_graphs(size: int = DEEP_STACK) -> int:
     Why: once a node has had a Python wrapper (provenance reads `t.grad_fn` of every op, a
     capture walks `next_functions`), torch frees it through that wrapper, and the wrapper's
     deallocation frees the next node the same way: freeing a graph recurses once per node in
-    a chain, and the default 8 MiB stack overflows at ~45,000 nodes (SIGSEGV, issue 11.2). Linux
+    a chain, and the default 8 MiB stack overflows at ~45,000 nodes (a SIGSEGV). Linux
     checks the limit when the main thread's stack grows, so raising it at run time is enough.
     Other threads' stacks are fixed when they start; processes this one starts inherit it.
     """
@@ -378,7 +378,7 @@ def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names, leaves_nam
         elif leaves_named:
             labels, param, source = info.labels, info.param, None
         else:  # a walk with names not collected yet
-            leaf_id = id(node.variable)
+            leaf_id = id(node.variable)  # type: ignore[attr-defined]  # AccumulateGrad's; torch's Node type lacks it
             labels, param, source = tuple(names.by_leaf.get(leaf_id, ())), names.params.get(leaf_id), None
         if source is None:
             infos[i] = info.described(labels, param, None, None, None, module, saved_summary(node))

@@ -66,7 +66,7 @@ def label_outputs(output: Any, span: Span) -> None:
             continue
         seq = sequence_nr(fn)
         if span.start <= seq < span.end:  # not an input passed through
-            md = fn.metadata
+            md: dict[str, Any] = fn.metadata  # type: ignore[assignment]  # torch declares Node.metadata a method; it is a property
             if SOURCE_KEY not in md:
                 md[SOURCE_KEY], md[MODULE_KEY] = span.labels_of(seq)
             md[SPAN_KEY] = span

@@ -36,7 +36,7 @@ class Names:
         return self.params.get(leaf_id) or next(iter(self.by_leaf.get(leaf_id, ())), None)
 
     @classmethod
-    def from_scopes(cls, *scopes: Mapping[str, Any], ran: Mapping[torch.nn.Module, str] | None = None) -> "Names":
+    def from_scopes(cls, *scopes: Mapping[str, Any], ran: Mapping[torch.nn.Module, str] | None = None) -> Names:
         """Collect names from scopes in priority order (locals, then globals), and the names of the
         parameters of `ran` (the roots whose forward ran, each with the name leading its module
         paths: provenance's `forward_roots`) that no module in scope holds."""
@@ -123,11 +123,11 @@ class LaterNames(Names):
             self._scopes = self._ran = None
         return self._names
 
-    by_grad_fn = property(lambda self: self._collected().by_grad_fn)  # type: ignore[assignment]
-    by_leaf = property(lambda self: self._collected().by_leaf)  # type: ignore[assignment]
-    params = property(lambda self: self._collected().params)  # type: ignore[assignment]
-    several_roots = property(lambda self: self._collected().several_roots)  # type: ignore[assignment]
-    ready = property(lambda self: self._names is not None)  # type: ignore[assignment]
+    by_grad_fn = property(lambda self: self._collected().by_grad_fn)
+    by_leaf = property(lambda self: self._collected().by_leaf)
+    params = property(lambda self: self._collected().params)
+    several_roots = property(lambda self: self._collected().several_roots)
+    ready = property(lambda self: self._names is not None)
 
 
 class Tree(NamedTuple):

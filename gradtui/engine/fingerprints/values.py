@@ -43,16 +43,28 @@ from typing import Any, NamedTuple
 
 import torch
 
-from gradtui.engine.fingerprints.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
-    CHUNK, EXACT_LIMIT, K, SKETCH_VERSION, ReadRow, Row, fingerprint, hashed_signs, read_rows, shape2d, signs,
-    buckets_and_norm)
 from gradtui.engine.compat import saved_argument
-from gradtui.engine.hooks.plan import sent_shape, shape_and_saved
 from gradtui.engine.fingerprints.moves import keeps_sketch, plain, same_values, unmoved
 from gradtui.engine.fingerprints.plan import NodeFacts, graph_key, plan_for, saved_names  # noqa: F401 - saved_names re-exported
+from gradtui.engine.fingerprints.sketch import (  # noqa: F401 - the sketch's names, re-exported for callers
+    CHUNK,
+    EXACT_LIMIT,
+    SKETCH_VERSION,
+    K,
+    ReadRow,
+    Row,
+    buckets_and_norm,
+    fingerprint,
+    hashed_signs,
+    read_rows,
+    shape2d,
+    signs,
+)
+from gradtui.engine.hooks.plan import sent_shape, shape_and_saved
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint
 from gradtui.protocol.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, PassAgainst, Value, Values
+
 
 class _Entry(NamedTuple):
     """Where a fingerprint goes: node, direction, slot, what it is, whether it holds the values."""
@@ -90,7 +102,7 @@ class PassPrints:
         (gradtui.engine.fingerprints.plan); without, made for this pass alone."""
         self._ids = {id(fn): i for i, fn in enumerate(nodes)}
         known = slots is not None and len(slots) == len(nodes)  # a capture's edges, node by node
-        self.plan = plan_for(graph_key(nodes, slots) if known else None, len(nodes))
+        self.plan = plan_for(graph_key(nodes, slots) if known and slots is not None else None, len(nodes))
         self._facts = self.plan.known
         """Per node, its NodeFacts where the plan has them already (else None: `plan.facts` makes them)."""
         self.against = against
@@ -178,7 +190,7 @@ class PassPrints:
         for slot, grad in enumerate(received):
             held = self._sent.pop((node, slot), None)
             reuse = (held.row if held is not None and held.tensor is not None and held.tensor() is grad
-                     and grad._version == held.version else None)
+                     and grad is not None and grad._version == held.version else None)
             row = self._add(grad, node, RECEIVED, slot, "", reuse)
             if row is not None:
                 arrived.append((grad, row))
@@ -188,7 +200,7 @@ class PassPrints:
         for slot, grad in enumerate(sent):
             true = True  # the row is the sketch of `grad` itself
             if moves and plain(grad):
-                reuse: Row | None = arrived[0][1]
+                reuse = arrived[0][1]
                 true = keeps_sketch(moves, tuple(arrived[0][0].shape), tuple(grad.shape))
             else:
                 reuse = next((row for t, row in arrived if plain(grad) and same_values(t, grad)), None)

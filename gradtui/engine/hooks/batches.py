@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
-from gradtui.engine.stats.immediate import resolved
 from gradtui.engine.hooks.plan import ACCUMULATOR, derive_from
+from gradtui.engine.stats.immediate import resolved
 from gradtui.protocol import events as ev
 from gradtui.protocol.stats import Stats, unreadable_stats
 
@@ -79,7 +79,7 @@ class PassBatches:
         self._expand: Callable[[int], list[Derived]] | None = expand
         self._sent: dict[int, tuple[Stats | None, ...]] = {}
         """Node id -> what it sent on, as the batches made so far say."""
-        self._todo: list[tuple[list[Hooked | Derived | Resent | Feeds], int] | None] = []
+        self._todo: list[tuple[Sequence[Hooked | Derived | Resent | Feeds], int] | None] = []
         """Per batch of the pass: its steps and the number of its first node, until it is made."""
         self._batches: list[weakref.ref] = []
         """Per batch, the NodesRan (held weakly: one nobody holds is made only for what later
@@ -123,7 +123,7 @@ class PassBatches:
                     todo[k] = (self._expanded(entry[0]), entry[1]) if k <= last else None
             self._expand = None
 
-    def _expanded(self, steps: list[Hooked | Derived | Resent | Feeds]) -> list[Hooked | Derived | Resent | Feeds]:
+    def _expanded(self, steps: Sequence[Hooked | Derived | Resent | Feeds]) -> Sequence[Hooked | Derived | Resent | Feeds]:
         """`steps` with each Feeds marker replaced by its derived nodes' steps."""
         expand = self._expand
         if expand is None:  # settled: expanded already
@@ -136,10 +136,15 @@ class PassBatches:
                 out.append(step)
         return out
 
-    def _make(self, steps: list[Hooked | Derived | Resent | Feeds], first: int) -> tuple[ev.NodeRan, ...]:
+    def _make(self, steps: Sequence[Hooked | Derived | Resent | Feeds], first: int) -> tuple[ev.NodeRan, ...]:
         # Once per node of the pass: kept lean (no call but the derivation and the NodeRan, a Struct);
         # a leaf's accumulator (a quarter of the derived nodes) sends nothing on, as derive_from says.
         sent, full, index = self._sent, self._full, self._index
+        # Dispatched on type(step) below, which mypy does not narrow on (isinstance would cost the loop).
+        step: Any
+        nothing: tuple[Stats | None, ...]
+        grad_outputs: tuple[Stats | None, ...] | None
+        grad_inputs: tuple[Stats | None, ...]
         get, hooked, derived, nothing = sent.get, Hooked, Derived, ()
         node_ran, derive = ev.NodeRan, derive_from
         out: list[ev.NodeRan] = []
@@ -161,15 +166,15 @@ class PassBatches:
                 else:
                     grad_inputs = _not_derived(step[6])
             elif kind is hooked:
-                node, grad_outputs, source, grad_inputs = step  # type: ignore[misc]
+                node, grad_outputs, source, grad_inputs = step
                 grad_inputs = resolved(grad_inputs)
                 if grad_outputs is None:
-                    producer, slot = source  # type: ignore[misc]
+                    producer, slot = source
                     grad_outputs = (_slot(get(producer, nothing), slot),)
                 else:
                     grad_outputs = resolved(grad_outputs)
             else:
-                sent[step[0]] = resolved(step[1])  # type: ignore[arg-type]
+                sent[step[0]] = resolved(step[1])
                 continue
             sent[node] = grad_inputs
             append(node_ran(index, node, order, grad_outputs, grad_inputs))

@@ -9,18 +9,32 @@ at its roots, distributed follow mode, fingerprints, an explicit read rate.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
 from gradtui.engine.stats.passrecord import PassRecord
 from gradtui.engine.stepper import Mode, Stepper
+from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
+
+
+class Chooser(Protocol):
+    """What the choice reads of the session (gradtui.engine.session.Session, which imports this module)."""
+
+    @property
+    def detached(self) -> bool:
+        """Has the session detached (it never pauses again)?"""
+
+    against: Any
+    """The reference recording of `--against`, or None."""
+    follow: Callable[[PassRecord, int], str | None] | None
+    """A torchrun rank's follow hook, or None."""
 
 
 class HookChoice:
     """The session's choice of hooks per pass (see module doc). `session`'s public state is read
     as it is at each choice: `detached`, `against`, `follow`."""
 
-    def __init__(self, session: Any, stepper: Stepper, breakpoints: Breakpoints, *, hook_all: bool,
+    def __init__(self, session: Chooser, stepper: Stepper, breakpoints: Breakpoints, *, hook_all: bool,
                  check_every: int | None) -> None:
         self._session = session
         self._stepper = stepper

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from gradtui.engine.hooks import native
 from gradtui.engine.compat import compiled_autograd_on
+from gradtui.engine.hooks import native
 from gradtui.engine.stats.immediate import BULK, Listed, Normed
 from gradtui.engine.stats.summary import CHUNK, ONE_PASS
 from gradtui.protocol.stats import VALUES_LIMIT, full_stats

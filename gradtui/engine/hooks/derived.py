@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from gradtui.engine.hooks.plan import ACCUMULATOR, SIGNS, HookPlan, shape_and_saved
 from gradtui.engine.hooks.batches import Derived
+from gradtui.engine.hooks.plan import ACCUMULATOR, SIGNS, HookPlan, shape_and_saved
 from gradtui.protocol.nodes import NodeInfo
 
 
@@ -34,6 +34,7 @@ class DerivedSteps:
         make = tuple.__new__  # a NamedTuple's own __new__ is a Python function: this runs per derived node
         todo = deque(derived.get(node, ()))
         steps: list[Derived] = []
+        saved: tuple[int, ...]
         while todo:
             child = todo.popleft()
             name = names[child]
@@ -75,6 +76,6 @@ def ready_node(infos: list[NodeInfo], completed: bytearray) -> int | None:
                     waiting[there] += 1
     best = None
     for i, info in enumerate(infos):
-        if not completed[i] and not waiting[i] and (best is None or info.seq > infos[best].seq):
+        if not completed[i] and not waiting[i] and (best is None or (info.seq or 0) > (infos[best].seq or 0)):
             best = i
     return best

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.engine.hooks.everynode import EveryNodeHooks
-from gradtui.engine.owner import Owner
-from gradtui.engine.intercept import GradtuiQuit, Interceptor
-from gradtui.engine.hooks.plancache import PlanCache
 from gradtui.engine.hooks.derived import ready_node
+from gradtui.engine.hooks.everynode import EveryNodeHooks
+from gradtui.engine.hooks.plancache import PlanCache
 from gradtui.engine.hooks.planned import PlannedPass
-from gradtui.engine.stats.passrecord import PassRecord, FlowRecorder, UnhookedFlow
+from gradtui.engine.intercept import GradtuiQuit, Interceptor
+from gradtui.engine.owner import Owner
+from gradtui.engine.stats.passrecord import FlowRecorder, PassRecord, UnhookedFlow
 from gradtui.protocol import events as ev
 from gradtui.protocol.lazygraph import LazyGraph
 

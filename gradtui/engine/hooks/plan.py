@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import msgspec
 import torch
 
-from gradtui.protocol.stats import Stats, VALUES_LIMIT, empty_stats, full_stats, light_stats, small_stats
+from gradtui.protocol.stats import VALUES_LIMIT, Stats, empty_stats, full_stats, light_stats, small_stats
 
 SAME_ORDER = frozenset({"ViewBackward0", "UnsafeViewBackward0", "CloneBackward0", "SqueezeBackward0",
                         "SqueezeBackward1", "SqueezeBackward2", "UnsqueezeBackward0"})
@@ -56,10 +56,13 @@ class Walked(Protocol):
     """What a plan reads of a pass's walk (gradtui.engine.capture.graph.Walk): per node id its name, kind
     and sole sender."""
 
-    names: list[str]
-    kinds: list[str]
-    producer: list[tuple[int, int] | None]
-    """Per node with exactly one sender: (sender id, its output slot), else None."""
+    @property
+    def names(self) -> list[str]: ...
+    @property
+    def kinds(self) -> list[str]: ...
+    @property
+    def producer(self) -> list[tuple[int, int] | None]:
+        """Per node with exactly one sender: (sender id, its output slot), else None."""
 
 
 NONE, POST, BOTH = 0, 1, 2

@@ -26,19 +26,19 @@ from __future__ import annotations
 
 import functools
 import time
-from itertools import compress
 from collections.abc import Callable
+from itertools import compress
 from typing import Any, Protocol
 
 from gradtui.engine.compat import current_graph_task_id
+from gradtui.engine.hooks.batches import PassBatches, ran_steps
 from gradtui.engine.hooks.compiled import CompiledHooks
-from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.process.quitting import RunQuit
 from gradtui.engine.hooks.derived import DerivedSteps, mark_fed, ready_node
 from gradtui.engine.hooks.plan import BOTH, NONE, POST, HookPlan, fed_counts, hook_chains
-from gradtui.engine.hooks.batches import PassBatches, ran_steps
+from gradtui.engine.intercept import GradtuiQuit
+from gradtui.engine.process.quitting import RunQuit
+from gradtui.engine.stats.immediate import Listed, Normed, measured, now_stats, quick_stats, resolved
 from gradtui.engine.stats.passrecord import PassRecord
-from gradtui.engine.stats.immediate import measured, now_stats, quick_stats, resolved
 from gradtui.engine.stats.watch import Hit, hit_text
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Nan
@@ -235,12 +235,13 @@ class PlannedPass:
             return None
         full = self._full
         count = len(grad_inputs)
+        sent_stats: tuple[Stats | Listed | Normed | None, ...]
         if count == 1 or count == 2 and grad_inputs[1] is None:  # most nodes: one gradient sent (`x * 2.0`'s too)
             first = quick_stats(grad_inputs[0], full) if grad_inputs[0] is not None else None
             sent_stats = (first,) if count == 1 else (first, None)
             bad = first is not None and first.nonfinite
         else:  # each measured (a tensor sent twice, `x + x`'s, is measured twice: rare, and equal)
-            sent = []
+            sent: list[Stats | Listed | Normed | None] = []
             bad = False
             for g in grad_inputs:
                 if g is None:
@@ -251,7 +252,7 @@ class PlannedPass:
                         bad = True
                     sent.append(one)
             sent_stats = tuple(sent)
-        self._grad_inputs[node] = sent_stats
+        self._grad_inputs[node] = sent_stats  # type: ignore[assignment]  # Listed and Normed become Stats as a batch is made
         arrived_stats = self._grad_outputs.get(node)
         late_before = False
         if arrived_stats is None and (len(grad_outputs) != 1 or self._producer[node] is None):

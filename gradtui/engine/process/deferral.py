@@ -38,7 +38,7 @@ run (`gradtui.listen()`, a test's in-process session) is never deferred. Torch-f
 
 from __future__ import annotations
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # CPython's C signal module: it has no stub
 import os
 import signal
 import threading

@@ -30,13 +30,13 @@ import zipfile
 from collections.abc import Callable
 from typing import TextIO
 
-from gradtui.protocol import events as ev
-from gradtui.protocol.errors import ErrorInfo, FrameInfo
-from gradtui.protocol.places import is_gradtui_file
 from gradtui.engine.process.deferral import DEFERRAL
 from gradtui.engine.process.exits import describe_signal, signal_status
 from gradtui.engine.session import GradtuiQuit, Session
+from gradtui.protocol import events as ev
+from gradtui.protocol.errors import ErrorInfo, FrameInfo
 from gradtui.protocol.lines import LineSplitter
+from gradtui.protocol.places import is_gradtui_file
 
 QUIT_STATUS = 130
 """Exit status of a run the user quit before the script ended: "stopped by the user", as a
@@ -120,7 +120,7 @@ class _BytesToText(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data) -> int:  # type: ignore[override]
+    def write(self, data) -> int:
         data = bytes(data)
         self._text.write(self._decoder.decode(data))
         return len(data)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 import warnings
-from types import CodeType
-from typing import Any, Callable
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any
 
 _installed: dict[str, Any] = {}
 
@@ -28,7 +29,7 @@ def install(codes: frozenset[CodeType], filename: str, module_globals: dict[str,
 
     def showwarnmsg(msg: warnings.WarningMessage) -> None:
         if msg.filename == filename:
-            frame = sys._getframe(1)
+            frame: FrameType | None = sys._getframe(1)
             while frame is not None and frame.f_code not in codes:
                 frame = frame.f_back
             if frame is not None and frame.f_back is not None:
@@ -68,7 +69,7 @@ def _action(text: str, category: type, module: str, lineno: int) -> str:
         if ((message is None or message.match(text)) and issubclass(category, kind)
                 and (mod is None or mod.match(module)) and (line == 0 or line == lineno)):
             return action
-    return warnings.defaultaction
+    return warnings.defaultaction  # type: ignore[attr-defined]  # CPython's module default, not in typeshed
 
 
 def _should_show(msg: warnings.WarningMessage, caller: Any) -> bool:

@@ -37,12 +37,11 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from gradtui.engine.capture.labels import FIRST_KEY, MODULE_KEY, SOURCE_KEY, recorded
 from gradtui.engine.compat import get_sequence_nr as _get_sequence_nr
 from gradtui.engine.compat import is_compiling as _is_compiling
 from gradtui.engine.compat import push_mode as _push_mode
-
 from gradtui.engine.provenance import blame, modestack
-from gradtui.engine.capture.labels import FIRST_KEY, MODULE_KEY, SOURCE_KEY, recorded
 from gradtui.engine.provenance.modulecalls import ModuleCalls
 from gradtui.engine.provenance.modulecalls import forward_roots as forward_roots
 from gradtui.protocol import places
@@ -153,15 +152,15 @@ class Provenance(TorchFunctionMode):
         blame.uninstall()
         if self._call is not None:
             if _Module.__dict__.get("__call__") is self._wrapped_call:
-                _Module.__call__ = self._call
+                _Module.__call__ = self._call  # type: ignore[method-assign]  # putting torch's own back
             self._call = None
         if self._apply is not None:
             if torch.autograd.Function.__dict__.get("apply") is self._wrapped_apply:
-                torch.autograd.Function.apply = self._apply
+                torch.autograd.Function.apply = self._apply  # type: ignore[method-assign]  # torch's own back
             self._apply = None
         if self._start is not None:
             if threading.Thread.start is self._wrapped_start:
-                threading.Thread.start = self._start
+                threading.Thread.start = self._start  # type: ignore[method-assign]  # the original back
             self._start = None
         if self._mode_pushed and self._thread == _get_ident():
             self._pop_self()
@@ -176,7 +175,7 @@ class Provenance(TorchFunctionMode):
         inside it is then inert (it records no thread)."""
         self._call = _Module.__dict__["__call__"]
         self._wrapped_call = self.module_calls.wrap(self._call)
-        _Module.__call__ = self._wrapped_call
+        _Module.__call__ = self._wrapped_call  # type: ignore[method-assign]  # the wrapper is the point
 
     def _pop_self(self) -> bool:
         """Take this mode off the calling thread's mode stack (`modestack.remove`)."""
@@ -217,7 +216,7 @@ class Provenance(TorchFunctionMode):
         start.__doc__ = original.__doc__
         self._start = original
         self._wrapped_start = start
-        threading.Thread.start = start  # type: ignore[method-assign]
+        threading.Thread.start = start  # type: ignore[method-assign, assignment]  # the wrapper is the point
 
     def __enter__(self) -> Provenance:
         self.install()
@@ -247,7 +246,7 @@ class Provenance(TorchFunctionMode):
         apply.__doc__ = call.__doc__
         self._apply = original
         self._wrapped_apply = classmethod(apply)
-        torch.autograd.Function.apply = self._wrapped_apply
+        torch.autograd.Function.apply = self._wrapped_apply  # type: ignore[method-assign, assignment]  # the wrapper is the point
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if _is_compiling():  # torch.compile traces this method: record nothing, break no graph
@@ -269,7 +268,7 @@ class Provenance(TorchFunctionMode):
             if isinstance(t, _Tensor):
                 fn = t.grad_fn
                 if fn is not None:
-                    md = fn.metadata
+                    md: dict[str, Any] = fn.metadata  # type: ignore[assignment]  # torch declares Node.metadata a method; it is a property
                     if SOURCE_KEY not in md:
                         if where is None:
                             where = self._where(sys._getframe(2))
@@ -281,6 +280,7 @@ class Provenance(TorchFunctionMode):
 
     def _where(self, caller: Any) -> tuple[tuple[str, int] | None, str | None]:
         """(source, module) of an op whose __torch_function__ was called from `caller`."""
+        source: tuple[str, int] | None
         state = self.module_calls.threads.get(_get_ident())
         top = state.stack[-1] if state is not None and state.stack else None
         code = caller.f_code

@@ -29,16 +29,16 @@ from typing import Any, NamedTuple
 import torch
 from torch.nn.modules import module as _nn_module
 
-from gradtui.engine.compat import get_function_mode_stack_at, get_function_mode_stack_len
+from gradtui.engine.capture.labels import Span, Where, label_outputs
 from gradtui.engine.compat import dynamo_skips as _dynamo_skips
+from gradtui.engine.compat import get_function_mode_stack_at, get_function_mode_stack_len
 from gradtui.engine.compat import get_sequence_nr as _get_sequence_nr
 from gradtui.engine.compat import is_compiling as _is_compiling
 from gradtui.engine.compat import pop_mode as _pop_mode
 from gradtui.engine.compat import push_mode as _push_mode
-from gradtui.engine.capture.labels import Span, Where, label_outputs
 from gradtui.protocol import places
 
-forward_roots: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
+forward_roots: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
 """Modules at the top of a recorded module stack (a model, a GAN's `netG` and `netD`, a
 LightningModule whose `training_step` ran; not a template layer that was only copied): the roots
 that name things, each with the name that leads its module paths (its variable where it was
@@ -197,7 +197,8 @@ class ModuleCalls:
             else:
                 state.seqs.append(_get_sequence_nr())
                 state.labels.append(where)
-                if top.where is None:  # user code inside the stretch called torch's module code
+                # (a stretch is open: a module runs, the stack has a top)
+                if top.where is None:  # type: ignore[union-attr]  # user code inside the stretch called torch's module
                     self._mode_off(state)
         else:
             where = None

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Breakpoint, Nan
-from gradtui.protocol.nodes import info_title
 from gradtui.engine.owner import Owner
 from gradtui.engine.stats.passrecord import PassRecord, Ran
 from gradtui.engine.stats.watch import Hit, current, handles_tensors, hit_text, scan
 from gradtui.engine.stats.window import resolve
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Breakpoint, Nan
+from gradtui.protocol.nodes import info_title
 
 
 class PassReads:

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from gradtui.engine.stats.summary import freed, local_shard
 from gradtui.protocol.events import ParamFlow
 from gradtui.protocol.flowtext import flow_order
-from gradtui.engine.stats.summary import freed, local_shard
 
 
 class LeafNames:
@@ -75,7 +75,7 @@ class Shards:
         for leaf in leaves:
             entry = self._entry(leaf)
             shard = entry[1]() if entry is not None and entry[1] is not None else None
-            out.append(None if shard is None else (shard, entry[2]))
+            out.append(None if shard is None or entry is None else (shard, entry[2]))
         return out
 
     def _entry(self, leaf: torch.Tensor) -> tuple[weakref.ref, weakref.ref | None, str | None] | None:
@@ -178,7 +178,7 @@ def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]],
         else:  # nothing frees a storage: the common case, without a storage look-up per leaf
             grads = [None if (g := leaf.grad) is None else local_shard(g) for _, _, leaf in leaves]
         have = [i for i, g in enumerate(grads) if g is not None]
-        both = norms([_dense(local_shard(leaf)) for _, _, leaf in leaves], [_dense(grads[i]) for i in have])
+        both = norms([_dense(local_shard(leaf)) for _, _, leaf in leaves], [_dense(g) for g in grads if g is not None])
         weight_norms = both[:len(leaves)]
         grad_norms: list[float | None] = [None] * len(leaves)
         for i, norm in zip(have, both[len(leaves):]):
@@ -186,7 +186,7 @@ def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]],
         rows = []
         for (name, node, leaf), grad, gnorm, wnorm in zip(leaves, grads, grad_norms, weight_norms):
             nonfinite = 0
-            if gnorm is not None and not math.isfinite(gnorm):
+            if gnorm is not None and grad is not None and not math.isfinite(gnorm):
                 dense = _dense(grad)
                 nonfinite = int((~torch.isfinite(dense)).sum())
             if gnorm is None:

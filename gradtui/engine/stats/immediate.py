@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import torch
 
 from gradtui.engine.stats.summary import CHUNK, dtype_name, extremes, summarize
-from gradtui.protocol.stats import Stats, VALUES_LIMIT, full_stats, light_stats, small_stats
+from gradtui.protocol.stats import VALUES_LIMIT, Stats, full_stats, light_stats, small_stats
 
 BULK = {torch.float32: dtype_name(torch.float32), torch.float64: dtype_name(torch.float64)}
 """The dtypes read here (others go through `summarize`), with their names."""

@@ -43,7 +43,7 @@ class LeafRead:
             grad = leaf.grad
             handle = window.add(grad, light)
             handles.append(handle)
-            if type(handle) is int and read_by_norm(grad.numel()):
+            if type(handle) is int and grad is not None and read_by_norm(grad.numel()):
                 self._held[id(grad)] = _Held(handle, grad)
         self._read: Read | None = None
 

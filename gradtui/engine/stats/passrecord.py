@@ -10,23 +10,22 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import torch
 
-from gradtui.protocol import events as ev
-from gradtui.engine.provenance import forward as provenance
-from gradtui.protocol.breakpoints import Breakpoint, LossNan, Module, matches_module
-from gradtui.engine.compat import GradientEdge
-from gradtui.engine.stats.flow import LeafNames, gradient_flow
 from gradtui.engine.capture.graph import Capture, Names
+from gradtui.engine.compat import GradientEdge, is_zerotensor
+from gradtui.engine.provenance import forward as provenance
+from gradtui.engine.stats.flow import LeafNames, gradient_flow
 from gradtui.engine.stats.leaves import LeafRead
-from gradtui.protocol.stats import VALUES_LIMIT, Stats
 from gradtui.engine.stats.window import StatsWindow
-from gradtui.engine.compat import is_zerotensor
+from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import Breakpoint, LossNan, Module, matches_module
+from gradtui.protocol.stats import VALUES_LIMIT, Stats
 
 if TYPE_CHECKING:
     from gradtui.engine.fingerprints.values import PassPrints
@@ -50,7 +49,7 @@ class PassRecord(msgspec.Struct):
     user's hook calling torch.autograd.grad through nodes of this graph)."""
     grad_outputs: dict[int, tuple[Stats | None, ...]] = msgspec.field(default_factory=dict)
     """Per node whose prehook ran and posthook has not: handles of its `grad_outputs` (what arrived)."""
-    handoff: dict[tuple[int, int], tuple[torch.Tensor, int, Stats]] = msgspec.field(default_factory=dict)
+    handoff: dict[tuple[int, int], tuple[torch.Tensor, int, Stats | int | None]] = msgspec.field(default_factory=dict)
     """Gradients a node just sent to a sole receiver, with their version counter and stats, so
     the receiver's prehook need not summarize the same, unmodified tensor again."""
     last_progress: float = 0.0
@@ -66,7 +65,7 @@ class PassRecord(msgspec.Struct):
     this pass: they are not on its graph, but their `.grad` changes with it."""
     window: StatsWindow = msgspec.field(default_factory=StatsWindow)
     """The gradients whose statistics are not read back yet (gradtui.engine.stats.window)."""
-    ran: list["Ran"] = msgspec.field(default_factory=list)
+    ran: list[Ran] = msgspec.field(default_factory=list)
     """Nodes that ran since the window was last read, in the order they ran."""
     prints: PassPrints | None = None
     """The pass's fingerprints, when a recording wants them (gradtui.engine.fingerprints.values)."""
@@ -165,7 +164,7 @@ def grad_outputs_handles(state: PassRecord, node: int, grads: tuple[Any, ...], l
                 if not light:
                     window.want_full(handle)
                 out.append(handle)
-            elif light or handle.mean is not None:  # not light stats while stepping
+            elif light or handle.mean is not None:  # type: ignore[union-attr]  # a Stats: ints went above, a sent grad has stats
                 out.append(handle)
             else:
                 out.append(window.add(grad, light))
@@ -236,7 +235,8 @@ class FlowRecorder:
     @staticmethod
     def leaves(capture: Capture) -> list[tuple[int, torch.Tensor]]:
         """(accumulator id, leaf tensor) of every leaf on a captured pass's graph."""
-        return [(i, capture.nodes[i].variable) for i in sorted(capture.accumulators)]
+        return [(i, capture.nodes[i].variable)  # type: ignore[attr-defined]  # AccumulateGrad's; torch's Node type lacks it
+                for i in sorted(capture.accumulators)]
 
     def recorded_flow(self, name_of: Callable[[int], str | None], leaves: list[tuple[int, torch.Tensor]],
                       nested: list[tuple[str, torch.Tensor]],
@@ -255,7 +255,7 @@ class FlowRecorder:
         return gradient_flow(named, norms)
 
     def unhooked_flow(self, variables: list[torch.Tensor],
-                      nested: list[tuple[str, torch.Tensor]] = ()) -> tuple[ev.ParamFlow, ...]:
+                      nested: Sequence[tuple[str, torch.Tensor]] = ()) -> tuple[ev.ParamFlow, ...]:
         """Gradient flow of a pass that ran unhooked: its leaves named as recorded passes named
         them, and the leaves nested passes updated."""
         named: list[tuple[str, int | None, torch.Tensor]] = [
@@ -263,7 +263,7 @@ class FlowRecorder:
         named += self._new_leaves(nested, {id(v) for v in variables})
         return gradient_flow(named)
 
-    def _new_leaves(self, nested: list[tuple[str, torch.Tensor]],
+    def _new_leaves(self, nested: Sequence[tuple[str, torch.Tensor]],
                     seen: set[int]) -> list[tuple[str, int | None, torch.Tensor]]:
         """Nested passes' leaves not already listed, each once, remembered by name."""
         out: list[tuple[str, int | None, torch.Tensor]] = []
@@ -297,7 +297,8 @@ class FlowRecorder:
         listener reads them). Lets go of its graph, frame and leaves, so nothing of the pass
         outlives it."""
         cap = state.capture
-        flow, leaf_grads = (), ()
+        flow: tuple[ev.ParamFlow, ...] = ()
+        leaf_grads: tuple[tuple[int, Stats | None], ...] = ()
         if flow_wanted:
             leaves = self.leaves(cap)
             read = LeafRead(leaves, light)  # the leaves' statistics and the flow's norms: one read
@@ -313,7 +314,7 @@ class FlowRecorder:
         state.nested_leaves = []
         failed = error is not None
         return ev.PassFinished(state.index, state.done, total, error, state.running if failed else None,
-                               state.grad_outputs.get(state.running, ()) if failed else (), leaf_grads, flow)
+                               state.grad_outputs.get(state.running, ()) if failed and state.running is not None else (), leaf_grads, flow)
 
     def nested_pass(self, outer: Any, call: str, frame: FrameType, roots: tuple[Any, ...], inside: bool,
                     breakpoints: Iterable[Breakpoint]) -> ev.NestedPass:

@@ -31,9 +31,19 @@ from typing import Any
 
 import torch
 
-from gradtui.engine.failures import failure_text, raised_by_user
-from gradtui.protocol.stats import HISTOGRAM_BINS, PREVIEW_LENGTH, Stats, VALUES_LIMIT, empty_stats, format_stats, full_stats, light_stats, unreadable_stats
 from gradtui.engine.compat import is_zerotensor
+from gradtui.engine.failures import failure_text, raised_by_user
+from gradtui.protocol.stats import (
+    HISTOGRAM_BINS,
+    PREVIEW_LENGTH,
+    VALUES_LIMIT,
+    Stats,
+    empty_stats,
+    format_stats,
+    full_stats,
+    light_stats,
+    unreadable_stats,
+)
 
 CHUNK = 1 << 20
 """Tensors with more elements than this are summarized chunk by chunk, this many at a time."""

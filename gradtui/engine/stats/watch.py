@@ -25,7 +25,7 @@ class Hit(NamedTuple):
     node: int
     phase: str
     """"before": it matched the node's incoming gradients; "after": the node made a non-finite one."""
-    index: int
+    index: int  # type: ignore[assignment]  # a NamedTuple field named as tuple's method index
     """The node's position in the scanned list; the nodes after it ran before the read."""
 
 

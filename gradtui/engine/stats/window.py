@@ -32,11 +32,10 @@ from typing import Any, NamedTuple
 
 import torch
 
+from gradtui.engine.compat import is_zerotensor, set_grad_enabled
 from gradtui.engine.hooks import native
 from gradtui.engine.stats.summary import CHUNK, ONE_PASS, dtype_name, extremes, summarize
-from gradtui.protocol.stats import Stats, VALUES_LIMIT, full_stats, light_stats, small_stats, unreadable_stats
-from gradtui.engine.compat import is_zerotensor, set_grad_enabled
-
+from gradtui.protocol.stats import VALUES_LIMIT, Stats, full_stats, light_stats, small_stats, unreadable_stats
 
 _BULK = frozenset({torch.float32, torch.float64})
 
@@ -83,7 +82,7 @@ class StatsWindow:
     def __len__(self) -> int:
         return len(self.tensors)
 
-    def add(self, tensor: Any, light: bool) -> "int | Stats | None":
+    def add(self, tensor: Any, light: bool) -> int | Stats | None:
         """A handle for `tensor`'s statistics: held for the next read, or summarized now if the
         window cannot hold it (see module doc)."""
         if tensor is None:
@@ -147,7 +146,7 @@ class StatsWindow:
         the window for the next generation."""
         return self.read_with([]).stats
 
-    def read_with(self, others: list[torch.Tensor]) -> "Read":
+    def read_with(self, others: list[torch.Tensor]) -> Read:
         """`read`, and in the same fused norm call and host read the L2 norms of `others` (dense
         floating tensors, as `torch._foreach_norm` takes them): a pass's end reads its leaves'
         gradients and the gradient flow's weights at once."""
@@ -181,7 +180,7 @@ class StatsWindow:
 
     @staticmethod
     def _read_live(tensors: list[torch.Tensor | None], full: list[bool], known: dict[int, Any],
-                   read: "Read", others: list[torch.Tensor]) -> bool:
+                   read: Read, others: list[torch.Tensor]) -> bool:
         """Fill `read` with the Stats of the held tensors (entries whose tensor is not None; `known`:
         what a check read already) and the norms of `others`; did one hold a non-finite value?"""
         # Small tensors' values come back whole (their norm, min, max and mean are taken from
@@ -252,7 +251,7 @@ def fetch_in_python(big: list[tuple[int, torch.Tensor, int]], small: list[tuple[
         normed = [*others, *(t for _, t, _ in big)] if others else [t for _, t, _ in big]
         parts = [torch.stack(torch._foreach_norm(normed))] if normed else []
         if wide:
-            extras = []
+            extras: list[torch.Tensor] = []
             for _, t, _ in wide:
                 lo, hi = extremes(t)
                 extras += (lo, hi, t.sum())

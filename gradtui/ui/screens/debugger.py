@@ -180,7 +180,7 @@ class DebuggerScreen(Screen):
         if self._edits_refused():
             return
         self.app.push_screen(PromptScreen("scale the incoming gradient by", placeholder="0.5"),
-                             lambda value: value and self.send(f"scale {value}"))
+                             lambda value: value and self.send(f"scale {value}"))  # type: ignore[arg-type]  # Textual drops the callback's value
 
     def action_edit(self) -> None:
         """Ask for an expression of g; replace the incoming gradient by it."""
@@ -189,7 +189,7 @@ class DebuggerScreen(Screen):
         self.app.push_screen(PromptScreen("replace the incoming gradient g by",
                                           placeholder="an expression of g: g.clamp(-1, 1), g * 0, torch.ones(3)",
                                           hint="g is the gradient, torch is torch · same shape, dtype, device"),
-                             lambda value: value and self.send(f"set {value}"))
+                             lambda value: value and self.send(f"set {value}"))  # type: ignore[arg-type]  # Textual drops the callback's value
 
     def action_interact(self) -> None:
         """`!` or `interact`: a Python console at the pause (gradtui.ui.screens.console)."""

@@ -26,7 +26,6 @@ from gradtui.ui.distribution import members
 from gradtui.ui.series import PassSeries
 from gradtui.ui.widgets.gradplots import AXES, DistributionPlot, HistogramHeat, ParamsPlot
 
-
 StatsReader = Callable[[str, list[int]], dict[int, Stats]]
 """Reads a parameter's gradient statistics in the given passes: pass index -> Stats."""
 

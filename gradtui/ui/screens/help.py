@@ -13,6 +13,7 @@ from gradtui.protocol.breakpoints import KINDS
 from gradtui.protocol.commands import help_rows
 from gradtui.ui.keys import KEYS, OTHER_KEYS, display
 
+
 def break_specs() -> str:
     """The note under the commands: every breakpoint kind's form (the registry's)."""
     return "break specs: " + " · ".join(kind.help_form() for kind in KINDS)

@@ -164,7 +164,7 @@ class PassesScreen(Screen[int | None]):
         cursor = 0
         for summary in self.state.summaries:
             live = self.state.live is not None and summary.index == self.state.live.index
-            if live:
+            if live and self.state.live is not None:
                 summary = self.state.live.summary()  # the live pass's summary moves on
             losses = [format_number(v) for v in summary.losses if v is not None]
             if not summary.recorded:
@@ -217,7 +217,8 @@ class PassesScreen(Screen[int | None]):
     def action_choose_plot(self) -> None:
         """`t`: choose the module or parameter the norm plot shows."""
         view, series = self.state.view, self.state.series
-        data = node_info(view.graph, self.node) if view is not None and self.node in view.graph else None
+        data = (node_info(view.graph, self.node) if view is not None and self.node is not None and self.node in view.graph
+                else None)
         selected = series.subject(data.param if data else None, data.module if data else None)
         self.app.push_screen(PlotChoiceScreen(series.choices(), selected, self.chosen), self._plot_chosen)
 

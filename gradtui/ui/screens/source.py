@@ -135,7 +135,7 @@ class SourceScreen(ModalScreen[int | None]):
     def _note(self) -> None:
         line = self.cursor_line
         made = self.source.made.get(line, []) if line is not None else []
-        if not made:
+        if not made or line is None:
             text = f"line {line}: no node of this pass" if line is not None else "the file is empty or unreadable"
         else:
             names = " · ".join(m.title for m in made[:NODES_NAMED])  # a title starts with its `#ID`

@@ -49,7 +49,7 @@ class Body(Static):
         if same(self.shown, content):
             return
         width = self.content_size.width if self.is_mounted else 0
-        measure = (width, content.get_height(self.styles, width)) if width else None
+        measure = (width, content.get_height(self.styles, width)) if width else None  # type: ignore[arg-type]  # textual's annotation says RulesMap; it reads any styles
         layout = measure is None or measure != self._measure
         self.shown, self._measure = content, measure
         self.update(content, layout=layout)

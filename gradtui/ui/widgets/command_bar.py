@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.content import Content
 from textual.containers import Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import Input, Static
 

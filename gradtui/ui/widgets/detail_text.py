@@ -9,7 +9,7 @@ from textual.content import Content
 MUTED, KEY, ERROR, WARN, OK, ACCENT = "$text-muted", "bold", "$text-error", "$text-warning", "$text-success", "$text-accent"
 
 
-def line(*parts: str | tuple[str, str]) -> Content:
+def line(*parts: str | Content | tuple[str, str]) -> Content:
     """One line of text and (text, style) parts."""
     return Content.assemble(*parts)
 

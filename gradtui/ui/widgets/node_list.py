@@ -79,10 +79,10 @@ class NodeList(ScrollView, can_focus=True):
     class PassShown(Message):
         """Another pass is on screen (the list was reset to it): size the panes, show its selection."""
 
-        node_list: "NodeList"
+        node_list: NodeList
 
         @property
-        def control(self) -> "NodeList":
+        def control(self) -> NodeList:
             """The node list that shows it."""
             return self.node_list
 
@@ -138,7 +138,7 @@ class NodeList(ScrollView, can_focus=True):
         return self.state.view
 
     @property
-    def tree(self) -> ModuleTree | None:
+    def tree(self) -> ModuleTree | None:  # type: ignore[override]  # the module tree, not DOMNode's debug tree
         """The module tree of the shown pass (module view only)."""
         return self.rows.tree
 

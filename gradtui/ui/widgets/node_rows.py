@@ -15,10 +15,10 @@ from rich.style import Style
 from gradtui.protocol.breakpoints import matches_node
 from gradtui.protocol.nodes import INFO, NodeInfo, node_info
 from gradtui.protocol.stats import format_number
+from gradtui.ui.breakstate import Marker
 from gradtui.ui.fmt import cut_left, difference_text, list_op
 from gradtui.ui.listrows import ListRows
 from gradtui.ui.modtree import ModuleTree, display_name
-from gradtui.ui.breakstate import Marker
 from gradtui.ui.state import PassView
 
 NAME_WIDTH = 22
@@ -51,7 +51,7 @@ class Widths:
     """The widest module path (at most MODULE_WIDTH: longer ones are cut)."""
 
     @classmethod
-    def of(cls, view: PassView) -> "Widths":
+    def of(cls, view: PassView) -> Widths:
         """Measured in one walk over the nodes' data (a 10,000-node pass has a few distinct op
         names: looking each node up in networkx, three times, took 0.1 s of the first paint)."""
         names: set[str] = set()
@@ -88,11 +88,13 @@ class RowPainter:
             breakpoints: tuple[Marker, ...]) -> list[Segment]:
         """Row `row` of the list: a node's, or in the module view a module's or an indented node's."""
         tree, view = rows.tree, rows.view
+        assert view is not None  # a list with rows shows a pass
         if tree is None:
             return self.node_row(view, rows.order[row], width, base, current, breakpoints)
         item = tree.rows[row]
         if item.module is not None:
             return self.module_row(tree, item.module, item.depth, width, base)
+        assert item.node is not None  # a row without a module is a node's
         return self.node_row(view, item.node, width, base, current, breakpoints, indent=2 * item.depth)
 
     def module_row(self, tree: ModuleTree, path: str, depth: int, width: int, base: Style) -> list[Segment]:

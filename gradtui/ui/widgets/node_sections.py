@@ -69,11 +69,11 @@ class NodeSections:
             where = (f"✓ ran {view.ran[node]} of {view.total}", OK)
         else:
             where = ("pending", MUTED)
-        kind = [("  kind ", MUTED), data.kind] if data.kind != "op" else []
+        kind: list[str | tuple[str, str]] = [("  kind ", MUTED), data.kind] if data.kind != "op" else []
         yield line(("op ", MUTED), (data.name, KEY), *kind, "  ", where)
         if paused is not None and paused.reason != "step":
             yield line(("why ", MUTED), (paused.reason, WARN))
-        names = [("labels ", MUTED), (", ".join(data.labels) or "—", ACCENT)]
+        names: list[str | tuple[str, str]] = [("labels ", MUTED), (", ".join(data.labels) or "—", ACCENT)]
         if data.param:
             names += [("  param ", MUTED), (data.param, ACCENT)]
         if data.module:

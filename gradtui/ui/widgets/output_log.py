@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
@@ -58,7 +58,7 @@ class Reveal(NamedTuple):
     """A `reveal` asked for: the line to show at the top, and `mark()` when it was asked."""
 
     line: int
-    count: int
+    count: int  # type: ignore[assignment]  # a NamedTuple field named as tuple's method count
 
 
 _ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
@@ -297,14 +297,15 @@ class OutputLog(ScrollView, can_focus=True):
 
     def _strips(self, index: int, width: int) -> list[Strip]:
         key = (self._base + index, width)
-        strips = self._cache.get(key)
-        if strips is not None:
+        cached = self._cache.get(key)
+        if cached is not None:
             self._cache.move_to_end(key)
-            return strips
+            return cached
         self.renders += 1
         line = self._lines[index]
         text = Text.from_ansi(line.text, style=line.style) if "\x1b" in line.text else Text(line.text, line.style)
         console = self.app.console
+        strips: Sequence[Strip]
         if line.words and text.cell_len > width:
             strips = [Strip(list(part.render(console)), part.cell_len)
                       for part in text.wrap(console, width, overflow="fold")]

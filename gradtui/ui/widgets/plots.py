@@ -57,7 +57,7 @@ SMOOTHING_STEPS = (0.0, 0.6, 0.9, 0.99)
 class Running(NamedTuple):
     """The pass in flight: its index and its (first root's) loss, None if it has no single value."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # a NamedTuple field named as tuple's method index
     loss: float | None
 
 

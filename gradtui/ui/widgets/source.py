@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 
-
 from textual.content import Content
 from textual.highlight import highlight
 

@@ -26,7 +26,6 @@ from gradtui.protocol import events as ev
 from gradtui.protocol.stats import format_number
 from gradtui.ui.passview import PassView
 
-
 DOCKED_WIDTH = 46
 """The docked pane's width in the wide layout (gradtui.tcss; the sizer leaves it out of the graph's room)."""
 

@@ -1,13 +1,13 @@
-"""The variables where backward was called (issue 22.18): read once per pass, at its first pause
+"""The variables where backward was called: read once per pass, at its first pause
 (a pass in `continue` never pays for them), each tensor with its node on the pass's graph."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.helpers import run_headless, script
 from gradtui.protocol import events as ev
 from gradtui.wire.codec import from_wire, to_wire
+from tests.helpers import run_headless, script
 
 pytestmark = pytest.mark.timeout(60)
 

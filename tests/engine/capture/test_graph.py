@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-from gradtui.protocol import events as ev
 from gradtui.engine.capture.graph import Names, capture, short_name
-from gradtui.protocol.nodes import FIELDS, NodeInfo, engine_order, node_title
 from gradtui.engine.session import Session
+from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import FIELDS, NodeInfo, engine_order, node_title
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -251,7 +251,7 @@ def test_engine_order_matches_the_engine_on_an_lstm():
     torch.manual_seed(0)
     lstm = nn.LSTMCell(3, 4)
     h = c = torch.zeros(2, 4)
-    for t in range(3):
+    for _ in range(3):
         h, c = lstm(torch.randn(2, 3), (h, c))
     graph, ran = _engine_run(h.sum() + c.mean())
     assert sorted(ran) == sorted(graph.nodes)

@@ -1,4 +1,4 @@
-"""Issue 11 items 6 and 11: GradientEdge roots work as in plain torch; the parameters a reentrant
+"""GradientEdge roots work as in plain torch; the parameters a reentrant
 checkpoint updates in its nested pass are in their pass's flow, and `break module` on a module
 inside the checkpoint says it cannot stop there."""
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch.autograd.graph import get_gradient_edge
 
-from tests.helpers import run_headless, run_plain, script
-from gradtui.protocol import events as ev
 from gradtui.engine.session import Session
+from gradtui.protocol import events as ev
+from tests.helpers import run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""Several top-level models (issue 11.10): module paths and parameter names are unique across
+"""Several top-level models: module paths and parameter names are unique across
 the root modules in scope, led by each root's variable (`netG.0`, `netG.0.weight`)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from gradtui.protocol import events as ev
 from gradtui.engine.capture.graph import Names
+from gradtui.protocol import events as ev
 from tests.helpers import run_headless, script
 
 pytestmark = pytest.mark.timeout(120)

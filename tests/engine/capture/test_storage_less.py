@@ -1,4 +1,4 @@
-"""Gradients with no storage to read (issue 11 item 1): a ZeroTensor (all zeros by definition,
+"""Gradients with no storage to read: a ZeroTensor (all zeros by definition,
 `.tolist()` refuses it) has the statistics of zeros; meta and fake tensors have none, and say so.
 Through a live session, every path (statistics, preview, histogram, edits, print, report) runs
 over them and the leaf gradients stay a plain run's."""
@@ -10,11 +10,11 @@ import json
 import pytest
 import torch
 
-from tests.helpers import run_headless, run_plain, script
 from gradtui.engine import edits
-from gradtui.protocol import events as ev
 from gradtui.engine.stats.summary import CHUNK, describe, summarize
+from gradtui.protocol import events as ev
 from gradtui.protocol.stats import VALUES_LIMIT, format_stats
+from tests.helpers import run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 

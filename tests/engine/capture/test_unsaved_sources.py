@@ -1,4 +1,4 @@
-"""A notebook cell's source (issue 22.14): IPython keeps a cell's text in `linecache` only, under a
+"""A notebook cell's source: IPython keeps a cell's text in `linecache` only, under a
 file name not on disk, so the agent sends it (a `SourceText` event, once per file) for a client in
 another process; files on disk are read by the client itself and never sent."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_headless
 from gradtui.agent.backlog import Backlog
 from gradtui.engine.provenance.forward import UnsavedSources
 from gradtui.protocol import events as ev
 from gradtui.wire.codec import from_wire, to_wire
+from tests.helpers import run_headless
 
 pytestmark = pytest.mark.timeout(60)
 

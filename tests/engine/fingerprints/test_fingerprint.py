@@ -1,4 +1,4 @@
-"""Fingerprints (issue 23): the sketch's estimate of ‖a - b‖ and how a pass's values are gathered."""
+"""Fingerprints: the sketch's estimate of ‖a - b‖ and how a pass's values are gathered."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from gradtui.engine.fingerprints import values as fp
 from gradtui.engine.fingerprints import sketch
+from gradtui.engine.fingerprints import values as fp
 from gradtui.protocol.fingerprints import estimate_distance
 from tests.hostreads import HostReads
 

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from gradtui.engine.hooks import native
-from gradtui.engine.hooks.native.cache import Cache
 from gradtui.engine.hooks.compiled import CompiledHooks
+from gradtui.engine.hooks.native.cache import Cache
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev

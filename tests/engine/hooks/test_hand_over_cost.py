@@ -1,4 +1,4 @@
-"""What a hand-over to the plan costs, by counts (issue 20's 100k chain row): a pass that pauses at
+"""What a hand-over to the plan costs, by counts (the bench's 100k chain row): a pass that pauses at
 its first node and is continued computes no graph-wide sole-receiver table for that one node, and
 puts no prehook on the nodes after the hand-over (each hook is removed once, at the end); the
 gradients are plain backward's."""

@@ -4,14 +4,15 @@ equal torch's own, the collector and the provenance mode come back as they were.
 from __future__ import annotations
 
 import gc
+
 import pytest
 import torch
 from torch import nn
 from torch.overrides import _get_current_function_mode_stack
 
-from gradtui.protocol import events as ev
 from gradtui.engine.provenance.forward import Provenance
 from gradtui.engine.session import Session
+from gradtui.protocol import events as ev
 from tests.helpers import graph_nodes
 
 pytestmark = pytest.mark.timeout(120)
@@ -30,7 +31,7 @@ def test_outgoing_stats_of_every_node_match_torch(full):
         loss = layer(x).pow(2).mean()
         seen: dict[str, list] = {}
         for node in graph_nodes(loss.grad_fn):  # the user's own hooks see what gradtui's see
-            node.register_hook(lambda gi, go, name=id(node): seen.setdefault(name, []).append(gi))
+            node.register_hook(lambda gi, go, name=id(node): seen.setdefault(name, []).append(gi))  # noqa: B008 - the default binds this node's id when the hook is made
         live = graph_nodes(loss.grad_fn)
         loss.backward()
     (started,) = [e for e in events if isinstance(e, ev.PassStarted)]

@@ -149,7 +149,7 @@ def test_an_add_that_changes_what_it_sends_stays_hooked(monkeypatch, case):
 
 
 def _encoder_case(case):
-    """The issue's five cases on a 2-layer encoder (residual adds, attention, layer norms)."""
+    """Five cases on a 2-layer encoder (residual adds, attention, layer norms)."""
     from bench_models import transformer
 
     model = transformer(2, 16)

@@ -1,4 +1,4 @@
-"""Issue 5: many passes. Passes that nothing can stop in run unhooked at plain speed (headless
+"""Many passes. Passes that nothing can stop in run unhooked at plain speed (headless
 without a report), `break pass N` and loss breakpoints stop where they say, every pass ends with
 its gradient flow, nested and threaded backward calls are announced, never deadlock."""
 
@@ -126,6 +126,6 @@ def test_without_a_flow_command_headless_skips_the_flow_of_unhooked_passes(tmp_p
 
 
 def test_one_unhooked_pass_is_told_in_the_singular(tmp_path):
-    """Issue 22, 15: "pass 6 ran unhooked at plain speed: nothing could stop in them" for one pass."""
+    """The line "pass 6 ran unhooked at plain speed: nothing could stop in them", said of one pass: "it", not "them"."""
     run = run_headless(script("train_loop.py"), ["continue"], ["2", str(tmp_path / "g.pt")], hook_all_passes=False)
     assert "pass 1 ran unhooked at plain speed: nothing could stop in it" in run.output.splitlines()

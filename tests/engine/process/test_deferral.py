@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from gradtui.engine.process.deferral import DEFERRAL, Deferral
 from gradtui.engine.listeners import Listeners
+from gradtui.engine.process.deferral import DEFERRAL, Deferral
 from gradtui.protocol import events as ev
 
 pytestmark = pytest.mark.timeout(60)

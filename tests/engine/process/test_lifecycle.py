@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch.nn.modules import module as nn_module
 
-from tests.helpers import run_headless, run_plain, script, torch_originals
 from gradtui.protocol import events as ev
+from tests.helpers import run_headless, run_plain, script, torch_originals
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -178,8 +178,8 @@ def test_an_interruption_while_hooking_the_graph_leaves_no_hook(monkeypatch):
     import functools
     import types
 
-    from gradtui.engine.hooks import everynode as hooks_module
     from gradtui.engine import session as session_module
+    from gradtui.engine.hooks import everynode as hooks_module
 
     calls = []
     made = 0

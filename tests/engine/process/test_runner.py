@@ -9,9 +9,8 @@ import sys
 import pytest
 
 import gradtui
-
-from tests.helpers import SCRIPTS, run_headless, script
 from gradtui.protocol import events as ev
+from tests.helpers import SCRIPTS, run_headless, script
 
 GRADTUI_PACKAGE = os.path.join(os.path.dirname(os.path.realpath(gradtui.__file__)), "")
 """gradtui's own files: the folder of its package (not the checkout, whose path may say gradtui)."""

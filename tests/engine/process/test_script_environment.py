@@ -1,4 +1,4 @@
-"""The script's environment is `python script.py args`'s (issue 10 item 1): a probe script run
+"""The script's environment is `python script.py args`'s: a probe script run
 plainly and under gradtui (headless, a subprocess each) prints the same argv, sys.path[0],
 __file__, __spec__, __package__, __name__, __builtins__ type and sys.modules["__main__"], and
 pickles a class it defines. Plus the runner's other contracts: capture_output=False, structured
@@ -14,14 +14,13 @@ import sys
 import pytest
 
 import gradtui
-
-from tests.helpers import run_headless, script
+from gradtui.engine.process.runner import QUIT_STATUS, ScriptRunner
+from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from tests.helpers import run_headless, script
 
 GRADTUI_PACKAGE = os.path.join(os.path.dirname(os.path.realpath(gradtui.__file__)), "")
 """gradtui's own files: the folder of its package (not the checkout, whose path may say gradtui)."""
-from gradtui.engine.process.runner import QUIT_STATUS, ScriptRunner
-from gradtui.engine.session import Session
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""Module paths from the outermost module that is running (issue 21 item 15): its forward, or a
+"""Module paths from the outermost module that is running: its forward, or a
 method called on it from outside (Lightning's `training_step` calling `self.net(x)`, a
 trainer's loop calling `model.compute_loss`), the same root that parameter names are relative
 to (`net.2.bias` is made in module `net.2`)."""
@@ -11,9 +11,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gradtui.protocol import events as ev
 from gradtui.engine.capture.graph import Names, capture
 from gradtui.engine.provenance.forward import Provenance
+from gradtui.protocol import events as ev
 from tests.helpers import run_headless
 
 

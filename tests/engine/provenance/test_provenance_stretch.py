@@ -1,4 +1,4 @@
-"""Provenance near its floor (issue 20 item 6): the mode is off the thread's mode stack while
+"""Provenance near its floor: the mode is off the thread's mode stack while
 torch's own module code runs, and the nodes made meanwhile get their module paths and lines
 from the module calls' sequence numbers, read lazily."""
 

@@ -1,4 +1,4 @@
-"""One answer to "is this user code?" (issue 10 item 7): provenance, the runner's traceback
+"""One answer to "is this user code?": provenance, the runner's traceback
 trimming and the UI's traceback folding all ask gradtui.protocol.places."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import networkx
 import pytest
 import torch
 
-from tests.helpers import script
-from gradtui.protocol import places
+from gradtui.engine import session as session_module
 from gradtui.engine.process import runner
 from gradtui.engine.provenance import forward as provenance
-from gradtui.engine import session as session_module
 from gradtui.examples import demo
+from gradtui.protocol import places
 from gradtui.ui import fmt
+from tests.helpers import script
 
 PATHS = {
     "script": (script("chain.py"), None),

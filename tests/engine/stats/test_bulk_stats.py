@@ -10,13 +10,13 @@ import pytest
 import torch
 from torch import nn
 
+from gradtui.engine.session import CHECK_EVERY, READ_EVERY, Session
+from gradtui.engine.stats.summary import summarize
+from gradtui.engine.stats.window import StatsWindow, resolve
 from gradtui.protocol import events as ev
 from gradtui.protocol.lazygraph import is_built
 from tests.helpers import compiled_off
 from tests.hostreads import HostReads
-from gradtui.engine.session import CHECK_EVERY, READ_EVERY, Session
-from gradtui.engine.stats.summary import summarize
-from gradtui.engine.stats.window import StatsWindow, resolve
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -38,7 +38,7 @@ def test_non_finite_gradients_sort_last_with_their_count():
     zero_weight = _leaf([0.0], [2.0])
     fine = _leaf([2.0], [1.0])
     rows = gradient_flow([("bad", None, bad), ("zero_weight", None, zero_weight), ("fine", None, fine)])
-    # a zero weight apart (it has no ratio: issue 22, 14), non-finite last
+    # a zero weight apart (it has no ratio), non-finite last
     assert [r.name for r in rows] == ["zero_weight", "fine", "bad"]
     by = {r.name: r for r in rows}
     assert by["bad"].nonfinite == 2 and math.isnan(by["bad"].ratio)  # nan over a zero weight is still nan

@@ -46,7 +46,6 @@ from gradtui.engine.hooks.native.cache import Cache, CacheRefused, Damaged, Veri
 from gradtui.engine.hooks.native.setting import Mode, SettingError
 from gradtui.engine.hooks.native.setting import mode as mode
 
-
 SOURCE = Path(__file__).with_name("posthooks.cpp")
 SOURCES = (SOURCE, *(SOURCE.with_name(part) for part in ("records.h", "hook.h", "walk.h", "fetch.h")))
 """The translation unit and the parts it includes (the library's name hashes them all)."""
