@@ -31,6 +31,7 @@ so a stalled client can neither grow the agent nor keep it alive after the scrip
 from __future__ import annotations
 
 import errno
+import functools
 import hmac
 import socket
 import threading
@@ -208,7 +209,7 @@ class AgentServer:
                 refuse(conn, "the agent's process is short of file descriptors (ulimit -n): the script's "
                        "come first; try again later")
             elif self._gate.enter():
-                self._spawn(lambda c=conn: self._handshake(c), "gradtui-wire-client")
+                self._spawn(functools.partial(self._handshake, conn), "gradtui-wire-client")
             else:
                 refuse(conn, f"{self._gate.limit} connections are already waiting to show the token: "
                        "try again in a few seconds")

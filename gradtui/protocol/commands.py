@@ -235,7 +235,7 @@ class Print(Command, frozen=True):
         return cls(line, rest or None)
 
 
-class Exec(Command):
+class Exec(Command, frozen=True):
     """`!STATEMENT`: run Python at the pause (pdb's `!`), in a namespace of `g` (the incoming
     gradient), `node`, `module`, the call-site variables and `torch`, kept for the rest of the
     pause; assigning `g` edits the gradient as `set` does."""
@@ -262,7 +262,7 @@ class Exec(Command):
         return cls(line, source)
 
 
-class Interact(Command):
+class Interact(Command, frozen=True):
     """`interact`: a Python console at the pause (pdb's `interact`), in the `!` namespace. A
     client's own command: the UI opens its console pane; a headless client has `!` instead."""
 
@@ -271,7 +271,7 @@ class Interact(Command):
     where = Where.LIVE | Where.JOB
 
 
-class BreakIn(Command):
+class BreakIn(Command, frozen=True):
     """`pause`: break in to a running script, as Ctrl-C does in pdb and pudb: pause at the next
     backward node the engine runs (in the pass in flight, else at the first node of the next).
     Taken while the script runs; at a pause there is nothing to do."""
@@ -281,7 +281,7 @@ class BreakIn(Command):
     where = Where.LIVE | Where.JOB
 
 
-class Why(Command):
+class Why(Command, frozen=True):
     """Is the tensor `name` names on this pass's graph? If not, why its .grad stays None. `name`
     is a Python expression of the calling frame's variables, or a name gradtui prints and `break`
     takes (`0.weight`, `transformer.h.1.mlp.c_fc.weight`: a parameter's name in its model)."""
@@ -430,6 +430,7 @@ def parse(text: str) -> Command:
     line = text.strip()
     if not line:
         raise CommandError("empty command")
+    verb: str | None
     if line.startswith("!"):  # `!STATEMENT`: the statement follows the `!` with or without a space
         word, verb, rest = "!", "!", line[1:].strip()
     else:

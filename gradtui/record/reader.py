@@ -207,7 +207,7 @@ class Recording:
                             "(SELECT value FROM json_each(?)) ORDER BY f.pass", (name, json.dumps(sorted(passes))),
                             f"the gradients of {name}", "grads")
         out: dict[int, Stats] = {}
-        for index, (_, _, _, stats) in self._decoded(found, lambda r: (r[0], rows.stats(r[1:])),
+        for index, (_, _, _, stats) in self._decoded(found, lambda r: (r[0], rows.stats(r[1:], 1)),
                                                      lambda r: f"a gradient of {name} in pass {r[0]}"):
             if stats is not None:
                 out[index] = stats

@@ -99,7 +99,7 @@ class NotARecording(Exception):
     """The file exists but cannot be read as a gradtui recording of a version this gradtui knows."""
 
 
-def unreadable(exc: sqlite3.DatabaseError) -> str:
+def unreadable(exc: sqlite3.Error) -> str:
     """Why SQLite cannot open a file, in a few words: a file SQLite knows but cannot read is
     damaged; any other is not a recording."""
     if "malformed" in str(exc):

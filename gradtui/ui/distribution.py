@@ -150,11 +150,12 @@ class HistogramOverTime:
 
 def histogram_over_time(series: PassSeries, name: str, rows: int) -> HistogramOverTime:
     """Parameter or module `name`'s gradient per pass, binned into `rows` bins over every pass's range."""
-    kept = [(point.index, stats) for point in series.points if usable(stats := stats_at(series, point, name))]
+    kept: list[tuple[int, Stats]] = [(point.index, stats) for point in series.points
+                                     if (stats := stats_at(series, point, name)) is not None and usable(stats)]
     if not kept or rows < 1:
         return HistogramOverTime((), ())
-    low = min(s.min for _, s in kept)  # type: ignore[type-var]
-    high = max(s.max for _, s in kept)  # type: ignore[type-var]
+    low = min(s.min for _, s in kept if s.min is not None)
+    high = max(s.max for _, s in kept if s.max is not None)
     edges = tuple(low + (high - low) * i / rows for i in range(rows + 1))
     shape = HistogramOverTime((), edges)
     columns = []

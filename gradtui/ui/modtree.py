@@ -77,7 +77,7 @@ def owner_of(data: NodeInfo) -> str | None:
 
 def _roots_param(data: NodeInfo) -> bool:
     """Is the node the accumulator of a parameter the root holds itself (`scale`, no dot)?"""
-    return data.kind == "accumulate" and bool(data.param) and "." not in data.param
+    return data.kind == "accumulate" and data.param is not None and data.param != "" and "." not in data.param
 
 
 _DIGITS = re.compile(r"[0-9]+")

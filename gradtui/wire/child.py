@@ -164,10 +164,10 @@ class ChildTarget:
             yield rest
         if self._finished is None:
             status = ended if ended >= 0 else 128 - ended
-            end = ev.ScriptFinished(status, None, False, self._last_pass, how=describe_exit(ended))
+            told = ev.ScriptFinished(status, None, False, self._last_pass, how=describe_exit(ended))
             if self._untold_end is not None:
-                self._untold_end(end)
-            yield [end]
+                self._untold_end(told)
+            yield [told]
 
     async def _output_done(self, timeout: float = 3.0) -> None:
         """Wait until both pipes are read to their end (a subprocess may hold them: not long)."""

@@ -268,8 +268,8 @@ class ModuleCalls:
         owner, outside = self._outermost_owner(module, frame)
         root = self._root_entry(owner)
         if root[2] is None:
-            root[2] = _variable_name(owner, outside)
-            forward_roots[owner] = root[2]
+            named = root[2] = _variable_name(owner, outside)
+            forward_roots[owner] = named
         lead = root[2]
         rel = root[1].get(id(module)) if owner is not module else ""
         name = f"{lead}.{rel}" if rel else lead

@@ -225,10 +225,15 @@ class PassesScreen(Screen[int | None]):
     def action_gradients(self) -> None:
         """`g`: the gradients view, the norm plot's parameter (else the selected node's) chosen."""
         view, series = self.state.view, self.state.series
-        data = node_info(view.graph, self.node) if view is not None and self.node in view.graph else None
+        node = self.node
+        data = node_info(view.graph, node) if view is not None and node is not None and node in view.graph else None
         first = self.chosen or series.subject(data.param if data else None, data.module if data else None)
         self.app.push_screen(GradientsScreen(series, [first] if first else None, self.param_stats),
-                             lambda _: self.query_one(DataTable).focus())
+                             lambda _: self._focus_table())
+
+    def _focus_table(self) -> None:
+        """Back from a view over this one: the table has the keys again."""
+        self.query_one(DataTable).focus()
 
     def _plot_chosen(self, name: str | None) -> None:
         if name is not None:
