@@ -58,3 +58,21 @@ def test_a_chains_traced_peak_is_proportional_to_its_nodes_and_bounded():
     small, big = _peak_per_node(5_000), _peak_per_node(20_000)
     assert big < 2400, f"{big:.0f} bytes a node"
     assert big < small * 1.15, (small, big)  # nothing grows faster than the chain
+
+
+def test_a_chains_nodes_share_one_saved_summary():
+    """Equal descriptions of what nodes saved are kept once (a count of distinct objects): a
+    chain of multiplications by one scalar keeps one summary, not one a node."""
+    from gradtui.protocol.lazygraph import node_infos
+
+    started: list[ev.PassStarted] = []
+    x, loss = _chain(1_000)
+    session = Session(None, provenance=False, full_stats=False)
+    session.add_listener(lambda e: started.append(e) if isinstance(e, ev.PassStarted) else None)
+    session.run_on()
+    with session:
+        loss.backward()
+    muls = [info for info in node_infos(started[0].graph) if info.name == "MulBackward0"]
+    assert len(muls) == 1_000
+    assert len({info.saved for info in muls}) == 1 and muls[0].saved  # one description, not empty
+    assert len({id(info.saved) for info in muls}) == 1  # kept once
