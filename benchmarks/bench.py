@@ -74,7 +74,7 @@ from gradtui.engine.session import Session  # noqa: E402
 from gradtui.protocol import events as ev  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_agent import bench_ui, bench_wire  # noqa: E402
+from bench_agent import bench_agent_rows, bench_ui, bench_wire  # noqa: E402
 from bench_core import bench_chain, bench_floor, bench_headless_continue, bench_host_reads  # noqa: E402
 from bench_models import D_MODEL, model_sizes, transformer  # noqa: E402
 from bench_process import bench_big_tensor, bench_headless, bench_memory, bench_record  # noqa: E402
@@ -260,7 +260,7 @@ def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int =
 
 # ---- main --------------------------------------------------------------------------------
 
-GROUPS = ("capture", "backward", "forward", "small", "hostreads", "floor", "chain100k", "wire", "ui", "memory",
+GROUPS = ("capture", "backward", "forward", "small", "agent", "hostreads", "floor", "chain100k", "wire", "ui", "memory",
           "bigtensor", "headless", "record")
 
 
@@ -345,6 +345,8 @@ def main() -> None:
             # a whole process is ~3.5 s, ~1.5 of them torch's import; one pair's ratio swings by +-10%
             # here (2026-12-04): fifteen pairs for a 3% target
             bench_headless_continue(20 if quick else 50, 2 if quick else 4, 1 if quick else 15)
+        if "agent" in only:  # the UI's agent beside the engine's rows: what a user's process pays
+            bench_agent_rows(quick)
         if "hostreads" in only:
             bench_host_reads(4 if quick else 12)
         if "floor" in only:  # the floors under the backward rows' targets, at both widths

@@ -302,3 +302,77 @@ def bench_ui(nodes: int, steps: int) -> None:
     step = median(app.times)
     add(Row("UI: `s` key to the next node drawn, median (across the wire)", sizes, ms(step),
             f"max {ms(max(app.times))}, {steps} steps", None, "<= 50 ms", step <= 0.050))
+
+
+# ---- the agent as the UI builds it, on the encoder -----------------------------------------
+
+def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes: int) -> None:
+    """Backward of the encoder under the agent the UI talks to, against plain backward: a session
+    whose one listener is an AgentServer attached as gradtui.agent.build attaches it (the
+    defaults: the graph, every NodeRan, the gradient flow), its events framed onto a socketpair
+    to a RemoteTarget that reads and decodes them in a thread (no Textual); `continue` + `nan`,
+    no watch, and every statistic. Wall time of `backward()` (what the script pays, the writer
+    and the reader threads' share of the GIL included), plain and gradtui passes alternated,
+    each forward built outside the timed region; medians."""
+    from bench_models import model_sizes, transformer
+
+    model = transformer(layers, width)
+    data = torch.randn(*batch, width)
+    modes = (("`continue` + `nan`, the UI's statistics", False, True),
+             ("no watch, the UI's statistics", False, False),
+             ("`continue` + `nan`, every statistic", True, True))
+    for label, full, watch in modes:
+        token = secrets.token_urlsafe(16)
+        ours, theirs = socket.socketpair()
+        session: Session | None = None
+
+        def submit(text: str, request: int) -> None:
+            assert session is not None
+            session.submit(text, request)
+
+        server = AgentServer(None, token, ServerHooks(submit=submit, quit=lambda: None))
+        session = Session(None, provenance=False, full_stats=full)
+        session.add_listener(server)  # as gradtui.agent.build attaches it: graph, NodeRan events, flow
+        if watch:
+            session.submit("break nan")
+        session.run_on()
+        received, ready = Received(), threading.Event()
+        reader = threading.Thread(target=_client, args=(theirs, token, passes + 2, received, ready),
+                                  name="bench-agent-client", daemon=True)
+        server.start()
+        server.serve_connection(ours)
+        reader.start()
+        times: dict[str, list[float]] = {"plain": [], "agent": []}
+        try:
+            assert ready.wait(30) and received.error is None, f"the client did not attach: {received.error!r}"
+            for i in range(passes + 2):  # the first two warm up
+                for kind in ("plain", "agent"):
+                    loss = model(data).pow(2).mean()
+                    if kind == "agent":
+                        session.install()
+                    try:
+                        start = time.perf_counter()
+                        loss.backward()
+                        elapsed = time.perf_counter() - start
+                    finally:
+                        if kind == "agent":
+                            session.uninstall()
+                        model.zero_grad(set_to_none=True)
+                    if i >= 2:
+                        times[kind].append(elapsed)
+            assert received.done.wait(120), "the client never saw the last pass finish"
+            assert received.error is None, f"the client failed: {received.error!r}"
+        finally:
+            server.close("bench done", timeout=2.0)
+            reader.join(10)
+            theirs.close()
+        plain, agent = median(times["plain"]), median(times["agent"])
+        add(Row(f"the UI's agent: backward in {label}", f"{model_sizes(layers, batch, width)}, a client reading",
+                f"{ms(agent)}", f"{ms(plain)} plain backward", agent / plain, "-", None))
+
+
+def bench_agent_rows(quick: bool) -> None:
+    """The agent rows at d=64 (tiny tensors, the engine's `small` rows' model) and d=256."""
+    passes = 5 if quick else 25
+    bench_agent_encoder(4 if quick else 12, 64, (8, 32), passes)
+    bench_agent_encoder(2 if quick else 12, 256, (4, 32) if quick else (8, 128), max(3, passes // 5))

@@ -52,6 +52,15 @@ class LazyGraph:
                 return state["_node"][node][INFO]
             return _described(state)[node]
 
+    def infos(self) -> list[NodeInfo]:
+        """Every node's NodeInfo, by node id, without building the graph (a recording's rows need
+        no networkx graph: built, it would cost ~850 bytes a node more than the list)."""
+        with _BUILDING:
+            state = self.__dict__
+            if state.get("_lazy") is None:  # built meanwhile
+                return [data[INFO] for data in state["_node"].values()]
+            return _described(state)
+
     def number_of_nodes(self) -> int:
         """How many nodes, without building the graph."""
         state = self.__dict__
@@ -119,6 +128,14 @@ def _described(state: dict[str, Any]) -> list[NodeInfo]:
         complete()
         state["_lazy"] = (infos, None)
     return infos()
+
+
+def node_infos(graph: Any) -> list[NodeInfo]:
+    """Every node's NodeInfo of a pass graph, by node id, built or not (a built one is not
+    rebuilt; an unbuilt one stays unbuilt)."""
+    if isinstance(graph, LazyGraph):
+        return LazyGraph.infos(graph)
+    return [data[INFO] for _, data in sorted(graph.nodes(data=True))]
 
 
 def is_built(graph: Any) -> bool:

@@ -24,12 +24,12 @@ import threading
 import time
 from array import array
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from gradtui.protocol import events as ev
-from gradtui.protocol.nodes import INFO
+from gradtui.protocol.lazygraph import node_infos
 from gradtui.protocol.stats import Stats
 from gradtui.record import schema
 from gradtui.wire.codec import to_wire
@@ -138,6 +138,22 @@ class _Pass:
     """The pass's fingerprints (its PassPrints event), written with its per-node rows."""
     keep_nodes: bool = False
     """Write this pass's per-node rows when it ends (flight mode: a breakpoint hit in it)."""
+
+
+ROWS_CHUNK = 4096
+"""Rows of a pass's `grads` made at a time while they are written."""
+
+
+class _Rows:
+    """A pass's rows made while SQLite takes them, not held in a list (a list of a 500,000-node
+    pass's rows holds as much as the pass's statistics again); iterable again from the start, so
+    a write that is interrupted and retried writes them all."""
+
+    def __init__(self, make: Callable[[], Iterator[tuple]]) -> None:
+        self._make = make
+
+    def __iter__(self) -> Iterator[tuple]:
+        return self._make()
 
 
 class Recorder:
@@ -349,20 +365,30 @@ class Recorder:
                        _f(r.ratio), r.nonfinite) for rank, r in enumerate(event.flow)]))
         self._write(work)
 
-    def _node_work(self, flight: _Pass) -> list[tuple[str, list[tuple]]]:
-        """The `nodes` and `grads` rows of a pass."""
+    def _node_work(self, flight: _Pass) -> list[tuple[str, Iterable[tuple]]]:
+        """The `nodes` and `grads` rows of a pass, made as they are written (`_Rows`)."""
         index = flight.started.pass_index
-        order: dict[int, int] = {}
-        grads: list[tuple] = []
-        for ran in flight.ran:
-            order[ran.node] = ran.order
-            _grad_rows(index, ran.node, schema.GRAD_OUTPUTS_DIR, ran.grad_outputs, grads)
-            _grad_rows(index, ran.node, schema.GRAD_INPUTS_DIR, ran.grad_inputs, grads)
-        nodes = [(index, i, d.name, d.kind, _list(d.labels) if d.labels else None, d.param,
-                  d.source, d.module, order.get(i), _list(d.next), _int64(d.seq))
-                 for i, d in flight.started.graph.nodes(data=INFO)]
-        work = [("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", nodes),
-                ("INSERT INTO grads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", grads)]
+        order = {ran.node: ran.order for ran in flight.ran}
+        infos = node_infos(flight.started.graph)
+
+        def grads() -> Iterator[tuple]:
+            rows: list[tuple] = []
+            for ran in flight.ran:
+                _grad_rows(index, ran.node, schema.GRAD_OUTPUTS_DIR, ran.grad_outputs, rows)
+                _grad_rows(index, ran.node, schema.GRAD_INPUTS_DIR, ran.grad_inputs, rows)
+                if len(rows) >= ROWS_CHUNK:
+                    yield from rows
+                    rows.clear()
+            yield from rows
+
+        def nodes() -> Iterator[tuple]:
+            for i, d in enumerate(infos):
+                yield (index, i, d.name, d.kind, _list(d.labels) if d.labels else None, d.param,
+                       d.source, d.module, order.get(i), _list(d.next), _int64(d.seq))
+
+        work: list[tuple[str, Iterable[tuple]]] = [
+            ("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _Rows(nodes)),
+            ("INSERT INTO grads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _Rows(grads))]
         if flight.prints:
             work.append(("INSERT OR REPLACE INTO prints VALUES (?, ?, ?, ?, ?, ?, ?, ?)", _print_rows(index, flight.prints)))
         return work

@@ -24,6 +24,10 @@ _described: dict[Any, str] = {}
 shapes, sizes and scalars thousands of times."""
 _DESCRIBED_LIMIT = 50_000
 
+_summaries: dict[tuple[str, ...], tuple[str, ...]] = {}
+"""Each distinct summary once: a pass's nodes keep the same one (a 500,000-node chain of
+multiplications by one scalar: one tuple, not 500,000 equal ones at ~180 bytes each)."""
+
 
 def _saved_fields(node: Node) -> tuple[tuple[str, str, str | None], ...]:
     cls = type(node)
@@ -50,7 +54,10 @@ def saved_summary(node: Node) -> tuple[str, ...]:
             out.append(f"{label} (freed)")
             continue
         out.append(f"{label} {_describe_saved(value)}")
-    return tuple(out)
+    summary = tuple(out)
+    if len(_summaries) < _DESCRIBED_LIMIT:
+        return _summaries.setdefault(summary, summary)
+    return _summaries.get(summary, summary)
 
 
 def _packed(raw: Any) -> bool:
