@@ -5,7 +5,7 @@ headless JSON report, or as TensorBoard event files.
 holds) with the optional `tensorboard` package (`pip install 'gradtui[tensorboard]'`); without it,
 or with a DIR that cannot be made or written, one line on stderr and exit status 2.
 
-`--json PATH`: the same shape as `--report PATH` (DESIGN.md's, with every pass's loss and flow, and nodes
+`--json PATH`: the same shape as `--report PATH` (the report's shape, docs/recording.md, with every pass's loss and flow, and nodes
 where the recording has per-node data), streamed a pass at a time and compact. A DB that is
 not a recording this gradtui reads, or a PATH that cannot be written, is one line on stderr
 and exit status 2; so is a write that fails midway (what was written is a valid document), and
