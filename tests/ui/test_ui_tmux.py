@@ -132,7 +132,8 @@ def test_the_ui_is_sized_by_its_terminal_not_by_columns_and_lines(tmp_path):
                     "x = torch.ones(1, requires_grad=True)\n(x * 3).sum().backward()\n")
     tmux = Tmux(["env", "COLUMNS=160", "LINES=45", sys.executable, "-m", "gradtui", str(path)])
     try:
-        screen = tmux.wait(lambda s: "paused at #0" in s and "script sees" in s, timeout=40,
+        # the footer settles a frame after the header says paused (Ctrl-C's key leaves it then)
+        screen = tmux.wait(lambda s: "paused at #0" in s and "script sees" in s and "^c" not in s, timeout=40,
                            what="the first pause, with the header's right end on screen")
         lines = screen.rstrip("\n").split("\n")
         assert len(lines) == 24 and "q quit" in lines[-1], screen  # the footer is the terminal's last row
