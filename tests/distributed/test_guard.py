@@ -11,7 +11,7 @@ def test_torch_and_the_script_under_a_path_that_says_gradtui_are_not_gradtuis_ow
     """A clone at .../gradtui with its venv inside holds torch's files under a path containing
     "gradtui": the guard took torch.distributed's barrier there for gradtui's frame and never
     named the stuck collective (the job's desync test hung from such a clone)."""
-    clone = os.path.join(os.sep, "tmp", "ci-gradtui", "gradtui")
+    clone = os.path.join(os.sep, "no-such-root", "ci-gradtui", "gradtui")  # never this checkout's own path
     torch_file = os.path.join(clone, ".venv", "lib", "python3.11", "site-packages", "torch", "distributed",
                               "distributed_c10d.py")
     script = os.path.join(clone, "tests", "distributed", "ddp_branch.py")

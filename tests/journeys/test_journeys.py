@@ -167,6 +167,8 @@ def test_attach_detach_and_attach_again(terminal, listener, size):
     first.text("break pass 2")
     first.keys("Enter")
     first.wait(lambda s: "breakpoint 1" in s, "the breakpoint set")
+    first.keys("c")  # the run's first pause waits for a client that resumes it: run on to the breakpoint
+    first.wait(lambda s: "pass 2" in s and paused(s, 0), "the breakpoint's pause", START)
     first.keys("D")
     said = first.assert_clean_exit(0)
     assert "detached" in said, said

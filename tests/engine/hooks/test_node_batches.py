@@ -120,9 +120,9 @@ def test_a_pass_nobody_looks_at_collects_no_names_and_a_pause_still_names_its_le
     collected = [0]
     original = names_module.Names.from_scopes.__func__
 
-    def counted(cls, *scopes):
+    def counted(cls, *scopes, **roots):
         collected[0] += 1
-        return original(cls, *scopes)
+        return original(cls, *scopes, **roots)
 
     monkeypatch.setattr(names_module.Names, "from_scopes", classmethod(counted))
     lin = torch.nn.Linear(3, 2)
