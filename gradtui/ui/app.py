@@ -144,6 +144,8 @@ class GradtuiApp(App[int]):
         self.sizer = PaneSizer(self, self.state.sizes)
         self.transcript = Transcript(self)
         self.leaving = Leaving(self, self.link)
+        self._footer_shows_pause = True
+        """Was the footer last drawn while the script ran (with Ctrl-C's `pause`)? True at start."""
         self.break_in = BreakIn(self.state, self.leaving, lambda: self.query_one(CommandBar), self.send)
         """Ctrl-C while the script runs: pause at the next backward node (gradtui.ui.breakin)."""
         self.debugger = DebuggerScreen(self.nav, self.sizer, echo=self.transcript.echo, detach=self.leaving.detach,
@@ -335,7 +337,7 @@ class GradtuiApp(App[int]):
                     self.break_in.arrived()
                 elif isinstance(self.screen, ConsoleScreen):
                     self.screen.moved_on()
-                self.refresh_bindings()  # the footer shows Ctrl-C's pause only while the script runs
+                self._footer_follows_the_run(isinstance(event, ev.Resumed))
             case _:
                 self.state.apply(event)
         if due:
@@ -404,6 +406,22 @@ class GradtuiApp(App[int]):
         return None
 
     # ---- the app's own actions, and its end ------------------------------------------------
+
+    def _footer_follows_the_run(self, resumed: bool) -> None:
+        """The footer shows Ctrl-C's `pause` only while the script runs. A step resumes and pauses
+        again within milliseconds: redrawing the footer (a layout of the screen) twice per step
+        would cost every step, so it shows the key only once the run has gone on for a moment,
+        and drops it at the pause that follows (it is shown at start, while the script runs)."""
+        if resumed:
+            self.set_timer(0.3, self._footer_running)
+        elif self._footer_shows_pause:
+            self._footer_shows_pause = False
+            self.refresh_bindings()
+
+    def _footer_running(self) -> None:
+        if self.state.paused is None and not self.state.script_over and not self._footer_shows_pause:
+            self._footer_shows_pause = True
+            self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`q` under a screen that binds it itself is that screen's, not the app's quit: the

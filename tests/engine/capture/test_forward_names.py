@@ -15,8 +15,18 @@ from tests.helpers import run_headless, run_plain, script
 pytestmark = pytest.mark.timeout(120)
 
 
+def _fresh_roots() -> None:
+    """The forward's roots as a fresh process has them: none. A model an earlier test in this
+    worker keeps alive (a module-scoped fixture) would otherwise be a second root, and with two
+    roots every name is led by its model's name, as it should be in a script that runs two."""
+    from gradtui.engine.provenance import modulecalls
+
+    gc.collect()
+    modulecalls.forward_roots.clear()
+
+
 def test_parameters_are_named_from_the_forward_when_no_variable_holds_the_model(tmp_path):
-    gc.collect()  # a model of an earlier test still alive in this process would be a second root
+    _fresh_roots()
     expected = run_plain(script("hidden_model.py"))["grads"]
     run = run_headless(script("hidden_model.py"), ["continue"], args=[str(tmp_path / "grads.pt")])
     assert run.status == 0, run.output
@@ -32,7 +42,7 @@ def test_parameters_are_named_from_the_forward_when_no_variable_holds_the_model(
 
 
 def test_why_takes_the_names_flow_prints_when_no_variable_holds_the_model():
-    gc.collect()
+    _fresh_roots()
     run = run_headless(script("hidden_model.py"), ["why 0.weight", "why Sequential.2.bias", "why 5.weight", "continue"])
     assert run.status == 0, run.output
     answers = {r.command: r for r in run.results()}
