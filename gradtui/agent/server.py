@@ -138,6 +138,9 @@ class AgentServer:
             while self._pending and self._client is not None and time.monotonic() < deadline:
                 self._lock.notify_all()
                 self._lock.wait(0.02)
+            if self._client is not None and (untold := len(self._pending)):
+                # the deadline cut the stream short: nothing is lost without a word
+                reason += f"; {untold} events were not sent in time (the client read too slowly)"
             self._closed = True
             client, self._client = self._client, None
             sender, self._sender = self._sender, None

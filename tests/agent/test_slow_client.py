@@ -65,13 +65,18 @@ def test_a_client_that_reads_nothing_is_told_what_it_missed_and_loses_nothing_si
         closer.start()
         closer.join(WAIT)
         reader.join(WAIT)
-        assert not reader.is_alive() and bye == "the script ended"
+        assert not reader.is_alive() and bye is not None and bye.startswith("the script ended"), bye
+        # what close's deadline cut short is counted in the goodbye (a loaded machine may not
+        # carry every kept line in its seconds): the lines received, dropped and untold add up
+        untold = int(bye.split("; ", 1)[1].split(" ", 1)[0]) if "; " in bye else 0
         notices = [e for e in events if isinstance(e, ev.Notice)]
         lines = [e.text for e in events if isinstance(e, ev.Output)]
-        assert len(notices) == 1 and "dropped" in notices[0].text, (notices, len(events), len(lines), lines[-1:])
-        assert lines[-1] == "the last line\n"
-        dropped = int(notices[0].text.split(" lines of output")[0].rsplit(" ", 1)[1])
-        assert len(lines) < LINES and len(lines) + dropped == LINES + 1, (len(lines), dropped)
+        assert all("dropped" in n.text for n in notices), notices  # each says what was missed since the last
+        assert notices or untold, (len(events), len(lines), lines[-1:], bye)  # the cap dropped, or the deadline cut
+        if not untold:
+            assert lines[-1] == "the last line\n"
+        dropped = sum(int(n.text.split(" lines of output")[0].rsplit(" ", 1)[1]) for n in notices)
+        assert len(lines) < LINES and len(lines) + dropped + untold == LINES + 1, (len(lines), dropped, untold)
     finally:
         sock.close()
 
