@@ -54,16 +54,8 @@ def axis_label(axis: str) -> str:
     return "pass" if axis == "pass" else "seconds since the run started"
 
 
-class ParamsPlot(PlotextPlot):
-    """The gradient norms of the chosen parameters (or modules) over passes, one colour each,
-    with a legend; passes where one had no gradient are left out of its line."""
-
-    def __init__(self, series: PassSeries, *, id: str | None = None) -> None:  # noqa: A002
-        super().__init__(id=id)
-        self.series = series
-        self.names: list[str] = []
-        self.axis = "pass"
-        self.title_text = ""
+class _Replotted(PlotextPlot):
+    """A plot drawn again whenever it is mounted or resized (its title fits the width)."""
 
     def on_mount(self) -> None:
         """Draw (PlotextPlot's own mount registers the theme)."""
@@ -73,6 +65,22 @@ class ParamsPlot(PlotextPlot):
     def on_resize(self) -> None:
         """Draw at the new size (the title fits the width)."""
         self.replot()
+
+    def replot(self) -> None:
+        """Draw the plot; each plot says what."""
+        raise NotImplementedError
+
+
+class ParamsPlot(_Replotted):
+    """The gradient norms of the chosen parameters (or modules) over passes, one colour each,
+    with a legend; passes where one had no gradient are left out of its line."""
+
+    def __init__(self, series: PassSeries, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.series = series
+        self.names: list[str] = []
+        self.axis = "pass"
+        self.title_text = ""
 
     def replot(self) -> None:
         """Draw the chosen parameters' lines."""
@@ -105,7 +113,7 @@ class ParamsPlot(PlotextPlot):
         return xs, ys
 
 
-class DistributionPlot(PlotextPlot):
+class DistributionPlot(_Replotted):
     """One parameter's gradient distribution over passes: TensorBoard's nine quantile lines
     (gradtui.ui.distribution), the median brightest; the title says whether they are exact."""
 
@@ -116,15 +124,6 @@ class DistributionPlot(PlotextPlot):
         self.axis = "pass"
         self.title_text = ""
         self.bands: list[Band] = []
-
-    def on_mount(self) -> None:
-        """Draw (PlotextPlot's own mount registers the theme)."""
-        super().on_mount()
-        self.replot()
-
-    def on_resize(self) -> None:
-        """Draw at the new size (the title fits the width)."""
-        self.replot()
 
     def replot(self) -> None:
         """Draw the chosen parameter's bands."""
