@@ -84,8 +84,10 @@ from benchtable import Row, add, median, ms, paired_row, print_table, ratio_row 
 
 # ---- capture vs torchviz -----------------------------------------------------------------
 
-def bench_capture(layers: int, batch: tuple[int, int], repeat: int, target: float = 0.2,
-                  lazy_target: float | None = None) -> None:
+
+def bench_capture(
+    layers: int, batch: tuple[int, int], repeat: int, target: float = 0.2, lazy_target: float | None = None
+) -> None:
     """Capture with all node metadata (names, provenance, saved summaries) vs make_dot(show_saved),
     and the lazy capture a pass in `continue` makes when no listener wants its graph (the walk).
 
@@ -128,18 +130,42 @@ def bench_capture(layers: int, batch: tuple[int, int], repeat: int, target: floa
         del out
     sizes = f"{model_sizes(layers, batch)}, {nodes:,} nodes"
     if make_dot is None:
-        add(Row("capture with all node metadata", sizes, ms(median(ours)), "torchviz not installed", None,
-                f"<= {target:.2f}x", None))
-        add(Row("  capture in continue (lazy: the walk; metadata at a pause)", sizes, ms(median(lazy)),
-                "torchviz not installed", None, "-" if lazy_target is None else f"<= {lazy_target:.2f}x", None))
+        add(
+            Row(
+                "capture with all node metadata",
+                sizes,
+                ms(median(ours)),
+                "torchviz not installed",
+                None,
+                f"<= {target:.2f}x",
+                None,
+            )
+        )
+        add(
+            Row(
+                "  capture in continue (lazy: the walk; metadata at a pause)",
+                sizes,
+                ms(median(lazy)),
+                "torchviz not installed",
+                None,
+                "-" if lazy_target is None else f"<= {lazy_target:.2f}x",
+                None,
+            )
+        )
         return
-    ratio_row("capture with all node metadata", sizes, median(ours), median(base), target,
-              "make_dot(show_saved=True)")
-    ratio_row("  capture in continue (lazy: the walk; metadata at a pause)", sizes, median(lazy), median(base),
-              lazy_target, "make_dot(show_saved=True)")
+    ratio_row("capture with all node metadata", sizes, median(ours), median(base), target, "make_dot(show_saved=True)")
+    ratio_row(
+        "  capture in continue (lazy: the walk; metadata at a pause)",
+        sizes,
+        median(lazy),
+        median(base),
+        lazy_target,
+        "make_dot(show_saved=True)",
+    )
 
 
 # ---- backward in continue ----------------------------------------------------------------
+
 
 def _continuing_session(full: bool, watch: bool = True, reader: bool = False) -> Session:
     """A session in `continue` (with a `nan` watch) whose one listener reads no graph (no client
@@ -148,8 +174,12 @@ def _continuing_session(full: bool, watch: bool = True, reader: bool = False) ->
     NodeRan and the flow, as a client reading everything does."""
     done = []
     session = Session(None, provenance=False, full_stats=full)
-    session.add_listener(lambda e: done.append(1) if isinstance(e, ev.PassFinished) else None, graph=False,
-                         batches=not reader, flow=reader)
+    session.add_listener(
+        lambda e: done.append(1) if isinstance(e, ev.PassFinished) else None,
+        graph=False,
+        batches=not reader,
+        flow=reader,
+    )
     if watch:
         session.submit("break nan")
     session.run_on()  # no first pause: measure the hooks, not a human
@@ -157,9 +187,14 @@ def _continuing_session(full: bool, watch: bool = True, reader: bool = False) ->
     return session
 
 
-def bench_backward(layers: int, batch: tuple[int, int], repeat: int, width: int = D_MODEL,
-                   targets: tuple[float | None, float | None, float | None] = (1.10, 1.08, 1.30),
-                   label: str = "") -> None:
+def bench_backward(
+    layers: int,
+    batch: tuple[int, int],
+    repeat: int,
+    width: int = D_MODEL,
+    targets: tuple[float | None, float | None, float | None] = (1.10, 1.08, 1.30),
+    label: str = "",
+) -> None:
     """Backward through a session in `continue` vs plain backward: with a `nan` watch and the UI's
     statistics (norms, non-finite counts), without a watch, and with every statistic (a report);
     `targets` in that order.
@@ -171,10 +206,13 @@ def bench_backward(layers: int, batch: tuple[int, int], repeat: int, width: int 
     """
     model = transformer(layers, width)
     data = torch.randn(*batch, width)
-    sessions = {"norms": _continuing_session(False), "nowatch": _continuing_session(False, watch=False),
-                "full": _continuing_session(True, reader=True),  # a report or recording reads every node
-                "reader": _continuing_session(False, reader=True),
-                "python": _continuing_session(False)}  # the `norms` row with the Python posthooks only
+    sessions = {
+        "norms": _continuing_session(False),
+        "nowatch": _continuing_session(False, watch=False),
+        "full": _continuing_session(True, reader=True),  # a report or recording reads every node
+        "reader": _continuing_session(False, reader=True),
+        "python": _continuing_session(False),
+    }  # the `norms` row with the Python posthooks only
     times: dict[str, list[float]] = {"plain": [], "norms": [], "nowatch": [], "full": [], "reader": [], "python": []}
     available = CompiledHooks.available
 
@@ -204,16 +242,27 @@ def bench_backward(layers: int, batch: tuple[int, int], repeat: int, width: int 
         assert session.done, "the session saw no pass"  # type: ignore[attr-defined]
     sizes = model_sizes(layers, batch, width)
     base = median(times["plain"])
-    for kind, text, target in (("norms", "+ `nan` watch, the UI's statistics (norms, non-finite)", targets[0]),
-                               ("nowatch", "no watch, the UI's statistics", targets[1]),
-                               ("full", "+ `nan` watch, every statistic (--report)", targets[2]),
-                               ("reader", "+ `nan` watch, a listener reading every node and the flow", None),
-                               ("python", "+ `nan` watch, the UI's statistics, the Python posthooks only", None)):
+    for kind, text, target in (
+        ("norms", "+ `nan` watch, the UI's statistics (norms, non-finite)", targets[0]),
+        ("nowatch", "no watch, the UI's statistics", targets[1]),
+        ("full", "+ `nan` watch, every statistic (--report)", targets[2]),
+        ("reader", "+ `nan` watch, a listener reading every node and the flow", None),
+        ("python", "+ `nan` watch, the UI's statistics, the Python posthooks only", None),
+    ):
         paired_row(f"backward in continue {text}{label}", sizes, times[kind], times["plain"], target, "plain backward")
     nodes = _nodes_of(model, data)
     per_node = (median(times["norms"]) - base) / nodes * 1e6
-    add(Row(f"  the same (+ nan, norms), gradtui's cost per node{label}", f"{sizes}, {nodes} nodes",
-            f"{per_node:.1f} us", "above plain backward", None, "-", None))
+    add(
+        Row(
+            f"  the same (+ nan, norms), gradtui's cost per node{label}",
+            f"{sizes}, {nodes} nodes",
+            f"{per_node:.1f} us",
+            "above plain backward",
+            None,
+            "-",
+            None,
+        )
+    )
 
 
 def _nodes_of(model: nn.Module, data: torch.Tensor) -> int:
@@ -224,8 +273,10 @@ def _nodes_of(model: nn.Module, data: torch.Tensor) -> int:
 
 # ---- forward with provenance, and anomaly mode -------------------------------------------
 
-def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int = D_MODEL,
-                  target: float | None = None) -> None:
+
+def bench_forward(
+    layers: int, batch: tuple[int, int], repeat: int, width: int = D_MODEL, target: float | None = None
+) -> None:
     """Forward with provenance recording vs plain forward, and anomaly mode's forward vs plain
     (what gradtui's provenance replaces), interleaved to share the noise; wall time (anomaly mode
     and the provenance's own rows: bench_provenance.py, thread time)."""
@@ -245,8 +296,11 @@ def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int =
         return elapsed
 
     for i in range(repeat + 1):  # the first round warms up
-        for times, context in ((plain, contextlib.nullcontext), (recorded, lambda: provenance),
-                               (anomaly, lambda: torch.autograd.set_detect_anomaly(True))):
+        for times, context in (
+            (plain, contextlib.nullcontext),
+            (recorded, lambda: provenance),
+            (anomaly, lambda: torch.autograd.set_detect_anomaly(True)),
+        ):
             elapsed = timed(context)
             if i:
                 times.append(elapsed)
@@ -254,14 +308,37 @@ def bench_forward(layers: int, batch: tuple[int, int], repeat: int, width: int =
     base = median(plain)
     ratio_row("forward with provenance recording (wall time)", sizes, median(recorded), base, target, "plain forward")
     ratio_row("forward under set_detect_anomaly(True) ", sizes, median(anomaly), base, None, "plain forward")
-    add(Row("gradtui's provenance vs anomaly mode, forward", sizes, ms(median(recorded)),
-            f"{ms(median(anomaly))} anomaly mode", median(recorded) / median(anomaly), "-", None))
+    add(
+        Row(
+            "gradtui's provenance vs anomaly mode, forward",
+            sizes,
+            ms(median(recorded)),
+            f"{ms(median(anomaly))} anomaly mode",
+            median(recorded) / median(anomaly),
+            "-",
+            None,
+        )
+    )
 
 
 # ---- main --------------------------------------------------------------------------------
 
-GROUPS = ("capture", "backward", "forward", "small", "agent", "hostreads", "floor", "chain100k", "wire", "ui", "memory",
-          "bigtensor", "headless", "record")
+GROUPS = (
+    "capture",
+    "backward",
+    "forward",
+    "small",
+    "agent",
+    "hostreads",
+    "floor",
+    "chain100k",
+    "wire",
+    "ui",
+    "memory",
+    "bigtensor",
+    "headless",
+    "record",
+)
 
 
 def _forward_group(quick: bool, models: list[tuple[int, tuple[int, int]]], repeat: int) -> None:
@@ -274,8 +351,15 @@ def _forward_group(quick: bool, models: list[tuple[int, tuple[int, int]]], repea
     provenance_forward(4 if quick else 12, 64, (8, 32), pairs, target=1.15)
     provenance_forward(4 if quick else 12, D_MODEL, (4, 32) if quick else (8, 128), pairs // 2, target=1.05)
     blocks = 4 if quick else 24
-    provenance_forward(blocks, 64, (8, 32), pairs, None, user_written(blocks, 64),
-                       f"{blocks} user blocks of nn.Linear + nn.LayerNorm + nn.GELU, d=64, batch 8x32")
+    provenance_forward(
+        blocks,
+        64,
+        (8, 32),
+        pairs,
+        None,
+        user_written(blocks, 64),
+        f"{blocks} user blocks of nn.Linear + nn.LayerNorm + nn.GELU, d=64, batch 8x32",
+    )
     for layers, batch in models:
         bench_forward(layers, batch, 2 * repeat, target=None)
 
@@ -372,10 +456,12 @@ def main() -> None:
         raise
     finally:
         cpu = f"{os.cpu_count()} cores" + (f", {platform.processor()}" if platform.processor() else "")
-        print_table(f"gradtui bench{' --quick' if quick else ''}: torch {torch.__version__}, "
-                    f"{torch.get_num_threads()} torch thread, CPU ({cpu}), Python {platform.python_version()}; "
-                    f"medians of {repeat} runs ({2 * repeat} for the forward rows); {compiled}; "
-                    f"took {time.perf_counter() - began:.0f} s")
+        print_table(
+            f"gradtui bench{' --quick' if quick else ''}: torch {torch.__version__}, "
+            f"{torch.get_num_threads()} torch thread, CPU ({cpu}), Python {platform.python_version()}; "
+            f"medians of {repeat} runs ({2 * repeat} for the forward rows); {compiled}; "
+            f"took {time.perf_counter() - began:.0f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ def _chain_loss(muls: int) -> torch.Tensor:
 
 # ---- a 10,000-node graph frame -----------------------------------------------------------
 
+
 def _timed(fn, repeat: int) -> tuple[float, object]:
     """The median seconds of `fn()` over `repeat` runs after one warm-up, and its last result."""
     result = fn()
@@ -66,27 +67,60 @@ def bench_graph_frame(muls: int, repeat: int) -> None:
     sizes = f"PassStarted of a {nodes:,}-node chain of muls"
     to_time, data = _timed(lambda: {"events": [to_wire(event)]}, repeat)
     enc_time, frame = _timed(lambda: protocol.encode(data), repeat)
-    payload = frame[protocol.HEADER.size:]
+    payload = frame[protocol.HEADER.size :]
     dec_time, decoded = _timed(lambda: protocol.decode(payload), repeat)
     from_time, back = _timed(lambda: from_wire(decoded["events"][0]), repeat)
     assert back.graph.number_of_nodes() == nodes and back.roots == event.roots, "the frame did not round-trip"
     wire_time = enc_time + dec_time
-    add(Row("wire: graph frame, protocol.encode + decode (msgspec MessagePack)", sizes,
+    add(
+        Row(
+            "wire: graph frame, protocol.encode + decode (msgspec MessagePack)",
+            sizes,
             f"{_mb(len(frame))}, {ms(enc_time)} + {ms(dec_time)} = {ms(wire_time)}",
-            f"{ms(capture_time)} capture", wire_time / capture_time, "-", None))
-    add(Row("  the same frame: to_wire + from_wire (codec, either format)", sizes,
-            f"{ms(to_time)} + {ms(from_time)} = {ms(to_time + from_time)}", f"{ms(capture_time)} capture",
-            (to_time + from_time) / capture_time, "-", None))
+            f"{ms(capture_time)} capture",
+            wire_time / capture_time,
+            "-",
+            None,
+        )
+    )
+    add(
+        Row(
+            "  the same frame: to_wire + from_wire (codec, either format)",
+            sizes,
+            f"{ms(to_time)} + {ms(from_time)} = {ms(to_time + from_time)}",
+            f"{ms(capture_time)} capture",
+            (to_time + from_time) / capture_time,
+            "-",
+            None,
+        )
+    )
     total = to_time + wire_time + from_time
-    add(Row("  the same frame, whole trip", sizes, ms(total), f"{ms(capture_time)} capture",
-            total / capture_time, "-", None))
+    add(
+        Row(
+            "  the same frame, whole trip",
+            sizes,
+            ms(total),
+            f"{ms(capture_time)} capture",
+            total / capture_time,
+            "-",
+            None,
+        )
+    )
     # The formats the protocol was chosen from, on the same to_wire() data (stdlib json: the baseline)
     j_enc, text = _timed(lambda: json.dumps(data, separators=(",", ":")).encode(), repeat)
     j_dec, expected = _timed(lambda: json.loads(text), repeat)
     json_time = j_enc + j_dec
-    add(Row("  the same to_wire() data, stdlib json", sizes,
-            f"{_mb(len(text))}, {ms(j_enc)} + {ms(j_dec)} = {ms(json_time)}", f"{ms(wire_time)} protocol",
-            json_time / wire_time, "-", None))
+    add(
+        Row(
+            "  the same to_wire() data, stdlib json",
+            sizes,
+            f"{_mb(len(text))}, {ms(j_enc)} + {ms(j_dec)} = {ms(json_time)}",
+            f"{ms(wire_time)} protocol",
+            json_time / wire_time,
+            "-",
+            None,
+        )
+    )
     import msgspec
 
     for name, codec in (("msgspec.json", msgspec.json), ("msgspec.msgpack", msgspec.msgpack)):
@@ -94,12 +128,21 @@ def bench_graph_frame(muls: int, repeat: int) -> None:
         m_enc, blob = _timed(lambda: encoder.encode(data), repeat)
         m_dec, value = _timed(lambda: decoder.decode(blob), repeat)
         assert value == expected, f"{name} decoded other data than stdlib json"
-        add(Row(f"  the same to_wire() data, {name}", sizes,
+        add(
+            Row(
+                f"  the same to_wire() data, {name}",
+                sizes,
                 f"{_mb(len(blob))}, {ms(m_enc)} + {ms(m_dec)} = {ms(m_enc + m_dec)}",
-                f"{ms(json_time)} stdlib json", (m_enc + m_dec) / json_time, "-", None))
+                f"{ms(json_time)} stdlib json",
+                (m_enc + m_dec) / json_time,
+                "-",
+                None,
+            )
+        )
 
 
 # ---- NodeRan events through a real AgentServer ------------------------------------------
+
 
 @dataclass
 class Received:
@@ -180,8 +223,9 @@ def bench_event_stream(muls: int, passes: int) -> None:
     server = AgentServer(None, token, ServerHooks(submit=submit, quit=lambda: None))
     session = _continuing(server)
     received, ready = Received(), threading.Event()
-    reader = threading.Thread(target=_client, args=(theirs, token, passes, received, ready),
-                              name="bench-wire-client", daemon=True)
+    reader = threading.Thread(
+        target=_client, args=(theirs, token, passes, received, ready), name="bench-wire-client", daemon=True
+    )
     server.start()
     server.serve_connection(ours)
     reader.start()
@@ -202,12 +246,29 @@ def bench_event_stream(muls: int, passes: int) -> None:
     frames = len(received.frames)
     rate = frames / span
     sizes = f"{passes} passes of a {nodes:,}-node chain in continue, socketpair, RemoteTarget reader"
-    add(Row("wire: NodeRan events through AgentServer to a client", sizes,
+    add(
+        Row(
+            "wire: NodeRan events through AgentServer to a client",
+            sizes,
             f"{ran / span:,.0f} events/s ({ms(served)} backward)",
-            f"{nodes * passes / base:,.0f} events/s, no server ({ms(base)})", served / base, "-", None))
+            f"{nodes * passes / base:,.0f} events/s, no server ({ms(base)})",
+            served / base,
+            "-",
+            None,
+        )
+    )
     limit = 1 / BATCH_INTERVAL + 5
-    add(Row("  frames while they flow", sizes, f"{frames} frames in {ms(span)}: {rate:.1f}/s",
-            f"{ran / frames:,.0f} events a frame", None, f"<= {limit:.0f}/s, every event", rate <= limit))
+    add(
+        Row(
+            "  frames while they flow",
+            sizes,
+            f"{frames} frames in {ms(span)}: {rate:.1f}/s",
+            f"{ran / frames:,.0f} events a frame",
+            None,
+            f"<= {limit:.0f}/s, every event",
+            rate <= limit,
+        )
+    )
 
 
 def bench_wire(quick: bool) -> None:
@@ -297,14 +358,33 @@ def bench_ui(nodes: int, steps: int) -> None:
     assert app.first_paint is not None
     sizes = f"a {nodes:,}-node pass (chain of muls) in a child agent, 120x40 terminal, Pilot headless"
     paint = app.first_paint - backward_called
-    add(Row("UI: the pass drawn after its backward call (in the agent)", sizes, ms(paint),
-            f"{ms(app.first_paint - started)} from app start", None, "<= 1 s", paint <= 1.0))
+    add(
+        Row(
+            "UI: the pass drawn after its backward call (in the agent)",
+            sizes,
+            ms(paint),
+            f"{ms(app.first_paint - started)} from app start",
+            None,
+            "<= 1 s",
+            paint <= 1.0,
+        )
+    )
     step = median(app.times)
-    add(Row("UI: `s` key to the next node drawn, median (across the wire)", sizes, ms(step),
-            f"max {ms(max(app.times))}, {steps} steps", None, "<= 50 ms", step <= 0.050))
+    add(
+        Row(
+            "UI: `s` key to the next node drawn, median (across the wire)",
+            sizes,
+            ms(step),
+            f"max {ms(max(app.times))}, {steps} steps",
+            None,
+            "<= 50 ms",
+            step <= 0.050,
+        )
+    )
 
 
 # ---- the agent as the UI builds it, on the encoder -----------------------------------------
+
 
 def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes: int) -> None:
     """Backward of the encoder under the agent the UI talks to, against plain backward: a session
@@ -318,9 +398,11 @@ def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes:
 
     model = transformer(layers, width)
     data = torch.randn(*batch, width)
-    modes = (("`continue` + `nan`, the UI's statistics", False, True),
-             ("no watch, the UI's statistics", False, False),
-             ("`continue` + `nan`, every statistic", True, True))
+    modes = (
+        ("`continue` + `nan`, the UI's statistics", False, True),
+        ("no watch, the UI's statistics", False, False),
+        ("`continue` + `nan`, every statistic", True, True),
+    )
     for label, full, watch in modes:
         token = secrets.token_urlsafe(16)
         ours, theirs = socket.socketpair()
@@ -337,8 +419,9 @@ def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes:
             session.submit("break nan")
         session.run_on()
         received, ready = Received(), threading.Event()
-        reader = threading.Thread(target=_client, args=(theirs, token, passes + 2, received, ready),
-                                  name="bench-agent-client", daemon=True)
+        reader = threading.Thread(
+            target=_client, args=(theirs, token, passes + 2, received, ready), name="bench-agent-client", daemon=True
+        )
         server.start()
         server.serve_connection(ours)
         reader.start()
@@ -367,8 +450,17 @@ def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes:
             reader.join(10)
             theirs.close()
         plain, agent = median(times["plain"]), median(times["agent"])
-        add(Row(f"the UI's agent: backward in {label}", f"{model_sizes(layers, batch, width)}, a client reading",
-                f"{ms(agent)}", f"{ms(plain)} plain backward", agent / plain, "-", None))
+        add(
+            Row(
+                f"the UI's agent: backward in {label}",
+                f"{model_sizes(layers, batch, width)}, a client reading",
+                f"{ms(agent)}",
+                f"{ms(plain)} plain backward",
+                agent / plain,
+                "-",
+                None,
+            )
+        )
 
 
 def bench_agent_rows(quick: bool) -> None:

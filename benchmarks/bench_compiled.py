@@ -63,13 +63,21 @@ std::tuple<std::vector<double>, long long> take() {
 def compiled_hooks() -> tuple[Any, str]:
     """The built extension (with `hook_nodes(nodes, ids)` and `take()`) and "", or None and why it
     could not be built."""
-    print("  (the compiled posthooks: loaded from torch's extension cache, or built once, ~1 min)",
-          file=sys.stderr, flush=True)
+    print(
+        "  (the compiled posthooks: loaded from torch's extension cache, or built once, ~1 min)",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         from torch.utils.cpp_extension import load_inline
 
-        module = load_inline("gradtui_bench_posthooks", cpp_sources=[SOURCE], functions=["hook_nodes", "take"],
-                             extra_cflags=["-O2"], verbose=False)
+        module = load_inline(
+            "gradtui_bench_posthooks",
+            cpp_sources=[SOURCE],
+            functions=["hook_nodes", "take"],
+            extra_cflags=["-O2"],
+            verbose=False,
+        )
     except Exception as exc:  # no compiler, no ninja, headers missing: the row says so
         first_line = next(iter(str(exc).strip().splitlines()), "")
         return None, f"{type(exc).__name__}: {first_line[:120]}"

@@ -66,7 +66,9 @@ def _host_reads(layers: int, width: int, batch: tuple[int, int]) -> None:
         # the accelerator's read rate (CHECK_EVERY); a CPU pass reads at every node with a watch
         session = Session(None, provenance=False, full_stats=full, check_every=CHECK_EVERY)
         nodes: list[int] = []
-        session.add_listener(lambda e: nodes.append(e.graph.number_of_nodes()) if isinstance(e, ev.PassStarted) else None)
+        session.add_listener(
+            lambda e: nodes.append(e.graph.number_of_nodes()) if isinstance(e, ev.PassStarted) else None
+        )
         if stepping:
             session.add_listener(lambda e, s=session: s.submit("step") if isinstance(e, ev.Paused) else None)
         else:
@@ -79,9 +81,17 @@ def _host_reads(layers: int, width: int, batch: tuple[int, int]) -> None:
         model.zero_grad(set_to_none=True)
         per_node = reads.total / nodes[0]
         counts = ", ".join(f"{k} {v}" for k, v in sorted(reads.counts.items()))
-        add(Row(f"host reads per node: {name}", f"{layers}-layer encoder d={width}, {nodes[0]} nodes",
-                f"{per_node:.3f} / node", f"{reads.total} in the pass ({counts})", None,
-                "-" if target is None else f"<= {target:g}", None if target is None else per_node <= target))
+        add(
+            Row(
+                f"host reads per node: {name}",
+                f"{layers}-layer encoder d={width}, {nodes[0]} nodes",
+                f"{per_node:.3f} / node",
+                f"{reads.total} in the pass ({counts})",
+                None,
+                "-" if target is None else f"<= {target:g}",
+                None if target is None else per_node <= target,
+            )
+        )
 
 
 def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) -> None:
@@ -108,8 +118,14 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
             if i:
                 times.append(time.thread_time() - start)
             model.zero_grad(set_to_none=True)
-    paired_row("floor: a no-op prehook + posthook on every node", model_sizes(layers, batch, width), hooked, plain,
-               None, "plain backward")
+    paired_row(
+        "floor: a no-op prehook + posthook on every node",
+        model_sizes(layers, batch, width),
+        hooked,
+        plain,
+        None,
+        "plain backward",
+    )
     _floor_planned(model, data, layers, batch, width, repeat)
     # The other floor: what taking each gradient's norm costs, whoever takes it and however it is
     # batched. One fused norm over every distinct gradient a pass made (kept by a posthook in an
@@ -135,9 +151,14 @@ def bench_floor(layers: int, width: int, batch: tuple[int, int], repeat: int) ->
         if i:
             norms.append(time.thread_time() - start)
     megabytes = sum(t.numel() * t.element_size() for t in tensors) / 2**20
-    ratio_row("floor: one norm of every gradient the pass made (one fused call)",
-              f"{model_sizes(layers, batch, width)}, {len(tensors)} gradients, {megabytes:.0f} MB", median(norms),
-              median(plain), None, "plain backward")
+    ratio_row(
+        "floor: one norm of every gradient the pass made (one fused call)",
+        f"{model_sizes(layers, batch, width)}, {len(tensors)} gradients, {megabytes:.0f} MB",
+        median(norms),
+        median(plain),
+        None,
+        "plain backward",
+    )
 
 
 def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int, repeat: int) -> None:
@@ -188,10 +209,22 @@ def _floor_planned(model, data, layers: int, batch: tuple[int, int], width: int,
                 spent.append(time.thread_time() - start)
             model.zero_grad(set_to_none=True)
     sizes = f"{model_sizes(layers, batch, width)}, {planned_nodes} of {total} nodes"
-    paired_row("floor: a no-op posthook on the planned nodes only", sizes, times["noop"], times["plain"], None,
-               "plain backward")
-    paired_row("floor: the prototype (planned posthooks, norm + finite check inside, bare walk)", sizes,
-               times["norms"], times["plain"], None, "plain backward")
+    paired_row(
+        "floor: a no-op posthook on the planned nodes only",
+        sizes,
+        times["noop"],
+        times["plain"],
+        None,
+        "plain backward",
+    )
+    paired_row(
+        "floor: the prototype (planned posthooks, norm + finite check inside, bare walk)",
+        sizes,
+        times["norms"],
+        times["plain"],
+        None,
+        "plain backward",
+    )
     figure = "floor: the prototype's posthooks compiled (C++: no Python per node)"
     if compiled:
         paired_row(figure, sizes, times["compiled"], times["plain"], None, "plain backward")
@@ -210,6 +243,7 @@ def _norm_hook(node: int, several: bool):
                 raise FloatingPointError(f"node {node}")
         if several and grads_out[0] is not None and not math.isfinite(norm(grads_out[0]).item()):
             raise FloatingPointError(f"node {node}")
+
     return hook
 
 
@@ -278,8 +312,9 @@ def bench_chain(nodes: int = 100_000, rounds: int = 2) -> None:
     runs: dict[str, list[dict]] = {"plain": [], "gradtui": []}
     for _ in range(rounds):
         for mode in runs:
-            done = subprocess.run([sys.executable, "-c", CHAIN, str(nodes), mode], env=env, capture_output=True,
-                                  text=True, timeout=600)
+            done = subprocess.run(
+                [sys.executable, "-c", CHAIN, str(nodes), mode], env=env, capture_output=True, text=True, timeout=600
+            )
             if done.returncode:
                 raise RuntimeError(f"chain {mode} failed ({done.returncode}):\n{done.stderr[-2000:]}")
             runs[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -287,12 +322,30 @@ def bench_chain(nodes: int = 100_000, rounds: int = 2) -> None:
     plain = median([r["pass"] for r in runs["plain"]])
     ours = median([r["pass"] - r["first_pause"] for r in runs["gradtui"]])
     first = median([r["first_pause"] for r in runs["gradtui"]])
-    add(Row("100k chain: first pause (capture, hooks, the pause)", sizes, f"{first:.2f} s", "from backward()", None,
-            "<= 5 s", first <= 5))
+    add(
+        Row(
+            "100k chain: first pause (capture, hooks, the pause)",
+            sizes,
+            f"{first:.2f} s",
+            "from backward()",
+            None,
+            "<= 5 s",
+            first <= 5,
+        )
+    )
     ratio_row("100k chain: the pass in continue after it, nan watch", sizes, ours, plain, 2.0, "plain backward")
     mem = median([r["peak_mb"] for r in runs["gradtui"]]) / median([r["peak_mb"] for r in runs["plain"]])
-    add(Row("100k chain: peak RSS of the process", sizes, f"{median([r['peak_mb'] for r in runs['gradtui']]):.0f} MB",
-            f"{median([r['peak_mb'] for r in runs['plain']]):.0f} MB plain", mem, "<= 2.00x", mem <= 2.0))
+    add(
+        Row(
+            "100k chain: peak RSS of the process",
+            sizes,
+            f"{median([r['peak_mb'] for r in runs['gradtui']]):.0f} MB",
+            f"{median([r['peak_mb'] for r in runs['plain']]):.0f} MB plain",
+            mem,
+            "<= 2.00x",
+            mem <= 2.0,
+        )
+    )
 
 
 def bench_headless_continue(steps: int, layers: int, rounds: int) -> None:
@@ -314,8 +367,16 @@ def bench_headless_continue(steps: int, layers: int, rounds: int) -> None:
         script = os.path.join(folder, "encoder_loop.py")
         with open(script, "w") as f:
             f.write(ENCODER_LOOP)
-        runs = {"plain": [sys.executable, script],
-                "gradtui": [sys.executable, "-m", "gradtui", "--headless", "-c", "continue", script]}
+        runs = {
+            "plain": [sys.executable, script],
+            "gradtui": [sys.executable, "-m", "gradtui", "--headless", "-c", "continue", script],
+        }
         times = alternate(runs, [str(steps), str(layers)], env, rounds)
-    paired_row("whole process, `--headless -c continue`", f"{steps} steps, {layers}-layer encoder d=64, batch 8x32",
-               times["gradtui"], times["plain"], 1.03, "python")
+    paired_row(
+        "whole process, `--headless -c continue`",
+        f"{steps} steps, {layers}-layer encoder d=64, batch 8x32",
+        times["gradtui"],
+        times["plain"],
+        1.03,
+        "python",
+    )

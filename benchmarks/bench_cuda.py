@@ -107,8 +107,9 @@ def _timed(model: Any, loss_of: Callable[[], torch.Tensor], session: Session | N
         model.zero_grad(set_to_none=True)
 
 
-def _syncs(model: Any, loss_of: Callable[[], torch.Tensor], session: Session | None,
-           device: torch.device) -> dict[str, Any]:
+def _syncs(
+    model: Any, loss_of: Callable[[], torch.Tensor], session: Session | None, device: torch.device
+) -> dict[str, Any]:
     """One pass's synchronising calls: torch's detector (CUDA only) and the Python host reads."""
     from tests.hostreads import HostReads
 
@@ -130,8 +131,11 @@ def _syncs(model: Any, loss_of: Callable[[], torch.Tensor], session: Session | N
         if session is not None:
             session.uninstall()
         model.zero_grad(set_to_none=True)
-    return {"torch_syncs": sum(SYNC_WARNING in str(w.message) for w in caught) if cuda else None,
-            "host_reads": reads.total, "host_read_kinds": dict(reads.counts)}
+    return {
+        "torch_syncs": sum(SYNC_WARNING in str(w.message) for w in caught) if cuda else None,
+        "host_reads": reads.total,
+        "host_read_kinds": dict(reads.counts),
+    }
 
 
 def run(quick: bool, device: torch.device) -> dict[str, Any]:
@@ -160,14 +164,31 @@ def run(quick: bool, device: torch.device) -> dict[str, Any]:
                 if i >= 3:
                     times[kind].append(elapsed)
         plain = statistics.median(times["plain"])
-        for kind, label in (("nan", "`continue` + `nan`, the UI's statistics"),
-                            ("every statistic", "`continue` + `nan`, every statistic")):
+        for kind, label in (
+            ("nan", "`continue` + `nan`, the UI's statistics"),
+            ("every statistic", "`continue` + `nan`, every statistic"),
+        ):
             ours = statistics.median(times[kind])
-            result["rows"].append({"model": name, "mode": label, "ms": round(ours * 1e3, 3),
-                                   "plain_ms": round(plain * 1e3, 3), "ratio": round(ours / plain, 3),
-                                   **_syncs(model, loss_of, sessions[kind], device)})
-        result["rows"].append({"model": name, "mode": "plain backward (the baseline)", "ms": round(plain * 1e3, 3),
-                               "plain_ms": round(plain * 1e3, 3), "ratio": 1.0, **_syncs(model, loss_of, None, device)})
+            result["rows"].append(
+                {
+                    "model": name,
+                    "mode": label,
+                    "ms": round(ours * 1e3, 3),
+                    "plain_ms": round(plain * 1e3, 3),
+                    "ratio": round(ours / plain, 3),
+                    **_syncs(model, loss_of, sessions[kind], device),
+                }
+            )
+        result["rows"].append(
+            {
+                "model": name,
+                "mode": "plain backward (the baseline)",
+                "ms": round(plain * 1e3, 3),
+                "plain_ms": round(plain * 1e3, 3),
+                "ratio": 1.0,
+                **_syncs(model, loss_of, None, device),
+            }
+        )
     return result
 
 
@@ -176,14 +197,19 @@ def markdown(result: dict[str, Any]) -> str:
     lines = ["## CUDA rows", ""]
     if result.get("cuda") is None:
         return "\n".join([*lines, result["skipped"], ""])
-    lines += [f"{result['device']}, CUDA {result['cuda']}, torch {result['torch']}, Python {result['python']}; "
-              f"compiled posthooks: {result['compiled_posthooks']}. Wall time of `backward()` to "
-              "`torch.cuda.synchronize()`, medians, runs alternated; syncs counted in one extra pass.", "",
-              "| model | mode | gradtui ms | plain ms | ratio | torch syncs / pass | host reads / pass |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        f"{result['device']}, CUDA {result['cuda']}, torch {result['torch']}, Python {result['python']}; "
+        f"compiled posthooks: {result['compiled_posthooks']}. Wall time of `backward()` to "
+        "`torch.cuda.synchronize()`, medians, runs alternated; syncs counted in one extra pass.",
+        "",
+        "| model | mode | gradtui ms | plain ms | ratio | torch syncs / pass | host reads / pass |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in result["rows"]:
-        lines.append(f"| {r['model']} | {r['mode']} | {r['ms']:.2f} | {r['plain_ms']:.2f} | {r['ratio']:.2f}x "
-                     f"| {'-' if r['torch_syncs'] is None else r['torch_syncs']} | {r['host_reads']} |")
+        lines.append(
+            f"| {r['model']} | {r['mode']} | {r['ms']:.2f} | {r['plain_ms']:.2f} | {r['ratio']:.2f}x "
+            f"| {'-' if r['torch_syncs'] is None else r['torch_syncs']} | {r['host_reads']} |"
+        )
     return "\n".join([*lines, ""])
 
 
@@ -192,7 +218,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="4-layer encoders, 5 pairs")
     parser.add_argument("--json", type=Path, help="also write the result as JSON here")
-    parser.add_argument("--device", default="cuda", help="cuda (default); cpu: run the rows' code on the CPU, a smoke run")
+    parser.add_argument(
+        "--device", default="cuda", help="cuda (default); cpu: run the rows' code on the CPU, a smoke run"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     result = run(args.quick, torch.device(args.device))

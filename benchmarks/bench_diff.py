@@ -53,8 +53,9 @@ class Took(NamedTuple):
     cpu: float
 
 
-def one_pass(model: torch.nn.Module, x: torch.Tensor, fingerprints: bool, db: str | None,
-             against: str | None = None) -> Took:
+def one_pass(
+    model: torch.nn.Module, x: torch.Tensor, fingerprints: bool, db: str | None, against: str | None = None
+) -> Took:
     """One backward timed (forward not timed): recorded into `db` (with fingerprints or not),
     or live against the recording `against` (not recorded)."""
     recorder = Recorder(db) if db is not None else lambda event: None
@@ -117,6 +118,7 @@ def bookkeeping(layers: int, passes: int = 20) -> tuple[float, float]:
                 return method(*args, **kwargs)
             finally:
                 spent[name] += time.process_time() - start
+
         return run
 
     per: dict[str, list[float]] = {name: [] for name in spent}
@@ -142,9 +144,11 @@ def report(label: str, times: dict[str, list[Took]], target: float | None) -> No
         base = [getattr(t, kind) for t in times["recorded"]]
         other = [getattr(t, kind) for t in times[label]]
         paired = statistics.median(o / b for o, b in zip(other, base))
-        print(f"  {label:12} {kind:4}: recorded {statistics.median(base) * 1e3:8.1f} ms, with "
-              f"{statistics.median(other) * 1e3:8.1f} ms: {statistics.median(other) / statistics.median(base):.2f}x,"
-              f" paired {paired:.2f}x" + (f" (target <= {target}x)" if target is not None else " (a floor)"))
+        print(
+            f"  {label:12} {kind:4}: recorded {statistics.median(base) * 1e3:8.1f} ms, with "
+            f"{statistics.median(other) * 1e3:8.1f} ms: {statistics.median(other) / statistics.median(base):.2f}x,"
+            f" paired {paired:.2f}x" + (f" (target <= {target}x)" if target is not None else " (a floor)")
+        )
 
 
 def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
@@ -157,7 +161,7 @@ def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
         reference = os.path.join(folder, "reference.db")
         one_pass(model, x, True, reference)
         for r in range(rounds + 1):
-            for kind in (kinds if r % 2 else kinds[::-1]):
+            for kind in kinds if r % 2 else kinds[::-1]:
                 db = None if kind == "against" else os.path.join(folder, f"{r}-{kind}.db")
                 if kind == "floor":
                     with no_sketch():
@@ -177,12 +181,30 @@ def bench_diff(layers: int, rounds: int) -> None:
     times = measure(layers, rounds)
     sizes = f"one backward, {layers}-layer encoder d=256, batch 8x32, CPU time"
     base = median([t.cpu for t in times["recorded"]])
-    ratio_row("recording with fingerprints (--record DB --fingerprints)", sizes,
-              median([t.cpu for t in times["fingerprints"]]), base, 1.15, "recorded pass")
-    ratio_row("a live pass --against REF.db, break differs>1e-6 armed (not hit)", sizes,
-              median([t.cpu for t in times["against"]]), base, 1.3, "recorded pass")
-    ratio_row("floor: recording with fingerprints, every sketch a constant (what no sketch goes under)", sizes,
-              median([t.cpu for t in times["floor"]]), base, None, "recorded pass")
+    ratio_row(
+        "recording with fingerprints (--record DB --fingerprints)",
+        sizes,
+        median([t.cpu for t in times["fingerprints"]]),
+        base,
+        1.15,
+        "recorded pass",
+    )
+    ratio_row(
+        "a live pass --against REF.db, break differs>1e-6 armed (not hit)",
+        sizes,
+        median([t.cpu for t in times["against"]]),
+        base,
+        1.3,
+        "recorded pass",
+    )
+    ratio_row(
+        "floor: recording with fingerprints, every sketch a constant (what no sketch goes under)",
+        sizes,
+        median([t.cpu for t in times["floor"]]),
+        base,
+        None,
+        "recorded pass",
+    )
 
 
 def main() -> None:
@@ -192,14 +214,18 @@ def main() -> None:
     options = parser.parse_args()
     torch.set_num_threads(1)  # the machines are small and noisy; one thread is steadier
     times = measure(options.layers, options.rounds)
-    print(f"one backward, {options.layers}-layer encoder d=256, batch 8x32, {options.rounds} rounds, "
-          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; against a recorded one without fingerprints")
+    print(
+        f"one backward, {options.layers}-layer encoder d=256, batch 8x32, {options.rounds} rounds, "
+        f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; against a recorded one without fingerprints"
+    )
     report("fingerprints", times, 1.15)
     report("against", times, 1.3)
     report("floor", times, None)
     node, end = bookkeeping(options.layers)
-    print(f"  bookkeeping: PassPrints per pass, every sketch a constant: {node * 1e3:.2f} ms in its per-node calls,"
-          f" {end * 1e3:.2f} ms at its end (CPU time, median of 20 passes)")
+    print(
+        f"  bookkeeping: PassPrints per pass, every sketch a constant: {node * 1e3:.2f} ms in its per-node calls,"
+        f" {end * 1e3:.2f} ms at its end (CPU time, median of 20 passes)"
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,14 @@ CHAIN = os.path.join(REPO, "benchmarks", "examples", "chain.py")
 def _run(commands_file: str) -> tuple[float, int]:
     """Seconds one headless process takes on `commands_file`, and how many answers it printed."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "-x", commands_file, CHAIN],
-                          capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "gradtui", "--headless", "-x", commands_file, CHAIN],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO,
+    )
     took = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"the run failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -58,7 +64,9 @@ def main() -> None:
                 times[n].append(took)
                 answered[n] = answers
     base = statistics.median(times[0])
-    print(f"{'commands':>10} {'answered':>10} {'process s':>10} {'over base s':>12} {'per second':>12} {'per 10k s':>10}")
+    print(
+        f"{'commands':>10} {'answered':>10} {'process s':>10} {'over base s':>12} {'per second':>12} {'per 10k s':>10}"
+    )
     print(f"{0:>10} {answered[0]:>10} {base:>10.2f} {'(baseline)':>12}")
     for n in counts:
         took = statistics.median(times[n])

@@ -35,6 +35,7 @@ from gradtui.protocol import events as ev  # noqa: E402
 
 # ---- memory ------------------------------------------------------------------------------
 
+
 def _rss_mb() -> float:
     with open("/proc/self/status") as f:
         for line in f:
@@ -81,12 +82,21 @@ def bench_memory(passes: int) -> None:
     grown = _rss_mb() - before
     survivors = sum(ref() is not None for ref in alive)
     assert len(finished) == 20 + passes, "a pass was not debugged"
-    add(Row(f"memory: RSS growth over {passes} training passes in continue",
-            "MLP 256-256-256-10, batch 64, SGD; hooks on, full stats, nan watch", f"{grown:+.1f} MB",
-            f"{survivors} graphs alive after", None, "< 50 MB, 0 alive", grown < 50 and survivors == 0))
+    add(
+        Row(
+            f"memory: RSS growth over {passes} training passes in continue",
+            "MLP 256-256-256-10, batch 64, SGD; hooks on, full stats, nan watch",
+            f"{grown:+.1f} MB",
+            f"{survivors} graphs alive after",
+            None,
+            "< 50 MB, 0 alive",
+            grown < 50 and survivors == 0,
+        )
+    )
 
 
 # ---- a 100-million-element gradient ------------------------------------------------------
+
 
 def big_tensor_child(numel: int, repeat: int) -> None:
     """In a fresh process (so the memory high-water is this figure's own): summarize a
@@ -136,23 +146,40 @@ def big_tensor_child(numel: int, repeat: int) -> None:
 def bench_big_tensor(numel: int, repeat: int) -> None:
     """Statistics of a huge gradient: time against a plain `t.norm()`, memory high-water and
     the largest tensor ever turned into a Python list."""
-    result = subprocess.run([sys.executable, __file__, "--child-bigtensor", str(numel), str(repeat)],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, __file__, "--child-bigtensor", str(numel), str(repeat)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if result.returncode:
         raise RuntimeError(f"big-tensor child failed:\n{result.stderr}")
     data = json.loads(result.stdout.strip().splitlines()[-1])
     sizes = f"{numel / 1e6:g}M float32 ({data['tensor_mb']:.0f} MB)"
     # min and max (summary.extremes), sum and norm against one norm; binning costs a bincount pass per chunk
-    ratio_row("stats of a huge gradient (norm, min, max, mean, non-finite)", sizes, data["stats"], data["norm"],
-              4.0, "t.norm()")
+    ratio_row(
+        "stats of a huge gradient (norm, min, max, mean, non-finite)",
+        sizes,
+        data["stats"],
+        data["norm"],
+        4.0,
+        "t.norm()",
+    )
     ratio_row("  the same, norms only (UI between pauses)", sizes, data["light"], data["norm"], 1.5, "t.norm()")
     ratio_row("  the same at a pause (+ histogram, preview)", sizes, data["pause"], data["norm"], 25.0, "t.norm()")
-    ratio_row("  at a pause, with a NaN and an inf in it", sizes, data["nan_pause"], data["norm"], 40.0,
-              "t.norm()")
+    ratio_row("  at a pause, with a NaN and an inf in it", sizes, data["nan_pause"], data["norm"], 40.0, "t.norm()")
     limit = max(64.0, data["tensor_mb"] / 8)
-    add(Row("  memory high-water above the tensor, largest .tolist()", sizes, f"{data['extra_mb']:+.0f} MB",
-            f"{data['tolist']} elements to Python", None, f"< {limit:.0f} MB, <= 64 elements",
-            data["extra_mb"] < limit and data["tolist"] <= 64))
+    add(
+        Row(
+            "  memory high-water above the tensor, largest .tolist()",
+            sizes,
+            f"{data['extra_mb']:+.0f} MB",
+            f"{data['tolist']} elements to Python",
+            None,
+            f"< {limit:.0f} MB, <= 64 elements",
+            data["extra_mb"] < limit and data["tolist"] <= 64,
+        )
+    )
 
 
 # ---- a headless loop that stops at pass 400 -----------------------------------------------
@@ -200,22 +227,49 @@ def bench_headless(steps: int, stop: int, rounds: int = 2) -> None:
             subprocess.run([sys.executable, script, str(steps), times], env=env, check=True, timeout=600)
             with open(times) as f:
                 plain_medians.append(median(json.load(f)[1:stop]))
-            run = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "-c", f"break pass {stop}",
-                                  "-c", "continue", script, str(steps), times],
-                                 env=env, capture_output=True, text=True, timeout=600)
+            run = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "gradtui",
+                    "--headless",
+                    "-c",
+                    f"break pass {stop}",
+                    "-c",
+                    "continue",
+                    script,
+                    str(steps),
+                    times,
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             if run.returncode:
                 raise RuntimeError(f"gradtui --headless failed ({run.returncode}):\n{run.stdout[-2000:]}\n{run.stderr}")
             with open(times) as f:
                 our_medians.append(median(json.load(f)[1:stop]))
     stopped = any(line.startswith("paused before") and f"· pass {stop} ·" in line for line in run.stdout.splitlines())
-    early = [line for line in run.stdout.splitlines()
-             if line.startswith("paused") and f"· pass {stop} ·" not in line and "· pass 0 ·" not in line]
+    early = [
+        line
+        for line in run.stdout.splitlines()
+        if line.startswith("paused") and f"· pass {stop} ·" not in line and "· pass 0 ·" not in line
+    ]
     base, mine = min(plain_medians), min(our_medians)  # the least disturbed run of each
     ratio = mine / base
     sizes = f"{steps} steps, MLP 256-256-256-256-10, batch 64, SGD"
-    add(Row(f"headless `-c 'break pass {stop}' -c continue`: passes before it", sizes,
-            f"{mine * 1e3:.3f} ms", f"{base * 1e3:.3f} ms plain backward", ratio,
-            f"<= 1.50x, stops at pass {stop}", ratio <= 1.5 and stopped and not early))
+    add(
+        Row(
+            f"headless `-c 'break pass {stop}' -c continue`: passes before it",
+            sizes,
+            f"{mine * 1e3:.3f} ms",
+            f"{base * 1e3:.3f} ms plain backward",
+            ratio,
+            f"<= 1.50x, stops at pass {stop}",
+            ratio <= 1.5 and stopped and not early,
+        )
+    )
     if not stopped or early:
         print(f"  headless run did not stop (only) at pass {stop}:\n{run.stdout[-3000:]}", file=sys.stderr)
 
@@ -231,11 +285,35 @@ def bench_record(steps: int, layers: int, rounds: int) -> None:
         with open(script, "w") as f:
             f.write(ENCODER_LOOP)
         db = os.path.join(folder, "run.db")
-        runs = {"plain": [sys.executable, script],
-                "record": [sys.executable, "-m", "gradtui", "--headless", "--record", db, "--record-every", "1",
-                           "-c", "continue", script],
-                "flight": [sys.executable, "-m", "gradtui", "--headless", "--record", db, "--flight", "5",
-                           "-c", "continue", script]}
+        runs = {
+            "plain": [sys.executable, script],
+            "record": [
+                sys.executable,
+                "-m",
+                "gradtui",
+                "--headless",
+                "--record",
+                db,
+                "--record-every",
+                "1",
+                "-c",
+                "continue",
+                script,
+            ],
+            "flight": [
+                sys.executable,
+                "-m",
+                "gradtui",
+                "--headless",
+                "--record",
+                db,
+                "--flight",
+                "5",
+                "-c",
+                "continue",
+                script,
+            ],
+        }
         db_size = {}
 
         def measure(name: str) -> None:
@@ -244,12 +322,22 @@ def bench_record(steps: int, layers: int, rounds: int) -> None:
 
         times = alternate(runs, [str(steps), str(layers)], env, rounds, measure)
     base = median(times["plain"])
-    for name, label, target in (("record", "per-node data of every pass (--record-every 1)", 1.3),
-                                ("flight", "--flight 5, no hit", 1.2)):
+    for name, label, target in (
+        ("record", "per-node data of every pass (--record-every 1)", 1.3),
+        ("flight", "--flight 5, no hit", 1.2),
+    ):
         ours = median(times[name])
-        add(Row(f"whole process, `--headless --record run.db`, {label}", sizes,
-                f"{ms(ours)}, db {db_size[name] / 1e6:.2f} MB", f"{ms(base)} python", ours / base,
-                f"<= {target:.2f}x", ours / base <= target))
+        add(
+            Row(
+                f"whole process, `--headless --record run.db`, {label}",
+                sizes,
+                f"{ms(ours)}, db {db_size[name] / 1e6:.2f} MB",
+                f"{ms(base)} python",
+                ours / base,
+                f"<= {target:.2f}x",
+                ours / base <= target,
+            )
+        )
 
 
 if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--child-bigtensor":

@@ -66,8 +66,10 @@ class _CallThrough(TorchFunctionMode):
 @contextlib.contextmanager
 def _noop_hooks() -> Iterator[None]:
     """No-op global module pre- and post-hooks (torch's module call takes its hooked path)."""
-    handles = [nn_module.register_module_forward_pre_hook(lambda module, args: None),
-               nn_module.register_module_forward_hook(lambda module, args, out: None, always_call=True)]
+    handles = [
+        nn_module.register_module_forward_pre_hook(lambda module, args: None),
+        nn_module.register_module_forward_hook(lambda module, args, out: None, always_call=True),
+    ]
     try:
         yield
     finally:
@@ -119,15 +121,26 @@ def user_written(blocks: int, width: int) -> nn.Module:
     return nn.Sequential(*[_Block(width) for _ in range(blocks)])
 
 
-def bench_forward(layers: int, width: int, batch: tuple[int, int], pairs: int, target: float | None,
-                  model: nn.Module | None = None, sizes: str | None = None) -> None:
+def bench_forward(
+    layers: int,
+    width: int,
+    batch: tuple[int, int],
+    pairs: int,
+    target: float | None,
+    model: nn.Module | None = None,
+    sizes: str | None = None,
+) -> None:
     """The provenance row at one width, its two floors, and the labelled share of the graph."""
     model = encoder(layers, width) if model is None else model
     data = torch.randn(*batch, width)
     provenance = Provenance()
     runs: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
-        "plain": contextlib.nullcontext, "provenance": lambda: provenance,
-        "mode+hooks": _noop_mode_and_hooks, "hooks": _noop_hooks, "wrapper": _noop_call_wrapper}
+        "plain": contextlib.nullcontext,
+        "provenance": lambda: provenance,
+        "mode+hooks": _noop_mode_and_hooks,
+        "hooks": _noop_hooks,
+        "wrapper": _noop_call_wrapper,
+    }
     times: dict[str, list[float]] = {name: [] for name in runs}
     for i in range(pairs + 2):  # two warm-up rounds
         for name, context in runs.items():
@@ -140,20 +153,42 @@ def bench_forward(layers: int, width: int, batch: tuple[int, int], pairs: int, t
                 times[name].append(elapsed)
     sizes = sizes or sizes_of(layers, width, batch)
     base = median(times["plain"])
-    ratio_row(f"forward with provenance, d={width}" + (" (user-written blocks)" if target is None else ""), sizes, median(times["provenance"]), base, target,
-              "plain forward")
-    ratio_row("  floor: a no-op TorchFunctionMode + global module hooks", sizes, median(times["mode+hooks"]), base,
-              None, "plain forward")
+    ratio_row(
+        f"forward with provenance, d={width}" + (" (user-written blocks)" if target is None else ""),
+        sizes,
+        median(times["provenance"]),
+        base,
+        target,
+        "plain forward",
+    )
+    ratio_row(
+        "  floor: a no-op TorchFunctionMode + global module hooks",
+        sizes,
+        median(times["mode+hooks"]),
+        base,
+        None,
+        "plain forward",
+    )
     ratio_row("  floor: global module hooks alone", sizes, median(times["hooks"]), base, None, "plain forward")
-    ratio_row("  floor: a no-op wrapper of nn.Module.__call__", sizes, median(times["wrapper"]), base, None,
-              "plain forward")
+    ratio_row(
+        "  floor: a no-op wrapper of nn.Module.__call__", sizes, median(times["wrapper"]), base, None, "plain forward"
+    )
     with provenance:
         out = model(data)
     infos = capture([out.grad_fn]).infos
     ops = [a for a in infos if a.kind != "accumulate"]
     labelled = sum(1 for a in ops if a.module is not None and a.source is not None)
-    add(Row(f"  nodes with a module path and a line, d={width}", sizes, f"{labelled}/{len(ops)}", "every node",
-            None, "all", labelled == len(ops)))
+    add(
+        Row(
+            f"  nodes with a module path and a line, d={width}",
+            sizes,
+            f"{labelled}/{len(ops)}",
+            "every node",
+            None,
+            "all",
+            labelled == len(ops),
+        )
+    )
 
 
 def main() -> None:
@@ -165,10 +200,19 @@ def main() -> None:
     bench_forward(2 if quick else 12, 64, (8, 32), 5 if quick else 40, target=1.15)
     bench_forward(2 if quick else 12, 256, (8, 32) if quick else (8, 128), 3 if quick else 20, target=1.05)
     blocks = 4 if quick else 24
-    bench_forward(blocks, 64, (8, 32), 5 if quick else 40, None, user_written(blocks, 64),
-                  f"{blocks} user blocks of nn.Linear + nn.LayerNorm + nn.GELU, d=64, batch 8x32")
-    print_table(f"gradtui provenance bench{' --quick' if quick else ''}: torch {torch.__version__}, 1 torch thread, "
-                "CPU thread time, medians of paired alternated runs")
+    bench_forward(
+        blocks,
+        64,
+        (8, 32),
+        5 if quick else 40,
+        None,
+        user_written(blocks, 64),
+        f"{blocks} user blocks of nn.Linear + nn.LayerNorm + nn.GELU, d=64, batch 8x32",
+    )
+    print_table(
+        f"gradtui provenance bench{' --quick' if quick else ''}: torch {torch.__version__}, 1 torch thread, "
+        "CPU thread time, medians of paired alternated runs"
+    )
 
 
 if __name__ == "__main__":

@@ -40,9 +40,28 @@ def record_loop(folder: str, steps: int, layers: int, *extra: str) -> tuple[str,
     db = os.path.join(folder, "seed.db")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "--record", db, "--record-every", "1",
-                           *extra, "-c", "continue", script, str(steps), str(layers)],
-                          env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gradtui",
+            "--headless",
+            "--record",
+            db,
+            "--record-every",
+            "1",
+            *extra,
+            "-c",
+            "continue",
+            script,
+            str(steps),
+            str(layers),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode:
         raise RuntimeError(f"the recording run failed:\n{done.stderr[-2000:]}")
     return db, time.perf_counter() - start
@@ -60,16 +79,21 @@ def grow(db: str, size: int) -> int:
             if os.path.getsize(db) >= size:
                 return count
             connection.execute("BEGIN")
-            connection.execute("INSERT INTO passes SELECT idx + ?, call, call_text, call_site, losses, hooked, per_node, "
-                               "nodes, done, error, failed_node, started, wall, grad_norm, nonfinite, nested FROM passes",
-                               (count,))
+            connection.execute(
+                "INSERT INTO passes SELECT idx + ?, call, call_text, call_site, losses, hooked, per_node, "
+                "nodes, done, error, failed_node, started, wall, grad_norm, nonfinite, nested FROM passes",
+                (count,),
+            )
             for table in ("nodes", "grads", "flow"):
                 columns = [r[1] for r in connection.execute(f"PRAGMA table_info({table})")]
                 shifted = ", ".join("pass + ?" if c == "pass" else c for c in columns)
                 connection.execute(f"INSERT INTO {table} SELECT {shifted} FROM {table}", (count,))
             # the script's lines too (a line a step), after the others: an output line's seq is its rowid
-            connection.execute("INSERT INTO output (pass, stream, text) SELECT pass + ?, stream, text FROM output "
-                               "WHERE pass IS NOT NULL ORDER BY seq", (count,))
+            connection.execute(
+                "INSERT INTO output (pass, stream, text) SELECT pass + ?, stream, text FROM output "
+                "WHERE pass IS NOT NULL ORDER BY seq",
+                (count,),
+            )
             connection.execute("COMMIT")
     finally:
         connection.close()
@@ -89,6 +113,7 @@ async def open_and_draw(db: str) -> tuple[float, float, int]:
     start = time.perf_counter()
     app = GradtuiApp(target=ui_target(db), passes_first=True)  # as `gradtui replay DB` makes it
     async with app.run_test(size=(120, 40)) as pilot:
+
         async def until(predicate, what: str, timeout: float = 300) -> None:
             deadline = time.perf_counter() + timeout
             while not predicate():
@@ -96,15 +121,21 @@ async def open_and_draw(db: str) -> tuple[float, float, int]:
                     raise RuntimeError(f"timed out waiting for {what}")
                 await pilot.pause(0.005)
 
-        await until(lambda: isinstance(app.screen, PassesScreen) and app.screen.query(SeriesPlot)
-                    and all(p.drawn_version == app.state.series.version for p in app.screen.query(SeriesPlot)),
-                    "the passes view's plots")
+        await until(
+            lambda: (
+                isinstance(app.screen, PassesScreen)
+                and app.screen.query(SeriesPlot)
+                and all(p.drawn_version == app.state.series.version for p in app.screen.query(SeriesPlot))
+            ),
+            "the passes view's plots",
+        )
         await pilot.pause()
         drawn = time.perf_counter() - start
         points = len(app.state.series.points)
         await pilot.press("escape")
-        await until(lambda: not isinstance(app.screen, PassesScreen) and app.state.paused is not None,
-                    "the replay's pause")
+        await until(
+            lambda: not isinstance(app.screen, PassesScreen) and app.state.paused is not None, "the replay's pause"
+        )
         await pilot.pause()
         paused = time.perf_counter() - start
         await pilot.press("q")
@@ -119,10 +150,17 @@ def bench_replay_open(size_mb: int = 1024, rounds: int = 3) -> None:
         size = os.path.getsize(db)
         results = [asyncio.run(open_and_draw(db)) for _ in range(rounds)]
     drawn, paused = median([r[0] for r in results]), median([r[1] for r in results])
-    add(Row("replay: a recording opened and its passes view drawn (plots)",
+    add(
+        Row(
+            "replay: a recording opened and its passes view drawn (plots)",
             f"{size / 2**30:.2f} GB, {passes:,} passes with per-node data (2-layer encoder d=64), 120x40",
-            ms(drawn), f"{ms(paused)} to the debugger drawn after escape; {results[0][2]} points plotted", None,
-            "<= 1 s", drawn <= 1.0))
+            ms(drawn),
+            f"{ms(paused)} to the debugger drawn after escape; {results[0][2]} points plotted",
+            None,
+            "<= 1 s",
+            drawn <= 1.0,
+        )
+    )
 
 
 def bench_recorder(steps: int = 20, layers: int = 4, rounds: int = 3) -> None:
@@ -158,10 +196,17 @@ def bench_recorder(steps: int = 20, layers: int = 4, rounds: int = 3) -> None:
             if recorder.failed:
                 raise RuntimeError(recorder.failed)
     cost = median(times)
-    add(Row("recorder: per-node data of every pass written (events of a real run fed to a Recorder)",
+    add(
+        Row(
+            "recorder: per-node data of every pass written (events of a real run fed to a Recorder)",
             f"{steps} steps, {layers}-layer encoder d=64, {nodes:,} NodeRan",
-            f"{cost / nodes * 1e6:.1f} us/node ({ms(cost)})", f"{run / nodes * 1e6:.1f} us/node the hooked run itself",
-            cost / run, "-", None))
+            f"{cost / nodes * 1e6:.1f} us/node ({ms(cost)})",
+            f"{run / nodes * 1e6:.1f} us/node the hooked run itself",
+            cost / run,
+            "-",
+            None,
+        )
+    )
 
 
 def main() -> None:

@@ -96,29 +96,37 @@ def _sample(t: torch.Tensor, s: int) -> torch.Tensor:
 
 def sampled_folded(s: int) -> Callable[[torch.Tensor], sk.Row]:
     """The sampled sketch: `s` sampled values folded into K signed entries, the sample's norm."""
+
     def fingerprint(t: torch.Tensor) -> sk.Row:
         if t.numel() <= sk.EXACT_LIMIT:
             return FULL(t)
         with torch.no_grad():
             x = _sample(t, s)
             return sk.Row(torch.linalg.vector_norm(x), x @ _fold_matrix(s, x.dtype), False)
+
     return fingerprint
 
 
 def sampled_stored(s: int) -> Callable[[torch.Tensor], sk.Row]:
     """The `s` sampled values themselves (the norm left out: the host would scale the sample's)."""
+
     def fingerprint(t: torch.Tensor) -> sk.Row:
         if t.numel() <= sk.EXACT_LIMIT:
             return FULL(t)
         with torch.no_grad():
             return sk.Row(_NO_NORM, _sample(t, s), False)
+
     return fingerprint
 
 
 PLUMBING = "plumbing"
 MECHANISMS: dict[str, Callable[[torch.Tensor], sk.Row] | str | None] = {
-    "recorded": None, PLUMBING: PLUMBING, "bookkeeping": constant, "full (sketch 2)": FULL,
-    "sampled 256, folded": sampled_folded(256), "sampled 1024, folded": sampled_folded(1024),
+    "recorded": None,
+    PLUMBING: PLUMBING,
+    "bookkeeping": constant,
+    "full (sketch 2)": FULL,
+    "sampled 256, folded": sampled_folded(256),
+    "sampled 1024, folded": sampled_folded(1024),
     "sampled 64, stored": sampled_stored(64),
 }
 _methods = (fpmod.PassPrints.node, fpmod.PassPrints.event)
@@ -144,7 +152,7 @@ def cost(rounds: int) -> None:
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as folder:
         for r in range(rounds + 1):
-            for name in (names if r % 2 else names[::-1]):
+            for name in names if r % 2 else names[::-1]:
                 _use(MECHANISMS[name])
                 db = os.path.join(folder, f"{r}.db")
                 took = one_pass(model, x, MECHANISMS[name] is not None, db)
@@ -154,14 +162,18 @@ def cost(rounds: int) -> None:
                 os.remove(db)
             load.append(os.getloadavg()[0])
     _use(FULL)
-    print(f"cost: one recorded backward, {rounds} rounds, load {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} "
-          "cores, CPU-time medians against a recorded pass without fingerprints")
+    print(
+        f"cost: one recorded backward, {rounds} rounds, load {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} "
+        "cores, CPU-time medians against a recorded pass without fingerprints"
+    )
     base = times["recorded"]
     for name in names:
         paired = statistics.median(o / b for o, b in zip(times[name], base))
-        print(f"  {name:22} {statistics.median(times[name]) * 1e3:6.1f} ms "
-              f"{statistics.median(times[name]) / statistics.median(base):5.2f}x  paired {paired:5.2f}x  "
-              f"recording {sizes[name] / 1024:5.0f} KiB")
+        print(
+            f"  {name:22} {statistics.median(times[name]) * 1e3:6.1f} ms "
+            f"{statistics.median(times[name]) / statistics.median(base):5.2f}x  paired {paired:5.2f}x  "
+            f"recording {sizes[name] / 1024:5.0f} KiB"
+        )
 
 
 def _exact(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -173,6 +185,7 @@ def _estimate(fingerprint: Callable[[torch.Tensor], sk.Row]) -> Callable[[torch.
         ra, rb = sk.read_rows([fingerprint(a), fingerprint(b)])
         scale = max(ra.norm, rb.norm)
         return estimate_distance(ra.data, rb.data) / scale if scale > 0 else 0.0
+
     return relative
 
 
@@ -189,8 +202,9 @@ def _pairs(relative: Callable[[torch.Tensor, torch.Tensor], float]) -> float:
     return within / 10
 
 
-def _sparse(relative: Callable[[torch.Tensor, torch.Tensor], float], kind: str, shape: tuple[int, ...],
-            trials: int = 100) -> str:
+def _sparse(
+    relative: Callable[[torch.Tensor, torch.Tensor], float], kind: str, shape: tuple[int, ...], trials: int = 100
+) -> str:
     """One element, row or column of a random value changed: % seen at all, % within 2x."""
     g = torch.Generator().manual_seed(7)
     seen = within = 0
@@ -238,8 +252,10 @@ def hot_cold() -> None:
             start = time.perf_counter()
             sk.fingerprint(v)
             cold.append(time.perf_counter() - start)
-        print(f"hot/cold, full sketch of {shape}: hot {statistics.median(hot) * 1e6:.0f} us, "
-              f"cold {statistics.median(cold) * 1e6:.0f} us")
+        print(
+            f"hot/cold, full sketch of {shape}: hot {statistics.median(hot) * 1e6:.0f} us, "
+            f"cold {statistics.median(cold) * 1e6:.0f} us"
+        )
 
 
 def main() -> None:

@@ -20,8 +20,13 @@ def median(times: list[float]) -> float:
     return statistics.median(times)
 
 
-def alternate(runs: dict[str, list[str]], args: list[str], env: dict[str, str], rounds: int,
-              after: Callable[[str], None] | None = None) -> dict[str, list[float]]:
+def alternate(
+    runs: dict[str, list[str]],
+    args: list[str],
+    env: dict[str, str],
+    rounds: int,
+    after: Callable[[str], None] | None = None,
+) -> dict[str, list[float]]:
     """Wall seconds of each command of `runs` (`args` appended) in a fresh process, `rounds`
     times, alternated so that each sees the machine's changing load, in ABBA order (every other
     round backwards: on a host whose speed drifts, the command that always ran second would see
@@ -29,7 +34,7 @@ def alternate(runs: dict[str, list[str]], args: list[str], env: dict[str, str], 
     (to look at what it wrote)."""
     times: dict[str, list[float]] = {name: [] for name in runs}
     for round_ in range(rounds):
-        for name, command in (reversed(runs.items()) if round_ % 2 else runs.items()):
+        for name, command in reversed(runs.items()) if round_ % 2 else runs.items():
             start = time.perf_counter()
             done = subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=600)
             times[name].append(time.perf_counter() - start)
@@ -64,8 +69,11 @@ def add(row: Row) -> None:
     """Keep a row for the table and show progress on stderr as it is measured."""
     ROWS.append(row)
     ratio = "" if row.ratio is None else f"{row.ratio:.2f}x  "
-    print(f"  {row.figure} [{row.sizes}]: {row.measured} vs {row.baseline}  {ratio}{row.target} {row.verdict}",
-          file=sys.stderr, flush=True)
+    print(
+        f"  {row.figure} [{row.sizes}]: {row.measured} vs {row.baseline}  {ratio}{row.target} {row.verdict}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def ms(seconds: float) -> str:
@@ -78,8 +86,9 @@ def ratio_row(figure: str, sizes: str, ours: float, base: float, target: float |
     return _ratio(figure, sizes, ours, base, ours / base, target, base_name)
 
 
-def paired_row(figure: str, sizes: str, ours: list[float], base: list[float], target: float | None,
-               base_name: str) -> float:
+def paired_row(
+    figure: str, sizes: str, ours: list[float], base: list[float], target: float | None, base_name: str
+) -> float:
     """`ratio_row` for runs alternated with their baseline's, pair by pair (`ours[k]` ran beside
     `base[k]`): the ratio is the median of the pairs' ratios, the times shown their medians. On a
     host whose speed drifts between runs (these VMs swing by half between minutes), a pair sees one
@@ -88,11 +97,21 @@ def paired_row(figure: str, sizes: str, ours: list[float], base: list[float], ta
     return _ratio(figure, sizes, median(ours), median(base), ratio, target, base_name)
 
 
-def _ratio(figure: str, sizes: str, ours: float, base: float, ratio: float, target: float | None,
-           base_name: str) -> float:
+def _ratio(
+    figure: str, sizes: str, ours: float, base: float, ratio: float, target: float | None, base_name: str
+) -> float:
     """Add the row of a ratio against its target (None: informational); the ratio back."""
-    add(Row(figure, sizes, ms(ours), f"{ms(base)} {base_name}", ratio,
-            "-" if target is None else f"<= {target:.2f}x", None if target is None else ratio <= target))
+    add(
+        Row(
+            figure,
+            sizes,
+            ms(ours),
+            f"{ms(base)} {base_name}",
+            ratio,
+            "-" if target is None else f"<= {target:.2f}x",
+            None if target is None else ratio <= target,
+        )
+    )
     return ratio
 
 
@@ -108,5 +127,3 @@ def print_table(header: str) -> None:
     missed = [r.figure for r in ROWS if r.ok is False]
     print()
     print("every target holds" if not missed else f"MISSED: {len(missed)} target(s)")
-
-

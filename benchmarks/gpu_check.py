@@ -30,10 +30,13 @@ def _machine() -> tuple[bool, list[str]]:
     import torch
 
     cuda = torch.cuda.is_available()
-    lines = [f"- torch {torch.__version__}, Python {platform.python_version()}, {platform.machine()}, "
-             f"{os.cpu_count()} cores",
-             f"- CUDA: {torch.version.cuda} on {torch.cuda.get_device_name()}" if cuda
-             else "- CUDA: **absent** (torch.cuda.is_available() is False): the CUDA rows are skipped, the CUDA tests skip"]
+    lines = [
+        f"- torch {torch.__version__}, Python {platform.python_version()}, {platform.machine()}, "
+        f"{os.cpu_count()} cores",
+        f"- CUDA: {torch.version.cuda} on {torch.cuda.get_device_name()}"
+        if cuda
+        else "- CUDA: **absent** (torch.cuda.is_available() is False): the CUDA rows are skipped, the CUDA tests skip",
+    ]
     from gradtui.engine.hooks import native
 
     built = native.library_path().exists()
@@ -57,27 +60,43 @@ def _rows(seconds: float) -> tuple[bool, list[str]]:
     """The CUDA rows: (ok, report lines)."""
     with tempfile.TemporaryDirectory() as folder:
         result = Path(folder) / "rows.json"
-        status, out, took = _child([sys.executable, str(ROOT / "benchmarks" / "bench_cuda.py"), "--json", str(result)],
-                                   seconds)
+        status, out, took = _child(
+            [sys.executable, str(ROOT / "benchmarks" / "bench_cuda.py"), "--json", str(result)], seconds
+        )
         if status == 0 and result.exists():
             sys.path.insert(0, str(ROOT / "benchmarks"))
             from bench_cuda import markdown
 
             return True, [markdown(json.loads(result.read_text())), f"(took {took:.0f} s)", ""]
     said = "ran out of time" if status is None else f"failed (exit {status})"
-    return False, ["## CUDA rows", "", f"benchmarks/bench_cuda.py {said} after {took:.0f} s:", "", "```",
-                   out[-4000:], "```", ""]
+    return False, [
+        "## CUDA rows",
+        "",
+        f"benchmarks/bench_cuda.py {said} after {took:.0f} s:",
+        "",
+        "```",
+        out[-4000:],
+        "```",
+        "",
+    ]
 
 
 def _tests(seconds: float, cuda: bool) -> tuple[bool, list[str]]:
     """tests/cuda under pytest, serial: (ok, report lines)."""
-    status, out, took = _child([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-rfEs",
-                                "tests/cuda"], seconds)
+    status, out, took = _child(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-rfEs", "tests/cuda"], seconds
+    )
     tail = out.strip().splitlines()
-    summary = next((line for line in reversed(tail) if re.search(r"\b(passed|failed|skipped|error)", line)), "no summary")
+    summary = next(
+        (line for line in reversed(tail) if re.search(r"\b(passed|failed|skipped|error)", line)), "no summary"
+    )
     ok = status == 0 or (status == 5 and not cuda)  # 5: nothing collected
-    lines = ["## CUDA tests (tests/cuda)", "", f"`pytest -n 0 tests/cuda`: {summary} ({took:.0f} s"
-             + (", ran out of time)" if status is None else ")"), ""]
+    lines = [
+        "## CUDA tests (tests/cuda)",
+        "",
+        f"`pytest -n 0 tests/cuda`: {summary} ({took:.0f} s" + (", ran out of time)" if status is None else ")"),
+        "",
+    ]
     details = [line for line in tail if line.startswith(("FAILED", "ERROR", "SKIPPED"))]
     if details or not ok:
         lines += ["```", *(details or tail[-60:]), "```", ""]
@@ -94,8 +113,13 @@ def main() -> int:
     args = parser.parse_args()
     began = time.perf_counter()
     cuda, machine = _machine()
-    lines = [f"# gradtui GPU check, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "", *machine,
-             *(f"- note: {note}" for note in args.note), ""]
+    lines = [
+        f"# gradtui GPU check, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        "",
+        *machine,
+        *(f"- note: {note}" for note in args.note),
+        "",
+    ]
     ok = True
     if args.dry_run:
         lines += ["Dry run: nothing was installed, built, measured or tested.", ""]

@@ -42,8 +42,6 @@ def private_runtime_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GRADTUI_RUNTIME_DIR", str(folder))
 
 
-
-
 @pytest.fixture
 def driven():
     """Factory of Driven runs; every one still running at the end of the test is stopped."""
@@ -76,5 +74,5 @@ def stash():
 def chain() -> Chain:
     x = torch.tensor([2.0], requires_grad=True)
     y = x * 3
-    z = y ** 2
+    z = y**2
     return Chain(x, y, z, {"x": x, "y": y, "z": z})

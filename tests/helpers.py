@@ -158,9 +158,15 @@ class Run:
         return "".join(e.text for e in self.of(ev.Output) if e.stream == stream)
 
 
-def run_headless(path: str, commands: list[str] | tuple[str, ...] = ("continue",),
-                 args: list[str] | tuple[str, ...] = (), timeout: float = RUN_TIMEOUT,
-                 full_stats: bool = True, sole: bool = False, **options: Any) -> Run:
+def run_headless(
+    path: str,
+    commands: list[str] | tuple[str, ...] = ("continue",),
+    args: list[str] | tuple[str, ...] = (),
+    timeout: float = RUN_TIMEOUT,
+    full_stats: bool = True,
+    sole: bool = False,
+    **options: Any,
+) -> Run:
     """Run `path` under a Session (`options`: more Session keywords) with a HeadlessDriver
     feeding `commands` (`sole`: as `gradtui --headless` makes it), in the runner's own thread
     (the driver answers pauses on that thread); join with a timeout and check it ended."""
@@ -217,8 +223,13 @@ def assert_grads_identical(expected: dict[str, torch.Tensor], actual: dict[str, 
 
 def torch_originals() -> tuple[Any, ...]:
     """What gradtui patches while a script runs, as torch has it now."""
-    return (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad,
-            torch.nn.Module.__dict__["__call__"], torch.autograd.Function.__dict__["apply"])
+    return (
+        torch.Tensor.backward,
+        torch.autograd.backward,
+        torch.autograd.grad,
+        torch.nn.Module.__dict__["__call__"],
+        torch.autograd.Function.__dict__["apply"],
+    )
 
 
 class Driven:

@@ -23,13 +23,17 @@ def test_the_ui_never_loads_the_session_or_patches_torch():
 def test_clients_never_load_torch():
     """A client formats the statistics it receives: importing torch would cost it seconds of
     start-up (the UI, `attach`, a browser tab, `replay`, `export`)."""
-    loaded = _modules_after("import gradtui.ui.app, gradtui.cli.attach, gradtui.wire.child, gradtui.cli.options, "
-                            "gradtui.clients.headless, gradtui.serve.tab, gradtui.cli.serve, gradtui.cli.replay, "
-                            "gradtui.cli.export, gradtui.record.replay")
+    loaded = _modules_after(
+        "import gradtui.ui.app, gradtui.cli.attach, gradtui.wire.child, gradtui.cli.options, "
+        "gradtui.clients.headless, gradtui.serve.tab, gradtui.cli.serve, gradtui.cli.replay, "
+        "gradtui.cli.export, gradtui.record.replay"
+    )
     assert "torch" not in loaded
 
 
 def test_the_core_and_the_agent_never_load_textual_or_rich():
-    loaded = _modules_after("import gradtui.engine.session, gradtui.engine.process.runner, gradtui.agent.main, "
-                            "gradtui.agent.listen, gradtui.clients.headless")
+    loaded = _modules_after(
+        "import gradtui.engine.session, gradtui.engine.process.runner, gradtui.agent.main, "
+        "gradtui.agent.listen, gradtui.clients.headless"
+    )
     assert not {m.split(".")[0] for m in loaded} & {"textual", "rich"}

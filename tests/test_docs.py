@@ -64,16 +64,23 @@ def _reader_pages() -> list:
 
 def test_no_page_points_at_an_outside_design_file_or_an_issue_number():
     pattern = re.compile(r"DESIGN\.md|\b[Ii]ssue #?[0-9]+")
-    found = [f"{page.relative_to(REPO)}:{n}: {line.strip()}"
-             for page in _reader_pages()
-             for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    found = [
+        f"{page.relative_to(REPO)}:{n}: {line.strip()}"
+        for page in _reader_pages()
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert found == [], "\n".join(found)
 
 
 def _source_files() -> list:
     """Every file of the code, the tests and the benchmarks that git would track (no caches)."""
-    return sorted(path for folder in ("gradtui", "tests", "benchmarks") for path in (REPO / folder).rglob("*")
-                  if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".so"))
+    return sorted(
+        path
+        for folder in ("gradtui", "tests", "benchmarks")
+        for path in (REPO / folder).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".so")
+    )
 
 
 def test_no_source_points_at_an_outside_design_file_or_an_issue_number():
@@ -82,10 +89,12 @@ def test_no_source_points_at_an_outside_design_file_or_an_issue_number():
     pattern = re.compile(r"DESIGN\.md|\b[Ii]ssue #?[0-9]+")
     files = _source_files()
     assert len(files) > 100 and REPO / "tests" / "test_docs.py" in files
-    found = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
-             for path in files
-             for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
-             if pattern.search(line)]
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for path in files
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert found == [], "\n".join(found)
 
 

@@ -124,7 +124,8 @@ def test_each_package_imports_only_the_layers_below_it():
             if target in MODULES and (theirs := package_of(target)) != mine and theirs not in MAY_IMPORT[mine]:
                 crossings.add((module, target))
     assert crossings - KNOWN_CROSSINGS == set(), "imports across the layers: " + ", ".join(
-        f"{a} -> {b}" for a, b in sorted(crossings - KNOWN_CROSSINGS))
+        f"{a} -> {b}" for a, b in sorted(crossings - KNOWN_CROSSINGS)
+    )
     assert KNOWN_CROSSINGS <= crossings, f"no longer made, drop from KNOWN_CROSSINGS: {KNOWN_CROSSINGS - crossings}"
 
 
@@ -220,5 +221,7 @@ def _module_cycles() -> set[frozenset[str]]:
 
 def test_no_cycle_between_modules():
     cycles = _module_cycles()
-    assert cycles - KNOWN_MODULE_CYCLES == set(), f"modules in a cycle: {[sorted(c) for c in cycles - KNOWN_MODULE_CYCLES]}"
+    assert cycles - KNOWN_MODULE_CYCLES == set(), (
+        f"modules in a cycle: {[sorted(c) for c in cycles - KNOWN_MODULE_CYCLES]}"
+    )
     assert KNOWN_MODULE_CYCLES <= cycles, f"broken, drop from KNOWN_MODULE_CYCLES: {KNOWN_MODULE_CYCLES - cycles}"

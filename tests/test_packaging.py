@@ -33,7 +33,9 @@ NATIVE_SOURCES = {"posthooks.cpp", "records.h", "hook.h", "walk.h", "fetch.h"}
 
 def _run(args: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run a command to its end (bounded), its output kept for the assertion's message."""
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 def _build_wheel(tmp: Path) -> Path:
@@ -79,19 +81,29 @@ def test_the_built_wheel_installs_and_runs_the_demo_headless(tmp_path):
 
     venv = _venv_over_this_environment(tmp_path)
     python = venv / "bin" / "python"
-    installed = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
-                      "-q", str(wheel)], tmp_path, 300)
+    installed = _run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        tmp_path,
+        300,
+    )
     assert installed.returncode == 0, installed.stdout + installed.stderr
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env.update(GRADTUI_NATIVE="off", GRADTUI_CACHE=str(tmp_path / "cache"), GRADTUI_RUNTIME_DIR=str(tmp_path / "run"))
-    probe = _run([str(python), "-c",
-                  "import gradtui, importlib.metadata as m, importlib.resources as r; print(gradtui.__file__); "
-                  "print(m.metadata('gradtui')['License-Expression']); "
-                  "print(r.files('gradtui.engine.hooks.native').joinpath('posthooks.cpp').is_file())"],
-                 elsewhere, 120, env)
+    probe = _run(
+        [
+            str(python),
+            "-c",
+            "import gradtui, importlib.metadata as m, importlib.resources as r; print(gradtui.__file__); "
+            "print(m.metadata('gradtui')['License-Expression']); "
+            "print(r.files('gradtui.engine.hooks.native').joinpath('posthooks.cpp').is_file())",
+        ],
+        elsewhere,
+        120,
+        env,
+    )
     assert probe.returncode == 0, probe.stdout + probe.stderr
     where, licence, native = probe.stdout.split()
     assert Path(where).resolve().is_relative_to(venv.resolve()), where

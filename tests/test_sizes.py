@@ -21,6 +21,9 @@ def _sources() -> list[pathlib.Path]:
 
 
 def test_no_source_file_over_a_thousand_lines():
-    over = {path.relative_to(ROOT).as_posix(): n for path in _sources()
-            if (n := len(path.read_text(encoding="utf-8").splitlines())) > FILE_LINES}
+    over = {
+        path.relative_to(ROOT).as_posix(): n
+        for path in _sources()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > FILE_LINES
+    }
     assert over == {}, f"over {FILE_LINES} lines (still one idea?): {over}"

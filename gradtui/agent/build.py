@@ -112,9 +112,12 @@ def _new_session(options: RunOptions):
     """A session as `options` ask, nothing attached yet."""
     from gradtui.engine.session import Session
 
-    session = Session(full_stats=options.full_stats, hook_all_passes=options.hook_all_passes,
-                      flow_unhooked=options.flow_unhooked(parsed(options.commands)),
-                      fingerprints=options.fingerprints or options.against is not None)
+    session = Session(
+        full_stats=options.full_stats,
+        hook_all_passes=options.hook_all_passes,
+        flow_unhooked=options.flow_unhooked(parsed(options.commands)),
+        fingerprints=options.fingerprints or options.against is not None,
+    )
     if options.against is not None:
         from gradtui.record.against import Reference
 
@@ -133,8 +136,13 @@ def _attach(session: Session, options: RunOptions, listeners: tuple[Any, ...]) -
         session.run_on()
 
 
-def build_agent(options: RunOptions, transport: Transport | None, quit_: Callable[[], None] | None = None,
-                *listeners: Any, announce: ev.Event | None = None) -> Agent:
+def build_agent(
+    options: RunOptions,
+    transport: Transport | None,
+    quit_: Callable[[], None] | None = None,
+    *listeners: Any,
+    announce: ev.Event | None = None,
+) -> Agent:
     """The agent for `options`: its outputs opened (OutputError if they cannot be), its session,
     with a `transport` its server (hooks fixed here: commands parsed once, the run quit by `quit_`) and,
     on a torchrun rank, the job's tap in front of it; the server (or tap), the outputs and
@@ -159,8 +167,13 @@ def build_agent(options: RunOptions, transport: Transport | None, quit_: Callabl
     tap = _job_tap(session, commands, transport, quit_)
     session.run_quit.take(tap.quit_job if tap is not None else quit_)
     front: Any = tap or commands
-    hooks = ServerHooks(submit=front.submit, quit=front.quit, resume=session.run_on,
-                        detached=tap.detached if tap is not None else _nothing, info=transport.info)
+    hooks = ServerHooks(
+        submit=front.submit,
+        quit=front.quit,
+        resume=session.run_on,
+        detached=tap.detached if tap is not None else _nothing,
+        info=transport.info,
+    )
     server = AgentServer(transport.listener, transport.token, hooks, exit_with_client=transport.exit_with_client)
     if tap is not None:
         tap.serve(server)
@@ -201,5 +214,9 @@ def _job_tap(session: Session, commands: AgentCommands, transport: Transport, qu
 
 def process_info(options: RunOptions, kind: str, argv: list[str] | None = None) -> dict[str, Any]:
     """What a client is told about this process in the welcome."""
-    return {"script": options.script, "argv": argv if argv is not None else [options.script, *options.args],
-            "pid": os.getpid(), "kind": kind}
+    return {
+        "script": options.script,
+        "argv": argv if argv is not None else [options.script, *options.args],
+        "pid": os.getpid(),
+        "kind": kind,
+    }

@@ -69,8 +69,13 @@ class ForkGuard:
         _die_with(self._agent)
         if not self._told and self._stderr is not None:
             try:
-                os.write(self._stderr, (f"gradtui: process {os.getpid()} was forked from the script's process: it runs "
-                                        "on unhooked (gradtui debugs the process it started) and ends with it\n").encode())
+                os.write(
+                    self._stderr,
+                    (
+                        f"gradtui: process {os.getpid()} was forked from the script's process: it runs "
+                        "on unhooked (gradtui debugs the process it started) and ends with it\n"
+                    ).encode(),
+                )
             except OSError:
                 pass
 

@@ -33,15 +33,30 @@ from gradtui.wire.runtime import AgentEntry, remove_entry, write_entry
 class Listening:
     """A live `gradtui.listen()`: its address, and `close()` to stop debugging this process."""
 
-    def __init__(self, address: str | None, break_on: Sequence[str], record: str | None = None,
-                 record_every: int | None = None, flight: int | None = None, fingerprints: bool = False,
-                 against: str | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None,
+        break_on: Sequence[str],
+        record: str | None = None,
+        record_every: int | None = None,
+        flight: int | None = None,
+        fingerprints: bool = False,
+        against: str | None = None,
+    ) -> None:
         script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "<interactive>"
         self._paused = False
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        options = RunOptions(script, list(sys.argv[1:]), break_on=list(break_on), record=record,
-                             record_every=record_every, flight=flight, fingerprints=fingerprints, against=against)
+        options = RunOptions(
+            script,
+            list(sys.argv[1:]),
+            break_on=list(break_on),
+            record=record,
+            record_every=record_every,
+            flight=flight,
+            fingerprints=fingerprints,
+            against=against,
+        )
         try:
             options = options.validate(path_checks(), keywords=True)
         except OptionsError as exc:
@@ -55,8 +70,13 @@ class Listening:
         token = secrets.token_urlsafe(24)
         transport = Transport(token, self._listener, info=process_info(options, "listen", sys.argv))
         try:
-            agent = build_agent(options, transport, self._quit, self._watch,  # no runner here to announce it
-                                announce=ev.ScriptStarted(script, tuple(sys.argv)))
+            agent = build_agent(
+                options,
+                transport,
+                self._quit,
+                self._watch,  # no runner here to announce it
+                announce=ev.ScriptStarted(script, tuple(sys.argv)),
+            )
         except Exception:  # OutputError: the recording could not be opened
             self._listener.close()
             raise
@@ -74,8 +94,11 @@ class Listening:
         self._server.start()
         self.session.install()
         atexit.register(self._at_exit)
-        print(f"gradtui: listening on {self.address} (pid {os.getpid()}); attach with: gradtui attach {self.address}",
-              file=sys.stderr, flush=True)
+        print(
+            f"gradtui: listening on {self.address} (pid {os.getpid()}); attach with: gradtui attach {self.address}",
+            file=sys.stderr,
+            flush=True,
+        )
         self._lines = None
         if self._outputs.recorder is not None:  # the process's lines from here on, filed under their pass
             from gradtui.record.tee import TeedStreams
@@ -147,9 +170,16 @@ class Listening:
         self.close()
 
 
-def listen(address: str | None = None, *, break_on: str | Sequence[str] | None = None, record: str | None = None,
-           record_every: int | None = None, flight: int | None = None, fingerprints: bool = False,
-           against: str | None = None) -> Listening:
+def listen(
+    address: str | None = None,
+    *,
+    break_on: str | Sequence[str] | None = None,
+    record: str | None = None,
+    record_every: int | None = None,
+    flight: int | None = None,
+    fingerprints: bool = False,
+    against: str | None = None,
+) -> Listening:
     """Debug this process's backward passes from now on, served to `gradtui attach` clients.
 
     `address`: `[HOST:]PORT` to listen on (default: a free port on loopback). `break_on`: a

@@ -39,9 +39,17 @@ FD_ENV = "GRADTUI_AGENT_FD"
 ATTACH_TIMEOUT = 30.0
 """Seconds a child agent waits for its UI to complete the hello before giving up."""
 
-def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = None,
-              listener: socket.socket | None = None, exit_with_client: bool = False,
-              tee: bool = False, entry: str | None = None) -> int:
+
+def run_agent(
+    options: RunOptions,
+    token: str,
+    *,
+    conn: socket.socket | None = None,
+    listener: socket.socket | None = None,
+    exit_with_client: bool = False,
+    tee: bool = False,
+    entry: str | None = None,
+) -> int:
     """Run the script under a session served over `conn` / `listener`; return its exit status.
 
     `entry`: the runtime file of a --listen agent, removed however the run ends (a SIGTERM or
@@ -69,8 +77,9 @@ def run_agent(options: RunOptions, token: str, *, conn: socket.socket | None = N
         _end(server, outputs, "quit")
         exit_now(status)
 
-    runner = ScriptRunner(options.script, options.args, session, capture_output=False, hard_exit=hard_exit,
-                          module=options.module)
+    runner = ScriptRunner(
+        options.script, options.args, session, capture_output=False, hard_exit=hard_exit, module=options.module
+    )
     forks = ForkGuard(session, server)
     forks.install()
     server.start()
@@ -240,18 +249,27 @@ def listen_main(options: RunOptions) -> int:
         print(f"gradtui: --listen {options.listen}: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"gradtui: cannot listen on {options.listen}: {exc.strerror or exc} "
-              "(is another agent on that port? :0 picks a free one)", file=sys.stderr)
+        print(
+            f"gradtui: cannot listen on {options.listen}: {exc.strerror or exc} "
+            "(is another agent on that port? :0 picks a free one)",
+            file=sys.stderr,
+        )
         return 2
     host, port = listener.getsockname()[:2]
     if not is_loopback(host):
-        print(f"gradtui: warning: listening on {host}, not loopback: anyone who can reach this machine "
-              "and has the token can run code in the script's process", file=sys.stderr)
+        print(
+            f"gradtui: warning: listening on {host}, not loopback: anyone who can reach this machine "
+            "and has the token can run code in the script's process",
+            file=sys.stderr,
+        )
     token = secrets.token_urlsafe(24)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     path = None if _follower() else write_entry(AgentEntry(address, token, os.getpid(), options.script))
-    print(f"gradtui: agent listening on {address} (pid {os.getpid()}); attach with: gradtui attach {address}",
-          file=sys.stderr, flush=True)
+    print(
+        f"gradtui: agent listening on {address} (pid {os.getpid()}); attach with: gradtui attach {address}",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         return run_agent(options, token, listener=listener, tee=True, entry=path)
     finally:

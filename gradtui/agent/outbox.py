@@ -110,8 +110,14 @@ class Outbox:
                     self._dropped_lines += 1
                 self._output.append(event)
                 return
-            case (ev.PassStarted(pass_index=index) | ev.NodeRan(pass_index=index) | ev.NodesRan(pass_index=index)
-                  | ev.Paused(pass_index=index) | ev.PassFinished(pass_index=index) | ev.Progress(pass_index=index)):
+            case (
+                ev.PassStarted(pass_index=index)
+                | ev.NodeRan(pass_index=index)
+                | ev.NodesRan(pass_index=index)
+                | ev.Paused(pass_index=index)
+                | ev.PassFinished(pass_index=index)
+                | ev.Progress(pass_index=index)
+            ):
                 first, last = self._passes or (index, index)
                 self._passes = (min(first, index), max(last, index))
         self._dropped_events += 1
@@ -122,8 +128,10 @@ class Outbox:
             first, last = self._passes
             passes = f" of pass {first}" if first == last else f" of passes {first}-{last}"
         lines = f" and {self._dropped_lines} lines of output" if self._dropped_lines else ""
-        return (f"this client read nothing for a while: {self._dropped_events} events{passes}{lines} "
-                "were dropped; showing the present")
+        return (
+            f"this client read nothing for a while: {self._dropped_events} events{passes}{lines} "
+            "were dropped; showing the present"
+        )
 
 
 def _weight_of(event: ev.Event) -> int:

@@ -35,8 +35,9 @@ class FdTee:
             os.dup2(write, fd)
             os.close(write)
             self._saved.append((fd, saved))
-            thread = threading.Thread(target=self._pump, args=(read, saved, stream), daemon=True,
-                                      name=f"gradtui-{stream}")
+            thread = threading.Thread(
+                target=self._pump, args=(read, saved, stream), daemon=True, name=f"gradtui-{stream}"
+            )
             self._threads.append(thread)
             thread.start()
 

@@ -41,8 +41,9 @@ class Outputs:
                 from gradtui.record.store import Recorder
 
                 errors = (OSError, sqlite3.Error)
-                self.recorder = Recorder(options.record, every=options.record_every, flight=options.flight,
-                                         torch_version=torch.__version__)
+                self.recorder = Recorder(
+                    options.record, every=options.record_every, flight=options.flight, torch_version=torch.__version__
+                )
         except errors as exc:
             failed_report = options.report is not None and self.report is None
             which = f"--report {options.report}" if failed_report else f"--record {options.record}"

@@ -79,8 +79,9 @@ class ServerHooks:
 class AgentServer:
     """Serves the session to one client at a time over `listener` (see module doc)."""
 
-    def __init__(self, listener: socket.socket | None, token: str, hooks: ServerHooks, *,
-                 exit_with_client: bool = False) -> None:
+    def __init__(
+        self, listener: socket.socket | None, token: str, hooks: ServerHooks, *, exit_with_client: bool = False
+    ) -> None:
         self._listener = listener
         self._token = token
         self._hooks = hooks
@@ -125,8 +126,9 @@ class AgentServer:
         try:
             target()
         except Exception as exc:  # noqa: BLE001 - the last guard of a server thread
-            self._diagnostics.once(f"thread:{name}:{type(exc).__name__}",
-                                   f"internal error in {name}: {type(exc).__name__}: {exc}")
+            self._diagnostics.once(
+                f"thread:{name}:{type(exc).__name__}", f"internal error in {name}: {type(exc).__name__}: {exc}"
+            )
 
     def close(self, reason: str = "the script ended", timeout: float = 2.0) -> None:
         """Send what is pending and say goodbye, all within `timeout` seconds (a client that
@@ -200,8 +202,9 @@ class AgentServer:
             except OSError as exc:
                 if self._closed or exc.errno in _LISTENER_GONE:
                     return
-                self._diagnostics.once("accept", f"accepting a client failed ({exc.strerror or exc}); "
-                                       "the agent keeps retrying")
+                self._diagnostics.once(
+                    "accept", f"accepting a client failed ({exc.strerror or exc}); the agent keeps retrying"
+                )
                 if exc.errno in _OUT_OF_FDS and self._reserve is not None:
                     self._reserve.refuse_one(self._listener)
                 time.sleep(backoff)
@@ -209,13 +212,18 @@ class AgentServer:
                 continue
             backoff = ACCEPT_BACKOFF[0]
             if not leaves_enough_fds():
-                refuse(conn, "the agent's process is short of file descriptors (ulimit -n): the script's "
-                       "come first; try again later")
+                refuse(
+                    conn,
+                    "the agent's process is short of file descriptors (ulimit -n): the script's "
+                    "come first; try again later",
+                )
             elif self._gate.enter():
                 self._spawn(functools.partial(self._handshake, conn), "gradtui-wire-client")
             else:
-                refuse(conn, f"{self._gate.limit} connections are already waiting to show the token: "
-                       "try again in a few seconds")
+                refuse(
+                    conn,
+                    f"{self._gate.limit} connections are already waiting to show the token: try again in a few seconds",
+                )
 
     def serve_connection(self, conn: socket.socket) -> None:
         """Serve an already connected socket (a child agent's end of its socketpair)."""
@@ -238,8 +246,9 @@ class AgentServer:
             deadline = time.monotonic() + self._handshake_timeout
             conn.settimeout(self._handshake_timeout)
             conn.sendall(protocol.encode(protocol.hello()))
-            answer = protocol.read_frame(conn, limit=protocol.AUTH_MAX_FRAME, deadline=deadline,
-                                         decoder=protocol.decode_client)
+            answer = protocol.read_frame(
+                conn, limit=protocol.AUTH_MAX_FRAME, deadline=deadline, decoder=protocol.decode_client
+            )
             refusal = self._refusal(answer)
             if refusal is not None:
                 refuse(conn, refusal[1], refusal[0])
@@ -247,8 +256,12 @@ class AgentServer:
             conn.settimeout(None)
             with self._lock:
                 if self._client is not None or self._closed:
-                    refuse(conn, "another client is attached to this agent: detach it first"
-                           if self._client is not None else "the script has ended")
+                    refuse(
+                        conn,
+                        "another client is attached to this agent: detach it first"
+                        if self._client is not None
+                        else "the script has ended",
+                    )
                     return False
                 sender = ClientSender(conn)
                 sender.limit(deadline)  # the welcome is part of the hello and shares its deadline
@@ -274,8 +287,10 @@ class AgentServer:
         if answer is None:
             return "protocol", "no hello"
         if answer.get("version") != protocol.VERSION:
-            return "version", (f"this agent speaks protocol version {protocol.VERSION}, the client "
-                               f"{answer.get('version')}: run the same gradtui version on both sides")
+            return "version", (
+                f"this agent speaks protocol version {protocol.VERSION}, the client "
+                f"{answer.get('version')}: run the same gradtui version on both sides"
+            )
         token = answer.get("auth")
         if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self._token.encode()):
             return "token", "wrong token: take it from the agent's runtime file (gradtui attach reads it)"
@@ -341,7 +356,8 @@ class AgentServer:
             last = time.monotonic()
             if not sender.send(protocol.encode({"events": [to_wire(e) for e in batch]})):
                 if sender.stalled:
-                    self._diagnostics.once("stalled", f"the attached client read nothing for {STALL:.0f} s: "
-                                           "it is detached, the script runs on")
+                    self._diagnostics.once(
+                        "stalled",
+                        f"the attached client read nothing for {STALL:.0f} s: it is detached, the script runs on",
+                    )
                 self._drop(client, False)
-

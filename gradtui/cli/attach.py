@@ -23,12 +23,18 @@ DETACHED = "(gradtui) detached: the script runs on; its breakpoints stay armed f
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `gradtui attach`."""
     parser = argparse.ArgumentParser(
-        prog="gradtui attach", description="Attach to a running gradtui agent (gradtui --listen, gradtui.listen()).",
+        prog="gradtui attach",
+        description="Attach to a running gradtui agent (gradtui --listen, gradtui.listen()).",
         epilog="examples:\n  gradtui --listen :0 train.py &\n  gradtui attach\n"
-               "  gradtui attach 127.0.0.1:5678 --headless -c step -c print -c continue",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("address", nargs="?", metavar="ADDRESS",
-                        help="HOST:PORT of the agent (default: the only running agent of this user)")
+        "  gradtui attach 127.0.0.1:5678 --headless -c step -c print -c continue",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "address",
+        nargs="?",
+        metavar="ADDRESS",
+        help="HOST:PORT of the agent (default: the only running agent of this user)",
+    )
     parser.add_argument("--token", help="the agent's token (default: read from its runtime file)")
     add_client_options(parser, "a command to run at the pauses (repeatable, in order)")
     return parser
@@ -70,8 +76,10 @@ def main(argv: list[str]) -> int:
         return 2
     token = options.token or os.environ.get("GRADTUI_TOKEN") or found.token
     if not token:
-        print(f"gradtui attach: no runtime file names an agent at {found.address}: give its token with --token",
-              file=sys.stderr)
+        print(
+            f"gradtui attach: no runtime file names an agent at {found.address}: give its token with --token",
+            file=sys.stderr,
+        )
         return 2
     commands = read_commands(options, "gradtui attach")
     if commands is None:
@@ -80,8 +88,9 @@ def main(argv: list[str]) -> int:
 
     target = RemoteTarget(token, address=parse_address(found.address), script=found.script)
     if options.headless:
-        return asyncio.run(drive_headless(target, commands, prog="gradtui attach", leave_after_pass=True,
-                                          detached=DETACHED))
+        return asyncio.run(
+            drive_headless(target, commands, prog="gradtui attach", leave_after_pass=True, detached=DETACHED)
+        )
     from gradtui.ui.run import run_app
 
     return run_app(None, target=target, commands=commands, theme=options.theme)

@@ -27,17 +27,22 @@ BAD_INPUT = 2
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `gradtui export`."""
     parser = argparse.ArgumentParser(
-        prog="gradtui export", description="Write a recording made with --record DB in another format.",
+        prog="gradtui export",
+        description="Write a recording made with --record DB in another format.",
         epilog="examples:\n  gradtui export run.db --json report.json\n"
-               "  gradtui export run.db --tensorboard runs/gradtui   (then: tensorboard --logdir runs)",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "  gradtui export run.db --tensorboard runs/gradtui   (then: tensorboard --logdir runs)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("db", metavar="DB", help="the recording (a SQLite database written by --record)")
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--json", metavar="PATH", help="write the JSON report (the shape of --report PATH) to PATH")
-    target.add_argument("--tensorboard", metavar="DIR",
-                        help="write TensorBoard event files into DIR (made if missing): losses, gradient and "
-                             "weight norms, non-finite counts and gradient histograms per pass; needs "
-                             "pip install 'gradtui[tensorboard]'")
+    target.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="write TensorBoard event files into DIR (made if missing): losses, gradient and "
+        "weight norms, non-finite counts and gradient histograms per pass; needs "
+        "pip install 'gradtui[tensorboard]'",
+    )
     return parser
 
 
@@ -66,8 +71,11 @@ def main(argv: list[str]) -> int:
         print(f"gradtui export: could not write --json {options.json}: {done.failed}", file=sys.stderr)
         return BAD_INPUT
     if done.damage:
-        print(f"gradtui export: {options.db} is damaged: {damage_text(list(done.damage))}; "
-              f"--json {options.json} has the rest", file=sys.stderr)
+        print(
+            f"gradtui export: {options.db} is damaged: {damage_text(list(done.damage))}; "
+            f"--json {options.json} has the rest",
+            file=sys.stderr,
+        )
         return BAD_INPUT
     return 0
 
@@ -89,8 +97,10 @@ def tensorboard(db: str, folder: str) -> int:
         print(f"gradtui export: cannot write --tensorboard {folder}: {exc.strerror or exc}", file=sys.stderr)
         return BAD_INPUT
     if done.damage:
-        print(f"gradtui export: {db} is damaged: {damage_text(list(done.damage))}; "
-              f"--tensorboard {folder} has the rest", file=sys.stderr)
+        print(
+            f"gradtui export: {db} is damaged: {damage_text(list(done.damage))}; --tensorboard {folder} has the rest",
+            file=sys.stderr,
+        )
         return BAD_INPUT
     return 0
 

@@ -26,13 +26,18 @@ first node, so you can step node by node, see each gradient as it arrives, and
 scale, zero, clip or replace it live. Without SCRIPT it runs a bundled demo.
 """
 
+
 def _table_lines() -> str:
     """The epilog's commands and break specs, from the command table and the breakpoint kinds."""
     commands = " | ".join(c.help_usage() for c in COMMANDS if c.summary or c.usage)
     specs = " | ".join(kind.help_form() for kind in KINDS)
-    return "\n".join(["commands (for -c, -x and the UI's command bar):",
-                      *textwrap.wrap(commands, 88, initial_indent="  ", subsequent_indent="  "),
-                      *textwrap.wrap(f"break specs: {specs}", 88, subsequent_indent="  ")])
+    return "\n".join(
+        [
+            "commands (for -c, -x and the UI's command bar):",
+            *textwrap.wrap(commands, 88, initial_indent="  ", subsequent_indent="  "),
+            *textwrap.wrap(f"break specs: {specs}", 88, subsequent_indent="  "),
+        ]
+    )
 
 
 EPILOG_REST = """\
@@ -75,37 +80,71 @@ def demo_path() -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the tests and for --help)."""
     parser = argparse.ArgumentParser(
-        prog="gradtui", description=DESCRIPTION, epilog=_table_lines() + "\n" + EPILOG_REST,
+        prog="gradtui",
+        description=DESCRIPTION,
+        epilog=_table_lines() + "\n" + EPILOG_REST,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show gradtui's version and exit")
-    add_client_options(parser, "a command to run (repeatable, in order; like pdb -c)",
-                       "no UI: run the commands at the pauses, print each pause and result")
-    parser.add_argument("--report", metavar="PATH",
-                        help="write a JSON report of every pass to PATH (every pass is then recorded)")
-    parser.add_argument("--record-all", action="store_true",
-                        help="record every pass node by node, even one nothing can stop in (by default such "
-                             "passes run unhooked at plain speed, with only their loss and gradient flow)")
-    parser.add_argument("--listen", metavar="[HOST:]PORT",
-                        help="no UI: run the script under an agent that waits at its first pause for a client "
-                             "(`gradtui attach`); loopback unless HOST says otherwise, :0 picks a free port")
-    parser.add_argument("--record", metavar="DB",
-                        help="record the run into a SQLite database: every pass's loss and gradient flow, "
-                             "and per-node gradient statistics of the passes that were hooked")
-    parser.add_argument("--record-every", type=_positive, metavar="N",
-                        help="with --record: hook every pass (light statistics) and keep per-node data of every N-th")
-    parser.add_argument("--flight", type=_positive, metavar="K",
-                        help="with --record: keep the last K passes' per-node statistics in memory and write them "
-                             "only when a breakpoint hits, the script fails or is quit")
-    parser.add_argument("--fingerprints", action="store_true",
-                        help="with --record: also record a fingerprint of every recorded value (gradients, "
-                             "forward outputs, saved values) for `gradtui diff`; costs ~1.5x a recorded backward")
-    parser.add_argument("--against", metavar="REF.db",
-                        help="compare each hooked pass with the same pass of a recording made with --fingerprints: "
-                             "`break differs>R` stops at the first node that parts from it by more than R")
-    parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
-                        help="run a module as `python -m MODULE ARGS` does (`__package__` set, relative imports "
-                             "work); the rest of the line is its arguments")
+    add_client_options(
+        parser,
+        "a command to run (repeatable, in order; like pdb -c)",
+        "no UI: run the commands at the pauses, print each pause and result",
+    )
+    parser.add_argument(
+        "--report", metavar="PATH", help="write a JSON report of every pass to PATH (every pass is then recorded)"
+    )
+    parser.add_argument(
+        "--record-all",
+        action="store_true",
+        help="record every pass node by node, even one nothing can stop in (by default such "
+        "passes run unhooked at plain speed, with only their loss and gradient flow)",
+    )
+    parser.add_argument(
+        "--listen",
+        metavar="[HOST:]PORT",
+        help="no UI: run the script under an agent that waits at its first pause for a client "
+        "(`gradtui attach`); loopback unless HOST says otherwise, :0 picks a free port",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="DB",
+        help="record the run into a SQLite database: every pass's loss and gradient flow, "
+        "and per-node gradient statistics of the passes that were hooked",
+    )
+    parser.add_argument(
+        "--record-every",
+        type=_positive,
+        metavar="N",
+        help="with --record: hook every pass (light statistics) and keep per-node data of every N-th",
+    )
+    parser.add_argument(
+        "--flight",
+        type=_positive,
+        metavar="K",
+        help="with --record: keep the last K passes' per-node statistics in memory and write them "
+        "only when a breakpoint hits, the script fails or is quit",
+    )
+    parser.add_argument(
+        "--fingerprints",
+        action="store_true",
+        help="with --record: also record a fingerprint of every recorded value (gradients, "
+        "forward outputs, saved values) for `gradtui diff`; costs ~1.5x a recorded backward",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REF.db",
+        help="compare each hooked pass with the same pass of a recording made with --fingerprints: "
+        "`break differs>R` stops at the first node that parts from it by more than R",
+    )
+    parser.add_argument(
+        "-m",
+        dest="module",
+        nargs=argparse.REMAINDER,
+        metavar="MODULE [ARGS]",
+        help="run a module as `python -m MODULE ARGS` does (`__package__` set, relative imports "
+        "work); the rest of the line is its arguments",
+    )
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run (default: the demo)")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     return parser
@@ -115,8 +154,13 @@ class _Version(argparse.Action):
     """`--version`, its number read only when asked for: the package metadata lookup costs every
     run's start a few milliseconds otherwise."""
 
-    def __call__(self, parser: argparse.ArgumentParser, _namespace: argparse.Namespace, _values: object,
-                 _option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        _namespace: argparse.Namespace,
+        _values: object,
+        _option_string: str | None = None,
+    ) -> None:
         print(f"gradtui {_version()}")  # on stdout, as argparse's own `version` action prints
         parser.exit()
 
@@ -198,8 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             print("gradtui: -m needs a module name (gradtui -m pkg.train ARGS)", file=sys.stderr)
             return 2
         # everything after `-m NAME` is the module's (argparse gives `-mNAME a b` as NAME, SCRIPT, ARGS)
-        script, args = options.module[0], [*([options.script] if options.script else []), *options.args,
-                                            *options.module[1:]]
+        script, args = (
+            options.module[0],
+            [*([options.script] if options.script else []), *options.args, *options.module[1:]],
+        )
     else:
         script, args = options.script or demo_path(), list(options.args)
         if not os.path.isfile(script):
@@ -211,11 +257,21 @@ def main(argv: list[str] | None = None) -> int:
     if (problem := _native_setting_problem()) is not None:
         print(f"gradtui: {problem}", file=sys.stderr)
         return 2
-    given = RunOptions(script, args, commands, options.report, options.record_all,
-                       headless=options.headless, listen=options.listen, record=options.record,
-                       record_every=options.record_every, flight=options.flight,
-                       fingerprints=options.fingerprints, against=options.against,
-                       module=options.module is not None)
+    given = RunOptions(
+        script,
+        args,
+        commands,
+        options.report,
+        options.record_all,
+        headless=options.headless,
+        listen=options.listen,
+        record=options.record,
+        record_every=options.record_every,
+        flight=options.flight,
+        fingerprints=options.fingerprints,
+        against=options.against,
+        module=options.module is not None,
+    )
     try:
         run = given.validate(path_checks())
     except OptionsError as exc:

@@ -17,13 +17,20 @@ if TYPE_CHECKING:  # the events import networkx: `gradtui --help` and bad input 
     from gradtui.protocol import events as ev
 
 
-def add_client_options(parser: argparse.ArgumentParser, commands_help: str,
-                       headless_help: str = "no UI: run the commands at the pauses, print") -> None:
+def add_client_options(
+    parser: argparse.ArgumentParser,
+    commands_help: str,
+    headless_help: str = "no UI: run the commands at the pauses, print",
+) -> None:
     """--headless, -c, -x and --theme, as every debugger command spells them."""
     parser.add_argument("--headless", action="store_true", help=headless_help)
     parser.add_argument("-c", dest="commands", action="append", default=[], metavar="CMD", help=commands_help)
-    parser.add_argument("-x", dest="command_file", metavar="FILE",
-                        help="a file of commands, one per line (# comments allowed); run before -c")
+    parser.add_argument(
+        "-x",
+        dest="command_file",
+        metavar="FILE",
+        help="a file of commands, one per line (# comments allowed); run before -c",
+    )
     parser.add_argument("--theme", metavar="NAME", help="a Textual theme for the UI (e.g. textual-dark, nord)")
 
 
@@ -55,9 +62,15 @@ def recording_opens(path: str, prog: str, cannot: str) -> bool:
     return True
 
 
-async def drive_headless(target: Any, commands: list[str], *, prog: str,
-                         leave_after_pass: bool = False, detached: str | None = None,
-                         status_of: Callable[[ev.ScriptFinished], int] = lambda end: 1 if end.exit_status is None else end.exit_status) -> int:
+async def drive_headless(
+    target: Any,
+    commands: list[str],
+    *,
+    prog: str,
+    leave_after_pass: bool = False,
+    detached: str | None = None,
+    status_of: Callable[[ev.ScriptFinished], int] = lambda end: 1 if end.exit_status is None else end.exit_status,
+) -> int:
     """Feed `commands` at `target`'s pauses and print its events as `gradtui --headless` does;
     return the exit status.
 
@@ -83,8 +96,13 @@ async def drive_headless(target: Any, commands: list[str], *, prog: str,
             driver(event)
             if isinstance(event, ev.ScriptFinished):
                 status = status_of(event)
-            elif (leave_after_pass and isinstance(event, ev.PassFinished) and driver.feeder.started
-                  and not driver.feeder.commands and not driver.feeder.paused):
+            elif (
+                leave_after_pass
+                and isinstance(event, ev.PassFinished)
+                and driver.feeder.started
+                and not driver.feeder.commands
+                and not driver.feeder.paused
+            ):
                 detach.set()
             if detach.is_set():
                 break  # what follows is not this client's: the same however the wire batched it

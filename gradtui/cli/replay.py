@@ -25,11 +25,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gradtui replay",
         description="Browse a recording made with --record DB: its passes, any recorded pass node by node,\n"
-                    "step/continue through it (read-only). It opens on the passes view (plots over the\n"
-                    "passes, a row per pass): enter shows a pass in the debugger, escape the pass where\n"
-                    "the run stopped, P the passes view again.",
+        "step/continue through it (read-only). It opens on the passes view (plots over the\n"
+        "passes, a row per pass): enter shows a pass in the debugger, escape the pass where\n"
+        "the run stopped, P the passes view again.",
         epilog="examples:\n  gradtui replay run.db\n  gradtui replay run.db --headless -c 'pass 30' -c print",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("db", metavar="DB", help="the recording (a SQLite database written by --record)")
     add_client_options(parser, "a command to run at the pauses (repeatable, in order); `pass N` shows pass N")
     return parser
@@ -61,8 +62,7 @@ def main(argv: list[str]) -> int:
         target = ReplayTarget(options.db)
         settle_heap()
         # a replay's end is how it ends, not the recorded run's status
-        status = asyncio.run(drive_headless(target, commands, prog="gradtui replay",
-                                            status_of=lambda end: 0))
+        status = asyncio.run(drive_headless(target, commands, prog="gradtui replay", status_of=lambda end: 0))
         return damaged(options.db, target) or status
     from gradtui.ui.run import run_app
 

@@ -28,19 +28,29 @@ SHUTDOWN_TIMEOUT = 10.0
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `gradtui serve`."""
     parser = argparse.ArgumentParser(
-        prog="gradtui serve", description="Serve the gradtui UI in a browser: each tab is a client "
+        prog="gradtui serve",
+        description="Serve the gradtui UI in a browser: each tab is a client "
         "(`gradtui attach`) of a running agent (gradtui --listen, gradtui.listen()).",
         epilog="examples:\n  gradtui --listen :0 train.py &\n  gradtui serve\n"
-               "  gradtui serve 127.0.0.1:5678 --port 8080\n"
-               "on a remote box: run gradtui serve there, then on your machine\n"
-               "  ssh -N -L 8000:127.0.0.1:8000 BOX   and open the URL it printed",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("address", nargs="?", metavar="ADDRESS",
-                        help="HOST:PORT of the agent (default: the newest running agent of this user, "
-                             "chosen when each tab opens)")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="the address to bind (default loopback; another one serves plain HTTP to the network)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the port (default {DEFAULT_PORT}; 0 picks a free one)")
+        "  gradtui serve 127.0.0.1:5678 --port 8080\n"
+        "on a remote box: run gradtui serve there, then on your machine\n"
+        "  ssh -N -L 8000:127.0.0.1:8000 BOX   and open the URL it printed",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "address",
+        nargs="?",
+        metavar="ADDRESS",
+        help="HOST:PORT of the agent (default: the newest running agent of this user, chosen when each tab opens)",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to bind (default loopback; another one serves plain HTTP to the network)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"the port (default {DEFAULT_PORT}; 0 picks a free one)"
+    )
     parser.add_argument("--token", help="the token the URL must carry (default: a random one)")
     return parser
 
@@ -100,10 +110,15 @@ def _say_where(options: ServeOptions, port: int) -> None:
     else:
         which = f"the newest agent when a tab opens (now {agent.address}, {agent.script or 'pid ' + str(agent.pid)})"
     if not _is_loopback(options.host):
-        print(f"gradtui serve: warning: serving on {options.host}, not loopback: anyone who can reach port {port} "
-              "and has the URL drives the debugger, over plain HTTP; prefer loopback and an SSH tunnel", file=sys.stderr)
-    print(f"gradtui serve: the UI of {which}, at\n"
-          f"  http://{shown}:{port}/?token={options.token}\n"
-          f"on another machine: ssh -N -L {port}:127.0.0.1:{port} {socket.gethostname()}   then open that URL there\n"
-          "each tab is a client of the agent (one tab at a time); Ctrl-C stops serving, the script runs on",
-          flush=True)
+        print(
+            f"gradtui serve: warning: serving on {options.host}, not loopback: anyone who can reach port {port} "
+            "and has the URL drives the debugger, over plain HTTP; prefer loopback and an SSH tunnel",
+            file=sys.stderr,
+        )
+    print(
+        f"gradtui serve: the UI of {which}, at\n"
+        f"  http://{shown}:{port}/?token={options.token}\n"
+        f"on another machine: ssh -N -L {port}:127.0.0.1:{port} {socket.gethostname()}   then open that URL there\n"
+        "each tab is a client of the agent (one tab at a time); Ctrl-C stops serving, the script runs on",
+        flush=True,
+    )

@@ -24,8 +24,9 @@ from gradtui.protocol.stats import format_grads
 class HeadlessDriver:
     """Feeds `commands` to `target` one at a time and prints the events to `out` (see module doc)."""
 
-    def __init__(self, target: Any, commands: list[str], out: TextIO, err: TextIO | None = None, *,
-                 sole: bool = False) -> None:
+    def __init__(
+        self, target: Any, commands: list[str], out: TextIO, err: TextIO | None = None, *, sole: bool = False
+    ) -> None:
         """Each line is parsed once, before it is sent (one that does not parse is said and skipped).
         `sole`: this driver is the only source of commands and `target` the in-process Session
         (`gradtui --headless`): once its last command is a `continue` with no breakpoint armed,
@@ -83,8 +84,12 @@ class HeadlessDriver:
                 continue
             self._asked = command.text
             self.feeder.sent(self.target.submit(command if self._sole else text))  # the Session takes it parsed
-            if (self._sole and not self.feeder.commands and not len(self.target.breakpoints)
-                    and isinstance(command, Continue)):
+            if (
+                self._sole
+                and not self.feeder.commands
+                and not len(self.target.breakpoints)
+                and isinstance(command, Continue)
+            ):
                 self.target.detach()  # silently: nothing would pause to say "no more commands"
             return
         self._print("(gradtui) -- no more commands: running to the end")
@@ -115,8 +120,10 @@ class HeadlessDriver:
             case ev.PassStarted():
                 self._pass_started(event)
             case ev.NestedPass():
-                self._print(f"  nested {event.call}() at {event.call_site} in {event.thread} · {event.nodes} nodes"
-                            f" · ran unhooked inside pass {event.pass_index}")
+                self._print(
+                    f"  nested {event.call}() at {event.call_site} in {event.thread} · {event.nodes} nodes"
+                    f" · ran unhooked inside pass {event.pass_index}"
+                )
             case ev.Paused():
                 self._paused(event)
             case ev.GradEdited():
@@ -141,14 +148,17 @@ class HeadlessDriver:
         self._flush_unhooked()
         self._graph = event.graph
         loss = ", ".join(f"{v:.6g}" for v in event.losses if v is not None)
-        self._print(f"pass {event.pass_index} · {event.call_text or event.call} at {event.call_site}"
-                    f"{f' · loss {loss}' if loss else ''} · {event.nodes or event.graph.number_of_nodes()} nodes")
+        self._print(
+            f"pass {event.pass_index} · {event.call_text or event.call} at {event.call_site}"
+            f"{f' · loss {loss}' if loss else ''} · {event.nodes or event.graph.number_of_nodes()} nodes"
+        )
 
     def _paused(self, event: ev.Paused) -> None:
         where = "before" if event.phase == "before" else "after"
         title = node_title(self._graph, event.node) if self._graph is not None else f"#{event.node}"
-        self._print(f"paused {where} {title} · pass {event.pass_index} · {event.done}/{event.total} done"
-                    f" · {event.reason}")
+        self._print(
+            f"paused {where} {title} · pass {event.pass_index} · {event.done}/{event.total} done · {event.reason}"
+        )
         data = node_info(self._graph, event.node) if self._graph is not None else None
         if data is not None and data.source:
             module = f" in {data.module}" if data.module else ""

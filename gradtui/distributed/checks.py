@@ -114,15 +114,21 @@ class Checks:
             for r, data in tensors.items():
                 if r != self.rank:
                     other = torch.frombuffer(bytearray(data), dtype=local.dtype).reshape(local.shape) if data else None
-                    diffs[r] = float((other.double() - local.double()).abs().max()) if other is not None else float("nan")
+                    diffs[r] = (
+                        float((other.double() - local.double()).abs().max()) if other is not None else float("nan")
+                    )
             counts = Counter(seen.values())
             top = counts.most_common(1)[0][1]
             odd = sorted(r for r, h in seen.items() if counts[h] < top) or sorted(r for r in seen if r != 0)
             worst = max(diffs.values(), default=0.0)
             which = ", ".join(f"rank {r}" for r in odd)
-            reason = (f"{HOLD}{name} differs across ranks after its all-reduce: {which} "
-                      f"(max abs difference {worst:.6g} from this rank, rank {self.rank})")
-            self._report = "\n".join([reason, *(f"  vs rank {r}: max abs difference {d:.6g}" for r, d in sorted(diffs.items()))])
+            reason = (
+                f"{HOLD}{name} differs across ranks after its all-reduce: {which} "
+                f"(max abs difference {worst:.6g} from this rank, rank {self.rank})"
+            )
+            self._report = "\n".join(
+                [reason, *(f"  vs rank {r}: max abs difference {d:.6g}" for r, d in sorted(diffs.items()))]
+            )
             return node, reason, (grad,)
         return None
 
@@ -131,8 +137,18 @@ class Checks:
         self.held = True
         self.link.timeouts.raise_()
         try:
-            self.session.emit(ev.Paused(finished.pass_index, node, "AccumulateGrad", "after", reason,
-                                        summarize_all(grads, histogram=True), finished.done, finished.total))
+            self.session.emit(
+                ev.Paused(
+                    finished.pass_index,
+                    node,
+                    "AccumulateGrad",
+                    "after",
+                    reason,
+                    summarize_all(grads, histogram=True),
+                    finished.done,
+                    finished.total,
+                )
+            )
             while True:
                 try:
                     queued: tuple[str, int] | None = self._commands.get(timeout=0.25)
@@ -167,10 +183,15 @@ class Checks:
                     case Break() | Delete() | ListBreakpoints():
                         self.session.submit(command, request)  # they take effect while running, too
                     case _:
-                        self.session.emit(ev.CommandResult(
-                            text, "held after the pass by break diverge: continue, step, finish, print, "
-                                  "quit, break, delete or breakpoints",
-                            ok=False, request=request))
+                        self.session.emit(
+                            ev.CommandResult(
+                                text,
+                                "held after the pass by break diverge: continue, step, finish, print, "
+                                "quit, break, delete or breakpoints",
+                                ok=False,
+                                request=request,
+                            )
+                        )
         finally:
             self.held = False
             self.link.timeouts.restore()

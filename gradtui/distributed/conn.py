@@ -15,8 +15,14 @@ from gradtui.wire.codec import from_wire
 class RankConn:
     """The hub's client connection to one other rank's agent (plain sockets, a reader thread)."""
 
-    def __init__(self, rank: int, address: str, token: str, on_event: Callable[[int, ev.Event], None],
-                 on_gone: Callable[[int, str | None], None]) -> None:
+    def __init__(
+        self,
+        rank: int,
+        address: str,
+        token: str,
+        on_event: Callable[[int, ev.Event], None],
+        on_gone: Callable[[int, str | None], None],
+    ) -> None:
         from gradtui.wire.runtime import parse_address
 
         self.rank = rank

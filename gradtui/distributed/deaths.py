@@ -19,8 +19,14 @@ from gradtui.wire.runtime import alive
 class Deaths:
     """The hub's dead-rank bookkeeping (see module doc), over the hub's own rank views."""
 
-    def __init__(self, ranks: list[RankView], store: Any, out: Callable[[ev.Event], None], orders: RankOrders,
-                 changed: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        ranks: list[RankView],
+        store: Any,
+        out: Callable[[ev.Event], None],
+        orders: RankOrders,
+        changed: Callable[[], None],
+    ) -> None:
         self._ranks, self._store, self._out, self._orders, self._changed = ranks, store, out, orders, changed
 
     def gone(self, rank: int, bye: str | None) -> bool:
@@ -31,7 +37,9 @@ class Deaths:
             return False
         st.state, st.paused, st.pause = "dead", None, None
         running = st.pid is not None and alive(st.pid)
-        st.at = f"its agent went away ({bye or 'connection lost'}; pid {st.pid} {'still running' if running else 'gone'})"
+        st.at = (
+            f"its agent went away ({bye or 'connection lost'}; pid {st.pid} {'still running' if running else 'gone'})"
+        )
         try:
             self._store.set(f"x/{rank}", "")
         except Exception:  # noqa: BLE001 - the store is gone too: the job is ending
@@ -51,5 +59,8 @@ class Deaths:
 
     def dead_now(self) -> list[int]:
         """The ranks other than 0 that the hub counts live but whose process is gone."""
-        return [st.rank for st in self._ranks[1:]
-                if st.state not in ("dead", "done") and st.pid is not None and not alive(st.pid)]
+        return [
+            st.rank
+            for st in self._ranks[1:]
+            if st.state not in ("dead", "done") and st.pid is not None and not alive(st.pid)
+        ]

@@ -81,9 +81,15 @@ def stuck_at(frame: FrameType | None) -> Stuck | None:
 class Guard:
     """One rank's desync guard (see module doc), a daemon thread."""
 
-    def __init__(self, link: RankLink, session: Session, thread_id: int, end: Callable[[str], None],
-                 attached: Callable[[], bool] | None = None,
-                 on_client: Callable[[bool], None] | None = None) -> None:
+    def __init__(
+        self,
+        link: RankLink,
+        session: Session,
+        thread_id: int,
+        end: Callable[[str], None],
+        attached: Callable[[], bool] | None = None,
+        on_client: Callable[[bool], None] | None = None,
+    ) -> None:
         """`link`: the rank's RankLink; `thread_id`: the script's thread; `end(message)`: name
         the stuck collective and end the rank; `attached`/`on_client`: rank 0's client, watched."""
         self.link, self.session, self._thread_id = link, session, thread_id
@@ -114,11 +120,13 @@ class Guard:
                 continue
             limit = self.limit or self.link.timeouts.script_timeout()
             if limit is not None and now - since > limit.total_seconds():
-                self._end(f"gradtui: rank {self.link.rank}: {stuck.what}"
-                          f"{f' (from {stuck.where})' if stuck.where else ''} has waited "
-                          f"{now - since:.0f} s with no rank of the job paused, past the script's "
-                          f"timeout of {limit.total_seconds():g} s: a collective another rank never "
-                          f"joined (a desync); ending this rank as that timeout would\n")
+                self._end(
+                    f"gradtui: rank {self.link.rank}: {stuck.what}"
+                    f"{f' (from {stuck.where})' if stuck.where else ''} has waited "
+                    f"{now - since:.0f} s with no rank of the job paused, past the script's "
+                    f"timeout of {limit.total_seconds():g} s: a collective another rank never "
+                    f"joined (a desync); ending this rank as that timeout would\n"
+                )
                 return
 
     def _stuck(self) -> Stuck | None:

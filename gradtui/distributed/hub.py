@@ -58,11 +58,11 @@ from gradtui.protocol.commands import (
 )
 from gradtui.protocol.dist_events import RanksChanged, flow_table, format_ranks
 
-EDIT_NOTE = ("(edited on rank {rank} only: DDP will average this gradient into every rank at the "
-             "all-reduce)")
+EDIT_NOTE = "(edited on rank {rank} only: DDP will average this gradient into every rank at the all-reduce)"
 
 SWITCH_AFTER = 0.3
 """Seconds after another rank's own pause before the client is switched to it."""
+
 
 class JobHub:
     """Rank 0's job hub (see module doc)."""
@@ -127,10 +127,16 @@ class JobHub:
                     # an unpark): a client would take it for its command's and send the next early.
                     forward = None
                 case ev.Output() if rank != self.shown:
-                    forward = msgspec.structs.replace(event, text="".join(
-                        f"[rank {rank}] {line}" for line in event.text.splitlines(keepends=True)))
-            if isinstance(forward, ev.Paused) and isinstance(event, ev.Paused) and rank == self.shown \
-                    and event.reason == "step" and self._behind(rank):
+                    forward = msgspec.structs.replace(
+                        event, text="".join(f"[rank {rank}] {line}" for line in event.text.splitlines(keepends=True))
+                    )
+            if (
+                isinstance(forward, ev.Paused)
+                and isinstance(event, ev.Paused)
+                and rank == self.shown
+                and event.reason == "step"
+                and self._behind(rank)
+            ):
                 self._held.hold(forward)
                 forward = None
             if forward is not None and (rank == self.shown or isinstance(event, (ev.Output, ev.CommandResult))):
@@ -184,6 +190,7 @@ class JobHub:
     def _switch_soon(self, rank: int) -> None:
         """Show `rank`, which paused on its own, unless the shown rank pauses too by then (ranks
         that hit the same breakpoint together keep the client where it was)."""
+
         def check() -> None:
             with self._lock:
                 stay = self._ranks[self.shown].paused == "own" or self._ranks[rank].paused != "own"
@@ -284,8 +291,7 @@ class JobHub:
             self._held.drop()  # a pause resumed before it was shown is not shown
             live = [st for st in self._ranks if st.live]
             shown = self._ranks[self.shown]
-            stop = shown.pause if shown.paused == "own" else next(
-                (st.pause for st in live if st.paused == "own"), None)
+            stop = shown.pause if shown.paused == "own" else next((st.pause for st in live if st.paused == "own"), None)
             for st in live:
                 self._orders.control(st.rank, f"unpark {line}")
                 st.park_order = None
@@ -311,8 +317,12 @@ class JobHub:
         self.diverge = True
         for r in self._live():
             self._orders.control(r, "diverge on")
-        self._reply(text, "breakpoint diverge: the job stops after a pass whose parameter gradients differ "
-                          "across ranks after their all-reduce", request)
+        self._reply(
+            text,
+            "breakpoint diverge: the job stops after a pass whose parameter gradients differ "
+            "across ranks after their all-reduce",
+            request,
+        )
 
     def notice_deaths(self) -> None:
         """Declare dead every rank whose process is gone, now (before this process ends)."""
@@ -339,8 +349,10 @@ class JobHub:
         a breakpoint hit or a diverge hold waits for the next client."""
         with self._lock:
             self._detached = True
-            held = any(st.live and st.paused == "own" and st.pause is not None and st.pause.reason != "step"
-                       for st in self._ranks)
+            held = any(
+                st.live and st.paused == "own" and st.pause is not None and st.pause.reason != "step"
+                for st in self._ranks
+            )
         if not held:
             self._run_on()
 

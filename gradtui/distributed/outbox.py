@@ -71,8 +71,7 @@ class RankOrders:
             conn = self._conns[rank]
             self._outbox.put(lambda: conn.send({"submit": CONTROL + line, "id": 0}))
 
-    def submit(self, rank: int, line: str, request: int | None, *, note: str | None = None,
-               gather: Any = None) -> None:
+    def submit(self, rank: int, line: str, request: int | None, *, note: str | None = None, gather: Any = None) -> None:
         """Queue `line` for `rank` under a hub id; its answer goes to the client as `request`."""
         hub_id = self._answers.ask(request, note, gather)
         if rank == 0:

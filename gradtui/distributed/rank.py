@@ -104,8 +104,7 @@ class RankLink:
             if info.kind == "accumulate":
                 leaf = getattr(state.capture.nodes[node], "variable", None)
                 if leaf is not None:
-                    self.leaves.append((node, info.param or ",".join(info.labels) or f"#{node}",
-                                        weakref.ref(leaf)))
+                    self.leaves.append((node, info.param or ",".join(info.labels) or f"#{node}", weakref.ref(leaf)))
             self.store.set(self._key(index, self._gate, self.rank), "")
             if state.done >= len(state.capture.nodes) - 1:
                 # This rank's last node: it has no more gates in this pass. Said now, not at its

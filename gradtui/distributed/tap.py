@@ -31,8 +31,14 @@ if TYPE_CHECKING:  # the session imports the engine; only its type is needed her
 class JobTap:
     """A rank's plug (see module doc): the session listener in front of `server`."""
 
-    def __init__(self, session: Session, submit: Callable[[str, int], None], quit_: Callable[[], None],
-                 listener: socket.socket, token: str) -> None:
+    def __init__(
+        self,
+        session: Session,
+        submit: Callable[[str, int], None],
+        quit_: Callable[[], None],
+        listener: socket.socket,
+        token: str,
+    ) -> None:
         """The agent's session, its own command and quit paths, and where it listens."""
         self.session, self._submit, self._quit, self._token = session, submit, quit_, token
         self.server: Any = None
@@ -92,8 +98,7 @@ class JobTap:
             try:
                 hub.connect_all()
             except Exception as exc:  # noqa: BLE001 - a rank that never registers: debug this one alone
-                print(f"gradtui: could not reach every rank's agent ({exc}); debugging rank 0 alone",
-                      file=sys.stderr)
+                print(f"gradtui: could not reach every rank's agent ({exc}); debugging rank 0 alone", file=sys.stderr)
                 self.link.control("release")
                 return
             self.hub = hub
@@ -101,13 +106,17 @@ class JobTap:
             attached = getattr(self.server, "attached", None)
             hub.attached = lambda: attached is not None and attached.is_set()
             self._guard(lambda: attached is not None and attached.is_set(), hub.client)
-            print(f"gradtui: job of {world} ranks; attach to rank 0's agent at {self._address}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"gradtui: job of {world} ranks; attach to rank 0's agent at {self._address}",
+                file=sys.stderr,
+                flush=True,
+            )
         else:
             self._guard()
 
-    def _guard(self, attached: Callable[[], bool] | None = None,
-               on_client: Callable[[bool], None] | None = None) -> None:
+    def _guard(
+        self, attached: Callable[[], bool] | None = None, on_client: Callable[[bool], None] | None = None
+    ) -> None:
         """Start this rank's desync guard (gradtui.distributed.guard) for the script's thread."""
         import threading
 
@@ -159,7 +168,7 @@ class JobTap:
         """The agent's command path: the hub's control lines, a held rank's commands, the job's
         client's commands (through the hub on rank 0), else the session."""
         if self.link is not None and text.startswith(CONTROL) and self.hub is None:
-            self.control(text[len(CONTROL):])
+            self.control(text[len(CONTROL) :])
         elif self.hub is not None and request >= 0:
             self.hub.submit(text, request)  # the job's client, on rank 0
         else:

@@ -28,8 +28,10 @@ current_graph_task_id: Callable[[], int] = getattr(_C, "_current_graph_task_id",
 so every hook call counts as the pass's own (a backward nested in a pass is hooked too)."""
 
 _compiler = getattr(torch, "compiler", None)
-is_compiling: Callable[[], bool] = cast(Callable[[], bool], getattr(_compiler, "is_compiling", None) or getattr(
-    getattr(torch, "_dynamo", None), "is_compiling", lambda: False))
+is_compiling: Callable[[], bool] = cast(
+    Callable[[], bool],
+    getattr(_compiler, "is_compiling", None) or getattr(getattr(torch, "_dynamo", None), "is_compiling", lambda: False),
+)
 """Is torch.compile tracing this call? Fallback: never (compiled code would be stepped eagerly)."""
 
 
@@ -63,8 +65,7 @@ def compiled_autograd_on() -> bool:
 _functorch = getattr(_C, "_functorch", None)
 functorch_level: Callable[[], int | None] = getattr(_functorch, "maybe_current_level", lambda: None)
 """The torch.func transform level in effect (None outside grad/vmap). Fallback: None."""
-is_legacy_batched: Callable[[torch.Tensor], bool] = getattr(_functorch, "is_legacy_batchedtensor",
-                                                            lambda t: False)
+is_legacy_batched: Callable[[torch.Tensor], bool] = getattr(_functorch, "is_legacy_batchedtensor", lambda t: False)
 """Is `t` a batched tensor of `jacobian(vectorize=True)`? Fallback: no."""
 
 _autograd_c = getattr(_C, "_autograd", None)
@@ -78,21 +79,26 @@ def _stack_fallback() -> list[Any]:
     return [_C._get_function_stack_at(i) for i in range(length)]
 
 
-push_mode: Callable[[Any], None] = cast(Callable[[Any], None], getattr(_overrides, "_push_mode", None)
-                                     or getattr(_C, "_push_on_torch_function_stack", None))
+push_mode: Callable[[Any], None] = cast(
+    Callable[[Any], None], getattr(_overrides, "_push_mode", None) or getattr(_C, "_push_on_torch_function_stack", None)
+)
 """Push a TorchFunctionMode on this thread's mode stack."""
-pop_mode: Callable[[], Any] = cast(Callable[[], Any], getattr(_overrides, "_pop_mode", None)
-                               or getattr(_C, "_pop_torch_function_stack", None))
+pop_mode: Callable[[], Any] = cast(
+    Callable[[], Any], getattr(_overrides, "_pop_mode", None) or getattr(_C, "_pop_torch_function_stack", None)
+)
 """Pop the innermost TorchFunctionMode of this thread's mode stack and return it."""
 get_function_mode_stack: Callable[[], list[Any]] = getattr(
-    _overrides, "_get_current_function_mode_stack", _stack_fallback)
+    _overrides, "_get_current_function_mode_stack", _stack_fallback
+)
 """This thread's TorchFunctionMode stack, outermost first."""
 
 get_function_mode_stack_len: Callable[[], int] = getattr(
-    _C, "_len_torch_function_stack", lambda: len(get_function_mode_stack()))
+    _C, "_len_torch_function_stack", lambda: len(get_function_mode_stack())
+)
 """How many TorchFunctionModes this thread's mode stack holds (without building a list)."""
 get_function_mode_stack_at: Callable[[int], Any] = getattr(
-    _C, "_get_function_stack_at", lambda i: get_function_mode_stack()[i])
+    _C, "_get_function_stack_at", lambda i: get_function_mode_stack()[i]
+)
 """The mode at index `i` of this thread's mode stack (0 is the outermost)."""
 
 
@@ -111,10 +117,25 @@ sequence_nr: Callable[[Any], int] = operator.methodcaller("_sequence_nr")
 """An autograd node's sequence number (its creation order on its thread; `seq` in a captured graph)."""
 
 
-SYMBOLS = ("current_graph_task_id", "dynamo_skips", "compiled_autograd_on", "is_compiling", "functorch_level",
-           "is_legacy_batched", "get_sequence_nr", "push_mode", "pop_mode", "get_function_mode_stack",
-           "get_function_mode_stack_len", "get_function_mode_stack_at", "GradientEdge", "get_gradient_edge", "is_zerotensor", "set_grad_enabled",
-           "sequence_nr")
+SYMBOLS = (
+    "current_graph_task_id",
+    "dynamo_skips",
+    "compiled_autograd_on",
+    "is_compiling",
+    "functorch_level",
+    "is_legacy_batched",
+    "get_sequence_nr",
+    "push_mode",
+    "pop_mode",
+    "get_function_mode_stack",
+    "get_function_mode_stack_len",
+    "get_function_mode_stack_at",
+    "GradientEdge",
+    "get_gradient_edge",
+    "is_zerotensor",
+    "set_grad_enabled",
+    "sequence_nr",
+)
 """What this module exposes (a test checks each is present and callable on this torch)."""
 
 

@@ -49,8 +49,14 @@ from gradtui.protocol.stats import format_grads, format_stats
 class CommandRunner:
     """Runs commands for the session (see module doc): owned by it, given what commands act on."""
 
-    def __init__(self, breakpoints: Breakpoints, stepper: Stepper, recorder: FlowRecorder,
-                 emit: Callable[[ev.Event], None], has_reference: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        breakpoints: Breakpoints,
+        stepper: Stepper,
+        recorder: FlowRecorder,
+        emit: Callable[[ev.Event], None],
+        has_reference: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.breakpoints = breakpoints
         self._has_reference = has_reference
         """Does the run compare with a reference recording (`--against`)? `break differs` needs one."""
@@ -61,8 +67,9 @@ class CommandRunner:
     def breakpoint_state(self) -> ev.BreakpointsChanged:
         """The breakpoints as they are now (numbers, specs, hits), as the event clients get after
         every change."""
-        return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(bp.number, bp.spec.text, bp.hits)
-                                           for bp in self.breakpoints))
+        return ev.BreakpointsChanged(
+            tuple(ev.BreakpointInfo(bp.number, bp.spec.text, bp.hits) for bp in self.breakpoints)
+        )
 
     def breakpoints_changed(self) -> None:
         """Tell clients the breakpoints as they are now."""
@@ -87,8 +94,11 @@ class CommandRunner:
         except BaseException as exc:  # noqa: BLE001 - a command torch cannot do here (or an expression's
             # KeyboardInterrupt, GeneratorExit, SystemExit) must not end the script
             first = (str(exc).splitlines() or [""])[0][:300]  # torch's dispatch errors run to pages
-            self.emit(ev.CommandResult(command.text, f"{command.text!r} failed: {type(exc).__name__}: {first}",
-                                       ok=False, request=request))
+            self.emit(
+                ev.CommandResult(
+                    command.text, f"{command.text!r} failed: {type(exc).__name__}: {first}", ok=False, request=request
+                )
+            )
         else:
             if text is not None:
                 self.emit(ev.CommandResult(command.text, text, request=request))
@@ -116,15 +126,23 @@ class CommandRunner:
             case ShowPass(index=index):
                 raise CommandError(self._not_kept(index, state))
             case FlowOf(index=index):
-                raise CommandError(f"flow {index}: a live run keeps the flow of its last pass only (flow); "
-                                   "a recording (--record) keeps every pass's")
+                raise CommandError(
+                    f"flow {index}: a live run keeps the flow of its last pass only (flow); "
+                    "a recording (--record) keeps every pass's"
+                )
             case Why(name=name):
                 from gradtui.engine.why import explain  # here: why.py imports networkx
 
                 if state is None or state.frame is None:
                     raise CommandError("why works while paused in a pass")
-                return explain(name, self._scope(state), state.capture.graph, state.capture.nodes,
-                               state.frame.f_code.co_name, forward_roots)
+                return explain(
+                    name,
+                    self._scope(state),
+                    state.capture.graph,
+                    state.capture.nodes,
+                    state.frame.f_code.co_name,
+                    forward_roots,
+                )
             case Print(expr=expr):
                 pause = self._paused_at(state)
                 if expr is None:
@@ -161,8 +179,10 @@ class CommandRunner:
         """Why a live run cannot show pass `index` (`pass N`: the UI browses its own kept passes)."""
         if state is not None and state.index == index:
             return f"pass {index} is the pass in flight: it is the one shown"
-        return (f"pass {index} is not kept: a live run keeps only the pass in flight "
-                "(the UI keeps recent passes; a recording, --record, keeps them all)")
+        return (
+            f"pass {index} is not kept: a live run keeps only the pass in flight "
+            "(the UI keeps recent passes; a recording, --record, keeps them all)"
+        )
 
     def _paused_at(self, state: PassRecord | None) -> Pause:
         pause = self._stepper.pause
@@ -211,8 +231,10 @@ class CommandRunner:
             return printed.rstrip("\n")
         if not pause.editable:
             shell.took(pause.grads)
-            raise edits.EditError(f"{printed}this node has already run; step to where its gradient arrives to edit "
-                                  "it (g is the unedited gradient again)")
+            raise edits.EditError(
+                f"{printed}this node has already run; step to where its gradient arrives to edit "
+                "it (g is the unedited gradient again)"
+            )
         before = summarize_all(pause.grads, histogram=True)
         pause.grads, pause.edited = new, True
         shell.took(new)

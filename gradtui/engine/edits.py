@@ -179,8 +179,10 @@ def _accepted(value: Any, grads: Grads, copies: Grads, versions: tuple[int, ...]
         for i, (item, old) in enumerate(zip(value, grads)):
             if old is None:
                 if item is not None:
-                    raise EditError(f"{_shown(expr)} gave a value at [{i}], where the node receives no gradient:"
-                                    " give None there (torch cannot replace a None gradient)")
+                    raise EditError(
+                        f"{_shown(expr)} gave a value at [{i}], where the node receives no gradient:"
+                        " give None there (torch cannot replace a None gradient)"
+                    )
                 new.append(None)
             else:
                 new.append(check_like(untouched(item), old, expr))
@@ -225,7 +227,8 @@ class Shell:
         gradients (checked, an EditError if torch would refuse them); None if `g` is as it was."""
         value = self.names.get("g")
         same = value is single(self._copies) and all(
-            c is None or c._version == v for c, v in zip(self._copies, self._versions))
+            c is None or c._version == v for c, v in zip(self._copies, self._versions)
+        )
         if same:
             return None
         _require_some(grads)

@@ -60,12 +60,12 @@ class InFlight(Protocol):
 class PassOwner(Protocol):
     """Where the interceptor hands the calls it does not leave alone (the Session)."""
 
-    def own_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any],
-                 run: Callable[[], Any]) -> Any:
+    def own_pass(
+        self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any], run: Callable[[], Any]
+    ) -> Any:
         """Run one pass of the owner's own: `nodes` are the roots' grad_fns, `run` the real call."""
 
-    def nested(self, outer: InFlight, call: str, frame: FrameType, roots: tuple[Any, ...],
-               inside: bool = True) -> None:
+    def nested(self, outer: InFlight, call: str, frame: FrameType, roots: tuple[Any, ...], inside: bool = True) -> None:
         """A backward is about to run unhooked inside pass `outer`'s engine call (`inside`) or
         beside it, on another thread."""
 
@@ -153,7 +153,9 @@ class Interceptor:
         @functools.wraps(originals["tensor_backward"])
         def tensor_backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):
             return self._route(
-                "backward", sys._getframe(1), (tensor,),
+                "backward",
+                sys._getframe(1),
+                (tensor,),
                 lambda: originals["tensor_backward"](tensor, gradient, retain_graph, create_graph, inputs),
                 (gradient,),
             )
@@ -162,15 +164,26 @@ class Interceptor:
         @functools.wraps(originals["backward"])
         def backward(tensors, *args, **kwargs):
             roots = as_roots(tensors)
-            return self._route("backward", sys._getframe(1), roots,
-                               lambda: originals["backward"](roots, *args, **kwargs), (*args, *kwargs.values()))
+            return self._route(
+                "backward",
+                sys._getframe(1),
+                roots,
+                lambda: originals["backward"](roots, *args, **kwargs),
+                (*args, *kwargs.values()),
+            )
 
         @functools.wraps(originals["grad"])
         def grad(outputs, *args, **kwargs):
             roots = as_roots(outputs)
             batched = bool(kwargs.get("is_grads_batched") or (len(args) > 6 and args[6]))  # torch vmaps inside
-            return self._route("grad", sys._getframe(1), roots, lambda: originals["grad"](roots, *args, **kwargs),
-                               (*args, *kwargs.values()), batched=batched)
+            return self._route(
+                "grad",
+                sys._getframe(1),
+                roots,
+                lambda: originals["grad"](roots, *args, **kwargs),
+                (*args, *kwargs.values()),
+                batched=batched,
+            )
 
         register_hook = originals["register_hook"] = torch.Tensor.register_hook
 
@@ -210,8 +223,7 @@ class Interceptor:
         """The owner's hooked pass's engine call returned (or raised)."""
         self._local.state = None
 
-    def untouched(self, run: Callable[[], Any],
-                  on_nested: Callable[[str, tuple[Any, ...]], None] | None = None) -> Any:
+    def untouched(self, run: Callable[[], Any], on_nested: Callable[[str, tuple[Any, ...]], None] | None = None) -> Any:
         """Run a backward call with every backward call it makes on this thread left alone
         (Tensor.backward calls autograd.backward, through our patch). `on_nested(call, roots)`
         hears of those made from inside its engine call (a reentrant checkpoint's)."""
@@ -225,8 +237,15 @@ class Interceptor:
 
     # ---- routing ---------------------------------------------------------------------------
 
-    def _route(self, call: str, frame: FrameType, roots: tuple[Any, ...], run: Callable[[], Any],
-               arguments: tuple[Any, ...] = (), batched: bool = False) -> Any:
+    def _route(
+        self,
+        call: str,
+        frame: FrameType,
+        roots: tuple[Any, ...],
+        run: Callable[[], Any],
+        arguments: tuple[Any, ...] = (),
+        batched: bool = False,
+    ) -> Any:
         """Leave the call alone, run it nested, or hand it to the owner (see module doc).
 
         `arguments` are the call's other arguments: batched gradients among them (vmap), or
@@ -262,12 +281,23 @@ class Interceptor:
                 self._provenance.uninstall()
                 self._provenance = None
 
-    def _intercept(self, call: str, frame: FrameType, roots: tuple[Any, ...], run: Callable[[], Any],
-                   arguments: tuple[Any, ...], batched: bool) -> Any:
+    def _intercept(
+        self,
+        call: str,
+        frame: FrameType,
+        roots: tuple[Any, ...],
+        run: Callable[[], Any],
+        arguments: tuple[Any, ...],
+        batched: bool,
+    ) -> Any:
         """`_route` for a backward call that is not inside another: the owner's own pass, or one
         left alone (vmap, compile tracing, meta tensors, another thread's meanwhile)."""
-        if (batched or _vmapped(arguments) or is_compiling()
-                or any(isinstance(t, torch.Tensor) and t.is_meta for t in roots)):
+        if (
+            batched
+            or _vmapped(arguments)
+            or is_compiling()
+            or any(isinstance(t, torch.Tensor) and t.is_meta for t in roots)
+        ):
             return run()  # vmap, torch.func, torch.compile's tracing, meta: no values to read
         if self._quitting.asked:
             raise GradtuiQuit()

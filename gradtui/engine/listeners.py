@@ -34,8 +34,14 @@ class Listeners:
         """Per listener: does it take NodesRan batches as they are?"""
         self._flow_wanted: list[bool] = []
 
-    def add(self, listener: Listener, graph: bool | Callable[[], bool] = True, batches: bool = False,
-            flow: bool = True, holds: bool = False) -> None:
+    def add(
+        self,
+        listener: Listener,
+        graph: bool | Callable[[], bool] = True,
+        batches: bool = False,
+        flow: bool = True,
+        holds: bool = False,
+    ) -> None:
         """Also send every event to `listener`.
 
         `batches=True`: the listener takes a planned pass's `NodesRan` batches as they are (and

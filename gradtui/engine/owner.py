@@ -28,8 +28,16 @@ class Owner(Protocol):
     def hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
         """Count and announce a breakpoint hit; how a pause reason names it."""
 
-    def pause_at(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
-                 late: bool = False, editable: bool | None = None) -> Pause:
+    def pause_at(
+        self,
+        state: PassRecord,
+        node: int,
+        phase: str,
+        reason: str,
+        grads: tuple[Any, ...],
+        late: bool = False,
+        editable: bool | None = None,
+    ) -> Pause:
         """Pause until a command resumes."""
 
     def stop_reason(self, state: PassRecord, node: int) -> Breakpoint | str | None:

@@ -53,9 +53,17 @@ __all__ = ["CHECK_EVERY", "GradtuiQuit", "Listener", "PROGRESS_INTERVAL", "READ_
 class Session:
     """Debugs the backward passes of whatever runs while it is active (see module doc)."""
 
-    def __init__(self, listener: Listener | None = None, *, provenance: bool = True,
-                 full_stats: bool = True, hook_all_passes: bool = True, flow_unhooked: bool = True,
-                 check_every: int | None = None, fingerprints: bool = False) -> None:
+    def __init__(
+        self,
+        listener: Listener | None = None,
+        *,
+        provenance: bool = True,
+        full_stats: bool = True,
+        hook_all_passes: bool = True,
+        flow_unhooked: bool = True,
+        check_every: int | None = None,
+        fingerprints: bool = False,
+    ) -> None:
         """`full_stats=False` records only norms while the engine runs between pauses (see
         `summarize(light=True)`): a third of the cost, for the UI when no report is written.
 
@@ -96,16 +104,18 @@ class Session:
         """Uninstalled after running: no backward call will come (a break-in is refused)."""
         self._variables_told = -1
         """The last pass whose call-site variables were sent (at its first pause)."""
-        self._dispatch = CommandRunner(self.breakpoints, self._stepper, self._recorder, self.emit,
-                                       lambda: self.against is not None)
+        self._dispatch = CommandRunner(
+            self.breakpoints, self._stepper, self._recorder, self.emit, lambda: self.against is not None
+        )
         self._stepper.execute = self._dispatch.execute
         self._runner = PassRunner(self, self._intercept, self._recorder)
         self._full_stats = full_stats
         self._hook_all = hook_all_passes
         self._flow_unhooked = flow_unhooked
         self._check_every = None if check_every is None else max(1, check_every)
-        self._choice = HookChoice(self, self._stepper, self.breakpoints, hook_all=hook_all_passes,
-                                  check_every=self._check_every)
+        self._choice = HookChoice(
+            self, self._stepper, self.breakpoints, hook_all=hook_all_passes, check_every=self._check_every
+        )
         self.can_hand_over = self._choice.can_hand_over
         """May a stepping pass resumed at a node run the rest on a hook plan? (gradtui.engine.hooks.choice)"""
         self.follow: Callable[[PassRecord, int], str | None] | None = None
@@ -115,8 +125,14 @@ class Session:
 
     # ---- wiring -------------------------------------------------------------------------
 
-    def add_listener(self, listener: Listener, graph: bool | Callable[[], bool] = True, batches: bool = False,
-                     flow: bool = True, holds: bool = False) -> None:
+    def add_listener(
+        self,
+        listener: Listener,
+        graph: bool | Callable[[], bool] = True,
+        batches: bool = False,
+        flow: bool = True,
+        holds: bool = False,
+    ) -> None:
         """Also send every event to `listener` (called on the emitting thread); what it wants of
         a pass (`graph`, `batches`, `flow`) and whether it may hold the script (`holds`): see
         gradtui.engine.listeners.Listeners.add."""
@@ -263,13 +279,13 @@ class Session:
 
     # ---- passes (called by the interceptor) ---------------------------------------------
 
-    def nested(self, outer: InFlight, call: str, frame: FrameType, roots: tuple[Any, ...],
-               inside: bool = True) -> None:
+    def nested(self, outer: InFlight, call: str, frame: FrameType, roots: tuple[Any, ...], inside: bool = True) -> None:
         """Announce a backward that runs unhooked inside (or beside) pass `outer`."""
         self.emit(self._recorder.nested_pass(outer, call, frame, roots, inside, self.breakpoints))
 
-    def own_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any],
-                 run: Callable[[], Any]) -> Any:
+    def own_pass(
+        self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any], run: Callable[[], Any]
+    ) -> Any:
         """One pass of the session's own: hooked (captured, hooks on every node) or unhooked."""
         collecting = gc.isenabled()
         # A pass makes many small objects and no cyclic garbage, and a collection walks the whole heap (a
@@ -282,8 +298,9 @@ class Session:
             if collecting:
                 gc.enable()
 
-    def _own_pass(self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any],
-                  run: Callable[[], Any]) -> Any:
+    def _own_pass(
+        self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any], run: Callable[[], Any]
+    ) -> Any:
         index = self._passes
         self._passes += 1
         self._stepper.next_pass()
@@ -296,15 +313,17 @@ class Session:
         if not self._choice.hooked(index, pending):
             self._unhooked_in_flight = True
             try:
-                return self._runner.unhooked(unhooked_start(index, call, call_text, call_site, losses), nodes, run,
-                                             self._flow_unhooked)
+                return self._runner.unhooked(
+                    unhooked_start(index, call, call_text, call_site, losses), nodes, run, self._flow_unhooked
+                )
             finally:
                 self._unhooked_in_flight = False
         on_cpu = _on_cpu(roots)
         planned = call != "grad" and self._choice.planned(pending, on_cpu)  # grad(): no AccumulateGrad to derive
         lazy = planned and not self._listeners.graph_needed()
         names = (LaterNames if lazy and not self.wants_flow() else Names.from_scopes)(
-            frame.f_locals, frame.f_globals, ran=forward_roots)
+            frame.f_locals, frame.f_globals, ran=forward_roots
+        )
         cap = capture(nodes, names, lazy=lazy)
         state = PassRecord(index, cap, frame, names, call=call, on_cpu=on_cpu)
         state.check_every = self._check_every or (1 if on_cpu else CHECK_EVERY)
@@ -332,8 +351,16 @@ class Session:
 
     # ---- what a pass's hooks ask of the session (gradtui.engine.owner.Owner, .planned.Stepping)
 
-    def pause_at(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
-                 late: bool = False, editable: bool | None = None) -> Pause:
+    def pause_at(
+        self,
+        state: PassRecord,
+        node: int,
+        phase: str,
+        reason: str,
+        grads: tuple[Any, ...],
+        late: bool = False,
+        editable: bool | None = None,
+    ) -> Pause:
         """Pause at `node` until a command resumes (gradtui.engine.stepper.Stepper.wait); `editable`:
         paused in its posthook, whose result an edit replaces."""
         if state.index != self._variables_told and state.frame is not None:  # the pass's first pause
@@ -352,8 +379,7 @@ class Session:
         if self._detached:
             return None
         if self.breakpoints.places:
-            bp = self.breakpoints.find_place(state.capture.infos[node], node, state.index, state.done == 0,
-                                             state.fired)
+            bp = self.breakpoints.find_place(state.capture.infos[node], node, state.index, state.done == 0, state.fired)
             if bp is not None:
                 return bp
         if self._stepper.stepping:

@@ -139,8 +139,16 @@ class Stepper:
         if self.mode is Mode.FINISH:
             self.mode = Mode.STEP
 
-    def wait(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
-             late: bool = False, editable: bool = False) -> Pause:
+    def wait(
+        self,
+        state: PassRecord,
+        node: int,
+        phase: str,
+        reason: str,
+        grads: tuple[Any, ...],
+        late: bool = False,
+        editable: bool = False,
+    ) -> Pause:
         """Pause: emit Paused, then run commands until one resumes the engine. `late`: `node`
         has run already (a value breakpoint read back after it): nothing can be edited.
         `editable`: paused after the node in its posthook, whose result an edit replaces."""
@@ -151,8 +159,18 @@ class Stepper:
         if self.collector:
             gc.enable()  # the user may stay here long while other threads (the UI) make garbage
         try:
-            self._emit(ev.Paused(state.index, node, state.capture.infos[node].name, phase,  # type: ignore[arg-type]
-                                 reason, summarize_all(grads, histogram=True), state.done, len(state.capture.nodes)))
+            self._emit(
+                ev.Paused(
+                    state.index,
+                    node,
+                    state.capture.infos[node].name,
+                    phase,  # type: ignore[arg-type]
+                    reason,
+                    summarize_all(grads, histogram=True),
+                    state.done,
+                    len(state.capture.nodes),
+                )
+            )
             while True:
                 try:
                     queued = self.take(timeout=0.25)
@@ -164,8 +182,14 @@ class Stepper:
                     continue
                 command, meant_for, request = queued
                 if command.needs_pause and meant_for is not None and meant_for is not pause:
-                    self._emit(ev.CommandResult(command.text, f"not applied: typed while paused at #{meant_for.node}, "
-                                                              "which has run since", ok=False, request=request))
+                    self._emit(
+                        ev.CommandResult(
+                            command.text,
+                            f"not applied: typed while paused at #{meant_for.node}, which has run since",
+                            ok=False,
+                            request=request,
+                        )
+                    )
                     continue
                 assert self.execute is not None, "the session binds its command runner"
                 self.execute(command, state, request)

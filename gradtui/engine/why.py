@@ -17,8 +17,14 @@ from gradtui.protocol.breakpoints import as_label
 from gradtui.protocol.nodes import node_info, node_title
 
 
-def explain(name: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Sequence[Any],
-            function: str = "<module>", roots: Mapping[torch.nn.Module, str] | None = None) -> str:
+def explain(
+    name: str,
+    scope: Mapping[str, Any],
+    graph: nx.DiGraph,
+    nodes: Sequence[Any],
+    function: str = "<module>",
+    roots: Mapping[torch.nn.Module, str] | None = None,
+) -> str:
     """The answer to `why NAME` for a pass whose backward was called in `function`, with `scope`
     its variables (globals and locals), `graph`/`nodes` the pass's captured graph, `roots` the
     modules whose forward ran (with the names leading their module paths).
@@ -33,8 +39,10 @@ def explain(name: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Seque
         value = None if label is None else _labelled(label, scope, graph, nodes, roots or {})
         if value is None:
             if issubclass(exc.error, SyntaxError):
-                return (f"{name} is no variable where backward was called ({function}), no leaf of this "
-                        "pass and no parameter of a model in scope or whose forward ran")
+                return (
+                    f"{name} is no variable where backward was called ({function}), no leaf of this "
+                    "pass and no parameter of a model in scope or whose forward ran"
+                )
             if issubclass(exc.error, NameError):
                 return f"{name} is not defined where backward was called ({function})"
             return f"{name} failed: {exc.detail}"
@@ -44,29 +52,36 @@ def explain(name: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Seque
     off = f"{name} is not on this pass's graph, so {name}.grad stays None"
     if value.grad_fn is None:
         if not value.requires_grad:
-            made = ("it is an inference tensor, made under torch.inference_mode()" if value.is_inference() else
-                    f"it was created without requires_grad=True (then use requires_grad=True or "
-                    f"{name}.requires_grad_()), or cut from the graph: made by .detach() or .data, "
-                    "or computed under torch.no_grad()")
+            made = (
+                "it is an inference tensor, made under torch.inference_mode()"
+                if value.is_inference()
+                else f"it was created without requires_grad=True (then use requires_grad=True or "
+                f"{name}.requires_grad_()), or cut from the graph: made by .detach() or .data, "
+                "or computed under torch.no_grad()"
+            )
             return f"{off}: it does not require grad, so autograd never tracked it; {made}"
         for i, node in enumerate(nodes):
             if node_info(graph, i).kind == "accumulate" and node.variable is value:
                 return f"yes: {name} is a leaf on this graph, accumulated at {node_title(graph, i)}"
-        return (f"{off}: it requires grad but this pass's output does not depend on it: "
-                "it was not used, or only through .detach(), .data, .item() or under no_grad")
+        return (
+            f"{off}: it requires grad but this pass's output does not depend on it: "
+            "it was not used, or only through .detach(), .data, .item() or under no_grad"
+        )
     for i, node in enumerate(nodes):
         if node is value.grad_fn:
             made = f"yes: {name} is made by {node_title(graph, i)}; its gradient arrives at #{i}"
             if value.retains_grad:
                 return f"{made}, and {name}.retain_grad() was called, so {name}.grad will hold it"
-            return (f"{made}; it is not a leaf, so {name}.grad stays None unless {name}.retain_grad() "
-                    "is called (or break on it here and print it)")
-    return (f"{off}: it was made by {value.grad_fn.name()}, "
-            "but the output of this backward call does not depend on it")
+            return (
+                f"{made}; it is not a leaf, so {name}.grad stays None unless {name}.retain_grad() "
+                "is called (or break on it here and print it)"
+            )
+    return f"{off}: it was made by {value.grad_fn.name()}, but the output of this backward call does not depend on it"
 
 
-def _labelled(label: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Sequence[Any],
-              roots: Mapping[torch.nn.Module, str]) -> Any:
+def _labelled(
+    label: str, scope: Mapping[str, Any], graph: nx.DiGraph, nodes: Sequence[Any], roots: Mapping[torch.nn.Module, str]
+) -> Any:
     """The tensor that `label` names as gradtui shows it (None: none): a leaf of this pass whose
     label or parameter name it is, else the parameter of that name in a model in `scope` or in
     `roots` (its name within the model, or led by the model's variable: `model.0.weight`)."""

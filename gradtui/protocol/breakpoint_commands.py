@@ -13,9 +13,13 @@ CHANGES = (Break, Delete)
 """The commands after whose answer a target says BreakpointsChanged."""
 
 
-def answer(breakpoints: Breakpoints, command: Command, *,
-           notes: Callable[[Breakpoint], list[str]] = lambda bp: [],
-           listing: Callable[[], list[str]] = lambda: []) -> str | None:
+def answer(
+    breakpoints: Breakpoints,
+    command: Command,
+    *,
+    notes: Callable[[Breakpoint], list[str]] = lambda bp: [],
+    listing: Callable[[], list[str]] = lambda: [],
+) -> str | None:
     """Run a breakpoint command on `breakpoints`; its answer, or None if `command` is not one
     (CommandError: a `delete` of a breakpoint that is not there).
 

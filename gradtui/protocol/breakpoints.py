@@ -184,8 +184,11 @@ def parse_spec(text: str) -> Spec:
     for kind in fixed:
         if (value := kind.parse(spec)) is not NOT_MINE:
             return Spec(kind.name, value, spec)
-    if near := [kind.help_form() for kind in fixed
-                if kind.keyword is not None and re.match(rf"{re.escape(kind.keyword)}\b", spec)]:
+    if near := [
+        kind.help_form()
+        for kind in fixed
+        if kind.keyword is not None and re.match(rf"{re.escape(kind.keyword)}\b", spec)
+    ]:
         raise CommandError(f"bad break spec {spec!r}: write {' or '.join(near)}")
     for kind in KINDS:
         if kind.free_form and (value := kind.parse(spec)) is not NOT_MINE:
@@ -197,7 +200,7 @@ class Op(Kind):
     """An autograd op by name (`AddmmBackward0`, the `torch::autograd::` prefix optional)."""
 
     name = "op"
-    stops = 'at nodes of that op (the `torch::autograd::` prefix is optional)'
+    stops = "at nodes of that op (the `torch::autograd::` prefix is optional)"
     form = "OP"
     example = "AddmmBackward0"
 
@@ -222,7 +225,7 @@ class NodeId(Kind):
     """A node by its number in the pass (`#ID`, as the node list shows it)."""
 
     name = "id"
-    stops = 'at that node id of the current pass'
+    stops = "at that node id of the current pass"
     form = "#ID"
 
     @classmethod
@@ -242,7 +245,7 @@ class Nan(Kind):
     """The first node of a pass whose gradient holds a NaN or an infinity."""
 
     name = "nan"
-    stops = 'after the node that made the first non-finite gradient of a pass, naming it'
+    stops = "after the node that made the first non-finite gradient of a pass, naming it"
     form = "nan"
     role = Role.VALUE
 
@@ -282,7 +285,7 @@ class Pass(Kind):
     """The first node of pass N."""
 
     name = "pass"
-    stops = 'at the first node of the N-th backward pass (from 0)'
+    stops = "at the first node of the N-th backward pass (from 0)"
     form = "pass N"
     example = "pass 2"
     keyword = "pass"
@@ -310,7 +313,7 @@ class Loss(Kind):
     """A pass whose loss (a scalar root) is above X, at its first node."""
 
     name = "loss"
-    stops = 'at the first node of a pass whose loss, when `backward()` was called, is above X'
+    stops = "at the first node of a pass whose loss, when `backward()` was called, is above X"
     form = "loss>X"
     role = Role.LOSS
     keyword = "loss"
@@ -330,7 +333,7 @@ class LossNan(Kind):
     """A pass whose roots hold a NaN or an infinity, at its first node."""
 
     name = "lossnan"
-    stops = 'at the first node of a pass whose loss, when `backward()` was called, is not finite'
+    stops = "at the first node of a pass whose loss, when `backward()` was called, is not finite"
     form = "loss nan"
     role = Role.LOSS
     keyword = "loss"
@@ -349,7 +352,7 @@ class Source(Kind):
     path or a tail of it)."""
 
     name = "source"
-    stops = 'at the first node, per pass, made by that line (a longer path suffix works too)'
+    stops = "at the first node, per pass, made by that line (a longer path suffix works too)"
     form = "FILE.py:LINE"
     example = "model.py:42"
     once_per_pass = True
@@ -381,7 +384,7 @@ class Module(Kind):
     (`module encoder.layers.*.attn`), or in a module inside it."""
 
     name = "module"
-    stops = 'at the first node, per pass, made inside that `nn.Module` or its children (globs: `encoder.layers.*.attn`)'
+    stops = "at the first node, per pass, made inside that `nn.Module` or its children (globs: `encoder.layers.*.attn`)"
     form = "module PATH"
     example = "module encoder.layers.*.attn"
     once_per_pass = True
@@ -408,7 +411,7 @@ class Differs(Kind):
     It stops once per pass: downstream of a difference everything differs."""
 
     name = "differs"
-    stops = 'with `--against`: where this run and the reference part by more than R'
+    stops = "with `--against`: where this run and the reference part by more than R"
     form = "differs>R"
     example = "differs>0.05"
     role = Role.REFERENCE
@@ -427,7 +430,7 @@ class Diverge(Kind):
     every rank; a single process has no ranks to compare."""
 
     name = "diverge"
-    stops = 'a torchrun job: after a pass whose parameter gradients differ across ranks'
+    stops = "a torchrun job: after a pass whose parameter gradients differ across ranks"
     form = "diverge"
     role = Role.JOB
 
@@ -449,7 +452,7 @@ class Label(Kind):
     labels. A bare name may also be an op without the usual shape (`CopySlices`)."""
 
     name = "label"
-    stops = 'at the node a variable or parameter name labels (`outputs[3]` too)'
+    stops = "at the node a variable or parameter name labels (`outputs[3]` too)"
     form = "NAME"
     example = "z, fc.weight"
     free_form = True
@@ -523,8 +526,9 @@ def matches_module(pattern: str, module: str | None) -> bool:
 
 def same_file(file: str, path: str | None) -> bool:
     """Is `path` (a node's source file) the `file` of a source spec (its whole path or a tail)?"""
-    return path is not None and (path == file or path.endswith("/" + file.lstrip("/"))
-                                 or path.replace("\\", "/").endswith("/" + file))
+    return path is not None and (
+        path == file or path.endswith("/" + file.lstrip("/")) or path.replace("\\", "/").endswith("/" + file)
+    )
 
 
 def warning_for(spec: Spec, graph: Any, pass_index: int) -> str | None:
@@ -556,8 +560,10 @@ class Breakpoints:
 
     def _set(self, items: tuple[Breakpoint, ...]) -> None:
         self._items = items
-        self._split = (tuple(bp for bp in items if bp.spec.role is Role.PLACE),
-                       tuple(bp for bp in items if bp.spec.role is Role.VALUE))
+        self._split = (
+            tuple(bp for bp in items if bp.spec.role is Role.PLACE),
+            tuple(bp for bp in items if bp.spec.role is Role.VALUE),
+        )
 
     def add(self, text: str) -> Breakpoint:
         """Parse and add a breakpoint; CommandError on a bad spec."""
@@ -584,9 +590,16 @@ class Breakpoints:
     def __len__(self) -> int:
         return len(self._items)
 
-    def find(self, node: NodeInfo, node_id: int, pass_index: int, first: bool,
-             grads: tuple[Stats | None, ...], nan_seen: bool = False,
-             fired: Collection[int] = ()) -> Breakpoint | None:
+    def find(
+        self,
+        node: NodeInfo,
+        node_id: int,
+        pass_index: int,
+        first: bool,
+        grads: tuple[Stats | None, ...],
+        nan_seen: bool = False,
+        fired: Collection[int] = (),
+    ) -> Breakpoint | None:
         """The first breakpoint that matches this node, or None.
 
         `fired` holds the numbers of breakpoints that already stopped in this pass: a module
@@ -599,8 +612,9 @@ class Breakpoints:
                 return bp
         return None
 
-    def find_place(self, node: NodeInfo, node_id: int, pass_index: int, first: bool,
-                   fired: Collection[int] = ()) -> Breakpoint | None:
+    def find_place(
+        self, node: NodeInfo, node_id: int, pass_index: int, first: bool, fired: Collection[int] = ()
+    ) -> Breakpoint | None:
         """The first breakpoint that matches this node by where it is (not by gradient values),
         or None: what a hook can decide before any statistic is read back."""
         for bp in self._split[0]:

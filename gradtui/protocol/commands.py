@@ -90,7 +90,7 @@ class Step(Command, frozen=True):
     verb = "step"
     aliases = ("s",)
     summary = "run the paused node, pause before the next one"
-    manual = 'let the paused node run; pause before the next node (into the next pass if this one ends)'
+    manual = "let the paused node run; pause before the next node (into the next pass if this one ends)"
     resumes = True
 
 
@@ -109,7 +109,7 @@ class Finish(Command, frozen=True):
     verb = "finish"
     aliases = ("f",)
     summary = "run to the end of this pass, pause at the next pass"
-    manual = 'run to the end of this pass; pause at the first node of the next pass'
+    manual = "run to the end of this pass; pause at the first node of the next pass"
     resumes = True
 
 
@@ -121,7 +121,7 @@ class Break(Command, frozen=True):
     aliases = ("b",)
     usage = "break SPEC"
     summary = "add a breakpoint (the specs are listed below)"
-    manual = 'add a breakpoint (specs below); `breakpoints` lists them, `delete N` / `delete all` removes'
+    manual = "add a breakpoint (specs below); `breakpoints` lists them, `delete N` / `delete all` removes"
 
     @classmethod
     def parse(cls, line: str, rest: str) -> Command | None:
@@ -206,7 +206,7 @@ class SetGrad(Command, frozen=True):
     verb = "set"
     usage = "set EXPR"
     summary = "replace the gradient by EXPR of g and torch (same shape/dtype/device)"
-    manual = 'replace the incoming gradient by EXPR, a Python expression of `g`, `torch` and the variables where backward was called; same shape, dtype and device'
+    manual = "replace the incoming gradient by EXPR, a Python expression of `g`, `torch` and the variables where backward was called; same shape, dtype and device"
     where = Where.LIVE | Where.JOB
     needs_pause = True
 
@@ -225,7 +225,7 @@ class Print(Command, frozen=True):
     aliases = ("p",)
     usage = "print [EXPR]"
     summary = "statistics of the gradient, or of EXPR"
-    manual = 'statistics of the incoming gradient, or of EXPR (`p model.fc.weight.grad`)'
+    manual = "statistics of the incoming gradient, or of EXPR (`p model.fc.weight.grad`)"
     needs_pause = True
 
     @classmethod
@@ -244,9 +244,11 @@ class Exec(Command, frozen=True):
     verb = "!"
     usage = "!STATEMENT"
     summary = "run Python at the pause: g, node, module, the call-site variables, torch (kept until the engine moves on); g = ... edits the gradient as set does"
-    manual = ("run a Python statement at the pause (pdb's `!`) with `g` (the incoming gradient), `node`, "
-              "`module`, the call-site variables and `torch`; names persist until the engine moves on, and "
-              "`g = ...` is an edit, checked and recorded as `set` is")
+    manual = (
+        "run a Python statement at the pause (pdb's `!`) with `g` (the incoming gradient), `node`, "
+        "`module`, the call-site variables and `torch`; names persist until the engine moves on, and "
+        "`g = ...` is an edit, checked and recorded as `set` is"
+    )
     where = Where.LIVE | Where.JOB
     needs_pause = True
 
@@ -296,8 +298,11 @@ class Why(Command, frozen=True):
 
     @classmethod
     def parse(cls, line: str, rest: str) -> Command | None:
-        name = _needs("why", rest, "a variable name, an expression or a parameter's name, e.g. why x, "
-                      "why model[0].weight or why 0.weight")
+        name = _needs(
+            "why",
+            rest,
+            "a variable name, an expression or a parameter's name, e.g. why x, why model[0].weight or why 0.weight",
+        )
         if as_label(name) is None:  # a parameter's name (0.weight) is no Python
             _check_syntax(name)
         return cls(line, name)
@@ -366,7 +371,7 @@ class Help(Command, frozen=True):
     verb = "help"
     aliases = ("h", "?")
     summary = "this list"
-    manual = 'list the commands'
+    manual = "list the commands"
 
 
 class Detach(Command, frozen=True):
@@ -376,7 +381,7 @@ class Detach(Command, frozen=True):
     verb = "detach"
     usage = "detach (D)"  # D is the UI's key: typed, `d` deletes
     summary = "leave the script running without this client (attached)"
-    manual = 'leave the script running without this client; its breakpoints stay armed'
+    manual = "leave the script running without this client; its breakpoints stay armed"
     where = Where.LIVE | Where.JOB
 
 
@@ -409,8 +414,12 @@ def help_rows(where: Where = Where.EVERYWHERE) -> list[tuple[str, str]]:
         if command.summary and command.where & where:
             rows.append((command.help_usage(), command.summary))
         if command is Break:
-            rows.extend(("", line) for line in textwrap.wrap(
-                "SPEC: " + " | ".join(kind.help_form() for kind in KINDS), 64, subsequent_indent="  "))
+            rows.extend(
+                ("", line)
+                for line in textwrap.wrap(
+                    "SPEC: " + " | ".join(kind.help_form() for kind in KINDS), 64, subsequent_indent="  "
+                )
+            )
     return rows
 
 
@@ -471,7 +480,6 @@ def _strip_comment(line: str) -> str:
                 quote = None
         elif char in "'\"":
             quote = char
-        elif char == "#" and (not line[:i].strip() or line[i - 1].isspace() and (line[i + 1:] + " ")[0].isspace()):
+        elif char == "#" and (not line[:i].strip() or line[i - 1].isspace() and (line[i + 1 :] + " ")[0].isspace()):
             return line[:i]
     return line
-

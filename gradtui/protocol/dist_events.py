@@ -62,12 +62,18 @@ def flow_table(flows: dict[int, tuple[ParamFlow, ...]], world: int) -> list[str]
             names.setdefault(row.name, {})[rank] = row.grad_norm
     if not names:
         return ["no gradient flow yet: no backward pass has finished"]
-    lines = ["gradient norm per rank (spread = max - min):",
-             "  " + "parameter".ljust(24) + "".join(f"rank {r}".rjust(12) for r in range(world)) + "spread".rjust(12)]
+    lines = [
+        "gradient norm per rank (spread = max - min):",
+        "  " + "parameter".ljust(24) + "".join(f"rank {r}".rjust(12) for r in range(world)) + "spread".rjust(12),
+    ]
     for name, norms in names.items():
         values = [norms.get(r) for r in range(world)]
         known = [v for v in values if v is not None]
         spread = max(known) - min(known) if len(known) > 1 else None
-        lines.append("  " + name[:24].ljust(24) + "".join(format_number(v).rjust(12) for v in values)
-                     + format_number(spread).rjust(12))
+        lines.append(
+            "  "
+            + name[:24].ljust(24)
+            + "".join(format_number(v).rjust(12) for v in values)
+            + format_number(spread).rjust(12)
+        )
     return lines

@@ -78,8 +78,9 @@ class PassAgainst(Protocol):
     def note(self, values: Values) -> None:
         """Keep this run's `values` for later checks, `print` and `differences`."""
 
-    def check(self, node: int, producers: tuple[int | None, ...], values: Values, rtol: float,
-              leafish: tuple[bool, ...] = ()) -> Parting | None:
+    def check(
+        self, node: int, producers: tuple[int | None, ...], values: Values, rtol: float, leafish: tuple[bool, ...] = ()
+    ) -> Parting | None:
         """Note `values` and say whether the runs part at `node` by more than `rtol`."""
 
     def both_sides(self, node: int) -> list[str]:

@@ -12,8 +12,12 @@ from gradtui.protocol.events import ParamFlow
 def zero_weight(row: ParamFlow) -> bool:
     """Is the weight all zeros with a finite gradient (a zero-initialised bias at step 0)? Its
     ratio grad / 0 says nothing about the gradient: it has no ratio, and is not "exploding"."""
-    return row.weight_norm == 0 and row.ratio is not None and not row.nonfinite and (
-        row.grad_norm is None or math.isfinite(row.grad_norm))
+    return (
+        row.weight_norm == 0
+        and row.ratio is not None
+        and not row.nonfinite
+        and (row.grad_norm is None or math.isfinite(row.grad_norm))
+    )
 
 
 def flow_order(row: ParamFlow) -> tuple[int, float]:
@@ -45,7 +49,7 @@ def format_flow(flow: Sequence[ParamFlow], limit: int | None = None) -> list[str
     if limit is not None and len(rows) > limit:
         hidden = len(rows) - limit
         half = limit // 2
-        rows = rows[:half] + rows[len(rows) - (limit - half):]
+        rows = rows[:half] + rows[len(rows) - (limit - half) :]
     width = max(len(r.name) for r in rows)
     lines = [f"{'param':<{width}}  {'grad norm':>10}  {'weight norm':>11}  {'ratio':>9}  nonfinite"]
     for i, r in enumerate(rows):

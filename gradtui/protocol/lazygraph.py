@@ -36,8 +36,13 @@ class LazyGraph:
     never a LazyGraph attribute, so they answer either way.
     """
 
-    def __init__(self, infos: Callable[[], list[NodeInfo]], complete: Callable[[], None] | None,
-                 count: int, attrs: Callable[[], dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        infos: Callable[[], list[NodeInfo]],
+        complete: Callable[[], None] | None,
+        count: int,
+        attrs: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
         """`attrs`, if given, is read once the description is made: the built graph's `graph`
         attributes (what a pass says of all its nodes: the module its paths are relative to)."""
         self._lazy: tuple[Callable[[], list[NodeInfo]], Callable[[], None] | None] = (infos, complete)

@@ -60,10 +60,20 @@ class NodeInfo:
     saved: tuple[str, ...] = ()
     """"name [shape] dtype" / "name = value" per saved value of the node."""
 
-    def __init__(self, name: str, kind: str, seq: int | None, next: tuple[int | None, ...],
-                 labels: tuple[str, ...] = (), param: str | None = None, source: str | None = None,
-                 path: str | None = None, line: int | None = None, module: str | None = None,
-                 saved: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        seq: int | None,
+        next: tuple[int | None, ...],
+        labels: tuple[str, ...] = (),
+        param: str | None = None,
+        source: str | None = None,
+        path: str | None = None,
+        line: int | None = None,
+        module: str | None = None,
+        saved: tuple[str, ...] = (),
+    ) -> None:
         _SET_NAME(self, name)
         _SET_KIND(self, kind)
         _SET_SEQ(self, seq)
@@ -92,8 +102,16 @@ class NodeInfo:
     def __reduce__(self) -> Any:
         return (NodeInfo, tuple(getattr(self, name) for name in FIELDS))
 
-    def described(self, labels: tuple[str, ...], param: str | None, source: str | None, path: str | None,
-                  line: int | None, module: str | None, saved: tuple[str, ...]) -> NodeInfo:
+    def described(
+        self,
+        labels: tuple[str, ...],
+        param: str | None,
+        source: str | None,
+        path: str | None,
+        line: int | None,
+        module: str | None,
+        saved: tuple[str, ...],
+    ) -> NodeInfo:
         """This node with its description (what `dataclasses.replace(self, labels=..., ...)` gives,
         made without its per-call cost: a lazy capture's description makes one per node)."""
         info = _new(NodeInfo)
@@ -116,22 +134,57 @@ class NodeInfo:
         return [*self.labels, *([self.param] if self.param else [])]
 
 
-FIELDS: tuple[str, ...] = ("name", "kind", "seq", "next", "labels", "param", "source", "path", "line", "module",
-                           "saved")
+FIELDS: tuple[str, ...] = (
+    "name",
+    "kind",
+    "seq",
+    "next",
+    "labels",
+    "param",
+    "source",
+    "path",
+    "line",
+    "module",
+    "saved",
+)
 """NodeInfo's fields, in order (its wire form names them so)."""
 
-(_SET_NAME, _SET_KIND, _SET_SEQ, _SET_NEXT, _SET_LABELS, _SET_PARAM, _SET_SOURCE, _SET_PATH, _SET_LINE, _SET_MODULE,
- _SET_SAVED) = (NodeInfo.__dict__[name].__set__ for name in FIELDS)
+(
+    _SET_NAME,
+    _SET_KIND,
+    _SET_SEQ,
+    _SET_NEXT,
+    _SET_LABELS,
+    _SET_PARAM,
+    _SET_SOURCE,
+    _SET_PATH,
+    _SET_LINE,
+    _SET_MODULE,
+    _SET_SAVED,
+) = (NodeInfo.__dict__[name].__set__ for name in FIELDS)
 
-_UNSET: dict[str, Any] = {"labels": (), "param": None, "source": None, "path": None, "line": None, "module": None,
-                          "saved": ()}
+_UNSET: dict[str, Any] = {
+    "labels": (),
+    "param": None,
+    "source": None,
+    "path": None,
+    "line": None,
+    "module": None,
+    "saved": (),
+}
 """The defaults of the fields `walked` may leave unset."""
 
 _new = object.__new__
 
 
-def walked(name: str, kind: str, seq: int | None, next: tuple[int | None, ...],
-           labels: tuple[str, ...] | None = None, param: str | None = None) -> NodeInfo:
+def walked(
+    name: str,
+    kind: str,
+    seq: int | None,
+    next: tuple[int | None, ...],
+    labels: tuple[str, ...] | None = None,
+    param: str | None = None,
+) -> NodeInfo:
     """`NodeInfo(name, kind, seq, next, labels or (), param)`, made as a capture's walk makes one
     per node (the hot path of a pass in `continue`): only the slots given are written, the rest
     read as their defaults, at a third of `__init__`'s cost. Equal, hashed, printed and pickled

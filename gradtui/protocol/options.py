@@ -93,8 +93,7 @@ class RunOptions(msgspec.Struct):
     def flow_unhooked(self, commands: list[Command]) -> bool:
         """Compute the gradient flow of passes that run unhooked: always for a client that shows
         it or a recording; headless only if one of its (parsed) `commands` is a `flow`."""
-        return (not self.headless or self.record is not None
-                or any(isinstance(c, Flow) for c in commands))
+        return not self.headless or self.record is not None or any(isinstance(c, Flow) for c in commands)
 
     def validate(self, checks: PathChecks, *, keywords: bool = False) -> RunOptions:
         """These options with their paths made absolute (the script may chdir), or OptionsError
@@ -109,8 +108,10 @@ class RunOptions(msgspec.Struct):
         if self.record_every and self.flight:
             raise OptionsError(f"use either {name('record_every')} or {name('flight')}, not both")
         if self.headless and self.listen:
-            raise OptionsError("--headless and --listen do not go together: an agent that --listens serves "
-                               "clients; run `gradtui attach --headless -c ...` against it")
+            raise OptionsError(
+                "--headless and --listen do not go together: an agent that --listens serves "
+                "clients; run `gradtui attach --headless -c ...` against it"
+            )
         report = _absolute(self.report)
         if self.report is not None and (problem := _unwritable(self.report)):
             raise OptionsError(f"cannot write {name('report')} {self.report}: {problem}")
@@ -119,8 +120,13 @@ class RunOptions(msgspec.Struct):
             raise OptionsError(f"against={problem}" if keywords else f"--against {problem}")
         record = _absolute(self.record)
         if record is not None:  # (None just when self.record is)
-            problem = ("empty path" if self.record == "" else
-                       f"it is the {name('report')} path" if record == report else checks.recording(record))
+            problem = (
+                "empty path"
+                if self.record == ""
+                else f"it is the {name('report')} path"
+                if record == report
+                else checks.recording(record)
+            )
             if problem:
                 raise OptionsError(f"cannot record to {self.record}: {problem}")
         return msgspec.structs.replace(self, report=report, record=record, against=against)

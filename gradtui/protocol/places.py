@@ -76,8 +76,11 @@ SKIP_CODE_NAMES = frozenset({"__torch_function__", "__torch_dispatch__"})
 def started_by_user(frame: Any) -> bool:
     """Is the code that starts a thread the user's? (Skipping the stdlib, e.g. a
     ThreadPoolExecutor the user made; a pool that torch made is torch's.)"""
-    while frame is not None and os.path.realpath(frame.f_code.co_filename).startswith(STDLIB_DIRS) \
-            and not is_user_file(frame.f_code.co_filename):
+    while (
+        frame is not None
+        and os.path.realpath(frame.f_code.co_filename).startswith(STDLIB_DIRS)
+        and not is_user_file(frame.f_code.co_filename)
+    ):
         frame = frame.f_back
     return frame is not None and is_user_file(frame.f_code.co_filename)
 

@@ -21,9 +21,18 @@ from gradtui.protocol.stats import Stats, json_float
 def flow_json(flow) -> list[dict[str, Any]]:
     """The report's gradient flow rows (non-finite norms spelled as strings), from `ParamFlow`s or
     any rows with the same fields (a recording's)."""
-    return [{"name": r.name, "node": r.node, "shape": list(r.shape), "grad_norm": json_float(r.grad_norm),
-             "weight_norm": json_float(r.weight_norm), "ratio": json_float(r.ratio), "nonfinite": r.nonfinite}
-            for r in flow]
+    return [
+        {
+            "name": r.name,
+            "node": r.node,
+            "shape": list(r.shape),
+            "grad_norm": json_float(r.grad_norm),
+            "weight_norm": json_float(r.weight_norm),
+            "ratio": json_float(r.ratio),
+            "nonfinite": r.nonfinite,
+        }
+        for r in flow
+    ]
 
 
 def stats_json(items: tuple[Stats | None, ...] | None) -> list[dict[str, Any] | None] | None:
@@ -31,23 +40,55 @@ def stats_json(items: tuple[Stats | None, ...] | None) -> list[dict[str, Any] | 
     return None if items is None else [None if s is None else s.to_json() for s in items]
 
 
-def node_json(node: int, info: NodeInfo, order: int | None = None,
-              grad_outputs: tuple[Stats | None, ...] | None = None,
-              grad_inputs: tuple[Stats | None, ...] | None = None) -> dict[str, Any]:
+def node_json(
+    node: int,
+    info: NodeInfo,
+    order: int | None = None,
+    grad_outputs: tuple[Stats | None, ...] | None = None,
+    grad_inputs: tuple[Stats | None, ...] | None = None,
+) -> dict[str, Any]:
     """One node of a pass in the report, from its NodeInfo and what it received/sent."""
-    return {"id": node, "name": info.name, "kind": info.kind, "labels": list(info.labels),
-            "param": info.param, "source": info.source, "module": info.module, "order": order,
-            "next": list(info.next), "grad_outputs": stats_json(grad_outputs),
-            "grad_inputs": stats_json(grad_inputs)}
+    return {
+        "id": node,
+        "name": info.name,
+        "kind": info.kind,
+        "labels": list(info.labels),
+        "param": info.param,
+        "source": info.source,
+        "module": info.module,
+        "order": order,
+        "next": list(info.next),
+        "grad_outputs": stats_json(grad_outputs),
+        "grad_inputs": stats_json(grad_inputs),
+    }
 
 
-def pass_json(*, index: int, call: str, call_text: str, call_site: str | None, recorded: bool,
-              losses: tuple[float | None, ...], nodes: list[dict[str, Any]], error: str | None = None,
-              flow: list[dict[str, Any]] | None = None, nested: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def pass_json(
+    *,
+    index: int,
+    call: str,
+    call_text: str,
+    call_site: str | None,
+    recorded: bool,
+    losses: tuple[float | None, ...],
+    nodes: list[dict[str, Any]],
+    error: str | None = None,
+    flow: list[dict[str, Any]] | None = None,
+    nested: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """One pass of the report: the one writer of its shape, for the live report and the export."""
-    return {"index": index, "call": call, "call_text": call_text, "call_site": call_site, "recorded": recorded,
-            "losses": [json_float(v) for v in losses], "nodes": nodes, "error": error, "flow": flow or [],
-            "nested": nested or []}
+    return {
+        "index": index,
+        "call": call,
+        "call_text": call_text,
+        "call_site": call_site,
+        "recorded": recorded,
+        "losses": [json_float(v) for v in losses],
+        "nodes": nodes,
+        "error": error,
+        "flow": flow or [],
+        "nested": nested or [],
+    }
 
 
 def _dumps(value: Any) -> bytes:
@@ -76,8 +117,14 @@ class JsonStream:
         """Passes of a file that cannot seek, written at close."""
         self._end = 0
         self._count = 0
-        self._tail: dict[str, Any] = {"script": None, "exit_status": None, "how": None, "error": None,
-                                      "breakpoint_hits": [], "edits": []}
+        self._tail: dict[str, Any] = {
+            "script": None,
+            "exit_status": None,
+            "how": None,
+            "error": None,
+            "breakpoint_hits": [],
+            "edits": [],
+        }
         if self._regular:
             self._put(b'{"passes":[')
             self._end = self._file.tell()
@@ -171,8 +218,9 @@ class JsonStream:
             with open(self.path, "wb") as copy:
                 copy.write(self._file.read())
         except OSError as exc:
-            self._fail(OSError(exc.errno, f"it was removed during the run and cannot be written again: "
-                                          f"{exc.strerror or exc}"))
+            self._fail(
+                OSError(exc.errno, f"it was removed during the run and cannot be written again: {exc.strerror or exc}")
+            )
 
 
 class Report:
@@ -201,9 +249,17 @@ class Report:
                 node["grad_inputs"] = stats_json(event.grad_inputs)
             case ev.PassStarted():
                 self._nodes = {i: node_json(i, info) for i, info in event.graph.nodes(data=INFO)}
-                self.passes.append(pass_json(index=event.pass_index, call=event.call, call_text=event.call_text,
-                                             call_site=event.call_site, recorded=event.recorded,
-                                             losses=event.losses, nodes=list(self._nodes.values())))
+                self.passes.append(
+                    pass_json(
+                        index=event.pass_index,
+                        call=event.call,
+                        call_text=event.call_text,
+                        call_site=event.call_site,
+                        recorded=event.recorded,
+                        losses=event.losses,
+                        nodes=list(self._nodes.values()),
+                    )
+                )
             case ev.PassFinished() if self.passes:
                 self.passes[-1]["error"] = event.error
                 self.passes[-1]["flow"] = flow_json(event.flow)
@@ -211,14 +267,23 @@ class Report:
                     self.stream.add_pass(self.passes.pop(), self._tail())
                     self._nodes = {}
             case ev.NestedPass() if self.passes and self.passes[-1]["index"] == event.pass_index:
-                self.passes[-1]["nested"].append({"call": event.call, "call_site": event.call_site,
-                                                  "nodes": event.nodes, "thread": event.thread})
+                self.passes[-1]["nested"].append(
+                    {"call": event.call, "call_site": event.call_site, "nodes": event.nodes, "thread": event.thread}
+                )
             case ev.BreakpointHit():
-                self.breakpoint_hits.append({"breakpoint": event.number, "spec": event.spec,
-                                             "pass": event.pass_index, "node": event.node})
+                self.breakpoint_hits.append(
+                    {"breakpoint": event.number, "spec": event.spec, "pass": event.pass_index, "node": event.node}
+                )
             case ev.GradEdited():
-                self.edits.append({"pass": event.pass_index, "node": event.node, "command": event.command,
-                                   "before": stats_json(event.before), "after": stats_json(event.after)})
+                self.edits.append(
+                    {
+                        "pass": event.pass_index,
+                        "node": event.node,
+                        "command": event.command,
+                        "before": stats_json(event.before),
+                        "after": stats_json(event.after),
+                    }
+                )
             case ev.ScriptStarted():
                 self.script = event.path
             case ev.ScriptFinished():
@@ -227,8 +292,14 @@ class Report:
                 self.error = "quit" if event.quit else event.traceback
 
     def _tail(self) -> dict[str, Any]:
-        return {"script": self.script, "exit_status": self.exit_status, "how": self.how, "error": self.error,
-                "breakpoint_hits": self.breakpoint_hits, "edits": self.edits}
+        return {
+            "script": self.script,
+            "exit_status": self.exit_status,
+            "how": self.how,
+            "error": self.error,
+            "breakpoint_hits": self.breakpoint_hits,
+            "edits": self.edits,
+        }
 
     def close(self) -> str | None:
         """Finish the streamed file (if any); returns why writing it failed, or None."""
@@ -239,8 +310,15 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready dict (without the passes already streamed to a file)."""
-        return {"script": self.script, "exit_status": self.exit_status, "how": self.how, "error": self.error,
-                "passes": self.passes, "breakpoint_hits": self.breakpoint_hits, "edits": self.edits}
+        return {
+            "script": self.script,
+            "exit_status": self.exit_status,
+            "how": self.how,
+            "error": self.error,
+            "passes": self.passes,
+            "breakpoint_hits": self.breakpoint_hits,
+            "edits": self.edits,
+        }
 
     def write(self, path: str) -> None:
         """Write the report held in memory as compact JSON to `path` (at the end of a run;

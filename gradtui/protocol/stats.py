@@ -63,10 +63,20 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
         if self.unreadable is not None or not self.numel:
             return self
         lo, hi, mean, values = self.min, self.max, self.mean, self.values
-        return full_stats(self.shape, self.dtype, self.device, self.norm, None if hi is None else -hi,
-                          None if lo is None else -lo, None if mean is None else -mean, self.nonfinite,
-                          None if values is None else tuple([-v for v in values]), tuple([-v for v in self.preview]),
-                          None, None if self.finite_range is None else (-self.finite_range[1], -self.finite_range[0]))
+        return full_stats(
+            self.shape,
+            self.dtype,
+            self.device,
+            self.norm,
+            None if hi is None else -hi,
+            None if lo is None else -lo,
+            None if mean is None else -mean,
+            self.nonfinite,
+            None if values is None else tuple([-v for v in values]),
+            tuple([-v for v in self.preview]),
+            None,
+            None if self.finite_range is None else (-self.finite_range[1], -self.finite_range[0]),
+        )
 
     @property
     def numel(self) -> int:
@@ -100,15 +110,26 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
 # they run once per gradient on the hot path (a keyword call costs more).
 
 
-def full_stats(shape: tuple[int, ...], dtype: str, device: str, norm: float, lo: float | None,
-               hi: float | None, mean: float | None, nonfinite: int, values: tuple[float, ...] | None = None,
-               preview: tuple[float, ...] = (), histogram: tuple[int, ...] | None = None,
-               finite_range: tuple[float, float] | None = None) -> Stats:
+def full_stats(
+    shape: tuple[int, ...],
+    dtype: str,
+    device: str,
+    norm: float,
+    lo: float | None,
+    hi: float | None,
+    mean: float | None,
+    nonfinite: int,
+    values: tuple[float, ...] | None = None,
+    preview: tuple[float, ...] = (),
+    histogram: tuple[int, ...] | None = None,
+    finite_range: tuple[float, float] | None = None,
+) -> Stats:
     """A readable tensor's statistics: the norm, min, max and mean (None for any not taken), the
     count of non-finite elements, and the values, preview, histogram and the finite values'
     range where read."""
-    return Stats(shape, dtype, device, norm, lo, hi, mean, nonfinite, values, preview, histogram,
-                 finite_range=finite_range)
+    return Stats(
+        shape, dtype, device, norm, lo, hi, mean, nonfinite, values, preview, histogram, finite_range=finite_range
+    )
 
 
 def light_stats(shape: tuple[int, ...], dtype: str, device: str, norm: float, nonfinite: int) -> Stats:
@@ -139,7 +160,6 @@ def small_stats(shape: tuple[int, ...], dtype: str, device: str, values: tuple[f
         lo, hi = min(values), max(values)
         norm = math.hypot(*values)  # an infinity makes it infinite; no overflow on finite values
     return Stats(shape, dtype, device, norm, lo, hi, total / numel, nonfinite, values, values[:PREVIEW_LENGTH])
-
 
 
 def json_float(value: float | None) -> float | str | None:

@@ -41,8 +41,12 @@ def _seq(n: int) -> int:
     return n - (1 << 64) if n >= _UNSIGNED else n
 
 
-_DIRS = {RECEIVED: "the gradient it received", SENT: "the gradient it sent", OUTPUT: "its forward output",
-         SAVED: "its saved value"}
+_DIRS = {
+    RECEIVED: "the gradient it received",
+    SENT: "the gradient it sent",
+    OUTPUT: "its forward output",
+    SAVED: "its saved value",
+}
 
 
 def describe(slot: tuple[int, int], what: str) -> str:
@@ -58,8 +62,13 @@ def describe(slot: tuple[int, int], what: str) -> str:
 class PassReference:
     """One pass's reference nodes, matched to this run's (see module doc)."""
 
-    def __init__(self, matched: dict[int, compare.Node], only_here: int, only_there: int,
-                 theirs: dict[int, compare.Node] | None = None) -> None:
+    def __init__(
+        self,
+        matched: dict[int, compare.Node],
+        only_here: int,
+        only_there: int,
+        theirs: dict[int, compare.Node] | None = None,
+    ) -> None:
         self.matched = matched
         """This run's node id -> the reference's node."""
         self.theirs = theirs if theirs is not None else {n.id: n for n in matched.values()}
@@ -100,8 +109,9 @@ class PassReference:
             return None
         return compare.distance(mine, theirs), mine, theirs
 
-    def _inputs(self, ref: compare.Node, producers: tuple[int | None, ...],
-                leafish: tuple[bool, ...]) -> list[tuple[float, Value, Value] | None]:
+    def _inputs(
+        self, ref: compare.Node, producers: tuple[int | None, ...], leafish: tuple[bool, ...]
+    ) -> list[tuple[float, Value, Value] | None]:
         """Each input's distance from the reference's (see `_input`; None: not known). Left out:
         an input made by a leaf on the reference's side and a leaf or a cast of one here, and a
         parameter's value seen through a transpose or a cast (`leafish`) that no node saved on
@@ -118,8 +128,9 @@ class PassReference:
             out.append(found)
         return out
 
-    def check(self, node: int, producers: tuple[int | None, ...], values: Values, rtol: float,
-              leafish: tuple[bool, ...] = ()) -> Parting | None:
+    def check(
+        self, node: int, producers: tuple[int | None, ...], values: Values, rtol: float, leafish: tuple[bool, ...] = ()
+    ) -> Parting | None:
         """Record `values` ((node, (dir, slot)) -> Value: what `node`'s posthook fingerprinted;
         an output belongs to its maker) and say whether the runs part at `node` by more than
         `rtol` (see module doc). `producers`: per input of the node, the node that made it (None
@@ -187,8 +198,10 @@ class PassReference:
             a, b = mine.get(slot), ref.values.get(slot)
             rel = compare.distance(a, b) if a is not None and b is not None else math.inf
             name = describe(slot, (a or b).what)  # type: ignore[union-attr]  # slot is a key of one side at least
-            lines.append(f"  {name}: norm {_norm(a.norm if a else None)} here, {_norm(b.norm if b else None)} "
-                         f"there, apart {rel:.3g}")
+            lines.append(
+                f"  {name}: norm {_norm(a.norm if a else None)} here, {_norm(b.norm if b else None)} "
+                f"there, apart {rel:.3g}"
+            )
         return lines
 
 
@@ -220,11 +233,14 @@ class Reference:
         side = compare.Side(path)
         try:
             if not side.has_fingerprints():
-                raise compare.BadInput(f"{path}: no fingerprints to compare with (record it with --record DB "
-                                       "--fingerprints)")
+                raise compare.BadInput(
+                    f"{path}: no fingerprints to compare with (record it with --record DB --fingerprints)"
+                )
             if side.sketch != schema.SKETCH_VERSION:
-                raise compare.BadInput(f"{path}: its fingerprints are of sketch {side.sketch}, this gradtui makes "
-                                       f"sketch {schema.SKETCH_VERSION}: record the reference again")
+                raise compare.BadInput(
+                    f"{path}: its fingerprints are of sketch {side.sketch}, this gradtui makes "
+                    f"sketch {schema.SKETCH_VERSION}: record the reference again"
+                )
         finally:
             side.close()
 
@@ -244,26 +260,42 @@ class Reference:
             if self._side is None:
                 self._side = compare.Side(self.path)
             if index not in self._side.per_node:
-                self._why = ("no pass", f"pass {index} has no counterpart in the reference {self.path} (it has no "
-                             f"per-node data of pass {index}): `break differs` cannot stop in it, nor in later "
-                             "passes without one")
+                self._why = (
+                    "no pass",
+                    f"pass {index} has no counterpart in the reference {self.path} (it has no "
+                    f"per-node data of pass {index}): `break differs` cannot stop in it, nor in later "
+                    "passes without one",
+                )
                 return None
             if self._side.sketch != schema.SKETCH_VERSION:
                 return None  # refused before the run (`check`)
             theirs = self._side.nodes(index)
         except (compare.BadInput, sqlite3.Error, ValueError) as exc:
-            self._why = ("unreadable", f"the reference {self.path} cannot be compared with this run: it cannot be read "
-                         f"({exc}): `break differs` cannot stop")
+            self._why = (
+                "unreadable",
+                f"the reference {self.path} cannot be compared with this run: it cannot be read "
+                f"({exc}): `break differs` cannot stop",
+            )
             return None
         # a live pass's nodes all carry autograd's sequence number (None is a recording's, not read)
-        here = sorted((compare.Node(i, a.name, a.source, a.module, a.param, _seq(a.seq), None)  # type: ignore[arg-type]
-                       for i, a in enumerate(infos)), key=lambda n: (n.seq < 0, n.seq, n.id))
+        here = sorted(
+            (
+                compare.Node(i, a.name, a.source, a.module, a.param, _seq(a.seq), None)  # type: ignore[arg-type]
+                for i, a in enumerate(infos)
+            ),
+            key=lambda n: (n.seq < 0, n.seq, n.id),
+        )
         pairs, only_here, only_there = compare.match(here, theirs)
         if not pairs and here:
-            what = (f"its pass {index} has no node recorded (damaged?)" if not theirs else
-                    f"no node of pass {index} matches one of its pass {index} (a different model or script?)")
-            self._why = ("no match", f"the reference {self.path} cannot be compared with this run: {what}: "
-                         "`break differs` cannot stop")
+            what = (
+                f"its pass {index} has no node recorded (damaged?)"
+                if not theirs
+                else f"no node of pass {index} matches one of its pass {index} (a different model or script?)"
+            )
+            self._why = (
+                "no match",
+                f"the reference {self.path} cannot be compared with this run: {what}: `break differs` cannot stop",
+            )
         return PassReference({a.id: b for a, b in pairs}, len(only_here), len(only_there), {n.id: n for n in theirs})
 
     def notice(self) -> str | None:

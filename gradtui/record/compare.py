@@ -136,8 +136,10 @@ class Side:
 
     def fingerprinted(self, index: int) -> bool:
         """Has pass `index` fingerprints (rows in `prints`; a plain recording has the table, empty)?"""
-        return self.has_prints and self._db.execute("SELECT 1 FROM prints WHERE pass = ? LIMIT 1",
-                                                    (index,)).fetchone() is not None
+        return (
+            self.has_prints
+            and self._db.execute("SELECT 1 FROM prints WHERE pass = ? LIMIT 1", (index,)).fetchone() is not None
+        )
 
     def sources(self, index: int) -> set[str | None]:
         """The `file:line` places of pass `index`'s nodes."""
@@ -145,15 +147,19 @@ class Side:
 
     def flow(self, index: int) -> dict[str, float | None]:
         """Parameter name -> gradient norm after pass `index`."""
-        return {name: _num(norm) for name, norm in
-                self._db.execute("SELECT name, grad_norm FROM flow WHERE pass = ?", (index,))}
+        return {
+            name: _num(norm)
+            for name, norm in self._db.execute("SELECT name, grad_norm FROM flow WHERE pass = ?", (index,))
+        }
 
     def nodes(self, index: int, prints: bool = True) -> list[Node]:
         """Pass `index`'s nodes in forward order, with their fingerprints (`prints`, where it has
         them), else with their gradients' recorded statistics (`Node.stats`)."""
         query = "SELECT id, op, source, module, param, seq, ord, next FROM nodes WHERE pass = ?"
-        nodes = {row[0]: Node(*row[:7], tuple(json.loads(row[7] or "[]")))  # type: ignore[call-arg]  # 7 columns, 7 fields
-                 for row in self._db.execute(query, (index,))}
+        nodes = {
+            row[0]: Node(*row[:7], tuple(json.loads(row[7] or "[]")))  # type: ignore[call-arg]  # 7 columns, 7 fields
+            for row in self._db.execute(query, (index,))
+        }
         if self.has_prints and prints:
             query = "SELECT node, dir, slot, norm, exact, sketch, what FROM prints WHERE pass = ?"
             for node, d, slot, norm, exact, blob, what in self._db.execute(query, (index,)):
@@ -161,12 +167,21 @@ class Side:
                 if found is not None:
                     found.values[(d, slot)] = Value(_num(norm), _floats(blob), bool(exact), signed_text(what or ""))
         else:
-            query = ("SELECT node, dir, slot, shape, norm, min, max, mean, nonfinite, vals FROM grads "
-                     "WHERE pass = ? AND shape IS NOT NULL")
+            query = (
+                "SELECT node, dir, slot, shape, norm, min, max, mean, nonfinite, vals FROM grads "
+                "WHERE pass = ? AND shape IS NOT NULL"
+            )
             for node, d, slot, shape, norm, lo, hi, mean, nonfinite, blob in self._db.execute(query, (index,)):
                 if node in nodes:
-                    nodes[node].stats[(d, slot)] = RecordedStats(tuple(json.loads(shape)), _num(norm), _num(lo),
-                                                                 _num(hi), _num(mean), nonfinite or 0, _floats(blob))
+                    nodes[node].stats[(d, slot)] = RecordedStats(
+                        tuple(json.loads(shape)),
+                        _num(norm),
+                        _num(lo),
+                        _num(hi),
+                        _num(mean),
+                        nonfinite or 0,
+                        _floats(blob),
+                    )
         # Forward order: autograd numbers nodes as the forward makes them; accumulators (leaves,
         # numbered 2**64 - 1, stored as -1) come after every op.
         return sorted(nodes.values(), key=lambda n: (n.seq < 0, n.seq, n.id))
@@ -179,9 +194,11 @@ def signed_text(text: str) -> str:
     """Saved arguments' text with 64-bit numbers as signed (`padding_idx=-1`): torch reads some
     int64 saved arguments back as unsigned, and recordings made before gradtui turned them back
     hold `padding_idx=18446744073709551615`."""
+
     def signed(m: re.Match[str]) -> str:
         n = int(m.group(1))
         return str(n - (1 << 64)) if 1 << 63 <= n < 1 << 64 else m.group(1)
+
     return _UNSIGNED.sub(signed, text) if text else text
 
 
@@ -217,8 +234,12 @@ def stats_distance(a: RecordedStats, b: RecordedStats) -> tuple[float, bool]:
     if a.nonfinite or b.nonfinite or not all(x is not None and math.isfinite(x) for p in pairs for x in p):
         return (0.0 if a.nonfinite == b.nonfinite and all(_same(x, y) for x, y in pairs) else math.inf), False
     size = math.prod(a.shape)
-    bound = max(abs(a.norm - b.norm), abs(a.min - b.min), abs(a.max - b.max),  # type: ignore[operator]
-                math.sqrt(size) * abs(a.mean - b.mean))  # type: ignore[operator]
+    bound = max(
+        abs(a.norm - b.norm),  # type: ignore[operator]
+        abs(a.min - b.min),  # type: ignore[operator]
+        abs(a.max - b.max),  # type: ignore[operator]
+        math.sqrt(size) * abs(a.mean - b.mean),  # type: ignore[operator]
+    )
     return _relative(bound, a.norm, b.norm), False  # type: ignore[arg-type]
 
 
@@ -334,14 +355,24 @@ class PassComparison:
     @property
     def differs(self) -> bool:
         """Does anything in this pass differ beyond the tolerance?"""
-        return bool(self.only_a or self.only_b or self.forward or self.backward_only or self.gradients_differ
-                    or self.flow or self.loss_difference > 0 or self.one_side)
+        return bool(
+            self.only_a
+            or self.only_b
+            or self.forward
+            or self.backward_only
+            or self.gradients_differ
+            or self.flow
+            or self.loss_difference > 0
+            or self.one_side
+        )
 
 
-def match(a: list[Node], b: list[Node], place: Callable[[str | None], Hashable] | None = None
-          ) -> tuple[list[tuple[Node, Node]], list[Node], list[Node]]:
+def match(
+    a: list[Node], b: list[Node], place: Callable[[str | None], Hashable] | None = None
+) -> tuple[list[tuple[Node, Node]], list[Node], list[Node]]:
     """Pairs of nodes with the same key and occurrence (in A's forward order), and those on one
     side only; `place` puts B's `source` in A's terms (gradtui.record.files.FileMap.place)."""
+
     def keyed(nodes: list[Node], where: Callable[[str | None], Hashable]) -> dict[tuple, Node]:
         seen: dict[tuple, int] = defaultdict(int)
         out = {}
@@ -364,8 +395,16 @@ def _worst(na: Node, nb: Node, dirs: tuple[int, ...]) -> Difference | None:
             continue
         va, vb = na.values.get(slot), nb.values.get(slot)
         if va is None or vb is None:
-            d = Difference(na, nb, slot, math.inf, True, (va or vb).what,  # type: ignore[union-attr]
-                           (va.norm if va else None, vb.norm if vb else None), one_side=True)
+            d = Difference(
+                na,
+                nb,
+                slot,
+                math.inf,
+                True,
+                (va or vb).what,  # type: ignore[union-attr]
+                (va.norm if va else None, vb.norm if vb else None),
+                one_side=True,
+            )
         elif slot[1] == -1:  # saved arguments, as text: `arguments`
             continue
         else:
@@ -383,8 +422,9 @@ def _worst_stats(na: Node, nb: Node, dirs: tuple[int, ...]) -> Difference | None
             continue
         sa, sb = na.stats.get(slot), nb.stats.get(slot)
         if sa is None or sb is None:
-            d = Difference(na, nb, slot, math.inf, True, "", (sa.norm if sa else None, sb.norm if sb else None),
-                           one_side=True)
+            d = Difference(
+                na, nb, slot, math.inf, True, "", (sa.norm if sa else None, sb.norm if sb else None), one_side=True
+            )
         else:
             rel, exact = stats_distance(sa, sb)
             what = f"shape {list(sa.shape)} vs {list(sb.shape)}" if sa.shape != sb.shape else ""
@@ -434,8 +474,21 @@ def compare_pass(a: Side, b: Side, index: int, rtol: float, files: FileMap | Non
     per_node = (index in a.per_node, index in b.per_node)
     prints = (a.fingerprinted(index), b.fingerprinted(index))
     if not all(per_node):
-        return PassComparison(index, losses, loss_diff if loss_diff > rtol else 0.0, [], [], 0, None, None, [],
-                              False, flow, per_node, prints)
+        return PassComparison(
+            index,
+            losses,
+            loss_diff if loss_diff > rtol else 0.0,
+            [],
+            [],
+            0,
+            None,
+            None,
+            [],
+            False,
+            flow,
+            per_node,
+            prints,
+        )
     both = all(prints)  # else both sides compare what both have: the gradients' statistics
     if files is None:
         files = match_files(a.script, b.script, a.sources(index), b.sources(index))
@@ -465,7 +518,11 @@ def compare_pass(a: Side, b: Side, index: int, rtol: float, files: FileMap | Non
         if f_rel > rtol or changed:
             output_differs.add(na.id)
             if forward is None:
-                forward = fwd if fwd is not None and f_rel > rtol else Difference(na, nb, (SAVED, -1), 0.0, True, "", (None, None))
+                forward = (
+                    fwd
+                    if fwd is not None and f_rel > rtol
+                    else Difference(na, nb, (SAVED, -1), 0.0, True, "", (None, None))
+                )
                 forward.arguments = changed
         if na.module:
             row = modules.setdefault(na.module, ModuleRow(na.module))
@@ -479,8 +536,11 @@ def compare_pass(a: Side, b: Side, index: int, rtol: float, files: FileMap | Non
     run_order = sorted(checked, key=lambda c: (c[0].ord is None, c[0].ord or 0))
     parting = None
     for na, _nb, received, sent in run_order:
-        if (received is None or (not received.one_side and received.relative <= rtol)) \
-                and sent is not None and sent.relative > rtol:
+        if (
+            (received is None or (not received.one_side and received.relative <= rtol))
+            and sent is not None
+            and sent.relative > rtol
+        ):
             if parting is None:
                 parting = sent
             inputs_agree = na.id not in output_differs and not any(n in output_differs for n in na.next)
@@ -489,11 +549,26 @@ def compare_pass(a: Side, b: Side, index: int, rtol: float, files: FileMap | Non
                 break
     parts = parting is not None
     if parting is None and grads_differ:
-        parting = max((d for c in checked for d in c[2:] if d is not None and not d.one_side),
-                      key=lambda d: d.relative)
+        parting = max((d for c in checked for d in c[2:] if d is not None and not d.one_side), key=lambda d: d.relative)
     table = sorted(modules.values(), key=lambda r: (-max(r.forward or 0.0, r.gradient or 0.0), -r.one_side, r.module))
-    return PassComparison(index, losses, loss_diff if loss_diff > rtol else 0.0, only_a, only_b, len(pairs),
-                          forward, backward, table, grads_differ, flow, per_node, prints, parting, one_side, parts)
+    return PassComparison(
+        index,
+        losses,
+        loss_diff if loss_diff > rtol else 0.0,
+        only_a,
+        only_b,
+        len(pairs),
+        forward,
+        backward,
+        table,
+        grads_differ,
+        flow,
+        per_node,
+        prints,
+        parting,
+        one_side,
+        parts,
+    )
 
 
 @dataclass
@@ -523,8 +598,11 @@ class Comparison:
     @property
     def differs(self) -> bool:
         """Does anything differ (exit status 1 of `gradtui diff`)?"""
-        return (self.passes[0] != self.passes[1] or self.first_loss is not None
-                or (self.inspected is not None and self.inspected.differs))
+        return (
+            self.passes[0] != self.passes[1]
+            or self.first_loss is not None
+            or (self.inspected is not None and self.inspected.differs)
+        )
 
 
 def compare(path_a: str, path_b: str, *, index: int | None = None, rtol: float = 1e-6) -> Comparison:
@@ -537,8 +615,10 @@ def compare(path_a: str, path_b: str, *, index: int | None = None, rtol: float =
         raise
     try:
         if a.has_fingerprints() and b.has_fingerprints() and a.sketch != b.sketch:
-            raise BadInput(f"{path_a} has fingerprints of sketch {a.sketch}, {path_b} of sketch {b.sketch}: "
-                           "not comparable (record both with one gradtui)")
+            raise BadInput(
+                f"{path_a} has fingerprints of sketch {a.sketch}, {path_b} of sketch {b.sketch}: "
+                "not comparable (record both with one gradtui)"
+            )
         common = sorted(set(a.losses) & set(b.losses))
         if index is not None and index not in common:
             raise BadInput(f"no pass {index} in both recordings ({len(a.losses)} and {len(b.losses)} passes)")
@@ -557,10 +637,20 @@ def compare(path_a: str, path_b: str, *, index: int | None = None, rtol: float =
                     inspected = result
                     break
         loss_values = (a.losses[first_loss], b.losses[first_loss]) if first_loss is not None else None
-        return Comparison(path_a, path_b, (len(a.losses), len(b.losses)), first_loss, inspected,
-                          (a.has_fingerprints(), b.has_fingerprints()), a.script, b.script, files, loss_values,
-                          len(a.per_node & b.per_node & set(common)),
-                          (len((a.per_node - b.per_node) & set(common)), len((b.per_node - a.per_node) & set(common))))
+        return Comparison(
+            path_a,
+            path_b,
+            (len(a.losses), len(b.losses)),
+            first_loss,
+            inspected,
+            (a.has_fingerprints(), b.has_fingerprints()),
+            a.script,
+            b.script,
+            files,
+            loss_values,
+            len(a.per_node & b.per_node & set(common)),
+            (len((a.per_node - b.per_node) & set(common)), len((b.per_node - a.per_node) & set(common))),
+        )
     finally:
         a.close()
         b.close()

@@ -13,8 +13,10 @@ from __future__ import annotations
 import sqlite3
 import time
 
-UNKNOWN_END = ("ended without its recording saying how (its process died before writing it: os._exit, "
-               "a signal, a crash; or it is still running)")
+UNKNOWN_END = (
+    "ended without its recording saying how (its process died before writing it: os._exit, "
+    "a signal, a crash; or it is still running)"
+)
 """What a reader says of a run whose `run` row has no end."""
 
 WRITE_TIMEOUT = 5.0
@@ -31,8 +33,10 @@ def note_ending(path: str, status: int, how: str) -> None:
         return
     try:
         with db:
-            db.execute("UPDATE run SET finished = ?, exit_status = ?, how = ? WHERE id = 1 AND finished IS NULL",
-                       (time.time(), status, how))
+            db.execute(
+                "UPDATE run SET finished = ?, exit_status = ?, how = ? WHERE id = 1 AND finished IS NULL",
+                (time.time(), status, how),
+            )
     except sqlite3.Error:
         pass
     finally:

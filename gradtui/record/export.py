@@ -25,11 +25,23 @@ def pass_json(recording: Recording, info: PassInfo) -> dict[str, Any]:
         graph = recording.graph(info.index)
         for i, data in graph.nodes(data=True):
             ran: NodeStats | None = stats.get(i)
-            nodes.append(report.node_json(i, data[INFO], data["order"], ran.grad_outputs if ran else None,
-                                          ran.grad_inputs if ran else None))
-    return report.pass_json(index=info.index, call=info.call, call_text=info.call_text, call_site=info.call_site,
-                            recorded=info.hooked, losses=info.losses, nodes=nodes, error=info.error,
-                            flow=report.flow_json(recording.flow(info.index)), nested=list(info.nested))
+            nodes.append(
+                report.node_json(
+                    i, data[INFO], data["order"], ran.grad_outputs if ran else None, ran.grad_inputs if ran else None
+                )
+            )
+    return report.pass_json(
+        index=info.index,
+        call=info.call,
+        call_text=info.call_text,
+        call_site=info.call_site,
+        recorded=info.hooked,
+        losses=info.losses,
+        nodes=nodes,
+        error=info.error,
+        flow=report.flow_json(recording.flow(info.index)),
+        nested=list(info.nested),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +63,14 @@ def export_json(db: str, path: str) -> Exported:
         run = recording.run()
         error = "quit" if run.quit else run.error
         how = UNKNOWN_END if run.finished is None or run.exit_status is None else run.how
-        tail = {"script": run.script, "exit_status": run.exit_status, "how": how, "error": error,
-                "breakpoint_hits": recording.hits(), "edits": recording.edits()}
+        tail = {
+            "script": run.script,
+            "exit_status": run.exit_status,
+            "how": how,
+            "error": error,
+            "breakpoint_hits": recording.hits(),
+            "edits": recording.edits(),
+        }
         stream = JsonStream(path)
         for info in recording.passes():
             stream.add_pass(pass_json(recording, info), tail)

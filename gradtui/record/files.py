@@ -100,8 +100,9 @@ class FileMap:
         return [p for p in self.pairs.values() if p.a != p.b or p.shifted]
 
 
-def match_files(script_a: str | None, script_b: str | None, sources_a: set[str | None],
-                sources_b: set[str | None]) -> FileMap:
+def match_files(
+    script_a: str | None, script_b: str | None, sources_a: set[str | None], sources_b: set[str | None]
+) -> FileMap:
     """Match the files of A's `sources_a` with B's `sources_b` (`file:LINE` each), their texts
     read from beside each run's script (see the module doc)."""
     folder_a = os.path.dirname(script_a) if script_a else None

@@ -58,18 +58,30 @@ class PassInfo:
 
 PASS_COLUMNS = (  # the `passes` columns pass_info_of reads, in its order
     "idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, error, failed_node, "
-    "started, wall, grad_norm, nonfinite, nested")
+    "started, wall, grad_norm, nonfinite, nested"
+)
 
 
 def pass_info_of(r: tuple) -> PassInfo:
     """A `passes` row, checked (raises BadRow)."""
-    return PassInfo(rows.integer(r[0], "idx"), rows.text(r[1], "call", False), rows.text(r[2], "call_text", False),
-                    rows.text(r[3], "call_site", False), rows.losses(r[4]), bool(rows.integer(r[5], "hooked")),
-                    bool(rows.integer(r[6], "per_node")), rows.integer(r[7], "nodes"), rows.integer(r[8], "done"),
-                    rows.text(r[9], "error"), rows.integer(r[10], "failed_node", null=True),
-                    rows.real(r[11], "started", null=False), rows.real(r[12], "wall", null=False),
-                    rows.real(r[13], "grad_norm"), rows.integer(r[14], "nonfinite", null=True) or 0,
-                    rows.nested(r[15]))
+    return PassInfo(
+        rows.integer(r[0], "idx"),
+        rows.text(r[1], "call", False),
+        rows.text(r[2], "call_text", False),
+        rows.text(r[3], "call_site", False),
+        rows.losses(r[4]),
+        bool(rows.integer(r[5], "hooked")),
+        bool(rows.integer(r[6], "per_node")),
+        rows.integer(r[7], "nodes"),
+        rows.integer(r[8], "done"),
+        rows.text(r[9], "error"),
+        rows.integer(r[10], "failed_node", null=True),
+        rows.real(r[11], "started", null=False),
+        rows.real(r[12], "wall", null=False),
+        rows.real(r[13], "grad_norm"),
+        rows.integer(r[14], "nonfinite", null=True) or 0,
+        rows.nested(r[15]),
+    )
 
 
 class PassSpan(NamedTuple):
@@ -148,20 +160,37 @@ def node_row_of(row: tuple, folder: str | None) -> NodeRow:
     seq = rows.integer(seq, "seq", null=True)
     source = rows.text(source, "source")
     file, _, line = (source or "").rpartition(":")
-    number = folder is not None and bool(source) and line.isascii() and line.isdigit()  # int() refuses '²', isdigit does not
-    info = NodeInfo(rows.text(op, "op", False), rows.text(kind, "kind"),  # type: ignore[arg-type]
-                    None if seq is None else seq + (1 << 64) if seq < 0 else seq, rows.next_ids(nxt),
-                    rows.labels(tags), rows.text(param, "param"), source,
-                    os.path.join(folder, file) if number else None,  # type: ignore[arg-type]
-                    int(line) if number else None, rows.text(module, "module"))
+    number = (
+        folder is not None and bool(source) and line.isascii() and line.isdigit()
+    )  # int() refuses '²', isdigit does not
+    info = NodeInfo(
+        rows.text(op, "op", False),
+        rows.text(kind, "kind"),  # type: ignore[arg-type]
+        None if seq is None else seq + (1 << 64) if seq < 0 else seq,
+        rows.next_ids(nxt),
+        rows.labels(tags),
+        rows.text(param, "param"),
+        source,
+        os.path.join(folder, file) if number else None,  # type: ignore[arg-type]
+        int(line) if number else None,
+        rows.text(module, "module"),
+    )
     return NodeRow(rows.integer(i, "id"), info, rows.integer(order, "ord", null=True))
 
 
 def run_info_of(row: tuple) -> RunInfo:
     """The `run` row, checked (raises BadRow)."""
     script, argv, torch, python, started, finished, status, error, quit, how, per_node = row
-    return RunInfo(rows.text(script, "script"), rows.json_list(argv or "[]", "argv", lambda x: type(x) is str),
-                   rows.text(torch, "torch"), rows.text(python, "python"), rows.real(started, "started"),
-                   rows.real(finished, "finished"), rows.integer(status, "exit_status", null=True),
-                   rows.text(error, "error"), bool(rows.integer(quit, "quit", null=True)), rows.text(how, "how"),
-                   rows.text(per_node, "per_node"))
+    return RunInfo(
+        rows.text(script, "script"),
+        rows.json_list(argv or "[]", "argv", lambda x: type(x) is str),
+        rows.text(torch, "torch"),
+        rows.text(python, "python"),
+        rows.real(started, "started"),
+        rows.real(finished, "finished"),
+        rows.integer(status, "exit_status", null=True),
+        rows.text(error, "error"),
+        bool(rows.integer(quit, "quit", null=True)),
+        rows.text(how, "how"),
+        rows.text(per_node, "per_node"),
+    )

@@ -120,15 +120,19 @@ class Recording:
 
     def run(self) -> RunInfo:
         """The run's row (an empty RunInfo if the script never started, or if it cannot be read)."""
-        found = self._query("SELECT script, argv, torch, python, started, finished, exit_status, error, quit, "
-                            "how, per_node FROM run WHERE id = 1", (), "the run's row", "run")
+        found = self._query(
+            "SELECT script, argv, torch, python, started, finished, exit_status, error, quit, "
+            "how, per_node FROM run WHERE id = 1",
+            (),
+            "the run's row",
+            "run",
+        )
         decoded = self._decoded(found, run_info_of, lambda _: "the run's row")
         return decoded[0] if decoded else RunInfo(None, (), None, None, None, None, None, None, False, None, None)
 
     def passes(self) -> list[PassInfo]:
         """Every pass that ended, in order (a whole table: the open path reads `last_passes`)."""
-        return self._passes(self._query(f"SELECT {PASS_COLUMNS} FROM passes ORDER BY idx", (),
-                                        "the passes", "passes"))
+        return self._passes(self._query(f"SELECT {PASS_COLUMNS} FROM passes ORDER BY idx", (), "the passes", "passes"))
 
     def span(self) -> PassSpan:
         """The first and last pass index: the two ends of the table's B-tree (not a count, which
@@ -139,20 +143,24 @@ class Recording:
 
     def pass_info(self, index: int) -> PassInfo | None:
         """Pass `index`, or None if it never ended or cannot be read (a primary-key lookup)."""
-        found = self._passes(self._query(f"SELECT {PASS_COLUMNS} FROM passes WHERE idx = ?", (index,),
-                                         f"pass {index}'s row", "passes"))
+        found = self._passes(
+            self._query(f"SELECT {PASS_COLUMNS} FROM passes WHERE idx = ?", (index,), f"pass {index}'s row", "passes")
+        )
         return found[0] if found else None
 
     def last_passes(self, count: int) -> list[PassInfo]:
         """The last `count` passes that ended, in order (less any whose row cannot be read)."""
-        found = self._query(f"SELECT {PASS_COLUMNS} FROM passes ORDER BY idx DESC LIMIT ?", (count,),
-                            "the last passes", "passes")
+        found = self._query(
+            f"SELECT {PASS_COLUMNS} FROM passes ORDER BY idx DESC LIMIT ?", (count,), "the last passes", "passes"
+        )
         return self._passes(found[::-1])
 
     def with_nodes(self) -> list[int]:
         """The passes with per-node data, in order."""
-        return [r[0] for r in self._query("SELECT idx FROM passes WHERE per_node = 1 ORDER BY idx", (),
-                                          "the passes", "passes")]
+        return [
+            r[0]
+            for r in self._query("SELECT idx FROM passes WHERE per_node = 1 ORDER BY idx", (), "the passes", "passes")
+        ]
 
     def walkable(self, after: int | None = None, *, last: bool = False, before: int | None = None) -> int | None:
         """The first pass after `after` (or the `last` one, before `before` if given) with
@@ -163,9 +171,14 @@ class Recording:
             where, args = where + " AND idx > ?", (after,)
         if before is not None:
             where, args = where + " AND idx < ?", (*args, before)
-        found = self._query(f"SELECT idx FROM passes WHERE {where} AND EXISTS (SELECT 1 FROM nodes "
-                            f"WHERE nodes.pass = passes.idx AND ord IS NOT NULL) "
-                            f"ORDER BY idx {'DESC' if last else 'ASC'} LIMIT 1", args, "the passes", "nodes")
+        found = self._query(
+            f"SELECT idx FROM passes WHERE {where} AND EXISTS (SELECT 1 FROM nodes "
+            f"WHERE nodes.pass = passes.idx AND ord IS NOT NULL) "
+            f"ORDER BY idx {'DESC' if last else 'ASC'} LIMIT 1",
+            args,
+            "the passes",
+            "nodes",
+        )
         return found[0][0] if found and type(found[0][0]) is int else None
 
     def figures(self, limit: int) -> list[PassFigures]:
@@ -178,37 +191,63 @@ class Recording:
             return []
         stride = max(1, -(-(last - first + 1) // max(1, limit)))
         wanted = set(range(first, last + 1, stride)) | {last}
-        wanted.update(r[0] for r in self._query("SELECT idx FROM passes WHERE nonfinite > 0 ORDER BY idx LIMIT ?",
-                                                (limit,), "the passes", "passes"))
+        wanted.update(
+            r[0]
+            for r in self._query(
+                "SELECT idx FROM passes WHERE nonfinite > 0 ORDER BY idx LIMIT ?", (limit,), "the passes", "passes"
+            )
+        )
         keys = json.dumps(sorted(wanted))
-        found = self._query("SELECT idx, losses, grad_norm, nonfinite, started FROM passes "
-                            "WHERE idx IN (SELECT value FROM json_each(?)) ORDER BY idx", (keys,), "the passes", "passes")
+        found = self._query(
+            "SELECT idx, losses, grad_norm, nonfinite, started FROM passes "
+            "WHERE idx IN (SELECT value FROM json_each(?)) ORDER BY idx",
+            (keys,),
+            "the passes",
+            "passes",
+        )
         norms: dict[int, list[tuple[str, float | None]]] = {}
         for index, name, norm in self._decoded(
-                self._query("SELECT pass, name, grad_norm FROM flow WHERE pass IN (SELECT value FROM json_each(?)) "
-                            "ORDER BY pass, rank", (keys,), "the flow", "flow"),
-                lambda r: (r[0], rows.text(r[1], "name", False), rows.real(r[2], "grad_norm")),
-                lambda r: f"the flow of pass {r[0]}"):
+            self._query(
+                "SELECT pass, name, grad_norm FROM flow WHERE pass IN (SELECT value FROM json_each(?)) "
+                "ORDER BY pass, rank",
+                (keys,),
+                "the flow",
+                "flow",
+            ),
+            lambda r: (r[0], rows.text(r[1], "name", False), rows.real(r[2], "grad_norm")),
+            lambda r: f"the flow of pass {r[0]}",
+        ):
             norms.setdefault(index, []).append((name, norm))
 
         def figure(r: tuple) -> PassFigures:
-            return PassFigures(r[0], rows.losses(r[1]), rows.real(r[2], "grad_norm"),
-                               rows.integer(r[3], "nonfinite", null=True) or 0, tuple(norms.get(r[0], ())),
-                               rows.real(r[4], "started"))
+            return PassFigures(
+                r[0],
+                rows.losses(r[1]),
+                rows.real(r[2], "grad_norm"),
+                rows.integer(r[3], "nonfinite", null=True) or 0,
+                tuple(norms.get(r[0], ())),
+                rows.real(r[4], "started"),
+            )
+
         return self._decoded(found, figure, lambda r: f"pass {r[0]}'s row")
 
     def param_stats(self, name: str, passes: list[int]) -> dict[int, Stats]:
         """Pass index -> the statistics of the gradient parameter `name`'s accumulator received,
         for those of `passes` with per-node data (the distributions over passes: one parameter's,
         when it is looked at; the flow's name index, then primary-key lookups)."""
-        found = self._query("SELECT f.pass, g.node, g.dir, g.slot, g.shape, g.dtype, g.device, g.norm, g.min, g.max, "
-                            "g.mean, g.nonfinite, g.vals FROM flow f JOIN grads g ON g.pass = f.pass AND "
-                            "g.node = f.node AND g.dir = 0 AND g.slot = 0 WHERE f.name = ? AND f.pass IN "
-                            "(SELECT value FROM json_each(?)) ORDER BY f.pass", (name, json.dumps(sorted(passes))),
-                            f"the gradients of {name}", "grads")
+        found = self._query(
+            "SELECT f.pass, g.node, g.dir, g.slot, g.shape, g.dtype, g.device, g.norm, g.min, g.max, "
+            "g.mean, g.nonfinite, g.vals FROM flow f JOIN grads g ON g.pass = f.pass AND "
+            "g.node = f.node AND g.dir = 0 AND g.slot = 0 WHERE f.name = ? AND f.pass IN "
+            "(SELECT value FROM json_each(?)) ORDER BY f.pass",
+            (name, json.dumps(sorted(passes))),
+            f"the gradients of {name}",
+            "grads",
+        )
         out: dict[int, Stats] = {}
-        for index, (_, _, _, stats) in self._decoded(found, lambda r: (r[0], rows.stats(r[1:], 1)),
-                                                     lambda r: f"a gradient of {name} in pass {r[0]}"):
+        for index, (_, _, _, stats) in self._decoded(
+            found, lambda r: (r[0], rows.stats(r[1:], 1)), lambda r: f"a gradient of {name} in pass {r[0]}"
+        ):
             if stats is not None:
                 out[index] = stats
         return out
@@ -219,8 +258,12 @@ class Recording:
         `folder`, when given; nothing saved) and its `"order"`; empty without per-node data. A
         node whose row cannot be read is left out, and so are the edges to it."""
         graph = nx.DiGraph()
-        found = self._query(f"SELECT {NODE_COLUMNS} FROM nodes WHERE pass = ? ORDER BY id", (index,),
-                            f"the nodes of pass {index}", "nodes")
+        found = self._query(
+            f"SELECT {NODE_COLUMNS} FROM nodes WHERE pass = ? ORDER BY id",
+            (index,),
+            f"the nodes of pass {index}",
+            "nodes",
+        )
         nodes = self._decoded(found, lambda row: node_row_of(row, folder), lambda r: f"node {r[0]} of pass {index}")
         graph.add_nodes_from((node.id, {INFO: node.info, "order": node.order}) for node in nodes)
         for node in nodes:
@@ -236,12 +279,17 @@ class Recording:
     def stats(self, index: int) -> dict[int, NodeStats]:
         """Per node of pass `index` that ran: its incoming and outgoing statistics."""
         found: dict[int, tuple[list[Stats | None], list[Stats | None]]] = {}
-        grads = self._query("SELECT node, dir, slot, shape, dtype, device, norm, min, max, mean, nonfinite, vals "
-                            "FROM grads WHERE pass = ? ORDER BY node, dir, slot", (index,),
-                            f"the gradients of pass {index}", "grads")
+        grads = self._query(
+            "SELECT node, dir, slot, shape, dtype, device, norm, min, max, mean, nonfinite, vals "
+            "FROM grads WHERE pass = ? ORDER BY node, dir, slot",
+            (index,),
+            f"the gradients of pass {index}",
+            "grads",
+        )
         slots = len(grads)
-        for node, direction, slot, stats in self._decoded(grads, lambda row: rows.stats(row, slots),
-                                                          lambda r: f"a gradient of node {r[0]} of pass {index}"):
+        for node, direction, slot, stats in self._decoded(
+            grads, lambda row: rows.stats(row, slots), lambda r: f"a gradient of node {r[0]} of pass {index}"
+        ):
             lists = found.setdefault(node, ([], []))[direction]
             while len(lists) < slot:
                 lists.append(None)
@@ -252,16 +300,25 @@ class Recording:
     def flows(self, first: int) -> dict[int, tuple[ParamFlow, ...]]:
         """The gradient flow of every pass from `first` on, in one query."""
         found: dict[int, list[ParamFlow]] = {}
-        flow = self._query("SELECT pass, name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
-                           "WHERE pass >= ? ORDER BY pass, rank", (first,), "the flow", "flow")
+        flow = self._query(
+            "SELECT pass, name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
+            "WHERE pass >= ? ORDER BY pass, rank",
+            (first,),
+            "the flow",
+            "flow",
+        )
         for index, row in self._decoded(flow, lambda r: (r[0], rows.flow(r[1:])), lambda r: f"the flow of pass {r[0]}"):
             found.setdefault(index, []).append(row)
         return {index: tuple(flow) for index, flow in found.items()}
 
     def flow(self, index: int) -> tuple[ParamFlow, ...]:
         """Pass `index`'s gradient flow, in the order the session sorted it."""
-        found = self._query("SELECT name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow "
-                            "WHERE pass = ? ORDER BY rank", (index,), f"the flow of pass {index}", "flow")
+        found = self._query(
+            "SELECT name, node, shape, grad_norm, weight_norm, ratio, nonfinite FROM flow WHERE pass = ? ORDER BY rank",
+            (index,),
+            f"the flow of pass {index}",
+            "flow",
+        )
         return tuple(self._decoded(found, rows.flow, lambda _: f"the flow of pass {index}"))
 
     def hits(self, index: int | None = None, *, since: int | None = None) -> list[dict[str, Any]]:
@@ -270,8 +327,9 @@ class Recording:
         where, args = ("", ()) if index is None else (" WHERE pass = ?", (index,))
         if since is not None:
             where, args = " WHERE pass >= ?", (since,)
-        found = self._query(f"SELECT pass, node, breakpoint, spec FROM hits{where} ORDER BY seq", args,
-                            "the breakpoint hits", "hits")
+        found = self._query(
+            f"SELECT pass, node, breakpoint, spec FROM hits{where} ORDER BY seq", args, "the breakpoint hits", "hits"
+        )
         return self._decoded(found, rows.hit, lambda r: f"a breakpoint hit of pass {r[0]}")
 
     def grad_edits(self, index: int | None = None, *, since: int | None = None) -> list[GradEdited]:
@@ -280,14 +338,16 @@ class Recording:
         where, args = ("", ()) if index is None else (" WHERE pass = ?", (index,))
         if since is not None:
             where, args = " WHERE pass >= ?", (since,)
-        found = self._query(f"SELECT pass, node, command, before, after FROM edits{where} ORDER BY seq", args,
-                            "the edits", "edits")
+        found = self._query(
+            f"SELECT pass, node, command, before, after FROM edits{where} ORDER BY seq", args, "the edits", "edits"
+        )
         return self._decoded(found, rows.grad_edited, lambda r: f"an edit of pass {r[0]}")
 
     def edits(self) -> list[dict[str, Any]]:
         """Edits in order: pass, node, command, and the statistics before and after (JSON dicts)."""
-        found = self._query("SELECT pass, node, command, before, after FROM edits ORDER BY seq", (),
-                            "the edits", "edits")
+        found = self._query(
+            "SELECT pass, node, command, before, after FROM edits ORDER BY seq", (), "the edits", "edits"
+        )
         return self._decoded(found, rows.edit, lambda r: f"an edit of pass {r[0]}")
 
     def sources(self) -> list[SourceText]:
@@ -320,18 +380,24 @@ class Recording:
         return OutputStory(prefix, self._tail("pass < ?", (first,), limit), self._tail("pass >= ?", (first,), limit))
 
     def _output_rows(self, found: list[tuple]) -> list[OutputLine]:
-        return [OutputLine(*line) for line in self._decoded(found, rows.output,
-                                                             lambda r: f"an output line of pass {r[0]}")]
+        return [
+            OutputLine(*line) for line in self._decoded(found, rows.output, lambda r: f"an output line of pass {r[0]}")
+        ]
 
     def _lines(self, clause: str, args: tuple) -> list[OutputLine]:
-        return self._output_rows(self._query(f"SELECT pass, stream, text FROM output {clause}", args,
-                                             "the output", "output"))
+        return self._output_rows(
+            self._query(f"SELECT pass, stream, text FROM output {clause}", args, "the output", "output")
+        )
 
     def _tail(self, where: str, args: tuple, limit: int) -> list[OutputLine]:
         """The last `limit` lines `where` says, by pass then line (the order of `output_by_pass`,
         so no sort; a pass's lines are written after those of the passes before it)."""
-        found = self._query(f"SELECT pass, stream, text FROM output WHERE {where} "
-                            f"ORDER BY pass DESC, seq DESC LIMIT ?", (*args, limit), "the output", "output")
+        found = self._query(
+            f"SELECT pass, stream, text FROM output WHERE {where} ORDER BY pass DESC, seq DESC LIMIT ?",
+            (*args, limit),
+            "the output",
+            "output",
+        )
         return self._output_rows(found[::-1])
 
 
@@ -345,8 +411,12 @@ def _told_event(row: tuple) -> Any:
 
 def ran_in_order(graph: nx.DiGraph) -> list[int]:
     """The nodes of a recorded graph that ran, in engine order (their `order`)."""
-    return [n for n, _ in sorted(((n, order) for n, order in graph.nodes(data="order") if order is not None),
-                                 key=lambda item: item[1])]
+    return [
+        n
+        for n, _ in sorted(
+            ((n, order) for n, order in graph.nodes(data="order") if order is not None), key=lambda item: item[1]
+        )
+    ]
 
 
 def damage_text(damage: list[str], most: int = 3) -> str:

@@ -132,14 +132,22 @@ class _Shown:
             bp = breakpoints.find_loss(losses, any(v is not None and v != v for v in losses))
             if bp is not None:
                 return bp
-        return breakpoints.find(node_info(self.graph, node), node, self.info.index, self.at == 0,
-                                self.arrived(node), self.nan_seen, self.fired)
+        return breakpoints.find(
+            node_info(self.graph, node),
+            node,
+            self.info.index,
+            self.at == 0,
+            self.arrived(node),
+            self.nan_seen,
+            self.fired,
+        )
 
     def stops_after(self, breakpoints: Breakpoints, got: NodeStats) -> Breakpoint | None:
         """A `nan` breakpoint that stops after the paused node: it sent on a non-finite value."""
         seen = self.nan_seen or any_nonfinite(got.grad_outputs)
-        return next((bp for bp in breakpoints if Nan.of(bp.spec)
-                     and matches_grads(bp.spec, got.grad_inputs, seen)), None)
+        return next(
+            (bp for bp in breakpoints if Nan.of(bp.spec) and matches_grads(bp.spec, got.grad_inputs, seen)), None
+        )
 
     def hit_reason(self, number: int, spec: str) -> str:
         """How the run's pause named a hit at the paused node: the node that made a non-finite
@@ -184,15 +192,17 @@ class ReplayTarget:
         self.damage = rec.damage  # the same list: it grows as the replay reads on
         run = rec.run()
         self._script = run.script or self.path
-        self.info = TargetInfo(self._script, run.argv, None, "recording",
-                               {"recording": self.path, "edits_refused": EDITS_REFUSED})
+        self.info = TargetInfo(
+            self._script, run.argv, None, "recording", {"recording": self.path, "edits_refused": EDITS_REFUSED}
+        )
         story = tell(rec, self._script, run.argv, self.output_in_passes)
         self._span, last = story.span, story.last
         self._passes.update(story.told)
         self._queue.put_nowait(story.events)
         if self.damage:
-            self._queue.put_nowait([ev.CommandResult("", f"recording damaged: {damage_text(self.damage)}; "
-                                                         "the rest is replayed", ok=False)])
+            self._queue.put_nowait(
+                [ev.CommandResult("", f"recording damaged: {damage_text(self.damage)}; the rest is replayed", ok=False)]
+            )
         if last is None:
             why = "no pass has per-node data" if story.span.count else "no pass was recorded"
             self._queue.put_nowait([ev.CommandResult("", f"recording: {why}; nothing to walk", ok=False), *self._end()])
@@ -338,15 +348,25 @@ class ReplayTarget:
         node = shown.walk[shown.at]
         got = shown.grads(node)
         grads = got.grad_outputs if shown.phase == "before" else got.grad_inputs
-        return [*shown.edits_of(node),
-                ev.Paused(shown.info.index, node, node_info(shown.graph, node).name,
-                          shown.phase,  # type: ignore[arg-type]
-                          reason, grads, shown.at + (shown.phase == "after"), shown.graph.number_of_nodes())]
+        return [
+            *shown.edits_of(node),
+            ev.Paused(
+                shown.info.index,
+                node,
+                node_info(shown.graph, node).name,
+                shown.phase,  # type: ignore[arg-type]
+                reason,
+                grads,
+                shown.at + (shown.phase == "after"),
+                shown.graph.number_of_nodes(),
+            ),
+        ]
 
     # ---- commands --------------------------------------------------------------------------
 
     def _run(self, command: Command, request: int) -> list[ev.Event]:
         """The events that answer `command`."""
+
         def answer(text: str, ok: bool = True) -> list[ev.Event]:
             return [ev.CommandResult(command.text, text, ok=ok, request=request)]
 
@@ -395,12 +415,16 @@ class ReplayTarget:
         assert self._rec is not None
         info = self._pass(index)
         if info is None and index in self._rec.unreadable:
-            return answer(f"pass {index} cannot be read: the recording is damaged "
-                          f"({self._rec.unreadable[index]})", False)
+            return answer(
+                f"pass {index} cannot be read: the recording is damaged ({self._rec.unreadable[index]})", False
+            )
         if info is None:
             last = self._span.last
-            return answer(f"no pass {index} in this recording" + (f" (passes {self._span.first}-{last})"
-                                                                 if last is not None else ""), False)
+            return answer(
+                f"no pass {index} in this recording"
+                + (f" (passes {self._span.first}-{last})" if last is not None else ""),
+                False,
+            )
         if not info.per_node or not self._rec.walk(index):
             return answer(no_nodes(self._rec, info), False)
         # the pause shown is the answer's picture; the answer itself follows, so a client feeding
@@ -447,8 +471,11 @@ class ReplayTarget:
         assert shown is not None
         bp.hits += 1
         shown.fired = shown.fired | {bp.number}
-        return [ev.BreakpointHit(bp.number, bp.spec.text, shown.info.index, shown.walk[shown.at]),
-                self._breakpoints_changed(), *self._paused(shown.hit_reason(bp.number, bp.spec.text))]
+        return [
+            ev.BreakpointHit(bp.number, bp.spec.text, shown.info.index, shown.walk[shown.at]),
+            self._breakpoints_changed(),
+            *self._paused(shown.hit_reason(bp.number, bp.spec.text)),
+        ]
 
     def _breakpoints_changed(self) -> ev.BreakpointsChanged:
         return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(b.number, b.spec.text, b.hits) for b in self.breakpoints))

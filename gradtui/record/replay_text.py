@@ -25,17 +25,25 @@ from gradtui.record.infos import PassInfo
 
 READ_ONLY = "read-only: a recording keeps gradient statistics, not tensors"
 
+
 def replay_help() -> str:
     """A replay's `help`: the commands that work on a recording, and which need a live run."""
     live = ", ".join(c.verb for c in COMMANDS if c.summary and not c.where & Where.REPLAY and c.where & Where.LIVE)
     return help_text(Where.REPLAY) + f"\n(replay is read-only: {live} and print EXPR need a live run)"
 
+
 EDITS = "edits need a live run"
 
-NEEDS_LIVE = {Print: "print EXPR needs a live run (print alone shows the statistics)",
-              Scale: EDITS, Zero: EDITS, Clip: EDITS, SetGrad: EDITS, Why: "why needs the live script's variables",
-              Exec: "! runs Python in the live script (a recording keeps statistics, not tensors)",
-              BreakIn: "pause breaks in to a running script; a replay is paused already"}
+NEEDS_LIVE = {
+    Print: "print EXPR needs a live run (print alone shows the statistics)",
+    Scale: EDITS,
+    Zero: EDITS,
+    Clip: EDITS,
+    SetGrad: EDITS,
+    Why: "why needs the live script's variables",
+    Exec: "! runs Python in the live script (a recording keeps statistics, not tensors)",
+    BreakIn: "pause breaks in to a running script; a replay is paused already",
+}
 """What a replay refuses because a recording keeps statistics, not tensors: said in one place,
 one wording (`refusal`)."""
 
@@ -53,8 +61,10 @@ def no_nodes(rec: Any, info: PassInfo) -> str:
     loss = ", ".join(f"{v:.6g}" for v in info.losses if v is not None) or "-"
     norm = "-" if info.grad_norm is None else f"{info.grad_norm:.6g}"
     listed = ranges(rec.with_nodes()) or "none"
-    return (f"pass {info.index} has no per-node data (loss {loss} · gradient norm {norm} · "
-            f"non-finite {info.nonfinite}); passes with per-node data: {listed}; its flow: flow {info.index}")
+    return (
+        f"pass {info.index} has no per-node data (loss {loss} · gradient norm {norm} · "
+        f"non-finite {info.nonfinite}); passes with per-node data: {listed}; its flow: flow {info.index}"
+    )
 
 
 def recorded_hits(rec: Any) -> list[str]:
@@ -62,8 +72,10 @@ def recorded_hits(rec: Any) -> list[str]:
     hits = rec.hits() if rec is not None else []
     if not hits:
         return []
-    return ["recorded hits:",
-            *(f"  breakpoint {h['breakpoint']} ({h['spec']}) at pass {h['pass']} #{h['node']}" for h in hits)]
+    return [
+        "recorded hits:",
+        *(f"  breakpoint {h['breakpoint']} ({h['spec']}) at pass {h['pass']} #{h['node']}" for h in hits),
+    ]
 
 
 def refusal(command: Command) -> str:

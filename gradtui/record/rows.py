@@ -140,40 +140,73 @@ def stats(row: tuple, slots: int) -> tuple[int, int, int, Stats | None]:
         raise BadRow("vals is not a list of float64s")
     values = None if vals is None else tuple(array("d", vals))
     norm_value = real(norm, "norm", null=False)
-    return node, direction, slot, full_stats(shape(size), text(dtype, "dtype", False), text(device, "device", False),
-                                             norm_value, real(lo, "min"), real(hi, "max"), real(mean, "mean"),
-                                             integer(bad, "nonfinite"), values, values[:8] if values else ())
+    return (
+        node,
+        direction,
+        slot,
+        full_stats(
+            shape(size),
+            text(dtype, "dtype", False),
+            text(device, "device", False),
+            norm_value,
+            real(lo, "min"),
+            real(hi, "max"),
+            real(mean, "mean"),
+            integer(bad, "nonfinite"),
+            values,
+            values[:8] if values else (),
+        ),
+    )
 
 
 def flow(row: tuple) -> ParamFlow:
     """A `flow` row (name, node, shape, grad_norm, weight_norm, ratio, nonfinite) as a ParamFlow."""
     name, node, size, g, w, r, bad = row
-    return ParamFlow(text(name, "name", False), integer(node, "node", null=True), shape(size), real(g, "grad_norm"),
-                     real(w, "weight_norm", null=False), real(r, "ratio"), integer(bad, "nonfinite"))
+    return ParamFlow(
+        text(name, "name", False),
+        integer(node, "node", null=True),
+        shape(size),
+        real(g, "grad_norm"),
+        real(w, "weight_norm", null=False),
+        real(r, "ratio"),
+        integer(bad, "nonfinite"),
+    )
 
 
 def hit(row: tuple) -> dict[str, Any]:
     """A `hits` row (pass, node, breakpoint, spec): breakpoint number, spec, pass, node."""
     index, node_id, number, spec = row
-    return {"breakpoint": integer(number, "breakpoint"), "spec": text(spec, "spec", False),
-            "pass": integer(index, "pass"), "node": integer(node_id, "node", null=True)}
+    return {
+        "breakpoint": integer(number, "breakpoint"),
+        "spec": text(spec, "spec", False),
+        "pass": integer(index, "pass"),
+        "node": integer(node_id, "node", null=True),
+    }
 
 
 def edit(row: tuple) -> dict[str, Any]:
     """An `edits` row (pass, node, command, before, after); before and after JSON lists."""
     index, node_id, command, before, after = row
-    return {"pass": integer(index, "pass"), "node": integer(node_id, "node"),
-            "command": text(command, "command", False),
-            "before": list(json_list(before, "before")), "after": list(json_list(after, "after"))}
+    return {
+        "pass": integer(index, "pass"),
+        "node": integer(node_id, "node"),
+        "command": text(command, "command", False),
+        "before": list(json_list(before, "before")),
+        "after": list(json_list(after, "after")),
+    }
 
 
 def grad_edited(row: tuple) -> GradEdited:
     """An `edits` row (pass, node, command, before, after) as the event the run sent for it, its
     statistics before and after back as Stats (a replay shows the edit as the live run did)."""
     index, node_id, command, before, after = row
-    return GradEdited(integer(index, "pass"), integer(node_id, "node"), text(command, "command", False),
-                      tuple(_json_stats(s, "before") for s in json_list(before, "before")),
-                      tuple(_json_stats(s, "after") for s in json_list(after, "after")))
+    return GradEdited(
+        integer(index, "pass"),
+        integer(node_id, "node"),
+        text(command, "command", False),
+        tuple(_json_stats(s, "before") for s in json_list(before, "before")),
+        tuple(_json_stats(s, "after") for s in json_list(after, "after")),
+    )
 
 
 def _json_stats(value: Any, what: str) -> Stats | None:
@@ -193,10 +226,18 @@ def _json_stats(value: Any, what: str) -> Stats | None:
     dtype, device = text(value.get("dtype"), what, False), text(value.get("device"), what, False)
     if unreadable is not None:
         return unreadable_stats(shape, dtype, device, unreadable)
-    return full_stats(shape, dtype, device, float("nan") if norm is None else norm,
-                      _json_real(value.get("min"), what), _json_real(value.get("max"), what),
-                      _json_real(value.get("mean"), what), integer(value.get("nonfinite"), what), values,
-                      values[:8] if values else ())
+    return full_stats(
+        shape,
+        dtype,
+        device,
+        float("nan") if norm is None else norm,
+        _json_real(value.get("min"), what),
+        _json_real(value.get("max"), what),
+        _json_real(value.get("mean"), what),
+        integer(value.get("nonfinite"), what),
+        values,
+        values[:8] if values else (),
+    )
 
 
 def _list_of(value: Any, what: str) -> list:

@@ -140,7 +140,10 @@ def require_tables(connection: sqlite3.Connection, names: tuple[str, ...]) -> No
 
 def has_prints(connection: sqlite3.Connection) -> bool:
     """Does an open recording have a `prints` table (version 2 and later)?"""
-    return connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'prints'").fetchone() is not None
+    return (
+        connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'prints'").fetchone()
+        is not None
+    )
 
 
 def sketch_version(connection: sqlite3.Connection) -> int | None:

@@ -115,15 +115,40 @@ def _grad_rows(index: int, node: int, direction: int, grads: tuple[Stats | None,
             append((index, node, direction, slot, *_EMPTY_SLOT))
             continue
         norm, lo, hi, mean, values = s.norm, s.min, s.max, s.mean, s.values
-        append((index, node, direction, slot, shape_text(s.shape), s.dtype, s.device,
-                "nan" if norm != norm else norm, "nan" if lo != lo else lo, "nan" if hi != hi else hi,
-                "nan" if mean != mean else mean, s.nonfinite, None if values is None else array("d", values).tobytes()))
+        append(
+            (
+                index,
+                node,
+                direction,
+                slot,
+                shape_text(s.shape),
+                s.dtype,
+                s.device,
+                "nan" if norm != norm else norm,
+                "nan" if lo != lo else lo,
+                "nan" if hi != hi else hi,
+                "nan" if mean != mean else mean,
+                s.nonfinite,
+                None if values is None else array("d", values).tobytes(),
+            )
+        )
 
 
 def _print_rows(index: int, prints: tuple[ev.Print, ...]) -> list[tuple]:
     """The `prints` rows of a pass's fingerprints (gradtui.engine.fingerprints.values)."""
-    return [(index, p.node, p.dir, p.slot, _f(p.norm), int(p.exact),
-             array("d", p.sketch).tobytes() if p.sketch else None, p.what or None) for p in prints]
+    return [
+        (
+            index,
+            p.node,
+            p.dir,
+            p.slot,
+            _f(p.norm),
+            int(p.exact),
+            array("d", p.sketch).tobytes() if p.sketch else None,
+            p.what or None,
+        )
+        for p in prints
+    ]
 
 
 @dataclass
@@ -159,8 +184,15 @@ class _Rows:
 class Recorder:
     """Writes a run's events into the SQLite database at `path` (see the module doc)."""
 
-    def __init__(self, path: str, *, every: int | None = None, flight: int | None = None,
-                 argv: list[str] | None = None, torch_version: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        every: int | None = None,
+        flight: int | None = None,
+        argv: list[str] | None = None,
+        torch_version: str | None = None,
+    ) -> None:
         """`torch_version`: the torch the run uses (None: the installed one's, read from its
         package metadata: gradtui.record never imports torch)."""
         if every is not None and every < 1:
@@ -289,11 +321,16 @@ class Recorder:
                     self._write([])
             case ev.NestedPass():
                 if self._pass is not None:
-                    self._pass.nested.append({"call": event.call, "call_site": event.call_site,
-                                              "nodes": event.nodes, "thread": event.thread})
+                    self._pass.nested.append(
+                        {"call": event.call, "call_site": event.call_site, "nodes": event.nodes, "thread": event.thread}
+                    )
             case ev.BreakpointHit():
-                self._pending.append(("INSERT INTO hits (pass, node, breakpoint, spec) VALUES (?, ?, ?, ?)",
-                                      [(event.pass_index, event.node, event.number, event.spec)]))
+                self._pending.append(
+                    (
+                        "INSERT INTO hits (pass, node, breakpoint, spec) VALUES (?, ?, ?, ?)",
+                        [(event.pass_index, event.node, event.number, event.spec)],
+                    )
+                )
                 if self.flight:
                     if self._pass is not None:
                         self._pass.keep_nodes = True
@@ -301,10 +338,20 @@ class Recorder:
                 else:
                     self._write([])
             case ev.GradEdited():
-                self._pending.append((
-                    "INSERT INTO edits (pass, node, command, before, after) VALUES (?, ?, ?, ?, ?)",
-                    [(event.pass_index, event.node, event.command, json.dumps([stats_json(s) for s in event.before]),
-                      json.dumps([stats_json(s) for s in event.after]))]))
+                self._pending.append(
+                    (
+                        "INSERT INTO edits (pass, node, command, before, after) VALUES (?, ?, ?, ?, ?)",
+                        [
+                            (
+                                event.pass_index,
+                                event.node,
+                                event.command,
+                                json.dumps([stats_json(s) for s in event.before]),
+                                json.dumps([stats_json(s) for s in event.after]),
+                            )
+                        ],
+                    )
+                )
             case ev.SourceText():
                 self._pending.append((TOLD, [(None, "SourceText", json.dumps(to_wire(event)))]))
             case ev.CallSiteVariables():
@@ -312,15 +359,35 @@ class Recorder:
             case ev.Paused():
                 self._write([])  # the user may stay here, or kill the run: what came before is kept
             case ev.ScriptStarted():
-                self._write([("INSERT INTO run (id, script, argv, torch, python, started, per_node) "
-                              "VALUES (1, ?, ?, ?, ?, ?, ?)",
-                              [(event.path, json.dumps(self._argv if self._argv is not None else list(event.argv)),
-                                self._torch, platform.python_version(), self._t0, self._mode_text())])])
+                self._write(
+                    [
+                        (
+                            "INSERT INTO run (id, script, argv, torch, python, started, per_node) "
+                            "VALUES (1, ?, ?, ?, ?, ?, ?)",
+                            [
+                                (
+                                    event.path,
+                                    json.dumps(self._argv if self._argv is not None else list(event.argv)),
+                                    self._torch,
+                                    platform.python_version(),
+                                    self._t0,
+                                    self._mode_text(),
+                                )
+                            ],
+                        )
+                    ]
+                )
             case ev.ScriptFinished():
                 if self.flight and (event.exit_status != 0 or event.quit or event.traceback):
                     self._dump_ring()
-                self._write([("UPDATE run SET finished = ?, exit_status = ?, error = ?, quit = ?, how = ? WHERE id = 1",
-                              [(time.time(), event.exit_status, event.traceback, int(event.quit), event.how)])])
+                self._write(
+                    [
+                        (
+                            "UPDATE run SET finished = ?, exit_status = ?, error = ?, quit = ?, how = ? WHERE id = 1",
+                            [(time.time(), event.exit_status, event.traceback, int(event.quit), event.how)],
+                        )
+                    ]
+                )
             case _:
                 pass
 
@@ -351,18 +418,54 @@ class Recorder:
         elif self._wants_nodes(started):
             per_node = True
             work += self._node_work(flight)
-        work.insert(0, (
-            "INSERT OR REPLACE INTO passes (idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, "
-            "error, failed_node, started, wall, grad_norm, nonfinite, nested) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(event.pass_index, started.call, started.call_text, started.call_site,
-              json.dumps([_f(v) for v in started.losses]), int(started.recorded), int(per_node), event.total,
-              event.done, event.error, event.node, flight.t0 - self._t0, wall, _f(total_norm), nonfinite,
-              json.dumps(flight.nested) if flight.nested else None)]))
-        work.append(("INSERT INTO flow (pass, rank, name, node, shape, grad_norm, weight_norm, ratio, nonfinite) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     [(event.pass_index, rank, r.name, r.node, _list(tuple(r.shape)), _f(r.grad_norm), _f(r.weight_norm),
-                       _f(r.ratio), r.nonfinite) for rank, r in enumerate(event.flow)]))
+        work.insert(
+            0,
+            (
+                "INSERT OR REPLACE INTO passes (idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, "
+                "error, failed_node, started, wall, grad_norm, nonfinite, nested) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        event.pass_index,
+                        started.call,
+                        started.call_text,
+                        started.call_site,
+                        json.dumps([_f(v) for v in started.losses]),
+                        int(started.recorded),
+                        int(per_node),
+                        event.total,
+                        event.done,
+                        event.error,
+                        event.node,
+                        flight.t0 - self._t0,
+                        wall,
+                        _f(total_norm),
+                        nonfinite,
+                        json.dumps(flight.nested) if flight.nested else None,
+                    )
+                ],
+            ),
+        )
+        work.append(
+            (
+                "INSERT INTO flow (pass, rank, name, node, shape, grad_norm, weight_norm, ratio, nonfinite) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        event.pass_index,
+                        rank,
+                        r.name,
+                        r.node,
+                        _list(tuple(r.shape)),
+                        _f(r.grad_norm),
+                        _f(r.weight_norm),
+                        _f(r.ratio),
+                        r.nonfinite,
+                    )
+                    for rank, r in enumerate(event.flow)
+                ],
+            )
+        )
         self._write(work)
 
     def _node_work(self, flight: _Pass) -> list[tuple[str, Iterable[tuple]]]:
@@ -383,14 +486,28 @@ class Recorder:
 
         def nodes() -> Iterator[tuple]:
             for i, d in enumerate(infos):
-                yield (index, i, d.name, d.kind, _list(d.labels) if d.labels else None, d.param,
-                       d.source, d.module, order.get(i), _list(d.next), _int64(d.seq))
+                yield (
+                    index,
+                    i,
+                    d.name,
+                    d.kind,
+                    _list(d.labels) if d.labels else None,
+                    d.param,
+                    d.source,
+                    d.module,
+                    order.get(i),
+                    _list(d.next),
+                    _int64(d.seq),
+                )
 
         work: list[tuple[str, Iterable[tuple]]] = [
             ("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _Rows(nodes)),
-            ("INSERT INTO grads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _Rows(grads))]
+            ("INSERT INTO grads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _Rows(grads)),
+        ]
         if flight.prints:
-            work.append(("INSERT OR REPLACE INTO prints VALUES (?, ?, ?, ?, ?, ?, ?, ?)", _print_rows(index, flight.prints)))
+            work.append(
+                ("INSERT OR REPLACE INTO prints VALUES (?, ?, ?, ?, ?, ?, ?, ?)", _print_rows(index, flight.prints))
+            )
         return work
 
     def _dump_ring(self) -> None:

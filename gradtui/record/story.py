@@ -66,13 +66,23 @@ def recorded_sources(rec: Recording, folder: str) -> list[ev.SourceText]:
 def pass_started(info: PassInfo, graph: nx.DiGraph) -> ev.PassStarted:
     """A recorded pass's PassStarted as the run told it (hooked or not, with its node count),
     with `graph` (empty: told without it)."""
-    return ev.PassStarted(info.index, info.call, info.call_text, info.call_site,  # type: ignore[arg-type]
-                          graph, (0,) if graph.number_of_nodes() else (), info.losses, recorded=info.hooked,
-                          nodes=None if graph.number_of_nodes() else info.nodes, kept=info.per_node)
+    return ev.PassStarted(
+        info.index,
+        info.call,  # type: ignore[arg-type]
+        info.call_text,
+        info.call_site,
+        graph,
+        (0,) if graph.number_of_nodes() else (),
+        info.losses,
+        recorded=info.hooked,
+        nodes=None if graph.number_of_nodes() else info.nodes,
+        kept=info.per_node,
+    )
 
 
-def nodes_ran(index: int, walk: list[int], stats: dict[int, NodeStats],
-              edits: dict[int, list[ev.GradEdited]] | None = None) -> list[ev.Event]:
+def nodes_ran(
+    index: int, walk: list[int], stats: dict[int, NodeStats], edits: dict[int, list[ev.GradEdited]] | None = None
+) -> list[ev.Event]:
     """A NodeRan per recorded node of pass `index` that ran, in engine order, each after the
     run's edits of the gradient that arrived at it (`edits`, per node: the UI marks them)."""
     empty = NodeStats((), ())
@@ -80,8 +90,9 @@ def nodes_ran(index: int, walk: list[int], stats: dict[int, NodeStats],
     out: list[ev.Event] = []
     for position, node in enumerate(walk, 1):
         out += edits.get(node, ())
-        out.append(ev.NodeRan(index, node, position, stats.get(node, empty).grad_outputs,
-                              stats.get(node, empty).grad_inputs))
+        out.append(
+            ev.NodeRan(index, node, position, stats.get(node, empty).grad_outputs, stats.get(node, empty).grad_inputs)
+        )
     return out
 
 
@@ -128,15 +139,21 @@ def tell(rec: Recording, script: str, argv: tuple[str, ...], output_in_passes: b
     lines = rec.output_story(told[0].index if told else None, STORY_OUTPUT)
     story += [_output(line) for line in lines.before + lines.earlier]
     if told and span.first is not None and told[0].index > span.first:
-        story.append(ev.Output("stderr", f"gradtui replay: passes {span.first}-{told[0].index - 1} are not "
-                               f"listed (plotted, and shown by pass N); the last {len(told)} follow\n"))
+        story.append(
+            ev.Output(
+                "stderr",
+                f"gradtui replay: passes {span.first}-{told[0].index - 1} are not "
+                f"listed (plotted, and shown by pass N); the last {len(told)} follow\n",
+            )
+        )
     last = walkable(rec, last=True)
     drawn = _drawn(told, last)
     flows = rec.flows(told[0].index) if told else {}
     hits: dict[int, list[ev.Event]] = {}
     for hit in rec.hits(since=told[0].index) if told else []:
-        hits.setdefault(hit["pass"], []).append(ev.BreakpointHit(hit["breakpoint"], hit["spec"], hit["pass"],
-                                                                 hit["node"]))
+        hits.setdefault(hit["pass"], []).append(
+            ev.BreakpointHit(hit["breakpoint"], hit["spec"], hit["pass"], hit["node"])
+        )
     output: dict[int | None, list[ev.Event]] = {}
     for line in lines.told:
         output.setdefault(line.pass_index, []).append(_output(line))

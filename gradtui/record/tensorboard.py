@@ -179,13 +179,25 @@ def export_tensorboard(db: str, folder: str) -> Written:
         try:
             for step in steps(recording):
                 values = [summary_pb2.Summary.Value(tag=s.tag, simple_value=s.value) for s in step.scalars]
-                values += [summary_pb2.Summary.Value(tag=h.tag, histo=summary_pb2.HistogramProto(
-                    min=h.min, max=h.max, num=h.num, sum=h.sum, sum_squares=h.sum_squares,
-                    bucket_limit=list(h.bucket_limit), bucket=list(h.bucket))) for h in step.histograms]
-                writer.add_event(event_pb2.Event(wall_time=step.wall_time, step=step.step,
-                                                 summary=summary_pb2.Summary(value=values)))
+                values += [
+                    summary_pb2.Summary.Value(
+                        tag=h.tag,
+                        histo=summary_pb2.HistogramProto(
+                            min=h.min,
+                            max=h.max,
+                            num=h.num,
+                            sum=h.sum,
+                            sum_squares=h.sum_squares,
+                            bucket_limit=list(h.bucket_limit),
+                            bucket=list(h.bucket),
+                        ),
+                    )
+                    for h in step.histograms
+                ]
+                writer.add_event(
+                    event_pb2.Event(wall_time=step.wall_time, step=step.step, summary=summary_pb2.Summary(value=values))
+                )
                 count += 1
         finally:
             writer.close()
         return Written(count, tuple(recording.damage))
-

@@ -91,8 +91,10 @@ def target_for(address: str) -> RemoteTarget | Unreachable:
         return Unreachable(f"gradtui serve: {exc}")
     token = os.environ.get("GRADTUI_TOKEN") or (found.token if found else "")
     if not token:
-        return Unreachable(f"gradtui serve: no runtime file names an agent at {address} (has it ended?); "
-                           "for an agent of another user or machine, start gradtui serve with GRADTUI_TOKEN set")
+        return Unreachable(
+            f"gradtui serve: no runtime file names an agent at {address} (has it ended?); "
+            "for an agent of another user or machine, start gradtui serve with GRADTUI_TOKEN set"
+        )
     return RemoteTarget(token, address=(host, port), script=found.script if found else "")
 
 

@@ -83,8 +83,13 @@ class TabService(AppService):
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> asyncio.subprocess.Process:
         self._process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=self._build_environment(width, height), start_new_session=True)
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self._build_environment(width, height),
+            start_new_session=True,
+        )
         self._stdin = self._process.stdin
         return self._process
 
@@ -190,17 +195,20 @@ class BrowserServer(Server):
         """The aiohttp application: the page, the websocket, the static files, the guard."""
         app = web.Application(middlewares=[self._guard])
         aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
-        app.add_routes([
-            web.get("/", self.handle_index, name="index"),
-            web.get("/ws/{token}", self.handle_websocket, name="websocket"),
-            web.static("/static", self.statics_path, name="static"),
-        ])
+        app.add_routes(
+            [
+                web.get("/", self.handle_index, name="index"),
+                web.get("/ws/{token}", self.handle_websocket, name="websocket"),
+                web.static("/static", self.statics_path, name="static"),
+            ]
+        )
         app.on_shutdown.append(self.on_shutdown)
         return app
 
     @web.middleware
-    async def _guard(self, request: web.Request,
-                     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def _guard(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         """Refuse every request without the token but those for textual-serve's static files."""
         if request.path.startswith("/static/"):
             return await handler(request)
@@ -215,7 +223,8 @@ class BrowserServer(Server):
         if agent is None:
             raise web.HTTPServiceUnavailable(
                 text="gradtui serve: no gradtui agent is running: start one with `gradtui --listen :0 train.py` "
-                     "(or gradtui.listen() in the script), then reload this page\n")
+                "(or gradtui.listen() in the script), then reload this page\n"
+            )
         scheme = "wss" if request.secure else "ws"
         context = {
             "font_size": to_int(request.query.get("fontsize", "16"), 16),
@@ -233,8 +242,10 @@ class BrowserServer(Server):
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         """One tab: start its client process, relay keys and screen until either side goes."""
         if not same_origin(request):
-            raise web.HTTPForbidden(text="gradtui serve: refused a websocket opened by a page of another origin "
-                                         f"({request.headers.get(hdrs.ORIGIN)!r}); open the URL gradtui serve printed\n")
+            raise web.HTTPForbidden(
+                text="gradtui serve: refused a websocket opened by a page of another origin "
+                f"({request.headers.get(hdrs.ORIGIN)!r}); open the URL gradtui serve printed\n"
+            )
         websocket = web.WebSocketResponse(heartbeat=15)
         width = to_int(request.query.get("width", "80"), 80)
         height = to_int(request.query.get("height", "24"), 24)
@@ -246,9 +257,13 @@ class BrowserServer(Server):
         if agent is None:
             await websocket.close(message=b"no gradtui agent is running")
             return websocket
-        service = TabService(tab_argv(agent.address), write_bytes=websocket.send_bytes,
-                             write_str=websocket.send_str, close=websocket.close,
-                             download_manager=self.download_manager)
+        service = TabService(
+            tab_argv(agent.address),
+            write_bytes=websocket.send_bytes,
+            write_str=websocket.send_str,
+            close=websocket.close,
+            download_manager=self.download_manager,
+        )
         self.tabs.add(service)
         self.started += 1
         try:

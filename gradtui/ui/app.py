@@ -111,9 +111,18 @@ class GradtuiApp(App[int]):
     changes: var[Changes | None] = var(None, always_update=True, init=False)
     """What the UI state changed at the last draw (`flush`): the widgets watch it and redraw their part."""
 
-    def __init__(self, script: str | None = None, args: Iterable[str] = (), commands: Iterable[str] = (),
-                 report: Report | None = None, record_all: bool = False, *,
-                 target: DebugTarget | None = None, theme: str | None = None, passes_first: bool = False) -> None:
+    def __init__(
+        self,
+        script: str | None = None,
+        args: Iterable[str] = (),
+        commands: Iterable[str] = (),
+        report: Report | None = None,
+        record_all: bool = False,
+        *,
+        target: DebugTarget | None = None,
+        theme: str | None = None,
+        passes_first: bool = False,
+    ) -> None:
         """Debug `script` in a child agent, or the given `target`.
 
         `record_all`: hook every pass, even one nothing can stop in (as a report does), so
@@ -126,21 +135,26 @@ class GradtuiApp(App[int]):
         """
         super().__init__()
         self.register_theme(GRADTUI_THEME)
-        self.theme_problem = None if theme is None or theme in self.available_themes else (
-            f"no theme {theme!r}: using {DEFAULT_THEME} (themes: {', '.join(sorted(self.available_themes))})")
+        self.theme_problem = (
+            None
+            if theme is None or theme in self.available_themes
+            else (f"no theme {theme!r}: using {DEFAULT_THEME} (themes: {', '.join(sorted(self.available_themes))})")
+        )
         self.theme = theme if theme is not None and self.theme_problem is None else DEFAULT_THEME
         if target is None:
             assert script is not None, "a script or a target"
-            target = ChildTarget(RunOptions(os.path.abspath(script), list(args), record_all=record_all,
-                                            every_stat=report is not None))
+            target = ChildTarget(
+                RunOptions(os.path.abspath(script), list(args), record_all=record_all, every_stat=report is not None)
+            )
         self.target = target
         self.script_path = os.path.abspath(script or target.info.script or ".")
         self.state = UIState(os.path.basename(self.script_path))
         self.report = report
         self.feeder = CommandFeeder(list(commands))
         self.link = TargetLink(target, self)
-        self.nav = Navigator(self, self.state, self.link, send=self.send, draw=self.flush,
-                             home=os.path.dirname(self.script_path))
+        self.nav = Navigator(
+            self, self.state, self.link, send=self.send, draw=self.flush, home=os.path.dirname(self.script_path)
+        )
         self.sizer = PaneSizer(self, self.state.sizes)
         self.transcript = Transcript(self)
         self.leaving = Leaving(self, self.link)
@@ -148,8 +162,9 @@ class GradtuiApp(App[int]):
         """Was the footer last drawn while the script ran (with Ctrl-C's `pause`)? True at start."""
         self.break_in = BreakIn(self.state, self.leaving, lambda: self.query_one(CommandBar), self.send)
         """Ctrl-C while the script runs: pause at the next backward node (gradtui.ui.breakin)."""
-        self.debugger = DebuggerScreen(self.nav, self.sizer, echo=self.transcript.echo, detach=self.leaving.detach,
-                                       id="_default")
+        self.debugger = DebuggerScreen(
+            self.nav, self.sizer, echo=self.transcript.echo, detach=self.leaving.detach, id="_default"
+        )
         """The first screen, which the panes of `compose` are on."""
         self.passes_first = passes_first
         """Open on the passes view when the target's passes are in (cleared once it is open)."""
@@ -201,8 +216,12 @@ class GradtuiApp(App[int]):
             self.transcript.write(self.theme_problem, ERROR_STYLE)
         # Not when opening on the passes view: the debugger is then laid out when first shown,
         # and its panes redraw at their widths (on_resize).
-        self.run_worker(self.link.read(first_after_layout=not self.passes_first), name="gradtui-target",
-                        group="target", exit_on_error=False)
+        self.run_worker(
+            self.link.read(first_after_layout=not self.passes_first),
+            name="gradtui-target",
+            group="target",
+            exit_on_error=False,
+        )
 
     async def on_unmount(self) -> None:
         """Thaw what `on_mount` froze, for the next app a test process runs; however the app
@@ -292,7 +311,8 @@ class GradtuiApp(App[int]):
                     self.flush()
                     self.query_one(OutputLog).write_streams(
                         ("".join(e.text for e in lines), STREAM_STYLE[stream])  # type: ignore[attr-defined]  # Outputs
-                        for stream, lines in itertools.groupby(events_, lambda e: e.stream))  # type: ignore[attr-defined]
+                        for stream, lines in itertools.groupby(events_, lambda e: e.stream)  # type: ignore[attr-defined]
+                    )
                 else:
                     for event in events_:
                         self._apply_event(event)
@@ -434,7 +454,8 @@ class GradtuiApp(App[int]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette: every gradtui action once, then Textual's own but those it replaces."""
         yield from keys.palette_commands(
-            lambda action: self.run_action(action, self if action in keys.APP_ACTIONS else self.debugger))
+            lambda action: self.run_action(action, self if action in keys.APP_ACTIONS else self.debugger)
+        )
         for command in super().get_system_commands(screen):
             if command.title not in keys.REPLACED_COMMANDS:
                 yield command

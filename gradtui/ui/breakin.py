@@ -20,8 +20,9 @@ class BreakIn:
     """Ctrl-C's break-in (see module doc): `press` on the key, `arrived` when a pause or the
     script's end ends the wait."""
 
-    def __init__(self, state: UIState, leaving: Leaving, bar: Callable[[], CommandBar],
-                 send: Callable[[str], object]) -> None:
+    def __init__(
+        self, state: UIState, leaving: Leaving, bar: Callable[[], CommandBar], send: Callable[[str], object]
+    ) -> None:
         self._state = state
         self._leaving = leaving
         self._bar = bar
@@ -36,8 +37,10 @@ class BreakIn:
         elif self._state.paused is not None:
             self._bar().answer("already paused: c continues, s steps, q quits")
         elif self.waiting:
-            self._leaving.offer("still running, waiting to break in at the next backward node: "
-                                "q stops the script, escape goes on waiting")
+            self._leaving.offer(
+                "still running, waiting to break in at the next backward node: "
+                "q stops the script, escape goes on waiting"
+            )
         else:
             self.waiting = True
             self._bar().answer(WAITING)

@@ -26,6 +26,12 @@ class Changes:
 
     def merge(self, later: Changes) -> Changes:
         """This change and a later one, drawn as one."""
-        return Changes(self.rows | later.rows, self.new_pass or later.new_pass, self.header or later.header,
-                       self.paused or later.paused, self.finished or later.finished, self.log + later.log,
-                       self.breakpoints or later.breakpoints)
+        return Changes(
+            self.rows | later.rows,
+            self.new_pass or later.new_pass,
+            self.header or later.header,
+            self.paused or later.paused,
+            self.finished or later.finished,
+            self.log + later.log,
+            self.breakpoints or later.breakpoints,
+        )

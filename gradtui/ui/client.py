@@ -126,8 +126,10 @@ class TargetLink:
             return None
         if self.is_recording:
             return "a recording runs nowhere: q leaves"
-        return ("this UI started the script (gradtui SCRIPT): it lives only with it; q stops it, "
-                "gradtui --listen runs one to attach to and detach from")
+        return (
+            "this UI started the script (gradtui SCRIPT): it lives only with it; q stops it, "
+            "gradtui --listen runs one to attach to and detach from"
+        )
 
     async def stop(self) -> None:
         """Quit the target; a child agent that will not end is killed (ChildTarget.quit)."""

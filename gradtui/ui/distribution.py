@@ -56,9 +56,16 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
 
 def usable(stats: Stats | None) -> bool:
     """Whether a gradient's statistics can make a band: full (min, max, mean) and finite."""
-    return (stats is not None and stats.unreadable is None and stats.min is not None and stats.max is not None
-            and stats.mean is not None and not stats.nonfinite and stats.numel > 0
-            and all(math.isfinite(v) for v in (stats.min, stats.max, stats.mean, stats.norm)))
+    return (
+        stats is not None
+        and stats.unreadable is None
+        and stats.min is not None
+        and stats.max is not None
+        and stats.mean is not None
+        and not stats.nonfinite
+        and stats.numel > 0
+        and all(math.isfinite(v) for v in (stats.min, stats.max, stats.mean, stats.norm))
+    )
 
 
 def std_of(stats: Stats) -> float:
@@ -74,8 +81,14 @@ def quantiles_of(stats: Stats) -> tuple[tuple[float, ...], bool]:
         ordered = sorted(stats.values)
         return tuple(_quantile(ordered, bp / 10000) for bp in BASIS_POINTS), True
     std = std_of(stats)
-    out = [stats.min if k == -math.inf else stats.max if k == math.inf
-           else min(stats.max, max(stats.min, stats.mean + k * std)) for k in SIGMAS]
+    out = [
+        stats.min
+        if k == -math.inf
+        else stats.max
+        if k == math.inf
+        else min(stats.max, max(stats.min, stats.mean + k * std))
+        for k in SIGMAS
+    ]
     return tuple(out), False
 
 
@@ -93,9 +106,17 @@ def combined(parts: list[Stats]) -> Stats:
     values = None
     if all(s.values is not None for s in parts):
         values = tuple(v for s in parts for v in s.values or ())
-    return Stats((count,), parts[0].dtype, parts[0].device, math.sqrt(sum(s.norm * s.norm for s in parts)),
-                 min(s.min for s in parts if s.min is not None), max(s.max for s in parts if s.max is not None),
-                 sum((s.mean or 0.0) * s.numel for s in parts) / count, 0, values)
+    return Stats(
+        (count,),
+        parts[0].dtype,
+        parts[0].device,
+        math.sqrt(sum(s.norm * s.norm for s in parts)),
+        min(s.min for s in parts if s.min is not None),
+        max(s.max for s in parts if s.max is not None),
+        sum((s.mean or 0.0) * s.numel for s in parts) / count,
+        0,
+        values,
+    )
 
 
 def stats_at(series: PassSeries, point: SeriesPoint, name: str) -> Stats | None:
@@ -150,8 +171,11 @@ class HistogramOverTime:
 
 def histogram_over_time(series: PassSeries, name: str, rows: int) -> HistogramOverTime:
     """Parameter or module `name`'s gradient per pass, binned into `rows` bins over every pass's range."""
-    kept: list[tuple[int, Stats]] = [(point.index, stats) for point in series.points
-                                     if (stats := stats_at(series, point, name)) is not None and usable(stats)]
+    kept: list[tuple[int, Stats]] = [
+        (point.index, stats)
+        for point in series.points
+        if (stats := stats_at(series, point, name)) is not None and usable(stats)
+    ]
     if not kept or rows < 1:
         return HistogramOverTime((), ())
     low = min(s.min for _, s in kept if s.min is not None)

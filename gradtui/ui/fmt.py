@@ -51,8 +51,10 @@ def shape_text(stats: Stats) -> str:
 
 def numbers_text(stats: Stats) -> str:
     """`norm 12  min 12  max 12  mean 12`."""
-    return "  ".join(f"{name} {format_number(value)}" for name, value in (
-        ("norm", stats.norm), ("min", stats.min), ("max", stats.max), ("mean", stats.mean)))
+    return "  ".join(
+        f"{name} {format_number(value)}"
+        for name, value in (("norm", stats.norm), ("min", stats.min), ("max", stats.max), ("mean", stats.mean))
+    )
 
 
 def values_text(stats: Stats) -> str:
@@ -173,7 +175,7 @@ def cut_left(path: str, room: int) -> str:
             break
         kept = candidate
     if not kept:
-        return "…" + path[len(path) - room + 1:] if room > 1 else "…"
+        return "…" + path[len(path) - room + 1 :] if room > 1 else "…"
     return "…" + kept
 
 

@@ -68,10 +68,10 @@ class PassesState:
         """Keep `view`; drop views past the bounds, those without per-node data first (a
         training loop's one hooked pass must not be pushed out by the unhooked ones after it)."""
         self.views.append(view)
-        while len(self.views) > 2 and (len(self.views) > KEEP_VIEWS
-                                       or sum(v.total for v in self.views) > KEEP_NODES):
-            victim = next((v for v in self.views if not v.recorded and v is not self.live
-                           and v is not self.browsed), None)
+        while len(self.views) > 2 and (len(self.views) > KEEP_VIEWS or sum(v.total for v in self.views) > KEEP_NODES):
+            victim = next(
+                (v for v in self.views if not v.recorded and v is not self.live and v is not self.browsed), None
+            )
             if victim is None:
                 victim = next(v for v in self.views if v is not self.browsed)
             self.views.remove(victim)

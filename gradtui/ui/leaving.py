@@ -34,8 +34,10 @@ class Leaving:
         """Ask `question`, offering to stop the script and leave (attached, to detach too);
         escape stays (a second Ctrl-C while a break-in waits)."""
         if not isinstance(self.app.screen, LeaveScreen):
-            self.app.push_screen(LeaveScreen(os.path.basename(self.link.target.info.script), question,
-                                             detach=self.link.attached), self._left)
+            self.app.push_screen(
+                LeaveScreen(os.path.basename(self.link.target.info.script), question, detach=self.link.attached),
+                self._left,
+            )
 
     async def _left(self, choice: str | None) -> None:
         if choice == "quit":
@@ -60,7 +62,9 @@ class Leaving:
             self.app.exit(self.link.exit_status)
         else:
             await self.link.detach()
-            self.app.exit(0, message="gradtui: detached: the script runs on; its breakpoints stay armed for the next client")
+            self.app.exit(
+                0, message="gradtui: detached: the script runs on; its breakpoints stay armed for the next client"
+            )
 
     def signalled(self) -> None:
         """SIGINT, SIGTERM or SIGHUP to the UI: stop the target and leave (a second one: at once).

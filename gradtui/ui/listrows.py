@@ -150,6 +150,11 @@ class ListRows:
         item = tree.rows[row]
         if item.module is not None and tree.set_expanded(item.module, False):
             return TreeMove(changed=True)
-        parent = (tree.modules[item.module].parent if item.module is not None
-                  else tree.member.get(item.node) if item.node is not None else None)
+        parent = (
+            tree.modules[item.module].parent
+            if item.module is not None
+            else tree.member.get(item.node)
+            if item.node is not None
+            else None
+        )
         return TreeMove(cursor=tree.row_of_module(parent) if parent is not None else None)

@@ -95,7 +95,7 @@ def display_name(module: Module) -> str:
     """The row's name: the path relative to the parent row; `layers.3` rather than a bare `3`."""
     if module.parent is None or not module.path.startswith(module.parent + "."):
         return module.path  # a root, or a path shown relative to the root above it
-    rel = module.path[len(module.parent) + 1:]
+    rel = module.path[len(module.parent) + 1 :]
     if _DIGITS.fullmatch(rel):
         return module.parent.rpartition(".")[2] + "." + rel
     return rel
@@ -259,8 +259,12 @@ class ModuleTree:
         """The summary of module `path`, folded in incrementally as nodes of the pass run."""
         self._update()
         squares = self._squares.get(path)
-        return ModuleStats(self.modules[path].count, None if squares is None else math.sqrt(squares),
-                           path in self._nonfinite, self._ran.get(path, 0))
+        return ModuleStats(
+            self.modules[path].count,
+            None if squares is None else math.sqrt(squares),
+            path in self._nonfinite,
+            self._ran.get(path, 0),
+        )
 
     def _reset(self) -> None:
         self._squares: dict[str, float] = {}

@@ -34,8 +34,16 @@ class Navigator:
     """What moves the view (see module doc): `app` for its screens and panes, `state` to read and
     browse, `link` for the target's kind and end, `send` and `draw` the app's own."""
 
-    def __init__(self, app: App[int], state: UIState, link: TargetLink, *, send: Callable[[str], object],
-                 draw: Callable[[], None], home: str) -> None:
+    def __init__(
+        self,
+        app: App[int],
+        state: UIState,
+        link: TargetLink,
+        *,
+        send: Callable[[str], object],
+        draw: Callable[[], None],
+        home: str,
+    ) -> None:
         self.app = app
         self.state = state
         self.link = link
@@ -58,8 +66,9 @@ class Navigator:
 
     def find(self) -> None:
         """Find a node by op, label, module or source line: the palette with nodes only."""
-        self.app.push_screen(CommandPalette(providers=[NodeProvider],
-                                            placeholder="find a node: op, label, module, source line…"))
+        self.app.push_screen(
+            CommandPalette(providers=[NodeProvider], placeholder="find a node: op, label, module, source line…")
+        )
 
     def node_index(self) -> NodeIndex | None:
         """The search text of the shown pass's nodes (built once per pass)."""
@@ -86,8 +95,9 @@ class Navigator:
             return
         at = ranked.index(nodes.selected) if nodes.selected in ranked else -1
         nodes.select_node(ranked[(at + 1) % len(ranked)])
-        self.app.query_one(CommandBar).answer(f"match {(at + 1) % len(ranked) + 1} of {len(ranked)} for "
-                                              f"{find.query!r}" if find.query else "next node")
+        self.app.query_one(CommandBar).answer(
+            f"match {(at + 1) % len(ranked) + 1} of {len(ranked)} for {find.query!r}" if find.query else "next node"
+        )
 
     def walk(self, up: bool) -> None:
         """Select a consumer of the selected node (`up`) or its first input."""
@@ -118,7 +128,9 @@ class Navigator:
             if not views:
                 self._refuse("no pass yet")
                 return
-            edge = f"pass {views[0].index} is the oldest kept" if delta < 0 else f"pass {views[-1].index} is the live one"
+            edge = (
+                f"pass {views[0].index} is the oldest kept" if delta < 0 else f"pass {views[-1].index} is the live one"
+            )
             self._refuse(f"no {'older' if delta < 0 else 'newer'} pass: {edge}")
             return
         self._shown()
@@ -133,8 +145,15 @@ class Navigator:
         if not self.state.summaries:
             self._refuse("no pass yet")
             return
-        self.app.push_screen(PassesScreen(self.state, recording=self.link.is_recording, node=self._nodes().selected,
-                                          param_stats=self.link.param_stats), self._show_pass)
+        self.app.push_screen(
+            PassesScreen(
+                self.state,
+                recording=self.link.is_recording,
+                node=self._nodes().selected,
+                param_stats=self.link.param_stats,
+            ),
+            self._show_pass,
+        )
 
     def _show_pass(self, index: int | None) -> None:
         if index is None:
@@ -152,8 +171,10 @@ class Navigator:
             if index >= self.state.passes:
                 return f"no pass {index} yet: {self.state.passes} have started"
             kept = [v.index for v in self.state.views]
-            return (f"pass {index} is not kept: only its summary is (P lists them); node data is kept for "
-                    f"passes {', '.join(map(str, kept))}")
+            return (
+                f"pass {index} is not kept: only its summary is (P lists them); node data is kept for "
+                f"passes {', '.join(map(str, kept))}"
+            )
         self._shown()
         return None
 
@@ -233,7 +254,9 @@ class Navigator:
     def _breakpoint_rows(self) -> list[BreakpointRow]:
         """The armed breakpoints, then the ones turned off, as the state has them now."""
         state = self.state
-        rows = [BreakpointRow(b.number, b.spec, b.hits, state.breaks.last_hits.get(b.number)) for b in state.breakpoints]
+        rows = [
+            BreakpointRow(b.number, b.spec, b.hits, state.breaks.last_hits.get(b.number)) for b in state.breakpoints
+        ]
         return rows + [BreakpointRow(None, spec, 0, None) for spec in state.breaks.off]
 
     def _breakpoint_chosen(self, choice: BreakpointChoice | None) -> None:
@@ -276,8 +299,12 @@ class Navigator:
         """V: the tensors and modules where backward was called; enter selects one's node."""
         view = self.state.view
         told = view.variables if view is not None else None
-        self.app.push_screen(VariablesScreen(variable_rows(view), told.call_site if told else "",
-                                             told.more if told else 0, self.link.is_recording), self._variable_chosen)
+        self.app.push_screen(
+            VariablesScreen(
+                variable_rows(view), told.call_site if told else "", told.more if told else 0, self.link.is_recording
+            ),
+            self._variable_chosen,
+        )
 
     def variable_chosen(self, row: VariableRow | None) -> None:
         """A variable chosen (in `V`'s table or the docked pane): select its node, or ask why it
@@ -300,8 +327,11 @@ class Navigator:
         view, node = self.state.view, self._nodes().selected
         data = node_info(view.graph, node) if view is not None and node is not None and node in view.graph else None
         if view is None or node is None or data is None or not data.path or not data.line:
-            self._refuse("v shows a node's source: select a node made by a line of Python" if data is None
-                         else f"#{node} has no source line (made outside Python code)")
+            self._refuse(
+                "v shows a node's source: select a node made by a line of Python"
+                if data is None
+                else f"#{node} has no source line (made outside Python code)"
+            )
             return
         path = data.path
         source = SourceFile(path, fmt.short_path(path, self.home), data.line, node)

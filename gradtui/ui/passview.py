@@ -84,9 +84,20 @@ class PassView:
         order = engine_order(event.graph)
         seen = set(order)
         order += [n for n in event.graph.nodes if n not in seen]  # defensive: never lose a node
-        return cls(event.pass_index, event.call, event.call_text, event.call_site, event.graph, order,
-                   {node: i for i, node in enumerate(order)}, event.graph.number_of_nodes(),
-                   losses=tuple(event.losses), recorded=event.recorded, size=event.nodes, kept=event.kept)
+        return cls(
+            event.pass_index,
+            event.call,
+            event.call_text,
+            event.call_site,
+            event.graph,
+            order,
+            {node: i for i, node in enumerate(order)},
+            event.graph.number_of_nodes(),
+            losses=tuple(event.losses),
+            recorded=event.recorded,
+            size=event.nodes,
+            kept=event.kept,
+        )
 
     # ---- what the pass's events change ----------------------------------------------------
 
@@ -157,10 +168,22 @@ class PassView:
         if self.recorded:
             bad = len(self.nonfinite)
         else:
-            bad = sum(1 for f in self.flow if f.nonfinite or (f.grad_norm is not None and not math.isfinite(f.grad_norm)))
-        return PassSummary(self.index, self.call_text or f"{self.call}()", self.losses, self.recorded,
-                           self.total or self.size or 0, self.error, bad, self.finished, self.kept,
-                           self.largest_difference, bool(self.differences))
+            bad = sum(
+                1 for f in self.flow if f.nonfinite or (f.grad_norm is not None and not math.isfinite(f.grad_norm))
+            )
+        return PassSummary(
+            self.index,
+            self.call_text or f"{self.call}()",
+            self.losses,
+            self.recorded,
+            self.total or self.size or 0,
+            self.error,
+            bad,
+            self.finished,
+            self.kept,
+            self.largest_difference,
+            bool(self.differences),
+        )
 
     def variable_norm(self, var: ev.Variable) -> float | None:
         """The norm of a call-site variable's gradient from this pass, once it is known: a leaf's

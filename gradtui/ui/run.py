@@ -21,9 +21,16 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that quit the UI (and the script with it)."""
 
 
-def run_app(options: RunOptions | None, *, target: DebugTarget | None = None, commands: Iterable[str] = (),
-            theme: str | None = None, passes_first: bool = False, die_by_signal: bool = True,
-            untold_end: Callable[[ev.ScriptFinished], None] | None = None) -> int:
+def run_app(
+    options: RunOptions | None,
+    *,
+    target: DebugTarget | None = None,
+    commands: Iterable[str] = (),
+    theme: str | None = None,
+    passes_first: bool = False,
+    die_by_signal: bool = True,
+    untold_end: Callable[[ev.ScriptFinished], None] | None = None,
+) -> int:
     """Run the UI on `options`' script in a child agent (or on `target`) until the user quits;
     return the script's exit status (QUIT_STATUS if the user quit before it ended).
 

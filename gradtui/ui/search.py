@@ -72,8 +72,11 @@ class FindHost(Protocol):
 
 def ranked_matches(index: NodeIndex, score: Callable[[str], float]) -> list[tuple[float, int, str]]:
     """(score, node, text) of every node that matches, best first, engine order among equals."""
-    found = [(s, row, node, text) for row, ((node, text), head) in enumerate(zip(index.texts, index.heads))
-             if (s := max(score(head), SOURCE_WEIGHT * score(text))) > 0]
+    found = [
+        (s, row, node, text)
+        for row, ((node, text), head) in enumerate(zip(index.texts, index.heads))
+        if (s := max(score(head), SOURCE_WEIGHT * score(text))) > 0
+    ]
     found.sort(key=lambda item: (-item[0], item[1]))
     return [(s, node, text) for s, _, node, text in found]
 
@@ -91,8 +94,13 @@ class NodeProvider(Provider):
         ranked = ranked_matches(index, matcher.match)
         order = [node for _, node, _ in ranked]
         for score, node, text in ranked:
-            yield Hit(score, matcher.highlight(text), functools.partial(host.found, query, order, node), text=text,
-                      help="select this node")
+            yield Hit(
+                score,
+                matcher.highlight(text),
+                functools.partial(host.found, query, order, node),
+                text=text,
+                help="select this node",
+            )
 
     async def discover(self) -> Hits:
         """Before typing: the first nodes of the pass (the paused one first)."""
@@ -102,5 +110,6 @@ class NodeProvider(Provider):
             return
         order = [node for node, _ in index.texts]
         for node, text in index.texts[:DISCOVER_SHOWN]:
-            yield DiscoveryHit(Content(text), functools.partial(host.found, "", order, node), text=text,
-                               help="select this node")
+            yield DiscoveryHit(
+                Content(text), functools.partial(host.found, "", order, node), text=text, help="select this node"
+            )

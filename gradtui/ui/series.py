@@ -88,7 +88,7 @@ def ema(values: Iterable[float | None], weight: float) -> list[float | None]:
             continue
         last = last * weight + (1 - weight) * value
         count += 1
-        out.append(last / (1 - weight ** count))
+        out.append(last / (1 - weight**count))
     return out
 
 
@@ -98,17 +98,28 @@ def point_at(points: list[SeriesPoint], index: int) -> SeriesPoint | None:
     return points[at] if at < len(points) and points[at].index == index else None
 
 
-def point_of(index: int, losses: Iterable[float | None], flow: Iterable[ev.ParamFlow],
-             names: dict[str, int] | None = None) -> SeriesPoint:
+def point_of(
+    index: int, losses: Iterable[float | None], flow: Iterable[ev.ParamFlow], names: dict[str, int] | None = None
+) -> SeriesPoint:
     """A pass's point from its losses and its flow (`names`: the series' parameter positions,
     grown by the parameters first seen here)."""
     rows = list(flow)
-    return _point(index, losses, ((r.name, r.grad_norm) for r in rows), sum(1 for r in rows if r.nonfinite),
-                  {} if names is None else names)
+    return _point(
+        index,
+        losses,
+        ((r.name, r.grad_norm) for r in rows),
+        sum(1 for r in rows if r.nonfinite),
+        {} if names is None else names,
+    )
 
 
-def _point(index: int, losses: Iterable[float | None], norms: Iterable[tuple[str, float | None]],
-           nonfinite: int, names: dict[str, int]) -> SeriesPoint:
+def _point(
+    index: int,
+    losses: Iterable[float | None],
+    norms: Iterable[tuple[str, float | None]],
+    nonfinite: int,
+    names: dict[str, int],
+) -> SeriesPoint:
     loss = next((v for v in losses if v is not None), None)
     squares: dict[str, float] = {}
     total, seen = 0.0, False
@@ -125,8 +136,14 @@ def _point(index: int, losses: Iterable[float | None], norms: Iterable[tuple[str
     params = array("d", [ABSENT]) * len(names)
     for at, norm in found:
         params[at] = norm
-    return SeriesPoint(index, loss, math.sqrt(total) if seen else None, nonfinite,
-                       {m: math.sqrt(s) for m, s in squares.items()}, params)
+    return SeriesPoint(
+        index,
+        loss,
+        math.sqrt(total) if seen else None,
+        nonfinite,
+        {m: math.sqrt(s) for m, s in squares.items()},
+        params,
+    )
 
 
 class PassSeries:
@@ -162,8 +179,9 @@ class PassSeries:
         if len(self._times) > 64:
             self._times.pop(next(iter(self._times)))
 
-    def finished(self, index: int, flow: Iterable[ev.ParamFlow],
-                 leaf_grads: Iterable[tuple[int, Stats | None]] = ()) -> None:
+    def finished(
+        self, index: int, flow: Iterable[ev.ParamFlow], leaf_grads: Iterable[tuple[int, Stats | None]] = ()
+    ) -> None:
         """A pass ended with this flow and its leaves' gradient statistics (by accumulator node
         id, the flow's `node`): add (or replace) its point."""
         rows = tuple(flow)
@@ -176,8 +194,11 @@ class PassSeries:
             when = known.time
         if known is not None and not grads:  # ... and its gradients' statistics, which the story does not retell
             grads = known.grads
-        self.add(SeriesPoint(point.index, point.loss, point.grad_norm, point.nonfinite, point.modules, point.params,
-                             grads, when))
+        self.add(
+            SeriesPoint(
+                point.index, point.loss, point.grad_norm, point.nonfinite, point.modules, point.params, grads, when
+            )
+        )
         if grads:
             self._with_grads.append(index)
             while len(self._with_grads) > GRAD_POINTS:  # the oldest keep their norms only
@@ -201,8 +222,18 @@ class PassSeries:
         passes it read (evenly spread, the first non-finite ones, the last), in pass order."""
         for f in figures:
             point = _point(f.index, f.losses, f.norms, f.nonfinite, self.names)
-            self.points.append(SeriesPoint(f.index, point.loss, f.grad_norm, f.nonfinite, point.modules, point.params,
-                                           (), getattr(f, "started", None)))
+            self.points.append(
+                SeriesPoint(
+                    f.index,
+                    point.loss,
+                    f.grad_norm,
+                    f.nonfinite,
+                    point.modules,
+                    point.params,
+                    (),
+                    getattr(f, "started", None),
+                )
+            )
         self.version += 1
 
     def add(self, point: SeriesPoint) -> None:
@@ -217,7 +248,9 @@ class PassSeries:
             return
         self.points.append(point)
         if len(self.points) > self.limit:
-            self.points = [p for i, p in enumerate(self.points) if i % 2 == 0 or p.nonfinite or i == len(self.points) - 1]
+            self.points = [
+                p for i, p in enumerate(self.points) if i % 2 == 0 or p.nonfinite or i == len(self.points) - 1
+            ]
 
     def top_modules(self, count: int) -> list[str]:
         """The `count` modules with the largest finite gradient norm in any kept pass, largest first."""

@@ -51,8 +51,11 @@ class PaneSizer:
     def move_graph(self, cells: int) -> None:
         """`-` `+`: a wider (+) or narrower graph pane beside the detail pane (the wide layout)."""
         if not self.app.query_one("#main").has_class("wide"):
-            self.app.query_one(CommandBar).answer("- + size the graph pane beside the detail pane: a terminal of "
-                                                  "160 columns or more; < > size the node list", ok=False)
+            self.app.query_one(CommandBar).answer(
+                "- + size the graph pane beside the detail pane: a terminal of "
+                "160 columns or more; < > size the node list",
+                ok=False,
+            )
             return
         self.sizes.graph_moved += cells * STEP
         self.size()

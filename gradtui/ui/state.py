@@ -329,8 +329,10 @@ class UIState:
 def _nested_note(event: ev.NestedPass) -> str:
     """The output pane's line about a backward nested in a pass (it ran unhooked)."""
     where = f" at {event.call_site}" if event.call_site else ""
-    return (f"nested {event.call}{where} in pass {event.pass_index} from thread {event.thread}: "
-            f"{event.nodes} nodes, ran unhooked")
+    return (
+        f"nested {event.call}{where} in pass {event.pass_index} from thread {event.thread}: "
+        f"{event.nodes} nodes, ran unhooked"
+    )
 
 
 def _op_names(view: PassView) -> tuple[str, ...]:

@@ -9,16 +9,16 @@ from textual.theme import Theme
 
 GRADTUI_THEME = Theme(
     name="gradtui",
-    primary="#5fafff",      # 75
-    secondary="#87afd7",    # 110
-    accent="#ffaf00",       # 214
-    foreground="#d0d0d0",   # 252
-    background="#1c1c1c",   # 234
-    surface="#262626",      # 235
-    panel="#303030",        # 236
-    success="#87d787",      # 114
-    warning="#ffaf5f",      # 215
-    error="#ff5f5f",        # 203
+    primary="#5fafff",  # 75
+    secondary="#87afd7",  # 110
+    accent="#ffaf00",  # 214
+    foreground="#d0d0d0",  # 252
+    background="#1c1c1c",  # 234
+    surface="#262626",  # 235
+    panel="#303030",  # 236
+    success="#87d787",  # 114
+    warning="#ffaf5f",  # 215
+    error="#ff5f5f",  # 203
     dark=True,
 )
 

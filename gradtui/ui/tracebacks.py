@@ -22,8 +22,7 @@ def render_error(error: ErrorInfo, home: str | None, width: int) -> tuple[str, s
     """`error` as Rich draws a traceback `width` columns wide (ANSI text), and a line that
     counts the library frames left out ("" when there are none)."""
     user = [f for f in error.frames if is_user_file(f.filename)]
-    frames = [Frame(filename=short_path(f.filename, home), lineno=f.lineno, name=f.name, line=f.line)
-              for f in user]
+    frames = [Frame(filename=short_path(f.filename, home), lineno=f.lineno, name=f.name, line=f.line) for f in user]
     trace = Trace(stacks=[Stack(exc_type=error.exc_type, exc_value=error.message, frames=frames)])
     out = io.StringIO()
     console = Console(file=out, width=max(width, 30), force_terminal=True, color_system="256")

@@ -87,5 +87,8 @@ class Transcript:
             word = f"ended: its process {event.how}"  # os._exit, a signal: the agent could not say
         self.write(f"── the script {word} · q to leave", NOTE_STYLE)
         # Whatever the bar said (`gradient now …`) was about a pass that is over.
-        self._bar().answer(f"the script {word} · [ ] or P browse its passes · q to leave",
-                           ok=event.quit or event.exit_status == 0, keep=True)
+        self._bar().answer(
+            f"the script {word} · [ ] or P browse its passes · q to leave",
+            ok=event.quit or event.exit_status == 0,
+            keep=True,
+        )

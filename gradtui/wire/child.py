@@ -80,13 +80,24 @@ class ChildTarget:
         ours, theirs = socket.socketpair()
         token = secrets.token_urlsafe(24)
         token_fd = _token_pipe(token)
-        env = {**self.environ, **self.options.to_env(), "GRADTUI_TOKEN_FD": str(token_fd),
-               "GRADTUI_AGENT_FD": str(theirs.fileno())}
+        env = {
+            **self.environ,
+            **self.options.to_env(),
+            "GRADTUI_TOKEN_FD": str(token_fd),
+            "GRADTUI_AGENT_FD": str(theirs.fileno()),
+        }
         try:
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "gradtui.agent", stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
-                pass_fds=(theirs.fileno(), token_fd), start_new_session=True)
+                sys.executable,
+                "-m",
+                "gradtui.agent",
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+                pass_fds=(theirs.fileno(), token_fd),
+                start_new_session=True,
+            )
         except OSError as exc:
             raise TargetError(f"cannot start the agent: {exc}") from None
         finally:
@@ -94,8 +105,10 @@ class ChildTarget:
             os.close(token_fd)
         self.info = TargetInfo(self.options.script, (self.options.script, *self.options.args), self.process.pid)
         self._remote = RemoteTarget(token, sock=ours, script=self.options.script, hello_timeout=START_TIMEOUT)
-        self._tasks = [asyncio.ensure_future(self._read_output(self.process.stdout, "stdout")),
-                       asyncio.ensure_future(self._read_output(self.process.stderr, "stderr"))]
+        self._tasks = [
+            asyncio.ensure_future(self._read_output(self.process.stdout, "stdout")),
+            asyncio.ensure_future(self._read_output(self.process.stderr, "stderr")),
+        ]
         try:
             await self._remote.start()
         except TargetError:

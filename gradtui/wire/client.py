@@ -22,9 +22,15 @@ from gradtui.wire.target import TargetError, TargetInfo
 class RemoteTarget:
     """An agent reached over a socket (TCP `address`, or an already connected `sock`)."""
 
-    def __init__(self, token: str, *, address: tuple[str, int] | None = None,
-                 sock: socket.socket | None = None, script: str = "",
-                 hello_timeout: float = protocol.HELLO_TIMEOUT) -> None:
+    def __init__(
+        self,
+        token: str,
+        *,
+        address: tuple[str, int] | None = None,
+        sock: socket.socket | None = None,
+        script: str = "",
+        hello_timeout: float = protocol.HELLO_TIMEOUT,
+    ) -> None:
         """`hello_timeout`: how long the agent may take to say hello (a child agent that is
         still importing torch takes seconds)."""
         self._token = token
@@ -47,11 +53,14 @@ class RemoteTarget:
                 assert self._address is not None
                 host, port = self._address
                 self._reader, self._writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, port, limit=1 << 24), protocol.HELLO_TIMEOUT)
+                    asyncio.open_connection(host, port, limit=1 << 24), protocol.HELLO_TIMEOUT
+                )
         except (TimeoutError, OSError) as exc:
             where = f"{self._address[0]}:{self._address[1]}" if self._address else "the agent"
-            raise TargetError(f"cannot reach {where}: {_reason(exc)} "
-                              "(is the agent still running? `gradtui attach` lists running agents)") from None
+            raise TargetError(
+                f"cannot reach {where}: {_reason(exc)} "
+                "(is the agent still running? `gradtui attach` lists running agents)"
+            ) from None
         assert self._reader is not None  # connected above
         try:
             hello = await asyncio.wait_for(protocol.read_frame_async(self._reader), self._hello_timeout)
@@ -67,8 +76,13 @@ class RemoteTarget:
         if "refused" in answer:
             raise TargetError(f"refused by the agent: {answer['refused']}")
         info = answer.get("welcome") or {}
-        self.info = TargetInfo(info.get("script", self.info.script), tuple(info.get("argv", ())),
-                               info.get("pid"), info.get("kind", "agent"), info)
+        self.info = TargetInfo(
+            info.get("script", self.info.script),
+            tuple(info.get("argv", ())),
+            info.get("pid"),
+            info.get("kind", "agent"),
+            info,
+        )
 
     def _send(self, message: dict[str, Any]) -> None:
         if self._writer is None or self._writer.is_closing():

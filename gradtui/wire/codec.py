@@ -42,8 +42,11 @@ def _classes() -> dict[str, type]:
     found: dict[str, type] = {"Stats": Stats}
     for module in (ev, dist_events, errors):
         for name, value in vars(module).items():
-            if isinstance(value, type) and (dataclasses.is_dataclass(value) or issubclass(value, msgspec.Struct)) \
-                    and value is not ev.NodesRan:
+            if (
+                isinstance(value, type)
+                and (dataclasses.is_dataclass(value) or issubclass(value, msgspec.Struct))
+                and value is not ev.NodesRan
+            ):
                 found[name] = value
     return found
 
@@ -51,12 +54,16 @@ def _classes() -> dict[str, type]:
 CLASSES = _classes()
 """Wire tag -> class."""
 
-_FIELDS = {cls: cls.__struct_fields__ if issubclass(cls, msgspec.Struct)
-           else tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]  # _classes took only dataclasses
-           for cls in CLASSES.values()}
+_FIELDS = {
+    cls: cls.__struct_fields__ if issubclass(cls, msgspec.Struct) else tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]  # _classes took only dataclasses
+    for cls in CLASSES.values()
+}
 
-_RENAMED = {ev.PassStarted: ("index", "pass_index"), ev.PassFinished: ("index", "pass_index"),
-            ev.PassPrints: ("index", "pass_index")}
+_RENAMED = {
+    ev.PassStarted: ("index", "pass_index"),
+    ev.PassFinished: ("index", "pass_index"),
+    ev.PassPrints: ("index", "pass_index"),
+}
 """Fields an earlier wire form named otherwise (old, new): read under either name."""
 
 
@@ -116,15 +123,30 @@ def _graph_data(graph: nx.Graph) -> dict[str, Any]:
         if info is None:
             node = dict(attrs)
         else:  # FIELDS, spelled out: a dict display costs a fifth of a loop over them
-            node = {"name": info.name, "kind": info.kind, "seq": info.seq, "next": info.next, "labels": info.labels,
-                    "param": info.param, "source": info.source, "path": info.path, "line": info.line,
-                    "module": info.module, "saved": info.saved}
+            node = {
+                "name": info.name,
+                "kind": info.kind,
+                "seq": info.seq,
+                "next": info.next,
+                "labels": info.labels,
+                "param": info.param,
+                "source": info.source,
+                "path": info.path,
+                "line": info.line,
+                "module": info.module,
+                "saved": info.saved,
+            }
             if len(attrs) > 1:
                 node.update((k, v) for k, v in attrs.items() if k != INFO)
         node["id"] = n
         nodes.append(node)
-    return {"directed": graph.is_directed(), "multigraph": graph.is_multigraph(), "graph": graph.graph,
-            "nodes": nodes, "edges": [{**d, "source": u, "target": v} for u, v, d in graph.edges(data=True)]}
+    return {
+        "directed": graph.is_directed(),
+        "multigraph": graph.is_multigraph(),
+        "graph": graph.graph,
+        "nodes": nodes,
+        "edges": [{**d, "source": u, "target": v} for u, v, d in graph.edges(data=True)],
+    }
 
 
 _FIELD_SET = frozenset(FIELDS)
@@ -136,9 +158,21 @@ def _node_attrs(node: dict[str, Any]) -> dict[str, Any]:
     if "name" not in node:  # a node with no NodeInfo
         return {k: v for k, v in node.items() if k != "id"}
     get = node.get
-    attrs = {INFO: NodeInfo(node["name"], node["kind"], get("seq"), tuple(node["next"]), tuple(get("labels", ())),
-                            get("param"), get("source"), get("path"), get("line"), get("module"),
-                            tuple(get("saved", ())))}
+    attrs = {
+        INFO: NodeInfo(
+            node["name"],
+            node["kind"],
+            get("seq"),
+            tuple(node["next"]),
+            tuple(get("labels", ())),
+            get("param"),
+            get("source"),
+            get("path"),
+            get("line"),
+            get("module"),
+            tuple(get("saved", ())),
+        )
+    }
     if len(node) > len(FIELDS) + 1:  # more than the fields and the id
         attrs.update((k, v) for k, v in node.items() if k != "id" and k not in _FIELD_SET)
     return attrs
@@ -158,9 +192,10 @@ def _graph(data: dict[str, Any]) -> nx.DiGraph:
         graph.graph.update(data.get("graph") or {})
         # In bulk: networkx's per-call checks cost as much as the dicts themselves on a 10k pass.
         graph.add_nodes_from((node["id"], _node_attrs(node)) for node in data["nodes"])
-        graph.add_edges_from((edge["source"], edge["target"],
-                              {k: v for k, v in edge.items() if k != "source" and k != "target"})
-                             for edge in data["edges"])
+        graph.add_edges_from(
+            (edge["source"], edge["target"], {k: v for k, v in edge.items() if k != "source" and k != "target"})
+            for edge in data["edges"]
+        )
         return graph
     finally:
         if collecting:

@@ -130,8 +130,13 @@ def recv_exact(sock: socket.socket, size: int, deadline: float | None = None) ->
     return b"".join(chunks)
 
 
-def read_frame(sock: socket.socket, *, limit: int = MAX_FRAME, deadline: float | None = None,
-               decoder: Callable[[bytes], dict[str, Any]] = decode) -> dict[str, Any] | None:
+def read_frame(
+    sock: socket.socket,
+    *,
+    limit: int = MAX_FRAME,
+    deadline: float | None = None,
+    decoder: Callable[[bytes], dict[str, Any]] = decode,
+) -> dict[str, Any] | None:
     """The next message from a blocking socket; None when the peer closed the connection.
 
     `limit`: the longest frame accepted (a longer one is refused before it is read);
@@ -172,5 +177,8 @@ def check_hello(message: dict[str, Any] | None) -> None:
     if message is None or message.get("hello") != "gradtui":
         raise ProtocolError("that address is not a gradtui agent")
     if message.get("version") != VERSION:
-        raise ProtocolError(f"the agent speaks protocol version {message.get('version')}, this gradtui "
-                            f"speaks {VERSION}: run the same gradtui version on both sides", "version")
+        raise ProtocolError(
+            f"the agent speaks protocol version {message.get('version')}, this gradtui "
+            f"speaks {VERSION}: run the same gradtui version on both sides",
+            "version",
+        )

@@ -48,8 +48,7 @@ def runtime_dir() -> str:
     try:
         problem = private_folder(base, NOT_READABLE)
     except OSError as exc:
-        raise RuntimeDirError(f"cannot use the runtime folder {base}: {exc.strerror or exc}; "
-                              f"{_what_to_do()}") from None
+        raise RuntimeDirError(f"cannot use the runtime folder {base}: {exc.strerror or exc}; {_what_to_do()}") from None
     if problem is not None:
         fix = "chmod 700 it, or " if problem.startswith("mode") else ""
         raise RuntimeDirError(f"the runtime folder {base} is not private ({problem}): {fix}{_what_to_do()}")
@@ -62,9 +61,11 @@ cache is under ~/.cache), so gradtui makes it 0700 on first use and the advice w
 
 
 def _what_to_do() -> str:
-    return (f"set {RUNTIME_DIR_ENV} to a private folder of yours that does not exist yet (e.g. "
-            f"{RUNTIME_DIR_ENV}={SUGGESTED_DIR}, created 0700 on first use), the same for the agent and for "
-            "gradtui attach")
+    return (
+        f"set {RUNTIME_DIR_ENV} to a private folder of yours that does not exist yet (e.g. "
+        f"{RUNTIME_DIR_ENV}={SUGGESTED_DIR}, created 0700 on first use), the same for the agent and for "
+        "gradtui attach"
+    )
 
 
 def write_entry(entry: AgentEntry) -> str:

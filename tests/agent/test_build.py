@@ -17,16 +17,28 @@ pytestmark = pytest.mark.timeout(60)
 FINE = PathChecks(recording=lambda path: None, reference=lambda path: None)
 
 
-@pytest.mark.parametrize(("options", "flags", "keywords"), [
-    (RunOptions("s.py", record_every=2), "--record-every and --flight need --record DB",
-     "record_every and flight need record=PATH"),
-    (RunOptions("s.py", fingerprints=True), "--fingerprints needs --record DB", "fingerprints needs record=PATH"),
-    (RunOptions("s.py", record="r.db", record_every=2, flight=3), "use either --record-every or --flight, not both",
-     "use either record_every or flight, not both"),
-    (RunOptions("s.py", record=""), "cannot record to : empty path", "cannot record to : empty path"),
-    (RunOptions("s.py", record="r.db", report="r.db"), "cannot record to r.db: it is the --report path",
-     "cannot record to r.db: it is the report path"),
-])
+@pytest.mark.parametrize(
+    ("options", "flags", "keywords"),
+    [
+        (
+            RunOptions("s.py", record_every=2),
+            "--record-every and --flight need --record DB",
+            "record_every and flight need record=PATH",
+        ),
+        (RunOptions("s.py", fingerprints=True), "--fingerprints needs --record DB", "fingerprints needs record=PATH"),
+        (
+            RunOptions("s.py", record="r.db", record_every=2, flight=3),
+            "use either --record-every or --flight, not both",
+            "use either record_every or flight, not both",
+        ),
+        (RunOptions("s.py", record=""), "cannot record to : empty path", "cannot record to : empty path"),
+        (
+            RunOptions("s.py", record="r.db", report="r.db"),
+            "cannot record to r.db: it is the --report path",
+            "cannot record to r.db: it is the report path",
+        ),
+    ],
+)
 def test_validate_refuses_what_does_not_go_together_in_the_spelling_of_its_caller(options, flags, keywords):
     with pytest.raises(OptionsError) as by_flag:
         options.validate(FINE)
@@ -62,8 +74,9 @@ def test_the_flow_of_unhooked_passes_is_wanted_when_a_parsed_command_is_a_flow()
 
 def test_a_served_agent_parses_a_typed_line_once_and_quits_by_its_own_path():
     quits: list[int] = []
-    agent = build_agent(RunOptions(os.path.abspath("s.py"), break_on=["nan"]), Transport("token"),
-                        lambda: quits.append(1))
+    agent = build_agent(
+        RunOptions(os.path.abspath("s.py"), break_on=["nan"]), Transport("token"), lambda: quits.append(1)
+    )
     heard: list[ev.Event] = []
     agent.session.add_listener(heard.append)
     assert agent.server is not None and agent.commands is not None and agent.tap is None

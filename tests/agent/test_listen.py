@@ -27,14 +27,25 @@ def _wait_entry(runtime, timeout: float = TIMEOUT) -> dict:
 
 
 def _attach(env, *args):
-    return subprocess.run([sys.executable, "-m", "gradtui", "attach", *args], capture_output=True, text=True,
-                          env=env, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "gradtui", "attach", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_a_plain_script_calling_listen_can_be_attached_to_and_stepped(tmp_path):
     env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(tmp_path)}
-    script = subprocess.Popen([sys.executable, os.path.join(HERE, "listens.py")], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env)
+    script = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "listens.py")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         _wait_entry(tmp_path)
         done = _attach(env, "--headless", "-c", "step", "-c", "print", "-c", "continue")
@@ -42,8 +53,9 @@ def test_a_plain_script_calling_listen_can_be_attached_to_and_stepped(tmp_path):
         assert "paused before #1 MulBackward0" in done.stdout and "values [12]" in done.stdout
         out, _ = script.communicate(timeout=TIMEOUT)
         assert script.returncode == 0
-        assert [line for line in out.splitlines() if line.startswith("step")] == \
-            [f"step {i} grad 36.0" for i in range(3)]  # gradients as a plain run gives them
+        assert [line for line in out.splitlines() if line.startswith("step")] == [
+            f"step {i} grad 36.0" for i in range(3)
+        ]  # gradients as a plain run gives them
     finally:
         if script.poll() is None:
             script.kill()
@@ -52,6 +64,7 @@ def test_a_plain_script_calling_listen_can_be_attached_to_and_stepped(tmp_path):
 
 def test_a_jupyter_kernel_cell_pauses_is_stepped_and_the_kernel_survives_a_quit(tmp_path):
     import jupyter_client
+
     env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(tmp_path)}
     manager = jupyter_client.KernelManager(kernel_name="python3")
     manager.kernel_spec.argv[0] = sys.executable  # this venv's python, whatever the spec says

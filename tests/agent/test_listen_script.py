@@ -47,8 +47,7 @@ def test_strangers_in_the_hello_leave_the_script_its_file_descriptors(tmp_path):
     marker = tmp_path / "go"
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
-    agent = Listening(HERE / "opens_files.py", runtime, "127.0.0.1:0", str(marker), str(OPENS),
-                      preexec_fn=low_fd_limit)
+    agent = Listening(HERE / "opens_files.py", runtime, "127.0.0.1:0", str(marker), str(OPENS), preexec_fn=low_fd_limit)
     strangers: list[socket.socket] = []
     try:
         host, port = agent.wait_listening().rsplit(":", 1)

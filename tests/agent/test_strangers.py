@@ -80,16 +80,21 @@ class Client:
 
 
 def test_three_hundred_strangers_cost_a_paused_agent_nothing_and_the_token_still_gets_in(tmp_path):
-    agent = Listening(HERE / "ready_chain.py", tmp_path, env={"GRADTUI_HANDSHAKE_TIMEOUT": "0.5"},
-                      preexec_fn=low_fd_limit)
+    agent = Listening(
+        HERE / "ready_chain.py", tmp_path, env={"GRADTUI_HANDSHAKE_TIMEOUT": "0.5"}, preexec_fn=low_fd_limit
+    )
     try:
         address = agent.wait_listening()
         agent.wait_stdout(b"ready")
         time.sleep(1.0)  # the backward has reached its first pause, waiting for a client
         before = rss(agent.process.pid)
         host, port = address.rsplit(":", 1)
-        attack = subprocess.run([sys.executable, str(HERE / "strangers.py"), host, port, str(CONNECTIONS),
-                                 str(ATTACK_SECONDS)], capture_output=True, text=True, timeout=120)
+        attack = subprocess.run(
+            [sys.executable, str(HERE / "strangers.py"), host, port, str(CONNECTIONS), str(ATTACK_SECONDS)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert attack.returncode == 0, attack.stderr
         stats = json.loads(attack.stdout)
         assert stats["opened"] == CONNECTIONS and stats["closed_by_agent"] > 0, stats

@@ -33,9 +33,14 @@ class Attach:
     """`gradtui attach --headless` against `agent`, its output read without blocking."""
 
     def __init__(self, agent: Listening) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "gradtui", "attach", "--headless", *COMMANDS],
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env=agent.env, start_new_session=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gradtui", "attach", "--headless", *COMMANDS],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=agent.env,
+            start_new_session=True,
+        )
         self.agent = agent
         self.out = b""
         self.err = b""
@@ -54,7 +59,9 @@ class Attach:
         """Until its stdout matches `pattern`."""
         deadline = time.monotonic() + TIMEOUT
         while not re.search(pattern, self.out):
-            assert self.process.poll() is None, f"attach ended {self.process.returncode}: {self.out[-2000:]!r} {self.err!r}"
+            assert self.process.poll() is None, (
+                f"attach ended {self.process.returncode}: {self.out[-2000:]!r} {self.err!r}"
+            )
             assert time.monotonic() < deadline, f"{pattern!r} not seen: {self.out[-2000:]!r} {self.err!r}"
             self.read()
             time.sleep(0.02)
@@ -98,10 +105,12 @@ def test_ctrl_c_in_attach_headless_is_one_line_and_python_s_exit(agent, moment):
         attach.wait_for(MOMENTS[moment])
         status = attach.interrupt()
         err = attach.err.decode(errors="replace")
-        assert "Traceback" not in err and "Task was destroyed" not in err and "Exception ignored" not in err, \
+        assert "Traceback" not in err and "Task was destroyed" not in err and "Exception ignored" not in err, (
             f"{moment}, trial {trial}:\n{err}"
-        assert err.splitlines() == ["gradtui attach: interrupted (Ctrl-C); the agent goes on as after a detach"], \
+        )
+        assert err.splitlines() == ["gradtui attach: interrupted (Ctrl-C); the agent goes on as after a detach"], (
             f"{moment}, trial {trial}:\n{err}"
+        )
         assert status == -signal.SIGINT, f"{moment}, trial {trial}: exit {status}"  # python's: a shell sees 130
         assert agent.process.poll() is None  # the agent runs on, for the next client
 
@@ -122,7 +131,8 @@ main()
 def test_ctrl_c_while_gradtui_imports_is_one_line_and_python_s_exit():
     """The first few tenths of a second of every gradtui command import its modules: a Ctrl-C
     then is the same one line and exit, not a traceback through the import machinery."""
-    done = subprocess.run([sys.executable, "-c", INTERRUPTED_IMPORT], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_IMPORT], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
     assert done.stderr.splitlines() == ["gradtui: interrupted (Ctrl-C)"], done.stderr
     assert done.returncode == -signal.SIGINT

@@ -25,10 +25,13 @@ NODE_KEYS = {"id", "name", "labels", "param", "source", "module", "order", "next
 STATS_KEYS = {"shape", "dtype", "device", "norm", "min", "max", "mean", "nonfinite"}
 
 
-def gradtui(*args: str, launcher: list[str] | None = None, cwd=REPO, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+def gradtui(
+    *args: str, launcher: list[str] | None = None, cwd=REPO, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([*(launcher or LAUNCHERS[0]), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env=env)
+    return subprocess.run(
+        [*(launcher or LAUNCHERS[0]), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+    )
 
 
 def strict_json(path) -> dict:
@@ -52,8 +55,7 @@ def check_stats(stats: dict) -> None:
 
 @pytest.mark.parametrize("launcher", LAUNCHERS, ids=lambda argv: "python-m" if len(argv) == 3 else "console-script")
 def test_chain_with_steps_prints_12_and_36(launcher):
-    done = gradtui("--headless", "-c", "step", "-c", "step", "-c", "continue", example("chain.py"),
-                   launcher=launcher)
+    done = gradtui("--headless", "-c", "step", "-c", "step", "-c", "continue", example("chain.py"), launcher=launcher)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "paused before #1 MulBackward0 (y)" in out
@@ -65,16 +67,27 @@ def test_chain_with_steps_prints_12_and_36(launcher):
 
 
 def test_edit_from_the_command_line():
-    done = gradtui("--headless", "-c", "step", "-c", "step", "-c", "scale 0.5", "-c", "continue",
-                   example("chain.py"))
+    done = gradtui("--headless", "-c", "step", "-c", "step", "-c", "scale 0.5", "-c", "continue", example("chain.py"))
     assert done.returncode == 0
     assert "x.grad = 18.0" in done.stdout
 
 
 def test_report_shape(tmp_path):
     report_path = tmp_path / "report.json"
-    done = gradtui("--headless", "-c", "break 0.weight", "-c", "continue", "-c", "scale 2", "-c", "continue",
-                   "--report", str(report_path), example("mlp.py"))
+    done = gradtui(
+        "--headless",
+        "-c",
+        "break 0.weight",
+        "-c",
+        "continue",
+        "-c",
+        "scale 2",
+        "-c",
+        "continue",
+        "--report",
+        str(report_path),
+        example("mlp.py"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = strict_json(report_path)
     assert {"script", "exit_status", "passes", "breakpoint_hits", "edits"} <= set(report)
@@ -112,8 +125,7 @@ def test_report_shape(tmp_path):
 
 def test_report_of_nan_is_strict_json(tmp_path):
     report_path = tmp_path / "report.json"
-    done = gradtui("--headless", "-c", "break nan", "-c", "continue", "--report", str(report_path),
-                   example("nan.py"))
+    done = gradtui("--headless", "-c", "break nan", "-c", "continue", "--report", str(report_path), example("nan.py"))
     assert done.returncode == 0
     report = strict_json(report_path)
     (sqrt,) = [n for n in report["passes"][0]["nodes"] if n["name"] == "SqrtBackward0"]
@@ -184,8 +196,11 @@ def test_report_path_is_checked_before_the_script_runs(tmp_path, capsys):
     from gradtui.cli.main import main
 
     (tmp_path / "file").write_text("", encoding="utf-8")
-    for bad, why in [(tmp_path / "file" / "r.json", "cannot create the folder"), (tmp_path, "it is a directory"),
-                     ("", "empty path")]:
+    for bad, why in [
+        (tmp_path / "file" / "r.json", "cannot create the folder"),
+        (tmp_path, "it is a directory"),
+        ("", "empty path"),
+    ]:
         assert main(["--headless", "--report", str(bad), example("chain.py")]) == 2
         err = capsys.readouterr().err
         assert "gradtui: cannot write --report" in err and why in err and len(err.splitlines()) == 1
@@ -205,8 +220,10 @@ def test_relative_report_path_survives_the_script_changing_directory(tmp_path, m
 
     (tmp_path / "elsewhere").mkdir()
     path = tmp_path / "moves.py"
-    path.write_text("import os, torch\nos.chdir('elsewhere')\nx = torch.ones(1, requires_grad=True)\n"
-                    "(x * 2).sum().backward()\n", encoding="utf-8")
+    path.write_text(
+        "import os, torch\nos.chdir('elsewhere')\nx = torch.ones(1, requires_grad=True)\n(x * 2).sum().backward()\n",
+        encoding="utf-8",
+    )
     monkeypatch.chdir(tmp_path)  # restored after the test, whatever the script does
     assert main(["--headless", "--report", "r.json", str(path)]) == 0, capsys.readouterr()
     assert strict_json(tmp_path / "r.json")["exit_status"] == 0
@@ -223,11 +240,26 @@ def test_arguments_after_the_script_go_to_the_script():
 def test_help_mentions_the_commands():
     done = gradtui("--help")
     assert done.returncode == 0
-    for word in ("--headless", "-c CMD", "-x FILE", "--report", "step (s)", "continue (c)", "finish (f)",
-                 "break SPEC", "scale F", "zero", "clip N", "set EXPR", "print [EXPR]", "why NAME", "quit (q)",
-                 "norm>X", "pass N"):
+    for word in (
+        "--headless",
+        "-c CMD",
+        "-x FILE",
+        "--report",
+        "step (s)",
+        "continue (c)",
+        "finish (f)",
+        "break SPEC",
+        "scale F",
+        "zero",
+        "clip N",
+        "set EXPR",
+        "print [EXPR]",
+        "why NAME",
+        "quit (q)",
+        "norm>X",
+        "pass N",
+    ):
         assert word in done.stdout, word
-
 
 
 def test_version_is_the_installed_packages(capsys):
@@ -241,7 +273,6 @@ def test_version_is_the_installed_packages(capsys):
     assert capsys.readouterr().out == f"gradtui {version('gradtui')}\n"  # on stdout, as argparse's action
 
 
-
 TWO_PASSES = """\
 import torch
 torch.manual_seed(0)
@@ -251,8 +282,9 @@ for _ in range(2):
 """
 
 
-@pytest.mark.parametrize("commands, flows", [(["break nan", "continue"], False),
-                                             (["finish", "flow", "continue"], True)])
+@pytest.mark.parametrize(
+    "commands, flows", [(["break nan", "continue"], False), (["finish", "flow", "continue"], True)]
+)
 def test_a_headless_pass_computes_its_flow_only_for_a_flow_command(tmp_path, monkeypatch, capsys, commands, flows):
     """The headless driver prints no flow: a hooked pass computes one (two norms of every parameter)
     only when a `flow` command may ask for it."""
@@ -297,8 +329,14 @@ print('no ui loaded')
 
 def test_headless_never_imports_textual():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", CHECK_NO_UI, example("chain.py")], capture_output=True,
-                          text=True, timeout=TIMEOUT, cwd=REPO, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_NO_UI, example("chain.py")],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=REPO,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "x.grad = 36.0" in done.stdout
     assert done.stdout.rstrip().endswith("no ui loaded")
@@ -312,8 +350,11 @@ def test_a_torch_compiled_model(tmp_path):
     done = gradtui("--headless", "-c", "continue", "--report", str(tmp_path / "r.json"), script("compiled.py"))
     assert done.returncode == 0, done.stderr
     assert "grad -0.07184" in done.stdout
-    started = [line.split(" · loss ")[0] + " · " + line.split(" · ")[-1]
-               for line in done.stdout.splitlines() if line.startswith("pass ") and " at " in line]
+    started = [
+        line.split(" · loss ")[0] + " · " + line.split(" · ")[-1]
+        for line in done.stdout.splitlines()
+        if line.startswith("pass ") and " at " in line
+    ]
     assert started == [f"pass {i} · loss.backward() at compiled.py:11 · 7 nodes" for i in (0, 1)]
     assert "failed" not in done.stdout
     assert "Dynamo does not know how to trace" not in done.stderr and "graph break" not in done.stderr
@@ -326,7 +367,8 @@ def test_record_all_hooks_every_pass_and_the_default_does_not():
     assert "passes 1-3 ran unhooked at plain speed: nothing could stop in them" in fast.stdout
     assert "unhooked" not in every.stdout
     assert [line.split(" · ")[0] for line in every.stdout.splitlines() if line.endswith("nodes ran")] == [
-        f"pass {i} done" for i in range(4)]
+        f"pass {i} done" for i in range(4)
+    ]
     assert fast.stdout.splitlines()[-2] == every.stdout.splitlines()[-2]  # the same final loss
 
 
@@ -358,7 +400,8 @@ print('no torch loaded')
 def test_bad_input_is_answered_without_loading_torch():
     """A typo on the command line is answered at once: torch (seconds to import) is not loaded."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", CHECK_NO_TORCH], capture_output=True, text=True, timeout=TIMEOUT,
-                          cwd=REPO, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_NO_TORCH], capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO, env=env
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no torch loaded" in done.stdout

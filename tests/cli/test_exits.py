@@ -27,8 +27,12 @@ pytestmark = pytest.mark.timeout(240)
 TIMEOUT = 90.0
 """Seconds one run may take (torch's import on a loaded machine is most of it)."""
 
-CASES = {"SIGINT": (signal.SIGINT, "sleeps.py"), "SIGTERM": (signal.SIGTERM, "sleeps.py"),
-         "SIGHUP": (signal.SIGHUP, "sleeps.py"), "KeyboardInterrupt": (None, "hook_interrupts.py")}
+CASES = {
+    "SIGINT": (signal.SIGINT, "sleeps.py"),
+    "SIGTERM": (signal.SIGTERM, "sleeps.py"),
+    "SIGHUP": (signal.SIGHUP, "sleeps.py"),
+    "KeyboardInterrupt": (None, "hook_interrupts.py"),
+}
 """What ends the run (a signal sent once the script printed `ready`, or nothing: the script
 raises) and the script it ends."""
 
@@ -48,11 +52,17 @@ def _wait_ready(process: subprocess.Popen, timeout: float = TIMEOUT) -> None:
     raise AssertionError("never ready")
 
 
-def _run(command: list[str], signum: int | None, env: dict[str, str] | None = None,
-         before_signal=lambda: None) -> int:
+def _run(command: list[str], signum: int | None, env: dict[str, str] | None = None, before_signal=lambda: None) -> int:
     """Start `command`, send `signum` once it is ready (and `before_signal` said so); its returncode."""
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         _wait_ready(process)
         if signum is not None:
@@ -83,8 +93,22 @@ def _report_status(path: Path) -> int | None:
 def test_headless_ends_as_python(case, tmp_path):
     signum, name = CASES[case]
     report, db = tmp_path / "report.json", tmp_path / "run.db"
-    code = _run([sys.executable, "-m", "gradtui", "--headless", "-c", "continue", "--report", str(report),
-                 "--record", str(db), script(name)], signum)
+    code = _run(
+        [
+            sys.executable,
+            "-m",
+            "gradtui",
+            "--headless",
+            "-c",
+            "continue",
+            "--report",
+            str(report),
+            "--record",
+            str(db),
+            script(name),
+        ],
+        signum,
+    )
     assert code == plain(case) < 0
     assert _report_status(report) == 128 - code
     recording = Recording(str(db))
@@ -108,16 +132,30 @@ def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_pa
         while not list(runtime.iterdir()) and time.monotonic() < deadline:
             time.sleep(0.05)
         if signum is None:  # a client lets the pass run into the hook that raises
-            attached.append(subprocess.run([sys.executable, "-m", "gradtui", "attach", "--headless", "-c",
-                                            "continue"], capture_output=True, text=True, env=env,
-                                           timeout=TIMEOUT, stdin=subprocess.DEVNULL))
+            attached.append(
+                subprocess.run(
+                    [sys.executable, "-m", "gradtui", "attach", "--headless", "-c", "continue"],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    timeout=TIMEOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
         else:
             time.sleep(1.0)  # `ready` is printed just before the backward that pauses
 
     command = [sys.executable, "-m", "gradtui", "--listen", "127.0.0.1:0", "--report", str(report), script(name)]
     if signum is None:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
         try:
             _wait_ready(process)
             at_the_pause()

@@ -68,15 +68,39 @@ write (its tail: the exit status), after the runner."""
 WRITES = [("record", "SIGTERM"), ("record", "SIGINT"), ("report", "SIGTERM"), ("report", "SIGINT")]
 
 
-def _signalled_run(site: str, name: str, report: Path, db: Path, the_script: str = "sleeps.py",
-                   mode: tuple[str, ...] = ("--headless", "-c", "continue"),
-                   env: dict[str, str] | None = None) -> tuple[int, str, str]:
+def _signalled_run(
+    site: str,
+    name: str,
+    report: Path,
+    db: Path,
+    the_script: str = "sleeps.py",
+    mode: tuple[str, ...] = ("--headless", "-c", "continue"),
+    env: dict[str, str] | None = None,
+) -> tuple[int, str, str]:
     """Run `the_script` (headless unless `mode` says otherwise) with a report and a recording,
     signalled from inside `site`'s write; its returncode, stdout and stderr."""
-    command = [sys.executable, "-c", LAUNCHER, site, name, *mode,
-               "--report", str(report), "--record", str(db), script(the_script)]
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    command = [
+        sys.executable,
+        "-c",
+        LAUNCHER,
+        site,
+        name,
+        *mode,
+        "--report",
+        str(report),
+        "--record",
+        str(db),
+        script(the_script),
+    ]
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         out, err = process.communicate(timeout=TIMEOUT)
     finally:
@@ -137,8 +161,13 @@ _after: dict[tuple[str, str], int] = {}
 def plain_after_the_end(name: str, the_script: str) -> int:
     """The returncode of plain python signalled with `name` once `the_script` has ended (once per case)."""
     if (name, the_script) not in _after:
-        done = subprocess.run([sys.executable, "-c", AFTER_THE_END, name, script(the_script)], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=TIMEOUT)
+        done = subprocess.run(
+            [sys.executable, "-c", AFTER_THE_END, name, script(the_script)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
         _after[name, the_script] = done.returncode
     return _after[name, the_script]
 
@@ -167,8 +196,9 @@ def test_a_listen_agent_signalled_in_its_last_words_ends_as_python_and_removes_i
     runtime, report, db = tmp_path / "runtime", tmp_path / "report.json", tmp_path / "run.db"
     runtime.mkdir(mode=0o700)
     env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime)}
-    code, out, err = _signalled_run(site, name, report, db, "no_backward.py",
-                                    ("--listen", "127.0.0.1:0"), env)  # no pause: it ends with no client
+    code, out, err = _signalled_run(
+        site, name, report, db, "no_backward.py", ("--listen", "127.0.0.1:0"), env
+    )  # no pause: it ends with no client
     assert code == plain_after_the_end(name, "no_backward.py") == (0 if name == "SIGINT" else -signal.SIGTERM), err
     _ended(report, db, 0, [])
     assert list(runtime.iterdir()) == []

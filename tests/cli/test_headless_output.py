@@ -39,9 +39,28 @@ def test_commands_left_when_the_script_ends_are_named_not_dropped():
     from tests.helpers import REPO, SCRIPTS
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "-c", "break pass 99", "-c", "continue",
-                           "-c", "print", "-c", "flow", str(SCRIPTS / "chain.py")],
-                          capture_output=True, text=True, timeout=50, env=env, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gradtui",
+            "--headless",
+            "-c",
+            "break pass 99",
+            "-c",
+            "continue",
+            "-c",
+            "print",
+            "-c",
+            "flow",
+            str(SCRIPTS / "chain.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert lines[-2:] == ["script exited with status 0", "(gradtui) -- the run has ended: not run: print; flow"]

@@ -23,8 +23,15 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTH
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=FIXTURES, env=ENV,
-                          timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=FIXTURES,
+        env=ENV,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _python_m() -> list[str]:
@@ -67,8 +74,9 @@ def test_dash_m_needs_a_name():
 def test_listen_dash_m_with_a_client_attached(tmp_path):
     """Under --listen the script's stdout is the agent's own: exactly python's lines."""
     expected = _python_m()
-    agent = Listening("-m", tmp_path, "127.0.0.1:0", "pkg.train", "3", "--flag", env={"PYTHONPATH": ENV["PYTHONPATH"]},
-                      cwd=FIXTURES)
+    agent = Listening(
+        "-m", tmp_path, "127.0.0.1:0", "pkg.train", "3", "--flag", env={"PYTHONPATH": ENV["PYTHONPATH"]}, cwd=FIXTURES
+    )
     try:
         address = agent.wait_listening()
         client = agent.attach(address, "--headless", "-c", "continue")

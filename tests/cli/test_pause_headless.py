@@ -25,8 +25,15 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTH
 
 
 def _gradtui(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gradtui", *args], capture_output=True, text=True, cwd=REPO,
-                          env=ENV, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "gradtui", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_an_attached_client_breaks_in_to_a_running_loop(tmp_path):
@@ -55,7 +62,9 @@ def test_headless_continue_then_pause_breaks_in_at_the_next_node():
     done = _gradtui("--headless", "-c", "continue", "-c", "pause", "-c", "quit", script("endless_loop.py"))
     assert done.returncode == 130, done.stderr
     assert "  pausing at the next node of the backward pass in flight" in done.stdout
-    assert re.search(r"^paused before #1 PowBackward0 · pass 0 · 1/\d+ done · break in$", done.stdout, re.M), done.stdout
+    assert re.search(r"^paused before #1 PowBackward0 · pass 0 · 1/\d+ done · break in$", done.stdout, re.M), (
+        done.stdout
+    )
 
 
 def _dz_dy() -> torch.Tensor:
@@ -63,13 +72,14 @@ def _dz_dy() -> torch.Tensor:
     x = torch.tensor([2.0], requires_grad=True)
     y = x * 3
     y.retain_grad()
-    (y ** 2).backward()
+    (y**2).backward()
     return y.grad
 
 
 def test_bang_prints_at_the_pause_to_the_client():
-    done = _gradtui("--headless", "-c", "step", "-c", "!print(float(g.sum()) * 7)", "-c", "continue",
-                    example("chain.py"))
+    done = _gradtui(
+        "--headless", "-c", "step", "-c", "!print(float(g.sum()) * 7)", "-c", "continue", example("chain.py")
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     i = lines.index("(gradtui) !print(float(g.sum()) * 7)")
@@ -79,8 +89,22 @@ def test_bang_prints_at_the_pause_to_the_client():
 
 def test_bang_names_are_kept_for_the_pause_and_g_is_an_edit_a_recording_keeps(tmp_path):
     db = tmp_path / "run.db"
-    done = _gradtui("--headless", "--record", str(db), "-c", "step", "-c", "!half = g * 0.5", "-c", "!g = half",
-                    "-c", "!print(node.name(), float(g.sum()))", "-c", "continue", example("chain.py"))
+    done = _gradtui(
+        "--headless",
+        "--record",
+        str(db),
+        "-c",
+        "step",
+        "-c",
+        "!half = g * 0.5",
+        "-c",
+        "!g = half",
+        "-c",
+        "!print(node.name(), float(g.sum()))",
+        "-c",
+        "continue",
+        example("chain.py"),
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert f"MulBackward0 {float(_dz_dy().sum()) * 0.5}" in out  # g is the edited gradient now
@@ -96,8 +120,18 @@ def test_bang_names_are_kept_for_the_pause_and_g_is_an_edit_a_recording_keeps(tm
 
 
 def test_bang_refuses_a_g_of_another_shape_and_g_is_the_gradient_again():
-    done = _gradtui("--headless", "-c", "step", "-c", "!g = torch.ones(2)", "-c", "!print(g.shape)", "-c", "continue",
-                    example("chain.py"))
+    done = _gradtui(
+        "--headless",
+        "-c",
+        "step",
+        "-c",
+        "!g = torch.ones(2)",
+        "-c",
+        "!print(g.shape)",
+        "-c",
+        "continue",
+        example("chain.py"),
+    )
     assert done.returncode == 0, done.stderr
     assert "error: 'g = torch.ones(2)' gave a tensor with shape [2] instead of [1]" in done.stdout
     assert "torch.Size([1])" in done.stdout and "x.grad = 36.0" in done.stdout
@@ -106,9 +140,19 @@ def test_bang_refuses_a_g_of_another_shape_and_g_is_the_gradient_again():
 def test_bang_names_the_node_its_module_and_the_call_site_variables():
     """endless_loop.py's third node is the last Linear's addmm (model.2): `module` is that very
     module of the script's `model`, `node` the autograd node, `step` and `loss` the loop's own."""
-    done = _gradtui("--headless", "-c", "step", "-c", "step",
-                    "-c", "!print(module is model[2], type(node).__name__, node is loss.grad_fn.next_functions[0][0]"
-                          ".next_functions[0][0], step)", "-c", "quit", script("endless_loop.py"))
+    done = _gradtui(
+        "--headless",
+        "-c",
+        "step",
+        "-c",
+        "step",
+        "-c",
+        "!print(module is model[2], type(node).__name__, node is loss.grad_fn.next_functions[0][0]"
+        ".next_functions[0][0], step)",
+        "-c",
+        "quit",
+        script("endless_loop.py"),
+    )
     lines = done.stdout.splitlines()
     i = lines.index(next(line for line in lines if line.startswith("(gradtui) !print(module")))
     assert lines[i + 1].strip() == "True AddmmBackward0 True 0", done.stdout

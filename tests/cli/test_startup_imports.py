@@ -17,9 +17,20 @@ from tests.helpers import REPO
 
 pytestmark = pytest.mark.timeout(120)
 
-NEVER = ("sqlite3", "textual", "rich", "gradtui.agent.server", "gradtui.wire.codec",
-         "gradtui.wire.protocol", "gradtui.engine.fingerprints.values", "gradtui.engine.fingerprints.sketch", "gradtui.engine.why",
-         "gradtui.record", "gradtui.ui", "gradtui.distributed")
+NEVER = (
+    "sqlite3",
+    "textual",
+    "rich",
+    "gradtui.agent.server",
+    "gradtui.wire.codec",
+    "gradtui.wire.protocol",
+    "gradtui.engine.fingerprints.values",
+    "gradtui.engine.fingerprints.sketch",
+    "gradtui.engine.why",
+    "gradtui.record",
+    "gradtui.ui",
+    "gradtui.distributed",
+)
 """Loaded by no `--headless -c continue` run without --record, --fingerprints, --against or --listen."""
 
 AT_START = (*NEVER, "networkx")
@@ -47,10 +58,16 @@ def loaded_in_script(tmp_path, backward: bool, *options: str) -> list[list[str]]
     path = tmp_path / "tiny.py"
     path.write_text(SCRIPT.format(watched=AT_START, mark=MARK, backward=backward))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "-c", "continue", *options, str(path)],
-                          capture_output=True, text=True, timeout=100, cwd=tmp_path, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "gradtui", "--headless", "-c", "continue", *options, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        cwd=tmp_path,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    return [json.loads(line[len(MARK):]) for line in done.stdout.splitlines() if line.startswith(MARK)]
+    return [json.loads(line[len(MARK) :]) for line in done.stdout.splitlines() if line.startswith(MARK)]
 
 
 def test_the_script_starts_with_none_of_what_a_continue_run_does_not_use(tmp_path):

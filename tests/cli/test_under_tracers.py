@@ -32,8 +32,9 @@ UNDER = {
 def run(code: str, cwd) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     try:
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90, cwd=cwd,
-                              env=env)
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=90, cwd=cwd, env=env
+        )
     except subprocess.TimeoutExpired as exc:  # subprocess.run has killed it
         pytest.fail(f"still running after 90 s (it spins):\n{exc.stdout}\n{exc.stderr}")
 
@@ -41,9 +42,11 @@ def run(code: str, cwd) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("hook", sorted(UNDER))
 def test_a_headless_run_under_a_profiler_or_tracer_ends_with_the_scripts_status(tmp_path, hook):
     (tmp_path / "tiny.py").write_text(SCRIPT)
-    code = (f"import sys, runpy\n{UNDER[hook]}\n"
-            "sys.argv = ['gradtui', '--headless', '-c', 'continue', 'tiny.py']\n"
-            "runpy.run_module('gradtui', run_name='__main__')\n")
+    code = (
+        f"import sys, runpy\n{UNDER[hook]}\n"
+        "sys.argv = ['gradtui', '--headless', '-c', 'continue', 'tiny.py']\n"
+        "runpy.run_module('gradtui', run_name='__main__')\n"
+    )
     done = run(code, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "script done" in done.stdout and "script exited with status 0" in done.stdout
@@ -52,8 +55,10 @@ def test_a_headless_run_under_a_profiler_or_tracer_ends_with_the_scripts_status(
 def test_cancelling_a_quit_that_arrived_leaves_a_profiled_interpreter_running(tmp_path):
     """What the runner does when its quit reached the script already: the cancel delivers and
     catches its own exception, so nothing stays pending."""
-    code = ("import sys\nfrom gradtui.engine.process.runner import _cancel_async_exception\n"
-            "_cancel_async_exception()\nsys.setprofile(lambda *a: None)\n"
-            "def f():\n    return 1\nprint('called', f())\n")
+    code = (
+        "import sys\nfrom gradtui.engine.process.runner import _cancel_async_exception\n"
+        "_cancel_async_exception()\nsys.setprofile(lambda *a: None)\n"
+        "def f():\n    return 1\nprint('called', f())\n"
+    )
     done = run(code, tmp_path)
     assert done.returncode == 0 and "called 1" in done.stdout, done.stderr[-2000:]

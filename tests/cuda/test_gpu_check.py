@@ -22,8 +22,14 @@ def test_the_dry_run_goes_to_its_end_and_says_whether_cuda_is_there(tmp_path):
     wheels.mkdir()
     report = tmp_path / "report.md"
     env = {**os.environ, "PYTHON": sys.executable, "GRADTUI_WHEELS": str(wheels)}
-    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run", "--report", str(report)],
-                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run", "--report", str(report)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     # the steps it would run: the wheels with no index, gradtui with no deps, the posthooks' build
     assert f"--no-index --find-links {wheels}" in done.stdout
@@ -45,6 +51,7 @@ def test_without_cuda_the_cuda_rows_say_so_and_are_none():
 
 
 def test_an_unknown_option_is_refused():
-    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--bogus"], capture_output=True,
-                          text=True, timeout=30)
+    done = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--bogus"], capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 2 and "unknown option --bogus" in done.stderr

@@ -16,8 +16,10 @@ import torch
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
 
-pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)"),
-              pytest.mark.timeout(120)]
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)"),
+    pytest.mark.timeout(120),
+]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -90,7 +92,9 @@ def _culprits(events):
 def test_the_nan_watch_names_on_cuda_the_node_an_every_node_pass_names(case):
     build = _case(case)
     plain, again = _plain(build), _plain(build)
-    assert all(_same(a, b) for a, b in zip(plain, again, strict=True)), "the device's own backward is not deterministic here"
+    assert all(_same(a, b) for a, b in zip(plain, again, strict=True)), (
+        "the device's own backward is not deterministic here"
+    )
     read_in_bulk, grads = _run(build, None)  # the accelerator's read rate (CHECK_EVERY nodes)
     every_node, grads_every = _run(build, 1)
     hits, pauses = _culprits(read_in_bulk)

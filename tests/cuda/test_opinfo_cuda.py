@@ -19,9 +19,11 @@ from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
 from tests.engine.test_opinfo import ZERO_TENSOR_OPS, Outcome, _check, _fresh, _leaves
 
-pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)"),
-              pytest.mark.timeout(240),
-              pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)"),
+    pytest.mark.timeout(240),
+    pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning"),
+]
 
 DEVICE = "cuda"
 OTHERS = 30
@@ -124,6 +126,8 @@ def test_every_op_that_sends_zero_tensors_on_cuda(op_db):
 
 
 def test_thirty_other_ops_on_cuda(op_db):
-    others = sorted((op for op in op_db if op.name not in ZERO_TENSOR_OPS), key=lambda op: (op.name, op.variant_test_name))
+    others = sorted(
+        (op for op in op_db if op.name not in ZERO_TENSOR_OPS), key=lambda op: (op.name, op.variant_test_name)
+    )
     step = len(others) / OTHERS
     assert _run_ops([others[int(i * step)] for i in range(OTHERS)]) >= OTHERS

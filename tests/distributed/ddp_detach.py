@@ -31,8 +31,9 @@ for step in range(steps):
     opt.zero_grad()
     loss = ddp(x).pow(2).mean()
     loss.backward()
-    print(f"rank {rank} step {step} loss {loss.item():.8f} bias {model[2].bias.grad.item():.8f}\n", end="",
-          flush=True)  # one write: the ranks share one output file, and an unbuffered print writes the newline apart
+    print(
+        f"rank {rank} step {step} loss {loss.item():.8f} bias {model[2].bias.grad.item():.8f}\n", end="", flush=True
+    )  # one write: the ranks share one output file, and an unbuffered print writes the newline apart
     opt.step()
 # Both ranks out of every collective, then leave (see script_end: gloo's abort at exit).
 script_end.end()

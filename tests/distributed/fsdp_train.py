@@ -25,8 +25,9 @@ for step in range(2):
     model.zero_grad()
     loss = model(torch.randn(6, 4)).pow(2).mean()
     loss.backward()
-    torch.save({n: p.grad.to_local().clone() for n, p in model.named_parameters()},
-               os.path.join(out, f"grads{step}-{rank}.pt"))
+    torch.save(
+        {n: p.grad.to_local().clone() for n, p in model.named_parameters()}, os.path.join(out, f"grads{step}-{rank}.pt")
+    )
 print(f"rank {rank} done", flush=True)
 # Both ranks out of every collective, then leave (see script_end: gloo's abort at exit).
 script_end.end()

@@ -58,8 +58,7 @@ class Job:
         self.runtime = runtime
         self.log = runtime / "job.log"
         self._out = open(self.log, "wb")
-        self.proc = subprocess.Popen(argv, env=env, stdout=self._out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(argv, env=env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def agent(self, timeout: float = START_TIMEOUT) -> dict[str, Any]:
         """The one runtime file of the job (rank 0's agent), once it is written."""
@@ -215,8 +214,10 @@ def grads(folder: Path, step: int, rank: int) -> dict[str, torch.Tensor]:
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Exactly equal, NaN where NaN (DTensor local shards compared as they are)."""
     a, b = getattr(a, "to_local", lambda: a)(), getattr(b, "to_local", lambda: b)()
-    return a.shape == b.shape and bool(torch.equal(torch.nan_to_num(a, nan=0.125), torch.nan_to_num(b, nan=0.125))
-                                       and torch.equal(a.isnan(), b.isnan()))
+    return a.shape == b.shape and bool(
+        torch.equal(torch.nan_to_num(a, nan=0.125), torch.nan_to_num(b, nan=0.125))
+        and torch.equal(a.isnan(), b.isnan())
+    )
 
 
 def assert_same_grads(mine: Path, theirs: Path, steps: tuple[int, ...] = (0, 1)) -> None:

@@ -18,12 +18,18 @@ NODES, PASSES = 40, 5
 
 def _pass(index: int, nodes: int = NODES) -> SimpleNamespace:
     attrs = [{"info": NodeInfo(f"op{i}", "op", nodes - i, ())} for i in range(nodes)]
-    return SimpleNamespace(index=index, done=0,
-                           capture=SimpleNamespace(graph=SimpleNamespace(nodes=attrs), nodes=[None] * nodes))
+    return SimpleNamespace(
+        index=index, done=0, capture=SimpleNamespace(graph=SimpleNamespace(nodes=attrs), nodes=[None] * nodes)
+    )
 
 
-def _rank(link: RankLink, order: list[tuple[int, int, int]], lock: threading.Lock,
-          nodes: int = NODES, all_reduce: threading.Barrier | None = None) -> None:
+def _rank(
+    link: RankLink,
+    order: list[tuple[int, int, int]],
+    lock: threading.Lock,
+    nodes: int = NODES,
+    all_reduce: threading.Barrier | None = None,
+) -> None:
     """One rank's passes; `all_reduce`: after its last node the rank waits for every rank's
     last node, as DDP's final callback waits for its all-reduce, before its PassFinished."""
     for index in range(PASSES):
@@ -39,8 +45,10 @@ def _rank(link: RankLink, order: list[tuple[int, int, int]], lock: threading.Loc
 
 
 def _run(links: list[RankLink], order: list, lock: threading.Lock, **kwargs) -> None:
-    threads = [threading.Thread(target=_rank, args=(link, order, lock), kwargs=kwargs[str(link.rank)], daemon=True)
-               for link in links]
+    threads = [
+        threading.Thread(target=_rank, args=(link, order, lock), kwargs=kwargs[str(link.rank)], daemon=True)
+        for link in links
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -12,8 +12,9 @@ def test_torch_and_the_script_under_a_path_that_says_gradtui_are_not_gradtuis_ow
     "gradtui": the guard took torch.distributed's barrier there for gradtui's frame and never
     named the stuck collective (the job's desync test hung from such a clone)."""
     clone = os.path.join(os.sep, "no-such-root", "ci-gradtui", "gradtui")  # never this checkout's own path
-    torch_file = os.path.join(clone, ".venv", "lib", "python3.11", "site-packages", "torch", "distributed",
-                              "distributed_c10d.py")
+    torch_file = os.path.join(
+        clone, ".venv", "lib", "python3.11", "site-packages", "torch", "distributed", "distributed_c10d.py"
+    )
     script = os.path.join(clone, "tests", "distributed", "ddp_branch.py")
     assert not guard._ours(torch_file) and not guard._ours(script)
     assert guard._ours(guard.__file__)

@@ -70,7 +70,9 @@ def test_a_rank_whose_peer_reached_the_gate_runs_the_node_before_it_parks():
     store = dist.HashStore()
     link = RankLink(_Session(), store, 0, 2)
     attrs = [{"info": NodeInfo(f"op{i}", "op", 6 - i, ())} for i in range(6)]
-    state = SimpleNamespace(index=0, done=0, capture=SimpleNamespace(graph=SimpleNamespace(nodes=attrs), nodes=[None] * 6))
+    state = SimpleNamespace(
+        index=0, done=0, capture=SimpleNamespace(graph=SimpleNamespace(nodes=attrs), nodes=[None] * 6)
+    )
     store.set("g/0/0/1", "")  # rank 1's arrival at gate 0
     link.control("park parked: rank 1 is paused at #1 op1 (pass 0)")
     assert link.follow(state, 0) is None
@@ -127,7 +129,7 @@ def _hold(index: int) -> ev.Paused:
 
 
 def _controls(local: _Local, conn: _Conn) -> list[str]:
-    return local.controls + [m["submit"][len(CONTROL):] for m in conn.sent if m["submit"].startswith(CONTROL)]
+    return local.controls + [m["submit"][len(CONTROL) :] for m in conn.sent if m["submit"].startswith(CONTROL)]
 
 
 def test_a_diverge_hold_heard_after_the_client_resumed_it_parks_no_rank_and_gets_no_command():
@@ -158,7 +160,8 @@ def test_a_pause_heard_after_its_stop_was_resumed_is_ended_once_and_parks_no_ran
     hub, local, conn, out, store = _hub()
     hub.on_event(0, _paused(5, "breakpoint 1: #5"))
     assert [c for c in _controls(local, conn) if c.startswith("park")] == [
-        "park parked: rank 0 is paused at #5 op5 (pass 0)"]
+        "park parked: rank 0 is paused at #5 op5 (pass 0)"
+    ]
     hub.submit("continue", 1)
     hub.release_all()  # a client that detaches at once: no second `continue` for rank 0
     assert local.submitted == ["continue"]
@@ -198,7 +201,7 @@ def test_the_shown_ranks_step_pause_reaches_the_client_once_every_rank_has_caugh
     hub.on_event(1, _paused(1, "step"))
     shown = [i for i, e in enumerate(out) if isinstance(e, ev.Paused) and e.node == 1]
     assert len(shown) == 1 and out[shown[0]].reason == "rank 0 · step", out
-    strip = [e for e in out[:shown[0]] if isinstance(e, RanksChanged)][-1]
+    strip = [e for e in out[: shown[0]] if isinstance(e, RanksChanged)][-1]
     assert all(" · #1 " in r.at for r in strip.ranks), strip
     hub.submit("step", 2)
     hub.on_event(0, ev.Resumed(0, "step"))

@@ -36,8 +36,9 @@ def start(tmp_path, request):
     def run(script: str, *args: str, launcher: tuple[str, ...] = ()):
         out = tmp_path / f"out{len(made)}"
         out.mkdir()
-        job = Job(torchrun(*launcher, "-m", "gradtui", "--listen", ":0", script, str(out), *args),
-                  tmp_path / f"rt{len(made)}")
+        job = Job(
+            torchrun(*launcher, "-m", "gradtui", "--listen", ":0", script, str(out), *args), tmp_path / f"rt{len(made)}"
+        )
         made.append((job, None))
         entry = job.agent()
         client = Client(entry["address"], entry["token"])
@@ -91,8 +92,9 @@ def test_pause_past_the_timeout_loses_no_rank(start, plain):
     paused = client.next(lambda e: isinstance(e, ev.Paused) and e.node == 5)
     assert paused.pass_index == 0 and 0 < paused.done < paused.total  # mid-pass
     # Rank 1 gets the `continue` after rank 0: until it reaches #5 the strip still has it paused at #0.
-    ranks = client.ranks_where(lambda r: all(s.state in ("paused", "parked") and s.at.split(" · ")[1].split()[0] == "#5"
-                                             for s in r.ranks))
+    ranks = client.ranks_where(
+        lambda r: all(s.state in ("paused", "parked") and s.at.split(" · ")[1].split()[0] == "#5" for s in r.ranks)
+    )
     assert [s.state for s in ranks.ranks] == ["paused", "paused"], ranks
     time.sleep(15)  # the point of the test: a pause three times the 5 s collective timeout
     listed = client.ask("ranks").text
@@ -123,13 +125,15 @@ def test_break_diverge_names_the_rank_and_holds_for_the_next_client_after_every_
     held, detaches = 1, 0  # pass 0 was all-reduced: equal on both ranks
     try:
         while True:
-            paused = client.next(lambda e: isinstance(e, ev.Paused) and "diverge" in e.reason
-                                 and e.pass_index >= held, 60)
+            paused = client.next(
+                lambda e: isinstance(e, ev.Paused) and "diverge" in e.reason and e.pass_index >= held, 60
+            )
             assert paused.pass_index == held, (detaches, paused)
             assert "2.bias differs across ranks" in paused.reason and "rank 1" in paused.reason, paused.reason
             assert float(paused.reason.split("max abs difference ")[1].split()[0]) > 0, paused.reason
-            client.ranks_where(lambda r: all(s.state == "paused" and s.at.startswith(f"pass {held} ·")
-                                             for s in r.ranks))
+            client.ranks_where(
+                lambda r: all(s.state == "paused" and s.at.startswith(f"pass {held} ·") for s in r.ranks)
+            )
             if held == DETACH_STEPS - 1:
                 break
             way = DETACHES[detaches % len(DETACHES)]

@@ -28,8 +28,12 @@ from tests.procs import children
 pytestmark = pytest.mark.timeout(300)
 
 TIMEOUT = 120.0
-CASES = {"SIGINT": (signal.SIGINT, "sleeps.py"), "SIGTERM": (signal.SIGTERM, "sleeps.py"),
-         "SIGHUP": (signal.SIGHUP, "sleeps.py"), "KeyboardInterrupt": (None, "hook_interrupts.py")}
+CASES = {
+    "SIGINT": (signal.SIGINT, "sleeps.py"),
+    "SIGTERM": (signal.SIGTERM, "sleeps.py"),
+    "SIGHUP": (signal.SIGHUP, "sleeps.py"),
+    "KeyboardInterrupt": (None, "hook_interrupts.py"),
+}
 """What ends the job (a signal to rank 1 once both ranks printed `ready`, or nothing: the
 script raises in a hook) and the script each rank runs."""
 
@@ -100,13 +104,19 @@ def test_a_rank_under_gradtui_ends_as_a_plain_rank(case, tmp_path):
     def let_it_run(job: Job) -> None:  # a client continues both ranks into the raising hook
         if CASES[case][0] is None:
             job.agent()
-            attached = subprocess.run([sys.executable, "-m", "gradtui", "attach", "--headless", "-c", "continue"],
-                                      capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
-                                      env={**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime)})
+            attached = subprocess.run(
+                [sys.executable, "-m", "gradtui", "attach", "--headless", "-c", "continue"],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime)},
+            )
             assert "KeyboardInterrupt" in attached.stdout + attached.stderr, attached
 
-    ending = _end(torchrun("-m", "gradtui", "--listen", "127.0.0.1:0", script(CASES[case][1])), case, runtime,
-                  let_it_run)
+    ending = _end(
+        torchrun("-m", "gradtui", "--listen", "127.0.0.1:0", script(CASES[case][1])), case, runtime, let_it_run
+    )
     assert ending == plain(case, tmp_path)
     assert ending.rank_code < 0
     assert list(runtime.glob("agent-*.json")) == []

@@ -35,46 +35,69 @@ class Case:
 # Item 3: every autograd entry point.
 ENTRY_POINTS = {
     "backward_gradient": Case("cov_backward_gradient.py", ("step", "step", "continue"), at="MvBackward0"),
-    "backward_retain_graph_twice": Case("cov_retained_twice.py", ("break pass 1", "continue", "step", "continue"),
-                                        pause_in=(0, 1), at="PowBackward0"),
-    "backward_create_graph": Case("cov_create_graph.py", ("step", "break pass 1", "continue", "step", "continue"),
-                                  pause_in=(0, 1)),
-    "backward_inputs": Case("cov_inputs.py", ("break w", "continue", "break pass 1", "continue", "step", "continue"),
-                            pause_in=(0, 1), at="AccumulateGrad"),
+    "backward_retain_graph_twice": Case(
+        "cov_retained_twice.py", ("break pass 1", "continue", "step", "continue"), pause_in=(0, 1), at="PowBackward0"
+    ),
+    "backward_create_graph": Case(
+        "cov_create_graph.py", ("step", "break pass 1", "continue", "step", "continue"), pause_in=(0, 1)
+    ),
+    "backward_inputs": Case(
+        "cov_inputs.py",
+        ("break w", "continue", "break pass 1", "continue", "step", "continue"),
+        pause_in=(0, 1),
+        at="AccumulateGrad",
+    ),
     "autograd_backward_several_roots": Case("cov_several_roots.py", ("step", "step", "continue")),
-    "autograd_grad_allow_unused": Case("cov_grad_allow_unused.py", ("break MulBackward0", "continue", "continue"),
-                                       at="MulBackward0"),
+    "autograd_grad_allow_unused": Case(
+        "cov_grad_allow_unused.py", ("break MulBackward0", "continue", "continue"), at="MulBackward0"
+    ),
     "autograd_grad_is_grads_batched": Case("cov_grad_batched.py", ("step", "continue"), at="MulBackward0"),
-    "higher_order": Case("cov_higher_order.py", ("break TanhBackwardBackward0", "continue", "step", "continue"),
-                         pause_in=(0, 1), at="TanhBackwardBackward0"),
-    "nested_pass_in_a_hook": Case("cov_nested_hook.py", ("step",) * 4 + ("continue",), at="AccumulateGrad",
-                                  nested=1),
+    "higher_order": Case(
+        "cov_higher_order.py",
+        ("break TanhBackwardBackward0", "continue", "step", "continue"),
+        pause_in=(0, 1),
+        at="TanhBackwardBackward0",
+    ),
+    "nested_pass_in_a_hook": Case("cov_nested_hook.py", ("step",) * 4 + ("continue",), at="AccumulateGrad", nested=1),
     "backward_in_a_user_thread": Case("cov_thread.py", ("step", "step", "continue"), at="PowBackward0"),
-    "backward_in_a_user_thread_while_a_pass_runs": Case("cov_thread_in_hook.py", ("step",) * 4 + ("continue",),
-                                                        at="AccumulateGrad", nested=1),
+    "backward_in_a_user_thread_while_a_pass_runs": Case(
+        "cov_thread_in_hook.py", ("step",) * 4 + ("continue",), at="AccumulateGrad", nested=1
+    ),
 }
 
 # Item 4: every kind of node.
 NODE_KINDS = {
-    "custom_function": Case("cov_custom_function.py", ("break ScaledCubeBackward", "continue", "step", "continue"),
-                            at="ScaledCubeBackward"),
+    "custom_function": Case(
+        "cov_custom_function.py", ("break ScaledCubeBackward", "continue", "step", "continue"), at="ScaledCubeBackward"
+    ),
     "in_place": Case("cov_inplace.py", ("step", "step", "step", "continue"), at="CopySlices"),
     "views": Case("cov_views.py", ("break UnbindBackward0", "continue", "continue"), at="UnbindBackward0"),
-    "checkpoint_reentrant": Case("cov_checkpoint.py", ("break CheckpointFunctionBackward", "continue", "step",
-                                                       "continue"), args=("reentrant",), nested=1),
-    "checkpoint_non_reentrant": Case("cov_checkpoint.py", ("break TanhBackward0", "continue", "step", "continue"),
-                                     args=("plain",), at="MmBackward0"),
-    "sparse_embedding": Case("cov_sparse_embedding.py", ("break EmbeddingBackward0", "continue", "step", "continue"),
-                             at="AccumulateGrad"),
-    "autocast_bfloat16": Case("cov_autocast.py", ("break AddmmBackward0", "continue", "continue"),
-                              at="AddmmBackward0"),
-    "torch_compile": Case("cov_compiled.py", ("break CompiledFunctionBackward", "continue", "step", "continue"),
-                          args=("aot_eager",), at="AccumulateGrad"),
+    "checkpoint_reentrant": Case(
+        "cov_checkpoint.py",
+        ("break CheckpointFunctionBackward", "continue", "step", "continue"),
+        args=("reentrant",),
+        nested=1,
+    ),
+    "checkpoint_non_reentrant": Case(
+        "cov_checkpoint.py", ("break TanhBackward0", "continue", "step", "continue"), args=("plain",), at="MmBackward0"
+    ),
+    "sparse_embedding": Case(
+        "cov_sparse_embedding.py", ("break EmbeddingBackward0", "continue", "step", "continue"), at="AccumulateGrad"
+    ),
+    "autocast_bfloat16": Case("cov_autocast.py", ("break AddmmBackward0", "continue", "continue"), at="AddmmBackward0"),
+    "torch_compile": Case(
+        "cov_compiled.py",
+        ("break CompiledFunctionBackward", "continue", "step", "continue"),
+        args=("aot_eager",),
+        at="AccumulateGrad",
+    ),
     "complex": Case("cov_complex.py", ("break PolarBackward0", "continue", "continue"), at="PolarBackward0"),
-    "int_and_bool_inputs": Case("cov_int_bool.py", ("break WhereBackward0", "continue", "step", "continue"),
-                                at="IndexBackward0"),
-    "unused_branch": Case("cov_unused_branch.py", ("break SplitBackward0", "continue", "continue"),
-                          at="SplitBackward0"),
+    "int_and_bool_inputs": Case(
+        "cov_int_bool.py", ("break WhereBackward0", "continue", "step", "continue"), at="IndexBackward0"
+    ),
+    "unused_branch": Case(
+        "cov_unused_branch.py", ("break SplitBackward0", "continue", "continue"), at="SplitBackward0"
+    ),
 }
 
 
@@ -317,8 +340,9 @@ def test_complex_gradients_are_summarised(tmp_path):
 
 def test_clip_of_a_complex_gradient_clips_its_complex_norm(tmp_path):
     """`clip N` at a complex gradient must bring its norm (of the complex values) down to N."""
-    run = run_headless(script("cov_complex.py"), ["break PolarBackward0", "continue", "clip 0.1", "continue"],
-                       [str(tmp_path / "g.pt")])
+    run = run_headless(
+        script("cov_complex.py"), ["break PolarBackward0", "continue", "clip 0.1", "continue"], [str(tmp_path / "g.pt")]
+    )
     assert run.status == 0, run.output
     (edit,) = run.of(ev.GradEdited)
     assert edit.before[0].dtype == "complex64" and edit.before[0].norm > 1
@@ -345,8 +369,12 @@ def test_plain_backward_calls_are_not_nested_passes(tmp_path):
 
 
 def global_backward_hooks() -> int:
-    return (len(nn_module._global_backward_hooks) + len(nn_module._global_backward_pre_hooks)
-            + len(nn_module._global_forward_hooks) + len(nn_module._global_forward_pre_hooks))
+    return (
+        len(nn_module._global_backward_hooks)
+        + len(nn_module._global_backward_pre_hooks)
+        + len(nn_module._global_forward_hooks)
+        + len(nn_module._global_forward_pre_hooks)
+    )
 
 
 def test_user_hooks_and_retain_grad_see_what_they_see_without_gradtui(tmp_path, stash):
@@ -358,8 +386,9 @@ def test_user_hooks_and_retain_grad_see_what_they_see_without_gradtui(tmp_path, 
     plain, debugged = tmp_path / "plain.pt", tmp_path / "debugged.pt"
     run_plain(script("cov_user_hooks.py"), [str(plain)])
     stash.clear()
-    run = run_headless(script("cov_user_hooks.py"), ["break h", "continue", "step", "step", "continue"],
-                       [str(debugged)])
+    run = run_headless(
+        script("cov_user_hooks.py"), ["break h", "continue", "step", "step", "continue"], [str(debugged)]
+    )
     assert run.status == 0, run.output
     assert pauses_inside(run, 0) and pauses_inside(run, 1)
     expected, actual = torch.load(plain), torch.load(debugged)

@@ -63,8 +63,12 @@ def test_a_break_in_during_a_pass_pauses_in_it(monkeypatch, kind):
         compiled_off(monkeypatch, "this test runs the Python posthooks")
     hooked = compiled_hooked(monkeypatch)
     # the UI's session: every pass hooked, light statistics; a CPU pass in continue runs on the plan
-    session = Session(provenance=False, full_stats=kind == "every node", hook_all_passes=True,
-                      check_every=1 if kind == "every node" else None)
+    session = Session(
+        provenance=False,
+        full_stats=kind == "every node",
+        hook_all_passes=True,
+        check_every=1 if kind == "every node" else None,
+    )
     events: list[ev.Event] = []
     _driven(session, events)
     answers: list[ev.CommandResult] = []
@@ -78,7 +82,9 @@ def test_a_break_in_during_a_pass_pauses_in_it(monkeypatch, kind):
     assert [(p.pass_index, p.reason) for p in pauses] == [(0, "step"), (ASK_IN, BREAK_IN)]
     stop = pauses[1]
     assert 0 < stop.done < stop.total  # in the pass, after the hook's node and before its end
-    assert [a.text for a in answers if a.command == "pause"] == ["pausing at the next node of the backward pass in flight"]
+    assert [a.text for a in answers if a.command == "pause"] == [
+        "pausing at the next node of the backward pass in flight"
+    ]
     if kind == "planned, compiled hooks":
         assert hooked and all(hooked)  # the compiled posthooks ran that pass: their Python fallback stopped it
 
@@ -101,8 +107,11 @@ def test_a_break_in_outside_a_hooked_pass_pauses_at_the_next_pass_s_first_node(i
     stop = ASK_IN if in_forward else ASK_IN + 1
     pauses = [e for e in events if isinstance(e, ev.Paused)]
     assert [(p.pass_index, p.reason, p.done) for p in pauses] == [(0, "step", 0), (stop, BREAK_IN, 0)]
-    assert answers == ["running forward; pausing at the next backward" if in_forward else
-                       "a backward pass runs unhooked at plain speed: pausing at the first node of the next"]
+    assert answers == [
+        "running forward; pausing at the next backward"
+        if in_forward
+        else "a backward pass runs unhooked at plain speed: pausing at the first node of the next"
+    ]
 
 
 def test_without_a_break_in_the_planned_hooks_never_look():

@@ -16,8 +16,14 @@ from gradtui.protocol.nodes import NodeInfo
 pytestmark = pytest.mark.timeout(60)
 
 
-def node(name: str = "MulBackward0", labels: tuple[str, ...] = (), param: str | None = None,
-         module: str | None = None, path: str | None = None, line: int | None = None) -> NodeInfo:
+def node(
+    name: str = "MulBackward0",
+    labels: tuple[str, ...] = (),
+    param: str | None = None,
+    module: str | None = None,
+    path: str | None = None,
+    line: int | None = None,
+) -> NodeInfo:
     return NodeInfo(name, "op", 0, (), labels, param, None, path, line, module)
 
 
@@ -25,47 +31,62 @@ def stats(*values: float):
     return (summarize(torch.tensor(values)),)
 
 
-@pytest.mark.parametrize(("text", "kind", "value"), [
-    ("AddmmBackward0", "op", "AddmmBackward0"),
-    ("torch::autograd::AccumulateGrad", "op", "AccumulateGrad"),
-    ("AccumulateGrad", "op", "AccumulateGrad"),
-    ("DoubleBackward", "op", "DoubleBackward"),
-    ("z", "label", "z"),
-    ("fc.weight", "label", "fc.weight"),
-    ("outs[1]", "label", "outs[1]"),
-    ("0.weight", "label", "0.weight"),  # nn.Sequential's parameters
-    ("encoder.layers.3.linear1.bias", "label", "encoder.layers.3.linear1.bias"),
-    ("#17", "id", 17),
-    ("nan", "nan", None),
-    ("norm>2.5", "norm", 2.5),
-    ("norm > 1e3", "norm", 1000.0),
-    ("pass 0", "pass", 0),
-    ("pass  12", "pass", 12),
-    ("  z  ", "label", "z"),
-    ("torch::autograd::CopySlices", "op", "CopySlices"),
-    ("CopySlices", "label", "CopySlices"),  # a bare name: matched as a label or an op name
-    ("loss>3", "loss", 3.0),
-    ("loss > 1e4", "loss", 1e4),
-    ("loss nan", "lossnan", None),
-    ("module fc2", "module", "fc2"),
-    ("module encoder.layers.*.attn", "module", "encoder.layers.*.attn"),
-    ("model.py:42", "source", ("model.py", 42)),
-    ("src/pkg/model.py:7", "source", ("src/pkg/model.py", 7)),
-])
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("AddmmBackward0", "op", "AddmmBackward0"),
+        ("torch::autograd::AccumulateGrad", "op", "AccumulateGrad"),
+        ("AccumulateGrad", "op", "AccumulateGrad"),
+        ("DoubleBackward", "op", "DoubleBackward"),
+        ("z", "label", "z"),
+        ("fc.weight", "label", "fc.weight"),
+        ("outs[1]", "label", "outs[1]"),
+        ("0.weight", "label", "0.weight"),  # nn.Sequential's parameters
+        ("encoder.layers.3.linear1.bias", "label", "encoder.layers.3.linear1.bias"),
+        ("#17", "id", 17),
+        ("nan", "nan", None),
+        ("norm>2.5", "norm", 2.5),
+        ("norm > 1e3", "norm", 1000.0),
+        ("pass 0", "pass", 0),
+        ("pass  12", "pass", 12),
+        ("  z  ", "label", "z"),
+        ("torch::autograd::CopySlices", "op", "CopySlices"),
+        ("CopySlices", "label", "CopySlices"),  # a bare name: matched as a label or an op name
+        ("loss>3", "loss", 3.0),
+        ("loss > 1e4", "loss", 1e4),
+        ("loss nan", "lossnan", None),
+        ("module fc2", "module", "fc2"),
+        ("module encoder.layers.*.attn", "module", "encoder.layers.*.attn"),
+        ("model.py:42", "source", ("model.py", 42)),
+        ("src/pkg/model.py:7", "source", ("src/pkg/model.py", 7)),
+    ],
+)
 def test_parse_spec_kinds(text, kind, value):
     spec = parse_spec(text)
     assert (spec.kind, spec.value, spec.text) == (kind, value, text.strip())
 
 
-@pytest.mark.parametrize("text", ["", "a b", "#", "#-1", "pass -1", "norm>", "1x", "x+y", "norm<3", "a..b", "x.", "outs[a]"])
+@pytest.mark.parametrize(
+    "text", ["", "a b", "#", "#-1", "pass -1", "norm>", "1x", "x+y", "norm<3", "a..b", "x.", "outs[a]"]
+)
 def test_parse_spec_refuses(text):
     with pytest.raises(CommandError, match="bad break spec|is not a number"):
         parse_spec(text)
 
 
-@pytest.mark.parametrize(("text", "form"), [
-    ("pass", "pass N"), ("norm", "norm>X"), ("loss", "loss>X"), ("loss<3", "loss nan"), ("module", "module PATH"),
-    ("model.py:", "FILE.py:LINE"), ("model.py:x", "FILE.py:LINE"), ("differs", "differs>R")])
+@pytest.mark.parametrize(
+    ("text", "form"),
+    [
+        ("pass", "pass N"),
+        ("norm", "norm>X"),
+        ("loss", "loss>X"),
+        ("loss<3", "loss nan"),
+        ("module", "module PATH"),
+        ("model.py:", "FILE.py:LINE"),
+        ("model.py:x", "FILE.py:LINE"),
+        ("differs", "differs>R"),
+    ],
+)
 def test_pass_and_norm_need_their_number(text, form):
     """A spec that starts as a kind's does but is not one is refused with that kind's form."""
     with pytest.raises(CommandError, match=f"bad break spec .*write .*{re.escape(form)}"):

@@ -63,13 +63,18 @@ def _private_torch_imports(path: pathlib.Path) -> list[str]:
             if any(part.startswith("_") for part in (node.module or "").split(".")):
                 found.append(f"from {node.module}")
             found += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" \
-                and node.attr.startswith("_"):
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "torch"
+            and node.attr.startswith("_")
+        ):
             found.append(f"torch.{node.attr}")
     return found
 
 
-@pytest.mark.parametrize("module", ["session", "intercept", "stats/passrecord", "dispatch", "why", "process/runner",
-                                    "provenance/forward"])
+@pytest.mark.parametrize(
+    "module", ["session", "intercept", "stats/passrecord", "dispatch", "why", "process/runner", "provenance/forward"]
+)
 def test_the_modules_this_layer_owns_import_no_private_torch_name(module):
     assert _private_torch_imports(CORE / "engine" / f"{module}.py") == []

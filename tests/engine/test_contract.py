@@ -51,8 +51,9 @@ def test_a_command_dropped_because_the_engine_moved_on_carries_its_request(drive
 
 
 def test_breakpoints_changed_after_break_delete_and_every_hit():
-    run = run_headless(script("loop.py"), ["break MulBackward0", "break nan", "continue", "continue",
-                                           "delete 1", "continue"], ["3"])
+    run = run_headless(
+        script("loop.py"), ["break MulBackward0", "break nan", "continue", "continue", "delete 1", "continue"], ["3"]
+    )
     assert run.status == 0, run.output
     changes = [tuple((b.number, b.spec, b.hits) for b in e.breakpoints) for e in run.of(ev.BreakpointsChanged)]
     hits = len(run.of(ev.BreakpointHit))

@@ -101,12 +101,15 @@ def test_clip_refuses_a_nonfinite_norm(bad):
         edits.clip((g,), 1.0)
 
 
-@pytest.mark.parametrize("edit", [
-    lambda gs: edits.scale(gs, 2.0),
-    lambda gs: edits.zero(gs),
-    lambda gs: edits.clip(gs, 1.0),
-    lambda gs: edits.replace(gs, "g"),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda gs: edits.scale(gs, 2.0),
+        lambda gs: edits.zero(gs),
+        lambda gs: edits.clip(gs, 1.0),
+        lambda gs: edits.replace(gs, "g"),
+    ],
+)
 def test_no_gradient_to_edit(edit):
     with pytest.raises(EditError, match="this node receives no gradient to edit"):
         edit((None, None))
@@ -132,16 +135,22 @@ def test_replace_detaches():
     assert torch.equal(out, torch.full((3,), 2.0))
 
 
-@pytest.mark.parametrize(("expr", "message"), [
-    ("torch.zeros(4)", "'torch.zeros(4)' gave a tensor with shape [4] instead of [3]"),
-    ("g.double()", "'g.double()' gave a tensor with dtype torch.float64 instead of torch.float32"),
-    ("torch.zeros(3, device='meta')", "device meta instead of cpu"),
-    ("torch.zeros(2, dtype=torch.float64)", "shape [2] instead of [3], dtype torch.float64 instead of torch.float32"),
-    ("3.0", "'3.0' gave float, not a tensor"),
-    ("None", "'None' gave NoneType, not a tensor"),
-    ("g / undefined_name", "'g / undefined_name' failed: NameError"),
-    ("g @ torch.ones(2, 2)", "'g @ torch.ones(2, 2)' failed: RuntimeError"),
-])
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("torch.zeros(4)", "'torch.zeros(4)' gave a tensor with shape [4] instead of [3]"),
+        ("g.double()", "'g.double()' gave a tensor with dtype torch.float64 instead of torch.float32"),
+        ("torch.zeros(3, device='meta')", "device meta instead of cpu"),
+        (
+            "torch.zeros(2, dtype=torch.float64)",
+            "shape [2] instead of [3], dtype torch.float64 instead of torch.float32",
+        ),
+        ("3.0", "'3.0' gave float, not a tensor"),
+        ("None", "'None' gave NoneType, not a tensor"),
+        ("g / undefined_name", "'g / undefined_name' failed: NameError"),
+        ("g @ torch.ones(2, 2)", "'g @ torch.ones(2, 2)' failed: RuntimeError"),
+    ],
+)
 def test_replace_refusals(expr, message):
     g = torch.tensor([1.0, 2.0, 3.0])
     with pytest.raises(EditError) as info:

@@ -20,13 +20,32 @@ from tests.helpers import run_headless, run_plain, script
 pytestmark = pytest.mark.timeout(120)
 
 CANDIDATES = [
-    "g.to_sparse()", "g.to_sparse_csr()", "g.to_mkldnn()", "g.double()", "g.half()", "g.int()", "g.bool()",
-    "g.reshape(1, 6)", "g.t()", "g[None]", "(g,)", "3.0", "torch.zeros(2, 3, device='meta')",
-    "torch.zeros(2, 3, dtype=torch.complex64)", "torch.nested.nested_tensor([g, g])",
+    "g.to_sparse()",
+    "g.to_sparse_csr()",
+    "g.to_mkldnn()",
+    "g.double()",
+    "g.half()",
+    "g.int()",
+    "g.bool()",
+    "g.reshape(1, 6)",
+    "g.t()",
+    "g[None]",
+    "(g,)",
+    "3.0",
+    "torch.zeros(2, 3, device='meta')",
+    "torch.zeros(2, 3, dtype=torch.complex64)",
+    "torch.nested.nested_tensor([g, g])",
     # accepted by torch (and so by gradtui)
-    "g.clone()", "g * 2", "g.t().contiguous().t()", "g.expand(4, 2, 3)[1]", "g.requires_grad_()",
-    "torch.ones(2, 3, requires_grad=True) * 2", "g.to_sparse().to_dense()", "torch._efficientzerotensor(2, 3)",
-    "g.conj()", "g.to(memory_format=torch.contiguous_format)",
+    "g.clone()",
+    "g * 2",
+    "g.t().contiguous().t()",
+    "g.expand(4, 2, 3)[1]",
+    "g.requires_grad_()",
+    "torch.ones(2, 3, requires_grad=True) * 2",
+    "g.to_sparse().to_dense()",
+    "torch._efficientzerotensor(2, 3)",
+    "g.conj()",
+    "g.to(memory_format=torch.contiguous_format)",
 ]
 
 
@@ -68,11 +87,14 @@ def test_none_is_refused_though_torch_would_drop_the_gradient():
         edits.replace((torch.ones(3),), "None")
 
 
-@pytest.mark.parametrize(("expr", "message"), [
-    ("g.to_sparse()", "'g.to_sparse()' gave a tensor with layout torch.sparse_coo instead of torch.strided"),
-    ("g.to_mkldnn()", "'g.to_mkldnn()' gave a tensor with layout torch._mkldnn instead of torch.strided"),
-    ("torch.nested.nested_tensor([g])", "'torch.nested.nested_tensor([g])' gave a nested tensor"),
-])
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("g.to_sparse()", "'g.to_sparse()' gave a tensor with layout torch.sparse_coo instead of torch.strided"),
+        ("g.to_mkldnn()", "'g.to_mkldnn()' gave a tensor with layout torch._mkldnn instead of torch.strided"),
+        ("torch.nested.nested_tensor([g])", "'torch.nested.nested_tensor([g])' gave a nested tensor"),
+    ],
+)
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_layout_refusal_messages(expr, message):
     with pytest.raises(EditError) as info:
@@ -159,7 +181,7 @@ def test_base_exceptions_in_print_set_and_why_are_refusals_and_the_run_goes_on(t
     results = run.results()
     assert len(results) == 3 * len(RAISES) + 1
     for i, name in enumerate(RAISES):
-        printed, setted, why = results[3 * i:3 * i + 3]
+        printed, setted, why = results[3 * i : 3 * i + 3]
         assert not printed.ok and f"failed: {name}" in printed.text
         assert not setted.ok and f"failed: {name}" in setted.text
         assert why.ok and f"failed: {name}" in why.text  # why answers: it says what went wrong
@@ -189,13 +211,23 @@ def _x_grad(run, path) -> torch.Tensor:
     return torch.load(path)["x"]
 
 
-@pytest.mark.parametrize("expr", ["g.mul_(0)", "g.zero_()", "g.data.fill_(7)", "g.numpy().fill(3)",
-                                  "g.__setitem__(0, 9)", "torch.nn.init.zeros_(g)"])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "g.mul_(0)",
+        "g.zero_()",
+        "g.data.fill_(7)",
+        "g.numpy().fill(3)",
+        "g.__setitem__(0, 9)",
+        "torch.nn.init.zeros_(g)",
+    ],
+)
 def test_print_cannot_change_the_gradient(expr, tmp_path):
     """At a's node, whose gradient tensor also goes to b's: neither branch changes."""
     path = tmp_path / "g.pt"
-    run = run_headless(script("shared_grad.py"), ["break a", "continue", f"print {expr}", "print", "continue"],
-                       [str(path)])
+    run = run_headless(
+        script("shared_grad.py"), ["break a", "continue", f"print {expr}", "print", "continue"], [str(path)]
+    )
     assert torch.equal(_x_grad(run, path), torch.full((2,), 5.0))
     assert run.results()[-1].text.endswith("values [1, 1]")  # the gradient still reads ones after it
     assert not run.of(ev.GradEdited)
@@ -223,7 +255,8 @@ def test_print_of_a_script_variable_is_the_scripts_own(tmp_path):
     """Only `g` is a copy: the script's own tensors are the script's, as in pdb (a copy made
     under no_grad would not require grad)."""
     path = tmp_path / "g.pt"
-    run = run_headless(script("shared_grad.py"), ["break a", "continue", "print x.requires_grad", "continue"],
-                       [str(path)])
+    run = run_headless(
+        script("shared_grad.py"), ["break a", "continue", "print x.requires_grad", "continue"], [str(path)]
+    )
     assert run.results()[1].text == "True"
     assert torch.equal(_x_grad(run, path), torch.full((2,), 5.0))

@@ -33,25 +33,108 @@ def forward(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
 
 # ---- command lines ---------------------------------------------------------------------------
 
-NUMBERS = st.sampled_from(["0", "1", "2.5", "-3", "1e-3", "1e400", "nan", "inf", "-inf", "²", "١٢", "+4", "1_0",
-                           "0x10", "", "x", "1.2.3", "9" * 30, " 7 "])
+NUMBERS = st.sampled_from(
+    [
+        "0",
+        "1",
+        "2.5",
+        "-3",
+        "1e-3",
+        "1e400",
+        "nan",
+        "inf",
+        "-inf",
+        "²",
+        "١٢",
+        "+4",
+        "1_0",
+        "0x10",
+        "",
+        "x",
+        "1.2.3",
+        "9" * 30,
+        " 7 ",
+    ]
+)
 G_ROOTS = st.sampled_from(["g", "g[0]", "g.t()", "g.data", "g.reshape(-1)", "g.view(3)", "g[None]", "g[0:2]"])
 SCRIPT = st.sampled_from(["x", "w", "y", "loss", "x.grad", "w.shape", "x.detach()", "nosuch", "stash", "i"])
-CONSTANTS = st.sampled_from(["0", "1.5", "-2", "None", "'s'", "(g, g)", "[g]", "torch.zeros(3)", "torch.zeros(2)",
-                             "torch.ones_like(g)", "torch.zeros(3, dtype=torch.float64)", "1 / 0", "exit(1)",
-                             "(_ for _ in ()).throw(KeyboardInterrupt)", "(_ for _ in ()).throw(GeneratorExit)",
-                             "(_ for _ in ()).throw(SystemExit)", "torch.zeros(3, device='meta')",
-                             "torch._efficientzerotensor(3)", "g[5]", "torch"])
-PURE = st.sampled_from([".double()", ".half()", ".to_sparse()", ".to_mkldnn()", ".t()", ".reshape(1, -1)", ".clone()",
-                        ".abs()", ".neg()", ".detach()", ".sum()", ".mean()", ".item()", ".tolist()", ".shape",
-                        "[0]", "[None]", ".exp()", ".log()", ".sqrt()", ".norm()", ".grad", ".requires_grad",
-                        ".grad_fn", ".numel()", ".int()", ".bool()", ".float()", ".to_sparse().to_dense()"])
-IN_PLACE = st.sampled_from([".mul_(0)", ".zero_()", ".add_(1)", ".fill_(7)", ".clamp_(-1, 1)", ".requires_grad_()",
-                            ".copy_(torch.ones(3))", ".div_(0)", ".numpy().fill(3)", ".__setitem__(0, 9)"])
+CONSTANTS = st.sampled_from(
+    [
+        "0",
+        "1.5",
+        "-2",
+        "None",
+        "'s'",
+        "(g, g)",
+        "[g]",
+        "torch.zeros(3)",
+        "torch.zeros(2)",
+        "torch.ones_like(g)",
+        "torch.zeros(3, dtype=torch.float64)",
+        "1 / 0",
+        "exit(1)",
+        "(_ for _ in ()).throw(KeyboardInterrupt)",
+        "(_ for _ in ()).throw(GeneratorExit)",
+        "(_ for _ in ()).throw(SystemExit)",
+        "torch.zeros(3, device='meta')",
+        "torch._efficientzerotensor(3)",
+        "g[5]",
+        "torch",
+    ]
+)
+PURE = st.sampled_from(
+    [
+        ".double()",
+        ".half()",
+        ".to_sparse()",
+        ".to_mkldnn()",
+        ".t()",
+        ".reshape(1, -1)",
+        ".clone()",
+        ".abs()",
+        ".neg()",
+        ".detach()",
+        ".sum()",
+        ".mean()",
+        ".item()",
+        ".tolist()",
+        ".shape",
+        "[0]",
+        "[None]",
+        ".exp()",
+        ".log()",
+        ".sqrt()",
+        ".norm()",
+        ".grad",
+        ".requires_grad",
+        ".grad_fn",
+        ".numel()",
+        ".int()",
+        ".bool()",
+        ".float()",
+        ".to_sparse().to_dense()",
+    ]
+)
+IN_PLACE = st.sampled_from(
+    [
+        ".mul_(0)",
+        ".zero_()",
+        ".add_(1)",
+        ".fill_(7)",
+        ".clamp_(-1, 1)",
+        ".requires_grad_()",
+        ".copy_(torch.ones(3))",
+        ".div_(0)",
+        ".numpy().fill(3)",
+        ".__setitem__(0, 9)",
+    ]
+)
 
 
-MUTABLE = st.one_of(G_ROOTS, st.builds("({} {} {})".format, G_ROOTS, st.sampled_from(["+", "-", "*", "/", "@"]),
-                                       st.one_of(G_ROOTS, SCRIPT)))
+MUTABLE = st.one_of(
+    G_ROOTS,
+    st.builds("({} {} {})".format, G_ROOTS, st.sampled_from(["+", "-", "*", "/", "@"]), st.one_of(G_ROOTS, SCRIPT)),
+)
 """Values an expression may change in place: `g` (a copy) and what it makes."""
 LEAF = st.one_of(MUTABLE, SCRIPT, CONSTANTS, st.builds(str.__add__, MUTABLE, IN_PLACE))
 EXPRESSIONS = st.one_of(
@@ -62,10 +145,43 @@ EXPRESSIONS = st.one_of(
     st.builds("(({}){}){}".format, MUTABLE, IN_PLACE, PURE),
 )
 SPECS = st.one_of(
-    st.sampled_from(["nan", "norm>1", "norm>nan", "norm > 2", "loss>1", "loss nan", "loss>inf", "pass 3", "pass ²",
-                     "#0", "#2", "#99", "#²", "y", "loss", "x", "ŷ", "x²", "outs[1]", "MulBackward0", "SgnBackward0",
-                     "AccumulateGrad", "torch::autograd::AccumulateGrad", "module no.such", "module *",
-                     "fuzz_loop.py:16", "nosuch.py:3", "x.py:", "a..b", "x+y", "pass", "norm", "module"]),
+    st.sampled_from(
+        [
+            "nan",
+            "norm>1",
+            "norm>nan",
+            "norm > 2",
+            "loss>1",
+            "loss nan",
+            "loss>inf",
+            "pass 3",
+            "pass ²",
+            "#0",
+            "#2",
+            "#99",
+            "#²",
+            "y",
+            "loss",
+            "x",
+            "ŷ",
+            "x²",
+            "outs[1]",
+            "MulBackward0",
+            "SgnBackward0",
+            "AccumulateGrad",
+            "torch::autograd::AccumulateGrad",
+            "module no.such",
+            "module *",
+            "fuzz_loop.py:16",
+            "nosuch.py:3",
+            "x.py:",
+            "a..b",
+            "x+y",
+            "pass",
+            "norm",
+            "module",
+        ]
+    ),
     st.builds(str.__add__, st.sampled_from(["norm>", "loss>", "pass ", "#", "fuzz_loop.py:"]), NUMBERS),
 )
 RAW = st.text(alphabet=st.sampled_from(list("abgxyz019 .#:>[]()_-+'\"ŷ²١\t,=") + ["\x00", "é"]), max_size=12)
@@ -77,8 +193,31 @@ def _verb(*words: str) -> st.SearchStrategy[str]:
 
 
 LINES = st.one_of(
-    _verb("step", "s", "n", "next", "STEP", "breakpoints", "zero", "help", "h", "?", "flow", "frobnicate",
-          "continue", "c", "finish", "f", "quit", "q", "exit", "delete all", "d all", "print", "p"),
+    _verb(
+        "step",
+        "s",
+        "n",
+        "next",
+        "STEP",
+        "breakpoints",
+        "zero",
+        "help",
+        "h",
+        "?",
+        "flow",
+        "frobnicate",
+        "continue",
+        "c",
+        "finish",
+        "f",
+        "quit",
+        "q",
+        "exit",
+        "delete all",
+        "d all",
+        "print",
+        "p",
+    ),
     st.builds("{} {}".format, _verb("scale", "clip", "delete", "d", "zero", "step"), st.one_of(NUMBERS, RAW)),
     st.builds("{} {}".format, _verb("break", "b"), st.one_of(SPECS, RAW)),
     st.builds("{} {}".format, _verb("set", "print", "p", "why", "Print", "SET"), st.one_of(EXPRESSIONS, RAW)),
@@ -143,8 +282,14 @@ def test_fuzzed_commands_through_parse_and_a_live_session(driven, stash):
 
     # No shrinking: replaying examples on a session that has moved on would not reproduce them,
     # and each replay of a hang would wait out its timeouts again.
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, phases=(Phase.generate,),
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
     @given(st.lists(LINES, min_size=1, max_size=4))
     def example(lines: list[str]) -> None:
         seen.append(lines)

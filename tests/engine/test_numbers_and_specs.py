@@ -21,8 +21,9 @@ ODD_DIGITS = ["²", "³", "¹", "½", "⑤", "Ⅻ", "𝟙𝟚"]
 """Characters str.isdigit()/isnumeric() accept and int() refuses (𝟙𝟚: int() reads it, float() too)."""
 
 
-@pytest.mark.parametrize("word", ["12", "+3", " 7 ", "1_000", "١٢", "٣", "0", "-4", "²", "x", "", "1.5", "1e3",
-                                  "nan", "𝟙𝟚", "⑤"])
+@pytest.mark.parametrize(
+    "word", ["12", "+3", " 7 ", "1_000", "١٢", "٣", "0", "-4", "²", "x", "", "1.5", "1e3", "nan", "𝟙𝟚", "⑤"]
+)
 def test_parse_int_accepts_exactly_what_int_accepts(word):
     try:
         want = int(word)
@@ -33,8 +34,9 @@ def test_parse_int_accepts_exactly_what_int_accepts(word):
         assert parse_int(word, "n") == want
 
 
-@pytest.mark.parametrize("word", ["1.5", "-2", "1e-3", "1_0.5", "٣", "²", "x", "", "0x10", " 4 ", "nan", "inf",
-                                  "-inf", "1e400", "Infinity"])
+@pytest.mark.parametrize(
+    "word", ["1.5", "-2", "1e-3", "1_0.5", "٣", "²", "x", "", "0x10", " 4 ", "nan", "inf", "-inf", "1e400", "Infinity"]
+)
 def test_parse_float_accepts_exactly_what_float_accepts_when_finite(word):
     try:
         want = float(word)
@@ -80,8 +82,10 @@ def test_delete_superscript_two_is_refused_with_the_usual_message():
 
 def test_delete_superscript_through_a_session_is_a_refusal_and_the_run_goes_on(tmp_path):
     path = tmp_path / "s.py"
-    path.write_text("import torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n"
-                    "print('done', x.grad.tolist())\n")
+    path.write_text(
+        "import torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n"
+        "print('done', x.grad.tolist())\n"
+    )
     run = run_headless(str(path), ["break nan", "delete ²", "delete 1", "continue"])
     assert run.status == 0, run.output
     assert "error: delete takes a breakpoint number or 'all' (got '²')" in run.output
@@ -100,11 +104,20 @@ def test_delete_superscript_submitted_as_text_is_a_refusal():
 # ---- break specs ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("ŷ", "ŷ"), ("δx", "δx"), ("_", "_"), ("℘", "℘"), ("x٣", "x٣"), ("ŷ[2].b", "ŷ[2].b"),
-    ("ﬁ", "fi"),  # Python reads identifiers in NFKC form: the variable ﬁ is named fi
-    ("layers.0.attn", "layers.0.attn"), ("Ω.weight", "Ω.weight"),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("ŷ", "ŷ"),
+        ("δx", "δx"),
+        ("_", "_"),
+        ("℘", "℘"),
+        ("x٣", "x٣"),
+        ("ŷ[2].b", "ŷ[2].b"),
+        ("ﬁ", "fi"),  # Python reads identifiers in NFKC form: the variable ﬁ is named fi
+        ("layers.0.attn", "layers.0.attn"),
+        ("Ω.weight", "Ω.weight"),
+    ],
+)
 def test_labels_are_python_identifiers(text, value):
     spec = parse_spec(text)
     assert (spec.kind, spec.value, spec.text) == ("label", value, text)
@@ -128,8 +141,9 @@ def test_a_spec_that_can_never_fire_is_refused(text):
 
 def test_break_on_a_unicode_name_stops_there(tmp_path):
     path = tmp_path / "hat.py"
-    path.write_text("import torch\nx = torch.ones(2, requires_grad=True)\nŷ = x * 3\nloss = (ŷ ** 2).sum()\n"
-                    "loss.backward()\n")
+    path.write_text(
+        "import torch\nx = torch.ones(2, requires_grad=True)\nŷ = x * 3\nloss = (ŷ ** 2).sum()\nloss.backward()\n"
+    )
     run = run_headless(str(path), ["break ŷ", "continue", "continue"])
     assert run.status == 0, run.output
     reasons = [(p.name, p.reason) for p in run.pauses]
@@ -149,17 +163,32 @@ def graph() -> nx.DiGraph:
     return g
 
 
-@pytest.mark.parametrize(("text", "warning"), [
-    ("AddmmBackward0", None), ("MulBackward0", "no node of this pass matches it"),
-    ("total", None), ("encoder.fc.weight", None), ("totally", "no node of this pass matches it"),
-    ("#2", None), ("#3", "no node of this pass matches it"),
-    ("module encoder", None), ("module encoder.*", None), ("module no.such", "no node of this pass ran in a module that matches it"),
-    ("model.py:3", None), ("u/model.py:3", None), ("model.py:4", "no node of this pass was made at that line"),
-    ("nosuch.py:3", "no node of this pass was made in nosuch.py"),
-    ("pass 4", None), ("pass 3", "pass 3 has already begun; a pass breakpoint stops at the first node of its pass"),
-    ("pass 0", "pass 0 has already begun; a pass breakpoint stops at the first node of its pass"),
-    ("nan", None), ("norm>1", None), ("loss>1", None), ("loss nan", None),
-])
+@pytest.mark.parametrize(
+    ("text", "warning"),
+    [
+        ("AddmmBackward0", None),
+        ("MulBackward0", "no node of this pass matches it"),
+        ("total", None),
+        ("encoder.fc.weight", None),
+        ("totally", "no node of this pass matches it"),
+        ("#2", None),
+        ("#3", "no node of this pass matches it"),
+        ("module encoder", None),
+        ("module encoder.*", None),
+        ("module no.such", "no node of this pass ran in a module that matches it"),
+        ("model.py:3", None),
+        ("u/model.py:3", None),
+        ("model.py:4", "no node of this pass was made at that line"),
+        ("nosuch.py:3", "no node of this pass was made in nosuch.py"),
+        ("pass 4", None),
+        ("pass 3", "pass 3 has already begun; a pass breakpoint stops at the first node of its pass"),
+        ("pass 0", "pass 0 has already begun; a pass breakpoint stops at the first node of its pass"),
+        ("nan", None),
+        ("norm>1", None),
+        ("loss>1", None),
+        ("loss nan", None),
+    ],
+)
 def test_warning_for(graph, text, warning):
     spec = parse_spec(text)
     assert warning_for(spec, graph, 3) == warning

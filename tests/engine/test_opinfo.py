@@ -17,13 +17,28 @@ from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
 from tests.helpers import graph_nodes
 
-pytestmark = [pytest.mark.timeout(120),
-              pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]  # ops' own deprecations
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning"),
+]  # ops' own deprecations
 
 ZERO_TENSOR_OPS = [
-    "sgn", "abs", "nn.functional.normalize", "nn.functional.softsign", "nn.functional.l1_loss",
-    "nn.functional.smooth_l1_loss", "nn.functional.pairwise_distance", "norm", "linalg.norm", "linalg.vector_norm",
-    "linalg.matrix_norm", "linalg.eigh", "linalg.svd", "special.i0e", "special.i1e", "nn.functional.huber_loss",
+    "sgn",
+    "abs",
+    "nn.functional.normalize",
+    "nn.functional.softsign",
+    "nn.functional.l1_loss",
+    "nn.functional.smooth_l1_loss",
+    "nn.functional.pairwise_distance",
+    "norm",
+    "linalg.norm",
+    "linalg.vector_norm",
+    "linalg.matrix_norm",
+    "linalg.eigh",
+    "linalg.svd",
+    "special.i0e",
+    "special.i1e",
+    "nn.functional.huber_loss",
 ]
 """Ops whose backward (first or second) sends a ZeroTensor."""
 OTHERS = 100
@@ -41,12 +56,17 @@ def op_db() -> list[Any]:
 
 def _fresh(sample: Any) -> Any:
     """The sample with new leaf tensors (same values), so every run starts from scratch."""
-    return sample.transform(lambda t: t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t)
+    return sample.transform(
+        lambda t: t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+    )
 
 
 def _leaves(sample: Any) -> list[torch.Tensor]:
-    return [t for t in tree_leaves((sample.input, sample.args, sample.kwargs))
-            if isinstance(t, torch.Tensor) and t.requires_grad]
+    return [
+        t
+        for t in tree_leaves((sample.input, sample.args, sample.kwargs))
+        if isinstance(t, torch.Tensor) and t.requires_grad
+    ]
 
 
 def _loss(op: Any, sample: Any) -> torch.Tensor | None:
@@ -97,8 +117,11 @@ def _double(op: Any, sample: Any, zero_tensors: list[int] | None = None) -> Outc
         total = torch.stack(second).sum()
         if zero_tensors is not None:  # count the ZeroTensors the second backward sends
             for node in graph_nodes(total.grad_fn):
-                node.register_hook(lambda gi, go: zero_tensors.extend(
-                    1 for g in gi if isinstance(g, torch.Tensor) and g._is_zerotensor()))
+                node.register_hook(
+                    lambda gi, go: zero_tensors.extend(
+                        1 for g in gi if isinstance(g, torch.Tensor) and g._is_zerotensor()
+                    )
+                )
         total.backward()
     except Exception as exc:  # noqa: BLE001
         return ("raised", type(exc).__name__)
@@ -120,8 +143,12 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
         return a is None and b is None
     if a.layout != torch.strided or b.layout != torch.strided:
         a, b = a.to_dense(), b.to_dense()
-    return (a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.isnan(), b.isnan())
-            and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and torch.equal(a.isnan(), b.isnan())
+        and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+    )
 
 
 def _check(name: str, plain: Outcome, debugged: Outcome, events: list[ev.Event]) -> None:
@@ -163,7 +190,9 @@ def test_every_op_that_sends_zero_tensors(op_db):
 
 
 def test_a_hundred_other_ops(op_db):
-    others = sorted((op for op in op_db if op.name not in ZERO_TENSOR_OPS), key=lambda op: (op.name, op.variant_test_name))
+    others = sorted(
+        (op for op in op_db if op.name not in ZERO_TENSOR_OPS), key=lambda op: (op.name, op.variant_test_name)
+    )
     step = len(others) / OTHERS
     ops = [others[int(i * step)] for i in range(OTHERS)]
     compared, _ = _run_ops(ops)

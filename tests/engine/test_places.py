@@ -72,8 +72,13 @@ def test_break_module_glob_and_break_at_a_line():
     graph = run.of(ev.PassStarted)[0].graph
     stops = [graph.nodes[p.node]["info"].module for p in run.pauses[1:]]
     assert stops == ["layers.1.linear2"]  # once per pass: the engine reaches layer 1 first
-    line = next(d.line for _, d in run_headless(script("twofile/train.py"), ["continue"])
-                .of(ev.PassStarted)[0].graph.nodes(data="info") if d.module == "fc1" and d.name == "AddmmBackward0")
+    line = next(
+        d.line
+        for _, d in run_headless(script("twofile/train.py"), ["continue"])
+        .of(ev.PassStarted)[0]
+        .graph.nodes(data="info")
+        if d.module == "fc1" and d.name == "AddmmBackward0"
+    )
     run = run_headless(script("twofile/train.py"), [f"break model.py:{line}", "continue", "continue"])
     graph = run.of(ev.PassStarted)[0].graph
     stop = run.pauses[1]

@@ -97,16 +97,19 @@ def test_node_ran_events_and_leaf_grads():
 # ---- breakpoints ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("spec", "where"), [
-    ("MulBackward0", (0, 1)),
-    ("torch::autograd::AccumulateGrad", (0, 2)),
-    ("y", (0, 1)),
-    ("x", (0, 2)),
-    ("#2", (0, 2)),
-    ("norm>10", (0, 1)),  # 12 arrives at y's node
-    ("norm>20", (0, 2)),  # 36 arrives at x's accumulator
-    ("pass 1", (1, 0)),
-])
+@pytest.mark.parametrize(
+    ("spec", "where"),
+    [
+        ("MulBackward0", (0, 1)),
+        ("torch::autograd::AccumulateGrad", (0, 2)),
+        ("y", (0, 1)),
+        ("x", (0, 2)),
+        ("#2", (0, 2)),
+        ("norm>10", (0, 1)),  # 12 arrives at y's node
+        ("norm>20", (0, 2)),  # 36 arrives at x's accumulator
+        ("pass 1", (1, 0)),
+    ],
+)
 def test_each_break_spec_pauses_where_it_should(spec, where):
     # A CPU pass reads statistics back at every node with a value spec armed (norm>X), so it
     # stops exactly where one matches, before the node runs (an accelerator's pass reads every
@@ -117,7 +120,8 @@ def test_each_break_spec_pauses_where_it_should(spec, where):
     (hit,) = run.of(ev.BreakpointHit)
     assert (hit.number, hit.spec, hit.pass_index, hit.node) == (1, spec, *where)
     assert run.report.to_json()["breakpoint_hits"] == [
-        {"breakpoint": 1, "spec": spec, "pass": where[0], "node": where[1]}]
+        {"breakpoint": 1, "spec": spec, "pass": where[0], "node": where[1]}
+    ]
 
 
 def test_break_on_a_parameter_of_a_sequential():
@@ -159,8 +163,11 @@ def test_a_nan_found_after_continuing_from_a_step_pause_is_editable_at_its_culpr
 
 
 def test_delete_and_list_breakpoints():
-    run = run_headless(script("loop.py"), [
-        "break y", "break nan", "breakpoints", "delete 1", "breakpoints", "delete 7", "continue"], ["2"])
+    run = run_headless(
+        script("loop.py"),
+        ["break y", "break nan", "breakpoints", "delete 1", "breakpoints", "delete 7", "continue"],
+        ["2"],
+    )
     assert run.where == [(0, 0)]
     texts = [(r.command, r.text, r.ok) for r in run.results()]
     assert texts == [
@@ -174,8 +181,11 @@ def test_delete_and_list_breakpoints():
 
 
 def test_delete_all_and_hit_counts():
-    run = run_headless(script("loop.py"), [
-        "break y", "break x", "continue", "breakpoints", "delete all", "breakpoints", "continue"], ["2"])
+    run = run_headless(
+        script("loop.py"),
+        ["break y", "break x", "continue", "breakpoints", "delete all", "breakpoints", "continue"],
+        ["2"],
+    )
     assert run.where == [(0, 0), (0, 1)]
     texts = [r.text for r in run.results()]
     assert "1: y  (hit once)\n2: x  (never hit)" in texts
@@ -194,16 +204,19 @@ def test_bad_commands_are_reported_and_skipped():
 # ---- edits reach the leaf ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("commands", "expected"), [
-    (["step", "step", "scale 0.5", "continue"], 18.0),
-    (["step", "scale 0.5", "continue"], 18.0),  # at y's node: 12 -> 6, times 3
-    (["scale -1", "continue"], -36.0),  # at the first node
-    (["step", "step", "zero", "continue"], 0.0),
-    (["step", "zero", "continue"], 0.0),
-    (["step", "step", "set g * 3", "continue"], 108.0),
-    (["step", "set g + 1", "continue"], 39.0),
-    (["step", "step", "scale 2", "scale 2", "continue"], 144.0),  # edits compose
-])
+@pytest.mark.parametrize(
+    ("commands", "expected"),
+    [
+        (["step", "step", "scale 0.5", "continue"], 18.0),
+        (["step", "scale 0.5", "continue"], 18.0),  # at y's node: 12 -> 6, times 3
+        (["scale -1", "continue"], -36.0),  # at the first node
+        (["step", "step", "zero", "continue"], 0.0),
+        (["step", "zero", "continue"], 0.0),
+        (["step", "step", "set g * 3", "continue"], 108.0),
+        (["step", "set g + 1", "continue"], 39.0),
+        (["step", "step", "scale 2", "scale 2", "continue"], 144.0),  # edits compose
+    ],
+)
 def test_edits_reach_the_leaf(commands, expected, tmp_path):
     grad, run = chain_grad(commands, tmp_path)
     assert torch.equal(grad, torch.tensor([expected]))
@@ -227,15 +240,29 @@ def test_edit_events_and_report(tmp_path):
     (result,) = [r for r in run.results() if r.command == "scale 0.5"]
     assert result.ok and result.text.startswith("gradient now [1] float32 cpu  norm 18")
     report = run.report.to_json()
-    assert report["edits"] == [{"pass": 0, "node": 2, "command": "scale 0.5",
-                                "before": [edit.before[0].to_json()], "after": [edit.after[0].to_json()]}]
+    assert report["edits"] == [
+        {
+            "pass": 0,
+            "node": 2,
+            "command": "scale 0.5",
+            "before": [edit.before[0].to_json()],
+            "after": [edit.after[0].to_json()],
+        }
+    ]
     x = report["passes"][0]["nodes"][2]
     assert x["grad_outputs"][0]["values"] == [18.0]  # after the edit
 
 
-@pytest.mark.parametrize("bad", [
-    "set torch.zeros(2)", "set g.double()", "set torch.zeros(1, device='meta')", "set 3", "set nope",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "set torch.zeros(2)",
+        "set g.double()",
+        "set torch.zeros(1, device='meta')",
+        "set 3",
+        "set nope",
+    ],
+)
 def test_refused_edit_leaves_the_gradient_and_the_pause(bad, tmp_path):
     grad, run = chain_grad(["step", "step", bad, "print", "continue"], tmp_path)
     assert torch.equal(grad, torch.tensor([36.0]))
@@ -252,8 +279,9 @@ def test_edit_matches_the_scripts_own_hook(tmp_path):
     hooked, debugged = tmp_path / "hooked.pt", tmp_path / "debugged.pt"
     plain = run_headless(script("add_matmul.py"), [], [str(hooked), "hook"])
     assert plain.status == 0
-    run = run_headless(script("add_matmul.py"), ["break AddBackward0", "continue", "scale 2", "continue"],
-                       [str(debugged)])
+    run = run_headless(
+        script("add_matmul.py"), ["break AddBackward0", "continue", "scale 2", "continue"], [str(debugged)]
+    )
     assert [p.name for p in run.pauses] == ["DotBackward0", "AddBackward0"]
     expected, actual = torch.load(hooked), torch.load(debugged)
     for name in ("x", "y", "w"):
@@ -293,7 +321,9 @@ def test_why_messages():
     assert "requires_grad=True" in texts["frozen"]
     assert texts["detached"].startswith(off.format("detached") + "it does not require grad")
     assert ".detach()" in texts["detached"] and "torch.no_grad()" in texts["detached"]
-    assert texts["unused"].startswith(off.format("unused") + "it requires grad but this pass's output does not depend on it")
+    assert texts["unused"].startswith(
+        off.format("unused") + "it requires grad but this pass's output does not depend on it"
+    )
     assert texts["other"].startswith(off.format("other") + "it was made by")
     assert texts["count"] == "count is an int, not a tensor"
     assert texts["nope"] == "nope is not defined where backward was called (<module>)"
@@ -378,8 +408,7 @@ def test_backward_on_another_thread_is_not_intercepted(driven, stash):
 
 def test_retained_graph_is_hooked_afresh_each_pass(tmp_path):
     path = tmp_path / "g.pt"
-    run = run_headless(script("autograd_features.py"), ["break pass 5", "continue", "step", "continue"],
-                       [str(path)])
+    run = run_headless(script("autograd_features.py"), ["break pass 5", "continue", "step", "continue"], [str(path)])
     assert run.status == 0, run.output
     started = run.of(ev.PassStarted)
     assert started[4].call_text == "loss.backward(retain_graph=True)"
@@ -505,14 +534,18 @@ def test_g_is_the_gradient_even_when_the_script_has_a_variable_g(tmp_path):
 
 
 def test_an_expression_calling_exit_is_refused_not_the_end_of_the_script():
-    run = run_headless(example("chain.py"), ["print exit(3)", "set quit()", "why exit(2)", "why x[5]",
-                                             "step", "continue"])
+    run = run_headless(
+        example("chain.py"), ["print exit(3)", "set quit()", "why exit(2)", "why x[5]", "step", "continue"]
+    )
     assert run.status == 0, run.output
     assert "x.grad = 36.0" in run.script_output()
     texts = [(r.text, r.ok) for r in run.results()]
-    assert texts == [("'exit(3)' failed: SystemExit: 3", False), ("'quit()' failed: SystemExit: None", False),
-                     ("exit(2) failed: SystemExit: 2", True),
-                     ("x[5] failed: IndexError: index 5 is out of bounds for dimension 0 with size 1", True)]
+    assert texts == [
+        ("'exit(3)' failed: SystemExit: 3", False),
+        ("'quit()' failed: SystemExit: None", False),
+        ("exit(2) failed: SystemExit: 2", True),
+        ("x[5] failed: IndexError: index 5 is out of bounds for dimension 0 with size 1", True),
+    ]
     assert run.where == [(0, 0), (0, 1)]
 
 
@@ -524,17 +557,27 @@ def test_commands_after_the_script_ended_do_not_claim_it_is_running():
     run.session.submit("step")
     run.session.submit("break nan")
     assert [(r.ok, r.text) for r in results if isinstance(r, ev.CommandResult)] == [
-        (False, "not paused: the script is not running (it has ended or not started)"), (True, "breakpoint 1 at nan")]
+        (False, "not paused: the script is not running (it has ended or not started)"),
+        (True, "breakpoint 1 at nan"),
+    ]
 
 
 def test_a_breakpoint_no_node_of_the_pass_matches_says_so():
     """`break Addmm` (a label, since it lacks `Backward0`) or a typo would silently never hit."""
-    run = run_headless(example("chain.py"), ["break Addmm", "break MulBackward", "break #9", "break y",
-                                             "break MulBackward0", "break nan", "continue"])
+    run = run_headless(
+        example("chain.py"),
+        ["break Addmm", "break MulBackward", "break #9", "break y", "break MulBackward0", "break nan", "continue"],
+    )
     texts = [r.text for r in run.results()]
     note = " (no node of this pass matches it)"
-    assert texts == [f"breakpoint 1 at Addmm{note}", f"breakpoint 2 at MulBackward{note}", f"breakpoint 3 at #9{note}",
-                     "breakpoint 4 at y", "breakpoint 5 at MulBackward0", "breakpoint 6 at nan"]
+    assert texts == [
+        f"breakpoint 1 at Addmm{note}",
+        f"breakpoint 2 at MulBackward{note}",
+        f"breakpoint 3 at #9{note}",
+        "breakpoint 4 at y",
+        "breakpoint 5 at MulBackward0",
+        "breakpoint 6 at nan",
+    ]
 
 
 @pytest.mark.parametrize("hooked", ["b", "loss"])
@@ -584,7 +627,9 @@ def test_an_edit_torch_cannot_do_is_refused_not_the_end_of_the_script(monkeypatc
     assert run.status == 0, run.output
     (result,) = run.results()
     assert (result.ok, result.text) == (
-        False, "'clip 1' failed: NotImplementedError: Could not run 'aten::linalg_vector_norm' on 'SparseCPU'")
+        False,
+        "'clip 1' failed: NotImplementedError: Could not run 'aten::linalg_vector_norm' on 'SparseCPU'",
+    )
     assert "x.grad = 36.0" in run.script_output()
 
 
@@ -616,10 +661,12 @@ def test_vmapped_gradients_are_left_alone():
     script. They now run untouched; the script's own backward is still debugged."""
     run = run_headless(script("vmapped.py"), ["continue"])
     assert run.status == 0, run.output
-    assert run.script_output() == ("vmap grad [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]\n"
-                                   "jacobian [[2.0, 0.0], [0.0, 4.0]]\n"
-                                   "is_grads_batched [[2.0, 0.0], [0.0, 4.0]]\n"
-                                   "x.grad [2.0, 4.0]\n")
+    assert run.script_output() == (
+        "vmap grad [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]\n"
+        "jacobian [[2.0, 0.0], [0.0, 4.0]]\n"
+        "is_grads_batched [[2.0, 0.0], [0.0, 4.0]]\n"
+        "x.grad [2.0, 4.0]\n"
+    )
     (started,) = run.of(ev.PassStarted)
     assert started.call_text == "loss.backward()"
     assert run.where == [(0, 0)]
@@ -628,8 +675,11 @@ def test_vmapped_gradients_are_left_alone():
 def test_a_backward_on_the_meta_device_is_left_alone(tmp_path):
     """Meta tensors have shapes but no values: reading their statistics killed the script."""
     path = tmp_path / "meta.py"
-    path.write_text("import torch\nx = torch.empty(3, device='meta', requires_grad=True)\n"
-                    "(x * 2).sum().backward()\nprint(x.grad.shape)\n", encoding="utf-8")
+    path.write_text(
+        "import torch\nx = torch.empty(3, device='meta', requires_grad=True)\n"
+        "(x * 2).sum().backward()\nprint(x.grad.shape)\n",
+        encoding="utf-8",
+    )
     run = run_headless(str(path), ["continue"])
     assert run.status == 0, run.output
     assert run.script_output() == "torch.Size([3])\n"
@@ -640,14 +690,18 @@ def test_a_pass_torch_starts_for_the_script_is_shown_at_the_scripts_line(tmp_pat
     """jacobian() calls torch.autograd.grad from inside torch: the pass used to say it was
     called at `functional.py:...` with torch's source line, and `set`/`why` saw torch's locals."""
     path = tmp_path / "jac.py"
-    path.write_text("import torch\nscale = torch.tensor(3.0)\n"
-                    "J = torch.autograd.functional.jacobian(lambda v: v * scale, torch.ones(2))\n", encoding="utf-8")
+    path.write_text(
+        "import torch\nscale = torch.tensor(3.0)\n"
+        "J = torch.autograd.functional.jacobian(lambda v: v * scale, torch.ones(2))\n",
+        encoding="utf-8",
+    )
     run = run_headless(str(path), ["why scale", "continue"])
     assert run.status == 0, run.output
     first = run.of(ev.PassStarted)[0]
     assert first.call_site == "jac.py:3" and first.call_text.startswith("J = torch.autograd.functional.jacobian(")
-    assert run.results()[0].text.startswith("scale is not on this pass's graph, so scale.grad stays None: "
-                                            "it does not require grad")
+    assert run.results()[0].text.startswith(
+        "scale is not on this pass's graph, so scale.grad stays None: it does not require grad"
+    )
 
 
 def test_module_and_place_specs_that_match_no_node_are_accepted_with_a_warning():

@@ -12,8 +12,17 @@ from tests.helpers import assert_grads_identical, example, run_headless, run_pla
 
 pytestmark = pytest.mark.timeout(120)
 
-MODELS = ["chain.py", "mlp.py", "conv_bn.py", "lstm.py", "transformer.py", "custom_fn.py",
-          "user_hook.py", "autograd_grad.py", "autograd_features.py"]
+MODELS = [
+    "chain.py",
+    "mlp.py",
+    "conv_bn.py",
+    "lstm.py",
+    "transformer.py",
+    "custom_fn.py",
+    "user_hook.py",
+    "autograd_grad.py",
+    "autograd_features.py",
+]
 
 
 @pytest.mark.parametrize("name", MODELS)

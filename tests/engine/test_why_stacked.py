@@ -50,8 +50,11 @@ def stacked(tmp_path_factory) -> tuple[dict[str, torch.Tensor], dict[str, torch.
     tmp = tmp_path_factory.mktemp("stacked")
     run_plain(script("cov_stacked.py"), [str(tmp / "retained.pt"), "retain"])
     whys = ["why a_s", "why b_s", "why c_s"]
-    run = run_headless(script("cov_stacked.py"),
-                       [*whys, f"break pass {STEPS - 1}", "continue", *whys, "continue"], [str(tmp / "debugged.pt")])
+    run = run_headless(
+        script("cov_stacked.py"),
+        [*whys, f"break pass {STEPS - 1}", "continue", *whys, "continue"],
+        [str(tmp / "debugged.pt")],
+    )
     assert run.status == 0, run.output
     return torch.load(tmp / "retained.pt"), torch.load(tmp / "debugged.pt"), run
 
@@ -119,9 +122,26 @@ def test_the_report_written_by_the_command_line_names_the_stacked_gradients(stac
     retained, _, _ = stacked
     report_path = tmp_path / "report.json"
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "-c", "why c_s", "-c", "continue",
-                           "--report", str(report_path), script("cov_stacked.py"), str(tmp_path / "g.pt")],
-                          capture_output=True, text=True, timeout=50, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gradtui",
+            "--headless",
+            "-c",
+            "why c_s",
+            "-c",
+            "continue",
+            "--report",
+            str(report_path),
+            script("cov_stacked.py"),
+            str(tmp_path / "g.pt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "c_s" in done.stdout and "not on" in done.stdout
     with open(report_path, encoding="utf-8") as handle:
@@ -171,8 +191,9 @@ def test_why_requires_grad_false(reasons):
     assert "require" in text  # requires_grad is False
 
 
-@pytest.mark.parametrize(("name", "reason"), [("detached", r"detach"), ("under_no_grad", r"no[_ ]grad")],
-                         ids=["detached", "under_no_grad"])
+@pytest.mark.parametrize(
+    ("name", "reason"), [("detached", r"detach"), ("under_no_grad", r"no[_ ]grad")], ids=["detached", "under_no_grad"]
+)
 def test_why_detached_or_made_under_no_grad(reasons, name, reason):
     text = reasons[name]
     assert_not_on_the_graph(name, text)

@@ -35,17 +35,33 @@ loaded machine."""
 EXIT_MARK = "journey-exit="
 """What the pane's shell prints after gradtui, before its status."""
 
-FOREIGN = ("Traceback", "Task was destroyed", "Exception ignored", "ValueError", "RuntimeError",
-           "Error in sys.excepthook", "was never awaited", "press ctrl+q")
+FOREIGN = (
+    "Traceback",
+    "Task was destroyed",
+    "Exception ignored",
+    "ValueError",
+    "RuntimeError",
+    "Error in sys.excepthook",
+    "was never awaited",
+    "press ctrl+q",
+)
 """Words that are not gradtui's own: Python's and asyncio's complaints, Textual's hints. Looked
 for in everything the terminal was sent, the UI's panes too: a journey's script prints none."""
 
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|P[^\x1b]*\x1b\\|[@-Z\\-_])")
 _PRIVATE_MODES = re.compile(r"\x1b\[\?([0-9;]+)([hl])")
 
-MODES_OFF = {"1049": "the alternate screen", "1047": "the alternate screen", "1000": "mouse reporting",
-             "1002": "mouse drag reporting", "1003": "mouse motion reporting", "1006": "SGR mouse",
-             "1015": "urxvt mouse", "1004": "focus events", "2004": "bracketed paste"}
+MODES_OFF = {
+    "1049": "the alternate screen",
+    "1047": "the alternate screen",
+    "1000": "mouse reporting",
+    "1002": "mouse drag reporting",
+    "1003": "mouse motion reporting",
+    "1006": "SGR mouse",
+    "1015": "urxvt mouse",
+    "1004": "focus events",
+    "2004": "bracketed paste",
+}
 """DEC private modes a TUI sets and must reset on leaving (mode: what it is)."""
 
 _SERVERS = itertools.count()
@@ -75,8 +91,9 @@ def private_modes(raw: str) -> dict[str, bool]:
 class Terminal:
     """One tmux pane of `width` x `height` running `command` (a list of words) under `sh`."""
 
-    def __init__(self, command: list[str], folder: Path, width: int, height: int,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, command: list[str], folder: Path, width: int, height: int, env: dict[str, str] | None = None
+    ) -> None:
         self.folder = folder
         self.width, self.height = width, height
         self.socket = f"gradtui-journey-{os.getpid()}-{next(_SERVERS)}"
@@ -84,9 +101,11 @@ class Terminal:
         self.before, self.after = folder / "stty.before", folder / "stty.after"
         go = folder / "go"
         # The shell waits (bounded) until the log is piped, so nothing the terminal shows is missed.
-        line = (f"i=0; while [ ! -e {shlex.quote(str(go))} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
-                f"stty -g > {shlex.quote(str(self.before))}; {shlex.join(command)}; "
-                f"echo {EXIT_MARK}$?; stty -g > {shlex.quote(str(self.after))}; sleep 600")
+        line = (
+            f"i=0; while [ ! -e {shlex.quote(str(go))} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
+            f"stty -g > {shlex.quote(str(self.before))}; {shlex.join(command)}; "
+            f"echo {EXIT_MARK}$?; stty -g > {shlex.quote(str(self.after))}; sleep 600"
+        )
         variables = {"TERM": "xterm-256color", **(env or {})}
         words = ["env", "-u", "COLUMNS", "-u", "LINES", *(f"{k}={v}" for k, v in variables.items()), "sh", "-c", line]
         self._tmux("new-session", "-d", "-s", "j", "-x", str(width), "-y", str(height), *words)
@@ -99,8 +118,9 @@ class Terminal:
         """Every process seen below the pane, SIGKILLed at `close` if still alive."""
 
     def _tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
-                              timeout=10, check=check)
+        return subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10, check=check
+        )
 
     def screen(self) -> str:
         """What the pane shows now."""
@@ -124,8 +144,10 @@ class Terminal:
                 self.pids.update(descendants(self.shell))
                 return screen
             if time.monotonic() > deadline:
-                pytest.fail(f"timed out after {timeout}s waiting for {what}; the screen:\n{screen}"
-                            f"\nthe terminal's words:\n{self.words()[-3000:]}")
+                pytest.fail(
+                    f"timed out after {timeout}s waiting for {what}; the screen:\n{screen}"
+                    f"\nthe terminal's words:\n{self.words()[-3000:]}"
+                )
             time.sleep(0.1)
 
     def raw(self) -> str:
@@ -167,8 +189,9 @@ class Terminal:
         # Each paragraph (a message wrapped at the terminal's width is one) is gradtui's.
         for paragraph in re.split(r"\n\s*\n", after):
             text = " ".join(paragraph.split())
-            assert not text or text.startswith("gradtui") or own_words(text), \
+            assert not text or text.startswith("gradtui") or own_words(text), (
                 f"not gradtui's words on the terminal: {text!r}\n{after}"
+            )
         # The terminal as it was: tty modes, and every mode the app set reset (tmux's view, and the log's).
         assert self.before.read_text() == self.after.read_text(), "the tty's modes changed (stty -g)"
         assert self.flag("alternate_on") == "0", "the alternate screen was left on"

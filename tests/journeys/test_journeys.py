@@ -111,8 +111,13 @@ class Listener:
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         env.update(_environment(runtime))
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
-            self.process = subprocess.Popen([*gradtui_command(), "--listen", "127.0.0.1:0", script],
-                                            stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+            self.process = subprocess.Popen(
+                [*gradtui_command(), "--listen", "127.0.0.1:0", script],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=env,
+            )
         self.runtime = runtime
 
     def wait_listening(self, timeout: float = START) -> None:
@@ -193,8 +198,14 @@ def test_replay_of_a_headless_recording(terminal, tmp_path, runtime, size):
     db = tmp_path / "rec.db"
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env.update(_environment(runtime))
-    recorded = subprocess.run([*gradtui_command(), "--headless", "--record", str(db), demo_path()],
-                              capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    recorded = subprocess.run(
+        [*gradtui_command(), "--headless", "--record", str(db), demo_path()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert recorded.returncode == 0, recorded.stderr
     term = terminal(["replay", str(db)], size)
     term.wait(lambda s: "passes · 3 run" in s, "the replay's passes", START)

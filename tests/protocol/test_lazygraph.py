@@ -16,8 +16,12 @@ from gradtui.protocol.nodes import node_info, node_title, walked
 pytestmark = pytest.mark.timeout(30)
 
 # A diamond: 0 sends to 1 and 2, both send to the leaf 3 (2 through its second slot).
-INFOS = [walked("MulBackward0", "op", 4, (1, 2)), walked("ExpBackward0", "op", 3, (3,)),
-         walked("AddBackward0", "op", 2, (None, 3)), walked("AccumulateGrad", "accumulate", None, ())]
+INFOS = [
+    walked("MulBackward0", "op", 4, (1, 2)),
+    walked("ExpBackward0", "op", 3, (3,)),
+    walked("AddBackward0", "op", 2, (None, 3)),
+    walked("AccumulateGrad", "accumulate", None, ()),
+]
 
 
 def eager() -> nx.DiGraph:
@@ -50,8 +54,9 @@ class Counted:
 
 
 def same(graph: nx.DiGraph, other: nx.DiGraph) -> bool:
-    return (dict(graph.nodes(data=True)) == dict(other.nodes(data=True))
-            and sorted(graph.edges(data="slot")) == sorted(other.edges(data="slot")))
+    return dict(graph.nodes(data=True)) == dict(other.nodes(data=True)) and sorted(graph.edges(data="slot")) == sorted(
+        other.edges(data="slot")
+    )
 
 
 def test_size_and_a_nodes_info_are_answered_without_building_it():
@@ -63,10 +68,19 @@ def test_size_and_a_nodes_info_are_answered_without_building_it():
     assert counted.completed == 1  # the description ran once, before the first NodeInfo was read
 
 
-@pytest.mark.parametrize("read", [
-    lambda g: g.nodes[0], lambda g: list(g), lambda g: 2 in g, lambda g: g[0], lambda g: g.is_directed(),
-    lambda g: list(nx.topological_generations(g)), lambda g: pickle.dumps(g), lambda g: copy.deepcopy(g),
-])
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda g: g.nodes[0],
+        lambda g: list(g),
+        lambda g: 2 in g,
+        lambda g: g[0],
+        lambda g: g.is_directed(),
+        lambda g: list(nx.topological_generations(g)),
+        lambda g: pickle.dumps(g),
+        lambda g: copy.deepcopy(g),
+    ],
+)
 def test_any_other_read_makes_it_the_networkx_graph_an_eager_build_makes(read):
     counted = Counted()
     graph = counted.graph()

@@ -18,10 +18,18 @@ def test_a_walked_node_is_the_node_info_it_stands_for():
     bare = walked("MulBackward0", "op", 3, (1, None))
     assert made == full and hash(made) == hash(full) and repr(made) == repr(full)
     assert bare == NodeInfo("MulBackward0", "op", 3, (1, None))
-    assert (bare.labels, bare.param, bare.source, bare.path, bare.line, bare.module, bare.saved) == \
-        ((), None, None, None, None, None, ())
+    assert (bare.labels, bare.param, bare.source, bare.path, bare.line, bare.module, bare.saved) == (
+        (),
+        None,
+        None,
+        None,
+        None,
+        None,
+        (),
+    )
     assert pickle.loads(pickle.dumps(bare)) == bare and dataclasses.astuple(bare) == dataclasses.astuple(
-        NodeInfo("MulBackward0", "op", 3, (1, None)))
+        NodeInfo("MulBackward0", "op", 3, (1, None))
+    )
     with pytest.raises(AttributeError):
         bare.no_such_field  # noqa: B018 - a name that is no field is still an error
 
@@ -34,15 +42,27 @@ def test_node_info_is_frozen_and_slotted():
     with pytest.raises(dataclasses.FrozenInstanceError):
         del info.name
     assert not hasattr(info, "__dict__")
-    assert [f.name for f in dataclasses.fields(NodeInfo)] == ["name", "kind", "seq", "next", "labels", "param",
-                                                              "source", "path", "line", "module", "saved"]
+    assert [f.name for f in dataclasses.fields(NodeInfo)] == [
+        "name",
+        "kind",
+        "seq",
+        "next",
+        "labels",
+        "param",
+        "source",
+        "path",
+        "line",
+        "module",
+        "saved",
+    ]
 
 
 def test_described_is_replace():
     info = walked("AddmmBackward0", "op", 9, (1, 2, 3))
     described = info.described(("h",), None, "m.py:3", "/x/m.py", 3, "fc", ("mat1 [4,8] float32",))
-    assert described == dataclasses.replace(info, labels=("h",), source="m.py:3", path="/x/m.py", line=3,
-                                            module="fc", saved=("mat1 [4,8] float32",))
+    assert described == dataclasses.replace(
+        info, labels=("h",), source="m.py:3", path="/x/m.py", line=3, module="fc", saved=("mat1 [4,8] float32",)
+    )
     assert info.source is None  # replaced, not changed
 
 

@@ -24,15 +24,24 @@ RUN_TIMEOUT = 90.0
 def gradtui(*args: str, timeout: float = RUN_TIMEOUT, **kwargs) -> subprocess.CompletedProcess:
     """`python -m gradtui ARGS` from the repository, its output captured."""
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "gradtui", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env=env, stdin=subprocess.DEVNULL, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "gradtui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        **kwargs,
+    )
 
 
 def record_with_fingerprints(path: str, script_path: str, *args: str) -> str:
     """`script_path ARGS` recorded to `path` headless with fingerprints, every pass per node
     (what `gradtui diff` and `--against` compare); the path, once the run succeeded."""
-    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path, "--fingerprints",
-                  script_path, *args)
+    run = gradtui(
+        "--headless", "--record-all", "-c", "continue", "--record", path, "--fingerprints", script_path, *args
+    )
     assert run.returncode == 0, run.stderr
     return path
 
@@ -52,6 +61,7 @@ _folder = tempfile.TemporaryDirectory(prefix="gradtui-recordings-")  # removed w
 def flight_recording() -> Made:
     """The acceptance recording (see module doc), made on first use."""
     path = os.path.join(_folder.name, "flight.db")
-    run = gradtui("--headless", "--flight", "5", "-c", "break nan", "-c", "continue", "--record", path,
-                  script("nan_at_30.py"))
+    run = gradtui(
+        "--headless", "--flight", "5", "-c", "break nan", "-c", "continue", "--record", path, script("nan_at_30.py")
+    )
     return Made(path, run)

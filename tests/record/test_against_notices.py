@@ -24,8 +24,9 @@ def references(tmp_path_factory):
 
 def against(reference: str, name: str, *args: str):
     """`gradtui --headless --against REFERENCE -c 'break differs>0.01' -c continue NAME ARGS`."""
-    return gradtui("--headless", "--against", reference, "-c", "break differs>0.01", "-c", "continue",
-                   script(name), *args)
+    return gradtui(
+        "--headless", "--against", reference, "-c", "break differs>0.01", "-c", "continue", script(name), *args
+    )
 
 
 def notes(stdout: str) -> list[str]:
@@ -35,18 +36,22 @@ def notes(stdout: str) -> list[str]:
 def test_a_reference_of_another_script_is_said_to_be_incomparable_once(references):
     run = against(references["loop"], "mlp.py", os.devnull)
     assert run.returncode == 0, run.stderr
-    assert notes(run.stdout) == [f"note: the reference {references['loop']} cannot be compared with this run: no "
-                                 "node of pass 0 matches one of its pass 0 (a different model or script?): "
-                                 "`break differs` cannot stop"], run.stdout
+    assert notes(run.stdout) == [
+        f"note: the reference {references['loop']} cannot be compared with this run: no "
+        "node of pass 0 matches one of its pass 0 (a different model or script?): "
+        "`break differs` cannot stop"
+    ], run.stdout
 
 
 def test_the_first_pass_with_no_counterpart_says_so_once(references):
     run = against(references["loop"], "loop.py", "5")  # the reference has passes 0 and 1
     assert run.returncode == 0, run.stderr
     assert [line.startswith("pass 4 x.grad") for line in run.stdout.splitlines()].count(True) == 1
-    assert notes(run.stdout) == [f"note: pass 2 has no counterpart in the reference {references['loop']} (it has no "
-                                 "per-node data of pass 2): `break differs` cannot stop in it, nor in later passes "
-                                 "without one"], run.stdout
+    assert notes(run.stdout) == [
+        f"note: pass 2 has no counterpart in the reference {references['loop']} (it has no "
+        "per-node data of pass 2): `break differs` cannot stop in it, nor in later passes "
+        "without one"
+    ], run.stdout
     lines = run.stdout.splitlines()
     assert lines.index(notes(run.stdout)[0]) > max(i for i, line in enumerate(lines) if line.startswith("pass 1 "))
 
@@ -60,8 +65,10 @@ def test_a_reference_whose_nodes_were_lost_is_said_to_be_incomparable(references
     db.close()
     run = against(damaged, "loop.py", "2")
     assert run.returncode == 0, run.stderr
-    assert notes(run.stdout) == [f"note: the reference {damaged} cannot be compared with this run: its pass 0 has "
-                                 "no node recorded (damaged?): `break differs` cannot stop"], run.stdout
+    assert notes(run.stdout) == [
+        f"note: the reference {damaged} cannot be compared with this run: its pass 0 has "
+        "no node recorded (damaged?): `break differs` cannot stop"
+    ], run.stdout
 
 
 def test_a_reference_missing_a_table_is_refused_before_the_run_in_one_line(references, tmp_path):

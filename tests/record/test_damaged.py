@@ -29,8 +29,17 @@ from tests.record.recordings import gradtui
 
 pytestmark = pytest.mark.timeout(120)
 
-JSON_COLUMNS = {("run", "argv"), ("passes", "losses"), ("passes", "nested"), ("nodes", "labels"), ("nodes", "next"),
-                ("grads", "shape"), ("flow", "shape"), ("edits", "before"), ("edits", "after")}
+JSON_COLUMNS = {
+    ("run", "argv"),
+    ("passes", "losses"),
+    ("passes", "nested"),
+    ("nodes", "labels"),
+    ("nodes", "next"),
+    ("grads", "shape"),
+    ("flow", "shape"),
+    ("edits", "before"),
+    ("edits", "after"),
+}
 COMMANDS = ("pass 3", "print", "flow", "step", "breakpoints", "pass 5", "print", "continue")
 
 
@@ -57,18 +66,21 @@ def _wrong(kind: str) -> object:
 ROWIDS = {("run", "id"), ("passes", "idx"), ("hits", "seq"), ("edits", "seq"), ("output", "seq")}
 """Columns SQLite keeps integers itself (a rowid; the run's id is checked to be 1)."""
 
-CASES = ([("drop", table, "", None) for table in ("schema_version", *TABLES)]
-         + [("cell", table, column, _wrong(kind)) for table, column, kind, _ in COLUMNS if (table, column) not in ROWIDS]
-         + [("cell", table, column, "{not json") for table, column in sorted(JSON_COLUMNS)]
-         + [("column", table, column, _wrong(kind)) for table, column, kind, key in COLUMNS if not key]
-         + [("flip", "", str(seed), None) for seed in range(20)])
+CASES = (
+    [("drop", table, "", None) for table in ("schema_version", *TABLES)]
+    + [("cell", table, column, _wrong(kind)) for table, column, kind, _ in COLUMNS if (table, column) not in ROWIDS]
+    + [("cell", table, column, "{not json") for table, column in sorted(JSON_COLUMNS)]
+    + [("column", table, column, _wrong(kind)) for table, column, kind, key in COLUMNS if not key]
+    + [("flip", "", str(seed), None) for seed in range(20)]
+)
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("damaged") / "run.db")
-    run = gradtui("--headless", "--record", path, "-c", "scale 2", "-c", "break nan", "-c", "continue",
-                  script("nanmlp.py"))
+    run = gradtui(
+        "--headless", "--record", path, "-c", "scale 2", "-c", "break nan", "-c", "continue", script("nanmlp.py")
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     db = sqlite3.connect(path)
     try:
@@ -101,8 +113,9 @@ def damage(path: str, kind: str, table: str, column: str, value: object) -> None
             db.execute(f"UPDATE {table} SET {column} = ?", (value,))
         else:  # one row, from the middle of the table
             count = db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            keys = [name for t, name, _, key in COLUMNS if t == table and key] or [c for t, c, _, _ in COLUMNS
-                                                                                  if t == table]
+            keys = [name for t, name, _, key in COLUMNS if t == table and key] or [
+                c for t, c, _, _ in COLUMNS if t == table
+            ]
             row = db.execute(f"SELECT {', '.join(keys)} FROM {table} LIMIT 1 OFFSET ?", (count // 2,)).fetchone()
             where = " AND ".join(f"{k} IS ?" for k in keys)
             db.execute(f"UPDATE {table} SET {column} = ? WHERE {where}", (value, *row))
@@ -119,10 +132,12 @@ def run_both(db: str, out: str, capsys) -> dict[str, tuple[int, str, str]]:
     return done
 
 
-@pytest.mark.parametrize("kind,table,column,value", CASES,
-                         ids=[f"{k}-{t}-{c}-{type(v).__name__}" for k, t, c, v in CASES])
-def test_a_damaged_recording_is_named_in_one_line_and_the_rest_is_read(made, tmp_path, capsys, monkeypatch,
-                                                                       kind, table, column, value):
+@pytest.mark.parametrize(
+    "kind,table,column,value", CASES, ids=[f"{k}-{t}-{c}-{type(v).__name__}" for k, t, c, v in CASES]
+)
+def test_a_damaged_recording_is_named_in_one_line_and_the_rest_is_read(
+    made, tmp_path, capsys, monkeypatch, kind, table, column, value
+):
     monkeypatch.setattr(replay_cli, "settle_heap", lambda: None)  # gc.freeze, once per process, not per case
     db = str(tmp_path / "damaged.db")
     shutil.copy(made, db)
@@ -150,4 +165,3 @@ def test_a_damaged_recording_is_named_in_one_line_and_the_rest_is_read(made, tmp
         if not free_text:  # a wrong value in a column that is read is named by one of the two
             assert any(status == 2 for status, _, _ in done.values()), (lines, done["replay"][1][-800:])
             assert column in either or "schema_version" in either, lines
-

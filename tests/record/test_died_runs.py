@@ -23,8 +23,10 @@ from tests.wire.wire_helpers import TIMEOUT
 
 pytestmark = pytest.mark.timeout(300)
 
-CASES = {"exit7": (7, "exited with status 7"),
-         "segv": (128 + signal.SIGSEGV, "was killed by SIGSEGV (Segmentation fault)")}
+CASES = {
+    "exit7": (7, "exited with status 7"),
+    "segv": (128 + signal.SIGSEGV, "was killed by SIGSEGV (Segmentation fault)"),
+}
 
 
 def replayed_and_exported(db: str, tmp_path) -> tuple[str, dict]:

@@ -27,8 +27,9 @@ def recordings(tmp_path_factory):
     folder = tmp_path_factory.mktemp("diff")
     made = {}
     for name, variant in (("ref", ""), ("again", ""), ("tanh", "tanh"), ("backward", "backward"), ("bf16", "bf16")):
-        made[name] = record_with_fingerprints(str(folder / f"{name}.db"), script("diff_model.py"),
-                                              *([variant] if variant else []))
+        made[name] = record_with_fingerprints(
+            str(folder / f"{name}.db"), script("diff_model.py"), *([variant] if variant else [])
+        )
     return made
 
 
@@ -54,7 +55,7 @@ def test_one_op_changed_names_that_op_and_its_line(recordings):
     assert found["pass"]["only_a"] == [] and found["pass"]["only_b"] == []
     text = diff(recordings["ref"], recordings["tanh"]).stdout
     assert f"first forward difference: #{forward['node']['id']} GeluBackward0 at diff_model.py:{GELU_LINE}" in text
-    assert 'gelu(self.fc2(h), approximate=approximate)' in text  # the source line itself
+    assert "gelu(self.fc2(h), approximate=approximate)" in text  # the source line itself
 
 
 def test_every_op_before_the_changed_one_agrees(recordings):
@@ -64,8 +65,10 @@ def test_every_op_before_the_changed_one_agrees(recordings):
     first = result.inspected.forward
     assert first.node_a.op == "GeluBackward0" and first.node_a.source == f"diff_model.py:{GELU_LINE}"
     db_a, db_b = (sqlite3.connect(recordings[k]) for k in ("ref", "tanh"))
-    query = ("SELECT n.seq, p.dir, p.slot, p.sketch, p.what FROM prints p JOIN nodes n ON n.pass = p.pass AND "
-             "n.id = p.node WHERE p.pass = 0 AND p.dir IN (2, 3) AND n.seq >= 0 AND n.seq < ? ORDER BY 1, 2, 3")
+    query = (
+        "SELECT n.seq, p.dir, p.slot, p.sketch, p.what FROM prints p JOIN nodes n ON n.pass = p.pass AND "
+        "n.id = p.node WHERE p.pass = 0 AND p.dir IN (2, 3) AND n.seq >= 0 AND n.seq < ? ORDER BY 1, 2, 3"
+    )
     seq = db_a.execute("SELECT seq FROM nodes WHERE pass = 0 AND id = ?", (first.node_a.id,)).fetchone()[0]
     before_a, before_b = db_a.execute(query, (seq,)).fetchall(), db_b.execute(query, (seq,)).fetchall()
     assert before_a and before_a == before_b
@@ -86,8 +89,11 @@ def test_changed_backward_is_named_a_backward_only_difference(recordings):
 def test_bad_input_is_one_line_and_status_2(recordings, tmp_path):
     junk = tmp_path / "junk.db"
     junk.write_text("not a database")
-    for args in ((recordings["ref"], str(junk)), (recordings["ref"], str(tmp_path / "missing.db")),
-                 (recordings["ref"], recordings["again"], "--pass", "99")):
+    for args in (
+        (recordings["ref"], str(junk)),
+        (recordings["ref"], str(tmp_path / "missing.db")),
+        (recordings["ref"], recordings["again"], "--pass", "99"),
+    ):
         run = diff(*args)
         assert run.returncode == 2, (args, run.stdout, run.stderr)
         assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
@@ -156,8 +162,21 @@ def test_fingerprints_are_opt_in(tmp_path, capsys):
 
 
 def _against(ref, *args):
-    return gradtui("--headless", "-c", "break differs>1e-6", "-c", "continue", "-c", "print", "-c", "quit",
-                   "--against", ref, script("diff_model.py"), *args)
+    return gradtui(
+        "--headless",
+        "-c",
+        "break differs>1e-6",
+        "-c",
+        "continue",
+        "-c",
+        "print",
+        "-c",
+        "quit",
+        "--against",
+        ref,
+        script("diff_model.py"),
+        *args,
+    )
 
 
 def test_a_run_against_its_own_recording_stops_nowhere(recordings):
@@ -175,8 +194,9 @@ def test_a_run_against_the_reference_stops_where_the_forward_parts_and_prints_bo
     paused = [line for line in run.stdout.splitlines() if "breakpoint 1:" in line]
     assert len(paused) == 1, run.stdout
     assert paused[0].startswith("paused after #") and " GeluBackward0 · pass 0 " in paused[0], paused[0]
-    assert ("forward differs from ref.db: its arguments: approximate='tanh' vs approximate='none'"
-            in paused[0]), paused[0]
+    assert "forward differs from ref.db: its arguments: approximate='tanh' vs approximate='none'" in paused[0], paused[
+        0
+    ]
     assert f"at diff_model.py:{GELU_LINE}" in run.stdout
     both = run.stdout.split("(gradtui) print", 1)[1].split("(gradtui)", 1)[0]
     assert "reference: #" in both and "GeluBackward0" in both
@@ -196,8 +216,10 @@ def test_against_refuses_what_is_not_a_recording_or_has_no_fingerprints(tmp_path
     run = gradtui("--headless", "--against", str(bad), script("diff_model.py"))
     assert run.returncode == 2 and "--against" in run.stderr and run.stdout == "", run.stderr
     plain = str(tmp_path / "plain.db")
-    assert gradtui("--headless", "--record-all", "-c", "continue", "--record", plain,
-                   script("diff_model.py")).returncode == 0
+    assert (
+        gradtui("--headless", "--record-all", "-c", "continue", "--record", plain, script("diff_model.py")).returncode
+        == 0
+    )
     run = gradtui("--headless", "--against", plain, script("diff_model.py"))
     assert run.returncode == 2 and "no fingerprints to compare with" in run.stderr, run.stderr
 

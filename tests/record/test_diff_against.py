@@ -110,8 +110,22 @@ def _model_pass_plain() -> tuple[torch.Tensor, torch.Tensor]:
 def test_print_at_a_pause_by_place_shows_both_sides(reference):
     """Without `differs`, a pause anywhere still shows the node's values here and in the
     reference (read when `print` asks)."""
-    run = gradtui("--headless", "-c", "break GeluBackward0", "-c", "continue", "-c", "print", "-c", "delete all",
-                  "-c", "continue", "--against", reference, script("diff_model.py"))
+    run = gradtui(
+        "--headless",
+        "-c",
+        "break GeluBackward0",
+        "-c",
+        "continue",
+        "-c",
+        "print",
+        "-c",
+        "delete all",
+        "-c",
+        "continue",
+        "--against",
+        reference,
+        script("diff_model.py"),
+    )
     assert run.returncode == 0, run.stderr
     both = run.stdout.split("(gradtui) print", 1)[1].split("(gradtui)", 1)[0]
     assert "reference: #" in both and "GeluBackward0" in both, both
@@ -135,11 +149,19 @@ def _listens(tmp_path, reference: str, variant: str) -> tuple[subprocess.Popen, 
     path, db, runtime = tmp_path / "listens.py", str(tmp_path / f"live-{variant or 'same'}.db"), tmp_path / "run"
     path.write_text(LISTENS, encoding="utf-8")
     runtime.mkdir(mode=0o700)
-    env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime),
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    process = subprocess.Popen([sys.executable, str(path), script("diff_model.py"), reference, db, variant],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               stdin=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "GRADTUI_RUNTIME_DIR": str(runtime),
+        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    process = subprocess.Popen(
+        [sys.executable, str(path), script("diff_model.py"), reference, db, variant],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     return process, db, env
 
 
@@ -176,9 +198,26 @@ def test_listen_against_stops_where_the_run_parts_for_a_client(tmp_path, referen
     try:
         _wait_entry(tmp_path / "run", process)
         # it stops once in each of the three passes: print, then run on without the breakpoint
-        done = subprocess.run([sys.executable, "-m", "gradtui", "attach", "--headless", "-c", "print", "-c",
-                               "delete all", "-c", "continue"], capture_output=True, text=True, env=env,
-                              timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gradtui",
+                "attach",
+                "--headless",
+                "-c",
+                "print",
+                "-c",
+                "delete all",
+                "-c",
+                "continue",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=RUN_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
         out, err = process.communicate(timeout=RUN_TIMEOUT)
     finally:
         if process.poll() is None:
@@ -209,13 +248,28 @@ def test_fp32_against_bf16_autocast_stops_live_at_the_first_op_over_5_percent(tm
     parameter, not a changed input. So `break differs>0.05` stops at that linear's addmm, as a
     forward difference, and not at the loss (whose gradient differs by about 5 % as well)."""
     ref = record_with_fingerprints(str(tmp_path / "fp32.db"), script("autocast_model.py"))
-    run = gradtui("--headless", "-c", "break differs>0.05", "-c", "continue", "-c", "delete all", "-c", "continue",
-                  "--against", ref, script("autocast_model.py"), "bf16")
+    run = gradtui(
+        "--headless",
+        "-c",
+        "break differs>0.05",
+        "-c",
+        "continue",
+        "-c",
+        "delete all",
+        "-c",
+        "continue",
+        "--against",
+        ref,
+        script("autocast_model.py"),
+        "bf16",
+    )
     assert run.returncode == 0, run.stderr
     paused = [line for line in run.stdout.splitlines() if "breakpoint 1:" in line]
     assert len(paused) == 1, run.stdout
-    assert " AddmmBackward0 · pass 0 " in paused[0] and "forward differs from fp32.db: its forward output by 0.2" \
-        in paused[0], paused[0]
+    assert (
+        " AddmmBackward0 · pass 0 " in paused[0]
+        and "forward differs from fp32.db: its forward output by 0.2" in paused[0]
+    ), paused[0]
     line = next(i for i, text in enumerate(open(script("autocast_model.py")), 1) if "second(torch" in text)
     assert f"at autocast_model.py:{line} in first:" in run.stdout.split(paused[0], 1)[1].splitlines()[1]
 

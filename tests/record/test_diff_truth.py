@@ -51,9 +51,11 @@ def _moved_copies(folder) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     folder = tmp_path_factory.mktemp("truth")
-    out = {"plain_ref": _plain(str(folder / "plain_ref.db")),
-           "plain_tanh": _plain(str(folder / "plain_tanh.db"), "tanh"),
-           "prints_ref": record_with_fingerprints(str(folder / "prints_ref.db"), MODEL)}
+    out = {
+        "plain_ref": _plain(str(folder / "plain_ref.db")),
+        "plain_tanh": _plain(str(folder / "plain_tanh.db"), "tanh"),
+        "prints_ref": record_with_fingerprints(str(folder / "prints_ref.db"), MODEL),
+    }
     a, b = _moved_copies(folder)
     out["moved_a"] = record_with_fingerprints(str(folder / "moved_a.db"), a)
     out["moved_b"] = record_with_fingerprints(str(folder / "moved_b.db"), b)
@@ -123,8 +125,10 @@ def test_the_same_program_under_another_name_with_lines_moved_names_the_changed_
 
 
 def _listing(folder: str) -> dict[str, tuple[int, int]]:
-    return {name: (os.stat(os.path.join(folder, name)).st_size, os.stat(os.path.join(folder, name)).st_mtime_ns)
-            for name in os.listdir(folder)}
+    return {
+        name: (os.stat(os.path.join(folder, name)).st_size, os.stat(os.path.join(folder, name)).st_mtime_ns)
+        for name in os.listdir(folder)
+    }
 
 
 def test_diff_leaves_the_folder_it_reads_as_it_was(made):

@@ -35,9 +35,15 @@ def _default_signals() -> None:
 
 def start(*args: str) -> tuple[subprocess.Popen, queue.Queue]:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    process = subprocess.Popen([sys.executable, "-m", "gradtui", *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True, cwd=REPO, env=env,
-                               preexec_fn=_default_signals)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradtui", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+        env=env,
+        preexec_fn=_default_signals,
+    )
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:
@@ -70,8 +76,9 @@ def kill_at_step(process: subprocess.Popen, lines: queue.Queue, step: int, sig: 
 
 def test_sigkill_mid_loop_leaves_a_recording_that_opens_with_every_ended_pass(tmp_path):
     db = tmp_path / "run.db"
-    process, lines = start("--headless", "--record", str(db), "--record-every", "1", "-c", "continue",
-                           script("endless_loop.py"))
+    process, lines = start(
+        "--headless", "--record", str(db), "--record-every", "1", "-c", "continue", script("endless_loop.py")
+    )
     last = kill_at_step(process, lines, 10, signal.SIGKILL)
     with Recording(str(db)) as recording:
         passes = recording.passes()
@@ -87,8 +94,9 @@ def test_sigkill_mid_loop_leaves_a_recording_that_opens_with_every_ended_pass(tm
 def test_a_signal_mid_run_leaves_a_report_with_every_ended_pass(tmp_path, sig):
     report = tmp_path / "r.json"
     db = tmp_path / "run.db"
-    process, lines = start("--headless", "--report", str(report), "--record", str(db), "-c", "continue",
-                           script("endless_loop.py"))
+    process, lines = start(
+        "--headless", "--report", str(report), "--record", str(db), "-c", "continue", script("endless_loop.py")
+    )
     last = kill_at_step(process, lines, 5, sig)
     text = report.read_text(encoding="utf-8")
     assert "\n" not in text.strip()  # compact
@@ -103,8 +111,14 @@ def test_a_signal_mid_run_leaves_a_report_with_every_ended_pass(tmp_path, sig):
 
 def test_a_report_on_a_full_disk_fails_in_one_line_with_a_nonzero_status():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "-c", "continue", "--report", "/dev/full",
-                           example("chain.py")], capture_output=True, text=True, timeout=WAIT, cwd=REPO, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "gradtui", "--headless", "-c", "continue", "--report", "/dev/full", example("chain.py")],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        cwd=REPO,
+        env=env,
+    )
     assert "x.grad = 36.0" in done.stdout  # the script ran and its output is there
     ours = [line for line in done.stderr.splitlines() if line.startswith("gradtui:")]
     assert ours == ["gradtui: could not write the report /dev/full: No space left on device"], done.stderr

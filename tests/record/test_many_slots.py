@@ -21,8 +21,17 @@ PARAMS = 100_000
 
 def test_a_node_with_100000_slots_is_read_back_as_it_was_recorded(tmp_path):
     path = os.path.join(tmp_path, "stack.db")
-    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", path,
-                  script("stacked_params.py"), str(PARAMS), timeout=240)
+    run = gradtui(
+        "--headless",
+        "--record-all",
+        "-c",
+        "continue",
+        "--record",
+        path,
+        script("stacked_params.py"),
+        str(PARAMS),
+        timeout=240,
+    )
     assert run.returncode == 0, run.stderr
     params = [torch.nn.Parameter(torch.tensor(float(i))) for i in range(PARAMS)]  # torch, the oracle
     torch.stack(params).sum().backward()

@@ -49,8 +49,11 @@ def printed_norms(db: str) -> dict[int, list[float]]:
     """Per step, the parameters' gradient norms as torch computed them in the script (its output)."""
     with Recording(db) as recording:
         text = "".join(line.text for line in recording.output())
-    return {int(w[1]): [float(x) for x in w[3:]] for w in (line.split() for line in text.splitlines())
-            if w and w[0] == "step"}
+    return {
+        int(w[1]): [float(x) for x in w[3:]]
+        for w in (line.split() for line in text.splitlines())
+        if w and w[0] == "step"
+    }
 
 
 def number(x) -> float:
@@ -108,13 +111,15 @@ def test_export_bad_input_is_one_line_and_status_2(db, tmp_path, capsys):
     notes = tmp_path / "notes.txt"
     notes.write_text("not a database " * 20, encoding="utf-8")
     out = str(tmp_path / "out.json")
-    cases = [([str(tmp_path / "missing.db"), "--json", out], "no such file"),
-             ([str(notes), "--json", out], "not a gradtui recording"),
-             ([str(newer), "--json", out], "newer gradtui"),
-             ([db, "--json", db], "is the recording itself"),
-             ([db, "--json", str(tmp_path)], "it is a directory"),
-             ([db, "--json", str(notes / "out.json")], "cannot write"),
-             ([db, "--json", "/dev/full"], "No space left on device")]
+    cases = [
+        ([str(tmp_path / "missing.db"), "--json", out], "no such file"),
+        ([str(notes), "--json", out], "not a gradtui recording"),
+        ([str(newer), "--json", out], "newer gradtui"),
+        ([db, "--json", db], "is the recording itself"),
+        ([db, "--json", str(tmp_path)], "it is a directory"),
+        ([db, "--json", str(notes / "out.json")], "cannot write"),
+        ([db, "--json", "/dev/full"], "No space left on device"),
+    ]
     for argv, why in cases:
         assert export_cli.main(argv) == 2, argv
         err = capsys.readouterr().err

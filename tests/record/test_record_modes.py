@@ -35,8 +35,11 @@ def assert_flow_is_torchs(db: str, steps: int, text: str | None = None) -> Recor
     recording = Recording(db)
     if text is None:
         text = "".join(line.text for line in recording.output())
-    printed = {int(w[1]): [float(x) for x in w[3:]] for w in (line.split() for line in text.splitlines())
-               if w and w[0] == "step"}
+    printed = {
+        int(w[1]): [float(x) for x in w[3:]]
+        for w in (line.split() for line in text.splitlines())
+        if w and w[0] == "step"
+    }
     passes = recording.passes()
     assert [p.index for p in passes] == list(range(steps))
     for p in passes:
@@ -79,19 +82,40 @@ def test_the_ui_child_agent_records(tmp_path):
         recorded = [line for line in recording.output() if line.stream == "stdout"]
         assert "".join(line.text for line in recorded) == printed
         assert [(line.pass_index, line.text.split()[:2]) for line in recorded] == [
-            (step, ["step", str(step)]) for step in range(3)]
+            (step, ["step", str(step)]) for step in range(3)
+        ]
         assert [p.index for p in recording.passes() if p.per_node] == [0]  # the pass it paused in
         assert recording.stats(0) and recording.run().exit_status == 0
 
 
 def test_listen_records_with_a_client_attached(tmp_path):
     db = str(tmp_path / "listen.db")
-    env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(tmp_path),
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    agent = subprocess.Popen([sys.executable, "-m", "gradtui", "--listen", "127.0.0.1:0", "--record", db,
-                              "--record-every", "1", script("nan_at_30.py"), "3"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                             env=env, cwd=REPO, text=True)
+    env = {
+        **os.environ,
+        "GRADTUI_RUNTIME_DIR": str(tmp_path),
+        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gradtui",
+            "--listen",
+            "127.0.0.1:0",
+            "--record",
+            db,
+            "--record-every",
+            "1",
+            script("nan_at_30.py"),
+            "3",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=REPO,
+        text=True,
+    )
     try:
         address = None
         deadline = time.monotonic() + RUN_TIMEOUT
@@ -100,8 +124,14 @@ def test_listen_records_with_a_client_attached(tmp_path):
             assert line, "the agent ended before it listened"
             found = re.search(r"agent listening on (\S+) ", line)
             address = found.group(1) if found else None
-        done = subprocess.run([sys.executable, "-m", "gradtui", "attach", address, "--headless", "-c", "continue"],
-                              capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [sys.executable, "-m", "gradtui", "attach", address, "--headless", "-c", "continue"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=RUN_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
         assert done.returncode == 0, done.stderr
         assert agent.wait(RUN_TIMEOUT) == 0
     finally:
@@ -135,10 +165,19 @@ def test_gradtui_listen_records_the_process_passes(tmp_path):
     hooked (record_every=1), and close() ends the recording's run."""
     path, db = tmp_path / "listens.py", str(tmp_path / "listen.db")
     path.write_text(LISTENS, encoding="utf-8")
-    env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(tmp_path),
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run([sys.executable, str(path), db], capture_output=True, text=True, env=env,
-                          timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "GRADTUI_RUNTIME_DIR": str(tmp_path),
+        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    done = subprocess.run(
+        [sys.executable, str(path), db],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=RUN_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
     assert [line for line in done.stdout.splitlines()] == [f"step {i} grad 36.0" for i in range(3)] + ["after close"]
     assert done.stderr.endswith("unfinished")
@@ -155,7 +194,9 @@ def test_gradtui_listen_records_the_process_passes(tmp_path):
         assert run.script == str(path) and run.finished is not None and run.how == "gradtui.listen() closed"
         # the process's lines, each under the pass that printed it; none from before or after
         assert [(line.pass_index, line.stream, line.text) for line in recording.output()] == [
-            *[(step, "stdout", f"step {step} grad 36.0\n") for step in range(3)], (2, "stderr", "unfinished")]
+            *[(step, "stdout", f"step {step} grad 36.0\n") for step in range(3)],
+            (2, "stderr", "unfinished"),
+        ]
 
 
 def test_gradtui_listen_refuses_a_path_it_cannot_record_to(tmp_path):

@@ -37,8 +37,12 @@ def walk_of(db: str, index: int) -> list[int]:
     """The nodes of pass `index` that ran, in engine order, as the database says."""
     connection = sqlite3.connect(db)
     try:
-        return [r[0] for r in connection.execute("SELECT id FROM nodes WHERE pass = ? AND ord IS NOT NULL "
-                                                 "ORDER BY ord", (index,))]
+        return [
+            r[0]
+            for r in connection.execute(
+                "SELECT id FROM nodes WHERE pass = ? AND ord IS NOT NULL ORDER BY ord", (index,)
+            )
+        ]
     finally:
         connection.close()
 
@@ -85,11 +89,11 @@ def test_headless_pass_30_print_shows_the_culprit_and_its_recorded_stats(db):
     assert paused.startswith("paused after #4 SqrtBackward0 (h) · pass 30 · 7/13 done")
     live = next(line for line in flight_recording().run.stdout.splitlines() if line.startswith("paused after"))
     assert paused.endswith(": " + live.split(" · ")[-1])  # the run's words
-    answer = lines[lines.index("(gradtui) print") + 1:]
+    answer = lines[lines.index("(gradtui) print") + 1 :]
     with Recording(db) as recording:
         stats = recording.stats(30)[4]
     expected = format_grads(stats.grad_outputs, "before") + format_grads(stats.grad_inputs, "after")
-    assert answer[:len(expected)] == [f"  {line}" for line in expected]
+    assert answer[: len(expected)] == [f"  {line}" for line in expected]
     assert "nonfinite 128" in answer[1] and "nonfinite" not in answer[0]  # finite in, non-finite out: the culprit
 
 
@@ -102,7 +106,8 @@ async def test_the_replay_tells_the_story_then_pauses_where_the_run_stopped(db):
     assert [e.pass_index for e in started if e.kept][:5] == [26, 27, 28, 29, 30]
     with Recording(db) as recording:  # hooked as the run was, with the run's node counts
         assert [(e.recorded, e.nodes or e.graph.number_of_nodes()) for e in started[:-1]] == [
-            (p.hooked, p.nodes) for p in recording.passes()]
+            (p.hooked, p.nodes) for p in recording.passes()
+        ]
     finished = {e.pass_index: e for e in events if isinstance(e, ev.PassFinished)}
     with Recording(db) as recording:
         assert all(repr(finished[i].flow) == repr(recording.flow(i)) for i in range(40))  # NaN-aware
@@ -181,8 +186,12 @@ def test_bad_input_is_one_line_and_status_2(db, tmp_path):
     connection.close()
     text = tmp_path / "notes.txt"
     text.write_text("not a database at all, but long enough to be read as a header " * 4)
-    for path, why in [(tmp_path / "missing.db", "no such file"), (text, "not a gradtui recording"),
-                      (newer, "newer gradtui"), (tmp_path, "directory")]:
+    for path, why in [
+        (tmp_path / "missing.db", "no such file"),
+        (text, "not a gradtui recording"),
+        (newer, "newer gradtui"),
+        (tmp_path, "directory"),
+    ]:
         done = gradtui("replay", str(path), "--headless", "-c", "print")
         assert done.returncode == 2 and done.stdout == "", done.stdout
         assert len(done.stderr.strip().splitlines()) == 1 and why in done.stderr, done.stderr
@@ -199,13 +208,16 @@ async def test_the_ui_over_a_recording_shows_the_pass_and_s_steps(db):
         assert app.state.view.index == 30 and app.state.view.recorded
         assert app.state.pass_text().startswith("pass 30")
         order = walk_of(db, 30)  # paused after #4: the nodes up to it ran, none after it
-        assert set(app.state.view.ran) == set(order[:order.index(4) + 1])
+        assert set(app.state.view.ran) == set(order[: order.index(4) + 1])
         await pilot.press("s")
         await until(pilot, lambda: app.state.current == 6, "the step to #6")
         assert app.state.paused.phase == "before" and app.query_one(NodeList).selected == 6
         await pilot.press("z")  # an edit key: refused, nothing changes
-        await until(pilot, lambda: "read-only" in "\n".join(app.query_one("#output").plain_lines()),
-                    "the refusal in the output pane")
+        await until(
+            pilot,
+            lambda: "read-only" in "\n".join(app.query_one("#output").plain_lines()),
+            "the refusal in the output pane",
+        )
         assert app.state.current == 6
         await pilot.press("q")
 
@@ -251,7 +263,10 @@ async def test_the_ui_replay_opens_on_its_passes_view_and_goes_from_there_to_a_p
         await pilot.press("P")
         await until(pilot, lambda: passes() is not None and passes().indices, "the passes view again")
         await pilot.press("up", "up", "enter")
-        await until(pilot, lambda: passes() is None and app.state.view is not None and app.state.view.index == 28,
-                    "pass 28 shown")
+        await until(
+            pilot,
+            lambda: passes() is None and app.state.view is not None and app.state.view.index == 28,
+            "pass 28 shown",
+        )
         assert app.state.current == walk_of(db, 28)[0]
         await pilot.press("q")

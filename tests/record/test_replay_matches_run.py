@@ -18,8 +18,9 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture(scope="module", params=[(), ("--flight", "3")], ids=["every-pass", "flight-3"])
 def made(request, tmp_path_factory):
     path = str(tmp_path_factory.mktemp("nanmlp") / "run.db")
-    run = gradtui("--headless", "--record", path, *request.param, "-c", "break nan", "-c", "continue",
-                  script("nanmlp.py"))
+    run = gradtui(
+        "--headless", "--record", path, *request.param, "-c", "break nan", "-c", "continue", script("nanmlp.py")
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     return path, run.stdout
 
@@ -33,7 +34,7 @@ def test_the_replay_tells_every_pass_as_the_run_did(made):
     done = gradtui("replay", path, "--headless")
     assert done.returncode == 0, done.stderr[-2000:]
     told = _pass_lines(done.stdout)
-    assert told[:len(_pass_lines(live))] == _pass_lines(live)
+    assert told[: len(_pass_lines(live))] == _pass_lines(live)
     assert told[-1] == "pass 5 · loss.backward() at nanmlp.py:22 · loss nan · 16 nodes"  # where it pauses
     [paused_live] = [line for line in live.splitlines() if line.startswith("paused after")]
     [paused] = [line for line in done.stdout.splitlines() if line.startswith("paused after")]
@@ -56,6 +57,6 @@ def test_flow_n_answers_for_any_recorded_pass(made):
     lines = done.stdout.splitlines()
     refused = lines[lines.index(f"(gradtui) pass {bare}") + 1]
     assert refused.startswith(f"  error: pass {bare} has no per-node data") and f"flow {bare}" in refused
-    answer = lines[lines.index(f"(gradtui) flow {bare}") + 1:]
+    answer = lines[lines.index(f"(gradtui) flow {bare}") + 1 :]
     assert answer[0] == f"  gradient flow after pass {bare}:"
-    assert [line.split()[0] for line in answer[2:2 + len(names)]] == names
+    assert [line.split()[0] for line in answer[2 : 2 + len(names)]] == names

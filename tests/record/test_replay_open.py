@@ -48,26 +48,48 @@ def make(path: str, count: int, per_pass_lines: int = 1) -> str:
     db = sqlite3.connect(path, isolation_level=None)
     db.executescript(schema.SCHEMA)
     db.execute("INSERT INTO schema_version VALUES (?, ?)", (schema.APP, schema.VERSION))
-    db.execute("INSERT INTO run (id, script, argv, started, exit_status, per_node) VALUES (1, ?, ?, 0, 0, 'hooked')",
-               ("/tmp/train.py", json.dumps(["train.py"])))
+    db.execute(
+        "INSERT INTO run (id, script, argv, started, exit_status, per_node) VALUES (1, ?, ?, 0, 0, 'hooked')",
+        ("/tmp/train.py", json.dumps(["train.py"])),
+    )
     nodes = set(with_nodes(count))
     db.execute("BEGIN")
-    db.executemany("INSERT INTO passes (idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, "
-                   "started, wall, grad_norm, nonfinite) VALUES (?, 'backward', 'loss.backward()', 'train.py:9', ?, "
-                   "?, ?, 3, 3, ?, 0.01, ?, ?)",
-                   [(i, json.dumps(["nan" if bad(i) else i / 10]), int(i in nodes), int(i in nodes), float(i),
-                     "nan" if bad(i) else float(i), int(bad(i))) for i in range(count)])
-    db.executemany("INSERT INTO flow (pass, rank, name, node, shape, grad_norm, weight_norm, ratio, nonfinite) "
-                   "VALUES (?, ?, ?, 0, '[2]', ?, 1.0, 0.1, 0)",
-                   [(i, rank, name, norm(i, rank)) for i in range(count) for rank, name in enumerate(LEAVES)])
+    db.executemany(
+        "INSERT INTO passes (idx, call, call_text, call_site, losses, hooked, per_node, nodes, done, "
+        "started, wall, grad_norm, nonfinite) VALUES (?, 'backward', 'loss.backward()', 'train.py:9', ?, "
+        "?, ?, 3, 3, ?, 0.01, ?, ?)",
+        [
+            (
+                i,
+                json.dumps(["nan" if bad(i) else i / 10]),
+                int(i in nodes),
+                int(i in nodes),
+                float(i),
+                "nan" if bad(i) else float(i),
+                int(bad(i)),
+            )
+            for i in range(count)
+        ],
+    )
+    db.executemany(
+        "INSERT INTO flow (pass, rank, name, node, shape, grad_norm, weight_norm, ratio, nonfinite) "
+        "VALUES (?, ?, ?, 0, '[2]', ?, 1.0, 0.1, 0)",
+        [(i, rank, name, norm(i, rank)) for i in range(count) for rank, name in enumerate(LEAVES)],
+    )
     for i in sorted(nodes):  # a chain of three nodes, run in order 2, 1, 0
-        db.executemany("INSERT INTO nodes VALUES (?, ?, ?, 'op', NULL, NULL, 'train.py:5', NULL, ?, ?, ?)",
-                       [(i, n, f"Op{n}Backward0", 3 - n, json.dumps([n - 1] if n else []), n) for n in range(3)])
-        db.executemany("INSERT INTO grads VALUES (?, ?, ?, 0, '[2]', 'float32', 'cpu', ?, 0.0, 1.0, 0.5, 0, NULL)",
-                       [(i, n, d, float(n + d)) for n in range(3) for d in (0, 1)])
-    db.executemany("INSERT INTO output (pass, stream, text) VALUES (?, 'stdout', ?)",
-                   [(None, "loading\n"), (None, "ready\n")]
-                   + [(i, f"step {i} line {k}\n") for i in range(count) for k in range(per_pass_lines)])
+        db.executemany(
+            "INSERT INTO nodes VALUES (?, ?, ?, 'op', NULL, NULL, 'train.py:5', NULL, ?, ?, ?)",
+            [(i, n, f"Op{n}Backward0", 3 - n, json.dumps([n - 1] if n else []), n) for n in range(3)],
+        )
+        db.executemany(
+            "INSERT INTO grads VALUES (?, ?, ?, 0, '[2]', 'float32', 'cpu', ?, 0.0, 1.0, 0.5, 0, NULL)",
+            [(i, n, d, float(n + d)) for n in range(3) for d in (0, 1)],
+        )
+    db.executemany(
+        "INSERT INTO output (pass, stream, text) VALUES (?, 'stdout', ?)",
+        [(None, "loading\n"), (None, "ready\n")]
+        + [(i, f"step {i} line {k}\n") for i in range(count) for k in range(per_pass_lines)],
+    )
     db.execute("COMMIT")
     db.close()
     return path
@@ -101,8 +123,9 @@ class Traced:
         return 0
 
 
-async def opened(path: str, target: ReplayTarget | None = None
-                 ) -> tuple[ReplayTarget, list[ev.Event], list[ev.Event], list]:
+async def opened(
+    path: str, target: ReplayTarget | None = None
+) -> tuple[ReplayTarget, list[ev.Event], list[ev.Event], list]:
     """A replay started: the target, its story, its first pause and the figures the UI asks for."""
     target = target or ReplayTarget(path)
     await target.start()
@@ -138,8 +161,11 @@ def test_the_open_reads_tables_by_index_or_in_order_with_a_limit(recordings, mon
         assert len(selects) >= 10
         for statement in selects:
             plan = [row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + statement)]
-            scans = [p for p in plan if p.startswith("SCAN ") and p.split()[1] in
-                     ("passes", "nodes", "grads", "flow", "output")]
+            scans = [
+                p
+                for p in plan
+                if p.startswith("SCAN ") and p.split()[1] in ("passes", "nodes", "grads", "flow", "output")
+            ]
             # a walk of a table in its own order that stops at a LIMIT is bounded; a scan that
             # sorts, or has no limit, reads the whole table
             unbounded = [p for p in scans if "LIMIT" not in statement.upper() or any("TEMP B-TREE" in q for q in plan)]
@@ -179,9 +205,9 @@ async def test_a_long_recording_tells_its_last_passes_and_shows_any_pass_on_dema
     first_told = count - stories.STORY_PASSES
     assert texts[:2] == ["loading\n", "ready\n"]  # the lines before the first pass
     earlier = [f"step {i} line 0\n" for i in range(first_told - stories.STORY_OUTPUT, first_told)]
-    assert texts[2:2 + stories.STORY_OUTPUT] == earlier  # the last lines of the passes not listed
+    assert texts[2 : 2 + stories.STORY_OUTPUT] == earlier  # the last lines of the passes not listed
     assert "are not listed" in texts[2 + stories.STORY_OUTPUT]
-    told = texts[3 + stories.STORY_OUTPUT:]
+    told = texts[3 + stories.STORY_OUTPUT :]
     assert told == [f"step {i} line 0\n" for i in range(first_told, count)]
     # each told pass's line comes right after its PassFinished
     at = next(k for k, e in enumerate(story) if isinstance(e, ev.PassFinished) and e.pass_index == count - 1)
@@ -228,4 +254,5 @@ async def test_the_ui_story_tells_the_same_lines_in_one_piece_before_the_passes(
 
     def passes(story):
         return [(type(e).__name__, e.pass_index) for e in story if isinstance(e, (ev.PassStarted, ev.PassFinished))]
+
     assert passes(grouped) == passes(told)

@@ -36,8 +36,9 @@ ORDER BY g.pass, n.ord LIMIT 1
 """docs/recording.md's query: the first node that sent on a non-finite gradient it did not receive."""
 
 
-def record(path: str, db: str, commands=("continue",), args=(), report: Report | None = None,
-           **recorder) -> tuple[int, Recorder]:
+def record(
+    path: str, db: str, commands=("continue",), args=(), report: Report | None = None, **recorder
+) -> tuple[int, Recorder]:
     """Run `path` under a session with a Recorder (and a report), in a thread with a timeout."""
     session = Session(full_stats=True)
     rec = Recorder(db, **recorder)
@@ -45,6 +46,7 @@ def record(path: str, db: str, commands=("continue",), args=(), report: Report |
     if report is not None:
         session.add_listener(report)
     import io
+
     session.add_listener(HeadlessDriver(session, list(commands), io.StringIO(), io.StringIO()))
     runner = ScriptRunner(path, list(args), session)
     thread = runner.start()
@@ -67,7 +69,9 @@ def script_norms(lines) -> dict[int, list[float]]:
 
 
 def same(a: float | None, b: float | None) -> bool:
-    return (a is None and b is None) or (a is not None and b is not None and (a == b or math.isnan(a) and math.isnan(b)))
+    return (a is None and b is None) or (
+        a is not None and b is not None and (a == b or math.isnan(a) and math.isnan(b))
+    )
 
 
 def test_every_pass_loss_and_flow_match_torch(tmp_path):
@@ -94,8 +98,13 @@ def test_the_export_is_the_live_report(tmp_path):
     the same run built from its events (NaN-aware, via strict JSON)."""
     db, out = str(tmp_path / "run.db"), str(tmp_path / "export.json")
     report = Report()
-    status, rec = record(script("nan_at_30.py"), db, commands=["break nan", "continue", "step", "zero", "continue"],
-                         args=["32"], report=report)
+    status, rec = record(
+        script("nan_at_30.py"),
+        db,
+        commands=["break nan", "continue", "step", "zero", "continue"],
+        args=["32"],
+        report=report,
+    )
     assert status == 0 and rec.failed is None
     assert to_json(db, out) is None
     exported = json.loads(open(out, encoding="utf-8").read())
@@ -127,8 +136,20 @@ def test_flight_recorder_acceptance():
     assert done.returncode == 0, done.stderr[-2000:]
     connection = sqlite3.connect(db)
     try:
-        assert [r[0] for r in connection.execute("SELECT DISTINCT pass FROM nodes ORDER BY pass")] == [26, 27, 28, 29, 30]
-        assert [r[0] for r in connection.execute("SELECT DISTINCT pass FROM grads ORDER BY pass")] == [26, 27, 28, 29, 30]
+        assert [r[0] for r in connection.execute("SELECT DISTINCT pass FROM nodes ORDER BY pass")] == [
+            26,
+            27,
+            28,
+            29,
+            30,
+        ]
+        assert [r[0] for r in connection.execute("SELECT DISTINCT pass FROM grads ORDER BY pass")] == [
+            26,
+            27,
+            28,
+            29,
+            30,
+        ]
         assert connection.execute("SELECT count(*) FROM passes").fetchone()[0] == 40
         assert connection.execute("SELECT count(DISTINCT pass) FROM flow").fetchone()[0] == 40
         assert connection.execute("SELECT min(pass) FROM flow WHERE nonfinite > 0").fetchone()[0] == 30
@@ -142,12 +163,18 @@ def test_flight_recorder_acceptance():
 def test_flight_ring_is_written_when_the_script_fails(tmp_path):
     db = str(tmp_path / "run.db")
     path = tmp_path / "fails.py"
-    path.write_text("import torch\nw = torch.ones(3, requires_grad=True)\n"
-                    "for i in range(10):\n    (w * i).sum().backward()\nraise ValueError('late')\n", encoding="utf-8")
+    path.write_text(
+        "import torch\nw = torch.ones(3, requires_grad=True)\n"
+        "for i in range(10):\n    (w * i).sum().backward()\nraise ValueError('late')\n",
+        encoding="utf-8",
+    )
     status, _ = record(str(path), db, flight=3)
     assert status == 1
     with Recording(db) as recording:
-        assert [p.index for p in recording.passes() if p.per_node] == [8, 9]  # the ring: the last K-1 passes (no pass in flight)
+        assert [p.index for p in recording.passes() if p.per_node] == [
+            8,
+            9,
+        ]  # the ring: the last K-1 passes (no pass in flight)
         assert "ValueError: late" in recording.run().error
 
 
@@ -157,14 +184,21 @@ def test_bad_recording_paths_are_refused_before_the_script_runs(tmp_path):
     text.write_text("my notes\n", encoding="utf-8")
     newer = tmp_path / "newer.db"
     connection = sqlite3.connect(newer)
-    connection.executescript(f"CREATE TABLE schema_version (app TEXT, version INTEGER);"
-                             f"INSERT INTO schema_version VALUES ('gradtui', {schema.VERSION + 1});")
+    connection.executescript(
+        f"CREATE TABLE schema_version (app TEXT, version INTEGER);"
+        f"INSERT INTO schema_version VALUES ('gradtui', {schema.VERSION + 1});"
+    )
     connection.commit()
     connection.close()
     other = tmp_path / "other.db"
     sqlite3.connect(other).executescript("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
-    for bad, why in [(text, "not a gradtui recording"), (newer, "newer gradtui"), (other, "not a gradtui recording"),
-                     (text / "run.db", "cannot create"), (tmp_path, "it is a directory")]:
+    for bad, why in [
+        (text, "not a gradtui recording"),
+        (newer, "newer gradtui"),
+        (other, "not a gradtui recording"),
+        (text / "run.db", "cannot create"),
+        (tmp_path, "it is a directory"),
+    ]:
         assert why in (check_path(str(bad)) or ""), bad
         done = gradtui("--headless", "--record", str(bad), script("chain.py"))
         assert done.returncode == 2
@@ -183,6 +217,7 @@ def test_a_full_disk_stops_the_recording_and_keeps_what_was_written(tmp_path):
     rec._db.execute(f"PRAGMA max_page_count = {pages + 8}")  # noqa: SLF001
     session.add_listener(rec)
     import io
+
     session.add_listener(HeadlessDriver(session, ["continue"], io.StringIO(), io.StringIO()))
     runner = ScriptRunner(script("nan_at_30.py"), ["20"], session)
     thread = runner.start()
@@ -211,8 +246,18 @@ def test_a_recording_that_cannot_grow_mid_run_is_one_line_and_the_run_ends_with_
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    done = gradtui("--headless", "--record", str(db), "--record-every", "1", "-c", "continue",
-                   script("nan_at_30.py"), "40", preexec_fn=small_files)
+    done = gradtui(
+        "--headless",
+        "--record",
+        str(db),
+        "--record-every",
+        "1",
+        "-c",
+        "continue",
+        script("nan_at_30.py"),
+        "40",
+        preexec_fn=small_files,
+    )
     assert done.stdout.count("step ") == 40  # the script ran to its end
     ours = [line for line in done.stderr.splitlines() if line.startswith("gradtui:")]
     assert len(ours) == 1 and ours[0].startswith(f"gradtui: the recording {db} stopped: "), done.stderr
@@ -242,6 +287,7 @@ def test_a_recorded_graph_holds_the_node_infos_the_live_run_had(tmp_path):
     rec = Recorder(db)
     session.add_listener(rec)
     import io
+
     session.add_listener(HeadlessDriver(session, ["continue"], io.StringIO(), io.StringIO()))
     path = script("twofile/train.py")
     runner = ScriptRunner(path, [], session)

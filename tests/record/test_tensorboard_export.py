@@ -30,8 +30,18 @@ def made(tmp_path_factory) -> tuple[str, str, dict[str, torch.Tensor]]:
     as torch saved them)."""
     folder = tmp_path_factory.mktemp("tb")
     db, grads, events = str(folder / "run.db"), str(folder / "grads.pt"), str(folder / "events")
-    run = gradtui("--headless", "--record-all", "-c", "continue", "--record", db, script("train_loop.py"),
-                  str(STEPS), grads, "nan")
+    run = gradtui(
+        "--headless",
+        "--record-all",
+        "-c",
+        "continue",
+        "--record",
+        db,
+        script("train_loop.py"),
+        str(STEPS),
+        grads,
+        "nan",
+    )
     assert run.returncode == 0, run.stderr
     done = gradtui("export", db, "--tensorboard", events)
     assert done.returncode == 0 and done.stderr == "", done.stderr
@@ -100,7 +110,9 @@ def test_histograms_are_the_recorded_gradients_and_torchs(made):
                 values = stats.values
                 assert values is not None and h.num == len(values)
                 assert (h.min, h.max) == (min(values), max(values))
-                assert h.sum == pytest.approx(sum(values)) and h.sum_squares == pytest.approx(sum(v * v for v in values))
+                assert h.sum == pytest.approx(sum(values)) and h.sum_squares == pytest.approx(
+                    sum(v * v for v in values)
+                )
                 limits = h.bucket_limit
                 # tensorboard's buckets are closed on the right: bucket i holds (limit[i-1], limit[i]]
                 for i, count in enumerate(h.bucket):

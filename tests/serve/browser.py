@@ -85,12 +85,28 @@ class Chromium:
     def __init__(self, binary: str) -> None:
         self.profile = tempfile.mkdtemp(prefix="gradtui-chromium-")
         self.process = subprocess.Popen(
-            [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-             "--disable-background-networking", "--disable-component-update", "--window-size=1280,900",
-             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-             f"--user-data-dir={self.profile}", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            [
+                binary,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--window-size=1280,900",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={self.profile}",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         self._err = b""
 
     def devtools_port(self, timeout: float) -> int:
@@ -108,7 +124,9 @@ class Chromium:
             if self.process.poll() is not None:
                 raise AssertionError(f"chromium exited {self.process.returncode}: {self._err.decode(errors='replace')}")
             time.sleep(0.05)
-        raise AssertionError(f"chromium did not open its DevTools port in {timeout}s: {self._err.decode(errors='replace')}")
+        raise AssertionError(
+            f"chromium did not open its DevTools port in {timeout}s: {self._err.decode(errors='replace')}"
+        )
 
     def close(self) -> None:
         """Kill Chromium (its whole process group: renderers, GPU process) and drop the profile."""
@@ -194,10 +212,22 @@ class Page:
 
     async def press(self, key: str) -> None:
         """A key press (down, char, up) sent to the focused element: the terminal's textarea."""
-        await self.call("Input.dispatchKeyEvent", type="keyDown", key=key, text=key, unmodifiedText=key,
-                        code=f"Key{key.upper()}", windowsVirtualKeyCode=ord(key.upper()))
-        await self.call("Input.dispatchKeyEvent", type="keyUp", key=key, code=f"Key{key.upper()}",
-                        windowsVirtualKeyCode=ord(key.upper()))
+        await self.call(
+            "Input.dispatchKeyEvent",
+            type="keyDown",
+            key=key,
+            text=key,
+            unmodifiedText=key,
+            code=f"Key{key.upper()}",
+            windowsVirtualKeyCode=ord(key.upper()),
+        )
+        await self.call(
+            "Input.dispatchKeyEvent",
+            type="keyUp",
+            key=key,
+            code=f"Key{key.upper()}",
+            windowsVirtualKeyCode=ord(key.upper()),
+        )
 
     async def close(self) -> None:
         """Close the DevTools connection."""

@@ -44,9 +44,14 @@ class Proc:
     """A gradtui process in its own session; its output read without blocking."""
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "gradtui", *args], stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gradtui", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
         self.out = b""
         self.err = b""
         for stream in (self.process.stdout, self.process.stderr):
@@ -71,8 +76,10 @@ class Proc:
                 self.read()
                 break
             time.sleep(0.05)
-        raise AssertionError(f"{pattern!r} not seen in {timeout}s (exit {self.process.poll()}):\n"
-                             f"{self.out.decode(errors='replace')}\n{self.err.decode(errors='replace')}")
+        raise AssertionError(
+            f"{pattern!r} not seen in {timeout}s (exit {self.process.poll()}):\n"
+            f"{self.out.decode(errors='replace')}\n{self.err.decode(errors='replace')}"
+        )
 
     def wait_exit(self, timeout: float) -> int:
         """Its exit status, reading its output meanwhile (a full pipe would block it)."""
@@ -156,15 +163,19 @@ async def in_the_browser(url: str, serve: Proc) -> dict[str, object]:
             seen["tab environ"] = [Path(f"/proc/{pid}/environ").read_bytes() for pid in tabs]
             # no click, no focus() of ours: the page focuses the terminal when it loads
             seen["focused"] = await page.evaluate(
-                "document.activeElement && document.activeElement.classList.contains('xterm-helper-textarea')")
+                "document.activeElement && document.activeElement.classList.contains('xterm-helper-textarea')"
+            )
             pressed = time.monotonic()
             await page.press("s")
             await page.wait_screen(r"paused at #1 MulBackward0", 20)
             seen["step"] = time.monotonic() - pressed
             seen["stepped"] = await page.screen()
             os.kill(serve.process.pid, signal.SIGINT)  # Ctrl-C, with the tab open
-            await wait_async(lambda: serve.read() or serve.process.poll() is not None, 20,  # read: a full pipe blocks it
-                             "gradtui serve to end after SIGINT")
+            await wait_async(
+                lambda: serve.read() or serve.process.poll() is not None,
+                20,  # read: a full pipe blocks it
+                "gradtui serve to end after SIGINT",
+            )
             deadline = time.monotonic() + 10
             while not (closed := await page.evaluate("document.body.classList.contains('-closed')")):
                 if time.monotonic() > deadline:
@@ -226,8 +237,10 @@ def test_the_page_shows_the_paused_node_s_steps_a_wrong_token_is_refused_and_ctr
         assert f"x.grad = {plain_gradient()}" in agent.out.decode()
         assert agent_token not in (serve.out + serve.err).decode()
         took = time.monotonic() - began
-        print(f"\nagent and serve ready {ready:.1f}s, page to the first pause {seen['to the first pause']:.1f}s, "
-              f"s to the next node drawn {seen['step']:.2f}s, whole test {took:.1f}s")
+        print(
+            f"\nagent and serve ready {ready:.1f}s, page to the first pause {seen['to the first pause']:.1f}s, "
+            f"s to the next node drawn {seen['step']:.2f}s, whole test {took:.1f}s"
+        )
     finally:
         for proc in (serve, agent):
             proc.kill()
@@ -267,10 +280,17 @@ async def open_at_the_first_pause(page: Page, url: str, agent: Proc) -> dict[str
         screen = await page.screen()
         if "paused at #" in screen:
             break
-        gone = await page.evaluate("document.body ? (document.body.classList.contains('-closed') ? 'Session ended'"
-                                   " : document.body.innerText) : ''") or ""
+        gone = (
+            await page.evaluate(
+                "document.body ? (document.body.classList.contains('-closed') ? 'Session ended'"
+                " : document.body.innerText) : ''"
+            )
+            or ""
+        )
         ended = gone == "Session ended" or "no gradtui agent" in gone
-        assert not ended, f"the script did not wait at its pause (agent exit {agent.process.poll()}): the page says {gone!r}"
+        assert not ended, (
+            f"the script did not wait at its pause (agent exit {agent.process.poll()}): the page says {gone!r}"
+        )
         assert time.monotonic() < deadline, f"no pause on the page in {START}s; it shows:\n{screen}"
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.5)  # the frame after the pause's, if any, drawn too
@@ -290,15 +310,21 @@ async def reload_journey(url: str, agent: Proc, serve: Proc) -> list[dict[str, o
         page = await Page.open(chromium.devtools_port(START))
         try:
             await page.call("Page.enable")
-            await page.call("Emulation.setDeviceMetricsOverride", width=WINDOW[0], height=WINDOW[1],
-                            deviceScaleFactor=1, mobile=False)
+            await page.call(
+                "Emulation.setDeviceMetricsOverride",
+                width=WINDOW[0],
+                height=WINDOW[1],
+                deviceScaleFactor=1,
+                mobile=False,
+            )
             await page.call("Page.addScriptToEvaluateOnNewDocument", source=SCREEN_HOOK)
             opens.append(await open_at_the_first_pause(page, url, agent))
             await page.call("Page.addScriptToEvaluateOnNewDocument", source=CONNECT_AT % (100, 30))
             opens.append(await open_at_the_first_pause(page, url, agent))  # a reload: the same URL again
             await page.call("Page.navigate", url="about:blank")  # the tab closed
-            await wait_async(lambda: agent.read() or not children(serve.process.pid), 20,
-                             "the closed tab's process to end")
+            await wait_async(
+                lambda: agent.read() or not children(serve.process.pid), 20, "the closed tab's process to end"
+            )
             opens.append(await open_at_the_first_pause(page, url, agent))
             await page.press("c")
             await wait_async(lambda: agent.read() or agent.process.poll() is not None, 30, "the script to end after c")
@@ -327,8 +353,9 @@ def test_the_ui_fills_the_window_at_first_paint_and_a_reload_or_close_at_the_fir
             assert seen["alive"], f"open {number}: the agent had ended"
             assert size[0] >= 120, f"open {number}: the page's terminal is only {size}"  # WINDOW is ~155 columns
             # the same pause each time: pass 0, node #0, nothing run
-            assert "0/3 ran" in screen and "paused at #0 PowBackward0" in screen and "▶ 0 PowBackward0" in screen, \
+            assert "0/3 ran" in screen and "paused at #0 PowBackward0" in screen and "▶ 0 PowBackward0" in screen, (
                 f"open {number}:\n{screen}"
+            )
             problem = fills_the_window(screen, size)
             assert problem is None, f"open {number} ({size[0]}x{size[1]}): {problem}:\n{screen}"
         assert agent.wait_exit(30) == 0

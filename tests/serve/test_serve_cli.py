@@ -11,10 +11,13 @@ from gradtui.cli import serve as cli
 from gradtui.serve.web import ServeOptions
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--port", "70000"], "out of range"),
-    (["--token", " "], "--token is empty"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--port", "70000"], "out of range"),
+        (["--token", " "], "--token is empty"),
+    ],
+)
 def test_bad_arguments_are_refused(argv, words, capsys):
     assert cli.main(argv) == 2
     assert words in capsys.readouterr().err

@@ -92,8 +92,11 @@ async def test_an_agent_that_is_not_there_is_explained_in_the_tab(tmp_path, monk
     app = TabApp(target=target)
     async with app.run_test(size=SIZE) as pilot:
         log = app.query_one(OutputLog)
-        await _until(pilot, lambda: "no runtime file names an agent at 127.0.0.1:9" in " ".join(log.plain_lines()),
-                     "the reason in the output pane")
+        await _until(
+            pilot,
+            lambda: "no runtime file names an agent at 127.0.0.1:9" in " ".join(log.plain_lines()),
+            "the reason in the output pane",
+        )
     assert isinstance(target_for("not an address"), Unreachable)
 
 

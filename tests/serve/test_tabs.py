@@ -39,8 +39,14 @@ async def _nothing(*args) -> None:
 
 
 def _service(argv: list[str], stop_timeout: float) -> TabService:
-    return TabService(argv, stop_timeout=stop_timeout, write_bytes=_nothing, write_str=_nothing, close=_nothing,
-                      download_manager=DownloadManager())
+    return TabService(
+        argv,
+        stop_timeout=stop_timeout,
+        write_bytes=_nothing,
+        write_str=_nothing,
+        close=_nothing,
+        download_manager=DownloadManager(),
+    )
 
 
 def _end(service: TabService) -> None:

@@ -23,7 +23,9 @@ async def _client(agent: AgentChoice | None = AGENT) -> tuple[BrowserServer, Tes
     return server, client
 
 
-@pytest.mark.parametrize("query", ["", "?token=", "?token=serve-token-12", "?token=serve-token-1234", "?tok=serve-token-123"])
+@pytest.mark.parametrize(
+    "query", ["", "?token=", "?token=serve-token-12", "?token=serve-token-1234", "?tok=serve-token-123"]
+)
 async def test_the_page_without_the_token_is_refused(query):
     server, client = await _client()
     try:
@@ -83,10 +85,20 @@ async def test_with_no_agent_running_the_page_says_how_to_start_one():
     assert server.started == 0
 
 
-@pytest.mark.parametrize("origin", [
-    "http://evil.example", "https://evil.example", "null", "http://127.0.0.1.evil.example",
-    "http://127.0.0.1:1", "file://", "ws://{host}", "http://{host}.evil.example", "http://{host}/../x@evil",
-])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evil.example",
+        "https://evil.example",
+        "null",
+        "http://127.0.0.1.evil.example",
+        "http://127.0.0.1:1",
+        "file://",
+        "ws://{host}",
+        "http://{host}.evil.example",
+        "http://{host}/../x@evil",
+    ],
+)
 async def test_a_websocket_opened_by_a_page_of_another_origin_is_refused_before_any_tab_process_starts(origin):
     """A browser lets any site's page open a websocket to loopback, and says which page did it
     in the Origin header: only the page gradtui serve served may (as Jupyter checks)."""
@@ -124,12 +136,14 @@ async def test_through_a_tunnel_the_page_s_origin_is_the_host_the_browser_asked_
     Origin and Host both say so; an Origin naming the server's own bound address does not."""
     server, client = await _client(agent=None)
     try:
-        async with client.ws_connect(f"/ws/{TOKEN}", headers={"Host": "localhost:9000",
-                                                             "Origin": "http://localhost:9000"}) as ws:
+        async with client.ws_connect(
+            f"/ws/{TOKEN}", headers={"Host": "localhost:9000", "Origin": "http://localhost:9000"}
+        ) as ws:
             await ws.receive(timeout=10)
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-            await client.ws_connect(f"/ws/{TOKEN}", headers={"Host": "localhost:9000",
-                                                             "Origin": f"http://127.0.0.1:{client.port}"})
+            await client.ws_connect(
+                f"/ws/{TOKEN}", headers={"Host": "localhost:9000", "Origin": f"http://127.0.0.1:{client.port}"}
+            )
         assert refused.value.status == 403
     finally:
         await client.close()

@@ -26,10 +26,13 @@ async def test_a_script_that_installs_signal_handlers_runs_on_its_main_thread_an
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("script, words, status", [
-    ("exits4.py", "exited with status 4", 4),
-    ("crashes.py", "was killed by SIGSEGV", 128 + 11),
-])
+@pytest.mark.parametrize(
+    "script, words, status",
+    [
+        ("exits4.py", "exited with status 4", 4),
+        ("crashes.py", "was killed by SIGSEGV", 128 + 11),
+    ],
+)
 async def test_the_ui_stays_open_when_the_agent_dies_and_says_how(script, words, status):
     app = GradtuiApp(ui_script(script))
     async with app.run_test(size=SIZE) as pilot:
@@ -53,6 +56,9 @@ async def test_quit_typed_in_the_command_bar_ends_the_agent_and_the_app():
         await wait_paused_at(pilot, 0)
         process = app.target.process
         await pilot.press("colon", *"quit", "enter")
-        await wait_for(pilot, lambda: process.returncode is not None and app.return_value is not None,
-                       what="the agent to end and the app to exit")
+        await wait_for(
+            pilot,
+            lambda: process.returncode is not None and app.return_value is not None,
+            what="the agent to end and the app to exit",
+        )
     assert app.return_value == QUIT_STATUS

@@ -50,7 +50,7 @@ async def test_why_shows_its_whole_answer_in_the_output_pane_echoed_once():
         lines = output_lines(app)
         assert lines.count("(gradtui) why y") == 1
         at = lines.index("(gradtui) why y")
-        assert lines[at + 1: at + 1 + len(text.splitlines())] == text.splitlines()
+        assert lines[at + 1 : at + 1 + len(text.splitlines())] == text.splitlines()
         assert "whole answer in the output pane" in answer_line(app)
 
         error = await answered(pilot, "frobnicate")
@@ -61,7 +61,7 @@ async def test_why_shows_its_whole_answer_in_the_output_pane_echoed_once():
         printed = await answered(pilot, "print")  # its last value used to be cut at 80 columns
         lines = output_lines(app)
         at = lines.index("(gradtui) print")
-        assert lines[at + 1: at + 1 + len(printed.splitlines())] == printed.splitlines()
+        assert lines[at + 1 : at + 1 + len(printed.splitlines())] == printed.splitlines()
 
         await pilot.press("p")  # a key's command is echoed with its answer, once
         await wait_for(pilot, lambda: output_lines(app).count("(gradtui) print") == 2, what="p's answer")
@@ -143,7 +143,9 @@ async def test_an_edit_of_a_big_gradient_keeps_its_preview_and_histogram():
 
         # An edit whose summary has a histogram (what the session should send) replaces it.
         after = summarize(torch.full((64, 16), 0.25), histogram=True)
-        app.apply_batch([ev.GradEdited(app.state.view.index, node, "set g * 0 + 0.25", app.state.view.grad_outputs[node], (after,))])
+        app.apply_batch(
+            [ev.GradEdited(app.state.view.index, node, "set g * 0 + 0.25", app.state.view.grad_outputs[node], (after,))]
+        )
         await wait_for(pilot, lambda: len(app.state.view.edits[node]) == 2, what="the second edit")
         await pilot.pause()
         text = detail_text(app).split("incoming gradient")[1]
@@ -195,7 +197,6 @@ async def test_a_script_without_backward_says_so_everywhere():
         await pilot.press("left_square_bracket")
         await wait_for(pilot, lambda: "no pass yet" in answer_line(app), what="the answer to [")
         assert "the last 0" not in answer_line(app)
-
 
 
 @pytest.mark.asyncio

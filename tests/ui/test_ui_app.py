@@ -124,8 +124,7 @@ async def test_b_on_a_node_then_c_pauses_there_and_b_again_removes_it():
             await pilot.press("j")
         await wait_for(pilot, lambda: selected(app) == target)
         await pilot.press("b")
-        await wait_for(pilot, lambda: any(b.spec == f"#{target}" for b in app.state.breakpoints),
-                       what="the breakpoint")
+        await wait_for(pilot, lambda: any(b.spec == f"#{target}" for b in app.state.breakpoints), what="the breakpoint")
         await pilot.pause()
         assert row_text(app, target).rstrip().endswith("●")
 
@@ -154,8 +153,9 @@ async def test_break_nan_in_the_command_bar_stops_at_the_first_nonfinite_node():
         await wait_for(pilot, lambda: app.query_one(NodeList).has_focus)
 
         await pilot.press("c")
-        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after",
-                       what="the NaN stop")
+        await wait_for(
+            pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after", what="the NaN stop"
+        )
         node = app.state.current
         await wait_paused_at(pilot, node)
         view = app.state.view
@@ -180,8 +180,12 @@ async def test_q_mid_pass_ends_the_agent_process_and_the_ui_never_patches_torch(
         process = app.target.process
         assert process is not None and process.returncode is None
         await pilot.press("q")
-        await wait_for(pilot, lambda: process.returncode is not None and app.return_value is not None,
-                       timeout=5, what="the agent to end and the app to exit")
+        await wait_for(
+            pilot,
+            lambda: process.returncode is not None and app.return_value is not None,
+            timeout=5,
+            what="the agent to end and the app to exit",
+        )
     assert app.return_value == QUIT_STATUS and app.exit_status == QUIT_STATUS
 
 
@@ -213,13 +217,20 @@ async def test_bad_commands_are_answered_in_the_bar_never_crash():
     app = GradtuiApp(example("chain.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
-        for line, expected in (("frobnicate", "unknown command"), ("scale abc", "not a number"),
-                               ("set g[", "syntax error"), ("set g.sum()", "")):
+        for line, expected in (
+            ("frobnicate", "unknown command"),
+            ("scale abc", "not a number"),
+            ("set g[", "syntax error"),
+            ("set g.sum()", ""),
+        ):
             await pilot.press("colon")
             await type_text(pilot, line)
             await pilot.press("enter")
-            await wait_for(pilot, lambda: answer_text(app).startswith("✗") and expected in answer_text(app),
-                           what=f"the answer to {line!r}")
+            await wait_for(
+                pilot,
+                lambda: answer_text(app).startswith("✗") and expected in answer_text(app),
+                what=f"the answer to {line!r}",
+            )
             app.query_one(CommandBar).answer("")
         # history: up brings the last line back
         await pilot.press("colon", "up")
@@ -255,8 +266,13 @@ async def test_help_find_goto_and_palette():
         await pilot.press("slash")  # the palette with the node provider alone
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the find palette")
         await type_text(pilot, "Accumulate")
-        await wait_for(pilot, lambda: len(app.screen.query("CommandList Option")) > 0 or
-                       app.screen.query_one("CommandList").option_count > 0, what="the matches")
+        await wait_for(
+            pilot,
+            lambda: (
+                len(app.screen.query("CommandList Option")) > 0 or app.screen.query_one("CommandList").option_count > 0
+            ),
+            what="the matches",
+        )
         await pilot.press("enter")
         await wait_for(pilot, lambda: not isinstance(app.screen, CommandPalette), what="the palette to close")
         await wait_for(pilot, lambda: app.state.view.graph.nodes[selected(app)]["info"].name == "AccumulateGrad")
@@ -321,8 +337,11 @@ async def test_control_codes_in_the_output_become_styles_not_garbage():
         await wait_for(pilot, lambda: app.state.status == "finished")
         # stdout and stderr come through pipes of their own, and the output pane draws its
         # batches after the status line: wait until both streams' last lines are drawn.
-        await wait_for(pilot, lambda: {"bold ✓ 日本", "step 2 red"} <= set(output_lines(app)),
-                       what="the last line of stdout and of stderr")
+        await wait_for(
+            pilot,
+            lambda: {"bold ✓ 日本", "step 2 red"} <= set(output_lines(app)),
+            what="the last line of stdout and of stderr",
+        )
         await pilot.pause()
         lines = output_lines(app)
         # the `\r` updates overwrite one line, as a terminal shows them, across writes too
@@ -370,13 +389,16 @@ async def test_q_while_the_script_runs_outside_backward_still_ends_it():
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("c")
-        await wait_for(pilot, lambda: "looping" in "\n".join(output_lines(app)),
-                       what="the script's loop")
+        await wait_for(pilot, lambda: "looping" in "\n".join(output_lines(app)), what="the script's loop")
         assert not app.link.finished.is_set()
         process = app.target.process
         await pilot.press("q")
-        await wait_for(pilot, lambda: process.returncode is not None and app.return_value is not None,
-                       timeout=5, what="the agent to end and the app to exit")
+        await wait_for(
+            pilot,
+            lambda: process.returncode is not None and app.return_value is not None,
+            timeout=5,
+            what="the agent to end and the app to exit",
+        )
     assert app.exit_status == QUIT_STATUS
 
 
@@ -392,9 +414,14 @@ async def test_a_script_without_backward_shows_its_exit_status():
         # the footer shows what can be done now: no s c f b e once the script has ended
         from textual.widgets._footer import FooterKey
 
-        await wait_for(pilot, lambda: {k.action for k in app.query(FooterKey)} and not
-                       {k.action for k in app.query(FooterKey)} & {"step", "cont", "finish", "toggle_break", "edit"},
-                       what="the footer without the keys that drive the script")
+        await wait_for(
+            pilot,
+            lambda: (
+                {k.action for k in app.query(FooterKey)}
+                and not {k.action for k in app.query(FooterKey)} & {"step", "cont", "finish", "toggle_break", "edit"}
+            ),
+            what="the footer without the keys that drive the script",
+        )
         assert {"passes", "help", "quit"} <= {k.action for k in app.query(FooterKey)}
         await pilot.press("s")  # nothing to step: no crash, the words of the end stay
         await pilot.pause()

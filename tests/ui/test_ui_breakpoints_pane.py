@@ -32,8 +32,13 @@ async def test_the_breakpoints_pane_counts_hits_jumps_to_the_last_and_turns_one_
         await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="the breakpoint")
         for index in (0, 1):
             await pilot.press("c")
-            await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == index
-                           and app.state.paused.node == 1, what=f"the hit in pass {index}")
+            await wait_for(
+                pilot,
+                lambda: (
+                    app.state.paused is not None and app.state.paused.pass_index == index and app.state.paused.node == 1
+                ),
+                what=f"the hit in pass {index}",
+            )
         await wait_paused_at(pilot, 1)
         await pilot.press("home")  # the selection away from the hit
         await wait_for(pilot, lambda: selected(app) == 0, what="the first row")
@@ -79,8 +84,9 @@ async def test_the_breakpoints_pane_stays_open_its_cursor_on_the_row_acted_on():
         await pilot.press("down")
         assert table.cursor_row == 1
         await pilot.press("space")  # PowBackward0 off: its row stays second, the cursor on it
-        await wait_for(pilot, lambda: [b.spec for b in app.state.breakpoints] == ["MulBackward0", "nan"],
-                       what="PowBackward0 off")
+        await wait_for(
+            pilot, lambda: [b.spec for b in app.state.breakpoints] == ["MulBackward0", "nan"], what="PowBackward0 off"
+        )
         await wait_for(pilot, lambda: _cells(table, 1)[-1] == "off", what="its row redrawn off")
         assert app.screen is pane
         assert [_cells(table, r)[1] for r in range(3)] == ["MulBackward0", "PowBackward0", "nan"]

@@ -31,8 +31,11 @@ def agent():
 
 def remote(agent: Listening) -> RemoteTarget:
     found = next(a for a in running_agents() if a.address == agent.address)
-    return RemoteTarget(found.token, address=(found.address.rsplit(":", 1)[0], int(found.address.rsplit(":", 1)[1])),
-                        script=found.script)
+    return RemoteTarget(
+        found.token,
+        address=(found.address.rsplit(":", 1)[0], int(found.address.rsplit(":", 1)[1])),
+        script=found.script,
+    )
 
 
 @pytest.mark.asyncio

@@ -51,8 +51,11 @@ async def _pass_0_compared(pilot) -> None:
     app = pilot.app
     await wait_paused_at(pilot, 0)
     await pilot.press("f")
-    await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
-                   what="the first pause of pass 1")
+    await wait_for(
+        pilot,
+        lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
+        what="the first pause of pass 1",
+    )
     await pilot.press("left_square_bracket")
     await wait_for(pilot, lambda: app.state.view.index == 0 and app.state.view.differences, what="pass 0's differences")
 
@@ -79,7 +82,7 @@ def test_differences_are_a_column_a_sort_and_a_passes_column(reference):
             ranked = [view.difference(nodes.node_at(r)) for r in range(nodes.row_count)]
             known = [d for d in ranked if d is not None]
             assert ranked[0] == largest and known == sorted(known, reverse=True)
-            assert ranked[len(known):] == [None] * (len(ranked) - len(known))
+            assert ranked[len(known) :] == [None] * (len(ranked) - len(known))
             assert "by difference" in str(nodes.border_title)
             await pilot.press("A")
             await wait_for(pilot, lambda: not nodes.by_difference, what="engine order again")
@@ -109,8 +112,9 @@ def test_the_state_keeps_the_difference_column_for_the_next_pass():
     view keeps the column (its rows `-` until its own differences come)."""
     state = UIState("train.py")
     state.apply(started(0))
-    changes = state.apply(ev.PassDifferences(0, "ref.db", (ev.NodeDifference(1, 0.5, 0.25), ev.NodeDifference(3, None, 0.0)),
-                                             0.5))
+    changes = state.apply(
+        ev.PassDifferences(0, "ref.db", (ev.NodeDifference(1, 0.5, 0.25), ev.NodeDifference(3, None, 0.0)), 0.5)
+    )
     view = state.view
     assert view.difference(1) == 0.5 and view.difference(3) == 0.0 and view.difference(2) is None
     assert changes.rows == {1, 3} and state.summaries[-1].difference == 0.5 and state.summaries[-1].against

@@ -18,17 +18,18 @@ PACKAGE = Path(gradtui.__file__).resolve().parent
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_die_now_flushes_then_dies_of_the_signal(signum):
-    code = ("import sys\nfrom gradtui.protocol.dying import die_now\n"
-            "sys.stdout.write('unflushed')\n"  # a pipe: block-buffered, lost if not flushed
-            f"die_now({int(signum)})\nprint('never')\n")
+    code = (
+        "import sys\nfrom gradtui.protocol.dying import die_now\n"
+        "sys.stdout.write('unflushed')\n"  # a pipe: block-buffered, lost if not flushed
+        f"die_now({int(signum)})\nprint('never')\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == -signum, (done.returncode, done.stderr)
     assert done.stdout == "unflushed"
 
 
 def _defined(path: Path) -> set[str]:
-    return {node.name for node in ast.parse(path.read_text(encoding="utf-8")).body
-            if isinstance(node, ast.FunctionDef)}
+    return {node.name for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, ast.FunctionDef)}
 
 
 def test_the_ui_and_the_engine_share_one_way_to_die():
@@ -38,7 +39,11 @@ def test_the_ui_and_the_engine_share_one_way_to_die():
     from gradtui.protocol import dying
     from gradtui.ui import run, watchdog
 
-    for path in (PACKAGE / "ui" / "watchdog.py", PACKAGE / "engine" / "process" / "exits.py", PACKAGE / "ui" / "run.py"):
+    for path in (
+        PACKAGE / "ui" / "watchdog.py",
+        PACKAGE / "engine" / "process" / "exits.py",
+        PACKAGE / "ui" / "run.py",
+    ):
         assert not _defined(path) & {"die_now", "die_of", "signal_status", "_flush"}, path.name
     assert exits.die_now is dying.die_now and run.die_now is dying.die_now
     assert watchdog.signal_status is dying.signal_status is exits.signal_status

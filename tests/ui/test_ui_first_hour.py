@@ -84,8 +84,9 @@ async def test_a_node_whose_gradient_was_sent_does_not_say_not_arrived_yet():
         while app.state.current != 4:
             before = app.state.current
             await pilot.press("s")
-            await wait_for(pilot, lambda: app.state.current != before and app.state.paused is not None,
-                           what="the next pause")
+            await wait_for(
+                pilot, lambda: app.state.current != before and app.state.paused is not None, what="the next pause"
+            )
         view = app.state.view
         assert 3 in view.grad_inputs and 6 not in view.ran and list(view.graph.predecessors(6)) == [3]
         app.query_one(NodeList).select_node(6)
@@ -139,14 +140,16 @@ async def test_a_nan_gradient_shows_the_finite_min_and_max_beside_its_count(tmp_
     from tests.ui.ui_helpers import detail_text
 
     path = tmp_path / "nan_sqrt.py"
-    path.write_text("import torch\n"
-                    "torch.manual_seed(0)\n"
-                    "w = torch.rand(200)\n"
-                    "w[::7] = 0.0\n"
-                    "w.requires_grad_()\n"
-                    "scale = (w != 0).float()\n"
-                    "(torch.sqrt(w) * scale).sum().backward()\n"
-                    "torch.save(w.grad, __file__ + '.grad')\n")
+    path.write_text(
+        "import torch\n"
+        "torch.manual_seed(0)\n"
+        "w = torch.rand(200)\n"
+        "w[::7] = 0.0\n"
+        "w.requires_grad_()\n"
+        "scale = (w != 0).float()\n"
+        "(torch.sqrt(w) * scale).sum().backward()\n"
+        "torch.save(w.grad, __file__ + '.grad')\n"
+    )
     app = GradtuiApp(str(path))
     async with app.run_test(size=(160, 45)) as pilot:
         await wait_paused_at(pilot, 0)
@@ -154,8 +157,12 @@ async def test_a_nan_gradient_shows_the_finite_min_and_max_beside_its_count(tmp_
         await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="break nan")
         await pilot.press("escape")
         await pilot.press("c")
-        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after",
-                       timeout=60, what="the NaN stop")
+        await wait_for(
+            pilot,
+            lambda: app.state.paused is not None and app.state.paused.phase == "after",
+            timeout=60,
+            what="the NaN stop",
+        )
         node = app.state.paused.node
         await wait_paused_at(pilot, node)
         view = app.state.view

@@ -34,9 +34,11 @@ def seeded_series(passes: int = 40) -> PassSeries:
         series.started(i, (1.0 / (i + 1),))
         small = summarize(torch.tensor([rng.gauss(0, 1.0 / (1 + i * 0.1)) for _ in range(48)]))
         big = summarize(torch.tensor([rng.gauss(0.1, 0.5) for _ in range(200)]))
-        flow = (ev.ParamFlow("fc1.weight", 1, (48,), small.norm, 3.0, 0.1, 0),
-                ev.ParamFlow("fc2.weight", 2, (200,), big.norm, 2.0, 0.1, 0),
-                ev.ParamFlow("fc2.bias", 3, (1,), 0.3 + 0.01 * i, 1.0, 0.3, 0))
+        flow = (
+            ev.ParamFlow("fc1.weight", 1, (48,), small.norm, 3.0, 0.1, 0),
+            ev.ParamFlow("fc2.weight", 2, (200,), big.norm, 2.0, 0.1, 0),
+            ev.ParamFlow("fc2.bias", 3, (1,), 0.3 + 0.01 * i, 1.0, 0.3, 0),
+        )
         series.finished(i, flow, ((1, small), (2, big)))
     return series
 
@@ -75,8 +77,7 @@ def test_the_series_keeps_each_parameters_gradient_and_the_bands_follow_it():
     assert bands(series, "fc2.bias") == []  # no statistics came for it: no band, not a made-up one
     light = PassSeries()  # light statistics (a pass between pauses): norm only, no band
     light.started(0, (1.0,))
-    light.finished(0, (ev.ParamFlow("w", 1, (100,), 2.0, 1.0, 2.0, 0),),
-                   ((1, summarize(torch.ones(100), light=True)),))
+    light.finished(0, (ev.ParamFlow("w", 1, (100,), 2.0, 1.0, 2.0, 0),), ((1, summarize(torch.ones(100), light=True)),))
     assert bands(light, "w") == [] and light.norm_of(light.points[0], "w") == 2.0
 
 
@@ -143,12 +144,17 @@ async def test_g_in_a_replays_passes_view_draws_the_recorded_distributions(tmp_p
     run = gradtui("--headless", "--record-all", "-c", "continue", "--record", db, script("train_loop.py"), "5")
     assert run.returncode == 0, run.stderr
     with Recording(db) as recording:
-        weights = {info.index: recording.stats(info.index)[next(p.node for p in recording.flow(info.index)
-                                                                 if p.name == "0.weight")].grad_outputs[0]
-                   for info in recording.passes()}
+        weights = {
+            info.index: recording.stats(info.index)[
+                next(p.node for p in recording.flow(info.index) if p.name == "0.weight")
+            ].grad_outputs[0]
+            for info in recording.passes()
+        }
     app = GradtuiApp(target=ReplayTarget(db), passes_first=True)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen) and app.screen.indices, what="the passes view")
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, PassesScreen) and app.screen.indices, what="the passes view"
+        )
         await pilot.press("g")
         await wait_for(pilot, lambda: isinstance(app.screen, GradientsScreen), what="the gradients view")
         listing = app.screen.query_one(SelectionList)
@@ -182,10 +188,16 @@ def test_a_modules_distribution_is_its_parameters_elements_together():
     assert all(series.stats_of(point, "fc2.bias") is None for point in series.points)
     assert bands(series, "fc2") == []  # one of fc2's parameters has no statistics: no band, not a partial one
     both = PassSeries()
-    a, b = torch.randn(10, generator=torch.Generator().manual_seed(3)), torch.randn(6, generator=torch.Generator().manual_seed(4))
+    a, b = (
+        torch.randn(10, generator=torch.Generator().manual_seed(3)),
+        torch.randn(6, generator=torch.Generator().manual_seed(4)),
+    )
     both.started(0, (1.0,))
-    both.finished(0, (ev.ParamFlow("m.weight", 1, (10,), 1.0, 1.0, 1.0, 0), ev.ParamFlow("m.bias", 2, (6,), 1.0, 1.0, 1.0, 0)),
-                  ((1, summarize(a)), (2, summarize(b))))
+    both.finished(
+        0,
+        (ev.ParamFlow("m.weight", 1, (10,), 1.0, 1.0, 1.0, 0), ev.ParamFlow("m.bias", 2, (6,), 1.0, 1.0, 1.0, 0)),
+        ((1, summarize(a)), (2, summarize(b))),
+    )
     (band,) = bands(both, "m")
     together = torch.cat([a, b]).double()
     expected = torch.quantile(together, torch.tensor([bp / 10000 for bp in BASIS_POINTS], dtype=torch.double))

@@ -76,8 +76,18 @@ def test_the_app_owns_its_parts_and_is_no_mixin():
     """GradtuiApp is an App, nothing else; what reads the target, moves the view and sizes the
     panes import no app (no cycle app <-> client, even under TYPE_CHECKING)."""
     assert GradtuiApp.__bases__ == (App,)
-    for name in ("client.py", "navigation.py", "sizing.py", "transcript.py", "leaving.py", "state.py",
-                 "changes.py", "screens/debugger.py", "widgets/node_list.py", "widgets/header.py"):
+    for name in (
+        "client.py",
+        "navigation.py",
+        "sizing.py",
+        "transcript.py",
+        "leaving.py",
+        "state.py",
+        "changes.py",
+        "screens/debugger.py",
+        "widgets/node_list.py",
+        "widgets/header.py",
+    ):
         assert "gradtui.ui.app" not in _imports(UI / name), name
 
 

@@ -136,6 +136,7 @@ async def test_the_palette_finds_nodes_by_op_label_module_and_source():
 
         def best(query: str) -> int:
             from textual.fuzzy import Matcher
+
             return ranked_matches(index, Matcher(query).match)[0][1]
 
         assert graph.nodes[best("tanh")]["info"].name == "TanhBackward0"

@@ -44,8 +44,11 @@ def _own_keys(screen: Screen) -> set[str]:
 
 
 async def _shows_its_keys(pilot, screen: Screen) -> None:
-    await wait_for(pilot, lambda: _own_keys(screen) <= _shown_keys(screen),
-                   what=f"{type(screen).__name__}'s footer with {_own_keys(screen)}")
+    await wait_for(
+        pilot,
+        lambda: _own_keys(screen) <= _shown_keys(screen),
+        what=f"{type(screen).__name__}'s footer with {_own_keys(screen)}",
+    )
 
 
 @pytest.mark.asyncio

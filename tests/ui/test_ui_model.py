@@ -45,8 +45,7 @@ def test_state_follows_a_stepped_chain():
         if isinstance(event, ev.Paused):
             assert change.paused and state.current == event.node and event.node in change.rows
             seen.append(state.status_text())
-    assert seen == ["paused at #0 PowBackward0 (z)", "paused at #1 MulBackward0 (y)",
-                    "paused at #2 AccumulateGrad (x)"]
+    assert seen == ["paused at #0 PowBackward0 (z)", "paused at #1 MulBackward0 (y)", "paused at #2 AccumulateGrad (x)"]
     view = state.view
     assert view.order == [0, 1, 2] and view.row == {0: 0, 1: 1, 2: 2}
     assert view.ran == {0: 1, 1: 2, 2: 3}

@@ -34,8 +34,12 @@ def test_the_roots_own_ops_are_above_its_children():
     root = tree.modules["model"]
     assert root.children == ["body", "head"]
     assert tree.modules["body"].children == ["body.0", "body.1"]
-    assert [display_name(tree.modules[p]) for p in ("model", "body", "head", "body.0")] == ["model", "body", "head",
-                                                                                          "body.0"]
+    assert [display_name(tree.modules[p]) for p in ("model", "body", "head", "body.0")] == [
+        "model",
+        "body",
+        "head",
+        "body.0",
+    ]
     own = [n for n in root.nodes if node_info(graph, n).kind != "accumulate"]
     assert own and all(node_info(graph, n).module == "model" for n in own)  # log_softmax, mean, mul, neg
     assert [node_info(graph, n).param for n in root.nodes if node_info(graph, n).kind == "accumulate"] == ["scale"]

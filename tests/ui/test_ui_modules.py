@@ -29,7 +29,12 @@ def test_tree_groups_nodes_and_parameters_by_module():
 
     tree.toggle("fc2")
     assert [(r.depth, r.module, r.node) for r in tree.rows[2:7]] == [
-        (0, "fc2", None), (1, None, 1), (1, None, 2), (1, None, 4), (1, None, 6)]
+        (0, "fc2", None),
+        (1, None, 1),
+        (1, None, 2),
+        (1, None, 4),
+        (1, None, 6),
+    ]
     tree.toggle("fc2")
     assert len(tree.rows) == 4
     assert tree.reveal(8) == 4 and tree.rows[4].node == 8  # fc1 expanded to show #8 (after #5, #7)
@@ -38,12 +43,14 @@ def test_tree_groups_nodes_and_parameters_by_module():
 def test_module_paths_with_non_ascii_digit_keys_sort_and_show():
     """A ModuleDict key may be any text: `²` and `①` pass `str.isdigit` but `int()` refuses them,
     which made the module view raise on such a model; numbers still sort as numbers."""
-    nodes = [("MseLossBackward0", None, None, (1,)),
-             ("AddmmBackward0", "blocks.²", None, (2,)),
-             ("AddmmBackward0", "blocks.10", None, (3,)),
-             ("AddmmBackward0", "blocks.9", None, (4,)),
-             ("AddmmBackward0", "blocks.①", None, (5,)),
-             ("AddmmBackward0", "blocks.٣", None, ())]
+    nodes = [
+        ("MseLossBackward0", None, None, (1,)),
+        ("AddmmBackward0", "blocks.²", None, (2,)),
+        ("AddmmBackward0", "blocks.10", None, (3,)),
+        ("AddmmBackward0", "blocks.9", None, (4,)),
+        ("AddmmBackward0", "blocks.①", None, (5,)),
+        ("AddmmBackward0", "blocks.٣", None, ()),
+    ]
     tree = ModuleTree(fold([started(0, nodes)]).view)
     assert tree.modules["blocks"].children == ["blocks.9", "blocks.10", "blocks.²", "blocks.٣", "blocks.①"]
     tree.toggle("blocks")
@@ -71,13 +78,14 @@ def test_module_outgoing_norm_counts_only_gradient_leaving_the_module():
 
 def test_nested_modules_sum_squares_of_everything_leaving_them():
     nodes = [
-        ("SumBackward0", None, None, (1, 2)),               # 0
-        ("MulBackward0", "enc.layers.0.ff", None, (3,)),   # 1
-        ("MulBackward0", "enc.layers.1.ff", None, (3,)),   # 2
-        ("AccumulateGrad", None, "x", ()),                 # 3 a leaf, no module
+        ("SumBackward0", None, None, (1, 2)),  # 0
+        ("MulBackward0", "enc.layers.0.ff", None, (3,)),  # 1
+        ("MulBackward0", "enc.layers.1.ff", None, (3,)),  # 2
+        ("AccumulateGrad", None, "x", ()),  # 3 a leaf, no module
     ]
-    state = fold([started(0, nodes), ran(0, 0, 1, 1.0, (1.0, 1.0)), ran(0, 1, 2, 1.0, (3.0,)),
-                  ran(0, 2, 3, 1.0, (4.0,))])
+    state = fold(
+        [started(0, nodes), ran(0, 0, 1, 1.0, (1.0, 1.0)), ran(0, 1, 2, 1.0, (3.0,)), ran(0, 2, 3, 1.0, (4.0,))]
+    )
     tree = ModuleTree(state.view)
     assert tree.top == ["enc", NO_MODULE]
     assert tree.stats("enc").out_norm == 5.0  # sqrt(3² + 4²)
@@ -154,7 +162,9 @@ def test_nested_pass_is_a_log_line():
 
 
 def test_flow_is_kept_with_its_pass():
-    flow = (ev.ParamFlow("fc1.weight", 9, (4,), 1e-9, 1.0, 1e-9, 0),
-            ev.ParamFlow("fc2.weight", 6, (4,), math.nan, 1.0, math.nan, 4))
+    flow = (
+        ev.ParamFlow("fc1.weight", 9, (4,), 1e-9, 1.0, 1e-9, 0),
+        ev.ParamFlow("fc2.weight", 6, (4,), math.nan, 1.0, math.nan, 4),
+    )
     state = fold(run_mlp_pass(0, flow=flow))
     assert state.view.flow == flow

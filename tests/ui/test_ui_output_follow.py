@@ -22,8 +22,9 @@ async def command(pilot, text: str) -> None:
     app = pilot.app
     before = len(app.query_one(OutputLog).plain_lines())
     await pilot.press("colon", *text, "enter")
-    await wait_for(pilot, lambda: len(app.query_one(OutputLog).plain_lines()) > before + 1,
-                   what=f"the answer of {text}")
+    await wait_for(
+        pilot, lambda: len(app.query_one(OutputLog).plain_lines()) > before + 1, what=f"the answer of {text}"
+    )
     await pilot.pause()
     await pilot.pause()
 

@@ -17,8 +17,11 @@ async def test_w_mid_pass_shows_the_last_ended_pass_flow_titled_with_its_index()
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("f")  # to the first node of pass 1
-        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
-                       what="the first pause of pass 1")
+        await wait_for(
+            pilot,
+            lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
+            what="the first pause of pass 1",
+        )
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
         await pilot.pause()
@@ -76,8 +79,11 @@ async def test_under_the_flow_screen_the_footer_does_not_offer_q_quit_where_q_cl
         await wait_paused_at(pilot, 0)
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow")
-        await wait_for(pilot, lambda: not any(key.action == "step" for key in app.query(FooterKey)),
-                       what="the footer of the flow screen")
+        await wait_for(
+            pilot,
+            lambda: not any(key.action == "step" for key in app.query(FooterKey)),
+            what="the footer of the flow screen",
+        )
         assert not any(key.key == "q" for key in app.query(FooterKey))
         await pilot.press("q")
         await wait_for(pilot, lambda: not isinstance(app.screen, FlowScreen), what="q closed the flow")
@@ -114,9 +120,11 @@ async def test_the_palette_titles_every_action_by_its_name_once_and_finds_zoom()
         assert "(again or escape: back)" in zoom.help and "key Z" in zoom.help
         await pilot.press("ctrl+p")
         from textual.command import CommandPalette
+
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
         await pilot.press(*"zoom")
         from test_ui_app import _highlighted
+
         await wait_for(pilot, lambda: (_highlighted(app.screen) or "").startswith("Zoom"), what="zoom found")
 
 

@@ -37,7 +37,12 @@ async def test_m_folds_the_node_list_by_module_and_keys_fold_and_unfold():
         lines = list_lines(app)
         # an nn.Sequential's children are led by its variable: `model.0`, not a bare `0`
         assert [line.split()[1] for line in lines if line.lstrip().startswith(("▾", "▸"))] == [
-            "model", "model.0", "model.1", "model.2", "(no"]
+            "model",
+            "model.0",
+            "model.1",
+            "model.2",
+            "(no",
+        ]
         assert "by module" in nodes.border_title
 
         await pilot.press("home", "down")
@@ -133,7 +138,7 @@ async def test_w_shows_the_flow_and_brackets_browse_earlier_passes():
         assert [p.index for p in points] == [0, 1, 2]
         for point, view in zip(points, app.state.views):
             assert point.loss == view.losses[0]
-            assert point.grad_norm == pytest.approx(math.sqrt(sum(r.grad_norm ** 2 for r in view.flow)), rel=1e-12)
+            assert point.grad_norm == pytest.approx(math.sqrt(sum(r.grad_norm**2 for r in view.flow)), rel=1e-12)
         assert all(p.drawn_version == app.state.series.version for p in plots.values())  # drawn with the data
         await pilot.press("escape")
 
@@ -144,15 +149,21 @@ async def test_unhooked_and_nested_passes_are_shown_for_what_they_are():
     app = GradtuiApp(ui_script("no_backward.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
-        flow = (flow_row("fc1.weight", 0.0, 2.0), flow_row("fc2.weight", 0.5, 1.0),
-                flow_row("fc2.bias", float("nan"), 1.0, nonfinite=3))
+        flow = (
+            flow_row("fc1.weight", 0.0, 2.0),
+            flow_row("fc2.weight", 0.5, 1.0),
+            flow_row("fc2.bias", float("nan"), 1.0, nonfinite=3),
+        )
         for event in run_mlp_pass(0):
             app.apply_batch([event])
         app.apply_batch([ev.NestedPass(0, "backward", "train.py:40", 12, "Thread-7")])
         app.apply_batch([started(1, losses=(0.5,), recorded=False)])
         app.apply_batch([ev.PassFinished(1, 0, 0, flow=flow)])
-        await wait_for(pilot, lambda: app.state.live is not None and app.state.live.finished
-                       and app.state.live.index == 1, what="the unhooked pass")
+        await wait_for(
+            pilot,
+            lambda: app.state.live is not None and app.state.live.finished and app.state.live.index == 1,
+            what="the unhooked pass",
+        )
         await pilot.pause()
         nodes = app.query_one(NodeList)
         assert nodes.row_count == 0 and "unhooked" in nodes.border_title
@@ -240,7 +251,9 @@ async def test_l_puts_the_loss_and_norm_plots_on_a_log_scale_and_back():
         ratios = [a / b for a, b in zip(logged, logged[1:])]
         assert ratios == pytest.approx([ratios[0]] * len(ratios), rel=0.05)  # evenly spaced in log: equal ratios
         await pilot.press("l")
-        await wait_for(pilot, lambda: _y_labels(loss) == linear and "log" not in plot_lines(loss)[0], what="linear again")
+        await wait_for(
+            pilot, lambda: _y_labels(loss) == linear and "log" not in plot_lines(loss)[0], what="linear again"
+        )
         await pilot.press("escape")
 
 

@@ -31,7 +31,7 @@ def _dz_dy() -> torch.Tensor:
     x = torch.tensor([2.0], requires_grad=True)
     y = x * 3
     y.retain_grad()
-    (y ** 2).backward()
+    (y**2).backward()
     return y.grad
 
 
@@ -69,8 +69,9 @@ async def test_interact_runs_python_at_the_pause_and_g_is_an_edit():
         await type_text(pilot, "g = g * 0")
         await pilot.press("enter")
         await wait_for(pilot, lambda: edits, what="the edit")
-        await wait_for(pilot, lambda: any(line.startswith("gradient now") for line in console.log_lines),
-                       what="the edit's answer")
+        await wait_for(
+            pilot, lambda: any(line.startswith("gradient now") for line in console.log_lines), what="the edit's answer"
+        )
         assert edits[0].command == "!g = g * 0" and edits[0].node == 1
         assert edits[0].after[0].norm == 0 and edits[0].before[0].norm == float(_dz_dy().norm())
         await pilot.press("up")  # the history: the last statement again
@@ -105,8 +106,10 @@ async def test_ctrl_c_breaks_in_to_a_running_loop():
     app = GradtuiApp(script("endless_loop.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
-        shown = lambda: [b.binding.key for b in app.screen.active_bindings.values()  # noqa: E731
-                         if b.binding.show and b.enabled]
+
+        def shown() -> list[str]:
+            return [b.binding.key for b in app.screen.active_bindings.values() if b.binding.show and b.enabled]
+
         assert "ctrl+c" not in shown()  # paused: nothing to break into
         for _ in range(2):
             await pilot.press("c")
@@ -127,8 +130,11 @@ async def test_ctrl_c_in_a_long_forward_says_what_it_waits_for_and_a_second_offe
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.status_text().startswith("running"), what="the script to run")
         await pilot.press("ctrl+c")
-        await wait_for(pilot, lambda: "running forward; pausing at the next backward" in answer_text(app),
-                       what="what the break-in waits for")
+        await wait_for(
+            pilot,
+            lambda: "running forward; pausing at the next backward" in answer_text(app),
+            what="what the break-in waits for",
+        )
         assert app.break_in.waiting
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: isinstance(app.screen, LeaveScreen), what="the offer to quit")

@@ -31,7 +31,7 @@ def test_ema_is_tensorboards_debiased_average_and_skips_what_is_not_finite():
             expected.append(v)
             continue
         last, n = last * 0.6 + 0.4 * v, n + 1
-        expected.append(last / (1 - 0.6 ** n))
+        expected.append(last / (1 - 0.6**n))
     assert smoothed[0] == 4.0 and smoothed[1] is None and math.isnan(smoothed[3])
     assert smoothed[2] == pytest.approx(expected[2]) and smoothed[4] == pytest.approx(expected[4])
     assert ema(values, 0.0) == values
@@ -45,8 +45,11 @@ def test_each_parameter_and_module_norm_is_kept_per_pass_and_a_node_names_its_ow
     assert series.norm_of(first, "fc1.weight") == 3.0 and series.norm_of(first, "fc1") == 5.0
     assert series.norm_of(first, "fc2.weight") is None  # named after this pass
     assert math.isinf(series.norm_of(second, "fc1.weight")) and series.norm_of(second, "fc1.bias") is None
-    assert series.choices()[:2] == ["fc2", "fc1"] and set(series.choices()[2:]) == {"fc1.weight", "fc1.bias",
-                                                                                    "fc2.weight"}
+    assert series.choices()[:2] == ["fc2", "fc1"] and set(series.choices()[2:]) == {
+        "fc1.weight",
+        "fc1.bias",
+        "fc2.weight",
+    }
     assert series.subject("fc1.bias", "model.fc1") == "fc1.bias"
     assert series.subject(None, "model.fc1") == "fc1" and series.subject(None, "model.fc2") == "fc2"
     assert series.subject(None, "other") is None and series.subject(None, None) is None
@@ -58,7 +61,9 @@ async def _passes(pilot, norms: list[tuple[float, float]]) -> dict[str, SeriesPl
     await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
     for i, (a, b) in enumerate(norms):
         app.apply_batch([started(i, losses=(a + b,), recorded=False)])
-        app.apply_batch([ev.PassFinished(i, 0, 0, flow=(flow_row("fc1.weight", a, 1.0), flow_row("fc2.weight", b, 1.0)))])
+        app.apply_batch(
+            [ev.PassFinished(i, 0, 0, flow=(flow_row("fc1.weight", a, 1.0), flow_row("fc2.weight", b, 1.0)))]
+        )
     await wait_for(pilot, lambda: len(app.state.series.points) == len(norms), what="the passes")
     await pilot.press("P")
     await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
@@ -107,8 +112,11 @@ async def test_t_plots_one_parameters_norm_chosen_from_the_list():
         await wait_for(pilot, lambda: isinstance(app.screen, PlotChoiceScreen), what="the choice")
         await pilot.pause()
         await pilot.press("up", "up", "up", "up", "enter")  # all parameters together again, at the top
-        await wait_for(pilot, lambda: "pass 1: 10" in plot_lines(norm)[0] and "fc2" not in plot_lines(norm)[0],
-                       what="all parameters again")
+        await wait_for(
+            pilot,
+            lambda: "pass 1: 10" in plot_lines(norm)[0] and "fc2" not in plot_lines(norm)[0],
+            what="all parameters again",
+        )
         await pilot.press("escape")
 
 

@@ -18,7 +18,7 @@ from tests.ui.ui_helpers import wait_paused_at
 def _pictures(page: str) -> list[list[str]]:
     """The code blocks of a page's "The screen" section, as lines."""
     text = (REPO / page).read_text(encoding="utf-8")
-    section = text[text.index("## The screen"):text.index("\n## ", text.index("## The screen") + 1)]
+    section = text[text.index("## The screen") : text.index("\n## ", text.index("## The screen") + 1)]
     return [block.splitlines() for block in re.findall(r"```\n(.*?)\n```", section, flags=re.S)]
 
 

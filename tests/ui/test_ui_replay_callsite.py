@@ -32,9 +32,24 @@ pytestmark = pytest.mark.timeout(120)
 def recording(tmp_path_factory) -> str:
     """notebook_cell.py recorded headless: its one pass paused at its first node (`continue`)."""
     path = str(tmp_path_factory.mktemp("cell") / "cell.db")
-    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "--record", path, "-c", "continue",
-                           ui_script("notebook_cell.py")], capture_output=True, text=True, timeout=90, cwd=REPO,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gradtui",
+            "--headless",
+            "--record",
+            path,
+            "-c",
+            "continue",
+            ui_script("notebook_cell.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return path
 

@@ -25,9 +25,27 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _record(path: str, *options: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "--record", path, *options,
-                           "-c", "break nan", "-c", "continue", script("nanmlp.py")],
-                          capture_output=True, text=True, timeout=90, cwd=REPO, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gradtui",
+            "--headless",
+            "--record",
+            path,
+            *options,
+            "-c",
+            "break nan",
+            "-c",
+            "continue",
+            script("nanmlp.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return path
 
@@ -45,8 +63,11 @@ def _app(db: str) -> GradtuiApp:
 
 async def _passes_view(pilot) -> PassesScreen:
     app = pilot.app
-    await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 5,
-                   what="the replay's pause in pass 5")
+    await wait_for(
+        pilot,
+        lambda: app.state.paused is not None and app.state.paused.pass_index == 5,
+        what="the replay's pause in pass 5",
+    )
     await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen) and app.screen.indices, what="the passes view")
     return app.screen
 
@@ -103,8 +124,11 @@ async def _settled_passes_view(pilot) -> None:
     from textual.widgets._footer import FooterKey
 
     await _passes_view(pilot)
-    await wait_for(pilot, lambda: not any(key.action == "step" for key in pilot.app.query(FooterKey)),
-                   what="the footer of the passes view")
+    await wait_for(
+        pilot,
+        lambda: not any(key.action == "step" for key in pilot.app.query(FooterKey)),
+        what="the footer of the passes view",
+    )
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
     await pilot.pause()
@@ -117,8 +141,17 @@ def test_replay_passes_view_keeps_its_table_rows(snap_compare, recordings, size)
     assert snap_compare(_app(recordings["all"]), terminal_size=size, run_before=_settled_passes_view)
 
 
-@pytest.mark.parametrize("height,recording,size", [(24, True, "compact"), (45, True, "full"), (40, True, "short"),
-                                                   (20, True, "hidden"), (24, False, "short"), (36, False, "full")])
+@pytest.mark.parametrize(
+    "height,recording,size",
+    [
+        (24, True, "compact"),
+        (45, True, "full"),
+        (40, True, "short"),
+        (20, True, "hidden"),
+        (24, False, "short"),
+        (36, False, "full"),
+    ],
+)
 def test_the_plots_give_way_to_the_table(height, recording, size):
     from gradtui.ui.screens.passes import AROUND, FOOTER, PLOT_SIZES, TABLE_ROWS, plot_size
 

@@ -67,11 +67,16 @@ def test_a_mark_is_drawn_beside_the_difference_column_and_the_names_keep_one_wid
     painter = RowPainter(lambda name: Style())
     painter.widths = Widths.of(view)
     for width in (30, 34, 40, 60):
-        rows = {node: "".join(s.text for s in painter.node_row(view, node, width, Style(), None, state.markers))
-                for node in view.order}
+        rows = {
+            node: "".join(s.text for s in painter.node_row(view, node, width, Style(), None, state.markers))
+            for node in view.order
+        }
         for node, row in rows.items():
             assert len(row) <= width, (width, row)
-            assert row.rstrip().endswith("- ●" if node_info(view.graph, node).name == "AccumulateGrad" else "-"), (width, row)
+            assert row.rstrip().endswith("- ●" if node_info(view.graph, node).name == "AccumulateGrad" else "-"), (
+                width,
+                row,
+            )
         whole = set()
         for node, row in rows.items():
             name, shown = node_info(view.graph, node).name, row[4:].split()[0]

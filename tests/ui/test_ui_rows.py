@@ -59,8 +59,9 @@ async def test_a_click_selects_the_node_row_or_module_row_clicked():
 async def test_a_click_selects_the_flow_row_and_the_pass_row_clicked():
     app = GradtuiApp(example("mlp.py"), commands=["break pass 1", "continue"])
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
-                       what="the pause in pass 1")
+        await wait_for(
+            pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1, what="the pause in pass 1"
+        )
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.status == "finished", what="the end")
         await pilot.press("w")
@@ -172,7 +173,6 @@ async def test_u_and_d_walk_the_graph_n_steps_and_r_finishes():
         await pilot.press("r")
         await wait_for(pilot, lambda: app.state.status == "finished", what="r to the end")
         assert app.state.view.leaf_grads[2].values == (36.0,)
-
 
 
 def test_module_paths_are_cut_at_dots_never_mid_word():

@@ -25,7 +25,9 @@ def test_a_point_is_the_loss_and_the_norms_of_the_flow():
     assert point.modules == {"fc1": 5.0, "fc2": 12.0}
     assert module_of("w") == TOP and module_of("enc.layers.0.linear1.weight") == "enc.layers.0.linear1"
     series.finished(1, flow(("fc1.weight", float("nan"), 4)))
-    assert series.points[1].loss is None and math.isnan(series.points[1].grad_norm) and series.points[1].nonfinite == 1  # leaves, not elements
+    assert (
+        series.points[1].loss is None and math.isnan(series.points[1].grad_norm) and series.points[1].nonfinite == 1
+    )  # leaves, not elements
     assert series.top_modules(5) == ["fc2", "fc1"]
 
 
@@ -43,7 +45,11 @@ def test_the_ui_state_feeds_the_series_and_a_pass_shown_again_replaces_its_point
     for i, loss in enumerate((3.0, 2.0, 1.0)):
         state.apply(started(i, losses=(loss,), recorded=False))
         state.apply(ev.PassFinished(i, 0, 0, flow=flow(("fc.weight", loss * 2, 0))))
-    assert [(p.index, p.loss, p.grad_norm) for p in state.series.points] == [(0, 3.0, 6.0), (1, 2.0, 4.0), (2, 1.0, 2.0)]
+    assert [(p.index, p.loss, p.grad_norm) for p in state.series.points] == [
+        (0, 3.0, 6.0),
+        (1, 2.0, 4.0),
+        (2, 1.0, 2.0),
+    ]
     version = state.series.version
     state.apply(started(1, losses=(2.0,), recorded=False))  # a recording's `pass 1`
     state.apply(ev.PassFinished(1, 0, 0, flow=flow(("fc.weight", 4.0, 0))))

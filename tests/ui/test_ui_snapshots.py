@@ -29,8 +29,11 @@ async def _footer_of_the_modal(pilot) -> None:
     for it (else the picture has the main screen's keys one run and the modal's the next)."""
     from textual.widgets._footer import FooterKey
 
-    await wait_for(pilot, lambda: not any(key.action == "step" for key in pilot.app.query(FooterKey)),
-                   what="the footer of the modal screen")
+    await wait_for(
+        pilot,
+        lambda: not any(key.action == "step" for key in pilot.app.query(FooterKey)),
+        what="the footer of the modal screen",
+    )
 
 
 def test_first_pause_on_chain(snap_compare):
@@ -53,8 +56,9 @@ def test_histogram_of_a_hidden_layer_gradient_on_mlp(snap_compare):
             if paused.name == "AddmmBackward0" and grads and grads[0].shape == (64, 16):
                 break
             await pilot.press("s")
-            await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused is not paused,
-                           what="the next pause")
+            await wait_for(
+                pilot, lambda: app.state.paused is not None and app.state.paused is not paused, what="the next pause"
+            )
         assert app.state.paused.name == "AddmmBackward0"
         await wait_paused_at(pilot, app.state.paused.node)
         await _settle(pilot)
@@ -70,8 +74,9 @@ def test_nan_stop(snap_compare):
         await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="break nan")
         await wait_for(pilot, lambda: app.query_one(NodeList).has_focus)
         await pilot.press("c")
-        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after",
-                       what="the NaN stop")
+        await wait_for(
+            pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after", what="the NaN stop"
+        )
         await wait_paused_at(pilot, app.state.paused.node)
         await _settle(pilot)
 
@@ -178,8 +183,9 @@ def test_passes_screen_after_a_loop(snap_compare):
 
     async def run_before(pilot):
         app = pilot.app
-        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
-                       what="the pause in pass 1")
+        await wait_for(
+            pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1, what="the pause in pass 1"
+        )
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.status == "finished", what="the end")
         await pilot.press("P")
@@ -199,9 +205,26 @@ def _plots_recording(tmp_path) -> str:
     from tests.helpers import REPO
 
     db = tmp_path / "run.db"
-    done = subprocess.run([sys.executable, "-m", "gradtui", "--headless", "--record", str(db), "--record-every", "1",
-                           "-c", "continue", ui_script("plots_loop.py")], capture_output=True, text=True,
-                          timeout=90, cwd=REPO, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gradtui",
+            "--headless",
+            "--record",
+            str(db),
+            "--record-every",
+            "1",
+            "-c",
+            "continue",
+            ui_script("plots_loop.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
     return str(db)
 
@@ -214,8 +237,11 @@ def _replay_app(db: str) -> GradtuiApp:
 
 async def _replay_paused_in_pass_11(pilot) -> None:
     app = pilot.app
-    await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 11,
-                   what="the replay's pause in pass 11")
+    await wait_for(
+        pilot,
+        lambda: app.state.paused is not None and app.state.paused.pass_index == 11,
+        what="the replay's pause in pass 11",
+    )
     await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
 
 

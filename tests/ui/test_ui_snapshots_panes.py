@@ -57,8 +57,9 @@ def test_w_in_pass_1_shows_pass_0_with_its_zero_biases_apart(snap_compare, size)
         await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
-    assert snap_compare(GradtuiApp(ui_script("zero_bias.py"), record_all=True), terminal_size=size,
-                        run_before=run_before)
+    assert snap_compare(
+        GradtuiApp(ui_script("zero_bias.py"), record_all=True), terminal_size=size, run_before=run_before
+    )
 
 
 @SIZES
@@ -69,13 +70,23 @@ def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
 
     async def run_before(pilot):
         app = pilot.app
-        await wait_for(pilot, lambda: len(app.state.breakpoints) == 2 and app.state.paused is not None
-                       and app.state.paused.pass_index == 1, what="the second hit")
+        await wait_for(
+            pilot,
+            lambda: (
+                len(app.state.breakpoints) == 2 and app.state.paused is not None and app.state.paused.pass_index == 1
+            ),
+            what="the second hit",
+        )
         await wait_paused_at(pilot, 1)
         from tests.ui.ui_helpers import output_lines  # pass 0's print comes through a pipe: wait for it, else the
-        await wait_for(pilot, lambda: any("pass 0 x.grad" in line for line in output_lines(app)),  # tail varies
-                       what="pass 0's print")
+
+        await wait_for(
+            pilot,
+            lambda: any("pass 0 x.grad" in line for line in output_lines(app)),  # tail varies
+            what="pass 0's print",
+        )
         from gradtui.ui.widgets.output_log import OutputLog
+
         log = app.query_one(OutputLog)
         await pilot.pause()
         await wait_for(pilot, lambda: log.scroll_y == log.max_scroll_y, what="the output pane at its end")
@@ -113,5 +124,4 @@ def _source_view(snap_compare, size: tuple[int, int]) -> None:
         await _footer_of_the_modal(pilot)
         await _settle(pilot)
 
-    assert snap_compare(GradtuiApp(script("train_loop.py"), args=["1"]), terminal_size=size,
-                        run_before=run_before)
+    assert snap_compare(GradtuiApp(script("train_loop.py"), args=["1"]), terminal_size=size, run_before=run_before)

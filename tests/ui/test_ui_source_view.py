@@ -116,8 +116,15 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
         await wait_for(pilot, lambda: not isinstance(app.screen, SourceScreen), what="the view closed")
         for index in (1, 2):  # pass 0 is paused at line 12's node already: the hits are the next passes'
             await pilot.press("c")
-            await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == index
-                           and app.state.paused.node == pow_node, what=f"the hit at line 12 in pass {index}")
+            await wait_for(
+                pilot,
+                lambda: (
+                    app.state.paused is not None
+                    and app.state.paused.pass_index == index
+                    and app.state.paused.node == pow_node
+                ),
+                what=f"the hit at line 12 in pass {index}",
+            )
         assert app.state.breakpoints[0].hits == 2
         lines = await _open(pilot)  # opened again: the breakpoint is marked from the target's list
         assert _row(lines, 12)[1] == "●" and _row(lines, 11)[1] == " "

@@ -62,8 +62,9 @@ async def test_a_step_renders_only_changed_rows_of_a_10000_node_pass(monkeypatch
             await pilot.pause()
         rows = app.query_one(NodeList).size.height
         # two rows per step, plus a screenful each time the cursor leaves the screen
-        assert CountingNodeList.rendered <= STEPS * 2 + rows * (1 + 2 * STEPS // rows), \
+        assert CountingNodeList.rendered <= STEPS * 2 + rows * (1 + 2 * STEPS // rows), (
             "a step redrew more than the rows that changed"
+        )
         assert CountingBody.updates <= 2 * 2 * STEPS, "a pane was redrawn more than twice a step"
         assert CountingBody.layouts == 0, "a step laid the screen out again"
 

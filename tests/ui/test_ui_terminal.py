@@ -60,7 +60,9 @@ def test_q_while_the_script_sits_in_a_c_call_ends_the_process():
             done, raw = os.waitpid(pid, os.WNOHANG)
             if done:
                 status = os.waitstatus_to_exitcode(raw)
-        assert status == QUIT_STATUS, "gradtui was still running 10 s after q (or did not say it was quit)"  # the script's sleep has 50 s left
+        assert status == QUIT_STATUS, (
+            "gradtui was still running 10 s after q (or did not say it was quit)"
+        )  # the script's sleep has 50 s left
     finally:
         if status is None:
             os.kill(pid, signal.SIGKILL)

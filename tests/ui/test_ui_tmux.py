@@ -23,14 +23,28 @@ class Tmux:
     def __init__(self, command: list[str], width: int = 80, height: int = 24) -> None:
         self.socket = f"gradtui-test-{os.getpid()}"
         env = dict(os.environ, TERM="xterm-256color", PYTHONPATH=str(REPO))
-        self._tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height),
-                   "env", f"PYTHONPATH={REPO}", "TERM=xterm-256color", *command, env=env)
+        self._tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            str(width),
+            "-y",
+            str(height),
+            "env",
+            f"PYTHONPATH={REPO}",
+            "TERM=xterm-256color",
+            *command,
+            env=env,
+        )
         self.pid = int(self._tmux("list-panes", "-t", "t", "-F", "#{pane_pid}").stdout.split()[0])
         """The pane's process: the app (`env` execs it)."""
 
     def _tmux(self, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
-                              timeout=10, env=env, check=check)
+        return subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10, env=env, check=check
+        )
 
     def screen(self) -> str:
         """What the pane shows now."""
@@ -127,14 +141,19 @@ def test_the_ui_is_sized_by_its_terminal_not_by_columns_and_lines(tmp_path):
     """COLUMNS=160 LINES=45 exported in an 80x24 terminal: the app draws 80x24 (it drew 160
     columns, off-screen), and the script still sees the variables as the user set them."""
     path = tmp_path / "sized.py"
-    path.write_text("import os\nimport torch\n"
-                    "print('script sees', os.environ.get('COLUMNS'), os.environ.get('LINES'), flush=True)\n"
-                    "x = torch.ones(1, requires_grad=True)\n(x * 3).sum().backward()\n")
+    path.write_text(
+        "import os\nimport torch\n"
+        "print('script sees', os.environ.get('COLUMNS'), os.environ.get('LINES'), flush=True)\n"
+        "x = torch.ones(1, requires_grad=True)\n(x * 3).sum().backward()\n"
+    )
     tmux = Tmux(["env", "COLUMNS=160", "LINES=45", sys.executable, "-m", "gradtui", str(path)])
     try:
         # the footer settles a frame after the header says paused (Ctrl-C's key leaves it then)
-        screen = tmux.wait(lambda s: "paused at #0" in s and "script sees" in s and "^c" not in s, timeout=40,
-                           what="the first pause, with the header's right end on screen")
+        screen = tmux.wait(
+            lambda s: "paused at #0" in s and "script sees" in s and "^c" not in s,
+            timeout=40,
+            what="the first pause, with the header's right end on screen",
+        )
         lines = screen.rstrip("\n").split("\n")
         assert len(lines) == 24 and "q quit" in lines[-1], screen  # the footer is the terminal's last row
         assert lines[0].rstrip().endswith("paused at #0 SumBackward0"), screen  # the header ends at column 80

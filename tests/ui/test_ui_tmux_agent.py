@@ -56,13 +56,16 @@ class Panes:
         """Every UI and agent pid seen, SIGKILLed at the end if still alive."""
 
     def _tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
-                              timeout=10, check=check)
+        return subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10, check=check
+        )
 
     def open(self, name: str, script: str) -> None:
         """Start window `name`: gradtui on `script`, then the exit status and `stty -a`."""
-        line = (f"{shlex.quote(sys.executable)} -m gradtui {shlex.quote(ui_script(script))}; "
-                "echo gradtui-exit=$?; stty -a; sleep 300")
+        line = (
+            f"{shlex.quote(sys.executable)} -m gradtui {shlex.quote(ui_script(script))}; "
+            "echo gradtui-exit=$?; stty -a; sleep 300"
+        )
         # COLUMNS/LINES from the environment (pytest's may have them) would fix the app at that
         # size, whatever the pane's.
         command = ["env", "-u", "COLUMNS", "-u", "LINES", f"PYTHONPATH={REPO}", "TERM=xterm-256color", "sh", "-c", line]
@@ -121,8 +124,12 @@ class Panes:
 
     def returned(self, name: str, timeout: float = 15) -> tuple[int, str]:
         """Wait for the shell to be back after gradtui; its exit status and what `stty -a` said."""
-        screen = self.wait(name, lambda s: "gradtui-exit=" in s and "icanon" in s, timeout,
-                           what="gradtui's end and the shell's stty -a")
+        screen = self.wait(
+            name,
+            lambda s: "gradtui-exit=" in s and "icanon" in s,
+            timeout,
+            what="gradtui's end and the shell's stty -a",
+        )
         status = int(re.search(r"gradtui-exit=(\d+)", screen).group(1))
         return status, screen.partition("gradtui-exit=")[2]
 
@@ -183,10 +190,13 @@ def test_the_script_owns_its_main_thread_and_fds_and_q_while_paused_leaves_no_ag
     print(f"q while paused to the UI's end: {took:.2f}s")
 
 
-@pytest.mark.parametrize("script, how, status", [
-    ("exits4.py", "exited with status 4", 4),
-    ("crashes.py", "was killed by SIGSEGV", 128 + 11),
-])
+@pytest.mark.parametrize(
+    "script, how, status",
+    [
+        ("exits4.py", "exited with status 4", 4),
+        ("crashes.py", "was killed by SIGSEGV", 128 + 11),
+    ],
+)
 def test_the_ui_stays_open_when_the_agent_dies_then_q_restores_the_terminal(panes, script, how, status):
     panes.open("dies", script)
     panes.first_pause("dies")
@@ -194,8 +204,12 @@ def test_the_ui_stays_open_when_the_agent_dies_then_q_restores_the_terminal(pane
     panes.keys("dies", "c")
     # How it ended, and its last output ("leaving now", "crashing now"); waited for together,
     # as one capture can fall in the middle of a repaint.
-    panes.wait("dies", lambda s: how in " ".join(s.split()) and "ing now" in s, 20,
-               what=f"'{how}' and the script's last line on screen")
+    panes.wait(
+        "dies",
+        lambda s: how in " ".join(s.split()) and "ing now" in s,
+        20,
+        what=f"'{how}' and the script's last line on screen",
+    )
     wait_until(lambda: gone(agent), 5, "the agent to be gone")
     time.sleep(0.3)
     assert not gone(ui) and panes.alternate_on("dies"), "the UI did not stay open"

@@ -23,12 +23,16 @@ def test_ctrl_c_after_continue_breaks_in_to_a_training_loop_then_q_quits():
         tmux.wait(lambda s: "paused at #0" in s, timeout=60, what="the first pause")
         tmux.keys("c")
         header = lambda s: s.splitlines()[0] if s.strip() else ""  # noqa: E731 - the app's first row
-        screen = tmux.wait(lambda s: header(s).rstrip().endswith("running") and "^c pause" in s, timeout=30,
-                           what="running, the footer offering Ctrl-C")
+        screen = tmux.wait(
+            lambda s: header(s).rstrip().endswith("running") and "^c pause" in s,
+            timeout=30,
+            what="running, the footer offering Ctrl-C",
+        )
         assert "done: loss" not in screen  # still in its 3,000 steps
         tmux.keys("C-c")
-        screen = tmux.wait(lambda s: "paused at #" in header(s) and "break in" in s, timeout=30,
-                           what="the break-in's pause")
+        screen = tmux.wait(
+            lambda s: "paused at #" in header(s) and "break in" in s, timeout=30, what="the break-in's pause"
+        )
         found = re.search(r"pass (\d+)", header(screen))
         assert found and int(found.group(1)) >= 1, screen  # a pass after the one `c` left
         assert re.search(r"paused at #\d+ \w+Backward\d*|paused at #\d+ AccumulateGrad", header(screen)), screen

@@ -47,7 +47,11 @@ async def test_the_call_sites_tensors_and_modules_with_their_nodes_and_norms():
         assert model.var.kind == "module" and model.var.parameters == 4 * 16 + 16 + 16 + 1
         params = {graph.nodes[n]["info"].param for n in model.var.nodes}
         assert params == {"0.weight", "0.bias", "2.weight", "2.bias"} or params == {
-            "model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias"}
+            "model.0.weight",
+            "model.0.bias",
+            "model.2.weight",
+            "model.2.bias",
+        }
         assert model.norm is None  # the pass has not made the leaves' gradients yet
         table = str(screen.query_one(DataTable).get_row_at(4)[4])
         assert table == "#0"
@@ -74,15 +78,14 @@ async def test_the_call_sites_tensors_and_modules_with_their_nodes_and_norms():
         screen = await _open(pilot)
         model = next(r for r in screen.rows if r.var.name == "model")
         flow = app.state.view.flow  # the engine's own norms of each parameter's .grad
-        expected = math.sqrt(sum(f.grad_norm ** 2 for f in flow))
+        expected = math.sqrt(sum(f.grad_norm**2 for f in flow))
         assert model.norm == pytest.approx(expected, rel=1e-6)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, VariablesScreen), what="the pane closed")
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
         await pilot.pause()
-        assert "variables where backward was called" in " ".join(
-            str(w.visual) for w in app.screen.query("Static"))
+        assert "variables where backward was called" in " ".join(str(w.visual) for w in app.screen.query("Static"))
         await pilot.press("escape")
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.script_over, what="the end")

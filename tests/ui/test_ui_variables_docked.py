@@ -37,16 +37,28 @@ async def test_l_docks_the_variables_and_they_stay_for_the_next_pass_until_l_aga
         assert model.norm is None
 
         await pilot.press("f")  # pass 0 ends, pass 1 pauses: the pane is still docked, with pass 1's rows
-        await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
-                       what="the first pause of pass 1")
-        await wait_for(pilot, lambda: app.state.view.variables is not None
-                       and app.state.view.variables.pass_index == 1, what="pass 1's variables")
-        await wait_for(pilot, lambda: pane.display and pane.rows == variable_rows(app.state.view),
-                       what="pass 1's rows in the docked pane")
+        await wait_for(
+            pilot,
+            lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
+            what="the first pause of pass 1",
+        )
+        await wait_for(
+            pilot,
+            lambda: app.state.view.variables is not None and app.state.view.variables.pass_index == 1,
+            what="pass 1's variables",
+        )
+        await wait_for(
+            pilot,
+            lambda: pane.display and pane.rows == variable_rows(app.state.view),
+            what="pass 1's rows in the docked pane",
+        )
         await pilot.press("left_square_bracket")  # back to pass 0, ended: its leaves' norms are known
         await wait_for(pilot, lambda: app.state.view.index == 0, what="pass 0 shown")
-        await wait_for(pilot, lambda: next(r for r in pane.rows if r.var.name == "model").norm is not None,
-                       what="pass 0's norms in the docked pane")
+        await wait_for(
+            pilot,
+            lambda: next(r for r in pane.rows if r.var.name == "model").norm is not None,
+            what="pass 0's norms in the docked pane",
+        )
 
         table.focus()  # enter on a row: its node
         await pilot.pause()

@@ -43,8 +43,7 @@ async def wait_for(pilot: Pilot, predicate: Callable[[], object], timeout: float
 async def wait_paused_at(pilot: Pilot, node: int, timeout: float = 30) -> None:
     """Wait until the engine is paused at `node` and the app has drawn it."""
     app: GradtuiApp = pilot.app  # type: ignore[assignment]
-    await wait_for(pilot, lambda: app.state.current == node and selected(app) == node, timeout,
-                   f"a pause at #{node}")
+    await wait_for(pilot, lambda: app.state.current == node and selected(app) == node, timeout, f"a pause at #{node}")
     await pilot.pause()
 
 
@@ -82,6 +81,9 @@ async def finish_into_pass_1(pilot: Pilot) -> None:
     app = pilot.app
     await wait_paused_at(pilot, 0)
     await pilot.press("f")
-    await wait_for(pilot, lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
-                   what="the first pause of pass 1")
+    await wait_for(
+        pilot,
+        lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
+        what="the first pause of pass 1",
+    )
     await wait_paused_at(pilot, app.state.paused.node)

@@ -34,10 +34,13 @@ def test_the_script_runs_on_the_main_thread_of_its_own_process_and_fd_output_is_
     assert len(done) == 1 and done[0].exit_status == 0 and done[0].how is None
 
 
-@pytest.mark.parametrize("script, status, how", [
-    ("exit4.py", 4, "exited with status 4"),
-    ("segv.py", 128 + 11, "was killed by SIGSEGV"),
-])
+@pytest.mark.parametrize(
+    "script, status, how",
+    [
+        ("exit4.py", 4, "exited with status 4"),
+        ("segv.py", 128 + 11, "was killed by SIGSEGV"),
+    ],
+)
 def test_an_agent_that_dies_is_reported_with_how_it_ended_and_its_last_output(script, status, how):
     events, target = run_child(os.path.join(HERE, script), ["continue"])
     done = [e for e in events if isinstance(e, ev.ScriptFinished)]
@@ -132,8 +135,13 @@ def test_bad_listen_addresses_and_ports_in_use_are_one_line_errors(tmp_path):
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         for address, message in ((f"127.0.0.1:{port}", "cannot listen"), ("nonsense:x", "is not [HOST:]PORT")):
-            done = subprocess.run([sys.executable, "-m", "gradtui", "--listen", address, str(SCRIPTS / "chain.py")],
-                                  capture_output=True, text=True, env=env, timeout=60)
+            done = subprocess.run(
+                [sys.executable, "-m", "gradtui", "--listen", address, str(SCRIPTS / "chain.py")],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
             assert done.returncode == 2 and message in done.stderr, done.stderr
             assert len(done.stderr.strip().splitlines()[-1]) < 200
     assert not list(tmp_path.iterdir())
@@ -141,8 +149,9 @@ def test_bad_listen_addresses_and_ports_in_use_are_one_line_errors(tmp_path):
 
 def test_attach_with_no_agent_running_says_how_to_start_one(tmp_path):
     env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "gradtui", "attach", "--headless"], capture_output=True,
-                          text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "gradtui", "attach", "--headless"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert done.returncode == 2 and "gradtui --listen" in done.stderr
 
 

@@ -16,7 +16,7 @@ from gradtui.wire.codec import from_wire, to_wire
 
 def _through(event):
     frame = protocol.encode({"events": [to_wire(event)]})
-    message = protocol.decode(frame[protocol.HEADER.size:])
+    message = protocol.decode(frame[protocol.HEADER.size :])
     return from_wire(message["events"][0])
 
 
@@ -32,8 +32,15 @@ def test_plain_events_come_back_equal_nan_and_inf_included():
         ev.BreakpointsChanged((ev.BreakpointInfo(1, "nan", 2), ev.BreakpointInfo(2, "module fc*", 0))),
         ev.PassFinished(0, 3, 3, None, None, (), ((2, stats),), (flow,)),
         ev.ScriptFinished(4, "Traceback...", False, 1, how="exited with status 4"),
-        ev.ScriptFinished(1, "Traceback...", error=ErrorInfo("ValueError", "bad", (
-            FrameInfo("/x/train.py", 3, "<module>", "main()"), FrameInfo("/x/train.py", 9, "main", "raise")))),
+        ev.ScriptFinished(
+            1,
+            "Traceback...",
+            error=ErrorInfo(
+                "ValueError",
+                "bad",
+                (FrameInfo("/x/train.py", 3, "<module>", "main()"), FrameInfo("/x/train.py", 9, "main", "raise")),
+            ),
+        ),
     ]
     for event in samples:
         back = _through(event)
@@ -49,8 +56,9 @@ def test_a_captured_graph_comes_back_with_the_same_nodes_edges_and_attributes():
     event = ev.PassStarted(0, "backward", "z.backward()", "t.py:4", cap.graph, cap.roots, (z.item(),))
     back = _through(event)
     assert dict(back.graph.nodes(data=True)) == dict(cap.graph.nodes(data=True))
-    assert dict(((u, v), d) for u, v, d in back.graph.edges(data=True)) == \
-        dict(((u, v), d) for u, v, d in cap.graph.edges(data=True))
+    assert dict(((u, v), d) for u, v, d in back.graph.edges(data=True)) == dict(
+        ((u, v), d) for u, v, d in cap.graph.edges(data=True)
+    )
     assert back.roots == event.roots and back.losses == event.losses
     assert math.isclose(back.losses[0], 12.0)
 
@@ -80,7 +88,7 @@ def test_a_graph_travels_in_the_old_node_link_form_and_is_read_as_node_infos():
     old.add_edges_from(cap.graph.edges(data=True))
     old_frame = protocol.encode({"graph": {"$graph": nx.node_link_data(old, edges="edges")}})
     assert protocol.encode({"graph": to_wire(cap.graph)}) == old_frame
-    back = from_wire(protocol.decode(old_frame[protocol.HEADER.size:])["graph"])
+    back = from_wire(protocol.decode(old_frame[protocol.HEADER.size :])["graph"])
     for n in cap.graph:
         assert type(node_info(back, n)) is NodeInfo and node_info(back, n) == node_info(cap.graph, n)
     assert node_info(back, 0).next == cap.infos[0].next and type(node_info(back, 0).saved) is tuple
@@ -95,6 +103,6 @@ def test_a_recorded_graphs_other_attributes_travel_beside_its_node_infos():
     graph.add_node(0, info=NodeInfo("SumBackward0", "op", 5, (1,), ("loss",)), order=1)
     graph.add_node(1, info=NodeInfo("AccumulateGrad", "accumulate", None, (), (), "w"), order=None)
     graph.add_edge(0, 1, slot=0)
-    back = from_wire(protocol.decode(protocol.encode({"g": to_wire(graph)})[protocol.HEADER.size:])["g"])
+    back = from_wire(protocol.decode(protocol.encode({"g": to_wire(graph)})[protocol.HEADER.size :])["g"])
     assert node_info(back, 0) == node_info(graph, 0) and node_info(back, 1).param == "w"
     assert back.nodes[0]["order"] == 1 and back.nodes[1]["order"] is None and back.edges[0, 1] == {"slot": 0}

@@ -30,8 +30,14 @@ def shared_tmp(tmp_path, monkeypatch):
 
 
 def gradtui(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gradtui", *args], capture_output=True, text=True,
-                          env=dict(os.environ), timeout=120, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "gradtui", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def assert_one_line_naming(done: subprocess.CompletedProcess, folder) -> None:
@@ -78,8 +84,9 @@ def test_the_advice_works_after_a_first_run_made_the_compiled_hooks_cache(tmp_pa
     home.mkdir()
     env = {key: value for key, value in os.environ.items() if key not in ("GRADTUI_CACHE", "XDG_CACHE_HOME")}
     env.update(HOME=str(home), CXX="/bin/false")
-    subprocess.run([sys.executable, "-m", "gradtui.engine.hooks.native", "--quiet"], env=env, timeout=120,
-                   capture_output=True)  # a first run's (failed) build: the cache folder exists now
+    subprocess.run(
+        [sys.executable, "-m", "gradtui.engine.hooks.native", "--quiet"], env=env, timeout=120, capture_output=True
+    )  # a first run's (failed) build: the cache folder exists now
     cache = home / ".cache" / "gradtui"
     assert cache.is_dir()
     monkeypatch.setenv("HOME", str(home))

@@ -55,15 +55,29 @@ def output_of(events: list[ev.Event], stream: str = "stdout") -> str:
 class Listening:
     """`gradtui --listen ADDRESS SCRIPT` in a subprocess; ended (killed if need be) by `close`."""
 
-    def __init__(self, script: str | Path, runtime: Path, address: str = "127.0.0.1:0", *args: str,
-                 env: dict[str, str] | None = None, preexec_fn=None, cwd: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        script: str | Path,
+        runtime: Path,
+        address: str = "127.0.0.1:0",
+        *args: str,
+        env: dict[str, str] | None = None,
+        preexec_fn=None,
+        cwd: str | Path | None = None,
+    ) -> None:
         """`env`: variables to set for the agent; `preexec_fn`: run in the agent's process
         before it starts (e.g. to lower a resource limit); `cwd`: its working folder."""
         self.env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime), **(env or {})}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gradtui", "--listen", address, str(script), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=self.env,
-            start_new_session=True, preexec_fn=preexec_fn, cwd=cwd)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=self.env,
+            start_new_session=True,
+            preexec_fn=preexec_fn,
+            cwd=cwd,
+        )
         self.address: str | None = None
         self._out = b""
         self._err = b""
@@ -109,8 +123,14 @@ class Listening:
 
     def attach(self, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
         """`gradtui attach ARGS` in a subprocess, with this agent's runtime folder."""
-        return subprocess.run([sys.executable, "-m", "gradtui", "attach", *args], capture_output=True,
-                              text=True, env=self.env, timeout=timeout, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [sys.executable, "-m", "gradtui", "attach", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
     def wait(self, timeout: float = TIMEOUT) -> int:
         return self.process.wait(timeout)

@@ -45,13 +45,25 @@ def _tensor(name: str, t: torch.Tensor, ids: dict[Any, int], leaves: dict[int, i
     kind: Literal["parameter", "tensor"] = "parameter" if isinstance(t, torch.nn.Parameter) else "tensor"
     fn = t.grad_fn
     node = ids.get(fn) if fn is not None else leaves.get(id(t))
-    return ev.Variable(name, kind, tuple(t.shape), str(t.dtype).removeprefix("torch."), t.requires_grad,
-                       () if node is None else (node,), t.output_nr if fn is not None else 0)
+    return ev.Variable(
+        name,
+        kind,
+        tuple(t.shape),
+        str(t.dtype).removeprefix("torch."),
+        t.requires_grad,
+        () if node is None else (node,),
+        t.output_nr if fn is not None else 0,
+    )
 
 
 def _module(name: str, module: torch.nn.Module, leaves: dict[int, int]) -> ev.Variable:
     """A module: on the graph through its parameters' accumulators."""
     params = list(module.parameters())
     nodes = tuple(node for p in params if (node := leaves.get(id(p))) is not None)
-    return ev.Variable(name, "module", requires_grad=any(p.requires_grad for p in params), nodes=nodes,
-                       parameters=sum(p.numel() for p in params))
+    return ev.Variable(
+        name,
+        "module",
+        requires_grad=any(p.requires_grad for p in params),
+        nodes=nodes,
+        parameters=sum(p.numel() for p in params),
+    )

@@ -110,8 +110,9 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
             by_leaf, params = self.names.by_leaf, self.names.params
             for i in self.accumulators:
                 leaf_id = self._leaf_id(i)
-                infos[i] = walked(names[i], kinds[i], seqs[i], nexts[i], tuple(by_leaf.get(leaf_id, ())),
-                                  params.get(leaf_id))
+                infos[i] = walked(
+                    names[i], kinds[i], seqs[i], nexts[i], tuple(by_leaf.get(leaf_id, ())), params.get(leaf_id)
+                )
         return infos
 
     def _leaves_nameable(self) -> bool:
@@ -141,9 +142,13 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
     def slots(self) -> list[tuple[tuple[int, int] | None, ...]]:
         """Per node, per output slot: (node id, input number) the gradient goes to (else None).
         Read from the live nodes (the every-node hooks do, while their pass runs)."""
-        return [tuple(None if there is None else (there, input_nr)
-                      for there, (_, input_nr) in zip(receivers, node.next_functions))
-                for receivers, node in zip(self.walk.nexts, self.nodes)]
+        return [
+            tuple(
+                None if there is None else (there, input_nr)
+                for there, (_, input_nr) in zip(receivers, node.next_functions)
+            )
+            for receivers, node in zip(self.walk.nexts, self.nodes)
+        ]
 
     def describe(self) -> None:
         """Complete `infos` from the live nodes (labels, provenance, saved values; leaves placed
@@ -289,14 +294,23 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
     else:
         nodes, nexts, producer, root_ids, named = _walked(roots)
     node_names, node_kinds = (list(t) for t in zip(*named)) if named else ([], [])
-    cap = Capture(walk=Walk(node_names, node_kinds, nexts, producer), graph=None, nodes=nodes,  # type: ignore[arg-type]
-                  roots=tuple(root_ids), names=names, described=False, leaves_named=names.ready, _seqs=seqs)
+    cap = Capture(
+        walk=Walk(node_names, node_kinds, nexts, producer),
+        graph=None,  # type: ignore[arg-type]
+        nodes=nodes,
+        roots=tuple(root_ids),
+        names=names,
+        described=False,
+        leaves_named=names.ready,
+        _seqs=seqs,
+    )
     cap.graph = LazyGraph(lambda: cap.infos, cap.describe, len(nodes), lambda: cap.graph_attrs)
     return cap
 
 
-def _walked(roots: list[Node]) -> tuple[list[Node], list[tuple[int | None, ...]], list[tuple[int, int] | None],
-                                         list[int], list[tuple[str, str]]]:
+def _walked(
+    roots: list[Node],
+) -> tuple[list[Node], list[tuple[int | None, ...]], list[tuple[int, int] | None], list[int], list[tuple[str, str]]]:
     """`_walk`'s loop in Python: the nodes, their receivers, producers, the roots' ids and the
     nodes' names and kinds."""
     nodes: list[Node] = []
@@ -383,8 +397,9 @@ def _describe(infos: list[NodeInfo], nodes: list[Node], names: Names, leaves_nam
         if source is None:
             infos[i] = info.described(labels, param, None, None, None, module, saved_summary(node))
         else:
-            infos[i] = info.described(labels, param, _source_text(*source), source[0], source[1], module,
-                                      saved_summary(node))
+            infos[i] = info.described(
+                labels, param, _source_text(*source), source[0], source[1], module, saved_summary(node)
+            )
     if len(under) != 1:  # no path was shown relative to a root (or, unlike one root, several were)
         return {}
     [(lead, children)] = under.items()
@@ -405,8 +420,9 @@ def place_leaves(infos: list[NodeInfo]) -> None:
         for there in info.next:
             if there in todo:
                 leaf = infos[there]
-                infos[there] = leaf.described(leaf.labels, leaf.param, info.source, info.path, info.line, info.module,
-                                              leaf.saved)
+                infos[there] = leaf.described(
+                    leaf.labels, leaf.param, info.source, info.path, info.line, info.module, leaf.saved
+                )
                 todo.discard(there)
         if not todo:
             return

@@ -57,8 +57,7 @@ class Names:
         names._name_params(list(modules.values()), ran or {})
         return names
 
-    def _name_params(self, modules: list[tuple[str, torch.nn.Module]],
-                     forward: Mapping[torch.nn.Module, str]) -> None:
+    def _name_params(self, modules: list[tuple[str, torch.nn.Module]], forward: Mapping[torch.nn.Module, str]) -> None:
         """Parameter names, unique across the root modules in scope (those no other one contains),
         then across the roots whose forward ran that no module in scope holds (a model that only a
         trainer's object holds, when backward runs inside accelerate)."""

@@ -35,7 +35,8 @@ def _saved_fields(node: Node) -> tuple[tuple[str, str, str | None], ...]:
     if fields is None:
         fields = tuple(
             (a.removeprefix("_saved_"), a, "_raw" + a if hasattr(cls, "_raw" + a) else None)
-            for a in dir(node) if a.startswith("_saved_")
+            for a in dir(node)
+            if a.startswith("_saved_")
         )
         _saved_attrs[cls] = fields
     return fields

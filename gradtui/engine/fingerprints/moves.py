@@ -15,10 +15,22 @@ import torch
 
 from gradtui.engine.fingerprints.sketch import shape2d
 
-KEEPS_ORDER = frozenset({
-    "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0", "UnsqueezeBackward1",
-    "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3", "SqueezeBackward4",
-    "CloneBackward0", "AliasBackward0"})
+KEEPS_ORDER = frozenset(
+    {
+        "ViewBackward0",
+        "UnsafeViewBackward0",
+        "ReshapeAliasBackward0",
+        "UnsqueezeBackward0",
+        "UnsqueezeBackward1",
+        "SqueezeBackward0",
+        "SqueezeBackward1",
+        "SqueezeBackward2",
+        "SqueezeBackward3",
+        "SqueezeBackward4",
+        "CloneBackward0",
+        "AliasBackward0",
+    }
+)
 """Ops whose backward sends on the elements it received in the same row-major order (in another
 shape): where the 2-D form the sketch takes (gradtui.engine.fingerprints.sketch.shape2d: the last dimension
 kept) is the same, the sketch of what they send is that of what they received, exactly."""
@@ -47,8 +59,9 @@ def moves_values(fn: Any) -> int:
     found = _moves.get(kind)
     if found is None:
         name = fn.name()
-        found = _moves[kind] = (2 if name in KEEPS_ORDER else 3 if name in TRANSPOSES else 1 if name in MOVES_VALUES
-                                else 0)
+        found = _moves[kind] = (
+            2 if name in KEEPS_ORDER else 3 if name in TRANSPOSES else 1 if name in MOVES_VALUES else 0
+        )
     return found
 
 
@@ -82,8 +95,13 @@ def unmoved(t: torch.Tensor) -> torch.Tensor:
 
 def plain(t: Any) -> bool:
     """Can `t`'s values be read (a strided tensor with storage, not a ZeroTensor or meta)?"""
-    return (isinstance(t, torch.Tensor) and t.layout is torch.strided and not t.is_meta
-            and not t._is_zerotensor() and t.numel() > 0)
+    return (
+        isinstance(t, torch.Tensor)
+        and t.layout is torch.strided
+        and not t.is_meta
+        and not t._is_zerotensor()
+        and t.numel() > 0
+    )
 
 
 def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -92,8 +110,13 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     transpose)? Both alive, memory is not reused."""
     if a is b:
         return True
-    if (a.data_ptr() != b.data_ptr() or a.dtype != b.dtype or a.device != b.device
-            or a.numel() != b.numel() or a._version != b._version):
+    if (
+        a.data_ptr() != b.data_ptr()
+        or a.dtype != b.dtype
+        or a.device != b.device
+        or a.numel() != b.numel()
+        or a._version != b._version
+    ):
         return False
     if a.shape == b.shape and a.stride() == b.stride():
         return True

@@ -30,8 +30,9 @@ def saved_names(fn: Any) -> tuple[str, ...]:
     kind = type(fn)
     names = _saved_names.get(kind)
     if names is None:
-        names = _saved_names[kind] = tuple(n for n in dir(fn) if n.startswith("_saved_")
-                                           and not n.endswith(_SKIPPED_SUFFIXES))
+        names = _saved_names[kind] = tuple(
+            n for n in dir(fn) if n.startswith("_saved_") and not n.endswith(_SKIPPED_SUFFIXES)
+        )
     return names
 
 
@@ -96,9 +97,10 @@ class GraphPlan:
         facts = self.known[node]
         assert facts is not None
         entry = facts.saved[number]
-        entry = entry._replace(known=True, producer=producer,
-                               text=f"saved by #{node} as {entry.name}" if producer is not None else "")
-        self.known[node] = facts._replace(saved=facts.saved[:number] + (entry,) + facts.saved[number + 1:])
+        entry = entry._replace(
+            known=True, producer=producer, text=f"saved by #{node} as {entry.name}" if producer is not None else ""
+        )
+        self.known[node] = facts._replace(saved=facts.saved[:number] + (entry,) + facts.saved[number + 1 :])
         return entry
 
 

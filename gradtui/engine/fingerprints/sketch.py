@@ -120,7 +120,7 @@ def _gather(device: torch.device) -> torch.Tensor:
         index = torch.full((K, _WIDTH), BUCKETS, dtype=torch.int64)
         for j in range(K):
             members = torch.nonzero(groups == j).view(-1)
-            index[j, :members.numel()] = members
+            index[j, : members.numel()] = members
         found = _group_maps[device] = index.view(-1).to(device)
     return found
 
@@ -133,7 +133,7 @@ def _buckets(signed: torch.Tensor) -> torch.Tensor:
     whole = rows * BUCKETS
     sums = signed[:whole].view(rows, BUCKETS).sum(0)
     if whole < n:
-        sums[:n - whole] += signed[whole:]
+        sums[: n - whole] += signed[whole:]
     return sums
 
 
@@ -154,7 +154,6 @@ def _real(t: torch.Tensor) -> torch.Tensor:
 GRID = 17
 """A value is summed into a grid of at most GRID x GRID buckets by (row mod, column mod) of its
 2-D form (a prime: no power-of-two period of a model's widths falls into one bucket)."""
-
 
 
 class Grid(NamedTuple):
@@ -198,7 +197,8 @@ def _linear_signs(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     found = _linear.get((dtype, device))
     if found is None:
         found = _linear[(dtype, device)] = _hash_signs(torch.arange(CHUNK, dtype=torch.int64), salt=3).to(
-            dtype=dtype, device=device)
+            dtype=dtype, device=device
+        )
     return found
 
 
@@ -226,9 +226,9 @@ def grid(rows: int, cols: int, dtype: torch.dtype, device: torch.device) -> Grid
         j = torch.arange(second, dtype=torch.int64).view(1, -1)
         signs = _hash_signs(torch.minimum(i, j) * second + torch.maximum(i, j), salt=3).to(dtype=dtype, device=device)
     elif flipped:
-        signs = _linear_signs(dtype, device)[:rows * cols].view(cols, rows).t().contiguous()
+        signs = _linear_signs(dtype, device)[: rows * cols].view(cols, rows).t().contiguous()
     else:  # held in the canonical orientation: the shared table's first elements (hot in cache)
-        signs = _linear_signs(dtype, device)[:rows * cols].view(rows, cols)
+        signs = _linear_signs(dtype, device)[: rows * cols].view(rows, cols)
     gs, gl = min(first, GRID), min(second, GRID)
     a = torch.arange(gs).view(-1, 1)
     b = torch.arange(gl).view(1, -1)
@@ -294,16 +294,16 @@ def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     else:  # strided: read through its strides in its 2-D form's order
         torch.mul(held, g.signs.view(held.shape), out=target.view(held.shape))
     if blocks > 1:
-        part = _ones(blocks, dtype, t.device) @ flat[:blocks * g.rows * cols].view(blocks, -1)
+        part = _ones(blocks, dtype, t.device) @ flat[: blocks * g.rows * cols].view(blocks, -1)
         if rest:
-            part[:rest * cols] += flat[blocks * g.rows * cols:]
+            part[: rest * cols] += flat[blocks * g.rows * cols :]
     elif rest:
-        part = flat[:g.rows * cols].clone()
-        part[:rest * cols] += flat[g.rows * cols:]
+        part = flat[: g.rows * cols].clone()
+        part[: rest * cols] += flat[g.rows * cols :]
     else:
         part = flat
     padded = -(-cols // g.cols) * g.cols  # the column blocks: a fold matrix per column would be read
-    part = part.view(g.rows, cols)        # as often as the value (8 floats per grid cell)
+    part = part.view(g.rows, cols)  # as often as the value (8 floats per grid cell)
     if padded > cols:
         part = torch.nn.functional.pad(part, (0, padded - cols))
     return part.view(g.rows, padded // g.cols, g.cols).sum(1).view(-1) @ g.fold, torch.linalg.vector_norm(target)
@@ -323,7 +323,7 @@ def _chunked(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.T
     total = torch.zeros(BUCKETS, dtype=dtype, device=t.device)
     squares = torch.zeros((), dtype=dtype, device=t.device)
     for c in range(chunks):
-        part = flat[c * CHUNK:(c + 1) * CHUNK]
+        part = flat[c * CHUNK : (c + 1) * CHUNK]
         signed = torch.mul(signs(part.numel(), dtype, t.device), part)
         total += _buckets(signed) * per_chunk[c]
         squares += torch.linalg.vector_norm(signed) ** 2
@@ -369,6 +369,6 @@ def read_rows(rows: list[Row]) -> list[ReadRow]:
     at = len(rows)
     for norm, r in zip(numbers, rows):
         length = r.body.numel()
-        out.append(ReadRow(norm, tuple(numbers[at:at + length])))
+        out.append(ReadRow(norm, tuple(numbers[at : at + length])))
         at += length
     return out

@@ -92,8 +92,9 @@ class _Sent(NamedTuple):
 class PassPrints:
     """The fingerprints of one recorded pass, gathered node by node (see module doc)."""
 
-    def __init__(self, nodes: list[Any], against: PassAgainst | None = None, reference: str = "",
-                 slots: list[Any] | None = None) -> None:
+    def __init__(
+        self, nodes: list[Any], against: PassAgainst | None = None, reference: str = "", slots: list[Any] | None = None
+    ) -> None:
         """`against`: the reference recording's pass matched to this one (`--against`), and
         `reference` its name: each node's fingerprints are then read back after it ran (one
         small host read per node) and compared (gradtui.record.against.PassReference is one).
@@ -131,8 +132,9 @@ class PassPrints:
     failed: str | None = None
     """Why fingerprinting stopped in this pass (it never breaks the user's backward), or None."""
 
-    def node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...],
-             watch: tuple[Breakpoint, ...] = ()) -> tuple[Breakpoint, str] | None:
+    def node(
+        self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...], watch: tuple[Breakpoint, ...] = ()
+    ) -> tuple[Breakpoint, str] | None:
         """Note what `node` (`fn`, the autograd node) received, sent and saved; called after it
         ran. Against a reference, the first of the `differs>R` breakpoints in `watch` that this
         node's values part from the reference's by more than R, with why; else None. A failure
@@ -153,11 +155,11 @@ class PassPrints:
         """The values fingerprinted since the last call, read back (one small host read)."""
         marks, self._marks = self._marks, (len(self._entries), len(self._zeros), len(self._params))
         values: Values = {}
-        entries, read = self._entries[marks[0]:], read_rows(self._rows[marks[0]:])
+        entries, read = self._entries[marks[0] :], read_rows(self._rows[marks[0] :])
         self._read.extend(read)
         for e, r in zip(entries, read):
             values[(e.node, (e.dir, e.slot))] = Value(r.norm, r.data, e.exact, e.what)
-        for p in self._zeros[marks[1]:] + self._params[marks[2]:]:
+        for p in self._zeros[marks[1] :] + self._params[marks[2] :]:
             values[(p.node, (p.dir, p.slot))] = Value(p.norm, p.sketch, p.exact, p.what)
         return values
 
@@ -189,8 +191,15 @@ class PassPrints:
         arrived: list[tuple[torch.Tensor, Row]] = []
         for slot, grad in enumerate(received):
             held = self._sent.pop((node, slot), None)
-            reuse = (held.row if held is not None and held.tensor is not None and held.tensor() is grad
-                     and grad is not None and grad._version == held.version else None)
+            reuse = (
+                held.row
+                if held is not None
+                and held.tensor is not None
+                and held.tensor() is grad
+                and grad is not None
+                and grad._version == held.version
+                else None
+            )
             row = self._add(grad, node, RECEIVED, slot, "", reuse)
             if row is not None:
                 arrived.append((grad, row))
@@ -212,8 +221,11 @@ class PassPrints:
                 if not true and key not in self._sent and self.unhooked is not None and self.unhooked(key[0]):
                     row, true = fingerprint(grad), True  # no hook will see it arrive: sketched here
                     self.sketched += 1
-                self._sent[key] = (_Sent(weakref.ref(grad), grad._version, row, tuple(grad.shape))
-                                   if true and key not in self._sent else None)
+                self._sent[key] = (
+                    _Sent(weakref.ref(grad), grad._version, row, tuple(grad.shape))
+                    if true and key not in self._sent
+                    else None
+                )
         self._saved(node, fn, facts)
 
     def _derive_unhooked(self) -> None:
@@ -307,7 +319,7 @@ class PassPrints:
         self._entries, self._rows = [], []
         out = list(self._zeros) + list(self._params)
         try:
-            read = self._read + read_rows(rows[len(self._read):])
+            read = self._read + read_rows(rows[len(self._read) :])
         except Exception as exc:  # noqa: BLE001 - as in `node`
             self.failed = f"{type(exc).__name__}: {exc}"
             return ev.PassPrints(index, ())
@@ -324,7 +336,8 @@ class PassPrints:
         if self.against is None or self.failed is not None:
             return None
         self.against.note({(p.node, (p.dir, p.slot)): Value(p.norm, p.sketch, p.exact, p.what) for p in self._last})
-        nodes = tuple(ev.NodeDifference(node, forward, gradient) for node, forward, gradient in self.against.differences())
+        nodes = tuple(
+            ev.NodeDifference(node, forward, gradient) for node, forward, gradient in self.against.differences()
+        )
         known = [n.largest for n in nodes if n.largest is not None]
         return ev.PassDifferences(index, self._reference, nodes, max(known) if known else None, self.against.only_here)
-

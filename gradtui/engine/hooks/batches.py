@@ -123,7 +123,9 @@ class PassBatches:
                     todo[k] = (self._expanded(entry[0]), entry[1]) if k <= last else None
             self._expand = None
 
-    def _expanded(self, steps: Sequence[Hooked | Derived | Resent | Feeds]) -> Sequence[Hooked | Derived | Resent | Feeds]:
+    def _expanded(
+        self, steps: Sequence[Hooked | Derived | Resent | Feeds]
+    ) -> Sequence[Hooked | Derived | Resent | Feeds]:
         """`steps` with each Feeds marker replaced by its derived nodes' steps."""
         expand = self._expand
         if expand is None:  # settled: expanded already
@@ -182,9 +184,16 @@ class PassBatches:
         return tuple(out)
 
 
-def ran_steps(held: list[int], ran: list[int], hold: int | None, counts: dict[int, int],
-              producer: list[tuple[int, int] | None], arrived: dict[int, tuple[Stats | None, ...]],
-              sent: dict[int, tuple[Stats | None, ...]], fed: list[int]) -> tuple[list[Hooked | Resent | Feeds], int, list[int]]:
+def ran_steps(
+    held: list[int],
+    ran: list[int],
+    hold: int | None,
+    counts: dict[int, int],
+    producer: list[tuple[int, int] | None],
+    arrived: dict[int, tuple[Stats | None, ...]],
+    sent: dict[int, tuple[Stats | None, ...]],
+    fed: list[int],
+) -> tuple[list[Hooked | Resent | Feeds], int, list[int]]:
     """A flush's steps (gradtui.engine.hooks.planned): each node `held` at the last flush resent with what
     it sends now, then each hooked node that `ran`, each followed by a Feeds marker where the plan
     derives nodes from it (`counts`: how many). Takes their statistics out of `arrived` and `sent`

@@ -34,8 +34,9 @@ class HookChoice:
     """The session's choice of hooks per pass (see module doc). `session`'s public state is read
     as it is at each choice: `detached`, `against`, `follow`."""
 
-    def __init__(self, session: Chooser, stepper: Stepper, breakpoints: Breakpoints, *, hook_all: bool,
-                 check_every: int | None) -> None:
+    def __init__(
+        self, session: Chooser, stepper: Stepper, breakpoints: Breakpoints, *, hook_all: bool, check_every: int | None
+    ) -> None:
         self._session = session
         self._stepper = stepper
         self._breakpoints = breakpoints

@@ -28,13 +28,22 @@ _KINDS = (Normed, Listed, full_stats, BULK[torch.float32], BULK[torch.float64], 
 class CompiledHooks:
     """One pass's compiled posthooks (see module doc)."""
 
-    def __init__(self, module: Any, completed: bytearray, quit_flag: bytearray, producer: list[Any], full: bool,
-                 interval: float, fallback: Callable[[int, tuple[Any, ...], tuple[Any, ...]], Any],
-                 tick: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        module: Any,
+        completed: bytearray,
+        quit_flag: bytearray,
+        producer: list[Any],
+        full: bool,
+        interval: float,
+        fallback: Callable[[int, tuple[Any, ...], tuple[Any, ...]], Any],
+        tick: Callable[[], None],
+    ) -> None:
         """`completed`: the pass's record, 1 per node once it ran (the hooks write it); `quit_flag`:
         RunQuit's byte; `producer`: the plan's, per node (None: what arrives is measured)."""
-        self._pass = module.make(completed, quit_flag, producer, full, (VALUES_LIMIT, CHUNK, ONE_PASS),
-                                 interval, fallback, tick, _KINDS)
+        self._pass = module.make(
+            completed, quit_flag, producer, full, (VALUES_LIMIT, CHUNK, ONE_PASS), interval, fallback, tick, _KINDS
+        )
 
     @staticmethod
     def available() -> Any:

@@ -47,8 +47,12 @@ class DerivedSteps:
                 except Exception as exc:  # noqa: BLE001 - statistics must never fail the script's pass
                     error = f"{type(exc).__name__}: {exc}"
             receivers = nexts[child]  # sends: its first input has a receiver (or it has no input)
-            steps.append(make(Derived, (child, producer_of[child], name, shape, saved,
-                                        not receivers or receivers[0] is not None, error)))
+            steps.append(
+                make(
+                    Derived,
+                    (child, producer_of[child], name, shape, saved, not receivers or receivers[0] is not None, error),
+                )
+            )
             more = derived.get(child)
             if more:
                 todo.extend(more)

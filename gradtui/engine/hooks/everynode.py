@@ -113,8 +113,9 @@ class EveryNodeHooks:
         # With a watch, also read before the pass's last node: a small pass is then exact.
         if place is not None or state.window.held > HELD_ELEMENTS:
             value = self.read(node, None, pause=True)
-        elif owner.watching() and (((ran := len(state.ran)) and ran % state.check_every == 0)
-                                   or state.done == len(state.capture.nodes) - 1):
+        elif owner.watching() and (
+            ((ran := len(state.ran)) and ran % state.check_every == 0) or state.done == len(state.capture.nodes) - 1
+        ):
             # Only `nan` watched: a check says whether anything since the last read is not
             # finite; only then are the statistics read back (and the culprit found from them).
             if not owner.breakpoints.nan_only() or state.window.check():
@@ -175,8 +176,9 @@ class EveryNodeHooks:
             state.task = task
         return task == state.task
 
-    def _posthook(self, node: int, grad_inputs: tuple[Any, ...],
-                  grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    def _posthook(
+        self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]
+    ) -> tuple[Any, ...] | None:
         """After a node ran: note what it sent on (read back later, in bulk)."""
         state = self.state
         if state.planned is not None:
@@ -197,11 +199,17 @@ class EveryNodeHooks:
             hand_off(state, node, grad_inputs, sent)
         state.ran.append(Ran(node, state.done, arrived, sent))
         if state.prints is not None:  # the one call site of fingerprints (`gradtui diff`, `--against`)
-            parted = state.prints.node(node, state.capture.nodes[node], grad_outputs, grad_inputs,
-                                       () if owner.detached else owner.breakpoints.differs(state.fired))
+            parted = state.prints.node(
+                node,
+                state.capture.nodes[node],
+                grad_outputs,
+                grad_inputs,
+                () if owner.detached else owner.breakpoints.differs(state.fired),
+            )
             if parted is not None:  # `differs>R`: the node has run; shown after it, no edits
-                owner.pause_at(state, node, "after", f"{owner.hit(parted[0], state, node)}: {parted[1]}",
-                               grad_inputs, late=True)
+                owner.pause_at(
+                    state, node, "after", f"{owner.hit(parted[0], state, node)}: {parted[1]}", grad_inputs, late=True
+                )
         total = len(state.capture.nodes)
         if state.done == total and owner.watching():
             self.read(None, (node, grad_inputs), pause=True)  # the last node: what it made, now

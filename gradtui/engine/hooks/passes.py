@@ -54,14 +54,24 @@ class PassRunner:
     def planned(self, state: PassRecord, run: Callable[[], Any]) -> Any:
         """A planned pass: the plan's hooks only (see gradtui.engine.hooks.planned)."""
         cap = state.capture
-        hooks = PlannedPass(self._owner, state, self._plans.plan(cap.walk, cap.nodes, cap.roots, self._intercept.hooks_seen),
-                            full=not self._owner.light)
+        hooks = PlannedPass(
+            self._owner,
+            state,
+            self._plans.plan(cap.walk, cap.nodes, cap.roots, self._intercept.hooks_seen),
+            full=not self._owner.light,
+        )
         del cap
         return self._hooked(state, run, hooks.register, hooks.close, hooks.finish)
 
-    def _hooked(self, state: PassRecord, run: Callable[[], Any], register: Callable[[], None],
-                close: Callable[[], None], settle: Callable[[BaseException | None], None],
-                place_failure: bool = False) -> Any:
+    def _hooked(
+        self,
+        state: PassRecord,
+        run: Callable[[], Any],
+        register: Callable[[], None],
+        close: Callable[[], None],
+        settle: Callable[[BaseException | None], None],
+        place_failure: bool = False,
+    ) -> Any:
         """The real backward between `register` and `close` of a pass's hooks; then `settle` (its
         last reads, given how it ended), the fingerprints and the PassFinished, however it ended.
         `place_failure`: a failure no node's hook saw is put on the node the engine ran next."""
@@ -86,8 +96,9 @@ class PassRunner:
                     if (differences := state.prints.differences(state.index)) is not None:
                         self._owner.emit(differences)  # against a reference: the UI's difference column
                     state.prints = None
-                finished = self._recorder.finished(state, state.call, error_text(error), self._owner.light,
-                                                   self._owner.wants_flow())
+                finished = self._recorder.finished(
+                    state, state.call, error_text(error), self._owner.light, self._owner.wants_flow()
+                )
                 error = None  # this frame is on error's traceback: holding error would make a cycle
                 self.finish(finished)
 
@@ -114,10 +125,20 @@ class PassRunner:
         self._owner.emit(event)
 
 
-def unhooked_start(index: int, call: str, call_text: str, call_site: str, losses: tuple[float | None, ...]) -> ev.PassStarted:
+def unhooked_start(
+    index: int, call: str, call_text: str, call_site: str, losses: tuple[float | None, ...]
+) -> ev.PassStarted:
     """The PassStarted of a pass that runs unhooked: no graph (an empty one, networkx's once read)."""
-    return ev.PassStarted(index, call, call_text, call_site, LazyGraph(list, None, 0), (), losses,  # type: ignore[arg-type]
-                          recorded=False)
+    return ev.PassStarted(
+        index,
+        call,  # type: ignore[arg-type]
+        call_text,
+        call_site,
+        LazyGraph(list, None, 0),
+        (),
+        losses,
+        recorded=False,
+    )
 
 
 def error_text(error: BaseException | None) -> str | None:

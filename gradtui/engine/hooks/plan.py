@@ -30,8 +30,17 @@ import torch
 
 from gradtui.protocol.stats import VALUES_LIMIT, Stats, empty_stats, full_stats, light_stats, small_stats
 
-SAME_ORDER = frozenset({"ViewBackward0", "UnsafeViewBackward0", "CloneBackward0", "SqueezeBackward0",
-                        "SqueezeBackward1", "SqueezeBackward2", "UnsqueezeBackward0"})
+SAME_ORDER = frozenset(
+    {
+        "ViewBackward0",
+        "UnsafeViewBackward0",
+        "CloneBackward0",
+        "SqueezeBackward0",
+        "SqueezeBackward1",
+        "SqueezeBackward2",
+        "UnsqueezeBackward0",
+    }
+)
 """Nodes that send the elements they received in the same order, in another shape."""
 PERMUTED = frozenset({"TransposeBackward0", "TransposeBackward1", "TBackward0", "PermuteBackward0"})
 """Nodes that send the elements they received rearranged."""
@@ -40,8 +49,15 @@ SELECTED = frozenset({"SelectBackward0", "SelectBackward1"})
 ACCUMULATOR = "AccumulateGrad"
 """A leaf's accumulator: it receives its producer's output and sends nothing on."""
 DERIVABLE = SAME_ORDER | PERMUTED | SELECTED | {ACCUMULATOR}
-SIGNS = {"AddBackward0": (1, 1), "AddBackward1": (1,), "SubBackward0": (1, -1), "SubBackward1": (1,),
-         "RsubBackward0": (-1, 1), "NegBackward0": (-1,), "AliasBackward0": (1,)}
+SIGNS = {
+    "AddBackward0": (1, 1),
+    "AddBackward1": (1,),
+    "SubBackward0": (1, -1),
+    "SubBackward1": (1,),
+    "RsubBackward0": (-1, 1),
+    "NegBackward0": (-1,),
+    "AliasBackward0": (1,),
+}
 """Nodes whose backward (torch's derivatives.yaml) sends on each input the gradient it received or
 its negation, per `next_functions` slot: `add`/`sub`/`rsub` with alpha 1 (`maybe_multiply` leaves
 the gradient as it is; `handle_r_to_c` only for a complex result of a real input), `neg`, `alias`.
@@ -51,6 +67,7 @@ exactly (a norm of -x is the norm of x), unless the engine changes what they sen
 device): `passes_through` checks that on the live node."""
 ALPHA = frozenset({"AddBackward0", "SubBackward0", "RsubBackward0"})
 """Pass-through nodes that save an alpha (the other operand's gradient is scaled by it)."""
+
 
 class Walked(Protocol):
     """What a plan reads of a pass's walk (gradtui.engine.capture.graph.Walk): per node id its name, kind
@@ -118,8 +135,13 @@ def make_plan(walk: Walked, nodes: list[Any], roots: tuple[int, ...], hooks_seen
     for i, (name, kind) in enumerate(zip(names, kinds)):
         if kind == "custom" or kind == "opaque":
             hooks[i] = BOTH
-        elif ((name in derivable or name in signs) and hooks[i] == POST and (sender := producer[i]) is not None
-              and i not in root_set and (name in derivable or passes_through(nodes[i], name))):
+        elif (
+            (name in derivable or name in signs)
+            and hooks[i] == POST
+            and (sender := producer[i]) is not None
+            and i not in root_set
+            and (name in derivable or passes_through(nodes[i], name))
+        ):
             hooks[i] = NONE
             source = sender[0]
             fed = derived.get(source)
@@ -217,8 +239,17 @@ def resume(plan: HookPlan, completed: bytearray) -> HookPlan:
     return plan
 
 
-SIZED = frozenset({"ViewBackward0", "UnsafeViewBackward0", "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2",
-                   "SelectBackward0", "SelectBackward1"})
+SIZED = frozenset(
+    {
+        "ViewBackward0",
+        "UnsafeViewBackward0",
+        "SqueezeBackward0",
+        "SqueezeBackward1",
+        "SqueezeBackward2",
+        "SelectBackward0",
+        "SelectBackward1",
+    }
+)
 """Derived nodes that save their input's sizes: the shape of what they send on. The others' follows
 from the shape they receive (a transpose's, a permute's, an unsqueeze's dims; a clone's is it)."""
 
@@ -263,12 +294,18 @@ def sent_shape(name: str, saved: tuple[int, ...], received: tuple[int, ...]) -> 
             return tuple(out)
         case "UnsqueezeBackward0":
             dim = saved[0] % len(received)
-            return received[:dim] + received[dim + 1:]
+            return received[:dim] + received[dim + 1 :]
     return received
 
 
-def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...], grad_output: Stats | None,
-                full: bool, sends: bool = True) -> tuple[Stats | None, ...]:
+def derive_from(
+    name: str,
+    shape: tuple[int, ...] | None,
+    saved: tuple[int, ...],
+    grad_output: Stats | None,
+    full: bool,
+    sends: bool = True,
+) -> tuple[Stats | None, ...]:
     """What derived node `name` sent on, from what it received (`grad_output`, see module doc), from
     plain data (`shape_and_saved` of the node; `sends`: its input slot has a receiver): no node
     needed, so it can run after the pass. `full`: min, max and mean of big gradients too (else
@@ -292,8 +329,18 @@ def derive_from(name: str, shape: tuple[int, ...] | None, saved: tuple[int, ...]
         if values is not None and len(grad_output.shape) > 1:
             values = tuple(_rearranged(name, saved, values, grad_output.shape).tolist())
             return (small_stats(shape, grad_output.dtype, grad_output.device, values),)
-        return (full_stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, grad_output.min,
-                           grad_output.max, grad_output.mean, grad_output.nonfinite),)
+        return (
+            full_stats(
+                shape,
+                grad_output.dtype,
+                grad_output.device,
+                grad_output.norm,
+                grad_output.min,
+                grad_output.max,
+                grad_output.mean,
+                grad_output.nonfinite,
+            ),
+        )
     return (_selected(saved, grad_output, shape, full),)
 
 
@@ -337,7 +384,8 @@ def _selected(saved: tuple[int, ...], grad_output: Stats, shape: tuple[int, ...]
     if grad_output.values is not None and numel <= VALUES_LIMIT:
         grad = torch.zeros(shape, dtype=torch.float64)
         grad.select(saved[0], saved[1]).copy_(
-            torch.tensor(grad_output.values, dtype=torch.float64).reshape(grad_output.shape))
+            torch.tensor(grad_output.values, dtype=torch.float64).reshape(grad_output.shape)
+        )
         return small_stats(shape, grad_output.dtype, grad_output.device, tuple(grad.reshape(-1).tolist()))
     if not full:
         return light_stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, grad_output.nonfinite)
@@ -346,4 +394,6 @@ def _selected(saved: tuple[int, ...], grad_output: Stats, shape: tuple[int, ...]
         lo, hi = min(lo, 0.0), max(hi, 0.0)
     if mean is not None and numel:
         mean = mean * grad_output.numel / numel
-    return full_stats(shape, grad_output.dtype, grad_output.device, grad_output.norm, lo, hi, mean, grad_output.nonfinite)
+    return full_stats(
+        shape, grad_output.dtype, grad_output.device, grad_output.norm, lo, hi, mean, grad_output.nonfinite
+    )

@@ -38,8 +38,15 @@ class PlanCache:
             return make_plan(walk, nodes, roots, hooks_seen)
         names, kinds, nexts = walk.names, walk.kinds, walk.nexts
         last, plan = self._walk, self._plan
-        if (last is not None and plan is not None and self._roots == roots and last.names == names
-                and last.kinds == kinds and last.nexts == nexts and all(passes_through(nodes[i], names[i]) for i in self._through)):
+        if (
+            last is not None
+            and plan is not None
+            and self._roots == roots
+            and last.names == names
+            and last.kinds == kinds
+            and last.nexts == nexts
+            and all(passes_through(nodes[i], names[i]) for i in self._through)
+        ):
             self.reused += 1
             return _copied(plan)
         plan = make_plan(walk, nodes, roots, hooks_seen)
@@ -52,5 +59,6 @@ class PlanCache:
 
 def _copied(plan: HookPlan) -> HookPlan:
     """A copy of `plan` whose every part can be changed without touching `plan`."""
-    return HookPlan(bytearray(plan.hooks), list(plan.producer), {k: list(v) for k, v in plan.derived.items()},
-                    dict(plan.fed))
+    return HookPlan(
+        bytearray(plan.hooks), list(plan.producer), {k: list(v) for k, v in plan.derived.items()}, dict(plan.fed)
+    )

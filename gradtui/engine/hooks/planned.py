@@ -57,8 +57,16 @@ class Stepping(Protocol):
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener."""
 
-    def pause_at(self, state: PassRecord, node: int, phase: str, reason: str, grads: tuple[Any, ...],
-                 late: bool = False, editable: bool | None = None) -> Any:
+    def pause_at(
+        self,
+        state: PassRecord,
+        node: int,
+        phase: str,
+        reason: str,
+        grads: tuple[Any, ...],
+        late: bool = False,
+        editable: bool | None = None,
+    ) -> Any:
         """Pause (blocks until a command resumes); returns the Pause."""
 
     def hit(self, bp: Breakpoint, state: PassRecord, node: int) -> str:
@@ -143,8 +151,16 @@ class PlannedPass:
         fingerprints): the ids they hook (a custom Function's node keeps its Python posthook)."""
         if self._state.prints is not None or not ids or (module := CompiledHooks.available()) is None:
             return set()
-        self._compiled = CompiledHooks(module, self._completed, self._quit.flag, self._producer, self._full,
-                                       PROGRESS_INTERVAL, self._posthook, self._tick)
+        self._compiled = CompiledHooks(
+            module,
+            self._completed,
+            self._quit.flag,
+            self._producer,
+            self._full,
+            PROGRESS_INTERVAL,
+            self._posthook,
+            self._tick,
+        )
         return set(ids).difference(self._compiled.register(nodes, ids))
 
     def close(self) -> None:
@@ -167,8 +183,9 @@ class PlannedPass:
             if hooks[i] == BOTH and not completed[i]:
                 put(i)
         # the rest's plain posthooks compiled, where built: the every-node ones pass them by
-        self._compiled_ids = self._compile(self._state.capture.nodes,
-                                           [i for i in range(len(hooks)) if hooks[i] == POST and not completed[i]])
+        self._compiled_ids = self._compile(
+            self._state.capture.nodes, [i for i in range(len(hooks)) if hooks[i] == POST and not completed[i]]
+        )
 
     def prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Node `node`'s prehook, called by a hook already on it (`delegated`): the plan's, if any."""
@@ -197,7 +214,11 @@ class PlannedPass:
                 reason = f"{owner.hit(place, state, node)}: {place.spec.text}"
             elif place is not None:
                 reason = place
-        if reason is None and self._owner.watching() and (bp := owner.breakpoints.find_value(arrived_stats, state.nan_seen)):
+        if (
+            reason is None
+            and self._owner.watching()
+            and (bp := owner.breakpoints.find_value(arrived_stats, state.nan_seen))
+        ):
             reason = f"{owner.hit(bp, state, node)}: {bp.spec.text}"
         if any_nonfinite(arrived_stats):
             state.nan_seen = True
@@ -212,14 +233,18 @@ class PlannedPass:
         self._after_pause()
         return new
 
-    def posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    def posthook(
+        self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]
+    ) -> tuple[Any, ...] | None:
         """Node `node`'s posthook, called by an every-node hook already on the node (`delegated`:
         `register` puts `_posthook` itself on the nodes otherwise): the plan's, if the plan hooks it."""
         if self._plan.hooks[node] == NONE or node in self._compiled_ids:
             return None
         return self._posthook(node, grad_inputs, grad_outputs)
 
-    def _posthook(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    def _posthook(
+        self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]
+    ) -> tuple[Any, ...] | None:
         """The posthook itself, on the nodes the plan hooks only."""
         # Once per hooked node: kept lean (no generator, no call that an inline test can spare).
         attend = self._quit.attend  # a quit, or a break-in waiting for the next node (`_break_in`)
@@ -289,8 +314,9 @@ class PlannedPass:
         if self._compiled is not None:
             self._compiled.drain(self._ran, self._grad_inputs, self._grad_outputs)
 
-    def _stop_after(self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...],
-                    arrived: bool) -> tuple[Any, ...] | None:
+    def _stop_after(
+        self, node: int, grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...], arrived: bool
+    ) -> tuple[Any, ...] | None:
         """The `nan` watch's hit at `node`, which just ran: it made the first non-finite gradient
         (pause after it, editable), or one arrived non-finite (pause before it, late)."""
         owner, state = self._owner, self._state
@@ -369,8 +395,9 @@ class PlannedPass:
         ran, self._ran = self._ran, []
         if not held and not ran:
             return
-        steps, count, self._held = ran_steps(held, ran, hold, self._counts, self._plan.producer, self._grad_outputs,
-                                             self._grad_inputs, self._fed)
+        steps, count, self._held = ran_steps(
+            held, ran, hold, self._counts, self._plan.producer, self._grad_outputs, self._grad_inputs, self._fed
+        )
         state = self._state
         first = self._emitted + 1
         self._emitted = state.done = self._emitted + count
@@ -397,8 +424,9 @@ class PlannedPass:
             state.grad_outputs[state.running] = resolved(self._grad_outputs.get(state.running, ()))
 
 
-def _arrived(grad_outputs: tuple[Any, ...], grad_inputs: tuple[Any, ...], sent_stats: tuple[Any, ...],
-             full: bool) -> tuple[Any, ...]:
+def _arrived(
+    grad_outputs: tuple[Any, ...], grad_inputs: tuple[Any, ...], sent_stats: tuple[Any, ...], full: bool
+) -> tuple[Any, ...]:
     """What arrived at a node no single producer's statistics give (several producers, or several
     gradients in): measured now, a tensor it sent on as it was (a pass-through) not again."""
     if len(grad_outputs) != 1:

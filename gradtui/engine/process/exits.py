@@ -33,8 +33,17 @@ from collections.abc import Callable
 from gradtui.engine.process.deferral import DEFERRAL
 from gradtui.protocol.dying import die_now, flush_std_streams, signal_status
 
-__all__ = ["FatalSignals", "IGNORED_INTERRUPT", "arm", "describe_signal", "die_at_exit", "die_now", "end_at_exit", "pending",
-           "signal_status"]
+__all__ = [
+    "FatalSignals",
+    "IGNORED_INTERRUPT",
+    "arm",
+    "describe_signal",
+    "die_at_exit",
+    "die_now",
+    "end_at_exit",
+    "pending",
+    "signal_status",
+]
 
 FATAL = (signal.SIGTERM, signal.SIGHUP)
 """The signals whose default action kills python at once (no finally, no atexit)."""
@@ -43,8 +52,10 @@ LAST_WORDS_DEADLINE = 3.0
 """Seconds the owner's last words (report, recording, runtime file, goodbye) may take before
 the process dies of its signal anyway."""
 
-IGNORED_INTERRUPT = ("gradtui: a Ctrl-C (SIGINT) came after the script had ended: ignored, as python "
-                     "ignores one in its atexit functions; the exit status is the script's")
+IGNORED_INTERRUPT = (
+    "gradtui: a Ctrl-C (SIGINT) came after the script had ended: ignored, as python "
+    "ignores one in its atexit functions; the exit status is the script's"
+)
 """gradtui's note when a SIGINT came during its last words (`FatalSignals.restore` said so)."""
 
 _armed = False

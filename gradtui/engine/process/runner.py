@@ -138,9 +138,17 @@ class ScriptRunner:
     ends the process.
     """
 
-    def __init__(self, path: str, args: list[str] | tuple[str, ...], session: Session, *,
-                 capture_output: bool = True, hard_exit: Callable[[int], None] | None = None,
-                 grace: float = QUIT_GRACE, module: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        args: list[str] | tuple[str, ...],
+        session: Session,
+        *,
+        capture_output: bool = True,
+        hard_exit: Callable[[int], None] | None = None,
+        grace: float = QUIT_GRACE,
+        module: bool = False,
+    ) -> None:
         """`module`: `path` is a module's name, run as `python -m path` runs it (see `_run_module`)."""
         self.module = path if module else None
         """The module `python -m` would run, or None for a script."""
@@ -199,7 +207,12 @@ class ScriptRunner:
         except KeyboardInterrupt as exc:  # a Ctrl-C in its writes, raised once they are done (engine.deferral)
             return self._interrupted_first(exc)
         saved: tuple[list[str], list[str], TextIO, TextIO, TextIO] = (
-            sys.argv, list(sys.path), sys.stdout, sys.stderr, sys.stdin)
+            sys.argv,
+            list(sys.path),
+            sys.stdout,
+            sys.stderr,
+            sys.stdin,
+        )
         out = err = None
         if self.capture_output:
             out, err = _EventStream(session, "stdout"), _EventStream(session, "stderr")
@@ -260,8 +273,13 @@ class ScriptRunner:
             runpy.run_path(self.path, run_name="__main__")
             return
         main = types.ModuleType("__main__")
-        main.__dict__.update(__file__=self.path, __cached__=None, __builtins__=builtins, __annotations__={},
-                             __loader__=importlib.machinery.SourceFileLoader("__main__", self.path))
+        main.__dict__.update(
+            __file__=self.path,
+            __cached__=None,
+            __builtins__=builtins,
+            __annotations__={},
+            __loader__=importlib.machinery.SourceFileLoader("__main__", self.path),
+        )
         with io.open_code(self.path) as f:
             source = f.read()
         code = compile(source, self.path, "exec", dont_inherit=True)  # the coding cookie, as python reads it
@@ -281,8 +299,9 @@ class ScriptRunner:
         True if this call announced it. Safe from any thread: the script is not unwound."""
         self.exit_signal = signum
         self.exit_status = signal_status(signum)
-        return self._finish(ev.ScriptFinished(self.exit_status, None, False, self.session.passes,
-                                              how=describe_signal(signum)))
+        return self._finish(
+            ev.ScriptFinished(self.exit_status, None, False, self.session.passes, how=describe_signal(signum))
+        )
 
     def _finish(self, event: ev.ScriptFinished) -> bool:
         """Emit ScriptFinished unless it was already; True if this call emitted it. On the main
@@ -309,9 +328,14 @@ class ScriptRunner:
         for entry in reversed(kept):
             tb = types.TracebackType(tb, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
         kind = type(exc)
-        name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__") else f"{kind.__module__}.{kind.__qualname__}"
-        frames = tuple(FrameInfo(f.filename, f.lineno or 0, f.name, (f.line or "").strip())
-                       for f in traceback.extract_tb(tb))
+        name = (
+            kind.__qualname__
+            if kind.__module__ in ("builtins", "__main__")
+            else f"{kind.__module__}.{kind.__qualname__}"
+        )
+        frames = tuple(
+            FrameInfo(f.filename, f.lineno or 0, f.name, (f.line or "").strip()) for f in traceback.extract_tb(tb)
+        )
         return "".join(traceback.format_exception(kind, exc, tb)), ErrorInfo(name, str(exc), frames)
 
     def start(self) -> threading.Thread:
@@ -349,9 +373,15 @@ class ScriptRunner:
         self.interrupt()  # the second stop
         if self.finished.wait(self.grace / 2):
             return
-        announced = self._finish(ev.ScriptFinished(
-            QUIT_STATUS, None, True, self.session.passes,
-            how=f"hard exit: the script went on {self.grace:g} s after quit (it catches BaseException?)"))
+        announced = self._finish(
+            ev.ScriptFinished(
+                QUIT_STATUS,
+                None,
+                True,
+                self.session.passes,
+                how=f"hard exit: the script went on {self.grace:g} s after quit (it catches BaseException?)",
+            )
+        )
         if announced and self.hard_exit is not None:
             self.hard_exit(QUIT_STATUS)
 
@@ -365,7 +395,8 @@ class ScriptRunner:
             if self._interruptible and self.thread_id is not None:
                 self._sent_quit = True
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(self.thread_id), ctypes.py_object(GradtuiQuit))
+                    ctypes.c_ulong(self.thread_id), ctypes.py_object(GradtuiQuit)
+                )
 
     def _disarm(self) -> None:
         """Leave the script's code: no more async quits, and cancel one not yet delivered."""

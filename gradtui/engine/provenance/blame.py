@@ -37,8 +37,9 @@ def install(codes: frozenset[CodeType], filename: str, module_globals: dict[str,
                 _forget(module_globals, msg)
                 if not _should_show(msg, caller):
                     return
-                msg = warnings.WarningMessage(msg.message, msg.category, caller.f_code.co_filename, caller.f_lineno,
-                                              msg.file, None, msg.source)
+                msg = warnings.WarningMessage(
+                    msg.message, msg.category, caller.f_code.co_filename, caller.f_lineno, msg.file, None, msg.source
+                )
         original(msg)
 
     _installed.update(original=original, wrapper=showwarnmsg)
@@ -66,8 +67,12 @@ def _forget(module_globals: dict[str, Any], msg: warnings.WarningMessage) -> Non
 
 def _action(text: str, category: type, module: str, lineno: int) -> str:
     for action, message, kind, mod, line in warnings.filters:
-        if ((message is None or message.match(text)) and issubclass(category, kind)
-                and (mod is None or mod.match(module)) and (line == 0 or line == lineno)):
+        if (
+            (message is None or message.match(text))
+            and issubclass(category, kind)
+            and (mod is None or mod.match(module))
+            and (line == 0 or line == lineno)
+        ):
             return action
     return warnings.defaultaction  # type: ignore[attr-defined]  # CPython's module default, not in typeshed
 

@@ -47,8 +47,17 @@ from gradtui.engine.provenance.modulecalls import forward_roots as forward_roots
 from gradtui.protocol import places
 from gradtui.protocol.events import SourceText
 
-__all__ = ["FIRST_KEY", "MODULE_KEY", "SOURCE_KEY", "Provenance", "UnsavedSources", "forward_roots", "module_of",
-           "source_of", "user_frame"]
+__all__ = [
+    "FIRST_KEY",
+    "MODULE_KEY",
+    "SOURCE_KEY",
+    "Provenance",
+    "UnsavedSources",
+    "forward_roots",
+    "module_of",
+    "source_of",
+    "user_frame",
+]
 
 _Tensor = torch.Tensor
 _Module = torch.nn.Module
@@ -141,8 +150,11 @@ class Provenance(TorchFunctionMode):
             self._mode_pushed = True
             self._wrap_function_apply()
             self._wrap_thread_start()
-            blame.install(frozenset({Provenance.__torch_function__.__code__, self._wrapped_apply.__func__.__code__}),
-                          __file__, globals())
+            blame.install(
+                frozenset({Provenance.__torch_function__.__code__, self._wrapped_apply.__func__.__code__}),
+                __file__,
+                globals(),
+            )
         except BaseException:
             self.uninstall()
             raise

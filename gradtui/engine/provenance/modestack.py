@@ -38,14 +38,14 @@ def suspended(mode: Any) -> Iterator[None]:
     if where is None:
         yield
         return
-    above = stack[where + 1:]
+    above = stack[where + 1 :]
     remove(mode)
     try:
         yield
     finally:
         now = get_function_mode_stack()
         count = len(above)
-        if count <= len(now) and all(a is b for a, b in zip(now[len(now) - count:], above)):
+        if count <= len(now) and all(a is b for a, b in zip(now[len(now) - count :], above)):
             for _ in range(count):
                 pop_mode()
             push_mode(mode)

@@ -189,8 +189,7 @@ class ModuleCalls:
             owned = self._torch_owned[type(module)] = _forward_is_torchs(type(module))
         if owned:
             # Its nodes' user line is the one that called it: found once here, not per op.
-            where = (top.where[0] if top is not None and top.where is not None
-                     else _call_site(sys._getframe(2)), name)
+            where = (top.where[0] if top is not None and top.where is not None else _call_site(sys._getframe(2)), name)
             if state.depth < 0:
                 state.open(_get_sequence_nr(), where)
                 self._mode_off(state)

@@ -71,8 +71,9 @@ class PassReads:
         found, state.nan_seen = current(state.grad_outputs[node], owner.breakpoints, state.nan_seen)
         return found
 
-    def _pause_late(self, hit: Hit, ran: list[Ran], tensors: list[Any],
-                    after: tuple[int, tuple[Any, ...]] | None) -> None:
+    def _pause_late(
+        self, hit: Hit, ran: list[Ran], tensors: list[Any], after: tuple[int, tuple[Any, ...]] | None
+    ) -> None:
         """Pause for a value breakpoint that matched a node that has run: shown after it (what it
         sent on) if it made a non-finite gradient, else before it (what it received); no edits."""
         owner, state = self._owner, self._state

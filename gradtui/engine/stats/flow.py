@@ -95,6 +95,7 @@ class Shards:
                 found[id(unsharded)] = (sharded, fqn if isinstance(fqn, str) and fqn else None)
         known = self._known
         for key, leaf in wanted.items():
+
             def forget(ref: weakref.ref, key: int = key) -> None:
                 if known.get(key, (None,))[0] is ref:
                     del known[key]
@@ -159,9 +160,10 @@ def both_norms(weights: list[torch.Tensor], grads: list[torch.Tensor]) -> list[f
     return _norms(weights + grads)
 
 
-def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]],
-                  norms: Callable[[list[torch.Tensor], list[torch.Tensor]], list[float]] = both_norms,
-                  ) -> tuple[ParamFlow, ...]:
+def gradient_flow(
+    leaves: Sequence[tuple[str, int | None, torch.Tensor]],
+    norms: Callable[[list[torch.Tensor], list[torch.Tensor]], list[float]] = both_norms,
+) -> tuple[ParamFlow, ...]:
     """ParamFlow rows for `(name, node id, leaf tensor)` items, sorted vanishing to exploding.
 
     Leaves without a `.grad` come first (ratio None), leaves with a non-finite gradient last.
@@ -179,9 +181,9 @@ def gradient_flow(leaves: Sequence[tuple[str, int | None, torch.Tensor]],
             grads = [None if (g := leaf.grad) is None else local_shard(g) for _, _, leaf in leaves]
         have = [i for i, g in enumerate(grads) if g is not None]
         both = norms([_dense(local_shard(leaf)) for _, _, leaf in leaves], [_dense(g) for g in grads if g is not None])
-        weight_norms = both[:len(leaves)]
+        weight_norms = both[: len(leaves)]
         grad_norms: list[float | None] = [None] * len(leaves)
-        for i, norm in zip(have, both[len(leaves):]):
+        for i, norm in zip(have, both[len(leaves) :]):
             grad_norms[i] = norm
         rows = []
         for (name, node, leaf), grad, gnorm, wnorm in zip(leaves, grads, grad_norms, weight_norms):

@@ -25,13 +25,21 @@ def now_stats(grad: Any, full: bool) -> Stats | None:
     """A gradient's statistics, read now (CPU): as the window's bulk read makes them."""
     if grad is None:
         return None
-    if (type(grad) is _TENSOR and (dtype := BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
-            and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
+    if (
+        type(grad) is _TENSOR
+        and (dtype := BULK.get(grad.dtype)) is not None
+        and grad.layout is _STRIDED
+        and 0 < (numel := grad.numel()) <= CHUNK
+        and not grad.is_meta
+        and not grad._is_zerotensor()
+    ):
         if grad.requires_grad:
             grad = grad.detach()  # create_graph: gradtui's reductions record nothing
         if numel <= VALUES_LIMIT:  # a 1-d gradient lists itself; others are flattened first (a view: no copy)
             shape = tuple(grad.shape)
-            return small_stats(shape, dtype, "cpu", tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist()))
+            return small_stats(
+                shape, dtype, "cpu", tuple(grad.tolist() if len(shape) == 1 else grad.reshape(-1).tolist())
+            )
         if (stats := _reduced(grad, dtype, numel, full)) is not None:
             return stats
     return summarize(grad, light=not full)  # also confirms a non-finite norm with isfinite
@@ -80,8 +88,13 @@ def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
     (`_reduced`); a norm that is 0 (a ZeroTensor's is) or a reduction not finite (a float32 norm
     overflows on finite values) is decided by the full checks of `_quick_checked`, as is
     everything rare."""
-    if (type(grad) is _TENSOR and grad.is_cpu and grad.layout is _STRIDED and not grad.requires_grad
-            and (dtype := BULK.get(grad.dtype)) is not None):  # is_cpu: not a meta tensor
+    if (
+        type(grad) is _TENSOR
+        and grad.is_cpu
+        and grad.layout is _STRIDED
+        and not grad.requires_grad
+        and (dtype := BULK.get(grad.dtype)) is not None
+    ):  # is_cpu: not a meta tensor
         numel = grad.numel()
         if VALUES_LIMIT < numel <= CHUNK:
             if not full:
@@ -97,8 +110,14 @@ def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
 
 def _quick_checked(grad: Any, full: bool) -> Stats | Listed | Normed | None:
     """`quick_stats` with every check made (a rare gradient, a full read, a small one)."""
-    if (type(grad) is _TENSOR and (dtype := BULK.get(grad.dtype)) is not None and grad.layout is _STRIDED
-            and 0 < (numel := grad.numel()) <= CHUNK and not grad.is_meta and not grad._is_zerotensor()):
+    if (
+        type(grad) is _TENSOR
+        and (dtype := BULK.get(grad.dtype)) is not None
+        and grad.layout is _STRIDED
+        and 0 < (numel := grad.numel()) <= CHUNK
+        and not grad.is_meta
+        and not grad._is_zerotensor()
+    ):
         if grad.requires_grad:
             grad = grad.detach()  # create_graph: gradtui's reductions record nothing
         if numel > VALUES_LIMIT:
@@ -144,9 +163,13 @@ def _stats(one: Any) -> Stats | None:
     return one
 
 
-def measured(grads: tuple[Any, ...], full: bool, known: tuple[Any, ...] = (),
-             stats: tuple[Stats | None, ...] = (),
-             measure: Callable[[Any, bool], Any] = now_stats) -> tuple[Stats | None, ...]:
+def measured(
+    grads: tuple[Any, ...],
+    full: bool,
+    known: tuple[Any, ...] = (),
+    stats: tuple[Stats | None, ...] = (),
+    measure: Callable[[Any, bool], Any] = now_stats,
+) -> tuple[Stats | None, ...]:
     """`measure` (`now_stats`) of each of `grads`, each tensor measured once: one that appears twice
     (both sides of an `x + x`), or is one of `known` (whose statistics are `stats`: a pass-through
     node sends on the very tensor it received), is not measured again."""

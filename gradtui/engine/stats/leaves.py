@@ -58,8 +58,8 @@ class LeafRead:
         except (RuntimeError, TypeError):  # mixed devices or dtypes one fused call refuses
             self._read = self._separately()
             return both_norms(weights, grads)
-        rest = iter(read.others[len(weights):])
-        return read.others[:len(weights)] + [next(rest) if e is None else read.norms[e] for e in entries]
+        rest = iter(read.others[len(weights) :])
+        return read.others[: len(weights)] + [next(rest) if e is None else read.norms[e] for e in entries]
 
     def stats(self) -> tuple[tuple[int, Stats | None], ...]:
         """(accumulator id, Stats of the leaf's `.grad`) for each leaf."""

@@ -108,14 +108,18 @@ def root_values(roots: tuple[Any, ...]) -> tuple[float | None, ...]:
     return tuple(out)
 
 
-def nonfinite_roots(roots: tuple[Any, ...], losses: tuple[float | None, ...], breakpoints: Iterable[Breakpoint]) -> bool:
+def nonfinite_roots(
+    roots: tuple[Any, ...], losses: tuple[float | None, ...], breakpoints: Iterable[Breakpoint]
+) -> bool:
     """Does a root hold a non-finite value? Non-scalar roots are only read for a `loss nan` spec."""
     if any(v is not None and not math.isfinite(v) for v in losses):
         return True
     if not any(LossNan.of(bp.spec) for bp in breakpoints):
         return False
-    return any(v is None and isinstance(t, torch.Tensor) and not bool(torch.isfinite(t.detach()).all())
-               for t, v in zip(roots, losses))
+    return any(
+        v is None and isinstance(t, torch.Tensor) and not bool(torch.isfinite(t.detach()).all())
+        for t, v in zip(roots, losses)
+    )
 
 
 def walk(nodes: list[Any]) -> tuple[int, list[Any]]:
@@ -173,8 +177,9 @@ def grad_outputs_handles(state: PassRecord, node: int, grads: tuple[Any, ...], l
     return tuple(out)
 
 
-def grad_inputs_handles(state: PassRecord, node: int, grads: tuple[Any, ...], grad_outputs: tuple[Any, ...],
-                        light: bool) -> tuple[Any, ...]:
+def grad_inputs_handles(
+    state: PassRecord, node: int, grads: tuple[Any, ...], grad_outputs: tuple[Any, ...], light: bool
+) -> tuple[Any, ...]:
     """Handles of what `node` sent on. A view, transpose or pass-through (`ViewBackward0`,
     `TBackward0`, the two sides of `AddBackward0`...) sends the very elements it received,
     so their stats are those of its `grad_outputs` in a new shape: half the reductions of a pass."""
@@ -190,11 +195,19 @@ def grad_inputs_handles(state: PassRecord, node: int, grads: tuple[Any, ...], gr
             ptr = grad.data_ptr()
             for source, version, handle in zip(arrived, versions, grad_outputs):
                 # Small ones list their values in order, so only bigger ones are shared.
-                if (source is not None and handle is not None and source.layout is torch.strided
-                        and not is_zerotensor(source) and source.data_ptr() == ptr
-                        and source._version == version and (numel := grad.numel()) > VALUES_LIMIT
-                        and source.numel() == numel and source.dtype == grad.dtype
-                        and _dense(grad) and _dense(source)):
+                if (
+                    source is not None
+                    and handle is not None
+                    and source.layout is torch.strided
+                    and not is_zerotensor(source)
+                    and source.data_ptr() == ptr
+                    and source._version == version
+                    and (numel := grad.numel()) > VALUES_LIMIT
+                    and source.numel() == numel
+                    and source.dtype == grad.dtype
+                    and _dense(grad)
+                    and _dense(source)
+                ):
                     if type(handle) is int:
                         if not light:
                             window.want_full(handle)
@@ -235,12 +248,18 @@ class FlowRecorder:
     @staticmethod
     def leaves(capture: Capture) -> list[tuple[int, torch.Tensor]]:
         """(accumulator id, leaf tensor) of every leaf on a captured pass's graph."""
-        return [(i, capture.nodes[i].variable)  # type: ignore[attr-defined]  # AccumulateGrad's; torch's Node type lacks it
-                for i in sorted(capture.accumulators)]
+        return [
+            (i, capture.nodes[i].variable)  # type: ignore[attr-defined]  # AccumulateGrad's; torch's Node type lacks it
+            for i in sorted(capture.accumulators)
+        ]
 
-    def recorded_flow(self, name_of: Callable[[int], str | None], leaves: list[tuple[int, torch.Tensor]],
-                      nested: list[tuple[str, torch.Tensor]],
-                      norms: Callable[[list[torch.Tensor], list[torch.Tensor]], list[float]]) -> tuple[ev.ParamFlow, ...]:
+    def recorded_flow(
+        self,
+        name_of: Callable[[int], str | None],
+        leaves: list[tuple[int, torch.Tensor]],
+        nested: list[tuple[str, torch.Tensor]],
+        norms: Callable[[list[torch.Tensor], list[torch.Tensor]], list[float]],
+    ) -> tuple[ev.ParamFlow, ...]:
         """Gradient flow of a captured pass's leaves (accumulator id, leaf), named as the graph
         names them (`name_of(id)`: gradtui.engine.capture.graph.Capture.leaf_name), and of the leaves nested
         passes updated (node None: not on the graph); `norms` as `gradient_flow` takes it (a
@@ -254,17 +273,20 @@ class FlowRecorder:
         named += self._new_leaves(nested, {id(leaf) for _, _, leaf in named})
         return gradient_flow(named, norms)
 
-    def unhooked_flow(self, variables: list[torch.Tensor],
-                      nested: Sequence[tuple[str, torch.Tensor]] = ()) -> tuple[ev.ParamFlow, ...]:
+    def unhooked_flow(
+        self, variables: list[torch.Tensor], nested: Sequence[tuple[str, torch.Tensor]] = ()
+    ) -> tuple[ev.ParamFlow, ...]:
         """Gradient flow of a pass that ran unhooked: its leaves named as recorded passes named
         them, and the leaves nested passes updated."""
         named: list[tuple[str, int | None, torch.Tensor]] = [
-            (self._leaf_names.get(v) or f"leaf {list(v.shape)}", None, v) for v in variables]
+            (self._leaf_names.get(v) or f"leaf {list(v.shape)}", None, v) for v in variables
+        ]
         named += self._new_leaves(nested, {id(v) for v in variables})
         return gradient_flow(named)
 
-    def _new_leaves(self, nested: Sequence[tuple[str, torch.Tensor]],
-                    seen: set[int]) -> list[tuple[str, int | None, torch.Tensor]]:
+    def _new_leaves(
+        self, nested: Sequence[tuple[str, torch.Tensor]], seen: set[int]
+    ) -> list[tuple[str, int | None, torch.Tensor]]:
         """Nested passes' leaves not already listed, each once, remembered by name."""
         out: list[tuple[str, int | None, torch.Tensor]] = []
         for name, leaf in nested:
@@ -291,8 +313,9 @@ class FlowRecorder:
                 out.append((name, leaf))
         return out
 
-    def finished(self, state: PassRecord, call: str, error: str | None, light: bool,
-                 flow_wanted: bool = True) -> ev.PassFinished:
+    def finished(
+        self, state: PassRecord, call: str, error: str | None, light: bool, flow_wanted: bool = True
+    ) -> ev.PassFinished:
         """The end of hooked pass `state`: its leaves' gradients and flow (if `flow_wanted`: a
         listener reads them). Lets go of its graph, frame and leaves, so nothing of the pass
         outlives it."""
@@ -313,17 +336,35 @@ class FlowRecorder:
         state.frame = state.names = None
         state.nested_leaves = []
         failed = error is not None
-        return ev.PassFinished(state.index, state.done, total, error, state.running if failed else None,
-                               state.grad_outputs.get(state.running, ()) if failed and state.running is not None else (), leaf_grads, flow)
+        return ev.PassFinished(
+            state.index,
+            state.done,
+            total,
+            error,
+            state.running if failed else None,
+            state.grad_outputs.get(state.running, ()) if failed and state.running is not None else (),
+            leaf_grads,
+            flow,
+        )
 
-    def nested_pass(self, outer: Any, call: str, frame: FrameType, roots: tuple[Any, ...], inside: bool,
-                    breakpoints: Iterable[Breakpoint]) -> ev.NestedPass:
+    def nested_pass(
+        self,
+        outer: Any,
+        call: str,
+        frame: FrameType,
+        roots: tuple[Any, ...],
+        inside: bool,
+        breakpoints: Iterable[Breakpoint],
+    ) -> ev.NestedPass:
         """What to announce of a backward that runs unhooked inside pass `outer` (`inside`: from its
         engine call, e.g. a reentrant checkpoint) or beside it (another thread). One inside a
         hooked pass that accumulates into named leaves adds them to `outer`'s flow, and names the
         module breakpoints that cannot stop in it."""
-        nodes = [r.node if isinstance(r, GradientEdge) else r.grad_fn for r in roots
-                 if isinstance(r, (torch.Tensor, GradientEdge))]
+        nodes = [
+            r.node if isinstance(r, GradientEdge) else r.grad_fn
+            for r in roots
+            if isinstance(r, (torch.Tensor, GradientEdge))
+        ]
         nodes = [n for n in nodes if n is not None]
         count, accumulators = walk(nodes) if nodes else (0, [])
         missed: tuple[str, ...] = ()
@@ -333,21 +374,32 @@ class FlowRecorder:
             modules = {name.rpartition(".")[0] for name, _ in leaves if "." in name}
             for module in modules:
                 self._nested_modules.setdefault(module, outer.index)
-            missed = tuple(bp.spec.text for bp in breakpoints if Module.of(bp.spec) and any(
-                matches_module(bp.spec.value, m) for m in modules))
+            missed = tuple(
+                bp.spec.text
+                for bp in breakpoints
+                if Module.of(bp.spec) and any(matches_module(bp.spec.value, m) for m in modules)
+            )
         del accumulators
         frame = provenance.user_frame(frame) or frame
-        return ev.NestedPass(outer.index, call, f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}",
-                             count, threading.current_thread().name, missed)
+        return ev.NestedPass(
+            outer.index,
+            call,
+            f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}",
+            count,
+            threading.current_thread().name,
+            missed,
+        )
 
     def checkpointed(self, bp: Breakpoint) -> str | None:
         """Why module breakpoint `bp` cannot stop where it names, if its module ran inside a
         reentrant checkpoint, else None."""
         for module, index in self._nested_modules.items():
             if Module.of(bp.spec) and matches_module(bp.spec.value, module):
-                return (f"{module} ran inside a reentrant checkpoint in pass {index}: its nodes run in a nested "
-                        "pass that gradtui does not hook, so it cannot stop there; "
-                        "checkpoint(..., use_reentrant=False) can")
+                return (
+                    f"{module} ran inside a reentrant checkpoint in pass {index}: its nodes run in a nested "
+                    "pass that gradtui does not hook, so it cannot stop there; "
+                    "checkpoint(..., use_reentrant=False) can"
+                )
         return None
 
 

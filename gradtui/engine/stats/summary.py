@@ -107,8 +107,20 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     elif histogram:
         preview = tuple(t.reshape(-1)[:PREVIEW_LENGTH].tolist())
     hist, finite_range = _histogram(t.reshape(-1), lo_v, hi_v, nonfinite) if histogram else (None, None)
-    return full_stats(shape, dtype, str(t.device), norm, lo_v, hi_v, total / numel, nonfinite, values,
-                      preview or (), hist, finite_range)
+    return full_stats(
+        shape,
+        dtype,
+        str(t.device),
+        norm,
+        lo_v,
+        hi_v,
+        total / numel,
+        nonfinite,
+        values,
+        preview or (),
+        hist,
+        finite_range,
+    )
 
 
 ONE_PASS = 1 << 14
@@ -133,8 +145,9 @@ def _zeros(shape: tuple[int, ...], dtype: str, device: str, numel: int, histogra
         return light_stats(shape, dtype, device, 0.0, 0)
     values = (0.0,) * numel if numel <= VALUES_LIMIT else None
     preview = (0.0,) * min(numel, PREVIEW_LENGTH) if values is not None or histogram else ()
-    return full_stats(shape, dtype, device, 0.0, 0.0, 0.0, 0.0, 0, values, preview,
-                      _one_bin(numel) if histogram else None)
+    return full_stats(
+        shape, dtype, device, 0.0, 0.0, 0.0, 0.0, 0, values, preview, _one_bin(numel) if histogram else None
+    )
 
 
 def no_values(t: torch.Tensor) -> str | None:
@@ -153,11 +166,18 @@ def no_values(t: torch.Tensor) -> str | None:
 def freed(t: torch.Tensor) -> bool:
     """Does `t` lack the storage its elements need? FSDP2 resizes an unsharded parameter's storage
     to 0 after backward and keeps the tensor: reading it would read freed memory (a crash)."""
-    if t.layout != torch.strided or (numel := t.numel()) == 0 or type(t) not in _PLAIN_TENSORS and not isinstance(t, torch.nn.Parameter):
+    if (
+        t.layout != torch.strided
+        or (numel := t.numel()) == 0
+        or type(t) not in _PLAIN_TENSORS
+        and not isinstance(t, torch.nn.Parameter)
+    ):
         return False
     try:
         # A contiguous tensor's elements span numel places (the common case, without a walk of its strides).
-        extent = numel if t.is_contiguous() else 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+        extent = (
+            numel if t.is_contiguous() else 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+        )
         return t.untyped_storage().nbytes() < (t.storage_offset() + extent) * t.element_size()
     except (RuntimeError, NotImplementedError):
         return False
@@ -194,8 +214,9 @@ def _light(t: torch.Tensor, shape: tuple[int, ...], dtype: str, numel: int) -> S
     return light_stats(shape, dtype, str(t.device), norm, nonfinite)
 
 
-def _histogram(flat: torch.Tensor, lo: float, hi: float,
-               nonfinite: int) -> tuple[tuple[int, ...], tuple[float, float] | None]:
+def _histogram(
+    flat: torch.Tensor, lo: float, hi: float, nonfinite: int
+) -> tuple[tuple[int, ...], tuple[float, float] | None]:
     """Counts of the finite values in `HISTOGRAM_BINS` equal bins between their min and max; and,
     where some values are not finite, that min and max (`Stats.finite_range`; None if none is)."""
     finite_range = None
@@ -222,6 +243,7 @@ def _one_bin(count: int) -> tuple[int, ...]:
 
 # ---- tensors of more than CHUNK elements -------------------------------------------------
 
+
 def _pieces(t: torch.Tensor, size: int) -> Iterator[torch.Tensor]:
     """Views of `t` that cover each of its elements once, each of at most `size` elements
     (whole rows of the leading dimension where they fit), without copying anything."""
@@ -231,7 +253,7 @@ def _pieces(t: torch.Tensor, size: int) -> Iterator[torch.Tensor]:
     if t.is_contiguous():
         flat = t.view(-1)
         for start in range(0, flat.numel(), size):
-            yield flat[start:start + size]
+            yield flat[start : start + size]
         return
     while t.dim() > 1 and t.shape[0] == 1:
         t = t[0]
@@ -239,7 +261,7 @@ def _pieces(t: torch.Tensor, size: int) -> Iterator[torch.Tensor]:
     if per_row <= size:
         step = size // per_row
         for start in range(0, t.shape[0], step):
-            yield t[start:start + step]
+            yield t[start : start + step]
     else:
         for row in t:
             yield from _pieces(row, size)
@@ -267,8 +289,9 @@ def _head(t: torch.Tensor, count: int) -> tuple[float, ...]:
     return tuple(_as_real_float(first).tolist())
 
 
-def _summarize_chunked(t: torch.Tensor, shape: tuple[int, ...], dtype: str, numel: int,
-                       histogram: bool, light: bool) -> Stats:
+def _summarize_chunked(
+    t: torch.Tensor, shape: tuple[int, ...], dtype: str, numel: int, histogram: bool, light: bool
+) -> Stats:
     """`summarize` of a tensor of more than CHUNK elements: one trip through memory, partial
     results combined in float64, no copy bigger than a chunk."""
     device = str(t.device)
@@ -317,14 +340,26 @@ def _summarize_chunked(t: torch.Tensor, shape: tuple[int, ...], dtype: str, nume
                     lows.append(lo_c)
                     highs.append(hi_c)
             if not lows:
-                return full_stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview,
-                                  (0,) * HISTOGRAM_BINS)
+                return full_stats(
+                    shape,
+                    dtype,
+                    device,
+                    norm,
+                    lo_v,
+                    hi_v,
+                    total / numel,
+                    nonfinite,
+                    None,
+                    preview,
+                    (0,) * HISTOGRAM_BINS,
+                )
             finite_range = (torch.stack(lows).min().item(), torch.stack(highs).max().item())
             hist = _chunked_histogram(t, *finite_range, numel - nonfinite, bad)
         else:
             hist = _chunked_histogram(t, lo_v, hi_v, numel, bad)
-    return full_stats(shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview, hist,
-                      finite_range)
+    return full_stats(
+        shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview, hist, finite_range
+    )
 
 
 def _block_norms(c: torch.Tensor) -> torch.Tensor:
@@ -367,7 +402,7 @@ def _chunked_histogram(t: torch.Tensor, lo: float, hi: float, finite: int, bad: 
             span = (torch.tensor(hi, dtype=wanted) - torch.tensor(lo, dtype=wanted)).item()  # as histc has it
             buffers[wanted] = (torch.empty(CHUNK, dtype=wanted), torch.empty(CHUNK, dtype=torch.int32), span)
         position, bins, span = buffers[wanted]
-        position, bins = position[:c.numel()], bins[:c.numel()]
+        position, bins = position[: c.numel()], bins[: c.numel()]
         torch.sub(c.to(wanted), lo, out=position)
         position.mul_(HISTOGRAM_BINS).div_(span).clamp_(max=HISTOGRAM_BINS - 1)
         bins.copy_(position)  # truncates, as histc's cast does
@@ -375,8 +410,9 @@ def _chunked_histogram(t: torch.Tensor, lo: float, hi: float, finite: int, bad: 
     return tuple(int(c) for c in counts.tolist())
 
 
-def summarize_all(grads: tuple[Any, ...] | list[Any], histogram: bool = False,
-                  light: bool = False) -> tuple[Stats | None, ...]:
+def summarize_all(
+    grads: tuple[Any, ...] | list[Any], histogram: bool = False, light: bool = False
+) -> tuple[Stats | None, ...]:
     """Summarize each gradient of a hook's tuple; `None` (no gradient) stays `None`."""
     return tuple(summarize(g, histogram, light) if isinstance(g, torch.Tensor) else None for g in grads)
 
@@ -396,8 +432,10 @@ def _describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         if local_shard(value) is not value:
             placements = ", ".join(str(p) for p in getattr(value, "placements", ()))
-            return (f"DTensor, this rank's local shard ({placements}; global shape {list(value.shape)}): "
-                    + format_stats(summarize(value)))
+            return (
+                f"DTensor, this rank's local shard ({placements}; global shape {list(value.shape)}): "
+                + format_stats(summarize(value))
+            )
         return format_stats(summarize(value))
     if isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
         return "; ".join(f"[{i}] {format_stats(summarize(v))}" for i, v in enumerate(value))

@@ -49,7 +49,9 @@ def scan(seen: Sequence[ev.NodeRan], breakpoints: Breakpoints, nan_seen: bool) -
     return hit, nan_seen
 
 
-def current(grad_outputs: tuple[Stats | None, ...], breakpoints: Breakpoints, nan_seen: bool) -> tuple[Breakpoint | None, bool]:
+def current(
+    grad_outputs: tuple[Stats | None, ...], breakpoints: Breakpoints, nan_seen: bool
+) -> tuple[Breakpoint | None, bool]:
     """The value breakpoint the node about to run matches by its incoming gradients (or None),
     and `nan_seen` after it."""
     bp = breakpoints.find_value(grad_outputs, nan_seen)

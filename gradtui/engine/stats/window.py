@@ -87,8 +87,14 @@ class StatsWindow:
         window cannot hold it (see module doc)."""
         if tensor is None:
             return None
-        if (type(tensor) is torch.Tensor and tensor.dtype in _BULK and tensor.layout is torch.strided
-                and 0 < (numel := tensor.numel()) <= CHUNK and not tensor.is_meta and not is_zerotensor(tensor)):
+        if (
+            type(tensor) is torch.Tensor
+            and tensor.dtype in _BULK
+            and tensor.layout is torch.strided
+            and 0 < (numel := tensor.numel()) <= CHUNK
+            and not tensor.is_meta
+            and not is_zerotensor(tensor)
+        ):
             self.tensors.append(tensor)
             self.full.append(not light)
             self.held += numel
@@ -137,7 +143,7 @@ class StatsWindow:
             known[i] = norm
         position = len(big)
         for i, _, numel in small:
-            known[i] = tuple(numbers[position:position + numel])
+            known[i] = tuple(numbers[position : position + numel])
             position += numel
         return not all(map(math.isfinite, numbers))
 
@@ -163,7 +169,9 @@ class StatsWindow:
         for entry, leaf in leaves.items():
             grad = leaf.grad
             if grad is None:
-                out[entry] = unreadable_stats((), "", "", "the leaf's .grad was cleared before its statistics were read")
+                out[entry] = unreadable_stats(
+                    (), "", "", "the leaf's .grad was cleared before its statistics were read"
+                )
             elif grad.dtype in _BULK and grad.layout is torch.strided and not is_zerotensor(grad):
                 tensors[entry] = grad
             else:
@@ -179,8 +187,13 @@ class StatsWindow:
         return read
 
     @staticmethod
-    def _read_live(tensors: list[torch.Tensor | None], full: list[bool], known: dict[int, Any],
-                   read: Read, others: list[torch.Tensor]) -> bool:
+    def _read_live(
+        tensors: list[torch.Tensor | None],
+        full: list[bool],
+        known: dict[int, Any],
+        read: Read,
+        others: list[torch.Tensor],
+    ) -> bool:
         """Fill `read` with the Stats of the held tensors (entries whose tensor is not None; `known`:
         what a check read already) and the norms of `others`; did one hold a non-finite value?"""
         # Small tensors' values come back whole (their norm, min, max and mean are taken from
@@ -193,15 +206,15 @@ class StatsWindow:
         fresh = [item for item in small if item[0] not in known] if known else small
         numbers = _fetch(unread, fresh, wide, others) if unread or wide or fresh or others else []
         if others:
-            read.others[:] = numbers[:len(others)]
-            numbers = numbers[len(others):]
+            read.others[:] = numbers[: len(others)]
+            numbers = numbers[len(others) :]
         norms = read.norms
         norms.update(zip((i for i, _, _ in unread), numbers))
         if known:
             norms.update((i, known[i]) for i, _, _ in big if i in known)
         count = len(unread)
         position = count + 3 * len(wide)
-        minmax = {item[0]: numbers[count + 3 * k:count + 3 * k + 3] for k, item in enumerate(wide)}
+        minmax = {item[0]: numbers[count + 3 * k : count + 3 * k + 3] for k, item in enumerate(wide)}
         redo: list[tuple[int, torch.Tensor, float]] = []
         isfinite = math.isfinite
         for i, t, numel in big:
@@ -211,8 +224,9 @@ class StatsWindow:
                 if not (isfinite(lo) and isfinite(hi) and isfinite(total) and isfinite(norm)):
                     redo.append((i, t, norm))
                     continue
-                out[i] = full_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, lo, hi,
-                                    total / numel, 0)
+                out[i] = full_stats(
+                    tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, lo, hi, total / numel, 0
+                )
             elif isfinite(norm):
                 out[i] = light_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, 0)
             else:
@@ -221,7 +235,7 @@ class StatsWindow:
         for i, t, numel in small:
             values = known.get(i) if known else None  # read by a check
             if values is None:
-                values = tuple(numbers[position:position + numel])
+                values = tuple(numbers[position : position + numel])
                 position += numel
             stats = out[i] = small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
             found = found or stats.nonfinite > 0
@@ -231,21 +245,30 @@ class StatsWindow:
         return found
 
 
-def _fetch(big: list[tuple[int, torch.Tensor, int]], small: list[tuple[int, torch.Tensor, int]],
-           wide: Sequence[tuple[int, torch.Tensor, int]] = (), others: Sequence[torch.Tensor] = ()) -> list[float]:
+def _fetch(
+    big: list[tuple[int, torch.Tensor, int]],
+    small: list[tuple[int, torch.Tensor, int]],
+    wide: Sequence[tuple[int, torch.Tensor, int]] = (),
+    others: Sequence[torch.Tensor] = (),
+) -> list[float]:
     """One host read: the norms of `others`, then of `big` (one fused call), min, max and sum of
     each of `wide`, then every value of `small`, in that order. On the CPU the compiled library
     reads them (the same kernels, the same floats: gradtui/engine/hooks/native/fetch.h), where built."""
     if (compiled := native.load().module) is not None:
-        numbers = compiled.fetch([*others, *(t for _, t, _ in big)], [t for _, t, _ in wide],
-                                 [t for _, t, _ in small], ONE_PASS)
+        numbers = compiled.fetch(
+            [*others, *(t for _, t, _ in big)], [t for _, t, _ in wide], [t for _, t, _ in small], ONE_PASS
+        )
         if numbers is not None:
             return numbers
     return fetch_in_python(big, small, wide, others)
 
 
-def fetch_in_python(big: list[tuple[int, torch.Tensor, int]], small: list[tuple[int, torch.Tensor, int]],
-                    wide: Sequence[tuple[int, torch.Tensor, int]] = (), others: Sequence[torch.Tensor] = ()) -> list[float]:
+def fetch_in_python(
+    big: list[tuple[int, torch.Tensor, int]],
+    small: list[tuple[int, torch.Tensor, int]],
+    wide: Sequence[tuple[int, torch.Tensor, int]] = (),
+    others: Sequence[torch.Tensor] = (),
+) -> list[float]:
     """`_fetch` with torch's Python calls (any device: one sync for all of it)."""
     with _no_grad():
         normed = [*others, *(t for _, t, _ in big)] if others else [t for _, t, _ in big]
@@ -293,8 +316,9 @@ class _no_grad:
             set_grad_enabled(True)
 
 
-def _read_nonfinite(redo: list[tuple[int, torch.Tensor, float]], full: list[bool],
-                    minmax: dict[int, list[float]], out: list[Any]) -> None:
+def _read_nonfinite(
+    redo: list[tuple[int, torch.Tensor, float]], full: list[bool], minmax: dict[int, list[float]], out: list[Any]
+) -> None:
     """Stats of tensors whose norm (or min, max, sum) came back non-finite: their non-finite
     values are counted in one more read; where there are none, float32 overflowed on finite
     values and the tensor is summarized the long way (in float64)."""

@@ -105,17 +105,24 @@ class BreakpointsScreen(ModalScreen[BreakpointChoice | None]):
         box, table = self.query_one("#breakpoints", Vertical), self.query_one(DataTable)
         box.border_title = f"breakpoints · {sum(r.number is not None for r in self.rows)} armed"
         box.border_subtitle = "escape to close"
-        note = ("enter: jump to its last hit · space: off / on · delete or x: delete" if self.rows
-                else "no breakpoints: b on a node, or :break SPEC (nan, norm>X, FILE.py:LINE, module PATH…)")
+        note = (
+            "enter: jump to its last hit · space: off / on · delete or x: delete"
+            if self.rows
+            else "no breakpoints: b on a node, or :break SPEC (nan, norm>X, FILE.py:LINE, module PATH…)"
+        )
         self.query_one("#breakpoints-note", Static).update(note)
         table.clear()
         for row in self.rows:
             off = row.number is None
             last = f"pass {row.last_hit[0]} · #{row.last_hit[1]}" if row.last_hit else "-"
             style = "dim" if off else ""
-            table.add_row(Text("-" if off else str(row.number), style=style), Text(row.spec, style=style or "bold"),
-                          Text(str(row.hits), style=style), Text(last, style=style),
-                          Text("off" if off else "armed", style="dim" if off else "green"))
+            table.add_row(
+                Text("-" if off else str(row.number), style=style),
+                Text(row.spec, style=style or "bold"),
+                Text(str(row.hits), style=style),
+                Text(last, style=style),
+                Text("off" if off else "armed", style="dim" if off else "green"),
+            )
         if self.rows:
             table.move_cursor(row=min(cursor, len(self.rows) - 1), animate=False)
 

@@ -24,8 +24,10 @@ from textual.widgets import Footer, RichLog, Static, TextArea
 
 from gradtui.protocol import events as ev
 
-INTRO = ("Python at the pause: g (the incoming gradient), node, module, the call-site variables, torch; "
-         "what you bind stays until the engine moves on; g = ... edits the gradient (as set).")
+INTRO = (
+    "Python at the pause: g (the incoming gradient), node, module, the call-site variables, torch; "
+    "what you bind stays until the engine moves on; g = ... edits the gradient (as set)."
+)
 
 
 def complete(source: str) -> bool:

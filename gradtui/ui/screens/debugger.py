@@ -37,8 +37,15 @@ class DebuggerScreen(Screen):
 
     BINDINGS = keys.bindings(of_app=False)
 
-    def __init__(self, nav: Navigator, sizer: PaneSizer, *, echo: Callable[[str], None],
-                 detach: Callable[[], Awaitable[None]], **kwargs) -> None:
+    def __init__(
+        self,
+        nav: Navigator,
+        sizer: PaneSizer,
+        *,
+        echo: Callable[[str], None],
+        detach: Callable[[], Awaitable[None]],
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.nav = nav
         """The app's navigator, and through it the UI state, the target link and `send`."""
@@ -179,17 +186,23 @@ class DebuggerScreen(Screen):
         """Ask for a factor; scale the incoming gradient by it."""
         if self._edits_refused():
             return
-        self.app.push_screen(PromptScreen("scale the incoming gradient by", placeholder="0.5"),
-                             lambda value: value and self.send(f"scale {value}"))  # type: ignore[arg-type]  # Textual drops the callback's value
+        self.app.push_screen(
+            PromptScreen("scale the incoming gradient by", placeholder="0.5"),
+            lambda value: value and self.send(f"scale {value}"),  # type: ignore[arg-type]  # Textual drops the callback's value
+        )
 
     def action_edit(self) -> None:
         """Ask for an expression of g; replace the incoming gradient by it."""
         if self._edits_refused():
             return
-        self.app.push_screen(PromptScreen("replace the incoming gradient g by",
-                                          placeholder="an expression of g: g.clamp(-1, 1), g * 0, torch.ones(3)",
-                                          hint="g is the gradient, torch is torch · same shape, dtype, device"),
-                             lambda value: value and self.send(f"set {value}"))  # type: ignore[arg-type]  # Textual drops the callback's value
+        self.app.push_screen(
+            PromptScreen(
+                "replace the incoming gradient g by",
+                placeholder="an expression of g: g.clamp(-1, 1), g * 0, torch.ones(3)",
+                hint="g is the gradient, torch is torch · same shape, dtype, device",
+            ),
+            lambda value: value and self.send(f"set {value}"),  # type: ignore[arg-type]  # Textual drops the callback's value
+        )
 
     def action_interact(self) -> None:
         """`!` or `interact`: a Python console at the pause (gradtui.ui.screens.console)."""
@@ -199,8 +212,11 @@ class DebuggerScreen(Screen):
         if paused is None:
             self.query_one(CommandBar).answer("interact works at a pause: Ctrl-C breaks in", ok=False)
             return
-        self.app.push_screen(ConsoleScreen(self.nav.send, f"pass {paused.pass_index} · paused at #{paused.node} "
-                                                          f"{paused.name}", self._statements))
+        self.app.push_screen(
+            ConsoleScreen(
+                self.nav.send, f"pass {paused.pass_index} · paused at #{paused.node} {paused.name}", self._statements
+            )
+        )
 
     async def action_detach(self) -> None:
         """Leave the script running without this UI (attached only), its breakpoints armed."""

@@ -17,8 +17,13 @@ from gradtui.protocol.stats import format_number
 from gradtui.ui.flowtable import SPREAD, flow_rows
 from gradtui.ui.state import FlowSnapshot
 
-FLAG_STYLE = {"non-finite": "bold red", "exploding": "bold red", "vanishing": "bold yellow", "no grad": "dim",
-              "zero weight": "dim"}
+FLAG_STYLE = {
+    "non-finite": "bold red",
+    "exploding": "bold red",
+    "vanishing": "bold yellow",
+    "no grad": "dim",
+    "zero weight": "dim",
+}
 """How a flagged row's ratio and flag are drawn."""
 
 
@@ -64,16 +69,17 @@ class FlowScreen(ModalScreen[None]):
         about = f"{self.about} · " if self.about else ""
         if not self.shown.flow:
             return f"{about}no leaf received a gradient in pass {self.shown.index}"
-        return (f"{about}{len(self.shown.flow)} leaves · grad norm / weight norm, smallest first · "
-                f"flagged: zero, nan/inf, or {SPREAD:g}× off the median ratio · w=0: a zero weight "
-                "(a zero-initialised bias), its own case")
+        return (
+            f"{about}{len(self.shown.flow)} leaves · grad norm / weight norm, smallest first · "
+            f"flagged: zero, nan/inf, or {SPREAD:g}× off the median ratio · w=0: a zero weight "
+            "(a zero-initialised bias), its own case"
+        )
 
     def on_mount(self) -> None:
         """Fill the table; numbers right-aligned in their columns."""
         table = self.query_one(DataTable)
         rows = flow_rows(self.shown.flow if self.shown else ())
-        numbers = [(_number(r.flow.grad_norm, "None"), format_number(r.flow.weight_norm), _ratio(r.flow))
-                   for r in rows]
+        numbers = [(_number(r.flow.grad_norm, "None"), format_number(r.flow.weight_norm), _ratio(r.flow)) for r in rows]
         widths = [max([len(title), *(len(n[i]) for n in numbers)]) for i, title in enumerate(NUMBER_TITLES)]
         # the flag before the bar: at 80 columns the last column is the one cut off
         table.add_columns("param", "shape", *(t.rjust(w) for t, w in zip(NUMBER_TITLES, widths)), "flag", "log ratio")

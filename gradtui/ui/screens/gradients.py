@@ -40,11 +40,15 @@ class GradientsScreen(Screen[None]):
     #gradients-norms, #gradients-bands, #gradients-heat { height: 1fr; }
     """
 
-    BINDINGS = [Binding("escape,q,g", "close", "close"), Binding("w", "axis", "pass/wall time"),
-                Binding("h", "histogram", "bands/histogram")]
+    BINDINGS = [
+        Binding("escape,q,g", "close", "close"),
+        Binding("w", "axis", "pass/wall time"),
+        Binding("h", "histogram", "bands/histogram"),
+    ]
 
-    def __init__(self, series: PassSeries, chosen: list[str] | None = None,
-                 param_stats: StatsReader | None = None) -> None:
+    def __init__(
+        self, series: PassSeries, chosen: list[str] | None = None, param_stats: StatsReader | None = None
+    ) -> None:
         """`chosen`: the parameters or modules on the norm plot at first (the first one's
         distribution shows); `param_stats`: reads a recording's gradient statistics of a
         parameter over passes, once, when its distribution is first shown (a live run's series
@@ -64,10 +68,15 @@ class GradientsScreen(Screen[None]):
         with Horizontal(id="gradients"):
             names = self.series.choices()
             params = [name for name in names if name in self.series.names]
-            listing = SelectionList[str](*(Selection(name, name, name in self.chosen) for name in params),
-                                         *(Selection(f"{name} (module)", name, name in self.chosen)
-                                           for name in names if name not in self.series.names),
-                                         id="gradients-list")
+            listing = SelectionList[str](
+                *(Selection(name, name, name in self.chosen) for name in params),
+                *(
+                    Selection(f"{name} (module)", name, name in self.chosen)
+                    for name in names
+                    if name not in self.series.names
+                ),
+                id="gradients-list",
+            )
             listing.border_title = "parameters · space: plot"
             yield listing
             with Vertical(id="gradients-plots"):

@@ -19,9 +19,11 @@ def break_specs() -> str:
     return "break specs: " + " · ".join(kind.help_form() for kind in KINDS)
 
 
-PDB_NOTE = ("for pdb users: s, n, c, r, b, p, u, d, q do what your fingers expect; w is the gradient "
-            "flow (where you are is the header's right end, g jumps there), l and h fold the module "
-            "view (the source is in the detail pane, the whole file with v), ? is help")
+PDB_NOTE = (
+    "for pdb users: s, n, c, r, b, p, u, d, q do what your fingers expect; w is the gradient "
+    "flow (where you are is the header's right end, g jumps there), l and h fold the module "
+    "view (the source is in the detail pane, the whole file with v), ? is help"
+)
 
 NARROW = 110
 """Below this width the two columns stack."""
@@ -67,9 +69,14 @@ class HelpScreen(ModalScreen[None]):
     @staticmethod
     def _grid(rows: list[tuple[str, str]], name: str) -> ComposeResult:
         """A grid of label and text rows, the labels' column as wide as the widest."""
-        grid = Grid(*(Static(text, classes=kind, markup=False)
-                      for label, what in rows for text, kind in ((label, "help-key"), (what, "help-text"))),
-                    classes=f"help-grid {name}")
+        grid = Grid(
+            *(
+                Static(text, classes=kind, markup=False)
+                for label, what in rows
+                for text, kind in ((label, "help-key"), (what, "help-text"))
+            ),
+            classes=f"help-grid {name}",
+        )
         grid.styles.grid_columns = f"{label_width(rows)} 1fr"
         yield grid
 

@@ -34,8 +34,9 @@ class LeaveScreen(ModalScreen[str | None]):
             box.border_title = "leave"
             yield Static(self.question, id="leave-question", markup=False)
             detach = "D         detach: leave it running, its breakpoints armed\n" if self.detachable else ""
-            yield Static(f"q, enter  stop the script and leave\n{detach}escape    stay", id="leave-answers",
-                         markup=False)
+            yield Static(
+                f"q, enter  stop the script and leave\n{detach}escape    stay", id="leave-answers", markup=False
+            )
         yield Footer()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -47,6 +47,7 @@ def plot_size(height: int, recording: bool) -> str:
     rows = (height - FOOTER) * 9 // 10 - AROUND
     return next((name for name, taken in PLOT_SIZES[recording] if rows - taken >= TABLE_ROWS), "hidden")
 
+
 COLUMNS = ("pass", "loss", "nodes", "hits", "non-finite", "call")
 """The table's columns; against a reference (`--against`) `differs` comes before `call`: the
 pass's largest relative difference from the reference."""
@@ -81,8 +82,10 @@ class PassTable(DataTable):
     and the pass on screen was off the bottom of the table). Left and right move the row too:
     the plots' cursor follows the row, and on a plot a pass is left or right of another."""
 
-    BINDINGS = [Binding("left", "cursor_up", "earlier pass", show=False),
-                Binding("right", "cursor_down", "later pass", show=False)]
+    BINDINGS = [
+        Binding("left", "cursor_up", "earlier pass", show=False),
+        Binding("right", "cursor_down", "later pass", show=False),
+    ]
 
     def on_resize(self) -> None:
         """Scroll the cursor's row into view at the table's new size."""
@@ -101,11 +104,15 @@ class PassesScreen(Screen[int | None]):
     A screen of its own, not a modal one: a modal draws the debugger under it, dimmed, in every
     frame (0.1-0.2 s more to open it beside a recording's four plots)."""
 
-    BINDINGS = [Binding("enter", "show", "show it", priority=True),  # priority: shown, not the table's
-                Binding("escape,q,P", "close", "close"), Binding("l", "log_scale", "log scale"),
-                Binding("s", "smoothing", "smoothing"), Binding("t", "choose_plot", "plot of…"),
-                # not in the footer yet: it would redraw every passes-view snapshot (docs name it)
-                Binding("g", "gradients", "gradients", show=False)]
+    BINDINGS = [
+        Binding("enter", "show", "show it", priority=True),  # priority: shown, not the table's
+        Binding("escape,q,P", "close", "close"),
+        Binding("l", "log_scale", "log scale"),
+        Binding("s", "smoothing", "smoothing"),
+        Binding("t", "choose_plot", "plot of…"),
+        # not in the footer yet: it would redraw every passes-view snapshot (docs name it)
+        Binding("g", "gradients", "gradients", show=False),
+    ]
 
     log_scale: reactive[bool] = reactive(False, init=False)
     """The plots' loss and norms on a log scale."""
@@ -116,8 +123,9 @@ class PassesScreen(Screen[int | None]):
     chosen: reactive[str | None] = reactive(None, init=False)
     """The module or parameter the norm plot shows (None: all parameters together)."""
 
-    def __init__(self, state: UIState, recording: bool = False, node: int | None = None,
-                 param_stats: StatsReader | None = None) -> None:
+    def __init__(
+        self, state: UIState, recording: bool = False, node: int | None = None, param_stats: StatsReader | None = None
+    ) -> None:
         """`recording`: the passes of a recording (every plot), else of a live run (loss, norm);
         `node`: the node selected in the debugger (`t` offers its parameter or module);
         `param_stats`: reads a recording's gradient statistics of one parameter (`g`'s view)."""
@@ -184,8 +192,10 @@ class PassesScreen(Screen[int | None]):
                 Text(str(hits) if hits else "-", style="bold yellow" if hits else "dim"),
                 Text(str(bad) if bad else "-", style="bold red" if bad else "dim"),
                 *((_differs(summary.difference),) if against else ()),
-                Text(summary.call_text + (f" · {summary.error}" if summary.error else ""),
-                     style="red" if summary.error else "dim"),
+                Text(
+                    summary.call_text + (f" · {summary.error}" if summary.error else ""),
+                    style="red" if summary.error else "dim",
+                ),
             )
             self.indices.append(summary.index)
             if summary.index == shown:
@@ -217,8 +227,11 @@ class PassesScreen(Screen[int | None]):
     def action_choose_plot(self) -> None:
         """`t`: choose the module or parameter the norm plot shows."""
         view, series = self.state.view, self.state.series
-        data = (node_info(view.graph, self.node) if view is not None and self.node is not None and self.node in view.graph
-                else None)
+        data = (
+            node_info(view.graph, self.node)
+            if view is not None and self.node is not None and self.node in view.graph
+            else None
+        )
         selected = series.subject(data.param if data else None, data.module if data else None)
         self.app.push_screen(PlotChoiceScreen(series.choices(), selected, self.chosen), self._plot_chosen)
 
@@ -228,8 +241,9 @@ class PassesScreen(Screen[int | None]):
         node = self.node
         data = node_info(view.graph, node) if view is not None and node is not None and node in view.graph else None
         first = self.chosen or series.subject(data.param if data else None, data.module if data else None)
-        self.app.push_screen(GradientsScreen(series, [first] if first else None, self.param_stats),
-                             lambda _: self._focus_table())
+        self.app.push_screen(
+            GradientsScreen(series, [first] if first else None, self.param_stats), lambda _: self._focus_table()
+        )
 
     def _focus_table(self) -> None:
         """Back from a view over this one: the table has the keys again."""

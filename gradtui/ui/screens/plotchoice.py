@@ -19,9 +19,12 @@ ALL = ""
 class PlotChoiceScreen(ModalScreen[str | None]):
     """A list of what the norm plot can show; enter chooses, escape leaves it as it is."""
 
-    BINDINGS = [Binding("enter", "choose", "plot it", priority=True), Binding("escape", "close", "close"),
-                Binding("up", "move(-1)", "up", show=False),
-                Binding("down", "move(1)", "down", show=False)]
+    BINDINGS = [
+        Binding("enter", "choose", "plot it", priority=True),
+        Binding("escape", "close", "close"),
+        Binding("up", "move(-1)", "up", show=False),
+        Binding("down", "move(1)", "down", show=False),
+    ]
 
     def __init__(self, choices: list[str], selected: str | None, chosen: str | None) -> None:
         """`selected`: the module or parameter of the debugger's selected node (listed first)."""
@@ -54,8 +57,10 @@ class PlotChoiceScreen(ModalScreen[str | None]):
         listing.add_options(options)
         wanted = (self.chosen or ALL) if not needle else None
         first = 2 if self.selected is not None else 1  # typed: the first name that matches
-        listing.highlighted = next((i for i, o in enumerate(options) if self._value(o.id) == wanted),
-                                   first if needle and len(options) > first else 0)
+        listing.highlighted = next(
+            (i for i, o in enumerate(options) if self._value(o.id) == wanted),
+            first if needle and len(options) > first else 0,
+        )
 
     @staticmethod
     def _value(option_id: str | None) -> str:

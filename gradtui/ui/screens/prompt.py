@@ -14,8 +14,9 @@ class PromptScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("enter", "confirm", "confirm", priority=True), Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, question: str, value: str = "", placeholder: str = "", hint: str = "",
-                 select: bool = True) -> None:
+    def __init__(
+        self, question: str, value: str = "", placeholder: str = "", hint: str = "", select: bool = True
+    ) -> None:
         super().__init__()
         self.select = select
         """Select the pre-filled value (typing replaces it) rather than put the cursor after it."""
@@ -28,8 +29,7 @@ class PromptScreen(ModalScreen[str | None]):
         """Question, input, hint."""
         with Vertical(id="prompt"):
             yield Label(self.question, id="prompt-question")
-            yield Input(value=self.value, placeholder=self.placeholder, id="prompt-input",
-                        select_on_focus=self.select)
+            yield Input(value=self.value, placeholder=self.placeholder, id="prompt-input", select_on_focus=self.select)
             yield Label(self.hint or "enter to confirm · escape to cancel", id="prompt-hint")
         yield Footer()
 

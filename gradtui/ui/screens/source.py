@@ -101,14 +101,16 @@ class SourceScreen(ModalScreen[int | None]):
     def _options(self) -> list[Option]:
         digits = len(str(len(self.texts)))
         styled = highlighted("\n".join(self.texts)) if self.texts else ()
-        return [Option(self._row(number, code, digits), id=str(number))
-                for number, code in enumerate(styled, start=1)]
+        return [Option(self._row(number, code, digits), id=str(number)) for number, code in enumerate(styled, start=1)]
 
     def _row(self, number: int, code: Content, digits: int) -> Content:
         here, count = number == self.source.line, len(self.source.made.get(number, ()))
-        gutter = Content.assemble(("▶" if here else " ", WARN), ("●" if number in self.source.breaks else " ", ERROR),
-                                  (f"{count}×".rjust(4) if count else "    ", WARN),
-                                  (f" {number:>{digits}} │ ", WARN if here else MUTED))
+        gutter = Content.assemble(
+            ("▶" if here else " ", WARN),
+            ("●" if number in self.source.breaks else " ", ERROR),
+            (f"{count}×".rjust(4) if count else "    ", WARN),
+            (f" {number:>{digits}} │ ", WARN if here else MUTED),
+        )
         return gutter + (code.stylize("bold") if here else code if count else code.stylize("dim"))
 
     def on_mount(self) -> None:
@@ -178,8 +180,9 @@ class SourceScreen(ModalScreen[int | None]):
             return
         self.source.breaks.add(line)
         lines = self.query_one(OptionList)
-        lines.replace_option_prompt_at_index(line - 1, self._row(line, highlighted("\n".join(self.texts))[line - 1],
-                                                                 len(str(len(self.texts)))))
+        lines.replace_option_prompt_at_index(
+            line - 1, self._row(line, highlighted("\n".join(self.texts))[line - 1], len(str(len(self.texts))))
+        )
         self.query_one("#source-note", Static).update(f"break {self.source.name}:{line} sent (B lists the breakpoints)")
         self.post_message(self.BreakRequested(self.source.path, line))
 

@@ -77,8 +77,11 @@ class CommandBar(Vertical):
     def compose(self) -> ComposeResult:
         """The answer line, then the input."""
         yield Static(Content.styled(self.HINT, "$text-muted"), id="answer")
-        yield HistoryInput(placeholder="command — step, continue, break nan, scale 0.5, print, help…",
-                           id="command-input", select_on_focus=False)
+        yield HistoryInput(
+            placeholder="command — step, continue, break nan, scale 0.5, print, help…",
+            id="command-input",
+            select_on_focus=False,
+        )
 
     def clear_error(self) -> None:
         """A later action worked: a refusal shown is stale, the hint comes back."""
@@ -109,8 +112,11 @@ class CommandBar(Vertical):
         style = "$text-success" if ok else "bold $text-error"
         # One row whatever the text (height 1, no wrap, in the css): no layout of the screen.
         self.query_one("#answer", Static).update(
-            Content.assemble(("✓ " if ok else "✗ ", style), (first, "" if ok else "$text-error"), (more, "$text-muted")),
-            layout=False)
+            Content.assemble(
+                ("✓ " if ok else "✗ ", style), (first, "" if ok else "$text-error"), (more, "$text-muted")
+            ),
+            layout=False,
+        )
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Send the line on, remember it, clear the input."""

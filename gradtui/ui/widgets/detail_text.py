@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from textual.content import Content
 
-MUTED, KEY, ERROR, WARN, OK, ACCENT = "$text-muted", "bold", "$text-error", "$text-warning", "$text-success", "$text-accent"
+MUTED, KEY, ERROR, WARN, OK, ACCENT = (
+    "$text-muted",
+    "bold",
+    "$text-error",
+    "$text-warning",
+    "$text-success",
+    "$text-accent",
+)
 
 
 def line(*parts: str | Content | tuple[str, str]) -> Content:
@@ -26,7 +33,6 @@ def heading(text: str, note: str = "", note_style: str = MUTED) -> Content:
 
 def saved_text(saved: tuple[str, ...]) -> str:
     """The saved values worth reading: tensors first, then scalars; no `*_sym_*` metadata, no None."""
-    useful = [item for item in saved if "_sym_" not in item.split(" ", 1)[0]
-              and not item.endswith(("= None", "= ()"))]
+    useful = [item for item in saved if "_sym_" not in item.split(" ", 1)[0] and not item.endswith(("= None", "= ()"))]
     tensors = [item for item in useful if " [" in item]
     return "  ".join(tensors + [item for item in useful if item not in tensors])

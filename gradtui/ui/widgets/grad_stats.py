@@ -34,8 +34,17 @@ def grad_lines(stats: Stats | None, hist: Stats | None, indent: str, width: int)
         yield bad(line(indent, ("norm ", MUTED), format_number(stats.norm), ("  non-finite ", MUTED), nonfinite))
         yield line(indent, ("min max mean: recorded when stepping or with --report", MUTED))
         return
-    yield bad(line(indent, ("norm ", MUTED), format_number(stats.norm), ("  mean ", MUTED),
-                   format_number(stats.mean), ("  non-finite ", MUTED), nonfinite))
+    yield bad(
+        line(
+            indent,
+            ("norm ", MUTED),
+            format_number(stats.norm),
+            ("  mean ", MUTED),
+            format_number(stats.mean),
+            ("  non-finite ", MUTED),
+            nonfinite,
+        )
+    )
     yield from _range(stats, hist, indent, width)
     if stats.values or stats.preview or not stats.numel:  # no values known: no `[… 512 more]`
         yield bad(line(indent, ("values ", MUTED), fmt.values_text(stats)))
@@ -64,8 +73,11 @@ def _range(stats: Stats, hist: Stats | None, indent: str, width: int) -> Iterabl
         else:
             yield line(indent, ("min max ", MUTED), ("not read for the finite values alone here", MUTED))
         return
-    low, high = (format_number(stats.min), format_number(stats.max)) if finite is None else (
-        format_number(finite[0]), format_number(finite[1]))
+    low, high = (
+        (format_number(stats.min), format_number(stats.max))
+        if finite is None
+        else (format_number(finite[0]), format_number(finite[1]))
+    )
     note = "  (finite values)" if finite is not None else ""
     if not bars or stats.numel <= fmt.PREVIEW_LIMIT:
         yield bad(line(indent, ("min ", MUTED), low, ("  max ", MUTED), high, (note, MUTED)))

@@ -18,8 +18,16 @@ from gradtui.protocol.stats import format_number
 from gradtui.ui.distribution import Band, Column, HistogramOverTime, bands, histogram_over_time
 from gradtui.ui.series import PassSeries
 
-COLORS = ((0, 200, 255), (80, 220, 80), (255, 220, 0), (230, 90, 230), (90, 120, 255), (255, 140, 60),
-          (200, 200, 200), (0, 160, 140))
+COLORS = (
+    (0, 200, 255),
+    (80, 220, 80),
+    (255, 220, 0),
+    (230, 90, 230),
+    (90, 120, 255),
+    (255, 140, 60),
+    (200, 200, 200),
+    (0, 160, 140),
+)
 """The parameters' colours on the norm plot, in the order chosen (red is kept for non-finite)."""
 
 BAND_COLORS = ((70, 80, 110), (70, 110, 170), (100, 150, 215), (140, 195, 250), (255, 180, 60))
@@ -149,14 +157,23 @@ class DistributionPlot(_Replotted):
             text = f"{self.subject} · no pass has its gradient's statistics (record with --record-all)"
         else:
             exact = sum(b.exact for b in self.bands)
-            how = ("exact quantiles" if exact == len(self.bands) else
-                   "mean ± k·std (no values kept)" if not exact else f"exact in {exact} of {len(self.bands)} passes")
+            how = (
+                "exact quantiles"
+                if exact == len(self.bands)
+                else "mean ± k·std (no values kept)"
+                if not exact
+                else f"exact in {exact} of {len(self.bands)} passes"
+            )
             last = self.bands[-1]
-            forms = [f"{self.subject} gradient distribution · {how} · pass {last.index}: "
-                     f"{format_number(last.quantiles[0])}..{format_number(last.quantiles[-1])}",
-                     f"{self.subject} gradient distribution · {how}", f"{self.subject} · {how}", self.subject]
+            forms = [
+                f"{self.subject} gradient distribution · {how} · pass {last.index}: "
+                f"{format_number(last.quantiles[0])}..{format_number(last.quantiles[-1])}",
+                f"{self.subject} gradient distribution · {how}",
+                f"{self.subject} · {how}",
+                self.subject,
+            ]
             room = self.size.width - TITLE_MARGIN  # plotext drops a title that overflows
-            text = next((t for t in forms if len(t) <= room), forms[-1][:max(room, 1)])
+            text = next((t for t in forms if len(t) <= room), forms[-1][: max(room, 1)])
         self.title_text = text
         return text
 
@@ -192,9 +209,12 @@ class HistogramHeat(Static):
         room = max(1, width - label_width - 1)
         columns = heat.columns[-room:]
         wide = max(1, room // len(columns))  # a pass's column: as wide as the room allows
-        out = Text(f"{self.subject} gradient histogram per pass · passes {columns[0].index}..{columns[-1].index}"
-                   + (" · │ range, ● mean: values not kept" if any(c.counts is None for c in columns) else "")
-                   + "\n", style="bold")
+        out = Text(
+            f"{self.subject} gradient histogram per pass · passes {columns[0].index}..{columns[-1].index}"
+            + (" · │ range, ● mean: values not kept" if any(c.counts is None for c in columns) else "")
+            + "\n",
+            style="bold",
+        )
         for row in reversed(range(rows)):
             edge = heat.edges[row + 1] if row == rows - 1 else (heat.edges[row] + heat.edges[row + 1]) / 2
             label = format_number(edge) if row in (rows - 1, 0) or row == rows // 2 else ""
@@ -225,4 +245,3 @@ def _cell(heat: HistogramOverTime, column: Column, row: int) -> tuple[str, Style
         return " ", Style()
     shade = SHADES[max(1, math.ceil(count / top * (len(SHADES) - 1)))]
     return shade, Style(color="rgb(120,170,230)")
-

@@ -24,6 +24,7 @@ WHOLE_LIMIT = 40
 NEIGHBOURS_SHOWN = 8
 """At most this many consumers / inputs are listed."""
 
+
 class GraphPane(BodyPane):
     """Neighbourhood of the selected node, and the layered pass if small (see module doc)."""
 
@@ -45,8 +46,10 @@ class GraphPane(BodyPane):
         self._shown = node
         view = self.state.view
         if view is not None and not view.recorded:
-            self._draw(f"graph · pass {view.index}",
-                       Content.styled("this pass ran unhooked: its graph was not captured", "$text-muted"))
+            self._draw(
+                f"graph · pass {view.index}",
+                Content.styled("this pass ran unhooked: its graph was not captured", "$text-muted"),
+            )
             return
         if view is None or node is None or node not in view.graph:
             if view is None and self.state.script_over:
@@ -63,8 +66,13 @@ class GraphPane(BodyPane):
     def touched(self, node: int, rows: frozenset[int]) -> bool:
         """Does the drawing around `node` show any of `rows` (its neighbours, or the whole pass)?"""
         view = self.state.view
-        return view is not None and node in view.graph and (
-            view.total <= WHOLE_LIMIT or bool(rows & {*view.graph.successors(node), *view.graph.predecessors(node)}))
+        return (
+            view is not None
+            and node in view.graph
+            and (
+                view.total <= WHOLE_LIMIT or bool(rows & {*view.graph.successors(node), *view.graph.predecessors(node)})
+            )
+        )
 
     def natural_width(self) -> int | None:
         """Cells the longest line needs for the shown pass (its neighbourhood lines, the whole
@@ -92,7 +100,9 @@ class GraphPane(BodyPane):
         self._shown = None
         view = self.state.view
         title = f"graph · pass {view.index} · {view.total} nodes" if view is not None else self._title or "graph"
-        self._draw(title, Content.styled(f"module {path}: select one of its nodes to see its neighbours", "$text-muted"))
+        self._draw(
+            title, Content.styled(f"module {path}: select one of its nodes to see its neighbours", "$text-muted")
+        )
 
     def _marker(self, view: PassView, node: int) -> tuple[str, str]:
         if node == view.failed_node:
@@ -120,8 +130,9 @@ class GraphPane(BodyPane):
         """`label` on the first line, one node per line, at most NEIGHBOURS_SHOWN."""
         shown = nodes[:NEIGHBOURS_SHOWN]
         for i, other in enumerate(shown):
-            yield Content.assemble((f" {label if i == 0 else '':<6} ", "$text-muted"),
-                                   self._chip(view, other, selected, long=True))
+            yield Content.assemble(
+                (f" {label if i == 0 else '':<6} ", "$text-muted"), self._chip(view, other, selected, long=True)
+            )
         if len(nodes) > len(shown):
             yield Content.styled(f"        … {len(nodes) - len(shown)} more", "$text-muted")
 

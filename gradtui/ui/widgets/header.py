@@ -29,8 +29,15 @@ BRAND_DROP, CALL_DROP, LOSS_DROP, SCRIPT_DROP, PROGRESS_DROP = 5, 4, 3, 2, 1
 """How soon the brand, the call, the loss, the script name and `N/M ran` go (see HeaderPart.drop;
 the call's and the loss's are given in gradtui.ui.headertext)."""
 
-FITS = ((False, 99), (False, BRAND_DROP), (False, CALL_DROP), (True, CALL_DROP), (True, LOSS_DROP),
-        (True, SCRIPT_DROP), (True, PROGRESS_DROP))
+FITS = (
+    (False, 99),
+    (False, BRAND_DROP),
+    (False, CALL_DROP),
+    (True, CALL_DROP),
+    (True, LOSS_DROP),
+    (True, SCRIPT_DROP),
+    (True, PROGRESS_DROP),
+)
 """What the header tries, in turn, until the line fits: (the state's short form?, the level from
 which parts are dropped). The short state (`paused #3 (y)`) comes before the loss or the script's
 name go: at 80 columns a long op name pushed the script's name out."""
@@ -105,8 +112,9 @@ class GradHeader(Widget):
         width = self.size.width
         for short, dropped in FITS:
             status = (self.status_short or self.status_text) if short else self.status_text
-            right = Content.assemble(("● " if self.status == "paused" else "", "$warning"),
-                                     (status, _STATE_STYLE.get(self.status, "")), " ")
+            right = Content.assemble(
+                ("● " if self.status == "paused" else "", "$warning"), (status, _STATE_STYLE.get(self.status, "")), " "
+            )
             left = self._left(dropped)
             if left.cell_length + right.cell_length + 1 <= width:
                 return left + Content(" " * (width - left.cell_length - right.cell_length)) + right

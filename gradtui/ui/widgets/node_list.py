@@ -38,9 +38,18 @@ class NodeList(ScrollView, can_focus=True):
     that expand to their submodules and nodes."""
 
     COMPONENT_CLASSES = {
-        "node-list--cursor", "node-list--id", "node-list--label", "node-list--done",
-        "node-list--current", "node-list--failed", "node-list--warning", "node-list--breakpoint",
-        "node-list--pending", "node-list--module", "node-list--module-path", "node-list--count",
+        "node-list--cursor",
+        "node-list--id",
+        "node-list--label",
+        "node-list--done",
+        "node-list--current",
+        "node-list--failed",
+        "node-list--warning",
+        "node-list--breakpoint",
+        "node-list--pending",
+        "node-list--module",
+        "node-list--module-path",
+        "node-list--count",
         "node-list--diff",
     }
 

@@ -61,10 +61,14 @@ class Widths:
             names.add(data.name)
             modules.add(data.module or "")
             tags = max(tags, len(" ".join(data.tags)))
-        return cls(len(str(max(view.order, default=0))),
-                   min(NAME_WIDTH, max((len(name) for name in names), default=8)),
-                   min(NAME_WIDTH, max((len(list_op(name)) for name in names), default=4)), tags,
-                   min(MODULE_WIDTH, max(map(len, modules), default=0)), view.reference is not None)
+        return cls(
+            len(str(max(view.order, default=0))),
+            min(NAME_WIDTH, max((len(name) for name in names), default=8)),
+            min(NAME_WIDTH, max((len(list_op(name)) for name in names), default=4)),
+            tags,
+            min(MODULE_WIDTH, max(map(len, modules), default=0)),
+            view.reference is not None,
+        )
 
     differences: bool = False
     """The pass is compared with a reference: a difference column."""
@@ -84,8 +88,9 @@ class RowPainter:
         self._style = style
         self.widths = Widths()
 
-    def row(self, rows: ListRows, row: int, width: int, base: Style, current: int | None,
-            breakpoints: tuple[Marker, ...]) -> list[Segment]:
+    def row(
+        self, rows: ListRows, row: int, width: int, base: Style, current: int | None, breakpoints: tuple[Marker, ...]
+    ) -> list[Segment]:
         """Row `row` of the list: a node's, or in the module view a module's or an indented node's."""
         tree, view = rows.tree, rows.view
         assert view is not None  # a list with rows shows a pass
@@ -124,8 +129,16 @@ class RowPainter:
             Segment(flag, base + self._style("warning")),
         ]
 
-    def node_row(self, view: PassView, node: int, width: int, base: Style, current: int | None,
-                 breakpoints: tuple[Marker, ...], indent: int | None = None) -> list[Segment]:
+    def node_row(
+        self,
+        view: PassView,
+        node: int,
+        width: int,
+        base: Style,
+        current: int | None,
+        breakpoints: tuple[Marker, ...],
+        indent: int | None = None,
+    ) -> list[Segment]:
         """Marker, id, op name, labels; the module path in engine order (`indent` None); the
         difference; the flags (⚠ ●) in cells of their own at the end. `current`: the node the
         engine is paused at."""
@@ -165,7 +178,9 @@ class RowPainter:
         if diff:
             pad = width - used - DIFF_WIDTH - tail - gap
             segments.append(Segment(" " * max(0, pad), base))
-            segments.append(Segment(f"{difference_text(view.difference(node)):>{DIFF_WIDTH}}", base + self._style("diff")))
+            segments.append(
+                Segment(f"{difference_text(view.difference(node)):>{DIFF_WIDTH}}", base + self._style("diff"))
+            )
             used += max(0, pad) + DIFF_WIDTH
         pad = width - used - len(flags) - 1
         if flags and pad >= 0:
@@ -173,8 +188,9 @@ class RowPainter:
             segments.extend(flags)
         return segments
 
-    def _flags(self, view: PassView, node: int, data: NodeInfo, base: Style,
-               breakpoints: tuple[Marker, ...]) -> list[Segment]:
+    def _flags(
+        self, view: PassView, node: int, data: NodeInfo, base: Style, breakpoints: tuple[Marker, ...]
+    ) -> list[Segment]:
         """⚠ (a non-finite gradient) and ● (a breakpoint matches the node)."""
         flags = []
         if node in view.nonfinite:
@@ -200,7 +216,6 @@ class RowPainter:
         if node in view.ran:
             return "✓", self._style("done")
         return " ", Style()
-
 
 
 def _has_breakpoint(breakpoints: tuple[Marker, ...], view: PassView, node: int, data: NodeInfo) -> bool:

@@ -36,8 +36,11 @@ class NodeSections:
         first when the node is paused after it ran."""
         state = self.state
         after = node == state.current and state.paused is not None and state.paused.phase == "after"
-        flow = ((self.outgoing, self.incoming, self.over_passes) if after
-                else (self.incoming, self.over_passes, self.outgoing))
+        flow = (
+            (self.outgoing, self.incoming, self.over_passes)
+            if after
+            else (self.incoming, self.over_passes, self.outgoing)
+        )
         lines: list[Content] = []
         for section in (self.failure, self.about, *flow, self.source, self.neighbours, self.leaf):
             part = list(section(view, node))
@@ -63,8 +66,14 @@ class NodeSections:
         if node == view.failed_node:
             where = ("✗ raised while running", ERROR)
         elif paused is not None:
-            where = ("▶ paused here, before it runs" if paused.phase == "before" and not self.compact
-                     else "▶ paused here" if paused.phase == "before" else "▶ paused after it ran", WARN)
+            where = (
+                "▶ paused here, before it runs"
+                if paused.phase == "before" and not self.compact
+                else "▶ paused here"
+                if paused.phase == "before"
+                else "▶ paused after it ran",
+                WARN,
+            )
         elif node in view.ran:
             where = (f"✓ ran {view.ran[node]} of {view.total}", OK)
         else:
@@ -105,8 +114,9 @@ class NodeSections:
         high = format_number(max(known)) if known else "-"
         room = max(8, self.width - len(low) - len(high) - 12)
         bars = fmt.series_sparkline(norms[-room:])
-        yield heading("incoming norm over passes",
-                      f"passes {series[-room:][0][0]}–{series[-1][0]} · #{node} {name} in each")
+        yield heading(
+            "incoming norm over passes", f"passes {series[-room:][0][0]}–{series[-1][0]} · #{node} {name} in each"
+        )
         yield bad(line(("  min ", MUTED), low, " ", (bars, ACCENT), " ", high, (" max", MUTED)))
 
     def incoming(self, view: PassView, node: int) -> Iterable[Content]:
@@ -144,8 +154,11 @@ class NodeSections:
         if not sent:
             yield Content.styled("  not arrived yet", MUTED)
             return
-        yield line(("  sent by ", MUTED), _refs(view, sent), (" (its outgoing gradients)" if len(sent) == 1
-                                                        else " (their outgoing gradients)", MUTED))
+        yield line(
+            ("  sent by ", MUTED),
+            _refs(view, sent),
+            (" (its outgoing gradients)" if len(sent) == 1 else " (their outgoing gradients)", MUTED),
+        )
         if waiting:
             yield line(("  still to send: ", MUTED), _refs(view, waiting))
         yield Content.styled("  received when this node runs", MUTED)
@@ -169,14 +182,20 @@ class NodeSections:
         yield heading("outgoing gradients", "what it sent on to its inputs")
         for slot, stats in enumerate(grads):
             target = targets.get(slot)
-            to = (node_ref(Content.styled(view.title(target), ACCENT), target) if target is not None
-                  else Content.styled("(no input)", ACCENT))
+            to = (
+                node_ref(Content.styled(view.title(target), ACCENT), target)
+                if target is not None
+                else Content.styled("(no input)", ACCENT)
+            )
             yield line(("  → ", MUTED), to)
-            yield from grad_lines(stats, hist[slot] if hist is not None and slot < len(hist) else None, "    ", self.width)
+            yield from grad_lines(
+                stats, hist[slot] if hist is not None and slot < len(hist) else None, "    ", self.width
+            )
 
     @staticmethod
     def neighbours(view: PassView, node: int) -> Iterable[Content]:
         """Its inputs and consumers, each a click away (`node_ref`)."""
+
         def refs(nodes: Iterable[int], none: str) -> Content:
             titles = [node_ref(Content.styled(view.title(n), ACCENT), n) for n in nodes]
             return Content("  ").join(titles) if titles else Content.styled(none, MUTED)

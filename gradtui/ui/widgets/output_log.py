@@ -307,8 +307,9 @@ class OutputLog(ScrollView, can_focus=True):
         console = self.app.console
         strips: Sequence[Strip]
         if line.words and text.cell_len > width:
-            strips = [Strip(list(part.render(console)), part.cell_len)
-                      for part in text.wrap(console, width, overflow="fold")]
+            strips = [
+                Strip(list(part.render(console)), part.cell_len) for part in text.wrap(console, width, overflow="fold")
+            ]
         else:
             whole = Strip(list(text.render(console)), text.cell_len)
             total = whole.cell_length

@@ -32,8 +32,12 @@ MODULE_LINES = 5
 LIVE_FIGURES = ("loss", "norm")
 RECORDING_FIGURES = ("loss", "norm", "nonfinite", "modules")
 
-TITLES = {"loss": "loss", "norm": "gradient norm (all parameters)", "nonfinite": "non-finite gradients (leaves)",
-          "modules": "gradient norm per module"}
+TITLES = {
+    "loss": "loss",
+    "norm": "gradient norm (all parameters)",
+    "nonfinite": "non-finite gradients (leaves)",
+    "modules": "gradient norm per module",
+}
 
 SHORT_TITLES = {"loss": "loss", "norm": "grad norm", "nonfinite": "non-finite", "modules": "modules"}
 """The names a title falls back to when the long one leaves no room for its count and cursor."""
@@ -233,7 +237,7 @@ class SeriesPlot(PlotextPlot):
         titles = [" · ".join(form) for form in forms]
         room = self.size.width - TITLE_MARGIN
         # plotext centres a title over the canvas, right of the y labels, and drops one that overflows
-        return next((t for t in titles if len(t) <= room), titles[-1][:max(room, 1)])
+        return next((t for t in titles if len(t) <= room), titles[-1][: max(room, 1)])
 
     def _reading(self, point: SeriesPoint | None) -> tuple[str, str]:
         """What the figure says of the cursor's pass, and its short form (for a narrow plot)."""
@@ -251,8 +255,10 @@ class SeriesPlot(PlotextPlot):
             text = f"pass {running.index}: {format_number(running.loss)}, running"
             return text, text.removeprefix("pass ")
         what = "counts" if self.figure == "nonfinite" else "norms"
-        return (f"pass {running.index} is running: its {what} are plotted when it ends",
-                f"{running.index}: running, {what} at its end")
+        return (
+            f"pass {running.index} is running: its {what} are plotted when it ends",
+            f"{running.index}: running, {what} at its end",
+        )
 
     def _value_text(self, point: SeriesPoint) -> str:
         match self.figure:
@@ -297,5 +303,10 @@ class PassPlots(Grid):
         """Redraw every plot whose data, scale or cursor changed."""
         for plot in self.query(SeriesPlot):
             plot.log_scale, plot.cursor, plot.smoothing, plot.chosen, plot.in_flight = (
-                self.log_scale, self.cursor, self.smoothing, self.chosen, self.in_flight)
+                self.log_scale,
+                self.cursor,
+                self.smoothing,
+                self.chosen,
+                self.in_flight,
+            )
             plot.replot()

@@ -59,7 +59,9 @@ class RunStory:
         for leaf, stats in leaves[:LEAVES_SHOWN]:
             data = node_info(view.graph, leaf)
             name = data.param or ", ".join(data.labels) or f"#{leaf}"
-            yield line((f"  {name}.grad ", ACCENT), (f"#{leaf} ", MUTED), fmt.one_line(stats) if stats else ("None", WARN))
+            yield line(
+                (f"  {name}.grad ", ACCENT), (f"#{leaf} ", MUTED), fmt.one_line(stats) if stats else ("None", WARN)
+            )
         if len(leaves) > LEAVES_SHOWN:
             yield Content.styled(f"  … {len(leaves) - LEAVES_SHOWN} more leaves", MUTED)
 
@@ -89,22 +91,29 @@ class RunStory:
             yield Content.styled("the script never called backward() or torch.autograd.grad()", WARN)
         style = OK if state.status == "finished" else ERROR
         passes = f"  · {state.passes} pass{'es' if state.passes != 1 else ''} run" if state.passes else ""
-        yield line(("script ", "bold $text-primary"), (f"{state.status} · exit status {'unknown' if state.exit_status is None else state.exit_status}", style),
-                   (passes, MUTED))
+        yield line(
+            ("script ", "bold $text-primary"),
+            (f"{state.status} · exit status {'unknown' if state.exit_status is None else state.exit_status}", style),
+            (passes, MUTED),
+        )
         if state.traceback and (state.view is None or state.view.failed_node is None):
             for text in fmt.user_traceback(state.traceback, self.home).rstrip().splitlines():
                 yield Content.styled(text, ERROR)
         live, shown = state.live, state.view
         if live is not None and shown is not live:
-            yield line(("last pass ", MUTED), str(live.index), ("  " + live.loss_text(), MUTED),
-                       ("  ] goes back to it", MUTED))
+            yield line(
+                ("last pass ", MUTED), str(live.index), ("  " + live.loss_text(), MUTED), ("  ] goes back to it", MUTED)
+            )
         hooked = state.last_recorded
         if hooked is not None and hooked is not shown:
-            yield Content.styled(f"pass {hooked.index} has per-node statistics: P lists the passes, "
-                                 f"[ ] browse them", MUTED)
+            yield Content.styled(
+                f"pass {hooked.index} has per-node statistics: P lists the passes, [ ] browse them", MUTED
+            )
         elif hooked is None and state.passes:
-            yield Content.styled("no kept pass has per-node statistics: rerun with --record-all, "
-                                 "or a breakpoint, to step through one", MUTED)
+            yield Content.styled(
+                "no kept pass has per-node statistics: rerun with --record-all, or a breakpoint, to step through one",
+                MUTED,
+            )
 
 
 def module_summary(tree: ModuleTree, path: str) -> list[Content]:
@@ -112,8 +121,14 @@ def module_summary(tree: ModuleTree, path: str) -> list[Content]:
     module, stats = tree.modules[path], tree.stats(path)
     lines = [
         line(("module ", MUTED), (path, KEY)),
-        line(("nodes ", MUTED), str(stats.count), ("  ran ", MUTED), str(stats.ran),
-             ("  direct ", MUTED), str(len(module.nodes))),
+        line(
+            ("nodes ", MUTED),
+            str(stats.count),
+            ("  ran ", MUTED),
+            str(stats.ran),
+            ("  direct ", MUTED),
+            str(len(module.nodes)),
+        ),
         bad(line(("gradient leaving it ", MUTED), _leaving(stats.out_norm, stats.ran == stats.count))),
         Content.styled("  the norm of all its nodes sent to nodes outside it", MUTED),
     ]
@@ -124,9 +139,16 @@ def module_summary(tree: ModuleTree, path: str) -> list[Content]:
         for child in module.children[:SUBMODULES_SHOWN]:
             sub = tree.stats(child)
             norm = format_number(sub.out_norm) if sub.out_norm is not None else "·"
-            lines.append(bad(line(("  " + display_name(tree.modules[child]), ACCENT),
-                                  (f"  {sub.count} nodes  out ", MUTED), norm,
-                                  (" ⚠" if sub.nonfinite else "", ERROR))))
+            lines.append(
+                bad(
+                    line(
+                        ("  " + display_name(tree.modules[child]), ACCENT),
+                        (f"  {sub.count} nodes  out ", MUTED),
+                        norm,
+                        (" ⚠" if sub.nonfinite else "", ERROR),
+                    )
+                )
+            )
         if len(module.children) > SUBMODULES_SHOWN:
             lines.append(Content.styled(f"  … {len(module.children) - SUBMODULES_SHOWN} more", MUTED))
     lines += [Content(""), Content.styled("enter or space folds it, → ← open and close", MUTED)]

@@ -62,6 +62,11 @@ def source_block(data: NodeInfo, width: int) -> list[Content]:
     out = []
     for (number, text, here), styled in zip(lines, highlighted("\n".join(text for _, text, _ in lines))):
         styled = _cut(styled, len(text), room)
-        out.append(Content.assemble(("▶ " if here else "  ", WARN), (f"{number:>{digits}} │ ", WARN if here else MUTED),
-                                    styled.stylize("bold") if here else styled.stylize("dim")))
+        out.append(
+            Content.assemble(
+                ("▶ " if here else "  ", WARN),
+                (f"{number:>{digits}} │ ", WARN if here else MUTED),
+                styled.stylize("bold") if here else styled.stylize("dim"),
+            )
+        )
     return out

@@ -59,10 +59,13 @@ def _what(var: ev.Variable) -> str:
 
 def empty_note(where: str, recording: bool) -> str:
     """What the pane says when it has no variable to list (`where`: the call site, "" unknown)."""
-    return ("no tensor or module in scope where backward was called" if where else
-            "the run read no variables in this pass (they are read at a pass's first pause, "
-            "and it never paused in it)" if recording else
-            "the variables are read at a pass's first pause: none yet for this pass")
+    return (
+        "no tensor or module in scope where backward was called"
+        if where
+        else "the run read no variables in this pass (they are read at a pass's first pause, and it never paused in it)"
+        if recording
+        else "the variables are read at a pass's first pause: none yet for this pass"
+    )
 
 
 def fill(table: DataTable, rows: list[VariableRow]) -> None:
@@ -75,9 +78,14 @@ def fill(table: DataTable, rows: list[VariableRow]) -> None:
         var = row.var
         graph = Text(f"#{row.node}", style="bold") if row.node is not None else Text("no: why?", style="dim")
         norm = Text("-" if row.norm is None else format_number(row.norm), style="" if row.norm is not None else "dim")
-        table.add_row(Text(var.name, style="bold"), var.kind, _what(var),
-                      Text("✓" if var.requires_grad else "·", style="green" if var.requires_grad else "dim"),
-                      graph, norm)
+        table.add_row(
+            Text(var.name, style="bold"),
+            var.kind,
+            _what(var),
+            Text("✓" if var.requires_grad else "·", style="green" if var.requires_grad else "dim"),
+            graph,
+            norm,
+        )
     if rows:
         table.move_cursor(row=min(at, len(rows) - 1), animate=False)
 
@@ -102,15 +110,24 @@ class VariablesPane(Vertical):
     def compose(self) -> ComposeResult:
         """A note, then the table."""
         yield Static("", id="variables-pane-note", markup=False)
-        yield DataTable(id="variables-pane-table", cursor_type="row", zebra_stripes=True, classes="pane")  # tab reaches it
+        yield DataTable(
+            id="variables-pane-table", cursor_type="row", zebra_stripes=True, classes="pane"
+        )  # tab reaches it
 
     def show(self, view: PassView | None, recording: bool) -> None:
         """Show the call-site variables of pass `view` (None: no pass yet)."""
         told = view.variables if view is not None else None
         where = told.call_site if told else ""
         rows = variable_rows(view)
-        note = empty_note(where, recording) if not rows else (
-            f"enter: its node · {told.more} more not listed" if told and told.more else "enter: its node, or why not")
+        note = (
+            empty_note(where, recording)
+            if not rows
+            else (
+                f"enter: its node · {told.more} more not listed"
+                if told and told.more
+                else "enter: its node, or why not"
+            )
+        )
         shown = (tuple(rows), note, where)
         if shown == self._shown:
             return
@@ -129,8 +146,10 @@ class VariablesPane(Vertical):
 class VariablesScreen(ModalScreen[VariableRow | None]):
     """A table of the call-site variables (see module doc)."""
 
-    BINDINGS = [Binding("enter", "choose", "its node or why", priority=True),  # priority: shown, not the table's
-                Binding("escape,V", "close", "close")]
+    BINDINGS = [
+        Binding("enter", "choose", "its node or why", priority=True),  # priority: shown, not the table's
+        Binding("escape,V", "close", "close"),
+    ]
 
     def __init__(self, rows: list[VariableRow], where: str, more: int = 0, recording: bool = False) -> None:
         """`recording`: a replay's pass (the recording has the variables the run read, if any)."""

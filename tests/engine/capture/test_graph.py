@@ -113,7 +113,9 @@ def test_list_elements_are_labelled():
     outs = [x * 2, x * 3, x * 4]
     loss = sum(o.sum() for o in outs)
     graph = capture([loss.grad_fn], Names.from_scopes({"outs": outs, "loss": loss})).graph
-    labelled = {graph.nodes[n]["info"].labels: graph.nodes[n]["info"].name for n in graph.nodes if graph.nodes[n]["info"].labels}
+    labelled = {
+        graph.nodes[n]["info"].labels: graph.nodes[n]["info"].name for n in graph.nodes if graph.nodes[n]["info"].labels
+    }
     assert labelled[("outs[1]",)] == "MulBackward0"
     assert {("outs[0]",), ("outs[1]",), ("outs[2]",), ("loss",)} <= set(labelled)
     # outs[1] is the very node that made outs[1]

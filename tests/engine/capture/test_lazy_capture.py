@@ -64,8 +64,11 @@ def test_a_continue_pass_whose_listeners_need_no_graph_reads_no_node_metadata(mo
     # Read after the pass: the walk's attributes are there; what was never read is unknown, not missing.
     names = [graph.nodes[i]["info"].name for i in range(len(graph))]
     assert "SqrtBackward0" in names and "AccumulateGrad" in names
-    assert all(graph.nodes[i]["info"].saved == () and graph.nodes[i]["info"].source is None for i in range(len(graph))
-               if graph.nodes[i]["info"].kind != "accumulate")
+    assert all(
+        graph.nodes[i]["info"].saved == () and graph.nodes[i]["info"].source is None
+        for i in range(len(graph))
+        if graph.nodes[i]["info"].kind != "accumulate"
+    )
     leaf = names.index("AccumulateGrad")
     assert graph.nodes[leaf]["info"].labels == ("weight",)  # leaves are named at every pass's end (the flow)
 
@@ -88,8 +91,9 @@ def test_a_nan_pause_reads_the_metadata_an_eager_capture_has():
     # Saved values of the nodes that have not run yet are read as an eager capture read them;
     # those that ran before the pause have let go of theirs.
     described = [s for s in lazy["saved of all"] if s]
-    assert described and all(s == e for s, e in zip(lazy["saved of all"], eager["saved of all"])
-                             if s and "(freed)" not in " ".join(s))
+    assert described and all(
+        s == e for s, e in zip(lazy["saved of all"], eager["saved of all"]) if s and "(freed)" not in " ".join(s)
+    )
 
 
 def test_a_listener_can_say_per_pass_whether_it_wants_the_graph(monkeypatch):
@@ -97,8 +101,9 @@ def test_a_listener_can_say_per_pass_whether_it_wants_the_graph(monkeypatch):
     wanted = [False, True]
     session = Session(None, provenance=False)
     graphs = []
-    session.add_listener(lambda e: graphs.append(e.graph) if isinstance(e, ev.PassStarted) else None,
-                         graph=lambda: wanted.pop(0))
+    session.add_listener(
+        lambda e: graphs.append(e.graph) if isinstance(e, ev.PassStarted) else None, graph=lambda: wanted.pop(0)
+    )
     session.run_on()
     session.submit("break nan")
     with session:
@@ -130,7 +135,9 @@ def test_a_lazy_pass_nobody_reads_makes_no_node_info_and_its_graph_read_later_is
     later = [graph.nodes[i]["info"] for i in range(len(graph))]
     assert len(later) == len(eager.infos) > 5
     keys = ("name", "kind", "seq", "next")
-    assert [tuple(getattr(i, k) for k in keys) for i in later] == [tuple(getattr(i, k) for k in keys) for i in eager.infos]
+    assert [tuple(getattr(i, k) for k in keys) for i in later] == [
+        tuple(getattr(i, k) for k in keys) for i in eager.infos
+    ]
 
 
 def test_a_pass_whose_flow_is_wanted_names_its_leaves_without_making_every_node_info(monkeypatch):
@@ -155,5 +162,6 @@ def test_a_pass_whose_flow_is_wanted_names_its_leaves_without_making_every_node_
     later = [graph.nodes[i]["info"] for i in range(len(graph))]
     assert made[0] >= len(later)  # each made when read, after the pass (a leaf again with its names)
     eager = graph_module.capture([loss.grad_fn], graph_module.Names.from_scopes({"layer": layer, "extra": extra}))
-    assert [(i.param, i.labels) for i in later if i.kind == "accumulate"] == \
-        [(i.param, i.labels) for i in eager.infos if i.kind == "accumulate"]
+    assert [(i.param, i.labels) for i in later if i.kind == "accumulate"] == [
+        (i.param, i.labels) for i in eager.infos if i.kind == "accumulate"
+    ]

@@ -28,14 +28,16 @@ def _inputs():
 
 def _calls():
     """(name, fn(x, w) -> gradients) for every root type torch accepts that is not a tensor."""
+
     def one_edge(x, w):
         z = (x * w).sin()
         return torch.autograd.grad(get_gradient_edge(z), x, grad_outputs=torch.ones(3))
 
     def edges_in_a_list(x, w):
         a, b = (x * w).sin(), (x + w).cos()
-        return torch.autograd.grad([get_gradient_edge(a), get_gradient_edge(b)], [x, w],
-                                   grad_outputs=[torch.ones(3), torch.full((3,), 2.0)])
+        return torch.autograd.grad(
+            [get_gradient_edge(a), get_gradient_edge(b)], [x, w], grad_outputs=[torch.ones(3), torch.full((3,), 2.0)]
+        )
 
     def edge_and_tensor(x, w):
         a, b = (x * w).exp(), (x - w).sum()
@@ -50,8 +52,13 @@ def _calls():
         h = x * w
         return torch.autograd.grad((h.exp() * 2).sum(), get_gradient_edge(h))
 
-    return [("one_edge", one_edge), ("edge_as_input", edge_as_input), ("edges_in_a_list", edges_in_a_list), ("edge_and_tensor", edge_and_tensor),
-            ("backward_of_an_edge", backward_of_an_edge)]
+    return [
+        ("one_edge", one_edge),
+        ("edge_as_input", edge_as_input),
+        ("edges_in_a_list", edges_in_a_list),
+        ("edge_and_tensor", edge_and_tensor),
+        ("backward_of_an_edge", backward_of_an_edge),
+    ]
 
 
 @pytest.mark.parametrize("mode", ["step", "continue"])
@@ -103,8 +110,11 @@ def test_a_reentrant_checkpoints_parameters_are_in_their_pass_flow(tmp_path, hoo
 
 
 def test_break_module_inside_a_reentrant_checkpoint_says_it_cannot_stop(tmp_path):
-    run = run_headless(script("ckpt_model.py"), ["break module block.lin1", "break module out", "continue",
-                                                  "continue", "continue"], [str(tmp_path / "g.pt")])
+    run = run_headless(
+        script("ckpt_model.py"),
+        ["break module block.lin1", "break module out", "continue", "continue", "continue"],
+        [str(tmp_path / "g.pt")],
+    )
     assert run.status == 0, run.output
     nested = run.of(ev.NestedPass)
     assert len(nested) == 2 and all(n.missed == ("module block.lin1",) for n in nested)

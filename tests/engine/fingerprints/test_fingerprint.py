@@ -53,7 +53,9 @@ def test_sketch_follows_values_not_layout_and_spreads_a_column():
         a = torch.randn(8 + i % 40, 64, generator=g, dtype=torch.float64)
         d = torch.zeros_like(a)
         d[:, i % 64] = 1e-2
-        estimate = estimate_distance(tuple(fp.buckets_and_norm(a)[0].tolist()), tuple(fp.buckets_and_norm(a + d)[0].tolist()))
+        estimate = estimate_distance(
+            tuple(fp.buckets_and_norm(a)[0].tolist()), tuple(fp.buckets_and_norm(a + d)[0].tolist())
+        )
         within += 0.5 <= estimate / torch.linalg.vector_norm(d).item() <= 2.0
     assert within >= 180, within
 
@@ -69,7 +71,9 @@ def test_a_matrix_and_its_transpose_have_one_sketch_bit_for_bit():
             assert torch.equal(fp.buckets_and_norm(a.view(1, *shape))[0], fp.buckets_and_norm(a)[0]), (shape, dtype)
     a = torch.randn(60, 50, generator=g, dtype=torch.float64)
     assert torch.allclose(fp.buckets_and_norm(a.t().contiguous())[0], fp.buckets_and_norm(a)[0], rtol=1e-12, atol=1e-12)
-    assert not torch.allclose(fp.buckets_and_norm(a.reshape(50, 60))[0], fp.buckets_and_norm(a)[0])  # a reshape is another matrix
+    assert not torch.allclose(
+        fp.buckets_and_norm(a.reshape(50, 60))[0], fp.buckets_and_norm(a)[0]
+    )  # a reshape is another matrix
 
 
 def test_the_grids_signs_are_the_same_in_every_run():
@@ -91,7 +95,7 @@ def test_chunked_sketch_of_a_huge_tensor_is_linear_and_estimates():
     g = torch.Generator().manual_seed(7)
     a = torch.randn(fp.CHUNK * 2 + 1000, generator=g, dtype=torch.float64)
     d = torch.zeros_like(a)
-    d[fp.CHUNK + 5:fp.CHUNK + 50_000] = 1.0  # a difference in the second chunk only
+    d[fp.CHUNK + 5 : fp.CHUNK + 50_000] = 1.0  # a difference in the second chunk only
     sa, sb, sd = fp.buckets_and_norm(a)[0], fp.buckets_and_norm(a + d)[0], fp.buckets_and_norm(d)[0]
     assert torch.allclose(sb - sa, sd, rtol=1e-9, atol=1e-6)
     estimate = estimate_distance(tuple(sa.tolist()), tuple(sb.tolist()))
@@ -152,6 +156,7 @@ def test_pass_prints_gather_grads_outputs_and_arguments_in_one_read():
 
 def test_prints_leave_gradients_as_torch_computes_them():
     """Fingerprinting changes no gradient (torch is the oracle)."""
+
     def plain():
         torch.manual_seed(0)
         lin = torch.nn.Linear(80, 70)

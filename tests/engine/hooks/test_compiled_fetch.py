@@ -29,6 +29,7 @@ def _same(a: list[float], b: list[float]) -> bool:
 def _kinds(generator: torch.Generator) -> list[torch.Tensor]:
     """Tensors of the kinds a pass's end reads: float32 and float64, contiguous or not, past
     ONE_PASS, holding zeros of both signs, an infinity, a NaN."""
+
     def randn(*shape, dtype=torch.float32):
         return torch.randn(*shape, generator=generator, dtype=dtype)
 
@@ -38,8 +39,17 @@ def _kinds(generator: torch.Generator) -> list[torch.Tensor]:
     odd[7] = math.inf
     nan = randn(90, dtype=torch.float64)
     nan[3] = math.nan
-    return [randn(64, 64), randn(64, 64).t(), randn(300, dtype=torch.float64), randn(ONE_PASS + 5), zeros, odd, nan,
-            randn(8, 12)[:, ::2], randn(129).requires_grad_()]
+    return [
+        randn(64, 64),
+        randn(64, 64).t(),
+        randn(300, dtype=torch.float64),
+        randn(ONE_PASS + 5),
+        zeros,
+        odd,
+        nan,
+        randn(8, 12)[:, ::2],
+        randn(129).requires_grad_(),
+    ]
 
 
 def test_fetch_reads_the_floats_torch_reads():
@@ -50,15 +60,20 @@ def test_fetch_reads_the_floats_torch_reads():
         small = _entries([torch.randn(n, generator=generator) for n in (1, 7, 64)] + [torch.randn(4, 4).t()])
         others = [torch.randn(64, generator=generator), torch.zeros(0), torch.randn(3, 3, dtype=torch.float64)]
         want = fetch_in_python(big, small, wide, others)
-        got = compiled.fetch([*others, *(t for _, t, _ in big)], [t for _, t, _ in wide], [t for _, t, _ in small],
-                             ONE_PASS)
+        got = compiled.fetch(
+            [*others, *(t for _, t, _ in big)], [t for _, t, _ in wide], [t for _, t, _ in small], ONE_PASS
+        )
         assert got is not None and _same(got, want)
         assert _same(_fetch(big, small, wide, others), want)
 
 
 def test_fetch_declines_what_is_not_a_plain_cpu_float_tensor():
-    for odd in (torch.ones(3, dtype=torch.float16), torch.ones(3, dtype=torch.int64), torch.ones(3).to_sparse(),
-                torch.empty(3, device="meta")):
+    for odd in (
+        torch.ones(3, dtype=torch.float16),
+        torch.ones(3, dtype=torch.int64),
+        torch.ones(3).to_sparse(),
+        torch.empty(3, device="meta"),
+    ):
         assert compiled.fetch([torch.ones(3), odd], [], [], ONE_PASS) is None
     assert compiled.fetch([], [torch.zeros(0)], [], ONE_PASS) is None  # no min of nothing: Python's read says so
     assert compiled.fetch([], [], [], ONE_PASS) == []

@@ -22,8 +22,10 @@ from tests.engine.hooks.test_pass_through import _same_stats
 from tests.helpers import compiled_hooked
 
 BUILT = native.load().module is not None
-needs_build = pytest.mark.skipif(not BUILT and shutil.which("c++") is None and shutil.which("g++") is None,
-                                 reason="no C++ compiler here: the Python hooks are all there is")
+needs_build = pytest.mark.skipif(
+    not BUILT and shutil.which("c++") is None and shutil.which("g++") is None,
+    reason="no C++ compiler here: the Python hooks are all there is",
+)
 
 
 def test_the_compiled_hooks_are_built_where_a_compiler_is():
@@ -108,7 +110,9 @@ def _with_nans():
 @pytest.mark.parametrize("build", [_build, _with_nans], ids=["mixed", "nans"])
 def test_compiled_and_python_hooks_give_the_same_events(monkeypatch, hooked, full, watch, build):
     compiled_events, compiled_leaves = run(build, watch=watch, full=full)
-    assert hooked and hooked[0] >= (8 if build is _build else 1)  # the plain planned nodes (a custom Function keeps Python's)
+    assert hooked and hooked[0] >= (
+        8 if build is _build else 1
+    )  # the plain planned nodes (a custom Function keeps Python's)
     python_only(monkeypatch)
     python_events, python_leaves = run(build, watch=watch, full=full)
     ours, theirs = _all_stats(compiled_events), _all_stats(python_events)
@@ -298,8 +302,11 @@ def test_auto_builds_once_in_the_background_and_a_later_load_finds_it(monkeypatc
     monkeypatch.setenv("GRADTUI_CACHE", str(tmp_path))
     monkeypatch.setenv("GRADTUI_NATIVE", "auto")
     target = native.library_path()
-    monkeypatch.setattr(native, "background_command",  # the library and its digest, as a build installs them
-                        lambda: ["sh", "-c", f"sleep 0.3; cp '{made}.sha256' '{target}.sha256'; cp '{made}' '{target}'"])
+    monkeypatch.setattr(
+        native,
+        "background_command",  # the library and its digest, as a build installs them
+        lambda: ["sh", "-c", f"sleep 0.3; cp '{made}.sha256' '{target}.sha256'; cp '{made}' '{target}'"],
+    )
     for name, value in (("_loaded", None), ("_building", None), ("_started", False)):
         monkeypatch.setattr(native, name, value)
     first = native.load()
@@ -338,6 +345,7 @@ def test_a_pass_handed_over_at_a_pause_runs_its_rest_on_compiled_hooks(monkeypat
     """`gradtui script.py`'s first pass: paused at its first node, then `continue` (`break nan`):
     the plain nodes that had not run get compiled posthooks; a NaN made later still stops right
     after its culprit; the statistics and gradients are those of the Python hooks."""
+
     def build():
         torch.manual_seed(0)
         x = torch.rand(100)

@@ -166,8 +166,7 @@ def _nan_case(kind, where, size="small"):
         else:
             z = op(x * 1.0)
             if where == "at":
-                z.register_hook(lambda g: g * torch.where(torch.arange(g.numel()).reshape(g.shape) == 1,
-                                                          math.nan, 1.0))
+                z.register_hook(lambda g: g * torch.where(torch.arange(g.numel()).reshape(g.shape) == 1, math.nan, 1.0))
                 return [x], (z * 2.0).sum()
             z = z.sqrt()
         mask = (z.detach() != 0).to(z.dtype)
@@ -336,7 +335,9 @@ def test_stepping_again_after_a_hand_over_steps_node_by_node():
     (an edit there replaces what it sent on), then step: each node after it pauses again, in the
     engine's order, and the edit reaches the leaf (no NaN left in its gradient)."""
     build = _nan_case("view", "before", size="big")
-    session, events = fed_session([["continue"], ["zero", "step"], ["step"], ["step"]])  # starts stepping, a `nan` watch armed
+    session, events = fed_session(
+        [["continue"], ["zero", "step"], ["step"], ["step"]]
+    )  # starts stepping, a `nan` watch armed
     with session:
         leaves, loss = build()
         loss.backward()
@@ -347,7 +348,10 @@ def test_stepping_again_after_a_hand_over_steps_node_by_node():
     assert [p.reason for p in pauses[2:]] == ["step"] * 3
     assert len({p.node for p in pauses}) == len(pauses)  # no node paused at twice
     orders = [e.order for e in of(events, ev.NodeRan)]
-    assert orders == list(range(1, len(orders) + 1)) and len(orders) == of(events, ev.PassStarted)[0].graph.number_of_nodes()
+    assert (
+        orders == list(range(1, len(orders) + 1))
+        and len(orders) == of(events, ev.PassStarted)[0].graph.number_of_nodes()
+    )
 
 
 def test_a_raising_hook_after_derived_nodes_marks_the_node_it_ran_at():

@@ -74,8 +74,12 @@ def test_view_stats_are_exactly_the_incoming_ones_reshaped():
     (t_node,) = [n for n, info in graph.nodes(data="info") if info.name in ("TransposeBackward0", "TBackward0")]
     incoming, outgoing = ran[t_node].grad_outputs[0], ran[t_node].grad_inputs[0]
     assert outgoing.shape == (20, 30) and incoming.shape == (30, 20)
-    assert (outgoing.norm, outgoing.min, outgoing.max, outgoing.mean) == (incoming.norm, incoming.min, incoming.max,
-                                                                          incoming.mean)
+    assert (outgoing.norm, outgoing.min, outgoing.max, outgoing.mean) == (
+        incoming.norm,
+        incoming.min,
+        incoming.max,
+        incoming.mean,
+    )
     want = (x * 2).detach().exp().t().t()
     assert outgoing.max == pytest.approx(float(want.max())) and outgoing.norm == pytest.approx(float(want.norm()))
 
@@ -83,8 +87,9 @@ def test_view_stats_are_exactly_the_incoming_ones_reshaped():
 def test_the_collector_is_off_during_a_pass_on_during_a_pause_and_back_after():
     states = []
     x = torch.ones(3, requires_grad=True)
-    session = Session(lambda e: isinstance(e, (ev.NodeRan, ev.Paused)) and states.append((type(e).__name__,
-                                                                                           gc.isenabled())))
+    session = Session(
+        lambda e: isinstance(e, (ev.NodeRan, ev.Paused)) and states.append((type(e).__name__, gc.isenabled()))
+    )
     session.add_listener(lambda e: isinstance(e, ev.Paused) and session.submit("continue"))
     assert gc.isenabled()
     with session:
@@ -97,8 +102,12 @@ def test_the_collector_is_off_during_a_pass_on_during_a_pause_and_back_after():
 def test_provenance_is_off_the_mode_stack_for_gradtuis_own_work_and_back_after():
     seen = []
     x = torch.ones(3, requires_grad=True)
-    session = Session(lambda e: isinstance(e, ev.PassFinished) and seen.append(
-        any(isinstance(m, Provenance) for m in _get_current_function_mode_stack())))
+    session = Session(
+        lambda e: (
+            isinstance(e, ev.PassFinished)
+            and seen.append(any(isinstance(m, Provenance) for m in _get_current_function_mode_stack()))
+        )
+    )
     session.detach()
     with session:
         before = list(_get_current_function_mode_stack())

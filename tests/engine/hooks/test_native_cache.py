@@ -47,9 +47,14 @@ def _env(cache: Path, **more: str) -> dict[str, str]:
 
 def _gradtui(env: dict[str, str], out: Path) -> subprocess.CompletedProcess[str]:
     """`gradtui --headless -c 'break nan' -c continue mlp.py OUT`: a hooked pass in continue."""
-    return subprocess.run([sys.executable, "-m", "gradtui", "--headless", "-c", "break nan", "-c", "continue",
-                           SCRIPT, str(out)], env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT,
-                          cwd=out.parent)
+    return subprocess.run(
+        [sys.executable, "-m", "gradtui", "--headless", "-c", "break nan", "-c", "continue", SCRIPT, str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        cwd=out.parent,
+    )
 
 
 def _plain(tmp_path: Path) -> dict[str, torch.Tensor]:
@@ -90,9 +95,9 @@ def _compiler(tmp_path: Path, then: str) -> tuple[Path, Path]:
     """A stand-in compiler that logs each call to a file, then runs `then` ("$out": its -o)."""
     log = tmp_path / "compiler-calls"
     cxx = tmp_path / "cxx"
-    cxx.write_text(f"#!/bin/sh\necho called >> '{log}'\n"
-                   'for a; do if [ "$prev" = -o ]; then out=$a; fi; prev=$a; done\n'
-                   f"{then}\n")
+    cxx.write_text(
+        f"#!/bin/sh\necho called >> '{log}'\nfor a; do if [ \"$prev\" = -o ]; then out=$a; fi; prev=$a; done\n{then}\n"
+    )
     cxx.chmod(0o755)
     return cxx, log
 
@@ -125,7 +130,7 @@ def test_a_damaged_library_is_one_line_the_python_hooks_and_a_rebuild(tmp_path, 
         data = data[: len(data) // 2]
     else:
         at = len(data) // 3
-        data[at:at + 50] = random.Random(7).randbytes(50)
+        data[at : at + 50] = random.Random(7).randbytes(50)
     library.write_bytes(bytes(data))
     cxx, log = _compiler(tmp_path, f"exec cp '{BUILT}' \"$out\"")
     env = _env(cache, CXX=str(cxx))
@@ -147,12 +152,15 @@ def test_a_damaged_library_is_one_line_the_python_hooks_and_a_rebuild(tmp_path, 
 def _planted_library(tmp_path: Path, marker: Path) -> bytes:
     """A shared library whose constructor writes `marker` (what loading it would run)."""
     source = tmp_path / "planted.c"
-    source.write_text('#include <stdio.h>\n'
-                      f'__attribute__((constructor)) static void planted(void) {{ FILE *f = fopen("{marker}", "w");'
-                      ' if (f) { fputs("ran", f); fclose(f); } }\n')
+    source.write_text(
+        "#include <stdio.h>\n"
+        f'__attribute__((constructor)) static void planted(void) {{ FILE *f = fopen("{marker}", "w");'
+        ' if (f) { fputs("ran", f); fclose(f); } }\n'
+    )
     built = tmp_path / "planted.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(built), str(source)], check=True, timeout=60,
-                   capture_output=True)
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(built), str(source)], check=True, timeout=60, capture_output=True
+    )
     return built.read_bytes()
 
 
@@ -208,8 +216,12 @@ def tiny_filesystem(tmp_path):
     """A 256 KiB tmpfs (a full disk for a build); skipped where this process may not mount."""
     where = tmp_path / "small"
     where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=700", "tmpfs", str(where)],
-                             capture_output=True, text=True, timeout=30)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=700", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
@@ -229,8 +241,13 @@ def test_a_full_disk_is_recorded_in_its_own_words_and_tried_again_later(tmp_path
     cxx, log = _compiler(tmp_path, f"exec cc -shared -fPIC -o \"$out\" '{big}'")
     env = _env(tiny_filesystem, CXX=str(cxx))
 
-    built = subprocess.run([sys.executable, "-m", "gradtui.engine.hooks.native"], env=env, capture_output=True,
-                           text=True, timeout=RUN_TIMEOUT)
+    built = subprocess.run(
+        [sys.executable, "-m", "gradtui.engine.hooks.native"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
     assert built.returncode == 1 and "No space left on device" in built.stdout, built.stdout + built.stderr
     record = (tiny_filesystem / "native" / NAME).with_suffix(".failed")
     assert "No space left on device" in record.read_text()
@@ -260,9 +277,16 @@ def test_a_failing_compiler_gets_one_builder_across_runs(tmp_path):
     for i in range(3):
         done = _gradtui(env, tmp_path / f"grads{i}.pt")
         assert done.returncode == 0 and done.stderr == "", done.stderr
-    runs = [subprocess.Popen([sys.executable, "-m", "gradtui", "--headless", "-c", "continue", SCRIPT,
-                              str(tmp_path / f"at-once{i}.pt")], env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True) for i in range(3)]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gradtui", "--headless", "-c", "continue", SCRIPT, str(tmp_path / f"at-once{i}.pt")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
     try:
         for run in runs:
             _, err = run.communicate(timeout=RUN_TIMEOUT)
@@ -350,10 +374,12 @@ def test_a_full_disk_at_the_library_s_fsync_is_recorded_in_its_own_words(monkeyp
     with native.Cache.open() as cache:
         failure = cache.failure(NAME)
     assert failure is not None and "No space left on device" in failure.reason
-    assert not failure.due(native.compiler_identity(), failure.at) and failure.due(native.compiler_identity(),
-                                                                                   failure.at + 3600)
-    assert sorted(p.name for p in (tmp_path / "native").iterdir() if not p.name.endswith(".lock")) == \
-        [Path(NAME).with_suffix(".failed").name]
+    assert not failure.due(native.compiler_identity(), failure.at) and failure.due(
+        native.compiler_identity(), failure.at + 3600
+    )
+    assert sorted(p.name for p in (tmp_path / "native").iterdir() if not p.name.endswith(".lock")) == [
+        Path(NAME).with_suffix(".failed").name
+    ]
 
 
 def test_no_compiler_is_tried_again_once_one_is_installed(monkeypatch, tmp_path):
@@ -382,8 +408,13 @@ def test_a_library_that_does_not_load_is_rebuilt_later_not_at_every_run(tmp_path
     cache = tmp_path / "cache"
     cxx, log = _compiler(tmp_path, f"exec cc -shared -fPIC -o \"$out\" '{source}'")
     env = _env(cache, CXX=str(cxx))
-    built = subprocess.run([sys.executable, "-m", "gradtui.engine.hooks.native"], env=env, capture_output=True,
-                           text=True, timeout=RUN_TIMEOUT)
+    built = subprocess.run(
+        [sys.executable, "-m", "gradtui.engine.hooks.native"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
     assert built.returncode == 1 and "did not load" in built.stdout, built.stdout + built.stderr
     assert not (cache / "native" / NAME).exists()
     for _ in range(2):

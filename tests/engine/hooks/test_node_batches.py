@@ -73,7 +73,7 @@ def test_nothing_is_derived_until_a_batch_is_read(monkeypatch):
     batches = [e for e in events if isinstance(e, ev.NodesRan)]
     last = batches[-1].ran  # the last batch makes the ones before it first
     assert derived[0] > 0 and last
-    assert [one for batch in batches for one in batch.ran][-len(last):] == list(last)
+    assert [one for batch in batches for one in batch.ran][-len(last) :] == list(last)
 
 
 def test_a_listener_that_reads_no_flow_skips_it_and_one_that_does_gets_it():
@@ -103,9 +103,13 @@ def test_the_codec_carries_a_batch_as_its_events():
 
 def test_shapes_sent_on_follow_from_what_arrives_as_torch_makes_them():
     x = torch.randn(2, 3, 4, requires_grad=True)
-    cases = {"TBackward0": x[0].t(), "TransposeBackward0": x.transpose(0, -1),
-             "PermuteBackward0": x.permute(2, -3, 1), "UnsqueezeBackward0": x.unsqueeze(-2),
-             "CloneBackward0": x.clone()}
+    cases = {
+        "TBackward0": x[0].t(),
+        "TransposeBackward0": x.transpose(0, -1),
+        "PermuteBackward0": x.permute(2, -3, 1),
+        "UnsqueezeBackward0": x.unsqueeze(-2),
+        "CloneBackward0": x.clone(),
+    }
     for name, y in cases.items():
         node = y.grad_fn
         assert type(node).__name__ == name

@@ -59,11 +59,14 @@ def _same_stats(a, b) -> bool:
     if a is None or b is None:
         return a is b
     fields = ("norm", "min", "max", "mean")
-    return ((a.shape, a.dtype, a.device, a.nonfinite, a.unreadable) == (b.shape, b.dtype, b.device, b.nonfinite, b.unreadable)
-            and all(_equal(getattr(a, f), getattr(b, f)) for f in fields)
-            and (a.values is None) == (b.values is None)
-            and all(_equal(u, v) for u, v in zip(a.values or (), b.values or (), strict=True))
-            and all(_equal(u, v) for u, v in zip(a.preview, b.preview, strict=True)))
+    return (
+        (a.shape, a.dtype, a.device, a.nonfinite, a.unreadable)
+        == (b.shape, b.dtype, b.device, b.nonfinite, b.unreadable)
+        and all(_equal(getattr(a, f), getattr(b, f)) for f in fields)
+        and (a.values is None) == (b.values is None)
+        and all(_equal(u, v) for u, v in zip(a.values or (), b.values or (), strict=True))
+        and all(_equal(u, v) for u, v in zip(a.preview, b.preview, strict=True))
+    )
 
 
 def residual_block():
@@ -81,8 +84,15 @@ def residual_block():
 def test_a_residual_blocks_add_is_derived_not_hooked(monkeypatch):
     build = residual_block()
     names, events, leaves = hooked_names(monkeypatch, build)
-    assert names == ["AccumulateGrad", "AddmmBackward0", "AddmmBackward0", "NativeLayerNormBackward0", "PowBackward0",
-                     "ReluBackward0", "SumBackward0"]  # x's accumulator: two senders
+    assert names == [
+        "AccumulateGrad",
+        "AddmmBackward0",
+        "AddmmBackward0",
+        "NativeLayerNormBackward0",
+        "PowBackward0",
+        "ReluBackward0",
+        "SumBackward0",
+    ]  # x's accumulator: two senders
     every = {e.node for e in of(events, ev.NodeRan)}
     assert len(every) == of(events, ev.PassStarted)[0].graph.number_of_nodes()  # each still reported
     monkeypatch.setattr(plan, "SIGNS", {})  # the plan before pass-through nodes were derived
@@ -123,7 +133,10 @@ def test_negative_is_exact_on_every_field():
     from gradtui.engine.stats.window import small_stats
 
     values = (0.0, -0.0, 1.5, -2.25, 1e-30, math.inf)
-    stats, negated = small_stats((6,), "float32", "cpu", values), small_stats((6,), "float32", "cpu", tuple(-v for v in values))
+    stats, negated = (
+        small_stats((6,), "float32", "cpu", values),
+        small_stats((6,), "float32", "cpu", tuple(-v for v in values)),
+    )
     assert _same_stats(plan.negative(stats), negated)
 
 
@@ -204,8 +217,9 @@ def test_a_hooked_node_makes_no_stats_for_a_big_finite_gradient_nobody_reads(mon
 
     batches: list[ev.NodesRan] = []
     session = Session(None, provenance=False, full_stats=False)  # the UI's statistics: norms
-    session.add_listener(lambda e: batches.append(e) if isinstance(e, ev.NodesRan) else None,
-                         graph=False, batches=True, flow=False)
+    session.add_listener(
+        lambda e: batches.append(e) if isinstance(e, ev.NodesRan) else None, graph=False, batches=True, flow=False
+    )
     session.submit("break nan")
     session.run_on()
     x = torch.rand(32, 32, requires_grad=True)

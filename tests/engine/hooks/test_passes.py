@@ -18,8 +18,12 @@ pytestmark = pytest.mark.timeout(120)
 def test_break_pass_400_of_500_with_the_earlier_passes_unhooked(tmp_path):
     plain, debugged = tmp_path / "plain.pt", tmp_path / "debugged.pt"
     run_plain(script("train_loop.py"), ["500", str(plain)])
-    run = run_headless(script("train_loop.py"), ["break pass 400", "continue", "continue"],
-                       ["500", str(debugged)], hook_all_passes=False)
+    run = run_headless(
+        script("train_loop.py"),
+        ["break pass 400", "continue", "continue"],
+        ["500", str(debugged)],
+        hook_all_passes=False,
+    )
     assert run.status == 0, run.output
     assert run.where == [(0, 0), (400, 0)]
     started = run.of(ev.PassStarted)
@@ -39,8 +43,10 @@ def test_every_pass_reports_its_loss_and_gradient_flow(tmp_path):
     started, finished = run.of(ev.PassStarted), run.of(ev.PassFinished)
     assert [s.recorded for s in started] == [True, False, False]
     assert all(len(s.losses) == 1 and s.losses[0] > 0 for s in started)
-    assert run.output.splitlines()[-3:-1] == ["passes 1-2 ran unhooked at plain speed: nothing could stop in them",
-                                         f"final loss {started[-1].losses[0]:.6f}"]
+    assert run.output.splitlines()[-3:-1] == [
+        "passes 1-2 ran unhooked at plain speed: nothing could stop in them",
+        f"final loss {started[-1].losses[0]:.6f}",
+    ]
     for done in finished:
         assert sorted(r.name for r in done.flow) == sorted(grads)
     last = {r.name: r for r in finished[-1].flow}
@@ -54,16 +60,24 @@ def test_every_pass_reports_its_loss_and_gradient_flow(tmp_path):
 
 
 def test_loss_breakpoints_stop_at_the_first_node_of_the_pass():
-    run = run_headless(script("train_loop.py"), ["break loss nan", "continue", "print", "continue"],
-                       ["10", "", "nan"], hook_all_passes=False)
+    run = run_headless(
+        script("train_loop.py"),
+        ["break loss nan", "continue", "print", "continue"],
+        ["10", "", "nan"],
+        hook_all_passes=False,
+    )
     assert run.where == [(0, 0), (7, 0), (8, 0)]  # the NaN loss made every weight NaN
     assert run.pauses[1].reason.startswith("breakpoint 1: loss nan (loss nan")
     assert run.of(ev.PassStarted)[7].recorded and math.isnan(run.of(ev.PassStarted)[7].losses[0])
     losses = [s.losses[0] for s in run_headless(script("train_loop.py"), ["continue"], ["10"]).of(ev.PassStarted)]
     assert losses == sorted(losses, reverse=True)  # training: the loss falls
     limit = (losses[2] + losses[3]) / 2
-    run = run_headless(script("train_loop.py"), [f"break loss>{limit}", "continue", "continue", "continue"],
-                       ["10"], hook_all_passes=False)
+    run = run_headless(
+        script("train_loop.py"),
+        [f"break loss>{limit}", "continue", "continue", "continue"],
+        ["10"],
+        hook_all_passes=False,
+    )
     assert run.where == [(0, 0), (1, 0), (2, 0)]
     assert run.pauses[1].reason == f"breakpoint 1: loss>{limit} (loss {losses[1]:.6g})"
     assert [s.recorded for s in run.of(ev.PassStarted)][:4] == [True, True, True, False]

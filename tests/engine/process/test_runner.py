@@ -48,21 +48,29 @@ def test_partial_lines_are_flushed_at_the_end(tmp_path):
     path = write(tmp_path, "partial.py", "import sys\nprint('one\\ntwo', end='')\nsys.stderr.write('err')\n")
     run = run_headless(path)
     assert [(e.stream, e.text) for e in run.of(ev.Output)] == [
-        ("stdout", "one\n"), ("stdout", "two"), ("stderr", "err")]
+        ("stdout", "one\n"),
+        ("stdout", "two"),
+        ("stderr", "err"),
+    ]
 
 
 def test_streams_pass_for_the_real_ones(tmp_path):
     """What training scripts do to sys.stdout beyond print: reconfigure it, write bytes to its
     buffer (split inside a UTF-8 character here). Each used to raise AttributeError."""
-    path = write(tmp_path, "streams.py", (
-        "import sys\n"
-        "sys.stdout.reconfigure(line_buffering=True)\n"
-        "sys.stderr.reconfigure(write_through=True)\n"
-        "data = 'bytés ✓\\n'.encode()\n"
-        "sys.stdout.buffer.write(data[:4])\n"
-        "sys.stdout.buffer.write(data[4:])\n"
-        "sys.stdout.buffer.flush()\n"
-        "print('text')\n"))
+    path = write(
+        tmp_path,
+        "streams.py",
+        (
+            "import sys\n"
+            "sys.stdout.reconfigure(line_buffering=True)\n"
+            "sys.stderr.reconfigure(write_through=True)\n"
+            "data = 'bytés ✓\\n'.encode()\n"
+            "sys.stdout.buffer.write(data[:4])\n"
+            "sys.stdout.buffer.write(data[4:])\n"
+            "sys.stdout.buffer.flush()\n"
+            "print('text')\n"
+        ),
+    )
     run = run_headless(path)
     assert run.status == 0, run.output
     assert run.script_output() == "bytés ✓\ntext\n"
@@ -70,8 +78,12 @@ def test_streams_pass_for_the_real_ones(tmp_path):
 
 def test_captured_streams_have_the_real_file_descriptors(tmp_path):
     """`faulthandler.enable()` and friends ask sys.stderr.fileno(); it used to raise."""
-    path = write(tmp_path, "fds.py", "import sys\n"
-                 "print(sys.stdout.fileno() == sys.__stdout__.fileno(), sys.stderr.fileno() == sys.__stderr__.fileno())\n")
+    path = write(
+        tmp_path,
+        "fds.py",
+        "import sys\n"
+        "print(sys.stdout.fileno() == sys.__stdout__.fileno(), sys.stderr.fileno() == sys.__stderr__.fileno())\n",
+    )
     run = run_headless(path)
     assert run.status == 0, run.output
     assert run.script_output() == "True True\n"
@@ -124,13 +136,16 @@ def test_syntax_error(tmp_path):
     assert "gradtui" not in tb.replace(path, "")
 
 
-@pytest.mark.parametrize(("body", "status", "message"), [
-    ("sys.exit(3)", 3, None),
-    ("sys.exit(0)", 0, None),
-    ("sys.exit()", 0, None),
-    ("sys.exit('bad config')", 1, "bad config\n"),
-    ("raise SystemExit(7)", 7, None),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ("sys.exit(3)", 3, None),
+        ("sys.exit(0)", 0, None),
+        ("sys.exit()", 0, None),
+        ("sys.exit('bad config')", 1, "bad config\n"),
+        ("raise SystemExit(7)", 7, None),
+    ],
+)
 def test_exit_status(tmp_path, body, status, message):
     run = run_headless(write(tmp_path, "exits.py", f"import sys\nprint('before')\n{body}\nprint('after')\n"))
     assert run.status == status and run.finished.exit_status == status

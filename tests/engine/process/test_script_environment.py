@@ -24,7 +24,7 @@ GRADTUI_PACKAGE = os.path.join(os.path.dirname(os.path.realpath(gradtui.__file__
 
 pytestmark = pytest.mark.timeout(120)
 
-PROBE = '''\
+PROBE = """\
 import json, pickle, sys
 
 class Point:
@@ -48,7 +48,7 @@ print("PROBE " + json.dumps({
     "pickled": pickle.loads(pickle.dumps(Point(3))).x,
     "globals": sorted(k for k in g if k.startswith("__")),
 }))
-'''
+"""
 
 
 def _probe(output: str) -> dict:
@@ -79,8 +79,10 @@ def test_the_script_sees_what_python_gives_it(tmp_path):
 
 def test_without_capture_output_the_runner_leaves_the_streams_alone(tmp_path, capfd):
     path = tmp_path / "prints.py"
-    path.write_text("import sys\nprint('to out')\nprint('to err', file=sys.stderr)\n"
-                    "print(type(sys.stdout).__name__)\n", encoding="utf-8")
+    path.write_text(
+        "import sys\nprint('to out')\nprint('to err', file=sys.stderr)\nprint(type(sys.stdout).__name__)\n",
+        encoding="utf-8",
+    )
     session = Session()
     events: list[ev.Event] = []
     session.add_listener(events.append)
@@ -109,7 +111,8 @@ def test_an_exception_arrives_as_structured_frames_too():
     # checkout's path may contain "gradtui" (its venv's torch frames too): gradtui's frames are its package's
     # The same frames as the text traceback, in the same order.
     assert [f'  File "{f.filename}", line {f.lineno}, in {f.name}' for f in error.frames] == [
-        line for line in finished.traceback.splitlines() if line.startswith("  File ")]
+        line for line in finished.traceback.splitlines() if line.startswith("  File ")
+    ]
 
 
 def test_a_clean_end_has_no_error():
@@ -129,7 +132,7 @@ def test_headless_quit_exits_with_the_quit_status_in_a_subprocess():
     assert "quit: the script was stopped" in done.stdout
 
 
-SWALLOW_ALL = '''\
+SWALLOW_ALL = """\
 import os, sys
 import torch
 x = torch.tensor([2.0], requires_grad=True)
@@ -139,7 +142,7 @@ while not (stop and os.path.exists(stop)):
         (x * 3).sum().backward()
     except BaseException:
         pass
-'''
+"""
 
 
 def test_quit_ends_a_script_that_swallows_every_base_exception(tmp_path):
@@ -157,15 +160,17 @@ def test_quit_ends_a_script_that_swallows_every_base_exception(tmp_path):
 def test_quit_ends_a_script_that_sleeps_after_swallowing_it(tmp_path):
     """A blocking C call (time.sleep) cannot take an async exception: the hard exit ends it."""
     path = tmp_path / "sleeper.py"
-    path.write_text("import time, torch\nx = torch.ones(1, requires_grad=True)\n"
-                    "try:\n    (x * 2).sum().backward()\nexcept BaseException:\n    time.sleep(600)\n",
-                    encoding="utf-8")
+    path.write_text(
+        "import time, torch\nx = torch.ones(1, requires_grad=True)\n"
+        "try:\n    (x * 2).sum().backward()\nexcept BaseException:\n    time.sleep(600)\n",
+        encoding="utf-8",
+    )
     done = _run(["-m", "gradtui", "--headless", "-c", "quit", str(path)], tmp_path)
     assert done.returncode == QUIT_STATUS, done.stdout + done.stderr
     assert f"script exited with status {QUIT_STATUS}" in done.stdout
 
 
-STUCK = '''\
+STUCK = """\
 import os, sys
 import torch
 x = torch.ones(1, requires_grad=True)
@@ -174,7 +179,7 @@ try:
 except BaseException:
     print("swallowed")
     os.read(int(sys.argv[1]), 1)  # blocked in a C call, where no async exception lands
-'''
+"""
 
 
 def test_the_watchdog_calls_hard_exit_after_the_grace(tmp_path):

@@ -267,7 +267,9 @@ def test_other_threads_are_not_recorded():
         assert installed.wait(10)
         main = nn.Linear(2, 2)(torch.ones(1, 2)) * 2
         assert dict(main.grad_fn.metadata) == {}
-        assert prov.module_calls.roots == {} and prov.module_calls.running(threading.get_ident()) is None  # the main thread is ignored
+        assert (
+            prov.module_calls.roots == {} and prov.module_calls.running(threading.get_ident()) is None
+        )  # the main thread is ignored
     finally:
         release.set()
         thread.join(10)

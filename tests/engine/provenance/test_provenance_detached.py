@@ -36,8 +36,11 @@ def _steps(out: str) -> list[str]:
 def test_detached_without_hooked_passes_stops_provenance(script):
     run = run_headless(script, ["continue"], sole=True, hook_all_passes=False)
     assert run.status == 0, run.output
-    assert _steps(run.output) == ["step 0: modes 1, labelled True", "step 1: modes 0, labelled False",
-                               "step 2: modes 0, labelled False"], run.output
+    assert _steps(run.output) == [
+        "step 0: modes 1, labelled True",
+        "step 1: modes 0, labelled False",
+        "step 2: modes 0, labelled False",
+    ], run.output
 
 
 def test_a_breakpoint_still_armed_keeps_provenance(script):

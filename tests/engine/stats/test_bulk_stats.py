@@ -47,10 +47,15 @@ def counted_pass(monkeypatch, spec: str | None, full: bool = False) -> tuple[int
     return len(started.graph), reads, events
 
 
-@pytest.mark.parametrize(("spec", "full", "every"), [
-    (None, False, READ_EVERY), ("nan", False, CHECK_EVERY), ("norm>1e9", False, CHECK_EVERY),
-    ("nan", True, CHECK_EVERY),
-])
+@pytest.mark.parametrize(
+    ("spec", "full", "every"),
+    [
+        (None, False, READ_EVERY),
+        ("nan", False, CHECK_EVERY),
+        ("norm>1e9", False, CHECK_EVERY),
+        ("nan", True, CHECK_EVERY),
+    ],
+)
 def test_host_reads_per_node_in_continue(monkeypatch, spec, full, every):
     nodes, reads, events = counted_pass(monkeypatch, spec, full)
     assert nodes > 200
@@ -80,9 +85,18 @@ def test_window_stats_are_summarize_stats():
     rounding: small tensors' are taken in float64 from their values)."""
     big = torch.randn(300)
     big[7] = math.nan
-    tensors = [torch.randn(8, 40), torch.randn(5), torch.tensor(2.0), torch.tensor([1.0, math.inf, -1.0]),
-               big, torch.randn(40, 3).t(), torch.randn(6, dtype=torch.float64), torch.randn(100).half(),
-               torch._efficientzerotensor(4), torch.full((200,), 3e38)]
+    tensors = [
+        torch.randn(8, 40),
+        torch.randn(5),
+        torch.tensor(2.0),
+        torch.tensor([1.0, math.inf, -1.0]),
+        big,
+        torch.randn(40, 3).t(),
+        torch.randn(6, dtype=torch.float64),
+        torch.randn(100).half(),
+        torch._efficientzerotensor(4),
+        torch.full((200,), 3e38),
+    ]
     for light in (True, False):
         window = StatsWindow()
         handles = [window.add(t, light) for t in tensors]
@@ -90,8 +104,12 @@ def test_window_stats_are_summarize_stats():
         assert window.nonfinite
         for t, s in zip(tensors, got):
             want = summarize(t, light=light)
-            assert (s.shape, s.dtype, s.nonfinite, s.values is None) == (want.shape, want.dtype, want.nonfinite,
-                                                                        want.values is None), t
+            assert (s.shape, s.dtype, s.nonfinite, s.values is None) == (
+                want.shape,
+                want.dtype,
+                want.nonfinite,
+                want.values is None,
+            ), t
             assert s.norm == pytest.approx(want.norm, rel=1e-6, nan_ok=True), t
             for a, b in ((s.min, want.min), (s.max, want.max)):
                 assert a == b or (a != a and b != b), t
@@ -153,7 +171,9 @@ def test_nan_read_in_bulk_names_the_node_that_made_it(check_every):
     assert events.index(pause) < next(i for i, e in enumerate(events) if isinstance(e, ev.PassFinished))
     want_x, want_loss = chain(30, 10)
     want_loss.backward()
-    assert torch.equal(x.grad.isnan(), want_x.grad.isnan()) and torch.equal(x.grad.nan_to_num(), want_x.grad.nan_to_num())
+    assert torch.equal(x.grad.isnan(), want_x.grad.isnan()) and torch.equal(
+        x.grad.nan_to_num(), want_x.grad.nan_to_num()
+    )
 
 
 def test_norm_read_in_bulk_stops_late_before_the_node_and_refuses_edits():
@@ -178,7 +198,11 @@ def test_the_networkx_view_is_built_only_when_read():
         (x.exp() * 2).sum().backward()
     (started,) = events
     assert not is_built(started.graph) and started.graph.number_of_nodes() == 4
-    assert [started.graph.nodes[i]["info"].name for i in range(4)] == ["SumBackward0", "MulBackward0", "ExpBackward0",
-                                                                   "AccumulateGrad"]
+    assert [started.graph.nodes[i]["info"].name for i in range(4)] == [
+        "SumBackward0",
+        "MulBackward0",
+        "ExpBackward0",
+        "AccumulateGrad",
+    ]
     assert is_built(started.graph) and list(started.graph.edges) == [(0, 1), (1, 2), (2, 3)]
     assert started.graph.nodes[3]["info"].kind == "accumulate"

@@ -19,9 +19,19 @@ def _cases() -> list[torch.Tensor]:
     nan, inf = torch.randn(300), torch.randn(40000)
     nan[5], inf[7], inf[9] = float("nan"), float("inf"), -float("inf")
     zeros = torch.tensor([0.0, -0.0] * 150).reshape(30, 10).t()  # non-contiguous: amin / amax
-    return [torch.randn(192), torch.randn(256, 64), torch.randn(256, 128), torch.randn(64, 192).t(),
-            torch.randn(8, 32, 4, 16).permute(0, 2, 1, 3), torch.randn(500).double(), nan, inf, zeros,
-            torch.tensor([-0.0, 0.0] * 150), -torch.rand(30000).clamp(max=0)]
+    return [
+        torch.randn(192),
+        torch.randn(256, 64),
+        torch.randn(256, 128),
+        torch.randn(64, 192).t(),
+        torch.randn(8, 32, 4, 16).permute(0, 2, 1, 3),
+        torch.randn(500).double(),
+        nan,
+        inf,
+        zeros,
+        torch.tensor([-0.0, 0.0] * 150),
+        -torch.rand(30000).clamp(max=0),
+    ]
 
 
 @pytest.mark.parametrize("case", range(len(_cases())))

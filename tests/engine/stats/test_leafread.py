@@ -19,11 +19,20 @@ pytestmark = pytest.mark.timeout(60)
 def _leaves() -> list[tuple[int, torch.Tensor]]:
     torch.manual_seed(0)
     out = []
-    for grad in (torch.randn(40, 30), torch.randn(64), torch.randn(300).double(), torch.randn(20, 30).t(),
-                 torch.full((100,), 3e38), torch.tensor([1.0, float("nan"), 2.0] * 30), torch.randn(100).half(),
-                 None, torch.randn(5)):
-        leaf = torch.randn(grad.shape if grad is not None else (7,), dtype=grad.dtype if grad is not None else None,
-                           requires_grad=True)
+    for grad in (
+        torch.randn(40, 30),
+        torch.randn(64),
+        torch.randn(300).double(),
+        torch.randn(20, 30).t(),
+        torch.full((100,), 3e38),
+        torch.tensor([1.0, float("nan"), 2.0] * 30),
+        torch.randn(100).half(),
+        None,
+        torch.randn(5),
+    ):
+        leaf = torch.randn(
+            grad.shape if grad is not None else (7,), dtype=grad.dtype if grad is not None else None, requires_grad=True
+        )
         leaf.grad = grad
         out.append((len(out) * 2 + 1, leaf))
     return out

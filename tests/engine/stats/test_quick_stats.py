@@ -64,7 +64,8 @@ def test_a_big_finite_gradient_is_normed_without_the_rare_checks(monkeypatch):
     assert zero_checks[0] == meta_checks[0] == 0
     # a norm of 0 is confirmed: a ZeroTensor's is
     assert repr(resolved((quick_stats(torch._efficientzerotensor(100), False),))[0]) == repr(
-        now_stats(torch._efficientzerotensor(100), False))
+        now_stats(torch._efficientzerotensor(100), False)
+    )
     assert zero_checks[0] >= 1
 
 
@@ -82,6 +83,11 @@ def test_a_big_finite_gradient_full_is_read_by_four_reductions_as_torch_gives_th
     for grad in (torch.randn(300), torch.randn(20, 30).double().t() * 1e150):
         got = quick_stats(grad, True)
         assert (got.norm, got.min, got.max, got.mean, got.nonfinite) == (
-            torch.linalg.vector_norm(grad).item(), grad.min().item(), grad.max().item(), grad.sum().item() / grad.numel(), 0)
+            torch.linalg.vector_norm(grad).item(),
+            grad.min().item(),
+            grad.max().item(),
+            grad.sum().item() / grad.numel(),
+            0,
+        )
         assert got.shape == tuple(grad.shape)
     assert meta_checks[0] == 0

@@ -54,12 +54,15 @@ def test_requires_grad_tensor_is_summarized_without_recording():
     assert s.norm == pytest.approx(torch.linalg.vector_norm(t * 2).item())
 
 
-@pytest.mark.parametrize(("values", "nonfinite"), [
-    ([1.0, NAN, 2.0], 1),
-    ([INF, 1.0], 1),
-    ([-INF, INF, NAN, 0.0], 3),
-    ([NAN, NAN], 2),
-])
+@pytest.mark.parametrize(
+    ("values", "nonfinite"),
+    [
+        ([1.0, NAN, 2.0], 1),
+        ([INF, 1.0], 1),
+        ([-INF, INF, NAN, 0.0], 3),
+        ([NAN, NAN], 2),
+    ],
+)
 def test_nonfinite_count(values, nonfinite):
     t = torch.tensor(values)
     s = summarize(t, histogram=True)
@@ -93,8 +96,16 @@ def test_to_json_keys():
     data = summarize(torch.tensor([[1.0, 2.0]])).to_json()
     assert list(data) == ["shape", "dtype", "device", "norm", "min", "max", "mean", "nonfinite", "values"]
     assert data.pop("norm") == pytest.approx(math.sqrt(5.0), rel=1e-7)  # float32 arithmetic
-    assert data == {"shape": [1, 2], "dtype": "float32", "device": "cpu",
-                    "min": 1.0, "max": 2.0, "mean": 1.5, "nonfinite": 0, "values": [1.0, 2.0]}
+    assert data == {
+        "shape": [1, 2],
+        "dtype": "float32",
+        "device": "cpu",
+        "min": 1.0,
+        "max": 2.0,
+        "mean": 1.5,
+        "nonfinite": 0,
+        "values": [1.0, 2.0],
+    }
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -107,14 +118,17 @@ def test_histogram_counts_every_finite_value(seed):
     assert s.histogram == tuple(int(c) for c in expected.tolist())
 
 
-@pytest.mark.parametrize("t", [
-    torch.full((10,), 3.0),  # all equal
-    torch.tensor([1e300, -1e300, 0.0], dtype=torch.float64),  # beyond float32
-    torch.tensor([1e-300, 2e-300, 3e-300], dtype=torch.float64),  # below float32
-    torch.tensor([-3e38, 0.0, 3e38]),  # float32 range overflows
-    torch.randn(50).half(),
-    torch.randn(50).bfloat16(),
-])
+@pytest.mark.parametrize(
+    "t",
+    [
+        torch.full((10,), 3.0),  # all equal
+        torch.tensor([1e300, -1e300, 0.0], dtype=torch.float64),  # beyond float32
+        torch.tensor([1e-300, 2e-300, 3e-300], dtype=torch.float64),  # below float32
+        torch.tensor([-3e38, 0.0, 3e38]),  # float32 range overflows
+        torch.randn(50).half(),
+        torch.randn(50).bfloat16(),
+    ],
+)
 def test_histogram_edge_cases(t):
     s = summarize(t, histogram=True)
     assert sum(s.histogram) == t.numel()
@@ -125,12 +139,15 @@ def test_histogram_of_nothing_finite():
     assert s.histogram == (0,) * HISTOGRAM_BINS
 
 
-@pytest.mark.parametrize(("t", "dtype"), [
-    (torch.tensor([1, 2, 3]), "int64"),
-    (torch.tensor([True, False]), "bool"),
-    (torch.tensor([1.5, 2.5], dtype=torch.float16), "float16"),
-    (torch.tensor([1.5, 2.5], dtype=torch.bfloat16), "bfloat16"),
-])
+@pytest.mark.parametrize(
+    ("t", "dtype"),
+    [
+        (torch.tensor([1, 2, 3]), "int64"),
+        (torch.tensor([True, False]), "bool"),
+        (torch.tensor([1.5, 2.5], dtype=torch.float16), "float16"),
+        (torch.tensor([1.5, 2.5], dtype=torch.bfloat16), "bfloat16"),
+    ],
+)
 def test_other_dtypes(t, dtype):
     s = summarize(t, histogram=True)
     assert s.dtype == dtype
@@ -203,7 +220,7 @@ def test_mean_of_huge_finite_float32_values_stays_finite():
 def test_norm_of_huge_finite_float32_values_stays_finite():
     """A float32 norm that overflows is recomputed in float64: finite values, finite norm."""
     stats = summarize(torch.tensor([3e38, 3e38], dtype=torch.float32))
-    assert stats.norm == pytest.approx(3e38 * 2 ** 0.5, rel=1e-6)
+    assert stats.norm == pytest.approx(3e38 * 2**0.5, rel=1e-6)
 
 
 def test_light_stats_take_only_the_norm_of_big_tensors():
@@ -301,13 +318,16 @@ def test_chunked_float64_and_odd_shapes(chunked):
     assert s.histogram == tuple(int(c) for c in expected.tolist())
 
 
-@pytest.mark.parametrize("make", [
-    lambda: torch.randn(1000, 2100).t(),  # transposed: rows of 1000 strided values
-    lambda: torch.randn(3, 700_000).t(),  # transposed, rows shorter than a chunk
-    lambda: torch.randn(2100, 1000)[:, ::2],  # every other column
-    lambda: torch.randn(1, 1000).expand(2100, 1000),  # broadcast: stride 0
-    lambda: torch.randn(5, 1, 3, 200_000).transpose(0, 3),  # rows bigger than a chunk, size-1 dims
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(1000, 2100).t(),  # transposed: rows of 1000 strided values
+        lambda: torch.randn(3, 700_000).t(),  # transposed, rows shorter than a chunk
+        lambda: torch.randn(2100, 1000)[:, ::2],  # every other column
+        lambda: torch.randn(1, 1000).expand(2100, 1000),  # broadcast: stride 0
+        lambda: torch.randn(5, 1, 3, 200_000).transpose(0, 3),  # rows bigger than a chunk, size-1 dims
+    ],
+)
 def test_chunked_non_contiguous(chunked, make):
     t = make()
     assert not t.is_contiguous() and t.numel() > SMALL_CHUNK

@@ -123,12 +123,28 @@ def compile_command(output: Path) -> list[str] | None:
     from torch.utils import cpp_extension
 
     torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-    command = [found, "-O2", "-std=c++17", "-fPIC", "-shared", "-w",
-               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+    command = [
+        found,
+        "-O2",
+        "-std=c++17",
+        "-fPIC",
+        "-shared",
+        "-w",
+        f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+    ]
     for path in [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]:
         command += ["-isystem", path]
-    command += [str(SOURCE), "-o", str(output), f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
-                f"-Wl,-rpath,{torch_lib}"]
+    command += [
+        str(SOURCE),
+        "-o",
+        str(output),
+        f"-L{torch_lib}",
+        "-lc10",
+        "-ltorch_cpu",
+        "-ltorch",
+        "-ltorch_python",
+        f"-Wl,-rpath,{torch_lib}",
+    ]
     if sys.platform == "darwin":
         command += ["-undefined", "dynamic_lookup"]
     return command
@@ -190,8 +206,11 @@ def _why(output: str, status: int) -> str:
 
 def _failed(cache: Cache, name: str, reason: str, compiler_id: str) -> Native:
     failure = cache.record_failure(name, reason, compiler_id)
-    return Native(None, f"{failure.reason} (tried again after {time.strftime('%H:%M', time.localtime(failure.retry_at()))}"
-                        " or with another compiler)")
+    return Native(
+        None,
+        f"{failure.reason} (tried again after {time.strftime('%H:%M', time.localtime(failure.retry_at()))}"
+        " or with another compiler)",
+    )
 
 
 def prepare() -> str | None:
@@ -245,8 +264,10 @@ def _found() -> Native:
             case Damaged(why):
                 cache.discard(name)
                 line = f"{why}: this run uses the Python hooks, " + (
-                    "a background build replaces them" if how in (Mode.AUTO, Mode.ON) and _start_background_build(cache, name)
-                    else "python -m gradtui.engine.hooks.native rebuilds them")
+                    "a background build replaces them"
+                    if how in (Mode.AUTO, Mode.ON) and _start_background_build(cache, name)
+                    else "python -m gradtui.engine.hooks.native rebuilds them"
+                )
                 return Native(None, why, line)
         failure = cache.failure(name)
         if failure is not None and not failure.due(compiler_identity(), time.time()):
@@ -258,8 +279,11 @@ def _found() -> Native:
         if _started:
             return Native(None, "being built (this run uses the Python hooks)")
         started = _start_background_build(cache, name)
-        reason = "being built (this run uses the Python hooks)" if started else \
-            "being built by another run (this run uses the Python hooks)"
+        reason = (
+            "being built (this run uses the Python hooks)"
+            if started
+            else "being built by another run (this run uses the Python hooks)"
+        )
         return Native(None, reason, f"the compiled posthooks are {reason}" if how is Mode.ON else "")
 
 
@@ -335,8 +359,14 @@ def _start_background_build(cache: Cache, name: str) -> bool:
         os.close(lock)
         return False
     try:  # no preexec_fn: this process may have threads (the child lowers its own priority)
-        _building = subprocess.Popen(background_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=(lock,))
+        _building = subprocess.Popen(
+            background_command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            pass_fds=(lock,),
+        )
     except OSError:
         return False
     finally:

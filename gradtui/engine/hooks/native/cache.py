@@ -54,7 +54,9 @@ def root() -> Path:
     if given:
         return Path(os.path.expanduser(given))
     xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".cache"  # XDG: a relative one is ignored
+    base = (
+        Path(xdg) if os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".cache"
+    )  # XDG: a relative one is ignored
     return base / "gradtui"
 
 
@@ -128,8 +130,10 @@ class Cache:
             else:
                 return cls(path, fd)
         fix = "chmod go-w it, or " if problem.startswith("mode") else ""
-        raise CacheRefused(f"refusing the compiled posthooks' cache {path}: it is not yours alone ({problem}); "
-                           f"{fix}set {CACHE_ENV} to a folder of your own; this run uses the Python hooks")
+        raise CacheRefused(
+            f"refusing the compiled posthooks' cache {path}: it is not yours alone ({problem}); "
+            f"{fix}set {CACHE_ENV} to a folder of your own; this run uses the Python hooks"
+        )
 
     def __enter__(self) -> Cache:
         return self
@@ -281,8 +285,10 @@ class Cache:
     def _check(self, fd: int, name: str) -> None:
         problem = file_problem(os.fstat(fd), NOT_WRITABLE)
         if problem is not None:
-            raise CacheRefused(f"refusing {self.path / name}: it is not yours alone ({problem}); remove it; "
-                               "this run uses the Python hooks")
+            raise CacheRefused(
+                f"refusing {self.path / name}: it is not yours alone ({problem}); remove it; "
+                "this run uses the Python hooks"
+            )
 
     def _read_checked(self, name: str) -> bytes:
         fd = os.open(name, _READ, dir_fd=self._fd)
@@ -292,8 +298,7 @@ class Cache:
 
     def _write(self, name: str, data: bytes) -> None:
         """Write a new file `name` (0644 less the umask), fsynced."""
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                     dir_fd=self._fd)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=self._fd)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -304,8 +309,7 @@ class Cache:
         """The folder's install lock (see module doc); none where it cannot be taken (a folder
         this user may read but not write)."""
         try:
-            fd = os.open(".install.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                         dir_fd=self._fd)
+            fd = os.open(".install.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self._fd)
         except OSError:
             yield
             return

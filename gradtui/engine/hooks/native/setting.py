@@ -46,5 +46,7 @@ def mode() -> Mode:
     try:
         return SPELLINGS[value.strip().lower()]
     except KeyError:
-        raise SettingError(f"{ENV}={value!r} is not understood: use auto (the default), on (1, true, yes), "
-                           "off (0, false, no, none, disable) or use (never build)") from None
+        raise SettingError(
+            f"{ENV}={value!r} is not understood: use auto (the default), on (1, true, yes), "
+            "off (0, false, no, none, disable) or use (never build)"
+        ) from None
