@@ -4,6 +4,6 @@ import torch
 
 x = torch.tensor([2.0], requires_grad=True)
 y = x * 3
-z = y**2
+z = y ** 2
 z.backward()
 print(f"x.grad = {x.grad.item()}")
