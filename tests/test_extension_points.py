@@ -81,3 +81,51 @@ def test_the_palette_lists_a_command_from_the_table():
     for command in commands.COMMANDS:
         if command.summary:
             assert command.help_usage() in usages
+
+
+def test_a_registered_entry_point_is_patched_routed_and_restored(monkeypatch):
+    """A throwaway entry point (a function on a namespace of our own) registered in the table alone
+    is patched on install, its calls run as a hooked `backward` pass (the gradients equal plain
+    torch's), and it is restored on uninstall."""
+    import sys
+    import types
+
+    import torch
+
+    from gradtui.engine import intercept
+    from gradtui.engine.session import Session
+    from gradtui.protocol import events as ev
+
+    def run_backward(tensor: torch.Tensor) -> None:
+        torch.autograd.backward(tensor)  # inside the routed call: handed over to torch, not a second pass
+
+    namespace = types.SimpleNamespace(run_backward=run_backward)
+
+    class Throwaway(intercept.EntryPoint):
+        owner = namespace
+        attribute = "run_backward"
+        call = "backward"
+
+        @classmethod
+        def wrap(cls, original, route):
+            def wrapped(tensor):
+                return route(cls.call, sys._getframe(1), (tensor,), lambda: original(tensor))
+
+            return wrapped
+
+    monkeypatch.setattr(intercept, "ENTRY_POINTS", (*intercept.ENTRY_POINTS, Throwaway))
+    events: list[ev.Event] = []
+    torch.manual_seed(0)
+    x = torch.randn(5, requires_grad=True)
+    plain = x.detach().clone().requires_grad_()
+    (plain.sin() * 3).sum().backward()
+    session = Session(events.append, provenance=False)
+    session.add_listener(lambda event: session.submit("continue") if isinstance(event, ev.Paused) else None)
+    with session:
+        assert namespace.run_backward is not run_backward  # patched
+        namespace.run_backward((x.sin() * 3).sum())
+    assert namespace.run_backward is run_backward  # restored
+    started = [e for e in events if isinstance(e, ev.PassStarted)]
+    assert [e.call for e in started] == ["backward"]
+    assert any(isinstance(e, ev.PassFinished) for e in events)
+    assert torch.equal(x.grad, plain.grad)

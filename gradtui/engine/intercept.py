@@ -23,7 +23,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 
@@ -39,6 +39,7 @@ from gradtui.engine.hooks.plan import HOOK_MARK
 from gradtui.engine.process.quitting import RunQuit
 from gradtui.engine.provenance import forward as provenance
 from gradtui.engine.provenance.forward import Provenance
+from gradtui.protocol.events import Call
 
 
 class GradtuiQuit(BaseException):
@@ -61,11 +62,13 @@ class PassOwner(Protocol):
     """Where the interceptor hands the calls it does not leave alone (the Session)."""
 
     def own_pass(
-        self, call: str, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any], run: Callable[[], Any]
+        self, call: Call, frame: FrameType, roots: tuple[Any, ...], nodes: list[Any], run: Callable[[], Any]
     ) -> Any:
         """Run one pass of the owner's own: `nodes` are the roots' grad_fns, `run` the real call."""
 
-    def nested(self, outer: InFlight, call: str, frame: FrameType, roots: tuple[Any, ...], inside: bool = True) -> None:
+    def nested(
+        self, outer: InFlight, call: Call, frame: FrameType, roots: tuple[Any, ...], inside: bool = True
+    ) -> None:
         """A backward is about to run unhooked inside pass `outer`'s engine call (`inside`) or
         beside it, on another thread."""
 
@@ -111,14 +114,135 @@ def _vmapped(arguments: tuple[Any, ...]) -> bool:
     return False
 
 
+class Route(Protocol):
+    """The interceptor's router, as an entry point's wrapper calls it: the kind of call, the
+    caller's frame, the roots, the real call, its other arguments (batched gradients among them
+    make a pass gradtui leaves alone), and whether torch vmaps inside (is_grads_batched)."""
+
+    def __call__(
+        self,
+        call: Call,
+        frame: FrameType,
+        roots: tuple[Any, ...],
+        run: Callable[[], Any],
+        arguments: tuple[Any, ...] = (),
+        batched: bool = False,
+    ) -> Any: ...
+
+
+class EntryPoint:
+    """One torch function that starts a backward pass, patched while a session is installed.
+
+    A subclass says where the function lives (`owner`, `attribute`), which kind of call it makes
+    (`call`, a row of `protocol.events.CALLS`: does it accumulate into `.grad`?) and how its
+    arguments read as roots (`wrap`). A new entry point is one subclass, listed in
+    `ENTRY_POINTS`; the interceptor patches and restores every row the same way.
+    """
+
+    owner: ClassVar[Any]
+    """The object the function is an attribute of (`torch.Tensor`, the `torch.autograd` module)."""
+    attribute: ClassVar[str]
+    call: ClassVar[Call]
+
+    @classmethod
+    def original(cls) -> Callable[..., Any]:
+        """The function installed now (torch's own, unless something else patched it)."""
+        return getattr(cls.owner, cls.attribute)
+
+    @classmethod
+    def wrap(cls, original: Callable[..., Any], route: Route) -> Callable[..., Any]:
+        """The patched function: reads the call's roots and hands `route` the real call. The
+        wrapper itself must read `sys._getframe(1)`: that is the caller's frame, the call site."""
+        raise NotImplementedError
+
+
+class TensorBackward(EntryPoint):
+    """`loss.backward(...)`: its roots are the tensor itself."""
+
+    owner = torch.Tensor
+    attribute = "backward"
+    call = "backward"
+
+    @classmethod
+    def wrap(cls, original: Callable[..., Any], route: Route) -> Callable[..., Any]:
+        """The wrapper keeps Tensor.backward's signature (positional arguments as torch takes them)."""
+
+        @functools.wraps(original)
+        def tensor_backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+            return route(
+                cls.call,
+                sys._getframe(1),
+                (tensor,),
+                lambda: original(tensor, gradient, retain_graph, create_graph, inputs),
+                (gradient,),
+            )
+
+        return tensor_backward
+
+
+class AutogradBackward(EntryPoint):
+    """`torch.autograd.backward(tensors, ...)`: `tensors` may be a generator, read once."""
+
+    owner: ClassVar[Any] = torch.autograd
+    attribute = "backward"
+    call = "backward"
+
+    @classmethod
+    def wrap(cls, original: Callable[..., Any], route: Route) -> Callable[..., Any]:
+        """The wrapper hands torch the roots as a tuple, read once."""
+
+        @functools.wraps(original)
+        def backward(tensors, *args, **kwargs):
+            roots = as_roots(tensors)
+            return route(
+                cls.call, sys._getframe(1), roots, lambda: original(roots, *args, **kwargs), (*args, *kwargs.values())
+            )
+
+        return backward
+
+
+class AutogradGrad(EntryPoint):
+    """`torch.autograd.grad(outputs, inputs, ...)`: gradients returned, not accumulated; with
+    `is_grads_batched` torch vmaps inside, a pass gradtui leaves alone."""
+
+    owner: ClassVar[Any] = torch.autograd
+    attribute = "grad"
+    call = "grad"
+
+    @classmethod
+    def wrap(cls, original: Callable[..., Any], route: Route) -> Callable[..., Any]:
+        """The wrapper hands torch the outputs as a tuple, read once."""
+
+        @functools.wraps(original)
+        def grad(outputs, *args, **kwargs):
+            roots = as_roots(outputs)
+            batched = bool(kwargs.get("is_grads_batched") or (len(args) > 6 and args[6]))  # torch vmaps inside
+            return route(
+                cls.call,
+                sys._getframe(1),
+                roots,
+                lambda: original(roots, *args, **kwargs),
+                (*args, *kwargs.values()),
+                batched=batched,
+            )
+
+        return grad
+
+
+ENTRY_POINTS: tuple[type[EntryPoint], ...] = (TensorBackward, AutogradBackward, AutogradGrad)
+"""Every torch function that starts a pass, patched on install and restored on uninstall."""
+
+
 class Interceptor:
-    """Patches torch's three backward entry points and routes each call (see module doc)."""
+    """Patches torch's backward entry points (`ENTRY_POINTS`) and routes each call (see module doc)."""
 
     def __init__(self, owner: PassOwner, quitting: RunQuit, provenance: Provenance | None) -> None:
         self._owner = owner
         self._quitting = quitting
         self._provenance = provenance
-        self._originals: dict[str, Any] | None = None
+        self._originals: dict[type[EntryPoint], Callable[..., Any]] | None = None
+        """Torch's own function of each entry point, while patched."""
+        self._register_hook: Callable[..., Any] | None = None
         self._local = threading.local()
         """Per thread: `state`, the pass whose engine call runs on it; `untouched`, inside a call
         left alone."""
@@ -143,49 +267,10 @@ class Interceptor:
             return
         here = threading.current_thread()
         self._outside = frozenset(t.ident for t in threading.enumerate() if t is not here)
-        originals: dict[str, Any] = {
-            "tensor_backward": torch.Tensor.backward,
-            "backward": torch.autograd.backward,
-            "grad": torch.autograd.grad,
-        }
-        self._originals = originals
-
-        @functools.wraps(originals["tensor_backward"])
-        def tensor_backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-            return self._route(
-                "backward",
-                sys._getframe(1),
-                (tensor,),
-                lambda: originals["tensor_backward"](tensor, gradient, retain_graph, create_graph, inputs),
-                (gradient,),
-            )
-
-        # `tensors` / `outputs` may be a generator: read it once, hand torch the tuple.
-        @functools.wraps(originals["backward"])
-        def backward(tensors, *args, **kwargs):
-            roots = as_roots(tensors)
-            return self._route(
-                "backward",
-                sys._getframe(1),
-                roots,
-                lambda: originals["backward"](roots, *args, **kwargs),
-                (*args, *kwargs.values()),
-            )
-
-        @functools.wraps(originals["grad"])
-        def grad(outputs, *args, **kwargs):
-            roots = as_roots(outputs)
-            batched = bool(kwargs.get("is_grads_batched") or (len(args) > 6 and args[6]))  # torch vmaps inside
-            return self._route(
-                "grad",
-                sys._getframe(1),
-                roots,
-                lambda: originals["grad"](roots, *args, **kwargs),
-                (*args, *kwargs.values()),
-                batched=batched,
-            )
-
-        register_hook = originals["register_hook"] = torch.Tensor.register_hook
+        self._originals = {entry: entry.original() for entry in ENTRY_POINTS}
+        for entry, original in self._originals.items():
+            setattr(entry.owner, entry.attribute, entry.wrap(original, self._route))
+        register_hook = self._register_hook = torch.Tensor.register_hook
 
         @functools.wraps(register_hook)
         def register_tensor_hook(tensor, hook):
@@ -196,19 +281,17 @@ class Interceptor:
                 grad_fn.metadata[HOOK_MARK] = True
             return handle
 
-        torch.Tensor.backward = tensor_backward  # type: ignore[method-assign]  # the wrapper is the point
-        torch.autograd.backward = backward
-        torch.autograd.grad = grad
         torch.Tensor.register_hook = register_tensor_hook  # type: ignore[method-assign]  # the wrapper is the point
 
     def uninstall(self) -> None:
         """Restore torch's own functions."""
         if self._originals is None:
             return
-        torch.Tensor.backward = self._originals["tensor_backward"]  # type: ignore[method-assign]  # torch's own back
-        torch.autograd.backward = self._originals["backward"]
-        torch.autograd.grad = self._originals["grad"]
-        torch.Tensor.register_hook = self._originals["register_hook"]  # type: ignore[method-assign]  # torch's own back
+        for entry, original in self._originals.items():
+            setattr(entry.owner, entry.attribute, original)
+        if self._register_hook is not None:
+            torch.Tensor.register_hook = self._register_hook  # type: ignore[method-assign]  # torch's own back
+            self._register_hook = None
         self._originals = None
 
     # ---- the owner's pass ------------------------------------------------------------------
@@ -239,7 +322,7 @@ class Interceptor:
 
     def _route(
         self,
-        call: str,
+        call: Call,
         frame: FrameType,
         roots: tuple[Any, ...],
         run: Callable[[], Any],
@@ -283,7 +366,7 @@ class Interceptor:
 
     def _intercept(
         self,
-        call: str,
+        call: Call,
         frame: FrameType,
         roots: tuple[Any, ...],
         run: Callable[[], Any],

@@ -319,7 +319,7 @@ class Session:
             finally:
                 self._unhooked_in_flight = False
         on_cpu = _on_cpu(roots)
-        planned = call != "grad" and self._choice.planned(pending, on_cpu)  # grad(): no AccumulateGrad to derive
+        planned = ev.accumulates(call) and self._choice.planned(pending, on_cpu)  # grad(): no AccumulateGrad to derive
         lazy = planned and not self._listeners.graph_needed()
         names = (LaterNames if lazy and not self.wants_flow() else Names.from_scopes)(
             frame.f_locals, frame.f_globals, ran=forward_roots

@@ -26,6 +26,21 @@ QUIT_STATUS = 130
 """The exit status of a run the user quit before the script ended (as after Ctrl-C)."""
 
 
+Call = Literal["backward", "grad"]
+"""The kind of torch entry point that made a pass (`Tensor.backward` and `torch.autograd.backward`
+are both "backward"). A new entry point is a row here and a class in `gradtui.engine.intercept`."""
+
+CALLS: dict[str, bool] = {"backward": True, "grad": False}
+"""Each kind of call, and whether its gradients accumulate into the leaves' `.grad` (backward) or are
+returned to the caller (grad): a pass that does not accumulate has no AccumulateGrad to derive
+statistics from, and the flow reads no `.grad`."""
+
+
+def accumulates(call: str) -> bool:
+    """Do the gradients of a pass made by `call` accumulate into the leaves' `.grad`?"""
+    return CALLS[call]
+
+
 class Event:
     """Base class of everything a session or runner emits: frozen msgspec Structs (a Struct class
     is made in ~30 us, a slotted dataclass in ~1 ms: every gradtui run imports these), but for
@@ -61,7 +76,7 @@ class PassStarted(Event):
     """
 
     pass_index: int
-    call: Literal["backward", "grad"]
+    call: Call
     call_text: str
     call_site: str
     graph: nx.DiGraph = field(repr=False, compare=False)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from gradtui.engine.stats.passrecord import PassRecord
 from gradtui.engine.stepper import Mode, Stepper
 from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
+from gradtui.protocol.events import accumulates
 
 
 class Chooser(Protocol):
@@ -72,4 +73,4 @@ class HookChoice:
     def can_hand_over(self, state: PassRecord) -> bool:
         """May an every-node pass paused at a node (it started stepping) run the rest on a hook plan,
         now that it resumed? As `planned` says of a pass starting now."""
-        return state.call != "grad" and state.planned is None and self.planned(state.pending, state.on_cpu)
+        return accumulates(state.call) and state.planned is None and self.planned(state.pending, state.on_cpu)

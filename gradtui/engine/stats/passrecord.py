@@ -325,7 +325,7 @@ class FlowRecorder:
         if flow_wanted:
             leaves = self.leaves(cap)
             read = LeafRead(leaves, light)  # the leaves' statistics and the flow's norms: one read
-            if call != "grad":
+            if ev.accumulates(call):
                 flow = self.recorded_flow(cap.leaf_name, leaves, state.nested_leaves, read.norms)
             leaf_grads = read.stats()
             del leaves, read
@@ -368,7 +368,7 @@ class FlowRecorder:
         nodes = [n for n in nodes if n is not None]
         count, accumulators = walk(nodes) if nodes else (0, [])
         missed: tuple[str, ...] = ()
-        if inside and call == "backward" and isinstance(outer, PassRecord) and accumulators:
+        if inside and ev.accumulates(call) and isinstance(outer, PassRecord) and accumulators:
             leaves = self.named_leaves(accumulators, outer.names)
             outer.nested_leaves += leaves
             modules = {name.rpartition(".")[0] for name, _ in leaves if "." in name}
@@ -411,13 +411,13 @@ class UnhookedFlow:
     def __init__(self, recorder: FlowRecorder, nodes: list[Any], call: str, wanted: bool) -> None:
         self._recorder = recorder
         self.total, leaves = walk(nodes) if wanted else (0, [])
-        self.wanted = wanted and call != "grad"
+        self.wanted = wanted and ev.accumulates(call)
         self._variables = [leaf.variable for leaf in leaves] if self.wanted else []
         self._nested: list[tuple[str, torch.Tensor]] = []
 
     def on_nested(self, call: str, roots: tuple[Any, ...]) -> None:
         """A backward called from inside the pass's engine call: note the named leaves it updates."""
-        if call == "backward":
+        if ev.accumulates(call):
             inner = [r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None]
             self._nested += self._recorder.named_leaves(walk(inner)[1], None)
 
