@@ -76,14 +76,17 @@ class RunOptions(msgspec.Struct):
 
     @property
     def full_stats(self) -> bool:
-        """Every statistic of every gradient (headless prints them, a report writes them); the
-        UI between pauses needs only norms and non-finite counts, and so does a recording of
-        every pass (light statistics keep it near plain speed)."""
+        """Every statistic of every gradient between pauses (min, max, mean besides the norm and the
+        non-finite count): a report writes them, a recording of every pass with --record-all keeps
+        them, and so does a headless run's recording, as it always has. Nothing else reads them: a
+        pause's gradients (the UI's detail pane, headless's lines, `print`) are summarised in full
+        when it pauses, and a watch (`nan`, `norm>X`) reads the norm and the non-finite count. A
+        headless run that only prints its pauses computes the light statistics, as the UI does."""
         if self.report is not None or self.every_stat:
             return True
         if self.every_pass:
             return self.record_all
-        return self.headless
+        return self.headless and self.record is not None
 
     @property
     def hook_all_passes(self) -> bool:

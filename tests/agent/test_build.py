@@ -11,6 +11,7 @@ from gradtui.agent.build import Transport, build_agent, parsed, path_checks
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import Flow, Quit
 from gradtui.protocol.options import OptionsError, PathChecks, RunOptions
+from gradtui.protocol.stats import VALUES_LIMIT
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -100,3 +101,42 @@ def test_headless_builds_no_server_and_arms_its_breakpoints():
     assert agent.server is None and agent.commands is None
     assert [bp.spec.text for bp in agent.session.breakpoints] == ["loss nan"]
     agent.outputs.close()
+
+
+def test_a_headless_run_computes_light_statistics_between_pauses_and_full_ones_at_a_pause(tmp_path):
+    """Headless prints a pause's gradients only: the nodes that ran in `continue` carry the norm and
+    the non-finite count (what the `nan` watch reads), not min/max/mean; the pause at the NaN has
+    them all. A report still gets every statistic of every node."""
+    import torch
+
+    def run(options: RunOptions) -> list[ev.Event]:
+        agent = build_agent(options, None)
+        session, events = agent.session, []
+        session.add_listener(events.append, batches=False)
+        session.add_listener(lambda e: session.submit("continue") if isinstance(e, ev.Paused) else None)
+        session.submit("break nan")
+        session.run_on()
+        torch.manual_seed(0)
+        w = torch.randn(4 * VALUES_LIMIT, requires_grad=True)  # a small gradient keeps its values, in full
+        with session:
+            for value in (1.0, float("nan")):
+                (w * w * value).sum().backward()
+        agent.outputs.close()
+        return events
+
+    def ran_stats(events: list[ev.Event]) -> list:
+        return [
+            s
+            for e in events
+            if isinstance(e, ev.NodeRan)
+            for s in (*e.grad_inputs, *e.grad_outputs)
+            if s is not None and len(s.shape) == 1
+        ]
+
+    headless = run(RunOptions("s.py", headless=True))
+    assert ran_stats(headless) and all(s.min is None and s.mean is None for s in ran_stats(headless))
+    pause = next(e for e in headless if isinstance(e, ev.Paused))
+    assert any(s is not None and s.min is not None for s in pause.grads)  # the pause is summarised in full
+    reported = run(RunOptions("s.py", headless=True, report=str(tmp_path / "r.json")))
+    finite = [s for s in ran_stats(reported) if not s.nonfinite]
+    assert finite and all(s.min is not None and s.mean is not None for s in finite)
