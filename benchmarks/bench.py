@@ -77,7 +77,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_agent import bench_agent_rows, bench_ui, bench_wire  # noqa: E402
 from bench_core import bench_chain, bench_floor, bench_headless_continue, bench_host_reads  # noqa: E402
 from bench_models import D_MODEL, model_sizes, transformer  # noqa: E402
-from bench_process import bench_big_tensor, bench_headless, bench_memory, bench_record  # noqa: E402
+from bench_process import (  # noqa: E402
+    bench_big_tensor,
+    bench_headless,
+    bench_headless_backward,
+    bench_memory,
+    bench_record,
+)
 from benchtable import Row, add, median, ms, paired_row, print_table, ratio_row  # noqa: E402
 
 # ---- models ------------------------------------------------------------------------------
@@ -449,6 +455,7 @@ def main() -> None:
             bench_big_tensor(10_000_000 if quick else 100_000_000, 3 if quick else 5)
         if "headless" in only:
             bench_headless(*((120, 100, 1) if quick else (500, 400, 2)))
+            bench_headless_backward(quick, 1 if quick else 3)
         if "record" in only:
             _record_group(quick)
     except Exception as exc:  # a group that fails still leaves the table of the rows measured before it

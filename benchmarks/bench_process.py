@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_models import ENCODER_LOOP  # noqa: E402
-from benchtable import Row, add, alternate, median, ms, ratio_row  # noqa: E402
+from benchtable import Row, add, alternate, median, ms, paired_row, ratio_row  # noqa: E402
 
 from gradtui.engine.session import Session  # noqa: E402
 from gradtui.protocol import events as ev  # noqa: E402
@@ -272,6 +272,92 @@ def bench_headless(steps: int, stop: int, rounds: int = 2) -> None:
     )
     if not stopped or early:
         print(f"  headless run did not stop (only) at pass {stop}:\n{run.stdout[-3000:]}", file=sys.stderr)
+
+
+TIMED_ENCODER = """\
+import sys, time, torch
+from torch import nn
+torch.manual_seed(0)
+torch.set_num_threads(1)
+steps, warm, width, batch, length = (int(a) for a in sys.argv[1:6])
+heads, ffn = (4, 2 * width) if width == 64 else (8, 4 * width)
+layer = nn.TransformerEncoderLayer(width, heads, ffn, dropout=0.0, batch_first=True)
+model = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+x = torch.randn(batch, length, width)
+spent = 0.0
+for step in range(steps):
+    optimizer.zero_grad()
+    loss = model(x).pow(2).mean()
+    start = time.perf_counter()
+    loss.backward()
+    if step >= warm:
+        spent += time.perf_counter() - start
+    optimizer.step()
+print(f"backward seconds {spent!r}", flush=True)
+"""
+"""The 12-layer encoder of the engine's rows as a training loop that times its own `backward()`
+calls (wall time, the first `warm` steps not counted) and prints their sum last."""
+
+HEADLESS_MODES = {
+    "`continue` + `nan`": ["-c", "break nan", "-c", "continue"],
+    "`continue`, no watch (passes run unhooked)": ["-c", "continue"],
+    "`continue` + `nan`, every statistic (--report)": [
+        "--report",
+        "{folder}/r.json",
+        "-c",
+        "break nan",
+        "-c",
+        "continue",
+    ],
+}
+"""The headless runs of `bench_headless_backward`: gradtui's arguments before the script's."""
+
+
+def bench_headless_backward(quick: bool, rounds: int) -> None:
+    """Whole process, the path a headless user runs: `gradtui --headless ... loop.py` against
+    `python loop.py`, the loop timing its own `backward()` (the engine's rows time it in-process
+    with a listener that reads nothing; here the headless driver, its printing and the session's
+    defaults for a headless run are in it), the 12-layer encoder at d=64 (batch 8x32) and d=256
+    (batch 8x128); `rounds` runs of each mode alternated with plain ones (ABBA), the median of the
+    pairs' ratios."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    sizes = {64: (80, 10, 8, 32), 256: (12, 3, 8, 128)} if not quick else {64: (25, 5, 8, 32), 256: (5, 2, 4, 64)}
+    targets = {(64, "`continue` + `nan`"): 1.30}  # the --report rows also write a JSON pass by pass: info
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "timed_encoder.py")
+        with open(script, "w") as f:
+            f.write(TIMED_ENCODER)
+        for width, (steps, warm, batch, length) in sizes.items():
+            args = [str(steps), str(warm), str(width), str(batch), str(length)]
+            for mode, flags in HEADLESS_MODES.items():
+                ours: list[float] = []
+                base: list[float] = []
+                command = [sys.executable, "-m", "gradtui", "--headless", *(a.format(folder=folder) for a in flags)]
+                for round_ in range(rounds):
+                    order = [("plain", [sys.executable]), ("gradtui", command)]
+                    for name, head in reversed(order) if round_ % 2 else order:
+                        seconds = _backward_seconds([*head, script, *args], env)
+                        (base if name == "plain" else ours).append(seconds)
+                heads, ffn = (4, 2 * width) if width == 64 else (8, 4 * width)
+                paired_row(
+                    f"headless process, {mode}, backward() as the script times it",
+                    f"12-layer encoder d={width} h={heads} ffn={ffn}, batch {batch}x{length}, {steps - warm} timed steps",
+                    [t / (steps - warm) for t in ours],
+                    [t / (steps - warm) for t in base],
+                    targets.get((width, mode)),
+                    "plain backward",
+                )
+
+
+def _backward_seconds(command: list[str], env: dict[str, str]) -> float:
+    """Run `command` (a TIMED_ENCODER loop, plain or under gradtui) and read the seconds its
+    `backward()` calls took, from the line it prints last."""
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    said = [line for line in done.stdout.splitlines() if line.startswith("backward seconds ")]
+    if done.returncode or not said:
+        raise RuntimeError(f"{command[:4]} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr}")
+    return float(said[-1].split()[-1])
 
 
 def bench_record(steps: int, layers: int, rounds: int) -> None:
