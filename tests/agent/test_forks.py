@@ -10,7 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.procs import gone
+from tests.processes import gone
 from tests.wire.wire_helpers import TIMEOUT, Listening
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "agent"

@@ -25,9 +25,8 @@ from gradtui.protocol import events as ev
 from gradtui.protocol.dist_events import RanksChanged
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire
-from tests.procs import descendants
+from tests.processes import descendants
 
-HERE = Path(__file__).resolve().parent
 START_TIMEOUT = 90.0
 EVENT_TIMEOUT = 30.0
 

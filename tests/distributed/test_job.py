@@ -18,12 +18,13 @@ import pytest
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.stats import format_number
-from tests.distributed.jobs import HERE, Client, Job, assert_same_grads, grads, torchrun
+from tests.distributed.jobs import Client, Job, assert_same_grads, grads, torchrun
+from tests.helpers import script
 
-DDP = str(HERE / "ddp_train.py")
-FSDP = str(HERE / "fsdp_train.py")
-BRANCH = str(HERE / "ddp_branch.py")
-DETACH = str(HERE / "ddp_detach.py")
+DDP = script("distributed/ddp_train.py")
+FSDP = script("distributed/fsdp_train.py")
+BRANCH = script("distributed/ddp_branch.py")
+DETACH = script("distributed/ddp_detach.py")
 DETACH_STEPS = 10
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from tests.distributed.jobs import Job, torchrun
 from tests.helpers import script
-from tests.procs import children
+from tests.processes import children
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import descendants, gone
+from tests.processes import descendants, gone
 
 SIZES = ((80, 24), (160, 45))
 """The terminals a person meets: a laptop split or an SSH window, and a full screen."""

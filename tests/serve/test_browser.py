@@ -30,7 +30,7 @@ import aiohttp
 import pytest
 import torch
 
-from tests.procs import children, gone
+from tests.processes import children, gone
 from tests.serve.browser import CONNECT_AT, SCREEN_HOOK, Chromium, Page, chromium_path
 
 pytestmark = pytest.mark.timeout(120)

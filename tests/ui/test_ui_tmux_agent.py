@@ -26,7 +26,7 @@ import pytest
 
 from gradtui.protocol.events import QUIT_STATUS
 from tests.helpers import REPO
-from tests.procs import children, gone
+from tests.processes import children, gone
 from tests.ui.ui_helpers import ui_script
 
 pytestmark = pytest.mark.timeout(120)
