@@ -1,22 +1,45 @@
-"""Helpers the tests share: run a script plainly or under gradtui, collect its events, drive a
-run from the test's thread. Imported one way, `from tests.helpers import ...` (the repository's
-root is on the path: pyproject's pytest `pythonpath`); the fixtures are in tests/conftest.py.
+"""Every in-process helper the tests share, in one module (the helpers that start processes are
+tests/processes.py; the fixtures are in tests/conftest.py). Imported one way, `from tests.helpers
+import ...` (the repository's root is on the path: pyproject's pytest `pythonpath`).
+
+- Paths and timeouts: `script`, `example`, `RUN_TIMEOUT`, `EVENT_TIMEOUT`.
+- Counting what the code does: `count_calls`, `count_reads`, `compiled_off`, `compiled_hooked`,
+  `HostReads` (the calls that read a tensor back to the host; the bench counts them too).
+- Running a script under a Session in this process: `run_headless` (a `Run`), `Driven` (driven
+  from the test's thread), `fed_session`, `run_plain` (the plain run, torch's oracle),
+  `QuietSession` (for the torchrun hub's unit tests), `torch_originals`, `graph_nodes`, `Chain`.
+- Events: `of`, `output_of`, and events built by hand for tests that need no torch run
+  (`graph_of`, `MLP`, `started`, `ran`, `finished`, `flow_row`, `run_mlp_pass`, `stats`).
+- Comparing with torch: `same`, `assert_grads_identical`, `grads`, `assert_same_grads`.
+- The UI under Textual's Pilot: `SIZE`, `wait_for`, `wait_paused_at`, `settle`,
+  `footer_of_the_modal`, `finish_into_pass_1`, what the panes show (`selected`, `detail_text`,
+  `graph_text`, `row_text`, `output_lines`, `plot_lines`, `colored_cells`), `FakeTarget`.
+  Textual is imported inside these helpers, never at this module's import, so the engine's tests
+  that use the rest run without it.
 
 Every wait has a timeout, so a deadlock fails the test instead of hanging it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 import io
 import os
 import queue
 import runpy
+import sqlite3
 import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import networkx as nx
 import pytest
 import torch
 
@@ -24,15 +47,45 @@ from gradtui.clients.headless import HeadlessDriver
 from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.nodes import NodeInfo
 from gradtui.protocol.report import Report
+from gradtui.protocol.stats import Stats
+from gradtui.wire.target import TargetInfo
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
+
+    from gradtui.ui.app import GradtuiApp
+    from gradtui.ui.widgets.plots import SeriesPlot
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "tests" / "fixtures"
+"""Every script a test runs (the torchrun jobs' in distributed/, the UI's in ui/, ...)."""
 EXAMPLES = REPO / "benchmarks" / "examples"
 RUN_TIMEOUT = 60.0
-"""Seconds a script run may take before the test fails (the tiny scripts take well under 5)."""
+"""Seconds a script run in this process may take before the test fails (the tiny scripts take
+well under 5); a run in a process of its own has tests/processes.py's PROCESS_TIMEOUT."""
 EVENT_TIMEOUT = 10.0
 """Seconds to wait for the next event of a script driven from the test's thread."""
+REPLAY_TIMEOUT = 5.0
+"""Seconds a replay may take to answer one command (it answers at once: a bound, not a timing)."""
+
+
+def script(name: str) -> str:
+    """Path of a test script in tests/fixtures (`ui/crashes.py`: one in a subfolder)."""
+    path = SCRIPTS / name
+    assert path.is_file(), path
+    return str(path)
+
+
+def example(name: str) -> str:
+    """Path of an example script in benchmarks/examples."""
+    path = EXAMPLES / name
+    assert path.is_file(), path
+    return str(path)
+
+
+# Counting what the code does ------------------------------------------------------------------
 
 
 def compiled_off(monkeypatch, why: str) -> None:
@@ -88,6 +141,71 @@ def count_reads(monkeypatch, owner: type, name: str) -> list[int]:
     return reads
 
 
+_ALWAYS = ("item", "tolist", "__float__", "__bool__", "__int__", "__index__", "nonzero", "numpy")
+"""Methods that read values back to the host whatever the tensor's device."""
+_DEVICE_ONLY = ("cpu",)
+"""Methods that read back only for a tensor that is not on the CPU already."""
+
+
+class HostReads:
+    """Counts host reads made on the threads it watches while active (`with HostReads() as r:`).
+
+    `counts` maps a method name to its number of calls; `total` sums them. Only the calls made
+    on `threads` (default: the thread that entered the probe) are counted, so a UI or a test
+    runner reading tensors meanwhile does not skew a pass's figure. A read made inside another
+    counted read (torch's `__bool__` calling `item`) counts once.
+    """
+
+    def __init__(self, threads: set[int] | None = None) -> None:
+        self.counts: Counter[str] = Counter()
+        self._threads = threads
+        self._originals: dict[str, Any] = {}
+        self._inside = threading.local()
+
+    @property
+    def total(self) -> int:
+        """All host reads counted so far."""
+        return sum(self.counts.values())
+
+    def reset(self) -> None:
+        """Start counting from zero again."""
+        self.counts.clear()
+
+    def __enter__(self) -> HostReads:
+        if self._threads is None:
+            self._threads = {threading.get_ident()}
+        for name in _ALWAYS + _DEVICE_ONLY:
+            original = getattr(torch.Tensor, name)
+            self._originals[name] = original
+            setattr(torch.Tensor, name, self._counting(name, original, device_only=name in _DEVICE_ONLY))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name, original in self._originals.items():
+            setattr(torch.Tensor, name, original)
+        self._originals.clear()
+
+    def _counting(self, name: str, original: Any, device_only: bool) -> Any:
+        counts, threads, inside = self.counts, self._threads, self._inside
+
+        @functools.wraps(original)
+        def counted(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if getattr(inside, "depth", 0) or threading.get_ident() not in threads:  # type: ignore[operator]
+                return original(tensor, *args, **kwargs)
+            if not (device_only and tensor.device.type == "cpu"):
+                counts[name] += 1
+            inside.depth = 1
+            try:
+                return original(tensor, *args, **kwargs)
+            finally:
+                inside.depth = 0
+
+        return counted
+
+
+# Running a script under a Session in this process ---------------------------------------------
+
+
 def fed_session(feed: list[list[str]], *, nan: bool = True) -> tuple[Session, list[ev.Event]]:
     """A session that starts stepping (no provenance) and, at each pause, submits the next list of
     `feed` (then `continue` once it runs out), with a `nan` watch armed if `nan`; and its events."""
@@ -106,20 +224,6 @@ def fed_session(feed: list[list[str]], *, nan: bool = True) -> tuple[Session, li
     return session, events
 
 
-def script(name: str) -> str:
-    """Path of a test script in tests/fixtures."""
-    path = SCRIPTS / name
-    assert path.is_file(), path
-    return str(path)
-
-
-def example(name: str) -> str:
-    """Path of an example script in benchmarks/examples."""
-    path = EXAMPLES / name
-    assert path.is_file(), path
-    return str(path)
-
-
 @dataclass
 class Run:
     """Everything a headless run produced."""
@@ -134,7 +238,7 @@ class Run:
 
     def of(self, kind: type) -> list[Any]:
         """The events of one class, in order."""
-        return [e for e in self.events if isinstance(e, kind)]
+        return of(self.events, kind)
 
     @property
     def pauses(self) -> list[ev.Paused]:
@@ -153,9 +257,6 @@ class Run:
 
     def results(self) -> list[ev.CommandResult]:
         return self.of(ev.CommandResult)
-
-    def script_output(self, stream: str = "stdout") -> str:
-        return "".join(e.text for e in self.of(ev.Output) if e.stream == stream)
 
 
 def run_headless(
@@ -196,40 +297,6 @@ def run_plain(path: str, args: list[str] | tuple[str, ...] = ()) -> dict[str, An
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
-
-
-def graph_nodes(root: Any) -> list[Any]:
-    """Every autograd node reachable from `root`, parents before children (breadth first, as
-    graph.capture reads them)."""
-    seen, order, todo = set(), [], [root]
-    while todo:
-        node = todo.pop(0)
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        order.append(node)
-        todo.extend(fn for fn, _ in node.next_functions)
-    return order
-
-
-def assert_grads_identical(expected: dict[str, torch.Tensor], actual: dict[str, torch.Tensor]) -> None:
-    """Same names, and every gradient bit-identical (torch.equal), none of them None."""
-    assert sorted(expected) == sorted(actual)
-    for name, want in expected.items():
-        got = actual[name]
-        assert want is not None and got is not None, name
-        assert torch.equal(want, got), f"{name}: max diff {(want - got).abs().max().item()}"
-
-
-def torch_originals() -> tuple[Any, ...]:
-    """What gradtui patches while a script runs, as torch has it now."""
-    return (
-        torch.Tensor.backward,
-        torch.autograd.backward,
-        torch.autograd.grad,
-        torch.nn.Module.__dict__["__call__"],
-        torch.autograd.Function.__dict__["apply"],
-    )
 
 
 class Driven:
@@ -292,3 +359,362 @@ class Chain:
     y: torch.Tensor
     z: torch.Tensor
     scope: dict[str, Any] = field(default_factory=dict)
+
+
+class QuietSession:
+    """The session a torchrun job's RankLink or JobHub unit test gives them: never quitting or paused, no
+    breakpoints, its events dropped."""
+
+    quitting = False
+    paused = False
+    breakpoints = ()
+
+    def emit(self, event: ev.Event) -> None:
+        """Drop the event."""
+
+
+def torch_originals() -> tuple[Any, ...]:
+    """What gradtui patches while a script runs, as torch has it now."""
+    return (
+        torch.Tensor.backward,
+        torch.autograd.backward,
+        torch.autograd.grad,
+        torch.nn.Module.__dict__["__call__"],
+        torch.autograd.Function.__dict__["apply"],
+    )
+
+
+def graph_nodes(root: Any) -> list[Any]:
+    """Every autograd node reachable from `root`, parents before children (breadth first, as
+    graph.capture reads them)."""
+    seen, order, todo = set(), [], [root]
+    while todo:
+        node = todo.pop(0)
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        order.append(node)
+        todo.extend(fn for fn, _ in node.next_functions)
+    return order
+
+
+# Events ----------------------------------------------------------------------------------------
+
+
+def of(events: list[ev.Event], kind: type) -> list[Any]:
+    """The events of one class, in order."""
+    return [e for e in events if isinstance(e, kind)]
+
+
+def output_of(events: list[ev.Event], stream: str = "stdout") -> str:
+    """What the script wrote to one stream."""
+    return "".join(e.text for e in events if isinstance(e, ev.Output) and e.stream == stream)
+
+
+def stats(norm: float, nonfinite: int = 0) -> Stats:
+    """Light stats of a [1] float32 gradient with this norm."""
+    return Stats(
+        shape=(1,), dtype="float32", device="cpu", norm=norm, min=None, max=None, mean=None, nonfinite=nonfinite
+    )
+
+
+def graph_of(nodes: list[tuple[str, str | None, str | None, tuple[int | None, ...]]]) -> nx.DiGraph:
+    """A pass graph from (op name, module, param, next ids) per node id; seq makes id order the engine order."""
+    graph = nx.DiGraph()
+    for i, (name, module, param, nxt) in enumerate(nodes):
+        graph.add_node(
+            i,
+            info=NodeInfo(
+                name,
+                "accumulate" if name == "AccumulateGrad" else "op",
+                10**6 - i,
+                tuple(nxt),
+                param=param,
+                module=module,
+            ),
+        )
+    for i, (_, _, _, nxt) in enumerate(nodes):
+        for slot, target in enumerate(nxt):
+            if target is not None:
+                graph.add_edge(i, target, slot=slot)
+    return graph
+
+
+MLP = [
+    ("MseLossBackward0", None, None, (1,)),  # 0
+    ("AddmmBackward0", "fc2", None, (2, 3, 4)),  # 1
+    ("AccumulateGrad", None, "fc2.bias", ()),  # 2
+    ("TanhBackward0", "act", None, (5,)),  # 3
+    ("TBackward0", "fc2", None, (6,)),  # 4
+    ("AddmmBackward0", "fc1", None, (7, None, 8)),  # 5
+    ("AccumulateGrad", None, "fc2.weight", ()),  # 6
+    ("AccumulateGrad", None, "fc1.bias", ()),  # 7
+    ("TBackward0", "fc1", None, (9,)),  # 8
+    ("AccumulateGrad", None, "fc1.weight", ()),  # 9
+]
+"""A two-layer MLP's pass: loss <- fc2 <- act <- fc1."""
+
+
+def started(index: int, nodes=MLP, losses=(1.5,), recorded: bool = True) -> ev.PassStarted:
+    """PassStarted of a pass with this graph (an empty one when not recorded)."""
+    graph = graph_of(nodes) if recorded else nx.DiGraph()
+    return ev.PassStarted(
+        index,
+        "backward",
+        "loss.backward()",
+        "train.py:9",
+        graph,
+        roots=(0,) if recorded else (),
+        losses=tuple(losses),
+        recorded=recorded,
+    )
+
+
+def ran(
+    index: int, node: int, order: int, incoming: float, outgoing: tuple[float | None, ...] = (), nonfinite: int = 0
+) -> ev.NodeRan:
+    """NodeRan with one incoming gradient of norm `incoming` and these outgoing norms."""
+    return ev.NodeRan(
+        index, node, order, (stats(incoming, nonfinite),), tuple(None if n is None else stats(n) for n in outgoing)
+    )
+
+
+def flow_row(name: str, grad: float | None, weight: float, nonfinite: int = 0) -> ev.ParamFlow:
+    """A ParamFlow row."""
+    ratio = None if grad is None else (grad / weight if weight else float("inf"))
+    return ev.ParamFlow(name, None, (4,), grad, weight, ratio, nonfinite)
+
+
+def finished(index: int, total: int = len(MLP), flow: tuple[ev.ParamFlow, ...] = ()) -> ev.PassFinished:
+    """PassFinished with this flow."""
+    return ev.PassFinished(index, total, total, flow=flow)
+
+
+def run_mlp_pass(index: int, scale: float = 1.0, flow: tuple[ev.ParamFlow, ...] = ()) -> list[ev.Event]:
+    """Every event of one MLP pass; incoming norm of node i is `scale * (i + 1)`."""
+    out: list[ev.Event] = [started(index, losses=(scale,))]
+    for order, (i, (_, _, _, nxt)) in enumerate(enumerate(MLP), 1):
+        out.append(ran(index, i, order, scale * (i + 1), tuple(None if t is None else scale for t in nxt)))
+    out.append(finished(index, flow=flow))
+    return out
+
+
+def walk_of(db: str, index: int) -> list[int]:
+    """The nodes of pass `index` that ran, in engine order, as the recording `db` says."""
+    connection = sqlite3.connect(db)
+    try:
+        return [
+            r[0]
+            for r in connection.execute(
+                "SELECT id FROM nodes WHERE pass = ? AND ord IS NOT NULL ORDER BY ord", (index,)
+            )
+        ]
+    finally:
+        connection.close()
+
+
+# Comparing with torch --------------------------------------------------------------------------
+
+
+def assert_grads_identical(expected: dict[str, torch.Tensor], actual: dict[str, torch.Tensor]) -> None:
+    """Same names, and every gradient bit-identical (torch.equal), none of them None."""
+    assert sorted(expected) == sorted(actual)
+    for name, want in expected.items():
+        got = actual[name]
+        assert want is not None and got is not None, name
+        assert torch.equal(want, got), f"{name}: max diff {(want - got).abs().max().item()}"
+
+
+def grads(folder: Path, step: int, rank: int) -> dict[str, torch.Tensor]:
+    """The gradients the test script saved for (step, rank)."""
+    return torch.load(folder / f"grads{step}-{rank}.pt")
+
+
+def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """Exactly equal, NaN where NaN (None only as None; DTensor local shards compared as they are)."""
+    if a is None or b is None:
+        return a is b
+    a, b = getattr(a, "to_local", lambda: a)(), getattr(b, "to_local", lambda: b)()
+    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
+def assert_same_grads(mine: Path, theirs: Path, steps: tuple[int, ...] = (0, 1)) -> None:
+    """Every (step, rank)'s saved gradients in `mine` equal those in `theirs` exactly."""
+    for step in steps:
+        for rank in (0, 1):
+            a, b = grads(mine, step, rank), grads(theirs, step, rank)
+            assert a.keys() == b.keys() and all(same(a[k], b[k]) for k in a), (step, rank)
+
+
+# The UI under Textual's Pilot -----------------------------------------------------------------
+
+SIZE = (120, 40)
+
+
+async def wait_for(pilot: Pilot, predicate: Callable[[], object], timeout: float = 30, what: str = "") -> None:
+    """Let the app run until `predicate()` is true; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            app = pilot.app
+            state = getattr(app, "state", None)
+            status = state.status_text() if state is not None else "?"
+            pytest.fail(f"timed out after {timeout}s waiting for {what or predicate} (app: {status})")
+        await pilot.pause(0.02)
+
+
+async def wait_paused_at(pilot: Pilot, node: int, timeout: float = 30) -> None:
+    """Wait until the engine is paused at `node` and the app has drawn it."""
+    app: GradtuiApp = pilot.app  # type: ignore[assignment]
+    await wait_for(pilot, lambda: app.state.current == node and selected(app) == node, timeout, f"a pause at #{node}")
+    await pilot.pause()
+
+
+async def settle(pilot: Pilot) -> None:
+    """Let the app finish what it scheduled (its animations too) before a snapshot is taken."""
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+async def footer_of_the_modal(pilot: Pilot) -> None:
+    """Under a modal screen the footer recomposes to that screen's keys a moment later: wait
+    for it (else the picture has the main screen's keys one run and the modal's the next)."""
+    from textual.widgets._footer import FooterKey
+
+    await wait_for(
+        pilot,
+        lambda: not any(key.action == "step" for key in pilot.app.query(FooterKey)),
+        what="the footer of the modal screen",
+    )
+
+
+def selected(app: GradtuiApp) -> int | None:
+    """The node selected in the node list."""
+    from gradtui.ui.widgets.node_list import NodeList
+
+    return app.query_one(NodeList).selected
+
+
+def detail_text(app: GradtuiApp) -> str:
+    """The plain text of the detail pane."""
+    from textual.widgets import Static
+
+    from gradtui.ui.widgets.detail import DetailPane
+
+    return str(app.query_one(DetailPane).query_one("#detail-body", Static).visual)
+
+
+def graph_text(app: GradtuiApp) -> str:
+    """The plain text of the graph pane."""
+    from textual.widgets import Static
+
+    from gradtui.ui.widgets.graph_view import GraphPane
+
+    return str(app.query_one(GraphPane).query_one("#graph-body", Static).visual)
+
+
+def row_text(app: GradtuiApp, node: int) -> str:
+    """The node list row of `node`, as text (it must be on screen)."""
+    from gradtui.ui.widgets.node_list import NodeList
+
+    nodes = app.query_one(NodeList)
+    row = app.state.view.row[node]
+    y = row - round(nodes.scroll_offset.y)
+    assert 0 <= y < nodes.size.height, f"row of #{node} is off screen"
+    return nodes.render_line(y).text
+
+
+def output_lines(app: GradtuiApp) -> list[str]:
+    """Every line of the output pane, as plain text."""
+    from gradtui.ui.widgets.output_log import OutputLog
+
+    return app.query_one(OutputLog).plain_lines()
+
+
+async def finish_into_pass_1(pilot: Pilot) -> None:
+    """From the first pause of pass 0: `f`, then wait for pass 1's first pause to be drawn."""
+    app = pilot.app
+    await wait_paused_at(pilot, 0)
+    await pilot.press("f")
+    await wait_for(
+        pilot,
+        lambda: app.state.paused is not None and app.state.paused.pass_index == 1,
+        what="the first pause of pass 1",
+    )
+    await wait_paused_at(pilot, app.state.paused.node)
+
+
+def plot_lines(plot: SeriesPlot) -> list[str]:
+    """A plot's rows on screen, as text."""
+    return [plot.render_line(y).text for y in range(plot.size.height)]
+
+
+def colored_cells(plot: SeriesPlot, color: str) -> int:
+    """Cells of the plot drawn in `color` (a Rich color name: plotext's red is `color(1)`)."""
+    count = 0
+    for y in range(plot.size.height):
+        for segment in plot.render_line(y):
+            style = segment.style
+            if style is not None and style.color is not None and style.color.name == color and segment.text.strip():
+                count += len(segment.text.strip())
+    return count
+
+
+def answer_text(app: GradtuiApp) -> str:
+    """The command bar's answer line, as text."""
+    from gradtui.ui.widgets.command_bar import CommandBar
+
+    return str(app.query_one(CommandBar).query_one("#answer").visual)
+
+
+async def type_text(pilot: Pilot, text: str) -> None:
+    """Type `text` key by key."""
+    from textual.keys import _character_to_key
+
+    await pilot.press(*[_character_to_key(ch) for ch in text])
+
+
+def highlighted(palette: Any) -> str | None:
+    """The title of the command the palette's list highlights (what enter runs), if any."""
+    from textual.command import CommandList
+
+    commands = palette.query_one(CommandList)
+    if commands.highlighted is None or not commands.option_count:
+        return None
+    return str(commands.get_option_at_index(commands.highlighted).hit.text)
+
+
+class FakeTarget:
+    """A target that connects, sends nothing, and notes whether it was quit or detached: an app
+    or a browser tab with no script behind it."""
+
+    def __init__(self) -> None:
+        self.info = TargetInfo("/x/train.py")
+        self.calls: list[str] = []
+        self._gone = asyncio.Event()
+
+    async def start(self) -> None:
+        """Note the start."""
+        self.calls.append("start")
+
+    def submit(self, text: str) -> int:
+        """Note the command; its request id is always 1."""
+        self.calls.append(f"submit {text}")
+        return 1
+
+    async def batches(self):
+        """No events, until the app quits or detaches."""
+        await self._gone.wait()
+        return
+        yield
+
+    async def quit(self) -> None:
+        """Note the quit; the batches end."""
+        self.calls.append("quit")
+        self._gone.set()
+
+    async def detach(self) -> None:
+        """Note the detach; the batches end."""
+        self.calls.append("detach")
+        self._gone.set()

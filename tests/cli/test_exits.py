@@ -21,11 +21,10 @@ from gradtui.protocol.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
 from tests.helpers import script
+from tests.processes import PROCESS_TIMEOUT
 
 pytestmark = pytest.mark.timeout(240)
 
-TIMEOUT = 90.0
-"""Seconds one run may take (torch's import on a loaded machine is most of it)."""
 
 CASES = {
     "SIGINT": (signal.SIGINT, "sleeps.py"),
@@ -39,7 +38,7 @@ raises) and the script it ends."""
 _plain: dict[str, int] = {}
 
 
-def _wait_ready(process: subprocess.Popen, timeout: float = TIMEOUT) -> None:
+def _wait_ready(process: subprocess.Popen, timeout: float = PROCESS_TIMEOUT) -> None:
     """Read the process's stdout until the script's `ready` line."""
     deadline = time.monotonic() + timeout
     assert process.stdout is not None
@@ -69,7 +68,7 @@ def _run(command: list[str], signum: int | None, env: dict[str, str] | None = No
             before_signal()
             process.send_signal(signum)
         process.stdout.read()  # type: ignore[union-attr]
-        return process.wait(TIMEOUT)
+        return process.wait(PROCESS_TIMEOUT)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -128,7 +127,7 @@ def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_pa
     attached: list[subprocess.CompletedProcess] = []
 
     def at_the_pause() -> None:  # the agent waits at the first node for a client
-        deadline = time.monotonic() + TIMEOUT
+        deadline = time.monotonic() + PROCESS_TIMEOUT
         while not list(runtime.iterdir()) and time.monotonic() < deadline:
             time.sleep(0.05)
         if signum is None:  # a client lets the pass run into the hook that raises
@@ -138,7 +137,7 @@ def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_pa
                     capture_output=True,
                     text=True,
                     env=env,
-                    timeout=TIMEOUT,
+                    timeout=PROCESS_TIMEOUT,
                     stdin=subprocess.DEVNULL,
                 )
             )
@@ -160,7 +159,7 @@ def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_pa
             _wait_ready(process)
             at_the_pause()
             process.stdout.read()  # type: ignore[union-attr]
-            code = process.wait(TIMEOUT)
+            code = process.wait(PROCESS_TIMEOUT)
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -199,7 +198,7 @@ def test_the_uis_child_agent_ends_as_python(case, tmp_path):
 
     async def main() -> ev.ScriptFinished:
         try:
-            return await asyncio.wait_for(drive(), TIMEOUT)
+            return await asyncio.wait_for(drive(), PROCESS_TIMEOUT)
         finally:
             target.kill_now()
 

@@ -19,8 +19,9 @@ import pytest
 
 from gradtui.engine.process.exits import IGNORED_INTERRUPT
 from gradtui.record.reader import Recording
-from tests.cli.test_exits import TIMEOUT, plain
+from tests.cli.test_exits import plain
 from tests.helpers import script
+from tests.processes import PROCESS_TIMEOUT
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -102,7 +103,7 @@ def _signalled_run(
         start_new_session=True,
     )
     try:
-        out, err = process.communicate(timeout=TIMEOUT)
+        out, err = process.communicate(timeout=PROCESS_TIMEOUT)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -166,7 +167,7 @@ def plain_after_the_end(name: str, the_script: str) -> int:
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=TIMEOUT,
+            timeout=PROCESS_TIMEOUT,
         )
         _after[name, the_script] = done.returncode
     return _after[name, the_script]

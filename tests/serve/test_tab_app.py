@@ -4,45 +4,15 @@ quits the script, and an agent that cannot be reached is shown, not a blank page
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from gradtui.serve.driver import TabDriver
 from gradtui.serve.tab import TabApp, Unreachable, page_size, target_for
 from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.ui.widgets.output_log import OutputLog
-from gradtui.wire.target import TargetInfo
+from tests.helpers import FakeTarget
 
 SIZE = (100, 30)
-
-
-class FakeTarget:
-    """A target that connects, sends nothing, and notes whether it was quit or detached."""
-
-    def __init__(self) -> None:
-        self.info = TargetInfo("/x/train.py")
-        self.calls: list[str] = []
-        self._gone = asyncio.Event()
-
-    async def start(self) -> None:
-        self.calls.append("start")
-
-    def submit(self, text: str) -> int:
-        self.calls.append(f"submit {text}")
-        return 1
-
-    async def batches(self):
-        await self._gone.wait()
-        return
-        yield
-
-    async def quit(self) -> None:
-        self.calls.append("quit")
-        self._gone.set()
-
-    async def detach(self) -> None:
-        self.calls.append("detach")
-        self._gone.set()
 
 
 async def _until(pilot, predicate, what: str, timeout: float = 20) -> None:
