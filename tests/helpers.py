@@ -2,18 +2,23 @@
 tests/processes.py; the fixtures are in tests/conftest.py). Imported one way, `from tests.helpers
 import ...` (the repository's root is on the path: pyproject's pytest `pythonpath`).
 
-- Paths and timeouts: `script`, `example`, `RUN_TIMEOUT`, `EVENT_TIMEOUT`.
+- Paths and timeouts: `script`, `example`, `RUN_TIMEOUT`, `EVENT_TIMEOUT`, `REPLAY_TIMEOUT`.
 - Counting what the code does: `count_calls`, `count_reads`, `compiled_off`, `compiled_hooked`,
   `HostReads` (the calls that read a tensor back to the host; the bench counts them too).
 - Running a script under a Session in this process: `run_headless` (a `Run`), `Driven` (driven
   from the test's thread), `fed_session`, `run_plain` (the plain run, torch's oracle),
   `QuietSession` (for the torchrun hub's unit tests), `torch_originals`, `graph_nodes`, `Chain`.
 - Events: `of`, `output_of`, and events built by hand for tests that need no torch run
-  (`graph_of`, `MLP`, `started`, `ran`, `finished`, `flow_row`, `run_mlp_pass`, `stats`).
+  (`graph_of`, `MLP`, `started`, `ran`, `finished`, `flow_row`, `run_mlp_pass`, `stats`);
+  `walk_of` (a recorded pass's order, read from its SQLite file).
 - Comparing with torch: `same`, `assert_grads_identical`, `grads`, `assert_same_grads`.
+- One pass built in the test (`run_pass` under gradtui, `plain_pass` without), and the cases
+  the hook plan's tests and the CUDA tests share (`PLAN_KINDS`, `nan_case`, `encoder_case`,
+  `same_stats`); the OpInfo samples' run and check (`fresh_sample`, `check_outcome`, ...).
 - The UI under Textual's Pilot: `SIZE`, `wait_for`, `wait_paused_at`, `settle`,
   `footer_of_the_modal`, `finish_into_pass_1`, what the panes show (`selected`, `detail_text`,
-  `graph_text`, `row_text`, `output_lines`, `plot_lines`, `colored_cells`), `FakeTarget`.
+  `graph_text`, `row_text`, `output_lines`, `answer_text`, `plot_lines`, `colored_cells`,
+  `highlighted`), typing (`type_text`), `FakeTarget`.
   Textual is imported inside these helpers, never at this module's import, so the engine's tests
   that use the rest run without it.
 
@@ -26,6 +31,7 @@ import asyncio
 import functools
 import inspect
 import io
+import math
 import os
 import queue
 import runpy
@@ -42,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 import pytest
 import torch
+from torch.utils._pytree import tree_leaves
 
 from gradtui.clients.headless import HeadlessDriver
 from gradtui.engine.process.runner import ScriptRunner
@@ -242,6 +249,7 @@ class Run:
 
     @property
     def pauses(self) -> list[ev.Paused]:
+        """Every Paused event, in order."""
         return self.of(ev.Paused)
 
     @property
@@ -251,11 +259,13 @@ class Run:
 
     @property
     def finished(self) -> ev.ScriptFinished:
+        """The run's one ScriptFinished event."""
         done = self.of(ev.ScriptFinished)
         assert len(done) == 1, done
         return done[0]
 
     def results(self) -> list[ev.CommandResult]:
+        """Every command's answer, in order."""
         return self.of(ev.CommandResult)
 
 
@@ -316,6 +326,7 @@ class Driven:
         self.thread = None
 
     def start(self) -> Driven:
+        """Start the script in the runner's thread."""
         self.thread = self.runner.start()
         return self
 
@@ -331,9 +342,11 @@ class Driven:
                 return event
 
     def submit(self, command: str) -> None:
+        """Submit a command line to the session, as a client would."""
         self.session.submit(command)
 
     def result(self) -> ev.CommandResult:
+        """The next command's answer."""
         return self.next(ev.CommandResult)
 
     def join(self, timeout: float = RUN_TIMEOUT) -> ev.ScriptFinished:
@@ -531,11 +544,19 @@ def grads(folder: Path, step: int, rank: int) -> dict[str, torch.Tensor]:
 
 
 def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
-    """Exactly equal, NaN where NaN (None only as None; DTensor local shards compared as they are)."""
+    """Exactly equal, NaN where NaN: the same dtype and shape, NaN at the same places and every
+    other value equal (None only as None; sparse compared dense; DTensor local shards as they are)."""
     if a is None or b is None:
         return a is b
     a, b = getattr(a, "to_local", lambda: a)(), getattr(b, "to_local", lambda: b)()
-    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+    if a.layout != torch.strided or b.layout != torch.strided:
+        a, b = a.to_dense(), b.to_dense()
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and torch.equal(a.isnan(), b.isnan())
+        and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+    )
 
 
 def assert_same_grads(mine: Path, theirs: Path, steps: tuple[int, ...] = (0, 1)) -> None:
@@ -544,6 +565,208 @@ def assert_same_grads(mine: Path, theirs: Path, steps: tuple[int, ...] = (0, 1))
         for rank in (0, 1):
             a, b = grads(mine, step, rank), grads(theirs, step, rank)
             assert a.keys() == b.keys() and all(same(a[k], b[k]) for k in a), (step, rank)
+
+
+# Passes the hook plan's tests build (tests/engine/hooks; the CUDA tests run them on a GPU) ---------
+
+
+def run_pass(build, commands=(), *, watch=True, full=False, check_every=None):
+    """Run one pass of `build()` (-> (leaves, loss)) under a session that starts in continue."""
+    events: list[ev.Event] = []
+    session = Session(events.append, provenance=False, full_stats=full, check_every=check_every)
+    feed = iter(commands)
+
+    def on(event):
+        if isinstance(event, ev.Paused):
+            for command in feed:
+                session.submit(command)
+                if command in ("continue", "step"):
+                    return
+            session.submit("continue")
+
+    session.add_listener(on)
+    session.run_on()
+    if watch:
+        session.submit("break nan")
+    with session:  # built under the session, as a script's forward is (its hooks are seen)
+        leaves, loss = build()
+        loss.backward()
+    return events, leaves
+
+
+def plain_pass(build):
+    """The same pass without gradtui: torch's oracle; the leaves, their gradients filled."""
+    leaves, loss = build()
+    loss.backward()
+    return leaves
+
+
+PLAN_KINDS = {  # name: (forward op, the backward node it makes)
+    "view": (lambda t: t.view(-1), "ViewBackward0"),
+    "reshape": (lambda t: t.t().reshape(-1), "UnsafeViewBackward0"),
+    "transpose": (lambda t: t.transpose(0, 1), "TransposeBackward0"),
+    "T": (lambda t: t.t(), "TBackward0"),
+    "permute": (lambda t: t.unsqueeze(2).permute(2, 0, 1), "PermuteBackward0"),
+    "select": (lambda t: t.select(0, 1), "SelectBackward0"),
+    "clone": (lambda t: t.clone(), "CloneBackward0"),
+    "squeeze": (lambda t: t.unsqueeze(0).squeeze(0), "SqueezeBackward1"),
+    "unsqueeze": (lambda t: t.unsqueeze(1), "UnsqueezeBackward0"),
+    # negative dims: what these send on is shaped from what they receive (engine/plan.py, sent_shape)
+    "mT": (lambda t: t.unsqueeze(0).mT, "TransposeBackward0"),
+    "permute-negative": (lambda t: t.unsqueeze(0).permute(-1, 0, 1), "PermuteBackward0"),
+    "unsqueeze-negative": (lambda t: t.unsqueeze(-1), "UnsqueezeBackward0"),
+    # pass-through (engine/plan.py, SIGNS): what arrives, or its negation, on every input
+    "add": (lambda t: t + t * 0.5, "AddBackward0"),
+    "add-detached": (lambda t: t + t.detach(), "AddBackward0"),
+    "sub": (lambda t: t - t * 0.5, "SubBackward0"),
+    "rsub": (lambda t: torch.rsub(t, t * 0.5), "RsubBackward0"),
+    "neg": (lambda t: -t, "NegBackward0"),
+}
+
+
+PLAN_SIZES = {"small": (4, 3), "big": (12, 16)}
+"""Leaf shapes the hook-plan cases run at."""
+
+
+def plan_leaf(shape):
+    """A seeded leaf of `shape` with a zero in every row (sqrt's backward makes NaN there)."""
+    torch.manual_seed(0)
+    x = torch.rand(*shape) + 0.5
+    x[:, 0] = 0.0  # a zero in every row: sqrt's backward makes NaN there if no gradient arrives
+    return x.requires_grad_()
+
+
+def nan_case(kind, where, size="small"):
+    """A pass with the kind's node and a NaN made just before it (its producer's `sqrt`), just
+    after it (the `sqrt` it sends to) or at it (a user hook on the tensor its forward made)."""
+    op, _ = PLAN_KINDS[kind]
+
+    def build():
+        x = plan_leaf(PLAN_SIZES[size])
+        if where == "after":
+            z = op(x.sqrt())
+        else:
+            z = op(x * 1.0)
+            if where == "at":
+                z.register_hook(lambda g: g * torch.where(torch.arange(g.numel()).reshape(g.shape) == 1, math.nan, 1.0))
+                return [x], (z * 2.0).sum()
+            z = z.sqrt()
+        mask = (z.detach() != 0).to(z.dtype)
+        return [x], (z * mask).sum()
+
+    return build
+
+
+def _same_number(a: float | None, b: float | None) -> bool:
+    """Bit for bit (NaN where NaN, the sign of a zero too)."""
+    if a is None or b is None:
+        return a is b
+    return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+
+
+def same_stats(a, b) -> bool:
+    """Two Stats alike field by field, every number bit for bit (the compiled and the Python
+    posthooks must agree exactly)."""
+    if a is None or b is None:
+        return a is b
+    fields = ("norm", "min", "max", "mean")
+    return (
+        (a.shape, a.dtype, a.device, a.nonfinite, a.unreadable)
+        == (b.shape, b.dtype, b.device, b.nonfinite, b.unreadable)
+        and all(_same_number(getattr(a, f), getattr(b, f)) for f in fields)
+        and (a.values is None) == (b.values is None)
+        and all(_same_number(u, v) for u, v in zip(a.values or (), b.values or (), strict=True))
+        and all(_same_number(u, v) for u, v in zip(a.preview, b.preview, strict=True))
+    )
+
+
+def encoder_case(case):
+    """Five cases on a 2-layer encoder (residual adds, attention, layer norms)."""
+    if str(REPO / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_models import transformer
+
+    model = transformer(2, 16)
+    data = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(1))
+
+    def build():
+        x = data
+        if case == "overflow":
+            x = data * 1e18  # finite forward, a float32 overflow on the way back
+        hidden = []
+        handle = model.layers[1].linear1.register_forward_hook(lambda m, i, o: hidden.append(o))
+        out = model(x)
+        handle.remove()
+        match case:
+            case "masked-inf":
+                out = out.masked_fill(torch.arange(16) == 3, -math.inf).softmax(-1)
+            case "masked-nan":
+                out = torch.where(out > 0, out.sqrt(), out)  # sqrt of negatives: NaN where masked
+            case "deep":  # a NaN made on the way back inside the second layer, by a user's tensor hook
+                hidden[0].register_hook(lambda g: g.index_fill(-1, torch.tensor([2]), math.nan))
+        loss = out.pow(2).mean() * (1e30 if case == "overflow" else 1.0)
+        return list(model.parameters()), loss
+
+    return build
+
+
+# OpInfo samples (tests/engine/test_opinfo.py; tests/cuda runs them on a GPU) --------------------
+
+
+ZERO_TENSOR_OPS = [
+    "sgn",
+    "abs",
+    "nn.functional.normalize",
+    "nn.functional.softsign",
+    "nn.functional.l1_loss",
+    "nn.functional.smooth_l1_loss",
+    "nn.functional.pairwise_distance",
+    "norm",
+    "linalg.norm",
+    "linalg.vector_norm",
+    "linalg.matrix_norm",
+    "linalg.eigh",
+    "linalg.svd",
+    "special.i0e",
+    "special.i1e",
+    "nn.functional.huber_loss",
+]
+"""Ops whose backward (first or second) sends a ZeroTensor."""
+
+
+def fresh_sample(sample: Any) -> Any:
+    """The sample with new leaf tensors (same values), so every run starts from scratch."""
+    return sample.transform(
+        lambda t: t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+    )
+
+
+def sample_leaves(sample: Any) -> list[torch.Tensor]:
+    """The sample's tensors that require grad (input, args, kwargs), in order."""
+    return [
+        t
+        for t in tree_leaves((sample.input, sample.args, sample.kwargs))
+        if isinstance(t, torch.Tensor) and t.requires_grad
+    ]
+
+
+Outcome = tuple[str, Any]
+"""("grads", tensors) or ("raised", the exception's class name)."""
+
+
+def check_outcome(name: str, plain: Outcome, debugged: Outcome, events: list[ev.Event]) -> None:
+    """The run under gradtui ended as the plain one did (the same exception, or the same
+    gradients by `same`), and no pass failed under gradtui only."""
+    assert plain[0] == debugged[0], f"{name}: plain {plain}, under gradtui {debugged}"
+    if plain[0] == "raised":
+        assert plain[1] == debugged[1], name
+        return
+    assert (plain[1] is None) == (debugged[1] is None), name
+    for i, (want, got) in enumerate(zip(plain[1] or (), debugged[1] or (), strict=True)):
+        assert same(want, got), f"{name}: gradient {i} differs"
+    for e in events:
+        if isinstance(e, ev.PassFinished):
+            assert e.error is None, f"{name}: pass {e.pass_index} failed under gradtui only: {e.error}"
 
 
 # The UI under Textual's Pilot -----------------------------------------------------------------

@@ -6,6 +6,8 @@ are tests/helpers.py; the fixtures are in tests/conftest.py):
   `record_with_fingerprints`, `flight_recording` (the record tests' shared recording, made once).
 - Agents: `run_child` (a child agent driven from the test), `Listening` (`gradtui --listen` in a
   subprocess), `remote_target` (a UI's target for it), `RawClient` (a client on a raw socket).
+- Runs ended by a signal: `run_signalled`, `wait_ready`, and `plain_exit_status` (how `python
+  script.py` ends for each of `EXIT_CASES`: the oracle).
 - torchrun jobs of 2 gloo ranks: `torchrun`, `Job`, `JobClient` (a client of the job's hub).
 - Terminals: `Terminal` (the journey tests' tmux pane, under a shell that records the tty's modes),
   `Tmux` (a tmux pane that is the app itself), and what was written to them (`plain_text`,
@@ -340,6 +342,70 @@ class RawClient:
 
     def send(self, message: dict) -> None:
         self.sock.sendall(protocol.encode(message))
+
+
+# Runs ended by a signal (python is the oracle of how they end) --------------------------------
+
+
+EXIT_CASES = {
+    "SIGINT": (signal.SIGINT, "sleeps.py"),
+    "SIGTERM": (signal.SIGTERM, "sleeps.py"),
+    "SIGHUP": (signal.SIGHUP, "sleeps.py"),
+    "KeyboardInterrupt": (None, "hook_interrupts.py"),
+}
+"""What ends the run (a signal sent once the script printed `ready`, or nothing: the script
+raises) and the script it ends."""
+
+
+_plain_exits: dict[str, int] = {}
+
+
+def wait_ready(process: subprocess.Popen, timeout: float = PROCESS_TIMEOUT) -> None:
+    """Read the process's stdout until the script's `ready` line."""
+    deadline = time.monotonic() + timeout
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if "ready" in line:
+            return
+        if not line and process.poll() is not None:
+            raise AssertionError(f"ended before it was ready: {process.returncode}")
+    raise AssertionError("never ready")
+
+
+def run_signalled(
+    command: list[str], signum: int | None, env: dict[str, str] | None = None, before_signal=lambda: None
+) -> int:
+    """Start `command`, send `signum` once it is ready (and `before_signal` said so); its returncode."""
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        wait_ready(process)
+        if signum is not None:
+            before_signal()
+            process.send_signal(signum)
+        process.stdout.read()  # type: ignore[union-attr]
+        return process.wait(PROCESS_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+        process.stdout.close()  # type: ignore[union-attr]
+
+
+def plain_exit_status(case: str) -> int:
+    """`python script.py` ended by `case`: the oracle (once per case)."""
+    if case not in _plain_exits:
+        signum, name = EXIT_CASES[case]
+        _plain_exits[case] = run_signalled([sys.executable, script(name)], signum)
+    return _plain_exits[case]
 
 
 # torchrun jobs ---------------------------------------------------------------------------------
