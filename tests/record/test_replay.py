@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
-import time
 
 import pytest
 
@@ -18,7 +17,7 @@ from gradtui.protocol import events as ev
 from gradtui.protocol.stats import format_grads
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
-from tests.helpers import REPLAY_TIMEOUT, of, walk_of
+from tests.helpers import REPLAY_TIMEOUT, of, wait_for, walk_of
 from tests.processes import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
@@ -49,15 +48,6 @@ class Replay:
     async def send(self, text: str) -> tuple[int, list[ev.Event]]:
         request = self.target.submit(text)
         return request, await self.batch()
-
-
-async def until(pilot, predicate, what: str) -> None:
-    """Wait (30 s at most) until `predicate()` holds in the app `pilot` drives."""
-    deadline = time.monotonic() + 30
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what} (app: {pilot.app.state.status_text()})")
-        await pilot.pause(0.02)
 
 
 def test_headless_pass_30_print_shows_the_culprit_and_its_recorded_stats(db):
@@ -184,19 +174,21 @@ async def test_the_ui_over_a_recording_shows_the_pass_and_s_steps(db):
     app = GradtuiApp(target=ReplayTarget(db))
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.state.current == 4 and app.query_one(NodeList).selected == 4, "the pause at #4")
+        await wait_for(
+            pilot, lambda: app.state.current == 4 and app.query_one(NodeList).selected == 4, what="the pause at #4"
+        )
         assert app.state.view.index == 30 and app.state.view.recorded
         assert app.state.pass_text().startswith("pass 30")
         order = walk_of(db, 30)  # paused after #4: the nodes up to it ran, none after it
         assert set(app.state.view.ran) == set(order[: order.index(4) + 1])
         await pilot.press("s")
-        await until(pilot, lambda: app.state.current == 6, "the step to #6")
+        await wait_for(pilot, lambda: app.state.current == 6, what="the step to #6")
         assert app.state.paused.phase == "before" and app.query_one(NodeList).selected == 6
         await pilot.press("z")  # an edit key: refused, nothing changes
-        await until(
+        await wait_for(
             pilot,
             lambda: "read-only" in "\n".join(app.query_one("#output").plain_lines()),
-            "the refusal in the output pane",
+            what="the refusal in the output pane",
         )
         assert app.state.current == 6
         await pilot.press("q")
@@ -233,20 +225,20 @@ async def test_the_ui_replay_opens_on_its_passes_view_and_goes_from_there_to_a_p
         return app.screen if isinstance(app.screen, PassesScreen) else None
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: passes() is not None and passes().indices, "the passes view")
+        await wait_for(pilot, lambda: passes() is not None and passes().indices, what="the passes view")
         screen = passes()
         assert screen.indices == list(range(40))
         assert screen.indices[screen.query_one("#passes-table").cursor_row] == 30
         await pilot.press("escape")
-        await until(pilot, lambda: passes() is None and app.query_one(NodeList).selected == 4, "the stop at #4")
+        await wait_for(pilot, lambda: passes() is None and app.query_one(NodeList).selected == 4, what="the stop at #4")
         assert app.state.view.index == 30 and app.state.paused.pass_index == 30
         await pilot.press("P")
-        await until(pilot, lambda: passes() is not None and passes().indices, "the passes view again")
+        await wait_for(pilot, lambda: passes() is not None and passes().indices, what="the passes view again")
         await pilot.press("up", "up", "enter")
-        await until(
+        await wait_for(
             pilot,
             lambda: passes() is None and app.state.view is not None and app.state.view.index == 28,
-            "pass 28 shown",
+            what="pass 28 shown",
         )
         assert app.state.current == walk_of(db, 28)[0]
         await pilot.press("q")
