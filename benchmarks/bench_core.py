@@ -3,7 +3,7 @@ floor, and a 100,000-node chain pass.
 
     python benchmarks/bench.py --only hostreads,floor,chain100k
 
-`hostreads` counts, with tests/hostreads.py (HostReads), the calls that read a tensor back
+`hostreads` counts, with tests/helpers.py's HostReads, the calls that read a tensor back
 to the host (each a device sync on a GPU) during one pass of the d=64 encoder, per mode;
 `floor` times a no-op prehook + posthook on every node against plain backward (the floor of
 any hook-based design, printed beside the targets it bounds), and one norm of every gradient a
@@ -51,7 +51,7 @@ def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] =
 def _host_reads(layers: int, width: int, batch: tuple[int, int]) -> None:
     from gradtui.engine.session import CHECK_EVERY, Session
     from gradtui.protocol import events as ev
-    from tests.hostreads import HostReads
+    from tests.helpers import HostReads
 
     model = _encoder(layers, width)
     data = torch.randn(*batch, width)

@@ -13,7 +13,7 @@ region; medians.
 
 Host syncs per pass are counted two ways, in one extra pass of each kind: torch's own sync
 detector (`torch.cuda.set_sync_debug_mode("warn")`: one warning per synchronising call torch
-makes, on any thread) and tests/hostreads.HostReads (the Python calls that read a tensor back:
+makes, on any thread) and tests.helpers.HostReads (the Python calls that read a tensor back:
 `.item()`, `.tolist()`, `.cpu()` of a CUDA tensor...), counted on every thread, since CUDA nodes'
 hooks run on autograd's device thread, not the caller's.
 
@@ -111,7 +111,7 @@ def _syncs(
     model: Any, loss_of: Callable[[], torch.Tensor], session: Session | None, device: torch.device
 ) -> dict[str, Any]:
     """One pass's synchronising calls: torch's detector (CUDA only) and the Python host reads."""
-    from tests.hostreads import HostReads
+    from tests.helpers import HostReads
 
     cuda = device.type == "cuda"
     loss = loss_of()

@@ -10,8 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.procs import gone
-from tests.wire.wire_helpers import TIMEOUT, Listening
+from tests.processes import PROCESS_TIMEOUT, Listening, gone
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "agent"
 FORKED = "was forked from the script's process: it runs on unhooked"
@@ -40,8 +39,8 @@ def test_a_forked_child_does_not_outlive_the_agent(tmp_path):
         agent.wait_stdout(b"sleeping\n")
         child = int(re.search(rb"child (\d+) sleeping", agent.output()[0]).group(1))
         os.kill(agent.process.pid, signal.SIGKILL)  # the agent alone, not its process group
-        agent.process.wait(TIMEOUT)
-        deadline = time.monotonic() + TIMEOUT
+        agent.process.wait(PROCESS_TIMEOUT)
+        deadline = time.monotonic() + PROCESS_TIMEOUT
         while not gone(child) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert gone(child), "the forked child outlived the agent"

@@ -8,12 +8,12 @@ import subprocess
 import sys
 import time
 
-from tests.wire.wire_helpers import TIMEOUT
+from tests.processes import PROCESS_TIMEOUT
 
 HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "agent")
 
 
-def _wait_entry(runtime, timeout: float = TIMEOUT) -> dict:
+def _wait_entry(runtime, timeout: float = PROCESS_TIMEOUT) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         files = list(runtime.iterdir())
@@ -32,7 +32,7 @@ def _attach(env, *args):
         capture_output=True,
         text=True,
         env=env,
-        timeout=TIMEOUT,
+        timeout=PROCESS_TIMEOUT,
         stdin=subprocess.DEVNULL,
     )
 
@@ -51,7 +51,7 @@ def test_a_plain_script_calling_listen_can_be_attached_to_and_stepped(tmp_path):
         done = _attach(env, "--headless", "-c", "step", "-c", "print", "-c", "continue")
         assert done.returncode == 0, done.stderr
         assert "paused before #1 MulBackward0" in done.stdout and "values [12]" in done.stdout
-        out, _ = script.communicate(timeout=TIMEOUT)
+        out, _ = script.communicate(timeout=PROCESS_TIMEOUT)
         assert script.returncode == 0
         assert [line for line in out.splitlines() if line.startswith("step")] == [
             f"step {i} grad 36.0" for i in range(3)
@@ -72,9 +72,9 @@ def test_a_jupyter_kernel_cell_pauses_is_stepped_and_the_kernel_survives_a_quit(
     client = manager.client()
     client.start_channels()
     try:
-        client.wait_for_ready(timeout=TIMEOUT)
+        client.wait_for_ready(timeout=PROCESS_TIMEOUT)
 
-        def run(code: str, timeout: float = TIMEOUT) -> tuple[str, dict]:
+        def run(code: str, timeout: float = PROCESS_TIMEOUT) -> tuple[str, dict]:
             msg_id = client.execute(code)
             out = []
             while True:
@@ -87,7 +87,7 @@ def test_a_jupyter_kernel_cell_pauses_is_stepped_and_the_kernel_survives_a_quit(
                     break
             return "".join(out), reply_to(msg_id, timeout)
 
-        def reply_to(msg_id: str, timeout: float = TIMEOUT) -> dict:
+        def reply_to(msg_id: str, timeout: float = PROCESS_TIMEOUT) -> dict:
             while True:  # skip replies to earlier requests (kernel_info from wait_for_ready)
                 reply = client.get_shell_msg(timeout=timeout)
                 if reply["parent_header"].get("msg_id") == msg_id:

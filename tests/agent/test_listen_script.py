@@ -11,7 +11,7 @@ from pathlib import Path
 
 import gradtui
 from gradtui.agent.admission import SCRIPT_FDS
-from tests.wire.wire_helpers import TIMEOUT, Listening
+from tests.processes import PROCESS_TIMEOUT, Listening
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "agent"
 FD_LIMIT = 18
@@ -53,9 +53,9 @@ def test_strangers_in_the_hello_leave_the_script_its_file_descriptors(tmp_path):
         host, port = agent.wait_listening().rsplit(":", 1)
         agent.wait_stdout(b"ready")  # torch imported: the script holds what it holds
         for _ in range(STRANGERS):  # silent peers, each holding a socket in the agent until the deadline
-            strangers.append(socket.create_connection((host, int(port)), timeout=TIMEOUT))
+            strangers.append(socket.create_connection((host, int(port)), timeout=PROCESS_TIMEOUT))
         for sock in strangers:  # each has been taken in: said hello, or refused at once
-            sock.settimeout(TIMEOUT)
+            sock.settimeout(PROCESS_TIMEOUT)
             assert sock.recv(1), "the agent never answered a connection"
         marker.touch()  # the script now opens OPENS files at once
         assert agent.wait() == 0, agent.output()

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 from gradtui.protocol import events as ev
-from tests.agent.test_strangers import Client, rss
-from tests.wire.wire_helpers import TIMEOUT, Listening
+from tests.processes import PROCESS_TIMEOUT, Listening, RawClient, rss
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "agent"
 PASSES = 20000
@@ -30,7 +29,7 @@ def test_a_client_that_stops_reading_costs_bounded_memory_and_the_agent_ends_wit
         address = agent.wait_listening()
         agent.wait_stdout(b"ready")
         token = json.loads(next(tmp_path.iterdir()).read_text())["token"]
-        client = Client(address, token, time.monotonic() + TIMEOUT)
+        client = RawClient(address, token, time.monotonic() + PROCESS_TIMEOUT)
         client.until(ev.Paused)  # the first pass waits at its first node for us
         client.send({"submit": "break nan", "id": 1})
         client.until(ev.CommandResult)
@@ -45,7 +44,7 @@ def test_a_client_that_stops_reading_costs_bounded_memory_and_the_agent_ends_wit
             if b"\ndone\n" in out:
                 break
             assert agent.process.poll() is None, agent.output()
-            assert time.monotonic() - stalled < 30 * TIMEOUT, "the script never finished"
+            assert time.monotonic() - stalled < 30 * PROCESS_TIMEOUT, "the script never finished"
             time.sleep(0.25)
         agent.wait(END_WAIT)  # subprocess.TimeoutExpired: the stalled client kept the agent alive
         out, err = agent.output()

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 import resource
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from gradtui.protocol import events as ev
-from gradtui.wire import protocol
-from gradtui.wire.codec import from_wire
-from tests.wire.wire_helpers import Listening
+from tests.processes import Listening, RawClient, rss
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "agent"
 CONNECTIONS = 300
@@ -32,51 +29,6 @@ RSS_SLACK = 50 * 1024 * 1024
 def low_fd_limit() -> None:
     """`ulimit -n 256` in the agent's process, before it starts."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-
-
-def rss(pid: int) -> int:
-    """The resident memory of process `pid`, in bytes."""
-    with open(f"/proc/{pid}/status") as f:
-        line = next(line for line in f if line.startswith("VmRSS:"))
-    return int(line.split()[1]) * 1024
-
-
-class Client:
-    """A client with the token on a raw socket: every event it is sent, kept."""
-
-    def __init__(self, address: str, token: str, deadline: float) -> None:
-        host, port = address.rsplit(":", 1)
-        self.deadline = deadline
-        self.events: list[ev.Event] = []
-        while True:  # the agent may still be finishing the strangers' hellos: "busy, try again"
-            self.sock = socket.create_connection((host, int(port)), timeout=self.left())
-            self.sock.settimeout(self.left())
-            hello = protocol.read_frame(self.sock)
-            if hello is not None and "hello" in hello:
-                break
-            self.sock.close()
-            assert hello is not None and hello.get("code") == "busy", hello
-            time.sleep(0.1)
-        self.sock.sendall(protocol.encode({"auth": token, "version": protocol.VERSION}))
-        answer = protocol.read_frame(self.sock)
-        assert answer is not None and "welcome" in answer, answer
-
-    def left(self) -> float:
-        left = self.deadline - time.monotonic()
-        assert left > 0, "the client with the token did not get through in time"
-        return left
-
-    def until(self, kind: type, count: int = 1) -> ev.Event:
-        """Read events until the `count`-th of `kind` has come."""
-        while len([e for e in self.events if isinstance(e, kind)]) < count:
-            self.sock.settimeout(self.left())
-            message = protocol.read_frame(self.sock)
-            assert message is not None and "bye" not in message, message
-            self.events.extend(from_wire(e) for e in message.get("events") or ())
-        return [e for e in self.events if isinstance(e, kind)][count - 1]
-
-    def send(self, message: dict) -> None:
-        self.sock.sendall(protocol.encode(message))
 
 
 def test_three_hundred_strangers_cost_a_paused_agent_nothing_and_the_token_still_gets_in(tmp_path):
@@ -103,7 +55,7 @@ def test_three_hundred_strangers_cost_a_paused_agent_nothing_and_the_token_still
         assert after - before < RSS_SLACK, (before, after)
 
         token = json.loads(next(tmp_path.iterdir()).read_text())["token"]
-        client = Client(address, token, time.monotonic() + ATTACH_WAIT)
+        client = RawClient(address, token, time.monotonic() + ATTACH_WAIT)
         first = client.until(ev.Paused)
         client.send({"submit": "step", "id": 1})
         second = client.until(ev.Paused, 2)

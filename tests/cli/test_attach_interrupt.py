@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from tests.wire.wire_helpers import SCRIPTS, TIMEOUT, Listening
+from tests.helpers import SCRIPTS
+from tests.processes import PROCESS_TIMEOUT, Listening
 
 TRIALS = 3
 """Times each moment is tried."""
@@ -57,7 +58,7 @@ class Attach:
 
     def wait_for(self, pattern: bytes) -> None:
         """Until its stdout matches `pattern`."""
-        deadline = time.monotonic() + TIMEOUT
+        deadline = time.monotonic() + PROCESS_TIMEOUT
         while not re.search(pattern, self.out):
             assert self.process.poll() is None, (
                 f"attach ended {self.process.returncode}: {self.out[-2000:]!r} {self.err!r}"

@@ -13,25 +13,16 @@ import sys
 import pytest
 
 from tests.helpers import REPO, example, script
+from tests.processes import PROCESS_TIMEOUT, gradtui
 
 pytestmark = pytest.mark.timeout(120)
 
-TIMEOUT = 60
 LAUNCHERS = [[sys.executable, "-m", "gradtui"]]
 if shutil.which("gradtui"):
     LAUNCHERS.append([shutil.which("gradtui")])
 
 NODE_KEYS = {"id", "name", "labels", "param", "source", "module", "order", "next", "grad_outputs", "grad_inputs"}
 STATS_KEYS = {"shape", "dtype", "device", "norm", "min", "max", "mean", "nonfinite"}
-
-
-def gradtui(
-    *args: str, launcher: list[str] | None = None, cwd=REPO, timeout: float = TIMEOUT
-) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run(
-        [*(launcher or LAUNCHERS[0]), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
-    )
 
 
 def strict_json(path) -> dict:
@@ -333,7 +324,7 @@ def test_headless_never_imports_textual():
         [sys.executable, "-c", CHECK_NO_UI, example("chain.py")],
         capture_output=True,
         text=True,
-        timeout=TIMEOUT,
+        timeout=PROCESS_TIMEOUT,
         cwd=REPO,
         env=env,
     )
@@ -401,7 +392,12 @@ def test_bad_input_is_answered_without_loading_torch():
     """A typo on the command line is answered at once: torch (seconds to import) is not loaded."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-c", CHECK_NO_TORCH], capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO, env=env
+        [sys.executable, "-c", CHECK_NO_TORCH],
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
+        cwd=REPO,
+        env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no torch loaded" in done.stdout

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_cli import gradtui
+
+from tests.processes import gradtui
 
 pytestmark = pytest.mark.timeout(170)
 

@@ -21,79 +21,20 @@ from gradtui.protocol.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
 from tests.helpers import script
+from tests.processes import EXIT_CASES, PROCESS_TIMEOUT, plain_exit_status, run_signalled, wait_ready
 
 pytestmark = pytest.mark.timeout(240)
-
-TIMEOUT = 90.0
-"""Seconds one run may take (torch's import on a loaded machine is most of it)."""
-
-CASES = {
-    "SIGINT": (signal.SIGINT, "sleeps.py"),
-    "SIGTERM": (signal.SIGTERM, "sleeps.py"),
-    "SIGHUP": (signal.SIGHUP, "sleeps.py"),
-    "KeyboardInterrupt": (None, "hook_interrupts.py"),
-}
-"""What ends the run (a signal sent once the script printed `ready`, or nothing: the script
-raises) and the script it ends."""
-
-_plain: dict[str, int] = {}
-
-
-def _wait_ready(process: subprocess.Popen, timeout: float = TIMEOUT) -> None:
-    """Read the process's stdout until the script's `ready` line."""
-    deadline = time.monotonic() + timeout
-    assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if "ready" in line:
-            return
-        if not line and process.poll() is not None:
-            raise AssertionError(f"ended before it was ready: {process.returncode}")
-    raise AssertionError("never ready")
-
-
-def _run(command: list[str], signum: int | None, env: dict[str, str] | None = None, before_signal=lambda: None) -> int:
-    """Start `command`, send `signum` once it is ready (and `before_signal` said so); its returncode."""
-    process = subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        _wait_ready(process)
-        if signum is not None:
-            before_signal()
-            process.send_signal(signum)
-        process.stdout.read()  # type: ignore[union-attr]
-        return process.wait(TIMEOUT)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
-        process.stdout.close()  # type: ignore[union-attr]
-
-
-def plain(case: str) -> int:
-    """`python script.py` ended by `case`: the oracle (once per case)."""
-    if case not in _plain:
-        signum, name = CASES[case]
-        _plain[case] = _run([sys.executable, script(name)], signum)
-    return _plain[case]
 
 
 def _report_status(path: Path) -> int | None:
     return json.loads(path.read_text())["exit_status"]
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", EXIT_CASES)
 def test_headless_ends_as_python(case, tmp_path):
-    signum, name = CASES[case]
+    signum, name = EXIT_CASES[case]
     report, db = tmp_path / "report.json", tmp_path / "run.db"
-    code = _run(
+    code = run_signalled(
         [
             sys.executable,
             "-m",
@@ -109,7 +50,7 @@ def test_headless_ends_as_python(case, tmp_path):
         ],
         signum,
     )
-    assert code == plain(case) < 0
+    assert code == plain_exit_status(case) < 0
     assert _report_status(report) == 128 - code
     recording = Recording(str(db))
     try:
@@ -118,9 +59,9 @@ def test_headless_ends_as_python(case, tmp_path):
         recording.close()
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", EXIT_CASES)
 def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_path):
-    signum, name = CASES[case]
+    signum, name = EXIT_CASES[case]
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
     env = {**os.environ, "GRADTUI_RUNTIME_DIR": str(runtime)}
@@ -128,7 +69,7 @@ def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_pa
     attached: list[subprocess.CompletedProcess] = []
 
     def at_the_pause() -> None:  # the agent waits at the first node for a client
-        deadline = time.monotonic() + TIMEOUT
+        deadline = time.monotonic() + PROCESS_TIMEOUT
         while not list(runtime.iterdir()) and time.monotonic() < deadline:
             time.sleep(0.05)
         if signum is None:  # a client lets the pass run into the hook that raises
@@ -138,7 +79,7 @@ def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_pa
                     capture_output=True,
                     text=True,
                     env=env,
-                    timeout=TIMEOUT,
+                    timeout=PROCESS_TIMEOUT,
                     stdin=subprocess.DEVNULL,
                 )
             )
@@ -157,10 +98,10 @@ def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_pa
             start_new_session=True,
         )
         try:
-            _wait_ready(process)
+            wait_ready(process)
             at_the_pause()
             process.stdout.read()  # type: ignore[union-attr]
-            code = process.wait(TIMEOUT)
+            code = process.wait(PROCESS_TIMEOUT)
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -169,15 +110,15 @@ def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_pa
         assert attached[0].returncode == 0, attached[0].stderr  # it left after the failed pass
         assert "pass 0 failed: KeyboardInterrupt" in attached[0].stdout
     else:
-        code = _run(command, signum, env, at_the_pause)
-    assert code == plain(case) < 0
+        code = run_signalled(command, signum, env, at_the_pause)
+    assert code == plain_exit_status(case) < 0
     assert _report_status(report) == 128 - code
     assert list(runtime.iterdir()) == []
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", EXIT_CASES)
 def test_the_uis_child_agent_ends_as_python(case, tmp_path):
-    signum, name = CASES[case]
+    signum, name = EXIT_CASES[case]
     report = tmp_path / "report.json"
     target = ChildTarget(RunOptions(script(name), [], report=str(report)))
 
@@ -199,12 +140,12 @@ def test_the_uis_child_agent_ends_as_python(case, tmp_path):
 
     async def main() -> ev.ScriptFinished:
         try:
-            return await asyncio.wait_for(drive(), TIMEOUT)
+            return await asyncio.wait_for(drive(), PROCESS_TIMEOUT)
         finally:
             target.kill_now()
 
     finished = asyncio.run(main())
     code = target.process.returncode  # type: ignore[union-attr]
-    assert code == plain(case) < 0
+    assert code == plain_exit_status(case) < 0
     assert finished.exit_status == 128 - code
     assert _report_status(report) == 128 - code

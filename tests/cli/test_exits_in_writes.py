@@ -19,8 +19,8 @@ import pytest
 
 from gradtui.engine.process.exits import IGNORED_INTERRUPT
 from gradtui.record.reader import Recording
-from tests.cli.test_exits import TIMEOUT, plain
 from tests.helpers import script
+from tests.processes import PROCESS_TIMEOUT, plain_exit_status
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -102,7 +102,7 @@ def _signalled_run(
         start_new_session=True,
     )
     try:
-        out, err = process.communicate(timeout=TIMEOUT)
+        out, err = process.communicate(timeout=PROCESS_TIMEOUT)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -131,7 +131,7 @@ def test_a_signal_inside_a_pass_write_ends_the_run_as_python(site, name, tmp_pat
     report, db = tmp_path / "report.json", tmp_path / "run.db"
     code, out, err = _signalled_run(site, name, report, db)
     assert "backward done" not in out  # python would not have gone on either
-    assert code == plain(name) == -getattr(signal, name), err
+    assert code == plain_exit_status(name) == -getattr(signal, name), err
     _ended(report, db, 128 - code, [0])  # the pass the signal landed in was written
 
 
@@ -139,7 +139,7 @@ def test_ctrl_c_inside_the_runs_first_write_ends_it_before_the_scripts_first_lin
     report, db = tmp_path / "report.json", tmp_path / "run.db"
     code, out, err = _signalled_run("start", "SIGINT", report, db)
     assert "ready" not in out
-    assert code == plain("SIGINT") == -signal.SIGINT, err
+    assert code == plain_exit_status("SIGINT") == -signal.SIGINT, err
     assert err.splitlines()[-1] == "KeyboardInterrupt"
     assert 'File "' not in err  # no frame: gradtui's are not the script's, and it ran none
     _ended(report, db, 128 - code, [])
@@ -166,7 +166,7 @@ def plain_after_the_end(name: str, the_script: str) -> int:
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=TIMEOUT,
+            timeout=PROCESS_TIMEOUT,
         )
         _after[name, the_script] = done.returncode
     return _after[name, the_script]

@@ -13,11 +13,10 @@ import sys
 import pytest
 
 from tests.helpers import REPO
-from tests.wire.wire_helpers import Listening
+from tests.processes import PROCESS_TIMEOUT, Listening
 
 pytestmark = pytest.mark.timeout(180)
 
-TIMEOUT = 60
 FIXTURES = REPO / "tests" / "fixtures"
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
@@ -29,7 +28,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
         text=True,
         cwd=FIXTURES,
         env=ENV,
-        timeout=TIMEOUT,
+        timeout=PROCESS_TIMEOUT,
         stdin=subprocess.DEVNULL,
     )
 
@@ -82,7 +81,7 @@ def test_listen_dash_m_with_a_client_attached(tmp_path):
         client = agent.attach(address, "--headless", "-c", "continue")
         assert client.returncode == 0, client.stderr
         assert "paused before #0 SumBackward0 · pass 0 · 0/4 done · step" in client.stdout, client.stdout
-        assert agent.wait(TIMEOUT) == 0
+        assert agent.wait(PROCESS_TIMEOUT) == 0
         out, _err = agent.output()
         assert out.decode().splitlines() == expected
     finally:

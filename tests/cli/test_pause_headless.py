@@ -16,11 +16,10 @@ import pytest
 import torch
 
 from tests.helpers import REPO, example, script
-from tests.wire.wire_helpers import Listening
+from tests.processes import PROCESS_TIMEOUT, Listening
 
 pytestmark = pytest.mark.timeout(180)
 
-TIMEOUT = 60
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
@@ -31,7 +30,7 @@ def _gradtui(*args: str) -> subprocess.CompletedProcess:
         text=True,
         cwd=REPO,
         env=ENV,
-        timeout=TIMEOUT,
+        timeout=PROCESS_TIMEOUT,
         stdin=subprocess.DEVNULL,
     )
 
@@ -53,7 +52,7 @@ def test_an_attached_client_breaks_in_to_a_running_loop(tmp_path):
         assert int(paused.group(2)) >= 3, out  # a pass of the loop that ran on, not the first
         answered = out.split(paused.group(0), 1)[1]
         assert "(gradtui) print" in answered and "in[0] " in answered  # answered at the pause: the script alive
-        assert agent.wait(TIMEOUT) == 130  # the client's quit, at the pause, stopped the script
+        assert agent.wait(PROCESS_TIMEOUT) == 130  # the client's quit, at the pause, stopped the script
     finally:
         agent.close()
 

@@ -15,6 +15,7 @@ import torch
 
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from tests.helpers import same
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)"),
@@ -74,12 +75,6 @@ def _plain(build):
     return [None if leaf.grad is None else leaf.grad.clone() for leaf in leaves]
 
 
-def _same(a, b) -> bool:
-    if a is None or b is None:
-        return a is b
-    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
-
-
 def _culprits(events):
     """(node name, phase) of each `nan` hit, by the graph the pass started with."""
     graph = next(e for e in events if isinstance(e, ev.PassStarted)).graph
@@ -92,7 +87,7 @@ def _culprits(events):
 def test_the_nan_watch_names_on_cuda_the_node_an_every_node_pass_names(case):
     build = _case(case)
     plain, again = _plain(build), _plain(build)
-    assert all(_same(a, b) for a, b in zip(plain, again, strict=True)), (
+    assert all(same(a, b) for a, b in zip(plain, again, strict=True)), (
         "the device's own backward is not deterministic here"
     )
     read_in_bulk, grads = _run(build, None)  # the accelerator's read rate (CHECK_EVERY nodes)
@@ -101,8 +96,8 @@ def test_the_nan_watch_names_on_cuda_the_node_an_every_node_pass_names(case):
     assert hits == _culprits(every_node)[0]
     assert (case in ("clean", "masked-inf")) == (not hits)  # a softmax of a masked -inf is finite
     assert len(pauses) == len(hits)
-    assert all(_same(a, b) for a, b in zip(grads, plain, strict=True))
-    assert all(_same(a, b) for a, b in zip(grads_every, plain, strict=True))
+    assert all(same(a, b) for a, b in zip(grads, plain, strict=True))
+    assert all(same(a, b) for a, b in zip(grads_every, plain, strict=True))
     for e in read_in_bulk:
         if isinstance(e, ev.PassFinished):
             assert e.error is None, e.error
@@ -112,9 +107,8 @@ def test_the_culprit_on_cuda_is_the_culprit_on_the_cpu():
     """The same model and NaN on the CPU and on the GPU: the same node is named."""
     build = _case("deep")
     gpu_hits, _ = _culprits(_run(build, None)[0])
-    from tests.engine.hooks.test_hook_plan import run
-    from tests.engine.hooks.test_pass_through import _encoder_case
+    from tests.helpers import encoder_case, run_pass
 
-    cpu_events, _ = run(_encoder_case("deep"), ["continue"])
+    cpu_events, _ = run_pass(encoder_case("deep"), ["continue"])
     cpu_hits, _ = _culprits(cpu_events)
     assert [name for name, _ in gpu_hits] == [name for name, _ in cpu_hits] and gpu_hits

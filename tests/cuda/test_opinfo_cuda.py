@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_leaves
 
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
-from tests.engine.test_opinfo import ZERO_TENSOR_OPS, Outcome, _check, _fresh, _leaves
+from tests.helpers import ZERO_TENSOR_OPS, Outcome, check_outcome, fresh_sample, sample_leaves
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)"),
@@ -57,8 +57,8 @@ def _loss(op: Any, sample: Any) -> torch.Tensor | None:
 
 
 def _first_order(op: Any, sample: Any) -> Outcome:
-    sample = _fresh(sample)
-    leaves = _leaves(sample)
+    sample = fresh_sample(sample)
+    leaves = sample_leaves(sample)
     try:
         loss = _loss(op, sample)
         if loss is None:
@@ -72,8 +72,8 @@ def _first_order(op: Any, sample: Any) -> Outcome:
 
 def _double(op: Any, sample: Any) -> Outcome:
     """First-order gradients with create_graph, then the backward of their sum."""
-    sample = _fresh(sample)
-    leaves = _leaves(sample)
+    sample = fresh_sample(sample)
+    leaves = sample_leaves(sample)
     try:
         loss = _loss(op, sample)
         if loss is None:
@@ -113,8 +113,10 @@ def _run_ops(ops: list[Any]) -> int:
             name = f"{op.name}.{op.variant_test_name or ''}[{k}] on {DEVICE}"
             plain = _first_order(op, sample)
             for answers in MODES:
-                _check(f"{name} {' + '.join(answers)}", plain, *_debugged(lambda: _first_order(op, sample), answers))
-            _check(f"{name} double", _double(op, sample), *_debugged(lambda: _double(op, sample), ["continue"]))
+                check_outcome(
+                    f"{name} {' + '.join(answers)}", plain, *_debugged(lambda: _first_order(op, sample), answers)
+                )
+            check_outcome(f"{name} double", _double(op, sample), *_debugged(lambda: _double(op, sample), ["continue"]))
             compared += 1
     return compared
 

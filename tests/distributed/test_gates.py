@@ -11,7 +11,7 @@ import torch.distributed as dist
 from gradtui.distributed.rank import RankLink
 from gradtui.protocol import events as ev
 from gradtui.protocol.nodes import NodeInfo
-from tests.distributed.jobs import QuietSession as _Session
+from tests.helpers import QuietSession as _Session
 
 NODES, PASSES = 40, 5
 

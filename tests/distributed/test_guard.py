@@ -15,6 +15,6 @@ def test_torch_and_the_script_under_a_path_that_says_gradtui_are_not_gradtuis_ow
     torch_file = os.path.join(
         clone, ".venv", "lib", "python3.11", "site-packages", "torch", "distributed", "distributed_c10d.py"
     )
-    script = os.path.join(clone, "tests", "distributed", "ddp_branch.py")
+    script = os.path.join(clone, "tests", "fixtures", "distributed", "ddp_branch.py")
     assert not guard._ours(torch_file) and not guard._ours(script)
     assert guard._ours(guard.__file__)

@@ -11,7 +11,7 @@ from gradtui.distributed.hub import JobHub
 from gradtui.distributed.rank import CONTROL, RankLink
 from gradtui.protocol import events as ev
 from gradtui.protocol.nodes import NodeInfo
-from tests.distributed.jobs import QuietSession as _Session
+from tests.helpers import QuietSession as _Session
 
 
 class _Local:

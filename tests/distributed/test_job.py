@@ -18,12 +18,13 @@ import pytest
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.stats import format_number
-from tests.distributed.jobs import HERE, Client, Job, assert_same_grads, grads, torchrun
+from tests.helpers import assert_same_grads, grads, script
+from tests.processes import Job, JobClient, torchrun
 
-DDP = str(HERE / "ddp_train.py")
-FSDP = str(HERE / "fsdp_train.py")
-BRANCH = str(HERE / "ddp_branch.py")
-DETACH = str(HERE / "ddp_detach.py")
+DDP = script("distributed/ddp_train.py")
+FSDP = script("distributed/fsdp_train.py")
+BRANCH = script("distributed/ddp_branch.py")
+DETACH = script("distributed/ddp_detach.py")
 DETACH_STEPS = 10
 
 
@@ -31,7 +32,7 @@ DETACH_STEPS = 10
 def start(tmp_path, request):
     """start(script, *args, launcher=()) -> (job, client, out folder): a job under gradtui and its
     client; `launcher`: torchrun's own options."""
-    made: list[tuple[Job, Client | None]] = []
+    made: list[tuple[Job, JobClient | None]] = []
 
     def run(script: str, *args: str, launcher: tuple[str, ...] = ()):
         out = tmp_path / f"out{len(made)}"
@@ -41,7 +42,7 @@ def start(tmp_path, request):
         )
         made.append((job, None))
         entry = job.agent()
-        client = Client(entry["address"], entry["token"])
+        client = JobClient(entry["address"], entry["token"])
         made[-1] = (job, client)
         return job, client, out
 
@@ -146,7 +147,7 @@ def test_break_diverge_names_the_rank_and_holds_for_the_next_client_after_every_
                 time.sleep(0.3)
             client.close()
             detaches += 1
-            client = Client(entry["address"], entry["token"])
+            client = JobClient(entry["address"], entry["token"])
         client.submit("continue")
         client.drain()
     finally:
@@ -187,7 +188,7 @@ def test_a_hit_holds_for_the_next_client_and_killing_rank_1_releases_parked_rank
     client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason)
     client.ranks_where(lambda r: r.ranks[0].state == "parked" and r.ranks[1].state == "paused")
     client.close()
-    client = Client(entry["address"], entry["token"])
+    client = JobClient(entry["address"], entry["token"])
     try:
         held = client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason)
         assert held.reason.startswith("rank 1 ·") and held.pass_index == 1, held.reason

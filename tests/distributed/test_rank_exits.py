@@ -21,9 +21,8 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.distributed.jobs import Job, torchrun
 from tests.helpers import script
-from tests.procs import children
+from tests.processes import Job, children, torchrun
 
 pytestmark = pytest.mark.timeout(300)
 

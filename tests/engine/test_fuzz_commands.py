@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import CommandError, Continue, Finish, Quit, Step, parse
-from tests.helpers import script
+from tests.helpers import same, script
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -228,10 +228,6 @@ LINES = st.one_of(
 # ---- the test ------------------------------------------------------------------------------
 
 
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return torch.equal(torch.nan_to_num(a, 1.5), torch.nan_to_num(b, 1.5)) and torch.equal(a.isnan(), b.isnan())
-
-
 class Live:
     """The fuzz loop script under a session, driven from the test's thread."""
 
@@ -314,4 +310,4 @@ def test_fuzzed_commands_through_parse_and_a_live_session(driven, stash):
     unedited = [(i, gx, gw) for i, gx, gw in passes if i not in edited]
     assert len(unedited) > len(passes) // 4
     for i, gx, gw in unedited:
-        assert _same(gx, expected[0]) and _same(gw, expected[1]), f"pass {i} changed without an edit"
+        assert same(gx, expected[0]) and same(gw, expected[1]), f"pass {i} changed without an edit"

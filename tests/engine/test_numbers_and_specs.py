@@ -13,7 +13,7 @@ from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import matches_node, parse_spec, warning_for
 from gradtui.protocol.commands import CommandError, Delete, Scale, parse, parse_float, parse_int
 from gradtui.protocol.nodes import NodeInfo
-from tests.helpers import run_headless
+from tests.helpers import output_of, run_headless
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -90,7 +90,7 @@ def test_delete_superscript_through_a_session_is_a_refusal_and_the_run_goes_on(t
     assert run.status == 0, run.output
     assert "error: delete takes a breakpoint number or 'all' (got '²')" in run.output
     assert [(r.ok, r.text) for r in run.results()] == [(True, "breakpoint 1 at nan"), (True, "deleted 1")]
-    assert "done [2.0, 2.0]" in run.script_output()
+    assert "done [2.0, 2.0]" in output_of(run.events)
 
 
 def test_delete_superscript_submitted_as_text_is_a_refusal():

@@ -15,32 +15,13 @@ from torch.utils._pytree import tree_leaves
 
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
-from tests.helpers import graph_nodes
+from tests.helpers import ZERO_TENSOR_OPS, Outcome, check_outcome, fresh_sample, graph_nodes, sample_leaves
 
 pytestmark = [
     pytest.mark.timeout(120),
     pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning"),
 ]  # ops' own deprecations
 
-ZERO_TENSOR_OPS = [
-    "sgn",
-    "abs",
-    "nn.functional.normalize",
-    "nn.functional.softsign",
-    "nn.functional.l1_loss",
-    "nn.functional.smooth_l1_loss",
-    "nn.functional.pairwise_distance",
-    "norm",
-    "linalg.norm",
-    "linalg.vector_norm",
-    "linalg.matrix_norm",
-    "linalg.eigh",
-    "linalg.svd",
-    "special.i0e",
-    "special.i1e",
-    "nn.functional.huber_loss",
-]
-"""Ops whose backward (first or second) sends a ZeroTensor."""
 OTHERS = 100
 SAMPLES = 2
 """Samples per op: the first ones op_db gives (the small, plain cases)."""
@@ -52,21 +33,6 @@ def op_db() -> list[Any]:
     from torch.testing._internal.common_methods_invocations import op_db as ops
 
     return [op for op in ops if op.supports_autograd and DTYPE in op.supported_dtypes("cpu")]
-
-
-def _fresh(sample: Any) -> Any:
-    """The sample with new leaf tensors (same values), so every run starts from scratch."""
-    return sample.transform(
-        lambda t: t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
-    )
-
-
-def _leaves(sample: Any) -> list[torch.Tensor]:
-    return [
-        t
-        for t in tree_leaves((sample.input, sample.args, sample.kwargs))
-        if isinstance(t, torch.Tensor) and t.requires_grad
-    ]
 
 
 def _loss(op: Any, sample: Any) -> torch.Tensor | None:
@@ -85,13 +51,9 @@ def _loss(op: Any, sample: Any) -> torch.Tensor | None:
     return total
 
 
-Outcome = tuple[str, Any]
-"""("grads", tensors) or ("raised", the exception's class name)."""
-
-
 def _first_order(op: Any, sample: Any) -> Outcome:
-    sample = _fresh(sample)
-    leaves = _leaves(sample)
+    sample = fresh_sample(sample)
+    leaves = sample_leaves(sample)
     try:
         loss = _loss(op, sample)
         if loss is None:
@@ -104,8 +66,8 @@ def _first_order(op: Any, sample: Any) -> Outcome:
 
 def _double(op: Any, sample: Any, zero_tensors: list[int] | None = None) -> Outcome:
     """First-order gradients with create_graph, then the backward of their sum."""
-    sample = _fresh(sample)
-    leaves = _leaves(sample)
+    sample = fresh_sample(sample)
+    leaves = sample_leaves(sample)
     try:
         loss = _loss(op, sample)
         if loss is None:
@@ -138,32 +100,6 @@ def _debugged(run: Callable[[], Outcome], answer: str) -> tuple[Outcome, list[ev
     return outcome, events
 
 
-def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if a.layout != torch.strided or b.layout != torch.strided:
-        a, b = a.to_dense(), b.to_dense()
-    return (
-        a.dtype == b.dtype
-        and a.shape == b.shape
-        and torch.equal(a.isnan(), b.isnan())
-        and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
-    )
-
-
-def _check(name: str, plain: Outcome, debugged: Outcome, events: list[ev.Event]) -> None:
-    assert plain[0] == debugged[0], f"{name}: plain {plain}, under gradtui {debugged}"
-    if plain[0] == "raised":
-        assert plain[1] == debugged[1], name
-        return
-    assert (plain[1] is None) == (debugged[1] is None), name
-    for i, (want, got) in enumerate(zip(plain[1] or (), debugged[1] or (), strict=True)):
-        assert _same(want, got), f"{name}: gradient {i} differs"
-    for e in events:
-        if isinstance(e, ev.PassFinished):
-            assert e.error is None, f"{name}: pass {e.pass_index} failed under gradtui only: {e.error}"
-
-
 def _run_ops(ops: list[Any]) -> tuple[int, int]:
     """Check every sample of `ops`; returns (samples compared, ZeroTensors the plain runs sent)."""
     compared = zeros = 0
@@ -172,10 +108,10 @@ def _run_ops(ops: list[Any]) -> tuple[int, int]:
             name = f"{op.name}.{op.variant_test_name or ''}[{k}]"
             plain = _first_order(op, sample)
             for answer in ("continue", "step"):
-                _check(f"{name} {answer}", plain, *_debugged(lambda: _first_order(op, sample), answer))
+                check_outcome(f"{name} {answer}", plain, *_debugged(lambda: _first_order(op, sample), answer))
             counted: list[int] = []
             plain_double = _double(op, sample, counted)
-            _check(f"{name} double", plain_double, *_debugged(lambda: _double(op, sample), "continue"))
+            check_outcome(f"{name} double", plain_double, *_debugged(lambda: _double(op, sample), "continue"))
             zeros += len(counted)
             compared += 1
     return compared, zeros

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gradtui.protocol import events as ev
-from tests.helpers import example, run_headless, script, torch_originals
+from tests.helpers import example, output_of, run_headless, script, torch_originals
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -44,7 +44,7 @@ def test_step_walks_the_nodes_in_engine_order_with_their_gradients():
     assert [p.grads[0].values for p in run.pauses] == [(1.0,), (12.0,), (36.0,)]
     assert [p.done for p in run.pauses] == [0, 1, 2]
     assert "-- no more commands: running to the end" in run.output
-    assert "x.grad = 36.0" in run.script_output()
+    assert "x.grad = 36.0" in output_of(run.events)
 
 
 def test_source_lines_are_recorded():
@@ -66,7 +66,7 @@ def test_later_passes_pause_only_at_breakpoints():
     run = run_headless(script("loop.py"), ["continue"], ["3"])
     assert run.where == [(0, 0)]
     assert len(run.of(ev.PassStarted)) == 3
-    assert run.script_output().count("x.grad = 36.0") == 3
+    assert output_of(run.events).count("x.grad = 36.0") == 3
 
 
 def test_finish_pauses_at_the_first_node_of_the_next_pass():
@@ -159,7 +159,7 @@ def test_a_nan_found_after_continuing_from_a_step_pause_is_editable_at_its_culpr
     assert [r.command for r in run.results() if not r.ok] == []
     assert run.pauses[1].name == "SqrtBackward0" and run.pauses[1].phase == "after"
     assert len(run.of(ev.GradEdited)) == 1
-    assert "w.grad = [0.0, 0.0, 0.0]" in run.script_output()
+    assert "w.grad = [0.0, 0.0, 0.0]" in output_of(run.events)
 
 
 def test_delete_and_list_breakpoints():
@@ -512,7 +512,7 @@ def test_backward_and_grad_of_a_generator(tmp_path):
     )
     run = run_headless(str(path), ["continue"])
     assert run.status == 0, run.output
-    assert run.script_output() == "x.grad [4.0, 6.0]\ng [3.0, 3.0]\n"
+    assert output_of(run.events) == "x.grad [4.0, 6.0]\ng [3.0, 3.0]\n"
     assert [(e.done, e.total) for e in run.of(ev.PassFinished)] == [(5, 5), (2, 3)]
 
 
@@ -530,7 +530,7 @@ def test_g_is_the_gradient_even_when_the_script_has_a_variable_g(tmp_path):
     run = run_headless(str(path), ["print g", "set g * 2", "print g + 0 * x", "continue"])
     assert run.status == 0, run.output
     assert [r.text.split("values ")[-1] for r in run.results()[::2]] == ["[1]", "[2]"]
-    assert run.script_output() == "72.0\n"  # 36 doubled, not 36 * 200
+    assert output_of(run.events) == "72.0\n"  # 36 doubled, not 36 * 200
 
 
 def test_an_expression_calling_exit_is_refused_not_the_end_of_the_script():
@@ -538,7 +538,7 @@ def test_an_expression_calling_exit_is_refused_not_the_end_of_the_script():
         example("chain.py"), ["print exit(3)", "set quit()", "why exit(2)", "why x[5]", "step", "continue"]
     )
     assert run.status == 0, run.output
-    assert "x.grad = 36.0" in run.script_output()
+    assert "x.grad = 36.0" in output_of(run.events)
     texts = [(r.text, r.ok) for r in run.results()]
     assert texts == [
         ("'exit(3)' failed: SystemExit: 3", False),
@@ -611,7 +611,7 @@ def test_a_backward_nested_in_a_hook_does_not_pause_or_count(tmp_path, hooked):
     (finished,) = run.of(ev.PassFinished)
     assert (finished.done, finished.total, finished.error) == (4, 4, None)
     assert len(run.of(ev.NodeRan)) == 4
-    assert run.script_output() == "inner [3.0, 3.0]\nx.grad [18.0, 36.0]\n"
+    assert output_of(run.events) == "inner [3.0, 3.0]\nx.grad [18.0, 36.0]\n"
 
 
 def test_an_edit_torch_cannot_do_is_refused_not_the_end_of_the_script(monkeypatch):
@@ -630,7 +630,7 @@ def test_an_edit_torch_cannot_do_is_refused_not_the_end_of_the_script(monkeypatc
         False,
         "'clip 1' failed: NotImplementedError: Could not run 'aten::linalg_vector_norm' on 'SparseCPU'",
     )
-    assert "x.grad = 36.0" in run.script_output()
+    assert "x.grad = 36.0" in output_of(run.events)
 
 
 def test_an_edit_typed_ahead_of_a_resume_never_lands_on_another_node(driven):
@@ -661,7 +661,7 @@ def test_vmapped_gradients_are_left_alone():
     script. They now run untouched; the script's own backward is still debugged."""
     run = run_headless(script("vmapped.py"), ["continue"])
     assert run.status == 0, run.output
-    assert run.script_output() == (
+    assert output_of(run.events) == (
         "vmap grad [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]\n"
         "jacobian [[2.0, 0.0], [0.0, 4.0]]\n"
         "is_grads_batched [[2.0, 0.0], [0.0, 4.0]]\n"
@@ -682,7 +682,7 @@ def test_a_backward_on_the_meta_device_is_left_alone(tmp_path):
     )
     run = run_headless(str(path), ["continue"])
     assert run.status == 0, run.output
-    assert run.script_output() == "torch.Size([3])\n"
+    assert output_of(run.events) == "torch.Size([3])\n"
     assert run.finished.passes == 0
 
 

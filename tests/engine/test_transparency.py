@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gradtui.protocol import events as ev
-from tests.helpers import assert_grads_identical, example, run_headless, run_plain, script
+from tests.helpers import assert_grads_identical, example, output_of, run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -78,7 +78,7 @@ def test_chain_intermediate_gradient_is_12():
     assert y["grad_outputs"][0]["values"] == [12.0]
     assert y["grad_inputs"][0]["values"] == [36.0]
     assert _node(report, "x")["grad_outputs"][0]["values"] == [36.0]
-    assert "x.grad = 36.0" in run.script_output()
+    assert "x.grad = 36.0" in output_of(run.events)
 
 
 def test_mlp_hidden_gradients_equal_retain_grad(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from gradtui.protocol import events as ev
-from tests.helpers import REPO, Run, run_headless, run_plain, script
+from tests.helpers import REPO, Run, output_of, run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -66,7 +66,7 @@ def test_training_is_unchanged(stacked):
     for name, grad in params.items():
         assert torch.equal(grad, debugged[name]), name
     assert len(run.of(ev.PassStarted)) == STEPS
-    assert run.script_output().count("loss") == STEPS
+    assert output_of(run.events).count("loss") == STEPS
 
 
 @pytest.mark.parametrize("name", ["a_s", "b_s"])
@@ -162,7 +162,7 @@ def reasons() -> dict[str, str]:
     names = ["x", "frozen", "detached", "under_no_grad", "h", "kept", "unused_leaf", "beside"]
     run = run_headless(script("cov_why_reasons.py"), [f"why {n}" for n in names] + ["continue"])
     assert run.status == 0, run.output
-    assert run.script_output() == "kept.grad [5.0, 10.0]\n"
+    assert output_of(run.events) == "kept.grad [5.0, 10.0]\n"
     said = {name: text for (_, name), text in answers(run).items()}
     assert sorted(said) == sorted(names)
     return said

@@ -2,7 +2,7 @@
 pause and `q` (or ctrl+q), a run continued to its end, attach / detach / re-attach to a script
 under `--listen`, and `gradtui replay` of a recording. Each checks the exit status, that nothing
 but gradtui's own words reached the terminal (no traceback, no asyncio complaint), and that the
-terminal was left as it was found (tests/journeys/terminal.py).
+terminal was left as it was found (tests/processes.py's Terminal).
 
 The suite's other UI tests drive the app in-process (Textual's Pilot), where the event loop's
 end, the terminal's modes and what is printed after the app has left are never seen.
@@ -20,11 +20,11 @@ import pytest
 
 from gradtui.protocol.events import QUIT_STATUS
 from tests.helpers import REPO, SCRIPTS
-from tests.journeys.terminal import SIZES, START, Terminal, gradtui_command
+from tests.processes import PROCESS_TIMEOUT, TERMINAL_SIZES, Terminal, gradtui_command
 
 pytestmark = pytest.mark.timeout(240)
 
-SIZE_IDS = [f"{w}x{h}" for w, h in SIZES]
+SIZE_IDS = [f"{w}x{h}" for w, h in TERMINAL_SIZES]
 
 
 def _environment(runtime: Path) -> dict[str, str]:
@@ -68,34 +68,34 @@ def first_pause(screen: str) -> bool:
     return paused(screen, 0)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+@pytest.mark.parametrize("size", TERMINAL_SIZES, ids=SIZE_IDS)
 @pytest.mark.parametrize("key", ["q", "C-q"])
 def test_the_demo_quit_at_its_first_pause(terminal, size, key):
     """`gradtui` with no script opens the demo (README's first command); `q` or ctrl+q at the first
     pause stops the script and leaves: exit 130, no traceback, the terminal as it was."""
     term = terminal([], size)
-    term.wait(first_pause, "the demo's first pause", START)
+    term.wait(first_pause, "the demo's first pause", PROCESS_TIMEOUT)
     term.keys(key)
     term.assert_clean_exit(QUIT_STATUS)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+@pytest.mark.parametrize("size", TERMINAL_SIZES, ids=SIZE_IDS)
 @pytest.mark.parametrize("fixture", ["nanmlp.py", "user_hook.py"])
 def test_a_script_quit_at_its_first_pause(terminal, tmp_path, size, fixture):
     """The same on a script whose gradient turns NaN and on one with a hook of its own."""
     arguments = {"nanmlp.py": [], "user_hook.py": [str(tmp_path / "grads.pt")]}[fixture]
     term = terminal([str(SCRIPTS / fixture), *arguments], size)
-    term.wait(first_pause, f"{fixture}'s first pause", START)
+    term.wait(first_pause, f"{fixture}'s first pause", PROCESS_TIMEOUT)
     term.keys("q")
     term.assert_clean_exit(QUIT_STATUS)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+@pytest.mark.parametrize("size", TERMINAL_SIZES, ids=SIZE_IDS)
 def test_the_demo_continued_to_its_end_then_quit(terminal, size):
     """`c` runs the demo to its end (its three passes, its prints in the output pane); `q` then
     leaves with the script's own status, 0."""
     term = terminal([], size)
-    term.wait(first_pause, "the demo's first pause", START)
+    term.wait(first_pause, "the demo's first pause", PROCESS_TIMEOUT)
     term.keys("c")
     term.wait(lambda s: "step 2 loss" in s and re.search(r"exited|ended|finished", s), "the demo's end", 60)
     term.keys("q")
@@ -120,7 +120,7 @@ class Listener:
             )
         self.runtime = runtime
 
-    def wait_listening(self, timeout: float = START) -> None:
+    def wait_listening(self, timeout: float = PROCESS_TIMEOUT) -> None:
         """Until the agent's runtime file is there (`gradtui attach` finds it there)."""
         deadline = time.monotonic() + timeout
         while not any(self.runtime.iterdir()):
@@ -157,7 +157,7 @@ def listener(tmp_path: Path, runtime: Path):
         each.close()
 
 
-@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+@pytest.mark.parametrize("size", TERMINAL_SIZES, ids=SIZE_IDS)
 def test_attach_detach_and_attach_again(terminal, listener, size):
     """`gradtui --listen 127.0.0.1:0 demo.py &`, `gradtui attach`: a breakpoint on the demo's last
     pass, `D` detaches (exit 0, one line saying the script runs on); attached again, the UI finds
@@ -167,19 +167,19 @@ def test_attach_detach_and_attach_again(terminal, listener, size):
     agent = listener(demo_path())
     agent.wait_listening()
     first = terminal(["attach"], size)
-    first.wait(first_pause, "the first pause, attached", START)
+    first.wait(first_pause, "the first pause, attached", PROCESS_TIMEOUT)
     first.keys(":")
     first.text("break pass 2")
     first.keys("Enter")
     first.wait(lambda s: "breakpoint 1" in s, "the breakpoint set")
     first.keys("c")  # the run's first pause waits for a client that resumes it: run on to the breakpoint
-    first.wait(lambda s: "pass 2" in s and paused(s, 0), "the breakpoint's pause", START)
+    first.wait(lambda s: "pass 2" in s and paused(s, 0), "the breakpoint's pause", PROCESS_TIMEOUT)
     first.keys("D")
     said = first.assert_clean_exit(0)
     assert "detached" in said, said
 
     second = terminal(["attach"], size)
-    second.wait(lambda s: "pass 2" in s and paused(s, 0), "the breakpoint's pause, attached again", START)
+    second.wait(lambda s: "pass 2" in s and paused(s, 0), "the breakpoint's pause, attached again", PROCESS_TIMEOUT)
     second.keys("q")
     second.wait(lambda s: "runs in its own process" in s, "the question how to leave")
     second.keys("q")
@@ -189,7 +189,7 @@ def test_attach_detach_and_attach_again(terminal, listener, size):
         assert foreign not in agent.err.read_text()
 
 
-@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+@pytest.mark.parametrize("size", TERMINAL_SIZES, ids=SIZE_IDS)
 def test_replay_of_a_headless_recording(terminal, tmp_path, runtime, size):
     """`gradtui --headless --record REC.db demo.py`, then `gradtui replay REC.db`: it opens on the
     passes, `q` closes them, `q` again leaves with 0."""
@@ -208,7 +208,7 @@ def test_replay_of_a_headless_recording(terminal, tmp_path, runtime, size):
     )
     assert recorded.returncode == 0, recorded.stderr
     term = terminal(["replay", str(db)], size)
-    term.wait(lambda s: "passes · 3 run" in s, "the replay's passes", START)
+    term.wait(lambda s: "passes · 3 run" in s, "the replay's passes", PROCESS_TIMEOUT)
     term.keys("q")  # closes the passes view (its own q), as escape does
     term.wait(lambda s: paused(s, 0) and "passes · 3 run" not in s, "the replay's debugger")
     term.keys("q")

@@ -25,7 +25,7 @@ from gradtui.cli import replay as replay_cli
 from gradtui.record import schema
 from gradtui.record.reader import TABLES
 from tests.helpers import script
-from tests.record.recordings import gradtui
+from tests.processes import gradtui
 
 pytestmark = pytest.mark.timeout(120)
 

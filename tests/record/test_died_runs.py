@@ -18,8 +18,7 @@ from gradtui.protocol.options import RunOptions
 from gradtui.record.ending import UNKNOWN_END
 from gradtui.wire.child import ChildTarget
 from tests.helpers import script
-from tests.record.recordings import gradtui
-from tests.wire.wire_helpers import TIMEOUT
+from tests.processes import PROCESS_TIMEOUT, gradtui
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -70,7 +69,7 @@ def test_a_ui_childs_run_that_died_is_recorded_with_the_status_its_supervisor_sa
 
     async def main() -> list[ev.Event]:
         try:
-            return await asyncio.wait_for(drive(), TIMEOUT)
+            return await asyncio.wait_for(drive(), PROCESS_TIMEOUT)
         finally:
             target.kill_now()
 

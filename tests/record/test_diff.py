@@ -14,7 +14,7 @@ import pytest
 
 from gradtui.record.compare import compare
 from tests.helpers import script
-from tests.record.recordings import gradtui, record_with_fingerprints
+from tests.processes import gradtui, record_with_fingerprints
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -17,9 +17,8 @@ from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
 from gradtui.record.against import Reference
 from gradtui.record.store import Recorder
-from tests.helpers import REPO, script
-from tests.hostreads import HostReads
-from tests.record.recordings import RUN_TIMEOUT, gradtui, record_with_fingerprints
+from tests.helpers import REPO, HostReads, script
+from tests.processes import PROCESS_TIMEOUT, gradtui, record_with_fingerprints
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -166,7 +165,7 @@ def _listens(tmp_path, reference: str, variant: str) -> tuple[subprocess.Popen, 
 
 
 def _wait_entry(runtime, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + RUN_TIMEOUT
+    deadline = time.monotonic() + PROCESS_TIMEOUT
     while not any(runtime.iterdir()):
         assert time.monotonic() < deadline and process.poll() is None, "no agent wrote its runtime file"
         time.sleep(0.05)
@@ -178,7 +177,7 @@ def test_listen_against_a_reference_runs_through_and_records_its_own_fingerprint
     not differ from the reference."""
     process, db, _ = _listens(tmp_path, reference, "")
     try:
-        out, err = process.communicate(timeout=RUN_TIMEOUT)
+        out, err = process.communicate(timeout=PROCESS_TIMEOUT)
     finally:
         if process.poll() is None:
             process.kill()
@@ -215,10 +214,10 @@ def test_listen_against_stops_where_the_run_parts_for_a_client(tmp_path, referen
             capture_output=True,
             text=True,
             env=env,
-            timeout=RUN_TIMEOUT,
+            timeout=PROCESS_TIMEOUT,
             stdin=subprocess.DEVNULL,
         )
-        out, err = process.communicate(timeout=RUN_TIMEOUT)
+        out, err = process.communicate(timeout=PROCESS_TIMEOUT)
     finally:
         if process.poll() is None:
             process.kill()

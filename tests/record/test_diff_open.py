@@ -10,7 +10,7 @@ import pytest
 
 from gradtui.cli import diff as diff_cli
 from tests.helpers import script
-from tests.record.recordings import record_with_fingerprints
+from tests.processes import record_with_fingerprints
 
 
 @pytest.fixture(scope="module")

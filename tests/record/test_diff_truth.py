@@ -18,7 +18,7 @@ import sqlite3
 import pytest
 
 from tests.helpers import script
-from tests.record.recordings import gradtui, record_with_fingerprints
+from tests.processes import gradtui, record_with_fingerprints
 
 pytestmark = pytest.mark.timeout(300)
 

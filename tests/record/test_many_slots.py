@@ -12,7 +12,7 @@ import torch
 from gradtui.protocol.nodes import INFO
 from gradtui.record.reader import Recording
 from tests.helpers import script
-from tests.record.recordings import gradtui
+from tests.processes import gradtui
 
 pytestmark = pytest.mark.timeout(300)
 

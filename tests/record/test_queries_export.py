@@ -14,7 +14,7 @@ import pytest
 from gradtui.cli import export as export_cli
 from gradtui.record.export import to_json
 from gradtui.record.reader import Recording
-from tests.record.recordings import flight_recording, gradtui
+from tests.processes import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,7 +21,7 @@ from gradtui.protocol.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
 from tests.helpers import REPO, script
-from tests.record.recordings import RUN_TIMEOUT
+from tests.processes import PROCESS_TIMEOUT
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -67,7 +67,7 @@ def test_the_ui_child_agent_records(tmp_path):
 
     async def main() -> list[ev.Event]:
         try:
-            return await asyncio.wait_for(drive(), RUN_TIMEOUT)
+            return await asyncio.wait_for(drive(), PROCESS_TIMEOUT)
         finally:
             target.kill_now()
 
@@ -118,7 +118,7 @@ def test_listen_records_with_a_client_attached(tmp_path):
     )
     try:
         address = None
-        deadline = time.monotonic() + RUN_TIMEOUT
+        deadline = time.monotonic() + PROCESS_TIMEOUT
         while address is None and time.monotonic() < deadline:
             line = agent.stderr.readline()  # the agent says where it listens before the script runs
             assert line, "the agent ended before it listened"
@@ -129,11 +129,11 @@ def test_listen_records_with_a_client_attached(tmp_path):
             capture_output=True,
             text=True,
             env=env,
-            timeout=RUN_TIMEOUT,
+            timeout=PROCESS_TIMEOUT,
             stdin=subprocess.DEVNULL,
         )
         assert done.returncode == 0, done.stderr
-        assert agent.wait(RUN_TIMEOUT) == 0
+        assert agent.wait(PROCESS_TIMEOUT) == 0
     finally:
         if agent.poll() is None:
             agent.kill()
@@ -175,7 +175,7 @@ def test_gradtui_listen_records_the_process_passes(tmp_path):
         capture_output=True,
         text=True,
         env=env,
-        timeout=RUN_TIMEOUT,
+        timeout=PROCESS_TIMEOUT,
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr

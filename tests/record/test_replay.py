@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
-import time
 
 import pytest
 
@@ -18,12 +17,10 @@ from gradtui.protocol import events as ev
 from gradtui.protocol.stats import format_grads
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
-from tests.record.recordings import flight_recording, gradtui
+from tests.helpers import REPLAY_TIMEOUT, of, wait_for, walk_of
+from tests.processes import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
-
-STEP = 5.0
-"""Seconds a replay may take to answer one command (it answers at once: a bound, not a timing)."""
 
 
 @pytest.fixture(scope="module")
@@ -31,20 +28,6 @@ def db() -> str:
     made = flight_recording()
     assert made.run.returncode == 0, made.run.stderr[-2000:]
     return made.path
-
-
-def walk_of(db: str, index: int) -> list[int]:
-    """The nodes of pass `index` that ran, in engine order, as the database says."""
-    connection = sqlite3.connect(db)
-    try:
-        return [
-            r[0]
-            for r in connection.execute(
-                "SELECT id FROM nodes WHERE pass = ? AND ord IS NOT NULL ORDER BY ord", (index,)
-            )
-        ]
-    finally:
-        connection.close()
 
 
 class Replay:
@@ -60,24 +43,11 @@ class Replay:
         return await self.batch() + await self.batch()  # the story, then the first pause
 
     async def batch(self) -> list[ev.Event]:
-        return await asyncio.wait_for(self._batches.__anext__(), STEP)
+        return await asyncio.wait_for(self._batches.__anext__(), REPLAY_TIMEOUT)
 
     async def send(self, text: str) -> tuple[int, list[ev.Event]]:
         request = self.target.submit(text)
         return request, await self.batch()
-
-
-async def until(pilot, predicate, what: str) -> None:
-    """Wait (30 s at most) until `predicate()` holds in the app `pilot` drives."""
-    deadline = time.monotonic() + 30
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what} (app: {pilot.app.state.status_text()})")
-        await pilot.pause(0.02)
-
-
-def pauses(events: list[ev.Event]) -> list[ev.Paused]:
-    return [e for e in events if isinstance(e, ev.Paused)]
 
 
 def test_headless_pass_30_print_shows_the_culprit_and_its_recorded_stats(db):
@@ -112,7 +82,7 @@ async def test_the_replay_tells_the_story_then_pauses_where_the_run_stopped(db):
     with Recording(db) as recording:
         assert all(repr(finished[i].flow) == repr(recording.flow(i)) for i in range(40))  # NaN-aware
         assert sum(isinstance(e, ev.Output) for e in events) == len(recording.output())
-    [pause] = pauses(events)
+    [pause] = of(events, ev.Paused)
     assert (pause.pass_index, pause.node, pause.phase) == (30, 4, "after")
     await replay.target.quit()
 
@@ -123,11 +93,11 @@ async def test_step_and_continue_walk_a_recorded_pass_in_engine_order(db):
     _, events = await replay.send("pass 28")
     order = walk_of(db, 28)
     assert [e.node for e in events if isinstance(e, ev.NodeRan)] == []  # none has run at the first node
-    assert [(p.node, p.done) for p in pauses(events)] == [(order[0], 0)]
+    assert [(p.node, p.done) for p in of(events, ev.Paused)] == [(order[0], 0)]
     seen = [order[0]]
     for _ in order[1:]:
         _, events = await replay.send("step")
-        [pause] = pauses(events)
+        [pause] = of(events, ev.Paused)
         assert pause.phase == "before" and pause.done == len(seen)
         assert [e.node for e in events if isinstance(e, ev.NodeRan)] == [seen[-1]]  # the node stepped over ran
         seen.append(pause.node)
@@ -135,11 +105,11 @@ async def test_step_and_continue_walk_a_recorded_pass_in_engine_order(db):
     _, events = await replay.send("step")  # past the last node: pass 28 ends, pass 29 begins
     assert [e.node for e in events if isinstance(e, ev.NodeRan)] == [order[-1]]
     assert [e.pass_index for e in events if isinstance(e, ev.PassFinished)] == [28]
-    assert [(p.pass_index, p.node) for p in pauses(events)] == [(29, walk_of(db, 29)[0])]
+    assert [(p.pass_index, p.node) for p in of(events, ev.Paused)] == [(29, walk_of(db, 29)[0])]
     request, events = await replay.send("break nan")
     assert [e.request for e in events if isinstance(e, ev.CommandResult)] == [request]
     _, events = await replay.send("continue")  # stops after the node that made the first non-finite value
-    assert [(p.pass_index, p.node, p.phase) for p in pauses(events)] == [(30, 4, "after")]
+    assert [(p.pass_index, p.node, p.phase) for p in of(events, ev.Paused)] == [(30, 4, "after")]
     assert [(e.number, e.pass_index, e.node) for e in events if isinstance(e, ev.BreakpointHit)] == [(1, 30, 4)]
     _, events = await replay.send("continue")  # nothing more to stop at: the script's end, as recorded
     assert [e.pass_index for e in events if isinstance(e, ev.PassFinished)] == [30]
@@ -204,19 +174,21 @@ async def test_the_ui_over_a_recording_shows_the_pass_and_s_steps(db):
     app = GradtuiApp(target=ReplayTarget(db))
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.state.current == 4 and app.query_one(NodeList).selected == 4, "the pause at #4")
+        await wait_for(
+            pilot, lambda: app.state.current == 4 and app.query_one(NodeList).selected == 4, what="the pause at #4"
+        )
         assert app.state.view.index == 30 and app.state.view.recorded
         assert app.state.pass_text().startswith("pass 30")
         order = walk_of(db, 30)  # paused after #4: the nodes up to it ran, none after it
         assert set(app.state.view.ran) == set(order[: order.index(4) + 1])
         await pilot.press("s")
-        await until(pilot, lambda: app.state.current == 6, "the step to #6")
+        await wait_for(pilot, lambda: app.state.current == 6, what="the step to #6")
         assert app.state.paused.phase == "before" and app.query_one(NodeList).selected == 6
         await pilot.press("z")  # an edit key: refused, nothing changes
-        await until(
+        await wait_for(
             pilot,
             lambda: "read-only" in "\n".join(app.query_one("#output").plain_lines()),
-            "the refusal in the output pane",
+            what="the refusal in the output pane",
         )
         assert app.state.current == 6
         await pilot.press("q")
@@ -253,20 +225,20 @@ async def test_the_ui_replay_opens_on_its_passes_view_and_goes_from_there_to_a_p
         return app.screen if isinstance(app.screen, PassesScreen) else None
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: passes() is not None and passes().indices, "the passes view")
+        await wait_for(pilot, lambda: passes() is not None and passes().indices, what="the passes view")
         screen = passes()
         assert screen.indices == list(range(40))
         assert screen.indices[screen.query_one("#passes-table").cursor_row] == 30
         await pilot.press("escape")
-        await until(pilot, lambda: passes() is None and app.query_one(NodeList).selected == 4, "the stop at #4")
+        await wait_for(pilot, lambda: passes() is None and app.query_one(NodeList).selected == 4, what="the stop at #4")
         assert app.state.view.index == 30 and app.state.paused.pass_index == 30
         await pilot.press("P")
-        await until(pilot, lambda: passes() is not None and passes().indices, "the passes view again")
+        await wait_for(pilot, lambda: passes() is not None and passes().indices, what="the passes view again")
         await pilot.press("up", "up", "enter")
-        await until(
+        await wait_for(
             pilot,
             lambda: passes() is None and app.state.view is not None and app.state.view.index == 28,
-            "pass 28 shown",
+            what="pass 28 shown",
         )
         assert app.state.current == walk_of(db, 28)[0]
         await pilot.press("q")

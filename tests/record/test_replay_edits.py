@@ -18,9 +18,8 @@ import pytest
 from gradtui.protocol import events as ev
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
-from tests.helpers import script
-from tests.record.recordings import gradtui
-from tests.record.test_replay import STEP, pauses, walk_of
+from tests.helpers import REPLAY_TIMEOUT, of, script, walk_of
+from tests.processes import gradtui
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -53,10 +52,13 @@ async def _replayed(path: str, *commands: str) -> list[list[ev.Event]]:
     target = ReplayTarget(path)
     await target.start()
     batches = target.batches().__aiter__()
-    out = [await asyncio.wait_for(batches.__anext__(), STEP), await asyncio.wait_for(batches.__anext__(), STEP)]
+    out = [
+        await asyncio.wait_for(batches.__anext__(), REPLAY_TIMEOUT),
+        await asyncio.wait_for(batches.__anext__(), REPLAY_TIMEOUT),
+    ]
     for command in commands:
         target.submit(command)
-        out.append(await asyncio.wait_for(batches.__anext__(), STEP))
+        out.append(await asyncio.wait_for(batches.__anext__(), REPLAY_TIMEOUT))
     await target.quit()
     return out
 
@@ -88,13 +90,13 @@ async def test_the_replay_tells_the_edit_once_before_the_pause_at_the_edited_nod
         [row] = recording.edits()
     assert (edit.pass_index, edit.node, edit.command) == (row["pass"], row["node"], "scale 3") == (0, 1, "scale 3")
     assert [s.to_json() for s in edit.before] == row["before"] and [s.to_json() for s in edit.after] == row["after"]
-    assert stepped.index(edit) < stepped.index(pauses(stepped)[0])
+    assert stepped.index(edit) < stepped.index(of(stepped, ev.Paused)[0])
     assert not [e for e in stepped_on if isinstance(e, ev.GradEdited)]
 
 
 async def test_the_ui_marks_the_node_the_run_edited_and_shows_its_value_before():
     from gradtui.ui.app import GradtuiApp
-    from tests.ui.ui_helpers import detail_text, wait_for, wait_paused_at
+    from tests.helpers import detail_text, wait_for, wait_paused_at
 
     path, _ = edited()
     app = GradtuiApp(target=ReplayTarget(path))
@@ -121,7 +123,7 @@ async def test_a_replay_marks_ran_only_the_nodes_before_its_pause():
     for batch in batches:
         for event in batch:
             state.apply(event)
-    [pause] = pauses(batches[1])
+    [pause] = of(batches[1], ev.Paused)
     assert (pause.node, pause.done) == (0, 0)
     assert not [e for e in batches[0] + batches[1] if isinstance(e, ev.NodeRan) and e.pass_index == 0]
     assert state.current == 0 and not state.view.ran

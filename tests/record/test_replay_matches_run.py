@@ -10,7 +10,7 @@ import pytest
 
 from gradtui.record.reader import Recording
 from tests.helpers import script
-from tests.record.recordings import gradtui
+from tests.processes import gradtui
 
 pytestmark = pytest.mark.timeout(120)
 

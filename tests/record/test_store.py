@@ -21,7 +21,7 @@ from gradtui.record.export import to_json
 from gradtui.record.reader import Recording
 from gradtui.record.store import Recorder, check_path
 from tests.helpers import script
-from tests.record.recordings import flight_recording, gradtui
+from tests.processes import flight_recording, gradtui
 
 pytestmark = pytest.mark.timeout(120)
 

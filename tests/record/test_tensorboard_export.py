@@ -17,7 +17,7 @@ from gradtui.protocol.stats import Stats
 from gradtui.record.reader import Recording
 from gradtui.record.tensorboard import histogram_of
 from tests.helpers import script
-from tests.record.recordings import gradtui
+from tests.processes import gradtui
 
 STEPS = 9
 """Passes of train_loop.py; its iteration 7 has a NaN input (argv "nan"), so pass 7's gradients are

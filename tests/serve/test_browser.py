@@ -30,8 +30,7 @@ import aiohttp
 import pytest
 import torch
 
-from tests.procs import children, gone
-from tests.serve.browser import CONNECT_AT, SCREEN_HOOK, Chromium, Page, chromium_path
+from tests.processes import CONNECT_AT, SCREEN_HOOK, Chromium, Page, children, chromium_path, gone
 
 pytestmark = pytest.mark.timeout(120)
 

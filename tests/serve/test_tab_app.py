@@ -4,59 +4,20 @@ quits the script, and an agent that cannot be reached is shown, not a blank page
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from gradtui.serve.driver import TabDriver
 from gradtui.serve.tab import TabApp, Unreachable, page_size, target_for
 from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.ui.widgets.output_log import OutputLog
-from gradtui.wire.target import TargetInfo
+from tests.helpers import FakeTarget, wait_for
 
 SIZE = (100, 30)
-
-
-class FakeTarget:
-    """A target that connects, sends nothing, and notes whether it was quit or detached."""
-
-    def __init__(self) -> None:
-        self.info = TargetInfo("/x/train.py")
-        self.calls: list[str] = []
-        self._gone = asyncio.Event()
-
-    async def start(self) -> None:
-        self.calls.append("start")
-
-    def submit(self, text: str) -> int:
-        self.calls.append(f"submit {text}")
-        return 1
-
-    async def batches(self):
-        await self._gone.wait()
-        return
-        yield
-
-    async def quit(self) -> None:
-        self.calls.append("quit")
-        self._gone.set()
-
-    async def detach(self) -> None:
-        self.calls.append("detach")
-        self._gone.set()
-
-
-async def _until(pilot, predicate, what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.02)
 
 
 async def test_an_app_ended_without_q_detaches_and_leaves_the_script_running():
     target = FakeTarget()
     app = TabApp(target=target)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: "start" in target.calls, "the target to start")
+        await wait_for(pilot, lambda: "start" in target.calls, 20, "the target to start")
         app.exit()  # what textual-serve's quit packet does (the websocket closed, or Ctrl-C)
     assert target.calls == ["start", "detach"]
 
@@ -65,12 +26,12 @@ async def test_q_in_a_tab_asks_then_q_again_quits_the_script():
     target = FakeTarget()
     app = TabApp(target=target)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: "start" in target.calls, "the target to start")
+        await wait_for(pilot, lambda: "start" in target.calls, 20, "the target to start")
         await pilot.press("q")
-        await _until(pilot, lambda: isinstance(app.screen, LeaveScreen), "the leave question")
+        await wait_for(pilot, lambda: isinstance(app.screen, LeaveScreen), 20, "the leave question")
         assert target.calls == ["start"]  # nothing stopped yet
         await pilot.press("q")
-        await _until(pilot, lambda: app.return_value is not None, "q to leave")
+        await wait_for(pilot, lambda: app.return_value is not None, 20, "q to leave")
     assert target.calls == ["start", "quit"]
 
 
@@ -78,9 +39,9 @@ async def test_D_in_a_tab_detaches_once():
     target = FakeTarget()
     app = TabApp(target=target)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: "start" in target.calls, "the target to start")
+        await wait_for(pilot, lambda: "start" in target.calls, 20, "the target to start")
         await pilot.press("D")
-        await _until(pilot, lambda: app.return_value is not None, "D to leave")
+        await wait_for(pilot, lambda: app.return_value is not None, 20, "D to leave")
     assert target.calls == ["start", "detach"]
 
 
@@ -92,9 +53,10 @@ async def test_an_agent_that_is_not_there_is_explained_in_the_tab(tmp_path, monk
     app = TabApp(target=target)
     async with app.run_test(size=SIZE) as pilot:
         log = app.query_one(OutputLog)
-        await _until(
+        await wait_for(
             pilot,
             lambda: "no runtime file names an agent at 127.0.0.1:9" in " ".join(log.plain_lines()),
+            20,
             "the reason in the output pane",
         )
     assert isinstance(target_for("not an address"), Unreachable)

@@ -14,7 +14,7 @@ from textual_serve.download_manager import DownloadManager
 from gradtui.serve.agents import choose
 from gradtui.serve.web import TabService
 from gradtui.wire.runtime import AgentEntry, write_entry
-from tests.procs import gone
+from tests.processes import gone
 
 STUBBORN = """
 import os, signal, subprocess, sys, time

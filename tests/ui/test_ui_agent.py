@@ -6,7 +6,7 @@ import pytest
 
 from gradtui.protocol.events import QUIT_STATUS
 from gradtui.ui.app import GradtuiApp
-from tests.ui.ui_helpers import SIZE, output_lines, ui_script, wait_for, wait_paused_at
+from tests.helpers import SIZE, output_lines, script, wait_for, wait_paused_at
 
 
 def _output(app: GradtuiApp) -> str:
@@ -15,7 +15,7 @@ def _output(app: GradtuiApp) -> str:
 
 @pytest.mark.asyncio
 async def test_a_script_that_installs_signal_handlers_runs_on_its_main_thread_and_fd_output_shows():
-    app = GradtuiApp(ui_script("owns_signals.py"))
+    app = GradtuiApp(script("ui/owns_signals.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await wait_for(pilot, lambda: "from-a-child" in _output(app), what="the shell child's output")
@@ -27,14 +27,14 @@ async def test_a_script_that_installs_signal_handlers_runs_on_its_main_thread_an
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
-    "script, words, status",
+    "name, words, status",
     [
         ("exits4.py", "exited with status 4", 4),
         ("crashes.py", "was killed by SIGSEGV", 128 + 11),
     ],
 )
-async def test_the_ui_stays_open_when_the_agent_dies_and_says_how(script, words, status):
-    app = GradtuiApp(ui_script(script))
+async def test_the_ui_stays_open_when_the_agent_dies_and_says_how(name, words, status):
+    app = GradtuiApp(script(f"ui/{name}"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("c")
@@ -51,7 +51,7 @@ async def test_the_ui_stays_open_when_the_agent_dies_and_says_how(script, words,
 @pytest.mark.asyncio
 async def test_quit_typed_in_the_command_bar_ends_the_agent_and_the_app():
     """`send` called the coroutine `run_action("quit")` without awaiting it: typed quit did nothing."""
-    app = GradtuiApp(ui_script("owns_signals.py"))
+    app = GradtuiApp(script("ui/owns_signals.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         process = app.target.process

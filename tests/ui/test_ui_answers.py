@@ -13,7 +13,7 @@ from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.graph_view import GraphPane
-from tests.ui.ui_helpers import detail_text, example, output_lines, ui_script, wait_for, wait_paused_at
+from tests.helpers import detail_text, example, output_lines, script, wait_for, wait_paused_at
 
 SMALL = (80, 24)
 
@@ -188,7 +188,7 @@ async def test_the_end_of_a_run_tells_its_story_with_the_leaf_gradients():
 async def test_a_script_without_backward_says_so_everywhere():
     """The graph said `no pass yet` after a script that never called backward; `[` said
     `no older pass kept (the last 0 are)`."""
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=SMALL) as pilot:
         await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
         await pilot.pause()

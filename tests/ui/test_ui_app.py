@@ -6,7 +6,6 @@ import re
 
 import pytest
 import torch
-from textual.keys import _character_to_key
 
 from gradtui.protocol.events import QUIT_STATUS
 from gradtui.protocol.report import Report
@@ -17,29 +16,23 @@ from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
-from tests.ui.ui_helpers import (
+from tests.helpers import (
     SIZE,
+    answer_text,
     detail_text,
     example,
     graph_text,
+    highlighted,
     output_lines,
     row_text,
+    script,
     selected,
-    ui_script,
+    type_text,
     wait_for,
     wait_paused_at,
 )
 
 ORIGINAL_BACKWARD = torch.Tensor.backward
-
-
-def answer_text(app: GradtuiApp) -> str:
-    return str(app.query_one(CommandBar).query_one("#answer").visual)
-
-
-async def type_text(pilot, text: str) -> None:
-    """Type `text` key by key."""
-    await pilot.press(*[_character_to_key(ch) for ch in text])
 
 
 async def answer_prompt(pilot, key: str, text: str) -> None:
@@ -191,7 +184,7 @@ async def test_q_mid_pass_ends_the_agent_process_and_the_ui_never_patches_torch(
 
 @pytest.mark.asyncio
 async def test_an_error_in_a_backward_is_shown_beside_its_node():
-    app = GradtuiApp(ui_script("error_in_backward.py"))
+    app = GradtuiApp(script("ui/error_in_backward.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("c")
@@ -332,7 +325,7 @@ async def test_passes_nothing_can_stop_in_run_unhooked_by_default():
 
 @pytest.mark.asyncio
 async def test_control_codes_in_the_output_become_styles_not_garbage():
-    app = GradtuiApp(ui_script("control_codes.py"))
+    app = GradtuiApp(script("ui/control_codes.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.status == "finished")
         # stdout and stderr come through pipes of their own, and the output pane draws its
@@ -374,7 +367,7 @@ async def test_layout_follows_the_terminal_when_it_is_resized():
 async def test_a_flood_of_output_is_written_in_batches(monkeypatch):
     """Styling every line as it came made a script printing 50,000 lines take 25 s instead of
     1: only the lines drawn are styled, a few screenfuls whatever the flood."""
-    app = GradtuiApp(ui_script("chatty.py"))
+    app = GradtuiApp(script("ui/chatty.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.status == "finished", timeout=30)
         await pilot.pause()
@@ -385,7 +378,7 @@ async def test_a_flood_of_output_is_written_in_batches(monkeypatch):
 
 @pytest.mark.asyncio
 async def test_q_while_the_script_runs_outside_backward_still_ends_it():
-    app = GradtuiApp(ui_script("busy_after_backward.py"))
+    app = GradtuiApp(script("ui/busy_after_backward.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("c")
@@ -404,7 +397,7 @@ async def test_q_while_the_script_runs_outside_backward_still_ends_it():
 
 @pytest.mark.asyncio
 async def test_a_script_without_backward_shows_its_exit_status():
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
         await pilot.pause()
@@ -451,16 +444,6 @@ async def test_tab_cycles_the_panes_skipping_the_command_bar_and_colon_focuses_i
         assert app.focused.id == "nodes"
 
 
-def _highlighted(palette) -> str | None:
-    """The title of the command the palette's list highlights (what enter runs), if any."""
-    from textual.command import CommandList
-
-    commands = palette.query_one(CommandList)
-    if commands.highlighted is None or not commands.option_count:
-        return None
-    return str(commands.get_option_at_index(commands.highlighted).hit.text)
-
-
 @pytest.mark.asyncio
 async def test_e_replaces_the_gradient_by_an_expression_and_the_palette_runs_actions():
     from textual.command import CommandPalette
@@ -478,7 +461,7 @@ async def test_e_replaces_the_gradient_by_an_expression_and_the_palette_runs_act
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the command palette")
         await type_text(pilot, "continue")
-        await wait_for(pilot, lambda: _highlighted(app.screen) == "Continue", what="Continue found in the palette")
+        await wait_for(pilot, lambda: highlighted(app.screen) == "Continue", what="Continue found in the palette")
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.state.status == "finished", what="continue from the palette")
         assert app.state.view.leaf_grads[2].values == (3.0,)  # 1 * dy/dx

@@ -8,8 +8,7 @@ from textual.widgets import DataTable
 
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.breakpoints import BreakpointsScreen
-from tests.helpers import script
-from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
+from tests.helpers import SIZE, script, selected, wait_for, wait_paused_at
 
 
 async def _open(pilot) -> DataTable:

@@ -7,15 +7,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_ui_app import answer_text
 
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.leave import LeaveScreen
-from gradtui.wire.client import RemoteTarget
-from gradtui.wire.runtime import running_agents
-from tests.helpers import script
-from tests.ui.ui_helpers import SIZE, example, wait_for, wait_paused_at
-from tests.wire.wire_helpers import Listening
+from tests.helpers import SIZE, answer_text, example, script, wait_for, wait_paused_at
+from tests.processes import Listening, remote_target
 
 
 @pytest.fixture
@@ -29,18 +25,9 @@ def agent():
         listening.close()
 
 
-def remote(agent: Listening) -> RemoteTarget:
-    found = next(a for a in running_agents() if a.address == agent.address)
-    return RemoteTarget(
-        found.token,
-        address=(found.address.rsplit(":", 1)[0], int(found.address.rsplit(":", 1)[1])),
-        script=found.script,
-    )
-
-
 @pytest.mark.asyncio
 async def test_q_attached_asks_and_D_detaches_leaving_the_script_for_the_next_client(agent):
-    app = GradtuiApp(target=remote(agent))
+    app = GradtuiApp(target=remote_target(agent))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("b")  # a breakpoint on #0, for the next client to find

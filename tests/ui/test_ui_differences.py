@@ -18,11 +18,8 @@ from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.wire.child import ChildTarget
-from tests.helpers import script
-from tests.record.recordings import record_with_fingerprints
-from tests.ui.test_ui_snapshots import _footer_of_the_modal, _settle
-from tests.ui.ui_events import started
-from tests.ui.ui_helpers import row_text, wait_for, wait_paused_at
+from tests.helpers import footer_of_the_modal, row_text, script, settle, started, wait_for, wait_paused_at
+from tests.processes import record_with_fingerprints
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -128,7 +125,7 @@ def test_snapshot_sorted_by_difference(snap_compare, reference, size):
         await _pass_0_compared(pilot)
         await pilot.press("A")
         await wait_for(pilot, lambda: pilot.app.query_one(NodeList).by_difference, what="sorted by difference")
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(_app(reference, SNAPSHOT_VARIANT), terminal_size=size, run_before=run_before)
 
@@ -139,7 +136,7 @@ def test_snapshot_passes_view_with_differences(snap_compare, reference, size):
         await _pass_0_compared(pilot)
         await pilot.press("P")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, PassesScreen), what="the passes view")
-        await _footer_of_the_modal(pilot)
-        await _settle(pilot)
+        await footer_of_the_modal(pilot)
+        await settle(pilot)
 
     assert snap_compare(_app(reference, SNAPSHOT_VARIANT), terminal_size=size, run_before=run_before)

@@ -11,8 +11,7 @@ from textual.widgets import Static
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.header import GradHeader
-from tests.helpers import SCRIPTS
-from tests.ui.ui_helpers import wait_for, wait_paused_at
+from tests.helpers import SCRIPTS, wait_for, wait_paused_at
 
 
 def _text(widget: Static) -> str:
@@ -76,7 +75,7 @@ async def test_a_node_whose_gradient_was_sent_does_not_say_not_arrived_yet():
     have not run. Selected, #6 said "not arrived yet"; it names the node that sent it."""
     from gradtui.cli.main import demo_path
     from gradtui.ui.widgets.node_list import NodeList
-    from tests.ui.ui_helpers import detail_text
+    from tests.helpers import detail_text
 
     app = GradtuiApp(demo_path())
     async with app.run_test(size=(160, 45)) as pilot:
@@ -103,8 +102,7 @@ async def test_attached_to_a_script_paused_deep_in_a_pass_the_paused_row_is_on_s
     import os
 
     from gradtui.ui.widgets.node_list import NodeList
-    from tests.ui.test_ui_detach import remote
-    from tests.wire.wire_helpers import Listening
+    from tests.processes import Listening, remote_target
 
     agent = Listening(SCRIPTS / "encoder.py", os.environ["GRADTUI_RUNTIME_DIR"])
     try:
@@ -113,7 +111,7 @@ async def test_attached_to_a_script_paused_deep_in_a_pass_the_paused_row_is_on_s
         # run's first pause waits for a client that resumes it: leaving it alone would not).
         first = agent.attach(agent.address, "--headless", "-c", "break #100", "-c", "continue")
         assert first.returncode == 0, first.stderr
-        app = GradtuiApp(target=remote(agent))
+        app = GradtuiApp(target=remote_target(agent))
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: app.state.current == 100, what="the pause at #100")
             await pilot.pause()
@@ -137,7 +135,7 @@ async def test_a_nan_gradient_shows_the_finite_min_and_max_beside_its_count(tmp_
     import torch
 
     from gradtui.protocol.stats import format_number
-    from tests.ui.ui_helpers import detail_text
+    from tests.helpers import detail_text
 
     path = tmp_path / "nan_sqrt.py"
     path.write_text(

@@ -136,9 +136,8 @@ async def test_g_in_a_replays_passes_view_draws_the_recorded_distributions(tmp_p
     from gradtui.record.replay import ReplayTarget
     from gradtui.ui.app import GradtuiApp
     from gradtui.ui.screens.passes import PassesScreen
-    from tests.helpers import script
-    from tests.record.recordings import gradtui
-    from tests.ui.ui_helpers import wait_for
+    from tests.helpers import script, wait_for
+    from tests.processes import gradtui
 
     db = str(tmp_path / "run.db")
     run = gradtui("--headless", "--record-all", "-c", "continue", "--record", db, script("train_loop.py"), "5")

@@ -18,8 +18,7 @@ from gradtui.ui.state import UIState
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.wire.target import TargetInfo
-from tests.ui.ui_events import MLP, run_mlp_pass, started
-from tests.ui.ui_helpers import SIZE, row_text, wait_for
+from tests.helpers import MLP, SIZE, row_text, run_mlp_pass, started, wait_for
 
 UI = Path(gradtui.__file__).resolve().parent / "ui"
 

@@ -19,16 +19,7 @@ from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
-from tests.ui.ui_helpers import (
-    detail_text,
-    example,
-    output_lines,
-    row_text,
-    selected,
-    ui_script,
-    wait_for,
-    wait_paused_at,
-)
+from tests.helpers import detail_text, example, output_lines, row_text, script, selected, wait_for, wait_paused_at
 
 SMALL = (80, 24)
 DEMO = demo_path()
@@ -57,7 +48,7 @@ async def test_at_80x24_labels_header_and_the_paused_node_come_first():
 
 @pytest.mark.asyncio
 async def test_at_80x24_the_flow_table_shows_its_flags_and_the_header_says_browsing():
-    app = GradtuiApp(ui_script("flow_extremes.py"), record_all=True)
+    app = GradtuiApp(script("ui/flow_extremes.py"), record_all=True)
     async with app.run_test(size=SMALL) as pilot:
         await wait_paused_at(pilot, 0)
         await pilot.press("c")

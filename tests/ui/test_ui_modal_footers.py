@@ -17,9 +17,7 @@ from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.screens.source import SourceScreen
 from gradtui.ui.widgets.variables import VariablesScreen
-from tests.helpers import script
-from tests.serve.test_tab_app import FakeTarget
-from tests.ui.ui_helpers import SIZE, finish_into_pass_1, wait_for
+from tests.helpers import SIZE, FakeTarget, finish_into_pass_1, script, wait_for
 
 OPENED_BY = [  # the keys that open it from the debugger in pass 1 of loop.py, then the screen
     (("question_mark",), HelpScreen),

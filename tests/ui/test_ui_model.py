@@ -14,7 +14,7 @@ from gradtui.engine.stats.summary import summarize
 from gradtui.protocol import events as ev
 from gradtui.ui import fmt
 from gradtui.ui.state import UIState
-from tests.ui.ui_helpers import example, ui_script
+from tests.helpers import example, script
 
 
 def events_of(path: str, commands: list[str]) -> list[ev.Event]:
@@ -64,7 +64,7 @@ def test_state_marks_nonfinite_and_failures():
     sqrt = next(n for n in view.graph if view.graph.nodes[n]["info"].name == "SqrtBackward0")
     assert sqrt in view.nonfinite and view.grad_inputs_hist[sqrt][0].histogram is not None
 
-    state = fold(events_of(ui_script("error_in_backward.py"), ["continue"]))
+    state = fold(events_of(script("ui/error_in_backward.py"), ["continue"]))
     view = state.view
     assert view.error == "ValueError: this backward explodes on purpose"
     assert view.graph.nodes[view.failed_node]["info"].kind == "custom"
@@ -99,7 +99,7 @@ def test_sparkline_and_values_never_flood():
 
 
 def test_user_traceback_folds_library_frames_and_shortens_paths():
-    home = os.path.dirname(ui_script("error_in_backward.py"))
+    home = os.path.dirname(script("ui/error_in_backward.py"))
     torch_file = torch.autograd.__file__
     text = (
         "Traceback (most recent call last):\n"
@@ -128,7 +128,7 @@ def test_user_traceback_folds_library_frames_and_shortens_paths():
 def test_brackets_walk_a_recordings_passes_by_index_after_pass_N_showed_an_earlier_one():
     """The tmux walk (replay of a 3-pass run): `pass 0` from the passes view made pass 0 the
     last view kept, so `[` on pass 0 went to pass 2, and `]` from pass 2 came back to 0."""
-    from tests.ui.ui_events import finished, started
+    from tests.helpers import finished, started
 
     state = UIState("x.db")
     for index in range(3):

@@ -78,7 +78,7 @@ async def test_the_module_view_opens_with_the_paused_node_on_screen(size):
     from gradtui.cli.main import demo_path
     from gradtui.ui.app import GradtuiApp
     from gradtui.ui.widgets.node_list import NodeList
-    from tests.ui.ui_helpers import wait_for, wait_paused_at
+    from tests.helpers import wait_for, wait_paused_at
 
     app = GradtuiApp(demo_path())
     async with app.run_test(size=size) as pilot:

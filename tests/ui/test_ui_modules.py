@@ -8,7 +8,7 @@ from gradtui.protocol import events as ev
 from gradtui.ui.history import KEEP_NORMS, KEEP_SUMMARIES, KEEP_VIEWS
 from gradtui.ui.modtree import NO_MODULE, ModuleTree, display_name
 from gradtui.ui.state import UIState
-from tests.ui.ui_events import MLP, finished, ran, run_mlp_pass, started
+from tests.helpers import MLP, finished, ran, run_mlp_pass, started
 
 
 def fold(events) -> UIState:

@@ -9,14 +9,14 @@ from textual.widgets import OptionList
 
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.source import SourceScreen
-from tests.ui.ui_helpers import SIZE, detail_text, selected, ui_script, wait_for, wait_paused_at
+from tests.helpers import SIZE, detail_text, script, selected, wait_for, wait_paused_at
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.mark.asyncio
 async def test_a_cells_node_shows_the_cells_line_in_the_detail_pane_and_the_source_view():
-    app = GradtuiApp(ui_script("notebook_cell.py"))
+    app = GradtuiApp(script("ui/notebook_cell.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
         graph = app.state.view.graph

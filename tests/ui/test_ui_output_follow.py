@@ -8,7 +8,7 @@ import pytest
 from gradtui.cli.main import demo_path
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.output_log import OutputLog
-from tests.ui.ui_helpers import wait_for, wait_paused_at
+from tests.helpers import wait_for, wait_paused_at
 
 
 def shown(app: GradtuiApp) -> list[str]:

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
-from tests.ui.ui_helpers import SIZE, example, wait_for, wait_paused_at
+from tests.helpers import SIZE, example, wait_for, wait_paused_at
 
 
 @pytest.mark.asyncio
@@ -123,9 +123,9 @@ async def test_the_palette_titles_every_action_by_its_name_once_and_finds_zoom()
 
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
         await pilot.press(*"zoom")
-        from test_ui_app import _highlighted
+        from tests.helpers import highlighted
 
-        await wait_for(pilot, lambda: (_highlighted(app.screen) or "").startswith("Zoom"), what="zoom found")
+        await wait_for(pilot, lambda: (highlighted(app.screen) or "").startswith("Zoom"), what="zoom found")
 
 
 @pytest.mark.asyncio
@@ -133,7 +133,7 @@ async def test_a_refusal_goes_from_the_answer_line_once_a_later_action_works():
     app = GradtuiApp(example("chain.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_paused_at(pilot, 0)
-        from test_ui_app import answer_text
+        from tests.helpers import answer_text
 
         await pilot.press("end", "d")  # #2 is a leaf: nothing below it
         await wait_for(pilot, lambda: "is a leaf" in answer_text(app), what="the refusal")
@@ -157,7 +157,7 @@ def _where(text: str, fragment: str) -> tuple[int, int]:
 
 @pytest.mark.asyncio
 async def test_a_click_on_a_node_reference_in_the_graph_or_detail_pane_selects_it():
-    from tests.ui.ui_helpers import detail_text, graph_text
+    from tests.helpers import detail_text, graph_text
 
     app = GradtuiApp(example("chain.py"))
     async with app.run_test(size=SIZE) as pilot:

@@ -14,8 +14,21 @@ from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.plots import PassPlots, SeriesPlot
-from tests.ui.ui_events import flow_row, run_mlp_pass, started
-from tests.ui.ui_helpers import SIZE, detail_text, example, output_lines, selected, ui_script, wait_for, wait_paused_at
+from tests.helpers import (
+    SIZE,
+    colored_cells,
+    detail_text,
+    example,
+    flow_row,
+    output_lines,
+    plot_lines,
+    run_mlp_pass,
+    script,
+    selected,
+    started,
+    wait_for,
+    wait_paused_at,
+)
 
 
 def list_lines(app: GradtuiApp) -> list[str]:
@@ -146,7 +159,7 @@ async def test_w_shows_the_flow_and_brackets_browse_earlier_passes():
 @pytest.mark.asyncio
 async def test_unhooked_and_nested_passes_are_shown_for_what_they_are():
     """Engine events posted by hand (the script itself never calls backward)."""
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.script_over, what="the script's end")
         flow = (
@@ -186,22 +199,6 @@ async def test_unhooked_and_nested_passes_are_shown_for_what_they_are():
         await wait_for(pilot, lambda: nodes.row_count > 0, what="pass 0's tree")
 
 
-def plot_lines(plot: SeriesPlot) -> list[str]:
-    """A plot's rows on screen, as text."""
-    return [plot.render_line(y).text for y in range(plot.size.height)]
-
-
-def colored_cells(plot: SeriesPlot, color: str) -> int:
-    """Cells of the plot drawn in `color` (a Rich color name: plotext's red is `color(1)`)."""
-    count = 0
-    for y in range(plot.size.height):
-        for segment in plot.render_line(y):
-            style = segment.style
-            if style is not None and style.color is not None and style.color.name == color and segment.text.strip():
-                count += len(segment.text.strip())
-    return count
-
-
 async def _passes_with_a_nan(pilot, losses: tuple[float, ...]) -> dict[str, SeriesPlot]:
     """Passes posted by hand (the loss is NaN: its gradient too), then the passes view's plots."""
     app = pilot.app
@@ -220,7 +217,7 @@ async def _passes_with_a_nan(pilot, losses: tuple[float, ...]) -> dict[str, Seri
 @pytest.mark.asyncio
 async def test_the_loss_and_norm_plots_mark_a_non_finite_pass():
     """The loss line used to just stop at a NaN pass, nothing said why."""
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=(160, 45)) as pilot:
         plots = await _passes_with_a_nan(pilot, (4.0, 3.0, 2.0, float("nan"), 1.0, 0.5))
         for figure in ("loss", "norm"):
@@ -237,7 +234,7 @@ def _y_labels(plot: SeriesPlot) -> list[str]:
 
 @pytest.mark.asyncio
 async def test_l_puts_the_loss_and_norm_plots_on_a_log_scale_and_back():
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=(160, 45)) as pilot:
         plots = await _passes_with_a_nan(pilot, (1000.0, 100.0, 0.0, 10.0, 1.0))  # a zero: left out on a log scale
         loss = plots["loss"]
@@ -261,7 +258,7 @@ async def test_l_puts_the_loss_and_norm_plots_on_a_log_scale_and_back():
 async def test_l_on_plots_with_no_positive_value_leaves_them_empty_not_the_app_crashed():
     """The tmux walk: after `z` zeroed pass 0's gradient, `l` then `t` in the passes view
     ended the app (plotext cannot place log ticks when no value is above zero)."""
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=(80, 24)) as pilot:
         plots = await _passes_with_a_nan(pilot, (0.0, 0.0))  # loss 0 and gradient norm 0: nothing to log
         await pilot.press("l")
@@ -279,7 +276,7 @@ async def test_l_on_plots_with_no_positive_value_leaves_them_empty_not_the_app_c
 async def test_at_80x24_a_smoothed_log_plot_keeps_a_title_with_the_cursors_reading():
     """The tmux walk: at 80x24, `l` then `s` left the loss and norm plots with no title at all
     (its shortest form overflowed and plotext dropped it), so the cursor read nothing."""
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=(80, 24)) as pilot:
         plots = await _passes_with_a_nan(pilot, (4.0, 3.0, 2.0))
         await pilot.press("l", "s")
@@ -301,7 +298,7 @@ async def test_at_80x24_a_smoothed_log_plot_keeps_a_title_with_the_cursors_readi
 async def test_smoothing_one_pass_keeps_the_axis_labels_short():
     """The tmux walk: `s` on a run of one pass drew the raw and the smoothed value, a rounding
     apart, and plotext spread its axis over that gap: `0.20348939299583438` squeezed the plot."""
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=(80, 24)) as pilot:
         plots = await _passes_with_a_nan(pilot, (0.20348939299583435,))
         await pilot.press("s")
@@ -317,7 +314,7 @@ async def test_smoothing_one_pass_keeps_the_axis_labels_short():
 
 @pytest.mark.asyncio
 async def test_left_and_right_move_the_cursor_and_the_plots_read_its_pass():
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=(160, 45)) as pilot:
         plots = await _passes_with_a_nan(pilot, (4.0, 3.0, 2.0, float("nan"), 1.0, 0.5))
         loss, norm = plots["loss"], plots["norm"]
@@ -340,8 +337,7 @@ async def test_left_and_right_move_the_cursor_and_the_plots_read_its_pass():
 async def test_the_pass_in_flight_has_its_loss_plotted_and_its_norms_said_to_come_when_it_ends():
     """The walk: with the cursor on the pass in flight the plots read "pass 1: not plotted"
     although its loss was known; now the loss plot draws it and the norm plot says what is true."""
-    from tests.helpers import script
-    from tests.ui.ui_helpers import finish_into_pass_1
+    from tests.helpers import finish_into_pass_1, script
 
     app = GradtuiApp(script("loop.py"))
     async with app.run_test(size=(160, 45)) as pilot:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_ui_app import answer_text, type_text
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.options import RunOptions
@@ -19,8 +18,7 @@ from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.console import ConsoleScreen, complete
 from gradtui.ui.screens.leave import LeaveScreen
 from gradtui.wire.child import ChildTarget
-from tests.helpers import REPO, script
-from tests.ui.ui_helpers import SIZE, example, output_lines, wait_for, wait_paused_at
+from tests.helpers import REPO, SIZE, answer_text, example, output_lines, script, type_text, wait_for, wait_paused_at
 
 FIXTURES = REPO / "tests" / "fixtures"
 

@@ -14,9 +14,7 @@ from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.screens.plotchoice import PlotChoiceScreen
 from gradtui.ui.series import PassSeries, ema
 from gradtui.ui.widgets.plots import SeriesPlot
-from tests.ui.test_ui_passes import colored_cells, plot_lines
-from tests.ui.ui_events import flow_row, started
-from tests.ui.ui_helpers import ui_script, wait_for
+from tests.helpers import colored_cells, flow_row, plot_lines, script, started, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -73,7 +71,7 @@ async def _passes(pilot, norms: list[tuple[float, float]]) -> dict[str, SeriesPl
 
 @pytest.mark.asyncio
 async def test_s_smooths_the_loss_and_norm_plots_and_the_cursor_reads_both_values():
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=(160, 45)) as pilot:
         plots = await _passes(pilot, [(1.0, 0.0), (9.0, 0.0), (1.0, 0.0), (9.0, 0.0)])
         loss = plots["loss"]
@@ -94,7 +92,7 @@ async def test_s_smooths_the_loss_and_norm_plots_and_the_cursor_reads_both_value
 
 @pytest.mark.asyncio
 async def test_t_plots_one_parameters_norm_chosen_from_the_list():
-    app = GradtuiApp(ui_script("no_backward.py"))
+    app = GradtuiApp(script("ui/no_backward.py"))
     async with app.run_test(size=(160, 45)) as pilot:
         plots = await _passes(pilot, [(3.0, 4.0), (6.0, 8.0), (1.0, 2.0)])
         norm = plots["norm"]
@@ -122,8 +120,7 @@ async def test_t_plots_one_parameters_norm_chosen_from_the_list():
 
 @pytest.mark.asyncio
 async def test_t_offers_the_selected_nodes_parameter_first():
-    from tests.helpers import script
-    from tests.ui.ui_helpers import selected, wait_paused_at
+    from tests.helpers import script, selected, wait_paused_at
 
     app = GradtuiApp(script("train_loop.py"), args=["3"])
     async with app.run_test(size=(160, 45)) as pilot:

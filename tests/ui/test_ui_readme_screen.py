@@ -11,8 +11,7 @@ import pytest
 from gradtui.cli.main import demo_path
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.node_list import NodeList
-from tests.helpers import REPO
-from tests.ui.ui_helpers import wait_paused_at
+from tests.helpers import REPO, wait_paused_at
 
 
 def _pictures(page: str) -> list[list[str]]:

@@ -22,8 +22,7 @@ from gradtui.ui.screens.prompt import PromptScreen
 from gradtui.ui.screens.source import SourceScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.variables import VariablesScreen
-from tests.helpers import REPO
-from tests.ui.ui_helpers import SIZE, detail_text, selected, ui_script, wait_for
+from tests.helpers import REPO, SIZE, detail_text, script, selected, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,7 +41,7 @@ def recording(tmp_path_factory) -> str:
             path,
             "-c",
             "continue",
-            ui_script("notebook_cell.py"),
+            script("ui/notebook_cell.py"),
         ],
         capture_output=True,
         text=True,

@@ -18,8 +18,7 @@ from gradtui.record.replay import ReplayTarget
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.widgets.node_list import NodeList
-from tests.helpers import REPO, script
-from tests.ui.ui_helpers import detail_text, wait_for
+from tests.helpers import REPO, detail_text, script, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

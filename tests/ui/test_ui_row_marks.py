@@ -12,8 +12,7 @@ from gradtui.protocol.nodes import node_info
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.node_rows import RowPainter, Widths
-from tests.ui.ui_events import started
-from tests.ui.ui_helpers import row_text, wait_for, wait_paused_at
+from tests.helpers import row_text, started, wait_for, wait_paused_at
 
 MARKED = ("AccumulateGrad", "TanhBackward0")
 

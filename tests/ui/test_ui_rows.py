@@ -17,8 +17,18 @@ from gradtui.ui.widgets.graph_view import GraphPane
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.ui.widgets.output_log import OutputLog
-from tests.ui.ui_events import finished, flow_row, run_mlp_pass, started
-from tests.ui.ui_helpers import detail_text, example, graph_text, selected, wait_for, wait_paused_at
+from tests.helpers import (
+    detail_text,
+    example,
+    finished,
+    flow_row,
+    graph_text,
+    run_mlp_pass,
+    selected,
+    started,
+    wait_for,
+    wait_paused_at,
+)
 
 SMALL = (80, 24)
 

@@ -9,7 +9,7 @@ import math
 from gradtui.protocol import events as ev
 from gradtui.ui.series import TOP, PassSeries, module_of
 from gradtui.ui.state import UIState
-from tests.ui.ui_events import started
+from tests.helpers import started
 
 
 def flow(*rows: tuple[str, float | None, int]) -> tuple[ev.ParamFlow, ...]:

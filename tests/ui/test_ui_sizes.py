@@ -7,7 +7,7 @@ import pytest
 from gradtui.cli.main import demo_path
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.layout import STEP, PaneSizes
-from tests.ui.ui_helpers import detail_text, graph_text, wait_for, wait_paused_at
+from tests.helpers import detail_text, graph_text, wait_for, wait_paused_at
 
 
 def test_pane_sizes_follow_the_content_within_bounds_and_the_users_moves():

@@ -13,33 +13,15 @@ from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.widgets.node_list import NodeList
-from tests.ui.ui_helpers import example, ui_script, wait_for, wait_paused_at
+from tests.helpers import example, footer_of_the_modal, script, settle, wait_for, wait_paused_at
 
 SIZE = (120, 36)
-
-
-async def _settle(pilot) -> None:
-    await pilot.pause()
-    await pilot.wait_for_scheduled_animations()
-    await pilot.pause()
-
-
-async def _footer_of_the_modal(pilot) -> None:
-    """Under a modal screen the footer recomposes to that screen's keys a moment later: wait
-    for it (else the picture has the main screen's keys one run and the modal's the next)."""
-    from textual.widgets._footer import FooterKey
-
-    await wait_for(
-        pilot,
-        lambda: not any(key.action == "step" for key in pilot.app.query(FooterKey)),
-        what="the footer of the modal screen",
-    )
 
 
 def test_first_pause_on_chain(snap_compare):
     async def run_before(pilot):
         await wait_paused_at(pilot, 0)
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(example("chain.py")), terminal_size=SIZE, run_before=run_before)
 
@@ -61,7 +43,7 @@ def test_histogram_of_a_hidden_layer_gradient_on_mlp(snap_compare):
             )
         assert app.state.paused.name == "AddmmBackward0"
         await wait_paused_at(pilot, app.state.paused.node)
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(example("mlp.py")), terminal_size=SIZE, run_before=run_before)
 
@@ -78,7 +60,7 @@ def test_nan_stop(snap_compare):
             pilot, lambda: app.state.paused is not None and app.state.paused.phase == "after", what="the NaN stop"
         )
         await wait_paused_at(pilot, app.state.paused.node)
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(example("nan.py")), terminal_size=SIZE, run_before=run_before)
 
@@ -88,8 +70,8 @@ def test_help_screen(snap_compare):
         await wait_paused_at(pilot, 0)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen), what="the help screen")
-        await _footer_of_the_modal(pilot)
-        await _settle(pilot)
+        await footer_of_the_modal(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(example("chain.py")), terminal_size=SIZE, run_before=run_before)
 
@@ -101,9 +83,9 @@ def test_error_in_a_custom_backward(snap_compare):
         await pilot.press("c")
         await wait_for(pilot, lambda: app.state.status == "failed", what="the failure")
         await wait_for(pilot, lambda: app.query_one(NodeList).selected == app.state.view.failed_node)
-        await _settle(pilot)
+        await settle(pilot)
 
-    assert snap_compare(GradtuiApp(ui_script("error_in_backward.py")), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(GradtuiApp(script("ui/error_in_backward.py")), terminal_size=SIZE, run_before=run_before)
 
 
 def test_small_terminal_80x24(snap_compare):
@@ -115,7 +97,7 @@ def test_small_terminal_80x24(snap_compare):
         for node in app.state.view.order[1:3]:
             await pilot.press("s")
             await wait_paused_at(pilot, node)
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(example("mlp.py")), terminal_size=(80, 24), run_before=run_before)
 
@@ -131,7 +113,7 @@ def test_module_view_on_mlp(snap_compare):
         for node in app.state.view.order[1:4]:
             await pilot.press("s")
             await wait_paused_at(pilot, node)
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(example("mlp.py")), terminal_size=SIZE, run_before=run_before)
 
@@ -146,10 +128,10 @@ def test_flow_view_with_vanishing_exploding_and_nan(snap_compare):
         await wait_for(pilot, lambda: app.state.status == "finished", what="the end")
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
-        await _footer_of_the_modal(pilot)
-        await _settle(pilot)
+        await footer_of_the_modal(pilot)
+        await settle(pilot)
 
-    assert snap_compare(GradtuiApp(ui_script("flow_extremes.py")), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(GradtuiApp(script("ui/flow_extremes.py")), terminal_size=SIZE, run_before=run_before)
 
 
 def test_first_pause_on_lstm_at_80x24(snap_compare):
@@ -158,7 +140,7 @@ def test_first_pause_on_lstm_at_80x24(snap_compare):
 
     async def run_before(pilot):
         await wait_paused_at(pilot, 0)
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(example("lstm.py")), terminal_size=(80, 24), run_before=run_before)
 
@@ -173,7 +155,7 @@ def test_demo_paused_mid_pass_at_80x24(snap_compare):
         for node in app.state.view.order[1:4]:
             await pilot.press("s")
             await wait_paused_at(pilot, node)
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(demo_path()), terminal_size=(80, 24), run_before=run_before)
 
@@ -190,8 +172,8 @@ def test_passes_screen_after_a_loop(snap_compare):
         await wait_for(pilot, lambda: app.state.status == "finished", what="the end")
         await pilot.press("P")
         await wait_for(pilot, lambda: isinstance(app.screen, PassesScreen), what="the passes screen")
-        await _footer_of_the_modal(pilot)
-        await _settle(pilot)
+        await footer_of_the_modal(pilot)
+        await settle(pilot)
 
     app = GradtuiApp(example("mlp.py"), commands=["break pass 1", "continue"])
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
@@ -217,7 +199,7 @@ def _plots_recording(tmp_path) -> str:
             "1",
             "-c",
             "continue",
-            ui_script("plots_loop.py"),
+            script("ui/plots_loop.py"),
         ],
         capture_output=True,
         text=True,
@@ -252,8 +234,8 @@ def test_replay_passes_view_with_its_plots(snap_compare, tmp_path):
 
     async def run_before(pilot):
         await _replay_paused_in_pass_11(pilot)
-        await _footer_of_the_modal(pilot)
-        await _settle(pilot)
+        await footer_of_the_modal(pilot)
+        await settle(pilot)
 
     assert snap_compare(_replay_app(_plots_recording(tmp_path)), terminal_size=(120, 40), run_before=run_before)
 
@@ -267,6 +249,6 @@ def test_replay_debugger_after_the_passes_view(snap_compare, tmp_path):
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(pilot.app.screen, PassesScreen), what="the debugger")
         await wait_for(pilot, lambda: pilot.app.query_one(NodeList).selected is not None, what="the selected node")
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(_replay_app(_plots_recording(tmp_path)), terminal_size=(120, 40), run_before=run_before)

@@ -5,14 +5,12 @@ with zero-initialised biases apart. Regenerate with `--snapshot-update` and look
 from __future__ import annotations
 
 import pytest
-from test_ui_snapshots import _footer_of_the_modal, _settle
 
 from gradtui.cli.main import demo_path
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.flow import FlowScreen
 from gradtui.ui.screens.leave import LeaveScreen
-from tests.serve.test_tab_app import FakeTarget
-from tests.ui.ui_helpers import finish_into_pass_1, ui_script, wait_for, wait_paused_at
+from tests.helpers import FakeTarget, finish_into_pass_1, footer_of_the_modal, script, settle, wait_for, wait_paused_at
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
 
@@ -30,7 +28,7 @@ def test_demo_at_the_tanh_panes_sized_by_content(snap_compare, size):
             await pilot.press("s")
             await wait_for(pilot, lambda: app.state.current not in (None, node), what="the next pause")
         await wait_paused_at(pilot, 5)
-        await _settle(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(demo_path()), terminal_size=size, run_before=run_before)
 
@@ -40,8 +38,8 @@ def test_q_in_an_attached_ui_asks_and_offers_detach(snap_compare, size):
     async def run_before(pilot):
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, LeaveScreen), what="the question")
-        await _footer_of_the_modal(pilot)
-        await _settle(pilot)
+        await footer_of_the_modal(pilot)
+        await settle(pilot)
 
     target = FakeTarget()
     assert snap_compare(GradtuiApp(target=target), terminal_size=size, run_before=run_before)
@@ -54,11 +52,11 @@ def test_w_in_pass_1_shows_pass_0_with_its_zero_biases_apart(snap_compare, size)
         await finish_into_pass_1(pilot)
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
-        await _footer_of_the_modal(pilot)
-        await _settle(pilot)
+        await footer_of_the_modal(pilot)
+        await settle(pilot)
 
     assert snap_compare(
-        GradtuiApp(ui_script("zero_bias.py"), record_all=True), terminal_size=size, run_before=run_before
+        GradtuiApp(script("ui/zero_bias.py"), record_all=True), terminal_size=size, run_before=run_before
     )
 
 
@@ -78,7 +76,7 @@ def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
             what="the second hit",
         )
         await wait_paused_at(pilot, 1)
-        from tests.ui.ui_helpers import output_lines  # pass 0's print comes through a pipe: wait for it, else the
+        from tests.helpers import output_lines  # pass 0's print comes through a pipe: wait for it, else the
 
         await wait_for(
             pilot,
@@ -92,8 +90,8 @@ def test_the_breakpoints_pane_after_two_hits(snap_compare, size):
         await wait_for(pilot, lambda: log.scroll_y == log.max_scroll_y, what="the output pane at its end")
         await pilot.press("B")
         await wait_for(pilot, lambda: isinstance(app.screen, BreakpointsScreen), what="the breakpoints pane")
-        await _footer_of_the_modal(pilot)
-        await _settle(pilot)
+        await footer_of_the_modal(pilot)
+        await settle(pilot)
 
     app = GradtuiApp(script("loop.py"), commands=["break MulBackward0", "break nan", "continue", "continue"])
     assert snap_compare(app, terminal_size=size, run_before=run_before)
@@ -121,7 +119,7 @@ def _source_view(snap_compare, size: tuple[int, int]) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, SourceScreen), what="the source view")
         await pilot.press("b")
         await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="the breakpoint")
-        await _footer_of_the_modal(pilot)
-        await _settle(pilot)
+        await footer_of_the_modal(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(script("train_loop.py"), args=["1"]), terminal_size=size, run_before=run_before)

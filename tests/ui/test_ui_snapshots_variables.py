@@ -8,9 +8,7 @@ import pytest
 
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.variables import VariablesScreen
-from tests.helpers import script
-from tests.ui.test_ui_snapshots import _footer_of_the_modal, _settle
-from tests.ui.ui_helpers import finish_into_pass_1, wait_for
+from tests.helpers import finish_into_pass_1, footer_of_the_modal, script, settle, wait_for
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
 
@@ -24,7 +22,7 @@ def test_the_variables_of_an_ended_pass(snap_compare, size):
         await wait_for(pilot, lambda: app.state.view.index == 0, what="pass 0 shown")
         await pilot.press("V")
         await wait_for(pilot, lambda: isinstance(app.screen, VariablesScreen), what="the variables pane")
-        await _footer_of_the_modal(pilot)
-        await _settle(pilot)
+        await footer_of_the_modal(pilot)
+        await settle(pilot)
 
     assert snap_compare(GradtuiApp(script("train_loop.py"), args=["2"]), terminal_size=size, run_before=run_before)

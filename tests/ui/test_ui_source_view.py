@@ -5,14 +5,12 @@ selects its nodes in turn; b on a line sets `break FILE:LINE`."""
 from __future__ import annotations
 
 import pytest
-from test_ui_app import _highlighted
 from textual.widgets import OptionList, Static
 
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.screens.source import SourceScreen
-from tests.helpers import script
-from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
+from tests.helpers import SIZE, highlighted, script, selected, wait_for, wait_paused_at
 
 
 async def _open(pilot) -> OptionList:
@@ -92,7 +90,7 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
         assert texts[keys.index("v")].startswith("source view: the node's whole file")
         await pilot.press("escape")
         await pilot.press("ctrl+p", *"source view")  # so has the palette: enter there opens it
-        await wait_for(pilot, lambda: (_highlighted(app.screen) or "") == "Source view", what="the palette's entry")
+        await wait_for(pilot, lambda: (highlighted(app.screen) or "") == "Source view", what="the palette's entry")
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, SourceScreen), what="the view from the palette")
         await pilot.press("escape")

@@ -12,7 +12,7 @@ import pytest
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.body import Body
 from gradtui.ui.widgets.node_list import NodeList
-from tests.ui.ui_helpers import ui_script, wait_for, wait_paused_at
+from tests.helpers import script, wait_for, wait_paused_at
 
 STEPS = 30
 
@@ -48,7 +48,7 @@ async def test_a_step_renders_only_changed_rows_of_a_10000_node_pass(monkeypatch
     monkeypatch.setattr("gradtui.ui.app.NodeList", CountingNodeList)
     monkeypatch.setattr("gradtui.ui.widgets.detail.Body", CountingBody)
     monkeypatch.setattr("gradtui.ui.widgets.graph_view.Body", CountingBody)
-    app = GradtuiApp(ui_script("long_chain.py"))
+    app = GradtuiApp(script("ui/long_chain.py"))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_paused_at(pilot, 0, timeout=60)
         assert app.state.view.total == 10_002
@@ -87,7 +87,7 @@ class CountingTreeList(NodeList):
 @pytest.mark.asyncio
 async def test_the_module_view_of_a_3000_node_encoder_is_a_few_dozen_rows_drawn_lazily(monkeypatch):
     monkeypatch.setattr("gradtui.ui.app.NodeList", CountingTreeList)
-    app = GradtuiApp(ui_script("encoder.py"))
+    app = GradtuiApp(script("ui/encoder.py"))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_paused_at(pilot, 0, timeout=60)
         nodes = app.query_one(NodeList)

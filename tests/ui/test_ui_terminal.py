@@ -18,8 +18,7 @@ import pytest
 from gradtui.protocol.events import QUIT_STATUS
 from gradtui.ui.client import QUIT_GRACE
 from gradtui.wire.runtime import alive
-from tests.helpers import REPO, example
-from tests.ui.ui_helpers import ui_script
+from tests.helpers import REPO, example, script
 
 pty = pytest.importorskip("pty")
 
@@ -48,7 +47,7 @@ def test_q_while_the_script_sits_in_a_c_call_ends_the_process():
     pid, fd = pty.fork()
     if pid == 0:  # the child: become gradtui
         os.environ.update(TERM="xterm-256color", PYTHONPATH=str(REPO))
-        os.execv(sys.executable, [sys.executable, "-m", "gradtui", ui_script("sleeps.py")])
+        os.execv(sys.executable, [sys.executable, "-m", "gradtui", script("ui/sleeps.py")])
     status = None
     try:
         assert b"sleeping" in _drain(fd, 30, until=b"sleeping"), "the app did not show the script's output"

@@ -4,90 +4,14 @@ Every wait has a timeout; the tmux server (a private socket) is killed at the en
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.helpers import REPO
+from tests.processes import Tmux
 
 pytestmark = pytest.mark.timeout(90)
-
-
-class Tmux:
-    """One detached tmux session on a private server socket."""
-
-    def __init__(self, command: list[str], width: int = 80, height: int = 24) -> None:
-        self.socket = f"gradtui-test-{os.getpid()}"
-        env = dict(os.environ, TERM="xterm-256color", PYTHONPATH=str(REPO))
-        self._tmux(
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            str(width),
-            "-y",
-            str(height),
-            "env",
-            f"PYTHONPATH={REPO}",
-            "TERM=xterm-256color",
-            *command,
-            env=env,
-        )
-        self.pid = int(self._tmux("list-panes", "-t", "t", "-F", "#{pane_pid}").stdout.split()[0])
-        """The pane's process: the app (`env` execs it)."""
-
-    def _tmux(self, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10, env=env, check=check
-        )
-
-    def screen(self) -> str:
-        """What the pane shows now."""
-        return self._tmux("capture-pane", "-p", "-t", "t").stdout
-
-    def keys(self, *keys: str) -> None:
-        """Type keys (tmux key names, or literal text with `-l`)."""
-        self._tmux("send-keys", "-t", "t", *keys)
-
-    def text(self, text: str) -> None:
-        """Type literal text."""
-        self._tmux("send-keys", "-t", "t", "-l", text)
-
-    def wait(self, predicate, timeout: float = 20, what: str = "") -> str:
-        """Poll the screen until `predicate(screen)`; fail with the last screen after `timeout`."""
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
-            try:
-                screen = self.screen()
-            except subprocess.CalledProcessError:
-                screen = ""
-            if predicate(screen):
-                return screen
-            time.sleep(0.1)
-        pytest.fail(f"timed out after {timeout}s waiting for {what}; the screen:\n{screen}")
-
-    def alive(self) -> bool:
-        """Is the session (the app) still running?"""
-        return self._tmux("has-session", "-t", "t", check=False).returncode == 0
-
-    def kill(self) -> None:
-        """End the tmux server, then the app if it outlived its terminal's hangup (its agent
-        dies with it: PR_SET_PDEATHSIG)."""
-        self._tmux("kill-server", check=False)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and os.path.exists(f"/proc/{self.pid}"):
-            time.sleep(0.05)
-        if os.path.exists(f"/proc/{self.pid}"):
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def paused_row(screen: str) -> str:

@@ -25,9 +25,8 @@ from collections.abc import Callable
 import pytest
 
 from gradtui.protocol.events import QUIT_STATUS
-from tests.helpers import REPO
-from tests.procs import children, gone
-from tests.ui.ui_helpers import ui_script
+from tests.helpers import REPO, script
+from tests.processes import children, gone
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,10 +59,11 @@ class Panes:
             ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10, check=check
         )
 
-    def open(self, name: str, script: str) -> None:
-        """Start window `name`: gradtui on `script`, then the exit status and `stty -a`."""
+    def open(self, name: str, fixture: str) -> None:
+        """Start window `name`: gradtui on `fixture` (a script in tests/fixtures/ui), then the exit
+        status and `stty -a`."""
         line = (
-            f"{shlex.quote(sys.executable)} -m gradtui {shlex.quote(ui_script(script))}; "
+            f"{shlex.quote(sys.executable)} -m gradtui {shlex.quote(script('ui/' + fixture))}; "
             "echo gradtui-exit=$?; stty -a; sleep 300"
         )
         # COLUMNS/LINES from the environment (pytest's may have them) would fix the app at that

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.helpers import script
-from tests.ui.test_ui_tmux import Tmux
+from tests.processes import Tmux
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,8 +13,7 @@ from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.help import HelpScreen
 from gradtui.ui.widgets.command_bar import CommandBar
 from gradtui.ui.widgets.variables import VariablesScreen
-from tests.helpers import script
-from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
+from tests.helpers import SIZE, script, selected, wait_for, wait_paused_at
 
 pytestmark = pytest.mark.timeout(120)
 

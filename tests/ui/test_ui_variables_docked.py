@@ -9,8 +9,7 @@ from textual.widgets import DataTable
 
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.variables import VariablesPane, variable_rows
-from tests.helpers import script
-from tests.ui.ui_helpers import SIZE, selected, wait_for, wait_paused_at
+from tests.helpers import SIZE, script, selected, wait_for, wait_paused_at
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,7 +19,8 @@ from gradtui.protocol import events as ev
 from gradtui.protocol.options import RunOptions
 from gradtui.wire import protocol
 from gradtui.wire.child import ChildTarget
-from tests.wire.wire_helpers import SCRIPTS, TIMEOUT, Listening, output_of, run_child
+from tests.helpers import SCRIPTS, output_of
+from tests.processes import PROCESS_TIMEOUT, Listening, run_child
 
 HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "wire")
 
@@ -177,7 +178,7 @@ def test_a_child_agents_token_is_not_in_its_environment_nor_its_command_line(mon
         finally:
             target.kill_now()
 
-    asyncio.run(asyncio.wait_for(drive(), TIMEOUT))
+    asyncio.run(asyncio.wait_for(drive(), PROCESS_TIMEOUT))
     assert seen and finished and finished[0].exit_status == 0  # it authenticated with that token
     for name, data in seen.items():
         assert known.encode() not in data and b"GRADTUI_TOKEN=" not in data, name

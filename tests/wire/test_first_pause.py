@@ -5,7 +5,8 @@ itself when that client leaves (the script runs on with its breakpoints armed)."
 
 from __future__ import annotations
 
-from tests.wire.wire_helpers import SCRIPTS, Listening
+from tests.helpers import SCRIPTS
+from tests.processes import Listening
 
 
 def test_a_client_that_leaves_at_the_first_pause_leaves_the_script_paused_there(tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gradtui.wire import runtime
-from tests.wire.wire_helpers import SCRIPTS
+from tests.helpers import SCRIPTS
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import torch
 from gradtui.engine.fingerprints import sketch
 from gradtui.engine.fingerprints import values as fp
 from gradtui.protocol.fingerprints import estimate_distance
-from tests.hostreads import HostReads
+from tests.helpers import HostReads
 
 
 def test_sketch_estimates_relative_distance_within_a_factor_of_two():

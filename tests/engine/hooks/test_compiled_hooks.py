@@ -17,9 +17,7 @@ from gradtui.engine.hooks.native.cache import Cache
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
-from tests.engine.hooks.test_hook_plan import KINDS, of, plain, run, same
-from tests.engine.hooks.test_pass_through import _same_stats
-from tests.helpers import compiled_hooked
+from tests.helpers import PLAN_KINDS, compiled_hooked, nan_case, of, plain_pass, run_pass, same, same_stats
 
 BUILT = native.load().module is not None
 needs_build = pytest.mark.skipif(
@@ -99,9 +97,7 @@ def _all_stats(events):
 def _with_nans():
     """A NaN made mid-pass (sqrt's backward at a zero): with no watch the pass runs on, and the
     nodes after it send NaN and inf, which the Python posthook measures."""
-    from tests.engine.hooks.test_hook_plan import _nan_case
-
-    return _nan_case("view", "after", size="big")()
+    return nan_case("view", "after", size="big")()
 
 
 @needs_build
@@ -109,12 +105,12 @@ def _with_nans():
 @pytest.mark.parametrize("watch", [True, False])
 @pytest.mark.parametrize("build", [_build, _with_nans], ids=["mixed", "nans"])
 def test_compiled_and_python_hooks_give_the_same_events(monkeypatch, hooked, full, watch, build):
-    compiled_events, compiled_leaves = run(build, watch=watch, full=full)
+    compiled_events, compiled_leaves = run_pass(build, watch=watch, full=full)
     assert hooked and hooked[0] >= (
         8 if build is _build else 1
     )  # the plain planned nodes (a custom Function keeps Python's)
     python_only(monkeypatch)
-    python_events, python_leaves = run(build, watch=watch, full=full)
+    python_events, python_leaves = run_pass(build, watch=watch, full=full)
     ours, theirs = _all_stats(compiled_events), _all_stats(python_events)
     assert ours.keys() == theirs.keys() and len(ours) == of(compiled_events, ev.PassStarted)[0].graph.number_of_nodes()
     assert _run_order(compiled_events) == _run_order(python_events)  # the Python-hooked nodes in their place
@@ -123,8 +119,8 @@ def test_compiled_and_python_hooks_give_the_same_events(monkeypatch, hooked, ful
     for node, (outputs, inputs) in theirs.items():
         got_outputs, got_inputs = ours[node]
         for a, b in zip(got_outputs + got_inputs, outputs + inputs, strict=True):
-            assert _same_stats(a, b), node
-    for a, b, c in zip(compiled_leaves, python_leaves, plain(build), strict=True):
+            assert same_stats(a, b), node
+    for a, b, c in zip(compiled_leaves, python_leaves, plain_pass(build), strict=True):
         assert same(a.grad, b.grad) and same(a.grad, c.grad)
 
 
@@ -153,22 +149,21 @@ def test_the_hooks_are_off_a_retained_graph_after_its_pass_and_gone_with_a_freed
 @pytest.mark.parametrize("where", ["before", "after", "at"])
 @pytest.mark.parametrize("kind", ["view", "add", "clone"])
 def test_a_nan_is_named_where_it_appeared_and_is_editable(hooked, kind, where):
-    from tests.engine.hooks.test_hook_plan import _nan_case
 
-    build = _nan_case(kind, where, size="big")
-    events, leaves = run(build, ["zero", "continue"])
+    build = nan_case(kind, where, size="big")
+    events, leaves = run_pass(build, ["zero", "continue"])
     assert hooked and hooked[0] >= 1
     graph = of(events, ev.PassStarted)[0].graph
     pause = of(events, ev.Paused)[0]
     if where == "at":
-        assert graph.nodes[pause.node]["info"].name == KINDS[kind][1] and pause.phase == "before"
+        assert graph.nodes[pause.node]["info"].name == PLAN_KINDS[kind][1] and pause.phase == "before"
     else:
         assert graph.nodes[pause.node]["info"].name == "SqrtBackward0" and pause.phase == "after"
     ran = of(events, ev.NodeRan)
     culprit = next(i for i, e in enumerate(ran) if e.node == pause.node)
     assert not any(s is not None and s.nonfinite for e in ran[:culprit] for s in e.grad_outputs + e.grad_inputs)
     assert not leaves[0].grad.isnan().any()  # the zeroed gradient went on
-    assert same(run(build, ["continue"])[1][0].grad, plain(build)[0].grad)
+    assert same(run_pass(build, ["continue"])[1][0].grad, plain_pass(build)[0].grad)
 
 
 @needs_build
@@ -182,9 +177,9 @@ def test_an_overflowing_norm_of_finite_values_is_not_a_nan():
         return [x], (x * 3e37).sum()  # MulBackward0 sends 3e37 x 100: a float32 norm overflows
 
     for make in (build, big):
-        events, leaves = run(make)
+        events, leaves = run_pass(make)
         assert not of(events, ev.Paused)
-        assert same(leaves[0].grad, plain(make)[0].grad)
+        assert same(leaves[0].grad, plain_pass(make)[0].grad)
 
 
 @needs_build
@@ -223,11 +218,11 @@ def test_a_nested_backward_in_a_custom_function_is_not_the_passs(monkeypatch):
         x = torch.rand(70, requires_grad=True)
         return [x], (torch.exp(Inner.apply(torch.sin(x))) * 2).sum()
 
-    events, leaves = run(build)
+    events, leaves = run_pass(build)
     python_only(monkeypatch)
-    python_events, python_leaves = run(build)
+    python_events, python_leaves = run_pass(build)
     assert _all_stats(events).keys() == _all_stats(python_events).keys()
-    assert same(leaves[0].grad, python_leaves[0].grad) and same(leaves[0].grad, plain(build)[0].grad)
+    assert same(leaves[0].grad, python_leaves[0].grad) and same(leaves[0].grad, plain_pass(build)[0].grad)
 
 
 @needs_build
@@ -244,11 +239,11 @@ def test_a_long_pass_reports_progress_from_the_compiled_hooks(monkeypatch):
             y = torch.sin(y) * 1.001
         return [x], y.sum()
 
-    events, leaves = run(build)
+    events, leaves = run_pass(build)
     progress = of(events, ev.Progress)
     assert len(progress) >= 100 and progress[-1].done <= progress[-1].total
     assert [p.done for p in progress] == sorted(p.done for p in progress)
-    assert same(leaves[0].grad, plain(build)[0].grad)
+    assert same(leaves[0].grad, plain_pass(build)[0].grad)
 
 
 def test_a_failed_build_keeps_its_reason_and_the_python_hooks_run(monkeypatch, tmp_path):
@@ -270,8 +265,8 @@ def test_off_means_the_python_hooks(monkeypatch):
     monkeypatch.setattr(native, "_loaded", None)
     assert native.load() == native.Native(None, "GRADTUI_NATIVE=off")
     monkeypatch.setattr(native, "_loaded", None)  # the next test loads afresh
-    events, leaves = run(_build)
-    assert same(leaves[0].grad, plain(_build)[0].grad)
+    events, leaves = run_pass(_build)
+    assert same(leaves[0].grad, plain_pass(_build)[0].grad)
 
 
 def test_builds_at_once_do_not_see_each_others_files(monkeypatch, tmp_path):
@@ -385,7 +380,7 @@ def test_a_pass_handed_over_at_a_pause_runs_its_rest_on_compiled_hooks(monkeypat
     assert ours.keys() == theirs.keys() and _run_order(events) == _run_order(python_events)
     for node, (outputs, inputs) in theirs.items():
         for a, b in zip(ours[node][0] + ours[node][1], outputs + inputs, strict=True):
-            assert _same_stats(a, b), node
+            assert same_stats(a, b), node
     assert same(leaves[0].grad, python_leaves[0].grad)
 
 
@@ -408,9 +403,9 @@ def test_under_torchs_compiled_autograd_the_python_hooks_run(monkeypatch, hooked
     from gradtui.engine.hooks import compiled
 
     monkeypatch.setattr(compiled, "compiled_autograd_on", lambda: True)
-    events, leaves = run(_build)
+    events, leaves = run_pass(_build)
     assert not hooked
-    assert same(leaves[0].grad, plain(_build)[0].grad)
+    assert same(leaves[0].grad, plain_pass(_build)[0].grad)
 
 
 def test_a_compiler_killed_or_timed_out_is_tried_again_later(monkeypatch, tmp_path):

@@ -14,50 +14,20 @@ import torch
 from gradtui.engine.hooks import planned
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
-from tests.helpers import compiled_hooked, fed_session
+from tests.helpers import (
+    PLAN_KINDS,
+    PLAN_SIZES,
+    compiled_hooked,
+    fed_session,
+    nan_case,
+    of,
+    plain_pass,
+    plan_leaf,
+    run_pass,
+    same,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-
-
-def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
-    """Exactly equal, NaN where NaN."""
-    if a is None or b is None:
-        return a is b
-    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
-
-
-def run(build, commands=(), *, watch=True, full=False, check_every=None):
-    """Run one pass of `build()` (-> (leaves, loss)) under a session that starts in continue."""
-    events: list[ev.Event] = []
-    session = Session(events.append, provenance=False, full_stats=full, check_every=check_every)
-    feed = iter(commands)
-
-    def on(event):
-        if isinstance(event, ev.Paused):
-            for command in feed:
-                session.submit(command)
-                if command in ("continue", "step"):
-                    return
-            session.submit("continue")
-
-    session.add_listener(on)
-    session.run_on()
-    if watch:
-        session.submit("break nan")
-    with session:  # built under the session, as a script's forward is (its hooks are seen)
-        leaves, loss = build()
-        loss.backward()
-    return events, leaves
-
-
-def plain(build):
-    leaves, loss = build()
-    loss.backward()
-    return leaves
-
-
-def of(events, kind):
-    return [e for e in events if isinstance(e, kind)]
 
 
 def test_hook_calls_per_node_in_continue_with_a_nan_watch(monkeypatch):
@@ -79,61 +49,30 @@ def test_hook_calls_per_node_in_continue_with_a_nan_watch(monkeypatch):
     def build():
         return list(model.parameters()), model(data).pow(2).mean()
 
-    events, params = run(build)
+    events, params = run_pass(build)
     nodes = of(events, ev.PassStarted)[0].graph.number_of_nodes()
     assert 0.05 <= (calls[0] + sum(compiled)) / nodes <= 0.3
     assert len({e.node for e in of(events, ev.NodeRan)}) == nodes  # every node still reported
     grads = [p.grad.clone() for p in params]
     model.zero_grad(set_to_none=True)
-    plain(build)
+    plain_pass(build)
     assert all(torch.equal(g, p.grad) for g, p in zip(grads, model.parameters()))
 
 
-KINDS = {  # name: (forward op, the backward node it makes)
-    "view": (lambda t: t.view(-1), "ViewBackward0"),
-    "reshape": (lambda t: t.t().reshape(-1), "UnsafeViewBackward0"),
-    "transpose": (lambda t: t.transpose(0, 1), "TransposeBackward0"),
-    "T": (lambda t: t.t(), "TBackward0"),
-    "permute": (lambda t: t.unsqueeze(2).permute(2, 0, 1), "PermuteBackward0"),
-    "select": (lambda t: t.select(0, 1), "SelectBackward0"),
-    "clone": (lambda t: t.clone(), "CloneBackward0"),
-    "squeeze": (lambda t: t.unsqueeze(0).squeeze(0), "SqueezeBackward1"),
-    "unsqueeze": (lambda t: t.unsqueeze(1), "UnsqueezeBackward0"),
-    # negative dims: what these send on is shaped from what they receive (engine/plan.py, sent_shape)
-    "mT": (lambda t: t.unsqueeze(0).mT, "TransposeBackward0"),
-    "permute-negative": (lambda t: t.unsqueeze(0).permute(-1, 0, 1), "PermuteBackward0"),
-    "unsqueeze-negative": (lambda t: t.unsqueeze(-1), "UnsqueezeBackward0"),
-    # pass-through (engine/plan.py, SIGNS): what arrives, or its negation, on every input
-    "add": (lambda t: t + t * 0.5, "AddBackward0"),
-    "add-detached": (lambda t: t + t.detach(), "AddBackward0"),
-    "sub": (lambda t: t - t * 0.5, "SubBackward0"),
-    "rsub": (lambda t: torch.rsub(t, t * 0.5), "RsubBackward0"),
-    "neg": (lambda t: -t, "NegBackward0"),
-}
-SIZES = {"small": (4, 3), "big": (12, 16)}
-
-
-def _leaf(shape):
-    torch.manual_seed(0)
-    x = torch.rand(*shape) + 0.5
-    x[:, 0] = 0.0  # a zero in every row: sqrt's backward makes NaN there if no gradient arrives
-    return x.requires_grad_()
-
-
 @pytest.mark.parametrize("full", [False, True])
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("size", PLAN_SIZES)
+@pytest.mark.parametrize("kind", PLAN_KINDS)
 def test_derived_statistics_equal_torchs(kind, size, full):
-    op, name = KINDS[kind]
+    op, name = PLAN_KINDS[kind]
 
     def build():
-        x = _leaf(SIZES[size])
+        x = plan_leaf(PLAN_SIZES[size])
         z = op(x * 1.5)
         w = torch.linspace(-2, 3, z.numel()).reshape(z.shape)
         return [x], (z * w).sum()
 
-    planned_run, _ = run(build, full=full)
-    every_node, _ = run(build, full=full, check_every=1)  # every node hooked, read by torch
+    planned_run, _ = run_pass(build, full=full)
+    every_node, _ = run_pass(build, full=full, check_every=1)  # every node hooked, read by torch
     graph = of(planned_run, ev.PassStarted)[0].graph
     assert name in {graph.nodes[i]["info"].name for i in range(len(graph))}
     ours = {e.node: e for e in of(planned_run, ev.NodeRan)}
@@ -154,38 +93,17 @@ def test_derived_statistics_equal_torchs(kind, size, full):
                 assert all(math.isclose(u, v, rel_tol=1e-9, abs_tol=0) for u, v in zip(a.values, b.values, strict=True))
 
 
-def _nan_case(kind, where, size="small"):
-    """A pass with the kind's node and a NaN made just before it (its producer's `sqrt`), just
-    after it (the `sqrt` it sends to) or at it (a user hook on the tensor its forward made)."""
-    op, _ = KINDS[kind]
-
-    def build():
-        x = _leaf(SIZES[size])
-        if where == "after":
-            z = op(x.sqrt())
-        else:
-            z = op(x * 1.0)
-            if where == "at":
-                z.register_hook(lambda g: g * torch.where(torch.arange(g.numel()).reshape(g.shape) == 1, math.nan, 1.0))
-                return [x], (z * 2.0).sum()
-            z = z.sqrt()
-        mask = (z.detach() != 0).to(z.dtype)
-        return [x], (z * mask).sum()
-
-    return build
-
-
 @pytest.mark.parametrize("where", ["before", "after", "at"])
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", PLAN_KINDS)
 def test_a_nan_next_to_a_derived_node_is_named_where_it_appeared(kind, where):
-    build = _nan_case(kind, where)
-    events, leaves = run(build, ["zero", "continue"])
+    build = nan_case(kind, where)
+    events, leaves = run_pass(build, ["zero", "continue"])
     graph = of(events, ev.PassStarted)[0].graph
     (hit,) = of(events, ev.BreakpointHit)
     pause = of(events, ev.Paused)[0]
     assert hit.node == pause.node
     if where == "at":  # the user hook made it, before the node its tensor feeds: editable there
-        assert graph.nodes[pause.node]["info"].name == KINDS[kind][1] and pause.phase == "before"
+        assert graph.nodes[pause.node]["info"].name == PLAN_KINDS[kind][1] and pause.phase == "before"
     else:
         assert graph.nodes[pause.node]["info"].name == "SqrtBackward0" and pause.phase == "after"
     (zeroed,) = [r for r in of(events, ev.CommandResult) if r.command == "zero"]
@@ -194,32 +112,32 @@ def test_a_nan_next_to_a_derived_node_is_named_where_it_appeared(kind, where):
     culprit = next((i for i, e in enumerate(ran) if e.node == pause.node), len(ran))
     assert not any(s is not None and s.nonfinite for e in ran[:culprit] for s in e.grad_outputs + e.grad_inputs)
     assert not leaves[0].grad.isnan().any()  # the edit went on
-    events, leaves = run(build, ["continue"])
-    assert same(leaves[0].grad, plain(build)[0].grad)
+    events, leaves = run_pass(build, ["continue"])
+    assert same(leaves[0].grad, plain_pass(build)[0].grad)
 
 
 @pytest.mark.parametrize("where", ["before", "at"])
 def test_a_nan_at_a_leaf_accumulator(where):
     def build():
-        x = _leaf((4, 3))
+        x = plan_leaf((4, 3))
         if where == "at":
             x.register_hook(lambda g: g * math.nan)
             return [x], (x * 2.0).sum()
         return [x], (x.sqrt() * (x.detach() != 0)).sum()
 
-    events, leaves = run(build)
+    events, leaves = run_pass(build)
     graph = of(events, ev.PassStarted)[0].graph
     pause = of(events, ev.Paused)[0]
     assert graph.nodes[pause.node]["info"].name == ("AccumulateGrad" if where == "at" else "SqrtBackward0")
-    assert same(leaves[0].grad, plain(build)[0].grad)
+    assert same(leaves[0].grad, plain_pass(build)[0].grad)
 
 
 def test_stepping_from_a_planned_pause_hooks_the_rest():
-    build = _nan_case("view", "before", size="big")
-    events, leaves = run(build, ["step", "step", "step"])
+    build = nan_case("view", "before", size="big")
+    events, leaves = run_pass(build, ["step", "step", "step"])
     pauses = of(events, ev.Paused)
     assert len(pauses) == 4 and [p.reason for p in pauses[1:]] == ["step"] * 3
-    assert same(leaves[0].grad, plain(build)[0].grad)
+    assert same(leaves[0].grad, plain_pass(build)[0].grad)
 
 
 def test_a_raising_tensor_hook_marks_the_node_it_ran_at():
@@ -326,7 +244,7 @@ def test_a_pass_that_steps_then_continues_runs_the_rest_on_the_plan(monkeypatch)
                 assert (a.shape, a.nonfinite) == (b.shape, b.nonfinite)
                 assert math.isclose(a.norm, b.norm, rel_tol=2e-6, abs_tol=1e-9)
     assert all(torch.equal(g, h) for g, h in zip(grads, every_grads))
-    plain_grads = plain(lambda: (list(model.parameters()), model(data).pow(2).mean()))
+    plain_grads = plain_pass(lambda: (list(model.parameters()), model(data).pow(2).mean()))
     assert all(torch.equal(g, p.grad) for g, p in zip(grads, plain_grads))
 
 
@@ -334,7 +252,7 @@ def test_stepping_again_after_a_hand_over_steps_node_by_node():
     """Step at the first node, continue (the plan takes over), the `nan` pause right after the culprit
     (an edit there replaces what it sent on), then step: each node after it pauses again, in the
     engine's order, and the edit reaches the leaf (no NaN left in its gradient)."""
-    build = _nan_case("view", "before", size="big")
+    build = nan_case("view", "before", size="big")
     session, events = fed_session(
         [["continue"], ["zero", "step"], ["step"], ["step"]]
     )  # starts stepping, a `nan` watch armed

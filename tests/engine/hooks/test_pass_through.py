@@ -16,7 +16,7 @@ from torch import nn
 from gradtui.engine.hooks import plan, planned
 from gradtui.engine.hooks.compiled import CompiledHooks
 from gradtui.protocol import events as ev
-from tests.engine.hooks.test_hook_plan import KINDS, SIZES, _leaf, of, plain, run, same
+from tests.helpers import PLAN_KINDS, PLAN_SIZES, encoder_case, of, plain_pass, plan_leaf, run_pass, same, same_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
@@ -41,32 +41,11 @@ def hooked_names(monkeypatch, build, **options):
 
     monkeypatch.setattr(planned.PlannedPass, "_posthook", counted)
     monkeypatch.setattr(CompiledHooks, "drain", drained)
-    events, leaves = run(build, **options)
+    events, leaves = run_pass(build, **options)
     monkeypatch.setattr(planned.PlannedPass, "_posthook", original)
     monkeypatch.setattr(CompiledHooks, "drain", drain)
     graph = of(events, ev.PassStarted)[0].graph
     return sorted(graph.nodes[i]["info"].name for i in seen), events, leaves
-
-
-def _equal(a: float | None, b: float | None) -> bool:
-    """Bit for bit (NaN where NaN, the sign of a zero too)."""
-    if a is None or b is None:
-        return a is b
-    return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
-
-
-def _same_stats(a, b) -> bool:
-    if a is None or b is None:
-        return a is b
-    fields = ("norm", "min", "max", "mean")
-    return (
-        (a.shape, a.dtype, a.device, a.nonfinite, a.unreadable)
-        == (b.shape, b.dtype, b.device, b.nonfinite, b.unreadable)
-        and all(_equal(getattr(a, f), getattr(b, f)) for f in fields)
-        and (a.values is None) == (b.values is None)
-        and all(_equal(u, v) for u, v in zip(a.values or (), b.values or (), strict=True))
-        and all(_equal(u, v) for u, v in zip(a.preview, b.preview, strict=True))
-    )
 
 
 def residual_block():
@@ -98,18 +77,18 @@ def test_a_residual_blocks_add_is_derived_not_hooked(monkeypatch):
     monkeypatch.setattr(plan, "SIGNS", {})  # the plan before pass-through nodes were derived
     before, _, _ = hooked_names(monkeypatch, build)
     assert sorted(names + ["AddBackward0"]) == before
-    want = plain(build)
+    want = plain_pass(build)
     assert all(same(a.grad, b.grad) for a, b in zip(leaves, want, strict=True))
 
 
 @pytest.mark.parametrize("full", [False, True])
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("size", PLAN_SIZES)
 @pytest.mark.parametrize("kind", PASS_THROUGH)
 def test_pass_through_statistics_equal_a_hooked_nodes_bit_for_bit(monkeypatch, kind, size, full):
-    op, name = KINDS[kind]
+    op, name = PLAN_KINDS[kind]
 
     def build():
-        x = _leaf(SIZES[size])
+        x = plan_leaf(PLAN_SIZES[size])
         z = op((x - 0.75) * 1.5)  # values of both signs
         w = torch.linspace(-2, 3, z.numel()).reshape(z.shape)
         return [x], (z * w).sum()
@@ -126,7 +105,7 @@ def test_pass_through_statistics_equal_a_hooked_nodes_bit_for_bit(monkeypatch, k
     for node, want in theirs.items():
         got = ours[node]
         pairs = zip(got.grad_outputs + got.grad_inputs, want.grad_outputs + want.grad_inputs, strict=True)
-        assert all(_same_stats(a, b) for a, b in pairs), graph.nodes[node]["info"].name
+        assert all(same_stats(a, b) for a, b in pairs), graph.nodes[node]["info"].name
 
 
 def test_negative_is_exact_on_every_field():
@@ -137,13 +116,13 @@ def test_negative_is_exact_on_every_field():
         small_stats((6,), "float32", "cpu", values),
         small_stats((6,), "float32", "cpu", tuple(-v for v in values)),
     )
-    assert _same_stats(plan.negative(stats), negated)
+    assert same_stats(plan.negative(stats), negated)
 
 
 @pytest.mark.parametrize("case", ["broadcast", "alpha", "cast", "scalar-broadcast"])
 def test_an_add_that_changes_what_it_sends_stays_hooked(monkeypatch, case):
     def build():
-        x = _leaf((4, 3))
+        x = plan_leaf((4, 3))
         b = torch.linspace(-1, 1, 3).requires_grad_()
         match case:
             case "broadcast":  # b's gradient is summed over the rows by the engine
@@ -158,46 +137,18 @@ def test_an_add_that_changes_what_it_sends_stays_hooked(monkeypatch, case):
 
     names, events, leaves = hooked_names(monkeypatch, build)
     assert {"AddBackward0", "SubBackward0"} & set(names)
-    assert all(same(a.grad, b.grad) for a, b in zip(leaves, plain(build), strict=True))
-
-
-def _encoder_case(case):
-    """Five cases on a 2-layer encoder (residual adds, attention, layer norms)."""
-    from bench_models import transformer
-
-    model = transformer(2, 16)
-    data = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(1))
-
-    def build():
-        x = data
-        if case == "overflow":
-            x = data * 1e18  # finite forward, a float32 overflow on the way back
-        hidden = []
-        handle = model.layers[1].linear1.register_forward_hook(lambda m, i, o: hidden.append(o))
-        out = model(x)
-        handle.remove()
-        match case:
-            case "masked-inf":
-                out = out.masked_fill(torch.arange(16) == 3, -math.inf).softmax(-1)
-            case "masked-nan":
-                out = torch.where(out > 0, out.sqrt(), out)  # sqrt of negatives: NaN where masked
-            case "deep":  # a NaN made on the way back inside the second layer, by a user's tensor hook
-                hidden[0].register_hook(lambda g: g.index_fill(-1, torch.tensor([2]), math.nan))
-        loss = out.pow(2).mean() * (1e30 if case == "overflow" else 1.0)
-        return list(model.parameters()), loss
-
-    return build
+    assert all(same(a.grad, b.grad) for a, b in zip(leaves, plain_pass(build), strict=True))
 
 
 @pytest.mark.parametrize("case", ["clean", "overflow", "masked-inf", "masked-nan", "deep"])
 def test_nan_names_the_culprit_an_every_node_pass_names(case):
-    build = _encoder_case(case)
-    planned_run, leaves = run(build, ["continue"])
-    every_node, _ = run(build, ["continue"], check_every=1)
+    build = encoder_case(case)
+    planned_run, leaves = run_pass(build, ["continue"])
+    every_node, _ = run_pass(build, ["continue"], check_every=1)
     hits = [(h.node, h.phase) for h in of(planned_run, ev.Paused)]
     assert hits == [(h.node, h.phase) for h in of(every_node, ev.Paused)]
     assert (case in ("clean", "masked-inf")) == (not hits)  # a softmax of a masked -inf is finite
-    assert all(same(a.grad, b.grad) for a, b in zip(leaves, plain(build), strict=True))
+    assert all(same(a.grad, b.grad) for a, b in zip(leaves, plain_pass(build), strict=True))
 
 
 def test_a_hooked_node_makes_no_stats_for_a_big_finite_gradient_nobody_reads(monkeypatch):

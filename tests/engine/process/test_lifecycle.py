@@ -10,7 +10,7 @@ import torch
 from torch.nn.modules import module as nn_module
 
 from gradtui.protocol import events as ev
-from tests.helpers import run_headless, run_plain, script, torch_originals
+from tests.helpers import output_of, run_headless, run_plain, script, torch_originals
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -63,7 +63,7 @@ def test_quit_from_headless_commands():
     assert run.finished.quit
     assert run.where == [(0, 0), (0, 1)]
     assert "quit: the script was stopped" in run.output
-    assert "pass 0 x.grad" not in run.script_output()
+    assert "pass 0 x.grad" not in output_of(run.events)
 
 
 def test_quit_cannot_be_swallowed_by_except_exception(driven):

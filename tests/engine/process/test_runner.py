@@ -10,7 +10,7 @@ import pytest
 
 import gradtui
 from gradtui.protocol import events as ev
-from tests.helpers import SCRIPTS, run_headless, script
+from tests.helpers import SCRIPTS, output_of, run_headless, script
 
 GRADTUI_PACKAGE = os.path.join(os.path.dirname(os.path.realpath(gradtui.__file__)), "")
 """gradtui's own files: the folder of its package (not the checkout, whose path may say gradtui)."""
@@ -73,7 +73,7 @@ def test_streams_pass_for_the_real_ones(tmp_path):
     )
     run = run_headless(path)
     assert run.status == 0, run.output
-    assert run.script_output() == "bytés ✓\ntext\n"
+    assert output_of(run.events) == "bytés ✓\ntext\n"
 
 
 def test_captured_streams_have_the_real_file_descriptors(tmp_path):
@@ -86,14 +86,14 @@ def test_captured_streams_have_the_real_file_descriptors(tmp_path):
     )
     run = run_headless(path)
     assert run.status == 0, run.output
-    assert run.script_output() == "True True\n"
+    assert output_of(run.events) == "True True\n"
 
 
 def test_stdin_is_empty_at_every_level(tmp_path):
     path = write(tmp_path, "stdin.py", "import sys\nprint(repr(sys.stdin.read()), sys.stdin.buffer.read())\n")
     run = run_headless(path)
     assert run.status == 0, run.output
-    assert run.script_output() == "'' b''\n"
+    assert output_of(run.events) == "'' b''\n"
 
 
 def test_exception_gives_status_1_a_trimmed_traceback_and_the_passes_so_far():
@@ -150,7 +150,7 @@ def test_exit_status(tmp_path, body, status, message):
     run = run_headless(write(tmp_path, "exits.py", f"import sys\nprint('before')\n{body}\nprint('after')\n"))
     assert run.status == status and run.finished.exit_status == status
     assert run.finished.traceback == message
-    assert run.script_output() == "before\n"
+    assert output_of(run.events) == "before\n"
 
 
 def test_exit_after_a_pass():
@@ -165,7 +165,7 @@ def test_a_script_that_never_calls_backward():
     assert run.status == 0 and run.finished.passes == 0
     assert not run.pauses and not run.of(ev.PassStarted)
     assert "note: the script never called backward() or torch.autograd.grad()" in run.output
-    assert run.script_output() == "forward only 2.0\n"
+    assert output_of(run.events) == "forward only 2.0\n"
     assert run.report.to_json()["passes"] == []
 
 

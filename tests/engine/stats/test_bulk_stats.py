@@ -1,5 +1,5 @@
 """Statistics read back in bulk (gradtui.engine.stats.window), the value watch over them (watch.py), the
-host-read probe (tests/hostreads.py) and the networkx view built only when read. Counts, not times."""
+host-read probe (tests/helpers.py's HostReads) and the networkx view built only when read. Counts, not times."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from gradtui.engine.stats.summary import summarize
 from gradtui.engine.stats.window import StatsWindow, resolve
 from gradtui.protocol import events as ev
 from gradtui.protocol.lazygraph import is_built
-from tests.helpers import compiled_off
-from tests.hostreads import HostReads
+from tests.helpers import HostReads, compiled_off
 
 pytestmark = pytest.mark.timeout(120)
 
