@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
 import platform
 import sqlite3
@@ -102,36 +103,48 @@ def stats_json(stats: Stats | None) -> dict[str, Any] | None:
     return None if stats is None else stats.to_json()
 
 
-_EMPTY_SLOT = (None,) * 9
+_EMPTY_SLOT = (None,) * len(schema.GRAD_STATS)
 """The statistics columns of an empty slot (shape NULL)."""
 
 
+def _real(value: float | None) -> float | str | None:
+    """A REAL cell: NaN as the text 'nan' (SQLite would store it as NULL; None stays NULL)."""
+    return "nan" if value != value else value
+
+
+def _floats(values: tuple[float, ...] | None) -> bytes | None:
+    """A FLOATS cell: float64s in the machine's byte order."""
+    return None if values is None else array("d", values).tobytes()
+
+
+def _encoder(kept: schema.Kept) -> Callable[[Any], Any] | None:
+    """How a statistic kept as `kept` is written to its cell (None: as it is)."""
+    match kept:
+        case schema.Kept.SHAPE:
+            return _list
+        case schema.Kept.REAL:
+            return _real
+        case schema.Kept.FLOATS:
+            return _floats
+        case _:
+            return None
+
+
+_READ = operator.attrgetter(*(c.field for c in schema.GRAD_STATS))
+"""A Stats' recorded fields, in `grads`' column order (schema.GRAD_STATS)."""
+_ENCODE = tuple(_encoder(c.kept) for c in schema.GRAD_STATS)
+
+
 def _grad_rows(index: int, node: int, direction: int, grads: tuple[Stats | None, ...], rows: list[tuple]) -> None:
-    """Append the `grads` rows of one node's slots. The hot loop of a recording (a row per slot
-    of every node of every pass with per-node data): locals, no calls but the shape's cache."""
-    append, shape_text = rows.append, _list
+    """Append the `grads` rows of one node's slots, each statistic of schema.GRAD_STATS encoded as
+    its column keeps it. The hot loop of a recording (a row per slot of every node of every pass
+    with per-node data): the fields read in one call, encoders only where a cell needs one."""
+    append, read, encode = rows.append, _READ, _ENCODE
     for slot, s in enumerate(grads):
         if s is None:
             append((index, node, direction, slot, *_EMPTY_SLOT))
             continue
-        norm, lo, hi, mean, values = s.norm, s.min, s.max, s.mean, s.values
-        append(
-            (
-                index,
-                node,
-                direction,
-                slot,
-                shape_text(s.shape),
-                s.dtype,
-                s.device,
-                "nan" if norm != norm else norm,
-                "nan" if lo != lo else lo,
-                "nan" if hi != hi else hi,
-                "nan" if mean != mean else mean,
-                s.nonfinite,
-                None if values is None else array("d", values).tobytes(),
-            )
-        )
+        append((index, node, direction, slot, *[v if e is None else e(v) for e, v in zip(encode, read(s))]))
 
 
 def _print_rows(index: int, prints: tuple[ev.Print, ...]) -> list[tuple]:
@@ -164,6 +177,11 @@ class _Pass:
     keep_nodes: bool = False
     """Write this pass's per-node rows when it ends (flight mode: a breakpoint hit in it)."""
 
+
+_INSERT_GRADS = "INSERT INTO grads ({}) VALUES ({})".format(
+    ", ".join([*schema.GRAD_KEY, *(c.name for c in schema.GRAD_STATS)]),
+    ", ".join("?" * (len(schema.GRAD_KEY) + len(schema.GRAD_STATS))),
+)
 
 ROWS_CHUNK = 4096
 """Rows of a pass's `grads` made at a time while they are written."""
@@ -502,7 +520,7 @@ class Recorder:
 
         work: list[tuple[str, Iterable[tuple]]] = [
             ("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _Rows(nodes)),
-            ("INSERT INTO grads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _Rows(grads)),
+            (_INSERT_GRADS, _Rows(grads)),
         ]
         if flight.prints:
             work.append(
