@@ -107,11 +107,6 @@ _EMPTY_SLOT = (None,) * len(schema.GRAD_STATS)
 """The statistics columns of an empty slot (shape NULL)."""
 
 
-def _real(value: float | None) -> float | str | None:
-    """A REAL cell: NaN as the text 'nan' (SQLite would store it as NULL; None stays NULL)."""
-    return "nan" if value != value else value
-
-
 def _floats(values: tuple[float, ...] | None) -> bytes | None:
     """A FLOATS cell: float64s in the machine's byte order."""
     return None if values is None else array("d", values).tobytes()
@@ -123,7 +118,7 @@ def _encoder(kept: schema.Kept) -> Callable[[Any], Any] | None:
         case schema.Kept.SHAPE:
             return _list
         case schema.Kept.REAL:
-            return _real
+            return _f
         case schema.Kept.FLOATS:
             return _floats
         case _:
