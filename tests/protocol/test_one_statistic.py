@@ -115,6 +115,19 @@ def test_the_compiled_posthooks_fill_the_factory_by_field_name():
     assert "(NOOddddi)" not in cpp
 
 
+def test_the_compiled_posthooks_fill_the_light_tuples_in_their_fields_order():
+    """A small gradient's `Listed` and a big one's `Normed` (named tuples Python reads by name, made
+    into Stats only when read) are filled in C++ item by item: items 0 to 3 are their fields."""
+    from gradtui.engine.stats.immediate import Listed, Normed
+
+    cpp = (NATIVE / "posthooks.cpp").read_text(encoding="utf-8")
+    assert Listed._fields == ("shape", "dtype", "values", "nonfinite")
+    assert Normed._fields == ("shape", "dtype", "norm", "nonfinite")
+    filled = re.findall(r"PyTuple_SET_ITEM\(made, (\d), (\w+)", cpp)
+    assert filled == [("0", "shape"), ("1", "dtype"), ("2", "middle"), ("3", "PyLong_FromLong")]
+    assert "middle = PyFloat_FromDouble(g.norm);" in cpp  # Normed's item 2
+
+
 # The throwaway statistic: the largest magnitude, derived in the factory from min and max.
 PATCHES = {
     "protocol/stats.py": [
