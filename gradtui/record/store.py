@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import operator
 import os
 import platform
 import sqlite3
@@ -107,39 +106,38 @@ _EMPTY_SLOT = (None,) * len(schema.GRAD_STATS)
 """The statistics columns of an empty slot (shape NULL)."""
 
 
-def _floats(values: tuple[float, ...] | None) -> bytes | None:
-    """A FLOATS cell: float64s in the machine's byte order."""
-    return None if values is None else array("d", values).tobytes()
+def _cells_function() -> Callable[[Stats], tuple]:
+    """The function that makes a Stats' `grads` cells, each statistic of schema.GRAD_STATS encoded
+    as its column keeps it, written out from that list once, at import (as `dataclasses` writes
+    an `__init__`): one expression per cell and no call per cell, since it runs for every slot of
+    every node of every recorded pass. The names in it are the schema's own, not input."""
+    cells = []
+    for column in schema.GRAD_STATS:
+        value = f"s.{column.field}"
+        match column.kept:
+            case schema.Kept.SHAPE:
+                cells.append(f"shape_text({value})")
+            case schema.Kept.REAL:  # SQLite would store NaN as NULL: the text 'nan'
+                cells.append(f'("nan" if (v := {value}) != v else v)')
+            case schema.Kept.FLOATS:  # float64s in the machine's byte order
+                cells.append(f'(None if (v := {value}) is None else array("d", v).tobytes())')
+            case _:
+                cells.append(value)
+    return eval(f"lambda s: ({', '.join(cells)},)", {"shape_text": _list, "array": array})
 
 
-def _encoder(kept: schema.Kept) -> Callable[[Any], Any] | None:
-    """How a statistic kept as `kept` is written to its cell (None: as it is)."""
-    match kept:
-        case schema.Kept.SHAPE:
-            return _list
-        case schema.Kept.REAL:
-            return _f
-        case schema.Kept.FLOATS:
-            return _floats
-        case _:
-            return None
-
-
-_READ = operator.attrgetter(*(c.field for c in schema.GRAD_STATS))
-"""A Stats' recorded fields, in `grads`' column order (schema.GRAD_STATS)."""
-_ENCODE = tuple(_encoder(c.kept) for c in schema.GRAD_STATS)
+_cells = _cells_function()
 
 
 def _grad_rows(index: int, node: int, direction: int, grads: tuple[Stats | None, ...], rows: list[tuple]) -> None:
-    """Append the `grads` rows of one node's slots, each statistic of schema.GRAD_STATS encoded as
-    its column keeps it. The hot loop of a recording (a row per slot of every node of every pass
-    with per-node data): the fields read in one call, encoders only where a cell needs one."""
-    append, read, encode = rows.append, _READ, _ENCODE
+    """Append the `grads` rows of one node's slots (`_cells`). The hot loop of a recording (a row
+    per slot of every node of every pass with per-node data)."""
+    append, cells = rows.append, _cells
     for slot, s in enumerate(grads):
         if s is None:
             append((index, node, direction, slot, *_EMPTY_SLOT))
             continue
-        append((index, node, direction, slot, *[v if e is None else e(v) for e, v in zip(encode, read(s))]))
+        append((index, node, direction, slot, *cells(s)))
 
 
 def _print_rows(index: int, prints: tuple[ev.Print, ...]) -> list[tuple]:
