@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from gradtui.engine.failures import failure_text, raised_by_user
+from gradtui.engine.process.quitting import failure_text, raised_by_user
 from gradtui.engine.stats.summary import no_values
 
 

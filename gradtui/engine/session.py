@@ -10,7 +10,7 @@ pause are the `Stepper`'s (gradtui.engine.stepper); commands run in the `Command
 (gradtui.engine.dispatch); a pass's engine call runs in the `PassRunner` (gradtui.engine.hooks.passes)
 under per-pass hooks (gradtui.engine.hooks.everynode, with its reads, or gradtui.engine.hooks.planned); what a
 pass records is gradtui.engine.stats.passrecord's. What the hooks ask of the session goes through its
-public methods (gradtui.engine.owner.Owner).
+public methods (gradtui.engine.stepper.Owner).
 
 Other threads (the UI, the headless driver, the agent's server) talk to the session only
 through `submit` and `quit`, and hear from it only through events.
@@ -349,7 +349,7 @@ class Session:
         plan = resume(make_plan(cap.walk, cap.nodes, cap.roots, self._intercept.hooks_seen), state.completed)
         return PlannedPass(self, state, plan, full=not self.light, delegated=True)
 
-    # ---- what a pass's hooks ask of the session (gradtui.engine.owner.Owner, .planned.Stepping)
+    # ---- what a pass's hooks ask of the session (gradtui.engine.stepper.Owner, .planned.Stepping)
 
     def pause_at(
         self,

@@ -13,8 +13,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from gradtui.protocol.breakpoints import KINDS, as_label, forms, parse_spec
-from gradtui.protocol.words import CommandError, parse_float, parse_int, shown
+from gradtui.protocol.breakpoints import KINDS, CommandError, as_label, forms, parse_float, parse_int, parse_spec, shown
 
 __all__ = ["CommandError", "parse_float", "parse_int", "shown"]  # and every command class below
 

@@ -103,11 +103,15 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
         return out
 
 
-# NOTE: the factories below are the only places a Stats is made (the engine's hooks, the bulk
-# window, the quick reads, the compiled posthooks through `full_stats`, a recording's rows): a new
-# statistic is a new field above with a default, filled here and where it is computed, shown by
-# the detail pane and stored by the recording's schema. They take positional arguments because
-# they run once per gradient on the hot path (a keyword call costs more).
+# NOTE: the factories below are the only places a Stats is made (tests/protocol/test_one_statistic.py
+# checks it): the engine's hooks, the bulk window, the quick reads, the compiled posthooks and a
+# recording's rows all come here. `full_stats` is the one that takes every statistic, each
+# parameter named as its field: the engine's Python reads call it by position (once per gradient
+# on the hot path, where a keyword call costs more), the compiled posthooks and a recording's rows
+# by field name (gradtui/engine/hooks/native/records.h's `MEASURED`, gradtui.record.schema's
+# `GRAD_STATS`). A new statistic is a new field above with a default of None (not taken), a
+# parameter of `full_stats` filled where it is measured or derived here, a column of the recording's
+# `GRAD_STATS` and a line of the detail pane (docs/contributing.md, "A statistic").
 
 
 def full_stats(
@@ -115,8 +119,8 @@ def full_stats(
     dtype: str,
     device: str,
     norm: float,
-    lo: float | None,
-    hi: float | None,
+    min: float | None,
+    max: float | None,
     mean: float | None,
     nonfinite: int,
     values: tuple[float, ...] | None = None,
@@ -126,10 +130,9 @@ def full_stats(
 ) -> Stats:
     """A readable tensor's statistics: the norm, min, max and mean (None for any not taken), the
     count of non-finite elements, and the values, preview, histogram and the finite values'
-    range where read."""
-    return Stats(
-        shape, dtype, device, norm, lo, hi, mean, nonfinite, values, preview, histogram, finite_range=finite_range
-    )
+    range where read. Each parameter is named as its field, so callers that hold statistics by
+    name (the compiled posthooks, a recording's row) call it by keyword."""
+    return Stats(shape, dtype, device, norm, min, max, mean, nonfinite, values, preview, histogram, None, finite_range)
 
 
 def light_stats(shape: tuple[int, ...], dtype: str, device: str, norm: float, nonfinite: int) -> Stats:

@@ -42,27 +42,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gradtui.protocol.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, Value, estimate_distance  # noqa: F401 - compare's names too
-from gradtui.record import readonly, schema
+from gradtui.protocol.stats import Stats
+from gradtui.record import readonly, rows, schema
 from gradtui.record.files import FileMap, match_files
 
 
 class BadInput(Exception):
     """A file that cannot be compared (missing, not a recording, no such pass): one line."""
-
-
-@dataclass(frozen=True)
-class RecordedStats:
-    """A gradient's statistics as recorded (a `grads` row): what a recording without fingerprints
-    holds of it."""
-
-    shape: tuple[int, ...]
-    norm: float | None
-    min: float | None
-    max: float | None
-    mean: float | None
-    nonfinite: int
-    values: tuple[float, ...]
-    """Its values, where it has at most 64 elements (else empty)."""
 
 
 @dataclass(frozen=True)
@@ -79,8 +65,9 @@ class Node:
     next: tuple[int, ...] = ()
     """The nodes that made its inputs (autograd's next functions)."""
     values: dict[tuple[int, int], Value] = field(default_factory=dict, compare=False, hash=False)
-    stats: dict[tuple[int, int], RecordedStats] = field(default_factory=dict, compare=False, hash=False)
-    """Its gradients' recorded statistics (`Side.nodes(prints=False)`)."""
+    stats: dict[tuple[int, int], Stats] = field(default_factory=dict, compare=False, hash=False)
+    """Its gradients' recorded statistics (`Side.nodes(prints=False)`), read as a replay reads them
+    (gradtui.record.rows.stats)."""
 
     def key(self) -> tuple:
         """The part of the matching key that does not count occurrences."""
@@ -116,15 +103,15 @@ class Side:
             """Which sketch its fingerprints were made with (None: it has none; schema.SKETCH_VERSION)."""
             run = self._db.execute("SELECT script FROM run").fetchone()
             self.script: str | None = run[0] if run else None
-            rows = self._db.execute("SELECT idx, losses, per_node FROM passes ORDER BY idx").fetchall()
-            self.losses = {i: tuple(_num(v) for v in json.loads(text or "[]")) for i, text, _ in rows}
+            passes = self._db.execute("SELECT idx, losses, per_node FROM passes ORDER BY idx").fetchall()
+            self.losses = {i: tuple(_num(v) for v in json.loads(text or "[]")) for i, text, _ in passes}
         except schema.NotARecording as exc:
             raise BadInput(f"{path}: {exc}") from None
         except sqlite3.Error as exc:
             raise BadInput(f"{path}: {schema.unreadable(exc)}") from None
         except (ValueError, TypeError) as exc:  # a losses cell that is not a JSON list of numbers
             raise BadInput(f"{path}: damaged: its passes table cannot be read ({exc})") from None
-        self.per_node = {i for i, _, per in rows if per}
+        self.per_node = {i for i, _, per in passes if per}
 
     def close(self) -> None:
         """Close the database."""
@@ -167,21 +154,16 @@ class Side:
                 if found is not None:
                     found.values[(d, slot)] = Value(_num(norm), _floats(blob), bool(exact), signed_text(what or ""))
         else:
-            query = (
-                "SELECT node, dir, slot, shape, norm, min, max, mean, nonfinite, vals FROM grads "
-                "WHERE pass = ? AND shape IS NOT NULL"
-            )
-            for node, d, slot, shape, norm, lo, hi, mean, nonfinite, blob in self._db.execute(query, (index,)):
-                if node in nodes:
-                    nodes[node].stats[(d, slot)] = RecordedStats(
-                        tuple(json.loads(shape)),
-                        _num(norm),
-                        _num(lo),
-                        _num(hi),
-                        _num(mean),
-                        nonfinite or 0,
-                        _floats(blob),
-                    )
+            recorded = self._db.execute(
+                f"SELECT node, dir, slot, {schema.grad_columns(self._db)} FROM grads WHERE pass = ?", (index,)
+            ).fetchall()
+            for row in recorded:
+                try:
+                    node, d, slot, stats = rows.stats(row, len(recorded))
+                except rows.BadRow:  # a damaged row: compared as a gradient not recorded
+                    continue
+                if stats is not None and node in nodes:
+                    nodes[node].stats[(d, slot)] = stats
         # Forward order: autograd numbers nodes as the forward makes them; accumulators (leaves,
         # numbered 2**64 - 1, stored as -1) come after every op.
         return sorted(nodes.values(), key=lambda n: (n.seq < 0, n.seq, n.id))
@@ -220,7 +202,7 @@ def distance(a: Value, b: Value) -> float:
     return _relative(apart, na, nb)
 
 
-def stats_distance(a: RecordedStats, b: RecordedStats) -> tuple[float, bool]:
+def stats_distance(a: Stats, b: Stats) -> tuple[float, bool]:
     """How far apart two gradients are by their recorded statistics, relative to the larger norm,
     and whether that is exact (both hold the values) or a lower bound (see the module doc).
     inf: different shapes, or non-finite where the other is not."""
@@ -235,12 +217,12 @@ def stats_distance(a: RecordedStats, b: RecordedStats) -> tuple[float, bool]:
         return (0.0 if a.nonfinite == b.nonfinite and all(_same(x, y) for x, y in pairs) else math.inf), False
     size = math.prod(a.shape)
     bound = max(
-        abs(a.norm - b.norm),  # type: ignore[operator]
+        abs(a.norm - b.norm),
         abs(a.min - b.min),  # type: ignore[operator]
         abs(a.max - b.max),  # type: ignore[operator]
         math.sqrt(size) * abs(a.mean - b.mean),  # type: ignore[operator]
     )
-    return _relative(bound, a.norm, b.norm), False  # type: ignore[arg-type]
+    return _relative(bound, a.norm, b.norm), False
 
 
 def _relative(apart: float, na: float, nb: float) -> float:

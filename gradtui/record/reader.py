@@ -65,6 +65,7 @@ class Recording:
         if "passes" not in tables:
             raise schema.NotARecording("damaged: its passes table is missing")
         self._missing = {t for t in (*TABLES, *LATER_TABLES) if t not in tables}
+        self._grads_select: dict[str, str] = {}
         for table in TABLES:
             if table in self._missing:
                 self._note(f"the {table} table is missing")
@@ -96,6 +97,16 @@ class Recording:
         except sqlite3.DatabaseError as exc:
             self._note(f"{what} cannot be read ({exc})")
             return []
+
+    def _grad_columns(self, prefix: str = "") -> str:
+        """The select list of a gradient's statistics in this file (schema.grad_columns: NULL for a
+        statistic added after it was made), read once."""
+        if prefix not in self._grads_select:
+            try:
+                self._grads_select[prefix] = schema.grad_columns(self._db, prefix)
+            except sqlite3.DatabaseError:  # the query that follows names the damage
+                self._grads_select[prefix] = ", ".join(prefix + c.name for c in schema.GRAD_STATS)
+        return self._grads_select[prefix]
 
     def _decoded(self, found: list[tuple], decode, what) -> list:
         """Each row of `found` decoded; a row that does not decode is noted (`what(row)` names
@@ -236,8 +247,7 @@ class Recording:
         for those of `passes` with per-node data (the distributions over passes: one parameter's,
         when it is looked at; the flow's name index, then primary-key lookups)."""
         found = self._query(
-            "SELECT f.pass, g.node, g.dir, g.slot, g.shape, g.dtype, g.device, g.norm, g.min, g.max, "
-            "g.mean, g.nonfinite, g.vals FROM flow f JOIN grads g ON g.pass = f.pass AND "
+            f"SELECT f.pass, g.node, g.dir, g.slot, {self._grad_columns('g.')} FROM flow f JOIN grads g ON g.pass = f.pass AND "
             "g.node = f.node AND g.dir = 0 AND g.slot = 0 WHERE f.name = ? AND f.pass IN "
             "(SELECT value FROM json_each(?)) ORDER BY f.pass",
             (name, json.dumps(sorted(passes))),
@@ -280,8 +290,7 @@ class Recording:
         """Per node of pass `index` that ran: its incoming and outgoing statistics."""
         found: dict[int, tuple[list[Stats | None], list[Stats | None]]] = {}
         grads = self._query(
-            "SELECT node, dir, slot, shape, dtype, device, norm, min, max, mean, nonfinite, vals "
-            "FROM grads WHERE pass = ? ORDER BY node, dir, slot",
+            f"SELECT node, dir, slot, {self._grad_columns()} FROM grads WHERE pass = ? ORDER BY node, dir, slot",
             (index,),
             f"the gradients of pass {index}",
             "grads",

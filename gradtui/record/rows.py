@@ -15,7 +15,8 @@ from array import array
 from typing import Any, Literal, overload
 
 from gradtui.protocol.events import GradEdited, ParamFlow
-from gradtui.protocol.stats import Stats, full_stats, unreadable_stats
+from gradtui.protocol.stats import PREVIEW_LENGTH, Stats, full_stats, unreadable_stats
+from gradtui.record import schema
 
 
 class BadRow(ValueError):
@@ -124,39 +125,41 @@ def nested(value: Any) -> tuple[dict[str, Any], ...]:
 
 
 def stats(row: tuple, slots: int) -> tuple[int, int, int, Stats | None]:
-    """A `grads` row (node, dir, slot, shape, dtype, device, norm, min, max, mean, nonfinite,
-    vals) as (node, direction, slot, its Stats or None for an empty slot). `slots`: how many
-    rows the pass has, which no slot number reaches (the writer writes a row for every slot,
-    an empty one too): a larger one is damage, and is not let pad the node's slots."""
-    node, direction, slot, size, dtype, device, norm, lo, hi, mean, bad, vals = row
+    """A `grads` row (node, dir, slot, then the columns of gradtui.record.schema.GRAD_STATS) as
+    (node, direction, slot, its Stats or None for an empty slot). `slots`: how many rows the
+    pass has, which no slot number reaches (the writer writes a row for every slot, an empty one
+    too): a larger one is damage, and is not let pad the node's slots."""
+    node, direction, slot, *cells = row
     integer(node, "node")
     if direction not in (0, 1) or type(direction) is not int:
         raise BadRow("dir is not 0 or 1")
     if type(slot) is not int or not 0 <= slot < slots:
         raise BadRow("slot is not a slot number")
-    if size is None:
+    if cells[0] is None:  # shape NULL: an empty slot
         return node, direction, slot, None
-    if vals is not None and (type(vals) is not bytes or len(vals) % 8):
-        raise BadRow("vals is not a list of float64s")
-    values = None if vals is None else tuple(array("d", vals))
-    norm_value = real(norm, "norm", null=False)
-    return (
-        node,
-        direction,
-        slot,
-        full_stats(
-            shape(size),
-            text(dtype, "dtype", False),
-            text(device, "device", False),
-            norm_value,
-            real(lo, "min"),
-            real(hi, "max"),
-            real(mean, "mean"),
-            integer(bad, "nonfinite"),
-            values,
-            values[:8] if values else (),
-        ),
-    )
+    fields = {column.field: cell(value, column) for column, value in zip(schema.GRAD_STATS, cells, strict=True)}
+    values = fields.get("values")
+    return node, direction, slot, full_stats(**fields, preview=values[:PREVIEW_LENGTH] if values else ())
+
+
+def cell(value: Any, column: schema.Column) -> Any:
+    """One statistic's `grads` cell, checked and decoded as its column keeps it."""
+    null = not column.required
+    match column.kept:
+        case schema.Kept.SHAPE:
+            return shape(value, column.name)
+        case schema.Kept.TEXT:
+            return text(value, column.name, null)
+        case schema.Kept.REAL:
+            return real(value, column.name, null)
+        case schema.Kept.COUNT:
+            return integer(value, column.name, null)
+        case schema.Kept.FLOATS:
+            if value is None and null:
+                return None
+            if type(value) is not bytes or len(value) % 8:
+                raise BadRow(f"{column.name} is not a list of float64s")
+            return tuple(array("d", value))
 
 
 def flow(row: tuple) -> ParamFlow:

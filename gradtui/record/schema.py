@@ -30,7 +30,9 @@ before, and a file without it replays as before, with no call-site variables or 
 
 from __future__ import annotations
 
+import enum
 import sqlite3
+from typing import NamedTuple
 
 from gradtui.protocol import events
 
@@ -44,6 +46,79 @@ GRAD_OUTPUTS_DIR = 0
 """`grads.dir` of what arrived at a node (its `grad_outputs`)."""
 GRAD_INPUTS_DIR = 1
 """`grads.dir` of what a node sent on (its `grad_inputs`)."""
+
+
+class Kept(enum.Enum):
+    """How a statistic is kept in its `grads` cell."""
+
+    SHAPE = "shape"
+    """A JSON list of sizes (TEXT)."""
+    TEXT = "text"
+    """Text as it is."""
+    REAL = "real"
+    """A float; NaN written as the text 'nan' (SQLite would store it as NULL)."""
+    COUNT = "count"
+    """A whole number (INTEGER)."""
+    FLOATS = "floats"
+    """A tuple of floats as float64s in the machine's byte order (BLOB)."""
+
+    @property
+    def sql(self) -> str:
+        """The column's SQL type."""
+        match self:
+            case Kept.REAL:
+                return "REAL"
+            case Kept.COUNT:
+                return "INTEGER"
+            case Kept.FLOATS:
+                return "BLOB"
+            case _:
+                return "TEXT"
+
+
+class Column(NamedTuple):
+    """One statistic's column of `grads`: its name, how it is kept, the `Stats` field it holds
+    (when named otherwise) and whether a gradient's row must have it (NULL is damage)."""
+
+    name: str
+    kept: Kept
+    attr: str = ""
+    required: bool = False
+
+    @property
+    def field(self) -> str:
+        """The `Stats` field (gradtui.protocol.stats) this column holds."""
+        return self.attr or self.name
+
+
+GRAD_STATS = (
+    Column("shape", Kept.SHAPE, required=True),
+    Column("dtype", Kept.TEXT, required=True),
+    Column("device", Kept.TEXT, required=True),
+    Column("norm", Kept.REAL, required=True),
+    Column("min", Kept.REAL),
+    Column("max", Kept.REAL),
+    Column("mean", Kept.REAL),
+    Column("nonfinite", Kept.COUNT, required=True),
+    Column("vals", Kept.FLOATS, "values"),
+)
+"""The statistics a recording keeps of a gradient, one `grads` column each, in the table's order:
+the one description the table, the writer (gradtui.record.store) and the readers (`rows.stats`,
+the reader, compare) follow. A statistic added here (nullable, after these) is a column added:
+a file made before it reads as before, its rows NULL there (`grad_columns`), and an older gradtui
+reads a newer file as before (it names the columns it reads)."""
+
+NOT_RECORDED = {
+    "preview": "the first values, taken again from `vals`",
+    "histogram": "a pause's, shown then; a replay shows the values' own",
+    "unreadable": "a gradient without values is kept as its shape, dtype and device with a NaN norm",
+    "finite_range": "a pause's, shown then; a replay takes it from the values where kept",
+}
+"""The `Stats` fields a recording does not keep, each with why."""
+
+GRAD_KEY = ("pass", "node", "dir", "slot")
+"""The columns of `grads` before the statistics: which gradient a row is."""
+
 
 SCHEMA = """
 CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL);
@@ -64,8 +139,7 @@ CREATE TABLE nodes (
 ) WITHOUT ROWID;
 CREATE TABLE grads (
     pass INTEGER NOT NULL, node INTEGER NOT NULL, dir INTEGER NOT NULL, slot INTEGER NOT NULL,
-    shape TEXT, dtype TEXT, device TEXT, norm REAL, min REAL, max REAL, mean REAL,
-    nonfinite INTEGER, vals BLOB,
+    {grad_stats},
     PRIMARY KEY (pass, node, dir, slot)
 ) WITHOUT ROWID;
 CREATE INDEX grads_nonfinite ON grads (pass, node) WHERE nonfinite > 0;
@@ -92,7 +166,14 @@ CREATE TABLE prints (
     norm REAL, exact INTEGER, sketch BLOB, what TEXT,
     PRIMARY KEY (pass, node, dir, slot)
 ) WITHOUT ROWID;
-"""
+""".replace("{grad_stats}", ", ".join(f"{c.name} {c.kept.sql}" for c in GRAD_STATS))
+
+
+def grad_columns(connection: sqlite3.Connection, prefix: str = "") -> str:
+    """The select list of `GRAD_STATS` on an open recording's `grads` (each with `prefix`, a
+    table alias and a dot): NULL for a column the file was made without."""
+    present = {row[1] for row in connection.execute("PRAGMA table_info(grads)")}
+    return ", ".join(f"{prefix}{c.name}" if c.name in present else "NULL" for c in GRAD_STATS)
 
 
 class NotARecording(Exception):

@@ -102,36 +102,42 @@ def stats_json(stats: Stats | None) -> dict[str, Any] | None:
     return None if stats is None else stats.to_json()
 
 
-_EMPTY_SLOT = (None,) * 9
+_EMPTY_SLOT = (None,) * len(schema.GRAD_STATS)
 """The statistics columns of an empty slot (shape NULL)."""
 
 
+def _cells_function() -> Callable[[Stats], tuple]:
+    """The function that makes a Stats' `grads` cells, each statistic of schema.GRAD_STATS encoded
+    as its column keeps it, written out from that list once, at import (as `dataclasses` writes
+    an `__init__`): one expression per cell and no call per cell, since it runs for every slot of
+    every node of every recorded pass. The names in it are the schema's own, not input."""
+    cells = []
+    for column in schema.GRAD_STATS:
+        value = f"s.{column.field}"
+        match column.kept:
+            case schema.Kept.SHAPE:
+                cells.append(f"shape_text({value})")
+            case schema.Kept.REAL:  # SQLite would store NaN as NULL: the text 'nan'
+                cells.append(f'("nan" if (v := {value}) != v else v)')
+            case schema.Kept.FLOATS:  # float64s in the machine's byte order
+                cells.append(f'(None if (v := {value}) is None else array("d", v).tobytes())')
+            case _:
+                cells.append(value)
+    return eval(f"lambda s: ({', '.join(cells)},)", {"shape_text": _list, "array": array})
+
+
+_cells = _cells_function()
+
+
 def _grad_rows(index: int, node: int, direction: int, grads: tuple[Stats | None, ...], rows: list[tuple]) -> None:
-    """Append the `grads` rows of one node's slots. The hot loop of a recording (a row per slot
-    of every node of every pass with per-node data): locals, no calls but the shape's cache."""
-    append, shape_text = rows.append, _list
+    """Append the `grads` rows of one node's slots (`_cells`). The hot loop of a recording (a row
+    per slot of every node of every pass with per-node data)."""
+    append, cells = rows.append, _cells
     for slot, s in enumerate(grads):
         if s is None:
             append((index, node, direction, slot, *_EMPTY_SLOT))
             continue
-        norm, lo, hi, mean, values = s.norm, s.min, s.max, s.mean, s.values
-        append(
-            (
-                index,
-                node,
-                direction,
-                slot,
-                shape_text(s.shape),
-                s.dtype,
-                s.device,
-                "nan" if norm != norm else norm,
-                "nan" if lo != lo else lo,
-                "nan" if hi != hi else hi,
-                "nan" if mean != mean else mean,
-                s.nonfinite,
-                None if values is None else array("d", values).tobytes(),
-            )
-        )
+        append((index, node, direction, slot, *cells(s)))
 
 
 def _print_rows(index: int, prints: tuple[ev.Print, ...]) -> list[tuple]:
@@ -164,6 +170,11 @@ class _Pass:
     keep_nodes: bool = False
     """Write this pass's per-node rows when it ends (flight mode: a breakpoint hit in it)."""
 
+
+_INSERT_GRADS = "INSERT INTO grads ({}) VALUES ({})".format(
+    ", ".join([*schema.GRAD_KEY, *(c.name for c in schema.GRAD_STATS)]),
+    ", ".join("?" * (len(schema.GRAD_KEY) + len(schema.GRAD_STATS))),
+)
 
 ROWS_CHUNK = 4096
 """Rows of a pass's `grads` made at a time while they are written."""
@@ -502,7 +513,7 @@ class Recorder:
 
         work: list[tuple[str, Iterable[tuple]]] = [
             ("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _Rows(nodes)),
-            ("INSERT INTO grads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _Rows(grads)),
+            (_INSERT_GRADS, _Rows(grads)),
         ]
         if flight.prints:
             work.append(

@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gradtui.protocol.stats import Stats
+from gradtui.protocol.stats import Stats, full_stats
 from gradtui.ui.series import PassSeries, SeriesPoint, module_of
 
 BASIS_POINTS = (0, 668, 1587, 3085, 5000, 6915, 8413, 9332, 10000)
@@ -106,7 +106,7 @@ def combined(parts: list[Stats]) -> Stats:
     values = None
     if all(s.values is not None for s in parts):
         values = tuple(v for s in parts for v in s.values or ())
-    return Stats(
+    return full_stats(
         (count,),
         parts[0].dtype,
         parts[0].device,

@@ -19,11 +19,11 @@ from typing import Any
 
 from gradtui.engine.compat import current_graph_task_id
 from gradtui.engine.intercept import GradtuiQuit
-from gradtui.engine.owner import Owner
 from gradtui.engine.stats.bulk import PassReads
 from gradtui.engine.stats.passrecord import PassRecord, Ran, grad_inputs_handles, grad_outputs_handles, hand_off
 from gradtui.engine.stats.summary import summarize_all
 from gradtui.engine.stats.window import HELD_ELEMENTS
+from gradtui.engine.stepper import Owner
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint
 from gradtui.protocol.commands import Break, Delete, Flow, Help, ListBreakpoints

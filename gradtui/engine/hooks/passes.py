@@ -17,8 +17,8 @@ from gradtui.engine.hooks.everynode import EveryNodeHooks
 from gradtui.engine.hooks.plancache import PlanCache
 from gradtui.engine.hooks.planned import PlannedPass
 from gradtui.engine.intercept import GradtuiQuit, Interceptor
-from gradtui.engine.owner import Owner
 from gradtui.engine.stats.passrecord import FlowRecorder, PassRecord, UnhookedFlow
+from gradtui.engine.stepper import Owner
 from gradtui.protocol import events as ev
 from gradtui.protocol.lazygraph import LazyGraph
 

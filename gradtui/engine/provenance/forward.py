@@ -31,17 +31,18 @@ import linecache
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from gradtui.engine.capture.labels import FIRST_KEY, MODULE_KEY, SOURCE_KEY, recorded
+from gradtui.engine.compat import get_function_mode_stack, pop_mode
 from gradtui.engine.compat import get_sequence_nr as _get_sequence_nr
 from gradtui.engine.compat import is_compiling as _is_compiling
 from gradtui.engine.compat import push_mode as _push_mode
-from gradtui.engine.provenance import blame, modestack
+from gradtui.engine.provenance import blame
 from gradtui.engine.provenance.modulecalls import ModuleCalls
 from gradtui.engine.provenance.modulecalls import forward_roots as forward_roots
 from gradtui.protocol import places
@@ -190,14 +191,14 @@ class Provenance(TorchFunctionMode):
         _Module.__call__ = self._wrapped_call  # type: ignore[method-assign]  # the wrapper is the point
 
     def _pop_self(self) -> bool:
-        """Take this mode off the calling thread's mode stack (`modestack.remove`)."""
-        return modestack.remove(self)
+        """Take this mode off the calling thread's mode stack (`remove_mode`)."""
+        return remove_mode(self)
 
     def suspended(self) -> contextlib.AbstractContextManager[None]:
         """Record nothing on this thread meanwhile, at no cost per op: the mode is off the stack
-        (`modestack.suspended`). For a backward pass: its hooks' reductions (gradtui's and the
+        (`suspended_mode`). For a backward pass: its hooks' reductions (gradtui's and the
         user's) make no node worth a source, yet each would go through `__torch_function__`."""
-        return modestack.suspended(self)
+        return suspended_mode(self)
 
     def _wrap_thread_start(self) -> None:
         """Record the threads the script starts too: push this mode at the start of their run
@@ -305,3 +306,50 @@ class Provenance(TorchFunctionMode):
         else:
             source = _innermost_user(caller)
         return source, None if top is None else top.name
+
+
+# ---- a TorchFunctionMode taken off the calling thread's mode stack and put back, under whatever
+# modes the script pushed above it meanwhile. torch keeps function modes per thread as a stack,
+# and a script (or torch itself: `FakeTensorMode`, `torch.compile`'s tracing) may push its own
+# modes above provenance's: popping it must keep those, in their order; putting it back must not
+# bury them.
+
+
+def remove_mode(mode: Any) -> bool:
+    """Take `mode` off the calling thread's mode stack, keeping any mode pushed above it;
+    False if it was not there."""
+    if not any(m is mode for m in get_function_mode_stack()):
+        return False
+    above = []
+    while (popped := pop_mode()) is not mode:
+        above.append(popped)
+    for m in reversed(above):
+        _push_mode(m)
+    return True
+
+
+@contextlib.contextmanager
+def suspended_mode(mode: Any) -> Iterator[None]:
+    """`mode` off this thread's stack meanwhile (nothing reaches it, at no cost per op), then
+    back where it was: under the modes that were above it, or on top if the script changed the
+    stack in between."""
+    stack = get_function_mode_stack()
+    where = next((i for i, m in enumerate(stack) if m is mode), None)
+    if where is None:
+        yield
+        return
+    above = stack[where + 1 :]
+    remove_mode(mode)
+    try:
+        yield
+    finally:
+        now = get_function_mode_stack()
+        count = len(above)
+        if count <= len(now) and all(a is b for a, b in zip(now[len(now) - count :], above)):
+            for _ in range(count):
+                pop_mode()
+            _push_mode(mode)
+            for m in above:
+                _push_mode(m)
+        else:
+            _push_mode(mode)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtui.engine.owner import Owner
 from gradtui.engine.stats.passrecord import PassRecord, Ran
 from gradtui.engine.stats.watch import Hit, current, handles_tensors, hit_text, scan
 from gradtui.engine.stats.window import resolve
+from gradtui.engine.stepper import Owner
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, Nan
 from gradtui.protocol.nodes import info_title

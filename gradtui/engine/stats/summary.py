@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from gradtui.engine.compat import is_zerotensor
-from gradtui.engine.failures import failure_text, raised_by_user
+from gradtui.engine.process.quitting import failure_text, raised_by_user
 from gradtui.protocol.stats import (
     HISTOGRAM_BINS,
     PREVIEW_LENGTH,

@@ -76,7 +76,25 @@ struct PassObject {
   PyObject_HEAD
   std::shared_ptr<Pass>* pass;
   PyObject *normed, *listed, *stats, *f32, *f64, *cpu;  // how `take` makes what Python makes
+  PyObject *stats_names, *zero;  // the keywords `stats` is called with (`MEASURED`'s among them), and 0
 };
+
+// The keywords a big gradient's statistics are handed to the factory with: its shape, dtype and
+// device, each of `MEASURED` by its name, its non-finite count (0: a measured gradient is finite).
+PyObject* stats_names_tuple() {
+  PyObject* names = PyTuple_New(3 + MEASURED_N + 1);
+  const char* fixed[] = {"shape", "dtype", "device"};
+  for (Py_ssize_t k = 0; names && k < 3; ++k) PyTuple_SET_ITEM(names, k, PyUnicode_InternFromString(fixed[k]));
+  for (size_t k = 0; names && k < MEASURED_N; ++k)
+    PyTuple_SET_ITEM(names, 3 + k, PyUnicode_InternFromString(MEASURED[k].name));
+  if (names) PyTuple_SET_ITEM(names, 3 + MEASURED_N, PyUnicode_InternFromString("nonfinite"));
+  for (Py_ssize_t k = 0; names && k < PyTuple_GET_SIZE(names); ++k) {
+    if (!PyTuple_GET_ITEM(names, k)) {
+      Py_CLEAR(names);
+    }
+  }
+  return names;
+}
 
 void drop_refs(Pass& p) {
   Py_CLEAR(p.fallback);
@@ -97,6 +115,8 @@ void pass_dealloc(PyObject* self) {
   Py_XDECREF(obj->f32);
   Py_XDECREF(obj->f64);
   Py_XDECREF(obj->cpu);
+  Py_XDECREF(obj->stats_names);
+  Py_XDECREF(obj->zero);
   Py_TYPE(self)->tp_free(self);
 }
 
@@ -132,10 +152,14 @@ PyObject* stats_of(PassObject* obj, Pass& p, const GradRec& g, Shapes& shapes) {
   PyObject* dtype = g.f64 ? obj->f64 : obj->f32;
   PyObject* shape = shape_of(p, g, shapes);
   if (!shape) return nullptr;
-  if (g.kind == Kind::Full) {
-    PyObject* args = Py_BuildValue("(NOOddddi)", shape, dtype, obj->cpu, g.norm, g.lo, g.hi, g.mean, 0);
-    PyObject* made = args ? PyObject_Call(obj->stats, args, nullptr) : nullptr;
-    Py_XDECREF(args);
+  if (g.kind == Kind::Full) {  // the factory called by keyword: shape, dtype, device, MEASURED..., nonfinite
+    PyObject* args[3 + MEASURED_N + 1] = {shape, dtype, obj->cpu};
+    bool ok = true;
+    for (size_t k = 0; k < MEASURED_N; ++k) ok = (args[3 + k] = PyFloat_FromDouble(g.*MEASURED[k].member)) && ok;
+    args[3 + MEASURED_N] = obj->zero;
+    PyObject* made = ok ? PyObject_Vectorcall(obj->stats, args, 0, obj->stats_names) : nullptr;
+    Py_DECREF(shape);
+    for (size_t k = 0; k < MEASURED_N; ++k) Py_XDECREF(args[3 + k]);
     return made;
   }
   PyObject* middle;
@@ -305,8 +329,16 @@ PyObject* make(PyObject*, PyObject* args) {
     PyErr_SetString(PyExc_ValueError, "gradtui: make() got buffers of the wrong sizes");
     return nullptr;
   }
-  auto* obj = PyObject_New(PassObject, &PassType);
-  if (!obj) return nullptr;
+  PyObject* stats_names = stats_names_tuple();
+  PyObject* zero = stats_names ? PyLong_FromLong(0) : nullptr;
+  auto* obj = zero ? PyObject_New(PassObject, &PassType) : nullptr;
+  if (!obj) {
+    Py_XDECREF(stats_names);
+    Py_XDECREF(zero);
+    return nullptr;
+  }
+  obj->stats_names = stats_names;
+  obj->zero = zero;
   auto pass = std::make_shared<Pass>();
   pass->full = full;
   pass->limits = {values_limit, chunk, one_pass};

@@ -6,14 +6,31 @@
 
 enum class Kind : uint8_t { None, Normed, Listed, Full };
 
-// One gradient's statistics, as plain numbers.
+// One gradient's statistics, as plain numbers; those measured of a big gradient are named as the
+// Stats fields they fill (`MEASURED`).
 struct GradRec {
   Kind kind = Kind::None;
   bool f64 = false;
   int32_t dims_at = 0, dims_n = 0;    // its shape, in Pass::dims
   int32_t values_at = 0, values_n = 0;  // a listed gradient's values, in Pass::values
-  double norm = 0, lo = 0, hi = 0, mean = 0;
+  double norm = 0, min = 0, max = 0, mean = 0;
 };
+
+// The statistics a compiled posthook measures of a big gradient (Kind::Full), each by the name of
+// the Stats field it fills: `take` hands them to the factory (gradtui.protocol.stats.full_stats) as
+// keywords of these names, so Python reads them by name, never by position. A statistic measured
+// here is a member above and a line here (tests/protocol/test_one_statistic.py checks the names).
+struct Measured {
+  const char* name;
+  double GradRec::*member;
+};
+constexpr Measured MEASURED[] = {
+    {"norm", &GradRec::norm},
+    {"min", &GradRec::min},
+    {"max", &GradRec::max},
+    {"mean", &GradRec::mean},
+};
+constexpr size_t MEASURED_N = sizeof(MEASURED) / sizeof(MEASURED[0]);
 
 // One node that ran: what it sent on (and what arrived, when measured) in Pass::grads.
 struct NodeRec {
@@ -100,11 +117,11 @@ bool measure(Pass& p, const at::Tensor& g, GradRec& out) {
   } else {
     std::tie(lo, hi) = at::cpu::aminmax(g);
   }
-  out.lo = scalar(lo);
-  out.hi = scalar(hi);
+  out.min = scalar(lo);
+  out.max = scalar(hi);
   const double total = scalar(at::cpu::sum(g, at::IntArrayRef{}));
   out.norm = scalar(at::cpu::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt));
   out.mean = total / static_cast<double>(numel);
   out.kind = Kind::Full;
-  return std::isfinite(out.lo) && std::isfinite(out.hi) && std::isfinite(total) && std::isfinite(out.norm);
+  return std::isfinite(out.min) && std::isfinite(out.max) && std::isfinite(total) && std::isfinite(out.norm);
 }

@@ -1,0 +1,271 @@
+"""One statistic: every `Stats` is made by gradtui.protocol.stats, from one description of the
+fields that the factory, the recording's schema and the compiled posthooks follow by name.
+
+The last test proves the contributor's promise in docs/contributing.md ("A statistic"): a copy of
+gradtui with a throwaway statistic added in the factory, the schema and the detail pane only
+records it, reads it back from the recording and shows it, with torch as the oracle.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import pathlib
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import gradtui
+from gradtui.protocol.stats import Stats, full_stats
+from gradtui.record import schema
+
+PACKAGE = pathlib.Path(gradtui.__file__).resolve().parent
+NATIVE = PACKAGE / "engine" / "hooks" / "native"
+FIELDS = Stats.__struct_fields__
+
+
+def test_stats_is_constructed_in_one_module():
+    """No module but gradtui.protocol.stats calls `Stats(...)` (each reads the factories)."""
+    makers = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                if name == "Stats":
+                    makers.add(str(path.relative_to(PACKAGE)))
+    assert makers == {"protocol/stats.py"}
+
+
+def test_the_factory_takes_every_field_by_its_name_in_the_structs_order():
+    """`full_stats`'s parameters are the Stats fields (but `unreadable`, which `unreadable_stats`
+    makes), in the struct's order: a positional call and a call by name make the same Stats."""
+    params = list(inspect.signature(full_stats).parameters)
+    assert params == [f for f in FIELDS if f != "unreadable"]
+    values = {
+        "shape": (2, 3),
+        "dtype": "float32",
+        "device": "cpu",
+        "norm": 2.5,
+        "min": -1.0,
+        "max": 1.5,
+        "mean": 0.25,
+        "nonfinite": 0,
+        "values": (-1.0, 0.0, 0.5, 1.0, 1.5, 0.0),
+        "preview": (-1.0, 0.0),
+        "histogram": (1, 2, 3),
+        "finite_range": (-1.0, 1.5),
+    }
+    assert set(values) == set(params)
+    by_name = full_stats(**values)
+    assert by_name == full_stats(*(values[p] for p in params))
+    assert all(getattr(by_name, name) == value for name, value in values.items())
+    assert by_name.unreadable is None
+
+
+def test_the_recording_keeps_every_field_or_says_why_not():
+    """Each Stats field is a column of `grads` (schema.GRAD_STATS) or named in NOT_RECORDED with a
+    reason; a fresh recording's `grads` has exactly those columns, of the types their kind says."""
+    recorded = [c.field for c in schema.GRAD_STATS]
+    assert len(set(recorded)) == len(recorded)
+    assert set(recorded).isdisjoint(schema.NOT_RECORDED)
+    assert set(recorded) | set(schema.NOT_RECORDED) == set(FIELDS)
+    assert all(why for why in schema.NOT_RECORDED.values())
+    db = sqlite3.connect(":memory:")
+    db.executescript(schema.SCHEMA)
+    columns = [(row[1], row[2]) for row in db.execute("PRAGMA table_info(grads)")]
+    assert columns == [(k, "INTEGER") for k in schema.GRAD_KEY] + [(c.name, c.kept.sql) for c in schema.GRAD_STATS]
+
+
+def test_a_file_made_without_a_statistic_reads_it_as_null():
+    """The select list of a file whose `grads` lacks a later column names NULL in its place."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE grads (pass, node, dir, slot, shape, dtype, device, norm, min, max, nonfinite, vals)")
+    listed = schema.grad_columns(db, "g.").split(", ")
+    assert listed == [f"g.{c.name}" if c.name != "mean" else "NULL" for c in schema.GRAD_STATS]
+
+
+def test_the_compiled_posthooks_fill_the_factory_by_field_name():
+    """records.h's MEASURED binds each name to the GradRec member of that name, each name a
+    parameter of the factory, and posthooks.cpp calls the factory with those names as keywords
+    (no positional format string)."""
+    records = (NATIVE / "records.h").read_text(encoding="utf-8")
+    cpp = (NATIVE / "posthooks.cpp").read_text(encoding="utf-8")
+    table = re.search(r"constexpr Measured MEASURED\[\] = \{(.*?)\};", records, re.S)
+    assert table is not None
+    pairs = re.findall(r'\{"(\w+)", &GradRec::(\w+)\}', table.group(1))
+    assert pairs and all(name == member for name, member in pairs)
+    struct = re.search(r"struct GradRec \{(.*?)\};", records, re.S)
+    assert struct is not None
+    declared = set(re.findall(r"(\w+) = 0", struct.group(1)))
+    names = [name for name, _ in pairs]
+    assert set(names) <= declared
+    assert set(names) <= set(inspect.signature(full_stats).parameters)
+    fixed = re.search(r"const char\* fixed\[\] = \{(.*?)\};", cpp)
+    assert fixed is not None
+    assert re.findall(r'"(\w+)"', fixed.group(1)) == ["shape", "dtype", "device"]
+    assert 'PyUnicode_InternFromString("nonfinite")' in cpp
+    assert "PyObject_Vectorcall(obj->stats, args, 0, obj->stats_names)" in cpp
+    assert "(NOOddddi)" not in cpp
+
+
+def test_the_compiled_posthooks_fill_the_light_tuples_in_their_fields_order():
+    """A small gradient's `Listed` and a big one's `Normed` (named tuples Python reads by name, made
+    into Stats only when read) are filled in C++ item by item: items 0 to 3 are their fields."""
+    from gradtui.engine.stats.immediate import Listed, Normed
+
+    cpp = (NATIVE / "posthooks.cpp").read_text(encoding="utf-8")
+    assert Listed._fields == ("shape", "dtype", "values", "nonfinite")
+    assert Normed._fields == ("shape", "dtype", "norm", "nonfinite")
+    filled = re.findall(r"PyTuple_SET_ITEM\(made, (\d), (\w+)", cpp)
+    assert filled == [("0", "shape"), ("1", "dtype"), ("2", "middle"), ("3", "PyLong_FromLong")]
+    assert "middle = PyFloat_FromDouble(g.norm);" in cpp  # Normed's item 2
+
+
+# The throwaway statistic: the largest magnitude, derived in the factory from min and max.
+PATCHES = {
+    "protocol/stats.py": [
+        (
+            "    def reshaped(self, shape: tuple[int, ...]) -> Stats:\n",
+            '    absmax: float | None = None\n    """The largest magnitude (a throwaway statistic)."""\n\n'
+            "    def reshaped(self, shape: tuple[int, ...]) -> Stats:\n",
+        ),
+        (
+            "    finite_range: tuple[float, float] | None = None,\n) -> Stats:\n",
+            "    finite_range: tuple[float, float] | None = None,\n    absmax: float | None = None,\n) -> Stats:\n",
+        ),
+        (
+            "    return Stats(shape, dtype, device, norm, min, max, mean, nonfinite, values, preview, histogram, None, finite_range)\n",
+            "    if absmax is None and min is not None and max is not None:\n"
+            "        absmax = abs(min) if abs(min) > abs(max) else abs(max)\n"
+            "    return Stats(shape, dtype, device, norm, min, max, mean, nonfinite, values, preview, histogram, None, finite_range, absmax)\n",
+        ),
+    ],
+    "record/schema.py": [
+        (
+            '    Column("vals", Kept.FLOATS, "values"),\n',
+            '    Column("vals", Kept.FLOATS, "values"),\n    Column("absmax", Kept.REAL),\n',
+        ),
+    ],
+    "ui/widgets/grad_stats.py": [
+        (
+            "    yield from _range(stats, hist, indent, width)\n",
+            "    yield from _range(stats, hist, indent, width)\n"
+            '    yield line(indent, ("absmax ", MUTED), format_number(stats.absmax))\n',
+        ),
+    ],
+}
+"""What a contributor writes to add a statistic: its field and its derivation in the factory, its
+column, its line in the detail pane (three files, as docs/contributing.md says)."""
+
+OLD_RUN = textwrap.dedent(
+    """
+    import sys
+    import torch
+    from gradtui.engine.session import Session
+    from gradtui.record.store import Recorder
+
+    x = torch.randn(16, 16, requires_grad=True)
+    session = Session(None, provenance=False, full_stats=True)
+    recorder = Recorder(sys.argv[1])
+    session.add_listener(recorder)
+    session.run_on()
+    with session:
+        (x * x).sum().backward()
+    recorder.close()
+    """
+)
+"""A recording made by this gradtui, before the throwaway statistic."""
+
+RUN = textwrap.dedent(
+    """
+    import sys
+    import torch
+    from gradtui.engine.session import Session
+    from gradtui.protocol.stats import Stats
+    from gradtui.record.reader import Recording
+    from gradtui.record.store import Recorder
+    from gradtui.ui.widgets.grad_stats import grad_lines
+
+    assert "absmax" in Stats.__struct_fields__, "the copy is not the one imported"
+    db, old_db = sys.argv[1], sys.argv[2]
+    torch.manual_seed(0)
+    w = torch.randn(16, 16, requires_grad=True)
+    b = torch.randn(4, requires_grad=True)
+    session = Session(None, provenance=False, full_stats=True)
+    recorder = Recorder(db)
+    session.add_listener(recorder)
+    session.run_on()
+    with session:
+        ((w * w).sum() * 3.0 + (b * b).sum()).backward()
+    recorder.close()
+    expected = {(16, 16): w.grad.abs().max().item(), (4,): b.grad.abs().max().item()}  # torch's own
+    with Recording(db) as rec:
+        (index,) = [p.index for p in rec.passes()]
+        found = {}
+        for node in rec.stats(index).values():
+            for s in node.grad_inputs + node.grad_outputs:
+                if s is not None:
+                    assert s.absmax == max(abs(s.min), abs(s.max)), s
+                    found.setdefault(s.shape, set()).add(s.absmax)
+        assert all(value in found[shape] for shape, value in expected.items()), (found, expected)
+        some = [s for n in rec.stats(index).values() for s in n.grad_outputs if s is not None][0]
+        shown = " ".join(c.plain for c in grad_lines(some, None, "", 80))
+        assert f"absmax {some.absmax:.4g}" in shown, shown
+    with Recording(old_db) as rec:  # made before the column was added: it reads whole (its cells
+        (index,) = [p.index for p in rec.passes()]  # NULL, the factory derives the statistic again)
+        old = [s for n in rec.stats(index).values() for s in n.grad_outputs if s is not None]
+        assert old and not rec.damage, rec.damage
+        assert all(s.absmax == max(abs(s.min), abs(s.max)) for s in old), old
+    print("ok", found)
+    """
+)
+
+
+@pytest.mark.timeout(300)
+def test_a_statistic_added_in_three_files_is_recorded_read_back_and_shown(tmp_path):
+    """The throwaway statistic, in a copy of gradtui patched in the three files only: a recorded
+    pass keeps it (equal to torch's own abs().max() of the gradient), the reader gives it back,
+    the detail pane prints it, and a file recorded before it existed still reads."""
+    copy = tmp_path / "tree"
+    shutil.copytree(PACKAGE, copy / "gradtui", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for name, patches in PATCHES.items():
+        path = copy / "gradtui" / name
+        text = path.read_text(encoding="utf-8")
+        for old, new in patches:
+            assert text.count(old) == 1, f"{name} changed: update this test and docs/contributing.md"
+            text = text.replace(old, new)
+        path.write_text(text, encoding="utf-8")
+    changed = {
+        str(p.relative_to(copy / "gradtui"))
+        for p in (copy / "gradtui").rglob("*")
+        if p.is_file() and (PACKAGE / p.relative_to(copy / "gradtui")).read_bytes() != p.read_bytes()
+    }
+    assert changed == set(PATCHES)
+
+    old_db = tmp_path / "old.db"  # recorded by this gradtui, without the statistic
+    made = subprocess.run(
+        [sys.executable, "-c", OLD_RUN, str(old_db)],
+        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(tmp_path / "new.db"), str(old_db)],
+        env={**os.environ, "PYTHONPATH": str(copy)},
+        cwd=tmp_path,  # not this checkout's folder, which `python -c` would put first on the path
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("ok")
