@@ -105,9 +105,9 @@ class TargetLink:
         return self.target.submit(text)
 
     def show_flow(self) -> None:
-        """The UI shows the gradient flow from now on (its flow table or passes view opened: the
-        passes view plots every later pass's): a live agent computes each hooked pass's flow from
-        now on, not only a paused pass's. A target that has every pass's flow (a recording) is told nothing."""
+        """The UI shows the gradient flow from now on (its flow table or passes view opened, or a
+        `flow` typed: the passes view plots every later pass's): a live agent computes each hooked
+        pass's flow from now on, not only a paused pass's. A target that has every pass's flow (a recording) is told nothing."""
         if not self.flow_shown and (tell := getattr(self.target, "show_flow", None)) is not None:
             tell(True)
         self.flow_shown = True
