@@ -46,8 +46,8 @@ REGION_COMMANDS = (Break, Delete, ListBreakpoints, Help, Flow)
 
 
 class EveryNodeHooks:
-    """A prehook and a posthook on every node of one pass (the prehook put on as the node's turn
-    comes), its record and its reads (see module doc)."""
+    """A prehook and a posthook on every node of one pass (both put on as the node's turn comes),
+    its record and its reads (see module doc)."""
 
     def __init__(self, owner: Owner, state: PassRecord) -> None:
         self._owner = owner
