@@ -388,8 +388,9 @@ def bench_ui(nodes: int, steps: int) -> None:
 
 def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes: int) -> None:
     """Backward of the encoder under the agent the UI talks to, against plain backward: a session
-    whose one listener is an AgentServer attached as gradtui.agent.build attaches it (the
-    defaults: the graph, every NodeRan, the gradient flow), its events framed onto a socketpair
+    whose one listener is an AgentServer attached as gradtui.agent.build attaches it (the graph,
+    every NodeRan, the leaves' gradients; the flow only while the client shows it: this client,
+    like the UI before its flow table or passes view opens, shows none), its events framed onto a socketpair
     to a RemoteTarget that reads and decodes them in a thread (no Textual); `continue` + `nan`,
     no watch, and every statistic. Wall time of `backward()` (what the script pays, the writer
     and the reader threads' share of the GIL included), plain and gradtui passes alternated,
@@ -414,7 +415,9 @@ def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes:
 
         server = AgentServer(None, token, ServerHooks(submit=submit, quit=lambda: None))
         session = Session(None, provenance=False, full_stats=full)
-        session.add_listener(server)  # as gradtui.agent.build attaches it: graph, NodeRan events, flow
+        # as gradtui.agent.build attaches it: graph, NodeRan events, leaf gradients; the flow only
+        # while the client shows it (this one, as the UI before `w` or `P`, shows none)
+        session.add_listener(server, flow=server.wants_flow)
         if watch:
             session.submit("break nan")
         session.run_on()

@@ -125,11 +125,15 @@ def _new_session(options: RunOptions):
     return session
 
 
-def _attach(session: Session, options: RunOptions, listeners: tuple[Any, ...]) -> None:
+def _attach(
+    session: Session, options: RunOptions, listeners: tuple[Any, ...], first_flow: bool | Callable[[], bool] = True
+) -> None:
     """Attach `listeners` in order, then arm the breakpoints `options` ask for. (A job's tap lets
-    signals act at once in its own long waits only: gradtui.distributed.tap.)"""
-    for listener in listeners:
-        session.add_listener(listener)
+    signals act at once in its own long waits only: gradtui.distributed.tap.) `first_flow`: when
+    the first listener reads a hooked pass's gradient flow (the server: while its client shows
+    it); the others (a recording, a report) read every pass's."""
+    for k, listener in enumerate(listeners):
+        session.add_listener(listener, flow=first_flow if k == 0 else True)
     for spec in options.break_on:
         session.submit(f"break {spec}")
     if options.break_on:
@@ -177,7 +181,8 @@ def build_agent(
     server = AgentServer(transport.listener, transport.token, hooks, exit_with_client=transport.exit_with_client)
     if tap is not None:
         tap.serve(server)
-    _attach(session, options, (tap or server, *outputs.listeners, *listeners))
+    # A job's tap answers `flow` with every rank's: it reads every pass's flow.
+    _attach(session, options, (tap or server, *outputs.listeners, *listeners), True if tap else server.wants_flow)
     return Agent(options, outputs, session, server, commands, tap)
 
 

@@ -26,6 +26,12 @@ reads nothing is sent, when it reads again, a notice of what it missed and the p
 every frame to it has a deadline (`gradtui.agent.sender`): a client that takes nothing for
 `sender.STALL` seconds is detached, and the last frames and the goodbye get `close`'s timeout,
 so a stalled client can neither grow the agent nor keep it alive after the script.
+
+The gradient flow (a norm of every parameter and of its gradient, a row each) is computed for a
+hooked pass only when a client shows it (`wants_flow`, the server's `flow` as the session's
+listener): while the client has said `{"flow": true}` (the UI, once its flow table or its passes
+view is open), or for a pass the client saw paused (the pass on its screen, whose flow `w`
+shows). Every other hooked pass sends its leaves' gradient statistics only.
 """
 
 from __future__ import annotations
@@ -107,6 +113,10 @@ class AgentServer:
         self._reserve = FdReserve() if listener is not None else None
         self.attached = threading.Event()
         """Set while a client is attached."""
+        self._flow_asked = False
+        """The attached client shows the gradient flow of every pass (it said `{"flow": true}`)."""
+        self._pass_paused = False
+        """The pass in flight has paused: a client shows it, its flow included."""
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -177,7 +187,10 @@ class AgentServer:
         with self._lock:
             self._backlog.add(event)
             match event:
+                case ev.PassStarted():
+                    self._pass_paused = False
                 case ev.Paused():
+                    self._pass_paused = True
                     self._paused_by_step = event.reason == "step" and self._moved
                     if self._client is None and self._detached and self._paused_by_step:
                         self._hooks.resume()
@@ -188,6 +201,11 @@ class AgentServer:
                     self._paused_by_step = False
             if self._client is not None and self._pending.add(event):
                 self._lock.notify_all()
+
+    def wants_flow(self) -> bool:
+        """Does a client show the gradient flow of the hooked pass ending now (see module doc)?
+        Asked by the session as the pass ends, on the script's thread."""
+        return self._flow_asked or self._pass_paused
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -307,6 +325,9 @@ class AgentServer:
                 if message.get("quit"):
                     quit_ = True
                     break
+                if isinstance(flow := message.get("flow"), bool):
+                    self._flow_asked = flow
+                    continue
                 text, request = message.get("submit"), message.get("id")
                 if isinstance(text, str) and isinstance(request, int):
                     self._hooks.submit(text, request)
@@ -321,6 +342,7 @@ class AgentServer:
                 self._client = self._sender = None
                 self._pending.clear()
                 self.attached.clear()
+                self._flow_asked = False  # the next client says what it shows
             closed = self._closed
             step_pause = self._paused_by_step
             self._detached = True

@@ -90,6 +90,8 @@ async def drive_headless(
         return 2
     detach = asyncio.Event()
     driver = HeadlessDriver(_Link(target, detach), commands, sys.stdout, sys.stderr)
+    if driver.reads_flow and (show_flow := getattr(target, "show_flow", None)) is not None:
+        show_flow(True)  # a `flow` among the commands: a live agent computes every pass's flow for it
     status: int | None = None
     async for batch in target.batches():
         for event in batch:

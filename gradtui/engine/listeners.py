@@ -3,7 +3,8 @@
 Each listener is called on the emitting thread (the script's, in a hook). What it says it wants
 shapes a pass: whether the pass's graph is described as it starts (else a lazy capture reads a
 node's metadata only when a pause or a reader needs it), whether it takes a planned pass's
-`NodesRan` batches as they are, and whether anyone reads a pass's gradient flow.
+`NodesRan` batches as they are, and whether anyone reads a pass's leaf gradients and gradient
+flow (a client that shows the flow only in a view says so while it does).
 
 On the main thread of a run an entry point owns, the fan-out runs with signals deferred until it
 ends (gradtui.engine.process.deferral): a SIGINT / SIGTERM landing in a listener's write is acted on
@@ -32,14 +33,15 @@ class Listeners:
         pause shows?"""
         self._batches: list[bool] = []
         """Per listener: does it take NodesRan batches as they are?"""
-        self._flow_wanted: list[bool] = []
+        self._flow_wanted: list[bool | Callable[[], bool]] = []
+        """Per listener: does it read a hooked pass's gradient flow (a callable: asked at the pass's end)?"""
 
     def add(
         self,
         listener: Listener,
         graph: bool | Callable[[], bool] = True,
         batches: bool = False,
-        flow: bool = True,
+        flow: bool | Callable[[], bool] = True,
         holds: bool = False,
     ) -> None:
         """Also send every event to `listener`.
@@ -48,7 +50,10 @@ class Listeners:
         reads `.ran` only if it wants per-node statistics); otherwise it gets each batch's NodeRan
         events one by one, as from the every-node hooks. `flow=False`: it reads no pass's gradient
         flow or leaf gradients (`PassFinished.flow`, `.leaf_grads`); a hooked pass no listener wants
-        them of skips them (two fused norms of every parameter, a row per leaf).
+        them of skips them (the norms of every parameter and gradient, a row per leaf). `flow` a
+        callable: the listener reads every hooked pass's leaf gradients, and its flow when the
+        callable, asked as the pass ends, says so (a client that shows the flow only in a view:
+        a pass nothing shows computes no weight norms and no rows).
 
         `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
         graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
@@ -93,5 +98,10 @@ class Listeners:
         return any(want() if callable(want) else want for want in self._graph_wanted)
 
     def wants_flow(self) -> bool:
-        """Does a listener read the gradient flow of a hooked pass?"""
-        return any(self._flow_wanted)
+        """Does a listener read the gradient flow of the hooked pass ending now?"""
+        return any(want() if callable(want) else want for want in self._flow_wanted)
+
+    def wants_leaves(self) -> bool:
+        """Does a listener read the leaves' gradient statistics of a hooked pass (every one but
+        those added with `flow=False`)?"""
+        return any(want is not False for want in self._flow_wanted)

@@ -130,7 +130,7 @@ class Session:
         listener: Listener,
         graph: bool | Callable[[], bool] = True,
         batches: bool = False,
-        flow: bool = True,
+        flow: bool | Callable[[], bool] = True,
         holds: bool = False,
     ) -> None:
         """Also send every event to `listener` (called on the emitting thread); what it wants of
@@ -321,7 +321,7 @@ class Session:
         on_cpu = _on_cpu(roots)
         planned = ev.accumulates(call) and self._choice.planned(pending, on_cpu)  # grad(): no AccumulateGrad to derive
         lazy = planned and not self._listeners.graph_needed()
-        names = (LaterNames if lazy and not self.wants_flow() else Names.from_scopes)(
+        names = (LaterNames if lazy and not self.wants_leaves() else Names.from_scopes)(
             frame.f_locals, frame.f_globals, ran=forward_roots
         )
         cap = capture(nodes, names, lazy=lazy)
@@ -391,8 +391,12 @@ class Session:
         return self.run_quit.asked
 
     def wants_flow(self) -> bool:
-        """Does a listener read the gradient flow of a hooked pass (see `add_listener`)?"""
+        """Does a listener read the gradient flow of the hooked pass ending now (see `add_listener`)?"""
         return self._listeners.wants_flow()
+
+    def wants_leaves(self) -> bool:
+        """Does a listener read the leaves' gradient statistics of a hooked pass (see `add_listener`)?"""
+        return self._listeners.wants_leaves()
 
     def stepping(self) -> bool:
         """Must every node of the pass in flight be hooked from now on?"""

@@ -243,7 +243,10 @@ class Owner(Protocol):
         """Has quit been asked for?"""
 
     def wants_flow(self) -> bool:
-        """Does a listener read the gradient flow and leaf gradients of a hooked pass?"""
+        """Does a listener read the gradient flow of the hooked pass ending now?"""
+
+    def wants_leaves(self) -> bool:
+        """Does a listener read the leaves' gradient statistics of a hooked pass?"""
 
     def watching(self) -> bool:
         """Can a value breakpoint stop the pass in flight?"""

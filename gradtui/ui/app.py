@@ -35,7 +35,7 @@ from textual.widgets import Footer
 from gradtui.clients.feeder import CommandFeeder
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import BreakIn as BreakInCommand
-from gradtui.protocol.commands import CommandError, Detach, Interact, Quit, parse
+from gradtui.protocol.commands import CommandError, Detach, Flow, Interact, Quit, parse
 from gradtui.protocol.dist_events import RanksChanged
 from gradtui.protocol.options import RunOptions
 from gradtui.protocol.report import Report
@@ -421,6 +421,9 @@ class GradtuiApp(App[int]):
                 self.call_later(self.debugger.action_interact)
             case _ if self.link.finished.is_set() or self.state.script_over:
                 self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
+            case Flow():  # the flow shown as an answer: the agent measures every pass's from now on
+                self.link.show_flow()
+                return self.link.submit(text)
             case _:
                 return self.link.submit(text)
         return None

@@ -68,6 +68,8 @@ class TargetLink:
         self.script_ended = False
         """The script's end (ScriptFinished) has come: `exit_status` is its own. Its process may
         not have gone yet (`finished` waits for that): a quit then must not make it QUIT_STATUS."""
+        self.flow_shown = False
+        """The flow table or the passes view has been opened: the agent was told (`show_flow`)."""
 
     async def read(self, first_after_layout: bool) -> None:
         """Start the target and post its events until it ends. `first_after_layout`: post the
@@ -101,6 +103,14 @@ class TargetLink:
     def submit(self, text: str) -> int:
         """Send a command line; its request id (the answer comes back as a CommandResult)."""
         return self.target.submit(text)
+
+    def show_flow(self) -> None:
+        """The UI shows the gradient flow from now on (its flow table or passes view opened, or a
+        `flow` typed: the passes view plots every later pass's): a live agent computes each hooked
+        pass's flow from now on, not only a paused pass's. A target that has every pass's flow (a recording) is told nothing."""
+        if not self.flow_shown and (tell := getattr(self.target, "show_flow", None)) is not None:
+            tell(True)
+        self.flow_shown = True
 
     def param_stats(self, name: str, passes: list[int]) -> dict[int, Stats]:
         """A recording's gradient statistics of parameter `name` in `passes` (the gradients

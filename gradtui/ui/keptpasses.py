@@ -18,6 +18,14 @@ class FlowSnapshot(NamedTuple):
 
     index: int  # type: ignore[assignment]  # a NamedTuple field named as tuple's method index
     flow: tuple[ev.ParamFlow, ...]
+    measured: bool = True
+    """False: the pass's leaves had gradients but nothing showed its flow as it ended, so the
+    agent did not compute it (an empty flow otherwise: no leaf received a gradient)."""
+
+
+def _measured(flow: tuple[ev.ParamFlow, ...], leaf_grads: object) -> bool:
+    """Was a pass's flow computed (see FlowSnapshot.measured)?"""
+    return bool(flow) or not leaf_grads
 
 
 class PassesState:
@@ -85,7 +93,7 @@ class PassesState:
     def flow_ended(self, event: ev.PassFinished) -> None:
         """A pass ended: its flow is the last one, unless a later pass's already is."""
         if self.last_flow is None or event.pass_index >= self.last_flow.index:
-            self.last_flow = FlowSnapshot(event.pass_index, tuple(event.flow))
+            self.last_flow = FlowSnapshot(event.pass_index, tuple(event.flow), _measured(event.flow, event.leaf_grads))
 
     def live_ended(self) -> None:
         """The live pass ended: the last summary line, if it is the live pass's, says how."""
@@ -126,7 +134,7 @@ class PassesState:
         ended pass's (right after `f`, or mid-pass, the question is about that one)."""
         view = self.view
         if view is not None and view.finished:
-            return FlowSnapshot(view.index, view.flow), ""
+            return FlowSnapshot(view.index, view.flow, _measured(view.flow, view.leaf_grads)), ""
         last = self.last_flow
         if last is None:
             which = f"pass {view.index}" if view is not None else "the first pass"

@@ -145,6 +145,7 @@ class Navigator:
         if not self.state.summaries:
             self._refuse("no pass yet")
             return
+        self.link.show_flow()
         self.app.push_screen(
             PassesScreen(
                 self.state,

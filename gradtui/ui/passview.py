@@ -4,6 +4,7 @@ Plain Python fed by engine events, no Textual (see state.py, which keeps the vie
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -197,6 +198,16 @@ class PassView:
         grads = self.grad_outputs.get(var.nodes[0])
         stats = grads[var.slot] if grads is not None and var.slot < len(grads) else None
         return None if stats is None else stats.norm
+
+    def leaf_names(self, nodes: Iterable[int]) -> dict[int, str]:
+        """Leaf accumulator id -> what the pass's flow would call its tensor: its parameter's name,
+        else its first label, else `#ID` (as the engine names a flow row)."""
+        out = {}
+        for node in nodes:
+            if node in self.graph:
+                info = node_info(self.graph, node)
+                out[node] = info.param or (info.labels[0] if info.labels else f"#{node}")
+        return out
 
     def title(self, node: int) -> str:
         """`#1 MulBackward0 (y)`."""

@@ -180,14 +180,27 @@ class PassSeries:
             self._times.pop(next(iter(self._times)))
 
     def finished(
-        self, index: int, flow: Iterable[ev.ParamFlow], leaf_grads: Iterable[tuple[int, Stats | None]] = ()
+        self,
+        index: int,
+        flow: Iterable[ev.ParamFlow],
+        leaf_grads: Iterable[tuple[int, Stats | None]] = (),
+        leaf_names: dict[int, str] | None = None,
     ) -> None:
         """A pass ended with this flow and its leaves' gradient statistics (by accumulator node
-        id, the flow's `node`): add (or replace) its point."""
+        id, the flow's `node`): add (or replace) its point. A pass whose flow was not computed
+        (nothing showed it) has its gradients' norms from their statistics, its leaves named by
+        `leaf_names` (accumulator node id -> the name its flow row would have)."""
         rows = tuple(flow)
-        point = point_of(index, self._losses.pop(index, ()), rows, self.names)
         by_node = {node: stats for node, stats in leaf_grads}
-        grads = self._placed((r.name, by_node.get(r.node)) for r in rows if r.node is not None)
+        losses = self._losses.pop(index, ())
+        if not rows and by_node and leaf_names is not None:
+            named = [(leaf_names.get(node, f"#{node}"), stats) for node, stats in by_node.items()]
+            norms = [(name, None if s is None else s.norm) for name, s in named]
+            point = _point(index, losses, norms, sum(1 for _, s in named if s is not None and s.nonfinite), self.names)
+            grads = self._placed(named)
+        else:
+            point = point_of(index, losses, rows, self.names)
+            grads = self._placed((r.name, by_node.get(r.node)) for r in rows if r.node is not None)
         when = self._times.pop(index, None)
         known = point_at(self.points, index)
         if known is not None and known.time is not None:  # a recording's pass told again: its figures' time

@@ -276,9 +276,12 @@ class UIState:
         return Changes(rows=set(view.differences) if view is self.view else set(), header=True)
 
     def _on_PassFinished(self, event: ev.PassFinished) -> Changes:
-        self.series.finished(event.pass_index, event.flow, event.leaf_grads)
-        self.kept.flow_ended(event)
         view = self.live
+        names = None
+        if not event.flow and event.leaf_grads and view is not None and event.pass_index == view.index:
+            names = view.leaf_names(node for node, _ in event.leaf_grads)  # a flow nothing showed: named here
+        self.series.finished(event.pass_index, event.flow, event.leaf_grads, names)
+        self.kept.flow_ended(event)
         change = Changes(header=True)
         if view is None or event.pass_index != view.index:
             return change

@@ -121,6 +121,11 @@ class ChildTarget:
         assert self._remote is not None
         return self._remote.submit(text)
 
+    def show_flow(self, shown: bool) -> None:
+        """Tell the agent whether the UI shows every pass's gradient flow now (RemoteTarget.show_flow)."""
+        if self._remote is not None:
+            self._remote.show_flow(shown)
+
     async def _read_wire(self) -> None:
         assert self._remote is not None
         async for batch in self._remote.batches():

@@ -95,6 +95,11 @@ class RemoteTarget:
         self._send({"submit": text, "id": request})
         return request
 
+    def show_flow(self, shown: bool) -> None:
+        """Tell the agent whether this client shows every pass's gradient flow now (the agent
+        computes a hooked pass's flow only for a client that shows it, or a pass it saw paused)."""
+        self._send({"flow": shown})
+
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
         """Each frame's events, until the agent says goodbye or the connection ends."""
         assert self._reader is not None, "start() first"

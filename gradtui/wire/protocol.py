@@ -7,6 +7,7 @@ with msgspec. The conversation:
     client -> agent    {"auth": TOKEN, "version": VERSION}
     agent  -> client   {"welcome": INFO}          or {"refused": REASON, "code": CODE}, then closes
     client -> agent    {"submit": TEXT, "id": N} | {"quit": true} | {"detach": true}
+                       | {"flow": BOOL}            (does it show every pass's gradient flow now?)
     agent  -> client   {"events": [EVENT, ...]}   (each EVENT as `codec.to_wire` makes it)
     agent  -> client   {"bye": REASON}            the script ended; the agent closes
 

@@ -157,6 +157,29 @@ async def test_w_shows_the_flow_and_brackets_browse_earlier_passes():
 
 
 @pytest.mark.asyncio
+async def test_the_agent_measures_no_flow_of_a_pass_nothing_shows():
+    """Neither `w` nor `P` opened: the paused pass has its flow (the pass on screen), the passes
+    that ran on without a pause have their leaves' gradients only; the passes view still plots their
+    gradient norm (from those), and `w` says the last pass's flow was not measured."""
+    app = GradtuiApp(example("mlp.py"), record_all=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_paused_at(pilot, 0)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.state.status == "finished", timeout=30, what="the end")
+        views = list(app.state.views)
+        assert [v.index for v in views] == [0, 1, 2]
+        assert len(views[0].flow) == 4 and [v.flow for v in views[1:]] == [(), ()]
+        assert all(len(v.leaf_grads) == 4 for v in views)
+        for point, view in zip(app.state.series.points[1:], views[1:]):
+            norms = [s.norm for s in view.leaf_grads.values()]
+            assert point.grad_norm == pytest.approx(math.sqrt(sum(n * n for n in norms)), rel=1e-12)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, FlowScreen), what="the flow screen")
+        assert "flow of pass 2 was not measured" in str(app.screen.query_one("#flow-note").visual)
+        await pilot.press("escape")
+
+
+@pytest.mark.asyncio
 async def test_unhooked_and_nested_passes_are_shown_for_what_they_are():
     """Engine events posted by hand (the script itself never calls backward)."""
     app = GradtuiApp(script("ui/no_backward.py"))

@@ -9,7 +9,7 @@ import math
 from gradtui.protocol import events as ev
 from gradtui.ui.series import TOP, PassSeries, module_of
 from gradtui.ui.state import UIState
-from tests.helpers import started
+from tests.helpers import started, stats
 
 
 def flow(*rows: tuple[str, float | None, int]) -> tuple[ev.ParamFlow, ...]:
@@ -54,3 +54,25 @@ def test_the_ui_state_feeds_the_series_and_a_pass_shown_again_replaces_its_point
     state.apply(started(1, losses=(2.0,), recorded=False))  # a recording's `pass 1`
     state.apply(ev.PassFinished(1, 0, 0, flow=flow(("fc.weight", 4.0, 0))))
     assert [p.index for p in state.series.points] == [0, 1, 2] and state.series.version > version
+
+
+def test_a_hooked_pass_whose_flow_nothing_showed_has_its_norms_from_its_leaves_statistics():
+    """The agent computes a hooked pass's flow only for a client that shows it: the series still
+    plots the pass, from the leaves' gradient statistics named as the flow would name them, and
+    `w` says its flow was not measured (not that no leaf had a gradient)."""
+    state = UIState("train.py")
+    state.apply(started(0, losses=(2.0,)))
+    leaf_grads = ((2, stats(3.0)), (6, stats(4.0)), (7, stats(12.0)), (9, stats(float("nan"), nonfinite=2)))
+    state.apply(ev.PassFinished(0, 10, 10, leaf_grads=leaf_grads))
+    [point] = state.series.points
+    assert point.loss == 2.0 and math.isnan(point.grad_norm) and point.nonfinite == 1
+    assert point.modules["fc2"] == 5.0 and point.modules["fc1"] != point.modules["fc1"]  # NaN: fc1.weight's
+    assert [state.series.names[n] for n in ("fc2.bias", "fc2.weight", "fc1.bias", "fc1.weight")] == [0, 1, 2, 3]
+    assert [s.norm for s in point.grads[:3]] == [3.0, 4.0, 12.0]
+    shown, _ = state.flow_to_show()
+    assert shown is not None and not shown.measured and shown.flow == ()
+
+    state.apply(started(1, losses=(1.0,)))
+    state.apply(ev.PassFinished(1, 10, 10))  # no leaf received a gradient: measured, and empty
+    shown, _ = state.flow_to_show()
+    assert shown is not None and shown.index == 1 and shown.measured and state.series.points[1].grad_norm is None

@@ -96,8 +96,9 @@ class PassRunner:
                     if (differences := state.prints.differences(state.index)) is not None:
                         self._owner.emit(differences)  # against a reference: the UI's difference column
                     state.prints = None
+                owner = self._owner
                 finished = self._recorder.finished(
-                    state, state.call, error_text(error), self._owner.light, self._owner.wants_flow()
+                    state, state.call, error_text(error), owner.light, owner.wants_flow(), owner.wants_leaves()
                 )
                 error = None  # this frame is on error's traceback: holding error would make a cycle
                 self.finish(finished)

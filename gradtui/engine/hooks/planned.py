@@ -173,19 +173,23 @@ class PlannedPass:
             handle.remove()
         self._handles = []
 
-    def delegate_prehooks(self, put: Callable[[int], None]) -> None:
-        """`delegated`: the every-node hooks put a prehook on a node only once it may run next;
-        `put(i)` puts one on node `i` (if it has none), which calls `prehook`. Asked now for each node
-        that has not run and needs one on the plan, and for every such node if the user steps again."""
+    def delegate_prehooks(self, put: Callable[[int], None], put_post: Callable[[int], None]) -> None:
+        """`delegated`: the every-node hooks put their hooks on a node only once it may run next;
+        `put(i)` puts both on node `i` (where it has none), which call `prehook` and `posthook`,
+        `put_post(i)` the posthook alone. Asked now for each node that has not run and needs them on
+        the plan (a posthook only where no compiled one takes it), and for every such node if the
+        user steps again."""
         self._put_prehook = put
         hooks, completed = self._plan.hooks, self._completed
         for i in range(len(hooks)):
             if hooks[i] == BOTH and not completed[i]:
                 put(i)
-        # the rest's plain posthooks compiled, where built: the every-node ones pass them by
-        self._compiled_ids = self._compile(
-            self._state.capture.nodes, [i for i in range(len(hooks)) if hooks[i] == POST and not completed[i]]
-        )
+        # the rest's plain posthooks compiled, where built: an every-node one passes them by
+        posts = [i for i in range(len(hooks)) if hooks[i] == POST and not completed[i]]
+        self._compiled_ids = self._compile(self._state.capture.nodes, posts)
+        for i in posts:
+            if i not in self._compiled_ids:
+                put_post(i)
 
     def prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Node `node`'s prehook, called by a hook already on it (`delegated`): the plan's, if any."""

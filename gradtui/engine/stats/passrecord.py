@@ -314,18 +314,24 @@ class FlowRecorder:
         return out
 
     def finished(
-        self, state: PassRecord, call: str, error: str | None, light: bool, flow_wanted: bool = True
+        self,
+        state: PassRecord,
+        call: str,
+        error: str | None,
+        light: bool,
+        flow_wanted: bool = True,
+        leaves_wanted: bool = True,
     ) -> ev.PassFinished:
-        """The end of hooked pass `state`: its leaves' gradients and flow (if `flow_wanted`: a
-        listener reads them). Lets go of its graph, frame and leaves, so nothing of the pass
-        outlives it."""
+        """The end of hooked pass `state`: its leaves' gradients (if `leaves_wanted`) and flow (if
+        `flow_wanted` too: a listener reads them). Lets go of its graph, frame and leaves, so
+        nothing of the pass outlives it."""
         cap = state.capture
         flow: tuple[ev.ParamFlow, ...] = ()
         leaf_grads: tuple[tuple[int, Stats | None], ...] = ()
-        if flow_wanted:
+        if leaves_wanted or flow_wanted:
             leaves = self.leaves(cap)
             read = LeafRead(leaves, light)  # the leaves' statistics and the flow's norms: one read
-            if ev.accumulates(call):
+            if flow_wanted and ev.accumulates(call):
                 flow = self.recorded_flow(cap.leaf_name, leaves, state.nested_leaves, read.norms)
             leaf_grads = read.stats()
             del leaves, read

@@ -244,6 +244,7 @@ class DebuggerScreen(Screen):
         if self.state.view is None:
             self.query_one(CommandBar).answer("no pass yet", ok=False)
             return
+        self.nav.link.show_flow()
         self.app.push_screen(FlowScreen(*self.state.flow_to_show()))
 
     def action_older_pass(self) -> None:

@@ -67,6 +67,11 @@ class FlowScreen(ModalScreen[None]):
         if self.shown is None:
             return self.about
         about = f"{self.about} · " if self.about else ""
+        if not self.shown.measured:
+            return (
+                f"{about}the flow of pass {self.shown.index} was not measured: a live run measures it for a pass "
+                "that pauses and, from this table's or the passes view's first opening, for every pass"
+            )
         if not self.shown.flow:
             return f"{about}no leaf received a gradient in pass {self.shown.index}"
         return (

@@ -13,6 +13,7 @@ from torch.utils.hooks import RemovableHandle
 
 from gradtui.engine.capture import graph
 from gradtui.engine.hooks import planned
+from gradtui.engine.hooks.compiled import CompiledHooks
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
 from tests.helpers import count_calls, fed_session
@@ -72,15 +73,17 @@ def test_a_hand_over_reads_no_sole_receivers(monkeypatch):
 
 def test_a_hand_over_puts_no_prehook_on_the_nodes_after_it(monkeypatch):
     """A stepping pass puts a prehook on its roots and, as each node runs, on the nodes it sends
-    to; handed over after its first node, the rest of the chain gets none (main put one on every
-    node before the pass, then took the plan's unneeded ones off and removed them again at the
-    end). Every hook is removed once, at the pass's end."""
+    to, with their posthooks; handed over after its first node, the rest of the chain gets none
+    (main put a posthook on every node before the pass). Every hook is removed once, at the pass's end."""
     removed = count_calls(monkeypatch, RemovableHandle, "remove")
     asked = count_calls(monkeypatch, planned.PlannedPass, "prehook")
     events, grad = _paused_then_continued()
     nodes = next(e for e in events if isinstance(e, ev.PassStarted)).graph.number_of_nodes()
     assert asked[0] == 1  # the first node's receiver, whose prehook its posthook put on before the hand-over
-    assert removed[0] == nodes + 2  # a posthook on each node, a prehook on the root and on its receiver
+    if CompiledHooks.available() is not None:
+        assert removed[0] == 4  # a prehook and a posthook on the root and on its receiver (main: nodes + 2)
+    else:  # the plan's Python posthooks besides: one on each node it hooks, at most
+        assert 4 <= removed[0] <= nodes + 2
     assert torch.equal(grad, _plain_grad())
 
 
