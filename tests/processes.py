@@ -760,6 +760,16 @@ class Terminal:
             assert not modes.get(mode, False), f"{what} (mode {mode}) was left on"
         return after
 
+    def server_pid(self) -> int:
+        """The pid of the pane's private tmux server (stopping it freezes the terminal)."""
+        return int(self._tmux("display-message", "-p", "#{pid}").stdout.strip())
+
+    def close_pane(self) -> None:
+        """Close the pane as a terminal window is closed: tmux hangs it up (SIGHUP to what runs
+        in it) and the terminal is gone."""
+        self.pids.update(descendants(self.shell))
+        self._tmux("kill-pane", "-t", "j", check=False)
+
     def close(self) -> None:
         """Kill the private tmux server (and remove its socket file), then every process of ours
         that outlived it."""

@@ -40,8 +40,10 @@ class HeadlessDriver:
         self._graph = None
         self._line_open = False
         """The script's output so far ends without a newline: our next line must start one."""
-        self._unhooked: list[int] = []
-        """Indexes of the passes that ran unhooked since the last line about passes."""
+        self._unhooked: tuple[int, int] | None = None
+        """The first and last index of the passes that ran unhooked since the last line about
+        passes (two numbers, not a list of every index: a run of a million unhooked passes
+        would otherwise hold a million integers until its end)."""
         self._asked: str | None = None
         """The command this driver sent that is not answered yet: its own edit's answer says what it did."""
         self.reads_flow = _asks_flow(commands)
@@ -97,12 +99,12 @@ class HeadlessDriver:
 
     def _flush_unhooked(self) -> None:
         """One line for the passes that ran unhooked since the last line about passes."""
-        if not self._unhooked:
+        if self._unhooked is None:
             return
-        first, last = self._unhooked[0], self._unhooked[-1]
+        first, last = self._unhooked
         which = f"pass {first}" if first == last else f"passes {first}-{last}"
         self._print(f"{which} ran unhooked at plain speed: nothing could stop in {'it' if first == last else 'them'}")
-        self._unhooked.clear()
+        self._unhooked = None
 
     def __call__(self, event: ev.Event) -> None:
         """Listener entry point."""
@@ -143,7 +145,8 @@ class HeadlessDriver:
 
     def _pass_started(self, event: ev.PassStarted) -> None:
         if not event.recorded:
-            self._unhooked.append(event.pass_index)
+            first = event.pass_index if self._unhooked is None else self._unhooked[0]
+            self._unhooked = (first, event.pass_index)
             return
         self._flush_unhooked()
         self._graph = event.graph
@@ -180,7 +183,7 @@ class HeadlessDriver:
             self._print(f"    after the edit:  {line}")
 
     def _pass_finished(self, event: ev.PassFinished) -> None:
-        if self._unhooked and self._unhooked[-1] == event.pass_index:
+        if self._unhooked is not None and self._unhooked[1] == event.pass_index:
             if event.error is not None:
                 self._flush_unhooked()
                 self._print(f"pass {event.pass_index} failed: {event.error}")

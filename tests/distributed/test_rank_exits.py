@@ -22,7 +22,7 @@ from typing import NamedTuple
 import pytest
 
 from tests.helpers import script
-from tests.processes import Job, children, torchrun
+from tests.processes import Job, JobClient, children, descendants, gone, torchrun
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -118,4 +118,87 @@ def test_a_rank_under_gradtui_ends_as_a_plain_rank(case, tmp_path):
     )
     assert ending == plain(case, tmp_path)
     assert ending.rank_code < 0
+    assert list(runtime.glob("agent-*.json")) == []
+
+
+SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP}
+LOOP = "ready_loop.py"
+"""Prints `ready`, then backward passes until killed, printing `step N` after each."""
+END_WAIT = 15.0
+"""Seconds every rank has to be gone once torchrun has returned."""
+
+_plain_loop: dict[tuple[int, int], Ending] = {}
+
+
+def _steps(job: Job) -> int:
+    return job.output().count("step ")
+
+
+def _signal_rank(argv: list[str], signum: int, rank: int, runtime: Path, at_ready=lambda job: None) -> Ending:
+    """Start the job, bring it where `at_ready` leaves it once both ranks are ready, send `signum`
+    to rank `rank`: how the job ended. Every process of the job is gone afterwards (checked)."""
+    job = Job(argv, runtime)
+    try:
+        _wait_ready(job)
+        at_ready(job)
+        ranks = [_rank(job, 0), _rank(job, 1), *descendants(job.proc.pid)]
+        os.kill(_rank(job, rank), signum)
+        ending = _ending(job, job.wait(TIMEOUT))
+        deadline = time.monotonic() + END_WAIT
+        while not all(gone(pid) for pid in ranks):
+            assert time.monotonic() < deadline, f"left running: {[p for p in ranks if not gone(p)]}\n{job.output()}"
+            time.sleep(0.1)
+        return ending
+    finally:
+        job.end()
+
+
+def plain_loop(signum: int, rank: int, tmp_path: Path) -> Ending:
+    """A plain torchrun job of the loop, rank `rank` sent `signum` while it runs: the oracle."""
+    if (signum, rank) not in _plain_loop:
+
+        def running(job: Job) -> None:
+            seen = _steps(job)
+            deadline = time.monotonic() + TIMEOUT
+            while _steps(job) < seen + 4:  # both ranks past their first passes
+                assert time.monotonic() < deadline and job.proc.poll() is None, job.output()
+                time.sleep(0.05)
+
+        _plain_loop[signum, rank] = _signal_rank(torchrun(script(LOOP)), signum, rank, tmp_path / "plain", running)
+    return _plain_loop[signum, rank]
+
+
+@pytest.mark.parametrize("state", ["paused", "running"])
+@pytest.mark.parametrize("rank", [0, 1])
+@pytest.mark.parametrize("name", SIGNALS)
+def test_a_signal_to_either_rank_paused_or_running_ends_the_job_as_plain(name, rank, state, tmp_path):
+    """SIGINT, SIGTERM or SIGHUP to rank 0 (the one the client talks to) or rank 1, while the job
+    waits at its first pause or while a client has let it run on: torchrun's status and the
+    failed rank's exit code are a plain job's, no rank is left, the runtime file is gone."""
+    signum, runtime = SIGNALS[name], tmp_path / "rt"
+    attached: list[Client] = []
+
+    def bring(job: Job) -> None:
+        if state == "running":
+            agent = job.agent()
+            client = JobClient(agent["address"], agent["token"], timeout=TIMEOUT)
+            attached.append(client)
+            client.paused(TIMEOUT)
+            client.submit("continue")
+            seen = _steps(job)
+            deadline = time.monotonic() + TIMEOUT
+            while _steps(job) < seen + 4:
+                assert time.monotonic() < deadline and job.proc.poll() is None, job.output()
+                time.sleep(0.05)
+        else:
+            time.sleep(1.0)  # `ready` is printed just before the backward that pauses
+
+    try:
+        ending = _signal_rank(
+            torchrun("-m", "gradtui", "--listen", "127.0.0.1:0", script(LOOP)), signum, rank, runtime, bring
+        )
+    finally:
+        for client in attached:
+            client.close()
+    assert ending == plain_loop(signum, rank, tmp_path)
     assert list(runtime.glob("agent-*.json")) == []
