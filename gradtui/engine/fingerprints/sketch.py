@@ -371,9 +371,9 @@ def use_compiled(kernel: CompiledSketch | None) -> None:
     _compiled[0] = kernel
 
 
-def compiled_in_use() -> bool:
-    """Is a compiled sketch handed in (`use_compiled`)?"""
-    return _compiled[0] is not None
+def compiled() -> CompiledSketch | None:
+    """The compiled sketch handed in (`use_compiled`), or None: Python sketches every value."""
+    return _compiled[0]
 
 
 def fingerprint(t: torch.Tensor) -> Row:
@@ -384,6 +384,12 @@ def fingerprint(t: torch.Tensor) -> Row:
         made = kernel(t, grid_parts)
         if made is not None:
             return Row(made[1], made[0], False)
+    return python_fingerprint(t)
+
+
+def python_fingerprint(t: torch.Tensor) -> Row:
+    """`fingerprint` made in Python alone (where no compiled sketch is handed in or it declines;
+    the tests and benchmarks compare the two)."""
     with torch.no_grad():
         if t.numel() <= EXACT_LIMIT:
             real = _real(t.detach())
