@@ -200,8 +200,9 @@ def test_one_changed_element_row_or_column_is_seen(kind):
     assert within >= 0.8 * trials, within
 
 
-def _recorded_prints(model: torch.nn.Module, x: torch.Tensor) -> list[ev.Print]:
-    """The prints of one fingerprinted pass of `model` on `x` (planned hooks, the session's own)."""
+def _recorded_pass(model: torch.nn.Module, x: torch.Tensor) -> tuple[list[ev.Print], list[ev.NodeRan], list]:
+    """One fingerprinted pass of `model` on `x` (planned hooks, the session's own): its prints,
+    its NodeRan events in the order the nodes ran, and the parameters' gradients."""
     events: list[ev.Event] = []
     session = Session(events.append, full_stats=True, fingerprints=True)
     session.run_on()
@@ -210,9 +211,23 @@ def _recorded_prints(model: torch.nn.Module, x: torch.Tensor) -> list[ev.Print]:
         model(x).pow(2).mean().backward()
     finally:
         session.uninstall()
+    grads = [p.grad for p in model.parameters()]
     model.zero_grad(set_to_none=True)
     (prints,) = [e for e in events if isinstance(e, ev.PassPrints)]
-    return sorted(prints.prints, key=lambda p: (p.node, p.dir, p.slot))
+    ran = sorted((e for e in events if isinstance(e, ev.NodeRan)), key=lambda e: e.order)
+    return sorted(prints.prints, key=lambda p: (p.node, p.dir, p.slot)), ran, grads
+
+
+def _recorded_prints(model: torch.nn.Module, x: torch.Tensor) -> list[ev.Print]:
+    """The prints of one fingerprinted pass of `model` on `x`."""
+    return _recorded_pass(model, x)[0]
+
+
+def _encoder() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True), 2, enable_nested_tensor=False
+    )
 
 
 @needs_build
@@ -220,10 +235,7 @@ def test_a_pass_records_the_same_prints_with_the_compiled_sketch_and_without(mon
     """A small encoder's fingerprinted pass, once with the compiled sketch handed in (the
     session's own choice where built) and once with the Python sketch alone: the same prints,
     value for value, and the compiled one was used."""
-    torch.manual_seed(0)
-    model = torch.nn.TransformerEncoder(
-        torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True), 2, enable_nested_tensor=False
-    )
+    model = _encoder()
     x = torch.randn(4, 8, 32)
     calls = [0]
     kernel = _kernel()
@@ -242,3 +254,30 @@ def test_a_pass_records_the_same_prints_with_the_compiled_sketch_and_without(mon
     for a, b in zip(compiled, python):
         assert (a.node, a.dir, a.slot, a.exact, a.what) == (b.node, b.dir, b.slot, b.exact, b.what)
         assert a.norm == b.norm and a.sketch == b.sketch, (a, b)
+
+
+@needs_build
+def test_a_fingerprinted_pass_runs_on_the_compiled_posthooks_as_on_the_python_ones(monkeypatch):
+    """A fingerprinted pass on the hook plan puts the compiled posthooks on its nodes (they hand
+    each node they measure to its fingerprints, once): the same prints, value for value, the same
+    NodeRan events in the same order with the same statistics, and torch's gradients, as the
+    same pass on the Python posthooks alone."""
+    from tests.engine.hooks.test_pass_through import _same_stats
+    from tests.helpers import compiled_hooked
+
+    model = _encoder()
+    x = torch.randn(4, 8, 32)
+    hooked = compiled_hooked(monkeypatch)
+    prints, ran, grads = _recorded_pass(model, x)
+    assert len(hooked) == 1 and hooked[0] > 10  # the compiled posthooks ran this pass
+    monkeypatch.setattr(CompiledHooks, "available", staticmethod(lambda: None))  # the Python posthooks
+    python, python_ran, python_grads = _recorded_pass(model, x)
+    assert len(hooked) == 1
+    assert len(prints) == len(python) > 50
+    for a, b in zip(prints, python):
+        assert a == b, (a, b)
+    assert [(e.node, e.order) for e in ran] == [(e.node, e.order) for e in python_ran]
+    for a, b in zip(ran, python_ran):
+        assert all(_same_stats(u, v) for u, v in zip(a.grad_inputs, b.grad_inputs, strict=True)), a.node
+        assert all(_same_stats(u, v) for u, v in zip(a.grad_outputs, b.grad_outputs, strict=True)), a.node
+    assert all(torch.equal(a, b) for a, b in zip(grads, python_grads, strict=True))

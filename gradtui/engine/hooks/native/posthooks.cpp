@@ -83,6 +83,7 @@ void drop_refs(Pass& p) {
   Py_CLEAR(p.fallback);
   Py_CLEAR(p.tick);
   Py_CLEAR(p.keep);
+  Py_CLEAR(p.visit);
 }
 
 void pass_dealloc(PyObject* self) {
@@ -279,12 +280,29 @@ PyObject* pass_hooked(PyObject* self, PyObject*) {
   return PyLong_FromSize_t((**reinterpret_cast<PassObject*>(self)->pass).hooks.size());
 }
 
+// visit(f): from now on f(node, sent, arrived) is called for every node the hooks measured
+// (visit.h); None: no more.
+PyObject* pass_visit(PyObject* self, PyObject* f) {
+  Pass& p = **reinterpret_cast<PassObject*>(self)->pass;
+  if (f != Py_None && !PyCallable_Check(f)) {
+    PyErr_SetString(PyExc_TypeError, "gradtui: visit() takes a callable or None");
+    return nullptr;
+  }
+  Py_CLEAR(p.visit);
+  if (f != Py_None && p.live) {
+    Py_INCREF(f);
+    p.visit = f;
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef pass_methods[] = {
     {"hook", pass_hook, METH_VARARGS, "hook(nodes, ids) -> the ids not hooked (not C++ nodes, or not CPU ones)"},
     {"take", pass_take, METH_NOARGS, "take() -> (nodes, sent, arrived) kept since the last take"},
     {"close", pass_close, METH_VARARGS, "close(nodes): inert from now on, hooks taken off live nodes"},
     {"python_only", pass_python_only, METH_NOARGS, "every hook defers to the Python posthook from now on"},
     {"hooked", pass_hooked, METH_NOARGS, "how many nodes carry a hook of this pass"},
+    {"visit", pass_visit, METH_O, "visit(f): f(node, sent, arrived) for every node the hooks measure (None: none)"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyTypeObject PassType = {PyVarObject_HEAD_INIT(nullptr, 0)};
