@@ -18,12 +18,17 @@
 
 // The CPU kernels themselves (at::cpu::), as the dispatcher would pick them for a plain dense CPU
 // tensor below autograd: the same numbers, without a dispatch per reduction.
+#include <ATen/ops/add_cpu_dispatch.h>
 #include <ATen/ops/amax_cpu_dispatch.h>
 #include <ATen/ops/amin_cpu_dispatch.h>
 #include <ATen/ops/aminmax_cpu_dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/linalg_vector_norm_cpu_dispatch.h>
+#include <ATen/ops/mm_cpu_dispatch.h>
+#include <ATen/ops/mul_cpu_dispatch.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/sum_cpu_dispatch.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -36,7 +41,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 

@@ -9,25 +9,17 @@
 // for bit. The grid (the signs in memory order, the grid's size, the fold) is still made by the
 // Python code (`grid_of`: gradtui.engine.fingerprints.sketch.grid_parts), once per shape and dtype,
 // and kept here. Anything the Python sketch treats another way (a complex value, one of more than
-// CHUNK elements, one not on the CPU) is answered None: Python sketches it.
+// CHUNK elements, one not a plain dense CPU tensor) is answered None: Python sketches it.
 
 #pragma once
 
-#include <ATen/ops/linalg_vector_norm.h>
-#include <ATen/ops/matmul.h>
-#include <ATen/ops/mul.h>
-#include <ATen/ops/ones.h>
-#include <ATen/ops/pad.h>
-#include <c10/core/GradMode.h>
-
-#include <map>
-#include <tuple>
+// Its ATen headers are included by posthooks.cpp, outside the namespace.
 
 struct SketchGrid {
   at::Tensor signs;  // in the value's memory order, (rows, cols)
   int64_t rows = 0, cols = 0;  // the grid's size
   at::Tensor fold;  // (rows * cols, K), one-hot
-  at::Tensor ones;  // (blocks,): a sum over the grid's row blocks as one product (undefined: one block)
+  at::Tensor ones;  // (1, blocks): a sum over the grid's row blocks as one product (undefined: one block)
 };
 
 constexpr int64_t kSketchExact = 64;  // gradtui.engine.fingerprints.sketch.EXACT_LIMIT
@@ -71,7 +63,7 @@ bool sketch_grid(PyObject* grid_of, int64_t rows, int64_t cols, at::ScalarType d
     out.cols = grid_cols;
     out.fold = THPVariable_Unpack(fold);
     const int64_t blocks = rows / grid_rows;
-    out.ones = blocks > 1 ? at::ones({blocks}, out.signs.options()) : at::Tensor();
+    out.ones = blocks > 1 ? at::ones({1, blocks}, out.signs.options()) : at::Tensor();
     const int64_t size = out.signs.numel() + out.fold.numel();
     if (sketch_grids.size() >= kSketchShapes || sketch_kept + size > kSketchKept) {
       sketch_grids.clear();
@@ -94,37 +86,49 @@ struct SketchNoGil {
 
 // buckets_and_norm's body for a value of at most CHUNK elements: `held` as the Python code holds
 // it (its memory as a matrix, or its 2-D form read through its strides), (rows, cols) its 2-D
-// shape. The same torch calls as the Python code, in its order.
+// shape. The kernels the Python code's calls reach on a plain CPU tensor (at::cpu::, no
+// dispatch), in its order, on the same operands: its `ones @ M` is matmul's `mm` of the ones as
+// one row, its `pad` an empty buffer filled with zeros and the rest copied in, as pad does.
 std::pair<at::Tensor, at::Tensor> sketch_held(const at::Tensor& held, int64_t rows, int64_t cols, const SketchGrid& g,
                                               at::ScalarType dtype) {
   const int64_t count = rows * cols;
   at::Tensor& buffer = sketch_scratch[dtype == at::kDouble ? 1 : 0];
   if (!buffer.defined() || buffer.numel() < count)
     buffer = at::empty({std::max<int64_t>(count, int64_t(1) << 16)}, at::TensorOptions().dtype(dtype));
-  at::Tensor flat = buffer.slice(0, 0, count);
+  at::Tensor flat = buffer.narrow(0, 0, count);
   at::Tensor target = flat.view({rows, cols});
   if (held.dim() == 2) {
-    at::mul_out(target, held, g.signs);
+    at::cpu::mul_out(target, held, g.signs);
   } else {
     at::Tensor shaped = target.view(held.sizes());
-    at::mul_out(shaped, held, g.signs.view(held.sizes()));
+    at::cpu::mul_out(shaped, held, g.signs.view(held.sizes()));
   }
-  const int64_t blocks = rows / g.rows, rest = rows % g.rows;
+  const int64_t blocks = rows / g.rows, rest = rows % g.rows, whole = blocks * g.rows * cols;
   at::Tensor part;
   if (blocks > 1) {
-    part = at::matmul(g.ones, flat.slice(0, 0, blocks * g.rows * cols).view({blocks, -1}));
-    if (rest) part.slice(0, 0, rest * cols).add_(flat.slice(0, blocks * g.rows * cols));
+    part = at::cpu::mm(g.ones, flat.narrow(0, 0, whole).view({blocks, -1})).view(-1);
+    if (rest) {
+      at::Tensor head = part.narrow(0, 0, rest * cols);
+      at::cpu::add_(head, flat.narrow(0, whole, rest * cols));
+    }
   } else if (rest) {
-    part = flat.slice(0, 0, g.rows * cols).clone();
-    part.slice(0, 0, rest * cols).add_(flat.slice(0, g.rows * cols));
+    part = flat.narrow(0, 0, g.rows * cols).clone();
+    at::Tensor head = part.narrow(0, 0, rest * cols);
+    at::cpu::add_(head, flat.narrow(0, g.rows * cols, rest * cols));
   } else {
     part = flat;
   }
   const int64_t padded = (cols + g.cols - 1) / g.cols * g.cols;
   part = part.view({g.rows, cols});
-  if (padded > cols) part = at::pad(part, {0, padded - cols});
-  at::Tensor body = at::matmul(part.view({g.rows, padded / g.cols, g.cols}).sum(1).view(-1), g.fold);
-  return {body, at::linalg_vector_norm(target, 2.0)};
+  if (padded > cols) {
+    at::Tensor wide = at::empty({g.rows, padded}, part.options());
+    wide.fill_(0);
+    wide.narrow(1, 0, cols).copy_(part);
+    part = wide;
+  }
+  const at::Tensor columns = at::cpu::sum(part.view({g.rows, padded / g.cols, g.cols}), {1});
+  at::Tensor body = at::cpu::mm(columns.view({1, -1}), g.fold).view(-1);
+  return {body, at::cpu::linalg_vector_norm(target, 2.0)};
 }
 
 // sketch(t, grid_of) -> (sketch, norm) of a plain tensor of more than EXACT_LIMIT elements, as
@@ -136,9 +140,10 @@ PyObject* sketch(PyObject*, PyObject* args) {
   if (!THPVariable_Check(value)) Py_RETURN_NONE;
   const at::Tensor& given = THPVariable_Unpack(value);
   const int64_t numel = given.numel();
-  if (!given.defined() || given.layout() != at::kStrided || !given.device().is_cpu() || given.is_complex() ||
-      numel <= kSketchExact || numel > kSketchChunk || given._is_zerotensor())
-    Py_RETURN_NONE;
+  static const c10::DispatchKeySet plain = at::empty({1}, at::kFloat).key_set();
+  if (!given.defined() || given.key_set() != plain || given.is_complex() || numel <= kSketchExact ||
+      numel > kSketchChunk)
+    Py_RETURN_NONE;  // not a plain dense CPU tensor (a view with its sign or conjugate bit, a subclass ...)
   c10::NoGradGuard no_grad;
   const at::Tensor t = given.detach();
   const at::ScalarType dtype = t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
