@@ -116,8 +116,9 @@ def test_the_compiled_sketch_is_the_python_sketch_bit_for_bit():
 @needs_build
 def test_fingerprint_uses_the_compiled_sketch_where_handed_in_and_python_elsewhere():
     """Handed in, `fingerprint` calls the compiled sketch for what it takes and gives the Python
-    rows; a complex value, one of more than CHUNK elements and a small one kept whole it leaves
-    to Python (answering None), and their rows are the Python ones too."""
+    rows; a complex value, one of more than CHUNK elements, a view with its sign bit set (not a
+    plain dense tensor) and a small one kept whole it leaves to Python (answering None), and
+    their rows are the Python ones too."""
     kernel = _kernel()
     calls: list[torch.Size] = []
 
@@ -131,6 +132,7 @@ def test_fingerprint_uses_the_compiled_sketch_where_handed_in_and_python_elsewhe
         torch.randn(10, 20, generator=g, dtype=torch.complex64),
         torch.randn(sketch.CHUNK + 3, generator=g, dtype=torch.float64),
         torch.randn(8, 8, generator=g),
+        torch.randn(30, 40, generator=g)._neg_view(),  # its sign bit: read through the dispatcher
     )
     previous = sketch.compiled()
     sketch.use_compiled(counted)
@@ -140,8 +142,9 @@ def test_fingerprint_uses_the_compiled_sketch_where_handed_in_and_python_elsewhe
         sketch.use_compiled(previous)
     for row, python in rows:
         assert row.exact == python.exact and _same(row.body, python.body) and _same(row.norm, python.norm)
-    assert calls == [values[0].shape, values[1].shape, values[2].shape]  # the small one: never asked
-    assert kernel(values[1], sketch.grid_parts) is None and kernel(values[2], sketch.grid_parts) is None
+    assert calls == [values[0].shape, values[1].shape, values[2].shape, values[4].shape]  # the small one: never asked
+    assert all(kernel(values[i], sketch.grid_parts) is None for i in (1, 2, 4))
+    assert torch.equal(rows[4][0].body, sketch.python_fingerprint(values[4].clone()).body)  # the sign bit was read
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
