@@ -1,17 +1,19 @@
 """What fingerprints cost: a recorded pass with fingerprints, and a live pass `--against` a reference,
 each against a recorded pass without fingerprints, in one run.
 
-    python benchmarks/bench_diff.py [--layers L] [--rounds R]
+    python benchmarks/bench_diff.py [--layers L] [--rounds R] [--width D]
 
-A 4-layer d=256 encoder (bench.py's), batch 8x32, torch on one thread: each round times one
+A 4-layer d=256 encoder (bench.py's; `--width 64`: d=64), batch 8x32, torch on one thread: each round times one
 backward under a Session with a Recorder attached (every pass recorded node by node, full
 statistics) without fingerprints, with them, and live against a reference recording of the
 same pass (`break differs>1e-6` armed, never hit: every node's fingerprints read back and
 compared; no recording), and with fingerprints whose every sketch is a constant (`floor`: the
-pass's bookkeeping and plumbing, no device work: what no sketch can go under), in an order that
-alternates. Medians, their ratio and the median of the per-round ratios are printed, of
-wall-clock and of this process's CPU time (steadier on a loaded machine). Targets:
-fingerprints <= 1.15x, `--against` <= 1.3x. benchmarks/bench_sketches.py puts other sketches in
+pass's bookkeeping and plumbing, no device work: what no sketch can go under), and with
+fingerprints whose every sketch is a constant beside one read of the value (`floor + one read`:
+its norm), in an order that alternates. Medians, their ratio and the median of the per-round
+ratios are printed, of wall-clock and of this process's CPU time (steadier on a loaded
+machine). Targets: fingerprints <= 1.25x at d=256 and <= 1.35x at d=64, `--against` <= 1.3x.
+The sketch is the compiled posthooks' where they are built (gradtui.engine.hooks.native), as a run's is. benchmarks/bench_sketches.py puts other sketches in
 the same place. Last, the fingerprints' own bookkeeping alone: the CPU time per pass inside
 PassPrints (its per-node calls and its end: the read back, the events), every sketch a constant,
 median over 20 recorded passes of one graph (its plan made at the first: gradtui.engine.fingerprints.plan).
@@ -26,7 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
@@ -91,10 +93,19 @@ def constant(t: torch.Tensor) -> sketch.Row:
     return sketch.fingerprint(t) if t.numel() <= sketch.EXACT_LIMIT else _CONSTANT
 
 
+def one_read(t: torch.Tensor) -> sketch.Row:
+    """A value's fingerprint as one read of it (its norm) and a constant sketch: the floor plus
+    what no sketch of every element can go under."""
+    if t.numel() <= sketch.EXACT_LIMIT:
+        return sketch.fingerprint(t)
+    with torch.no_grad():
+        return sketch.Row(torch.linalg.vector_norm(t), _CONSTANT.body, False)
+
+
 @contextmanager
-def no_sketch() -> Iterator[None]:
-    """Fingerprints whose every sketch is `constant`, within the block."""
-    fingerprint_module.fingerprint = constant
+def no_sketch(mechanism: Callable[[torch.Tensor], sketch.Row] = constant) -> Iterator[None]:
+    """Fingerprints whose every sketch is `mechanism`'s (a constant), within the block."""
+    fingerprint_module.fingerprint = mechanism
     try:
         yield
     finally:
@@ -145,17 +156,19 @@ def report(label: str, times: dict[str, list[Took]], target: float | None) -> No
         other = [getattr(t, kind) for t in times[label]]
         paired = statistics.median(o / b for o, b in zip(other, base))
         print(
-            f"  {label:12} {kind:4}: recorded {statistics.median(base) * 1e3:8.1f} ms, with "
+            f"  {label:16} {kind:4}: recorded {statistics.median(base) * 1e3:8.1f} ms, with "
             f"{statistics.median(other) * 1e3:8.1f} ms: {statistics.median(other) / statistics.median(base):.2f}x,"
             f" paired {paired:.2f}x" + (f" (target <= {target}x)" if target is not None else " (a floor)")
         )
 
 
-def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
-    """Each round's three backward passes (after a round of warm-up), in alternating order."""
-    model = transformer(layers)
-    x = torch.randn(8, 32, 256, generator=torch.Generator().manual_seed(1))
-    kinds = ["recorded", "fingerprints", "against", "floor"]
+KINDS = ("recorded", "fingerprints", "against", "floor", "floor + one read")
+
+
+def measure(layers: int, rounds: int, width: int = 256, kinds: tuple[str, ...] = KINDS) -> dict[str, list[Took]]:
+    """Each round's backward passes of `kinds` (after a round of warm-up), in alternating order."""
+    model = transformer(layers, width)
+    x = torch.randn(8, 32, width, generator=torch.Generator().manual_seed(1))
     times: dict[str, list[Took]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory() as folder:
         reference = os.path.join(folder, "reference.db")
@@ -163,8 +176,8 @@ def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
         for r in range(rounds + 1):
             for kind in kinds if r % 2 else kinds[::-1]:
                 db = None if kind == "against" else os.path.join(folder, f"{r}-{kind}.db")
-                if kind == "floor":
-                    with no_sketch():
+                if kind.startswith("floor"):
+                    with no_sketch(constant if kind == "floor" else one_read):
                         took = one_pass(model, x, True, db)
                 else:
                     took = one_pass(model, x, kind == "fingerprints", db, reference if kind == "against" else None)
@@ -174,53 +187,44 @@ def measure(layers: int, rounds: int) -> dict[str, list[Took]]:
 
 
 def bench_diff(layers: int, rounds: int) -> None:
-    """bench.py's rows (its `record` group): the fingerprints' two ratios, of CPU time, beside
-    their baseline (a recorded pass without fingerprints) measured in the same rounds."""
-    from benchtable import median, ratio_row
+    """bench.py's rows (its `record` group): the fingerprints' ratios, of CPU time, paired with
+    their baseline (a recorded pass without fingerprints) in the same rounds, at d=256 and d=64,
+    beside their floors."""
+    from benchtable import paired_row
 
-    times = measure(layers, rounds)
-    sizes = f"one backward, {layers}-layer encoder d=256, batch 8x32, CPU time"
-    base = median([t.cpu for t in times["recorded"]])
-    ratio_row(
-        "recording with fingerprints (--record DB --fingerprints)",
-        sizes,
-        median([t.cpu for t in times["fingerprints"]]),
-        base,
-        1.15,
-        "recorded pass",
-    )
-    ratio_row(
-        "a live pass --against REF.db, break differs>1e-6 armed (not hit)",
-        sizes,
-        median([t.cpu for t in times["against"]]),
-        base,
-        1.3,
-        "recorded pass",
-    )
-    ratio_row(
-        "floor: recording with fingerprints, every sketch a constant (what no sketch goes under)",
-        sizes,
-        median([t.cpu for t in times["floor"]]),
-        base,
-        None,
-        "recorded pass",
-    )
+    for width, target in ((256, 1.25), (64, 1.35)):
+        kinds = KINDS if width == 256 else ("recorded", "fingerprints", "floor", "floor + one read")
+        times = measure(layers, rounds, width, kinds)
+        sizes = f"one backward, {layers}-layer encoder d={width}, batch 8x32, CPU time"
+        base = [t.cpu for t in times["recorded"]]
+        rows = [("recording with fingerprints (--record DB --fingerprints)", "fingerprints", target)]
+        if width == 256:
+            rows.append(("a live pass --against REF.db, break differs>1e-6 armed (not hit)", "against", 1.3))
+        rows += [
+            ("floor: fingerprints, every sketch a constant (what no sketch goes under)", "floor", None),
+            ("floor + one read: every sketch a constant, each value's norm taken", "floor + one read", None),
+        ]
+        for figure, kind, goal in rows:
+            paired_row(figure, sizes, [t.cpu for t in times[kind]], base, goal, "recorded pass")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--width", type=int, default=256)
     options = parser.parse_args()
     torch.set_num_threads(1)  # the machines are small and noisy; one thread is steadier
-    times = measure(options.layers, options.rounds)
+    times = measure(options.layers, options.rounds, options.width)
     print(
-        f"one backward, {options.layers}-layer encoder d=256, batch 8x32, {options.rounds} rounds, "
-        f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; against a recorded one without fingerprints"
+        f"one backward, {options.layers}-layer encoder d={options.width}, batch 8x32, {options.rounds} rounds, "
+        f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; against a recorded one without fingerprints; "
+        f"sketch: {'compiled' if sketch.compiled() is not None else 'Python'}"
     )
-    report("fingerprints", times, 1.15)
+    report("fingerprints", times, 1.25 if options.width >= 256 else 1.35)
     report("against", times, 1.3)
     report("floor", times, None)
+    report("floor + one read", times, None)
     node, end = bookkeeping(options.layers)
     print(
         f"  bookkeeping: PassPrints per pass, every sketch a constant: {node * 1e3:.2f} ms in its per-node calls,"

@@ -12,7 +12,9 @@ written) is the engine's own:
 
 - `plumbing`: fingerprints on (the hook plan's extra hooks, the calls), PassPrints doing nothing;
 - `bookkeeping`: PassPrints as it is, each value's sketch a constant (no device work);
-- `full (sketch 2)`: gradtui.engine.fingerprints.sketch, every element read;
+- `full (sketch 2)`: gradtui.engine.fingerprints.sketch, every element read (by the compiled
+  posthooks' sketch where they are built: the run's own choice);
+- `full, Python only`: the same sketch made by its Python code alone (the same numbers);
 - `sampled S, folded`: S positions fixed per shape (the same for a matrix and its transpose),
   `torch.take` in logical order, times fixed signs, summed into 8 entries, with the sample's
   norm; ‖a − b‖ / ‖a‖ estimated as ‖S(a) − S(b)‖ / ‖a_S‖;
@@ -125,6 +127,7 @@ MECHANISMS: dict[str, Callable[[torch.Tensor], sk.Row] | str | None] = {
     PLUMBING: PLUMBING,
     "bookkeeping": constant,
     "full (sketch 2)": FULL,
+    "full, Python only": sk.python_fingerprint,
     "sampled 256, folded": sampled_folded(256),
     "sampled 1024, folded": sampled_folded(1024),
     "sampled 64, stored": sampled_stored(64),

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "gradtui")
 """What a wheel is built from: the project's metadata, its readme and licence, the package."""
 
-NATIVE_SOURCES = {"posthooks.cpp", "records.h", "hook.h", "walk.h", "fetch.h"}
+NATIVE_SOURCES = {"posthooks.cpp", "records.h", "hook.h", "visit.h", "walk.h", "fetch.h", "sketch.h"}
 
 
 def _run(args: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

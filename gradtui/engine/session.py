@@ -428,10 +428,12 @@ class Session:
 
 def _pass_prints(against: Any, index: int, cap: Any) -> PassPrints:
     """A hooked pass's fingerprints, compared with the reference's same pass if there is one."""
-    from gradtui.engine.fingerprints.values import (
-        PassPrints,  # here: fingerprints are imported only by a run that takes them
-    )
+    from gradtui.engine.fingerprints import sketch  # here: imported only by a run that takes fingerprints
+    from gradtui.engine.fingerprints.values import PassPrints
+    from gradtui.engine.hooks.compiled import CompiledHooks
 
+    module = CompiledHooks.available()  # the sketch in C++ where the compiled posthooks are built
+    sketch.use_compiled(getattr(module, "sketch", None) if module is not None else None)
     reference = against.pass_reference(index, cap.infos) if against is not None else None
     return PassPrints(cap.nodes, reference, against.name if against is not None else "", cap.slots)
 

@@ -212,10 +212,17 @@ class _Args:
         self.values = values
 
 
+HELD_NODES = 20_000
+"""Reference nodes read into memory as a Reference is made, at most (a few MB): its first
+passes with per-node data, whole passes only."""
+
+
 class Reference:
-    """A reference recording for a live run (`--against REF.db`). Opened where it is first read
-    (the thread that runs the backward: sqlite connections stay on their thread); `check`
-    opens it once at once, so a bad file is bad input before the script runs."""
+    """A reference recording for a live run (`--against REF.db`). Its first passes with per-node
+    data are read into memory as it is made (before the script runs: `HELD_NODES`), so a pass
+    compared with one of them reads nothing in the user's backward; a later pass is read where
+    it is first asked for (the thread that runs the backward: sqlite connections stay on their
+    thread). `check` opens it once at once, so a bad file is bad input before the script runs."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -225,6 +232,39 @@ class Reference:
         """Why the last pass asked about has nothing to be compared with: (kind, one line), or None."""
         self._said: set[str] = set()
         """The kinds of line `notice` returned (each is said once)."""
+        self._held: dict[int, list[compare.Node]] = {}
+        """Passes read already (by index): their nodes in forward order, with their fingerprints."""
+        self._per_node: set[int] | None = None
+        """The passes that have per-node data, once known (None: not read yet)."""
+        self._sketch: int | None = None
+        self._hold()
+
+    def _hold(self) -> None:
+        """Read the first passes with per-node data (up to HELD_NODES nodes) into memory; a
+        recording that cannot be read now is left to `pass_reference`, which says why."""
+        try:
+            side = compare.Side(self.path)
+        except (compare.BadInput, sqlite3.Error, ValueError, OSError):
+            return
+        try:
+            if side.sketch != schema.SKETCH_VERSION:
+                return
+            held = 0
+            for index in sorted(side.per_node):
+                nodes = side.nodes(index)
+                if held + len(nodes) > HELD_NODES:
+                    break
+                self._held[index] = nodes
+                held += len(nodes)
+            self._per_node, self._sketch = side.per_node, side.sketch
+        except (compare.BadInput, sqlite3.Error, ValueError):
+            self._held = {}
+        finally:
+            side.close()
+
+    def held(self) -> list[int]:
+        """The passes held in memory (read as it was made), by index."""
+        return sorted(self._held)
 
     @staticmethod
     def check(path: str) -> None:
@@ -257,19 +297,11 @@ class Reference:
         says why."""
         self._why = None
         try:
-            if self._side is None:
-                self._side = compare.Side(self.path)
-            if index not in self._side.per_node:
-                self._why = (
-                    "no pass",
-                    f"pass {index} has no counterpart in the reference {self.path} (it has no "
-                    f"per-node data of pass {index}): `break differs` cannot stop in it, nor in later "
-                    "passes without one",
-                )
+            theirs = self._held.get(index)
+            if theirs is None:
+                theirs = self._read(index)
+            if theirs is None:
                 return None
-            if self._side.sketch != schema.SKETCH_VERSION:
-                return None  # refused before the run (`check`)
-            theirs = self._side.nodes(index)
         except (compare.BadInput, sqlite3.Error, ValueError) as exc:
             self._why = (
                 "unreadable",
@@ -297,6 +329,28 @@ class Reference:
                 f"the reference {self.path} cannot be compared with this run: {what}: `break differs` cannot stop",
             )
         return PassReference({a.id: b for a, b in pairs}, len(only_here), len(only_there), {n.id: n for n in theirs})
+
+    def _read(self, index: int) -> list[compare.Node] | None:
+        """Pass `index`'s nodes, read from the recording (opened here, on the backward's thread),
+        or None where it has none to compare with (`_why` says why)."""
+        per_node, sketch = self._per_node, self._sketch
+        if per_node is None:
+            if self._side is None:
+                self._side = compare.Side(self.path)
+            per_node, sketch = self._side.per_node, self._side.sketch
+        if index not in per_node:
+            self._why = (
+                "no pass",
+                f"pass {index} has no counterpart in the reference {self.path} (it has no "
+                f"per-node data of pass {index}): `break differs` cannot stop in it, nor in later "
+                "passes without one",
+            )
+            return None
+        if sketch != schema.SKETCH_VERSION:
+            return None  # refused before the run (`check`)
+        if self._side is None:
+            self._side = compare.Side(self.path)
+        return self._side.nodes(index)
 
     def notice(self) -> str | None:
         """A line to tell the user about the pass `pass_reference` was last asked about: why it

@@ -333,3 +333,45 @@ def test_the_reference_pass_is_what_a_pass_s_fingerprints_ask_for(reference):
         session.against.close()
     differences, finished = seen
     assert differences.nodes == () and differences.only_here == finished.total > 0  # read through PassAgainst
+
+
+def test_a_reference_s_passes_are_held_in_memory_as_it_is_made(reference, tmp_path, monkeypatch):
+    """Made before the script runs, a Reference reads its passes with per-node data into memory:
+    a pass compared with one of them reads nothing from the file in the user's backward (the
+    file is gone by then here) and is matched node for node, value for value, as a pass read
+    from the file then is (HELD_NODES 0: nothing held)."""
+    import shutil
+
+    from gradtui.protocol.nodes import NodeInfo
+    from gradtui.record import against, compare
+
+    path = str(tmp_path / "ref.db")
+    shutil.copy(reference, path)
+    side = compare.Side(path)
+    per_node = sorted(side.per_node)
+    infos = {  # a live pass of the same model: the reference's own nodes, as a capture describes them
+        i: [
+            NodeInfo(name=n.op, kind="op", seq=n.seq, next=(), param=n.param, source=n.source, module=n.module)
+            for n in side.nodes(i)
+        ]
+        for i in per_node
+    }
+    side.close()
+    held = Reference(path)
+    assert len(per_node) >= 2 and held.held() == per_node
+    monkeypatch.setattr(against, "HELD_NODES", 0)
+    lazy = Reference(path)
+    assert lazy.held() == []
+    expected = {i: lazy.pass_reference(i, infos[i]) for i in per_node}
+    lazy.close()
+    os.remove(path)
+    for i in per_node:
+        got, want = held.pass_reference(i, infos[i]), expected[i]
+        assert got is not None and want is not None and held.notice() is None, i
+        assert len(got.matched) == len(infos[i]) > 0
+        assert {k: (n.id, n.values) for k, n in got.matched.items()} == {
+            k: (n.id, n.values) for k, n in want.matched.items()
+        }
+    assert held.pass_reference(max(per_node) + 1, infos[per_node[0]]) is None  # not held, and no file to read
+    assert held.notice() is not None
+    held.close()

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -346,8 +347,49 @@ class ReadRow(NamedTuple):
     data: tuple[float, ...]
 
 
+def grid_parts(rows: int, cols: int, double: int) -> tuple[torch.Tensor, int, int, torch.Tensor]:
+    """The CPU `grid` of a value held as (rows, cols), in float64 if `double` else float32, as
+    the compiled sketch asks for it: (signs, grid rows, grid columns, fold)."""
+    g = grid(rows, cols, torch.float64 if double else torch.float32, torch.device("cpu"))
+    return g.signs, g.rows, g.cols, g.fold
+
+
+CompiledSketch = Callable[
+    [torch.Tensor, Callable[[int, int, int], tuple[torch.Tensor, int, int, torch.Tensor]]],
+    "tuple[torch.Tensor, torch.Tensor] | None",
+]
+"""The compiled posthooks' `sketch(t, grid_of)`: `buckets_and_norm(t)` in one call (the same torch
+calls made from C++, so the same bits), or None where the Python code must sketch it (a value
+not on the CPU, complex, of more than CHUNK elements)."""
+
+_compiled: list[CompiledSketch | None] = [None]
+
+
+def use_compiled(kernel: CompiledSketch | None) -> None:
+    """Sketch with `kernel` where it answers (the compiled posthooks' `sketch`, handed in by
+    whoever loaded them: this package never imports the hooks), or only in Python (None)."""
+    _compiled[0] = kernel
+
+
+def compiled() -> CompiledSketch | None:
+    """The compiled sketch handed in (`use_compiled`), or None: Python sketches every value."""
+    return _compiled[0]
+
+
 def fingerprint(t: torch.Tensor) -> Row:
-    """A plain tensor's fingerprint, left on its device."""
+    """A plain tensor's fingerprint, left on its device: a value of more than EXACT_LIMIT
+    elements by the compiled sketch where one is handed in and takes it, else in Python."""
+    kernel = _compiled[0]
+    if kernel is not None and t.numel() > EXACT_LIMIT:
+        made = kernel(t, grid_parts)
+        if made is not None:
+            return Row(made[1], made[0], False)
+    return python_fingerprint(t)
+
+
+def python_fingerprint(t: torch.Tensor) -> Row:
+    """`fingerprint` made in Python alone (where no compiled sketch is handed in or it declines;
+    the tests and benchmarks compare the two)."""
     with torch.no_grad():
         if t.numel() <= EXACT_LIMIT:
             real = _real(t.detach())

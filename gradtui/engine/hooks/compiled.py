@@ -66,6 +66,12 @@ class CompiledHooks:
             if arrived_stats:
                 arrived.update(arrived_stats)
 
+    def visit(self, f: Callable[[int, tuple[Any, ...], tuple[Any, ...]], Any] | None) -> None:
+        """From now on `f(node, sent, arrived)` is called with every node the hooks measure (a
+        fingerprinted pass sketches its gradients there: the nodes left to Python are the
+        Python posthook's to note); None: no more."""
+        self._pass.visit(f)
+
     def python_only(self) -> None:
         """From now on every hook calls the Python posthook (the user steps: gradtui.engine.hooks.planned)."""
         self._pass.python_only()

@@ -147,9 +147,10 @@ class PlannedPass:
             handles.append(node.register_hook(_bound(post, i)))
 
     def _compile(self, nodes: list[Any], ids: list[int]) -> set[int]:
-        """Put compiled posthooks on nodes `ids` where they are built (not on a pass that takes
-        fingerprints): the ids they hook (a custom Function's node keeps its Python posthook)."""
-        if self._state.prints is not None or not ids or (module := CompiledHooks.available()) is None:
+        """Put compiled posthooks on nodes `ids` where they are built: the ids they hook (a custom
+        Function's node keeps its Python posthook). In a pass that takes fingerprints they hand
+        each node they measure to its PassPrints (`_visit`), once per node."""
+        if not ids or (module := CompiledHooks.available()) is None:
             return set()
         self._compiled = CompiledHooks(
             module,
@@ -161,7 +162,16 @@ class PlannedPass:
             self._posthook,
             self._tick,
         )
+        if self._state.prints is not None:
+            self._compiled.visit(self._visit)
         return set(ids).difference(self._compiled.register(nodes, ids))
+
+    def _visit(self, node: int, sent: tuple[Any, ...], arrived: tuple[Any, ...]) -> None:
+        """A node the compiled posthooks measured, in a pass that takes fingerprints: noted as
+        the Python posthook notes it."""
+        prints = self._state.prints
+        if prints is not None:
+            prints.node(node, self._state.capture.nodes[node], arrived, sent)
 
     def close(self) -> None:
         """The pass is over: the hooks do nothing from now on, and are removed."""

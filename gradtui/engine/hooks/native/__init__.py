@@ -47,7 +47,10 @@ from gradtui.engine.hooks.native.setting import Mode, SettingError
 from gradtui.engine.hooks.native.setting import mode as mode
 
 SOURCE = Path(__file__).with_name("posthooks.cpp")
-SOURCES = (SOURCE, *(SOURCE.with_name(part) for part in ("records.h", "hook.h", "walk.h", "fetch.h")))
+SOURCES = (
+    SOURCE,
+    *(SOURCE.with_name(part) for part in ("records.h", "hook.h", "visit.h", "walk.h", "fetch.h", "sketch.h")),
+)
 """The translation unit and the parts it includes (the library's name hashes them all)."""
 MODULE = "gradtui_posthooks"
 LAYOUT = "sha256-recorded"

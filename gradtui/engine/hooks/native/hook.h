@@ -70,6 +70,8 @@ void call_tick(Pass& p) {
   PyGILState_Release(gil);
 }
 
+#include "visit.h"
+
 std::atomic<int64_t> hooks_alive{0};  // every pass's hooks not yet destroyed (a test's count)
 
 struct NativeHook : FunctionPostHook {
@@ -124,6 +126,7 @@ struct NativeHook : FunctionPostHook {
     }
     p.completed[node] = 1;
     p.nodes.push_back({node, sent_at, static_cast<int32_t>(outputs.size()), arrived_at, arrived_n});
+    if (p.visit) call_visit(p, node, outputs, inputs);
     const auto now = std::chrono::steady_clock::now();
     if (now - p.last >= p.interval) {
       p.last = now;

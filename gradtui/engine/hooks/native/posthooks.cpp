@@ -18,12 +18,17 @@
 
 // The CPU kernels themselves (at::cpu::), as the dispatcher would pick them for a plain dense CPU
 // tensor below autograd: the same numbers, without a dispatch per reduction.
+#include <ATen/ops/add_cpu_dispatch.h>
 #include <ATen/ops/amax_cpu_dispatch.h>
 #include <ATen/ops/amin_cpu_dispatch.h>
 #include <ATen/ops/aminmax_cpu_dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/linalg_vector_norm_cpu_dispatch.h>
+#include <ATen/ops/mm_cpu_dispatch.h>
+#include <ATen/ops/mul_cpu_dispatch.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/sum_cpu_dispatch.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -36,7 +41,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -69,6 +76,7 @@ PyObject* list_of(const std::vector<T>& values, Make make) {
 #include "hook.h"
 #include "walk.h"
 #include "fetch.h"
+#include "sketch.h"
 
 // ---- the Python type -------------------------------------------------------------------
 
@@ -100,6 +108,7 @@ void drop_refs(Pass& p) {
   Py_CLEAR(p.fallback);
   Py_CLEAR(p.tick);
   Py_CLEAR(p.keep);
+  Py_CLEAR(p.visit);
 }
 
 void pass_dealloc(PyObject* self) {
@@ -302,12 +311,29 @@ PyObject* pass_hooked(PyObject* self, PyObject*) {
   return PyLong_FromSize_t((**reinterpret_cast<PassObject*>(self)->pass).hooks.size());
 }
 
+// visit(f): from now on f(node, sent, arrived) is called for every node the hooks measured
+// (visit.h); None: no more.
+PyObject* pass_visit(PyObject* self, PyObject* f) {
+  Pass& p = **reinterpret_cast<PassObject*>(self)->pass;
+  if (f != Py_None && !PyCallable_Check(f)) {
+    PyErr_SetString(PyExc_TypeError, "gradtui: visit() takes a callable or None");
+    return nullptr;
+  }
+  Py_CLEAR(p.visit);
+  if (f != Py_None && p.live) {
+    Py_INCREF(f);
+    p.visit = f;
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef pass_methods[] = {
     {"hook", pass_hook, METH_VARARGS, "hook(nodes, ids) -> the ids not hooked (not C++ nodes, or not CPU ones)"},
     {"take", pass_take, METH_NOARGS, "take() -> (nodes, sent, arrived) kept since the last take"},
     {"close", pass_close, METH_VARARGS, "close(nodes): inert from now on, hooks taken off live nodes"},
     {"python_only", pass_python_only, METH_NOARGS, "every hook defers to the Python posthook from now on"},
     {"hooked", pass_hooked, METH_NOARGS, "how many nodes carry a hook of this pass"},
+    {"visit", pass_visit, METH_O, "visit(f): f(node, sent, arrived) for every node the hooks measure (None: none)"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyTypeObject PassType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -372,6 +398,7 @@ PyMethodDef module_methods[] = {
     {"make", make, METH_VARARGS, "make(completed, quit, producer, full, limits, interval_s, fallback, tick, kinds)"},
     {"walk", walk, METH_VARARGS, "walk(roots) -> (nodes, nexts, producer, root_ids, seqs), or None (a root no C++ node)"},
     {"fetch", fetch, METH_VARARGS, "fetch(normed, wide, small, one_pass) -> window._fetch's floats, or None (not plain CPU floats)"},
+    {"sketch", sketch, METH_VARARGS, "sketch(t, grid_of) -> (sketch, norm) as sketch.py's buckets_and_norm, or None"},
     {"alive", alive, METH_NOARGS, "how many compiled hooks exist, on any node of any pass"},
     {nullptr, nullptr, 0, nullptr}};
 

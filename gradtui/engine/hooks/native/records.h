@@ -59,6 +59,7 @@ struct Pass {
   std::chrono::steady_clock::time_point last;
   std::chrono::nanoseconds interval{0};
   PyObject *fallback = nullptr, *tick = nullptr, *keep = nullptr;  // keep: the buffers' owners
+  PyObject* visit = nullptr;  // called with every node the hooks measured (visit.h), or null
   std::vector<GradRec> grads;
   std::vector<int64_t> dims;
   std::vector<double> values;
