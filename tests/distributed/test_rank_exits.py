@@ -176,7 +176,7 @@ def test_a_signal_to_either_rank_paused_or_running_ends_the_job_as_plain(name, r
     waits at its first pause or while a client has let it run on: torchrun's status and the
     failed rank's exit code are a plain job's, no rank is left, the runtime file is gone."""
     signum, runtime = SIGNALS[name], tmp_path / "rt"
-    attached: list[Client] = []
+    attached: list[JobClient] = []
 
     def bring(job: Job) -> None:
         if state == "running":
