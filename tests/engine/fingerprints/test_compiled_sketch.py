@@ -265,7 +265,7 @@ def test_a_fingerprinted_pass_runs_on_the_compiled_posthooks_as_on_the_python_on
     each node they measure to its fingerprints, once): the same prints, value for value, the same
     NodeRan events in the same order with the same statistics, and torch's gradients, as the
     same pass on the Python posthooks alone."""
-    from tests.engine.hooks.test_pass_through import _same_stats
+    from tests.helpers import same_stats as _same_stats
     from tests.helpers import compiled_hooked
 
     model = _encoder()
