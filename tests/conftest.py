@@ -1,4 +1,5 @@
-"""Shared fixtures (the helpers they use, and the tests too, are tests/helpers.py).
+"""Shared fixtures, and nothing else: the helpers they use, and the tests too, are tests/helpers.py
+(in the test's process) and tests/processes.py (whole processes).
 
 Every wait has a timeout, so a deadlock fails the test instead of hanging it.
 """
