@@ -24,6 +24,7 @@ from gradtui.clients.headless import HeadlessDriver
 from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Typed, parse
 from gradtui.protocol.report import Report
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,11 +99,11 @@ def fed_session(feed: list[list[str]], *, nan: bool = True) -> tuple[Session, li
     def on(event: ev.Event) -> None:
         if isinstance(event, ev.Paused):
             for command in next(commands, ["continue"]):
-                session.submit(command)
+                session.submit(parse(command))
 
     session.add_listener(on)
     if nan:
-        session.submit("break nan")
+        session.submit(parse("break nan"))
     return session, events
 
 
@@ -263,8 +264,14 @@ class Driven:
             if isinstance(event, kind):
                 return event
 
-    def submit(self, command: str) -> None:
-        self.session.submit(command)
+    def submit(self, line: str) -> None:
+        """Submit `line` as a client does: parsed once here; a line that does not parse is
+        answered here (as the UI or the headless driver answers it) and never reaches the session."""
+        typed = Typed.of(line)
+        if typed.command is None:
+            self.queue.put(ev.CommandResult(line, typed.error or "", ok=False))
+        else:
+            self.session.submit(typed.command)
 
     def result(self) -> ev.CommandResult:
         return self.next(ev.CommandResult)

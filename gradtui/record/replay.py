@@ -41,7 +41,6 @@ from gradtui.protocol.commands import (
     Quit,
     ShowPass,
     Step,
-    parse,
 )
 from gradtui.protocol.nodes import node_info, node_title
 from gradtui.protocol.stats import Stats, any_nonfinite, format_grads
@@ -219,15 +218,10 @@ class ReplayTarget:
                 self._passes[index] = info
         return info
 
-    def submit(self, text: str) -> int:
-        """Answer a command line (the events are queued at once); its request id."""
+    def submit(self, command: Command) -> int:
+        """Answer a command (parsed by the client; the events are queued at once); its request id."""
         request = next(self._ids)
         if self._over:
-            return request
-        try:
-            command = parse(text)
-        except CommandError as exc:
-            self._queue.put_nowait([ev.CommandResult(text, str(exc), ok=False, request=request)])
             return request
         match command:
             case Quit():

@@ -2,7 +2,8 @@
 
 Asyncio all through, so the UI's event loop reads events and sends commands without a
 thread: `start` does the hello and the token, `batches` yields each frame's events decoded,
-`submit` writes a frame and returns its request id.
+`submit` writes a frame holding the command (parsed by the client, typed on the wire:
+gradtui.wire.frames) and returns its request id.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gradtui.protocol import events as ev
-from gradtui.wire import protocol
+from gradtui.protocol.commands import Command
+from gradtui.wire import frames, protocol
 from gradtui.wire.codec import from_wire
 from gradtui.wire.target import TargetError, TargetInfo
 
@@ -85,14 +87,18 @@ class RemoteTarget:
         )
 
     def _send(self, message: dict[str, Any]) -> None:
+        """Write the hello's answer (a flat map)."""
+        self._write(protocol.encode(message))
+
+    def _write(self, frame: bytes) -> None:
         if self._writer is None or self._writer.is_closing():
             return
-        self._writer.write(protocol.encode(message))
+        self._writer.write(frame)
 
-    def submit(self, text: str) -> int:
-        """Send a command line; returns its request id."""
+    def submit(self, command: Command) -> int:
+        """Send a command; returns its request id."""
         request = next(self._ids)
-        self._send({"submit": text, "id": request})
+        self._write(frames.encode(frames.Submit.of(command, request)))
         return request
 
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
@@ -114,12 +120,12 @@ class RemoteTarget:
 
     async def quit(self) -> None:
         """Ask the agent to stop the script."""
-        self._send({"quit": True})
+        self._write(frames.encode(frames.Quit()))
         await self._drain()
 
     async def detach(self) -> None:
         """Leave the agent running; close our end."""
-        self._send({"detach": True})
+        self._write(frames.encode(frames.Detach()))
         await self._drain()
         self.close()
 

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from gradtui.protocol import events as ev
-from gradtui.wire import protocol
+from gradtui.protocol.commands import parse
+from gradtui.wire import frames, protocol
 from gradtui.wire.codec import from_wire
 from tests.wire.wire_helpers import Listening
 
@@ -75,8 +76,12 @@ class Client:
             self.events.extend(from_wire(e) for e in message.get("events") or ())
         return [e for e in self.events if isinstance(e, kind)][count - 1]
 
-    def send(self, message: dict) -> None:
-        self.sock.sendall(protocol.encode(message))
+    def send(self, frame: frames.ClientFrame) -> None:
+        self.sock.sendall(frames.encode(frame))
+
+    def submit(self, line: str, request: int) -> None:
+        """Send `line`, parsed here as a client parses it."""
+        self.send(frames.Submit.of(parse(line), request))
 
 
 def test_three_hundred_strangers_cost_a_paused_agent_nothing_and_the_token_still_gets_in(tmp_path):
@@ -105,10 +110,10 @@ def test_three_hundred_strangers_cost_a_paused_agent_nothing_and_the_token_still
         token = json.loads(next(tmp_path.iterdir()).read_text())["token"]
         client = Client(address, token, time.monotonic() + ATTACH_WAIT)
         first = client.until(ev.Paused)
-        client.send({"submit": "step", "id": 1})
+        client.submit("step", 1)
         second = client.until(ev.Paused, 2)
         assert (first.node, second.node) == (0, 1), (first, second)
-        client.send({"quit": True})
+        client.send(frames.Quit())
         client.sock.close()
         agent.wait()
         out, err = agent.output()

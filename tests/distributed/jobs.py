@@ -22,8 +22,9 @@ from typing import Any
 import torch
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command, parse
 from gradtui.protocol.dist_events import RanksChanged
-from gradtui.wire import protocol
+from gradtui.wire import frames, protocol
 from gradtui.wire.codec import from_wire
 from tests.procs import descendants
 
@@ -144,9 +145,9 @@ class Client:
             pass
         self.events.put(None)
 
-    def submit(self, text: str) -> int:
+    def submit(self, command: Command) -> int:
         self._ids += 1
-        self.sock.sendall(protocol.encode({"submit": text, "id": self._ids}))
+        self.sock.sendall(frames.encode(frames.Submit.of(command, self._ids)))
         return self._ids
 
     def next(self, match: Callable[[ev.Event], bool], timeout: float = EVENT_TIMEOUT) -> ev.Event:
@@ -167,8 +168,8 @@ class Client:
                 return event
 
     def ask(self, text: str, timeout: float = EVENT_TIMEOUT) -> ev.CommandResult:
-        """Submit `text` and wait for its answer."""
-        request = self.submit(text)
+        """Submit `text`, parsed here as a client parses it, and wait for its answer."""
+        request = self.submit(parse(text))
         return self.next(lambda e: isinstance(e, ev.CommandResult) and e.request == request, timeout)  # type: ignore[return-value]
 
     def paused(self, timeout: float = EVENT_TIMEOUT) -> ev.Paused:

@@ -16,6 +16,7 @@ import tempfile
 import pytest
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
 from tests.helpers import script
@@ -55,7 +56,7 @@ async def _replayed(path: str, *commands: str) -> list[list[ev.Event]]:
     batches = target.batches().__aiter__()
     out = [await asyncio.wait_for(batches.__anext__(), STEP), await asyncio.wait_for(batches.__anext__(), STEP)]
     for command in commands:
-        target.submit(command)
+        target.submit(parse(command))
         out.append(await asyncio.wait_for(batches.__anext__(), STEP))
     await target.quit()
     return out

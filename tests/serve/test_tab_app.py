@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from gradtui.protocol.commands import Command
 from gradtui.serve.driver import TabDriver
 from gradtui.serve.tab import TabApp, Unreachable, page_size, target_for
 from gradtui.ui.screens.leave import LeaveScreen
@@ -27,8 +28,8 @@ class FakeTarget:
     async def start(self) -> None:
         self.calls.append("start")
 
-    def submit(self, text: str) -> int:
-        self.calls.append(f"submit {text}")
+    def submit(self, command: Command) -> int:
+        self.calls.append(f"submit {command.text}")
         return 1
 
     async def batches(self):

@@ -13,6 +13,7 @@ from textual.app import App
 
 import gradtui
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.header import GradHeader
@@ -40,9 +41,9 @@ class ScriptedTarget:
     async def start(self) -> None:
         """Nothing to start."""
 
-    def submit(self, text: str) -> int:
-        """Note the line."""
-        self.submitted.append(text)
+    def submit(self, command: Command) -> int:
+        """Note the command's line."""
+        self.submitted.append(command.text)
         return len(self.submitted)
 
     async def batches(self):

@@ -29,8 +29,15 @@ async def _drive(target, commands: list[str]) -> list[ev.Event]:
     async for batch in target.batches():
         for event in batch:
             events.append(event)
-            if feeder.due(event) and (text := feeder.pop()) is not None:
-                feeder.sent(target.submit(text))
+            if not feeder.due(event):
+                continue
+            while (typed := feeder.pop()) is not None and typed.command is None:
+                events.append(
+                    ev.CommandResult(typed.text, typed.error or "", ok=False)
+                )  # answered here, as a client does
+                feeder.skipped()
+            if typed is not None and typed.command is not None:
+                feeder.sent(target.submit(typed.command))
     return events
 
 

@@ -14,6 +14,7 @@ import torch
 from gradtui.engine.hooks import planned
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import compiled_hooked, fed_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
@@ -35,15 +36,15 @@ def run(build, commands=(), *, watch=True, full=False, check_every=None):
     def on(event):
         if isinstance(event, ev.Paused):
             for command in feed:
-                session.submit(command)
+                session.submit(parse(command))
                 if command in ("continue", "step"):
                     return
-            session.submit("continue")
+            session.submit(parse("continue"))
 
     session.add_listener(on)
     session.run_on()
     if watch:
-        session.submit("break nan")
+        session.submit(parse("break nan"))
     with session:  # built under the session, as a script's forward is (its hooks are seen)
         leaves, loss = build()
         loss.backward()
@@ -241,7 +242,7 @@ def _failed_pass(build, watch: bool = True):
     session = Session(events.append, provenance=False)
     session.run_on()
     if watch:
-        session.submit("break nan")
+        session.submit(parse("break nan"))
     with session, pytest.raises(ValueError):
         _, loss = build()
         loss.backward()
@@ -256,7 +257,7 @@ def test_a_detached_session_never_pauses_in_a_planned_pass():
 
     events: list[ev.Event] = []
     session = Session(events.append, provenance=False)
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     session.run_on()
     session.detach()
     failures: list[BaseException] = []
@@ -300,8 +301,8 @@ def test_a_pass_that_steps_then_continues_runs_the_rest_on_the_plan(monkeypatch)
     def one(check_every):
         events: list[ev.Event] = []
         session = Session(events.append, provenance=False, check_every=check_every)  # starts stepping
-        session.add_listener(lambda e: session.submit("continue") if isinstance(e, ev.Paused) else None)
-        session.submit("break nan")
+        session.add_listener(lambda e: session.submit(parse("continue")) if isinstance(e, ev.Paused) else None)
+        session.submit(parse("break nan"))
         with session:
             model(data).pow(2).mean().backward()
         grads = [p.grad.clone() for p in model.parameters()]
@@ -377,7 +378,7 @@ def test_a_root_another_node_also_sends_to_has_what_arrived_measured():
     events = []
     session = Session(events.append, provenance=False)
     session.run_on()
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     with session:
         x = torch.rand(3, requires_grad=True)
         viewed = x.exp().view(3)
