@@ -72,11 +72,12 @@ class Command(msgspec.Struct, frozen=True, tag=True):
         return cls(line)
 
     @classmethod
-    def starts(cls, line: str) -> bool:
-        """Does `line` start with one of this command's words (its verb, an alias, any case)?
-        A look at the first word, not a parse: `asks_flow` skims a long -x file with it."""
-        word = "!" if line.lstrip().startswith("!") else line.split(maxsplit=1)[0].lower() if line.strip() else ""
-        return _words().get(word) == cls.verb
+    def alone(cls, line: str) -> bool:
+        """Is `line` one of this command's words (its verb, an alias, any case) and nothing else,
+        so this command if it takes no argument? Told from the words, without parsing the line
+        (which is parsed once, when it is sent): `asks_flow` skims the -c / -x lines with it."""
+        words = line.split()
+        return len(words) == 1 and _words().get(words[0].lower()) == cls.verb
 
     @classmethod
     def help_usage(cls) -> str:
@@ -514,16 +515,10 @@ class Typed(NamedTuple):
 
 
 def asks_flow(lines: Iterable[str]) -> bool:
-    """Is one of `lines` a `flow` (the last pass's gradient flow, not `flow N`)? Only the lines
-    whose first word is `flow`'s are parsed: a 200,000-line -x file is skimmed, not parsed."""
-    for line in lines:
-        if Flow.starts(line):
-            try:
-                if isinstance(parse(line), Flow):
-                    return True
-            except CommandError:
-                pass
-    return False
+    """Is one of `lines` a `flow` (the last pass's gradient flow, not `flow N`)? Skimmed, not
+    parsed: each line is parsed once, when it is sent, and a 200,000-line -x file is not parsed
+    ahead of the run for this."""
+    return any(Flow.alone(line) for line in lines)
 
 
 def _check_syntax(expr: str) -> None:
