@@ -115,8 +115,8 @@ def test_a_headless_run_computes_light_statistics_between_pauses_and_full_ones_a
         agent = build_agent(options, None)
         session, events = agent.session, []
         session.add_listener(events.append, batches=False)
-        session.add_listener(lambda e: session.submit("continue") if isinstance(e, ev.Paused) else None)
-        session.submit("break nan")
+        session.add_listener(lambda e: session.submit(parse("continue")) if isinstance(e, ev.Paused) else None)
+        session.submit(parse("break nan"))
         session.run_on()
         torch.manual_seed(0)
         w = torch.randn(4 * VALUES_LIMIT, requires_grad=True)  # a small gradient keeps its values, in full
