@@ -410,20 +410,20 @@ _HIDDEN_ALIASES = {"n": "step", "next": "step", "cont": "continue", "exit": "qui
 """Words that also work but help does not list (pdb's `n`, `next`, `cont`, `exit`)."""
 
 
-_WORDS: tuple[int, dict[str, str]] = (-1, {})
-"""`_words`' table, and the number of command classes it was made from."""
+_WORDS: tuple[tuple[type[Command], ...], dict[str, str]] = ((), {})
+"""`_words`' table, and the command classes it was made from."""
 
 
 def _words() -> dict[str, str]:
-    """Every word that starts a command, lower-cased, to its verb (made again only when a command
-    class was added since: the table only grows)."""
+    """Every word that starts a command, lower-cased, to its verb (made again only when the
+    table's classes changed: one was added, or a test took its throwaway out)."""
     global _WORDS
-    if _WORDS[0] != len(COMMANDS):
+    if _WORDS[0] != (table := tuple(COMMANDS)):
         words = dict(_HIDDEN_ALIASES)
         for command in COMMANDS:
             words[command.verb] = command.verb
             words.update({alias.lower(): command.verb for alias in command.aliases})
-        _WORDS = (len(COMMANDS), words)
+        _WORDS = (table, words)
     return _WORDS[1]
 
 
@@ -473,8 +473,8 @@ def parse(text: str) -> Command:
     raise CommandError(f"unknown command {word!r} (type 'help' for the list)")
 
 
-_DECODER: tuple[int, msgspec.msgpack.Decoder[Any]] = (-1, msgspec.msgpack.Decoder())
-"""The decoder of the command table's tagged union, and the number of command classes it knows."""
+_DECODER: tuple[tuple[type[Command], ...], msgspec.msgpack.Decoder[Any]] = ((), msgspec.msgpack.Decoder())
+"""The decoder of the command table's tagged union, and the command classes it knows."""
 
 
 def wire_form(command: Command) -> bytes:
@@ -487,8 +487,8 @@ def from_wire_form(data: bytes) -> Command:
     classes (fixed fields of plain values, so nothing in it nests), or CommandError saying why
     not (an unknown tag, a field of the wrong type)."""
     global _DECODER
-    if _DECODER[0] != len(COMMANDS):
-        _DECODER = (len(COMMANDS), msgspec.msgpack.Decoder(Union[tuple(COMMANDS)]))  # noqa: UP007 - a union made at run time
+    if _DECODER[0] != (table := tuple(COMMANDS)):
+        _DECODER = (table, msgspec.msgpack.Decoder(Union[table]))  # noqa: UP007 - a union made at run time
     try:
         command = _DECODER[1].decode(data)
     except msgspec.DecodeError as exc:
