@@ -377,9 +377,6 @@ def test_commands_while_running_from_another_thread(driven, stash):
     run.submit("break pass 1")
     added = run.result()
     assert added.ok and added.text == "breakpoint 1 at pass 1"
-    run.submit("frobnicate")
-    bad = run.result()
-    assert not bad.ok and "unknown command" in bad.text
     stash["go"].set()
     pause = run.next(ev.Paused)
     assert (pause.pass_index, pause.node, pause.reason) == (1, 0, "breakpoint 1: pass 1")
