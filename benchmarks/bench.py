@@ -73,6 +73,7 @@ from gradtui.engine.hooks.compiled import CompiledHooks  # noqa: E402
 from gradtui.engine.provenance.forward import Provenance  # noqa: E402
 from gradtui.engine.session import Session  # noqa: E402
 from gradtui.protocol import events as ev  # noqa: E402
+from gradtui.protocol.commands import parse  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_agent import bench_agent_rows, bench_ui, bench_wire  # noqa: E402
@@ -188,7 +189,7 @@ def _continuing_session(full: bool, watch: bool = True, reader: bool = False) ->
         flow=reader,
     )
     if watch:
-        session.submit("break nan")
+        session.submit(parse("break nan"))
     session.run_on()  # no first pause: measure the hooks, not a human
     session.done = done  # type: ignore[attr-defined]
     return session

@@ -24,6 +24,7 @@ from gradtui.agent.server import BATCH_INTERVAL, AgentServer, ServerHooks
 from gradtui.engine.capture.graph import Names, capture
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command, parse
 from gradtui.wire import protocol
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.codec import from_wire, to_wire
@@ -199,7 +200,7 @@ def _run_passes(session: Session, muls: int, passes: int) -> float:
 def _continuing(listener) -> Session:
     """A UI-like session (norms only, a `nan` watch) running on without a first pause."""
     session = Session(listener, provenance=False, full_stats=False)
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     session.run_on()  # no first pause: measure the stream, not a human
     return session
 
@@ -216,9 +217,9 @@ def bench_event_stream(muls: int, passes: int) -> None:
     ours, theirs = socket.socketpair()
     session: Session | None = None
 
-    def submit(text: str, request: int) -> None:
+    def submit(command: Command, request: int) -> None:
         assert session is not None
-        session.submit(text, request)
+        session.submit(command, request)
 
     server = AgentServer(None, token, ServerHooks(submit=submit, quit=lambda: None))
     session = _continuing(server)
@@ -409,9 +410,9 @@ def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes:
         ours, theirs = socket.socketpair()
         session: Session | None = None
 
-        def submit(text: str, request: int) -> None:
+        def submit(command: Command, request: int) -> None:
             assert session is not None
-            session.submit(text, request)
+            session.submit(command, request)
 
         server = AgentServer(None, token, ServerHooks(submit=submit, quit=lambda: None))
         session = Session(None, provenance=False, full_stats=full)
@@ -419,7 +420,7 @@ def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes:
         # while the client shows it (this one, as the UI before `w` or `P`, shows none)
         session.add_listener(server, flow=server.wants_flow)
         if watch:
-            session.submit("break nan")
+            session.submit(parse("break nan"))
         session.run_on()
         received, ready = Received(), threading.Event()
         reader = threading.Thread(

@@ -51,6 +51,7 @@ def bench_host_reads(layers: int = 12, width: int = 64, batch: tuple[int, int] =
 def _host_reads(layers: int, width: int, batch: tuple[int, int]) -> None:
     from gradtui.engine.session import CHECK_EVERY, Session
     from gradtui.protocol import events as ev
+    from gradtui.protocol.commands import parse
     from tests.helpers import HostReads
 
     model = _encoder(layers, width)
@@ -70,11 +71,11 @@ def _host_reads(layers: int, width: int, batch: tuple[int, int]) -> None:
             lambda e: nodes.append(e.graph.number_of_nodes()) if isinstance(e, ev.PassStarted) else None
         )
         if stepping:
-            session.add_listener(lambda e, s=session: s.submit("step") if isinstance(e, ev.Paused) else None)
+            session.add_listener(lambda e, s=session: s.submit(parse("step")) if isinstance(e, ev.Paused) else None)
         else:
             session.run_on()
         if spec:
-            session.submit(f"break {spec}")
+            session.submit(parse(f"break {spec}"))
         loss = model(data).pow(2).mean()
         with session, HostReads() as reads:
             loss.backward()
@@ -270,6 +271,7 @@ def peak_kb():  # this process's own high-water mark: ru_maxrss keeps the parent
 import torch
 torch.set_num_threads(1)
 from gradtui.engine.capture.graph import allow_deep_graphs
+from gradtui.protocol.commands import parse
 allow_deep_graphs()  # freeing a 100,000-node chain recurses once per node (gradtui.engine.capture.graph.allow_deep_graphs says why)
 n, mode = int(sys.argv[1]), sys.argv[2]
 x = torch.ones(4, requires_grad=True)
@@ -291,9 +293,9 @@ else:
     def on(event):
         if isinstance(event, ev.Paused):
             out.setdefault("first_pause", time.thread_time() - start)
-            session.submit("continue")
+            session.submit(parse("continue"))
     session.add_listener(on, batches=True)  # it reads no node: it takes the batches unread
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     with session:
         start = time.thread_time()
         loss.backward()

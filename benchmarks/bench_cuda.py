@@ -41,6 +41,7 @@ import torch  # noqa: E402
 from bench_models import gpt, model_sizes, transformer  # noqa: E402
 
 from gradtui.engine.session import Session  # noqa: E402
+from gradtui.protocol.commands import parse  # noqa: E402
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
 """The text of the warning torch's sync debug mode gives for each synchronising call."""
@@ -59,7 +60,7 @@ def _session(full: bool) -> Session:
     the batches unread (`full=False`), or every statistic, every node and the flow read."""
     session = Session(None, provenance=False, full_stats=full)
     session.add_listener(lambda e: None, graph=False, batches=not full, flow=full)
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     session.run_on()
     return session
 

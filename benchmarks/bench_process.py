@@ -32,6 +32,7 @@ from benchtable import Row, add, alternate, median, ms, paired_row, ratio_row  #
 
 from gradtui.engine.session import Session  # noqa: E402
 from gradtui.protocol import events as ev  # noqa: E402
+from gradtui.protocol.commands import parse  # noqa: E402
 
 # ---- memory ------------------------------------------------------------------------------
 
@@ -54,7 +55,7 @@ def bench_memory(passes: int) -> None:
     alive: list[weakref.ref] = []
     finished = []
     session = Session(lambda e: finished.append(1) if isinstance(e, ev.PassFinished) else None)
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     session.run_on()
 
     def loop(count: int) -> None:

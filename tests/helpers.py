@@ -54,6 +54,7 @@ from gradtui.clients.headless import HeadlessDriver
 from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command, Typed, parse
 from gradtui.protocol.nodes import NodeInfo
 from gradtui.protocol.report import Report
 from gradtui.protocol.stats import Stats
@@ -223,11 +224,11 @@ def fed_session(feed: list[list[str]], *, nan: bool = True) -> tuple[Session, li
     def on(event: ev.Event) -> None:
         if isinstance(event, ev.Paused):
             for command in next(commands, ["continue"]):
-                session.submit(command)
+                session.submit(parse(command))
 
     session.add_listener(on)
     if nan:
-        session.submit("break nan")
+        session.submit(parse("break nan"))
     return session, events
 
 
@@ -341,9 +342,14 @@ class Driven:
             if isinstance(event, kind):
                 return event
 
-    def submit(self, command: str) -> None:
-        """Submit a command line to the session, as a client would."""
-        self.session.submit(command)
+    def submit(self, line: str) -> None:
+        """Submit `line` as a client does: parsed once here; a line that does not parse is
+        answered here (as the UI or the headless driver answers it) and never reaches the session."""
+        typed = Typed.of(line)
+        if typed.command is None:
+            self.queue.put(ev.CommandResult(line, typed.error or "", ok=False))
+        else:
+            self.session.submit(typed.command)
 
     def result(self) -> ev.CommandResult:
         """The next command's answer."""
@@ -579,15 +585,15 @@ def run_pass(build, commands=(), *, watch=True, full=False, check_every=None):
     def on(event):
         if isinstance(event, ev.Paused):
             for command in feed:
-                session.submit(command)
+                session.submit(parse(command))
                 if command in ("continue", "step"):
                     return
-            session.submit("continue")
+            session.submit(parse("continue"))
 
     session.add_listener(on)
     session.run_on()
     if watch:
-        session.submit("break nan")
+        session.submit(parse("break nan"))
     with session:  # built under the session, as a script's forward is (its hooks are seen)
         leaves, loss = build()
         loss.backward()
@@ -921,9 +927,9 @@ class FakeTarget:
         """Note the start."""
         self.calls.append("start")
 
-    def submit(self, text: str) -> int:
+    def submit(self, command: Command) -> int:
         """Note the command; its request id is always 1."""
-        self.calls.append(f"submit {text}")
+        self.calls.append(f"submit {command.text}")
         return 1
 
     async def batches(self):

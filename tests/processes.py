@@ -45,9 +45,10 @@ import pytest
 
 from gradtui.clients.feeder import CommandFeeder
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command, parse
 from gradtui.protocol.dist_events import RanksChanged
 from gradtui.protocol.options import RunOptions
-from gradtui.wire import protocol
+from gradtui.wire import frames, protocol
 from gradtui.wire.child import ChildTarget
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.codec import from_wire
@@ -185,8 +186,15 @@ async def _drive(target, commands: list[str]) -> list[ev.Event]:
     async for batch in target.batches():
         for event in batch:
             events.append(event)
-            if feeder.due(event) and (text := feeder.pop()) is not None:
-                feeder.sent(target.submit(text))
+            if not feeder.due(event):
+                continue
+            while (typed := feeder.pop()) is not None and typed.command is None:
+                events.append(
+                    ev.CommandResult(typed.text, typed.error or "", ok=False)
+                )  # answered here, as a client does
+                feeder.skipped()
+            if typed is not None and typed.command is not None:
+                feeder.sent(target.submit(typed.command))
     return events
 
 
@@ -340,8 +348,13 @@ class RawClient:
             self.events.extend(from_wire(e) for e in message.get("events") or ())
         return [e for e in self.events if isinstance(e, kind)][count - 1]
 
-    def send(self, message: dict) -> None:
-        self.sock.sendall(protocol.encode(message))
+    def send(self, frame: frames.ClientFrame) -> None:
+        """Send one typed client frame."""
+        self.sock.sendall(frames.encode(frame))
+
+    def submit(self, line: str, request: int) -> None:
+        """Send `line`, parsed here as a client parses it."""
+        self.send(frames.Submit.of(parse(line), request))
 
 
 # Runs ended by a signal (python is the oracle of how they end) --------------------------------
@@ -514,9 +527,9 @@ class JobClient:
             pass
         self.events.put(None)
 
-    def submit(self, text: str) -> int:
+    def submit(self, command: Command) -> int:
         self._ids += 1
-        self.sock.sendall(protocol.encode({"submit": text, "id": self._ids}))
+        self.sock.sendall(frames.encode(frames.Submit.of(command, self._ids)))
         return self._ids
 
     def next(self, match: Callable[[ev.Event], bool], timeout: float = JOB_EVENT_TIMEOUT) -> ev.Event:
@@ -537,8 +550,8 @@ class JobClient:
                 return event
 
     def ask(self, text: str, timeout: float = JOB_EVENT_TIMEOUT) -> ev.CommandResult:
-        """Submit `text` and wait for its answer."""
-        request = self.submit(text)
+        """Submit `text`, parsed here as a client parses it, and wait for its answer."""
+        request = self.submit(parse(text))
         return self.next(lambda e: isinstance(e, ev.CommandResult) and e.request == request, timeout)  # type: ignore[return-value]
 
     def paused(self, timeout: float = JOB_EVENT_TIMEOUT) -> ev.Paused:

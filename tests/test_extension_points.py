@@ -120,7 +120,9 @@ def test_a_registered_entry_point_is_patched_routed_and_restored(monkeypatch):
     plain = x.detach().clone().requires_grad_()
     (plain.sin() * 3).sum().backward()
     session = Session(events.append, provenance=False)
-    session.add_listener(lambda event: session.submit("continue") if isinstance(event, ev.Paused) else None)
+    session.add_listener(
+        lambda event: session.submit(commands.parse("continue")) if isinstance(event, ev.Paused) else None
+    )
     with session:
         assert namespace.run_backward is not run_backward  # patched
         namespace.run_backward((x.sin() * 3).sum())

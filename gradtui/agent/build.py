@@ -2,8 +2,9 @@
 torchrun job) the job's tap, wired once, in one order, for every mode (headless, the UI's child
 agent, --listen, gradtui.listen()).
 
-The server is built with the hooks it will keep: a typed line is parsed once here
-(`AgentCommands`) and passed on as a `Command`. The run's one quit path is the session's
+The server is built with the hooks it will keep: a command arrives parsed (its client parsed
+the line where it was typed; the wire carries the command) and `AgentCommands` hands it to the
+session as it came. The run's one quit path is the session's
 `run_quit` (gradtui.engine.process.quitting): a typed `quit` and a client's quit both reach it, and
 it takes the way out of the mode that built the agent (a runner's stop, `gradtui.listen()`'s
 stop-debugging, on a torchrun rank the job's tap: every rank).
@@ -55,19 +56,14 @@ class Agent(msgspec.Struct):
 
 
 class AgentCommands:
-    """The agent's command path: a typed line parsed once and given to the session as a
-    `Command` (a line that does not parse is answered here; `quit` takes the run's quit path)."""
+    """The agent's command path: a command the client parsed, given to the session (`quit`
+    takes the run's quit path)."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def submit(self, text: str, request: int) -> None:
-        """Run the line `text` the client typed, its answers carrying `request`."""
-        try:
-            command = parse(text)
-        except CommandError as exc:
-            self._session.emit(ev.CommandResult(text, str(exc), ok=False, request=request))
-            return
+    def submit(self, command: Command, request: int) -> None:
+        """Run `command` (parsed by the client), its answers carrying `request`."""
         self._session.submit(command, request)
 
     def quit(self) -> None:
@@ -97,17 +93,6 @@ def path_checks() -> PathChecks:
     return PathChecks(recording, reference)
 
 
-def parsed(lines: list[str]) -> list[Command]:
-    """The commands among `lines` that parse (a line that does not is said when it is fed)."""
-    commands = []
-    for line in lines:
-        try:
-            commands.append(parse(line))
-        except CommandError:
-            pass
-    return commands
-
-
 def _new_session(options: RunOptions):
     """A session as `options` ask, nothing attached yet."""
     from gradtui.engine.session import Session
@@ -115,7 +100,7 @@ def _new_session(options: RunOptions):
     session = Session(
         full_stats=options.full_stats,
         hook_all_passes=options.hook_all_passes,
-        flow_unhooked=options.flow_unhooked(parsed(options.commands)),
+        flow_unhooked=options.flow_unhooked,
         fingerprints=options.fingerprints or options.against is not None,
     )
     if options.against is not None:
@@ -135,7 +120,11 @@ def _attach(
     for k, listener in enumerate(listeners):
         session.add_listener(listener, flow=first_flow if k == 0 else True)
     for spec in options.break_on:
-        session.submit(f"break {spec}")
+        line = f"break {spec}"  # a --break option enters here: parsed once, as a typed line is
+        try:
+            session.submit(parse(line))
+        except CommandError as exc:
+            session.emit(ev.CommandResult(line, str(exc), ok=False))
     if options.break_on:
         session.run_on()
 
@@ -178,6 +167,8 @@ def build_agent(
         detached=tap.detached if tap is not None else _nothing,
         info=transport.info,
     )
+    if tap is not None:
+        hooks.order = tap.order  # the job hub's orders to this rank
     server = AgentServer(transport.listener, transport.token, hooks, exit_with_client=transport.exit_with_client)
     if tap is not None:
         tap.serve(server)

@@ -53,7 +53,8 @@ from gradtui.agent.diagnostics import Diagnostics
 from gradtui.agent.outbox import Outbox
 from gradtui.agent.sender import STALL, ClientSender
 from gradtui.protocol import events as ev
-from gradtui.wire import protocol
+from gradtui.protocol.commands import Command
+from gradtui.wire import frames, protocol
 from gradtui.wire.codec import to_wire
 
 BATCH_INTERVAL = 0.05
@@ -70,8 +71,8 @@ _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
 class ServerHooks:
     """What the server asks of the agent around it."""
 
-    submit: Callable[[str, int], None]
-    """Run a command line typed by the client, answering with this request id."""
+    submit: Callable[[Command, int], None]
+    """Run a command the client parsed, answering with this request id."""
     quit: Callable[[], None]
     """Stop the script (the client asked to quit, or a child agent lost its UI)."""
     resume: Callable[[], None] = lambda: None
@@ -80,6 +81,8 @@ class ServerHooks:
     """The client went without quitting (a job's hub releases its ranks)."""
     info: dict[str, Any] = field(default_factory=dict)
     """What a client is told about the target in the welcome (script, argv, pid...)."""
+    order: Callable[[bytes], None] = lambda order: None
+    """A job hub's order to this rank (its wire form; gradtui.distributed.orders reads it)."""
 
 
 class AgentServer:
@@ -315,22 +318,23 @@ class AgentServer:
         return None
 
     def _read_loop(self, conn: socket.socket) -> None:
-        """The attached client's commands, until it detaches or goes away."""
+        """The attached client's frames (typed: gradtui.wire.frames), until it detaches or goes
+        away; a frame that is not one of ours ends the connection."""
         quit_ = False
         try:
-            while True:
-                message = protocol.read_frame(conn, decoder=protocol.decode_client)
-                if message is None or message.get("detach"):
-                    break
-                if message.get("quit"):
-                    quit_ = True
-                    break
-                if isinstance(flow := message.get("flow"), bool):
-                    self._flow_asked = flow
-                    continue
-                text, request = message.get("submit"), message.get("id")
-                if isinstance(text, str) and isinstance(request, int):
-                    self._hooks.submit(text, request)
+            while (payload := protocol.read_payload(conn)) is not None:
+                match frames.decode(payload):
+                    case frames.Submit() as submit:
+                        self._hooks.submit(submit.command_of(), submit.id)
+                    case frames.ShowFlow(shown=shown):
+                        self._flow_asked = shown
+                    case frames.Order(order=order):
+                        self._hooks.order(bytes(order))
+                    case frames.Quit():
+                        quit_ = True
+                        break
+                    case frames.Detach():
+                        break
         except (OSError, protocol.ProtocolError):
             pass
         self._drop(conn, quit_)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gradtui.protocol.commands import parse_file
+from gradtui.protocol.commands import Command, parse_file
 
 if TYPE_CHECKING:  # the events import networkx: `gradtui --help` and bad input answer without it
     from gradtui.protocol import events as ev
@@ -127,14 +127,15 @@ async def drive_headless(
 
 
 class _Link:
-    """What the headless driver needs of its target: submit a line, detach (at the next batch)."""
+    """What the headless driver needs of its target: submit a command, detach (at the next batch)."""
 
     def __init__(self, target: Any, detach: asyncio.Event) -> None:
         self._target = target
         self._detach = detach
 
-    def submit(self, text: str) -> int:
-        return self._target.submit(text)
+    def submit(self, command: Command) -> int:
+        """Send `command` (parsed by the driver) to the target; its request id."""
+        return self._target.submit(command)
 
     def detach(self) -> None:
         self._detach.set()

@@ -6,6 +6,9 @@ engine is still paused, the one after. A command that resumes the engine (`step`
 `pause` (a break-in), which is sent while the engine runs: `-c continue -c pause` breaks in
 again at once, and a client that attaches to a running script with `-c pause` first breaks in. Headless mode, the
 UI and `attach --headless` all feed their commands through this.
+
+The lines of `-c` / `-x` enter here: each is parsed once, when it is next (`Typed`: its command
+or the parser's refusal), and handed out parsed; a 200,000-line file is not parsed ahead.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from collections import deque
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import BreakIn, Typed
 
 
 class CommandFeeder:
@@ -26,6 +30,8 @@ class CommandFeeder:
         """Is the engine paused now (as far as the events said)?"""
         self._awaiting: int | None = None
         self._sent = False
+        self._head: Typed | None = None
+        """The first of `commands`, parsed (once: `pop` hands this out)."""
         self.started = False
         """Has any command been handed out yet?"""
 
@@ -53,22 +59,35 @@ class CommandFeeder:
                     return True
         return not self.paused and not self._sent and self._breaks_in_next()
 
-    def _breaks_in_next(self) -> bool:
-        """Is the next command a `pause`, due while the engine runs?"""
-        return bool(self.commands) and self.commands[0].strip().lower() == "pause"
-
-    def pop(self) -> str | None:
-        """The next command, or None when they have run out."""
+    def _next(self) -> Typed | None:
+        """The next command, parsed once (None when they have run out)."""
         if not self.commands:
             return None
+        if self._head is None:
+            self._head = Typed.of(self.commands[0])
+        return self._head
+
+    def _breaks_in_next(self) -> bool:
+        """Is the next command a `pause`, due while the engine runs?"""
+        head = self._next()
+        return head is not None and isinstance(head.command, BreakIn)
+
+    def pop(self) -> Typed | None:
+        """The next command, parsed (or the parser's refusal), or None when they have run out."""
+        head = self._next()
+        if head is None:
+            return None
+        self.commands.popleft()
+        self._head = None
         self._sent = True
         self.started = True
-        return self.commands.popleft()
+        return head
 
     def take_left(self) -> list[str]:
         """The commands not handed out, taken away: the run ended before them."""
         left = list(self.commands)
         self.commands.clear()
+        self._head = None
         return left
 
     def sent(self, request: int | None) -> None:

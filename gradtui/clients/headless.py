@@ -3,7 +3,7 @@
 The driver is a listener of events: in-process (`gradtui --headless`) it is a session
 listener on the script's thread; for `gradtui attach --headless` it is fed the events that
 arrive over the wire. Either way a `CommandFeeder` says when the next command is due, and
-the driver submits it to its target (anything with `submit(text)` and `detach()`). When the
+the driver submits it, parsed, to its target (anything with `submit(command)` and `detach()`). When the
 commands run out the target is detached: the script runs to its end without pausing (a
 remote agent keeps its breakpoints armed for the next client). The script's stderr goes to
 `err`, its stdout and everything of gradtui's to `out`.
@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from gradtui.clients.feeder import CommandFeeder
 from gradtui.protocol import events as ev
-from gradtui.protocol.commands import CommandError, Continue, Flow, parse
+from gradtui.protocol.commands import Continue, asks_flow
 from gradtui.protocol.nodes import node_info, node_title
 from gradtui.protocol.stats import format_grads
 
@@ -27,7 +27,8 @@ class HeadlessDriver:
     def __init__(
         self, target: Any, commands: list[str], out: TextIO, err: TextIO | None = None, *, sole: bool = False
     ) -> None:
-        """Each line is parsed once, before it is sent (one that does not parse is said and skipped).
+        """Each line is parsed once, by the feeder, before it is sent (one that does not parse is
+        said and skipped): the target gets the command.
         `sole`: this driver is the only source of commands and `target` the in-process Session
         (`gradtui --headless`): once its last command is a `continue` with no breakpoint armed,
         nothing can stop the script again, and the session is detached at once (it then stops
@@ -46,7 +47,7 @@ class HeadlessDriver:
         would otherwise hold a million integers until its end)."""
         self._asked: str | None = None
         """The command this driver sent that is not answered yet: its own edit's answer says what it did."""
-        self.reads_flow = _asks_flow(commands)
+        self.reads_flow = asks_flow(commands)
         """Is one of the commands a `flow`? Else the driver reads no pass's gradient flow (it prints
         neither the flow nor the leaves' gradients), and a hooked pass need not compute them for it."""
 
@@ -76,16 +77,15 @@ class HeadlessDriver:
 
     def _feed(self) -> None:
         """Submit the next valid command, or detach when there are none left."""
-        while (text := self.feeder.pop()) is not None:
-            self._print(f"(gradtui) {text}")
-            try:
-                command = parse(text)
-            except CommandError as exc:
-                self._print(f"error: {exc}")
+        while (typed := self.feeder.pop()) is not None:
+            self._print(f"(gradtui) {typed.text}")
+            command = typed.command
+            if command is None:
+                self._print(f"error: {typed.error}")
                 self.feeder.skipped()
                 continue
             self._asked = command.text
-            self.feeder.sent(self.target.submit(command if self._sole else text))  # the Session takes it parsed
+            self.feeder.sent(self.target.submit(command))
             if (
                 self._sole
                 and not self.feeder.commands
@@ -215,16 +215,3 @@ class HeadlessDriver:
         left = self.feeder.take_left()
         if left:
             self._print(f"(gradtui) -- the run has ended: not run: {'; '.join(left)}")
-
-
-def _asks_flow(commands: list[str]) -> bool:
-    """Is one of `commands` a `flow` (the last pass's gradient flow)? Only lines that start with the
-    word are parsed: a 200,000-line -x file is looked at, not parsed, here."""
-    for line in commands:
-        if line.lstrip().startswith(Flow.verb):
-            try:
-                if isinstance(parse(line), Flow):
-                    return True
-            except CommandError:
-                pass
-    return False

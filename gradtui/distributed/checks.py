@@ -29,7 +29,7 @@ from gradtui.engine.stats.summary import summarize_all
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import (
     Break,
-    CommandError,
+    Command,
     Continue,
     Delete,
     Finish,
@@ -37,7 +37,6 @@ from gradtui.protocol.commands import (
     Print,
     Quit,
     Step,
-    parse,
 )
 
 if TYPE_CHECKING:  # the session imports the engine; only its type is needed here
@@ -66,7 +65,7 @@ class Checks:
         self.session, self.store, self.rank, self.world, self.link = session, store, rank, world, link
         self.diverge = False
         self.held = False
-        self._commands: queue.Queue[tuple[str, int]] = queue.Queue()
+        self._commands: queue.Queue[tuple[Command, int]] = queue.Queue()
         self._report = ""
 
     def on_event(self, event: ev.Event) -> None:
@@ -151,7 +150,7 @@ class Checks:
             )
             while True:
                 try:
-                    queued: tuple[str, int] | None = self._commands.get(timeout=0.25)
+                    queued: tuple[Command, int] | None = self._commands.get(timeout=0.25)
                 except queue.Empty:
                     queued = None
                 if self.session.quitting:
@@ -165,12 +164,8 @@ class Checks:
                     if self.link.released:  # a rank died: the others are let go at once
                         return self._resume(finished, "continue")
                     continue
-                text, request = queued
-                try:
-                    command = parse(text)
-                except CommandError as exc:
-                    self.session.emit(ev.CommandResult(text, str(exc), ok=False, request=request))
-                    continue
+                command, request = queued
+                text = command.text
                 match command:
                     case Continue() | Step() | Finish():
                         mode = "continue" if isinstance(command, Continue) else "step"
@@ -196,9 +191,9 @@ class Checks:
             self.held = False
             self.link.timeouts.restore()
 
-    def submit(self, text: str, request: int) -> None:
+    def submit(self, command: Command, request: int) -> None:
         """A command for the hold (from the agent's command path)."""
-        self._commands.put((text, request))
+        self._commands.put((command, request))
 
     def _resume(self, finished: ev.PassFinished, mode: str) -> None:
         """End the hold: run on, or step (at the next pass's first node: none is left in this one)."""

@@ -5,10 +5,9 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from gradtui.protocol import events as ev
-from gradtui.wire import protocol
+from gradtui.wire import frames, protocol
 from gradtui.wire.codec import from_wire
 
 
@@ -52,11 +51,11 @@ class RankConn:
             pass
         self._on_gone(self.rank, bye)
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, frame: frames.ClientFrame) -> None:
         """Send one frame (quietly nothing if the rank is gone)."""
         try:
             with self._lock:
-                self._sock.sendall(protocol.encode(message))
+                self._sock.sendall(frames.encode(frame))
         except OSError:
             pass
 

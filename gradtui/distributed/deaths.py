@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gradtui.distributed.orders import Gone, Release
 from gradtui.distributed.outbox import RankOrders
 from gradtui.distributed.stops import RankView, is_hold
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Continue
 from gradtui.wire.runtime import alive
 
 
@@ -49,11 +51,11 @@ class Deaths:
         for r in self._ranks:
             if not r.live:
                 continue
-            self._orders.control(r.rank, f"gone {rank}")
-            self._orders.control(r.rank, "release")  # ends a park, and a diverge hold, at once
+            self._orders.control(r.rank, Gone(rank))
+            self._orders.control(r.rank, Release())  # ends a park, and a diverge hold, at once
             r.park_order = None
             if r.paused == "own" and not is_hold(r.pause):
-                self._orders.submit(r.rank, "continue", None)
+                self._orders.submit(r.rank, Continue("continue"), None)
             r.paused = None
         return True
 

@@ -31,6 +31,7 @@ import msgspec
 from gradtui.distributed.answers import Answers
 from gradtui.distributed.conn import RankConn
 from gradtui.distributed.deaths import Deaths
+from gradtui.distributed.orders import ClientAttached, Diverge, Park, Unpark
 from gradtui.distributed.outbox import RankOrders
 from gradtui.distributed.settle import HeldPause
 from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked, resume_holds
@@ -40,7 +41,7 @@ from gradtui.protocol.breakpoints import Role, parse_spec
 from gradtui.protocol.commands import (
     Break,
     Clip,
-    CommandError,
+    Command,
     Continue,
     Delete,
     Finish,
@@ -54,7 +55,6 @@ from gradtui.protocol.commands import (
     SetGrad,
     Step,
     Zero,
-    parse,
 )
 from gradtui.protocol.dist_events import RanksChanged, flow_table, format_ranks
 
@@ -69,7 +69,7 @@ class JobHub:
 
     def __init__(self, world: int, out: Callable[[ev.Event], None], local: Any, store: Any) -> None:
         """`out`: the job's client (rank 0's AgentServer as a listener); `local`: rank 0's tap
-        (`control(text)`, `submit(text, request)`, `quit()`, `quit_self()`); `store`: the job's store (gradtui's keys)."""
+        (`control(order)`, `submit(command, request)`, `quit()`, `quit_self()`); `store`: the job's store (gradtui's keys)."""
         self.world = world
         self.shown = 0
         self._out = out
@@ -182,7 +182,7 @@ class JobHub:
         for st in self._ranks:
             if st.rank != rank and st.live and st.paused != "own":
                 st.park_order = why
-                self._orders.control(st.rank, f"park {why}")
+                self._orders.control(st.rank, Park(why))
 
     def _changed(self) -> None:
         self._out(self._snapshot())
@@ -231,21 +231,18 @@ class JobHub:
 
     # ---- commands from the client ------------------------------------------------------------
 
-    def submit(self, text: str, request: int) -> None:
-        """A line the job's client typed: `ranks`, `rank N`, `break diverge` and a job's `flow`
-        are the hub's; resuming commands go to every rank (follow mode); `break`/`delete` to every
-        rank; `print` to every paused rank, answered side by side; edits and the rest to the shown
-        rank (edits say that DDP will average them). Decided under the lock, sent after it."""
+    def submit(self, command: Command, request: int) -> None:
+        """A command the job's client typed (parsed there): `ranks`, `rank N`, `break diverge`
+        and a job's `flow` are the hub's; resuming commands go to every rank (follow mode);
+        `break`/`delete` to every rank; `print` to every paused rank, answered side by side; edits
+        and the rest to the shown rank (edits say that DDP will average them), each as the command
+        it came as. Decided under the lock, sent after it."""
         with self._lock:
-            self._command(text, request)
+            self._command(command, request)
         self._orders.flush()
 
-    def _command(self, text: str, request: int) -> None:
-        line = text.strip()
-        try:
-            command = parse(line)
-        except CommandError as exc:
-            return self._reply(text, str(exc), request, ok=False)
+    def _command(self, command: Command, request: int) -> None:
+        text = command.text
         match command:
             case Ranks():
                 self._reply(text, "\n".join(format_ranks(self._snapshot())), request)
@@ -254,34 +251,34 @@ class JobHub:
             case Break(spec=spec) if parse_spec(spec).role is Role.JOB:
                 self._break_diverge(text, request)
             case Step() | Continue() | Finish():
-                self._resume(line, request)
+                self._resume(command, request)
             case _ if isinstance(command, breakpoint_commands.CHANGES):
                 if isinstance(command, Delete) and command.number is None and self.diverge:
                     self.diverge = False  # `delete all` disarms the job's diverge check too
                     for r in self._live():
-                        self._orders.control(r, "diverge off")
+                        self._orders.control(r, Diverge(False))
                 for r in self._live():
-                    self._orders.submit(r, line, request if r == self.shown else None)
+                    self._orders.submit(r, command, request if r == self.shown else None)
             case Print():
                 paused = [r for r in self._live() if self._ranks[r].paused]
                 if len(paused) < 2:
-                    self._orders.submit(self.shown, line, request)
+                    self._orders.submit(self.shown, command, request)
                 else:
                     gathered = self._answers.gather(text, request, paused)
                     for r in paused:
-                        self._orders.submit(r, line, None, gather=gathered)
+                        self._orders.submit(r, command, None, gather=gathered)
             case Scale() | Zero() | Clip() | SetGrad():
-                self._orders.submit(self.shown, line, request, note=EDIT_NOTE.format(rank=self.shown))
+                self._orders.submit(self.shown, command, request, note=EDIT_NOTE.format(rank=self.shown))
             case Quit():
                 self._local.quit()  # the run's quit path, which on rank 0 is `quit_all`
             case Flow() if self.world > 1:
                 self._reply(text, "\n".join(flow_table({st.rank: st.flow for st in self._ranks}, self.world)), request)
             case ListBreakpoints() if self.diverge:  # the job's own check is listed with the rank's
-                self._orders.submit(self.shown, line, request, note="job: break diverge (checked after every pass)")
+                self._orders.submit(self.shown, command, request, note="job: break diverge (checked after every pass)")
             case _:
-                self._orders.submit(self.shown, line, request)
+                self._orders.submit(self.shown, command, request)
 
-    def _resume(self, line: str, request: int) -> None:
+    def _resume(self, command: Step | Continue | Finish, request: int) -> None:
         """Every rank resumes: parked ones through `unpark MODE`, ones held by `break diverge`
         through the job's store (`vr/PASS`, which every held rank reads), paused ones by the
         command, and one the hub has not heard pause yet at the pause of this stop it may be on
@@ -293,16 +290,18 @@ class JobHub:
             shown = self._ranks[self.shown]
             stop = shown.pause if shown.paused == "own" else next((st.pause for st in live if st.paused == "own"), None)
             for st in live:
-                self._orders.control(st.rank, f"unpark {line}")
+                self._orders.control(st.rank, Unpark(command))
                 st.park_order = None
                 if st.paused is None:
                     if stop is not None or st.pending is None:  # a second resume of no stop keeps the first's
-                        st.pending = Pending(line, stop)
+                        st.pending = Pending(command, stop)
                 elif st.paused == "own" and is_hold(st.pause):
                     assert st.pause is not None
-                    resume_holds(self._store, st.pause.pass_index, "continue" if line.startswith("c") else "step")
+                    resume_holds(
+                        self._store, st.pause.pass_index, "continue" if isinstance(command, Continue) else "step"
+                    )
                 elif st.paused == "own":
-                    self._orders.submit(st.rank, line, request if st.rank == self.shown else None)
+                    self._orders.submit(st.rank, command, request if st.rank == self.shown else None)
                 st.paused = None
 
     def _rank_command(self, text: str, rank: int, request: int) -> None:
@@ -316,7 +315,7 @@ class JobHub:
     def _break_diverge(self, text: str, request: int) -> None:
         self.diverge = True
         for r in self._live():
-            self._orders.control(r, "diverge on")
+            self._orders.control(r, Diverge(True))
         self._reply(
             text,
             "breakpoint diverge: the job stops after a pass whose parameter gradients differ "
@@ -340,7 +339,7 @@ class JobHub:
         """The job's client attached or went: while one is attached the job can pause, so every
         rank keeps its groups' timeouts raised (RankLink.can_pause)."""
         for r in self._live():
-            self._orders.control(r, f"client {'on' if attached else 'off'}")
+            self._orders.control(r, ClientAttached(attached))
         self._orders.flush()
 
     def release_all(self) -> None:
@@ -358,7 +357,7 @@ class JobHub:
 
     def _run_on(self) -> None:
         """Resume the job as `continue` does, for no client."""
-        self._resume("continue", -1)
+        self._resume(Continue("continue"), -1)
         self._orders.flush()
 
     # ---- sending -------------------------------------------------------------------------

@@ -15,7 +15,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from gradtui.distributed.rank import CONTROL
+import msgspec
+
+from gradtui.distributed.orders import RankOrder, wire_form
+from gradtui.protocol.commands import Command
+from gradtui.wire import frames
 
 
 class Outbox:
@@ -53,8 +57,9 @@ class Outbox:
 
 
 class RankOrders:
-    """What the hub sends each rank, through one `Outbox`: control lines, commands (under a hub
-    id whose answer `answers` turns into the client's) and quits. Rank 0 is `local` (its tap,
+    """What the hub sends each rank, through one `Outbox`: orders (gradtui.distributed.orders),
+    commands (under a hub id whose answer `answers` turns into the client's) and quits, typed
+    (`frames` to another rank's agent). Rank 0 is `local` (its tap,
     called), the others their connections (`conns`, filled by the hub as ranks join)."""
 
     def __init__(self, lock: threading.RLock, local: Any, conns: dict[int, Any], answers: Any) -> None:
@@ -63,26 +68,30 @@ class RankOrders:
         self._conns = conns
         self._answers = answers
 
-    def control(self, rank: int, line: str) -> None:
-        """Queue a control line for `rank` (sent by `flush`)."""
+    def control(self, rank: int, order: RankOrder) -> None:
+        """Queue an order for `rank` (sent by `flush`)."""
         if rank == 0:
-            self._outbox.put(lambda: self._local.control(line))
+            self._outbox.put(lambda: self._local.control(order))
         elif rank in self._conns:
             conn = self._conns[rank]
-            self._outbox.put(lambda: conn.send({"submit": CONTROL + line, "id": 0}))
+            frame = frames.Order(msgspec.Raw(wire_form(order)))
+            self._outbox.put(lambda: conn.send(frame))
 
-    def submit(self, rank: int, line: str, request: int | None, *, note: str | None = None, gather: Any = None) -> None:
-        """Queue `line` for `rank` under a hub id; its answer goes to the client as `request`."""
+    def submit(
+        self, rank: int, command: Command, request: int | None, *, note: str | None = None, gather: Any = None
+    ) -> None:
+        """Queue `command` for `rank` under a hub id; its answer goes to the client as `request`."""
         hub_id = self._answers.ask(request, note, gather)
         if rank == 0:
-            self._outbox.put(lambda: self._local.submit(line, hub_id))
+            self._outbox.put(lambda: self._local.submit(command, hub_id))
         elif rank in self._conns:
             conn = self._conns[rank]
-            self._outbox.put(lambda: conn.send({"submit": line, "id": hub_id}))
+            frame = frames.Submit.of(command, hub_id)
+            self._outbox.put(lambda: conn.send(frame))
 
     def quit(self, rank: int) -> None:
         """Tell `rank` (not 0: rank 0's quit is its own run's) that the client quit, at once."""
-        self._conns[rank].send({"quit": True})
+        self._conns[rank].send(frames.Quit())
 
     def flush(self) -> None:
         """Send the queued orders; never with the hub's lock held."""

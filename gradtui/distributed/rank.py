@@ -14,7 +14,7 @@ waiting at a gate pauses there itself ("parked"), with its timeouts raised, so a
 `print` on it. A rank that finished the pass (`d/PASS/RANK`), ended (`e/RANK`) or died
 (`x/RANK`, set by the hub) no longer holds a gate.
 
-Control lines from the hub arrive as commands starting with `CONTROL` (see `RankLink.control`).
+The hub's orders (park, unpark, release...) arrive typed (gradtui.distributed.orders; see `RankLink.control`).
 """
 
 from __future__ import annotations
@@ -26,16 +26,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gradtui.distributed.job import Timeouts
+from gradtui.distributed.orders import ClientAttached, Gone, Park, RankOrder, Release, Unpark
 from gradtui.engine.stats.passrecord import PassRecord
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command, Continue
 from gradtui.protocol.dist_events import RankWaiting
 from gradtui.protocol.nodes import node_info
 
 if TYPE_CHECKING:  # the session imports the engine; only its type is needed here
     from gradtui.engine.session import Session
-
-CONTROL = "gradtui-dist "
-"""The prefix of the hub's control lines to a rank (never typed by a user)."""
 
 SLICE = 0.1
 """Seconds between two looks, while waiting at a gate, at whether the awaited ranks ended."""
@@ -237,32 +236,29 @@ class RankLink:
         else:
             self.timeouts.restore()
 
-    # ---- control lines from the hub ----------------------------------------------------------
+    # ---- orders from the hub -------------------------------------------------------------------
 
-    def control(self, text: str) -> None:
-        """Do one control line: `park REASON`, `unpark MODE`, `release`, `gone RANK`, `client on|off`."""
-        verb, _, rest = text.partition(" ")
-        match verb:
-            case "park":
+    def control(self, order: RankOrder) -> None:
+        """Do one of the hub's orders (gradtui.distributed.orders; `Diverge` is the tap's)."""
+        match order:
+            case Park(reason=reason):
                 with self._lock:
-                    self._park = rest or "parked: another rank is paused"
+                    self._park = reason
                 self.timeouts.raise_()
-            case "unpark":
-                self._unpark(rest or "continue")
-            case "release":
+            case Unpark(resume=resume):
+                self._unpark(resume)
+            case Release():
                 self._released = True
-                self._unpark("continue")
+                self._unpark(Continue("continue"))
                 self.timeouts.restore()
-            case "gone":
-                self.gone.add(int(rest))
-            case "client":
-                self.client = rest == "on"
+            case Gone(rank=rank):
+                self.gone.add(rank)
+            case ClientAttached(attached=attached):
+                self.client = attached
                 self.settle()
-            case _:
-                pass
 
-    def _unpark(self, mode: str) -> None:
-        """Clear the park order; a rank paused because of it resumes in `mode`."""
+    def _unpark(self, mode: Command) -> None:
+        """Clear the park order; a rank paused because of it resumes by the command `mode`."""
         with self._lock:
             self._park = None
             parked, self._parked = self._parked, False

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command
 from gradtui.protocol.dist_events import RankState, RankWaiting
 
 PARKED = "parked"
@@ -46,10 +47,10 @@ def is_parked(pause: ev.Paused) -> bool:
 
 @dataclass(frozen=True)
 class Pending:
-    """A resuming command typed while the rank was running: `line`, and the stop it resumed
+    """A resuming command typed while the rank was running: `command`, and the stop it resumed
     (the pause the client saw, or None: no rank was paused, as when a client detaches)."""
 
-    line: str
+    command: Command
     stop: ev.Paused | None
 
     def ends(self, pause: ev.Paused) -> bool:
@@ -69,7 +70,7 @@ class Verdict(NamedTuple):
 
     stale: bool
     """It belongs to a stop already resumed: let go unseen, parking nobody."""
-    resume: str | None = None
+    resume: Command | None = None
     """The command that ends it (a stale pause of the rank's own session), or None: a park ends by
     its unpark, a diverge hold through the job's store, a new stop by the client."""
 
@@ -147,5 +148,5 @@ class RankView:
             # order was followed by an unpark has been resumed by the rank itself.
             return Verdict(pause.reason != self.park_order)
         if pending is not None and pending.ends(pause):
-            return Verdict(True, None if is_hold(pause) else pending.line)
+            return Verdict(True, None if is_hold(pause) else pending.command)
         return Verdict(False)

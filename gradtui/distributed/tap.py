@@ -20,9 +20,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gradtui.distributed import job
-from gradtui.distributed.rank import CONTROL, RankLink
+from gradtui.distributed.orders import Diverge, RankOrder, Release, from_wire_form
+from gradtui.distributed.rank import RankLink
 from gradtui.engine.process.deferral import DEFERRAL
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command
 
 if TYPE_CHECKING:  # the session imports the engine; only its type is needed here
     from gradtui.engine.session import Session
@@ -34,7 +36,7 @@ class JobTap:
     def __init__(
         self,
         session: Session,
-        submit: Callable[[str, int], None],
+        submit: Callable[[Command, int], None],
         quit_: Callable[[], None],
         listener: socket.socket,
         token: str,
@@ -99,7 +101,7 @@ class JobTap:
                 hub.connect_all()
             except Exception as exc:  # noqa: BLE001 - a rank that never registers: debug this one alone
                 print(f"gradtui: could not reach every rank's agent ({exc}); debugging rank 0 alone", file=sys.stderr)
-                self.link.control("release")
+                self.link.control(Release())
                 return
             self.hub = hub
             self._on_sigterm()
@@ -164,30 +166,38 @@ class JobTap:
 
     # ---- commands --------------------------------------------------------------------------
 
-    def submit(self, text: str, request: int) -> None:
-        """The agent's command path: the hub's control lines, a held rank's commands, the job's
-        client's commands (through the hub on rank 0), else the session."""
-        if self.link is not None and text.startswith(CONTROL) and self.hub is None:
-            self.control(text[len(CONTROL) :])
-        elif self.hub is not None and request >= 0:
-            self.hub.submit(text, request)  # the job's client, on rank 0
+    def submit(self, command: Command, request: int) -> None:
+        """The agent's command path: the job's client's commands (through the hub on rank 0),
+        else this rank's own (the hub's, or a lone rank's client's)."""
+        if self.hub is not None and request >= 0:
+            self.hub.submit(command, request)  # the job's client, on rank 0
         else:
-            self.local_submit(text, request)
+            self.local_submit(command, request)
 
-    def local_submit(self, text: str, request: int) -> None:
+    def local_submit(self, command: Command, request: int) -> None:
         """A command for this rank's own session (or its diverge hold)."""
         if self.checks is not None and self.checks.held:
-            self.checks.submit(text, request)
+            self.checks.submit(command, request)
         else:
-            self._submit(text, request)
+            self._submit(command, request)
 
-    def control(self, line: str) -> None:
-        """A control line from the hub (rank 0's come as calls)."""
-        if line.startswith("diverge"):
-            if self.checks is not None:
-                self.checks.diverge = line.split()[1:] != ["off"]
-        elif self.link is not None:
-            self.link.control(line)
+    def order(self, data: bytes) -> None:
+        """An order frame from the hub (its wire form): done once this rank has joined the job
+        and is not the hub's own (rank 0's come as calls); ProtocolError if it is not one."""
+        order = from_wire_form(data)
+        if self.link is not None and self.hub is None:
+            self.control(order)
+
+    def control(self, order: RankOrder) -> None:
+        """One of the hub's orders (gradtui.distributed.orders): the diverge check's is this
+        tap's, the others the rank's link's."""
+        match order:
+            case Diverge(armed=armed):
+                if self.checks is not None:
+                    self.checks.diverge = armed
+            case _:
+                if self.link is not None:
+                    self.link.control(order)
 
     def quit(self) -> None:
         """The client quit (or the hub heard a typed `quit`): the run's quit path."""
@@ -211,7 +221,7 @@ class JobTap:
         if self.hub is not None:
             self.hub.release_all()
         elif self.link is not None:
-            self.link.control("release")
+            self.link.control(Release())
 
 
 def is_follower() -> bool:

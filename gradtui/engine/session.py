@@ -42,7 +42,7 @@ from gradtui.engine.stats.passrecord import FlowRecorder, PassRecord, nonfinite_
 from gradtui.engine.stepper import Mode, Pause, Stepper
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, Breakpoints
-from gradtui.protocol.commands import BreakIn, Command, CommandError, Quit, parse
+from gradtui.protocol.commands import BreakIn, Command, Quit
 
 if TYPE_CHECKING:
     from gradtui.engine.fingerprints.values import PassPrints
@@ -183,22 +183,16 @@ class Session:
 
     # ---- commands from other threads -----------------------------------------------------
 
-    def submit(self, command: Command | str, request: int | None = None) -> None:
-        """Give the session a command (thread-safe). Results arrive as events; every
-        `CommandResult` answering this command carries `request`.
+    def submit(self, command: Command, request: int | None = None) -> None:
+        """Give the session a command (thread-safe), parsed where its line was typed: the
+        session parses nothing. Results arrive as events; every `CommandResult` answering this
+        command carries `request`.
 
         While paused, commands queue up for the paused hook in order; one that acts on the paused
         node (an edit, print, why) is dropped if the engine has moved on by the time it is read
         (typed just after `continue`). While running, those are refused; breakpoint commands
         take effect at once.
         """
-        if isinstance(command, str):
-            line = command
-            try:
-                command = parse(line)
-            except CommandError as exc:
-                self.emit(ev.CommandResult(line, str(exc), ok=False, request=request))
-                return
         if isinstance(command, Quit):
             self.run_quit.quit()
         elif isinstance(command, BreakIn):

@@ -1,15 +1,19 @@
 """The one command language: `parse` turns a line of text into a command object, and the
 command classes are its one table (each with its words, its help line and where it works).
 
-The UI's command bar, `-c`/`-x` on the command line and the tests all go through `parse`,
-so a command means the same thing everywhere.
+A line is parsed once, where it enters (the UI's `send`, the headless driver, the feeder of
+`-c`/`-x`, `--break`): from there on it is a command object, which a client hands its target, the
+wire carries (`wire_form` / `from_wire_form`: a msgspec tagged union, the class name its tag) and
+a torchrun job's hub hands its ranks; no one parses the text again. A command keeps its text,
+for the echo and the answer.
 """
 
 from __future__ import annotations
 
 import enum
 import textwrap
-from typing import Any, ClassVar
+from collections.abc import Iterable
+from typing import Any, ClassVar, NamedTuple, Union
 
 import msgspec
 
@@ -27,8 +31,9 @@ class Where(enum.Flag):
     EVERYWHERE = LIVE | REPLAY | JOB
 
 
-class Command(msgspec.Struct, frozen=True):
-    """Base class: every command keeps the text it was parsed from.
+class Command(msgspec.Struct, frozen=True, tag=True):
+    """Base class: every command keeps the text it was parsed from; on the wire a command is
+    tagged with its class name (`tag=True`), so the receiver rebuilds the same class.
 
     A command class with a `verb` is a row of the one command table (`COMMANDS`): its words,
     its help line and where it works live on the class, and the parser, `help`, the palette, the
@@ -64,6 +69,14 @@ class Command(msgspec.Struct, frozen=True):
         if rest:
             raise CommandError(f"{cls.verb} takes no argument (got {rest!r})")
         return cls(line)
+
+    @classmethod
+    def alone(cls, line: str) -> bool:
+        """Is `line` one of this command's words (its verb, an alias, any case) and nothing else,
+        so this command if it takes no argument? Told from the words, without parsing the line
+        (which is parsed once, when it is sent): `asks_flow` skims the -c / -x lines with it."""
+        words = line.split()
+        return len(words) == 1 and _words().get(words[0].lower()) == cls.verb
 
     @classmethod
     def help_usage(cls) -> str:
@@ -396,13 +409,21 @@ _HIDDEN_ALIASES = {"n": "step", "next": "step", "cont": "continue", "exit": "qui
 """Words that also work but help does not list (pdb's `n`, `next`, `cont`, `exit`)."""
 
 
+_WORDS: tuple[tuple[type[Command], ...], dict[str, str]] = ((), {})
+"""`_words`' table, and the command classes it was made from."""
+
+
 def _words() -> dict[str, str]:
-    """Every word that starts a command, lower-cased, to its verb."""
-    words = dict(_HIDDEN_ALIASES)
-    for command in COMMANDS:
-        words[command.verb] = command.verb
-        words.update({alias.lower(): command.verb for alias in command.aliases})
-    return words
+    """Every word that starts a command, lower-cased, to its verb (made again only when the
+    table's classes changed: one was added, or a test took its throwaway out)."""
+    global _WORDS
+    if _WORDS[0] != (table := tuple(COMMANDS)):
+        words = dict(_HIDDEN_ALIASES)
+        for command in COMMANDS:
+            words[command.verb] = command.verb
+            words.update({alias.lower(): command.verb for alias in command.aliases})
+        _WORDS = (table, words)
+    return _WORDS[1]
 
 
 def help_rows(where: Where = Where.EVERYWHERE) -> list[tuple[str, str]]:
@@ -449,6 +470,54 @@ def parse(text: str) -> Command:
         if command.verb == verb and (parsed := command.parse(line, rest)) is not None:
             return parsed
     raise CommandError(f"unknown command {word!r} (type 'help' for the list)")
+
+
+_DECODER: tuple[tuple[type[Command], ...], msgspec.msgpack.Decoder[Any]] = ((), msgspec.msgpack.Decoder())
+"""The decoder of the command table's tagged union, and the command classes it knows."""
+
+
+def wire_form(command: Command) -> bytes:
+    """`command` as MessagePack: its fields and its tag (its class name)."""
+    return msgspec.msgpack.encode(command)
+
+
+def from_wire_form(data: bytes) -> Command:
+    """The command `wire_form` made `data` from: decoded as the union of the command table's
+    classes (fixed fields of plain values, so nothing in it nests), or CommandError saying why
+    not (an unknown tag, a field of the wrong type)."""
+    global _DECODER
+    if _DECODER[0] != (table := tuple(COMMANDS)):
+        _DECODER = (table, msgspec.msgpack.Decoder(Union[table]))  # noqa: UP007 - a union made at run time
+    try:
+        command = _DECODER[1].decode(data)
+    except msgspec.DecodeError as exc:
+        raise CommandError(f"not a gradtui command: {exc}") from None
+    assert isinstance(command, Command)
+    return command
+
+
+class Typed(NamedTuple):
+    """A line as it was typed and what it parsed to: its command, or the parser's refusal
+    (`error`, said to the user where the line entered, in the parser's words)."""
+
+    text: str
+    command: Command | None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, text: str) -> Typed:
+        """`text` parsed (once: whoever holds the result passes it on)."""
+        try:
+            return cls(text, parse(text))
+        except CommandError as exc:
+            return cls(text, None, str(exc))
+
+
+def asks_flow(lines: Iterable[str]) -> bool:
+    """Is one of `lines` a `flow` (the last pass's gradient flow, not `flow N`)? Skimmed, not
+    parsed: each line is parsed once, when it is sent, and a 200,000-line -x file is not parsed
+    ahead of the run for this."""
+    return any(Flow.alone(line) for line in lines)
 
 
 def _check_syntax(expr: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from gradtui.protocol.commands import Command, Flow
+from gradtui.protocol.commands import asks_flow
 
 ENV = "GRADTUI_AGENT_OPTIONS"
 """The environment variable a child agent reads its RunOptions from (JSON)."""
@@ -93,10 +93,11 @@ class RunOptions(msgspec.Struct):
         """Record every pass node by node (a report or a recording of every pass wants them)."""
         return self.record_all or self.every_stat or self.report is not None or self.every_pass
 
-    def flow_unhooked(self, commands: list[Command]) -> bool:
+    @property
+    def flow_unhooked(self) -> bool:
         """Compute the gradient flow of passes that run unhooked: always for a client that shows
-        it or a recording; headless only if one of its (parsed) `commands` is a `flow`."""
-        return not self.headless or self.record is not None or any(isinstance(c, Flow) for c in commands)
+        it or a recording; headless only if one of its `commands` is a `flow`."""
+        return not self.headless or self.record is not None or asks_flow(self.commands)
 
     def validate(self, checks: PathChecks, *, keywords: bool = False) -> RunOptions:
         """These options with their paths made absolute (the script may chdir), or OptionsError

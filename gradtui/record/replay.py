@@ -41,7 +41,6 @@ from gradtui.protocol.commands import (
     Quit,
     ShowPass,
     Step,
-    parse,
 )
 from gradtui.protocol.nodes import node_info, node_title
 from gradtui.protocol.stats import Stats, any_nonfinite, format_grads
@@ -219,15 +218,10 @@ class ReplayTarget:
                 self._passes[index] = info
         return info
 
-    def submit(self, text: str) -> int:
-        """Answer a command line (the events are queued at once); its request id."""
+    def submit(self, command: Command) -> int:
+        """Answer a command (parsed by the client; the events are queued at once); its request id."""
         request = next(self._ids)
         if self._over:
-            return request
-        try:
-            command = parse(text)
-        except CommandError as exc:
-            self._queue.put_nowait([ev.CommandResult(text, str(exc), ok=False, request=request)])
             return request
         match command:
             case Quit():
@@ -375,12 +369,8 @@ class ReplayTarget:
         match command:
             case ShowPass(index=index):
                 return self._pass_command(index, answer)
-            case Step():
-                return self._walk("step")
-            case Continue():
-                return self._walk("continue")
-            case Finish():
-                return self._walk("finish")
+            case Step() | Continue() | Finish():
+                return self._walk(command)
             case Print(expr=None):
                 node = shown.walk[shown.at]
                 got = shown.grads(node)
@@ -431,26 +421,27 @@ class ReplayTarget:
         # commands knows its command was answered (every command that does not resume gets one)
         return [*self._show(index, "pass"), *answer(f"showing pass {index}", True)]
 
-    def _walk(self, mode: str) -> list[ev.Event]:
-        """Run the recorded nodes on from the pause, as `mode` would, to the next pause: on into
+    def _walk(self, command: Step | Continue | Finish) -> list[ev.Event]:
+        """Run the recorded nodes on from the pause, as `command` would, to the next pause: on into
         the next pass with per-node data when this one ends, the script's end after the last."""
         shown = self._shown
         assert shown is not None
-        events: list[ev.Event] = [ev.Resumed(shown.info.index, mode)]
+        events: list[ev.Event] = [ev.Resumed(shown.info.index, command.verb)]
+        running_on = isinstance(command, Continue)  # else it pauses at the next node (step) or pass (finish)
         while True:
             node = shown.walk[shown.at]
             got = shown.grads(node)
             if shown.phase == "before":
                 shown.phase = "after"
                 events += shown.run_to(shown.at + 1)
-                if mode == "continue" and (bp := shown.stops_after(self.breakpoints, got)) is not None:
+                if running_on and (bp := shown.stops_after(self.breakpoints, got)) is not None:
                     return events + self._hit(bp)
             shown.nan_seen = shown.nan_seen or any_nonfinite(got.grad_outputs) or any_nonfinite(got.grad_inputs)
             if shown.at + 1 < len(shown.walk):
                 shown.at, shown.phase = shown.at + 1, "before"
-                if mode == "step":
-                    return events + self._paused("step")
-                if mode == "continue" and (bp := shown.stops_before(self.breakpoints)) is not None:
+                if isinstance(command, Step):
+                    return events + self._paused(command.verb)
+                if running_on and (bp := shown.stops_before(self.breakpoints)) is not None:
                     return events + self._hit(bp)
                 continue
             events.append(self._finished(shown.info))
@@ -461,8 +452,8 @@ class ReplayTarget:
             events += self._enter(later)
             shown = self._shown
             assert shown is not None
-            if mode != "continue":
-                return events + self._paused(mode)
+            if not running_on:
+                return events + self._paused(command.verb)
             if (bp := shown.stops_before(self.breakpoints)) is not None:
                 return events + self._hit(bp)
 

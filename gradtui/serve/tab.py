@@ -23,6 +23,7 @@ from textual import events
 from textual.driver import Driver
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command
 from gradtui.serve.driver import TabDriver
 from gradtui.ui.app import GradtuiApp
 from gradtui.wire.client import RemoteTarget
@@ -44,7 +45,7 @@ class Unreachable:
         """Fail with the reason: the UI shows it."""
         raise TargetError(self._reason)
 
-    def submit(self, text: str) -> int:
+    def submit(self, command: Command) -> int:
         """Nothing to send to."""
         return 0
 

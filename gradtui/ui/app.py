@@ -34,8 +34,7 @@ from textual.widgets import Footer
 
 from gradtui.clients.feeder import CommandFeeder
 from gradtui.protocol import events as ev
-from gradtui.protocol.commands import BreakIn as BreakInCommand
-from gradtui.protocol.commands import CommandError, Detach, Flow, Interact, Quit, parse
+from gradtui.protocol.commands import Detach, Flow, Interact, Quit, Typed
 from gradtui.protocol.dist_events import RanksChanged
 from gradtui.protocol.options import RunOptions
 from gradtui.protocol.report import Report
@@ -334,8 +333,7 @@ class GradtuiApp(App[int]):
             case ev.CommandResult():
                 self.flush()
                 self.transcript.result(event)
-                if event.command.strip() == BreakInCommand.verb and not event.ok:
-                    self.break_in.arrived()  # refused (the script has ended): nothing to wait for
+                self.break_in.answered(event)  # a refused `pause` (the script has ended): nothing to wait for
                 if isinstance(self.screen, ConsoleScreen):
                     self.screen.answered(event)
             case ev.Notice():
@@ -362,10 +360,10 @@ class GradtuiApp(App[int]):
                 self.state.apply(event)
         if due:
             self.flush()
-            text = self.feeder.pop()  # the next -c/-x command, one per pause or answer (as headless does)
-            if text is not None:
-                self.transcript.echo(text)
-                self.feeder.sent(self.send(text))
+            typed = self.feeder.pop()  # the next -c/-x command, one per pause or answer (as headless does)
+            if typed is not None:
+                self.transcript.echo(typed.text)
+                self.feeder.sent(self.send_typed(typed))
 
     def flush_soon(self) -> None:
         """Draw what the state changed within RUNNING_DRAW (with whatever comes by then)."""
@@ -401,17 +399,20 @@ class GradtuiApp(App[int]):
     def send(self, text: str) -> int | None:
         """Send a command line to the target (the answer comes back as an event); its request id.
 
-        A line the UI answers itself (`pass N` of a live run) is answered with a CommandResult of
-        no request id, as the target would, so the -c/-x feeder goes on after it."""
+        Every line the UI sends enters here (typed in the bar, a key's, a -c/-x command) and is
+        parsed here, once: the target gets the command. A line the UI answers itself (one that
+        does not parse, `pass N` of a live run) is answered with a CommandResult of no request id,
+        as the target would, so the -c/-x feeder goes on after it."""
+        return self.send_typed(Typed.of(text))
+
+    def send_typed(self, typed: Typed) -> int | None:
+        """Send a line parsed where it entered (`send`, the -c/-x feeder): see `send`."""
         self.query_one(CommandBar).clear_error()  # a new command: an older refusal is stale
-        answer = self.nav.pass_command(text)
+        command, text = typed.command, typed.text
+        answer = self.nav.pass_command(command) if command is not None else None
         if answer is not None:
             self._apply_event(answer)
             return None
-        try:
-            command = parse(text)
-        except CommandError:
-            command = None  # the agent answers with the parse error
         match command:
             case Quit():
                 self.call_later(self.action_quit)  # run_action is a coroutine: called here it never ran
@@ -421,11 +422,13 @@ class GradtuiApp(App[int]):
                 self.call_later(self.debugger.action_interact)
             case _ if self.link.finished.is_set() or self.state.script_over:
                 self.query_one(CommandBar).answer("the script has ended: q to leave", ok=False)
+            case None:
+                self._apply_event(ev.CommandResult(text, typed.error or "", ok=False))
             case Flow():  # the flow shown as an answer: the agent measures every pass's from now on
                 self.link.show_flow()
-                return self.link.submit(text)
+                return self.link.submit(command)
             case _:
-                return self.link.submit(text)
+                return self.link.submit(command)
         return None
 
     # ---- the app's own actions, and its end ------------------------------------------------

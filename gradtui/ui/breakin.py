@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gradtui.protocol import events as ev
 from gradtui.ui.leaving import Leaving
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.command_bar import CommandBar
@@ -18,10 +19,10 @@ WAITING = "breaking in: pausing at the next backward node…"
 
 class BreakIn:
     """Ctrl-C's break-in (see module doc): `press` on the key, `arrived` when a pause or the
-    script's end ends the wait."""
+    script's end ends the wait, `answered` with each command's answer (a refused `pause` ends it)."""
 
     def __init__(
-        self, state: UIState, leaving: Leaving, bar: Callable[[], CommandBar], send: Callable[[str], object]
+        self, state: UIState, leaving: Leaving, bar: Callable[[], CommandBar], send: Callable[[str], int | None]
     ) -> None:
         self._state = state
         self._leaving = leaving
@@ -29,6 +30,8 @@ class BreakIn:
         self._send = send
         self.waiting = False
         """A `pause` was sent and no pause has come since."""
+        self._request: int | None = None
+        """The request id the `pause` was sent under (its answer carries it)."""
 
     def press(self) -> None:
         """Ctrl-C: break in, or (waiting already) offer to quit."""
@@ -44,7 +47,13 @@ class BreakIn:
         else:
             self.waiting = True
             self._bar().answer(WAITING)
-            self._send("pause")
+            self._request = self._send("pause")
+
+    def answered(self, result: ev.CommandResult) -> None:
+        """A command's answer: the refusal of the `pause` sent (the script has ended) ends the
+        wait, as a pause would."""
+        if not result.ok and result.request is not None and result.request == self._request:
+            self.arrived()
 
     def arrived(self) -> None:
         """A pause came (or the script ended): nothing is waited for now."""

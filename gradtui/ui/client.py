@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command
 from gradtui.protocol.events import QUIT_STATUS
 from gradtui.protocol.stats import Stats
 from gradtui.wire.child import ChildTarget
@@ -100,9 +101,10 @@ class TargetLink:
         self.exit_status = QUIT_STATUS if event.quit or self.quitting else status
         self.script_ended = True
 
-    def submit(self, text: str) -> int:
-        """Send a command line; its request id (the answer comes back as a CommandResult)."""
-        return self.target.submit(text)
+    def submit(self, command: Command) -> int:
+        """Send a command (the app parsed its line); its request id (the answer comes back as a
+        CommandResult)."""
+        return self.target.submit(command)
 
     def show_flow(self) -> None:
         """The UI shows the gradient flow from now on (its flow table or passes view opened, or a

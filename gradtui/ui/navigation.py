@@ -15,7 +15,7 @@ from textual.widget import Widget
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Source, parse_spec, same_file
-from gradtui.protocol.commands import CommandError, ShowPass, parse
+from gradtui.protocol.commands import Command, ShowPass
 from gradtui.protocol.nodes import node_info
 from gradtui.ui import fmt
 from gradtui.ui.client import TargetLink
@@ -179,17 +179,11 @@ class Navigator:
         self._shown()
         return None
 
-    def pass_command(self, text: str) -> ev.CommandResult | None:
-        """`pass N` in a live run browses to pass N here (a recording's target answers it itself;
-        a line that does not parse goes on, for the target to refuse)."""
-        if self.link.is_recording:
+    def pass_command(self, command: Command) -> ev.CommandResult | None:
+        """`pass N` in a live run browses to pass N here (a recording's target answers it itself)."""
+        if self.link.is_recording or not isinstance(command, ShowPass):
             return None
-        try:
-            command = parse(text)
-        except CommandError:
-            return None
-        if not isinstance(command, ShowPass):
-            return None
+        text = command.text
         index = command.index
         why = self.browse_pass(index)
         if why is not None:

@@ -22,6 +22,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command
 from gradtui.protocol.lines import LineSplitter
 from gradtui.protocol.options import RunOptions
 from gradtui.wire.client import RemoteTarget
@@ -116,10 +117,10 @@ class ChildTarget:
             raise
         self._tasks.append(asyncio.ensure_future(self._read_wire()))
 
-    def submit(self, text: str) -> int:
-        """Send a command line to the agent."""
+    def submit(self, command: Command) -> int:
+        """Send a command to the agent."""
         assert self._remote is not None
-        return self._remote.submit(text)
+        return self._remote.submit(command)
 
     def show_flow(self, shown: bool) -> None:
         """Tell the agent whether the UI shows every pass's gradient flow now (RemoteTarget.show_flow)."""

@@ -2,7 +2,8 @@
 
 Asyncio all through, so the UI's event loop reads events and sends commands without a
 thread: `start` does the hello and the token, `batches` yields each frame's events decoded,
-`submit` writes a frame and returns its request id.
+`submit` writes a frame holding the command (parsed by the client, typed on the wire:
+gradtui.wire.frames) and returns its request id.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gradtui.protocol import events as ev
-from gradtui.wire import protocol
+from gradtui.protocol.commands import Command
+from gradtui.wire import frames, protocol
 from gradtui.wire.codec import from_wire
 from gradtui.wire.target import TargetError, TargetInfo
 
@@ -85,20 +87,24 @@ class RemoteTarget:
         )
 
     def _send(self, message: dict[str, Any]) -> None:
+        """Write the hello's answer (a flat map)."""
+        self._write(protocol.encode(message))
+
+    def _write(self, frame: bytes) -> None:
         if self._writer is None or self._writer.is_closing():
             return
-        self._writer.write(protocol.encode(message))
+        self._writer.write(frame)
 
-    def submit(self, text: str) -> int:
-        """Send a command line; returns its request id."""
+    def submit(self, command: Command) -> int:
+        """Send a command; returns its request id."""
         request = next(self._ids)
-        self._send({"submit": text, "id": request})
+        self._write(frames.encode(frames.Submit.of(command, request)))
         return request
 
     def show_flow(self, shown: bool) -> None:
         """Tell the agent whether this client shows every pass's gradient flow now (the agent
         computes a hooked pass's flow only for a client that shows it, or a pass it saw paused)."""
-        self._send({"flow": shown})
+        self._write(frames.encode(frames.ShowFlow(shown)))
 
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
         """Each frame's events, until the agent says goodbye or the connection ends."""
@@ -119,12 +125,12 @@ class RemoteTarget:
 
     async def quit(self) -> None:
         """Ask the agent to stop the script."""
-        self._send({"quit": True})
+        self._write(frames.encode(frames.Quit()))
         await self._drain()
 
     async def detach(self) -> None:
         """Leave the agent running; close our end."""
-        self._send({"detach": True})
+        self._write(frames.encode(frames.Detach()))
         await self._drain()
         self.close()
 

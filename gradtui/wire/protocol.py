@@ -6,15 +6,15 @@ with msgspec. The conversation:
     agent  -> client   {"hello": "gradtui", "version": VERSION}
     client -> agent    {"auth": TOKEN, "version": VERSION}
     agent  -> client   {"welcome": INFO}          or {"refused": REASON, "code": CODE}, then closes
-    client -> agent    {"submit": TEXT, "id": N} | {"quit": true} | {"detach": true}
-                       | {"flow": BOOL}            (does it show every pass's gradient flow now?)
+    client -> agent    Submit(COMMAND, id) | Quit() | Detach() | ShowFlow(BOOL)    (typed: gradtui.wire.frames)
     agent  -> client   {"events": [EVENT, ...]}   (each EVENT as `codec.to_wire` makes it)
     agent  -> client   {"bye": REASON}            the script ended; the agent closes
 
 The agent reads no command before the token is checked, and before it a peer costs the agent
 little: the whole hello has one deadline (`handshake_timeout`), the answer may be only
-`AUTH_MAX_FRAME` bytes, and what a client sends is decoded as a flat map of plain values
-(`decode_client`), so no nesting can recurse. Plain data, not pickle: a client must
+`AUTH_MAX_FRAME` bytes, and it is decoded as a flat map of plain values (`decode_client`); what
+an admitted client sends is decoded by its type (gradtui.wire.frames: a command the client
+parsed, with the fields its class names), so no nesting can recurse either way. Plain data, not pickle: a client must
 never be able to make the agent run code by what it sends (only `set`/`print` expressions,
 which are the debugger's job, as in pdb). MessagePack because it was measured (benchmarks/bench.py,
 `wire`): on a 10,000-node graph frame msgspec's msgpack encodes and decodes in 0.14x the time of
@@ -34,8 +34,8 @@ from typing import Any
 
 import msgspec
 
-VERSION = 1
-"""Bumped when a message changes shape; a client and an agent of different versions refuse each other."""
+VERSION = 2
+"""Bumped when a message changes shape (2: a client sends typed commands, not lines); a client and an agent of different versions refuse each other."""
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
@@ -73,8 +73,8 @@ class ProtocolError(Exception):
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder()
 _CLIENT_DECODER = msgspec.msgpack.Decoder(dict[str, str | int | float | bool | None])
-"""What a client sends (hello answer, submit, quit, detach) is one flat map: decoding it stops at
-the first nested value instead of recursing into it."""
+"""A client's answer to the hello is one flat map: decoding it stops at the first nested value
+instead of recursing into it."""
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -95,7 +95,7 @@ def decode(payload: bytes) -> dict[str, Any]:
 
 
 def decode_client(payload: bytes) -> dict[str, Any]:
-    """The message in a frame a client sent: a flat map of plain values, or ProtocolError."""
+    """A client's answer to the hello: a flat map of plain values, or ProtocolError."""
     try:
         return _CLIENT_DECODER.decode(payload)
     except (msgspec.DecodeError, RecursionError) as exc:
@@ -141,14 +141,21 @@ def read_frame(
     """The next message from a blocking socket; None when the peer closed the connection.
 
     `limit`: the longest frame accepted (a longer one is refused before it is read);
-    `deadline`: see `recv_exact`; `decoder`: `decode_client` for what a client sends."""
+    `deadline`: see `recv_exact`; `decoder`: `decode_client` for a client's answer to the hello."""
+    payload = read_payload(sock, limit=limit, deadline=deadline)
+    return None if payload is None else decoder(payload)
+
+
+def read_payload(sock: socket.socket, *, limit: int = MAX_FRAME, deadline: float | None = None) -> bytes | None:
+    """The next frame's payload from a blocking socket, undecoded (gradtui.wire.frames decodes an
+    admitted client's); None when the peer closed the connection. `limit`, `deadline`: as `read_frame`."""
     header = recv_exact(sock, HEADER.size, deadline)
     if header is None:
         return None
     payload = recv_exact(sock, _length(header, limit), deadline)
     if payload is None:
         raise ProtocolError("connection closed mid-frame", "closed")
-    return decoder(payload)
+    return payload
 
 
 async def read_frame_async(reader: asyncio.StreamReader) -> dict[str, Any] | None:

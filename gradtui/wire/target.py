@@ -1,8 +1,8 @@
 """`DebugTarget`: the one small interface every client (the UI, headless attach) programs against.
 
 A target is something to debug: a live agent over the wire (a child the UI started, or one
-listening elsewhere), or a recording. A client submits command lines and gets a request id
-back; it reads the target's events as an async stream of batches (the order they happened);
+listening elsewhere), or a recording. A client submits commands and gets a request id
+back (a command it parsed where the line entered, never the line); it reads the target's events as an async stream of batches (the order they happened);
 it can quit the target (stop the script) or detach from it (leave it running). It never
 reads a `Session`: breakpoints, pauses and the script's end all arrive as events.
 """
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,9 @@ class DebugTarget(Protocol):
     async def start(self) -> None:
         """Connect (or start the script); raises `TargetError` with a one-line reason if it cannot."""
 
-    def submit(self, text: str) -> int:
-        """Send a command line; its `CommandResult` carries the returned request id."""
+    def submit(self, command: Command) -> int:
+        """Send a command (parsed where its line entered); its `CommandResult` carries the
+        returned request id."""
 
     def batches(self) -> AsyncIterator[list[ev.Event]]:
         """The target's events, a batch at a time, until it ends (after its ScriptFinished)."""

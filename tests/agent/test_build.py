@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from gradtui.agent.build import Transport, build_agent, parsed, path_checks
+from gradtui.agent.build import Transport, build_agent, path_checks
 from gradtui.protocol import events as ev
-from gradtui.protocol.commands import Flow, Quit
+from gradtui.protocol.commands import Quit, parse
 from gradtui.protocol.options import OptionsError, PathChecks, RunOptions
 from gradtui.protocol.stats import VALUES_LIMIT
 
@@ -65,15 +65,17 @@ def test_validate_asks_the_recordings_layer_about_paths_and_makes_them_absolute(
         RunOptions("s.py", record="notes.txt").validate(path_checks())
 
 
-def test_the_flow_of_unhooked_passes_is_wanted_when_a_parsed_command_is_a_flow():
-    headless = RunOptions("s.py", headless=True)
-    assert headless.flow_unhooked(parsed(["FLOW", "continue"]))  # any spelling the grammar takes
-    assert headless.flow_unhooked([Flow("flow")])
-    assert not headless.flow_unhooked(parsed(["continue", "flow me", "flow 3"]))  # flow N: a recorded pass's
-    assert RunOptions("s.py").flow_unhooked([])  # a UI shows it
+def test_the_flow_of_unhooked_passes_is_wanted_when_a_command_is_a_flow():
+    def headless(*commands: str) -> RunOptions:
+        return RunOptions("s.py", headless=True, commands=list(commands))
+
+    assert headless("FLOW", "continue").flow_unhooked  # any spelling the grammar takes
+    assert headless("continue", "  flow").flow_unhooked
+    assert not headless("continue", "flow me", "flow 3", "flowing").flow_unhooked  # flow N: a recorded pass's
+    assert RunOptions("s.py").flow_unhooked  # a UI shows it
 
 
-def test_a_served_agent_parses_a_typed_line_once_and_quits_by_its_own_path():
+def test_a_served_agent_runs_a_command_as_it_came_and_quits_by_its_own_path():
     quits: list[int] = []
     agent = build_agent(
         RunOptions(os.path.abspath("s.py"), break_on=["nan"]), Transport("token"), lambda: quits.append(1)
@@ -82,16 +84,16 @@ def test_a_served_agent_parses_a_typed_line_once_and_quits_by_its_own_path():
     agent.session.add_listener(heard.append)
     assert agent.server is not None and agent.commands is not None and agent.tap is None
     assert [str(bp) for bp in agent.session.breakpoints] == ["1: nan  (never hit)"]  # armed at build
-    agent.commands.submit("q", 7)
+    agent.commands.submit(parse("q"), 7)
     assert quits == [1]  # the mode's quit path, not the session's queue
     agent.session.submit(Quit("quit"))  # as a diverge hold or an in-process feeder would give it
     agent.commands.quit()  # the client's quit message
     assert quits == [1, 1, 1] and not agent.session.quitting  # one path: the mode's way stops the session
-    agent.commands.submit("frobnicate", 8)
-    agent.commands.submit("break MulBackward0", 9)
+    agent.commands.submit(parse("delete 5"), 8)
+    agent.commands.submit(parse("break MulBackward0"), 9)
     results = [e for e in heard if isinstance(e, ev.CommandResult)]
     assert [(r.request, r.ok) for r in results] == [(8, False), (9, True)]
-    assert "unknown command 'frobnicate'" in results[0].text and results[1].command == "break MulBackward0"
+    assert "no breakpoint 5" in results[0].text and results[1].command == "break MulBackward0"
     assert len(agent.session.breakpoints) == 2 and any(isinstance(e, ev.BreakpointsChanged) for e in heard)
     agent.outputs.close()
 
@@ -113,8 +115,8 @@ def test_a_headless_run_computes_light_statistics_between_pauses_and_full_ones_a
         agent = build_agent(options, None)
         session, events = agent.session, []
         session.add_listener(events.append, batches=False)
-        session.add_listener(lambda e: session.submit("continue") if isinstance(e, ev.Paused) else None)
-        session.submit("break nan")
+        session.add_listener(lambda e: session.submit(parse("continue")) if isinstance(e, ev.Paused) else None)
+        session.submit(parse("break nan"))
         session.run_on()
         torch.manual_seed(0)
         w = torch.randn(4 * VALUES_LIMIT, requires_grad=True)  # a small gradient keeps its values, in full

@@ -17,6 +17,7 @@ from torch import nn
 import gradtui.engine.stats.passrecord as passrecord
 from gradtui.agent.build import Transport, build_agent
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.protocol.options import RunOptions
 from gradtui.wire import protocol
 
@@ -140,7 +141,7 @@ def test_a_hooked_pass_nothing_shows_computes_no_flow_and_one_the_view_shows_doe
 
 def test_a_pass_that_paused_has_its_flow_for_the_client_that_saw_it(served):
     agent, client, calls, heard = served
-    agent.session.submit("break pass 1")
+    agent.session.submit(parse("break pass 1"))
     errors: list[BaseException] = []
 
     def script() -> None:
@@ -152,7 +153,7 @@ def test_a_pass_that_paused_has_its_flow_for_the_client_that_saw_it(served):
     worker = threading.Thread(target=script, daemon=True)
     worker.start()
     _until(lambda: any(isinstance(e, ev.Paused) for e in heard), "the pause in pass 1")
-    agent.session.submit("continue")
+    agent.session.submit(parse("continue"))
     worker.join(WAIT)
     assert not worker.is_alive() and errors == []
     ended = _finished(heard)

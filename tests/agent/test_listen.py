@@ -103,7 +103,7 @@ def test_a_jupyter_kernel_cell_pauses_is_stepped_and_the_kernel_survives_a_quit(
         assert reply_to(msg_id)["status"] == "ok"
         out, reply = run(cell.replace("2.0", "5.0"))  # runs on (continue): no breakpoint, unhooked
         assert reply["status"] == "ok" and "grad 90.0" in out
-        _, reply = run("h.session.submit('break MulBackward0')\n")
+        _, reply = run("from gradtui.protocol.commands import parse\nh.session.submit(parse('break MulBackward0'))\n")
         # pauses at the breakpoint; stop_on_error=False: the error it ends in must not make ipykernel
         # abort the next request (its abort window raced the next cell on a slow host: 'aborted')
         msg_id = client.execute(cell, stop_on_error=False)

@@ -31,10 +31,10 @@ def test_a_client_that_stops_reading_costs_bounded_memory_and_the_agent_ends_wit
         token = json.loads(next(tmp_path.iterdir()).read_text())["token"]
         client = RawClient(address, token, time.monotonic() + PROCESS_TIMEOUT)
         client.until(ev.Paused)  # the first pass waits at its first node for us
-        client.send({"submit": "break nan", "id": 1})
+        client.submit("break nan", 1)
         client.until(ev.CommandResult)
         before = rss(agent.process.pid)
-        client.send({"submit": "continue", "id": 2})
+        client.submit("continue", 2)
         stalled = time.monotonic()  # from here on the client reads nothing
         peak = before
         while True:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from gradtui.protocol import events as ev
+from gradtui.wire import frames
 from tests.processes import Listening, RawClient, rss
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "agent"
@@ -57,10 +58,10 @@ def test_three_hundred_strangers_cost_a_paused_agent_nothing_and_the_token_still
         token = json.loads(next(tmp_path.iterdir()).read_text())["token"]
         client = RawClient(address, token, time.monotonic() + ATTACH_WAIT)
         first = client.until(ev.Paused)
-        client.send({"submit": "step", "id": 1})
+        client.submit("step", 1)
         second = client.until(ev.Paused, 2)
         assert (first.node, second.node) == (0, 1), (first, second)
-        client.send({"quit": True})
+        client.send(frames.Quit())
         client.sock.close()
         agent.wait()
         out, err = agent.output()

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.protocol.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
@@ -129,7 +130,7 @@ def test_the_uis_child_agent_ends_as_python(case, tmp_path):
             for event in batch:
                 if isinstance(event, ev.Paused):  # the UI's first pause
                     if signum is None:
-                        target.submit("continue")
+                        target.submit(parse("continue"))
                     else:
                         os.kill(target.process.pid, signum)  # type: ignore[union-attr]
                 elif isinstance(event, ev.ScriptFinished):

@@ -40,7 +40,7 @@ def test_taking_a_command_shifts_none_of_the_others(monkeypatch):
     monkeypatch.setattr(feeder_module, "list", ShiftCountingList, raising=False)  # what the feeder would copy into
     feeder = feeder_module.CommandFeeder([f"print {i}" for i in range(COUNT)])
     taken = []
-    while (text := feeder.pop()) is not None:
-        taken.append(text)
+    while (typed := feeder.pop()) is not None:
+        taken.append(typed.text)
     assert taken == [f"print {i}" for i in range(COUNT)]
     assert ShiftCountingList.shifted == 0

@@ -15,6 +15,7 @@ import torch
 
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import same
 
 pytestmark = [
@@ -58,9 +59,9 @@ def _run(build, check_every: int | None):
     """One pass under a session in `continue` with a `nan` watch; its events and leaves' gradients."""
     events: list[ev.Event] = []
     session = Session(events.append, provenance=False, full_stats=False, check_every=check_every)
-    session.add_listener(lambda e: isinstance(e, ev.Paused) and session.submit("continue"))
+    session.add_listener(lambda e: isinstance(e, ev.Paused) and session.submit(parse("continue")))
     session.run_on()
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     with session:
         leaves, loss = build()
         loss.backward()

@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_leaves
 
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import ZERO_TENSOR_OPS, Outcome, check_outcome, fresh_sample, sample_leaves
 
 pytestmark = [
@@ -97,8 +98,8 @@ def _debugged(run: Callable[[], Outcome], answers: list[str]) -> tuple[Outcome, 
     def on(event: ev.Event) -> None:
         if isinstance(event, ev.Paused):
             while len(left) > 1 and left[0].startswith("break"):
-                session.submit(left.pop(0))
-            session.submit(left.pop(0) if len(left) > 1 else left[0])
+                session.submit(parse(left.pop(0)))
+            session.submit(parse(left.pop(0) if len(left) > 1 else left[0]))
 
     session.add_listener(on)
     with session:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.protocol.stats import format_number
 from tests.helpers import assert_same_grads, grads, script
 from tests.processes import Job, JobClient, torchrun
@@ -89,7 +90,7 @@ def test_pause_past_the_timeout_loses_no_rank(start, plain):
     first = client.paused()
     assert first.pass_index == 0 and first.reason.startswith("rank 0 ·")
     assert "breakpoint 1 at #5" in client.ask("break #5").text
-    client.submit("continue")
+    client.submit(parse("continue"))
     paused = client.next(lambda e: isinstance(e, ev.Paused) and e.node == 5)
     assert paused.pass_index == 0 and 0 < paused.done < paused.total  # mid-pass
     # Rank 1 gets the `continue` after rank 0: until it reaches #5 the strip still has it paused at #0.
@@ -101,7 +102,7 @@ def test_pause_past_the_timeout_loses_no_rank(start, plain):
     listed = client.ask("ranks").text
     assert "rank 0: paused at pass 0 · #5" in listed and "rank 1: paused at pass 0 · #5" in listed, listed
     client.ask("delete all")
-    client.submit("continue")
+    client.submit(parse("continue"))
     client.drain()
     assert job.wait(60) == 0, job.output()
     assert_same_grads(out, baseline.gradients())
@@ -122,7 +123,7 @@ def test_break_diverge_names_the_rank_and_holds_for_the_next_client_after_every_
     client.paused()
     assert "diverge" in client.ask("break diverge").text
     assert "job: break diverge" in client.ask("breakpoints").text  # listed with the rank's own
-    client.submit("continue")
+    client.submit(parse("continue"))
     held, detaches = 1, 0  # pass 0 was all-reduced: equal on both ranks
     try:
         while True:
@@ -139,7 +140,7 @@ def test_break_diverge_names_the_rank_and_holds_for_the_next_client_after_every_
                 break
             way = DETACHES[detaches % len(DETACHES)]
             if way != "while held":
-                client.submit("continue")
+                client.submit(parse("continue"))
                 held += 1
             if way == "continue, after its Resumed":
                 client.next(lambda e: isinstance(e, ev.Resumed))
@@ -148,7 +149,7 @@ def test_break_diverge_names_the_rank_and_holds_for_the_next_client_after_every_
             client.close()
             detaches += 1
             client = JobClient(entry["address"], entry["token"])
-        client.submit("continue")
+        client.submit(parse("continue"))
         client.drain()
     finally:
         client.close()
@@ -163,13 +164,13 @@ def test_break_nan_names_rank_1_and_parks_rank_0(start):
     job, client, out = start(DDP, "nan")
     client.paused()
     client.ask("break nan")
-    client.submit("continue")
+    client.submit(parse("continue"))
     paused = client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason)
     assert paused.reason.startswith("rank 1 ·") and paused.pass_index == 1, paused.reason
     ranks = client.ranks_where(lambda r: r.shown == 1 and r.ranks[0].state == "parked")
     assert ranks.ranks[1].state == "paused"
     time.sleep(6)  # longer than the 5 s collective timeout, rank 0 parked meanwhile
-    client.submit("continue")
+    client.submit(parse("continue"))
     client.drain()
     assert job.wait(60) == 0, job.output()
 
@@ -184,7 +185,7 @@ def test_a_hit_holds_for_the_next_client_and_killing_rank_1_releases_parked_rank
     entry = job.agent()
     client.paused()
     client.ask("break nan")
-    client.submit("continue")
+    client.submit(parse("continue"))
     client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason)
     client.ranks_where(lambda r: r.ranks[0].state == "parked" and r.ranks[1].state == "paused")
     client.close()
@@ -214,11 +215,11 @@ def test_fsdp2_pauses_once_and_gradients_are_untouched_and_flow_is_per_rank_shar
     shards = client.ask("print param0").text  # a DTensor, summarised from each rank's shard, never gathered
     assert shards.count("local shard (S(0); global shape [8, 4])") == 2, shards
     assert "rank 0:" in shards and "rank 1:" in shards and shards.count("[4, 4] float32") == 2, shards
-    client.submit("finish")
+    client.submit(parse("finish"))
     second = client.paused()
     assert second.pass_index == 1
     flow = client.ask("flow").text  # pass 0's: the graph's leaves (unsharded, freed) as each rank's shard
-    client.submit("continue")
+    client.submit(parse("continue"))
     client.drain()
     assert job.wait(60) == 0, job.output()
     assert_same_grads(out, baseline.gradients())
@@ -248,13 +249,13 @@ def test_a_pause_where_the_ranks_graphs_differ_loses_no_rank_and_a_desync_still_
     job, client, out = start(BRANCH, "desync")
     client.paused()
     client.ask("break nan")
-    client.submit("continue")
+    client.submit(parse("continue"))
     paused = client.next(lambda e: isinstance(e, ev.Paused) and "non-finite" in e.reason, 60)
     assert paused.reason.startswith("rank 1 ·") and paused.pass_index == 3, paused.reason
     time.sleep(15)
     assert "rank 1: paused at pass 3" in client.ask("ranks").text
     client.ask("delete all")
-    client.submit("continue")
+    client.submit(parse("continue"))
     client.drain(90)
     assert job.wait(60) != 0, job.output()
     assert baseline.job.wait(120) != 0, baseline.job.output()

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import pytest
 
+from gradtui.protocol.commands import parse
 from tests.helpers import script
 from tests.processes import Job, JobClient, children, descendants, gone, torchrun
 
@@ -184,7 +185,7 @@ def test_a_signal_to_either_rank_paused_or_running_ends_the_job_as_plain(name, r
             client = JobClient(agent["address"], agent["token"], timeout=TIMEOUT)
             attached.append(client)
             client.paused(TIMEOUT)
-            client.submit("continue")
+            client.submit(parse("continue"))
             seen = _steps(job)
             deadline = time.monotonic() + TIMEOUT
             while _steps(job) < seen + 4:

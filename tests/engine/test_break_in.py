@@ -12,6 +12,7 @@ import torch
 from gradtui.engine.session import Session
 from gradtui.engine.stepper import BREAK_IN
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import compiled_hooked, compiled_off
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,7 +53,7 @@ def _driven(session: Session, events: list[ev.Event]) -> None:
     def on(event: ev.Event) -> None:
         events.append(event)
         if isinstance(event, ev.Paused):
-            session.submit("continue")
+            session.submit(parse("continue"))
 
     session.add_listener(on)
 
@@ -74,7 +75,7 @@ def test_a_break_in_during_a_pass_pauses_in_it(monkeypatch, kind):
     answers: list[ev.CommandResult] = []
     session.add_listener(lambda e: answers.append(e) if isinstance(e, ev.CommandResult) else None)
     with session:
-        got = _train(_model(), ask=lambda: session.submit("pause"))
+        got = _train(_model(), ask=lambda: session.submit(parse("pause")))
     expected = _train(_model())
     for a, b in zip(got, expected):
         assert torch.equal(a, b)  # broken into, continued: the gradients are torch's
@@ -99,7 +100,7 @@ def test_a_break_in_outside_a_hooked_pass_pauses_at_the_next_pass_s_first_node(i
     answers: list[str] = []
     session.add_listener(lambda e: answers.append(e.text) if isinstance(e, ev.CommandResult) else None)
     with session:
-        got = _train(_model(), ask=lambda: session.submit("pause"), in_forward=in_forward)
+        got = _train(_model(), ask=lambda: session.submit(parse("pause")), in_forward=in_forward)
     for a, b in zip(got, _train(_model())):
         assert torch.equal(a, b)
     started = {e.pass_index: e.recorded for e in events if isinstance(e, ev.PassStarted)}
@@ -133,13 +134,13 @@ def test_pause_at_a_pause_and_after_the_end():
 
     def on(event: ev.Event) -> None:
         if isinstance(event, ev.Paused):
-            session.submit("pause")
-            session.submit("continue")
+            session.submit(parse("pause"))
+            session.submit(parse("continue"))
 
     session.add_listener(on)
     with session:
         _train(_model())
-    session.submit("pause")
+    session.submit(parse("pause"))
     assert [(r.text, r.ok) for r in results] == [("already paused", True), ("not running: the script has ended", False)]
     assert session.run_quit.flag[0] == 0
 
@@ -150,7 +151,7 @@ def test_a_session_that_detaches_stops_looking_for_a_break_in():
     session = Session(provenance=False, full_stats=False, hook_all_passes=True)
     session.install()
     try:
-        session.submit("pause")
+        session.submit(parse("pause"))
         assert session.run_quit.attend and session.run_quit.flag[0] == 1
         session.detach()
         assert not session.run_quit.attend and session.run_quit.flag[0] == 0
@@ -167,7 +168,7 @@ def test_a_break_in_before_the_script_runs_waits_for_its_first_backward():
     _driven(session, events)
     answers: list[str] = []
     session.add_listener(lambda e: answers.append(e.text) if isinstance(e, ev.CommandResult) else None)
-    session.submit("pause")
+    session.submit(parse("pause"))
     with session:
         _train(_model())
     assert answers[0] == "running forward; pausing at the next backward"

@@ -11,7 +11,7 @@ import torch
 
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import matches_node, parse_spec, warning_for
-from gradtui.protocol.commands import CommandError, Delete, Scale, parse, parse_float, parse_int
+from gradtui.protocol.commands import CommandError, Delete, Scale, Typed, parse, parse_float, parse_int
 from gradtui.protocol.nodes import NodeInfo
 from tests.helpers import output_of, run_headless
 
@@ -93,12 +93,8 @@ def test_delete_superscript_through_a_session_is_a_refusal_and_the_run_goes_on(t
     assert "done [2.0, 2.0]" in output_of(run.events)
 
 
-def test_delete_superscript_submitted_as_text_is_a_refusal():
-    from gradtui.engine.session import Session
-
-    results: list[ev.CommandResult] = []
-    Session(results.append).submit("delete ²")
-    assert [(r.ok, r.text) for r in results] == [(False, "delete takes a breakpoint number or 'all' (got '²')")]
+def test_delete_superscript_typed_is_a_refusal():
+    assert Typed.of("delete ²") == ("delete ²", None, "delete takes a breakpoint number or 'all' (got '²')")
 
 
 # ---- break specs ---------------------------------------------------------------------------

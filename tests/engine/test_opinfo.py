@@ -15,6 +15,7 @@ from torch.utils._pytree import tree_leaves
 
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import ZERO_TENSOR_OPS, Outcome, check_outcome, fresh_sample, graph_nodes, sample_leaves
 
 pytestmark = [
@@ -94,7 +95,7 @@ def _debugged(run: Callable[[], Outcome], answer: str) -> tuple[Outcome, list[ev
     """`run()` under a Session that answers every pause with `answer` (in the pausing thread)."""
     events: list[ev.Event] = []
     session = Session(events.append)
-    session.add_listener(lambda e: isinstance(e, ev.Paused) and session.submit(answer))
+    session.add_listener(lambda e: isinstance(e, ev.Paused) and session.submit(parse(answer)))
     with session:
         outcome = run()
     return outcome, events

@@ -14,6 +14,7 @@ import pytest
 
 from gradtui.cli.main import _recorded_end
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.protocol.options import RunOptions
 from gradtui.record.ending import UNKNOWN_END
 from gradtui.wire.child import ChildTarget
@@ -64,7 +65,7 @@ def test_a_ui_childs_run_that_died_is_recorded_with_the_status_its_supervisor_sa
             for event in batch:
                 events.append(event)
                 if isinstance(event, ev.Paused):
-                    target.submit("continue")
+                    target.submit(parse("continue"))
         return events
 
     async def main() -> list[ev.Event]:

@@ -61,8 +61,9 @@ def test_the_ui_child_agent_records(tmp_path):
         async for batch in target.batches():
             for event in batch:
                 seen.append(event)
-                if feeder.due(event) and (text := feeder.pop()) is not None:
-                    feeder.sent(target.submit(text))
+                if feeder.due(event) and (typed := feeder.pop()) is not None:
+                    assert typed.command is not None, typed.error
+                    feeder.sent(target.submit(typed.command))
         return seen
 
     async def main() -> list[ev.Event]:

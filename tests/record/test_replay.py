@@ -14,6 +14,7 @@ import sqlite3
 import pytest
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Typed, parse
 from gradtui.protocol.stats import format_grads
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
@@ -46,7 +47,7 @@ class Replay:
         return await asyncio.wait_for(self._batches.__anext__(), REPLAY_TIMEOUT)
 
     async def send(self, text: str) -> tuple[int, list[ev.Event]]:
-        request = self.target.submit(text)
+        request = self.target.submit(parse(text))
         return request, await self.batch()
 
 
@@ -140,8 +141,7 @@ async def test_pass_n_of_a_pass_without_nodes_or_out_of_range_is_refused_with_wh
     assert "no per-node data" in events[0].text and "26-30" in events[0].text
     _, events = await replay.send("pass 99")
     assert not events[0].ok and "no pass 99" in events[0].text
-    _, events = await replay.send("pass x")
-    assert not events[0].ok and "not a whole number" in events[0].text
+    assert "not a whole number" in (Typed.of("pass x").error or "")  # refused where it is typed: never sent
     _, events = await replay.send("flow")
     assert events[0].ok and events[0].text.startswith("gradient flow after pass 30:")
     await replay.target.quit()

@@ -16,6 +16,7 @@ import tempfile
 import pytest
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.record.reader import Recording
 from gradtui.record.replay import ReplayTarget
 from tests.helpers import REPLAY_TIMEOUT, of, script, walk_of
@@ -57,7 +58,7 @@ async def _replayed(path: str, *commands: str) -> list[list[ev.Event]]:
         await asyncio.wait_for(batches.__anext__(), REPLAY_TIMEOUT),
     ]
     for command in commands:
-        target.submit(command)
+        target.submit(parse(command))
         out.append(await asyncio.wait_for(batches.__anext__(), REPLAY_TIMEOUT))
     await target.quit()
     return out

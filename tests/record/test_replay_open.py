@@ -16,6 +16,7 @@ import sqlite3
 import pytest
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.record import reader, replay, schema
 from gradtui.record import story as stories
 from gradtui.record.reader import Recording
@@ -215,7 +216,7 @@ async def test_a_long_recording_tells_its_last_passes_and_shows_any_pass_on_dema
     [paused] = [e for e in pause if isinstance(e, ev.Paused)]
     assert (paused.pass_index, paused.node) == (count - 1, 2)  # the last pass with nodes, its first to run
     # pass 4 is not in the story: its row and nodes are read when asked for
-    target.submit("pass 4")
+    target.submit(parse("pass 4"))
     batches = target.batches().__aiter__()
     events = await asyncio.wait_for(batches.__anext__(), STEP)
     assert [e.node for e in events if isinstance(e, ev.NodeRan)] == []  # its first node: none ran yet
@@ -223,12 +224,12 @@ async def test_a_long_recording_tells_its_last_passes_and_shows_any_pass_on_dema
     # walking on from pass 4's last node goes into the next pass with nodes, 19,997
     ran = []
     for _ in range(3):
-        target.submit("step")
+        target.submit(parse("step"))
         events = await asyncio.wait_for(batches.__anext__(), STEP)
         ran += [e.node for e in events if isinstance(e, ev.NodeRan)]
     assert ran == [2, 1, 0]  # each as the walk passed it, in engine order
     assert [(e.pass_index, e.node) for e in events if isinstance(e, ev.Paused)] == [(count - 3, 2)]
-    target.submit("pass 5")  # no per-node data: refused, naming the passes that have it
+    target.submit(parse("pass 5"))  # no per-node data: refused, naming the passes that have it
     [answer] = await asyncio.wait_for(batches.__anext__(), STEP)
     assert not answer.ok and f"3-4, {count - 3}-{count - 1}" in answer.text
     await target.quit()

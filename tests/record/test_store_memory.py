@@ -12,6 +12,7 @@ import torch
 
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse  # noqa: E402
 from gradtui.protocol.lazygraph import is_built, node_infos
 from gradtui.record.store import Recorder
 
@@ -27,7 +28,7 @@ def _recorded(path, params: int):
     session = Session(None, provenance=False, full_stats=False)
     session.add_listener(recorder)
     session.add_listener(lambda e: started.append(e) if isinstance(e, ev.PassStarted) else None, graph=False)
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     session.run_on()
     leaves = [torch.randn(4, requires_grad=True) for _ in range(params)]
     loss = torch.stack([p.sum() for p in leaves]).sum()

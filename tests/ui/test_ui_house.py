@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import ast
 import asyncio
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from textual.app import App
 
 import gradtui
+from gradtui.protocol import commands
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Command
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.header import GradHeader
 from gradtui.ui.widgets.node_list import NodeList
 from gradtui.wire.target import TargetInfo
-from tests.helpers import MLP, SIZE, row_text, run_mlp_pass, started, wait_for
+from tests.helpers import MLP, SIZE, output_lines, row_text, run_mlp_pass, started, wait_for
 
 UI = Path(gradtui.__file__).resolve().parent / "ui"
 
@@ -39,9 +42,9 @@ class ScriptedTarget:
     async def start(self) -> None:
         """Nothing to start."""
 
-    def submit(self, text: str) -> int:
-        """Note the line."""
-        self.submitted.append(text)
+    def submit(self, command: Command) -> int:
+        """Note the command's line."""
+        self.submitted.append(command.text)
         return len(self.submitted)
 
     async def batches(self):
@@ -138,4 +141,32 @@ async def test_the_widgets_redraw_from_the_changes_they_watch():
         assert app.query_one(GradHeader).pass_text.startswith("pass 0")
         changes = app.changes
         assert changes is not None and changes.breakpoints
+        await pilot.press("q")
+
+
+@pytest.mark.asyncio
+async def test_the_app_parses_a_line_once_and_answers_a_bad_one_itself(monkeypatch):
+    """Every line the app sends enters at `send`: parsed there once, the target gets the command;
+    one that does not parse is answered by the app, in the parser's words, and never sent."""
+    counts: Counter[str] = Counter()
+    original = commands.parse
+
+    def counting(text: str) -> Command:
+        counts[text] += 1
+        return original(text)
+
+    monkeypatch.setattr(commands, "parse", counting)  # what `Typed.of`, the app's one parse, calls
+    target = ScriptedTarget([[started(0)]])
+    app = GradtuiApp(target=target)
+    target.app = app
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: len(target.asked) == 2, what="the pass")
+        for line in ("frobnicate", "break nan", "print"):
+            app.send(line)
+        await pilot.pause()
+        assert target.submitted == ["break nan", "print"]
+        assert counts == Counter({"frobnicate": 1, "break nan": 1, "print": 1})
+        with pytest.raises(commands.CommandError) as refused:
+            original("frobnicate")
+        assert str(refused.value) in output_lines(app)  # said where it was typed
         await pilot.press("q")

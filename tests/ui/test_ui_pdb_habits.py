@@ -159,3 +159,23 @@ async def test_the_ui_runs_a_module_as_python_dash_m(monkeypatch):
         lines = output_lines(app)
     assert app.link.exit_status == 0
     assert "package pkg spec pkg.train name __main__" in lines and "pass 1 x.grad = [18.0, -36.0]" in lines, lines
+
+
+def test_the_refusal_of_the_pause_sent_ends_the_wait_and_no_other_answer_does():
+    """Ctrl-C's `pause` is told from other commands by its request id, not by its text: the
+    target's refusal of it (the script ended meanwhile) ends the wait, another answer does not."""
+    from types import SimpleNamespace
+
+    from gradtui.ui.breakin import BreakIn
+
+    sent: list[str] = []
+    bar = SimpleNamespace(answer=lambda text, ok=True: None)
+    state = SimpleNamespace(script_over=False, paused=None)
+    break_in = BreakIn(state, None, lambda: bar, lambda line: (sent.append(line), 5)[1])  # type: ignore[arg-type]
+    break_in.press()
+    assert sent == ["pause"] and break_in.waiting
+    break_in.answered(ev.CommandResult("pause", "no: another command's", ok=False, request=4))
+    break_in.answered(ev.CommandResult("pause", "taken", ok=True, request=5))
+    assert break_in.waiting
+    break_in.answered(ev.CommandResult("pause", "not running: the script has ended", ok=False, request=5))
+    assert not break_in.waiting

@@ -16,8 +16,9 @@ import time
 import pytest
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.protocol.options import RunOptions
-from gradtui.wire import protocol
+from gradtui.wire import frames, protocol
 from gradtui.wire.child import ChildTarget
 from tests.helpers import SCRIPTS, output_of
 from tests.processes import PROCESS_TIMEOUT, Listening, run_child
@@ -82,7 +83,7 @@ def test_a_wrong_token_is_refused_before_any_command_runs(tmp_path):
         with socket.create_connection((host, int(port)), timeout=10) as raw:
             raw.settimeout(10)
             assert protocol.read_frame(raw)["hello"] == "gradtui"
-            raw.sendall(protocol.encode({"submit": "continue", "id": 1}))  # no auth: must not run
+            raw.sendall(frames.encode(frames.Submit.of(parse("continue"), 1)))  # no auth: must not run
             answer = protocol.read_frame(raw)
             assert answer is not None and "refused" in answer
         assert agent.process.poll() is None  # still waiting at its first pause for a real client
@@ -105,7 +106,7 @@ def test_a_second_client_is_refused_while_one_is_attached(tmp_path):
             assert "welcome" in protocol.read_frame(first)
             second = agent.attach("--headless", "-c", "continue")
             assert second.returncode == 2 and "another client is attached" in second.stderr
-            first.sendall(protocol.encode({"quit": True}))
+            first.sendall(frames.encode(frames.Quit()))
             # Read on until the agent closes, as a real client does: closing with its events unread
             # would reset the connection, and the reset can beat the quit to the agent.
             deadline = time.monotonic() + 30
@@ -172,7 +173,7 @@ def test_a_child_agents_token_is_not_in_its_environment_nor_its_command_line(mon
                         for name in ("environ", "cmdline"):
                             with open(f"/proc/{target.process.pid}/{name}", "rb") as f:
                                 seen[name] = f.read()
-                        target.submit("continue")
+                        target.submit(parse("continue"))
                     elif isinstance(event, ev.ScriptFinished):
                         finished.append(event)
         finally:

@@ -15,6 +15,7 @@ import torch
 from gradtui.engine.capture.graph import allow_deep_graphs
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,10 +41,10 @@ def _peak_per_node(nodes: int) -> float:
     def on(event: ev.Event) -> None:
         if isinstance(event, ev.Paused):
             paused.append(event)
-            session.submit("continue")
+            session.submit(parse("continue"))
 
     session.add_listener(on, batches=True)  # it reads no node: the batches are taken unread
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     tracemalloc.start()
     try:
         with session:

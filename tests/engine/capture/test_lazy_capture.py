@@ -9,6 +9,7 @@ import torch
 from gradtui.engine.capture import graph as graph_module
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.protocol.lazygraph import is_built
 from gradtui.protocol.nodes import FIELDS
 from tests.helpers import count_calls
@@ -35,10 +36,10 @@ def _pass(*, lazy: bool, nan: bool, commands=("continue",)):
             at_pause.update((name, getattr(info, name)) for name in FIELDS)
             at_pause["saved of all"] = [started.graph.nodes[i]["info"].saved for i in range(len(started.graph))]
             for command in commands:
-                session.submit(command)
+                session.submit(parse(command))
 
     session.add_listener(on, graph=not lazy)
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     session.run_on()
     with session:
         torch.manual_seed(0)
@@ -105,7 +106,7 @@ def test_a_listener_can_say_per_pass_whether_it_wants_the_graph(monkeypatch):
         lambda e: graphs.append(e.graph) if isinstance(e, ev.PassStarted) else None, graph=lambda: wanted.pop(0)
     )
     session.run_on()
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     with session:
         for _ in range(2):
             x = torch.ones(3, requires_grad=True)
@@ -123,7 +124,7 @@ def test_a_lazy_pass_nobody_reads_makes_no_node_info_and_its_graph_read_later_is
     events: list[ev.Event] = []
     session = Session(None, provenance=False, full_stats=False)
     session.add_listener(events.append, graph=False, batches=True, flow=False)
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     session.run_on()
     with session:
         weight = torch.randn(4, 3, requires_grad=True)

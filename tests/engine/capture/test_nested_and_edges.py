@@ -10,13 +10,14 @@ from torch.autograd.graph import get_gradient_edge
 
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import run_headless, run_plain, script
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def _answer(session: Session, command: str):
-    return lambda e: isinstance(e, ev.Paused) and session.submit(command)
+    return lambda e: isinstance(e, ev.Paused) and session.submit(parse(command))
 
 
 def _inputs():
@@ -67,7 +68,7 @@ def test_gradient_edge_roots_give_plain_torchs_gradients(name, call, mode):
     expected = call(*_inputs())
     session = Session(provenance=False)
     pauses: list[ev.Paused] = []
-    session.add_listener(lambda e: isinstance(e, ev.Paused) and (pauses.append(e), session.submit(mode)))
+    session.add_listener(lambda e: isinstance(e, ev.Paused) and (pauses.append(e), session.submit(parse(mode))))
     with session:
         got = call(*_inputs())
     assert len(got) == len(expected)
@@ -122,10 +123,10 @@ def test_break_module_inside_a_reentrant_checkpoint_says_it_cannot_stop(tmp_path
     assert [h.spec for h in hits] == ["module out", "module out"]  # the one outside stops, once a pass
     results: list[ev.Event] = []  # after the passes, a module known to run inside one is named
     run.session.add_listener(results.append)
-    run.session.submit("break module block.lin2")
+    run.session.submit(parse("break module block.lin2"))
     (result,) = [r for r in results if isinstance(r, ev.CommandResult)]
     assert result.ok and "reentrant checkpoint in pass 0" in result.text and "cannot stop there" in result.text
     results.clear()
-    run.session.submit("break module inp")
+    run.session.submit(parse("break module inp"))
     (result,) = [r for r in results if isinstance(r, ev.CommandResult)]
     assert result.ok and "reentrant" not in result.text

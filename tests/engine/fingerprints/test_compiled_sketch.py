@@ -265,8 +265,8 @@ def test_a_fingerprinted_pass_runs_on_the_compiled_posthooks_as_on_the_python_on
     each node they measure to its fingerprints, once): the same prints, value for value, the same
     NodeRan events in the same order with the same statistics, and torch's gradients, as the
     same pass on the Python posthooks alone."""
-    from tests.helpers import same_stats as _same_stats
     from tests.helpers import compiled_hooked
+    from tests.helpers import same_stats as _same_stats
 
     model = _encoder()
     x = torch.randn(4, 8, 32)

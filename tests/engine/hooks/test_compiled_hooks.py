@@ -17,6 +17,7 @@ from gradtui.engine.hooks.native.cache import Cache
 from gradtui.engine.intercept import GradtuiQuit
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import PLAN_KINDS, compiled_hooked, nan_case, of, plain_pass, run_pass, same, same_stats
 
 BUILT = native.load().module is not None
@@ -42,7 +43,7 @@ def _continuing(events: list[ev.Event]) -> Session:
     """A session in `continue` with a `nan` watch, its events into `events`."""
     session = Session(events.append, provenance=False)
     session.run_on()
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     return session
 
 
@@ -356,8 +357,8 @@ def test_a_pass_handed_over_at_a_pause_runs_its_rest_on_compiled_hooks(monkeypat
     def paused_then_continued():
         events: list[ev.Event] = []
         session = Session(events.append, provenance=False)  # starts stepping: pauses at the first node
-        session.add_listener(lambda e: session.submit("continue") if isinstance(e, ev.Paused) else None)
-        session.submit("break nan")
+        session.add_listener(lambda e: session.submit(parse("continue")) if isinstance(e, ev.Paused) else None)
+        session.submit(parse("break nan"))
         with session:
             leaves, loss = build()
             loss.backward()

@@ -16,6 +16,7 @@ from gradtui.engine.hooks import planned
 from gradtui.engine.hooks.compiled import CompiledHooks
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import count_calls, fed_session
 
 pytestmark = pytest.mark.timeout(60)
@@ -36,8 +37,8 @@ def _paused_then_continued(check_every: int | None = None) -> tuple[list[ev.Even
     """`gradtui script.py`'s first pass: paused at its first node, then `continue` with `break nan`."""
     events: list[ev.Event] = []
     session = Session(events.append, provenance=False, check_every=check_every)  # starts stepping
-    session.add_listener(lambda e: session.submit("continue") if isinstance(e, ev.Paused) else None)
-    session.submit("break nan")
+    session.add_listener(lambda e: session.submit(parse("continue")) if isinstance(e, ev.Paused) else None)
+    session.submit(parse("break nan"))
     with session:
         leaf, loss = _chain()
         loss.backward()

@@ -14,6 +14,7 @@ import torch
 from gradtui.engine.hooks import planned
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import (
     PLAN_KINDS,
     PLAN_SIZES,
@@ -159,7 +160,7 @@ def _failed_pass(build, watch: bool = True):
     session = Session(events.append, provenance=False)
     session.run_on()
     if watch:
-        session.submit("break nan")
+        session.submit(parse("break nan"))
     with session, pytest.raises(ValueError):
         _, loss = build()
         loss.backward()
@@ -174,7 +175,7 @@ def test_a_detached_session_never_pauses_in_a_planned_pass():
 
     events: list[ev.Event] = []
     session = Session(events.append, provenance=False)
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     session.run_on()
     session.detach()
     failures: list[BaseException] = []
@@ -218,8 +219,8 @@ def test_a_pass_that_steps_then_continues_runs_the_rest_on_the_plan(monkeypatch)
     def one(check_every):
         events: list[ev.Event] = []
         session = Session(events.append, provenance=False, check_every=check_every)  # starts stepping
-        session.add_listener(lambda e: session.submit("continue") if isinstance(e, ev.Paused) else None)
-        session.submit("break nan")
+        session.add_listener(lambda e: session.submit(parse("continue")) if isinstance(e, ev.Paused) else None)
+        session.submit(parse("break nan"))
         with session:
             model(data).pow(2).mean().backward()
         grads = [p.grad.clone() for p in model.parameters()]
@@ -295,7 +296,7 @@ def test_a_root_another_node_also_sends_to_has_what_arrived_measured():
     events = []
     session = Session(events.append, provenance=False)
     session.run_on()
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     with session:
         x = torch.rand(3, requires_grad=True)
         viewed = x.exp().view(3)

@@ -13,6 +13,7 @@ from torch.overrides import _get_current_function_mode_stack
 from gradtui.engine.provenance.forward import Provenance
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import graph_nodes
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,7 +27,7 @@ def test_outgoing_stats_of_every_node_match_torch(full):
     x = torch.randn(3, 5, 16, requires_grad=True)
     events: list[ev.Event] = []
     session = Session(events.append, full_stats=full)
-    session.add_listener(lambda e: isinstance(e, ev.Paused) and session.submit("continue"))
+    session.add_listener(lambda e: isinstance(e, ev.Paused) and session.submit(parse("continue")))
     with session:
         loss = layer(x).pow(2).mean()
         seen: dict[str, list] = {}
@@ -90,7 +91,7 @@ def test_the_collector_is_off_during_a_pass_on_during_a_pause_and_back_after():
     session = Session(
         lambda e: isinstance(e, (ev.NodeRan, ev.Paused)) and states.append((type(e).__name__, gc.isenabled()))
     )
-    session.add_listener(lambda e: isinstance(e, ev.Paused) and session.submit("continue"))
+    session.add_listener(lambda e: isinstance(e, ev.Paused) and session.submit(parse("continue")))
     assert gc.isenabled()
     with session:
         (x * 2).sum().backward()

@@ -16,6 +16,7 @@ from gradtui.engine.hooks import batches as ranbatch
 from gradtui.engine.hooks import plan
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.wire.codec import from_wire, to_wire
 from tests.helpers import count_calls
 
@@ -37,7 +38,7 @@ def _run(model, data, *, flow: bool = True, nan: bool = True, alone: bool = Fals
     session.add_listener(batched.append, graph=False, batches=True, flow=flow)
     session.run_on()
     if nan:
-        session.submit("break nan")
+        session.submit(parse("break nan"))
     with session:
         model(data).pow(2).mean().backward()
     model.zero_grad(set_to_none=True)
@@ -66,7 +67,7 @@ def test_nothing_is_derived_until_a_batch_is_read(monkeypatch):
     session = Session(None, provenance=False, full_stats=False)
     session.add_listener(events.append, graph=False, batches=True)
     session.run_on()
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     with session:
         model(data).pow(2).mean().backward()
     assert derived[0] == 0
@@ -134,11 +135,11 @@ def test_a_pass_nobody_looks_at_collects_no_names_and_a_pause_still_names_its_le
     session = Session(None, provenance=False, full_stats=False)
     session.add_listener(events.append, graph=False, batches=True, flow=False)
     session.run_on()
-    session.submit("break nan")
+    session.submit(parse("break nan"))
 
     def on(event):
         if isinstance(event, ev.Paused):
-            session.submit("continue")
+            session.submit(parse("continue"))
 
     session.add_listener(on, graph=False, batches=True, flow=False)
     x = torch.ones(4, 3)
@@ -168,7 +169,7 @@ def test_no_derived_node_is_read_when_no_one_holds_a_batch(monkeypatch):
     model, data = _model()
     session = Session(None, provenance=False, full_stats=False)
     session.add_listener(lambda event: None, graph=False, batches=True, flow=False)
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     session.run_on()
     with session:
         model(data).pow(2).mean().backward()

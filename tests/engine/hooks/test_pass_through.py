@@ -16,6 +16,7 @@ from torch import nn
 from gradtui.engine.hooks import plan, planned
 from gradtui.engine.hooks.compiled import CompiledHooks
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import PLAN_KINDS, PLAN_SIZES, encoder_case, of, plain_pass, plan_leaf, run_pass, same, same_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
@@ -171,7 +172,7 @@ def test_a_hooked_node_makes_no_stats_for_a_big_finite_gradient_nobody_reads(mon
     session.add_listener(
         lambda e: batches.append(e) if isinstance(e, ev.NodesRan) else None, graph=False, batches=True, flow=False
     )
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     session.run_on()
     x = torch.rand(32, 32, requires_grad=True)
     loss = (x.exp() * 2.0).sum()  # three hooked nodes, each sending a 1,024-element gradient

@@ -10,6 +10,7 @@ import torch
 from gradtui.engine.hooks import planned
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import count_calls
 
 pytestmark = pytest.mark.timeout(60)
@@ -33,7 +34,7 @@ def _run(build) -> tuple[list[ev.Event], torch.Tensor]:
     session = Session(None, provenance=False)
     session.add_listener(events.append, batches=True)
     session.run_on()
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     with session:
         leaf, loss = build()
         loss.backward()

@@ -14,6 +14,7 @@ from gradtui.engine.session import CHECK_EVERY, READ_EVERY, Session
 from gradtui.engine.stats.summary import summarize
 from gradtui.engine.stats.window import StatsWindow, resolve
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from gradtui.protocol.lazygraph import is_built
 from tests.helpers import HostReads, compiled_off
 
@@ -38,7 +39,7 @@ def counted_pass(monkeypatch, spec: str | None, full: bool = False) -> tuple[int
     session = Session(events.append, provenance=False, full_stats=full, check_every=CHECK_EVERY)
     session.run_on()
     if spec:
-        session.submit(f"break {spec}")
+        session.submit(parse(f"break {spec}"))
     loss = model(data).pow(2).mean()
     with session, HostReads() as reads:
         loss.backward()
@@ -136,7 +137,7 @@ def run_chain(commands: list[str], depth: int, bad_at: int | None, check_every: 
     def on(event: ev.Event) -> None:
         if isinstance(event, ev.Paused):
             for command in feed:
-                session.submit(command)
+                session.submit(parse(command))
                 if command in ("continue", "step"):
                     return
             session.detach()  # the commands ran out: never pause again
@@ -191,7 +192,7 @@ def test_the_networkx_view_is_built_only_when_read():
     events: list[ev.PassStarted] = []
     session = Session(lambda e: events.append(e) if isinstance(e, ev.PassStarted) else None, provenance=False)
     session.run_on()
-    session.submit("break nan")
+    session.submit(parse("break nan"))
     x = torch.randn(5, requires_grad=True)
     with session:
         (x.exp() * 2).sum().backward()

@@ -1,0 +1,138 @@
+"""A typed line is parsed once, where it enters (the client), and travels as its command.
+
+Through a whole exchange in this process (an agent built as every mode builds one, serving a
+session over a socketpair; the headless client that `gradtui attach --headless` runs driving it)
+every call of the parser, wherever it was imported, is counted: each line is parsed exactly
+once, and a line that does not parse is answered by the client in the parser's words and never
+reaches the agent or the engine. A frame whose command is not one of the table's ends the
+connection before anything reaches the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import secrets
+import socket
+import sys
+import threading
+from collections import Counter
+from contextlib import redirect_stdout
+
+import msgspec
+import pytest
+import torch
+
+from gradtui.agent.build import Transport, build_agent
+from gradtui.cli.options import drive_headless
+from gradtui.protocol import commands
+from gradtui.protocol import events as ev
+from gradtui.protocol.commands import Break, Command, Print, Step
+from gradtui.protocol.options import RunOptions
+from gradtui.wire import frames, protocol
+from gradtui.wire.client import RemoteTarget
+
+pytestmark = pytest.mark.timeout(60)
+
+WAIT = 20.0
+"""Seconds the script's thread may take (a backward of three nodes, and the client's turns)."""
+
+
+def _count_parses(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Every call of the command parser from now on, by line: the parser is replaced in every
+    gradtui module that holds it (each imported it by name)."""
+    counts: Counter[str] = Counter()
+    original = commands.parse
+
+    def counting(text: str) -> Command:
+        counts[text] += 1
+        return original(text)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("gradtui") and getattr(module, "parse", None) is original:
+            monkeypatch.setattr(module, "parse", counting)
+    return counts
+
+
+def _served_agent(monkeypatch: pytest.MonkeyPatch, token: str):
+    """An agent as every mode builds one (its server, its command path), the commands that reach
+    its session noted, and the client's end of its connection."""
+    agent = build_agent(RunOptions("s.py"), Transport(token), lambda: None)
+    reached: list[Command] = []
+    submit = agent.session.submit
+
+    def noting(command: Command, request: int | None = None) -> None:
+        reached.append(command)
+        submit(command, request)
+
+    monkeypatch.setattr(agent.session, "submit", noting)
+    ours, theirs = socket.socketpair()
+    assert agent.server is not None
+    agent.server.start()
+    agent.server.serve_connection(theirs)
+    return agent, reached, ours
+
+
+def _backward(agent, grads: list[torch.Tensor]) -> threading.Thread:
+    """z = (3x)^2 at x = 2, backward under the agent's session, on a thread of its own."""
+
+    def run() -> None:
+        with agent.session:
+            x = torch.tensor([2.0], requires_grad=True)
+            ((x * 3) ** 2).backward()
+            grads.append(x.grad.clone())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_every_line_is_parsed_once_by_the_client_and_a_bad_one_never_reaches_the_engine(monkeypatch):
+    counts = _count_parses(monkeypatch)
+    token = secrets.token_urlsafe(16)
+    agent, reached, ours = _served_agent(monkeypatch, token)
+    grads: list[torch.Tensor] = []
+    thread = _backward(agent, grads)
+    lines = ["frobnicate", "print", "break nan", "step", "print"]
+    out = io.StringIO()
+    try:
+        with redirect_stdout(out):
+            status = asyncio.run(
+                asyncio.wait_for(drive_headless(RemoteTarget(token, sock=ours), lines, prog="test"), WAIT)
+            )
+        thread.join(WAIT)
+        assert not thread.is_alive(), "the script did not run on once its client detached"
+    finally:
+        agent.server.close(timeout=1.0)
+        agent.outputs.close()
+    said = out.getvalue()
+    assert status == 0, said
+    assert counts == Counter(lines), counts  # once each, the bad line too: by the client
+    assert [type(c) for c in reached] == [Print, Break, Step, Print], reached
+    assert [c.text for c in reached] == lines[1:]  # each keeps its text, for the echo and the answer
+    with pytest.raises(commands.CommandError) as refused:
+        commands.parse("frobnicate")
+    assert f"error: {refused.value}" in said  # answered where it was typed, in the parser's words
+    x = torch.tensor([2.0], requires_grad=True)
+    ((x * 3) ** 2).backward()
+    assert len(grads) == 1 and torch.equal(grads[0], x.grad)  # the run itself as plain torch's
+
+
+def test_a_frame_whose_command_is_not_one_of_the_tables_ends_the_connection_and_reaches_nothing(monkeypatch):
+    token = secrets.token_urlsafe(16)
+    agent, reached, ours = _served_agent(monkeypatch, token)
+    heard: list[ev.Event] = []
+    agent.session.add_listener(heard.append)
+    try:
+        ours.settimeout(WAIT)
+        protocol.check_hello(protocol.read_frame(ours))
+        ours.sendall(protocol.encode({"auth": token, "version": protocol.VERSION}))
+        assert "welcome" in (protocol.read_frame(ours) or {})
+        unknown = msgspec.msgpack.encode({"type": "Frobnicate", "text": "frobnicate"})
+        ours.sendall(frames.encode(frames.Submit(msgspec.Raw(unknown), 1)))
+        while protocol.read_frame(ours) is not None:  # the agent closes this connection
+            pass
+    finally:
+        agent.server.close(timeout=1.0)
+        agent.outputs.close()
+        ours.close()
+    assert reached == [] and not [e for e in heard if isinstance(e, ev.CommandResult)]
