@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 
+import msgspec
 import pytest
 
 import gradtui
@@ -89,6 +90,47 @@ def test_a_file_made_without_a_statistic_reads_it_as_null():
     db.execute("CREATE TABLE grads (pass, node, dir, slot, shape, dtype, device, norm, min, max, nonfinite, vals)")
     listed = schema.grad_columns(db, "g.").split(", ")
     assert listed == [f"g.{c.name}" if c.name != "mean" else "NULL" for c in schema.GRAD_STATS]
+
+
+def test_a_recording_without_a_column_reads_whole_with_that_statistic_none(tmp_path):
+    """A recording whose `grads` lacks a column (as a file made before a statistic was added
+    lacks its column) opens without damage, every other statistic as recorded, that one None."""
+    import torch
+
+    from gradtui.engine.session import Session
+    from gradtui.record.reader import Recording
+    from gradtui.record.store import Recorder
+
+    db = str(tmp_path / "run.db")
+    w = torch.randn(16, 16, requires_grad=True)
+    session = Session(None, provenance=False, full_stats=True)
+    recorder = Recorder(db)
+    session.add_listener(recorder)
+    session.run_on()
+    with session:
+        (w * w).sum().backward()
+    recorder.close()
+    with Recording(db) as rec:
+        (index,) = [p.index for p in rec.passes()]
+        whole = rec.stats(index)
+    connection = sqlite3.connect(db)
+    connection.execute("ALTER TABLE grads DROP COLUMN mean")
+    connection.commit()
+    connection.close()
+    with Recording(db) as rec:
+        older = rec.stats(index)
+        assert rec.damage == []
+    assert older.keys() == whole.keys() and whole
+    for node, stats in whole.items():
+        for a, b in zip(
+            stats.grad_outputs + stats.grad_inputs, older[node].grad_outputs + older[node].grad_inputs, strict=True
+        ):
+            assert (a is None) == (b is None)
+            if a is not None and b is not None:
+                assert b.mean is None and a.mean is not None
+                assert msgspec.structs.replace(a, mean=None) == b
+    leaf = [s for n in whole.values() for s in n.grad_outputs if s is not None and s.shape == (16, 16)]
+    assert any(s.max == (2 * w.detach()).max().item() for s in leaf)  # torch, the oracle
 
 
 def test_the_compiled_posthooks_fill_the_factory_by_field_name():
