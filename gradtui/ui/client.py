@@ -27,6 +27,13 @@ from gradtui.wire.target import DebugTarget, TargetError
 STOP_TIMEOUT = 3.0
 """Seconds a target may take to quit before a child agent is killed."""
 
+GONE = (
+    "is lost to this UI: the agent's connection ended before it said how the script ended "
+    "(the agent was killed, or could not reach this UI in time, as when its terminal froze)"
+)
+"""How the script ended, as far as an attached UI knows, when the connection ends untold
+(shown after "the script ")."""
+
 QUIT_GRACE = STOP_TIMEOUT + 2.0
 """Seconds the app has, after a signal asked it to quit, before QuitWatchdog ends the process:
 the target's STOP_TIMEOUT, then the terminal given back."""
@@ -93,6 +100,13 @@ class TargetLink:
             batch = self.Batch(events)
             self.owner.post_message(batch)
             await batch.applied.wait()
+        if not self.script_ended and not self.quitting:
+            # The connection ended with no word of the script's end (an agent killed, or whose
+            # goodbye to a client that read nothing passed its deadline): the UI must not go on
+            # showing the script running, nor leave with 0 as if it had succeeded.
+            untold = self.Batch([ev.ScriptFinished(None, how=GONE)])
+            self.owner.post_message(untold)
+            await untold.applied.wait()
         self.finished.set()
 
     def script_finished(self, event: ev.ScriptFinished) -> None:

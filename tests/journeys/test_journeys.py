@@ -213,3 +213,23 @@ def test_replay_of_a_headless_recording(terminal, tmp_path, runtime, size):
     term.wait(lambda s: paused(s, 0) and "passes · 3 run" not in s, "the replay's debugger")
     term.keys("q")
     term.assert_clean_exit(0)
+
+
+def test_an_attached_ui_whose_agent_is_killed_says_so_and_leaves_with_1(terminal, listener):
+    """`gradtui attach` to a script that runs on; the agent is killed (SIGKILL: no goodbye). The
+    UI stopped there, showing the script still running, and `q` left with 0, as if it had
+    succeeded: it must say the connection ended untold, and leave with 1 (not a success)."""
+    import signal
+
+    agent = listener(str(SCRIPTS / "endless_loop.py"))
+    agent.wait_listening()
+    term = terminal(["attach"], SIZES[1])
+    term.wait(first_pause, "the first pause, attached", START)
+    term.keys("c")
+    term.wait(lambda s: "step 3" in s, "the script running on", 60)
+    agent.process.send_signal(signal.SIGKILL)
+    agent.wait()
+    screen = term.wait(lambda s: "is lost to this UI" in s, "the UI saying the agent is gone")
+    assert "running" not in screen.splitlines()[0], screen
+    term.keys("q")
+    term.assert_clean_exit(1)
