@@ -223,8 +223,8 @@ def test_an_attached_ui_whose_agent_is_killed_says_so_and_leaves_with_1(terminal
 
     agent = listener(str(SCRIPTS / "endless_loop.py"))
     agent.wait_listening()
-    term = terminal(["attach"], SIZES[1])
-    term.wait(first_pause, "the first pause, attached", START)
+    term = terminal(["attach"], TERMINAL_SIZES[1])
+    term.wait(first_pause, "the first pause, attached", PROCESS_TIMEOUT)
     term.keys("c")
     term.wait(lambda s: "step 3" in s, "the script running on", 60)
     agent.process.send_signal(signal.SIGKILL)
