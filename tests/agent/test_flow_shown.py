@@ -19,7 +19,7 @@ from gradtui.agent.build import Transport, build_agent
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import parse
 from gradtui.protocol.options import RunOptions
-from gradtui.wire import protocol
+from gradtui.wire import frames, protocol
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -49,7 +49,7 @@ class Client:
             pass
 
     def show_flow(self, shown: bool) -> None:
-        self.sock.sendall(protocol.encode({"flow": shown}))
+        self.sock.sendall(frames.encode(frames.ShowFlow(shown)))
 
     def close(self) -> None:
         self.sock.close()

@@ -10,6 +10,7 @@ import torch
 from torch.nn.modules import module as nn_module
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.commands import parse
 from tests.helpers import output_of, run_headless, run_plain, script, torch_originals
 
 pytestmark = pytest.mark.timeout(60)
@@ -173,8 +174,10 @@ def test_quit_frees_the_graph(driven, stash):
 
 
 def test_an_interruption_while_hooking_the_graph_leaves_no_hook(monkeypatch):
-    """Ctrl-C (or a quit) may land while a big graph is being hooked: the hooks already
-    installed must come off too, or the graph keeps calling into a finished session."""
+    """Ctrl-C (or a quit) may land while a node's hooks are being put on: a node gets them from
+    the posthook of the first node before it, inside the engine, so the interruption ends the
+    pass there. The hooks already on must come off too, or the graph keeps calling into a
+    finished session."""
     import functools
     import types
 
@@ -183,20 +186,31 @@ def test_an_interruption_while_hooking_the_graph_leaves_no_hook(monkeypatch):
 
     calls = []
     made = 0
+    real = functools.partial
 
     def partial(fn, *args):
         nonlocal made
         made += 1
-        if made == 3:
+        if made == 3:  # the root's two hooks are on; the next node's are put on by its posthook
             raise KeyboardInterrupt
-        return functools.partial(lambda *a: calls.append(a) and None, *args)
+        hook = real(fn, *args)
+
+        def counted(*hook_args):
+            calls.append(args)
+            return hook(*hook_args)
+
+        return counted
 
     monkeypatch.setattr(hooks_module, "functools", types.SimpleNamespace(partial=partial, wraps=functools.wraps))
     session = session_module.Session(provenance=False)
+    # Stepping: the pass pauses before its root, then runs it, and its posthook hooks the next node.
+    session.add_listener(lambda event: session.submit(parse("step")) if isinstance(event, ev.Paused) else None)
     x = torch.tensor([2.0], requires_grad=True)
     z = ((x * 3) ** 2).sum()
     with session, pytest.raises(KeyboardInterrupt):
         z.backward(retain_graph=True)
+    assert made == 3 and calls  # the root's hooks ran, then the interruption
     monkeypatch.undo()
+    calls.clear()
     z.backward()
     assert calls == [] and torch.equal(x.grad, torch.tensor([36.0]))
