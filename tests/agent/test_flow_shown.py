@@ -52,6 +52,10 @@ class Client:
         self.sock.sendall(frames.encode(frames.ShowFlow(shown)))
 
     def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader's recv (a close alone does not)
+        except OSError:
+            pass
         self.sock.close()
         self.reader.join(WAIT)
 
