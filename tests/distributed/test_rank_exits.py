@@ -176,6 +176,9 @@ SIGNAL_CASES = [
     ("SIGTERM", 0, "running"),
     ("SIGHUP", 0, "paused"),
     ("SIGHUP", 1, "running"),
+    ("SIGINT", 1, "stepping"),
+    ("SIGTERM", 0, "stepping"),
+    ("SIGHUP", 0, "stepping"),
 ]
 """Every pair of (signal, rank), (signal, state) and (rank, state) once: each case starts two
 torchrun jobs (gradtui's and the plain baseline), so the twelve combinations would cost the suite a
@@ -185,13 +188,22 @@ worker for three minutes for what six of them already tell apart."""
 @pytest.mark.parametrize(("name", "rank", "state"), SIGNAL_CASES)
 def test_a_signal_to_either_rank_paused_or_running_ends_the_job_as_plain(name, rank, state, tmp_path):
     """SIGINT, SIGTERM or SIGHUP to rank 0 (the one the client talks to) or rank 1, while the job
-    waits at its first pause or while a client has let it run on: torchrun's status and the
-    failed rank's exit code are a plain job's, no rank is left, the runtime file is gone."""
+    waits at its first pause, while a client steps it node by node (both ranks in lockstep), or
+    while a client has let it run on: torchrun's status and the failed rank's exit code are a
+    plain job's, no rank is left, the runtime file is gone."""
     signum, runtime = SIGNALS[name], tmp_path / "rt"
     attached: list[JobClient] = []
 
     def bring(job: Job) -> None:
-        if state == "running":
+        if state == "stepping":
+            agent = job.agent()
+            client = JobClient(agent["address"], agent["token"], timeout=TIMEOUT)
+            attached.append(client)
+            client.paused(TIMEOUT)
+            for _ in range(3):  # a few steps, each answered by the next pause
+                client.submit(parse("step"))
+                client.paused(TIMEOUT)
+        elif state == "running":
             agent = job.agent()
             client = JobClient(agent["address"], agent["token"], timeout=TIMEOUT)
             attached.append(client)
