@@ -387,9 +387,10 @@ def wait_ready(process: subprocess.Popen, timeout: float = PROCESS_TIMEOUT) -> N
 
 
 def run_signalled(
-    command: list[str], signum: int | None, env: dict[str, str] | None = None, before_signal=lambda: None
+    command: list[str], signum: int | None, env: dict[str, str] | None = None, at_ready=lambda: None
 ) -> int:
-    """Start `command`, send `signum` once it is ready (and `before_signal` said so); its returncode."""
+    """Start `command`; once it is ready, call `at_ready()`, then send `signum` (None: none, the script
+    ends by itself); its returncode."""
     process = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
@@ -401,8 +402,8 @@ def run_signalled(
     )
     try:
         wait_ready(process)
+        at_ready()
         if signum is not None:
-            before_signal()
             process.send_signal(signum)
         process.stdout.read()  # type: ignore[union-attr]
         return process.wait(PROCESS_TIMEOUT)

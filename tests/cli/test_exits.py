@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from gradtui.protocol.options import RunOptions
 from gradtui.record.reader import Recording
 from gradtui.wire.child import ChildTarget
 from tests.helpers import script
-from tests.processes import EXIT_CASES, PROCESS_TIMEOUT, plain_exit_status, run_signalled, wait_ready
+from tests.processes import EXIT_CASES, PROCESS_TIMEOUT, plain_exit_status, run_signalled
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -88,30 +87,10 @@ def test_a_listen_agent_ends_as_python_and_removes_its_runtime_file(case, tmp_pa
             time.sleep(1.0)  # `ready` is printed just before the backward that pauses
 
     command = [sys.executable, "-m", "gradtui", "--listen", "127.0.0.1:0", "--report", str(report), script(name)]
+    code = run_signalled(command, signum, env, at_the_pause)
     if signum is None:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            wait_ready(process)
-            at_the_pause()
-            process.stdout.read()  # type: ignore[union-attr]
-            code = process.wait(PROCESS_TIMEOUT)
-        finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
-            process.stdout.close()  # type: ignore[union-attr]
         assert attached[0].returncode == 0, attached[0].stderr  # it left after the failed pass
         assert "pass 0 failed: KeyboardInterrupt" in attached[0].stdout
-    else:
-        code = run_signalled(command, signum, env, at_the_pause)
     assert code == plain_exit_status(case) < 0
     assert _report_status(report) == 128 - code
     assert list(runtime.iterdir()) == []
