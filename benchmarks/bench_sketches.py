@@ -48,6 +48,7 @@ from gradtui.engine.fingerprints import sketch as sk  # noqa: E402
 from gradtui.engine.fingerprints import values as fpmod  # noqa: E402
 from gradtui.protocol import events as ev  # noqa: E402
 from gradtui.protocol.fingerprints import estimate_distance  # noqa: E402
+from tests.helpers import one_changed  # noqa: E402
 
 FULL = fpmod.fingerprint
 _positions: dict[tuple[int, int, int], torch.Tensor] = {}
@@ -212,17 +213,7 @@ def _sparse(
     g = torch.Generator().manual_seed(7)
     seen = within = 0
     for _ in range(trials):
-        a = torch.randn(shape, generator=g, dtype=torch.float64)
-        b = a.clone()
-        m = b.view(-1, shape[-1])
-        r, c = int(torch.randint(m.shape[0], (), generator=g)), int(torch.randint(m.shape[1], (), generator=g))
-        match kind:
-            case "element":
-                m[r, c] += 10.0
-            case "row":
-                m[r] += 1.0
-            case _:
-                m[:, c] += 1.0
+        a, b = one_changed(shape, kind, g)
         estimate, exact = relative(a, b), _exact(a, b)
         seen += estimate > 0
         within += 0.5 <= estimate / exact <= 2

@@ -549,6 +549,25 @@ def grads(folder: Path, step: int, rank: int) -> dict[str, torch.Tensor]:
     return torch.load(folder / f"grads{step}-{rank}.pt")
 
 
+def one_changed(shape: tuple[int, ...], kind: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random float64 value of `shape` and a copy with one element (+10), one row (+1) or one
+    column (+1) of its 2-D form changed (`kind`: "element", "row", "column"), drawn from
+    `generator`: the sparse differences a fingerprint must still see."""
+    a = torch.randn(shape, generator=generator, dtype=torch.float64)
+    b = a.clone()
+    m = b.view(-1, shape[-1])
+    r = int(torch.randint(m.shape[0], (), generator=generator))
+    c = int(torch.randint(m.shape[1], (), generator=generator))
+    match kind:
+        case "element":
+            m[r, c] += 10.0
+        case "row":
+            m[r] += 1.0
+        case _:
+            m[:, c] += 1.0
+    return a, b
+
+
 def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     """Exactly equal, NaN where NaN: the same dtype and shape, NaN at the same places and every
     other value equal (None only as None; sparse compared dense; DTensor local shards as they are)."""

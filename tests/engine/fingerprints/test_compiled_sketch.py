@@ -16,6 +16,7 @@ from gradtui.engine.hooks.compiled import CompiledHooks
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
 from gradtui.protocol.fingerprints import estimate_distance
+from tests.helpers import one_changed
 
 MODULE = native.load().module
 needs_build = pytest.mark.skipif(
@@ -184,18 +185,7 @@ def test_one_changed_element_row_or_column_is_seen(kind):
     seen = within = 0
     trials = 40
     for i in range(trials):
-        shape = ((256, 256), (8, 32, 256), (1024, 64))[i % 3]
-        a = torch.randn(shape, generator=g, dtype=torch.float64)
-        b = a.clone()
-        m = b.view(-1, shape[-1])
-        r, c = int(torch.randint(m.shape[0], (), generator=g)), int(torch.randint(m.shape[1], (), generator=g))
-        match kind:
-            case "element":
-                m[r, c] += 10.0
-            case "row":
-                m[r] += 1.0
-            case _:
-                m[:, c] += 1.0
+        a, b = one_changed(((256, 256), (8, 32, 256), (1024, 64))[i % 3], kind, g)
         estimate = _relative(a, b)
         seen += estimate > 0
         within += 0.5 <= estimate / _exact(a, b) <= 2.0
