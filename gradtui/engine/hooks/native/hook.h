@@ -3,6 +3,15 @@
 
 #pragma once
 
+// A call into Python made under `gil` failed (its exception is set): give the GIL back and throw
+// the exception into the engine, which hands it to the caller of backward().
+[[noreturn]] void raise_python_error(PyGILState_STATE gil) {
+  python_error error;
+  error.persist();
+  PyGILState_Release(gil);
+  throw error;
+}
+
 PyObject* wrap_all(const variable_list& list) {
   PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(list.size()));
   if (!tuple) return nullptr;
@@ -47,12 +56,7 @@ variable_list call_python(Pass& p, int64_t node, const variable_list& outputs, c
     }
   }
   Py_XDECREF(res);
-  if (bad) {
-    python_error error;
-    error.persist();
-    PyGILState_Release(gil);
-    throw error;
-  }
+  if (bad) raise_python_error(gil);
   PyGILState_Release(gil);
   return result;
 }
@@ -60,12 +64,7 @@ variable_list call_python(Pass& p, int64_t node, const variable_list& outputs, c
 void call_tick(Pass& p) {
   PyGILState_STATE gil = PyGILState_Ensure();
   PyObject* res = PyObject_CallNoArgs(p.tick);
-  if (!res) {
-    python_error error;
-    error.persist();
-    PyGILState_Release(gil);
-    throw error;
-  }
+  if (!res) raise_python_error(gil);
   Py_DECREF(res);
   PyGILState_Release(gil);
 }

@@ -16,12 +16,7 @@ void call_visit(Pass& p, int64_t node, const variable_list& sent, const variable
   PyObject* res = in ? PyObject_CallFunction(p.visit, "LOO", static_cast<long long>(node), out, in) : nullptr;
   Py_XDECREF(out);
   Py_XDECREF(in);
-  if (!res) {
-    python_error error;
-    error.persist();
-    PyGILState_Release(gil);
-    throw error;
-  }
+  if (!res) raise_python_error(gil);
   Py_DECREF(res);
   PyGILState_Release(gil);
 }
