@@ -112,6 +112,8 @@ async def test_ctrl_c_breaks_in_to_a_running_loop():
         for _ in range(2):
             await pilot.press("c")
             await wait_for(pilot, lambda: app.state.paused is None and "ctrl+c" in shown(), what="the running footer")
+            passes = app.state.passes  # break in once the loop has started a later pass: a running loop
+            await wait_for(pilot, lambda: app.state.passes > passes, what="the next pass to start")
             await pilot.press("ctrl+c")
             await wait_for(pilot, lambda: app.state.paused is not None, what="the break-in's pause")
             assert app.state.paused.reason == "break in" and app.state.paused.pass_index >= 1
