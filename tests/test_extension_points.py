@@ -45,7 +45,7 @@ def test_a_registered_breakpoint_kind_is_parsed_listed_and_matched(odd_kind):
     assert "odd" in commands.help_text() and "odd" in break_specs() and " odd " in build_parser().format_help()
     assert isinstance(commands.parse("break odd"), commands.Break)
     points = bps.Breakpoints()
-    points.add("odd")
+    points.add(spec)
     info = NodeInfo("MulBackward0", "op", 0, (), (), None, None, None, None, None)
     assert points.find_place(info, 3, 0, False) is not None
     assert points.find_place(info, 2, 0, False) is None

@@ -37,7 +37,7 @@ from gradtui.distributed.settle import HeldPause
 from gradtui.distributed.stops import PARKED, Pending, RankView, is_hold, is_parked, resume_holds
 from gradtui.protocol import breakpoint_commands
 from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Role, parse_spec
+from gradtui.protocol.breakpoints import Role
 from gradtui.protocol.commands import (
     Break,
     Clip,
@@ -248,7 +248,7 @@ class JobHub:
                 self._reply(text, "\n".join(format_ranks(self._snapshot())), request)
             case Rank(number=number):
                 self._rank_command(text, number, request)
-            case Break(spec=spec) if parse_spec(spec).role is Role.JOB:
+            case Break(spec=spec) if spec.role is Role.JOB:
                 self._break_diverge(text, request)
             case Step() | Continue() | Finish():
                 self._resume(command, request)

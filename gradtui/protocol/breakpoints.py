@@ -21,7 +21,7 @@ import re
 import unicodedata
 from collections.abc import Collection
 from fnmatch import fnmatchcase
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, cast, get_args, get_origin
 
 import msgspec
 
@@ -96,14 +96,29 @@ class Role(enum.Enum):
 NOT_MINE = object()
 """What `Kind.parse` returns for a text that is not of its kind."""
 
+V = TypeVar("V")
+"""A kind's value: what its `parse` makes of the spec's text and its matching reads."""
 
-class Kind:
+SpecValue = str | int | float | tuple[str, int] | None
+"""The values the kinds declare (`Kind[float]`, ...): what a spec's value is decoded as from the
+wire, then checked against its own kind's type."""
+
+
+class Kind(Generic[V]):
     """One kind of breakpoint: how its spec is written and parsed, what it matches, and its
     line in `help`. Every kind is a subclass, registered in `KINDS` by being defined (in the
     order they are tried), so the parser, the help texts, the palette and the engine all read
     the same list; nothing outside a kind compares its name.
 
+    A kind declares the type of its value as its parameter (`class Norm(Kind[float])`): its
+    methods read the value as that type, and a `Spec` of the kind, made by the parser or read
+    from the wire, holds a value of that type (else it is refused where it is made).
+
     A kind whose text is free-form (a label) comes last: `parse` is tried in order."""
+
+    value_type: ClassVar[Any] = object
+    """The type of the kind's value, read from its parameter (`object`, anything, for a kind
+    defined without one)."""
 
     name: ClassVar[str]
     """The spec's `kind` on the wire and in recordings."""
@@ -124,6 +139,9 @@ class Kind:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            if get_origin(base) is Kind:  # `Kind[float]`: the value's type
+                (cls.value_type,) = get_args(base)
         if "name" in cls.__dict__:
             register(cls)
 
@@ -139,29 +157,35 @@ class Kind:
         return spec.kind == cls.name
 
     @classmethod
-    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+    def value_of(cls, spec: Spec) -> V:
+        """The value of `spec`, a spec of this kind, as this kind's type (a `differs>R`'s R a float)."""
+        assert cls.of(spec), f"a {spec.kind} spec read as {cls.name}"
+        return cast(V, spec.value)  # checked against `value_type` when the spec was made
+
+    @classmethod
+    def matches_node(cls, value: V, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
         """Does a PLACE spec with this value match this node (`first`: the pass's first node)?"""
         return False
 
     @classmethod
-    def matches_grads(cls, value: Any, grads: tuple[Stats | None, ...], nan_seen: bool) -> bool:
+    def matches_grads(cls, value: V, grads: tuple[Stats | None, ...], nan_seen: bool) -> bool:
         """Does a VALUE spec match these gradient statistics (`nan_seen`: a non-finite one was
         already seen in this pass)?"""
         return False
 
     @classmethod
-    def matches_losses(cls, value: Any, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
+    def matches_losses(cls, value: V, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
         """Does a LOSS spec match a starting pass's roots (`losses`: their values, None if not scalar)?"""
         return False
 
     @classmethod
-    def could_stop(cls, value: Any, pass_index: int) -> bool:
+    def could_stop(cls, value: V, pass_index: int) -> bool:
         """Could this spec stop inside pass `pass_index`? If no armed spec could, the pass may
         run unhooked."""
         return cls.role is not Role.LOSS
 
     @classmethod
-    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+    def warning(cls, value: V, graph: Any, pass_index: int) -> str | None:
         """What to tell the user about this spec, just set while paused in pass `pass_index`
         (whose captured graph is `graph`), or None."""
         return None
@@ -172,13 +196,13 @@ class Kind:
         return f"{cls.form} (e.g. {cls.example})" if cls.example else cls.form
 
 
-KINDS: list[type[Kind]] = []
+KINDS: list[type[Kind[Any]]] = []
 """Every breakpoint kind, in the order `parse_spec` tries them."""
 
-_BY_NAME: dict[str, type[Kind]] = {}
+_BY_NAME: dict[str, type[Kind[Any]]] = {}
 
 
-def register(kind: type[Kind]) -> type[Kind]:
+def register(kind: type[Kind[Any]]) -> type[Kind[Any]]:
     """Add a kind to the registry (a subclass of Kind with a `name` registers itself when it is
     defined; a free-form kind, such as labels, is kept last). Returns the kind."""
     if kind.name in _BY_NAME:
@@ -189,29 +213,51 @@ def register(kind: type[Kind]) -> type[Kind]:
     return kind
 
 
-def unregister(kind: type[Kind]) -> None:
+def unregister(kind: type[Kind[Any]]) -> None:
     """Take a kind out of the registry again (a plug-in or a test that added one)."""
     KINDS.remove(kind)
     del _BY_NAME[kind.name]
 
 
-def kind_of(spec: Spec) -> type[Kind]:
+def kind_of(spec: Spec) -> type[Kind[Any]]:
     """The kind class of a parsed spec."""
     return _BY_NAME[spec.kind]
 
 
 class Spec(msgspec.Struct, frozen=True):
     """A parsed breakpoint spec: `kind` names its Kind (`KINDS`), `value` is what the kind
-    parsed from `text` (a number, a name, a glob, (file, line), or None)."""
+    parsed from `text` (a number, a name, a glob, (file, line), or None: the kind's declared
+    type). Parsed once, where the line enters; the `break` command carries it whole, over the
+    wire too, so nothing downstream parses the text again. Made with a kind that does not exist
+    or a value not of its kind's type (a frame built by hand), it is refused (ValueError; a
+    ValidationError when decoded)."""
 
     kind: str
-    value: Any
+    value: SpecValue
     text: str
+
+    def __post_init__(self) -> None:
+        kind = _BY_NAME.get(self.kind)
+        if kind is None:
+            raise ValueError(f"no breakpoint kind {self.kind!r}")
+        if not _fits(self.value, kind.value_type):
+            raise ValueError(f"a {self.kind} breakpoint's value is not {self.value!r}")
 
     @property
     def role(self) -> Role:
         """Where this spec is tested (its kind's role)."""
         return _BY_NAME[self.kind].role
+
+
+def _fits(value: SpecValue, value_type: Any) -> bool:
+    """Is `value` of `value_type` (exactly: an int is not a float's, a bool not an int's)?"""
+    if value_type is object:
+        return True
+    try:
+        converted = msgspec.convert(value, value_type, strict=True)
+    except msgspec.ValidationError:
+        return False
+    return type(converted) is type(value)
 
 
 def forms() -> str:
@@ -239,7 +285,7 @@ def parse_spec(text: str) -> Spec:
     raise CommandError(f"bad break spec {spec!r}: the forms are {forms()}")
 
 
-class Op(Kind):
+class Op(Kind[str]):
     """An autograd op by name (`AddmmBackward0`, the `torch::autograd::` prefix optional)."""
 
     name = "op"
@@ -256,15 +302,15 @@ class Op(Kind):
         return NOT_MINE
 
     @classmethod
-    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+    def matches_node(cls, value: str, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
         return node.name == value
 
     @classmethod
-    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+    def warning(cls, value: str, graph: Any, pass_index: int) -> str | None:
         return _names_no_node(cls, value, graph, pass_index)
 
 
-class NodeId(Kind):
+class NodeId(Kind[int]):
     """A node by its number in the pass (`#ID`, as the node list shows it)."""
 
     name = "id"
@@ -276,15 +322,15 @@ class NodeId(Kind):
         return int(m.group(1)) if (m := re.fullmatch(r"#(\d+)", text)) else NOT_MINE
 
     @classmethod
-    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+    def matches_node(cls, value: int, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
         return node_id == value
 
     @classmethod
-    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+    def warning(cls, value: int, graph: Any, pass_index: int) -> str | None:
         return _names_no_node(cls, value, graph, pass_index)
 
 
-class Nan(Kind):
+class Nan(Kind[None]):
     """The first node of a pass whose gradient holds a NaN or an infinity."""
 
     name = "nan"
@@ -297,13 +343,13 @@ class Nan(Kind):
         return None if text == "nan" else NOT_MINE
 
     @classmethod
-    def matches_grads(cls, value: Any, grads: tuple[Stats | None, ...], nan_seen: bool) -> bool:
+    def matches_grads(cls, value: None, grads: tuple[Stats | None, ...], nan_seen: bool) -> bool:
         # only the first non-finite gradient of a pass: `continue` does not stop again at
         # every node downstream of it
         return not nan_seen and any_nonfinite(grads)
 
 
-class Norm(Kind):
+class Norm(Kind[float]):
     """A node whose gradient's L2 norm is above X."""
 
     name = "norm"
@@ -320,11 +366,11 @@ class Norm(Kind):
         return NOT_MINE
 
     @classmethod
-    def matches_grads(cls, value: Any, grads: tuple[Stats | None, ...], nan_seen: bool) -> bool:
+    def matches_grads(cls, value: float, grads: tuple[Stats | None, ...], nan_seen: bool) -> bool:
         return _norm(grads) > value
 
 
-class Pass(Kind):
+class Pass(Kind[int]):
     """The first node of pass N."""
 
     name = "pass"
@@ -338,21 +384,21 @@ class Pass(Kind):
         return int(m.group(1)) if (m := re.fullmatch(r"pass\s+(\d+)", text)) else NOT_MINE
 
     @classmethod
-    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+    def matches_node(cls, value: int, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
         return first and pass_index == value
 
     @classmethod
-    def could_stop(cls, value: Any, pass_index: int) -> bool:
+    def could_stop(cls, value: int, pass_index: int) -> bool:
         return value == pass_index
 
     @classmethod
-    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+    def warning(cls, value: int, graph: Any, pass_index: int) -> str | None:
         if value <= pass_index:
             return f"pass {value} has already begun; a pass breakpoint stops at the first node of its pass"
         return None
 
 
-class Loss(Kind):
+class Loss(Kind[float]):
     """A pass whose loss (a scalar root) is above X, at its first node."""
 
     name = "loss"
@@ -368,11 +414,11 @@ class Loss(Kind):
         return NOT_MINE
 
     @classmethod
-    def matches_losses(cls, value: Any, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
+    def matches_losses(cls, value: float, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
         return any(v is not None and v > value for v in losses)
 
 
-class LossNan(Kind):
+class LossNan(Kind[None]):
     """A pass whose roots hold a NaN or an infinity, at its first node."""
 
     name = "lossnan"
@@ -386,11 +432,11 @@ class LossNan(Kind):
         return None if re.fullmatch(r"loss\s+nan", text) else NOT_MINE
 
     @classmethod
-    def matches_losses(cls, value: Any, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
+    def matches_losses(cls, value: None, losses: tuple[float | None, ...], nonfinite_root: bool) -> bool:
         return nonfinite_root
 
 
-class Source(Kind):
+class Source(Kind[tuple[str, int]]):
     """The first node of a pass made at a line of the code (`FILE.py:LINE`, the file's whole
     path or a tail of it)."""
 
@@ -409,11 +455,11 @@ class Source(Kind):
         return NOT_MINE
 
     @classmethod
-    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+    def matches_node(cls, value: tuple[str, int], node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
         return node.line == value[1] and same_file(value[0], node.path)
 
     @classmethod
-    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+    def warning(cls, value: tuple[str, int], graph: Any, pass_index: int) -> str | None:
         if not _none_match(cls, value, graph, pass_index):
             return None
         file = value[0]
@@ -422,7 +468,7 @@ class Source(Kind):
         return f"no node of this pass was made in {file}"
 
 
-class Module(Kind):
+class Module(Kind[str]):
     """The first node of a pass made in an nn.Module whose path matches a glob
     (`module encoder.layers.*.attn`), or in a module inside it."""
 
@@ -438,17 +484,17 @@ class Module(Kind):
         return m.group(1) if (m := re.fullmatch(r"module\s+(\S+)", text)) else NOT_MINE
 
     @classmethod
-    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+    def matches_node(cls, value: str, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
         return matches_module(value, node.module)
 
     @classmethod
-    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+    def warning(cls, value: str, graph: Any, pass_index: int) -> str | None:
         if _none_match(cls, value, graph, pass_index):
             return "no node of this pass ran in a module that matches it"
         return None
 
 
-class Differs(Kind):
+class Differs(Kind[float]):
     """In a run against a reference recording (`--against REF.db`): the first node of a pass
     where this run parts from the reference by more than R (relative; gradtui.record.against).
     It stops once per pass: downstream of a difference everything differs."""
@@ -467,7 +513,7 @@ class Differs(Kind):
         return NOT_MINE
 
 
-class Diverge(Kind):
+class Diverge(Kind[None]):
     """In a torchrun job: after a pass, a parameter's gradient that differs across ranks after
     its all-reduce (they must be equal: a difference is a desync). The job's hub arms it on
     every rank; a single process has no ranks to compare."""
@@ -482,15 +528,15 @@ class Diverge(Kind):
         return None if text == "diverge" else NOT_MINE
 
     @classmethod
-    def could_stop(cls, value: Any, pass_index: int) -> bool:
+    def could_stop(cls, value: None, pass_index: int) -> bool:
         return False
 
     @classmethod
-    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+    def warning(cls, value: None, graph: Any, pass_index: int) -> str | None:
         return "it compares ranks: it stops only in a torchrun job"
 
 
-class Label(Kind):
+class Label(Kind[str]):
     """A variable or parameter by name (`z`, `outs[1]`, `fc.weight`, `0.weight`): the nodes it
     labels. A bare name may also be an op without the usual shape (`CopySlices`)."""
 
@@ -506,20 +552,20 @@ class Label(Kind):
         return NOT_MINE if label is None else label
 
     @classmethod
-    def matches_node(cls, value: Any, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
+    def matches_node(cls, value: str, node: NodeInfo, node_id: int, pass_index: int, first: bool) -> bool:
         return value in node.labels or node.param == value or node.name == value
 
     @classmethod
-    def warning(cls, value: Any, graph: Any, pass_index: int) -> str | None:
+    def warning(cls, value: str, graph: Any, pass_index: int) -> str | None:
         return _names_no_node(cls, value, graph, pass_index)
 
 
-def _none_match(kind: type[Kind], value: Any, graph: Any, pass_index: int) -> bool:
+def _none_match(kind: type[Kind[Any]], value: Any, graph: Any, pass_index: int) -> bool:
     """Does no node of `graph` (a captured pass, each node's NodeInfo its "info") match?"""
     return not any(kind.matches_node(value, data, i, pass_index, False) for i, data in graph.nodes(data=INFO))
 
 
-def _names_no_node(kind: type[Kind], value: Any, graph: Any, pass_index: int) -> str | None:
+def _names_no_node(kind: type[Kind[Any]], value: Any, graph: Any, pass_index: int) -> str | None:
     """A spec that names nodes but matches none of this pass's is accepted, since a later pass
     may have such a node, but would silently never stop here: a typo (`break Addmm`) is found at once."""
     return "no node of this pass matches it" if _none_match(kind, value, graph, pass_index) else None
@@ -608,9 +654,9 @@ class Breakpoints:
             tuple(bp for bp in items if bp.spec.role is Role.VALUE),
         )
 
-    def add(self, text: str) -> Breakpoint:
-        """Parse and add a breakpoint; CommandError on a bad spec."""
-        bp = Breakpoint(self._next, parse_spec(text))
+    def add(self, spec: Spec) -> Breakpoint:
+        """Add a breakpoint for `spec` (parsed where its line entered: `parse_spec`)."""
+        bp = Breakpoint(self._next, spec)
         self._next += 1
         self._set(self._items + (bp,))
         return bp

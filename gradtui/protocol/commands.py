@@ -17,7 +17,17 @@ from typing import Any, ClassVar, NamedTuple, Union
 
 import msgspec
 
-from gradtui.protocol.breakpoints import KINDS, CommandError, as_label, forms, parse_float, parse_int, parse_spec, shown
+from gradtui.protocol.breakpoints import (
+    KINDS,
+    CommandError,
+    Spec,
+    as_label,
+    forms,
+    parse_float,
+    parse_int,
+    parse_spec,
+    shown,
+)
 
 __all__ = ["CommandError", "parse_float", "parse_int", "shown"]  # and every command class below
 
@@ -126,9 +136,9 @@ class Finish(Command, frozen=True):
 
 
 class Break(Command, frozen=True):
-    """Add a breakpoint with this spec."""
+    """Add a breakpoint with this spec (parsed with the line: it travels whole, never parsed again)."""
 
-    spec: str
+    spec: Spec
     verb = "break"
     aliases = ("b",)
     usage = "break SPEC"
@@ -137,8 +147,7 @@ class Break(Command, frozen=True):
 
     @classmethod
     def parse(cls, line: str, rest: str) -> Command | None:
-        parse_spec(_needs("break", rest, f"a spec: {forms()}"))
-        return cls(line, rest)
+        return cls(line, parse_spec(_needs("break", rest, f"a spec: {forms()}")))
 
 
 class ListBreakpoints(Command, frozen=True):

@@ -10,7 +10,7 @@ its NodeInfo under the one attribute `INFO`: `graph.nodes[n]["info"]`, or `node_
 from __future__ import annotations
 
 import heapq
-from dataclasses import FrozenInstanceError, dataclass
+from dataclasses import MISSING, FrozenInstanceError, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from gradtui.protocol.lazygraph import INFO, LazyGraph  # INFO: its readers take it from here
@@ -134,20 +134,8 @@ class NodeInfo:
         return [*self.labels, *([self.param] if self.param else [])]
 
 
-FIELDS: tuple[str, ...] = (
-    "name",
-    "kind",
-    "seq",
-    "next",
-    "labels",
-    "param",
-    "source",
-    "path",
-    "line",
-    "module",
-    "saved",
-)
-"""NodeInfo's fields, in order (its wire form names them so)."""
+FIELDS: tuple[str, ...] = tuple(field.name for field in fields(NodeInfo))
+"""NodeInfo's fields, in order (its wire form, gradtui.wire.codec's, is made from them)."""
 
 (
     _SET_NAME,
@@ -163,16 +151,8 @@ FIELDS: tuple[str, ...] = (
     _SET_SAVED,
 ) = (NodeInfo.__dict__[name].__set__ for name in FIELDS)
 
-_UNSET: dict[str, Any] = {
-    "labels": (),
-    "param": None,
-    "source": None,
-    "path": None,
-    "line": None,
-    "module": None,
-    "saved": (),
-}
-"""The defaults of the fields `walked` may leave unset."""
+_UNSET: dict[str, Any] = {field.name: field.default for field in fields(NodeInfo) if field.default is not MISSING}
+"""The defaults of the fields `walked` may leave unset (every field with a default)."""
 
 _new = object.__new__
 

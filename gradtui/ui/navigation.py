@@ -336,8 +336,8 @@ class Navigator:
                 source.made.setdefault(made.line, []).append(MadeNode(other, view.title(other)))
         for info in self.state.breakpoints:
             spec = parse_spec(info.spec)
-            if Source.of(spec) and same_file(spec.value[0], path):
-                source.breaks.add(spec.value[1])
+            if Source.of(spec) and same_file((place := Source.value_of(spec))[0], path):
+                source.breaks.add(place[1])
         if not source.lines():
             self._refuse(f"cannot read {source.name}: {data.source} is all that is known")
             return

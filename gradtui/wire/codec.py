@@ -11,7 +11,8 @@ floats, NaN and infinities included: a NaN gradient is what users come to see.
 A graph node's NodeInfo travels as its fields, untagged, beside the node's other attributes
 (a replay's `order`): the node-link form the graph had when nodes were attribute dicts, so an
 agent of that time and one of now send the same bytes, and either is read as NodeInfo; it is
-also the smaller form, a 10,000-node pass's frame carrying no tag per node.
+also the smaller form, a 10,000-node pass's frame carrying no tag per node. That form is made
+from NodeInfo's fields (`_node_info_codec`): a field added to NodeInfo travels as it is.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -122,20 +124,8 @@ def _graph_data(graph: nx.Graph) -> dict[str, Any]:
         info = attrs.get(INFO)
         if info is None:
             node = dict(attrs)
-        else:  # FIELDS, spelled out: a dict display costs a fifth of a loop over them
-            node = {
-                "name": info.name,
-                "kind": info.kind,
-                "seq": info.seq,
-                "next": info.next,
-                "labels": info.labels,
-                "param": info.param,
-                "source": info.source,
-                "path": info.path,
-                "line": info.line,
-                "module": info.module,
-                "saved": info.saved,
-            }
+        else:
+            node = _info_fields(info)
             if len(attrs) > 1:
                 node.update((k, v) for k, v in attrs.items() if k != INFO)
         node["id"] = n
@@ -152,27 +142,44 @@ def _graph_data(graph: nx.Graph) -> dict[str, Any]:
 _FIELD_SET = frozenset(FIELDS)
 
 
+def _node_info_codec() -> tuple[Callable[[NodeInfo], dict[str, Any]], Callable[[dict[str, Any]], NodeInfo]]:
+    """NodeInfo's wire form, written from its fields (`FIELDS`, so a new field travels with no
+    change here): a function that spells a NodeInfo out as the dict of its fields, and one that
+    makes it again from that dict. Generated as source, as `dataclasses` makes `__init__`, so each
+    is the plain dict display and call it would be if written out by hand (a loop over the fields
+    costs twice as much, on every node of a 10,000-node graph frame). Read back, a field the dict
+    lacks (a frame from an agent that had no such field) is its default, or None where its type
+    allows None; a tuple field (a list on the wire) is a tuple again."""
+    spelled, made = [], []
+    for field in dataclasses.fields(NodeInfo):
+        name = field.name
+        assert name.isidentifier()  # the generated source names it
+        spelled.append(f"{name!r}: info.{name}")
+        if field.default is not dataclasses.MISSING:
+            read = f"get({name!r}, {field.default!r})"
+        elif "None" in str(field.type):
+            read = f"get({name!r})"
+        else:
+            read = f"node[{name!r}]"
+        made.append(f"tuple({read})" if str(field.type).startswith("tuple") else read)
+    source = (
+        f"def spell(info):\n    return {{{', '.join(spelled)}}}\n"
+        f"def make(node):\n    get = node.get\n    return NodeInfo({', '.join(made)})\n"
+    )
+    namespace: dict[str, Any] = {"NodeInfo": NodeInfo}
+    exec(compile(source, "<NodeInfo wire form>", "exec"), namespace)
+    return namespace["spell"], namespace["make"]
+
+
+_info_fields, _info_of = _node_info_codec()
+
+
 def _node_attrs(node: dict[str, Any]) -> dict[str, Any]:
     """A node-link node's attributes: its NodeInfo under "info" (its list fields tuples again),
     the rest (a replay's `order`) as they came."""
     if "name" not in node:  # a node with no NodeInfo
         return {k: v for k, v in node.items() if k != "id"}
-    get = node.get
-    attrs = {
-        INFO: NodeInfo(
-            node["name"],
-            node["kind"],
-            get("seq"),
-            tuple(node["next"]),
-            tuple(get("labels", ())),
-            get("param"),
-            get("source"),
-            get("path"),
-            get("line"),
-            get("module"),
-            tuple(get("saved", ())),
-        )
-    }
+    attrs = {INFO: _info_of(node)}
     if len(node) > len(FIELDS) + 1:  # more than the fields and the id
         attrs.update((k, v) for k, v in node.items() if k != "id" and k not in _FIELD_SET)
     return attrs

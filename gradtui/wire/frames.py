@@ -3,7 +3,8 @@
 A line is parsed where it enters (the client); what travels is the command it became
 (`Submit`), never the text to parse again. The frame is decoded by its type: `Submit`'s
 command by the command table's tagged union (gradtui.protocol.commands.from_wire_form), so a
-frame holds only the fields its class names, of plain values, and nothing in it can nest
+frame holds only the fields its class names, of plain values (a `break`'s parsed spec: a Struct
+of fixed fields, its value checked against its kind's type), and nothing in it can nest deeper
 (a deeply nested value where a command belongs is refused, as any malformed frame is).
 `Order` carries a torchrun job hub's order to a rank (gradtui.distributed.orders), opaque here.
 

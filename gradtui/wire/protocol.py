@@ -34,8 +34,9 @@ from typing import Any
 
 import msgspec
 
-VERSION = 2
-"""Bumped when a message changes shape (2: a client sends typed commands, not lines); a client and an agent of different versions refuse each other."""
+VERSION = 3
+"""Bumped when a message changes shape (2: a client sends typed commands, not lines; 3: a `break`
+carries its parsed spec, not its text); a client and an agent of different versions refuse each other."""
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30

@@ -154,8 +154,8 @@ def test_norm_matching():
 
 def test_numbering_listing_and_deletion():
     bps = Breakpoints()
-    one = bps.add("z")
-    two = bps.add("nan")
+    one = bps.add(parse_spec("z"))
+    two = bps.add(parse_spec("nan"))
     assert (one.number, two.number) == (1, 2)
     assert len(bps) == 2 and [bp.number for bp in bps] == [1, 2]
     assert str(one) == "1: z  (never hit)"
@@ -164,20 +164,20 @@ def test_numbering_listing_and_deletion():
     assert bps.could_stop(5)  # z still may stop anywhere
     with pytest.raises(CommandError, match="no breakpoint 2"):
         bps.delete(2)
-    three = bps.add("pass 1")
+    three = bps.add(parse_spec("pass 1"))
     assert three.number == 3  # numbers are never reused
     assert bps.delete(None) == [one, three]
     assert len(bps) == 0 and list(bps) == []
     with pytest.raises(CommandError, match="bad break spec"):
-        bps.add("a b")
-    assert bps.add("y").number == 4  # a refused spec used no number
+        bps.add(parse_spec("a b"))
+    assert bps.add(parse_spec("y")).number == 4  # a refused spec used no number
 
 
 def test_find_returns_the_first_match():
     bps = Breakpoints()
-    bps.add("AddBackward0")
-    bps.add("y")
-    bps.add("norm>10")
+    bps.add(parse_spec("AddBackward0"))
+    bps.add(parse_spec("y"))
+    bps.add(parse_spec("norm>10"))
     found = bps.find(node(labels=("y",)), 1, 0, False, stats(12.0))
     assert found is not None and found.number == 2
     found = bps.find(node("PowBackward0"), 0, 0, True, stats(12.0))
@@ -211,7 +211,7 @@ def test_source_spec_matches_file_suffix_and_line():
 
 def test_module_and_source_stop_once_per_pass():
     bps = Breakpoints()
-    bp = bps.add("module fc2")
+    bp = bps.add(parse_spec("module fc2"))
     inside = node(module="fc2")
     assert bps.find(inside, 1, 0, False, ()) is bp
     assert bps.find(inside, 2, 0, False, (), fired={bp.number}) is None
@@ -219,15 +219,15 @@ def test_module_and_source_stop_once_per_pass():
 
 def test_loss_specs_and_could_stop():
     bps = Breakpoints()
-    big = bps.add("loss>10")
-    nan = bps.add("loss nan")
+    big = bps.add(parse_spec("loss>10"))
+    nan = bps.add(parse_spec("loss nan"))
     assert bps.find_loss((3.0,), False) is None
     assert bps.find_loss((None, 11.0), False) is big
     assert bps.find_loss((float("nan"),), True) is nan
     assert not bps.could_stop(0)  # loss specs are tested before the pass, not inside it
-    bps.add("pass 4")
+    bps.add(parse_spec("pass 4"))
     assert not bps.could_stop(3) and bps.could_stop(4)
-    bps.add("nan")
+    bps.add(parse_spec("nan"))
     assert bps.could_stop(3)
 
 
@@ -235,3 +235,45 @@ def test_a_bare_name_matches_an_op_without_the_usual_shape():
     spec = parse_spec("CopySlices")
     assert matches_node(spec, node("CopySlices"), 0, 0, False)
     assert not matches_node(spec, node("MulBackward0"), 0, 0, False)
+
+
+def test_every_kind_declares_its_value_type_and_a_spec_holds_a_value_of_it():
+    """Each built-in kind is `Kind[T]`: what its parser makes is a T, and a Spec of the kind with a
+    value of another type (a frame built by hand) is refused where it is made, as is an unknown kind."""
+    from gradtui.protocol import breakpoints as bp
+
+    examples = {
+        "op": "AddmmBackward0",
+        "id": "#3",
+        "nan": "nan",
+        "norm": "norm>2.5",
+        "pass": "pass 4",
+        "loss": "loss>1",
+        "lossnan": "loss nan",
+        "source": "model.py:42",
+        "module": "module fc*",
+        "differs": "differs>0.1",
+        "diverge": "diverge",
+        "label": "fc.weight",
+    }
+    for kind in bp.KINDS:
+        assert kind.value_type is not object, kind  # declared as the class's parameter
+    for name, text in examples.items():
+        spec = parse_spec(text)
+        kind = bp.kind_of(spec)
+        assert kind.name == name, (text, kind.name)
+        assert isinstance(
+            spec.value,
+            type(None) if kind.value_type is type(None) else getattr(kind.value_type, "__origin__", kind.value_type),
+        )
+        assert kind.value_of(spec) == spec.value
+    assert {bp.kind_of(parse_spec(text)).name for text in examples.values()} == {k.name for k in bp.KINDS}
+    assert parse_spec("model.py:42").value == ("model.py", 42)
+    with pytest.raises(ValueError, match="not 'big'"):
+        Spec("norm", "big", "norm>big")
+    with pytest.raises(ValueError):
+        Spec("pass", 2.5, "pass 2.5")  # a float where the kind reads an int
+    with pytest.raises(ValueError):
+        Spec("source", ("model.py", "42"), "model.py:42")
+    with pytest.raises(ValueError, match="no breakpoint kind"):
+        Spec("frobnicate", None, "x")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from gradtui.protocol.breakpoints import Spec
 from gradtui.protocol.commands import (
     Break,
     Clip,
@@ -54,14 +55,14 @@ pytestmark = pytest.mark.timeout(60)
         ("quit", Quit("quit")),
         ("q", Quit("q")),
         ("exit", Quit("exit")),
-        ("break AddmmBackward0", Break("break AddmmBackward0", "AddmmBackward0")),
-        ("b z", Break("b z", "z")),
-        ("break   fc.weight  ", Break("break   fc.weight", "fc.weight")),
-        ("break 0.weight", Break("break 0.weight", "0.weight")),
-        ("break #3", Break("break #3", "#3")),
-        ("break nan", Break("break nan", "nan")),
-        ("break norm>2.5", Break("break norm>2.5", "norm>2.5")),
-        ("break pass 1", Break("break pass 1", "pass 1")),
+        ("break AddmmBackward0", Break("break AddmmBackward0", Spec("op", "AddmmBackward0", "AddmmBackward0"))),
+        ("b z", Break("b z", Spec("label", "z", "z"))),
+        ("break   fc.weight  ", Break("break   fc.weight", Spec("label", "fc.weight", "fc.weight"))),
+        ("break 0.weight", Break("break 0.weight", Spec("label", "0.weight", "0.weight"))),
+        ("break #3", Break("break #3", Spec("id", 3, "#3"))),
+        ("break nan", Break("break nan", Spec("nan", None, "nan"))),
+        ("break norm>2.5", Break("break norm>2.5", Spec("norm", 2.5, "norm>2.5"))),
+        ("break pass 1", Break("break pass 1", Spec("pass", 1, "pass 1"))),
         ("delete 2", Delete("delete 2", 2)),
         ("d 1", Delete("d 1", 1)),
         ("delete all", Delete("delete all", None)),
@@ -162,7 +163,7 @@ def test_parse_errors(text, message):
 def test_why_takes_every_name_break_takes(name):
     """`why` refused the parameter names gradtui prints (`1.weight` is no Python) while `break`
     took them: both take the same names."""
-    assert parse(f"break {name}") == Break(f"break {name}", name)
+    assert parse(f"break {name}") == Break(f"break {name}", Spec("label", name, name))
     assert parse(f"why {name}") == Why(f"why {name}", name)
 
 

@@ -157,6 +157,47 @@ def test_the_compiled_posthooks_fill_the_factory_by_field_name():
     assert "(NOOddddi)" not in cpp
 
 
+def _measured_names() -> list[str]:
+    """The names of records.h's MEASURED, in order."""
+    records = (NATIVE / "records.h").read_text(encoding="utf-8")
+    table = re.search(r"constexpr Measured MEASURED\[\] = \{(.*?)\};", records, re.S)
+    assert table is not None
+    return re.findall(r'\{"(\w+)", &GradRec::\w+\}', table.group(1))
+
+
+def test_the_bulk_fetch_answers_by_field_name_from_the_one_compiled_measure():
+    """The compiled bulk fetch (fetch.h) measures a wide tensor with records.h's `measure_wide`, the
+    routine a posthook's big gradient is measured with, and answers a dict by name: "norm", each
+    other name of MEASURED (each a parameter of the factory), "values". The Python read answers the
+    same names, and the window reads them by name: nothing is read by its position in a flat list."""
+    import torch
+
+    from gradtui.engine.hooks import native
+    from gradtui.engine.stats.summary import ONE_PASS
+    from gradtui.engine.stats.window import fetch_in_python
+
+    fetch = (NATIVE / "fetch.h").read_text(encoding="utf-8")
+    records = (NATIVE / "records.h").read_text(encoding="utf-8")
+    assert fetch.count("measure_wide(") == 1 and "amin" not in fetch and "aminmax" not in fetch
+    assert records.count("measure_wide(") == 2  # its definition, and `measure`'s call
+    assert "for (size_t k = 0; out && k < MEASURED_N; ++k)" in fetch
+    window = (PACKAGE / "engine" / "stats" / "window.py").read_text(encoding="utf-8")
+    assert "numbers[count" not in window.split("def fetch_in_python")[0]  # `_read_live` reads names
+    names = _measured_names()
+    expected = {"norm", "values", *names}
+    assert set(names) - {"norm"} <= set(inspect.signature(full_stats).parameters)
+    t = torch.randn(300)
+    entries = [(0, t, t.numel())]
+    small = [(1, torch.randn(5), 5)]
+    by_python = fetch_in_python(entries, small, entries, [])
+    assert set(by_python) == expected
+    assert by_python["min"] == [t.min().item()] and by_python["max"] == [t.max().item()]
+    assert by_python["mean"] == [t.sum().item() / 300] and by_python["values"] == small[0][1].tolist()
+    compiled = native.load().module
+    if compiled is not None:  # where built (the suite's conftest builds it)
+        assert compiled.fetch([t], [t], [small[0][1]], ONE_PASS) == by_python
+
+
 def test_the_compiled_posthooks_fill_the_light_tuples_in_their_fields_order():
     """A small gradient's `Listed` and a big one's `Normed` (named tuples Python reads by name, made
     into Stats only when read) are filled in C++ item by item: items 0 to 3 are their fields."""

@@ -15,6 +15,7 @@ import torch
 
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import parse_spec
 from gradtui.record.against import Reference
 from gradtui.record.store import Recorder
 from tests.helpers import REPO, HostReads, script
@@ -58,7 +59,7 @@ def _against(db: str, breakpoint: str | None) -> Session:
     session = Session(full_stats=True, fingerprints=True)
     session.against = Reference(db)
     if breakpoint is not None:
-        session.breakpoints.add(breakpoint)
+        session.breakpoints.add(parse_spec(breakpoint))
     return session
 
 

@@ -18,6 +18,9 @@ LINES = [
     "finish",
     "break nan",
     "b model.py:42",
+    "break norm>2.5",
+    "b #4",
+    "break module encoder.*",
     "breakpoints",
     "delete all",
     "delete 3",
@@ -55,6 +58,9 @@ def test_a_command_crosses_the_wire_as_the_same_class_with_the_same_fields(line)
     assert isinstance(got, frames.Submit) and got.id == 7
     back = got.command_of()
     assert type(back) is type(command) and back == command and back.text == command.text
+    if isinstance(command, commands.Break):  # its spec parsed once, by the client: it arrives whole
+        assert isinstance(back, commands.Break) and back.spec == command.spec
+        assert type(back.spec.value) is type(command.spec.value)  # `model.py:42`'s (file, line) a tuple again
 
 
 def test_every_command_class_of_the_table_is_covered_above():
@@ -100,10 +106,44 @@ def test_a_command_class_added_to_the_table_travels_without_touching_the_wire(mo
         msgspec.msgpack.encode({"frame": "submit", "id": 1, "command": {"type": "Frobnicate", "text": "x"}}),
         msgspec.msgpack.encode({"frame": "submit", "id": 1, "command": {"type": "Scale", "text": "s", "factor": "x"}}),
         msgspec.msgpack.encode({"frame": "submit", "id": "one", "command": {"type": "Step", "text": "s"}}),
+        msgspec.msgpack.encode(
+            {"frame": "submit", "id": 1, "command": {"type": "Break", "text": "break nan", "spec": "nan"}}
+        ),  # the text, where a parsed spec belongs
+        msgspec.msgpack.encode(
+            {
+                "frame": "submit",
+                "id": 1,
+                "command": {"type": "Break", "text": "b x", "spec": {"kind": "frobnicate", "value": 1, "text": "x"}},
+            }
+        ),
+        msgspec.msgpack.encode(
+            {
+                "frame": "submit",
+                "id": 1,
+                "command": {"type": "Break", "text": "b x", "spec": {"kind": "norm", "value": "big", "text": "x"}},
+            }
+        ),
+        msgspec.msgpack.encode(
+            {
+                "frame": "submit",
+                "id": 1,
+                "command": {"type": "Break", "text": "b x", "spec": {"kind": "pass", "value": 2.5, "text": "x"}},
+            }
+        ),
         msgspec.msgpack.encode({"frame": "run", "code": "import os"}),
         msgspec.msgpack.encode({"submit": "step", "id": 1}),  # the text a version-1 client sent
     ],
-    ids=["unknown command", "wrong field type", "wrong id type", "unknown frame", "a line"],
+    ids=[
+        "unknown command",
+        "wrong field type",
+        "wrong id type",
+        "a spec's text",
+        "unknown spec kind",
+        "spec value not its kind's type",
+        "a float for an int kind",
+        "unknown frame",
+        "a line",
+    ],
 )
 def test_what_is_not_one_of_our_frames_is_refused(payload):
     with pytest.raises(protocol.ProtocolError):

@@ -3,7 +3,8 @@
 Through a whole exchange in this process (an agent built as every mode builds one, serving a
 session over a socketpair; the headless client that `gradtui attach --headless` runs driving it)
 every call of the parser, wherever it was imported, is counted: each line is parsed exactly
-once, and a line that does not parse is answered by the client in the parser's words and never
+once, a `break`'s spec too (by the client, with its line: the breakpoint is made of the parsed
+spec, not of its text parsed again), and a line that does not parse is answered by the client in the parser's words and never
 reaches the agent or the engine. A frame whose command is not one of the table's ends the
 connection before anything reaches the engine."""
 
@@ -16,7 +17,9 @@ import socket
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from contextlib import redirect_stdout
+from typing import Any
 
 import msgspec
 import pytest
@@ -24,7 +27,7 @@ import torch
 
 from gradtui.agent.build import Transport, build_agent
 from gradtui.cli.options import drive_headless
-from gradtui.protocol import commands
+from gradtui.protocol import breakpoints, commands
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import Break, Command, Print, Step
 from gradtui.protocol.options import RunOptions
@@ -40,16 +43,27 @@ WAIT = 20.0
 def _count_parses(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Every call of the command parser from now on, by line: the parser is replaced in every
     gradtui module that holds it (each imported it by name)."""
-    counts: Counter[str] = Counter()
-    original = commands.parse
+    return _count(monkeypatch, "parse", commands.parse)
 
-    def counting(text: str) -> Command:
+
+def _count_spec_parses(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Every call of the breakpoint spec parser from now on, by spec, wherever it was imported."""
+    return _count(monkeypatch, "parse_spec", breakpoints.parse_spec)
+
+
+def _count(monkeypatch: pytest.MonkeyPatch, name: str, original: Callable[[str], Any]) -> Counter[str]:
+    """Every call of `original` (held as `name` by gradtui modules) from now on, by its text."""
+    counts: Counter[str] = Counter()
+
+    def counting(text: str) -> Any:
         counts[text] += 1
         return original(text)
 
-    for name, module in list(sys.modules.items()):
-        if name.startswith("gradtui") and getattr(module, "parse", None) is original:
-            monkeypatch.setattr(module, "parse", counting)
+    held = [module for key, module in list(sys.modules.items()) if key.startswith("gradtui")]
+    held = [module for module in held if getattr(module, name, None) is original]
+    assert held  # the parser is where this test looks for it
+    for module in held:
+        monkeypatch.setattr(module, name, counting)
     return counts
 
 
@@ -88,11 +102,12 @@ def _backward(agent, grads: list[torch.Tensor]) -> threading.Thread:
 
 def test_every_line_is_parsed_once_by_the_client_and_a_bad_one_never_reaches_the_engine(monkeypatch):
     counts = _count_parses(monkeypatch)
+    spec_counts = _count_spec_parses(monkeypatch)
     token = secrets.token_urlsafe(16)
     agent, reached, ours = _served_agent(monkeypatch, token)
     grads: list[torch.Tensor] = []
     thread = _backward(agent, grads)
-    lines = ["frobnicate", "print", "break nan", "step", "print"]
+    lines = ["frobnicate", "print", "break nan", "break model.py:9", "step", "print"]
     out = io.StringIO()
     try:
         with redirect_stdout(out):
@@ -107,7 +122,10 @@ def test_every_line_is_parsed_once_by_the_client_and_a_bad_one_never_reaches_the
     said = out.getvalue()
     assert status == 0, said
     assert counts == Counter(lines), counts  # once each, the bad line too: by the client
-    assert [type(c) for c in reached] == [Print, Break, Step, Print], reached
+    assert spec_counts == Counter(["nan", "model.py:9"]), spec_counts  # each spec once, with its line
+    assert [type(c) for c in reached] == [Print, Break, Break, Step, Print], reached
+    made = [bp.spec for bp in agent.session.breakpoints]  # the engine's breakpoints: the specs as parsed
+    assert made == [breakpoints.parse_spec("nan"), breakpoints.parse_spec("model.py:9")]
     assert [c.text for c in reached] == lines[1:]  # each keeps its text, for the echo and the answer
     with pytest.raises(commands.CommandError) as refused:
         commands.parse("frobnicate")

@@ -62,7 +62,7 @@ from gradtui.engine.fingerprints.sketch import (  # noqa: F401 - the sketch's na
 )
 from gradtui.engine.hooks.plan import sent_shape, shape_and_saved
 from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Breakpoint
+from gradtui.protocol.breakpoints import Breakpoint, Differs
 from gradtui.protocol.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, PassAgainst, Value, Values
 
 
@@ -170,10 +170,12 @@ class PassPrints:
         assert self.against is not None
         values = self._unread()
         facts = self.plan.facts(node, fn, self._ids)
-        parting = self.against.check(node, facts.producers, values, min(bp.spec.value for bp in watch), facts.cast)
+        parting = self.against.check(
+            node, facts.producers, values, min(Differs.value_of(bp.spec) for bp in watch), facts.cast
+        )
         if parting is None:
             return None
-        bp = next(bp for bp in watch if parting.relative > bp.spec.value)
+        bp = next(bp for bp in watch if parting.relative > Differs.value_of(bp.spec))
         return bp, parting.text(self._reference)
 
     def both_sides(self, node: int) -> list[str]:

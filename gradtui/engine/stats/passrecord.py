@@ -383,7 +383,7 @@ class FlowRecorder:
             missed = tuple(
                 bp.spec.text
                 for bp in breakpoints
-                if Module.of(bp.spec) and any(matches_module(bp.spec.value, m) for m in modules)
+                if Module.of(bp.spec) and any(matches_module(Module.value_of(bp.spec), m) for m in modules)
             )
         del accumulators
         frame = provenance.user_frame(frame) or frame
@@ -400,7 +400,7 @@ class FlowRecorder:
         """Why module breakpoint `bp` cannot stop where it names, if its module ran inside a
         reentrant checkpoint, else None."""
         for module, index in self._nested_modules.items():
-            if Module.of(bp.spec) and matches_module(bp.spec.value, module):
+            if Module.of(bp.spec) and matches_module(Module.value_of(bp.spec), module):
                 return (
                     f"{module} ran inside a reentrant checkpoint in pass {index}: its nodes run in a nested "
                     "pass that gradtui does not hook, so it cannot stop there; "

@@ -137,15 +137,16 @@ class StatsWindow:
         big, small = _split((i, self.tensors[i]) for i in range(start, self.checked))
         if not big and not small:
             return False
-        numbers = _fetch(big, small)
+        fetched = _fetch(big, small)
+        norms, values = fetched["norm"], fetched["values"]
         known = self.known
-        for (i, _, _), norm in zip(big, numbers):
+        for (i, _, _), norm in zip(big, norms):
             known[i] = norm
-        position = len(big)
+        position = 0
         for i, _, numel in small:
-            known[i] = tuple(numbers[position : position + numel])
+            known[i] = tuple(values[position : position + numel])
             position += numel
-        return not all(map(math.isfinite, numbers))
+        return not (all(map(math.isfinite, norms)) and all(map(math.isfinite, values)))
 
     def read(self) -> list[Stats]:
         """Every entry's Stats, read back in one go (two if a gradient is not finite); clears
@@ -180,7 +181,7 @@ class StatsWindow:
         if any(t is not None for t in tensors):
             found = self._read_live(tensors, full, known, read, others) or found
         elif others:
-            read.others[:] = _fetch([], [], (), others)
+            read.others[:] = _fetch([], [], (), others)["norm"]
         for entry, (source, shape) in aliases.items():
             out[entry] = out[source].reshaped(shape)
         self.nonfinite = found
@@ -198,44 +199,45 @@ class StatsWindow:
         what a check read already) and the norms of `others`; did one hold a non-finite value?"""
         # Small tensors' values come back whole (their norm, min, max and mean are taken from
         # them); bigger ones' norms in one fused call (after those of `others`), min, max and
-        # sum beside where wanted.
+        # mean beside where wanted; each read back by its statistic's name.
         out = read.stats
         big, small = _split(enumerate(tensors))
         wide = [item for item in big if full[item[0]]]
         unread = [item for item in big if item[0] not in known] if known else big
         fresh = [item for item in small if item[0] not in known] if known else small
-        numbers = _fetch(unread, fresh, wide, others) if unread or wide or fresh or others else []
+        fetched = _fetch(unread, fresh, wide, others) if unread or wide or fresh or others else _NOTHING
+        fused = fetched["norm"]
         if others:
-            read.others[:] = numbers[: len(others)]
-            numbers = numbers[len(others) :]
+            read.others[:] = fused[: len(others)]
+            fused = fused[len(others) :]
         norms = read.norms
-        norms.update(zip((i for i, _, _ in unread), numbers))
+        norms.update(zip((i for i, _, _ in unread), fused))
         if known:
             norms.update((i, known[i]) for i, _, _ in big if i in known)
-        count = len(unread)
-        position = count + 3 * len(wide)
-        minmax = {item[0]: numbers[count + 3 * k : count + 3 * k + 3] for k, item in enumerate(wide)}
+        minmax = {
+            item[0]: extremes_and_mean
+            for item, extremes_and_mean in zip(wide, zip(fetched["min"], fetched["max"], fetched["mean"]))
+        }
         redo: list[tuple[int, torch.Tensor, float]] = []
         isfinite = math.isfinite
-        for i, t, numel in big:
+        for i, t, _ in big:
             norm = norms[i]
             if i in minmax:
-                lo, hi, total = minmax[i]
-                if not (isfinite(lo) and isfinite(hi) and isfinite(total) and isfinite(norm)):
+                lo, hi, mean = minmax[i]
+                if not (isfinite(lo) and isfinite(hi) and isfinite(mean) and isfinite(norm)):
                     redo.append((i, t, norm))
                     continue
-                out[i] = full_stats(
-                    tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, lo, hi, total / numel, 0
-                )
+                out[i] = full_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, lo, hi, mean, 0)
             elif isfinite(norm):
                 out[i] = light_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, 0)
             else:
                 redo.append((i, t, norm))
         found = False
+        listed, position = fetched["values"], 0
         for i, t, numel in small:
             values = known.get(i) if known else None  # read by a check
             if values is None:
-                values = tuple(numbers[position : position + numel])
+                values = tuple(listed[position : position + numel])
                 position += numel
             stats = out[i] = small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
             found = found or stats.nonfinite > 0
@@ -245,15 +247,23 @@ class StatsWindow:
         return found
 
 
+Fetched = dict[str, list[float]]
+"""What `_fetch` read, by statistic: "norm", the norms of `others` then of `big`; "min", "max" and
+"mean" (Stats' field names), one of each per `wide` tensor; "values", every value of `small` in
+order. Read by name (never by position), as the compiled fetch fills it (native/fetch.h)."""
+
+_NOTHING: Fetched = {"norm": [], "min": [], "max": [], "mean": [], "values": []}
+
+
 def _fetch(
     big: list[tuple[int, torch.Tensor, int]],
     small: list[tuple[int, torch.Tensor, int]],
     wide: Sequence[tuple[int, torch.Tensor, int]] = (),
     others: Sequence[torch.Tensor] = (),
-) -> list[float]:
-    """One host read: the norms of `others`, then of `big` (one fused call), min, max and sum of
-    each of `wide`, then every value of `small`, in that order. On the CPU the compiled library
-    reads them (the same kernels, the same floats: gradtui/engine/hooks/native/fetch.h), where built."""
+) -> Fetched:
+    """One host read: the norms of `others` and of `big` (one fused call), min, max and mean of
+    each of `wide`, every value of `small` (see `Fetched`). On the CPU the compiled library reads
+    them (the same kernels, the same floats: gradtui/engine/hooks/native/fetch.h), where built."""
     if (compiled := native.load().module) is not None:
         numbers = compiled.fetch(
             [*others, *(t for _, t, _ in big)], [t for _, t, _ in wide], [t for _, t, _ in small], ONE_PASS
@@ -268,7 +278,7 @@ def fetch_in_python(
     small: list[tuple[int, torch.Tensor, int]],
     wide: Sequence[tuple[int, torch.Tensor, int]] = (),
     others: Sequence[torch.Tensor] = (),
-) -> list[float]:
+) -> Fetched:
     """`_fetch` with torch's Python calls (any device: one sync for all of it)."""
     with _no_grad():
         normed = [*others, *(t for _, t, _ in big)] if others else [t for _, t, _ in big]
@@ -280,7 +290,16 @@ def fetch_in_python(
                 extras += (lo, hi, t.sum())
             parts.append(torch.stack(extras))
         parts += [t for _, t, _ in small]
-        return _flatten(parts).tolist()
+        numbers = _flatten(parts).tolist() if parts else []
+    count = len(normed)
+    sums = numbers[count + 2 : count + 3 * len(wide) : 3]
+    return {
+        "norm": numbers[:count],
+        "min": numbers[count : count + 3 * len(wide) : 3],
+        "max": numbers[count + 1 : count + 3 * len(wide) : 3],
+        "mean": [total / numel for total, (_, _, numel) in zip(sums, wide)],
+        "values": numbers[count + 3 * len(wide) :],
+    }
 
 
 def read_by_norm(numel: int) -> bool:
@@ -317,7 +336,10 @@ class _no_grad:
 
 
 def _read_nonfinite(
-    redo: list[tuple[int, torch.Tensor, float]], full: list[bool], minmax: dict[int, list[float]], out: list[Any]
+    redo: list[tuple[int, torch.Tensor, float]],
+    full: list[bool],
+    minmax: dict[int, tuple[float, float, float]],
+    out: list[Any],
 ) -> None:
     """Stats of tensors whose norm (or min, max, sum) came back non-finite: their non-finite
     values are counted in one more read; where there are none, float32 overflowed on finite
@@ -328,10 +350,10 @@ def _read_nonfinite(
         if not nonfinite:
             out[i] = summarize(t, light=not full[i])
             continue
-        shape, dtype, device, numel = tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), t.numel()
+        shape, dtype, device = tuple(t.shape), dtype_name(t.dtype), _device_name(t.device)
         if i in minmax:
-            lo, hi, total = minmax[i]
-            out[i] = full_stats(shape, dtype, device, norm, lo, hi, total / numel, nonfinite)
+            lo, hi, mean = minmax[i]
+            out[i] = full_stats(shape, dtype, device, norm, lo, hi, mean, nonfinite)
         else:
             out[i] = light_stats(shape, dtype, device, norm, nonfinite)
 

@@ -8,6 +8,7 @@ import torch
 
 from gradtui.engine.fingerprints import sketch
 from gradtui.engine.fingerprints import values as fp
+from gradtui.protocol.breakpoints import parse_spec
 from gradtui.protocol.fingerprints import estimate_distance
 from tests.helpers import HostReads
 
@@ -260,7 +261,7 @@ def _session_prints(every_node: bool, monkeypatch) -> dict:
 
     session, got, layer, x = _encoder_prints()
     if every_node:
-        session.breakpoints.add("#9999")
+        session.breakpoints.add(parse_spec("#9999"))
     session.install()
     try:
         layer(x).pow(2).mean().backward()

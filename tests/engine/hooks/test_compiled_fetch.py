@@ -21,9 +21,11 @@ def _entries(tensors: list[torch.Tensor]) -> list[tuple[int, torch.Tensor, int]]
     return [(i, t, t.numel()) for i, t in enumerate(tensors)]
 
 
-def _same(a: list[float], b: list[float]) -> bool:
-    """Equal float by float, NaN and the sign of zero included."""
-    return len(a) == len(b) and all(repr(x) == repr(y) for x, y in zip(a, b))
+def _same(a: dict[str, list[float]], b: dict[str, list[float]]) -> bool:
+    """The same statistics by name, equal float by float, NaN and the sign of zero included."""
+    return a.keys() == b.keys() and all(
+        len(a[name]) == len(b[name]) and all(repr(x) == repr(y) for x, y in zip(a[name], b[name])) for name in a
+    )
 
 
 def _kinds(generator: torch.Generator) -> list[torch.Tensor]:
@@ -65,6 +67,12 @@ def test_fetch_reads_the_floats_torch_reads():
         )
         assert got is not None and _same(got, want)
         assert _same(_fetch(big, small, wide, others), want)
+        # by name, each as torch reads it on its own
+        assert [repr(v) for v in want["min"]] == [repr(t.min().item()) for _, t, _ in wide]
+        assert [repr(v) for v in want["max"]] == [repr(t.max().item()) for _, t, _ in wide]
+        assert [repr(v) for v in want["mean"]] == [repr(t.sum().item() / t.numel()) for _, t, _ in wide]
+        assert len(want["norm"]) == len(others) + len(big)
+        assert want["values"] == [v for _, t, _ in small for v in t.reshape(-1).tolist()]
 
 
 def test_fetch_declines_what_is_not_a_plain_cpu_float_tensor():
@@ -76,7 +84,7 @@ def test_fetch_declines_what_is_not_a_plain_cpu_float_tensor():
     ):
         assert compiled.fetch([torch.ones(3), odd], [], [], ONE_PASS) is None
     assert compiled.fetch([], [torch.zeros(0)], [], ONE_PASS) is None  # no min of nothing: Python's read says so
-    assert compiled.fetch([], [], [], ONE_PASS) == []
+    assert compiled.fetch([], [], [], ONE_PASS) == {"norm": [], "min": [], "max": [], "mean": [], "values": []}
 
 
 def test_a_declined_read_falls_back_to_torch():

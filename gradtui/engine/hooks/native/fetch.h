@@ -4,9 +4,10 @@
 // A pass's end reads its leaves' gradients and the flow's weights: on a 12-layer encoder some 300
 // tensors, most of them a few dozen elements, so Python's part (a call per min, max and sum, the
 // stacks and the concatenation that gather them for one `.tolist()`) costs more than the kernels.
-// Here the same kernels run in one loop with the GIL released, and the numbers come back as the
-// one list Python's `_fetch` makes: the same floats (a float32 result widened to a double is what
-// `.tolist()` gives after torch's stack promotes it).
+// Here the same kernels run in one loop with the GIL released (a wide tensor's measured by records.h's
+// `measure_wide`, as a posthook's big gradient is), and the numbers come back by name, as the dict
+// Python's `_fetch` makes: the same floats (a float32 result widened to a double is what `.tolist()`
+// gives after torch's stack promotes it).
 
 #pragma once
 
@@ -19,8 +20,35 @@ const at::Tensor* plain_tensor(PyObject* obj, c10::DispatchKeySet plain) {
   return type == at::kFloat || type == at::kDouble ? &t : nullptr;
 }
 
-// fetch(normed, wide, small, one_pass) -> [floats], or None where one of the tensors is not a plain
-// dense CPU float one (or a kernel refused it): then Python's `_fetch` reads them (and says why).
+// The bulk fetch's answer, read by Python by field name: the norms of `normed` under "norm", each
+// other statistic of `MEASURED` (records.h) of every `wide` tensor under its Stats field's name
+// ("min", "max", "mean": `measure_wide` fills a GradRec of each), and every element of `small`, in
+// order, under "values".
+struct Fetched {
+  std::vector<double> norms;
+  std::vector<GradRec> wide;
+  std::vector<double> values;
+};
+
+// Fetched as the dict window.py's `_fetch` returns: a list of floats per name; null on an error.
+PyObject* fetched_dict(const Fetched& f) {
+  PyObject* out = PyDict_New();
+  auto put = [&](const char* name, PyObject* list) {
+    if (out && (!list || PyDict_SetItemString(out, name, list) < 0)) Py_CLEAR(out);
+    Py_XDECREF(list);
+  };
+  put("norm", list_of(f.norms, PyFloat_FromDouble));
+  for (size_t k = 0; out && k < MEASURED_N; ++k) {
+    if (MEASURED[k].member == &GradRec::norm) continue;  // "norm" is the fused norms' list
+    const auto member = MEASURED[k].member;
+    put(MEASURED[k].name, list_of(f.wide, [member](const GradRec& r) { return PyFloat_FromDouble(r.*member); }));
+  }
+  put("values", list_of(f.values, PyFloat_FromDouble));
+  return out;
+}
+
+// fetch(normed, wide, small, one_pass) -> Fetched's dict, or None where one of the tensors is not a
+// plain dense CPU float one (or a kernel refused it): then Python's `_fetch` reads them (and says why).
 PyObject* fetch(PyObject*, PyObject* args) {
   PyObject *normed, *wide, *small;
   long long one_pass;
@@ -36,36 +64,25 @@ PyObject* fetch(PyObject*, PyObject* args) {
     }
   }
   const size_t n_normed = PyList_GET_SIZE(normed), n_wide = PyList_GET_SIZE(wide);
-  std::vector<double> out;
+  Fetched out;
   bool ok = true;
   Py_BEGIN_ALLOW_THREADS
   try {
     at::AutoDispatchBelowADInplaceOrView below_autograd;  // no graph recorded (create_graph's gradients)
-    out.reserve(n_normed + 3 * n_wide);
+    out.norms.reserve(n_normed);
+    out.wide.resize(n_wide);
     for (size_t i = 0; i < n_normed; ++i)
-      out.push_back(scalar(at::cpu::linalg_vector_norm(tensors[i], 2, c10::nullopt, false, c10::nullopt)));
-    for (size_t i = n_normed; i < n_normed + n_wide; ++i) {
-      const at::Tensor& g = tensors[i];
-      at::Tensor lo, hi;  // gradtui/engine/stats/summary.py's `extremes`: the same kernels, the same zeros
-      if (g.numel() > one_pass || !g.is_contiguous()) {
-        lo = at::cpu::amin(g);
-        hi = at::cpu::amax(g);
-      } else {
-        std::tie(lo, hi) = at::cpu::aminmax(g);
-      }
-      out.push_back(scalar(lo));
-      out.push_back(scalar(hi));
-      out.push_back(scalar(at::cpu::sum(g, at::IntArrayRef{})));
-    }
+      out.norms.push_back(scalar(at::cpu::linalg_vector_norm(tensors[i], 2, c10::nullopt, false, c10::nullopt)));
+    for (size_t i = 0; i < n_wide; ++i) measure_wide(tensors[n_normed + i], one_pass, out.wide[i]);
     for (size_t i = n_normed + n_wide; i < tensors.size(); ++i) {
       const at::Tensor flat = tensors[i].contiguous();
       const int64_t numel = flat.numel();
       if (flat.scalar_type() == at::kDouble) {
         const double* data = flat.const_data_ptr<double>();
-        out.insert(out.end(), data, data + numel);
+        out.values.insert(out.values.end(), data, data + numel);
       } else {
         const float* data = flat.const_data_ptr<float>();
-        for (int64_t e = 0; e < numel; ++e) out.push_back(static_cast<double>(data[e]));
+        for (int64_t e = 0; e < numel; ++e) out.values.push_back(static_cast<double>(data[e]));
       }
     }
   } catch (const std::exception&) {
@@ -73,5 +90,5 @@ PyObject* fetch(PyObject*, PyObject* args) {
   }
   Py_END_ALLOW_THREADS
   if (!ok) Py_RETURN_NONE;
-  return list_of(out, PyFloat_FromDouble);
+  return fetched_dict(out);
 }

@@ -72,6 +72,25 @@ double scalar(const at::Tensor& t) {
   return t.scalar_type() == at::kDouble ? *t.const_data_ptr<double>() : static_cast<double>(*t.const_data_ptr<float>());
 }
 
+// The statistics of `MEASURED` but the norm (taken apart: the bulk fetch fuses it with other norms)
+// of a non-empty plain dense CPU float tensor: the one place the compiled code measures them, for
+// the posthooks' big gradients (`measure`) and the bulk fetch's wide ones (fetch.h) alike. min and
+// max as gradtui/engine/stats/summary.py's `extremes` takes them (the same kernels, the same zeros),
+// the mean as the sum over the count (a float32 sum widened to a double, as `.item()` gives it, then
+// divided in double, as Python's `total / numel`): finite exactly when the sum is.
+void measure_wide(const at::Tensor& g, int64_t one_pass, GradRec& out) {
+  at::Tensor lo, hi;
+  if (g.numel() > one_pass || !g.is_contiguous()) {
+    lo = at::cpu::amin(g);
+    hi = at::cpu::amax(g);
+  } else {
+    std::tie(lo, hi) = at::cpu::aminmax(g);
+  }
+  out.min = scalar(lo);
+  out.max = scalar(hi);
+  out.mean = scalar(at::cpu::sum(g, at::IntArrayRef{})) / static_cast<double>(g.numel());
+}
+
 // Statistics of one gradient as `quick_stats` makes them; false: Python must decide.
 bool measure(Pass& p, const at::Tensor& g, GradRec& out) {
   if (!g.defined()) {
@@ -111,18 +130,8 @@ bool measure(Pass& p, const at::Tensor& g, GradRec& out) {
     out.kind = Kind::Normed;
     return std::isfinite(out.norm);
   }
-  at::Tensor lo, hi;  // gradtui/engine/stats/summary.py's `extremes`: the same kernels, the same zeros
-  if (numel > p.limits.one_pass || !g.is_contiguous()) {
-    lo = at::cpu::amin(g);
-    hi = at::cpu::amax(g);
-  } else {
-    std::tie(lo, hi) = at::cpu::aminmax(g);
-  }
-  out.min = scalar(lo);
-  out.max = scalar(hi);
-  const double total = scalar(at::cpu::sum(g, at::IntArrayRef{}));
+  measure_wide(g, p.limits.one_pass, out);
   out.norm = scalar(at::cpu::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt));
-  out.mean = total / static_cast<double>(numel);
   out.kind = Kind::Full;
-  return std::isfinite(out.min) && std::isfinite(out.max) && std::isfinite(total) && std::isfinite(out.norm);
+  return std::isfinite(out.min) && std::isfinite(out.max) && std::isfinite(out.mean) && std::isfinite(out.norm);
 }
