@@ -1,8 +1,8 @@
 """The fingerprint mechanisms side by side: what each costs and what it sees.
 
-    python benchmarks/bench_sketches.py [--rounds R] [--accuracy] [--hot-cold]
+    python benchmarks/bench_sketches.py [--rounds R] [--width D] [--accuracy] [--hot-cold] [--no-fused]
 
-Cost: bench_diff.py's model and pass (a 4-layer d=256 encoder, batch 8x32, torch on one
+Cost: bench_diff.py's model and pass (a 4-layer d=256 encoder, `--width 64`: d=64, batch 8x32, torch on one
 thread, one recorded backward under a Session with a Recorder, full statistics). Each round
 times one backward per mechanism, in an order that alternates; CPU-time medians and the median
 of the per-round ratios against a recorded pass without fingerprints. A mechanism replaces
@@ -18,7 +18,10 @@ written) is the engine's own:
 - `sampled S, folded`: S positions fixed per shape (the same for a matrix and its transpose),
   `torch.take` in logical order, times fixed signs, summed into 8 entries, with the sample's
   norm; ‖a − b‖ / ‖a‖ estimated as ‖S(a) − S(b)‖ / ‖a_S‖;
-- `sampled 64, stored`: the 64 sampled values themselves (8x the numbers to read and write).
+- `sampled 64, stored`: the 64 sampled values themselves (8x the numbers to read and write);
+- `full, fused one read`: the same sketch's linear map made by one fused read of each value
+  (benchmarks/fused_sketch.py, a prototype built here: its bits are not sketch 2's; `--no-fused`
+  leaves it out).
 
 `--accuracy`: the accuracy target's 1,000 random pairs (within 2x of the exact ‖a − b‖ / ‖a‖) and a sparse
 difference (one element, one row, one column changed) of two of the model's shapes: how often
@@ -41,6 +44,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fused_sketch  # noqa: E402
 from bench_diff import constant, one_pass  # noqa: E402
 from bench_models import transformer  # noqa: E402
 
@@ -146,10 +150,13 @@ def _use(mechanism: Callable[[torch.Tensor], sk.Row] | str | None) -> None:
     fpmod.fingerprint = mechanism if callable(mechanism) else FULL
 
 
-def cost(rounds: int) -> None:
+FUSED = "full, fused one read"
+
+
+def cost(rounds: int, width: int = 256) -> None:
     """Each mechanism's recorded backward, paired and alternated (see module doc)."""
-    model = transformer(4)
-    x = torch.randn(8, 32, 256, generator=torch.Generator().manual_seed(1))
+    model = transformer(4, width)
+    x = torch.randn(8, 32, width, generator=torch.Generator().manual_seed(1))
     names = list(MECHANISMS)
     times: dict[str, list[float]] = {n: [] for n in names}
     sizes: dict[str, int] = {}
@@ -167,7 +174,7 @@ def cost(rounds: int) -> None:
             load.append(os.getloadavg()[0])
     _use(FULL)
     print(
-        f"cost: one recorded backward, {rounds} rounds, load {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} "
+        f"cost: one recorded backward, d={width}, {rounds} rounds, load {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} "
         "cores, CPU-time medians against a recorded pass without fingerprints"
     )
     base = times["recorded"]
@@ -222,8 +229,10 @@ def _sparse(
 
 def accuracy() -> None:
     """Each sketching mechanism's accuracy (see module doc)."""
-    for name in ("full (sketch 2)", "sampled 256, folded", "sampled 1024, folded"):
-        mechanism = MECHANISMS[name]
+    for name in ("full (sketch 2)", FUSED, "sampled 256, folded", "sampled 1024, folded"):
+        mechanism = MECHANISMS.get(name)
+        if mechanism is None:
+            continue
         assert callable(mechanism)
         relative = _estimate(mechanism)
         print(f"accuracy, {name}: 1,000 random pairs within 2x: {_pairs(relative):.1f}%")
@@ -257,9 +266,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--accuracy", action="store_true")
     parser.add_argument("--hot-cold", action="store_true")
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--no-fused", action="store_true")
     options = parser.parse_args()
     torch.set_num_threads(1)
-    cost(options.rounds)
+    if not options.no_fused and (module := fused_sketch.load()) is not None:
+        MECHANISMS[FUSED] = fused_sketch.mechanism(module, FULL)
+    cost(options.rounds, options.width)
+    if FUSED in MECHANISMS:
+        print(f"  fused prototype: values it sketched / left to the run's sketch: {fused_sketch.counts}")
     if options.accuracy:
         accuracy()
     if options.hot_cold:

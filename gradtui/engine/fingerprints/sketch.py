@@ -389,14 +389,15 @@ def fingerprint(t: torch.Tensor) -> Row:
 
 def python_fingerprint(t: torch.Tensor) -> Row:
     """`fingerprint` made in Python alone (where no compiled sketch is handed in or it declines;
-    the tests and benchmarks compare the two)."""
+    the tests and benchmarks compare the two). A small value's is made from its detached self,
+    which records no graph: no `no_grad` block (entering one costs more than the three calls)."""
+    if t.numel() <= EXACT_LIMIT:
+        real = _real(t.detach())
+        flat = real.reshape(-1).to(_sign_dtype(real))
+        return Row(torch.linalg.vector_norm(flat), flat, True)
     with torch.no_grad():
-        if t.numel() <= EXACT_LIMIT:
-            real = _real(t.detach())
-            flat = real.reshape(-1).to(_sign_dtype(real))
-            return Row(torch.linalg.vector_norm(flat), flat, True)
         body, norm = buckets_and_norm(t)
-        return Row(norm, body, False)
+    return Row(norm, body, False)
 
 
 def read_rows(rows: list[Row]) -> list[ReadRow]:

@@ -65,15 +65,10 @@ from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, Differs
 from gradtui.protocol.fingerprints import OUTPUT, RECEIVED, SAVED, SENT, PassAgainst, Value, Values
 
-
-class _Entry(NamedTuple):
-    """Where a fingerprint goes: node, direction, slot, what it is, whether it holds the values."""
-
-    node: int
-    dir: int
-    slot: int
-    what: str
-    exact: bool
+_Entry = tuple[int, int, int, str]
+"""Where a fingerprint goes: node, direction, slot, what it is (a plain tuple: a pass makes
+hundreds, and a NamedTuple's constructor is a Python call each; whether it holds the values is
+its Row's `exact`)."""
 
 
 class _Sent(NamedTuple):
@@ -157,8 +152,8 @@ class PassPrints:
         values: Values = {}
         entries, read = self._entries[marks[0] :], read_rows(self._rows[marks[0] :])
         self._read.extend(read)
-        for e, r in zip(entries, read):
-            values[(e.node, (e.dir, e.slot))] = Value(r.norm, r.data, e.exact, e.what)
+        for (node, direction, slot, what), row, r in zip(entries, self._rows[marks[0] :], read):
+            values[(node, (direction, slot))] = Value(r.norm, r.data, row.exact, what)
         for p in self._zeros[marks[1] :] + self._params[marks[2] :]:
             values[(p.node, (p.dir, p.slot))] = Value(p.norm, p.sketch, p.exact, p.what)
         return values
@@ -210,11 +205,14 @@ class PassPrints:
         moves = facts.moves if len(arrived) == 1 and len(sent) == 1 else 0
         for slot, grad in enumerate(sent):
             true = True  # the row is the sketch of `grad` itself
-            if moves and plain(grad):
+            readable = plain(grad)
+            if moves and readable:
                 reuse = arrived[0][1]
                 true = keeps_sketch(moves, tuple(arrived[0][0].shape), tuple(grad.shape))
+            elif readable and arrived:
+                reuse = next((row for t, row in arrived if same_values(t, grad)), None)
             else:
-                reuse = next((row for t, row in arrived if plain(grad) and same_values(t, grad)), None)
+                reuse = None
             row = self._add(grad, node, SENT, slot, "", reuse)
             if row is None or slot >= len(consumers):
                 continue
@@ -299,11 +297,12 @@ class PassPrints:
                 return None
             reuse = fingerprint(t)
             self.sketched += 1
-        self._append(node, direction, slot, reuse, what)
+        self._entries.append((node, direction, slot, what))
+        self._rows.append(reuse)
         return reuse
 
     def _append(self, node: int, direction: int, slot: int, row: Row, what: str = "") -> None:
-        self._entries.append(_Entry(node, direction, slot, what, row.exact))
+        self._entries.append((node, direction, slot, what))
         self._rows.append(row)
 
     def event(self, index: int) -> ev.PassPrints:
@@ -325,7 +324,10 @@ class PassPrints:
         except Exception as exc:  # noqa: BLE001 - as in `node`
             self.failed = f"{type(exc).__name__}: {exc}"
             return ev.PassPrints(index, ())
-        out.extend(ev.Print(e.node, e.dir, e.slot, r.norm, r.data, e.exact, e.what) for e, r in zip(entries, read))
+        out.extend(
+            ev.Print(node, direction, slot, r.norm, r.data, row.exact, what)
+            for (node, direction, slot, what), row, r in zip(entries, rows, read)
+        )
         self._last = out
         return ev.PassPrints(index, tuple(out))
 

@@ -324,3 +324,19 @@ def test_a_graph_s_decisions_are_made_once_and_print_what_each_pass_s_own_do(mon
     first, again, other, back = made_alone
     assert first > 20 and again == back == first and other > 20, made_alone
     assert made == [first, 0, other, 0], (made, made_alone)
+
+
+def test_a_small_value_s_fingerprint_is_its_values_and_norm_and_records_no_graph():
+    """A value of at most EXACT_LIMIT elements is kept whole (as float32, or float64 for float64),
+    with torch's norm of it, and, made under grad mode from a tensor that requires grad, neither
+    requires grad (it is made from the detached value, with no `no_grad` block)."""
+    generator = torch.Generator().manual_seed(5)
+    for dtype in (torch.float32, torch.float64, torch.float16):
+        value = torch.randn(4, 8, generator=generator).to(dtype).requires_grad_()
+        with torch.enable_grad():
+            row = sketch.python_fingerprint(value * 2)
+        expected = (value.detach() * 2).reshape(-1).to(torch.float64 if dtype == torch.float64 else torch.float32)
+        assert row.exact
+        assert torch.equal(row.body, expected)
+        assert torch.equal(row.norm, torch.linalg.vector_norm(expected))
+        assert not row.body.requires_grad and not row.norm.requires_grad
