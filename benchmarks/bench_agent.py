@@ -419,9 +419,9 @@ def bench_agent_encoder(
 
         server = AgentServer(None, token, ServerHooks(submit=submit, quit=lambda: None))
         session = Session(None, provenance=False, full_stats=full)
-        # as gradtui.agent.build attaches it: graph, NodeRan events, leaf gradients; the flow only
+        # as gradtui.agent.build attaches it: graph, NodesRan batches, leaf gradients; the flow only
         # while the client shows it (this one, as the UI before `w` or `P`, shows none)
-        session.add_listener(server, flow=server.wants_flow)
+        session.add_listener(server, flow=server.wants_flow, batches=True)
         if watch:
             session.submit(parse("break nan"))
         session.run_on()
