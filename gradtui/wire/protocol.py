@@ -34,8 +34,10 @@ from typing import Any
 
 import msgspec
 
-VERSION = 2
-"""Bumped when a message changes shape (2: a client sends typed commands, not lines); a client and an agent of different versions refuse each other."""
+VERSION = 3
+"""Bumped when a message changes shape (2: a client sends typed commands, not lines; 3: an agent
+sends a pass's nodes as NodesRan batches, which a client hands on as NodeRan events); a client
+and an agent of different versions refuse each other."""
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
