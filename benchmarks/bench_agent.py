@@ -387,7 +387,9 @@ def bench_ui(nodes: int, steps: int) -> None:
 # ---- the agent as the UI builds it, on the encoder -----------------------------------------
 
 
-def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes: int) -> None:
+def bench_agent_encoder(
+    layers: int, width: int, batch: tuple[int, int], passes: int, target: float | None = None
+) -> None:
     """Backward of the encoder under the agent the UI talks to, against plain backward: a session
     whose one listener is an AgentServer attached as gradtui.agent.build attaches it (the graph,
     every NodeRan, the leaves' gradients; the flow only while the client shows it: this client,
@@ -395,7 +397,8 @@ def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes:
     to a RemoteTarget that reads and decodes them in a thread (no Textual); `continue` + `nan`,
     no watch, and every statistic. Wall time of `backward()` (what the script pays, the writer
     and the reader threads' share of the GIL included), plain and gradtui passes alternated,
-    each forward built outside the timed region; medians."""
+    each forward built outside the timed region; medians. `target`: the bound of the `continue` +
+    `nan` row (the others are info)."""
     from bench_models import model_sizes, transformer
 
     model = transformer(layers, width)
@@ -416,9 +419,9 @@ def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes:
 
         server = AgentServer(None, token, ServerHooks(submit=submit, quit=lambda: None))
         session = Session(None, provenance=False, full_stats=full)
-        # as gradtui.agent.build attaches it: graph, NodeRan events, leaf gradients; the flow only
+        # as gradtui.agent.build attaches it: graph, NodesRan batches, leaf gradients; the flow only
         # while the client shows it (this one, as the UI before `w` or `P`, shows none)
-        session.add_listener(server, flow=server.wants_flow)
+        session.add_listener(server, flow=server.wants_flow, batches=True)
         if watch:
             session.submit(parse("break nan"))
         session.run_on()
@@ -461,8 +464,8 @@ def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes:
                 f"{ms(agent)}",
                 f"{ms(plain)} plain backward",
                 agent / plain,
-                "-",
-                None,
+                "-" if not watch or full or target is None else f"<= {target:.2f}x",
+                None if not watch or full or target is None else agent / plain <= target,
             )
         )
 
@@ -470,5 +473,5 @@ def bench_agent_encoder(layers: int, width: int, batch: tuple[int, int], passes:
 def bench_agent_rows(quick: bool) -> None:
     """The agent rows at d=64 (tiny tensors, the engine's `small` rows' model) and d=256."""
     passes = 5 if quick else 25
-    bench_agent_encoder(4 if quick else 12, 64, (8, 32), passes)
+    bench_agent_encoder(4 if quick else 12, 64, (8, 32), passes, target=None if quick else 1.30)
     bench_agent_encoder(2 if quick else 12, 256, (4, 32) if quick else (8, 128), max(3, passes // 5))

@@ -111,14 +111,21 @@ def _new_session(options: RunOptions):
 
 
 def _attach(
-    session: Session, options: RunOptions, listeners: tuple[Any, ...], first_flow: bool | Callable[[], bool] = True
+    session: Session,
+    options: RunOptions,
+    listeners: tuple[Any, ...],
+    first_flow: bool | Callable[[], bool] = True,
+    first_batches: bool = False,
 ) -> None:
     """Attach `listeners` in order, then arm the breakpoints `options` ask for. (A job's tap lets
     signals act at once in its own long waits only: gradtui.distributed.tap.) `first_flow`: when
     the first listener reads a hooked pass's gradient flow (the server: while its client shows
-    it); the others (a recording, a report) read every pass's."""
+    it); the others (a recording, a report) read every pass's. `first_batches`: the first
+    listener takes a pass's nodes as NodesRan batches (the server: one event through its lock
+    and queue per batch, not one per node)."""
     for k, listener in enumerate(listeners):
-        session.add_listener(listener, flow=first_flow if k == 0 else True)
+        first = k == 0
+        session.add_listener(listener, flow=first_flow if first else True, batches=first and first_batches)
     for spec in options.break_on:
         line = f"break {spec}"  # a --break option enters here: parsed once, as a typed line is
         try:
@@ -173,7 +180,13 @@ def build_agent(
     if tap is not None:
         tap.serve(server)
     # A job's tap answers `flow` with every rank's: it reads every pass's flow.
-    _attach(session, options, (tap or server, *outputs.listeners, *listeners), True if tap else server.wants_flow)
+    _attach(
+        session,
+        options,
+        (tap or server, *outputs.listeners, *listeners),
+        True if tap else server.wants_flow,
+        first_batches=tap is None,
+    )
     return Agent(options, outputs, session, server, commands, tap)
 
 

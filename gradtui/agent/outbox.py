@@ -24,7 +24,7 @@ MAX_QUEUED = 20000
 OUTPUT_LINES = 2000
 """Lines of the script's output kept for a client that is behind (the last ones)."""
 
-_LOW = (ev.NodeRan, ev.Output, ev.Progress)
+_LOW = (ev.NodeRan, ev.NodesRan, ev.Output, ev.Progress)
 """Events that may wait to be gathered into a frame with the next ones (the rest go at once)."""
 
 

@@ -187,6 +187,8 @@ class AgentServer:
         """Session listener: queue `event` for the client (and the backlog). Never blocks long."""
         if isinstance(event, ev.PassPrints):
             return  # fingerprints are for a recording (its listener is in this process), not clients
+        if type(event) is ev.NodesRan:
+            event.ran  # noqa: B018 - made here, on the pass's thread, while its statistics are at hand
         with self._lock:
             self._backlog.add(event)
             match event:

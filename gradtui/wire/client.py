@@ -121,7 +121,7 @@ class RemoteTarget:
                 return
             events = message.get("events")
             if events:
-                yield [from_wire(e) for e in events]
+                yield _flat([from_wire(e) for e in events])
 
     async def quit(self) -> None:
         """Ask the agent to stop the script."""
@@ -153,3 +153,18 @@ def _reason(exc: BaseException) -> str:
         return "timed out"
     text = getattr(exc, "strerror", None) or str(exc)
     return text or type(exc).__name__
+
+
+def _flat(events: list[ev.Event]) -> list[ev.Event]:
+    """`events` with each NodesRan batch (the agent sends a pass's nodes a batch at a time: one
+    event through its lock and queue, not one per node) in place of its NodeRan events, as a
+    client reads them."""
+    if not any(type(e) is ev.NodesRan for e in events):
+        return events
+    flat: list[ev.Event] = []
+    for e in events:
+        if type(e) is ev.NodesRan:
+            flat.extend(e.ran)
+        else:
+            flat.append(e)
+    return flat

@@ -69,19 +69,29 @@ _RENAMED = {
 """Fields an earlier wire form named otherwise (old, new): read under either name."""
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""The types `to_wire` and `from_wire` give back as they are. A statistic's listed values are
+tuples of hundreds of floats, a frame holds hundreds of them: such a sequence is copied whole
+(one test of its elements' types, in C), not converted element by element."""
+
+
 def to_wire(value: Any) -> Any:
     """JSON-able data for an event (or any value an event holds)."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, (tuple, list)):
+        if _SCALARS.issuperset(map(type, value)):
+            return list(value)
         return [to_wire(v) for v in value]
     if type(value) is ev.NodesRan:  # a batch made on demand: its events travel
         return {_TAG: "NodesRan", "pass_index": value.pass_index, "ran": to_wire(value.ran)}
     fields = _FIELDS.get(type(value))
     if fields is not None:
         out = {_TAG: type(value).__name__}
+        scalars = _SCALARS
         for name in fields:
-            out[name] = to_wire(getattr(value, name))
+            field = getattr(value, name)
+            out[name] = field if type(field) in scalars else to_wire(field)
         return out
     if isinstance(value, dict):
         return {str(k): to_wire(v) for k, v in value.items()}
@@ -96,6 +106,8 @@ def to_wire(value: Any) -> Any:
 def from_wire(data: Any) -> Any:
     """The value `to_wire` made `data` from."""
     if isinstance(data, list):
+        if _SCALARS.issuperset(map(type, data)):
+            return tuple(data)
         return tuple(from_wire(v) for v in data)
     if not isinstance(data, dict):
         return data
@@ -106,7 +118,8 @@ def from_wire(data: Any) -> Any:
         cls = CLASSES.get(tag)
         if cls is None:
             raise ValueError(f"unknown wire type {tag!r}")
-        fields = {k: from_wire(v) for k, v in data.items() if k != _TAG}
+        scalars = _SCALARS
+        fields = {k: v if type(v) in scalars else from_wire(v) for k, v in data.items() if k != _TAG}
         if (renamed := _RENAMED.get(cls)) is not None and renamed[0] in fields:
             fields[renamed[1]] = fields.pop(renamed[0])
         return cls(**fields)

@@ -36,7 +36,8 @@ import msgspec
 
 VERSION = 3
 """Bumped when a message changes shape (2: a client sends typed commands, not lines; 3: a `break`
-carries its parsed spec, not its text); a client and an agent of different versions refuse each other."""
+carries its parsed spec, not its text, and an agent sends a pass's nodes as NodesRan batches, which
+a client hands on as NodeRan events); a client and an agent of different versions refuse each other."""
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30

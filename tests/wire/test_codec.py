@@ -106,3 +106,20 @@ def test_a_recorded_graphs_other_attributes_travel_beside_its_node_infos():
     back = from_wire(protocol.decode(protocol.encode({"g": to_wire(graph)})[protocol.HEADER.size :])["g"])
     assert node_info(back, 0) == node_info(graph, 0) and node_info(back, 1).param == "w"
     assert back.nodes[0]["order"] == 1 and back.nodes[1]["order"] is None and back.edges[0, 1] == {"slot": 0}
+
+
+def test_sequences_of_plain_values_and_of_events_travel_alike():
+    """A sequence of plain values is copied whole (a statistic's listed values), one holding
+    anything else is converted element by element: either way the same data comes back."""
+    stats = summarize(torch.arange(6.0).reshape(2, 3) - 2.5, histogram=False)
+    assert stats.values is not None and len(stats.values) == 6
+    plain = (1, 2.5, "a", None, True, float("-inf"))
+    assert to_wire(plain) == list(plain) and from_wire(to_wire(plain)) == plain
+    mixed = (stats, 1.0, None)
+    wired = to_wire(mixed)
+    assert wired[0] == to_wire(stats) and wired[0]["values"] == list(stats.values)
+    assert from_wire(wired) == mixed
+    nested = ((1, 2), [3.0, (4, "b")])
+    assert to_wire(nested) == [[1, 2], [3.0, [4, "b"]]] and from_wire(to_wire(nested)) == ((1, 2), (3.0, (4, "b")))
+    event = ev.NodeRan(0, 2, 2, (stats, None), ())
+    assert _through(event) == event
