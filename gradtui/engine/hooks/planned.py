@@ -106,7 +106,7 @@ class PlannedPass:
         self._ran: list[int] = []
         self._held: list[int] = []
         self._emitted = state.done
-        self._batches = PassBatches(state.index, full, DerivedSteps(plan, state.capture))
+        self._batches = PassBatches(state.index, full, DerivedSteps(plan, state.capture), plan.producer)
         self._counts = plan.fed
         """Producer id -> how many nodes the plan derives from it (a batch counts them)."""
         self._producer = plan.producer
