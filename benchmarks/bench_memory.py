@@ -5,7 +5,7 @@
 - 100,000 leaves summed, `gradtui --headless -c 'break nan' -c continue --record run.db`.
 
 Memory is not timing: the figures hold under load. `python benchmarks/bench_memory.py` prints
-them; the bench's `memory` group adds them as rows with a target of 1.5x plain."""
+them; the bench's `memory` group adds them as rows with a target of 1.5x plain (`bench_peaks`)."""
 
 from __future__ import annotations
 
@@ -105,6 +105,37 @@ def leaves_peaks(leaves: int = 100_000) -> dict[str, float]:
             "plain": _peak([sys.executable, script, str(leaves)], env),
             "gradtui": _peak(gradtui, env),
         }
+
+
+def bench_peaks(quick: bool) -> None:
+    """The two runs as bench rows, peak RSS beside plain's, target <= 1.5x (quick: a fifth of
+    the nodes, where the fixed part of the process weighs more)."""
+    from benchtable import Row, add
+
+    runs = (
+        ("peak RSS: chain, first pause then continue + nan", "chain", chain_peaks, 100_000 if quick else 500_000),
+        (
+            "peak RSS: leaves summed, --headless break nan + continue --record",
+            "leaves",
+            leaves_peaks,
+            20_000 if quick else 100_000,
+        ),
+    )
+    for figure, what, measure, size in runs:
+        peaks = measure(size)
+        ratio = peaks["gradtui"] / peaks["plain"]
+        sizes = f"{size:,} muls, 4 elements each" if what == "chain" else f"{size:,} leaves of 4 elements"
+        add(
+            Row(
+                figure,
+                sizes,
+                f"{peaks['gradtui']:.0f} MB",
+                f"{peaks['plain']:.0f} MB plain",
+                ratio,
+                "<= 1.50x",
+                ratio <= 1.5,
+            )
+        )
 
 
 if __name__ == "__main__":
