@@ -24,7 +24,9 @@ its pass in `continue` + `nan` <= 2x plain, its memory <= 2x; the whole process 
 continue` <= 1.03x `python`; `--record` <= 1.3x and `--flight 5` <= 1.2x; host reads per node
 <= 0.05 without a watch and <= 0.2 with one (counts); in the UI with a 10,000-node pass, the
 `s` key to the next node drawn <= 50 ms median and the pass drawn <= 1 s after its backward
-call; RSS grows < 50 MB over 200 training passes with no graph kept alive; a
+call; RSS grows < 50 MB over 200 training passes with no graph kept alive; the peak RSS of a
+500,000-mul chain (first pause, then `continue` + `nan`) and of 100,000 leaves summed under
+`--headless -c 'break nan' -c continue --record` <= 1.5x plain's (bench_memory.py); a
 100-million-element gradient is summarized in bounded time and memory, never copied to Python;
 a 500-step headless loop stopping at `break pass 400` runs its earlier passes <= 1.5x plain.
 The floors stand beside the targets they bound: a no-op prehook + posthook on every node, a
@@ -78,6 +80,7 @@ from gradtui.protocol.commands import parse  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_agent import bench_agent_rows, bench_ui, bench_wire  # noqa: E402
 from bench_core import bench_chain, bench_floor, bench_headless_continue, bench_host_reads  # noqa: E402
+from bench_memory import bench_peaks  # noqa: E402
 from bench_models import D_MODEL, model_sizes, transformer  # noqa: E402
 from bench_process import (  # noqa: E402
     bench_big_tensor,
@@ -453,6 +456,7 @@ def main() -> None:
             bench_ui(10_002, 10 if quick else 40)
         if "memory" in only:
             bench_memory(20 if quick else 200)
+            bench_peaks(quick)  # peak RSS of the two large runs, fresh processes, beside plain
         if "bigtensor" in only:
             bench_big_tensor(10_000_000 if quick else 100_000_000, 3 if quick else 5)
         if "headless" in only:

@@ -457,24 +457,27 @@ class Recorder:
                 ],
             ),
         )
+        index, flow = event.pass_index, event.flow
+
+        def flow_rows() -> Iterator[tuple]:  # made as they are written: a row per parameter
+            for rank, r in enumerate(flow):
+                yield (
+                    index,
+                    rank,
+                    r.name,
+                    r.node,
+                    _list(tuple(r.shape)),
+                    _f(r.grad_norm),
+                    _f(r.weight_norm),
+                    _f(r.ratio),
+                    r.nonfinite,
+                )
+
         work.append(
             (
                 "INSERT INTO flow (pass, rank, name, node, shape, grad_norm, weight_norm, ratio, nonfinite) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        event.pass_index,
-                        rank,
-                        r.name,
-                        r.node,
-                        _list(tuple(r.shape)),
-                        _f(r.grad_norm),
-                        _f(r.weight_norm),
-                        _f(r.ratio),
-                        r.nonfinite,
-                    )
-                    for rank, r in enumerate(event.flow)
-                ],
+                _Rows(flow_rows),
             )
         )
         self._write(work)
@@ -482,8 +485,10 @@ class Recorder:
     def _node_work(self, flight: _Pass) -> list[tuple[str, Iterable[tuple]]]:
         """The `nodes` and `grads` rows of a pass, made as they are written (`_Rows`)."""
         index = flight.started.pass_index
-        order = {ran.node: ran.order for ran in flight.ran}
         infos = node_infos(flight.started.graph)
+        order = array("q", [-1]) * len(infos)  # per node, its order (-1: it did not run), not a dict of them
+        for ran in flight.ran:
+            order[ran.node] = ran.order
 
         def grads() -> Iterator[tuple]:
             rows: list[tuple] = []
@@ -506,7 +511,7 @@ class Recorder:
                     d.param,
                     d.source,
                     d.module,
-                    order.get(i),
+                    None if (ran := order[i]) < 0 else ran,
                     _list(d.next),
                     _int64(d.seq),
                 )

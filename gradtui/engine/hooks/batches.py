@@ -13,12 +13,20 @@ so those can be read after the pass.
 
 A pass's batches are made in order (each makes the one before it first), since a node in a
 later batch may receive from a derived node of an earlier one.
+
+A batch nobody holds any more (its NodesRan was dropped unread) is never made for its own
+events, only for what a later batch needs of it: what its nodes sent, for their receivers in
+later batches. At the next flush it is compacted to that (`Resent` steps of the hooked nodes a
+node not in a compacted batch still receives from, and its `Feeds` markers), so a long pass
+whose batches go unread keeps about one step a batch instead of every node's statistics.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -71,9 +79,16 @@ class Resent(NamedTuple):
 class PassBatches:
     """The batches of one planned pass (see module doc)."""
 
-    def __init__(self, index: int, full: bool, expand: Callable[[int], list[Derived]]) -> None:
+    def __init__(
+        self,
+        index: int,
+        full: bool,
+        expand: Callable[[int], list[Derived]],
+        producer: Sequence[tuple[int, int] | None],
+    ) -> None:
         """`expand(node)`: the Derived steps of the nodes fed by `node` (read from the live nodes, so
-        only until `settle`)."""
+        only until `settle`); `producer`: the plan's, per node its one producer (None: what
+        arrives is measured), which says whose statistics a later batch may still need."""
         self._index = index
         self._full = full
         self._expand: Callable[[int], list[Derived]] | None = expand
@@ -85,14 +100,62 @@ class PassBatches:
         """Per batch, the NodesRan (held weakly: one nobody holds is made only for what later
         batches need of it, and its events are not kept)."""
         self._lock = threading.Lock()
+        self._producer = producer
+        self._dropped: list[int] = []
+        """Positions of batches nobody holds any more (appended by their weakref's callback, on
+        whichever thread let go of them), to compact at the next flush."""
+        self._waiting: array | None = None
+        """Per node, how many nodes not in a compacted batch may still read what it sent (made at
+        the first compaction)."""
 
     def batch(self, steps: list[Hooked | Resent | Feeds], first: int, count: int) -> ev.NodesRan:
         """The NodesRan of `steps` (`count` of them nodes), the first numbered `first` in the pass."""
         position = len(self._todo)
         batch = ev.NodesRan(self._index, count, lambda: self._make_upto(position))
         self._todo.append((steps, first))
-        self._batches.append(weakref.ref(batch))
+        dropped = self._dropped
+        self._batches.append(weakref.ref(batch, functools.partial(_dropped, dropped, position)))
+        if dropped:
+            self._compact()
         return batch
+
+    def _compact(self) -> None:
+        """Reduce each batch dropped unread and not made yet to what later batches may need of it:
+        the `Resent` step of each hooked node some node outside the compacted batches still
+        receives from (its producer: what it sent), and every other step but the hooked nodes'
+        (Resent, Feeds, Derived). Its own events are never made: nobody can read them."""
+        with self._lock:
+            todo, dropped = self._todo, self._dropped
+            positions = []
+            while dropped:
+                k = dropped.pop()
+                if todo[k] is not None:
+                    positions.append(k)
+            if not positions:
+                return
+            waiting = self._waiting
+            if waiting is None:
+                waiting = self._waiting = array("I", bytes(4 * len(self._producer)))
+                for source in self._producer:
+                    if source is not None:
+                        waiting[source[0]] += 1
+            hooked, producer = Hooked, self._producer
+            for k in positions:  # first every receiver in them, then what they keep
+                for step in todo[k][0]:  # type: ignore[index]  # not None: checked above
+                    # counted only if the plan still names its producer (a plan change sets a
+                    # node's to None, never back: one set before the count was not counted)
+                    if type(step) is hooked and (source := step[2]) is not None and producer[step[0]] is not None:
+                        waiting[source[0]] -= 1
+            make = tuple.__new__  # a NamedTuple's own __new__ is a Python function
+            for k in positions:
+                steps, first = todo[k]  # type: ignore[misc]  # not None: checked above
+                kept: list[Hooked | Derived | Resent | Feeds] = []
+                for step in steps:
+                    if type(step) is not hooked:
+                        kept.append(step)
+                    elif waiting[step[0]]:
+                        kept.append(make(Resent, (step[0], step[3])))
+                todo[k] = (kept, first)
 
     def _make_upto(self, position: int) -> tuple[ev.NodeRan, ...]:
         """The events of batch `position`, making every earlier batch not made yet first (in a loop:
@@ -224,6 +287,11 @@ def ran_steps(
             fed.append(node)
             count += feeds
     return steps, count, still
+
+
+def _dropped(dropped: list[int], position: int, _: weakref.ref) -> None:
+    """A batch's weakref callback: batch `position` is held by nobody any more."""
+    dropped.append(position)
 
 
 def _slot(sent: tuple[Stats | None, ...], slot: int) -> Stats | None:

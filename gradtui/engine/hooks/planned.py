@@ -106,7 +106,7 @@ class PlannedPass:
         self._ran: list[int] = []
         self._held: list[int] = []
         self._emitted = state.done
-        self._batches = PassBatches(state.index, full, DerivedSteps(plan, state.capture))
+        self._batches = PassBatches(state.index, full, DerivedSteps(plan, state.capture), plan.producer)
         self._counts = plan.fed
         """Producer id -> how many nodes the plan derives from it (a batch counts them)."""
         self._producer = plan.producer
@@ -120,8 +120,9 @@ class PlannedPass:
         self._put_prehook: Callable[[int], None] | None = None
         self._compiled: CompiledHooks | None = None
         """The pass's compiled posthooks, where built (gradtui.engine.hooks.compiled): its plain POST nodes'."""
-        self._compiled_ids: set[int] = set()
-        """`delegated`: the nodes whose compiled posthook runs (the every-node posthooks pass them by)."""
+        self._compiled_ids = bytearray(len(state.capture.nodes))
+        """`delegated`: per node, 1 if its compiled posthook runs (the every-node posthooks pass it by);
+        a byte a node, not a set of ids (a 500,000-node chain's took ~40 bytes a node)."""
 
     # ---- hooks ---------------------------------------------------------------------------
 
@@ -139,19 +140,21 @@ class PlannedPass:
         hooked = list(compress(range(len(hooks)), hooks))  # the hooked nodes (NONE is 0): a fifth of them
         compiled = self._compile(nodes, [i for i in hooked if hooks[i] == POST])
         for i in hooked:
-            if i in compiled:
+            if compiled[i]:
                 continue
             node = nodes[i]
             if hooks[i] == BOTH:
                 handles.append(node.register_prehook(_bound(pre, i)))
             handles.append(node.register_hook(_bound(post, i)))
 
-    def _compile(self, nodes: list[Any], ids: list[int]) -> set[int]:
+    def _compile(self, nodes: list[Any], ids: list[int]) -> bytearray:
         """Put compiled posthooks on nodes `ids` where they are built: the ids they hook (a custom
-        Function's node keeps its Python posthook). In a pass that takes fingerprints they hand
-        each node they measure to its PassPrints (`_visit`), once per node."""
+        Function's node keeps its Python posthook), as a byte per node of `nodes` (1: hooked). In a
+        pass that takes fingerprints they hand each node they measure to its PassPrints (`_visit`),
+        once per node."""
+        compiled = bytearray(len(nodes))
         if not ids or (module := CompiledHooks.available()) is None:
-            return set()
+            return compiled
         self._compiled = CompiledHooks(
             module,
             self._completed,
@@ -164,7 +167,11 @@ class PlannedPass:
         )
         if self._state.prints is not None:
             self._compiled.visit(self._visit)
-        return set(ids).difference(self._compiled.register(nodes, ids))
+        for i in ids:
+            compiled[i] = 1
+        for i in self._compiled.register(nodes, ids):  # the ones left to Python
+            compiled[i] = 0
+        return compiled
 
     def _visit(self, node: int, sent: tuple[Any, ...], arrived: tuple[Any, ...]) -> None:
         """A node the compiled posthooks measured, in a pass that takes fingerprints: noted as
@@ -198,7 +205,7 @@ class PlannedPass:
         posts = [i for i in range(len(hooks)) if hooks[i] == POST and not completed[i]]
         self._compiled_ids = self._compile(self._state.capture.nodes, posts)
         for i in posts:
-            if i not in self._compiled_ids:
+            if not self._compiled_ids[i]:
                 put_post(i)
 
     def prehook(self, node: int, grads: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -252,7 +259,7 @@ class PlannedPass:
     ) -> tuple[Any, ...] | None:
         """Node `node`'s posthook, called by an every-node hook already on the node (`delegated`:
         `register` puts `_posthook` itself on the nodes otherwise): the plan's, if the plan hooks it."""
-        if self._plan.hooks[node] == NONE or node in self._compiled_ids:
+        if self._plan.hooks[node] == NONE or self._compiled_ids[node]:
             return None
         return self._posthook(node, grad_inputs, grad_outputs)
 

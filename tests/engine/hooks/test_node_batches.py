@@ -192,3 +192,41 @@ def test_a_batch_makes_the_node_ran_events_its_init_makes():
         want = ev.NodeRan(one.pass_index, one.node, one.order, one.grad_outputs, one.grad_inputs)
         assert one == want and hash(one) == hash(want) and repr(one) == repr(want)
         assert from_wire(to_wire(one)) == want
+
+
+def test_a_batch_kept_after_batches_dropped_unread_reads_as_a_listener_taking_events_gets_it(monkeypatch):
+    """Batches dropped unread are compacted to what later batches need of them (what their nodes
+    sent, for receivers further on) at the next flush: a listener that keeps every third batch
+    reads, in those, exactly the NodeRan events a listener that takes events gets, and the pass's
+    gradients are torch's."""
+    from gradtui.engine.hooks import planned
+
+    monkeypatch.setattr(planned, "PROGRESS_INTERVAL", 0.0)  # a batch every few hooked nodes
+    monkeypatch.setattr(planned, "READ_EVERY", 1)
+    model, data = _model()
+    plain, _ = _run(model, data, nan=True)  # a listener taking NodeRan events: each batch made at once
+    kept: list[ev.NodesRan] = []
+    seen = [0]
+
+    def every_third(event: ev.Event) -> None:
+        if isinstance(event, ev.NodesRan):
+            seen[0] += 1
+            if seen[0] % 3 == 0:
+                kept.append(event)  # the others are dropped unread, and nothing else reads them
+
+    session = Session(None, provenance=False, full_stats=False)
+    session.add_listener(every_third, graph=False, batches=True, flow=False)
+    session.submit(parse("break nan"))
+    session.run_on()
+    with session:
+        model(data).pow(2).mean().backward()
+    got = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    model(data).pow(2).mean().backward()  # torch alone: the oracle
+    assert all(torch.equal(got[name], p.grad) for name, p in model.named_parameters())
+    assert seen[0] >= 9 and len(kept) >= 3  # several dropped between the kept ones
+    singles = {e.node: e for e in plain if isinstance(e, ev.NodeRan)}
+    read = [one for batch in kept for one in batch.ran]
+    assert read and len(read) == sum(batch.count for batch in kept)
+    assert read == [singles[one.node] for one in read]
+    assert sum(one.grad_outputs[0] is not None for one in read if one.grad_outputs) > len(read) // 2
