@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -189,13 +190,16 @@ def test_attach_detach_and_attach_again(terminal, listener, size):
         assert foreign not in agent.err.read_text()
 
 
-@pytest.mark.parametrize("size", TERMINAL_SIZES, ids=SIZE_IDS)
-def test_replay_of_a_headless_recording(terminal, tmp_path, runtime, size):
-    """`gradtui --headless --record REC.db demo.py`, then `gradtui replay REC.db`: it opens on the
-    passes, `q` closes them, `q` again leaves with 0."""
+@pytest.fixture(scope="module")
+def demo_recording(tmp_path_factory) -> Path:
+    """`gradtui --headless --record REC.db demo.py`, run once for the file: each replay test
+    opens a copy of its own (a headless run of the demo is seconds of CPU, the same for both)."""
     from gradtui.cli.main import demo_path
 
-    db = tmp_path / "rec.db"
+    folder = tmp_path_factory.mktemp("demo-recording")
+    runtime = folder / "runtime"
+    runtime.mkdir(mode=0o700)
+    db = folder / "rec.db"
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env.update(_environment(runtime))
     recorded = subprocess.run(
@@ -207,6 +211,15 @@ def test_replay_of_a_headless_recording(terminal, tmp_path, runtime, size):
         stdin=subprocess.DEVNULL,
     )
     assert recorded.returncode == 0, recorded.stderr
+    return db
+
+
+@pytest.mark.parametrize("size", TERMINAL_SIZES, ids=SIZE_IDS)
+def test_replay_of_a_headless_recording(terminal, tmp_path, demo_recording, size):
+    """`gradtui --headless --record REC.db demo.py` (once, `demo_recording`), then `gradtui
+    replay REC.db` on a copy: it opens on the passes, `q` closes them, `q` again leaves with 0."""
+    db = tmp_path / "rec.db"
+    shutil.copyfile(demo_recording, db)
     term = terminal(["replay", str(db)], size)
     term.wait(lambda s: "passes · 3 run" in s, "the replay's passes", PROCESS_TIMEOUT)
     term.keys("q")  # closes the passes view (its own q), as escape does
