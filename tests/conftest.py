@@ -10,8 +10,16 @@ import importlib
 import os
 import sys
 
-import pytest
-import torch
+# NOTE: the suite runs on several workers (pyproject's addopts), and most tests start processes
+# that import torch too; each would size its thread pool to every core, so a 2-core machine ran
+# a dozen pools at once and torch's threads waited on each other (a hundred OpInfo ops took over
+# 120 s in a loaded run, 10 s alone). One thread a process, set before torch is imported here and
+# inherited by every process a test starts; comparisons are within one process or between
+# processes under the same setting, so what they assert does not change. A caller's own value wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from tests.helpers import SCRIPTS, Chain, Driven
 
