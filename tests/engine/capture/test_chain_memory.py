@@ -2,7 +2,7 @@
 `continue` with a `nan` watch): bytes, not time. What a pass keeps is per node (the walk, the
 NodeInfo the UI shows, the statistics of batches nobody has read yet; no Python hook on the
 nodes after the first pause's hand-over to the plan), so the traced peak per node stays the same
-as the chain grows, and under a bound: ~640 bytes a node now with the compiled posthooks, the
+as the chain grows, and under a bound: ~670-730 bytes a node now with the compiled posthooks (traced alone), the
 first pause's capture (~1.0 KB while the statistics of batches dropped unread were kept until the
 pass ended; 1.8 KB while every node kept a Python posthook, as it still does with the Python hooks
 only)."""
@@ -63,7 +63,10 @@ def test_a_chains_traced_peak_is_proportional_to_its_nodes_and_bounded():
     small, big = _peak_per_node(5_000), _peak_per_node(20_000)
     # After the hand-over the plan hooks every multiplication: compiled, no Python hook on it; with
     # the Python hooks only (no compiler where the tests run), a Python posthook each (~800 bytes).
-    bound = 800 if CompiledHooks.available() is not None else 2400
+    # NOTE: measured ~670 bytes a node on a 50,000-node chain alone, ~730 at 20,000, and 800-825
+    # in a test process that ran other tests first (what they left cached is traced too): the
+    # bound leaves room for that and still fails the ~1.0 KB kept before unread batches were compacted.
+    bound = 950 if CompiledHooks.available() is not None else 2400
     assert big < bound, f"{big:.0f} bytes a node"
     assert big < small * 1.15, (small, big)  # nothing grows faster than the chain
 
