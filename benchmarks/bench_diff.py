@@ -40,6 +40,7 @@ from gradtui.engine.fingerprints import sketch  # noqa: E402
 from gradtui.engine.fingerprints import values as fingerprint_module  # noqa: E402
 from gradtui.engine.session import Session  # noqa: E402
 from gradtui.protocol import events as ev  # noqa: E402
+from gradtui.protocol.breakpoints import parse_spec  # noqa: E402
 from gradtui.record.against import Reference  # noqa: E402
 from gradtui.record.store import Recorder  # noqa: E402
 
@@ -64,7 +65,7 @@ def one_pass(
     session = Session(full_stats=True, fingerprints=fingerprints or against is not None)
     if against is not None:
         session.against = Reference(against)
-        session.breakpoints.add("differs>1e-6")
+        session.breakpoints.add(parse_spec("differs>1e-6"))
     session.add_listener(recorder)
     session.run_on()
     session.install()
