@@ -1,6 +1,6 @@
 """gradtui's performance figures, as ratios against baselines measured in the same run.
 
-    python benchmarks/bench.py            # every figure, the targets' model sizes (~4 min on 2 cores)
+    python benchmarks/bench.py            # every figure, the targets' model sizes (~17 min on 2 cores)
     python benchmarks/bench.py --quick    # smaller models and fewer repeats: a smoke run (< 1 min)
     python benchmarks/bench.py --only capture,ui   # some groups (capture backward forward small wire ui
                                                 # memory bigtensor headless record)
