@@ -35,6 +35,7 @@ import math
 import os
 import queue
 import runpy
+import shutil
 import sqlite3
 import sys
 import threading
@@ -50,6 +51,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves
 
+import gradtui
 from gradtui.clients.headless import HeadlessDriver
 from gradtui.engine.process.runner import ScriptRunner
 from gradtui.engine.session import Session
@@ -966,3 +968,29 @@ class FakeTarget:
         """Note the detach; the batches end."""
         self.calls.append("detach")
         self._gone.set()
+
+
+def patched_package(where: Path, patches: dict[str, list[tuple[str, str]]]) -> Path:
+    """A copy of the gradtui package under `where`/tree with `patches` applied (for each file,
+    relative to the package, its (old, new) replacements: each old text found exactly once) and no
+    other file changed; the tree's folder back, to put first on a process's PYTHONPATH. The tests
+    that add a throwaway extension (a statistic, a node-list column) in the files the contributing
+    guide names use it, so the count of files they touch is checked, not trusted."""
+    package = Path(gradtui.__file__).resolve().parent
+    tree = where / "tree"
+    copy = tree / "gradtui"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for name, replacements in patches.items():
+        path = copy / name
+        text = path.read_text(encoding="utf-8")
+        for old, new in replacements:
+            assert text.count(old) == 1, f"{name} changed: update this test and docs/contributing.md"
+            text = text.replace(old, new)
+        path.write_text(text, encoding="utf-8")
+    changed = {
+        str(p.relative_to(copy))
+        for p in copy.rglob("*")
+        if p.is_file() and (package / p.relative_to(copy)).read_bytes() != p.read_bytes()
+    }
+    assert changed == set(patches)
+    return tree

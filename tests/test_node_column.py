@@ -9,17 +9,13 @@ with torch as the oracle: the value is each node's count of `next_functions` slo
 from __future__ import annotations
 
 import os
-import pathlib
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-import gradtui
-
-PACKAGE = pathlib.Path(gradtui.__file__).resolve().parent
+from tests.helpers import patched_package
 
 PATCHES = {
     "protocol/nodes.py": [
@@ -119,24 +115,10 @@ RUN = textwrap.dedent(
 @pytest.mark.timeout(300)
 def test_a_node_column_added_in_three_files_is_captured_carried_and_shown(tmp_path):
     """The throwaway column, in a copy of gradtui patched in the three files only."""
-    copy = tmp_path / "tree"
-    shutil.copytree(PACKAGE, copy / "gradtui", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    for name, patches in PATCHES.items():
-        path = copy / "gradtui" / name
-        text = path.read_text(encoding="utf-8")
-        for old, new in patches:
-            assert text.count(old) == 1, f"{name} changed: update this test and docs/contributing.md"
-            text = text.replace(old, new)
-        path.write_text(text, encoding="utf-8")
-    changed = {
-        str(p.relative_to(copy / "gradtui"))
-        for p in (copy / "gradtui").rglob("*")
-        if p.is_file() and (PACKAGE / p.relative_to(copy / "gradtui")).read_bytes() != p.read_bytes()
-    }
-    assert changed == set(PATCHES)
+    tree = patched_package(tmp_path, PATCHES)
     done = subprocess.run(
         [sys.executable, "-c", RUN],
-        env={**os.environ, "PYTHONPATH": str(copy), "GRADTUI_NATIVE": "off"},
+        env={**os.environ, "PYTHONPATH": str(tree), "GRADTUI_NATIVE": "off"},
         cwd=tmp_path,  # not this checkout's folder, which `python -c` would put first on the path
         capture_output=True,
         text=True,

@@ -13,7 +13,6 @@ import inspect
 import os
 import pathlib
 import re
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import pytest
 import gradtui
 from gradtui.protocol.stats import Stats, full_stats
 from gradtui.record import schema
+from tests.helpers import patched_package
 
 PACKAGE = pathlib.Path(gradtui.__file__).resolve().parent
 NATIVE = PACKAGE / "engine" / "hooks" / "native"
@@ -316,21 +316,7 @@ def test_a_statistic_added_in_three_files_is_recorded_read_back_and_shown(tmp_pa
     """The throwaway statistic, in a copy of gradtui patched in the three files only: a recorded
     pass keeps it (equal to torch's own abs().max() of the gradient), the reader gives it back,
     the detail pane prints it, and a file recorded before it existed still reads."""
-    copy = tmp_path / "tree"
-    shutil.copytree(PACKAGE, copy / "gradtui", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    for name, patches in PATCHES.items():
-        path = copy / "gradtui" / name
-        text = path.read_text(encoding="utf-8")
-        for old, new in patches:
-            assert text.count(old) == 1, f"{name} changed: update this test and docs/contributing.md"
-            text = text.replace(old, new)
-        path.write_text(text, encoding="utf-8")
-    changed = {
-        str(p.relative_to(copy / "gradtui"))
-        for p in (copy / "gradtui").rglob("*")
-        if p.is_file() and (PACKAGE / p.relative_to(copy / "gradtui")).read_bytes() != p.read_bytes()
-    }
-    assert changed == set(PATCHES)
+    tree = patched_package(tmp_path, PATCHES)
 
     old_db = tmp_path / "old.db"  # recorded by this gradtui, without the statistic
     made = subprocess.run(
@@ -344,7 +330,7 @@ def test_a_statistic_added_in_three_files_is_recorded_read_back_and_shown(tmp_pa
     assert made.returncode == 0, made.stderr[-3000:]
     done = subprocess.run(
         [sys.executable, "-c", RUN, str(tmp_path / "new.db"), str(old_db)],
-        env={**os.environ, "PYTHONPATH": str(copy)},
+        env={**os.environ, "PYTHONPATH": str(tree)},
         cwd=tmp_path,  # not this checkout's folder, which `python -c` would put first on the path
         capture_output=True,
         text=True,
