@@ -994,3 +994,21 @@ def patched_package(where: Path, patches: dict[str, list[tuple[str, str]]]) -> P
     }
     assert changed == set(patches)
     return tree
+
+
+def small_passes(session: Session, count: int) -> torch.nn.Sequential:
+    """`count` training-like passes of a seeded small MLP (6-5-1, tanh) under `session`, installed
+    around each backward only, as the interceptor would; the model back (its layers' gradients
+    are the last pass's)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
+    data = torch.randn(4, 6)
+    for _ in range(count):
+        model.zero_grad(set_to_none=True)
+        loss = model(data).pow(2).mean()
+        session.install()
+        try:
+            loss.backward()
+        finally:
+            session.uninstall()
+    return model

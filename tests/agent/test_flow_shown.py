@@ -20,6 +20,7 @@ from gradtui.protocol import events as ev
 from gradtui.protocol.commands import parse
 from gradtui.protocol.options import RunOptions
 from gradtui.wire import frames, protocol
+from tests.helpers import small_passes
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -96,19 +97,8 @@ def served(monkeypatch):
 
 def _passes(agent, count: int) -> list[nn.Linear]:
     """`count` training-like passes of a small model under the agent's session (in `continue`)."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 1))
-    data = torch.randn(4, 6)
-    session = agent.session
-    session.run_on()  # no first pause: a user who pressed `c`
-    for _ in range(count):
-        model.zero_grad(set_to_none=True)
-        loss = model(data).pow(2).mean()
-        session.install()
-        try:
-            loss.backward()
-        finally:
-            session.uninstall()
+    agent.session.run_on()  # no first pause: a user who pressed `c`
+    model = small_passes(agent.session, count)
     return [model[0], model[2]]
 
 

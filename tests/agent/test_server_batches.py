@@ -12,14 +12,13 @@ import threading
 from collections import Counter
 
 import pytest
-import torch
-from torch import nn
 
 from gradtui.agent.build import Transport, build_agent
 from gradtui.agent.server import AgentServer
 from gradtui.protocol import events as ev
 from gradtui.protocol.options import RunOptions
 from gradtui.wire.client import RemoteTarget
+from tests.helpers import small_passes
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,18 +70,7 @@ def test_the_server_takes_batches_and_the_client_reads_every_node(monkeypatch):
     reader.start()
     try:
         assert ready.wait(WAIT)
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 1))
-        data = torch.randn(4, 6)
-        session = agent.session
-        for _ in range(PASSES):
-            model.zero_grad(set_to_none=True)
-            loss = model(data).pow(2).mean()
-            session.install()
-            try:
-                loss.backward()
-            finally:
-                session.uninstall()
+        small_passes(agent.session, PASSES)
         assert done.wait(WAIT), "the client never saw the last pass finish"
     finally:
         agent.server.close("test done", timeout=2.0)
