@@ -24,38 +24,6 @@ def peak_mb():  # this process's own high-water mark: ru_maxrss keeps the parent
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
 """
 
-CHAIN = (
-    PEAK
-    + """\
-import json, sys
-import torch
-torch.set_num_threads(1)
-from gradtui.engine.capture.graph import allow_deep_graphs
-allow_deep_graphs()  # freeing a long chain recurses once per node
-n, mode = int(sys.argv[1]), sys.argv[2]
-x = torch.ones(4, requires_grad=True)
-y = x
-for _ in range(n):
-    y = y * 1.0000001
-loss = y.sum()
-if mode == "plain":
-    loss.backward()
-else:
-    from gradtui.engine.session import Session
-    from gradtui.protocol import events as ev
-    from gradtui.protocol.commands import parse
-    session = Session(None, provenance=False, full_stats=False)
-    def on(event):
-        if isinstance(event, ev.Paused):
-            session.submit(parse("continue"))
-    session.add_listener(on, batches=True)  # it reads no node: it takes the batches unread
-    session.submit(parse("break nan"))
-    with session:
-        loss.backward()
-print(json.dumps({"peak_mb": peak_mb()}))
-"""
-)
-
 LEAVES = """\
 import atexit, json, sys
 import torch
@@ -81,12 +49,15 @@ def _peak(argv: list[str], env: dict[str, str]) -> float:
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode:
         raise RuntimeError(f"{argv[:4]} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith('{"peak_mb"')]
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("{") and '"peak_mb"' in line]
     return float(json.loads(lines[-1])["peak_mb"])
 
 
 def chain_peaks(nodes: int = 500_000) -> dict[str, float]:
-    """Peak RSS (MB) of the chain run, plain and under gradtui."""
+    """Peak RSS (MB) of the chain run, plain and under gradtui: the 100k chain rows' program
+    (bench_core.CHAIN, which reports its peak beside its times), at `nodes`."""
+    from bench_core import CHAIN
+
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     return {mode: _peak([sys.executable, "-c", CHAIN, str(nodes), mode], env) for mode in ("plain", "gradtui")}
 
