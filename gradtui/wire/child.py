@@ -47,6 +47,11 @@ def describe_exit(returncode: int) -> str:
         return f"was killed by signal {-returncode}"
 
 
+def _end_of(batch: list[ev.Event]) -> int | None:
+    """Where the script's end is in `batch` (None: not in it)."""
+    return next((i for i, e in enumerate(batch) if isinstance(e, ev.ScriptFinished)), None)
+
+
 def _token_pipe(token: str) -> int:
     """The read end of a pipe holding `token` (and then its end): the child reads its token from
     this inherited fd, because an environment variable stays readable in /proc/PID/environ for
@@ -158,23 +163,37 @@ class ChildTarget:
         """Events and output as they come; the script's end only after the last of its output
         (the pipes reach their end when the process has gone); then how it ended."""
         wire_open = True
+        held: list[list[ev.Event] | None] = []  # a batch read ahead, not yet yielded (None: the wire's end)
         while wire_open:
-            batch = await self._queue.get()
+            batch = held.pop() if held else await self._queue.get()
             if batch is None:
                 break
-            end = next((i for i, e in enumerate(batch) if isinstance(e, ev.ScriptFinished)), None)
+            end = _end_of(batch)
             if end is None:
+                # NOTE: everything queued by now goes as one batch (the UI draws once a batch):
+                # read one queued batch at a time, a UI slower than a fast loop's events and
+                # output falls behind the script for good, and its pause (a Ctrl-C's) is drawn
+                # only once the backlog is read, seconds or minutes late. A batch that ends the
+                # script (or the wire's end) is held for the way below, which waits for the
+                # last of the output first.
+                while not self._queue.empty():
+                    more = self._queue.get_nowait()
+                    if more is None or _end_of(more) is not None:
+                        held.append(more)
+                        break
+                    batch.extend(more)
                 yield batch
                 continue
-            if batch[:end]:
-                yield batch[:end]
+            before = batch[:end]
             await self._output_done()
             while not self._queue.empty():
                 more = self._queue.get_nowait()
                 if more is None:
                     wire_open = False  # the agent's goodbye came with the last of the output
                 else:
-                    yield more
+                    before.extend(more)
+            if before:
+                yield before
             yield batch[end:]
         ended = await self._wait_exit()
         await self._output_done()

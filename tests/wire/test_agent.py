@@ -183,3 +183,42 @@ def test_a_child_agents_token_is_not_in_its_environment_nor_its_command_line(mon
     assert seen and finished and finished[0].exit_status == 0  # it authenticated with that token
     for name, data in seen.items():
         assert known.encode() not in data and b"GRADTUI_TOKEN=" not in data, name
+
+
+def test_what_queued_while_the_ui_was_busy_comes_as_one_batch_in_order(tmp_path):
+    # A UI that draws once a batch and is handed one queued batch at a time falls behind a fast
+    # loop for good (each pass's events and its printed line are batches of their own): here the
+    # reader stays away while the script runs 200 passes to its end, then must get all of it at
+    # once, the script's end last.
+    script = tmp_path / "fast_loop.py"
+    script.write_text(
+        "import torch\n"
+        "w = torch.ones(3, requires_grad=True)\n"
+        "for step in range(200):\n"
+        "    (w * step).sum().backward()\n"
+        "    print('step', step, flush=True)\n"
+    )
+    target = ChildTarget(RunOptions(str(script), []))
+    after_continue: list[list[ev.Event]] = []
+
+    async def drive() -> None:
+        try:
+            await target.start()
+            continued = False
+            async for batch in target.batches():
+                if continued:
+                    after_continue.append(batch)
+                elif any(isinstance(e, ev.Paused) for e in batch):
+                    target.submit(parse("continue"))
+                    continued = True
+                    assert target.process is not None
+                    await target.process.wait()  # everything it sent is queued by now, nothing read
+        finally:
+            target.kill_now()
+
+    asyncio.run(asyncio.wait_for(drive(), PROCESS_TIMEOUT))
+    events = [e for batch in after_continue for e in batch]
+    assert output_of(events).split() == [word for step in range(200) for word in ("step", str(step))]
+    assert sum(isinstance(e, ev.PassStarted) for e in events) == 199  # the first began before the pause
+    assert isinstance(events[-1], ev.ScriptFinished) and events[-1].exit_status == 0
+    assert len(after_continue) <= 3, [len(b) for b in after_continue]  # the run's, the output after it, the end
