@@ -25,7 +25,7 @@ import networkx as nx
 
 from gradtui.protocol import breakpoint_commands
 from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Breakpoint, Breakpoints, Nan, matches_grads
+from gradtui.protocol.breakpoints import NOT_MINE, Breakpoint, Breakpoints, Nan, matches_grads
 from gradtui.protocol.commands import (
     Break,
     Command,
@@ -324,7 +324,11 @@ class ReplayTarget:
             shown.at = shown.walk.index(hit["node"])
             got = shown.grads(hit["node"])
             # a `nan` hit stopped after the node that made the non-finite value, others before it
-            nan_here = hit["spec"] == "nan" and any_nonfinite(got.grad_inputs) and not any_nonfinite(got.grad_outputs)
+            nan_here = (
+                Nan.parse(hit["spec"]) is not NOT_MINE
+                and any_nonfinite(got.grad_inputs)
+                and not any_nonfinite(got.grad_outputs)
+            )
             shown.phase = "after" if nan_here else "before"
             shown.nan_seen = nan_here or any_nonfinite(got.grad_outputs)
             reason = f"{reason}: the run stopped here: {shown.hit_reason(hit['breakpoint'], hit['spec'])}"
