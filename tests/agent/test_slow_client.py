@@ -176,7 +176,7 @@ def test_the_goodbye_comes_after_the_frame_the_writer_has_taken(monkeypatch):
 def test_frames_the_deadline_keeps_from_beginning_are_counted_in_the_goodbye(monkeypatch):
     hold = Hold()
     monkeypatch.setattr(server_module, "ClientSender", held_sender(hold))
-    monkeypatch.setattr(server_module, "GOODBYE_SHARE", 1.0)  # no event frame may begin once close has
+    monkeypatch.setattr(server_module, "GOODBYE_SHARE", 1.0)  # no event frame begins once close has begun
     server, sock = attached()
     try:
         server(ev.Output("stdout", HELD))
