@@ -48,8 +48,13 @@ class Outbox:
     def __bool__(self) -> bool:
         return self._behind or bool(self._events)
 
-    def __len__(self) -> int:
-        return len(self._events) + len(self._output)
+    @property
+    def untold(self) -> int:
+        """Events (lines of output included) the client would miss if nothing waiting were sent:
+        those queued, or for a client behind those the notice would count and the lines kept."""
+        if not self._behind:
+            return len(self._events)
+        return self._dropped_events + self._dropped_lines + len(self._output)
 
     @property
     def behind(self) -> bool:

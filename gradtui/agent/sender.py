@@ -4,9 +4,10 @@ the agent.
 The client's socket stays blocking for its reader thread; a frame is written here with
 non-blocking sends between waits for the socket to take more (`poll`), so a send that makes no
 progress ends: after `STALL` seconds of a client reading nothing (it is then dropped, as if it
-had detached), or at the moment `limit` set (the script has ended: the last frames and the
+had detached), or at the moments `limit` set (the script has ended: the last frames and the
 goodbye get a few seconds, not forever). A frame cut off half-written leaves the stream unusable:
-the sender is then `broken` and sends nothing more.
+the sender is then `broken` and sends nothing more. A frame that `limit` keeps from beginning is
+not sent at all and leaves the stream whole, so the goodbye can still say what was not sent.
 """
 
 from __future__ import annotations
@@ -31,23 +32,31 @@ class ClientSender:
         self._conn = conn
         self._stall = stall
         self._lock = threading.Lock()
-        self._limit = math.inf
+        self._begin_by = math.inf
+        """Frames (but the last) not begun by then are not sent (the stream stays whole)."""
+        self._end_by = math.inf
+        """Frames are cut off then (the stream is broken), and the last may begin until then."""
         self.broken = False
         """A frame was cut off (or the socket failed): nothing more can be sent."""
         self.stalled = False
         """It broke because the client took nothing for `stall` seconds."""
 
-    def limit(self, deadline: float) -> None:
-        """From now on, every send ends by `deadline` (a `time.monotonic()` value)."""
-        self._limit = min(self._limit, deadline)
+    def limit(self, deadline: float, end: float | None = None) -> None:
+        """From now on, a frame must begin by `deadline` and end by `end` (default `deadline`;
+        `time.monotonic()` values), and the last frame (`send(last=True)`: the goodbye) may begin
+        until `end`: the time between is the goodbye's, and the frame in flight's to finish."""
+        self._begin_by = min(self._begin_by, deadline)
+        self._end_by = min(self._end_by, deadline if end is None else max(end, deadline))
 
-    def send(self, data: bytes) -> bool:
-        """Write `data` whole; False if the client is gone, stalled past its deadline, or a frame
-        before was cut off (the caller drops the client)."""
-        if not self._lock.acquire(timeout=max(0.0, min(self._limit - time.monotonic(), self._stall))):
+    def send(self, data: bytes, *, last: bool = False) -> bool:
+        """Write `data` whole; False if the client is gone, stalled past its deadline, a frame
+        before was cut off (then `broken`: the caller drops the client), or the frame could not
+        begin by its deadline (`broken` stays False: nothing of it was written)."""
+        begin_by = self._end_by if last else self._begin_by
+        if not self._lock.acquire(timeout=max(0.0, min(begin_by - time.monotonic(), self._stall))):
             return False
         try:
-            if self.broken:
+            if self.broken or time.monotonic() >= begin_by:
                 return False
             self.broken = not self._write(memoryview(data))
             return not self.broken
@@ -60,7 +69,7 @@ class ClientSender:
         progress = time.monotonic()
         while view:
             now = time.monotonic()
-            if now >= self._limit:
+            if now >= self._end_by:
                 return False
             if now - progress >= self._stall:
                 self.stalled = True
@@ -75,7 +84,7 @@ class ClientSender:
                 view = view[sent:]
                 progress = time.monotonic()
                 continue
-            wait = min(_SLICE, self._limit - now, self._stall - (now - progress))
+            wait = min(_SLICE, self._end_by - now, self._stall - (now - progress))
             try:
                 poller.poll(max(0.0, wait) * 1000)
             except (OSError, ValueError):

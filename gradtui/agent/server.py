@@ -25,7 +25,9 @@ Whatever a client does, what waits for it is bounded (`gradtui.agent.outbox`: a 
 reads nothing is sent, when it reads again, a notice of what it missed and the present), and
 every frame to it has a deadline (`gradtui.agent.sender`): a client that takes nothing for
 `sender.STALL` seconds is detached, and the last frames and the goodbye get `close`'s timeout,
-so a stalled client can neither grow the agent nor keep it alive after the script.
+so a stalled client can neither grow the agent nor keep it alive after the script. The goodbye
+comes after the frame the writer is sending (never ahead of it) and counts what the deadline
+kept from being sent: whatever a client missed, it is told.
 
 The gradient flow (a norm of every parameter and of its gradient, a row each) is computed for a
 hooked pass only when a client shows it (`wants_flow`, the server's `flow` as the session's
@@ -59,6 +61,10 @@ from gradtui.wire.codec import to_wire
 
 BATCH_INTERVAL = 0.05
 """Seconds between two frames of node and output events (20 a second at most)."""
+
+GOODBYE_SHARE = 0.25
+"""The part of `close`'s timeout kept for the goodbye (and the frame in flight to finish): no
+event frame begins in it, so the goodbye is never queued behind what it has to count."""
 
 ACCEPT_BACKOFF = (0.05, 1.0)
 """Seconds to wait after a failed `accept` before retrying: the first, and the most (doubling)."""
@@ -102,6 +108,10 @@ class AgentServer:
         self._client: socket.socket | None = None
         self._sender: ClientSender | None = None
         """Writes the attached client's frames, each with a deadline."""
+        self._sending = 0
+        """Events (as `Outbox.untold` counts them) in the frame the writer is sending."""
+        self._unsent = 0
+        """Events (so counted) of frames that `close`'s deadline kept from beginning."""
         self._closed = False
         self._paused_by_step = False
         self._moved = False
@@ -145,15 +155,20 @@ class AgentServer:
 
     def close(self, reason: str = "the script ended", timeout: float = 2.0) -> None:
         """Send what is pending and say goodbye, all within `timeout` seconds (a client that
-        reads nothing cannot keep the process alive), stop serving."""
-        deadline = time.monotonic() + timeout
+        reads nothing cannot keep the process alive), stop serving. Event frames must begin in
+        the first part of it, and the goodbye comes after the writer's last frame (it may begin
+        in the last `GOODBYE_SHARE` of `timeout`) and says how many events were not sent."""
+        end = time.monotonic() + timeout
+        last_frames = end - timeout * GOODBYE_SHARE
         with self._lock:
             if self._sender is not None:
-                self._sender.limit(deadline)
-            while self._pending and self._client is not None and time.monotonic() < deadline:
+                self._sender.limit(last_frames, end)
+            # a batch the writer has taken is still to be told until its frame is sent or refused
+            while (self._pending or self._sending) and self._client is not None and time.monotonic() < end:
                 self._lock.notify_all()
                 self._lock.wait(0.02)
-            if self._client is not None and (untold := len(self._pending)):
+            untold = self._pending.untold + self._sending + self._unsent
+            if self._client is not None and untold:
                 # the deadline cut the stream short: nothing is lost without a word
                 reason += f"; {untold} events were not sent in time (the client read too slowly)"
             self._closed = True
@@ -161,7 +176,7 @@ class AgentServer:
             sender, self._sender = self._sender, None
             self._lock.notify_all()
         if client is not None and sender is not None:
-            sender.send(protocol.encode({"bye": reason}))
+            sender.send(protocol.encode({"bye": reason}), last=True)
             _close(client)
         if self._listener is not None:
             _close(self._listener)
@@ -293,6 +308,7 @@ class AgentServer:
                     return False
                 sender = ClientSender(conn)
                 self._pending.replace(self._backlog.replay())
+                self._unsent = 0
                 self._client, self._sender = conn, sender
                 self.attached.set()
                 self._lock.notify_all()
@@ -376,13 +392,22 @@ class AgentServer:
                     wait = last + BATCH_INTERVAL - time.monotonic()
                     if wait > 0:
                         self._lock.wait(wait)  # gather more, unless something urgent arrives
+                told = self._pending.untold
                 batch = self._pending.take(self._backlog.present)
                 client, sender = self._client, self._sender
+                if client is not None and sender is not None and batch:
+                    self._sending = told
                 self._lock.notify_all()
             if client is None or sender is None or not batch:
                 continue
             last = time.monotonic()
-            if not sender.send(protocol.encode({"events": [to_wire(e) for e in batch]})):
+            sent = sender.send(protocol.encode({"events": [to_wire(e) for e in batch]}))
+            with self._lock:
+                self._sending = 0
+                if not sent and not sender.broken and client is self._client:
+                    self._unsent += told  # close's deadline kept the frame from beginning: the goodbye counts it
+                self._lock.notify_all()
+            if not sent and sender.broken:
                 if sender.stalled:
                     self._diagnostics.once(
                         "stalled",

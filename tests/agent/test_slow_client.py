@@ -3,14 +3,20 @@ missed when it reads again, and the goodbye cannot keep the agent waiting.
 
 An `AgentServer` serving one end of a socketpair; the test's end shows the token and then reads
 nothing while far more events are emitted than the socket buffers and the outgoing queue hold.
+The goodbye's count is also checked with the writer held between taking a batch and sending
+it (a `ClientSender` that waits, as a descheduled thread on a loaded machine would): the
+goodbye must come after that frame, or count it.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+from dataclasses import dataclass, field
 
+from gradtui.agent import server as server_module
 from gradtui.agent.outbox import MAX_QUEUED
+from gradtui.agent.sender import ClientSender
 from gradtui.agent.server import AgentServer, ServerHooks
 from gradtui.protocol import events as ev
 from gradtui.wire import protocol
@@ -20,6 +26,11 @@ TOKEN = "the-token"
 WAIT = 10.0
 """Seconds any read or join of the test waits (a wait timeout, not a speed assertion)."""
 LINES = 5 * MAX_QUEUED
+HELD = "the held line\n"
+"""The line whose frame the held sender holds once the writer has taken it."""
+HOLD = 0.5
+"""Seconds the held frame waits, once close has begun, for a goodbye sent ahead of it (a bound
+on the wait, not a speed assertion: a goodbye that waits for the frame comes after it anyway)."""
 
 
 def attached() -> tuple[AgentServer, socket.socket]:
@@ -90,5 +101,91 @@ def test_the_goodbye_to_a_client_that_reads_nothing_has_a_deadline():
         closer.start()
         closer.join(WAIT)
         assert not closer.is_alive(), "close() waits for a client that reads nothing"
+    finally:
+        sock.close()
+
+
+@dataclass
+class Hold:
+    """What the held sender saw (`held_sender`)."""
+
+    taken: threading.Event = field(default_factory=threading.Event)
+    """The writer took the held line's batch and is sending its frame: the outbox is empty."""
+    closing: threading.Event = field(default_factory=threading.Event)
+    """`close` has begun (it set the client's deadlines)."""
+    bye_tried: threading.Event = field(default_factory=threading.Event)
+    held: bool = False
+    bye_while_held: bool = False
+    """The goodbye was sent while the held frame was not: it would arrive first, or alone."""
+
+
+def held_sender(hold: Hold) -> type[ClientSender]:
+    """A `ClientSender` whose frame with the `HELD` line waits until close has begun and then
+    until the goodbye is tried or `HOLD` seconds pass, before it is sent."""
+
+    class HeldSender(ClientSender):
+        """See `held_sender`."""
+
+        def limit(self, deadline: float, end: float | None = None) -> None:
+            """Set the deadlines; close's (a goodbye's time after them) mark that it has begun."""
+            super().limit(deadline, end)
+            if end is not None:
+                hold.closing.set()
+
+        def send(self, data: bytes, *, last: bool = False) -> bool:
+            """Send `data`, holding the held line's frame first (see `held_sender`)."""
+            message = protocol.decode(data[protocol.HEADER.size :])
+            if "bye" in message:
+                hold.bye_while_held = hold.held
+                hold.bye_tried.set()
+            elif ev.Output("stdout", HELD) in (from_wire(e) for e in message.get("events") or ()):
+                hold.held = True
+                hold.taken.set()
+                hold.closing.wait(WAIT)
+                hold.bye_tried.wait(HOLD)
+                hold.held = False
+            return super().send(data, last=last)
+
+    return HeldSender
+
+
+def close_and_read(server: AgentServer, sock: socket.socket) -> tuple[list[ev.Event], str | None]:
+    """Close `server` on a thread while reading its client's end; what arrived and the goodbye."""
+    closer = threading.Thread(target=server.close, kwargs={"timeout": WAIT}, daemon=True)
+    closer.start()
+    received = read_until_bye(sock)
+    closer.join(WAIT)
+    assert not closer.is_alive()
+    return received
+
+
+def test_the_goodbye_comes_after_the_frame_the_writer_has_taken(monkeypatch):
+    hold = Hold()
+    monkeypatch.setattr(server_module, "ClientSender", held_sender(hold))
+    server, sock = attached()
+    try:
+        server(ev.Output("stdout", HELD))
+        assert hold.taken.wait(WAIT)  # the writer holds the line's batch: nothing waits in the outbox
+        events, bye = close_and_read(server, sock)
+        assert not hold.bye_while_held, "the goodbye was sent while the writer held a frame it had taken"
+        assert events == [ev.Output("stdout", HELD)] and bye == "the script ended", (events, bye)
+    finally:
+        sock.close()
+
+
+def test_frames_the_deadline_keeps_from_beginning_are_counted_in_the_goodbye(monkeypatch):
+    hold = Hold()
+    monkeypatch.setattr(server_module, "ClientSender", held_sender(hold))
+    monkeypatch.setattr(server_module, "GOODBYE_SHARE", 1.0)  # no event frame begins once close has begun
+    server, sock = attached()
+    try:
+        server(ev.Output("stdout", HELD))
+        assert hold.taken.wait(WAIT)
+        for i in range(3):  # these wait in the outbox behind the held frame
+            server(ev.Output("stdout", f"line {i}\n"))
+        events, bye = close_and_read(server, sock)
+        assert not hold.bye_while_held
+        assert events == [], events  # the held frame and the three lines after it could not begin
+        assert bye == "the script ended; 4 events were not sent in time (the client read too slowly)", bye
     finally:
         sock.close()
