@@ -134,7 +134,7 @@ class CallSiteVariables(Event, msgspec.Struct, frozen=True):
     """How many more there were than are listed (a bound keeps the event small)."""
 
 
-class ParamFlow(msgspec.Struct, frozen=True, gc=False, array_like=True):
+class ParamFlow(msgspec.Struct, frozen=True, gc=False):
     """How the gradient of one leaf (a parameter, usually) compares with the leaf after a pass (a
     msgspec Struct: a pass makes one per leaf).
 
@@ -172,7 +172,7 @@ class NestedPass(Event, msgspec.Struct, frozen=True):
     reentrant checkpoint's): it runs unhooked, so they cannot stop in it."""
 
 
-class NodeRan(Event, msgspec.Struct, frozen=True, gc=False, array_like=True):
+class NodeRan(Event, msgspec.Struct, frozen=True, gc=False):
     """A node finished: what flowed into it (after edits) and what it sent on. A msgspec Struct,
     as Stats is: a pass makes one per node (0.12 us each, a slotted dataclass's takes 0.6 us)."""
 
@@ -323,7 +323,7 @@ class BreakpointsChanged(Event, msgspec.Struct, frozen=True):
     breakpoints: tuple[BreakpointInfo, ...]
 
 
-class PassFinished(Event, msgspec.Struct, frozen=True, array_like=True):
+class PassFinished(Event, msgspec.Struct, frozen=True):
     """A backward call returned (`error` is None) or raised (`error` is its message)."""
 
     pass_index: int

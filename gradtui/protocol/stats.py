@@ -21,14 +21,13 @@ PREVIEW_LENGTH = 8
 HISTOGRAM_BINS = 16
 
 
-class Stats(msgspec.Struct, frozen=True, gc=False, array_like=True):
+class Stats(msgspec.Struct, frozen=True, gc=False):
     """Statistics of one tensor: numbers and strings only, safe to send across threads.
 
     Immutable and hashable by value. A msgspec Struct: made in C, a tenth of the time a
     Python `__init__` takes (a pass makes one per gradient, ~850 for a 12-layer encoder), and
     untracked by the garbage collector (it holds only numbers, strings and tuples of them, so
-    it can be in no cycle). `array_like`: packed for the wire (gradtui.wire.codec) it is the
-    array of its fields, not a map that names them: a pass's frame carries ~1,300 of them.
+    it can be in no cycle).
     """
 
     shape: tuple[int, ...]

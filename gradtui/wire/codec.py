@@ -16,8 +16,7 @@ from NodeInfo's fields (`_node_info_codec`): a field added to NodeInfo travels a
 
 A pass's per-node and per-leaf results (a `NodesRan` batch's events, a `PassFinished`) travel
 packed: their Structs as MessagePack bytes that msgspec writes and reads in C, beside the tag
-(`{"$": "NodesRan", "pass_index": P, "count": N, "$packed": BYTES}`), each Struct the array of
-its fields (`array_like`: no field names repeated per node and per statistic). Converted field by field
+(`{"$": "NodesRan", "pass_index": P, "count": N, "$packed": BYTES}`). Converted field by field
 in Python they cost more than the backward pass that made them (the d=64 encoder's 671 nodes:
 some 22 ms to encode and 25 ms to decode a pass's batch, against 0.6 ms and 1.3 ms packed), and
 the agent's writer and an in-process reader share the script's GIL. A batch is unpacked when
