@@ -153,6 +153,8 @@ class Received:
     """(perf_counter at arrival, NodeRan events in it, PassFinished events in it)."""
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    cpu: float = 0.0
+    """Seconds of CPU the reader's thread spent, all of it (set as it ends)."""
 
 
 def _client(sock: socket.socket, token: str, passes: int, received: Received, ready: threading.Event) -> None:
@@ -177,8 +179,21 @@ def _client(sock: socket.socket, token: str, passes: int, received: Received, re
     except BaseException as exc:  # noqa: BLE001 - reported by the bench's main thread
         received.error = exc
     finally:
+        received.cpu = time.thread_time()
         ready.set()
         received.done.set()
+
+
+def _thread_cpu(name: str) -> float | None:
+    """Seconds of CPU the live thread called `name` has spent (None: no such thread, or no
+    per-thread CPU clock on this system)."""
+    thread = next((t for t in threading.enumerate() if t.name == name), None)
+    if thread is None or thread.ident is None or not hasattr(time, "pthread_getcpuclockid"):
+        return None
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    except OSError:
+        return None
 
 
 def _run_passes(session: Session, muls: int, passes: int) -> float:
@@ -397,8 +412,10 @@ def bench_agent_encoder(
     to a RemoteTarget that reads and decodes them in a thread (no Textual); `continue` + `nan`,
     no watch, and every statistic. Wall time of `backward()` (what the script pays, the writer
     and the reader threads' share of the GIL included), plain and gradtui passes alternated,
-    each forward built outside the timed region; medians. `target`: the bound of the `continue` +
-    `nan` row (the others are info)."""
+    each forward built outside the timed region; medians. Beside each, the CPU each thread spent
+    per gradtui pass (the script's in `backward()`, the agent's writer, the reader), ratios to a
+    plain `backward()`'s thread time. `target`: the bound of the `continue` + `nan` row (the others
+    are info)."""
     from bench_models import model_sizes, transformer
 
     model = transformer(layers, width)
@@ -433,6 +450,7 @@ def bench_agent_encoder(
         server.serve_connection(ours)
         reader.start()
         times: dict[str, list[float]] = {"plain": [], "agent": []}
+        cpu: dict[str, list[float]] = {"plain": [], "agent": []}
         try:
             assert ready.wait(30) and received.error is None, f"the client did not attach: {received.error!r}"
             for i in range(passes + 2):  # the first two warm up
@@ -441,26 +459,31 @@ def bench_agent_encoder(
                     if kind == "agent":
                         session.install()
                     try:
+                        used = time.thread_time()
                         start = time.perf_counter()
                         loss.backward()
                         elapsed = time.perf_counter() - start
+                        used = time.thread_time() - used
                     finally:
                         if kind == "agent":
                             session.uninstall()
                         model.zero_grad(set_to_none=True)
                     if i >= 2:
                         times[kind].append(elapsed)
+                        cpu[kind].append(used)
             assert received.done.wait(120), "the client never saw the last pass finish"
             assert received.error is None, f"the client failed: {received.error!r}"
+            writer = _thread_cpu("gradtui-wire-writer")  # before close: the writer ends with it
         finally:
             server.close("bench done", timeout=2.0)
             reader.join(10)
             theirs.close()
         plain, agent = median(times["plain"]), median(times["agent"])
+        sizes = f"{model_sizes(layers, batch, width)}, a client reading"
         add(
             Row(
                 f"the UI's agent: backward in {label}",
-                f"{model_sizes(layers, batch, width)}, a client reading",
+                sizes,
                 f"{ms(agent)}",
                 f"{ms(plain)} plain backward",
                 agent / plain,
@@ -468,6 +491,26 @@ def bench_agent_encoder(
                 None if not watch or full or target is None else agent / plain <= target,
             )
         )
+        # CPU per gradtui pass, each thread on its own clock: less sensitive to other processes'
+        # load than the wall time above (the writer and the reader work while plain passes run too)
+        plain_cpu, agent_cpu = median(cpu["plain"]), median(cpu["agent"])
+        counted = passes + 2
+        threads = [("the script's thread, in backward()", agent_cpu)]
+        if writer is not None:
+            threads.append(("the agent's writer thread, per pass", writer / counted))
+        threads.append(("the reader's thread (decoding in this process), per pass", received.cpu / counted))
+        for name, seconds in threads:
+            add(
+                Row(
+                    f"  CPU: {name}",
+                    sizes,
+                    ms(seconds),
+                    f"{ms(plain_cpu)} plain backward",
+                    seconds / plain_cpu,
+                    "-",
+                    None,
+                )
+            )
 
 
 def bench_agent_rows(quick: bool) -> None:
