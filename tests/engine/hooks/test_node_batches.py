@@ -102,6 +102,26 @@ def test_the_codec_carries_a_batch_as_its_events():
     assert back.ran == batch.ran and back.count == batch.count
 
 
+def test_a_batch_and_its_pass_end_cross_the_wire_in_one_conversion_each(monkeypatch):
+    """The codec converts a NodesRan batch and a PassFinished whole (their Structs packed by
+    msgspec in C), not a call per node, per statistic and per listed value: the agent's writer
+    and a reader in the script's process would otherwise hold its GIL for longer than the pass
+    took (about 9,700 conversions a frame on the d=64 encoder)."""
+    from gradtui.wire import codec
+
+    model, data = _model()
+    _, batched = _run(model, data)
+    batch = next(e for e in batched if isinstance(e, ev.NodesRan))
+    finished = next(e for e in batched if isinstance(e, ev.PassFinished))
+    assert batch.count > 20 and finished.leaf_grads  # nodes and leaves enough to count conversions for
+    packed = count_calls(monkeypatch, codec, "to_wire")
+    unpacked = count_calls(monkeypatch, codec, "from_wire")
+    wired = [codec.to_wire(batch), codec.to_wire(finished)]
+    back = [codec.from_wire(data) for data in wired]
+    assert (packed[0], unpacked[0]) == (2, 2)  # the calls above, none nested
+    assert back[0].ran == batch.ran and back[1] == finished
+
+
 def test_shapes_sent_on_follow_from_what_arrives_as_torch_makes_them():
     x = torch.randn(2, 3, 4, requires_grad=True)
     cases = {
