@@ -34,10 +34,11 @@ from typing import Any
 
 import msgspec
 
-VERSION = 3
+VERSION = 4
 """Bumped when a message changes shape (2: a client sends typed commands, not lines; 3: a `break`
 carries its parsed spec, not its text, and an agent sends a pass's nodes as NodesRan batches, which
-a client hands on as NodeRan events); a client and an agent of different versions refuse each other."""
+a client hands on as NodeRan events; 4: a BreakpointsChanged's breakpoints carry their parsed
+specs, not their text); a client and an agent of different versions refuse each other."""
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
