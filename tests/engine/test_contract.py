@@ -54,7 +54,7 @@ def test_breakpoints_changed_after_break_delete_and_every_hit():
         script("loop.py"), ["break MulBackward0", "break nan", "continue", "continue", "delete 1", "continue"], ["3"]
     )
     assert run.status == 0, run.output
-    changes = [tuple((b.number, b.spec, b.hits) for b in e.breakpoints) for e in run.of(ev.BreakpointsChanged)]
+    changes = [tuple((b.number, b.spec.text, b.hits) for b in e.breakpoints) for e in run.of(ev.BreakpointsChanged)]
     hits = len(run.of(ev.BreakpointHit))
     assert hits >= 2
     assert changes[0] == ((1, "MulBackward0", 0),)
