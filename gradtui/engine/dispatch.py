@@ -67,9 +67,7 @@ class CommandRunner:
     def breakpoint_state(self) -> ev.BreakpointsChanged:
         """The breakpoints as they are now (numbers, specs, hits), as the event clients get after
         every change."""
-        return ev.BreakpointsChanged(
-            tuple(ev.BreakpointInfo(bp.number, bp.spec.text, bp.hits) for bp in self.breakpoints)
-        )
+        return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(bp.number, bp.spec, bp.hits) for bp in self.breakpoints))
 
     def breakpoints_changed(self) -> None:
         """Tell clients the breakpoints as they are now."""

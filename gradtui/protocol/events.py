@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from gradtui.protocol.breakpoints import Spec
 from gradtui.protocol.stats import Stats
 
 if TYPE_CHECKING:  # networkx costs ~50 ms to import: a run loads it only once it builds a graph
@@ -310,10 +311,12 @@ class BreakpointHit(Event, msgspec.Struct, frozen=True):
 
 
 class BreakpointInfo(msgspec.Struct, frozen=True):
-    """One breakpoint as clients see it: its number, its spec as typed, and how often it hit."""
+    """One breakpoint as clients see it: its number, its spec as parsed where it was typed (its
+    `text` as typed), and how often it hit. The parsed spec travels whole, so a client marks rows
+    and source lines by it without parsing the text again."""
 
     number: int
-    spec: str
+    spec: Spec
     hits: int = 0
 
 

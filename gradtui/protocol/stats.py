@@ -107,11 +107,13 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
 # checks it): the engine's hooks, the bulk window, the quick reads, the compiled posthooks and a
 # recording's rows all come here. `full_stats` is the one that takes every statistic, each
 # parameter named as its field: the engine's Python reads call it by position (once per gradient
-# on the hot path, where a keyword call costs more), the compiled posthooks and a recording's rows
-# by field name (gradtui/engine/hooks/native/records.h's `MEASURED`, gradtui.record.schema's
-# `GRAD_STATS`). A new statistic is a new field above with a default of None (not taken), a
-# parameter of `full_stats` filled where it is measured or derived here, a column of the recording's
-# `GRAD_STATS` and a line of the detail pane (docs/contributing.md, "A statistic").
+# on the hot path, where a keyword call costs more: gradtui.engine.stats.measures writes those calls
+# from this signature and its description of the measured statistics), the compiled posthooks and a
+# recording's rows by field name (gradtui/engine/hooks/native/records.h's `MEASURED`,
+# gradtui.record.schema's `GRAD_STATS`). A new statistic is a new field above with a default of None
+# (not taken), a parameter of `full_stats` derived here or measured (a line of the engine's
+# description and of the compiled table), a column of the recording's `GRAD_STATS` and a line of
+# the detail pane (docs/contributing.md, "A statistic").
 
 
 def full_stats(

@@ -473,4 +473,4 @@ class ReplayTarget:
         ]
 
     def _breakpoints_changed(self) -> ev.BreakpointsChanged:
-        return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(b.number, b.spec.text, b.hits) for b in self.breakpoints))
+        return ev.BreakpointsChanged(tuple(ev.BreakpointInfo(b.number, b.spec, b.hits) for b in self.breakpoints))

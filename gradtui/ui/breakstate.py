@@ -1,22 +1,13 @@
 """The breakpoints as the UI knows them, a part of the UI state (`UIState.breaks`): the target's
-list as its last `BreakpointsChanged` said, parsed for the node list's markers; the ones the user
-turned off in the breakpoints pane; the hits per pass and each breakpoint's last hit. No Textual.
+list as its last `BreakpointsChanged` said (each with its spec as parsed where it was typed: the
+node list marks its rows by it, nothing here parses it again); the ones the user turned off in the
+breakpoints pane; the hits per pass and each breakpoint's last hit. No Textual.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Spec, parse_spec
 from gradtui.ui.changes import Changes
-
-
-class Marker(NamedTuple):
-    """A breakpoint as the node list marks it: its number and parsed spec."""
-
-    number: int
-    spec: Spec
 
 
 class BreakpointsState:
@@ -24,9 +15,7 @@ class BreakpointsState:
 
     def __init__(self) -> None:
         self.breakpoints: tuple[ev.BreakpointInfo, ...] = ()
-        """The target's breakpoints, as its last BreakpointsChanged said."""
-        self.markers: tuple[Marker, ...] = ()
-        """The same, parsed, as the node list marks its rows by them."""
+        """The target's breakpoints, as its last BreakpointsChanged said (their specs parsed)."""
         self.off: list[str] = []
         """Breakpoints turned off in the breakpoints pane: their specs (the target deleted them)."""
         self.hits: dict[int, int] = {}
@@ -43,5 +32,4 @@ class BreakpointsState:
     def changed(self, event: ev.BreakpointsChanged) -> Changes:
         """The target's breakpoints changed: the node list's markers with them."""
         self.breakpoints = event.breakpoints
-        self.markers = tuple(Marker(b.number, parse_spec(b.spec)) for b in event.breakpoints)
         return Changes(breakpoints=True)

@@ -14,7 +14,7 @@ from textual.command import CommandPalette
 from textual.widget import Widget
 
 from gradtui.protocol import events as ev
-from gradtui.protocol.breakpoints import Source, parse_spec, same_file
+from gradtui.protocol.breakpoints import NodeId, Source, same_file
 from gradtui.protocol.commands import Command, ShowPass
 from gradtui.protocol.nodes import node_info
 from gradtui.ui import fmt
@@ -239,7 +239,9 @@ class Navigator:
         if node is None:
             self._refuse("no node selected")
             return
-        existing = next((b for b in self.state.breakpoints if b.spec == f"#{node}"), None)
+        existing = next(
+            (b for b in self.state.breakpoints if NodeId.of(b.spec) and NodeId.value_of(b.spec) == node), None
+        )
         self.send(f"delete {existing.number}" if existing else f"break #{node}")
 
     def breakpoints(self) -> None:
@@ -250,7 +252,8 @@ class Navigator:
         """The armed breakpoints, then the ones turned off, as the state has them now."""
         state = self.state
         rows = [
-            BreakpointRow(b.number, b.spec, b.hits, state.breaks.last_hits.get(b.number)) for b in state.breakpoints
+            BreakpointRow(b.number, b.spec.text, b.hits, state.breaks.last_hits.get(b.number))
+            for b in state.breakpoints
         ]
         return rows + [BreakpointRow(None, spec, 0, None) for spec in state.breaks.off]
 
@@ -335,8 +338,7 @@ class Navigator:
             if made.path == path and made.line:
                 source.made.setdefault(made.line, []).append(MadeNode(other, view.title(other)))
         for info in self.state.breakpoints:
-            spec = parse_spec(info.spec)
-            if Source.of(spec) and same_file((place := Source.value_of(spec))[0], path):
+            if Source.of(spec := info.spec) and same_file((place := Source.value_of(spec))[0], path):
                 source.breaks.add(place[1])
         if not source.lines():
             self._refuse(f"cannot read {source.name}: {data.source} is all that is known")

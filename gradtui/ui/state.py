@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from gradtui.protocol import events as ev
 from gradtui.protocol.nodes import node_info
 from gradtui.ui import headertext
-from gradtui.ui.breakstate import BreakpointsState, Marker
+from gradtui.ui.breakstate import BreakpointsState
 from gradtui.ui.changes import Changes
 from gradtui.ui.fmt import remember_source
 from gradtui.ui.headertext import HeaderPart
@@ -99,13 +99,9 @@ class UIState:
 
     @property
     def breakpoints(self) -> tuple[ev.BreakpointInfo, ...]:
-        """The target's breakpoints, as its last BreakpointsChanged said."""
+        """The target's breakpoints, as its last BreakpointsChanged said (their specs parsed: the
+        node list marks its rows by them)."""
         return self.breaks.breakpoints
-
-    @property
-    def markers(self) -> tuple[Marker, ...]:
-        """The same, parsed, as the node list marks its rows by them."""
-        return self.breaks.markers
 
     @property
     def hits(self) -> dict[int, int]:

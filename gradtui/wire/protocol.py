@@ -34,12 +34,12 @@ from typing import Any
 
 import msgspec
 
-VERSION = 4
+VERSION = 5
 """Bumped when a message changes shape (2: a client sends typed commands, not lines; 3: a `break`
 carries its parsed spec, not its text, and an agent sends a pass's nodes as NodesRan batches, which
 a client hands on as NodeRan events; 4: a NodesRan batch and a PassFinished travel packed, their
-Structs as MessagePack bytes, gradtui.wire.codec); a client and an agent of different versions
-refuse each other."""
+Structs as MessagePack bytes, gradtui.wire.codec; 5: a BreakpointsChanged's breakpoints carry
+their parsed specs, not their text); a client and an agent of different versions refuse each other."""
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30

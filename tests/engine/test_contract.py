@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import parse_spec
 from gradtui.protocol.commands import parse
 from tests.helpers import example, run_headless, script
 
@@ -53,7 +54,7 @@ def test_breakpoints_changed_after_break_delete_and_every_hit():
         script("loop.py"), ["break MulBackward0", "break nan", "continue", "continue", "delete 1", "continue"], ["3"]
     )
     assert run.status == 0, run.output
-    changes = [tuple((b.number, b.spec, b.hits) for b in e.breakpoints) for e in run.of(ev.BreakpointsChanged)]
+    changes = [tuple((b.number, b.spec.text, b.hits) for b in e.breakpoints) for e in run.of(ev.BreakpointsChanged)]
     hits = len(run.of(ev.BreakpointHit))
     assert hits >= 2
     assert changes[0] == ((1, "MulBackward0", 0),)
@@ -97,6 +98,6 @@ def test_the_answer_to_break_comes_before_the_breakpoints_it_changed(driven):
     answer = run.next(ev.CommandResult)
     changed = run.next(ev.BreakpointsChanged)
     assert run.events.index(answer) < run.events.index(changed)
-    assert changed.breakpoints == (ev.BreakpointInfo(1, "nan", 0),)
+    assert changed.breakpoints == (ev.BreakpointInfo(1, parse_spec("nan"), 0),)
     run.submit("continue")
     run.join()

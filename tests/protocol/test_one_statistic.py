@@ -13,6 +13,7 @@ import inspect
 import os
 import pathlib
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -173,7 +174,7 @@ def test_the_bulk_fetch_answers_by_field_name_from_the_one_compiled_measure():
     import torch
 
     from gradtui.engine.hooks import native
-    from gradtui.engine.stats.summary import ONE_PASS
+    from gradtui.engine.stats.measures import ONE_PASS
     from gradtui.engine.stats.window import fetch_in_python
 
     fetch = (NATIVE / "fetch.h").read_text(encoding="utf-8")
@@ -338,3 +339,196 @@ def test_a_statistic_added_in_three_files_is_recorded_read_back_and_shown(tmp_pa
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("ok")
+
+
+def test_the_compiled_table_names_the_norm_then_the_python_description():
+    """records.h's MEASURED is the norm, then gradtui.engine.stats.measures's names in their order:
+    the compiled and the Python reads measure the same statistics."""
+    from gradtui.engine.stats.measures import NAMES
+
+    assert _measured_names() == ["norm", *NAMES]
+
+
+def test_the_python_reads_follow_the_description():
+    """The summaries, the window and the planned hooks' reads name no measured statistic of their
+    own: each takes them from gradtui.engine.stats.measures (its kernels, its generated factory
+    calls), so a measured statistic is one line there."""
+    from gradtui.engine.stats.measures import NAMES
+
+    for name in ("summary.py", "window.py", "immediate.py"):
+        text = (PACKAGE / "engine" / "stats" / name).read_text(encoding="utf-8")
+        assert "full_stats" not in text, name
+        assert not [n for n in NAMES if f'"{n}"' in text], name
+        assert "total / numel" not in text, name  # the mean is a sum per element in the description
+    for name in ("window.py", "immediate.py"):  # min and max too (summarize bins a histogram by them)
+        assert "extremes(" not in (PACKAGE / "engine" / "stats" / name).read_text(encoding="utf-8"), name
+
+
+# The throwaway measured statistic: the largest magnitude, measured on the tensor (torch's inf-norm
+# in Python and in C++), not derived. What a contributor writes: the field and the factory's
+# parameter, a line of the description with its Python kernel, the compiled table's line with its
+# member and kernel, the column, the detail pane's line: five files.
+MEASURED_PATCHES = {
+    "protocol/stats.py": [
+        (
+            "    def reshaped(self, shape: tuple[int, ...]) -> Stats:\n",
+            '    absmax: float | None = None\n    """The largest magnitude (a throwaway statistic)."""\n\n'
+            "    def reshaped(self, shape: tuple[int, ...]) -> Stats:\n",
+        ),
+        (
+            "    finite_range: tuple[float, float] | None = None,\n) -> Stats:\n",
+            "    finite_range: tuple[float, float] | None = None,\n    absmax: float | None = None,\n) -> Stats:\n",
+        ),
+        (
+            "histogram, None, finite_range)\n",
+            "histogram, None, finite_range, absmax)\n",
+        ),
+    ],
+    "engine/stats/measures.py": [
+        (
+            '    Measure(("mean",), torch.sum, (Combine.SUM,), per_element=True),\n',
+            '    Measure(("mean",), torch.sum, (Combine.SUM,), per_element=True),\n'
+            '    Measure(("absmax",), partial(torch.linalg.vector_norm, ord=math.inf), (Combine.MAX,)),\n',
+        ),
+        ("import inspect\n", "import inspect\nimport math\nfrom functools import partial\n"),
+    ],
+    "engine/hooks/native/records.h": [
+        (
+            "  double norm = 0, min = 0, max = 0, mean = 0;\n",
+            "  double norm = 0, min = 0, max = 0, mean = 0, absmax = 0;\n",
+        ),
+        ('    {"mean", &GradRec::mean},\n', '    {"mean", &GradRec::mean},\n    {"absmax", &GradRec::absmax},\n'),
+        (
+            "  out.mean = scalar(at::cpu::sum(g, at::IntArrayRef{})) / static_cast<double>(g.numel());\n",
+            "  out.mean = scalar(at::cpu::sum(g, at::IntArrayRef{})) / static_cast<double>(g.numel());\n"
+            "  out.absmax = scalar(at::cpu::linalg_vector_norm(g, INFINITY, c10::nullopt, false, c10::nullopt));\n",
+        ),
+    ],
+    "record/schema.py": PATCHES["record/schema.py"],
+    "ui/widgets/grad_stats.py": PATCHES["ui/widgets/grad_stats.py"],
+}
+
+MEASURED_RUN = textwrap.dedent(
+    """
+    import shutil, sys
+    import torch
+    from gradtui.engine.hooks import native
+    from gradtui.engine.hooks.compiled import CompiledHooks
+    from gradtui.engine.session import Session
+    from gradtui.engine.stats.immediate import now_stats, quick_stats, resolved
+    from gradtui.engine.stats.measures import ONE_PASS
+    from gradtui.engine.stats.summary import CHUNK, summarize
+    from gradtui.engine.stats.window import StatsWindow, fetch_in_python
+    from gradtui.protocol.stats import VALUES_LIMIT, Stats
+    from gradtui.record.reader import Recording
+    from gradtui.record.store import Recorder
+    from gradtui.ui.widgets.grad_stats import grad_lines
+
+    assert "absmax" in Stats.__struct_fields__, "the copy is not the one imported"
+    db = sys.argv[1]
+    compiled = sys.argv[2] == "compiled"
+
+    def oracle(t):
+        return t.abs().max().item()  # torch's own, by another kernel than the statistic's
+
+    torch.manual_seed(0)
+    tensors = [torch.randn(300), torch.randn(20, 30).double().t(), torch.randn(40, 50) * 1e3]
+    reached = set()
+    for t in tensors:  # a pause's and a report's statistics, with and without a histogram
+        assert summarize(t).absmax == oracle(t) == summarize(t, histogram=True).absmax
+        assert now_stats(t, True).absmax == oracle(t)  # the planned hooks' reads
+        assert resolved((quick_stats(t, True),))[0].absmax == oracle(t)
+    reached.add("summarize, quick stats")
+    big = torch.randn(CHUNK + 7)
+    big[5] = -9.0
+    assert summarize(big).absmax == oracle(big) == summarize(big, histogram=True).absmax == 9.0
+    reached.add("chunked summarize")
+    window = StatsWindow()
+    handles = [window.add(t.contiguous(), light=False) for t in tensors]
+    read = window.read()
+    assert [read[h].absmax for h in handles] == [oracle(t) for t in tensors]
+    wide = [(i, t.contiguous(), t.numel()) for i, t in enumerate(tensors)]
+    assert fetch_in_python(wide, [], wide)["absmax"] == [oracle(t) for t in tensors]
+    reached.add("window")
+
+    if compiled:  # built from this copy's records.h, into the test's own cache
+        module = native.load().module
+        assert module is not None, native.load().reason
+        got = module.fetch([t for _, t, _ in wide], [t for _, t, _ in wide], [], ONE_PASS)
+        assert got["absmax"] == [oracle(t) for t in tensors], got
+        reached.add("compiled fetch")
+    else:
+        CompiledHooks.available = staticmethod(lambda: None)  # the Python posthooks
+    hooked = []
+    register = CompiledHooks.register
+
+    def counted(self, nodes, ids):
+        left = register(self, nodes, ids)
+        hooked.append(self.hooked())
+        return left
+
+    CompiledHooks.register = counted
+    w = torch.randn(16, 16, requires_grad=True)
+    b = torch.randn(100, requires_grad=True)
+    session = Session(None, provenance=False, full_stats=True)
+    recorder = Recorder(db)
+    session.add_listener(recorder)
+    session.run_on()
+    with session:
+        ((w * w).sum() * 3.0 + (b.exp() * b).sum()).backward()
+    recorder.close()
+    assert (sum(hooked) > 0) == compiled, hooked
+    with Recording(db) as rec:
+        (index,) = [p.index for p in rec.passes()]
+        found = {}
+        for node in rec.stats(index).values():
+            for s in node.grad_inputs + node.grad_outputs:
+                if s is not None and s.numel > VALUES_LIMIT:
+                    assert s.absmax == max(abs(s.min), abs(s.max)), s
+                    found.setdefault(s.shape, set()).add(s.absmax)
+        assert oracle(w.grad) in found[(16, 16)] and oracle(b.grad) in found[(100,)], found
+        some = [s for n in rec.stats(index).values() for s in n.grad_outputs if s is not None and s.numel > 64][0]
+        shown = " ".join(c.plain for c in grad_lines(some, None, "", 80))
+        assert f"absmax {some.absmax:.4g}" in shown, shown
+    reached.add("compiled posthooks, recording" if compiled else "python posthooks, recording")
+    print("ok", sorted(reached))
+    """
+)
+
+
+@pytest.mark.timeout(900)
+def test_a_measured_statistic_added_in_five_files_reaches_every_read(tmp_path):
+    """A throwaway statistic measured on the tensor (not derived), added in a copy of gradtui in
+    the five files docs/contributing.md lists, comes out of every read that makes a Stats, equal to
+    torch's own: a pause's summary (chunked too), the quick and immediate reads, the bulk window
+    and its Python fetch, the Python posthooks of a pass and, built from the copy where a compiler
+    is, the compiled fetch and posthooks; the recording keeps it and the detail pane shows it."""
+    tree = patched_package(tmp_path, MEASURED_PATCHES)
+    env = {**os.environ, "PYTHONPATH": str(tree), "GRADTUI_CACHE": str(tmp_path / "cache")}
+    modes = ["python"]
+    if shutil.which("c++") or shutil.which("g++"):  # as the suite builds the compiled posthooks
+        built = subprocess.run(
+            [sys.executable, "-m", "gradtui.engine.hooks.native"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=840,
+        )
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+        modes.append("compiled")
+    for mode in modes:
+        done = subprocess.run(
+            [sys.executable, "-c", MEASURED_RUN, str(tmp_path / f"{mode}.db"), mode],
+            env={**env, "GRADTUI_NATIVE": "use" if mode == "compiled" else "off"},
+            cwd=tmp_path,  # not this checkout's folder, which `python -c` would put first on the path
+            capture_output=True,
+            text=True,
+            timeout=840,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.startswith("ok"), done.stdout
+        reads = ["summarize, quick stats", "chunked summarize", "window"]
+        reads += ["compiled fetch", "compiled posthooks, recording"] if mode == "compiled" else []
+        reads += ["python posthooks, recording"] if mode == "python" else []
+        assert done.stdout.split(" ", 1)[1].strip() == repr(sorted(reads)), done.stdout

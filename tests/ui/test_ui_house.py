@@ -15,6 +15,7 @@ from textual.app import App
 import gradtui
 from gradtui.protocol import commands
 from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import parse_spec
 from gradtui.protocol.commands import Command
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.state import UIState
@@ -94,16 +95,16 @@ def test_the_app_owns_its_parts_and_is_no_mixin():
 
 
 def test_the_breakpoints_are_ui_state():
-    """The target's breakpoints, parsed for the node list's markers, are in UIState, and their
-    change is one the widgets see."""
+    """The target's breakpoints, with their specs as parsed where they were typed (the node list's
+    markers), are in UIState, and their change is one the widgets see."""
     state = UIState("t.py")
     for event in run_mlp_pass(0)[:1]:
         state.apply(event)
     state.take_changes()
-    infos = (ev.BreakpointInfo(1, "nan", 0), ev.BreakpointInfo(2, "#3", 1))
+    infos = (ev.BreakpointInfo(1, parse_spec("nan"), 0), ev.BreakpointInfo(2, parse_spec("#3"), 1))
     change = state.apply(ev.BreakpointsChanged(infos))
     assert change.breakpoints and state.breakpoints == infos
-    assert [(m.number, m.spec.kind) for m in state.markers] == [(1, "nan"), (2, "id")]
+    assert [(m.number, m.spec.kind) for m in state.breakpoints] == [(1, "nan"), (2, "id")]
     assert state.take_changes().breakpoints and state.take_changes() is None
 
 
@@ -129,7 +130,7 @@ async def test_the_link_posts_each_batch_and_reads_the_next_once_it_is_applied()
 async def test_the_widgets_redraw_from_the_changes_they_watch():
     """A breakpoint event marks the node list's rows and a new pass retitles it, through the
     `changes` reactive alone (the app calls no redraw of its own)."""
-    target = ScriptedTarget([[started(0)], [ev.BreakpointsChanged((ev.BreakpointInfo(1, "#2", 0),))]])
+    target = ScriptedTarget([[started(0)], [ev.BreakpointsChanged((ev.BreakpointInfo(1, parse_spec("#2"), 0),))]])
     app = GradtuiApp(target=target)
     target.app = app
     async with app.run_test(size=SIZE) as pilot:

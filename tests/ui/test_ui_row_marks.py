@@ -8,6 +8,7 @@ from rich.style import Style
 
 from gradtui.cli.main import demo_path
 from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import parse_spec
 from gradtui.protocol.nodes import node_info
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.state import UIState
@@ -60,14 +61,14 @@ def test_a_mark_is_drawn_beside_the_difference_column_and_the_names_keep_one_wid
     is as wide as an unmarked row's."""
     state = UIState("train.py")
     state.apply(started(0))
-    state.apply(ev.BreakpointsChanged((ev.BreakpointInfo(1, "AccumulateGrad"),)))
+    state.apply(ev.BreakpointsChanged((ev.BreakpointInfo(1, parse_spec("AccumulateGrad")),)))
     view = state.view
     view.reference = "ref.db"
     painter = RowPainter(lambda name: Style())
     painter.widths = Widths.of(view)
     for width in (30, 34, 40, 60):
         rows = {
-            node: "".join(s.text for s in painter.node_row(view, node, width, Style(), None, state.markers))
+            node: "".join(s.text for s in painter.node_row(view, node, width, Style(), None, state.breakpoints))
             for node in view.order
         }
         for node, row in rows.items():

@@ -105,7 +105,7 @@ async def test_b_in_the_source_view_breaks_at_the_cursors_line_and_the_next_pass
         await pilot.press("b")
         await wait_for(pilot, lambda: len(app.state.breakpoints) == 1, what="the breakpoint")
         path = script("loop.py")  # its whole path; its name where the path has a space (a spec is one word)
-        assert app.state.breakpoints[0].spec == f"{path if ' ' not in path else 'loop.py'}:12"
+        assert app.state.breakpoints[0].spec.text == f"{path if ' ' not in path else 'loop.py'}:12"
         assert isinstance(app.screen, SourceScreen) and _row(lines, 12)[1] == "●"
         await pilot.press("b")  # again: it is there already, no second one
         await pilot.pause()

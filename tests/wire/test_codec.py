@@ -9,6 +9,7 @@ import torch
 from gradtui.engine.capture.graph import Names, capture
 from gradtui.engine.stats.summary import summarize
 from gradtui.protocol import events as ev
+from gradtui.protocol.breakpoints import parse_spec
 from gradtui.protocol.errors import ErrorInfo, FrameInfo
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire, to_wire
@@ -29,7 +30,9 @@ def test_plain_events_come_back_equal_nan_and_inf_included():
         ev.Paused(0, 2, "MulBackward0", "before", "breakpoint 1: nan", (stats, None), 1, 3),
         ev.NodeRan(0, 2, 2, (stats,), (None, stats)),
         ev.CommandResult("print", "line1\nline2", False, request=7),
-        ev.BreakpointsChanged((ev.BreakpointInfo(1, "nan", 2), ev.BreakpointInfo(2, "module fc*", 0))),
+        ev.BreakpointsChanged(
+            (ev.BreakpointInfo(1, parse_spec("nan"), 2), ev.BreakpointInfo(2, parse_spec("module fc*"), 0))
+        ),
         ev.PassFinished(0, 3, 3, None, None, (), ((2, stats),), (flow,)),
         ev.ScriptFinished(4, "Traceback...", False, 1, how="exited with status 4"),
         ev.ScriptFinished(

@@ -6,7 +6,8 @@ every call of the parser, wherever it was imported, is counted: each line is par
 once, a `break`'s spec too (by the client, with its line: the breakpoint is made of the parsed
 spec, not of its text parsed again), and a line that does not parse is answered by the client in the parser's words and never
 reaches the agent or the engine. A frame whose command is not one of the table's ends the
-connection before anything reaches the engine."""
+connection before anything reaches the engine. The UI reading the breakpoints back (its state, the
+node list's markers) parses no spec again: each arrives parsed, in the event."""
 
 from __future__ import annotations
 
@@ -24,13 +25,17 @@ from typing import Any
 import msgspec
 import pytest
 import torch
+from rich.style import Style
 
 from gradtui.agent.build import Transport, build_agent
 from gradtui.cli.options import drive_headless
 from gradtui.protocol import breakpoints, commands
 from gradtui.protocol import events as ev
-from gradtui.protocol.commands import Break, Command, Print, Step
+from gradtui.protocol.commands import Break, Command, Print, Step, Typed
+from gradtui.protocol.nodes import node_info
 from gradtui.protocol.options import RunOptions
+from gradtui.ui.state import UIState
+from gradtui.ui.widgets.node_rows import RowPainter, Widths
 from gradtui.wire import frames, protocol
 from gradtui.wire.client import RemoteTarget
 
@@ -154,3 +159,57 @@ def test_a_frame_whose_command_is_not_one_of_the_tables_ends_the_connection_and_
         agent.outputs.close()
         ours.close()
     assert reached == [] and not [e for e in heard if isinstance(e, ev.CommandResult)]
+
+
+def test_the_ui_reads_the_breakpoints_as_the_client_parsed_them_and_parses_none_again(monkeypatch):
+    """The UI's state applies the agent's BreakpointsChanged and the node list paints its markers
+    from the specs in the event: the only parses are the client's, one per typed line."""
+    spec_counts = _count_spec_parses(monkeypatch)
+    token = secrets.token_urlsafe(16)
+    agent, reached, ours = _served_agent(monkeypatch, token)
+    grads: list[torch.Tensor] = []
+    thread = _backward(agent, grads)
+    specs = ["MulBackward0", "nan", "s.py:9"]
+    state = UIState("s.py")
+    armed: list[tuple[ev.BreakpointInfo, ...]] = []
+
+    async def exchange() -> None:
+        target = RemoteTarget(token, sock=ours)
+        await target.start()
+        for spec in specs:
+            command = Typed.of(f"break {spec}").command
+            assert command is not None
+            target.submit(command)
+        async for batch in target.batches():
+            for event in batch:
+                state.apply(event)
+            if not armed and len(state.breakpoints) == len(specs) and state.paused is not None:
+                armed.append(state.breakpoints)
+                for line in ("delete all", "continue"):  # the script runs to its end once we leave
+                    command = Typed.of(line).command
+                    assert command is not None
+                    target.submit(command)
+            elif armed and not state.breakpoints:
+                break
+        await target.detach()
+
+    try:
+        asyncio.run(asyncio.wait_for(exchange(), WAIT))
+        thread.join(WAIT)
+        assert not thread.is_alive(), "the script did not run on once its client detached"
+    finally:
+        agent.server.close(timeout=1.0)
+        agent.outputs.close()
+    (shown,) = armed
+    assert [b.spec for b in shown] == [breakpoints.parse_spec(s) for s in specs]
+    view = state.view
+    assert view is not None
+    painter = RowPainter(lambda name: Style())
+    painter.widths = Widths.of(view)
+    rows = {
+        node: "".join(s.text for s in painter.node_row(view, node, 60, Style(), None, shown)) for node in view.order
+    }
+    marked = {node for node, row in rows.items() if row.rstrip().endswith("●")}
+    assert marked and marked == {n for n in view.order if node_info(view.graph, n).name == "MulBackward0"}
+    spec_counts.subtract(specs)  # the oracle's own parses above
+    assert +spec_counts == Counter(specs), spec_counts  # each spec once: by the client, with its line

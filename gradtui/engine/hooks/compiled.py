@@ -18,7 +18,8 @@ import torch
 from gradtui.engine.compat import compiled_autograd_on
 from gradtui.engine.hooks import native
 from gradtui.engine.stats.immediate import BULK, Listed, Normed
-from gradtui.engine.stats.summary import CHUNK, ONE_PASS
+from gradtui.engine.stats.measures import ONE_PASS
+from gradtui.engine.stats.summary import CHUNK
 from gradtui.protocol.stats import VALUES_LIMIT, full_stats
 
 _KINDS = (Normed, Listed, full_stats, BULK[torch.float32], BULK[torch.float64], "cpu")

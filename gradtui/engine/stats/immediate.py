@@ -13,8 +13,9 @@ from typing import Any, NamedTuple
 
 import torch
 
-from gradtui.engine.stats.summary import CHUNK, dtype_name, extremes, summarize
-from gradtui.protocol.stats import VALUES_LIMIT, Stats, full_stats, light_stats, small_stats
+from gradtui.engine.stats.measures import reduced
+from gradtui.engine.stats.summary import CHUNK, dtype_name, summarize
+from gradtui.protocol.stats import VALUES_LIMIT, Stats, light_stats, small_stats
 
 BULK = {torch.float32: dtype_name(torch.float32), torch.float64: dtype_name(torch.float64)}
 """The dtypes read here (others go through `summarize`), with their names."""
@@ -46,15 +47,11 @@ def now_stats(grad: Any, full: bool) -> Stats | None:
 
 
 def _reduced(grad: torch.Tensor, dtype: str, numel: int, full: bool) -> Stats | None:
-    """The Stats of a plain dense gradient too big to list, from its reductions; None if one came
-    back non-finite (`summarize` counts the non-finite values, or redoes an overflow in float64)."""
+    """The Stats of a plain dense gradient too big to list, from its reductions (full: the norm and
+    every measured statistic, gradtui.engine.stats.measures's `reduced`); None if one came back
+    non-finite (`summarize` counts the non-finite values, or redoes an overflow in float64)."""
     if full:
-        lo, hi = extremes(grad)
-        # four .item() calls: a stack and a .tolist() of the four scalars cost more (the same floats)
-        lo_v, hi_v, total, norm = lo.item(), hi.item(), grad.sum().item(), _NORM(grad).item()
-        if (lo_v - lo_v) + (hi_v - hi_v) + (total - total) + (norm - norm) == 0.0:  # all finite: no NaN made
-            return full_stats(tuple(grad.shape), dtype, "cpu", norm, lo_v, hi_v, total / numel, 0)
-        return None
+        return reduced(grad, tuple(grad.shape), dtype, "cpu", numel)
     norm = _NORM(grad).item()
     return light_stats(tuple(grad.shape), dtype, "cpu", norm, 0) if math.isfinite(norm) else None
 
@@ -84,8 +81,8 @@ def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
     """`now_stats`, but a small finite gradient only listed (`Listed`), a big finite one's norm only
     kept (`Normed`, light statistics): what a posthook keeps. Called for each gradient a hooked
     node sends on, so kept lean: a plain CPU float gradient of nobody's graph is checked once; a
-    big one's light statistics take its norm first and return, its full ones its four reductions
-    (`_reduced`); a norm that is 0 (a ZeroTensor's is) or a reduction not finite (a float32 norm
+    big one's light statistics take its norm first and return, its full ones its reductions
+    (`measures.reduced`); a norm that is 0 (a ZeroTensor's is) or a reduction not finite (a float32 norm
     overflows on finite values) is decided by the full checks of `_quick_checked`, as is
     everything rare."""
     if (
@@ -101,7 +98,10 @@ def quick_stats(grad: Any, full: bool) -> Stats | Listed | Normed | None:
                 norm = _NORM(grad).item()
                 if norm - norm == 0.0 and norm != 0.0:
                     return _new(Normed, (grad.shape, dtype, norm, 0))
-            elif not grad._is_zerotensor() and (stats := _reduced(grad, dtype, numel, True)) is not None:
+            elif (
+                not grad._is_zerotensor()
+                and (stats := reduced(grad, tuple(grad.shape), dtype, "cpu", numel)) is not None
+            ):
                 return stats
         elif 0 < numel <= VALUES_LIMIT and not grad._is_zerotensor():
             return _listed(grad, dtype)

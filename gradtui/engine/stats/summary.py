@@ -33,6 +33,17 @@ import torch
 
 from gradtui.engine.compat import is_zerotensor
 from gradtui.engine.process.quitting import failure_text, raised_by_user
+from gradtui.engine.stats.measures import (
+    MAX,
+    MIN,
+    NAMES,
+    ZEROS,
+    combined,
+    extremes,
+    finished,
+    made,
+    measure,
+)
 from gradtui.protocol.stats import (
     HISTOGRAM_BINS,
     PREVIEW_LENGTH,
@@ -40,7 +51,6 @@ from gradtui.protocol.stats import (
     Stats,
     empty_stats,
     format_stats,
-    full_stats,
     light_stats,
     unreadable_stats,
 )
@@ -90,14 +100,16 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     t = _as_real_float(t)
     if light and numel > VALUES_LIMIT and not histogram:
         return _light(t, shape, dtype, numel)
-    lo, hi = extremes(t)
-    lo_v, hi_v = lo.item(), hi.item()
-    total, norm = t.sum().item(), torch.linalg.vector_norm(t).item()
+    got = [r.item() for r in measure(t)]  # every measured statistic (gradtui.engine.stats.measures)
+    norm = torch.linalg.vector_norm(t).item()
+    lo_v, hi_v = got[MIN], got[MAX]
     if math.isfinite(lo_v) and math.isfinite(hi_v):  # min and max propagate nan: all values finite
         nonfinite = 0
-        if not (math.isfinite(total) and math.isfinite(norm)):  # float32 overflowed: redo wide
+        if not (all(map(math.isfinite, got)) and math.isfinite(norm)):  # float32 overflowed: redo wide
             wide = t.double()  # at most CHUNK elements
-            total, norm = wide.sum().item(), torch.linalg.vector_norm(wide).item()
+            again = [r.item() for r in measure(wide)]
+            got = [v if math.isfinite(v) else w for v, w in zip(got, again)]
+            norm = torch.linalg.vector_norm(wide).item()
     else:
         nonfinite = int(numel - torch.isfinite(t).sum().item())
     values = preview = None
@@ -107,36 +119,9 @@ def summarize(tensor: torch.Tensor, histogram: bool = False, light: bool = False
     elif histogram:
         preview = tuple(t.reshape(-1)[:PREVIEW_LENGTH].tolist())
     hist, finite_range = _histogram(t.reshape(-1), lo_v, hi_v, nonfinite) if histogram else (None, None)
-    return full_stats(
-        shape,
-        dtype,
-        str(t.device),
-        norm,
-        lo_v,
-        hi_v,
-        total / numel,
-        nonfinite,
-        values,
-        preview or (),
-        hist,
-        finite_range,
+    return made(
+        shape, dtype, str(t.device), norm, finished(got, numel), nonfinite, values, preview or (), hist, finite_range
     )
-
-
-ONE_PASS = 1 << 14
-"""Up to this many elements, a contiguous CPU tensor's min and max cost least in one `aminmax`."""
-
-
-def extremes(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(min, max) of a non-empty tensor, as 0-d tensors (NaN if it holds one: both ways propagate
-    it). On the CPU `aminmax` is not vectorized as well as `amin` and `amax`: past `ONE_PASS`
-    elements or on a non-contiguous tensor the two cost less (a third of its time on a
-    permuted one); elsewhere one kernel launch beats two. Every reading of gradtui's takes them
-    here (the window's, the planned hooks'), so they agree: which of two zeros of opposite sign
-    is a min or max can depend on the way."""
-    if t.is_cpu and (t.numel() > ONE_PASS or not t.is_contiguous()):
-        return torch.amin(t), torch.amax(t)
-    return torch.aminmax(t)
 
 
 def _zeros(shape: tuple[int, ...], dtype: str, device: str, numel: int, histogram: bool, light: bool) -> Stats:
@@ -145,9 +130,7 @@ def _zeros(shape: tuple[int, ...], dtype: str, device: str, numel: int, histogra
         return light_stats(shape, dtype, device, 0.0, 0)
     values = (0.0,) * numel if numel <= VALUES_LIMIT else None
     preview = (0.0,) * min(numel, PREVIEW_LENGTH) if values is not None or histogram else ()
-    return full_stats(
-        shape, dtype, device, 0.0, 0.0, 0.0, 0.0, 0, values, preview, _one_bin(numel) if histogram else None
-    )
+    return made(shape, dtype, device, 0.0, ZEROS, 0, values, preview, _one_bin(numel) if histogram else None)
 
 
 def no_values(t: torch.Tensor) -> str | None:
@@ -305,23 +288,29 @@ def _summarize_chunked(
             if not nonfinite:  # a chunk's float32 norm overflowed on finite values
                 norm = _wide_norm(t)
         return light_stats(shape, dtype, device, norm, nonfinite)
-    mins, maxs, sums, norms = [], [], [], []
+    columns: list[list[torch.Tensor]] = [[] for _ in NAMES]
+    """Per measured statistic (gradtui.engine.stats.measures), each chunk's result."""
+    norms = []
     for c in _chunks(t):
-        lo, hi = extremes(c)
-        mins.append(lo)
-        maxs.append(hi)
-        sums.append(c.sum())
+        for column, result in zip(columns, measure(c)):
+            column.append(result)
         norms.append(_block_norms(c))
+    mins, maxs = columns[MIN], columns[MAX]
     chunk_mins, chunk_maxs = torch.stack(mins), torch.stack(maxs)
-    lo_v, hi_v = chunk_mins.min().item(), chunk_maxs.max().item()
-    total = torch.stack(sums).to(f64).sum().item()
+    got = list(combined(columns, numel))
+    lo_v, hi_v = got[MIN], got[MAX]
     norm = torch.linalg.vector_norm(torch.cat(norms).to(f64)).item()
     bad: set[int] = set()
     """Chunks holding a non-finite value (min and max propagate nan; an infinity is a min or max)."""
     if math.isfinite(lo_v) and math.isfinite(hi_v):
         nonfinite = 0
-        if not math.isfinite(total):  # a chunk's float32 sum overflowed: redo in float64, chunk by chunk
-            total = sum(c.sum(dtype=f64).item() for c in _chunks(t))
+        if not all(map(math.isfinite, got)):  # a chunk's float32 sum overflowed: redo in float64, chunk by chunk
+            wide: list[list[torch.Tensor]] = [[] for _ in NAMES]
+            for c in _chunks(t):
+                for column, result in zip(wide, measure(c.to(f64))):  # one chunk's copy at a time
+                    column.append(result)
+            again = combined(wide, numel)
+            got = [v if math.isfinite(v) else w for v, w in zip(got, again)]
         if not math.isfinite(norm):
             norm = _wide_norm(t)
     else:
@@ -340,26 +329,12 @@ def _summarize_chunked(
                     lows.append(lo_c)
                     highs.append(hi_c)
             if not lows:
-                return full_stats(
-                    shape,
-                    dtype,
-                    device,
-                    norm,
-                    lo_v,
-                    hi_v,
-                    total / numel,
-                    nonfinite,
-                    None,
-                    preview,
-                    (0,) * HISTOGRAM_BINS,
-                )
+                return made(shape, dtype, device, norm, got, nonfinite, None, preview, (0,) * HISTOGRAM_BINS)
             finite_range = (torch.stack(lows).min().item(), torch.stack(highs).max().item())
             hist = _chunked_histogram(t, *finite_range, numel - nonfinite, bad)
         else:
             hist = _chunked_histogram(t, lo_v, hi_v, numel, bad)
-    return full_stats(
-        shape, dtype, device, norm, lo_v, hi_v, total / numel, nonfinite, None, preview, hist, finite_range
-    )
+    return made(shape, dtype, device, norm, got, nonfinite, None, preview, hist, finite_range)
 
 
 def _block_norms(c: torch.Tensor) -> torch.Tensor:

@@ -34,8 +34,9 @@ import torch
 
 from gradtui.engine.compat import is_zerotensor, set_grad_enabled
 from gradtui.engine.hooks import native
-from gradtui.engine.stats.summary import CHUNK, ONE_PASS, dtype_name, extremes, summarize
-from gradtui.protocol.stats import VALUES_LIMIT, Stats, full_stats, light_stats, small_stats, unreadable_stats
+from gradtui.engine.stats.measures import NAMES, ONE_PASS, PER_ELEMENT, Measured, made, made_if_finite, measure
+from gradtui.engine.stats.summary import CHUNK, dtype_name, summarize
+from gradtui.protocol.stats import VALUES_LIMIT, Stats, light_stats, small_stats, unreadable_stats
 
 _BULK = frozenset({torch.float32, torch.float64})
 
@@ -198,8 +199,9 @@ class StatsWindow:
         """Fill `read` with the Stats of the held tensors (entries whose tensor is not None; `known`:
         what a check read already) and the norms of `others`; did one hold a non-finite value?"""
         # Small tensors' values come back whole (their norm, min, max and mean are taken from
-        # them); bigger ones' norms in one fused call (after those of `others`), min, max and
-        # mean beside where wanted; each read back by its statistic's name.
+        # them); bigger ones' norms in one fused call (after those of `others`), the measured
+        # statistics (gradtui.engine.stats.measures) beside where wanted; each read back by its
+        # statistic's name.
         out = read.stats
         big, small = _split(enumerate(tensors))
         wide = [item for item in big if full[item[0]]]
@@ -214,20 +216,19 @@ class StatsWindow:
         norms.update(zip((i for i, _, _ in unread), fused))
         if known:
             norms.update((i, known[i]) for i, _, _ in big if i in known)
-        minmax = {
-            item[0]: extremes_and_mean
-            for item, extremes_and_mean in zip(wide, zip(fetched["min"], fetched["max"], fetched["mean"]))
+        measured: dict[int, Measured] = {
+            item[0]: row for item, row in zip(wide, zip(*[fetched[name] for name in NAMES]))
         }
         redo: list[tuple[int, torch.Tensor, float]] = []
         isfinite = math.isfinite
         for i, t, _ in big:
             norm = norms[i]
-            if i in minmax:
-                lo, hi, mean = minmax[i]
-                if not (isfinite(lo) and isfinite(hi) and isfinite(mean) and isfinite(norm)):
+            if i in measured:
+                stats = made_if_finite(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, measured[i])
+                if stats is None:
                     redo.append((i, t, norm))
                     continue
-                out[i] = full_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, lo, hi, mean, 0)
+                out[i] = stats
             elif isfinite(norm):
                 out[i] = light_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), norm, 0)
             else:
@@ -242,17 +243,18 @@ class StatsWindow:
             stats = out[i] = small_stats(tuple(t.shape), dtype_name(t.dtype), _device_name(t.device), values)
             found = found or stats.nonfinite > 0
         if redo:
-            _read_nonfinite(redo, full, minmax, out)
+            _read_nonfinite(redo, full, measured, out)
             found = found or any(out[i].nonfinite for i, _, _ in redo)
         return found
 
 
 Fetched = dict[str, list[float]]
-"""What `_fetch` read, by statistic: "norm", the norms of `others` then of `big`; "min", "max" and
-"mean" (Stats' field names), one of each per `wide` tensor; "values", every value of `small` in
-order. Read by name (never by position), as the compiled fetch fills it (native/fetch.h)."""
+"""What `_fetch` read, by statistic: "norm", the norms of `others` then of `big`; each measured
+statistic (gradtui.engine.stats.measures's `NAMES`: Stats' field names), one per `wide` tensor;
+"values", every value of `small` in order. Read by name (never by position), as the compiled fetch
+fills it (native/fetch.h)."""
 
-_NOTHING: Fetched = {"norm": [], "min": [], "max": [], "mean": [], "values": []}
+_NOTHING: Fetched = {"norm": [], **{name: [] for name in NAMES}, "values": []}
 
 
 def _fetch(
@@ -261,8 +263,8 @@ def _fetch(
     wide: Sequence[tuple[int, torch.Tensor, int]] = (),
     others: Sequence[torch.Tensor] = (),
 ) -> Fetched:
-    """One host read: the norms of `others` and of `big` (one fused call), min, max and mean of
-    each of `wide`, every value of `small` (see `Fetched`). On the CPU the compiled library reads
+    """One host read: the norms of `others` and of `big` (one fused call), the measured statistics
+    of each of `wide`, every value of `small` (see `Fetched`). On the CPU the compiled library reads
     them (the same kernels, the same floats: gradtui/engine/hooks/native/fetch.h), where built."""
     if (compiled := native.load().module) is not None:
         numbers = compiled.fetch(
@@ -286,20 +288,18 @@ def fetch_in_python(
         if wide:
             extras: list[torch.Tensor] = []
             for _, t, _ in wide:
-                lo, hi = extremes(t)
-                extras += (lo, hi, t.sum())
+                extras += measure(t)
             parts.append(torch.stack(extras))
         parts += [t for _, t, _ in small]
         numbers = _flatten(parts).tolist() if parts else []
-    count = len(normed)
-    sums = numbers[count + 2 : count + 3 * len(wide) : 3]
-    return {
-        "norm": numbers[:count],
-        "min": numbers[count : count + 3 * len(wide) : 3],
-        "max": numbers[count + 1 : count + 3 * len(wide) : 3],
-        "mean": [total / numel for total, (_, _, numel) in zip(sums, wide)],
-        "values": numbers[count + 3 * len(wide) :],
-    }
+    count, width = len(normed), len(NAMES)
+    end = count + width * len(wide)
+    fetched = {"norm": numbers[:count]}
+    for k, name in enumerate(NAMES):  # each measured statistic's column (a sum per element divided)
+        column = numbers[count + k : end : width]
+        fetched[name] = [v / numel for v, (_, _, numel) in zip(column, wide)] if PER_ELEMENT[k] else column
+    fetched["values"] = numbers[end:]
+    return fetched
 
 
 def read_by_norm(numel: int) -> bool:
@@ -338,10 +338,10 @@ class _no_grad:
 def _read_nonfinite(
     redo: list[tuple[int, torch.Tensor, float]],
     full: list[bool],
-    minmax: dict[int, tuple[float, float, float]],
+    measured: dict[int, Measured],
     out: list[Any],
 ) -> None:
-    """Stats of tensors whose norm (or min, max, sum) came back non-finite: their non-finite
+    """Stats of tensors whose norm (or a measured statistic) came back non-finite: their non-finite
     values are counted in one more read; where there are none, float32 overflowed on finite
     values and the tensor is summarized the long way (in float64)."""
     with torch.no_grad():
@@ -351,9 +351,8 @@ def _read_nonfinite(
             out[i] = summarize(t, light=not full[i])
             continue
         shape, dtype, device = tuple(t.shape), dtype_name(t.dtype), _device_name(t.device)
-        if i in minmax:
-            lo, hi, mean = minmax[i]
-            out[i] = full_stats(shape, dtype, device, norm, lo, hi, mean, nonfinite)
+        if i in measured:
+            out[i] = made(shape, dtype, device, norm, measured[i], nonfinite)
         else:
             out[i] = light_stats(shape, dtype, device, norm, nonfinite)
 

@@ -330,7 +330,7 @@ class NodeList(ScrollView, can_focus=True):
             return Strip.blank(width, base)
         if row == self.cursor:
             base = base + self._style("cursor")
-        segments = self._painter.row(self.rows, row, width, base, self.state.current, self.state.markers)
+        segments = self._painter.row(self.rows, row, width, base, self.state.current, self.state.breakpoints)
         return Strip(segments).crop_extend(0, width, base).apply_meta({"row": row})
 
     def _style(self, name: str) -> Style:

@@ -13,9 +13,9 @@ from rich.segment import Segment
 from rich.style import Style
 
 from gradtui.protocol.breakpoints import matches_node
+from gradtui.protocol.events import BreakpointInfo
 from gradtui.protocol.nodes import INFO, NodeInfo, node_info
 from gradtui.protocol.stats import format_number
-from gradtui.ui.breakstate import Marker
 from gradtui.ui.fmt import cut_left, difference_text, list_op
 from gradtui.ui.listrows import ListRows
 from gradtui.ui.modtree import ModuleTree, display_name
@@ -89,7 +89,13 @@ class RowPainter:
         self.widths = Widths()
 
     def row(
-        self, rows: ListRows, row: int, width: int, base: Style, current: int | None, breakpoints: tuple[Marker, ...]
+        self,
+        rows: ListRows,
+        row: int,
+        width: int,
+        base: Style,
+        current: int | None,
+        breakpoints: tuple[BreakpointInfo, ...],
     ) -> list[Segment]:
         """Row `row` of the list: a node's, or in the module view a module's or an indented node's."""
         tree, view = rows.tree, rows.view
@@ -136,7 +142,7 @@ class RowPainter:
         width: int,
         base: Style,
         current: int | None,
-        breakpoints: tuple[Marker, ...],
+        breakpoints: tuple[BreakpointInfo, ...],
         indent: int | None = None,
     ) -> list[Segment]:
         """Marker, id, op name, labels; the module path in engine order (`indent` None); the
@@ -189,7 +195,7 @@ class RowPainter:
         return segments
 
     def _flags(
-        self, view: PassView, node: int, data: NodeInfo, base: Style, breakpoints: tuple[Marker, ...]
+        self, view: PassView, node: int, data: NodeInfo, base: Style, breakpoints: tuple[BreakpointInfo, ...]
     ) -> list[Segment]:
         """⚠ (a non-finite gradient) and ● (a breakpoint matches the node)."""
         flags = []
@@ -218,6 +224,6 @@ class RowPainter:
         return " ", Style()
 
 
-def _has_breakpoint(breakpoints: tuple[Marker, ...], view: PassView, node: int, data: NodeInfo) -> bool:
+def _has_breakpoint(breakpoints: tuple[BreakpointInfo, ...], view: PassView, node: int, data: NodeInfo) -> bool:
     first = view.order and view.order[0] == node
     return any(matches_node(bp.spec, data, node, view.index, bool(first)) for bp in breakpoints)

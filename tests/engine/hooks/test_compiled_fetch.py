@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gradtui.engine.hooks import native
-from gradtui.engine.stats.summary import ONE_PASS
+from gradtui.engine.stats.measures import ONE_PASS
 from gradtui.engine.stats.window import _fetch, fetch_in_python
 
 compiled = native.load().module

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from gradtui.engine.stats.immediate import now_stats
-from gradtui.engine.stats.summary import extremes, summarize
+from gradtui.engine.stats.measures import extremes
+from gradtui.engine.stats.summary import summarize
 from gradtui.engine.stats.window import StatsWindow
 
 pytestmark = pytest.mark.timeout(60)

@@ -18,8 +18,10 @@ struct GradRec {
 
 // The statistics a compiled posthook measures of a big gradient (Kind::Full), each by the name of
 // the Stats field it fills: `take` hands them to the factory (gradtui.protocol.stats.full_stats) as
-// keywords of these names, so Python reads them by name, never by position. A statistic measured
-// here is a member above and a line here (tests/protocol/test_one_statistic.py checks the names).
+// keywords of these names, so Python reads them by name, never by position. The norm, then the
+// Python reads' description in its order (gradtui/engine/stats/measures.py's `MEASURED`): a
+// statistic measured here is a member above, a line here and its kernel in `measure_wide`
+// (tests/protocol/test_one_statistic.py checks the names).
 struct Measured {
   const char* name;
   double GradRec::*member;
@@ -75,7 +77,7 @@ double scalar(const at::Tensor& t) {
 // The statistics of `MEASURED` but the norm (taken apart: the bulk fetch fuses it with other norms)
 // of a non-empty plain dense CPU float tensor: the one place the compiled code measures them, for
 // the posthooks' big gradients (`measure`) and the bulk fetch's wide ones (fetch.h) alike. min and
-// max as gradtui/engine/stats/summary.py's `extremes` takes them (the same kernels, the same zeros),
+// max as gradtui/engine/stats/measures.py's `extremes` takes them (the same kernels, the same zeros),
 // the mean as the sum over the count (a float32 sum widened to a double, as `.item()` gives it, then
 // divided in double, as Python's `total / numel`): finite exactly when the sum is.
 void measure_wide(const at::Tensor& g, int64_t one_pass, GradRec& out) {
