@@ -117,7 +117,9 @@ async def test_b_on_a_node_then_c_pauses_there_and_b_again_removes_it():
             await pilot.press("j")
         await wait_for(pilot, lambda: selected(app) == target)
         await pilot.press("b")
-        await wait_for(pilot, lambda: any(b.spec.text == f"#{target}" for b in app.state.breakpoints), what="the breakpoint")
+        await wait_for(
+            pilot, lambda: any(b.spec.text == f"#{target}" for b in app.state.breakpoints), what="the breakpoint"
+        )
         await pilot.pause()
         assert row_text(app, target).rstrip().endswith("●")
 

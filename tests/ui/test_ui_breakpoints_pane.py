@@ -84,7 +84,9 @@ async def test_the_breakpoints_pane_stays_open_its_cursor_on_the_row_acted_on():
         assert table.cursor_row == 1
         await pilot.press("space")  # PowBackward0 off: its row stays second, the cursor on it
         await wait_for(
-            pilot, lambda: [b.spec.text for b in app.state.breakpoints] == ["MulBackward0", "nan"], what="PowBackward0 off"
+            pilot,
+            lambda: [b.spec.text for b in app.state.breakpoints] == ["MulBackward0", "nan"],
+            what="PowBackward0 off",
         )
         await wait_for(pilot, lambda: _cells(table, 1)[-1] == "off", what="its row redrawn off")
         assert app.screen is pane
@@ -94,7 +96,9 @@ async def test_the_breakpoints_pane_stays_open_its_cursor_on_the_row_acted_on():
         await wait_for(pilot, lambda: table.row_count == 2, what="the off row forgotten")
         assert app.screen is pane and table.cursor_row == 1 and _cells(table, 1)[1] == "nan"
         await pilot.press("x")  # delete nan, the last row: the cursor on the row before
-        await wait_for(pilot, lambda: [b.spec.text for b in app.state.breakpoints] == ["MulBackward0"], what="nan deleted")
+        await wait_for(
+            pilot, lambda: [b.spec.text for b in app.state.breakpoints] == ["MulBackward0"], what="nan deleted"
+        )
         await wait_for(pilot, lambda: table.row_count == 1, what="its row gone")
         assert app.screen is pane and table.cursor_row == 0
         await pilot.press("escape")
