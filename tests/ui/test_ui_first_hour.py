@@ -118,9 +118,12 @@ async def test_attached_to_a_script_paused_deep_in_a_pass_the_paused_row_is_on_s
             await pilot.pause()
             nodes = app.query_one(NodeList)
             await wait_for(pilot, lambda: nodes.selected == 100, what="#100 selected")
-            await pilot.pause()
-            top = round(nodes.scroll_offset.y)
-            assert top <= nodes.cursor < top + nodes.size.height, (top, nodes.cursor, nodes.size.height)
+
+            def on_screen() -> bool:  # the scroll follows the selection a refresh later
+                top = round(nodes.scroll_offset.y)
+                return top <= nodes.cursor < top + nodes.size.height
+
+            await wait_for(pilot, on_screen, what="the paused row scrolled into view")
     finally:
         agent.close()
 
