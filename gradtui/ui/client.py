@@ -110,10 +110,24 @@ class TargetLink:
         self.finished.set()
 
     def script_finished(self, event: ev.ScriptFinished) -> None:
-        """The script has ended: its exit status is final (QUIT_STATUS if the user stopped it)."""
+        """The script has ended: its exit status is final (QUIT_STATUS if the user stopped it).
+        The first end is kept: one taken in by `ended` is not turned into a quit when its event,
+        held by the target, is applied after the quit it preceded."""
+        if self.script_ended:
+            return
         status = 1 if event.exit_status is None else event.exit_status  # not known: not a success either
         self.exit_status = QUIT_STATUS if event.quit or self.quitting else status
         self.script_ended = True
+
+    def ended(self) -> bool:
+        """Has the script's end reached this UI, applied or not? A child agent's end is held until
+        the script's last output is read (ChildTarget.told_end): a `q` in between stops nothing, the
+        script having ended by itself, so its end is taken in here and the exit status is its own,
+        not QUIT_STATUS."""
+        told = getattr(self.target, "told_end", None)  # a target that holds the end it was told
+        if told is not None:
+            self.script_finished(told)
+        return self.script_ended
 
     def submit(self, command: Command) -> int:
         """Send a command (the app parsed its line); its request id (the answer comes back as a

@@ -47,8 +47,9 @@ class Leaving:
 
     async def _quit_now(self) -> None:
         if not self.link.finished.is_set():
-            # q just after the script's end (its process not gone yet) leaves with the script's status
-            if not self.link.script_ended:
+            # q just after the script's end (its process not gone yet, its end maybe not yet shown)
+            # leaves with the script's status
+            if not self.link.ended():
                 self.link.exit_status = QUIT_STATUS
             await self.link.stop()
         self.app.exit(self.link.exit_status)

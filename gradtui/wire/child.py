@@ -122,6 +122,13 @@ class ChildTarget:
             raise
         self._tasks.append(asyncio.ensure_future(self._read_wire()))
 
+    @property
+    def told_end(self) -> ev.ScriptFinished | None:
+        """The script's end as the agent told it, as soon as it reached this side (None before):
+        `batches` yields it only after the script's last output is read, when the child's pipes
+        close, which a child finalizing an interpreter with torch loaded can take seconds to do."""
+        return self._finished
+
     def submit(self, command: Command) -> int:
         """Send a command to the agent."""
         assert self._remote is not None
