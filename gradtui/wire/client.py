@@ -107,21 +107,27 @@ class RemoteTarget:
         self._write(frames.encode(frames.ShowFlow(shown)))
 
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
-        """Each frame's events, until the agent says goodbye or the connection ends."""
+        """The events of every frame that has arrived, as one batch a step, until the agent says
+        goodbye or the connection ends."""
         assert self._reader is not None, "start() first"
+        pending = bytearray()
         while True:
             try:
-                message = await protocol.read_frame_async(self._reader)
+                messages = await protocol.read_frames_async(self._reader, pending)
             except (OSError, protocol.ProtocolError):
-                message = None
-            if message is None:
+                messages = None
+            if messages is None:
                 return
-            if "bye" in message:
-                self.bye = message["bye"]
-                return
-            events = message.get("events")
+            events: list[ev.Event] = []  # every frame that has arrived, as one batch (read_frames_async)
+            for message in messages:
+                if "bye" in message:
+                    self.bye = message["bye"]
+                    if events:
+                        yield _flat(events)
+                    return
+                events.extend(from_wire(e) for e in message.get("events") or ())
             if events:
-                yield _flat([from_wire(e) for e in events])
+                yield _flat(events)
 
     async def quit(self) -> None:
         """Ask the agent to stop the script."""

@@ -177,6 +177,32 @@ async def read_frame_async(reader: asyncio.StreamReader) -> dict[str, Any] | Non
     return decode(payload)
 
 
+async def read_frames_async(reader: asyncio.StreamReader, pending: bytearray) -> list[dict[str, Any]] | None:
+    """Every message the stream holds complete now, at least one (waiting for it); None when the
+    peer closed the connection between frames. `pending` keeps the bytes of a frame not yet
+    whole between calls (the caller's, one per stream).
+
+    NOTE: a reader handed one frame at a time by a peer that sends small frames fast (an agent's
+    batches, 20 a second) falls behind when it draws once a frame: reading what has arrived and
+    cutting every whole frame from it lets it take all of a backlog in one step."""
+    while True:
+        messages = []
+        while len(pending) >= HEADER.size:
+            end = HEADER.size + _length(bytes(pending[: HEADER.size]))
+            if len(pending) < end:
+                break
+            messages.append(decode(bytes(pending[HEADER.size : end])))
+            del pending[:end]
+        if messages:
+            return messages
+        data = await reader.read(1 << 20)  # what has arrived (up to a MiB), waiting for at least a byte
+        if not data:
+            if pending:
+                raise ProtocolError("connection closed mid-frame", "closed")
+            return None
+        pending += data
+
+
 def hello() -> dict[str, Any]:
     """The agent's first message."""
     return {"hello": "gradtui", "version": VERSION}
