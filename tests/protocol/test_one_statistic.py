@@ -212,18 +212,23 @@ def test_the_compiled_posthooks_fill_the_light_tuples_in_their_fields_order():
     assert "middle = PyFloat_FromDouble(g.norm);" in cpp  # Normed's item 2
 
 
+# The throwaway statistic's field and its factory parameter, the same whether derived or measured.
+ABSMAX_FIELD = [
+    (
+        "    def reshaped(self, shape: tuple[int, ...]) -> Stats:\n",
+        '    absmax: float | None = None\n    """The largest magnitude (a throwaway statistic)."""\n\n'
+        "    def reshaped(self, shape: tuple[int, ...]) -> Stats:\n",
+    ),
+    (
+        "    finite_range: tuple[float, float] | None = None,\n) -> Stats:\n",
+        "    finite_range: tuple[float, float] | None = None,\n    absmax: float | None = None,\n) -> Stats:\n",
+    ),
+]
+
 # The throwaway statistic: the largest magnitude, derived in the factory from min and max.
 PATCHES = {
     "protocol/stats.py": [
-        (
-            "    def reshaped(self, shape: tuple[int, ...]) -> Stats:\n",
-            '    absmax: float | None = None\n    """The largest magnitude (a throwaway statistic)."""\n\n'
-            "    def reshaped(self, shape: tuple[int, ...]) -> Stats:\n",
-        ),
-        (
-            "    finite_range: tuple[float, float] | None = None,\n) -> Stats:\n",
-            "    finite_range: tuple[float, float] | None = None,\n    absmax: float | None = None,\n) -> Stats:\n",
-        ),
+        *ABSMAX_FIELD,
         (
             "    return Stats(shape, dtype, device, norm, min, max, mean, nonfinite, values, preview, histogram, None, finite_range)\n",
             "    if absmax is None and min is not None and max is not None:\n"
@@ -370,15 +375,7 @@ def test_the_python_reads_follow_the_description():
 # member and kernel, the column, the detail pane's line: five files.
 MEASURED_PATCHES = {
     "protocol/stats.py": [
-        (
-            "    def reshaped(self, shape: tuple[int, ...]) -> Stats:\n",
-            '    absmax: float | None = None\n    """The largest magnitude (a throwaway statistic)."""\n\n'
-            "    def reshaped(self, shape: tuple[int, ...]) -> Stats:\n",
-        ),
-        (
-            "    finite_range: tuple[float, float] | None = None,\n) -> Stats:\n",
-            "    finite_range: tuple[float, float] | None = None,\n    absmax: float | None = None,\n) -> Stats:\n",
-        ),
+        *ABSMAX_FIELD,
         (
             "histogram, None, finite_range)\n",
             "histogram, None, finite_range, absmax)\n",
