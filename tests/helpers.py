@@ -821,9 +821,19 @@ async def wait_paused_at(pilot: Pilot, node: int, timeout: float = 30) -> None:
 
 
 async def settle(pilot: Pilot) -> None:
-    """Let the app finish what it scheduled (its animations too) before a snapshot is taken."""
+    """Let the app finish what it scheduled (its animations too) before a snapshot is taken:
+    an output pane that follows its end scrolls there after the next refresh, which a loaded
+    machine may not have drawn yet (the picture then shows the pane's older lines). Only the
+    panes of the screen on top: one under another screen is not laid out again."""
+    from gradtui.ui.widgets.output_log import OutputLog
+
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
+    await wait_for(
+        pilot,
+        lambda: all(log.scroll_y >= log.max_scroll_y for log in pilot.app.screen.query(OutputLog) if log.follow),
+        what="the output pane at its end",
+    )
     await pilot.pause()
 
 

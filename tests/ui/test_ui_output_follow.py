@@ -88,3 +88,31 @@ async def test_output_written_after_a_long_answer_before_it_is_drawn_wins_over_i
         await pilot.pause()
         await pilot.pause()
         assert log.render_line(0).text.strip() == "(gradtui) help"
+
+
+@pytest.mark.asyncio
+async def test_the_pane_follows_lines_that_came_before_the_layout_showed_its_scroll_bar():
+    """Textual lets a widget scroll only while its scroll bar is shown, and the layout that
+    shows it may not have run when the follow does (seen on a loaded machine: the pane stayed
+    at its top, the newest lines out of sight, until the next line came). Here the bar is never
+    shown (`allow_vertical_scroll`, Textual's documented override): the pane follows anyway."""
+    from textual.app import App
+
+    class Lagging(OutputLog):
+        @property
+        def allow_vertical_scroll(self) -> bool:
+            return False
+
+    class One(App):
+        def compose(self):
+            yield Lagging(id="log")
+
+    app = One()
+    async with app.run_test(size=(40, 6)) as pilot:
+        log = app.query_one(OutputLog)
+        log.write_lines("\n".join(f"line {i}" for i in range(20)))
+        await pilot.pause()
+        await pilot.pause()
+        assert log.max_scroll_y > 0
+        assert log.scroll_y == log.max_scroll_y
+        assert log.render_line(log.size.height - 1).text.strip() == "line 19"

@@ -18,7 +18,7 @@ from gradtui.record.replay import ReplayTarget
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.screens.passes import PassesScreen
 from gradtui.ui.widgets.node_list import NodeList
-from tests.helpers import REPO, detail_text, script, wait_for
+from tests.helpers import REPO, detail_text, footer_of_the_modal, script, settle, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -120,17 +120,9 @@ async def test_the_detail_pane_draws_a_nodes_recorded_norms_over_the_passes_befo
 
 
 async def _settled_passes_view(pilot) -> None:
-    from textual.widgets._footer import FooterKey
-
     await _passes_view(pilot)
-    await wait_for(
-        pilot,
-        lambda: not any(key.action == "step" for key in pilot.app.query(FooterKey)),
-        what="the footer of the passes view",
-    )
-    await pilot.pause()
-    await pilot.wait_for_scheduled_animations()
-    await pilot.pause()
+    await footer_of_the_modal(pilot)
+    await settle(pilot)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])

@@ -13,7 +13,7 @@ from gradtui.protocol.nodes import node_info
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.state import UIState
 from gradtui.ui.widgets.node_rows import RowPainter, Widths
-from tests.helpers import row_text, started, wait_for, wait_paused_at
+from tests.helpers import row_text, settle, started, wait_for, wait_paused_at
 
 MARKED = ("AccumulateGrad", "TanhBackward0")
 
@@ -47,9 +47,7 @@ def test_snapshot_marked_rows_at_80x24(snap_compare):
     async def run_before(pilot):
         await wait_paused_at(pilot, 0)
         await wait_for(pilot, lambda: len(pilot.app.state.breakpoints) == len(MARKED), what="the breakpoints")
-        await pilot.pause()
-        await pilot.wait_for_scheduled_animations()
-        await pilot.pause()
+        await settle(pilot)
 
     app = GradtuiApp(demo_path(), commands=[f"break {op}" for op in MARKED])
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -223,9 +223,13 @@ class OutputLog(ScrollView, can_focus=True):
         self._scroll_self(top)
 
     def _scroll_self(self, y: float) -> None:
+        # NOTE: `force`: Textual scrolls a widget only while it shows its scroll bar, and the
+        # bar is shown by the layout pass, which may not have run since the lines that made
+        # the pane taller than its height arrived (on a loaded machine the follow then did
+        # nothing and the pane stayed at its top with the newest lines out of sight).
         self._scrolling = True
         try:
-            self.scroll_to(y=y, animate=False, immediate=True)
+            self.scroll_to(y=y, animate=False, immediate=True, force=True)
         finally:
             self._scrolling = False
 
