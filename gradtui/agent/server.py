@@ -203,7 +203,9 @@ class AgentServer:
         if isinstance(event, ev.PassPrints):
             return  # fingerprints are for a recording (its listener is in this process), not clients
         if type(event) is ev.NodesRan:
-            event.ran  # noqa: B018 - made here, on the pass's thread, while its statistics are at hand
+            # what it needs of the live nodes read here, on the pass's thread; its events are made
+            # by the writer as it encodes the batch, off the script's thread
+            event.expand()
         with self._lock:
             self._backlog.add(event)
             match event:
