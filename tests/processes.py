@@ -51,7 +51,7 @@ from gradtui.protocol.options import RunOptions
 from gradtui.wire import frames, protocol
 from gradtui.wire.child import ChildTarget
 from gradtui.wire.client import RemoteTarget
-from gradtui.wire.codec import from_wire
+from gradtui.wire.passgraphs import GraphsRead
 from gradtui.wire.runtime import running_agents
 from tests.helpers import REPO, script
 
@@ -334,6 +334,11 @@ class RawClient:
         answer = protocol.read_frame(self.sock)
         assert answer is not None and "welcome" in answer, answer
 
+    @functools.cached_property
+    def graphs(self) -> GraphsRead:
+        """This connection's reader of passes' graphs (one may refer to the pass before)."""
+        return GraphsRead()
+
     def left(self) -> float:
         left = self.deadline - time.monotonic()
         assert left > 0, "the client with the token did not get through in time"
@@ -345,7 +350,7 @@ class RawClient:
             self.sock.settimeout(self.left())
             message = protocol.read_frame(self.sock)
             assert message is not None and "bye" not in message, message
-            self.events.extend(from_wire(e) for e in message.get("events") or ())
+            self.events.extend(self.graphs.from_wire(e) for e in message.get("events") or ())
         return [e for e in self.events if isinstance(e, kind)][count - 1]
 
     def send(self, frame: frames.ClientFrame) -> None:
@@ -518,12 +523,13 @@ class JobClient:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
+        graphs = GraphsRead()  # this connection's: a pass may be sent as a reference to the last
         try:
             while (message := protocol.read_frame(self.sock)) is not None:
                 if "bye" in message:
                     break
                 for data in message.get("events") or ():
-                    self.events.put(from_wire(data))
+                    self.events.put(graphs.from_wire(data))
         except (OSError, protocol.ProtocolError):
             pass
         self.events.put(None)

@@ -57,7 +57,7 @@ from gradtui.agent.sender import STALL, ClientSender
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import Command
 from gradtui.wire import frames, protocol
-from gradtui.wire.codec import to_wire
+from gradtui.wire.passgraphs import GraphsSent
 
 BATCH_INTERVAL = 0.05
 """Seconds between two frames of node and output events (20 a second at most)."""
@@ -108,6 +108,9 @@ class AgentServer:
         self._client: socket.socket | None = None
         self._sender: ClientSender | None = None
         """Writes the attached client's frames, each with a deadline."""
+        self._graphs = GraphsSent()
+        """The attached client's events as wire data, a pass described as the one before sent as
+        a reference to it (gradtui.wire.passgraphs): one per connection, as the client's reader."""
         self._sending = 0
         """Events (as `Outbox.untold` counts them) in the frame the writer is sending."""
         self._unsent = 0
@@ -203,7 +206,9 @@ class AgentServer:
         if isinstance(event, ev.PassPrints):
             return  # fingerprints are for a recording (its listener is in this process), not clients
         if type(event) is ev.NodesRan:
-            event.ran  # noqa: B018 - made here, on the pass's thread, while its statistics are at hand
+            # what it needs of the live nodes read here, on the pass's thread; its events are made
+            # by the writer as it encodes the batch, off the script's thread
+            event.expand()
         with self._lock:
             self._backlog.add(event)
             match event:
@@ -310,6 +315,7 @@ class AgentServer:
                 self._pending.replace(self._backlog.replay())
                 self._unsent = 0
                 self._client, self._sender = conn, sender
+                self._graphs = GraphsSent()  # the new client holds no pass yet
                 self.attached.set()
                 self._lock.notify_all()
             return True
@@ -394,14 +400,14 @@ class AgentServer:
                         self._lock.wait(wait)  # gather more, unless something urgent arrives
                 told = self._pending.untold
                 batch = self._pending.take(self._backlog.present)
-                client, sender = self._client, self._sender
+                client, sender, graphs = self._client, self._sender, self._graphs
                 if client is not None and sender is not None and batch:
                     self._sending = told
                 self._lock.notify_all()
             if client is None or sender is None or not batch:
                 continue
             last = time.monotonic()
-            sent = sender.send(protocol.encode({"events": [to_wire(e) for e in batch]}))
+            sent = sender.send(protocol.encode({"events": [graphs.to_wire(e) for e in batch]}))
             with self._lock:
                 self._sending = 0
                 if not sent and not sender.broken and client is self._client:

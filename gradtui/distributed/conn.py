@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from gradtui.protocol import events as ev
 from gradtui.wire import frames, protocol
-from gradtui.wire.codec import from_wire
+from gradtui.wire.passgraphs import GraphsRead
 
 
 class RankConn:
@@ -40,13 +40,14 @@ class RankConn:
 
     def _read(self) -> None:
         bye = None
+        graphs = GraphsRead()  # this connection's: a pass may be sent as a reference to the last
         try:
             while (message := protocol.read_frame(self._sock)) is not None:
                 if "bye" in message:
                     bye = message["bye"]
                     break
                 for data in message.get("events") or ():
-                    self._on_event(self.rank, from_wire(data))
+                    self._on_event(self.rank, graphs.from_wire(data))
         except (OSError, protocol.ProtocolError):
             pass
         self._on_gone(self.rank, bye)

@@ -194,21 +194,44 @@ class NodesRan(Event):
     statistics pays nothing for them, and one that does gets exactly the NodeRan events the
     every-node hooks would have sent (a session expands the batch for listeners that did not ask
     for batches: `Session.add_listener(batches=...)`). Plain data once made: the maker holds
-    numbers, shapes and Stats, never a tensor or a node."""
+    numbers, shapes and Stats, never a tensor or a node.
 
-    __slots__ = ("pass_index", "count", "_make", "_ran", "__weakref__")
+    Making the events has two parts: what must be read from the pass's live autograd nodes (the
+    shapes and saved values of the nodes derived from a hooked one), which only the pass's own
+    thread may read while the engine runs, and plain arithmetic on numbers. `expand` does the
+    first part now, on the caller's (the pass's) thread; `ran` then needs no live node, so a
+    listener may read it on another thread (the agent's writer), off the script's."""
+
+    __slots__ = ("pass_index", "count", "_make", "_ran", "_expand", "__weakref__")
     pass_index: int
     count: int
     _make: Callable[[], tuple[NodeRan, ...]]
     _ran: tuple[NodeRan, ...] | None
+    _expand: Callable[[], None] | None
 
-    def __init__(self, pass_index: int, count: int, make: Callable[[], tuple[NodeRan, ...]]) -> None:
+    def __init__(
+        self,
+        pass_index: int,
+        count: int,
+        make: Callable[[], tuple[NodeRan, ...]],
+        expand: Callable[[], None] | None = None,
+    ) -> None:
         set_slot = object.__setattr__
         set_slot(self, "pass_index", pass_index)
         set_slot(self, "count", count)
         """How many NodeRan events the batch holds."""
         set_slot(self, "_make", make)
         set_slot(self, "_ran", None)
+        set_slot(self, "_expand", expand)
+
+    def expand(self) -> None:
+        """Read now, on the pass's thread, whatever making the events needs of the live autograd
+        nodes (see the class doc), so that `ran` may be read later on any thread. Nothing to do
+        for a batch made already or one with nothing live behind it (a decoded frame)."""
+        expand = self._expand
+        if expand is not None and self._ran is None:
+            object.__setattr__(self, "_expand", None)
+            expand()
 
     @classmethod
     def of(cls, pass_index: int, ran: tuple[NodeRan, ...]) -> NodesRan:

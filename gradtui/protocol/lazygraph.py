@@ -66,6 +66,17 @@ class LazyGraph:
                 return [data[INFO] for data in state["_node"].values()]
             return _described(state)
 
+    def attributes(self) -> dict[str, Any]:
+        """The graph's `graph` attributes (what the pass says of all its nodes), without building
+        it: what the built graph's `graph` dict holds, the description made first."""
+        with _BUILDING:
+            state = self.__dict__
+            if state.get("_lazy") is None:  # built meanwhile
+                return dict(state["graph"])
+            _described(state)
+            attrs = state.get("_attrs")
+            return dict(attrs()) if attrs is not None else {}
+
     def number_of_nodes(self) -> int:
         """How many nodes, without building the graph."""
         state = self.__dict__

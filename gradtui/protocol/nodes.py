@@ -128,6 +128,24 @@ class NodeInfo:
         _SET_SAVED(info, saved)
         return info
 
+    def with_seq(self, seq: int | None) -> NodeInfo:
+        """This node with another sequence number (what `dataclasses.replace(self, seq=seq)`
+        gives, without its per-call cost): a client makes one per node of a pass whose
+        description only its sequence numbers tell apart from the pass before (gradtui.wire.passgraphs)."""
+        info = _new(NodeInfo)
+        _SET_NAME(info, self.name)
+        _SET_KIND(info, self.kind)
+        _SET_SEQ(info, seq)
+        _SET_NEXT(info, self.next)
+        _SET_LABELS(info, self.labels)
+        _SET_PARAM(info, self.param)
+        _SET_SOURCE(info, self.source)
+        _SET_PATH(info, self.path)
+        _SET_LINE(info, self.line)
+        _SET_MODULE(info, self.module)
+        _SET_SAVED(info, self.saved)
+        return info
+
     @property
     def tags(self) -> list[str]:
         """The names the node goes by: its variable labels, then its parameter name."""

@@ -17,7 +17,7 @@ from typing import Any
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import Command
 from gradtui.wire import frames, protocol
-from gradtui.wire.codec import from_wire
+from gradtui.wire.passgraphs import GraphsRead
 from gradtui.wire.target import TargetError, TargetInfo
 
 
@@ -111,6 +111,7 @@ class RemoteTarget:
         goodbye or the connection ends."""
         assert self._reader is not None, "start() first"
         pending = bytearray()
+        graphs = GraphsRead()  # this connection's: a pass may be sent as a reference to the last
         while True:
             try:
                 messages = await protocol.read_frames_async(self._reader, pending)
@@ -125,7 +126,7 @@ class RemoteTarget:
                     if events:
                         yield _flat(events)
                     return
-                events.extend(from_wire(e) for e in message.get("events") or ())
+                events.extend(graphs.from_wire(e) for e in message.get("events") or ())
             if events:
                 yield _flat(events)
 

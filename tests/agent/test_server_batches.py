@@ -1,7 +1,7 @@
 """The UI's agent takes a pass's nodes a batch at a time: the AgentServer (as gradtui.agent.build
 attaches it) is called once per NodesRan batch, not once per node, and a client still reads every
 NodeRan, the same events in the same order as a listener in the agent's process hears them one by
-one. Counted: the server's calls by event type."""
+one. Counted: the server's calls by event type, and which thread makes a batch's events."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from gradtui.agent.build import Transport, build_agent
 from gradtui.agent.server import AgentServer
+from gradtui.engine.hooks.batches import Feeds, PassBatches
 from gradtui.protocol import events as ev
 from gradtui.protocol.options import RunOptions
 from gradtui.wire.client import RemoteTarget
@@ -84,3 +85,57 @@ def test_the_server_takes_batches_and_the_client_reads_every_node(monkeypatch):
     assert calls["NodeRan"] == 0 and 1 <= calls["NodesRan"] < len(here)
     assert [e for e in got if isinstance(e, ev.NodeRan)] == here
     assert not any(isinstance(e, ev.NodesRan) for e in got)  # a client reads nodes, not batches
+
+
+def test_the_writer_makes_the_node_events_and_the_script_reads_the_live_nodes(monkeypatch):
+    """The agent's only listener the server: a batch's markers are expanded (the live nodes read)
+    on the script's thread and nowhere else, its NodeRan events made off it (by the writer, as it
+    encodes the batch), and the client reads the same events a listener in the agent's process
+    hears for the same passes."""
+    made: Counter[str] = Counter()
+    expanded: Counter[str] = Counter()
+    real_make, real_expanded = PassBatches._make, PassBatches._expanded
+
+    def make(self, steps, first):
+        made[threading.current_thread().name] += 1
+        return real_make(self, steps, first)
+
+    def expanding(self, steps):
+        if self._expand is not None and any(type(step) is Feeds for step in steps):
+            expanded[threading.current_thread().name] += 1
+        return real_expanded(self, steps)
+
+    monkeypatch.setattr(PassBatches, "_make", make)
+    monkeypatch.setattr(PassBatches, "_expanded", expanding)
+    agent = build_agent(RunOptions(os.path.abspath("train.py"), break_on=["nan"]), Transport("token"), lambda: None)
+    assert agent.server is not None
+    ours, theirs = socket.socketpair()
+    got: list[ev.Event] = []
+    ready, done = threading.Event(), threading.Event()
+    reader = threading.Thread(target=_read, args=(theirs, got, ready, done), daemon=True)
+    agent.server.start()
+    agent.server.serve_connection(ours)
+    reader.start()
+    script = threading.current_thread().name
+    try:
+        assert ready.wait(WAIT)
+        small_passes(agent.session, PASSES)
+        assert done.wait(WAIT), "the client never saw the last pass finish"
+    finally:
+        agent.server.close("test done", timeout=2.0)
+        reader.join(WAIT)
+        theirs.close()
+        agent.outputs.close()
+    assert expanded[script] >= PASSES and set(expanded) == {script}  # live nodes: the script's thread only
+    assert made[script] == 0 and made["gradtui-wire-writer"] >= PASSES  # the events: the writer's
+
+    # the oracle: the same passes heard one by one by a listener in the process, made there
+    monkeypatch.setattr(PassBatches, "_make", real_make)
+    monkeypatch.setattr(PassBatches, "_expanded", real_expanded)
+    again = build_agent(RunOptions(os.path.abspath("train.py"), break_on=["nan"]), None)
+    heard: list[ev.Event] = []
+    again.session.add_listener(heard.append, graph=False, flow=False)
+    small_passes(again.session, PASSES)
+    again.outputs.close()
+    here = [e for e in heard if isinstance(e, ev.NodeRan)]
+    assert here and [e for e in got if isinstance(e, ev.NodeRan)] == here

@@ -21,6 +21,7 @@ from gradtui.agent.server import AgentServer, ServerHooks
 from gradtui.protocol import events as ev
 from gradtui.wire import protocol
 from gradtui.wire.codec import from_wire
+from gradtui.wire.passgraphs import GraphsRead
 
 TOKEN = "the-token"
 WAIT = 10.0
@@ -50,10 +51,11 @@ def attached() -> tuple[AgentServer, socket.socket]:
 def read_until_bye(sock: socket.socket) -> tuple[list[ev.Event], str | None]:
     """Every event the server sends until its goodbye (or the end of the stream)."""
     events: list[ev.Event] = []
+    graphs = GraphsRead()  # this connection's: a pass may be sent as a reference to the last
     while (message := protocol.read_frame(sock)) is not None:
         if "bye" in message:
             return events, message["bye"]
-        events.extend(from_wire(e) for e in message.get("events") or ())
+        events.extend(graphs.from_wire(e) for e in message.get("events") or ())
     return events, None
 
 

@@ -111,7 +111,7 @@ class PassBatches:
     def batch(self, steps: list[Hooked | Resent | Feeds], first: int, count: int) -> ev.NodesRan:
         """The NodesRan of `steps` (`count` of them nodes), the first numbered `first` in the pass."""
         position = len(self._todo)
-        batch = ev.NodesRan(self._index, count, lambda: self._make_upto(position))
+        batch = ev.NodesRan(self._index, count, lambda: self._make_upto(position), lambda: self._expand_batch(position))
         self._todo.append((steps, first))
         dropped = self._dropped
         self._batches.append(weakref.ref(batch, functools.partial(_dropped, dropped, position)))
@@ -156,6 +156,17 @@ class PassBatches:
                     elif waiting[step[0]]:
                         kept.append(make(Resent, (step[0], step[3])))
                 todo[k] = (kept, first)
+
+    def _expand_batch(self, position: int) -> None:
+        """Expand batch `position`'s markers now (they read the live nodes: call it on the pass's
+        thread), so that making its events later reads no node (`NodesRan.expand`). The batches
+        before it need no expanding for it: a marker's derived nodes read only their producer's
+        statistics, which making the earlier batches gives, from plain data once each of those is
+        expanded (or made, or compacted) in turn."""
+        with self._lock:
+            entry = self._todo[position]
+            if entry is not None and self._expand is not None:
+                self._todo[position] = (self._expanded(entry[0]), entry[1])
 
     def _make_upto(self, position: int) -> tuple[ev.NodeRan, ...]:
         """The events of batch `position`, making every earlier batch not made yet first (in a loop:
