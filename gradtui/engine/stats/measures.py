@@ -9,7 +9,10 @@ the bulk window fuses it with other norms and light statistics take only it. Eve
 (torch's reduction of a flat float32/float64 tensor to 0-d results) and how the results of a big
 tensor's chunks combine. The compiled posthooks and bulk fetch measure the same statistics in C++
 (native/records.h's `MEASURED`, the norm first, then these names in this order: the tests hold the
-two lists equal), with the same kernels, so the floats agree.
+two lists equal), with the same kernels, so the floats agree; but for min and max, which they take
+in one pass of their own over a float32 tensor (native/extremes.h: a min or max is a value of the
+tensor whatever the way it is found, and where the way shows, a NaN or a zero, torch's kernels
+answer as here).
 
 The reads run on every gradient of a pass, so what each needs of the description is written out
 once, here, as the plain code it would be if written by hand for these statistics (`_source`:
@@ -36,9 +39,10 @@ def extremes(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(min, max) of a non-empty tensor, as 0-d tensors (NaN if it holds one: both ways propagate
     it). On the CPU `aminmax` is not vectorized as well as `amin` and `amax`: past `ONE_PASS`
     elements or on a non-contiguous tensor the two cost less (a third of its time on a
-    permuted one); elsewhere one kernel launch beats two. Every reading of gradtui's takes them
-    here (the window's, the planned hooks'), so they agree: which of two zeros of opposite sign
-    is a min or max can depend on the way."""
+    permuted one); elsewhere one kernel launch beats two. Every Python reading of gradtui's takes
+    them here (the window's, the planned hooks'), and the compiled reads, which find them in one
+    pass of their own, call these same kernels where a zero is the min or max, so they agree: which
+    of two zeros of opposite sign is a min or max can depend on the way."""
     if t.is_cpu and (t.numel() > ONE_PASS or not t.is_contiguous()):
         return torch.amin(t), torch.amax(t)
     return torch.aminmax(t)

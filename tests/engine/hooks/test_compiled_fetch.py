@@ -91,3 +91,53 @@ def test_a_declined_read_falls_back_to_torch():
     half = torch.randn(70).half()
     entries = _entries([torch.randn(80), half])
     assert _same(_fetch(entries, [], entries, []), fetch_in_python(entries, [], entries, []))
+
+
+def _extremes_cases(generator: torch.Generator) -> list[torch.Tensor]:
+    """Tensors whose min and max the compiled read finds in one pass of its own (contiguous
+    float32), split over threads past torch's grain (32768 elements) or not, the extreme in the
+    head, the tail (past the last whole 16) or the middle, ties, infinities; and those it leaves to
+    torch's kernels: a NaN anywhere, a zero min or max (which zero: torch's way says), float64."""
+    cases = []
+    for n in (65, 1000, ONE_PASS - 3, ONE_PASS + 5, 40_000, 200_001):
+        for where in (0, n // 2, n - 1):
+            t = torch.randn(n, generator=generator)
+            t[where] = 9.5
+            t[(where + 1) % n] = -9.5
+            cases.append(t)
+        tied = torch.randn(n, generator=generator).clamp(-1.0, 1.0)
+        cases.append(tied)
+        inf = torch.randn(n, generator=generator)
+        inf[n // 3] = -math.inf
+        cases.append(inf)
+        for where in (0, n - 1, n // 2):
+            nan = torch.randn(n, generator=generator)
+            nan[where] = math.nan
+            cases.append(nan)
+        signed = torch.rand(n, generator=generator)
+        signed[n // 4], signed[n // 2] = 0.0, -0.0  # min a zero of either sign
+        cases.append(signed)
+        cases.append(-signed)  # max a zero
+        cases.append(torch.randn(n, generator=generator, dtype=torch.float64))
+    return cases
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_one_pass_min_and_max_are_torchs(threads):
+    """The compiled read's min and max (one pass of its own where it can answer for torch) are the
+    floats the Python read takes with torch's kernels, NaN and the sign of zero included, on one
+    thread or two."""
+    generator = torch.Generator().manual_seed(1)
+    was = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        cases = _extremes_cases(generator)
+        wide = _entries(cases)
+        got = compiled.fetch([], [t for t in cases], [], ONE_PASS)
+        want = fetch_in_python([], [], wide, [])
+    finally:
+        torch.set_num_threads(was)
+    assert got is not None and _same(got, want)  # the Python read's (torch's kernels, as `extremes` calls them)
+    for t, lo, hi in zip(cases, got["min"], got["max"]):  # and torch's min() and max() (which zero aside)
+        assert repr(lo) == repr(t.min().item()) or lo == t.min().item() == 0.0
+        assert repr(hi) == repr(t.max().item()) or hi == t.max().item() == 0.0

@@ -49,7 +49,10 @@ from gradtui.engine.hooks.native.setting import mode as mode
 SOURCE = Path(__file__).with_name("posthooks.cpp")
 SOURCES = (
     SOURCE,
-    *(SOURCE.with_name(part) for part in ("records.h", "hook.h", "visit.h", "walk.h", "fetch.h", "sketch.h")),
+    *(
+        SOURCE.with_name(part)
+        for part in ("records.h", "extremes.h", "hook.h", "visit.h", "walk.h", "fetch.h", "sketch.h")
+    ),
 )
 """The translation unit and the parts it includes (the library's name hashes them all)."""
 MODULE = "gradtui_posthooks"

@@ -5,7 +5,8 @@
 // tensors, most of them a few dozen elements, so Python's part (a call per min, max and sum, the
 // stacks and the concatenation that gather them for one `.tolist()`) costs more than the kernels.
 // Here the same kernels run in one loop with the GIL released (a wide tensor's measured by records.h's
-// `measure_wide`, as a posthook's big gradient is), and the numbers come back by name, as the dict
+// `measure_wide`, as a posthook's big gradient is: its min and max in extremes.h's one pass, equal to
+// torch's), and the numbers come back by name, as the dict
 // Python's `_fetch` makes: the same floats (a float32 result widened to a double is what `.tolist()`
 // gives after torch's stack promotes it).
 

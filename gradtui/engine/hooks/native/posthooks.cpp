@@ -18,6 +18,8 @@
 
 // The CPU kernels themselves (at::cpu::), as the dispatcher would pick them for a plain dense CPU
 // tensor below autograd: the same numbers, without a dispatch per reduction.
+#include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 #include <ATen/ops/add_cpu_dispatch.h>
 #include <ATen/ops/amax_cpu_dispatch.h>
 #include <ATen/ops/amin_cpu_dispatch.h>
@@ -37,6 +39,9 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <algorithm>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -73,6 +78,7 @@ PyObject* list_of(const std::vector<T>& values, Make make) {
 }
 
 #include "records.h"
+#include "extremes.h"
 #include "hook.h"
 #include "walk.h"
 #include "fetch.h"

@@ -77,19 +77,15 @@ double scalar(const at::Tensor& t) {
 // The statistics of `MEASURED` but the norm (taken apart: the bulk fetch fuses it with other norms)
 // of a non-empty plain dense CPU float tensor: the one place the compiled code measures them, for
 // the posthooks' big gradients (`measure`) and the bulk fetch's wide ones (fetch.h) alike. min and
-// max as gradtui/engine/stats/measures.py's `extremes` takes them (the same kernels, the same zeros),
+// max equal to those gradtui/engine/stats/measures.py's `extremes` takes (torch's, the same zeros),
+// in one pass of extremes.h's where it can answer for torch, else with the same kernels as `extremes`;
 // the mean as the sum over the count (a float32 sum widened to a double, as `.item()` gives it, then
 // divided in double, as Python's `total / numel`): finite exactly when the sum is.
+// The min and max of a non-empty plain dense CPU float tensor, as torch gives them (extremes.h).
+void extremes(const at::Tensor& g, int64_t one_pass, double& lo, double& hi);
+
 void measure_wide(const at::Tensor& g, int64_t one_pass, GradRec& out) {
-  at::Tensor lo, hi;
-  if (g.numel() > one_pass || !g.is_contiguous()) {
-    lo = at::cpu::amin(g);
-    hi = at::cpu::amax(g);
-  } else {
-    std::tie(lo, hi) = at::cpu::aminmax(g);
-  }
-  out.min = scalar(lo);
-  out.max = scalar(hi);
+  extremes(g, one_pass, out.min, out.max);
   out.mean = scalar(at::cpu::sum(g, at::IntArrayRef{})) / static_cast<double>(g.numel());
 }
 
