@@ -139,11 +139,13 @@ def _cells_function() -> Callable[[Stats], tuple]:
 _cells = _cells_function()
 
 
-def _grad_rows(index: int, node: int, direction: int, grads: tuple[Stats | None, ...], rows: list[tuple]) -> None:
-    """Append the `grads` rows of one node's slots (`_cells`). The hot loop of a recording (a row
-    per slot of every node of every pass with per-node data)."""
+def _grad_rows(
+    index: int, node: int, direction: int, grads: tuple[Stats | None, ...], rows: list[tuple], first: int = 0
+) -> None:
+    """Append the `grads` rows of one node's slots (`_cells`), numbered from `first`. The hot loop
+    of a recording (a row per slot of every node of every pass with per-node data)."""
     append, cells = rows.append, _cells
-    for slot, s in enumerate(grads):
+    for slot, s in enumerate(grads, first):
         if s is None:
             append((index, node, direction, slot, *_EMPTY_SLOT))
             continue
@@ -422,9 +424,12 @@ class Recorder:
                     return
                 if (rows := flight.rows) is not None:
                     index, node = flight.started.pass_index, event.node
-                    _grad_rows(index, node, schema.GRAD_OUTPUTS_DIR, event.grad_outputs, rows)
-                    _grad_rows(index, node, schema.GRAD_INPUTS_DIR, event.grad_inputs, rows)
                     flight.order[node] = event.order  # type: ignore[index]  # made with `rows`
+                    _grad_rows(index, node, schema.GRAD_OUTPUTS_DIR, event.grad_outputs, rows)
+                    if len(event.grad_inputs) > ROWS_CHUNK:  # a node that sends many (a stack's)
+                        self._many_rows(flight, node, event.grad_inputs)
+                        return
+                    _grad_rows(index, node, schema.GRAD_INPUTS_DIR, event.grad_inputs, rows)
                     if len(rows) >= ROWS_CHUNK and not flight.holds:
                         self._write_chunk(flight)
                 elif flight.ran is not None:
@@ -513,6 +518,17 @@ class Recorder:
                 )
             case _:
                 pass
+
+    def _many_rows(self, flight: _Pass, node: int, grads: tuple[Stats | None, ...]) -> None:
+        """The rows of what node `node` sent, `ROWS_CHUNK` slots at a time, each written as it is
+        made (a stack of 100,000 gradients' rows made at once took ~30 MB)."""
+        index, chunk = flight.started.pass_index, ROWS_CHUNK
+        for first in range(0, len(grads), chunk):
+            rows = flight.rows
+            assert rows is not None  # a pass that makes rows
+            _grad_rows(index, node, schema.GRAD_INPUTS_DIR, grads[first : first + chunk], rows, first)
+            if len(rows) >= chunk and not flight.holds and self._db is not None:
+                self._write_chunk(flight)
 
     def _started(self, started: ev.PassStarted) -> _Pass:
         """The record of a pass starting: its events kept (the flight ring), made into rows as they
