@@ -310,12 +310,15 @@ class Recorder:
             # A KeyboardInterrupt from a script's own SIGINT handler (gradtui.engine.process.deferral leaves
             # it in place) or in an in-process run: nothing half-committed, the rows wait for the
             # next commit (a rollback that fails stops the recording at that next commit).
-            if nested and began:
-                self._undo_savepoint("write")
-            elif self._db.in_transaction or not began:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.rollback()
-            self._pending = work + self._pending
+            if self._db.in_transaction or not began:
+                if nested and began:  # the pass's chunks before it stay in the transaction
+                    self._undo_savepoint("write")
+                else:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.rollback()
+                self._pending = work + self._pending
+            else:  # it committed
+                self._uncommitted = None
             raise
 
     def _write_chunk(self, flight: _Pass) -> None:
