@@ -116,16 +116,22 @@ def _attach(
     listeners: tuple[Any, ...],
     first_flow: bool | Callable[[], bool] = True,
     first_batches: bool = False,
+    outputs: tuple[Any, ...] = (),
 ) -> None:
     """Attach `listeners` in order, then arm the breakpoints `options` ask for. (A job's tap lets
     signals act at once in its own long waits only: gradtui.distributed.tap.) `first_flow`: when
     the first listener reads a hooked pass's gradient flow (the server: while its client shows
     it); the others (a recording, a report) read every pass's. `first_batches`: the first
     listener takes a pass's nodes as NodesRan batches (the server: one event through its lock
-    and queue per batch, not one per node)."""
+    and queue per batch, not one per node). `outputs`: those of `listeners` that are the run's
+    report and recording, which write a pass's flow but not its leaves' gradient statistics
+    (their accumulators' rows hold them)."""
     for k, listener in enumerate(listeners):
         first = k == 0
-        session.add_listener(listener, flow=first_flow if first else True, batches=first and first_batches)
+        leaves = not any(listener is output for output in outputs)
+        session.add_listener(
+            listener, flow=first_flow if first else True, batches=first and first_batches, leaves=leaves
+        )
     for spec in options.break_on:
         line = f"break {spec}"  # a --break option enters here: parsed once, as a typed line is
         try:
@@ -158,7 +164,7 @@ def build_agent(
             output(announce)
     session = _new_session(options)
     if transport is None:
-        _attach(session, options, (*outputs.listeners, *listeners))
+        _attach(session, options, (*outputs.listeners, *listeners), outputs=tuple(outputs.listeners))
         return Agent(options, outputs, session)
     assert quit_ is not None, "an agent that serves a client needs its quit path"
     from gradtui.agent.server import AgentServer, ServerHooks
@@ -186,6 +192,7 @@ def build_agent(
         (tap or server, *outputs.listeners, *listeners),
         True if tap else server.wants_flow,
         first_batches=tap is None,
+        outputs=tuple(outputs.listeners),
     )
     return Agent(options, outputs, session, server, commands, tap)
 

@@ -35,6 +35,8 @@ class Listeners:
         """Per listener: does it take NodesRan batches as they are?"""
         self._flow_wanted: list[bool | Callable[[], bool]] = []
         """Per listener: does it read a hooked pass's gradient flow (a callable: asked at the pass's end)?"""
+        self._leaves_wanted: list[bool] = []
+        """Per listener: does it read a hooked pass's leaf gradients (where it reads its flow)?"""
 
     def add(
         self,
@@ -43,6 +45,7 @@ class Listeners:
         batches: bool = False,
         flow: bool | Callable[[], bool] = True,
         holds: bool = False,
+        leaves: bool = True,
     ) -> None:
         """Also send every event to `listener`.
 
@@ -53,7 +56,10 @@ class Listeners:
         them of skips them (the norms of every parameter and gradient, a row per leaf). `flow` a
         callable: the listener reads every hooked pass's leaf gradients, and its flow when the
         callable, asked as the pass ends, says so (a client that shows the flow only in a view:
-        a pass nothing shows computes no weight norms and no rows).
+        a pass nothing shows computes no weight norms and no rows). `leaves=False`: it reads a
+        pass's flow (as `flow` says) but never its leaves' gradient statistics (a recording, a
+        report: they write the flow, and the leaves' gradients are their accumulators' rows), so
+        a pass only such listeners end computes the flow's norms alone, not a Stats per leaf.
 
         `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
         graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
@@ -71,6 +77,7 @@ class Listeners:
         self._graph_wanted.append(graph)
         self._batches.append(batches)
         self._flow_wanted.append(flow)
+        self._leaves_wanted.append(leaves)
 
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener (a NodesRan batch as its NodeRan events to those that
@@ -103,5 +110,10 @@ class Listeners:
 
     def wants_leaves(self) -> bool:
         """Does a listener read the leaves' gradient statistics of a hooked pass (every one but
-        those added with `flow=False`)?"""
+        those added with `flow=False` or `leaves=False`)?"""
+        return any(flow is not False and leaves for flow, leaves in zip(self._flow_wanted, self._leaves_wanted))
+
+    def names_leaves(self) -> bool:
+        """Does a listener read a hooked pass's leaves by name at its end (their gradients or its
+        flow: every one but those added with `flow=False`)?"""
         return any(want is not False for want in self._flow_wanted)

@@ -132,11 +132,12 @@ class Session:
         batches: bool = False,
         flow: bool | Callable[[], bool] = True,
         holds: bool = False,
+        leaves: bool = True,
     ) -> None:
         """Also send every event to `listener` (called on the emitting thread); what it wants of
-        a pass (`graph`, `batches`, `flow`) and whether it may hold the script (`holds`): see
-        gradtui.engine.listeners.Listeners.add."""
-        self._listeners.add(listener, graph, batches, flow, holds)
+        a pass (`graph`, `batches`, `flow`, `leaves`) and whether it may hold the script (`holds`):
+        see gradtui.engine.listeners.Listeners.add."""
+        self._listeners.add(listener, graph, batches, flow, holds, leaves)
 
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener (gradtui.engine.listeners)."""
@@ -315,7 +316,7 @@ class Session:
         on_cpu = _on_cpu(roots)
         planned = ev.accumulates(call) and self._choice.planned(pending, on_cpu)  # grad(): no AccumulateGrad to derive
         lazy = planned and not self._listeners.graph_needed()
-        names = (LaterNames if lazy and not self.wants_leaves() else Names.from_scopes)(
+        names = (LaterNames if lazy and not self._listeners.names_leaves() else Names.from_scopes)(
             frame.f_locals, frame.f_globals, ran=forward_roots
         )
         cap = capture(nodes, names, lazy=lazy)

@@ -7,6 +7,16 @@ one; the database is in WAL mode, so a crash, SIGKILL or SIGTERM loses at most t
 flight and the file always opens afterwards. A write that fails (a full disk, a folder
 removed) is said once in `failed`; the run goes on unrecorded.
 
+A long pass's `grads` rows are written while it runs, in chunks of `ROWS_CHUNK` rows as its
+NodeRan events arrive, into the pass's transaction (begun at its first chunk, committed when it
+ends): nothing holds a pass's events or rows until its end, and a crash still leaves no part of
+a pass (SQLite drops an uncommitted transaction). Each chunk goes in under a savepoint, so an
+interrupt inside one undoes that chunk only; its rows are written with the next. Something else
+asking for a commit while the pass runs (a pause, a breakpoint hit: what came before them is kept
+if the run is killed there) takes the pass's rows back out of the transaction: they are read
+back, the transaction is rolled back, and that pass keeps its rows in memory until it ends, as
+every pass did before.
+
 Which passes get per-node rows (`nodes`, `grads`): every hooked pass by default, every N-th
 with `every=N`, or with `flight=K` the last K passes kept in a ring in memory and written only
 when a breakpoint hits, the script fails or is quit. The loss and flow of every pass are
@@ -129,11 +139,13 @@ def _cells_function() -> Callable[[Stats], tuple]:
 _cells = _cells_function()
 
 
-def _grad_rows(index: int, node: int, direction: int, grads: tuple[Stats | None, ...], rows: list[tuple]) -> None:
-    """Append the `grads` rows of one node's slots (`_cells`). The hot loop of a recording (a row
-    per slot of every node of every pass with per-node data)."""
+def _grad_rows(
+    index: int, node: int, direction: int, grads: tuple[Stats | None, ...], rows: list[tuple], first: int = 0
+) -> None:
+    """Append the `grads` rows of one node's slots (`_cells`), numbered from `first`. The hot loop
+    of a recording (a row per slot of every node of every pass with per-node data)."""
     append, cells = rows.append, _cells
-    for slot, s in enumerate(grads):
+    for slot, s in enumerate(grads, first):
         if s is None:
             append((index, node, direction, slot, *_EMPTY_SLOT))
             continue
@@ -159,11 +171,20 @@ def _print_rows(index: int, prints: tuple[ev.Print, ...]) -> list[tuple]:
 
 @dataclass
 class _Pass:
-    """A pass in flight (or in the flight ring): its start and the per-node events it produced."""
+    """A pass in flight (or in the flight ring): its start and the per-node events it produced,
+    or the rows made of them (see the module doc)."""
 
     started: ev.PassStarted
     t0: float
-    ran: list[ev.NodeRan] = field(default_factory=list)
+    ran: list[ev.NodeRan] | None = field(default_factory=list)
+    """Its NodeRan events, where they are kept until it ends (the flight ring's passes); None where
+    they are made into rows as they arrive (`rows`) or not wanted."""
+    rows: list[tuple] | None = None
+    """Its `grads` rows not written yet, where they are made as the events arrive."""
+    order: array | None = None
+    """With `rows`: per node, the order it ran in (-1: it did not run), for its `nodes` row."""
+    holds: bool = False
+    """With `rows`: something asked for a commit while it ran, so its rows stay here until it ends."""
     nested: list[dict[str, Any]] = field(default_factory=list)
     prints: tuple[ev.Print, ...] = ()
     """The pass's fingerprints (its PassPrints event), written with its per-node rows."""
@@ -177,7 +198,13 @@ _INSERT_GRADS = "INSERT INTO grads ({}) VALUES ({})".format(
 )
 
 ROWS_CHUNK = 4096
-"""Rows of a pass's `grads` made at a time while they are written."""
+"""Rows of a pass's `grads` made at a time while they are written, and written at a time while
+the pass runs (see the module doc)."""
+
+_READ_BACK = "SELECT {} FROM grads WHERE pass = ?".format(
+    ", ".join([*schema.GRAD_KEY, *(c.name for c in schema.GRAD_STATS)])
+)
+"""A pass's `grads` rows as they were written (a pass taken back out of its transaction)."""
 
 
 class _Rows:
@@ -218,6 +245,9 @@ class Recorder:
         self._argv = argv
         self._torch = torch_version if torch_version is not None else _installed("torch")
         self._pass: _Pass | None = None
+        self._uncommitted: _Pass | None = None
+        """The pass whose rows are in the open transaction (not committed yet), or None: the pass in
+        flight, or one that ended and whose last write was interrupted (the next write commits it)."""
         self._ring: deque[_Pass] = deque(maxlen=(flight or 1) - 1)  # with the pass a hit is in: K
         self._pending: list[tuple[str, Iterable[tuple]]] = []
         """Rows (statement, rows) waiting for the next commit: output, hits, edits."""
@@ -251,21 +281,29 @@ class Recorder:
         return f"every {self.every}" if self.every else "hooked"
 
     def _write(self, work: list[tuple[str, Iterable[tuple]]]) -> None:
-        """Run statements with their rows in one transaction, with whatever is pending."""
+        """Run statements with their rows in one transaction, with whatever is pending; it commits
+        too the rows of a pass that ended in the open transaction. A pass still in flight there is
+        taken out of it first (`_take_back`): no commit holds part of a pass."""
         if self._db is None:
             return
+        if self._uncommitted is not None and self._uncommitted is self._pass:
+            self._take_back(self._uncommitted)
+            if self._db is None:
+                return
         if self._output_rows:
             self._pending.append(("INSERT INTO output (pass, stream, text) VALUES (?, ?, ?)", self._output_rows))
             self._output_rows = []
         work = self._pending + work
         self._pending = []
         began = False
+        nested = self._uncommitted is not None  # a pass's chunks are in it: a savepoint keeps them on an interrupt
         try:
-            self._db.execute("BEGIN")
+            self._db.execute("SAVEPOINT write" if nested else "BEGIN")
             began = True
             for statement, rows in work:
                 self._db.executemany(statement, rows)
             self._db.execute("COMMIT")
+            self._uncommitted = None
         except (sqlite3.Error, OSError) as exc:
             self._fail(exc)
         except BaseException:
@@ -273,16 +311,83 @@ class Recorder:
             # it in place) or in an in-process run: nothing half-committed, the rows wait for the
             # next commit (a rollback that fails stops the recording at that next commit).
             if self._db.in_transaction or not began:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.rollback()
+                if nested and began:  # the pass's chunks before it stay in the transaction
+                    self._undo_savepoint("write")
+                else:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.rollback()
                 self._pending = work + self._pending
+            else:  # it committed
+                self._uncommitted = None
             raise
+
+    def _write_chunk(self, flight: _Pass) -> None:
+        """Write the rows `flight` made so far into its transaction (begun here at its first chunk,
+        after committing what is pending: that is kept whatever becomes of the pass)."""
+        if self._uncommitted is not flight:
+            if self._uncommitted is not None or self._pending or self._output_rows:
+                self._write([])
+            if self._db is None:
+                return
+            self._db.execute("BEGIN")
+            self._uncommitted = flight
+        rows, db = flight.rows, self._db
+        assert rows is not None and db is not None  # a pass that makes rows; an open recording
+        try:
+            db.execute("SAVEPOINT chunk")
+            db.executemany(_INSERT_GRADS, rows)
+            db.execute("RELEASE chunk")
+        except (sqlite3.Error, OSError) as exc:
+            self._fail(exc)
+            return
+        except BaseException:  # an interrupt (see `_write`): the chunk's rows stay to be written with the next
+            self._undo_savepoint("chunk")
+            raise
+        flight.rows = []
+
+    def _undo_savepoint(self, name: str) -> None:
+        """Undo what was written since savepoint `name` (an interrupt inside it), keeping the rest
+        of the transaction; a rollback that fails stops the recording."""
+        assert self._db is not None
+        try:
+            self._db.execute(f"ROLLBACK TO {name}")
+            self._db.execute(f"RELEASE {name}")
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def _take_back(self, flight: _Pass) -> None:
+        """Take pass `flight`'s rows out of the open transaction (something else asks for a commit
+        while it runs): read them back, roll the transaction back; the pass keeps its rows until it
+        ends."""
+        assert self._db is not None
+        try:
+            written = self._db.execute(_READ_BACK, (flight.started.pass_index,)).fetchall()
+            self._db.rollback()
+        except sqlite3.Error as exc:
+            self._fail(exc)
+            return
+        self._uncommitted = None
+        flight.rows = written + (flight.rows or [])
+        flight.holds = True
+
+    def _drop_uncommitted(self, flight: _Pass | None) -> None:
+        """Roll back the rows of pass `flight` if they are in the open transaction: it never ends
+        as itself (the recording closes, another pass starts, or it ends as another), and a pass
+        in flight is not written."""
+        if flight is None or self._uncommitted is not flight or self._db is None:
+            return
+        self._uncommitted = None
+        try:
+            self._db.rollback()
+        except sqlite3.Error as exc:
+            self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         if self.failed is not None:
             return
         self.failed = f"{type(exc).__name__}: {exc}" if not isinstance(exc, sqlite3.Error) else str(exc)
         db, self._db = self._db, None
+        self._uncommitted = None
         if db is None:
             return
         for finish in (db.rollback, db.close):
@@ -294,6 +399,7 @@ class Recorder:
     def close(self) -> None:
         """Commit what is pending and close the database (idempotent)."""
         with self._lock:
+            self._drop_uncommitted(self._pass)
             if self._db is not None:
                 self._write([])
             if self._db is not None:
@@ -316,10 +422,24 @@ class Recorder:
     def _on(self, event: ev.Event) -> None:
         match event:
             case ev.NodeRan():
-                if self._pass is not None:
-                    self._pass.ran.append(event)
+                flight = self._pass
+                if flight is None:
+                    return
+                if (rows := flight.rows) is not None:
+                    index, node = flight.started.pass_index, event.node
+                    flight.order[node] = event.order  # type: ignore[index]  # made with `rows`
+                    _grad_rows(index, node, schema.GRAD_OUTPUTS_DIR, event.grad_outputs, rows)
+                    if len(event.grad_inputs) > ROWS_CHUNK:  # a node that sends many (a stack's)
+                        self._many_rows(flight, node, event.grad_inputs)
+                        return
+                    _grad_rows(index, node, schema.GRAD_INPUTS_DIR, event.grad_inputs, rows)
+                    if len(rows) >= ROWS_CHUNK and not flight.holds:
+                        self._write_chunk(flight)
+                elif flight.ran is not None:
+                    flight.ran.append(event)
             case ev.PassStarted():
-                self._pass = _Pass(event, time.time())
+                self._drop_uncommitted(self._pass)
+                self._pass = self._started(event)
                 self._last_pass = event.pass_index
             case ev.PassPrints():
                 if self._pass is not None and self._pass.started.pass_index == event.pass_index:
@@ -328,7 +448,7 @@ class Recorder:
                 self._pass_finished(event)
             case ev.Output():
                 self._output_rows.append((self._last_pass, event.stream, event.text))
-                if len(self._output_rows) >= OUTPUT_BATCH:
+                if len(self._output_rows) >= OUTPUT_BATCH and self._uncommitted is None:  # else with the pass
                     self._write([])
             case ev.NestedPass():
                 if self._pass is not None:
@@ -402,6 +522,28 @@ class Recorder:
             case _:
                 pass
 
+    def _many_rows(self, flight: _Pass, node: int, grads: tuple[Stats | None, ...]) -> None:
+        """The rows of what node `node` sent, `ROWS_CHUNK` slots at a time, each written as it is
+        made (a stack of 100,000 gradients' rows made at once took ~30 MB)."""
+        index, chunk = flight.started.pass_index, ROWS_CHUNK
+        for first in range(0, len(grads), chunk):
+            rows = flight.rows
+            assert rows is not None  # a pass that makes rows
+            _grad_rows(index, node, schema.GRAD_INPUTS_DIR, grads[first : first + chunk], rows, first)
+            if len(rows) >= chunk and not flight.holds and self._db is not None:
+                self._write_chunk(flight)
+
+    def _started(self, started: ev.PassStarted) -> _Pass:
+        """The record of a pass starting: its events kept (the flight ring), made into rows as they
+        arrive (a pass whose per-node rows are written), or neither (a pass `every` skips, an
+        unrecorded one)."""
+        if self.flight:
+            return _Pass(started, time.time())
+        if not self._wants_nodes(started):
+            return _Pass(started, time.time(), ran=None)
+        order = array("q", [-1]) * len(node_infos(started.graph))
+        return _Pass(started, time.time(), ran=None, rows=[], order=order)
+
     def _wants_nodes(self, started: ev.PassStarted) -> bool:
         if not started.recorded:
             return False
@@ -411,6 +553,7 @@ class Recorder:
         flight = self._pass
         self._pass = None
         if flight is None or flight.started.pass_index != event.pass_index:
+            self._drop_uncommitted(flight)
             return
         started = flight.started
         wall = time.time() - flight.t0
@@ -483,22 +626,30 @@ class Recorder:
         self._write(work)
 
     def _node_work(self, flight: _Pass) -> list[tuple[str, Iterable[tuple]]]:
-        """The `nodes` and `grads` rows of a pass, made as they are written (`_Rows`)."""
+        """The `nodes` rows of a pass and the `grads` rows not written yet, made as they are
+        written (`_Rows`): from its rows made as its events arrived, or from its events."""
         index = flight.started.pass_index
         infos = node_infos(flight.started.graph)
-        order = array("q", [-1]) * len(infos)  # per node, its order (-1: it did not run), not a dict of them
-        for ran in flight.ran:
-            order[ran.node] = ran.order
+        grads: Iterable[tuple]
+        if flight.rows is not None and flight.order is not None:
+            order, grads = flight.order, flight.rows
+        else:
+            ran_events = flight.ran or []
+            order = array("q", [-1]) * len(infos)  # per node, its order (-1: it did not run), not a dict of them
+            for ran in ran_events:
+                order[ran.node] = ran.order
 
-        def grads() -> Iterator[tuple]:
-            rows: list[tuple] = []
-            for ran in flight.ran:
-                _grad_rows(index, ran.node, schema.GRAD_OUTPUTS_DIR, ran.grad_outputs, rows)
-                _grad_rows(index, ran.node, schema.GRAD_INPUTS_DIR, ran.grad_inputs, rows)
-                if len(rows) >= ROWS_CHUNK:
-                    yield from rows
-                    rows.clear()
-            yield from rows
+            def made() -> Iterator[tuple]:
+                rows: list[tuple] = []
+                for ran in ran_events:
+                    _grad_rows(index, ran.node, schema.GRAD_OUTPUTS_DIR, ran.grad_outputs, rows)
+                    _grad_rows(index, ran.node, schema.GRAD_INPUTS_DIR, ran.grad_inputs, rows)
+                    if len(rows) >= ROWS_CHUNK:
+                        yield from rows
+                        rows.clear()
+                yield from rows
+
+            grads = _Rows(made)
 
         def nodes() -> Iterator[tuple]:
             for i, d in enumerate(infos):
@@ -518,7 +669,7 @@ class Recorder:
 
         work: list[tuple[str, Iterable[tuple]]] = [
             ("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _Rows(nodes)),
-            (_INSERT_GRADS, _Rows(grads)),
+            (_INSERT_GRADS, grads),
         ]
         if flight.prints:
             work.append(

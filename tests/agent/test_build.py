@@ -105,6 +105,18 @@ def test_headless_builds_no_server_and_arms_its_breakpoints():
     agent.outputs.close()
 
 
+def test_the_recording_and_the_report_read_the_flow_but_not_the_leaves_statistics(tmp_path):
+    """They write a pass's flow; the leaves' gradients are their accumulators' rows: a headless
+    run with only them computes no leaf statistics, one with a listener that reads them does."""
+    options = RunOptions("s.py", headless=True, record=str(tmp_path / "run.db"), report=str(tmp_path / "r.json"))
+    agent = build_agent(options, None)
+    assert len(agent.outputs.listeners) == 2
+    assert agent.session.wants_flow() and not agent.session.wants_leaves()
+    agent.session.add_listener(lambda e: None)  # reads everything, leaves included
+    assert agent.session.wants_leaves()
+    agent.outputs.close()
+
+
 def test_a_headless_run_computes_light_statistics_between_pauses_and_full_ones_at_a_pause(tmp_path):
     """Headless prints a pause's gradients only: the nodes that ran in `continue` carry the norm and
     the non-finite count (what the `nan` watch reads), not min/max/mean; the pause at the NaN has

@@ -19,6 +19,11 @@ events, only for what a later batch needs of it: what its nodes sent, for their 
 later batches. At the next flush it is compacted to that (`Resent` steps of the hooked nodes a
 node not in a compacted batch still receives from, and its `Feeds` markers), so a long pass
 whose batches go unread keeps about one step a batch instead of every node's statistics.
+
+What a node sent is kept for the batches to come only while a node that has not been made yet
+receives from it (counted per node from the plan's producers, `_waiting`): a listener that
+reads every batch and lets its events go (a recording writing them as they arrive) leaves the
+pass holding the statistics of the nodes whose receivers have not run, not of every node.
 """
 
 from __future__ import annotations
@@ -105,8 +110,8 @@ class PassBatches:
         """Positions of batches nobody holds any more (appended by their weakref's callback, on
         whichever thread let go of them), to compact at the next flush."""
         self._waiting: array | None = None
-        """Per node, how many nodes not in a compacted batch may still read what it sent (made at
-        the first compaction)."""
+        """Per node, how many nodes neither made nor in a compacted batch may still read what it
+        sent (made when first needed, once the plan's hooks are on: `_readers`)."""
 
     def batch(self, steps: list[Hooked | Resent | Feeds], first: int, count: int) -> ev.NodesRan:
         """The NodesRan of `steps` (`count` of them nodes), the first numbered `first` in the pass."""
@@ -133,12 +138,7 @@ class PassBatches:
                     positions.append(k)
             if not positions:
                 return
-            waiting = self._waiting
-            if waiting is None:
-                waiting = self._waiting = array("I", bytes(4 * len(self._producer)))
-                for source in self._producer:
-                    if source is not None:
-                        waiting[source[0]] += 1
+            waiting = self._readers()
             hooked, producer = Hooked, self._producer
             for k in positions:  # first every receiver in them, then what they keep
                 for step in todo[k][0]:  # type: ignore[index]  # not None: checked above
@@ -215,13 +215,16 @@ class PassBatches:
     def _make(self, steps: Sequence[Hooked | Derived | Resent | Feeds], first: int) -> tuple[ev.NodeRan, ...]:
         # Once per node of the pass: kept lean (no call but the derivation and the NodeRan, a Struct);
         # a leaf's accumulator (a quarter of the derived nodes) sends nothing on, as derive_from says.
+        # What a node sent is kept only while a node not made yet reads it (`_waiting`): each read
+        # counts one off, the last lets it go.
         sent, full, index = self._sent, self._full, self._index
+        waiting, planned = self._readers(), self._producer
         # Dispatched on type(step) below, which mypy does not narrow on (isinstance would cost the loop).
         step: Any
         nothing: tuple[Stats | None, ...]
         grad_outputs: tuple[Stats | None, ...] | None
         grad_inputs: tuple[Stats | None, ...]
-        get, hooked, derived, nothing = sent.get, Hooked, Derived, ()
+        get, pop, hooked, derived, nothing = sent.get, sent.pop, Hooked, Derived, ()
         node_ran, derive = ev.NodeRan, derive_from
         out: list[ev.NodeRan] = []
         append = out.append
@@ -231,6 +234,10 @@ class PassBatches:
             if kind is derived:
                 node, (producer, slot), name = step[0], step[1], step[2]
                 grad_output = _slot(get(producer, nothing), slot)
+                if planned[node] is not None and (left := waiting[producer]):  # counted: one read less
+                    waiting[producer] = left - 1
+                    if left == 1:
+                        pop(producer, None)
                 grad_outputs = (grad_output,)
                 if name == ACCUMULATOR:
                     grad_inputs = nothing
@@ -247,15 +254,34 @@ class PassBatches:
                 if grad_outputs is None:
                     producer, slot = source
                     grad_outputs = (_slot(get(producer, nothing), slot),)
+                    if planned[node] is not None and (left := waiting[producer]):
+                        waiting[producer] = left - 1
+                        if left == 1:
+                            pop(producer, None)
                 else:
                     grad_outputs = resolved(grad_outputs)
             else:
-                sent[step[0]] = resolved(step[1])
+                if waiting[step[0]]:
+                    sent[step[0]] = resolved(step[1])
                 continue
-            sent[node] = grad_inputs
+            if waiting[node]:
+                sent[node] = grad_inputs
             append(node_ran(index, node, order, grad_outputs, grad_inputs))
             order += 1
         return tuple(out)
+
+    def _readers(self) -> array:
+        """`_waiting`, counted from the plan's producers at its first use. A plan change sets a
+        node's producer to None, never back, and only on a node not run yet (no step reads for
+        it): a node counted then reads nothing, which keeps its producer's statistics till the
+        pass goes, never too few."""
+        waiting = self._waiting
+        if waiting is None:
+            waiting = self._waiting = array("I", bytes(4 * len(self._producer)))
+            for source in self._producer:
+                if source is not None:
+                    waiting[source[0]] += 1
+        return waiting
 
 
 def ran_steps(

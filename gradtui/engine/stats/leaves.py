@@ -6,6 +6,9 @@ the norms of every weight and every gradient, and gets them from the same fused
 once, for its Stats and its flow row (the very number a separate fused call gives: the same
 reduction of the same tensor), and the weights' norms come with it. A small gradient's Stats
 norm is taken from its listed values, so its flow row keeps torch's norm, read beside.
+
+A pass whose flow is read but whose leaves' statistics nobody reads (a recording, a report) takes
+the flow's norms alone (`flow_norms`): the same read of the same tensors, with no Stats per leaf.
 """
 
 from __future__ import annotations
@@ -74,3 +77,13 @@ class LeafRead:
         window = StatsWindow()
         self._handles = [window.add(leaf.grad, self._light) for _, leaf in self._leaves]
         return window.read_with([])
+
+
+def flow_norms(weights: list[torch.Tensor], grads: list[torch.Tensor]) -> list[float]:
+    """`gradient_flow`'s norms where no listener reads the leaves' statistics: the L2 norms of
+    `weights`, then of `grads`, in one fused call and host read, as `LeafRead.norms` reads them
+    (the same numbers), but no gradient's values are listed and no Stats is made."""
+    try:
+        return StatsWindow().read_with(weights + grads).others
+    except (RuntimeError, TypeError):  # mixed devices or dtypes one fused call refuses
+        return both_norms(weights, grads)

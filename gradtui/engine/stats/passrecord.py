@@ -21,7 +21,7 @@ from gradtui.engine.capture.graph import Capture, Names
 from gradtui.engine.compat import GradientEdge, is_zerotensor
 from gradtui.engine.provenance import forward as provenance
 from gradtui.engine.stats.flow import LeafNames, gradient_flow
-from gradtui.engine.stats.leaves import LeafRead
+from gradtui.engine.stats.leaves import LeafRead, flow_norms
 from gradtui.engine.stats.window import StatsWindow
 from gradtui.protocol import events as ev
 from gradtui.protocol.breakpoints import Breakpoint, LossNan, Module, matches_module
@@ -323,17 +323,20 @@ class FlowRecorder:
         leaves_wanted: bool = True,
     ) -> ev.PassFinished:
         """The end of hooked pass `state`: its leaves' gradients (if `leaves_wanted`) and flow (if
-        `flow_wanted` too: a listener reads them). Lets go of its graph, frame and leaves, so
-        nothing of the pass outlives it."""
+        `flow_wanted`: a listener reads them; the flow alone takes only its norms, no Stats per
+        leaf). Lets go of its graph, frame and leaves, so nothing of the pass outlives it."""
         cap = state.capture
         flow: tuple[ev.ParamFlow, ...] = ()
         leaf_grads: tuple[tuple[int, Stats | None], ...] = ()
         if leaves_wanted or flow_wanted:
             leaves = self.leaves(cap)
-            read = LeafRead(leaves, light)  # the leaves' statistics and the flow's norms: one read
+            # the leaves' statistics and the flow's norms: one read (the norms alone if nobody reads the leaves)
+            read = LeafRead(leaves, light) if leaves_wanted else None
             if flow_wanted and ev.accumulates(call):
-                flow = self.recorded_flow(cap.leaf_name, leaves, state.nested_leaves, read.norms)
-            leaf_grads = read.stats()
+                norms = read.norms if read is not None else flow_norms
+                flow = self.recorded_flow(cap.leaf_name, leaves, state.nested_leaves, norms)
+            if read is not None:
+                leaf_grads = read.stats()
             del leaves, read
         total = len(cap.nodes)
         cap.release()

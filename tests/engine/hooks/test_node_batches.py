@@ -17,6 +17,7 @@ from gradtui.engine.hooks import plan
 from gradtui.engine.session import Session
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import parse
+from gradtui.protocol.stats import VALUES_LIMIT
 from gradtui.wire.codec import from_wire, to_wire
 from tests.helpers import count_calls
 
@@ -91,6 +92,34 @@ def test_a_listener_that_reads_no_flow_skips_it_and_one_that_does_gets_it():
         want = torch.linalg.vector_norm(param.grad).item()
         assert math.isclose(by_name[name].grad_norm, want, rel_tol=1e-6)
     model.zero_grad(set_to_none=True)
+
+
+def test_a_listener_that_reads_the_flow_but_no_leaves_gets_the_same_flow_and_no_leaf_statistics(monkeypatch):
+    """A recording or a report (`leaves=False`): the pass computes its flow, the very rows a
+    listener reading the leaves too gets, and makes no leaf statistics (no LeafRead)."""
+    from gradtui.engine.stats import passrecord
+
+    model, data = _model()
+
+    def finished(leaves: bool) -> ev.PassFinished:
+        events: list[ev.Event] = []
+        session = Session(None, provenance=False, full_stats=False)
+        session.add_listener(events.append, graph=False, batches=True, leaves=leaves)
+        session.run_on()
+        assert session.wants_flow() and session.wants_leaves() == leaves
+        with session:
+            model(data).pow(2).mean().backward()
+        model.zero_grad(set_to_none=True)
+        return next(e for e in events if isinstance(e, ev.PassFinished))
+
+    with_leaves = finished(True)
+    reads = count_calls(monkeypatch, passrecord, "LeafRead")
+    without = finished(False)
+    assert reads == [0] and without.leaf_grads == () and with_leaves.leaf_grads
+    assert len(without.flow) == len(list(model.parameters()))
+    assert without.flow == with_leaves.flow  # the same norms, to the bit
+    sizes = [p.numel() for p in model.parameters()]
+    assert max(sizes) > VALUES_LIMIT >= min(sizes)  # gradients a leaf read norms and ones it lists: both compared
 
 
 def test_the_codec_carries_a_batch_as_its_events():
