@@ -36,12 +36,13 @@ import os
 import queue
 import runpy
 import shutil
+import socket
 import sqlite3
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,7 @@ from gradtui.wire.target import TargetInfo
 if TYPE_CHECKING:
     from textual.pilot import Pilot
 
+    from gradtui.agent.build import Agent
     from gradtui.ui.app import GradtuiApp
     from gradtui.ui.widgets.plots import SeriesPlot
 
@@ -1006,14 +1008,17 @@ def patched_package(where: Path, patches: dict[str, list[tuple[str, str]]]) -> P
     return tree
 
 
-def small_passes(session: Session, count: int) -> torch.nn.Sequential:
+def small_passes(session: Session, count: int, rows: Sequence[int] = ()) -> torch.nn.Sequential:
     """`count` training-like passes of a seeded small MLP (6-5-1, tanh) under `session`, installed
     around each backward only, as the interceptor would; the model back (its layers' gradients
-    are the last pass's)."""
+    are the last pass's). One batch of 4 rows for every pass; with `rows`, one pass per entry,
+    each on a batch of its own of that many rows (`count` is then their number)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
-    data = torch.randn(4, 6)
-    for _ in range(count):
+    batch = torch.randn(4, 6)
+    assert not rows or len(rows) == count
+    for i in range(count):
+        data = torch.randn(rows[i], 6) if rows else batch
         model.zero_grad(set_to_none=True)
         loss = model(data).pow(2).mean()
         session.install()
@@ -1022,3 +1027,47 @@ def small_passes(session: Session, count: int) -> torch.nn.Sequential:
         finally:
             session.uninstall()
     return model
+
+
+def served_events(agent: Agent, run: Callable[[], object], passes: int, token: str = "token") -> list[ev.Event]:
+    """What a client with `token` attached to `agent`'s server reads (a RemoteTarget decoding frames, as the
+    UI's does, on a thread of its own) while `run()` makes `passes` passes on this thread: every
+    event up to the last pass's end. The server is closed and the client gone on return."""
+    from gradtui.wire.client import RemoteTarget
+
+    assert agent.server is not None
+    got: list[ev.Event] = []
+    ready, done = threading.Event(), threading.Event()
+
+    async def read(sock: socket.socket) -> None:
+        target = RemoteTarget(token, sock=sock)
+        await target.start()
+        ready.set()
+        async for batch in target.batches():
+            got.extend(batch)
+            if sum(isinstance(e, ev.PassFinished) for e in got) >= passes:
+                break
+        target.close()
+
+    def reading(sock: socket.socket) -> None:
+        try:
+            asyncio.run(asyncio.wait_for(read(sock), RUN_TIMEOUT))
+        finally:
+            ready.set()
+            done.set()
+
+    ours, theirs = socket.socketpair()
+    reader = threading.Thread(target=reading, args=(theirs,), daemon=True)
+    agent.server.start()
+    agent.server.serve_connection(ours)
+    reader.start()
+    try:
+        assert ready.wait(RUN_TIMEOUT)
+        run()
+        assert done.wait(RUN_TIMEOUT), "the client never saw the last pass finish"
+    finally:
+        agent.server.close("test done", timeout=2.0)
+        reader.join(RUN_TIMEOUT)
+        theirs.close()
+        agent.outputs.close()
+    return got

@@ -5,9 +5,7 @@ one. Counted: the server's calls by event type, and which thread makes a batch's
 
 from __future__ import annotations
 
-import asyncio
 import os
-import socket
 import threading
 from collections import Counter
 
@@ -18,35 +16,11 @@ from gradtui.agent.server import AgentServer
 from gradtui.engine.hooks.batches import Feeds, PassBatches
 from gradtui.protocol import events as ev
 from gradtui.protocol.options import RunOptions
-from gradtui.wire.client import RemoteTarget
-from tests.helpers import small_passes
+from tests.helpers import served_events, small_passes
 
 pytestmark = pytest.mark.timeout(120)
 
-WAIT = 30.0
-"""Seconds any wait of this test may take."""
-
 PASSES = 3
-
-
-def _read(sock: socket.socket, got: list[ev.Event], ready: threading.Event, done: threading.Event) -> None:
-    """A RemoteTarget reading (and decoding) frames until PASSES passes finished."""
-
-    async def read() -> None:
-        target = RemoteTarget("token", sock=sock)
-        await target.start()
-        ready.set()
-        async for batch in target.batches():
-            got.extend(batch)
-            if sum(isinstance(e, ev.PassFinished) for e in got) >= PASSES:
-                break
-        target.close()
-
-    try:
-        asyncio.run(asyncio.wait_for(read(), WAIT))
-    finally:
-        ready.set()
-        done.set()
 
 
 def test_the_server_takes_batches_and_the_client_reads_every_node(monkeypatch):
@@ -61,23 +35,7 @@ def test_the_server_takes_batches_and_the_client_reads_every_node(monkeypatch):
     agent = build_agent(RunOptions(os.path.abspath("train.py"), break_on=["nan"]), Transport("token"), lambda: None)
     heard: list[ev.Event] = []
     agent.session.add_listener(heard.append, graph=False, flow=False)  # one by one, in this process
-    assert agent.server is not None
-    ours, theirs = socket.socketpair()
-    got: list[ev.Event] = []
-    ready, done = threading.Event(), threading.Event()
-    reader = threading.Thread(target=_read, args=(theirs, got, ready, done), daemon=True)
-    agent.server.start()
-    agent.server.serve_connection(ours)
-    reader.start()
-    try:
-        assert ready.wait(WAIT)
-        small_passes(agent.session, PASSES)
-        assert done.wait(WAIT), "the client never saw the last pass finish"
-    finally:
-        agent.server.close("test done", timeout=2.0)
-        reader.join(WAIT)
-        theirs.close()
-        agent.outputs.close()
+    got = served_events(agent, lambda: small_passes(agent.session, PASSES), PASSES)
 
     here = [e for e in heard if isinstance(e, ev.NodeRan)]
     started = [e for e in heard if isinstance(e, ev.PassStarted)]
@@ -108,24 +66,8 @@ def test_the_writer_makes_the_node_events_and_the_script_reads_the_live_nodes(mo
     monkeypatch.setattr(PassBatches, "_make", make)
     monkeypatch.setattr(PassBatches, "_expanded", expanding)
     agent = build_agent(RunOptions(os.path.abspath("train.py"), break_on=["nan"]), Transport("token"), lambda: None)
-    assert agent.server is not None
-    ours, theirs = socket.socketpair()
-    got: list[ev.Event] = []
-    ready, done = threading.Event(), threading.Event()
-    reader = threading.Thread(target=_read, args=(theirs, got, ready, done), daemon=True)
-    agent.server.start()
-    agent.server.serve_connection(ours)
-    reader.start()
     script = threading.current_thread().name
-    try:
-        assert ready.wait(WAIT)
-        small_passes(agent.session, PASSES)
-        assert done.wait(WAIT), "the client never saw the last pass finish"
-    finally:
-        agent.server.close("test done", timeout=2.0)
-        reader.join(WAIT)
-        theirs.close()
-        agent.outputs.close()
+    got = served_events(agent, lambda: small_passes(agent.session, PASSES), PASSES)
     assert expanded[script] >= PASSES and set(expanded) == {script}  # live nodes: the script's thread only
     assert made[script] == 0 and made["gradtui-wire-writer"] >= PASSES  # the events: the writer's
 

@@ -5,67 +5,29 @@ batch's saved shapes included."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import socket
-import threading
 
 import pytest
-import torch
 
 from gradtui.agent.build import Transport, build_agent
 from gradtui.protocol import events as ev
 from gradtui.protocol.lazygraph import node_infos
 from gradtui.protocol.options import RunOptions
 from gradtui.wire import codec
-from gradtui.wire.client import RemoteTarget
 from gradtui.wire.passgraphs import GraphsRead, GraphsSent
 from gradtui.wire.protocol import ProtocolError
-from tests.helpers import count_calls
+from tests.helpers import count_calls, served_events, small_passes
 
 pytestmark = pytest.mark.timeout(120)
-
-WAIT = 30.0
-"""Seconds any wait of this test may take."""
 
 BATCHES = (4, 4, 4, 3, 3)
 """Rows of each pass's batch: three alike, then a last, smaller batch twice (a new description,
 then one alike again)."""
 
 
-def _read(sock: socket.socket, got: list[ev.Event], ready: threading.Event, done: threading.Event) -> None:
-    """A RemoteTarget reading (and decoding) frames until every pass finished."""
-
-    async def read() -> None:
-        target = RemoteTarget("token", sock=sock)
-        await target.start()
-        ready.set()
-        async for batch in target.batches():
-            got.extend(batch)
-            if sum(isinstance(e, ev.PassFinished) for e in got) >= len(BATCHES):
-                break
-        target.close()
-
-    try:
-        asyncio.run(asyncio.wait_for(read(), WAIT))
-    finally:
-        ready.set()
-        done.set()
-
-
 def _passes(session) -> None:
-    """One pass per batch of BATCHES through a seeded small MLP, installed around each backward."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
-    for rows in BATCHES:
-        model.zero_grad(set_to_none=True)
-        data = torch.randn(rows, 6)
-        loss = model(data).pow(2).mean()
-        session.install()
-        try:
-            loss.backward()
-        finally:
-            session.uninstall()
+    """One pass per batch of BATCHES through the helpers' seeded small MLP."""
+    small_passes(session, len(BATCHES), BATCHES)
 
 
 def _shown(graph) -> tuple[list, list, dict]:
@@ -78,23 +40,7 @@ def test_a_repeated_description_travels_once_and_the_client_makes_it_exactly(mon
     agent = build_agent(RunOptions(os.path.abspath("train.py"), break_on=["nan"]), Transport("token"), lambda: None)
     heard: list[ev.Event] = []
     agent.session.add_listener(heard.append, flow=False)
-    assert agent.server is not None
-    ours, theirs = socket.socketpair()
-    got: list[ev.Event] = []
-    ready, done = threading.Event(), threading.Event()
-    reader = threading.Thread(target=_read, args=(theirs, got, ready, done), daemon=True)
-    agent.server.start()
-    agent.server.serve_connection(ours)
-    reader.start()
-    try:
-        assert ready.wait(WAIT)
-        _passes(agent.session)
-        assert done.wait(WAIT), "the client never saw the last pass finish"
-    finally:
-        agent.server.close("test done", timeout=2.0)
-        reader.join(WAIT)
-        theirs.close()
-        agent.outputs.close()
+    got = served_events(agent, lambda: _passes(agent.session), len(BATCHES))
 
     # the whole graph converted for the first pass and for the first of the smaller batch only
     assert converted[0] == 2
