@@ -122,6 +122,28 @@ def count_calls(monkeypatch, owner: Any, name: str) -> list[int]:
     return calls
 
 
+class InterruptingText(str):
+    """Text whose first binding into SQLite raises KeyboardInterrupt: a SIGINT landing in the middle
+    of the recorder's `executemany` (its next bindings give the text). Made by `interrupting`."""
+
+    armed: bool
+
+
+def _bind_interrupting(text: InterruptingText) -> str:
+    if text.armed:
+        text.armed = False
+        raise KeyboardInterrupt
+    return str(text)
+
+
+def interrupting(text: str) -> InterruptingText:
+    """`text`, armed to interrupt the first SQLite statement that binds it (see `InterruptingText`)."""
+    sqlite3.register_adapter(InterruptingText, _bind_interrupting)
+    armed = InterruptingText(text)
+    armed.armed = True
+    return armed
+
+
 def compiled_hooked(monkeypatch) -> list[int]:
     """For the rest of the test, per planned pass that put compiled posthooks on its nodes
     (gradtui.engine.hooks.compiled), how many nodes they hooked (each is called once per pass)."""

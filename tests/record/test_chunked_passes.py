@@ -26,7 +26,7 @@ from gradtui.protocol import events as ev
 from gradtui.record import store
 from gradtui.record.reader import Recording
 from gradtui.record.store import Recorder
-from tests.helpers import REPO
+from tests.helpers import REPO, interrupting
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -211,19 +211,6 @@ def test_a_recording_cut_mid_pass_reads_back_without_that_pass(tmp_path):
         assert connection.execute("SELECT COUNT(*) FROM grads WHERE pass = 0").fetchone() == (4 * LEAVES + 3,)
 
 
-class _Interrupting(str):
-    """A dtype whose binding raises KeyboardInterrupt once: a SIGINT inside a chunk's executemany."""
-
-    armed = True
-
-
-def _bind(text: _Interrupting) -> str:
-    if _Interrupting.armed:
-        _Interrupting.armed = False
-        raise KeyboardInterrupt
-    return str(text)
-
-
 @pytest.mark.parametrize("where", ["a chunk", "the pass's last write"])
 def test_an_interrupt_inside_a_chunk_loses_and_repeats_no_row(tmp_path, monkeypatch, where):
     """The chunk (or the pass's last write, when its last node's rows are cut) is undone to its
@@ -242,14 +229,13 @@ def test_an_interrupt_inside_a_chunk_loses_and_repeats_no_row(tmp_path, monkeypa
     assert len(ran) == 2 * LEAVES + 2
     middle = ran[len(ran) // 2] if where == "a chunk" else ran[-1]
     first = events[middle].grad_outputs[0]  # type: ignore[union-attr]
-    interrupting = msgspec.structs.replace(
+    dtype = interrupting(first.dtype)
+    cut = msgspec.structs.replace(
         events[middle],  # type: ignore[type-var]
-        grad_outputs=(msgspec.structs.replace(first, dtype=_Interrupting(first.dtype)),),
+        grad_outputs=(msgspec.structs.replace(first, dtype=dtype),),
     )
-    sqlite3.register_adapter(_Interrupting, _bind)
-    _Interrupting.armed = True
     monkeypatch.setattr(store, "ROWS_CHUNK", 64)
-    for name, feed in (("clean", events), ("interrupted", [*events[:middle], interrupting, *events[middle + 1 :]])):
+    for name, feed in (("clean", events), ("interrupted", [*events[:middle], cut, *events[middle + 1 :]])):
         recorder = Recorder(str(tmp_path / f"{name}.db"))
         recorder(ev.ScriptStarted("leaves.py", ("leaves.py",)))
         interrupted: list[type] = []
@@ -265,7 +251,7 @@ def test_an_interrupt_inside_a_chunk_loses_and_repeats_no_row(tmp_path, monkeypa
             assert interrupted == [ev.NodeRan if where == "a chunk" else ev.PassFinished]
         else:
             assert interrupted == []
-    assert not _Interrupting.armed
+    assert not dtype.armed
     clean, interrupted = _tables(str(tmp_path / "clean.db")), _tables(str(tmp_path / "interrupted.db"))
     assert len(clean["grads"]) == 4 * LEAVES + 3
     assert interrupted == clean

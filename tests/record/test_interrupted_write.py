@@ -4,30 +4,15 @@ transaction is rolled back, its rows are written by the next commit, and the rec
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 from gradtui.protocol import events as ev
 from gradtui.record.reader import Recording
 from gradtui.record.store import OUTPUT_BATCH, Recorder
-
-
-class _Interrupting(str):
-    """Text whose binding raises KeyboardInterrupt once: a SIGINT in the middle of executemany."""
-
-    armed = True
-
-
-def _bind(text: _Interrupting) -> str:
-    if _Interrupting.armed:
-        _Interrupting.armed = False
-        raise KeyboardInterrupt
-    return str(text)
+from tests.helpers import interrupting
 
 
 def test_an_interrupt_inside_the_transaction_loses_and_repeats_no_row(tmp_path):
-    sqlite3.register_adapter(_Interrupting, _bind)
     path = str(tmp_path / "run.db")
     recorder = Recorder(path)
     recorder(ev.ScriptStarted("script.py", ("script.py",)))
@@ -35,7 +20,7 @@ def test_an_interrupt_inside_the_transaction_loses_and_repeats_no_row(tmp_path):
     for text in lines[:-1]:
         recorder(ev.Output("stdout", text))
     with pytest.raises(KeyboardInterrupt):  # the batch's commit, its last row bound
-        recorder(ev.Output("stdout", _Interrupting(lines[-1])))
+        recorder(ev.Output("stdout", interrupting(lines[-1])))
     recorder(ev.Output("stdout", "after\n"))
     recorder(ev.ScriptFinished(130))
     recorder.close()
