@@ -4,11 +4,23 @@ answer lands with its first line at the top."""
 from __future__ import annotations
 
 import pytest
+from textual.app import App, ComposeResult
 
 from gradtui.cli.main import demo_path
 from gradtui.ui.app import GradtuiApp
 from gradtui.ui.widgets.output_log import OutputLog
 from tests.helpers import wait_for, wait_paused_at
+
+
+class OneLog(App):
+    """An app of one output pane, `log`, alone on its screen."""
+
+    def __init__(self, log: OutputLog) -> None:
+        super().__init__()
+        self.log_pane = log
+
+    def compose(self) -> ComposeResult:
+        yield self.log_pane
 
 
 def shown(app: GradtuiApp) -> list[str]:
@@ -62,13 +74,7 @@ async def test_the_output_pane_follows_again_after_a_zoom_and_a_long_answer_show
 async def test_output_written_after_a_long_answer_before_it_is_drawn_wins_over_its_reveal():
     """The reveal of a long answer, applied late, once more lines had come, left the pane short of
     its newest line (and nothing scrolled it on)."""
-    from textual.app import App
-
-    class One(App):
-        def compose(self):
-            yield OutputLog(id="log")
-
-    app = One()
+    app = OneLog(OutputLog())
     async with app.run_test(size=(40, 8)) as pilot:
         log = app.query_one(OutputLog)
         for i in range(3):
@@ -96,18 +102,13 @@ async def test_the_pane_follows_lines_that_came_before_the_layout_showed_its_scr
     shows it may not have run when the follow does (seen on a loaded machine: the pane stayed
     at its top, the newest lines out of sight, until the next line came). Here the bar is never
     shown (`allow_vertical_scroll`, Textual's documented override): the pane follows anyway."""
-    from textual.app import App
 
     class Lagging(OutputLog):
         @property
         def allow_vertical_scroll(self) -> bool:
             return False
 
-    class One(App):
-        def compose(self):
-            yield Lagging(id="log")
-
-    app = One()
+    app = OneLog(Lagging())
     async with app.run_test(size=(40, 6)) as pilot:
         log = app.query_one(OutputLog)
         log.write_lines("\n".join(f"line {i}" for i in range(20)))
