@@ -12,7 +12,7 @@ Such a pass also takes the last walk's receivers and producers (equal tuples, ma
 pass) in place of its own, which are freed there and then. A pass runs with the collector off
 (gradtui.engine.session) and its walk makes some 1,300 small tuples on a 12-layer encoder: kept
 alive to the pass's end (a client holds the pass's graph, which reads its walk), they were young
-objects enough to set off a collection of the youngest generation inside every `backward()`, as
+objects enough to set off a collection of the youngest generation inside the `backward()`, as
 the collector came back on, which walks them all and frees none.
 """
 
