@@ -70,7 +70,6 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
     what it would have read is filled in as unknown (no labels, no source, nothing saved)."""
 
     walk: Walk
-    graph: LazyGraph
     nodes: list[Node]
     roots: tuple[int, ...]
     names: Names | None = None
@@ -86,9 +85,22 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
     _leaves: dict[int, int] | None = None
     """Accumulator id -> the id of its leaf, kept (with `names`) when the nodes go before `infos` were made."""
     _lock: threading.RLock = msgspec.field(default_factory=threading.RLock)
+    _graph: LazyGraph | None = None
     graph_attrs: dict[str, Any] = msgspec.field(default_factory=dict)
     """What the description says of the whole pass, the built graph's `graph` attributes:
     `ROOT_KEY` and `ROOT_CHILDREN_KEY` (see `_describe`)."""
+
+    @property
+    def graph(self) -> LazyGraph:
+        """The pass's graph, built from `infos` when first read as one; the pass announces it
+        (PassStarted), and whoever took it there holds it. Not the capture once the pass is over
+        (`release`): the graph reads the capture, and a capture that kept it would make the two a
+        cycle that only a garbage collection frees, one per pass (the walk, its lists, the
+        description), left young in every `backward()` that follows until a collection runs."""
+        graph = self._graph
+        if graph is None:
+            raise RuntimeError("the pass is over: its capture has let go of its graph")
+        return graph
 
     @property
     def infos(self) -> list[NodeInfo]:
@@ -179,7 +191,7 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
 
     def release(self) -> None:
         """The pass is over: let go of the live nodes (a description not made by now is not; the
-        walk's NodeInfo still can be)."""
+        walk's NodeInfo still can be) and of the graph (see `graph`)."""
         with self._lock:
             keep = False
             if self._infos is None:
@@ -192,6 +204,7 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
             self.nodes = []
             if not keep:
                 self.names = None
+            self._graph = None  # see `graph`
 
 
 def allow_deep_graphs(size: int = DEEP_STACK) -> int:
@@ -296,7 +309,6 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
     node_names, node_kinds = (list(t) for t in zip(*named)) if named else ([], [])
     cap = Capture(
         walk=Walk(node_names, node_kinds, nexts, producer),
-        graph=None,  # type: ignore[arg-type]
         nodes=nodes,
         roots=tuple(root_ids),
         names=names,
@@ -304,7 +316,7 @@ def _walk(roots: Iterable[Node], names: Names) -> Capture:
         leaves_named=names.ready,
         _seqs=seqs,
     )
-    cap.graph = LazyGraph(lambda: cap.infos, cap.describe, len(nodes), lambda: cap.graph_attrs)
+    cap._graph = LazyGraph(lambda: cap.infos, cap.describe, len(nodes), lambda: cap.graph_attrs)
     return cap
 
 

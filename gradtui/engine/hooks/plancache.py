@@ -7,6 +7,13 @@ two things a node's live data says: whether a pass-through node still passes thr
 no broadcast, cast or move on the way out: `passes_through`, checked again on each node the plan
 derives that way) and whether the script hooked a tensor (then every pass is planned afresh).
 So a pass whose walk equals the last one's gets a copy of the last plan, checked that way.
+
+Such a pass also takes the last walk's receivers and producers (equal tuples, made by an earlier
+pass) in place of its own, which are freed there and then. A pass runs with the collector off
+(gradtui.engine.session) and its walk makes some 1,300 small tuples on a 12-layer encoder: kept
+alive to the pass's end (a client holds the pass's graph, which reads its walk), they were young
+objects enough to set off a collection of the youngest generation inside the `backward()`, as
+the collector came back on, which walks them all and frees none.
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ class PlanCache:
             and all(passes_through(nodes[i], names[i]) for i in self._through)
         ):
             self.reused += 1
+            walk.nexts[:] = last.nexts  # equal: the same edges, the same ids
+            walk.producer[:] = last.producer  # a function of the edges and the roots: equal too
             return _copied(plan)
         plan = make_plan(walk, nodes, roots, hooks_seen)
         self._walk, self._roots = walk, roots

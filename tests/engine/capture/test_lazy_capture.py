@@ -4,6 +4,8 @@ read at its first pause, or when the graph is first read, and is what an eager c
 
 from __future__ import annotations
 
+import gc
+
 import torch
 
 from gradtui.engine.capture import graph as graph_module
@@ -166,3 +168,35 @@ def test_a_pass_whose_flow_is_wanted_names_its_leaves_without_making_every_node_
     assert [(i.param, i.labels) for i in later if i.kind == "accumulate"] == [
         (i.param, i.labels) for i in eager.infos if i.kind == "accumulate"
     ]
+
+
+def test_a_pass_s_capture_goes_with_the_last_hold_on_its_graph_without_a_collection():
+    """A pass over, its capture lets go of its graph: the graph (read later, lazily) reads the
+    capture, and the two are no cycle, so dropping the graph frees the capture (its walk, its lists)
+    at once, with the collector off, not at the next garbage collection."""
+    events: list[ev.Event] = []
+    session = Session(None, provenance=False, full_stats=False)
+    session.add_listener(events.append, graph=False, batches=True, flow=False)
+    session.submit(parse("break nan"))
+    session.run_on()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        before = _captures()
+        with session:
+            weight = torch.randn(4, 3, requires_grad=True)
+            ((torch.rand(5, 4) @ weight).tanh().t().reshape(-1) * 2.0).sum().backward()
+        graph = next(e for e in events if isinstance(e, ev.PassStarted)).graph
+        assert len(graph.infos()) > 5  # still read after the pass, from the capture it holds
+        assert _captures() == before + 1
+        del graph
+        events.clear()
+        assert _captures() == before
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _captures() -> int:
+    """How many captures are alive (or garbage not collected yet)."""
+    return sum(type(o) is graph_module.Capture for o in gc.get_objects())

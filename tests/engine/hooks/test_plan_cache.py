@@ -93,3 +93,19 @@ def test_a_broadcast_appearing_mid_loop_keeps_the_derived_norms_exact():
         into_b = infos[add].next[1]
         (node_ran,) = [e for e in ran if e.pass_index == index and e.node == into_b]
         assert math.isclose(node_ran.grad_outputs[0].norm, torch.linalg.vector_norm(grad).item(), rel_tol=1e-6)
+
+
+def test_a_reused_plan_s_pass_keeps_the_last_walk_s_tuples_which_equal_its_own():
+    """A pass given the last plan takes the last walk's receivers and producers (so its own, young
+    tuples are freed at once, gradtui.engine.hooks.plancache): the same values its own walk read."""
+    model, data, cache = _layers(), torch.randn(3, 4), PlanCache()
+    first = capture([model(data).pow(2).mean().grad_fn], lazy=True)
+    cache.plan(first.walk, first.nodes, first.roots, False)
+    second = capture([model(data).pow(2).mean().grad_fn], lazy=True)
+    own = (list(second.walk.nexts), list(second.walk.producer))
+    cache.plan(second.walk, second.nodes, second.roots, False)
+    assert cache.reused == 1
+    assert (second.walk.nexts, second.walk.producer) == own
+    assert all(a is b for a, b in zip(second.walk.nexts, first.walk.nexts))
+    assert all(a is b for a, b in zip(second.walk.producer, first.walk.producer))
+    assert any(a is not b for a, b in zip(own[0], first.walk.nexts))  # its own were other tuples
