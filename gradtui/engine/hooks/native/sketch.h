@@ -39,7 +39,8 @@ struct SketchGrid {
   std::vector<int8_t> entry;  // the K entry of each of its rows * cols cells, row-major
 };
 
-std::map<std::tuple<int64_t, int64_t, int>, SketchGrid> sketch_grids;  // (rows, cols, dtype): the GIL guards it
+// (rows, cols, dtype): the GIL guards the map; a sketch holds its grid while the GIL is let go
+std::map<std::tuple<int64_t, int64_t, int>, std::shared_ptr<const SketchGrid>> sketch_grids;
 int64_t sketch_kept = 0;  // elements held by the grids kept
 
 // The Python sketch's 2-D form of a shape: (elements / last dimension, last dimension).
@@ -52,17 +53,16 @@ std::pair<int64_t, int64_t> sketch_shape2d(at::IntArrayRef shape) {
 }
 
 // `grid_of(rows, cols, dtype)`'s grid for a value held as (rows, cols), kept per shape and dtype.
-// False with a Python error set if it could not be made.
-bool sketch_grid(PyObject* grid_of, int64_t rows, int64_t cols, at::ScalarType dtype, SketchGrid& out) {
+// Null with a Python error set if it could not be made.
+std::shared_ptr<const SketchGrid> sketch_grid(PyObject* grid_of, int64_t rows, int64_t cols, at::ScalarType dtype) {
   const auto key = std::make_tuple(rows, cols, static_cast<int>(dtype));
   auto found = sketch_grids.find(key);
-  if (found != sketch_grids.end()) {
-    out = found->second;
-    return true;
-  }
+  if (found != sketch_grids.end()) return found->second;
+  SketchGrid out;
+  std::shared_ptr<const SketchGrid> kept;
   PyObject* made = PyObject_CallFunction(grid_of, "LLi", static_cast<long long>(rows), static_cast<long long>(cols),
                                          dtype == at::kDouble ? 1 : 0);
-  if (!made) return false;
+  if (!made) return nullptr;
   PyObject *signs, *fold;
   long long grid_rows, grid_cols;
   bool ok = PyArg_ParseTuple(made, "OLLO", &signs, &grid_rows, &grid_cols, &fold) && THPVariable_Check(signs) &&
@@ -87,7 +87,8 @@ bool sketch_grid(PyObject* grid_of, int64_t rows, int64_t cols, at::ScalarType d
         sketch_kept = 0;
       }
       sketch_kept += size;
-      sketch_grids.emplace(key, out);
+      kept = std::make_shared<const SketchGrid>(std::move(out));
+      sketch_grids.emplace(key, kept);
     } else {
       PyErr_SetString(PyExc_ValueError, "gradtui: grid_of's signs or fold are not of the value's shape");
     }
@@ -95,7 +96,7 @@ bool sketch_grid(PyObject* grid_of, int64_t rows, int64_t cols, at::ScalarType d
     PyErr_SetString(PyExc_TypeError, "gradtui: grid_of must return (signs, rows, cols, fold)");
   }
   Py_DECREF(made);
-  return ok;
+  return kept;
 }
 
 // The GIL let go for a scope (given back however the scope ends, an exception included).
@@ -104,17 +105,17 @@ struct SketchNoGil {
   ~SketchNoGil() { PyEval_RestoreThread(state); }
 };
 
-// Each row of a float32 (rows, cols) matrix times its signs, added in float64 into row (i mod
+// Each row of a float32 (rows, cols) matrix (row i at px + at[i], its columns one after another) times its signs, added in float64 into row (i mod
 // gr) of `buf` (gr, cols); the squares summed in 8 lanes (lane j mod 8 of a row's first cols -
 // cols mod 8 columns) and the rest of each row in `tail`. A float32 times a sign is exact and so
 // is its square in float64, so the order below is the whole of the arithmetic: the AVX2 loop and
 // this scalar one give the same bits.
-void rows_float_scalar(const float* px, const float* ps, int64_t rows, int64_t cols, int64_t gr, double* buf,
+void rows_float_scalar(const float* px, const float* ps, const int64_t* at, int64_t rows, int64_t cols, int64_t gr, double* buf,
                        double* lanes, double& tail) {
   const int64_t body = cols - cols % 8;
-  for (int64_t i = 0; i < rows; ++i) {
-    double* b = buf + (i % gr) * cols;
-    const float* rx = px + i * cols;
+  for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
+    double* b = buf + r * cols;
+    const float* rx = px + at[i];
     const float* rs = ps + i * cols;
     for (int64_t j = 0; j < body; ++j) {
       const double v = static_cast<double>(rx[j] * rs[j]);
@@ -130,12 +131,12 @@ void rows_float_scalar(const float* px, const float* ps, int64_t rows, int64_t c
 }
 
 // The same for a float64 matrix, in 4 lanes.
-void rows_double_scalar(const double* px, const double* ps, int64_t rows, int64_t cols, int64_t gr, double* buf,
+void rows_double_scalar(const double* px, const double* ps, const int64_t* at, int64_t rows, int64_t cols, int64_t gr, double* buf,
                         double* lanes, double& tail) {
   const int64_t body = cols - cols % 4;
-  for (int64_t i = 0; i < rows; ++i) {
-    double* b = buf + (i % gr) * cols;
-    const double* rx = px + i * cols;
+  for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
+    double* b = buf + r * cols;
+    const double* rx = px + at[i];
     const double* rs = ps + i * cols;
     for (int64_t j = 0; j < body; ++j) {
       const double v = rx[j] * rs[j];
@@ -156,14 +157,14 @@ void rows_double_scalar(const double* px, const double* ps, int64_t rows, int64_
 #define GRADTUI_SKETCH_AVX2 1
 
 // rows_float_scalar in AVX2 registers (8 floats a step, widened to two 4-double halves).
-__attribute__((target("avx2"))) void rows_float_avx2(const float* px, const float* ps, int64_t rows, int64_t cols,
-                                                     int64_t gr, double* buf, double* lanes, double& tail) {
+__attribute__((target("avx2"))) void rows_float_avx2(const float* px, const float* ps, const int64_t* at, int64_t rows,
+                                                     int64_t cols, int64_t gr, double* buf, double* lanes, double& tail) {
   __m256d low = _mm256_loadu_pd(lanes), high = _mm256_loadu_pd(lanes + 4);
   const int64_t body = cols - cols % 8;
   double rest = tail;
-  for (int64_t i = 0; i < rows; ++i) {
-    double* b = buf + (i % gr) * cols;
-    const float* rx = px + i * cols;
+  for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
+    double* b = buf + r * cols;
+    const float* rx = px + at[i];
     const float* rs = ps + i * cols;
     for (int64_t j = 0; j < body; j += 8) {
       const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(rx + j), _mm256_loadu_ps(rs + j));
@@ -186,14 +187,14 @@ __attribute__((target("avx2"))) void rows_float_avx2(const float* px, const floa
 }
 
 // rows_double_scalar in AVX2 registers (4 doubles a step).
-__attribute__((target("avx2"))) void rows_double_avx2(const double* px, const double* ps, int64_t rows, int64_t cols,
-                                                      int64_t gr, double* buf, double* lanes, double& tail) {
+__attribute__((target("avx2"))) void rows_double_avx2(const double* px, const double* ps, const int64_t* at, int64_t rows,
+                                                      int64_t cols, int64_t gr, double* buf, double* lanes, double& tail) {
   __m256d squares = _mm256_loadu_pd(lanes);
   const int64_t body = cols - cols % 4;
   double rest = tail;
-  for (int64_t i = 0; i < rows; ++i) {
-    double* b = buf + (i % gr) * cols;
-    const double* rx = px + i * cols;
+  for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
+    double* b = buf + r * cols;
+    const double* rx = px + at[i];
     const double* rs = ps + i * cols;
     for (int64_t j = 0; j < body; j += 4) {
       const __m256d v = _mm256_mul_pd(_mm256_loadu_pd(rx + j), _mm256_loadu_pd(rs + j));
@@ -214,57 +215,49 @@ __attribute__((target("avx2"))) void rows_double_avx2(const double* px, const do
 
 bool sketch_avx2_off = false;  // set_sketch_avx2(False): the scalar loop (the tests compare the two)
 
-// Sketch 3 of a contiguous (rows, cols) float32 or float64 matrix `x` whose signs are `g.signs`:
-// (K entries, norm), in x's dtype.
-std::pair<at::Tensor, at::Tensor> sketch_one_read(const at::Tensor& x, const SketchGrid& g) {
-  const int64_t rows = x.size(0), cols = x.size(1), gr = g.rows, gc = g.cols;
+// Sketch 3 of a (rows, cols) float32 or float64 matrix at `data` (`dbl`: float64), row i at
+// element at[i], its columns one after another, whose signs are `g.signs`: its K entries and its
+// norm, each summed in float64.
+void sketch_one_read(const void* data, bool dbl, const int64_t* at, int64_t rows, int64_t cols, const SketchGrid& g,
+                     double* entries, double& norm) {
+  const int64_t gr = g.rows, gc = g.cols;
   thread_local std::vector<double> buf, cells;
   buf.assign(static_cast<size_t>(gr * cols), 0.0);
   double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   double tail = 0.0;
-  const bool dbl = x.scalar_type() == at::kDouble;
 #ifdef GRADTUI_SKETCH_AVX2
   const bool wide = !sketch_avx2_off && has_avx2();
 #else
   const bool wide = false;
 #endif
   if (dbl) {
-    const double *px = x.const_data_ptr<double>(), *ps = g.signs.const_data_ptr<double>();
+    const double *px = static_cast<const double*>(data), *ps = g.signs.const_data_ptr<double>();
 #ifdef GRADTUI_SKETCH_AVX2
-    if (wide) rows_double_avx2(px, ps, rows, cols, gr, buf.data(), lanes, tail);
+    if (wide) rows_double_avx2(px, ps, at, rows, cols, gr, buf.data(), lanes, tail);
 #endif
-    if (!wide) rows_double_scalar(px, ps, rows, cols, gr, buf.data(), lanes, tail);
+    if (!wide) rows_double_scalar(px, ps, at, rows, cols, gr, buf.data(), lanes, tail);
   } else {
-    const float *px = x.const_data_ptr<float>(), *ps = g.signs.const_data_ptr<float>();
+    const float *px = static_cast<const float*>(data), *ps = g.signs.const_data_ptr<float>();
 #ifdef GRADTUI_SKETCH_AVX2
-    if (wide) rows_float_avx2(px, ps, rows, cols, gr, buf.data(), lanes, tail);
+    if (wide) rows_float_avx2(px, ps, at, rows, cols, gr, buf.data(), lanes, tail);
 #endif
-    if (!wide) rows_float_scalar(px, ps, rows, cols, gr, buf.data(), lanes, tail);
+    if (!wide) rows_float_scalar(px, ps, at, rows, cols, gr, buf.data(), lanes, tail);
   }
   // the grid rows' columns into their cells (column mod gc), in column order
   cells.assign(static_cast<size_t>(gr * gc), 0.0);
   for (int64_t r = 0; r < gr; ++r) {
     const double* br = buf.data() + r * cols;
     double* cr = cells.data() + r * gc;
-    for (int64_t j = 0; j < cols; ++j) cr[j % gc] += br[j];
+    for (int64_t from = 0; from < cols; from += gc) {
+      const int64_t n = std::min(gc, cols - from);
+      for (int64_t c = 0; c < n; ++c) cr[c] += br[from + c];
+    }
   }
-  double entries[kSketchK] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int k = 0; k < kSketchK; ++k) entries[k] = 0.0;
   for (int64_t c = 0; c < gr * gc; ++c) entries[g.entry[c]] += cells[c];
   double squares = 0.0;
   for (double lane : lanes) squares += lane;
-  squares += tail;
-  at::Tensor body = at::empty({kSketchK}, x.options());
-  at::Tensor norm = at::empty({}, x.options());
-  if (dbl) {
-    double* pb = body.data_ptr<double>();
-    for (int k = 0; k < kSketchK; ++k) pb[k] = entries[k];
-    *norm.data_ptr<double>() = std::sqrt(squares);
-  } else {
-    float* pb = body.data_ptr<float>();
-    for (int k = 0; k < kSketchK; ++k) pb[k] = static_cast<float>(entries[k]);
-    *norm.data_ptr<float>() = static_cast<float>(std::sqrt(squares));
-  }
-  return {body, norm};
+  norm = std::sqrt(squares + tail);
 }
 
 // sketch(t, grid_of) -> (sketch, norm) of a plain tensor of more than EXACT_LIMIT elements, sketch
@@ -279,22 +272,60 @@ PyObject* sketch(PyObject*, PyObject* args) {
   if (!given.defined() || given.key_set() != plain || given.is_complex() || given.numel() <= kSketchExact ||
       given.numel() > kSketchChunk)
     Py_RETURN_NONE;  // not a plain dense CPU tensor (a view with its sign or conjugate bit, a subclass ...)
-  c10::NoGradGuard no_grad;
-  const at::Tensor t = given.detach();
+  const at::Tensor& t = given;  // only read: neither detached nor recorded
   const at::ScalarType dtype = t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   // _memory2d: the matrix its memory holds row-major where it is one, else its 2-D form
   auto [rows, cols] = sketch_shape2d(t.sizes());
   const bool flipped = t.dim() == 2 && t.stride(0) == 1 && t.stride(1) == rows && rows > 1 && cols > 1;
   if (flipped) std::swap(rows, cols);
-  SketchGrid g;
-  if (!sketch_grid(grid_of, rows, cols, dtype, g)) return nullptr;
-  std::pair<at::Tensor, at::Tensor> made;
+  const std::shared_ptr<const SketchGrid> grid = sketch_grid(grid_of, rows, cols, dtype);
+  if (!grid) return nullptr;
+  const SketchGrid& g = *grid;
+  double entries[kSketchK], norm = 0.0;
   {
     SketchNoGil no_gil;  // no Python below: another thread may run meanwhile
-    at::Tensor held = flipped ? t.t() : t.reshape({rows, cols});  // reshape: a strided view copied in order
-    if (held.scalar_type() != dtype) held = held.to(dtype);
-    made = sketch_one_read(held.contiguous(), g);
+    thread_local std::vector<int64_t> at;  // where each row of its 2-D form starts, in elements
+    at.resize(static_cast<size_t>(rows));
+    const bool rowwise = flipped || t.is_contiguous() || (t.dim() > 0 && t.stride(-1) == 1);
+    if (rowwise && t.scalar_type() == dtype) {
+      if (flipped || t.is_contiguous()) {
+        for (int64_t i = 0; i < rows; ++i) at[i] = i * cols;
+      } else {  // a strided view whose rows are runs (heads split): each row's start from its index
+        const int64_t dims = t.dim() - 1;  // the leading dimensions, counted through like an odometer
+        const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
+        std::vector<int64_t> index(static_cast<size_t>(dims), 0);
+        int64_t offset = 0;
+        for (int64_t i = 0; i < rows; ++i) {
+          at[i] = offset;
+          for (int64_t d = dims - 1; d >= 0; --d) {
+            if (++index[d] < sizes[d]) {
+              offset += strides[d];
+              break;
+            }
+            offset -= (sizes[d] - 1) * strides[d];
+            index[d] = 0;
+          }
+        }
+      }
+      sketch_one_read(t.const_data_ptr(), dtype == at::kDouble, at.data(), rows, cols, g, entries, norm);
+    } else {  // read through other strides: copied in its 2-D form's order; a half, an integer, a mask made float32
+      c10::NoGradGuard no_grad;
+      at::Tensor held = (flipped ? t.t() : t.reshape({rows, cols})).to(dtype).contiguous();
+      for (int64_t i = 0; i < rows; ++i) at[i] = i * cols;
+      sketch_one_read(held.const_data_ptr(), dtype == at::kDouble, at.data(), rows, cols, g, entries, norm);
+    }
   }
+  at::Tensor body = at::empty({kSketchK}, at::TensorOptions().dtype(dtype));
+  at::Tensor length = at::empty({}, at::TensorOptions().dtype(dtype));
+  if (dtype == at::kDouble) {
+    std::copy(entries, entries + kSketchK, body.data_ptr<double>());
+    *length.data_ptr<double>() = norm;
+  } else {
+    float* pb = body.data_ptr<float>();
+    for (int k = 0; k < kSketchK; ++k) pb[k] = static_cast<float>(entries[k]);
+    *length.data_ptr<float>() = static_cast<float>(norm);
+  }
+  std::pair<at::Tensor, at::Tensor> made{body, length};
   return Py_BuildValue("(NN)", THPVariable_Wrap(made.first), THPVariable_Wrap(made.second));
   END_HANDLE_TH_ERRORS
 }
