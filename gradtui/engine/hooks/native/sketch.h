@@ -105,14 +105,17 @@ struct SketchNoGil {
   ~SketchNoGil() { PyEval_RestoreThread(state); }
 };
 
-// Each row of a float32 (rows, cols) matrix (row i at px + at[i], its columns one after another) times its signs, added in float64 into row (i mod
-// gr) of `buf` (gr, cols); the squares summed in 8 lanes (lane j mod 8 of a row's first cols -
-// cols mod 8 columns) and the rest of each row in `tail`. A float32 times a sign is exact and so
-// is its square in float64, so the order below is the whole of the arithmetic: the AVX2 loop and
-// this scalar one give the same bits.
-void rows_float_scalar(const float* px, const float* ps, const int64_t* at, int64_t rows, int64_t cols, int64_t gr, double* buf,
-                       double* lanes, double& tail) {
-  const int64_t body = cols - cols % 8;
+// Each row of a float32 (rows, cols) matrix (row i at px + at[i], its columns one after another)
+// times its signs, added in float64 into row (i mod gr) of `buf` (gr, cols); the squares summed
+// in kLanes lanes (lane j mod kLanes of a row's first cols - cols mod kLanes columns: four
+// independent AVX2 sums, so no one sum's latency paces the loop) and the rest of each row in
+// `tail`. A float32 times a sign is exact and so is its square in float64, so the order below is
+// the whole of the arithmetic: the AVX2 loop and this scalar one give the same bits.
+constexpr int64_t kLanes = 16;
+
+void rows_float_scalar(const float* px, const float* ps, const int64_t* at, int64_t rows, int64_t cols, int64_t gr,
+                       double* buf, double* lanes, double& tail) {
+  const int64_t body = cols - cols % kLanes;
   for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
     double* b = buf + r * cols;
     const float* rx = px + at[i];
@@ -120,7 +123,7 @@ void rows_float_scalar(const float* px, const float* ps, const int64_t* at, int6
     for (int64_t j = 0; j < body; ++j) {
       const double v = static_cast<double>(rx[j] * rs[j]);
       b[j] += v;
-      lanes[j % 8] += v * v;
+      lanes[j % kLanes] += v * v;
     }
     for (int64_t j = body; j < cols; ++j) {
       const double v = static_cast<double>(rx[j] * rs[j]);
@@ -130,10 +133,10 @@ void rows_float_scalar(const float* px, const float* ps, const int64_t* at, int6
   }
 }
 
-// The same for a float64 matrix, in 4 lanes.
-void rows_double_scalar(const double* px, const double* ps, const int64_t* at, int64_t rows, int64_t cols, int64_t gr, double* buf,
-                        double* lanes, double& tail) {
-  const int64_t body = cols - cols % 4;
+// The same for a float64 matrix, in kLanes / 2 lanes (a square rounded on its own, then added).
+void rows_double_scalar(const double* px, const double* ps, const int64_t* at, int64_t rows, int64_t cols, int64_t gr,
+                        double* buf, double* lanes, double& tail) {
+  const int64_t body = cols - cols % (kLanes / 2);
   for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
     double* b = buf + r * cols;
     const double* rx = px + at[i];
@@ -142,7 +145,7 @@ void rows_double_scalar(const double* px, const double* ps, const int64_t* at, i
       const double v = rx[j] * rs[j];
       b[j] += v;
       const double square = v * v;  // rounded on its own, as the AVX2 loop's product is
-      lanes[j % 4] += square;
+      lanes[j % (kLanes / 2)] += square;
     }
     for (int64_t j = body; j < cols; ++j) {
       const double v = rx[j] * rs[j];
@@ -156,24 +159,33 @@ void rows_double_scalar(const double* px, const double* ps, const int64_t* at, i
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define GRADTUI_SKETCH_AVX2 1
 
-// rows_float_scalar in AVX2 registers (8 floats a step, widened to two 4-double halves).
+// One step of 8 floats at column j of a row: widened to two 4-double halves, added into the
+// buffer row, their squares into two of the lanes' sums.
+__attribute__((target("avx2"))) inline void step_float(const float* rx, const float* rs, double* b, int64_t j,
+                                                      __m256d& low, __m256d& high) {
+  const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(rx + j), _mm256_loadu_ps(rs + j));
+  const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+  const __m256d c = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+  _mm256_storeu_pd(b + j, _mm256_add_pd(_mm256_loadu_pd(b + j), a));
+  _mm256_storeu_pd(b + j + 4, _mm256_add_pd(_mm256_loadu_pd(b + j + 4), c));
+  low = _mm256_add_pd(low, _mm256_mul_pd(a, a));
+  high = _mm256_add_pd(high, _mm256_mul_pd(c, c));
+}
+
+// rows_float_scalar in AVX2 registers (16 floats a step).
 __attribute__((target("avx2"))) void rows_float_avx2(const float* px, const float* ps, const int64_t* at, int64_t rows,
                                                      int64_t cols, int64_t gr, double* buf, double* lanes, double& tail) {
-  __m256d low = _mm256_loadu_pd(lanes), high = _mm256_loadu_pd(lanes + 4);
-  const int64_t body = cols - cols % 8;
+  __m256d s0 = _mm256_loadu_pd(lanes), s1 = _mm256_loadu_pd(lanes + 4);
+  __m256d s2 = _mm256_loadu_pd(lanes + 8), s3 = _mm256_loadu_pd(lanes + 12);
+  const int64_t body = cols - cols % kLanes;
   double rest = tail;
   for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
     double* b = buf + r * cols;
     const float* rx = px + at[i];
     const float* rs = ps + i * cols;
-    for (int64_t j = 0; j < body; j += 8) {
-      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(rx + j), _mm256_loadu_ps(rs + j));
-      const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-      const __m256d c = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-      _mm256_storeu_pd(b + j, _mm256_add_pd(_mm256_loadu_pd(b + j), a));
-      _mm256_storeu_pd(b + j + 4, _mm256_add_pd(_mm256_loadu_pd(b + j + 4), c));
-      low = _mm256_add_pd(low, _mm256_mul_pd(a, a));
-      high = _mm256_add_pd(high, _mm256_mul_pd(c, c));
+    for (int64_t j = 0; j < body; j += kLanes) {
+      step_float(rx, rs, b, j, s0, s1);
+      step_float(rx, rs, b, j + 8, s2, s3);
     }
     for (int64_t j = body; j < cols; ++j) {
       const double v = static_cast<double>(rx[j] * rs[j]);
@@ -181,25 +193,30 @@ __attribute__((target("avx2"))) void rows_float_avx2(const float* px, const floa
       rest += v * v;
     }
   }
-  _mm256_storeu_pd(lanes, low);
-  _mm256_storeu_pd(lanes + 4, high);
+  _mm256_storeu_pd(lanes, s0);
+  _mm256_storeu_pd(lanes + 4, s1);
+  _mm256_storeu_pd(lanes + 8, s2);
+  _mm256_storeu_pd(lanes + 12, s3);
   tail = rest;
 }
 
-// rows_double_scalar in AVX2 registers (4 doubles a step).
+// rows_double_scalar in AVX2 registers (8 doubles a step).
 __attribute__((target("avx2"))) void rows_double_avx2(const double* px, const double* ps, const int64_t* at, int64_t rows,
                                                       int64_t cols, int64_t gr, double* buf, double* lanes, double& tail) {
-  __m256d squares = _mm256_loadu_pd(lanes);
-  const int64_t body = cols - cols % 4;
+  __m256d s0 = _mm256_loadu_pd(lanes), s1 = _mm256_loadu_pd(lanes + 4);
+  const int64_t body = cols - cols % (kLanes / 2);
   double rest = tail;
   for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
     double* b = buf + r * cols;
     const double* rx = px + at[i];
     const double* rs = ps + i * cols;
-    for (int64_t j = 0; j < body; j += 4) {
+    for (int64_t j = 0; j < body; j += kLanes / 2) {
       const __m256d v = _mm256_mul_pd(_mm256_loadu_pd(rx + j), _mm256_loadu_pd(rs + j));
+      const __m256d w = _mm256_mul_pd(_mm256_loadu_pd(rx + j + 4), _mm256_loadu_pd(rs + j + 4));
       _mm256_storeu_pd(b + j, _mm256_add_pd(_mm256_loadu_pd(b + j), v));
-      squares = _mm256_add_pd(squares, _mm256_mul_pd(v, v));
+      _mm256_storeu_pd(b + j + 4, _mm256_add_pd(_mm256_loadu_pd(b + j + 4), w));
+      s0 = _mm256_add_pd(s0, _mm256_mul_pd(v, v));
+      s1 = _mm256_add_pd(s1, _mm256_mul_pd(w, w));
     }
     for (int64_t j = body; j < cols; ++j) {
       const double v = rx[j] * rs[j];
@@ -208,7 +225,8 @@ __attribute__((target("avx2"))) void rows_double_avx2(const double* px, const do
       rest += square;
     }
   }
-  _mm256_storeu_pd(lanes, squares);
+  _mm256_storeu_pd(lanes, s0);
+  _mm256_storeu_pd(lanes + 4, s1);
   tail = rest;
 }
 #endif
@@ -223,7 +241,7 @@ void sketch_one_read(const void* data, bool dbl, const int64_t* at, int64_t rows
   const int64_t gr = g.rows, gc = g.cols;
   thread_local std::vector<double> buf, cells;
   buf.assign(static_cast<size_t>(gr * cols), 0.0);
-  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double lanes[kLanes] = {};
   double tail = 0.0;
 #ifdef GRADTUI_SKETCH_AVX2
   const bool wide = !sketch_avx2_off && has_avx2();
