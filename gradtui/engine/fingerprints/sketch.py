@@ -38,9 +38,9 @@ versions are not compared by their fingerprints (gradtui.record.compare says so)
 
 Cost (CPU, benchmarks/bench_diff.py): the compiled kernel reads each value once (a strided view is
 first copied in its 2-D form's order, a value not float32 or float64 first made float32). This
-Python code writes the signed value in float64 into a scratch buffer padded to whole grid rows and
-columns, sums its cells in one reduction, gathers them into the entries and sums those, and
-takes the norm of the same buffer. A transposed matrix costs what a contiguous one does. Since a matrix and its
+Python code writes the signed value in float64 into a scratch buffer, sums the grid's row blocks
+(a product with ones), the small rest by column blocks into its cells, gathers the cells into the
+entries and sums those, and takes the norm of the same buffer: a few device ops. A transposed matrix costs what a contiguous one does. Since a matrix and its
 transpose cannot both keep a row-major pattern (no pattern of the linear index is the same under
 every transpose), a view that changes the last dimension (heads split) changes the 2-D form: its
 consumer sketches anew.
@@ -176,14 +176,17 @@ class Grid(NamedTuple):
     """How a value whose memory holds an (R, C) matrix row-major is sketched (cached per (R, C)):
     its signs in that memory order (in the value's sketch dtype), the grid's size, the fold: for
     each bucket (cell), the K entry it adds to, one-hot ((grid rows * grid columns, K), as the
-    compiled sketch reads it), and the same as `gather`: (K, width) indices of each entry's cells,
-    padded with the index one past the last cell (a zero appended): the entries are a sum over
-    its rows, so a NaN or infinity in one cell reaches its own entry only."""
+    compiled sketch reads it), the same as `entry` (each cell's entry: the cells are added into
+    their entries, on the CPU) and as `gather`: (K, width) indices of each entry's cells, padded
+    with the index one past the last cell (a zero appended), whose rows are summed elsewhere (an
+    index_add there may add in any order, run to run). Either way a NaN or infinity in one cell
+    reaches its own entry only."""
 
     signs: torch.Tensor
     rows: int
     cols: int
     fold: torch.Tensor
+    entry: torch.Tensor
     gather: torch.Tensor
 
 
@@ -268,7 +271,9 @@ def grid(rows: int, cols: int, dtype: torch.dtype, device: torch.device) -> Grid
     if _grid_elements[0] + signs.numel() + fold.numel() > GRID_CACHE:
         _grids.clear()
         _grid_elements[0] = 0
-    found = _grids[key] = Grid(signs, entries.shape[0], entries.shape[1], fold.to(device), gather.to(device))
+    found = _grids[key] = Grid(
+        signs, entries.shape[0], entries.shape[1], fold.to(device), flat.to(device), gather.to(device)
+    )
     _grid_elements[0] += (signs.numel() if flipped or first == second else 0) + fold.numel()
     return found
 
@@ -287,10 +292,10 @@ def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(K-entry sketch, norm) of one tensor of more than EXACT_LIMIT elements, on its device:
     sketch 3 (see the module doc), made in Python (the compiled posthooks make it in one read).
     At most CHUNK elements: the value in its memory order times the cached signs of that order,
-    written in float64 into a scratch buffer padded with zeros to whole grid rows and columns, its
-    (grid rows, grid columns) cells summed in one reduction, the cells gathered into the K
-    entries (`Grid.gather`) and summed, the norm taken of the same buffer; both rounded to the
-    value's sketch dtype. No copy of a transposed matrix, and a matrix and its transpose (`mm`'s
+    written in float64 into a scratch buffer, a sum over the grid's row blocks (a product with
+    ones), the small (grid rows, columns) rest summed by column blocks into its cells, the cells
+    gathered into the K entries (`Grid.gather`) and summed, the norm taken of the same buffer;
+    both rounded to the value's sketch dtype. No copy of a transposed matrix, and a matrix and its transpose (`mm`'s
     weight gradient, what `TBackward0` sends on) have the same sketch, bit for bit."""
     t = _real(t.detach())
     dtype = _sign_dtype(t)
@@ -298,22 +303,47 @@ def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         buckets, norm = _chunked(t, dtype)
         return fold(buckets).to(dtype), norm.to(dtype)
     held = _memory2d(t)
-    if held.dim() != 2:  # strided: read through its strides in its 2-D form's order
-        held = held.reshape(shape2d(tuple(t.shape)))
-    rows, cols = held.shape
+    rows, cols = held.shape if held.dim() == 2 else shape2d(tuple(t.shape))
     g = grid(rows, cols, dtype, t.device)
-    blocks_r, blocks_c = -(-rows // g.rows), -(-cols // g.cols)
-    wide = _scratch(blocks_r * g.rows * blocks_c * g.cols, torch.float64, t.device).view(
-        blocks_r * g.rows, blocks_c * g.cols
-    )
-    if blocks_r * g.rows > rows:
-        wide[rows:].zero_()
-    if blocks_c * g.cols > cols:
-        wide[:rows, cols:].zero_()
-    torch.mul(held, g.signs, out=wide[:rows, :cols])  # exact: a float times a sign, widened
-    cells = wide.view(blocks_r, g.rows, blocks_c, g.cols).sum((0, 2)).view(-1)
-    entries = torch.nn.functional.pad(cells, (0, 1)).index_select(0, g.gather.view(-1)).view(K, -1).sum(1)
-    return entries.to(dtype), torch.linalg.vector_norm(wide).to(dtype)
+    flat = _scratch(rows * cols, torch.float64, t.device)
+    target = flat.view(rows, cols)
+    if held.dim() == 2:  # exact: a float times a sign, widened to float64
+        torch.mul(held, g.signs, out=target)
+    else:  # strided: read through its strides in its 2-D form's order
+        torch.mul(held, g.signs.view(held.shape), out=target.view(held.shape))
+    blocks, rest = divmod(rows, g.rows)
+    whole = blocks * g.rows * cols
+    if blocks > 1:
+        part = _ones(blocks, t.device) @ flat[:whole].view(blocks, -1)
+        if rest:
+            part[: rest * cols] += flat[whole:]
+    elif rest:
+        part = flat[: g.rows * cols].clone()
+        part[: rest * cols] += flat[g.rows * cols :]
+    else:
+        part = flat
+    padded = -(-cols // g.cols) * g.cols  # the column blocks
+    part = part.view(g.rows, cols)
+    if padded > cols:
+        part = torch.nn.functional.pad(part, (0, padded - cols))
+    cells = part.view(g.rows, padded // g.cols, g.cols).sum(1).view(-1)
+    if t.device.type == "cpu":  # added in the cells' order
+        entries = torch.zeros(K, dtype=torch.float64).index_add_(0, g.entry, cells)
+    else:
+        entries = torch.nn.functional.pad(cells, (0, 1)).index_select(0, g.gather.view(-1)).view(K, -1).sum(1)
+    return entries.to(dtype), torch.linalg.vector_norm(target).to(dtype)
+
+
+_ones_cache: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+
+def _ones(count: int, device: torch.device) -> torch.Tensor:
+    """A cached float64 vector of `count` ones (a sum over rows as one matrix-vector product)."""
+    key = (count, device)
+    found = _ones_cache.get(key)
+    if found is None:
+        found = _ones_cache[key] = torch.ones(count, dtype=torch.float64, device=device)
+    return found
 
 
 def _chunked(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
