@@ -21,7 +21,8 @@ written) is the engine's own:
 - `sampled 64, stored`: the 64 sampled values themselves (8x the numbers to read and write);
 - `earlier REV`: with `--earlier REV`, the compiled sketch of commit REV
   (benchmarks/earlier_sketch.py builds it beside this one: `--earlier main` before sketch 3 times
-  sketch 2 as the compiled posthooks made it) in the same rounds.
+  sketch 2 as the compiled posthooks made it) in the same rounds; `earlier REV, Python only`: that
+  commit's Python sketch.
 
 `--accuracy`: the accuracy target's 1,000 random pairs (within 2x of the exact ‖a − b‖ / ‖a‖) and a sparse
 difference (one element, one row, one column changed) of two of the model's shapes: how often
@@ -270,6 +271,8 @@ def main() -> None:
     torch.set_num_threads(1)
     if options.earlier and (module := earlier_sketch.load(options.earlier)) is not None:
         MECHANISMS[f"earlier {options.earlier}"] = earlier_sketch.mechanism(module)
+    if options.earlier and (module := earlier_sketch.load_python(options.earlier)) is not None:
+        MECHANISMS[f"earlier {options.earlier}, Python only"] = earlier_sketch.python_mechanism(module)
     if options.only:
         wanted = {"recorded", *options.only}
         for name in [n for n in MECHANISMS if n not in wanted]:

@@ -9,7 +9,9 @@ are built into a private temporary folder under another module name (its init fu
 a define), so this commit's library and that one load side by side; `mechanism` makes a
 fingerprint with its `sketch`, as that commit's runs made them (a value it declines, and a small
 one kept whole, by this commit's code). About 20 s to build on 2 cores; None where git, the
-compiler or the build fails (the reason is printed).
+compiler or the build fails (the reason is printed). `load_python(rev)` loads that commit's
+gradtui/engine/fingerprints/sketch.py under another name the same way: its Python sketch, as a
+process without the compiled library made it.
 """
 
 from __future__ import annotations
@@ -58,6 +60,34 @@ def load(rev: str) -> ModuleType | None:
     except (OSError, subprocess.SubprocessError, ImportError) as exc:
         print(f"earlier sketch not built: {type(exc).__name__}: {exc}")
         return None
+
+
+def load_python(rev: str) -> ModuleType | None:
+    """Commit `rev`'s gradtui/engine/fingerprints/sketch.py, loaded as NAME + "_python", or None."""
+    shown = subprocess.run(
+        ["git", "show", f"{rev}:gradtui/engine/fingerprints/sketch.py"], cwd=REPO, capture_output=True, check=False
+    )
+    if shown.returncode != 0:
+        print(f"earlier Python sketch not loaded: {shown.stderr.decode(errors='replace').strip()}")
+        return None
+    path = Path(tempfile.mkdtemp(prefix="gradtui-earlier-")) / "sketch.py"
+    path.write_bytes(shown.stdout)
+    spec = importlib.util.spec_from_file_location(f"{NAME}_python", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def python_mechanism(module: ModuleType) -> Callable[[torch.Tensor], sk.Row]:
+    """A fingerprint made by the earlier commit's Python sketch (`python_fingerprint`), in this
+    commit's Row."""
+
+    def fingerprint(t: torch.Tensor) -> sk.Row:
+        row = module.python_fingerprint(t)
+        return sk.Row(row.norm, row.body, row.exact)
+
+    return fingerprint
 
 
 def mechanism(module: ModuleType) -> Callable[[torch.Tensor], sk.Row]:
