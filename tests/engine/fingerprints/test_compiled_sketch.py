@@ -66,7 +66,7 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _layouts(base: torch.Tensor) -> list[torch.Tensor]:
     """`base` as a pass meets it: contiguous, transposed (a weight's gradient), read through
-    strides (a slice, a permuted 3-D value, heads split off its last dimension)."""
+    strides (a slice, a permuted 3-D value, heads split off its last dimension, a broadcast)."""
     out = [base]
     if base.dim() >= 2:
         out += [base.transpose(-1, -2), base.transpose(-1, -2).contiguous().transpose(-1, -2)]
@@ -76,6 +76,8 @@ def _layouts(base: torch.Tensor) -> list[torch.Tensor]:
         out.append(base.permute(2, 0, 1, *range(3, base.dim())))
     if base.dim() >= 2 and base.shape[-1] % 4 == 0:  # heads split: rows in runs, read in place
         out.append(base.view(*base.shape[:-1], 4, -1).transpose(-2, -3))
+    if base.numel() <= 4096:  # broadcast: a zero stride, its rows read again
+        out.append(base.expand(2, *base.shape))
     return [t for t in out if t.numel() > sketch.EXACT_LIMIT]
 
 

@@ -105,7 +105,8 @@ struct SketchNoGil {
   ~SketchNoGil() { PyEval_RestoreThread(state); }
 };
 
-// Each row of a float32 (rows, cols) matrix (row i at px + at[i], its columns one after another)
+// Each row of a float32 (rows, cols) matrix (row i at px + at[i], or px + i * cols where `at` is
+// null; its columns one after another)
 // times its signs, added in float64 into row (i mod gr) of `buf` (gr, cols); the squares summed
 // in kLanes lanes (lane j mod kLanes of a row's first cols - cols mod kLanes columns: four
 // independent AVX2 sums, so no one sum's latency paces the loop) and the rest of each row in
@@ -118,7 +119,7 @@ void rows_float_scalar(const float* px, const float* ps, const int64_t* at, int6
   const int64_t body = cols - cols % kLanes;
   for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
     double* b = buf + r * cols;
-    const float* rx = px + at[i];
+    const float* rx = px + (at ? at[i] : i * cols);
     const float* rs = ps + i * cols;
     for (int64_t j = 0; j < body; ++j) {
       const double v = static_cast<double>(rx[j] * rs[j]);
@@ -139,7 +140,7 @@ void rows_double_scalar(const double* px, const double* ps, const int64_t* at, i
   const int64_t body = cols - cols % (kLanes / 2);
   for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
     double* b = buf + r * cols;
-    const double* rx = px + at[i];
+    const double* rx = px + (at ? at[i] : i * cols);
     const double* rs = ps + i * cols;
     for (int64_t j = 0; j < body; ++j) {
       const double v = rx[j] * rs[j];
@@ -181,7 +182,7 @@ __attribute__((target("avx2"))) void rows_float_avx2(const float* px, const floa
   double rest = tail;
   for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
     double* b = buf + r * cols;
-    const float* rx = px + at[i];
+    const float* rx = px + (at ? at[i] : i * cols);
     const float* rs = ps + i * cols;
     for (int64_t j = 0; j < body; j += kLanes) {
       step_float(rx, rs, b, j, s0, s1);
@@ -208,7 +209,7 @@ __attribute__((target("avx2"))) void rows_double_avx2(const double* px, const do
   double rest = tail;
   for (int64_t i = 0, r = 0; i < rows; ++i, r = r + 1 == gr ? 0 : r + 1) {  // r: i mod gr
     double* b = buf + r * cols;
-    const double* rx = px + at[i];
+    const double* rx = px + (at ? at[i] : i * cols);
     const double* rs = ps + i * cols;
     for (int64_t j = 0; j < body; j += kLanes / 2) {
       const __m256d v = _mm256_mul_pd(_mm256_loadu_pd(rx + j), _mm256_loadu_pd(rs + j));
@@ -234,7 +235,7 @@ __attribute__((target("avx2"))) void rows_double_avx2(const double* px, const do
 bool sketch_avx2_off = false;  // set_sketch_avx2(False): the scalar loop (the tests compare the two)
 
 // Sketch 3 of a (rows, cols) float32 or float64 matrix at `data` (`dbl`: float64), row i at
-// element at[i], its columns one after another, whose signs are `g.signs`: its K entries and its
+// element at[i] (i * cols where `at` is null), its columns one after another, whose signs are `g.signs`: its K entries and its
 // norm, each summed in float64.
 void sketch_one_read(const void* data, bool dbl, const int64_t* at, int64_t rows, int64_t cols, const SketchGrid& g,
                      double* entries, double& norm) {
@@ -302,19 +303,17 @@ PyObject* sketch(PyObject*, PyObject* args) {
   double entries[kSketchK], norm = 0.0;
   {
     SketchNoGil no_gil;  // no Python below: another thread may run meanwhile
-    thread_local std::vector<int64_t> at;  // where each row of its 2-D form starts, in elements
-    at.resize(static_cast<size_t>(rows));
     const bool rowwise = flipped || t.is_contiguous() || (t.dim() > 0 && t.stride(-1) == 1);
     if (rowwise && t.scalar_type() == dtype) {
-      if (flipped || t.is_contiguous()) {
-        for (int64_t i = 0; i < rows; ++i) at[i] = i * cols;
-      } else {  // a strided view whose rows are runs (heads split): each row's start from its index
+      std::vector<int64_t> starts;  // where each row of its 2-D form starts, in elements (none: i * cols)
+      if (!flipped && !t.is_contiguous()) {  // a strided view whose rows are runs (heads split)
+        starts.resize(static_cast<size_t>(rows));
         const int64_t dims = t.dim() - 1;  // the leading dimensions, counted through like an odometer
         const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
         std::vector<int64_t> index(static_cast<size_t>(dims), 0);
         int64_t offset = 0;
         for (int64_t i = 0; i < rows; ++i) {
-          at[i] = offset;
+          starts[i] = offset;
           for (int64_t d = dims - 1; d >= 0; --d) {
             if (++index[d] < sizes[d]) {
               offset += strides[d];
@@ -325,12 +324,12 @@ PyObject* sketch(PyObject*, PyObject* args) {
           }
         }
       }
-      sketch_one_read(t.const_data_ptr(), dtype == at::kDouble, at.data(), rows, cols, g, entries, norm);
+      sketch_one_read(t.const_data_ptr(), dtype == at::kDouble, starts.empty() ? nullptr : starts.data(), rows, cols, g,
+                      entries, norm);
     } else {  // read through other strides: copied in its 2-D form's order; a half, an integer, a mask made float32
       c10::NoGradGuard no_grad;
       at::Tensor held = (flipped ? t.t() : t.reshape({rows, cols})).to(dtype).contiguous();
-      for (int64_t i = 0; i < rows; ++i) at[i] = i * cols;
-      sketch_one_read(held.const_data_ptr(), dtype == at::kDouble, at.data(), rows, cols, g, entries, norm);
+      sketch_one_read(held.const_data_ptr(), dtype == at::kDouble, nullptr, rows, cols, g, entries, norm);
     }
   }
   at::Tensor body = at::empty({kSketchK}, at::TensorOptions().dtype(dtype));
