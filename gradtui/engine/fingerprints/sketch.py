@@ -36,14 +36,15 @@ float64 rounding). So a process without the compiled library makes sketch 3 too.
 numbers differ from version 2's by float32 rounding (about 1e-7 relative): recordings of two
 versions are not compared by their fingerprints (gradtui.record.compare says so).
 
-Cost (CPU, benchmarks/bench_diff.py): the compiled kernel reads each value once (a strided view is
-first copied in its 2-D form's order, a value not float32 or float64 first made float32). This
-Python code writes the signed value in float64 into a scratch buffer, sums the grid's row blocks
-(a product with ones), the small rest by column blocks into its cells, gathers the cells into the
-entries and sums those, and takes the norm of the same buffer: a few device ops. A transposed matrix costs what a contiguous one does. Since a matrix and its
-transpose cannot both keep a row-major pattern (no pattern of the linear index is the same under
-every transpose), a view that changes the last dimension (heads split) changes the 2-D form: its
-consumer sketches anew.
+Cost (CPU, benchmarks/bench_diff.py): the compiled kernel reads each value once (a view whose
+rows are runs, heads split, in place; one read through other strides is first copied in its 2-D
+form's order, a value not float32 or float64 first made float32). This Python code writes the
+signed value in float64 into a scratch buffer, sums the grid's row blocks (a product with ones),
+the small rest by column blocks into its cells, adds the cells into the entries, and takes the
+norm of the same buffer: a few device ops. A transposed matrix costs what a contiguous one does.
+Since a matrix and its transpose cannot both keep a row-major pattern (no pattern of the linear
+index is the same under every transpose), a view that changes the last dimension (heads split)
+changes the 2-D form: its consumer sketches anew.
 """
 
 from __future__ import annotations
@@ -176,11 +177,11 @@ class Grid(NamedTuple):
     """How a value whose memory holds an (R, C) matrix row-major is sketched (cached per (R, C)):
     its signs in that memory order (in the value's sketch dtype), the grid's size, the fold: for
     each bucket (cell), the K entry it adds to, one-hot ((grid rows * grid columns, K), as the
-    compiled sketch reads it), the same as `entry` (each cell's entry: the cells are added into
-    their entries, on the CPU) and as `gather`: (K, width) indices of each entry's cells, padded
-    with the index one past the last cell (a zero appended), whose rows are summed elsewhere (an
-    index_add there may add in any order, run to run). Either way a NaN or infinity in one cell
-    reaches its own entry only."""
+    compiled sketch reads it), the same as `entry` (each cell's entry: on the CPU the cells are
+    added into their entries in order) and as `gather`: (K, width) indices of each entry's
+    cells, padded with the index one past the last cell (a zero appended), whose rows are summed
+    on other devices (where an index_add's order could vary run to run). Either way a NaN or
+    infinity in one cell reaches its own entry only."""
 
     signs: torch.Tensor
     rows: int
@@ -294,9 +295,10 @@ def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     At most CHUNK elements: the value in its memory order times the cached signs of that order,
     written in float64 into a scratch buffer, a sum over the grid's row blocks (a product with
     ones), the small (grid rows, columns) rest summed by column blocks into its cells, the cells
-    gathered into the K entries (`Grid.gather`) and summed, the norm taken of the same buffer;
-    both rounded to the value's sketch dtype. No copy of a transposed matrix, and a matrix and its transpose (`mm`'s
-    weight gradient, what `TBackward0` sends on) have the same sketch, bit for bit."""
+    added into the K entries (`Grid.entry`; `Grid.gather` off the CPU), the norm taken of the
+    same buffer; both rounded to the value's sketch dtype. No copy of a transposed matrix, and a
+    matrix and its transpose (`mm`'s weight gradient, what `TBackward0` sends on) have the same
+    sketch, bit for bit."""
     t = _real(t.detach())
     dtype = _sign_dtype(t)
     if t.numel() > CHUNK:

@@ -14,10 +14,11 @@
 // The kernel reads the value once: each row times its signs is added into the float64 row of the
 // grid row it falls in while its squares are summed, in AVX2 lanes where the CPU has them (a
 // scalar loop otherwise, with the same lanes: the same bits); then the small (grid rows, columns)
-// rest is summed into its cells and the cells into the entries. A value held neither row-major
-// nor as a transposed matrix (a strided view) is first copied in its 2-D form's order; a value
-// neither float32 nor float64 (a half, an integer, a mask) is first made float32, as the Python
-// code's product with float32 signs makes it. Complex values, ones of more than CHUNK elements
+// rest is summed into its cells and the cells into the entries. A view whose rows are runs (heads
+// split off the last dimension, a slice of rows, a broadcast) is read in place, each row from its
+// start; one read through other strides is first copied in its 2-D form's order; a value neither
+// float32 nor float64 (a half, an integer, a mask) is first made float32, as the Python code's
+// product with float32 signs makes it. Complex values, ones of more than CHUNK elements
 // and anything not a plain dense CPU tensor are answered None: the Python code sketches them.
 //
 // The grid (the signs in memory order, the grid's size, the fold) is made by the Python code
