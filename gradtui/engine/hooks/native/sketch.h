@@ -107,11 +107,10 @@ struct SketchNoGil {
 };
 
 // Each row of a float32 (rows, cols) matrix (row i at px + at[i], or px + i * cols where `at` is
-// null; its columns one after another)
-// times its signs, added in float64 into row (i mod gr) of `buf` (gr, cols); the squares summed
-// in kLanes lanes (lane j mod kLanes of a row's first cols - cols mod kLanes columns: four
-// independent AVX2 sums, so no one sum's latency paces the loop) and the rest of each row in
-// `tail`. A float32 times a sign is exact and so is its square in float64, so the order below is
+// null; its columns one after another) times its signs, added in float64 into row (i mod gr) of
+// `buf` (gr, cols); the squares summed in kLanes lanes (lane j mod kLanes of a row's first
+// cols - cols mod kLanes columns: four independent AVX2 sums, so no one sum's latency paces the
+// loop) and the rest of each row in `tail`. A float32 times a sign is exact and so is its square in float64, so the order below is
 // the whole of the arithmetic: the AVX2 loop and this scalar one give the same bits.
 constexpr int64_t kLanes = 16;
 
@@ -175,8 +174,9 @@ __attribute__((target("avx2"))) inline void step_float(const float* rx, const fl
 }
 
 // rows_float_scalar in AVX2 registers (16 floats a step).
-__attribute__((target("avx2"))) void rows_float_avx2(const float* px, const float* ps, const int64_t* at, int64_t rows,
-                                                     int64_t cols, int64_t gr, double* buf, double* lanes, double& tail) {
+__attribute__((target("avx2"))) void rows_float_avx2(const float* px, const float* ps, const int64_t* at,
+                                                     int64_t rows, int64_t cols, int64_t gr, double* buf,
+                                                     double* lanes, double& tail) {
   __m256d s0 = _mm256_loadu_pd(lanes), s1 = _mm256_loadu_pd(lanes + 4);
   __m256d s2 = _mm256_loadu_pd(lanes + 8), s3 = _mm256_loadu_pd(lanes + 12);
   const int64_t body = cols - cols % kLanes;
@@ -203,8 +203,9 @@ __attribute__((target("avx2"))) void rows_float_avx2(const float* px, const floa
 }
 
 // rows_double_scalar in AVX2 registers (8 doubles a step).
-__attribute__((target("avx2"))) void rows_double_avx2(const double* px, const double* ps, const int64_t* at, int64_t rows,
-                                                      int64_t cols, int64_t gr, double* buf, double* lanes, double& tail) {
+__attribute__((target("avx2"))) void rows_double_avx2(const double* px, const double* ps, const int64_t* at,
+                                                      int64_t rows, int64_t cols, int64_t gr, double* buf,
+                                                      double* lanes, double& tail) {
   __m256d s0 = _mm256_loadu_pd(lanes), s1 = _mm256_loadu_pd(lanes + 4);
   const int64_t body = cols - cols % (kLanes / 2);
   double rest = tail;
@@ -236,8 +237,8 @@ __attribute__((target("avx2"))) void rows_double_avx2(const double* px, const do
 bool sketch_avx2_off = false;  // set_sketch_avx2(False): the scalar loop (the tests compare the two)
 
 // Sketch 3 of a (rows, cols) float32 or float64 matrix at `data` (`dbl`: float64), row i at
-// element at[i] (i * cols where `at` is null), its columns one after another, whose signs are `g.signs`: its K entries and its
-// norm, each summed in float64.
+// element at[i] (i * cols where `at` is null), its columns one after another, whose signs are
+// `g.signs`: its K entries and its norm, each summed in float64.
 void sketch_one_read(const void* data, bool dbl, const int64_t* at, int64_t rows, int64_t cols, const SketchGrid& g,
                      double* entries, double& norm) {
   const int64_t gr = g.rows, gc = g.cols;
