@@ -110,8 +110,9 @@ struct SketchNoGil {
 // null; its columns one after another) times its signs, added in float64 into row (i mod gr) of
 // `buf` (gr, cols); the squares summed in kLanes lanes (lane j mod kLanes of a row's first
 // cols - cols mod kLanes columns: four independent AVX2 sums, so no one sum's latency paces the
-// loop) and the rest of each row in `tail`. A float32 times a sign is exact and so is its square in float64, so the order below is
-// the whole of the arithmetic: the AVX2 loop and this scalar one give the same bits.
+// loop) and the rest of each row in `tail`. A float32 times a sign is exact and so is its square
+// in float64, so the order below is the whole of the arithmetic: the AVX2 loop and this scalar
+// one give the same bits.
 constexpr int64_t kLanes = 16;
 
 void rows_float_scalar(const float* px, const float* ps, const int64_t* at, int64_t rows, int64_t cols, int64_t gr,
