@@ -1,6 +1,6 @@
 """The fingerprint mechanisms side by side: what each costs and what it sees.
 
-    python benchmarks/bench_sketches.py [--rounds R] [--width D] [--accuracy] [--hot-cold] [--no-fused]
+    python benchmarks/bench_sketches.py [--rounds R] [--width D] [--accuracy] [--hot-cold] [--earlier REV] [--only NAME]...
 
 Cost: bench_diff.py's model and pass (a 4-layer d=256 encoder, `--width 64`: d=64, batch 8x32, torch on one
 thread, one recorded backward under a Session with a Recorder, full statistics). Each round
@@ -12,16 +12,17 @@ written) is the engine's own:
 
 - `plumbing`: fingerprints on (the hook plan's extra hooks, the calls), PassPrints doing nothing;
 - `bookkeeping`: PassPrints as it is, each value's sketch a constant (no device work);
-- `full (sketch 2)`: gradtui.engine.fingerprints.sketch, every element read (by the compiled
-  posthooks' sketch where they are built: the run's own choice);
-- `full, Python only`: the same sketch made by its Python code alone (the same numbers);
+- `full (sketch 3)`: gradtui.engine.fingerprints.sketch, every element read (by the compiled
+  posthooks' one-read sketch where they are built: the run's own choice);
+- `full, Python only`: the same sketch made by its Python code alone (the same float32 numbers);
 - `sampled S, folded`: S positions fixed per shape (the same for a matrix and its transpose),
   `torch.take` in logical order, times fixed signs, summed into 8 entries, with the sample's
   norm; ‖a − b‖ / ‖a‖ estimated as ‖S(a) − S(b)‖ / ‖a_S‖;
 - `sampled 64, stored`: the 64 sampled values themselves (8x the numbers to read and write);
-- `full, fused one read`: the same sketch's linear map made by one fused read of each value
-  (benchmarks/fused_sketch.py, a prototype built here: its bits are not sketch 2's; `--no-fused`
-  leaves it out).
+- `earlier REV`: with `--earlier REV`, the compiled sketch of commit REV
+  (benchmarks/earlier_sketch.py builds it beside this one: `--earlier main` before sketch 3 times
+  sketch 2 as the compiled posthooks made it) in the same rounds; `earlier REV, Python only`: that
+  commit's Python sketch.
 
 `--accuracy`: the accuracy target's 1,000 random pairs (within 2x of the exact ‖a − b‖ / ‖a‖) and a sparse
 difference (one element, one row, one column changed) of two of the model's shapes: how often
@@ -44,7 +45,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fused_sketch  # noqa: E402
+import earlier_sketch  # noqa: E402
 from bench_diff import constant, one_pass  # noqa: E402
 from bench_models import transformer  # noqa: E402
 
@@ -131,7 +132,7 @@ MECHANISMS: dict[str, Callable[[torch.Tensor], sk.Row] | str | None] = {
     "recorded": None,
     PLUMBING: PLUMBING,
     "bookkeeping": constant,
-    "full (sketch 2)": FULL,
+    "full (sketch 3)": FULL,
     "full, Python only": sk.python_fingerprint,
     "sampled 256, folded": sampled_folded(256),
     "sampled 1024, folded": sampled_folded(1024),
@@ -148,9 +149,6 @@ def _use(mechanism: Callable[[torch.Tensor], sk.Row] | str | None) -> None:
     else:
         fpmod.PassPrints.node, fpmod.PassPrints.event = _methods  # type: ignore[method-assign]
     fpmod.fingerprint = mechanism if callable(mechanism) else FULL
-
-
-FUSED = "full, fused one read"
 
 
 def cost(rounds: int, width: int = 256) -> None:
@@ -229,7 +227,7 @@ def _sparse(
 
 def accuracy() -> None:
     """Each sketching mechanism's accuracy (see module doc)."""
-    for name in ("full (sketch 2)", FUSED, "sampled 256, folded", "sampled 1024, folded"):
+    for name in ("full (sketch 3)", *[n for n in MECHANISMS if n.startswith("earlier")], "sampled 256, folded"):
         mechanism = MECHANISMS.get(name)
         if mechanism is None:
             continue
@@ -267,14 +265,19 @@ def main() -> None:
     parser.add_argument("--accuracy", action="store_true")
     parser.add_argument("--hot-cold", action="store_true")
     parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--no-fused", action="store_true")
+    parser.add_argument("--earlier", metavar="REV", help="also time commit REV's compiled sketch")
+    parser.add_argument("--only", action="append", metavar="NAME", help="time this mechanism (repeated; default: all)")
     options = parser.parse_args()
     torch.set_num_threads(1)
-    if not options.no_fused and (module := fused_sketch.load()) is not None:
-        MECHANISMS[FUSED] = fused_sketch.mechanism(module, FULL)
+    if options.earlier and (module := earlier_sketch.load(options.earlier)) is not None:
+        MECHANISMS[f"earlier {options.earlier}"] = earlier_sketch.mechanism(module)
+    if options.earlier and (module := earlier_sketch.load_python(options.earlier)) is not None:
+        MECHANISMS[f"earlier {options.earlier}, Python only"] = earlier_sketch.python_mechanism(module)
+    if options.only:
+        wanted = {"recorded", *options.only}
+        for name in [n for n in MECHANISMS if n not in wanted]:
+            del MECHANISMS[name]
     cost(options.rounds, options.width)
-    if FUSED in MECHANISMS:
-        print(f"  fused prototype: values it sketched / left to the run's sketch: {fused_sketch.counts}")
     if options.accuracy:
         accuracy()
     if options.hot_cold:

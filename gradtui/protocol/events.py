@@ -367,10 +367,12 @@ class PassFinished(Event, msgspec.Struct, frozen=True):
     gradient first, non-finite ones last)."""
 
 
-SKETCH_VERSION = 2
+SKETCH_VERSION = 3
 """Which sketch `Print.sketch` holds (gradtui.engine.fingerprints.sketch; a recording stores it): 1, the
-row-major sign sketch (schema 2); 2, the 2-D one, the same for a matrix and its transpose.
-Fingerprints of two versions are never compared."""
+row-major sign sketch (schema 2); 2, the 2-D one, the same for a matrix and its transpose, summed
+in float32 by torch calls in a fixed order; 3, the same linear map summed in float64 and rounded
+at the end (one read in the compiled posthooks; the Python code agrees to rounding). Fingerprints
+of two versions are never compared."""
 
 
 class Print(msgspec.Struct, frozen=True):

@@ -13,8 +13,9 @@ the node's forward output, 3 a saved leaf value, slot -1 its saved arguments as 
 version-1 file opens as before and simply has no fingerprints (`has_prints`).
 
 Version 3 added the `sketch` table: which sketch its fingerprints were made with
-(`SKETCH_VERSION`; a version-2 file's are sketch 1, the row-major one). Fingerprints of two
-sketch versions are never compared (`gradtui diff`, `--against` refuse them in one line).
+(`SKETCH_VERSION`; a version-2 file's are sketch 1, the row-major one; sketch 3 came later in
+version 3 files: a row of the table, no change to the schema). Fingerprints of two sketch
+versions are never compared (`gradtui diff`, `--against` refuse them in one line).
 
 The three indexes at the end came after the first version-1 recordings and are still version 1:
 an index changes no row, so a file with or without them opens in either gradtui, the same

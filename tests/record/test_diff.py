@@ -12,6 +12,7 @@ import sqlite3
 
 import pytest
 
+from gradtui.record import schema
 from gradtui.record.compare import compare
 from tests.helpers import script
 from tests.processes import gradtui, record_with_fingerprints
@@ -141,7 +142,8 @@ def test_fingerprints_of_another_sketch_are_refused_in_one_line(recordings, tmp_
     old = _sketch_1(recordings["again"], tmp_path)
     run = diff(recordings["ref"], old)
     assert run.returncode == 2 and run.stdout == "", (run.stdout, run.stderr)
-    assert len(run.stderr.strip().splitlines()) == 1 and "sketch 2" in run.stderr and "sketch 1" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "sketch 1" in run.stderr
+    assert f"sketch {schema.SKETCH_VERSION}" in run.stderr
     run = gradtui("--headless", "--against", old, script("diff_model.py"))
     assert run.returncode == 2 and "sketch 1" in run.stderr and "record the reference again" in run.stderr, run.stderr
     assert not compare(old, old).differs

@@ -1,4 +1,4 @@
-"""The sign sketch of one value (gradtui.engine.fingerprints.values's fingerprints), version 2.
+"""The sign sketch of one value (gradtui.engine.fingerprints.values's fingerprints), version 3.
 
 A value is sketched as a matrix: its 2-D form (`shape2d`: elements / last dimension by the
 last dimension; a vector is one row). Its elements are multiplied by fixed pseudo-random signs
@@ -22,13 +22,29 @@ elements is kept whole instead (the comparison is then exact). A value of more t
 elements is sketched row-major chunk by chunk, each chunk's entries with a sign of their own
 (still unbiased; not the same for its transpose).
 
-Cost (CPU, benchmarks/bench_diff.py): a value is sketched by a few device ops: the signed product
-(the signs cached per shape, in memory order) into a scratch buffer padded to whole grid rows,
-a sum over the grid's row blocks (a product with ones: one read at memory speed), the small
-remainder, the fold (one product) and the norm. A transposed matrix costs what a contiguous one
-does (version 1 copied it first: 2x). Since a matrix and its transpose cannot both keep a
-row-major pattern (no pattern of the linear index is the same under every transpose), a view
-that changes the last dimension (heads split) changes the 2-D form: its consumer sketches anew.
+The versions (`SKETCH_VERSION`, stored in a recording): 1 was row-major; 2 is the map above
+summed in the value's own float32 by a dozen torch calls (their order fixed its bits); 3 is the
+same map with its arithmetic defined instead of its order: each element taken as float32
+(float64 for a float64 value; a half, an integer or a mask made float32), times its sign
+(exact), every sum (cells, entries, the squares of the norm) in float64, the entries and the
+norm rounded to float32 (kept float64 for a float64 value) at the end. Two orders of float64 sums
+differ by about 1e-16 relative, far below float32's rounding: the compiled posthooks' one-read
+kernel (native/sketch.h: AVX2 where the CPU has it, a scalar loop with the same lanes otherwise),
+and this module's Python code (a few torch calls, in another order, on any device) give the same
+float32 numbers, at most a last bit apart at the rarest rounding tie (a float64 value's agree to
+float64 rounding). So a process without the compiled library makes sketch 3 too. Version 3's
+numbers differ from version 2's by float32 rounding (about 1e-7 relative): recordings of two
+versions are not compared by their fingerprints (gradtui.record.compare says so).
+
+Cost (CPU, benchmarks/bench_diff.py): the compiled kernel reads each value once (a view whose
+rows are runs, heads split, in place; one read through other strides is first copied in its 2-D
+form's order, a value not float32 or float64 first made float32). This Python code writes the
+signed value in float64 into a scratch buffer, sums the grid's row blocks (a product with ones),
+the small rest by column blocks into its cells, adds the cells into the entries, and takes the
+norm of the same buffer: a few device ops. A transposed matrix costs what a contiguous one does.
+Since a matrix and its transpose cannot both keep a row-major pattern (no pattern of the linear
+index is the same under every transpose), a view that changes the last dimension (heads split)
+changes the 2-D form: its consumer sketches anew.
 """
 
 from __future__ import annotations
@@ -159,13 +175,20 @@ GRID = 17
 
 class Grid(NamedTuple):
     """How a value whose memory holds an (R, C) matrix row-major is sketched (cached per (R, C)):
-    its signs in that memory order, the grid's size, and the fold: for each bucket, the K entry
-    it adds to, one-hot ((grid rows * grid columns, K): the fold is one small product)."""
+    its signs in that memory order (in the value's sketch dtype), the grid's size, the fold: for
+    each bucket (cell), the K entry it adds to, one-hot ((grid rows * grid columns, K), as the
+    compiled sketch reads it), the same as `entry` (each cell's entry: on the CPU the cells are
+    added into their entries in order) and as `gather`: (K, width) indices of each entry's
+    cells, padded with the index one past the last cell (a zero appended), whose rows are summed
+    on other devices (where an index_add's order could vary run to run). Either way a NaN or
+    infinity in one cell reaches its own entry only."""
 
     signs: torch.Tensor
     rows: int
     cols: int
     fold: torch.Tensor
+    entry: torch.Tensor
+    gather: torch.Tensor
 
 
 def shape2d(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -240,24 +263,19 @@ def grid(rows: int, cols: int, dtype: torch.dtype, device: torch.device) -> Grid
     entries = entry[cell]
     if flipped:
         entries = entries.t()
-    fold = torch.nn.functional.one_hot(entries.reshape(-1), K).to(dtype)
+    flat = entries.reshape(-1)
+    fold = torch.nn.functional.one_hot(flat, K).to(dtype)
+    members = [torch.nonzero(flat == k).view(-1) for k in range(K)]
+    gather = torch.full((K, max(m.numel() for m in members)), flat.numel(), dtype=torch.int64)
+    for k, m in enumerate(members):
+        gather[k, : m.numel()] = m
     if _grid_elements[0] + signs.numel() + fold.numel() > GRID_CACHE:
         _grids.clear()
         _grid_elements[0] = 0
-    found = _grids[key] = Grid(signs, entries.shape[0], entries.shape[1], fold.to(device))
+    found = _grids[key] = Grid(
+        signs, entries.shape[0], entries.shape[1], fold.to(device), flat.to(device), gather.to(device)
+    )
     _grid_elements[0] += (signs.numel() if flipped or first == second else 0) + fold.numel()
-    return found
-
-
-_ones_cache: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
-
-
-def _ones(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A cached vector of `count` ones (a sum over rows as one matrix-vector product)."""
-    key = (count, dtype, device)
-    found = _ones_cache.get(key)
-    if found is None:
-        found = _ones_cache[key] = torch.ones(count, dtype=dtype, device=device)
     return found
 
 
@@ -272,47 +290,67 @@ def _memory2d(t: torch.Tensor) -> torch.Tensor:
 
 
 def buckets_and_norm(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(K-entry sketch, norm) of one tensor of more than EXACT_LIMIT elements, on its device.
-    At most CHUNK elements: the value in its memory order times the cached signs of that order
-    into a scratch buffer, a sum over the grid's row blocks (a product with ones: BLAS reads it
-    at memory speed), the small (grid rows, columns) rest by column blocks, its fold into K
-    entries (one small product with `Grid.fold`), and the norm: no copy of a transposed matrix,
-    and a matrix and its transpose (`mm`'s weight gradient, what `TBackward0` sends on) have the
-    same sketch, bit for bit."""
+    """(K-entry sketch, norm) of one tensor of more than EXACT_LIMIT elements, on its device:
+    sketch 3 (see the module doc), made in Python (the compiled posthooks make it in one read).
+    At most CHUNK elements: the value in its memory order times the cached signs of that order,
+    written in float64 into a scratch buffer, a sum over the grid's row blocks (a product with
+    ones), the small (grid rows, columns) rest summed by column blocks into its cells, the cells
+    added into the K entries (`Grid.entry`; `Grid.gather` off the CPU), the norm taken of the
+    same buffer; both rounded to the value's sketch dtype. No copy of a transposed matrix, and a
+    matrix and its transpose (`mm`'s weight gradient, what `TBackward0` sends on) have the same
+    sketch, bit for bit."""
     t = _real(t.detach())
     dtype = _sign_dtype(t)
     if t.numel() > CHUNK:
         buckets, norm = _chunked(t, dtype)
-        return fold(buckets), norm
+        return fold(buckets).to(dtype), norm.to(dtype)
     held = _memory2d(t)
     rows, cols = held.shape if held.dim() == 2 else shape2d(tuple(t.shape))
     g = grid(rows, cols, dtype, t.device)
-    blocks, rest = divmod(rows, g.rows)
-    flat = _scratch(rows * cols, dtype, t.device)
+    flat = _scratch(rows * cols, torch.float64, t.device)
     target = flat.view(rows, cols)
-    if held.dim() == 2:
+    if held.dim() == 2:  # exact: a float times a sign, widened to float64
         torch.mul(held, g.signs, out=target)
     else:  # strided: read through its strides in its 2-D form's order
         torch.mul(held, g.signs.view(held.shape), out=target.view(held.shape))
+    blocks, rest = divmod(rows, g.rows)
+    whole = blocks * g.rows * cols
     if blocks > 1:
-        part = _ones(blocks, dtype, t.device) @ flat[: blocks * g.rows * cols].view(blocks, -1)
+        part = _ones(blocks, t.device) @ flat[:whole].view(blocks, -1)
         if rest:
-            part[: rest * cols] += flat[blocks * g.rows * cols :]
+            part[: rest * cols] += flat[whole:]
     elif rest:
         part = flat[: g.rows * cols].clone()
         part[: rest * cols] += flat[g.rows * cols :]
     else:
         part = flat
-    padded = -(-cols // g.cols) * g.cols  # the column blocks: a fold matrix per column would be read
-    part = part.view(g.rows, cols)  # as often as the value (8 floats per grid cell)
+    padded = -(-cols // g.cols) * g.cols  # the column blocks
+    part = part.view(g.rows, cols)
     if padded > cols:
         part = torch.nn.functional.pad(part, (0, padded - cols))
-    return part.view(g.rows, padded // g.cols, g.cols).sum(1).view(-1) @ g.fold, torch.linalg.vector_norm(target)
+    cells = part.view(g.rows, padded // g.cols, g.cols).sum(1).view(-1)
+    if t.device.type == "cpu":  # added in the cells' order
+        entries = torch.zeros(K, dtype=torch.float64).index_add_(0, g.entry, cells)
+    else:
+        entries = torch.nn.functional.pad(cells, (0, 1)).index_select(0, g.gather.view(-1)).view(K, -1).sum(1)
+    return entries.to(dtype), torch.linalg.vector_norm(target).to(dtype)
+
+
+_ones_cache: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+
+def _ones(count: int, device: torch.device) -> torch.Tensor:
+    """A cached float64 vector of `count` ones (a sum over rows as one matrix-vector product)."""
+    key = (count, device)
+    found = _ones_cache.get(key)
+    if found is None:
+        found = _ones_cache[key] = torch.ones(count, dtype=torch.float64, device=device)
+    return found
 
 
 def _chunked(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(bucket sums, norm) of a value of more than CHUNK elements, row-major (a transposed one
-    is read through its strides): each chunk's BUCKETS sums with a sign of their own."""
+    """(bucket sums, norm) in float64 of a value of more than CHUNK elements, row-major (a
+    transposed one is read through its strides): each chunk's BUCKETS sums with a sign of their own."""
     numel = t.numel()
     flat = t.reshape(-1)
     chunks = -(-numel // CHUNK)
@@ -320,12 +358,12 @@ def _chunked(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.T
     if found is None:
         # each chunk's K entries get a sign of their own: as bucket signs (the fold is one-hot)
         found = _chunk_signs[chunks] = hashed_signs(chunks * K, salt=1).view(chunks, K)[:, group_of_bucket()]
-    per_chunk = found.to(dtype=dtype, device=t.device)
-    total = torch.zeros(BUCKETS, dtype=dtype, device=t.device)
-    squares = torch.zeros((), dtype=dtype, device=t.device)
+    per_chunk = found.to(dtype=torch.float64, device=t.device)
+    total = torch.zeros(BUCKETS, dtype=torch.float64, device=t.device)
+    squares = torch.zeros((), dtype=torch.float64, device=t.device)
     for c in range(chunks):
         part = flat[c * CHUNK : (c + 1) * CHUNK]
-        signed = torch.mul(signs(part.numel(), dtype, t.device), part)
+        signed = torch.mul(signs(part.numel(), dtype, t.device), part).to(torch.float64)
         total += _buckets(signed) * per_chunk[c]
         squares += torch.linalg.vector_norm(signed) ** 2
     return total, squares.sqrt()
@@ -358,9 +396,10 @@ CompiledSketch = Callable[
     [torch.Tensor, Callable[[int, int, int], tuple[torch.Tensor, int, int, torch.Tensor]]],
     "tuple[torch.Tensor, torch.Tensor] | None",
 ]
-"""The compiled posthooks' `sketch(t, grid_of)`: `buckets_and_norm(t)` in one call (the same torch
-calls made from C++, so the same bits), or None where the Python code must sketch it (a value
-not on the CPU, complex, of more than CHUNK elements)."""
+"""The compiled posthooks' `sketch(t, grid_of)`: sketch 3 of a value in one read (what
+`buckets_and_norm(t)` gives, to float64 rounding before the final float32 rounding), or None
+where the Python code must sketch it (a value not on the CPU, complex, of more than CHUNK
+elements)."""
 
 _compiled: list[CompiledSketch | None] = [None]
 

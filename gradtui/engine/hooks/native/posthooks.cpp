@@ -404,7 +404,8 @@ PyMethodDef module_methods[] = {
     {"make", make, METH_VARARGS, "make(completed, quit, producer, full, limits, interval_s, fallback, tick, kinds)"},
     {"walk", walk, METH_VARARGS, "walk(roots) -> (nodes, nexts, producer, root_ids, seqs), or None (a root no C++ node)"},
     {"fetch", fetch, METH_VARARGS, "fetch(normed, wide, small, one_pass) -> window._fetch's floats by name, or None (not plain CPU floats)"},
-    {"sketch", sketch, METH_VARARGS, "sketch(t, grid_of) -> (sketch, norm) as sketch.py's buckets_and_norm, or None"},
+    {"sketch", sketch, METH_VARARGS, "sketch(t, grid_of) -> (sketch, norm): sketch 3 in one read (sketch.py's buckets_and_norm), or None"},
+    {"set_sketch_avx2", set_sketch_avx2, METH_O, "set_sketch_avx2(on) -> has AVX2: sketch with its loop where the CPU has it, or the scalar loop"},
     {"alive", alive, METH_NOARGS, "how many compiled hooks exist, on any node of any pass"},
     {nullptr, nullptr, 0, nullptr}};
 
