@@ -1,7 +1,7 @@
 """What fingerprints cost: a recorded pass with fingerprints, and a live pass `--against` a reference,
 each against a recorded pass without fingerprints, in one run.
 
-    python benchmarks/bench_diff.py [--layers L] [--rounds R] [--width D]
+    python benchmarks/bench_diff.py [--layers L] [--rounds R] [--width D] [--other OLD_VALUES.py]
 
 A 4-layer d=256 encoder (bench.py's; `--width 64`: d=64), batch 8x32, torch on one thread: each round times one
 backward under a Session with a Recorder attached (every pass recorded node by node, full
@@ -17,12 +17,16 @@ The sketch is the compiled posthooks' where they are built (gradtui.engine.hooks
 the same place. Last, the fingerprints' own bookkeeping alone: the CPU time per pass inside
 PassPrints (its per-node calls and its end: the read back, the events), every sketch a constant,
 median over 20 recorded passes of one graph (its plan made at the first: gradtui.engine.fingerprints.plan).
+`--other FILE`: a copy of gradtui/engine/fingerprints/values.py (`git show main:gradtui/engine/fingerprints/values.py
+> old.py`) whose PassPrints records one more pass per round (`other`), so two versions of the
+bookkeeping are compared paired, in the same rounds (the median of the per-round ratios).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import os
 import statistics
 import sys
@@ -31,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
 
 import torch
@@ -113,11 +118,31 @@ def no_sketch(mechanism: Callable[[torch.Tensor], sketch.Row] = constant) -> Ite
         fingerprint_module.fingerprint = sketch.fingerprint
 
 
-def bookkeeping(layers: int, passes: int = 20) -> tuple[float, float]:
+@contextmanager
+def prints_of(module: ModuleType) -> Iterator[None]:
+    """Fingerprints gathered by `module`'s PassPrints (another version of values.py), within the block."""
+    mine = fingerprint_module.PassPrints
+    fingerprint_module.PassPrints = module.PassPrints  # type: ignore[misc] - a session looks it up per pass
+    try:
+        yield
+    finally:
+        fingerprint_module.PassPrints = mine  # type: ignore[misc]
+
+
+def load_values(path: str) -> ModuleType:
+    """A copy of values.py loaded as a module of its own."""
+    spec = importlib.util.spec_from_file_location("other_values", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bookkeeping(layers: int, passes: int = 20, width: int = 256) -> tuple[float, float]:
     """Median CPU seconds per recorded pass inside PassPrints.node and PassPrints.event, every
-    sketch a constant (after 3 passes of warm-up)."""
-    model = transformer(layers)
-    x = torch.randn(8, 32, 256, generator=torch.Generator().manual_seed(1))
+    sketch a constant (after 3 passes of warm-up), at d=`width`."""
+    model = transformer(layers, width)
+    x = torch.randn(8, 32, width, generator=torch.Generator().manual_seed(1))
     spent = {"node": 0.0, "event": 0.0}
     originals = {name: getattr(fingerprint_module.PassPrints, name) for name in spent}
 
@@ -149,9 +174,9 @@ def bookkeeping(layers: int, passes: int = 20) -> tuple[float, float]:
     return statistics.median(per["node"]), statistics.median(per["event"])
 
 
-def report(label: str, times: dict[str, list[Took]], target: float | None) -> None:
+def report(label: str, times: dict[str, list[Took]], target: float | None, note: str = "a floor") -> None:
     """Medians of the plain recording and of `label`, their ratio and the median of the paired
-    (same round) ratios, wall and CPU (`target` None: a floor, no target)."""
+    (same round) ratios, wall and CPU (`target` None: no target, `note` said instead)."""
     for kind in ("wall", "cpu"):
         base = [getattr(t, kind) for t in times["recorded"]]
         other = [getattr(t, kind) for t in times[label]]
@@ -159,15 +184,18 @@ def report(label: str, times: dict[str, list[Took]], target: float | None) -> No
         print(
             f"  {label:16} {kind:4}: recorded {statistics.median(base) * 1e3:8.1f} ms, with "
             f"{statistics.median(other) * 1e3:8.1f} ms: {statistics.median(other) / statistics.median(base):.2f}x,"
-            f" paired {paired:.2f}x" + (f" (target <= {target}x)" if target is not None else " (a floor)")
+            f" paired {paired:.2f}x" + (f" (target <= {target}x)" if target is not None else f" ({note})")
         )
 
 
 KINDS = ("recorded", "fingerprints", "against", "floor", "floor + one read")
 
 
-def measure(layers: int, rounds: int, width: int = 256, kinds: tuple[str, ...] = KINDS) -> dict[str, list[Took]]:
-    """Each round's backward passes of `kinds` (after a round of warm-up), in alternating order."""
+def measure(
+    layers: int, rounds: int, width: int = 256, kinds: tuple[str, ...] = KINDS, other: ModuleType | None = None
+) -> dict[str, list[Took]]:
+    """Each round's backward passes of `kinds` (after a round of warm-up), in alternating order
+    (`other`: a kind "other", fingerprints by that version of values.py)."""
     model = transformer(layers, width)
     x = torch.randn(8, 32, width, generator=torch.Generator().manual_seed(1))
     times: dict[str, list[Took]] = {kind: [] for kind in kinds}
@@ -179,6 +207,10 @@ def measure(layers: int, rounds: int, width: int = 256, kinds: tuple[str, ...] =
                 db = None if kind == "against" else os.path.join(folder, f"{r}-{kind}.db")
                 if kind.startswith("floor"):
                     with no_sketch(constant if kind == "floor" else one_read):
+                        took = one_pass(model, x, True, db)
+                elif kind == "other":
+                    assert other is not None
+                    with prints_of(other):
                         took = one_pass(model, x, True, db)
                 else:
                     took = one_pass(model, x, kind == "fingerprints", db, reference if kind == "against" else None)
@@ -214,9 +246,12 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--other")
     options = parser.parse_args()
     torch.set_num_threads(1)  # the machines are small and noisy; one thread is steadier
-    times = measure(options.layers, options.rounds, options.width)
+    other = load_values(options.other) if options.other else None
+    kinds = KINDS + (("other",) if other is not None else ())
+    times = measure(options.layers, options.rounds, options.width, kinds, other)
     print(
         f"one backward, {options.layers}-layer encoder d={options.width}, batch 8x32, {options.rounds} rounds, "
         f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; against a recorded one without fingerprints; "
@@ -226,10 +261,14 @@ def main() -> None:
     report("against", times, 1.3)
     report("floor", times, None)
     report("floor + one read", times, None)
-    node, end = bookkeeping(options.layers)
+    if other is not None:
+        report("other", times, None, "fingerprints by --other's PassPrints")
+        paired = statistics.median(a.cpu / b.cpu for a, b in zip(times["fingerprints"], times["other"]))
+        print(f"  fingerprints / other, cpu, paired: {paired:.3f}")
+    node, end = bookkeeping(options.layers, width=options.width)
     print(
         f"  bookkeeping: PassPrints per pass, every sketch a constant: {node * 1e3:.2f} ms in its per-node calls,"
-        f" {end * 1e3:.2f} ms at its end (CPU time, median of 20 passes)"
+        f" {end * 1e3:.2f} ms at its end (CPU time, median of 20 passes, d={options.width})"
     )
 
 

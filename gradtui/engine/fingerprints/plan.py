@@ -83,6 +83,17 @@ class GraphPlan:
         """Per node, its NodeFacts once made (None: not yet; read by a pass, written here only)."""
         self.made = 0
         """Nodes whose facts were made (not reused): a count the tests assert."""
+        self._with_saved: tuple[int, ...] | None = None
+        """The nodes with saved attributes, once every node's facts are made (`with_saved`)."""
+
+    def with_saved(self, nodes: Sequence[Any], ids: dict[int, int]) -> tuple[int, ...]:
+        """The nodes (ascending) that have saved attributes, every node's facts made where a pass
+        had not (`nodes`: the pass's autograd nodes): which nodes save something is the same in
+        every pass of this graph, so the list is made once and a pass's end visits only those."""
+        found = self._with_saved
+        if found is None:
+            found = self._with_saved = tuple(node for node, fn in enumerate(nodes) if self.facts(node, fn, ids).saved)
+        return found
 
     def facts(self, node: int, fn: Any, ids: dict[int, int]) -> NodeFacts:
         """`node`'s facts (`fn` its autograd node, `ids`: id of a node object -> its node id)."""

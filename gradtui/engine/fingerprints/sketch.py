@@ -439,14 +439,19 @@ def python_fingerprint(t: torch.Tensor) -> Row:
     return Row(norm, body, False)
 
 
-def read_rows(rows: list[Row]) -> list[ReadRow]:
-    """Many fingerprints brought to the host in one read: the norms stacked, then every row's
-    body (its sketch, or its values), in one `cat` (it promotes float32 with float64) and one
-    `tolist`."""
+def read_numbers(rows: list[Row]) -> list[float]:
+    """Many fingerprints brought to the host in one read, as one list of numbers: the rows'
+    norms, then every row's body (its sketch, or its values) in turn, in one `cat` (it promotes
+    float32 with float64) and one `tolist`."""
     if not rows:
         return []
     with torch.no_grad():
-        numbers = torch.cat([torch.stack([r.norm for r in rows]), *[r.body for r in rows]]).tolist()
+        return torch.cat([torch.stack([r.norm for r in rows]), *[r.body for r in rows]]).tolist()
+
+
+def read_rows(rows: list[Row]) -> list[ReadRow]:
+    """Many fingerprints brought to the host in one read (`read_numbers`), row by row."""
+    numbers = read_numbers(rows)
     out = []
     at = len(rows)
     for norm, r in zip(numbers, rows):

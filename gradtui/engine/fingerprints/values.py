@@ -56,6 +56,7 @@ from gradtui.engine.fingerprints.sketch import (  # noqa: F401 - the sketch's na
     buckets_and_norm,
     fingerprint,
     hashed_signs,
+    read_numbers,
     read_rows,
     shape2d,
     signs,
@@ -186,47 +187,54 @@ class PassPrints:
 
     def _node(self, node: int, fn: Any, received: tuple[Any, ...], sent: tuple[Any, ...]) -> None:
         arrived: list[tuple[torch.Tensor, Row]] = []
+        pending, entries, rows = self._sent, self._entries, self._rows
         for slot, grad in enumerate(received):
-            held = self._sent.pop((node, slot), None)
-            reuse = (
-                held.row
-                if held is not None
-                and held.tensor is not None
-                and held.tensor() is grad
-                and grad is not None
-                and grad._version == held.version
-                else None
-            )
-            row = self._add(grad, node, RECEIVED, slot, "", reuse)
+            if not isinstance(grad, torch.Tensor):
+                if pending:
+                    pending.pop((node, slot), None)
+                continue
+            held = pending.pop((node, slot), None) if pending else None
+            if held is not None and held.tensor is not None and grad._version == held.version and held.tensor() is grad:
+                row: Row | None = held.row
+                entries.append((node, RECEIVED, slot, ""))
+                rows.append(held.row)
+            else:
+                row = self._add(grad, node, RECEIVED, slot, "")
             if row is not None:
                 arrived.append((grad, row))
         facts = self._facts[node] or self.plan.facts(node, fn, self._ids)
         consumers = facts.consumers
         moves = facts.moves if len(arrived) == 1 and len(sent) == 1 else 0
         for slot, grad in enumerate(sent):
+            if not plain(grad):  # None, a ZeroTensor (its zero print), nothing to read
+                self._add(grad, node, SENT, slot, "")
+                continue
             true = True  # the row is the sketch of `grad` itself
-            readable = plain(grad)
-            if moves and readable:
-                reuse = arrived[0][1]
+            if moves:
+                reuse: Row | None = arrived[0][1]
                 true = keeps_sketch(moves, tuple(arrived[0][0].shape), tuple(grad.shape))
-            elif readable and arrived:
+            elif arrived:
                 reuse = next((row for t, row in arrived if same_values(t, grad)), None)
             else:
                 reuse = None
-            row = self._add(grad, node, SENT, slot, "", reuse)
-            if row is None or slot >= len(consumers):
+            if reuse is None:
+                reuse = fingerprint(grad)
+                self.sketched += 1
+            entries.append((node, SENT, slot, ""))
+            rows.append(reuse)
+            if slot >= len(consumers):
                 continue
             key = consumers[slot]
             if key is not None:  # sent there by several: summed on the way, not reused
-                if not true and key not in self._sent and self.unhooked is not None and self.unhooked(key[0]):
-                    row, true = fingerprint(grad), True  # no hook will see it arrive: sketched here
+                first = key not in pending
+                if not true and first and self.unhooked is not None and self.unhooked(key[0]):
+                    reuse, true = fingerprint(grad), True  # no hook will see it arrive: sketched here
                     self.sketched += 1
-                self._sent[key] = (
-                    _Sent(weakref.ref(grad), grad._version, row, tuple(grad.shape))
-                    if true and key not in self._sent
-                    else None
+                pending[key] = (
+                    _Sent(weakref.ref(grad), grad._version, reuse, tuple(grad.shape)) if true and first else None
                 )
-        self._saved(node, fn, facts)
+        if facts.saved:
+            self._saved(node, fn, facts)
 
     def _derive_unhooked(self) -> None:
         """The prints of the nodes no posthook noted (a planned pass, gradtui.engine.hooks.planned, hooks
@@ -256,12 +264,12 @@ class PassPrints:
                     held[key] = _Sent(None, 0, arrived.row, tuple(sent))
                     todo.append(key)
             self._saved(node, fn, facts)
-        seen, facts_of, ids = self._seen, self.plan.facts, self._ids
-        for node, fn in enumerate(self._nodes):  # no print known: its saved arguments still are
+        seen, known, nodes = self._seen, self.plan.known, self._nodes
+        for node in self.plan.with_saved(nodes, self._ids):  # no print known: its saved arguments still are
             if node not in seen:
-                facts = facts_of(node, fn, ids)
-                if facts.saved:
-                    self._saved(node, fn, facts)
+                made = known[node]
+                assert made is not None
+                self._saved(node, nodes[node], made)
 
     def _saved(self, node: int, fn: Any, facts: NodeFacts) -> None:
         """Fingerprint the node's saved values: its inputs' producers' outputs, leaf values, arguments."""
@@ -319,15 +327,21 @@ class PassPrints:
         entries, rows = self._entries, self._rows
         self._entries, self._rows = [], []
         out = list(self._zeros) + list(self._params)
+        done = len(self._read)
         try:
-            read = self._read + read_rows(rows[len(self._read) :])
+            numbers = read_numbers(rows[done:])
         except Exception as exc:  # noqa: BLE001 - as in `node`
             self.failed = f"{type(exc).__name__}: {exc}"
             return ev.PassPrints(index, ())
         out.extend(
             ev.Print(node, direction, slot, r.norm, r.data, row.exact, what)
-            for (node, direction, slot, what), row, r in zip(entries, rows, read)
+            for (node, direction, slot, what), row, r in zip(entries, rows, self._read)
         )
+        at = len(rows) - done  # the bodies follow the norms
+        for (node, direction, slot, what), row, norm in zip(entries[done:], rows[done:], numbers):
+            length = row.body.numel()
+            out.append(ev.Print(node, direction, slot, norm, tuple(numbers[at : at + length]), row.exact, what))
+            at += length
         self._last = out
         return ev.PassPrints(index, tuple(out))
 

@@ -9,7 +9,7 @@ import torch
 from gradtui.engine.fingerprints import sketch
 from gradtui.engine.fingerprints import values as fp
 from gradtui.protocol.breakpoints import parse_spec
-from gradtui.protocol.fingerprints import estimate_distance
+from gradtui.protocol.fingerprints import RECEIVED, SENT, estimate_distance
 from tests.helpers import HostReads
 
 
@@ -148,7 +148,7 @@ def test_pass_prints_gather_grads_outputs_and_arguments_in_one_read():
     # the gradient the accumulator received is the weight's .grad, fingerprinted as it is (not
     # as the linear's TBackward0 received it, transposed: that is t's sent print)
     acc = next(i for i, n in enumerate(nodes) if hasattr(n, "variable") and n.variable is lin.weight)
-    got = by[(acc, fp.RECEIVED, 0)]
+    got = by[(acc, RECEIVED, 0)]
     assert math.isclose(got.norm, torch.linalg.vector_norm(lin.weight.grad).item(), rel_tol=1e-6)
     expected = fp.buckets_and_norm(lin.weight.grad)[0].tolist()
     assert all(math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) for x, y in zip(got.sketch, expected))
@@ -183,7 +183,7 @@ def test_a_gradient_sent_and_received_is_sketched_once_and_a_replaced_one_again(
     prints, seen = fp.PassPrints(nodes), {}
 
     def hook(gi, go, i):
-        for d, grads in ((fp.RECEIVED, go), (fp.SENT, gi)):
+        for d, grads in ((RECEIVED, go), (SENT, gi)):
             for slot, g in enumerate(grads):
                 if isinstance(g, torch.Tensor):
                     seen[(i, d, slot)] = g.detach().clone()
@@ -193,14 +193,14 @@ def test_a_gradient_sent_and_received_is_sketched_once_and_a_replaced_one_again(
         n.register_hook(lambda gi, go, i=i: hook(gi, go, i))
     loss.backward()
     event = prints.event(0)
-    grads = [p for p in event.prints if p.dir in (fp.RECEIVED, fp.SENT)]
+    grads = [p for p in event.prints if p.dir in (RECEIVED, SENT)]
     assert len(grads) == len(seen)
     names = [n.name() for n in nodes]
     transpose, view = names.index("TransposeBackward0"), names.index("ViewBackward0")
     # a 3-D transpose, and a view from (3, 8, 9) to (3, 72) (another last dimension: another
     # 2-D form) send on the print they received; t's is its sent value's own (a matrix and its
     # transpose have one sketch)
-    moved = {(transpose, fp.SENT, 0): (transpose, fp.RECEIVED, 0), (view, fp.SENT, 0): (view, fp.RECEIVED, 0)}
+    moved = {(transpose, SENT, 0): (transpose, RECEIVED, 0), (view, SENT, 0): (view, RECEIVED, 0)}
     for p in grads:
         key = (p.node, p.dir, p.slot)
         row = fp.read_rows([fp.fingerprint(seen[moved.get(key, key)])])[0]
@@ -214,7 +214,7 @@ def test_a_gradient_sent_and_received_is_sketched_once_and_a_replaced_one_again(
     by = {(p.node, p.dir, p.slot): p for p in event.prints}
     addmm = names.index("AddmmBackward0")
     acc = next(i for i, n in enumerate(nodes) if hasattr(n, "variable") and n.variable is lin.weight)
-    assert by[(acc, fp.RECEIVED, 0)].sketch == by[(addmm, fp.SENT, 2)].sketch  # the weight's gradient, once
+    assert by[(acc, RECEIVED, 0)].sketch == by[(addmm, SENT, 2)].sketch  # the weight's gradient, once
 
 
 def test_an_output_made_by_moving_elements_is_fingerprinted_as_those_elements():
@@ -340,3 +340,119 @@ def test_a_small_value_s_fingerprint_is_its_values_and_norm_and_records_no_graph
         assert torch.equal(row.body, expected)
         assert torch.equal(row.norm, torch.linalg.vector_norm(expected))
         assert not row.body.requires_grad and not row.norm.requires_grad
+
+
+_CHANGING = (
+    ("pow", 3, False),
+    ("pow", 3, False),
+    ("pow", 3, True),
+    ("abs", 3, False),
+    ("pow", 2, False),
+    ("pow", 3, False),
+)
+"""Passes of one encoder layer: (loss, batch, a hook on linear1's output doubling its gradient).
+The hooked pass and the last smaller batch have the first pass's graph shape (so its cached
+plan), with other values; the `abs` pass is another graph, whose
+heads split and transposed twice leave a node no print reaches (its saved arguments read at the
+pass's end)."""
+
+
+def _changing_prints(
+    monkeypatch, kept: int, every_node: bool = False
+) -> tuple[list[tuple], list[int], list[torch.Tensor]]:
+    """The prints of the `_CHANGING` passes under a Session, each event's prints in order, with
+    `kept` graph plans kept (0: every pass decides everything itself), on the hook plan or on
+    every node (nothing derived at the pass's end), how many nodes' facts each pass made, and
+    the gradients the hook was given and gave."""
+    from collections import OrderedDict
+
+    from gradtui.engine.fingerprints import plan as printplan
+
+    monkeypatch.setattr(printplan, "_plans", OrderedDict())
+    monkeypatch.setattr(printplan, "PLANS_KEPT", kept)
+    made = [0]
+    facts = printplan._facts
+    monkeypatch.setattr(printplan, "_facts", lambda *a: (made.__setitem__(0, made[0] + 1), facts(*a))[1])
+    session, got, layer, _ = _encoder_prints()
+    if every_node:
+        session.breakpoints.add(parse_spec("#9999"))
+    x = torch.randn(3, 12, 16, generator=torch.Generator().manual_seed(1))
+    per_pass: list[int] = []
+    grads: list[torch.Tensor] = []
+
+    def doubled(g: torch.Tensor) -> torch.Tensor:
+        grads.extend((g.detach().clone(), g.detach() * 2))
+        return g * 2
+
+    session.install()
+    try:
+        for loss, batch, hooked in _CHANGING:
+            hook = (
+                layer.linear1.register_forward_hook(lambda m, i, o: (o.register_hook(doubled), None)[1])
+                if hooked
+                else None
+            )
+            out = layer(x[:batch])
+            if hook is not None:
+                hook.remove()
+            before = made[0]
+            (
+                out.pow(2) if loss == "pow" else out.view(batch, 12, 2, 8).transpose(2, 3).transpose(1, 2).abs()
+            ).mean().backward()
+            per_pass.append(made[0] - before)
+            layer.zero_grad(set_to_none=True)
+    finally:
+        session.uninstall()
+    assert len(got) == len(_CHANGING)
+    return [e.prints for e in got], per_pass, grads
+
+
+def test_a_cached_plan_prints_what_a_pass_deciding_alone_does_as_the_graph_changes(monkeypatch):
+    """The per-graph decisions (gradtui.engine.fingerprints.plan: facts, the nodes that save
+    something) reused by passes whose values change under the same graph shape (a hooked
+    tensor's gradient replaced, a last smaller batch) and across another graph give, event for
+    event and print for print, what passes that decide everything themselves give, and what the
+    every-node hooks give (which derive nothing at the pass's end); a plan kept past its graph,
+    or a value-dependent choice kept in it, would not."""
+    kept, made, (given, gave) = _changing_prints(monkeypatch, kept=8)
+    alone, made_alone, _ = _changing_prints(monkeypatch, kept=0)
+    every, _, _ = _changing_prints(monkeypatch, kept=0, every_node=True)
+    assert [len(p) for p in kept] == [len(p) for p in alone] == [len(p) for p in every]
+    for i, (mine, reference, hooked_all) in enumerate(zip(kept, alone, every)):
+        assert mine == reference, (i, [(a, b) for a, b in zip(mine, reference) if a != b][:3])
+        by_place = {(p.node, p.dir, p.slot): p for p in hooked_all}
+        assert {(p.node, p.dir, p.slot): p for p in mine} == by_place, i
+    assert made == [made_alone[0], 0, 0, made_alone[3], 0, 0], (made, made_alone)
+    first = {(p.node, p.dir, p.slot): p for p in kept[0]}
+    hooked = {(p.node, p.dir, p.slot): p for p in kept[2]}
+    assert kept[0] == kept[1] and first.keys() == hooked.keys() and first != hooked  # the hook's gradient seen
+    assert {(p.node, p.dir, p.slot) for p in kept[4]} <= first.keys() and kept[4] != kept[0]
+    # torch's gradients around the hook: sent as given, received as the hook gave it (not reused)
+    norms = {d: [p.norm for p in kept[2] if p.dir == d and p.norm] for d in (SENT, RECEIVED)}
+    for direction, value in ((SENT, given), (RECEIVED, gave)):
+        truth = torch.linalg.vector_norm(value).item()
+        assert any(math.isclose(n, truth, rel_tol=1e-6) for n in norms[direction]), (direction, truth)
+
+
+def test_a_plan_lists_the_nodes_that_save_something_of_its_own_graph(monkeypatch):
+    """The nodes a pass's end visits for their saved arguments (`GraphPlan.with_saved`) are,
+    for each graph shape alternated, those of that graph whose type saves something: made once
+    per shape and reused, never another graph's."""
+    from collections import OrderedDict
+
+    from gradtui.engine.fingerprints import plan as printplan
+
+    monkeypatch.setattr(printplan, "_plans", OrderedDict())
+    w = torch.randn(6, 5, requires_grad=True)
+    graphs = {
+        "gelu": lambda: torch.nn.functional.gelu(w @ w.t(), approximate="tanh").exp().sum(),
+        "select": lambda: (w.t().select(0, 2) * 3).tanh().sum() + w.sum(),
+    }
+    plans = {}
+    for name in ("gelu", "select", "gelu", "select"):
+        nodes = _graph_nodes(graphs[name]())
+        plan = printplan.plan_for(printplan.graph_key(nodes, [()] * len(nodes)), len(nodes))
+        assert plans.setdefault(name, plan) is plan
+        expected = tuple(i for i, fn in enumerate(nodes) if printplan.saved_names(fn))
+        assert plan.with_saved(nodes, {id(fn): i for i, fn in enumerate(nodes)}) == expected
+    assert plans["gelu"] is not plans["select"]
