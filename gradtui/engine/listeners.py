@@ -35,8 +35,9 @@ class Listeners:
         """Per listener: does it take NodesRan batches as they are?"""
         self._flow_wanted: list[bool | Callable[[], bool]] = []
         """Per listener: does it read a hooked pass's gradient flow (a callable: asked at the pass's end)?"""
-        self._leaves_wanted: list[bool] = []
-        """Per listener: does it read a hooked pass's leaf gradients (where it reads its flow)?"""
+        self._leaves_wanted: list[bool | Callable[[], bool]] = []
+        """Per listener: does it read a hooked pass's leaf gradients (where it reads its flow; a
+        callable: asked at the pass's end)?"""
 
     def add(
         self,
@@ -45,7 +46,7 @@ class Listeners:
         batches: bool = False,
         flow: bool | Callable[[], bool] = True,
         holds: bool = False,
-        leaves: bool = True,
+        leaves: bool | Callable[[], bool] = True,
     ) -> None:
         """Also send every event to `listener`.
 
@@ -60,6 +61,8 @@ class Listeners:
         pass's flow (as `flow` says) but never its leaves' gradient statistics (a recording, a
         report: they write the flow, and the leaves' gradients are their accumulators' rows), so
         a pass only such listeners end computes the flow's norms alone, not a Stats per leaf.
+        `leaves` a callable: asked as a hooked pass ends (a client that shows a pass's leaves only
+        when it shows the pass: the agent's server, gradtui.agent.server).
 
         `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
         graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
@@ -109,9 +112,12 @@ class Listeners:
         return any(want() if callable(want) else want for want in self._flow_wanted)
 
     def wants_leaves(self) -> bool:
-        """Does a listener read the leaves' gradient statistics of a hooked pass (every one but
-        those added with `flow=False` or `leaves=False`)?"""
-        return any(flow is not False and leaves for flow, leaves in zip(self._flow_wanted, self._leaves_wanted))
+        """Does a listener read the leaves' gradient statistics of the hooked pass ending now (every
+        one but those added with `flow=False` or `leaves=False`, or whose `leaves` callable says no)?"""
+        return any(
+            flow is not False and (leaves() if callable(leaves) else leaves)
+            for flow, leaves in zip(self._flow_wanted, self._leaves_wanted)
+        )
 
     def names_leaves(self) -> bool:
         """Does a listener read a hooked pass's leaves by name at its end (their gradients or its

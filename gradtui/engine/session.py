@@ -132,7 +132,7 @@ class Session:
         batches: bool = False,
         flow: bool | Callable[[], bool] = True,
         holds: bool = False,
-        leaves: bool = True,
+        leaves: bool | Callable[[], bool] = True,
     ) -> None:
         """Also send every event to `listener` (called on the emitting thread); what it wants of
         a pass (`graph`, `batches`, `flow`, `leaves`) and whether it may hold the script (`holds`):

@@ -106,6 +106,12 @@ class RemoteTarget:
         computes a hooked pass's flow only for a client that shows it, or a pass it saw paused)."""
         self._write(frames.encode(frames.ShowFlow(shown)))
 
+    def drawn(self, pass_index: int) -> None:
+        """Tell the agent this client has drawn the end of pass `pass_index` (one sent described):
+        it describes the next pass that starts, and, from now on, only a pass that starts once the
+        client has drawn the last one (or one that pauses: gradtui.agent.server)."""
+        self._write(frames.encode(frames.Drawn(pass_index)))
+
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
         """The events of every frame that has arrived, as one batch a step, until the agent says
         goodbye or the connection ends."""
