@@ -28,6 +28,7 @@ from gradtui.protocol.commands import Command, parse
 from gradtui.wire import protocol
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.codec import from_wire, to_wire
+from gradtui.wire.frames import DRAWN_EVERY
 
 
 def _chain_loss(muls: int) -> torch.Tensor:
@@ -157,18 +158,32 @@ class Received:
     """Seconds of CPU the reader's thread spent, all of it (set as it ends)."""
 
 
-def _client(sock: socket.socket, token: str, passes: int, received: Received, ready: threading.Event) -> None:
-    """A RemoteTarget on the other end of the socketpair, reading until `passes` passes finished."""
+def _client(
+    sock: socket.socket, token: str, passes: int, received: Received, ready: threading.Event, paced: bool = False
+) -> None:
+    """A RemoteTarget on the other end of the socketpair, reading until `passes` passes finished.
+    `paced`: it says `drawn` as the UI's link does, once it has decoded the end of a pass it was
+    sent described, DRAWN_EVERY after the last at the soonest (a UI draws the pass first: this
+    client, which draws nothing, is sent at least as many passes as a UI)."""
 
     async def read() -> None:
         target = RemoteTarget(token, sock=sock)
         await target.start()
         ready.set()
         finished = 0
+        described = None
+        loop, soonest = asyncio.get_running_loop(), 0.0
         async for batch in target.batches():
             ran = sum(isinstance(e, ev.NodeRan) for e in batch)
             ended = sum(isinstance(e, ev.PassFinished) for e in batch)
             received.frames.append((time.perf_counter(), ran, ended))
+            for event in batch if paced else ():
+                if isinstance(event, ev.PassStarted) and event.recorded and event.described:
+                    described = event.pass_index
+                elif isinstance(event, ev.PassFinished) and event.pass_index == described:
+                    now = time.monotonic()
+                    loop.call_later(max(0.0, soonest - now), target.drawn, event.pass_index)
+                    soonest, described = max(now, soonest) + DRAWN_EVERY, None
             finished += ended
             if finished >= passes:
                 break
@@ -436,15 +451,21 @@ def bench_agent_encoder(
 
         server = AgentServer(None, token, ServerHooks(submit=submit, quit=lambda: None))
         session = Session(None, provenance=False, full_stats=full)
-        # as gradtui.agent.build attaches it: graph, NodesRan batches, leaf gradients; the flow only
-        # while the client shows it (this one, as the UI before `w` or `P`, shows none)
-        session.add_listener(server, flow=server.wants_flow, batches=True)
+        # as gradtui.agent.build attaches it: the graph and the leaves' gradients of the passes the
+        # client will show, NodesRan batches; the flow only while the client shows it (this one, as
+        # the UI before `w` or `P`, shows none)
+        session.add_listener(
+            server, graph=server.describes_next, flow=server.wants_flow, batches=True, leaves=server.wants_leaves
+        )
         if watch:
             session.submit(parse("break nan"))
         session.run_on()
         received, ready = Received(), threading.Event()
         reader = threading.Thread(
-            target=_client, args=(theirs, token, passes + 2, received, ready), name="bench-agent-client", daemon=True
+            target=_client,
+            args=(theirs, token, passes + 2, received, ready, True),
+            name="bench-agent-client",
+            daemon=True,
         )
         server.start()
         server.serve_connection(ours)
@@ -499,6 +520,17 @@ def bench_agent_encoder(
         if writer is not None:
             threads.append(("the agent's writer thread, per pass", writer / counted))
         threads.append(("the reader's thread (decoding in this process), per pass", received.cpu / counted))
+        add(
+            Row(
+                "  passes sent described (the client says `drawn` as the UI does, drawing nothing)",
+                sizes,
+                f"{counted - server.undescribed} of {counted}",
+                "every pass before",
+                None,
+                "-",
+                None,
+            )
+        )
         for name, seconds in threads:
             add(
                 Row(

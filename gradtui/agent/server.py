@@ -88,6 +88,9 @@ event frame begins in it, so the goodbye is never queued behind what it has to c
 ACCEPT_BACKOFF = (0.05, 1.0)
 """Seconds to wait after a failed `accept` before retrying: the first, and the most (doubling)."""
 
+_UNSHOWN_LOW = (ev.PassStarted, ev.Progress)
+"""Events of a pass sent undescribed that may wait for the next ones (its end too, see `_held_back`)."""
+
 _LISTENER_GONE = (errno.EBADF, errno.EINVAL, errno.ENOTSOCK)
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
 
@@ -270,12 +273,14 @@ class AgentServer:
                     self._paused_by_step = False
                 case ev.PassFinished():
                     self._paused_by_step = False
-            self._queue(event)
+            self._queue(event, low=self._unshown is not None and type(event) in _UNSHOWN_LOW)
 
-    def _queue(self, event: ev.Event) -> None:
-        """`event` to the backlog and, with a client attached, to its queue (the lock held)."""
+    def _queue(self, event: ev.Event, low: bool = False) -> None:
+        """`event` to the backlog and, with a client attached, to its queue (the lock held); `low`:
+        it may wait for the next ones (an undescribed pass's start and end: the writer is not
+        woken once for each)."""
         self._backlog.add(event)
-        if self._client is not None and self._pending.add(event):
+        if self._client is not None and self._pending.add(event, low):
             self._lock.notify_all()
 
     def _started(self, event: ev.PassStarted) -> ev.PassStarted:
@@ -316,12 +321,19 @@ class AgentServer:
             case ev.PassFinished() if event.pass_index == unshown.pass_index:
                 with self._lock:
                     self._held, self._unshown = [], None
-                return False
+                    self._paused_by_step = False
+                    self._queue(event, low=True)  # it only counts a pass: no need to wake the writer
+                return True
         return False
 
     def _shows_next(self) -> bool:
         """Is the pass starting now described to the client (see module doc; the lock held)?"""
         return not self._pace or self._client is None or not self._paced or self._credit
+
+    @property
+    def paced(self) -> bool:
+        """Does the attached client pace the passes described to it (it has said `Drawn`)?"""
+        return self._paced
 
     def describes_next(self) -> bool:
         """Does the client show the hooked pass starting now, so that its graph must be described

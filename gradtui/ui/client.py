@@ -11,6 +11,8 @@ however the app ends (`q`, a signal, the app torn down). It knows nothing of the
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,7 @@ from gradtui.protocol.commands import Command
 from gradtui.protocol.events import QUIT_STATUS
 from gradtui.protocol.stats import Stats
 from gradtui.wire.child import ChildTarget
+from gradtui.wire.frames import DRAWN_EVERY
 from gradtui.wire.target import DebugTarget, TargetError
 
 STOP_TIMEOUT = 3.0
@@ -83,6 +86,8 @@ class TargetLink:
         """The flow table or the passes view has been opened: the agent was told (`show_flow`)."""
         self._described: int | None = None
         """The last pass the target sent described (its graph), until its end has been drawn."""
+        self._next_drawn = 0.0
+        """When (time.monotonic) the next `drawn` may be told at the soonest (DRAWN_EVERY)."""
 
     async def read(self, first_after_layout: bool) -> None:
         """Start the target and post its events until it ends. `first_after_layout`: post the
@@ -117,8 +122,9 @@ class TargetLink:
 
     def _drawn(self, events: list[ev.Event]) -> None:
         """Once the end of a pass the agent described has been applied, tell a live agent (`drawn`)
-        after the screen's next refresh: the agent describes the next pass that starts then, not
-        the passes that run while this UI draws (gradtui.agent.server)."""
+        after the screen's next refresh, and DRAWN_EVERY after the last time at the soonest: the
+        agent describes the next pass that starts then, not the passes that run while this UI
+        draws (gradtui.agent.server)."""
         ended = None
         for event in events:
             match event:
@@ -127,7 +133,14 @@ class TargetLink:
                 case ev.PassFinished() if event.pass_index == self._described:
                     ended, self._described = event.pass_index, None
         tell = getattr(self.target, "drawn", None)  # a live agent's; a recording has nothing to pace
-        if ended is not None and tell is not None and self._paced:
+        if ended is None or tell is None or not self._paced:
+            return
+        now = time.monotonic()
+        wait = self._next_drawn - now
+        self._next_drawn = max(now, self._next_drawn) + DRAWN_EVERY
+        if wait > 0:
+            self.owner.set_timer(wait, functools.partial(self.owner.call_after_refresh, tell, ended))
+        else:
             self.owner.call_after_refresh(tell, ended)
 
     def script_finished(self, event: ev.ScriptFinished) -> None:

@@ -61,6 +61,12 @@ class ShowFlow(msgspec.Struct, frozen=True, tag="flow", tag_field="frame"):
     shown: bool
 
 
+DRAWN_EVERY = 0.2
+"""Seconds at least the UI leaves between two `Drawn`: while the script runs on, its agent describes
+about 1 / DRAWN_EVERY passes a second at most (a screen a person reads), whatever the script's pace
+and however fast the UI draws."""
+
+
 class Drawn(msgspec.Struct, frozen=True, tag="drawn", tag_field="frame"):
     """This client has drawn the end of pass `pass_index`, one the agent sent it described: describe
     the next pass that starts. A client that says it is paced from then on: a pass that starts

@@ -157,7 +157,7 @@ def test_a_pass_the_paced_client_will_not_show_is_not_described(served):
     nodes = len(described) and described[0]
 
     client.drawn(0)  # the UI drew pass 0: the next pass is described, and then none until it says so again
-    _until(lambda: agent.server.describes_next(), "the agent to hear the client drew pass 0")
+    _until(lambda: agent.server.paced, "the agent to hear the client drew pass 0")
     _run(agent, model, range(1, 5))
     _pass_ended(client, 4)
     assert len(described) == 2  # pass 1 only: passes 2-4 ran on the walk alone
@@ -193,7 +193,7 @@ def test_a_pause_in_an_undescribed_pass_sends_it_described_with_its_node_events(
     _run(agent, model, range(1))
     _pass_ended(client, 0)
     client.drawn(0)
-    _until(lambda: agent.server.describes_next(), "the agent to hear the client drew pass 0")
+    _until(lambda: agent.server.paced, "the agent to hear the client drew pass 0")
     errors: list[BaseException] = []
 
     def script() -> None:

@@ -1,0 +1,108 @@
+"""The UI's agent with a client that says what it drew, beside one that does not, in one process.
+
+`python benchmarks/bench_paced.py [ROUNDS]`: the d=64 12-layer encoder (batch 8x32), `continue` +
+`nan`, the UI's statistics; two agents as gradtui.agent.build attaches the UI's (AgentServer, a
+client on a socketpair decoding in a thread): one whose client never says `drawn` (every pass
+described to it, as before clients paced) and one whose client says `drawn` at once after each
+described pass's end (a UI that drew in no time: the fewest passes left undescribed). Each round
+runs a plain `backward()`, then one under each agent, in an order that alternates round by round;
+the forward is built outside the timing. Prints the medians of wall and thread time of
+`backward()` over plain, and the passes each client was sent described.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_agent import Received, _client  # noqa: E402
+from bench_models import transformer  # noqa: E402
+from benchtable import median  # noqa: E402
+
+from gradtui.agent.server import AgentServer, ServerHooks  # noqa: E402
+from gradtui.engine.session import Session  # noqa: E402
+from gradtui.protocol.commands import parse  # noqa: E402
+
+
+class Served:
+    """One agent as the UI's is attached, its client reading on a thread (`paced`: says `drawn`)."""
+
+    def __init__(self, passes: int, paced: bool) -> None:
+        token = secrets.token_urlsafe(16)
+        ours, self.theirs = socket.socketpair()
+        self.server = AgentServer(None, token, ServerHooks(submit=lambda c, r: None, quit=lambda: None))
+        self.session = Session(None, provenance=False, full_stats=False)
+        server = self.server
+        self.session.add_listener(
+            server, graph=server.describes_next, flow=server.wants_flow, batches=True, leaves=server.wants_leaves
+        )
+        self.session.submit(parse("break nan"))
+        self.session.run_on()
+        self.received, ready = Received(), threading.Event()
+        self.reader = threading.Thread(
+            target=_client, args=(self.theirs, token, passes, self.received, ready, paced), daemon=True
+        )
+        server.start()
+        server.serve_connection(ours)
+        self.reader.start()
+        assert ready.wait(30) and self.received.error is None
+
+    def close(self) -> None:
+        assert self.received.done.wait(120), "the client never saw the last pass finish"
+        self.server.close("bench done", timeout=2.0)
+        self.reader.join(10)
+        self.theirs.close()
+
+
+def main() -> None:
+    """Run the rounds and print the figures (see module doc)."""
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    model = transformer(12, 64)
+    data = torch.randn(8, 32, 64)
+    agents = {"every pass": Served(rounds, False), "paced": Served(rounds, True)}
+    wall: dict[str, list[float]] = {k: [] for k in ("plain", *agents)}
+    cpu: dict[str, list[float]] = {k: [] for k in ("plain", *agents)}
+    names = list(agents)
+    for i in range(rounds):
+        order = ["plain", *(names if i % 2 == 0 else names[::-1])]
+        for kind in order:
+            loss = model(data).pow(2).mean()
+            session = agents[kind].session if kind != "plain" else None
+            if session is not None:
+                session.install()
+            try:
+                used, start = time.thread_time(), time.perf_counter()
+                loss.backward()
+                elapsed, used = time.perf_counter() - start, time.thread_time() - used
+            finally:
+                if session is not None:
+                    session.uninstall()
+                model.zero_grad(set_to_none=True)
+            if i >= 2:
+                wall[kind].append(elapsed)
+                cpu[kind].append(used)
+    for served in agents.values():
+        served.close()
+    plain_wall, plain_cpu = median(wall["plain"]), median(cpu["plain"])
+    print(
+        f"load average {os.getloadavg()[0]:.1f}; plain backward {plain_wall * 1e3:.1f} ms wall, {plain_cpu * 1e3:.1f} ms thread"
+    )
+    for kind, served in agents.items():
+        described = rounds - served.server.undescribed
+        print(
+            f"{kind}: wall {median(wall[kind]) / plain_wall:.2f}x, the script's thread "
+            f"{median(cpu[kind]) / plain_cpu:.2f}x, reader CPU per pass {served.received.cpu / rounds / plain_cpu:.2f}x, "
+            f"{described} of {rounds} passes described"
+        )
+
+
+if __name__ == "__main__":
+    main()
