@@ -192,8 +192,10 @@ def build_agent(
     if tap is not None:
         hooks.order = tap.order  # the job hub's orders to this rank
     # Where the agent describes every pass anyway (a recording, a report, a reference to compare
-    # with, a job's tap), its client is sent every pass described too: nothing is saved by pacing.
+    # with, a job's tap), its client is sent every pass described too: nothing is saved by pacing;
+    # so it is where the user asked to browse every pass's node statistics (`record_all`).
     pace = tap is None and not outputs.listeners and not listeners and options.against is None
+    pace = pace and not options.record_all
     server = AgentServer(
         transport.listener, transport.token, hooks, exit_with_client=transport.exit_with_client, pace=pace
     )

@@ -50,7 +50,8 @@ sends the pass again, described, with the node events so far, before the pause: 
 is always shown in full. A client that never says `Drawn` (a headless one, a test's reader) is
 sent every pass described, as is every client while no client is attached (the backlog a late
 one replays), and every client of an agent that describes every pass anyway (a recording, a
-report, a reference to compare with: `pace=False`).
+report, a reference to compare with) or whose user asked to browse every pass's node statistics
+(`record_all`): `pace=False`.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ class AgentServer:
         pace: bool = True,
     ) -> None:
         """`pace=False`: describe every pass to every client (the agent describes each anyway: a
-        recording, a report, a reference to compare with, a job's tap)."""
+        recording, a report, a reference to compare with, a job's tap; or `record_all`)."""
         self._listener = listener
         self._token = token
         self._hooks = hooks

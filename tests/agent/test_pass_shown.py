@@ -22,6 +22,7 @@ from gradtui.protocol import events as ev
 from gradtui.protocol.commands import parse
 from gradtui.protocol.lazygraph import node_infos
 from gradtui.protocol.options import RunOptions
+from gradtui.ui.state import UIState
 from gradtui.wire import frames, protocol
 from gradtui.wire.passgraphs import GraphsRead
 
@@ -142,6 +143,14 @@ def _of(events: list[ev.Event], kind: type, index: int) -> list:
     return [e for e in events if isinstance(e, kind) and e.pass_index == index]
 
 
+def _fold(events: list[ev.Event]) -> UIState:
+    """The UI's state made from `events` (what the UI draws, no Textual)."""
+    state = UIState("train.py")
+    for event in events:
+        state.apply(event)
+    return state
+
+
 def _pass_ended(client: Client, index: int) -> None:
     _until(lambda: _of(client.seen(), ev.PassFinished, index), f"pass {index}'s end at the client")
 
@@ -163,11 +172,28 @@ def test_a_pass_the_paced_client_will_not_show_is_not_described(served):
     assert len(described) == 2  # pass 1 only: passes 2-4 ran on the walk alone
     assert agent.server.undescribed == 3
 
+    # What the UI makes of it: the last pass drawn stays on screen, the header says which ran since
+    ui = _fold(client.seen())
+    assert ui.view is not None and ui.view.index == 1 and ui.view.total == nodes and ui.view.finished
+    assert ui.passes == 5 and ui.pass_text().endswith("latest 4 not drawn")
+    assert [(s.index, s.drawn, s.finished, s.nodes) for s in ui.summaries] == [
+        (0, True, True, nodes),
+        (1, True, True, nodes),
+        (2, False, True, nodes),
+        (3, False, True, nodes),
+        (4, False, True, nodes),
+    ]
+    flow, _ = ui.flow_to_show()
+    assert flow is not None and flow.index == 1  # `w`: the last flow measured, not an undrawn pass's nothing
+
     client.drawn(1)
     _until(lambda: agent.server.describes_next(), "the agent to hear the client drew pass 1")
     _run(agent, model, range(5, 6))
     _pass_ended(client, 5)
     assert len(described) == 3
+    ui = _fold(client.seen())
+    assert ui.view is not None and ui.view.index == 5 and ui.kept.undrawn is None
+    assert "not drawn" not in ui.pass_text()
 
     seen = client.seen()
     for index in range(6):
@@ -244,6 +270,12 @@ def test_a_pause_in_an_undescribed_pass_sends_it_described_with_its_node_events(
     gate_node = paused.node
     assert any(e.node == gate_node for e in ran) or paused.phase == "after"
     assert not all(s is None or s.nonfinite == 0 for s in paused.grads)
+
+    ui = _fold(seen)  # the UI at the pause: the paused pass, its graph, its nodes so far
+    assert ui.status == "paused" and ui.view is not None and ui.view.index == 2 and ui.view.total == len(infos)
+    assert ui.current == paused.node and "SqrtBackward0" in ui.status_text()
+    assert sorted(ui.view.ran) == sorted(done) and ui.kept.undrawn is None
+    assert [(s.index, s.drawn) for s in ui.summaries] == [(0, True), (1, True), (2, True)]
 
     agent.session.submit(parse("continue"))
     worker.join(WAIT)
