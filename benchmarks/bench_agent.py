@@ -455,7 +455,12 @@ def bench_agent_encoder(
         # client will show, NodesRan batches; the flow only while the client shows it (this one, as
         # the UI before `w` or `P`, shows none)
         session.add_listener(
-            server, graph=server.describes_next, flow=server.wants_flow, batches=True, leaves=server.wants_leaves
+            server,
+            graph=server.describes_next,
+            flow=server.wants_flow,
+            batches=True,
+            leaves=server.wants_leaves,
+            returned=server.returned,
         )
         if watch:
             session.submit(parse("break nan"))

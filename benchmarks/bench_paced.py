@@ -42,7 +42,12 @@ class Served:
         self.session = Session(None, provenance=False, full_stats=False)
         server = self.server
         self.session.add_listener(
-            server, graph=server.describes_next, flow=server.wants_flow, batches=True, leaves=server.wants_leaves
+            server,
+            graph=server.describes_next,
+            flow=server.wants_flow,
+            batches=True,
+            leaves=server.wants_leaves,
+            returned=server.returned,
         )
         self.session.submit(parse("break nan"))
         self.session.run_on()

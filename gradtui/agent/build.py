@@ -119,6 +119,7 @@ def _attach(
     outputs: tuple[Any, ...] = (),
     first_graph: bool | Callable[[], bool] = True,
     first_leaves: bool | Callable[[], bool] = True,
+    first_returned: Callable[[int], None] | None = None,
 ) -> None:
     """Attach `listeners` in order, then arm the breakpoints `options` ask for. (A job's tap lets
     signals act at once in its own long waits only: gradtui.distributed.tap.) `first_flow`: when
@@ -129,7 +130,7 @@ def _attach(
     report and recording, which write a pass's flow but not its leaves' gradient statistics
     (their accumulators' rows hold them). `first_graph`, `first_leaves`: when the first listener
     reads a pass's description as it starts and its leaves' statistics as it ends (the server:
-    for a pass its client shows)."""
+    for a pass its client shows); `first_returned`: what it lets go of as a planned pass returns."""
     for k, listener in enumerate(listeners):
         first = k == 0
         output = any(listener is one for one in outputs)
@@ -140,6 +141,7 @@ def _attach(
             flow=first_flow if first else True,
             batches=first and first_batches,
             leaves=leaves,
+            returned=first_returned if first else None,
         )
     for spec in options.break_on:
         line = f"break {spec}"  # a --break option enters here: parsed once, as a typed line is
@@ -211,6 +213,7 @@ def build_agent(
         outputs=tuple(outputs.listeners),
         first_graph=server.describes_next if pace else True,
         first_leaves=server.wants_leaves if pace else True,
+        first_returned=server.returned if pace else None,
     )
     return Agent(options, outputs, session, server, commands, tap)
 

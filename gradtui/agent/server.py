@@ -299,13 +299,13 @@ class AgentServer:
         return dataclasses.replace(event, graph=LazyGraph(list, None, 0), nodes=len(event.graph), described=False)
 
     def _held_back(self, event: ev.Event) -> bool:
-        """An event of the pass in flight sent undescribed: held (its node batches, unmade, and its
-        call-site variables), or, at its pause, the pass sent again described with what was held,
+        """An event of the pass in flight sent undescribed: held (its node batches, unmade, a pass hooked
+        at every node its node events, and its call-site variables), or, at its pause, the pass sent again described with what was held,
         then the pause; False: send `event` as it is. Called on the pass's thread."""
         unshown = self._unshown
         assert unshown is not None
         match event:
-            case ev.NodesRan() | ev.CallSiteVariables() if event.pass_index == unshown.pass_index:
+            case ev.NodesRan() | ev.NodeRan() | ev.CallSiteVariables() if event.pass_index == unshown.pass_index:
                 with self._lock:
                     self._held.append(event)
                 return True
@@ -326,6 +326,15 @@ class AgentServer:
                     self._queue(event, low=True)  # it only counts a pass: no need to wake the writer
                 return True
         return False
+
+    def returned(self, index: int) -> None:
+        """Planned pass `index` has returned, its last batch heard, and can pause no more: the batches
+        of a pass sent undescribed are let go, never made (the session calls it, on the pass's
+        thread, before the pass's batches are settled)."""
+        unshown = self._unshown
+        if unshown is not None and unshown.pass_index == index:
+            with self._lock:
+                self._held = []
 
     def _shows_next(self) -> bool:
         """Is the pass starting now described to the client (see module doc; the lock held)?"""

@@ -35,6 +35,8 @@ class Listeners:
         """Per listener: does it take NodesRan batches as they are?"""
         self._flow_wanted: list[bool | Callable[[], bool]] = []
         """Per listener: does it read a hooked pass's gradient flow (a callable: asked at the pass's end)?"""
+        self._returned: list[Callable[[int], None]] = []
+        """The listeners' `returned` callables (see `add`)."""
         self._leaves_wanted: list[bool | Callable[[], bool]] = []
         """Per listener: does it read a hooked pass's leaf gradients (where it reads its flow; a
         callable: asked at the pass's end)?"""
@@ -47,6 +49,7 @@ class Listeners:
         flow: bool | Callable[[], bool] = True,
         holds: bool = False,
         leaves: bool | Callable[[], bool] = True,
+        returned: Callable[[int], None] | None = None,
     ) -> None:
         """Also send every event to `listener`.
 
@@ -70,6 +73,12 @@ class Listeners:
         capture. Any listener that may read the graph later (a report, a recording, a client over
         the wire) leaves the default, and every pass is described as it starts.
 
+        `returned`: called with a planned pass's index once its engine call has returned and its
+        last batch is emitted, before its batches are settled (made, for those still held): no
+        pause can come in it any more, so a listener that holds a pass's batches only in case it
+        pauses lets them go, and they are never made (the agent's server, for a pass its client
+        was sent undescribed).
+
         `holds=True`: the listener may hold the script for long all through its call, so signals
         act at once while it runs, as in the script's own code. (A torchrun rank's job tap is not
         one: it takes the hub's and the server's locks, which a fatal signal's last words need, so
@@ -81,6 +90,8 @@ class Listeners:
         self._batches.append(batches)
         self._flow_wanted.append(flow)
         self._leaves_wanted.append(leaves)
+        if returned is not None:
+            self._returned.append(returned)
 
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener (a NodesRan batch as its NodeRan events to those that
@@ -102,6 +113,11 @@ class Listeners:
             return
         for listener in self._listeners:
             listener(event)
+
+    def returned(self, index: int) -> None:
+        """Planned pass `index` has returned (see `add`'s `returned`)."""
+        for call in self._returned:
+            call(index)
 
     def graph_needed(self) -> bool:
         """Does a listener want the graph of the pass starting now described at once?"""

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 import gradtui.engine.capture.graph as graph_module
+from gradtui.engine.hooks.derived import DerivedSteps
 from gradtui.agent.build import Agent, Transport, build_agent
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import parse
@@ -85,8 +86,10 @@ def _until(condition, what: str) -> None:
 
 @pytest.fixture
 def served(monkeypatch):
-    """(agent, client, descriptions made): the agent the UI talks to, `break nan` armed, running on
-    (a user who pressed `c`), a client attached; the capture's descriptions counted."""
+    """(agent, client, descriptions made, live reads of derived nodes): the agent the UI talks to,
+    `break nan` armed, running on (a user who pressed `c`), a client attached; the capture's
+    descriptions counted, and per pass the reads that make its node events (a hooked node's
+    derived nodes' shapes and saved values, read from the live nodes)."""
     described: list[int] = []
     real = graph_module._describe
 
@@ -95,6 +98,16 @@ def served(monkeypatch):
         return real(infos, *args, **kwargs)
 
     monkeypatch.setattr(graph_module, "_describe", counted)
+    expanded: dict[int, int] = {}
+    real_steps = DerivedSteps.__call__
+
+    def read(self, node):
+        steps = real_steps(self, node)
+        index = agent.session.passes - 1
+        expanded[index] = expanded.get(index, 0) + 1
+        return steps
+
+    monkeypatch.setattr(DerivedSteps, "__call__", read)
     agent = build_agent(RunOptions(os.path.abspath("train.py"), break_on=["nan"]), Transport("token"), lambda: None)
     assert agent.server is not None
     ours, theirs = socket.socketpair()
@@ -102,7 +115,7 @@ def served(monkeypatch):
     agent.server.serve_connection(ours)
     client = Client(theirs, "token")
     _until(agent.server.attached.is_set, "the client attached")
-    yield agent, client, described
+    yield agent, client, described, expanded
     agent.server.close("test done", timeout=2.0)
     client.close()
     agent.outputs.close()
@@ -156,7 +169,7 @@ def _pass_ended(client: Client, index: int) -> None:
 
 
 def test_a_pass_the_paced_client_will_not_show_is_not_described(served):
-    agent, client, described = served
+    agent, client, described, expanded = served
     torch.manual_seed(1)
     model = Gated()
     agent.session.run_on()
@@ -171,6 +184,9 @@ def test_a_pass_the_paced_client_will_not_show_is_not_described(served):
     _pass_ended(client, 4)
     assert len(described) == 2  # pass 1 only: passes 2-4 ran on the walk alone
     assert agent.server.undescribed == 3
+    # their node batches were let go unmade: no derived node of theirs was read
+    assert expanded.get(0) and expanded.get(0) == expanded.get(1)
+    assert [expanded.get(index, 0) for index in (2, 3, 4)] == [0, 0, 0]
 
     # What the UI makes of it: the last pass drawn stays on screen, the header says which ran since
     ui = _fold(client.seen())
@@ -212,7 +228,7 @@ def test_a_pass_the_paced_client_will_not_show_is_not_described(served):
 
 
 def test_a_pause_in_an_undescribed_pass_sends_it_described_with_its_node_events(served):
-    agent, client, described = served
+    agent, client, described, _ = served
     torch.manual_seed(1)
     model = Gated()
     agent.session.run_on()
