@@ -1,13 +1,14 @@
 """The UI's agent with a client that says what it drew, beside one that does not, in one process.
 
 `python benchmarks/bench_paced.py [ROUNDS]`: the d=64 12-layer encoder (batch 8x32), `continue` +
-`nan`, the UI's statistics; two agents as gradtui.agent.build attaches the UI's (AgentServer, a
+`nan`, the UI's statistics; the engine with a listener that reads nothing (the floor), and two agents as gradtui.agent.build attaches the UI's (AgentServer, a
 client on a socketpair decoding in a thread): one whose client never says `drawn` (every pass
 described to it, as before clients paced) and one whose client says `drawn` at once after each
-described pass's end (a UI that drew in no time: the fewest passes left undescribed). Each round
-runs a plain `backward()`, then one under each agent, in an order that alternates round by round;
-the forward is built outside the timing. Prints the medians of wall and thread time of
-`backward()` over plain, and the passes each client was sent described.
+described pass's end, DRAWN_EVERY after the last at the soonest, as the UI does (a UI that draws
+in no time). Each round runs BLOCK consecutive passes of each kind (plain, the engine alone, each
+agent: a training loop's passes follow each other), the kinds' order rotating round by round; the
+forward is built outside the timing. Prints the medians of wall and thread time of `backward()`
+over plain, and the passes each client was sent described.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from gradtui.agent.server import AgentServer, ServerHooks  # noqa: E402
 from gradtui.engine.session import Session  # noqa: E402
 from gradtui.protocol.commands import parse  # noqa: E402
 
+BLOCK = 5
+"""Consecutive passes of one kind in a round."""
+
 
 class Served:
     """One agent as the UI's is attached, its client reading on a thread (`paced`: says `drawn`)."""
@@ -52,6 +56,7 @@ class Served:
         self.session.submit(parse("break nan"))
         self.session.run_on()
         self.received, ready = Received(), threading.Event()
+        passes += BLOCK  # the warm-up round's
         self.reader = threading.Thread(
             target=_client, args=(self.theirs, token, passes, self.received, ready, paced), daemon=True
         )
@@ -67,46 +72,63 @@ class Served:
         self.theirs.close()
 
 
+def _engine_alone() -> Session:
+    """The engine with a listener that reads nothing (the bench's `small` row): the floor."""
+    session = Session(None, provenance=False, full_stats=False)
+    session.add_listener(lambda event: None, graph=False, flow=False, batches=True)
+    session.submit(parse("break nan"))
+    session.run_on()
+    return session
+
+
 def main() -> None:
     """Run the rounds and print the figures (see module doc)."""
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 12
+    block = BLOCK
     model = transformer(12, 64)
     data = torch.randn(8, 32, 64)
-    agents = {"every pass": Served(rounds, False), "paced": Served(rounds, True)}
-    wall: dict[str, list[float]] = {k: [] for k in ("plain", *agents)}
-    cpu: dict[str, list[float]] = {k: [] for k in ("plain", *agents)}
-    names = list(agents)
-    for i in range(rounds):
-        order = ["plain", *(names if i % 2 == 0 else names[::-1])]
-        for kind in order:
-            loss = model(data).pow(2).mean()
-            session = agents[kind].session if kind != "plain" else None
-            if session is not None:
-                session.install()
-            try:
-                used, start = time.thread_time(), time.perf_counter()
-                loss.backward()
-                elapsed, used = time.perf_counter() - start, time.thread_time() - used
-            finally:
+    counted = rounds * block
+    agents = {"every pass": Served(counted, False), "paced": Served(counted, True)}
+    sessions: dict[str, Session | None] = {"plain": None, "engine alone": _engine_alone()}
+    sessions.update({name: served.session for name, served in agents.items()})
+    wall: dict[str, list[float]] = {k: [] for k in sessions}
+    cpu: dict[str, list[float]] = {k: [] for k in sessions}
+    names = list(sessions)
+    for i in range(rounds + 1):  # the first round warms up
+        for kind in names[i % len(names) :] + names[: i % len(names)]:
+            session = sessions[kind]
+            for _ in range(block):  # consecutive passes, as a training loop's
+                loss = model(data).pow(2).mean()
                 if session is not None:
-                    session.uninstall()
-                model.zero_grad(set_to_none=True)
-            if i >= 2:
-                wall[kind].append(elapsed)
-                cpu[kind].append(used)
+                    session.install()
+                try:
+                    used, start = time.thread_time(), time.perf_counter()
+                    loss.backward()
+                    elapsed, used = time.perf_counter() - start, time.thread_time() - used
+                finally:
+                    if session is not None:
+                        session.uninstall()
+                    model.zero_grad(set_to_none=True)
+                if i:
+                    wall[kind].append(elapsed)
+                    cpu[kind].append(used)
     for served in agents.values():
         served.close()
     plain_wall, plain_cpu = median(wall["plain"]), median(cpu["plain"])
     print(
-        f"load average {os.getloadavg()[0]:.1f}; plain backward {plain_wall * 1e3:.1f} ms wall, {plain_cpu * 1e3:.1f} ms thread"
+        f"load average {os.getloadavg()[0]:.1f}; {rounds} rounds of {block} passes each; plain backward "
+        f"{plain_wall * 1e3:.1f} ms wall, {plain_cpu * 1e3:.1f} ms thread"
     )
-    for kind, served in agents.items():
-        described = rounds - served.server.undescribed
-        print(
-            f"{kind}: wall {median(wall[kind]) / plain_wall:.2f}x, the script's thread "
-            f"{median(cpu[kind]) / plain_cpu:.2f}x, reader CPU per pass {served.received.cpu / rounds / plain_cpu:.2f}x, "
-            f"{described} of {rounds} passes described"
-        )
+    for kind in names[1:]:
+        line = f"{kind}: wall {median(wall[kind]) / plain_wall:.2f}x, the script's thread {median(cpu[kind]) / plain_cpu:.2f}x"
+        served = agents.get(kind)
+        if served is not None:
+            total = counted + block  # the warm-up round's passes too
+            line += (
+                f", the reader's CPU per pass {served.received.cpu / total / plain_cpu:.2f}x, "
+                f"{total - served.server.undescribed} of {total} passes described"
+            )
+        print(line)
 
 
 if __name__ == "__main__":
