@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import secrets
 import socket
@@ -159,12 +160,18 @@ class Received:
 
 
 def _client(
-    sock: socket.socket, token: str, passes: int, received: Received, ready: threading.Event, paced: bool = False
+    sock: socket.socket,
+    token: str,
+    passes: int,
+    received: Received,
+    ready: threading.Event,
+    every: float | None = None,
 ) -> None:
     """A RemoteTarget on the other end of the socketpair, reading until `passes` passes finished.
-    `paced`: it says `drawn` as the UI's link does, once it has decoded the end of a pass it was
-    sent described, DRAWN_EVERY after the last at the soonest (a UI draws the pass first: this
-    client, which draws nothing, is sent at least as many passes as a UI)."""
+    `every`: it says `drawn` as the UI's link does (`every` = DRAWN_EVERY), once it has decoded the
+    end of a pass it was sent described, `every` seconds after the last at the soonest (a UI draws
+    the pass first: this client, which draws nothing, is sent at least as many passes as a UI);
+    math.inf: once, after the first pass; None: never (every pass is sent described)."""
 
     async def read() -> None:
         target = RemoteTarget(token, sock=sock)
@@ -177,13 +184,13 @@ def _client(
             ran = sum(isinstance(e, ev.NodeRan) for e in batch)
             ended = sum(isinstance(e, ev.PassFinished) for e in batch)
             received.frames.append((time.perf_counter(), ran, ended))
-            for event in batch if paced else ():
+            for event in batch if every is not None and soonest != math.inf else ():
                 if isinstance(event, ev.PassStarted) and event.recorded and event.described:
                     described = event.pass_index
                 elif isinstance(event, ev.PassFinished) and event.pass_index == described:
                     now = time.monotonic()
                     loop.call_later(max(0.0, soonest - now), target.drawn, event.pass_index)
-                    soonest, described = max(now, soonest) + DRAWN_EVERY, None
+                    soonest, described = max(now, soonest) + every, None
             finished += ended
             if finished >= passes:
                 break
@@ -468,7 +475,7 @@ def bench_agent_encoder(
         received, ready = Received(), threading.Event()
         reader = threading.Thread(
             target=_client,
-            args=(theirs, token, passes + 2, received, ready, True),
+            args=(theirs, token, passes + 2, received, ready, DRAWN_EVERY),
             name="bench-agent-client",
             daemon=True,
         )

@@ -1,18 +1,20 @@
-"""The UI's agent with a client that says what it drew, beside one that does not, in one process.
+"""The UI's agent with clients that say what they drew, beside one that does not, in one process.
 
 `python benchmarks/bench_paced.py [ROUNDS]`: the d=64 12-layer encoder (batch 8x32), `continue` +
-`nan`, the UI's statistics; the engine with a listener that reads nothing (the floor), and two agents as gradtui.agent.build attaches the UI's (AgentServer, a
-client on a socketpair decoding in a thread): one whose client never says `drawn` (every pass
-described to it, as before clients paced) and one whose client says `drawn` at once after each
-described pass's end, DRAWN_EVERY after the last at the soonest, as the UI does (a UI that draws
-in no time). Each round runs BLOCK consecutive passes of each kind (plain, the engine alone, each
-agent: a training loop's passes follow each other), the kinds' order rotating round by round; the
-forward is built outside the timing. Prints the medians of wall and thread time of `backward()`
-over plain, and the passes each client was sent described.
+`nan`, the UI's statistics. The engine with a listener that reads nothing (the floor), and three
+agents as gradtui.agent.build attaches the UI's (AgentServer, a client on a socketpair decoding in
+a thread): one whose client never says `drawn` (every pass described to it, as before clients
+paced); one whose client says it as the UI does, after each described pass's end, DRAWN_EVERY
+after the last at the soonest (a UI that draws in no time); one whose client says it once, after
+the first pass (every later pass undescribed: what such a pass costs). Each round runs BLOCK
+consecutive passes of each kind (a training loop's passes follow each other), the kinds' order
+rotating round by round; the forward is built outside the timing. Prints the medians of wall and
+thread time of `backward()` over plain, and the passes each client was sent described.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import socket
@@ -31,15 +33,17 @@ from benchtable import median  # noqa: E402
 from gradtui.agent.server import AgentServer, ServerHooks  # noqa: E402
 from gradtui.engine.session import Session  # noqa: E402
 from gradtui.protocol.commands import parse  # noqa: E402
+from gradtui.wire.frames import DRAWN_EVERY  # noqa: E402
 
-BLOCK = 5
+BLOCK = 20
 """Consecutive passes of one kind in a round."""
 
 
 class Served:
-    """One agent as the UI's is attached, its client reading on a thread (`paced`: says `drawn`)."""
+    """One agent as the UI's is attached, its client reading on a thread (`every`: how it says
+    `drawn`, bench_agent._client's)."""
 
-    def __init__(self, passes: int, paced: bool) -> None:
+    def __init__(self, passes: int, every: float | None) -> None:
         token = secrets.token_urlsafe(16)
         ours, self.theirs = socket.socketpair()
         self.server = AgentServer(None, token, ServerHooks(submit=lambda c, r: None, quit=lambda: None))
@@ -58,7 +62,7 @@ class Served:
         self.received, ready = Received(), threading.Event()
         passes += BLOCK  # the warm-up round's
         self.reader = threading.Thread(
-            target=_client, args=(self.theirs, token, passes, self.received, ready, paced), daemon=True
+            target=_client, args=(self.theirs, token, passes, self.received, ready, every), daemon=True
         )
         server.start()
         server.serve_connection(ours)
@@ -88,7 +92,11 @@ def main() -> None:
     model = transformer(12, 64)
     data = torch.randn(8, 32, 64)
     counted = rounds * block
-    agents = {"every pass": Served(counted, False), "paced": Served(counted, True)}
+    agents = {
+        "every pass": Served(counted, None),
+        "paced as the UI": Served(counted, DRAWN_EVERY),
+        "paced, drawn once": Served(counted, math.inf),
+    }
     sessions: dict[str, Session | None] = {"plain": None, "engine alone": _engine_alone()}
     sessions.update({name: served.session for name, served in agents.items()})
     wall: dict[str, list[float]] = {k: [] for k in sessions}
