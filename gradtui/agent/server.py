@@ -47,7 +47,9 @@ and size (`PassStarted(described=False)`, no graph), its progress, and its end w
 leaves' statistics (unless the client shows every pass's flow). Its node batches are held
 unmade; a pause in it (a breakpoint hit, a break-in: the capture is described at the pause)
 sends the pass again, described, with the node events so far, before the pause: a paused pass
-is always shown in full. A client that never says `Drawn` (a headless one, a test's reader) is
+is always shown in full. Its progress is not sent (the client shows the progress of the pass
+on its screen; a pause says how far the pass had run), and its start and end wait for the next
+frame rather than wake the writer. A client that never says `Drawn` (a headless one, a test's reader) is
 sent every pass described, as is every client while no client is attached (the backlog a late
 one replays), and every client of an agent that describes every pass anyway (a recording, a
 report, a reference to compare with) or whose user asked to browse every pass's node statistics
@@ -89,7 +91,7 @@ event frame begins in it, so the goodbye is never queued behind what it has to c
 ACCEPT_BACKOFF = (0.05, 1.0)
 """Seconds to wait after a failed `accept` before retrying: the first, and the most (doubling)."""
 
-_UNSHOWN_LOW = (ev.PassStarted, ev.Progress)
+_UNSHOWN_LOW = (ev.PassStarted,)
 """Events of a pass sent undescribed that may wait for the next ones (its end too, see `_held_back`)."""
 
 _LISTENER_GONE = (errno.EBADF, errno.EINVAL, errno.ENOTSOCK)
@@ -319,6 +321,8 @@ class AgentServer:
                     for one in held:
                         self._queue(one)
                 return False
+            case ev.Progress() if event.pass_index == unshown.pass_index:
+                return True  # the UI shows no progress of a pass it was not sent (a pause says how far)
             case ev.PassFinished() if event.pass_index == unshown.pass_index:
                 with self._lock:
                     self._held, self._unshown = [], None
