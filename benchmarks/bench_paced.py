@@ -1,6 +1,6 @@
 """The UI's agent with clients that say what they drew, beside one that does not, in one process.
 
-`python benchmarks/bench_paced.py [ROUNDS]`: the d=64 12-layer encoder (batch 8x32), `continue` +
+`python benchmarks/bench_paced.py [ROUNDS [BLOCK]]`: the d=64 12-layer encoder (batch 8x32), `continue` +
 `nan`, the UI's statistics. The engine with a listener that reads nothing (the floor), and three
 agents as gradtui.agent.build attaches the UI's (AgentServer, a client on a socketpair decoding in
 a thread): one whose client never says `drawn` (every pass described to it, as before clients
@@ -37,14 +37,16 @@ from gradtui.protocol.commands import parse  # noqa: E402
 from gradtui.wire.frames import DRAWN_EVERY  # noqa: E402
 
 BLOCK = 20
-"""Consecutive passes of one kind in a round."""
+"""Consecutive passes of one kind in a round (1: the kinds alternate pass by pass, which follows
+the machine's load best, but leaves a paced client time to say `drawn` between two of its
+passes: more of them are described than in a loop)."""
 
 
 class Served:
     """One agent as the UI's is attached, its client reading on a thread (`every`: how it says
     `drawn`, bench_agent._client's)."""
 
-    def __init__(self, passes: int, every: float | None) -> None:
+    def __init__(self, passes: int, rounds: int, every: float | None) -> None:
         token = secrets.token_urlsafe(16)
         ours, self.theirs = socket.socketpair()
         self.server = AgentServer(None, token, ServerHooks(submit=lambda c, r: None, quit=lambda: None))
@@ -61,7 +63,7 @@ class Served:
         self.session.submit(parse("break nan"))
         self.session.run_on()
         self.received, ready = Received(), threading.Event()
-        passes += BLOCK  # the warm-up round's
+        passes += passes // rounds  # the warm-up round's
         self.reader = threading.Thread(
             target=_client, args=(self.theirs, token, passes, self.received, ready, every), daemon=True
         )
@@ -89,14 +91,14 @@ def _engine_alone() -> Session:
 def main() -> None:
     """Run the rounds and print the figures (see module doc)."""
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 12
-    block = BLOCK
+    block = int(sys.argv[2]) if len(sys.argv) > 2 else BLOCK
     model = transformer(12, 64)
     data = torch.randn(8, 32, 64)
     counted = rounds * block
     agents = {
-        "every pass": Served(counted, None),
-        "paced as the UI": Served(counted, DRAWN_EVERY),
-        "paced, drawn once": Served(counted, math.inf),
+        "every pass": Served(counted, rounds, None),
+        "paced as the UI": Served(counted, rounds, DRAWN_EVERY),
+        "paced, drawn once": Served(counted, rounds, math.inf),
     }
     sessions: dict[str, Session | None] = {"plain": None, "engine alone": _engine_alone()}
     sessions.update({name: served.session for name, served in agents.items()})

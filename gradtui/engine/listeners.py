@@ -136,6 +136,9 @@ class Listeners:
         )
 
     def names_leaves(self) -> bool:
-        """Does a listener read a hooked pass's leaves by name at its end (their gradients or its
-        flow: every one but those added with `flow=False`)?"""
-        return any(want is not False for want in self._flow_wanted)
+        """Must a lazy pass name its leaves as it starts: does a listener always read a hooked pass's
+        leaves by name at its end (its flow: those added with `flow=True`)? One whose `flow` is a
+        callable reads them only for some passes (the agent's server: a pass its client shows the
+        flow of, which then names them at their first read, from the frame's scopes kept till the
+        pass ends; a pass it shows whole is described as it starts, names and all)."""
+        return any(want is True for want in self._flow_wanted)

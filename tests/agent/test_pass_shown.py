@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 import gradtui.engine.capture.graph as graph_module
-from gradtui.engine.hooks.derived import DerivedSteps
 from gradtui.agent.build import Agent, Transport, build_agent
+from gradtui.engine.hooks.derived import DerivedSteps
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import parse
 from gradtui.protocol.lazygraph import node_infos
@@ -210,6 +210,22 @@ def test_a_pass_the_paced_client_will_not_show_is_not_described(served):
     ui = _fold(client.seen())
     assert ui.view is not None and ui.view.index == 5 and ui.kept.undrawn is None
     assert "not drawn" not in ui.pass_text()
+
+    # A client that shows every pass's flow (its passes view) gets it from an undescribed pass too,
+    # the leaves named from the frame's scopes at the pass's end (its lazy capture named none)
+    client.sock.sendall(frames.encode(frames.ShowFlow(True)))
+    _until(agent.server.wants_flow, "the agent to hear the client shows the flow")
+    _run(agent, model, range(6, 7))
+    _pass_ended(client, 6)
+    assert len(described) == 3 and agent.server.undescribed == 4
+    [started] = _of(client.seen(), ev.PassStarted, 6)
+    [finished] = _of(client.seen(), ev.PassFinished, 6)
+    assert not started.described and len(finished.leaf_grads) == 4
+    rows = {row.name: row for row in finished.flow}
+    assert sorted(rows) == ["first.bias", "first.weight", "second.bias", "second.weight"]
+    for name, row in rows.items():
+        tensor = model.get_parameter(name)
+        assert row.grad_norm == float(torch.linalg.vector_norm(tensor.grad))  # torch, the oracle
 
     seen = client.seen()
     for index in range(6):
