@@ -423,6 +423,9 @@ def bench_ui(nodes: int, steps: int) -> None:
 
 # ---- the agent as the UI builds it, on the encoder -----------------------------------------
 
+AGENT_BLOCK = 5
+"""Consecutive passes of one kind (plain, then gradtui) in the agent rows' alternation."""
+
 
 def bench_agent_encoder(
     layers: int, width: int, batch: tuple[int, int], passes: int, target: float | None = None
@@ -433,8 +436,9 @@ def bench_agent_encoder(
     like the UI before its flow table or passes view opens, shows none), its events framed onto a socketpair
     to a RemoteTarget that reads and decodes them in a thread (no Textual); `continue` + `nan`,
     no watch, and every statistic. Wall time of `backward()` (what the script pays, the writer
-    and the reader threads' share of the GIL included), plain and gradtui passes alternated,
-    each forward built outside the timed region; medians. Beside each, the CPU each thread spent
+    and the reader threads' share of the GIL included), plain and gradtui passes alternated in
+    blocks of AGENT_BLOCK, each forward built outside the timed region; medians (a described pass
+    costs more than the median one: the wall time's mean is beside the passes described). Beside each, the CPU each thread spent
     per gradtui pass (the script's in `backward()`, the agent's writer, the reader), ratios to a
     plain `backward()`'s thread time. `target`: the bound of the `continue` + `nan` row (the others
     are info)."""
@@ -442,6 +446,7 @@ def bench_agent_encoder(
 
     model = transformer(layers, width)
     data = torch.randn(*batch, width)
+    blocks = max(1, -(-passes // AGENT_BLOCK))
     modes = (
         ("`continue` + `nan`, the UI's statistics", False, True),
         ("no watch, the UI's statistics", False, False),
@@ -475,7 +480,7 @@ def bench_agent_encoder(
         received, ready = Received(), threading.Event()
         reader = threading.Thread(
             target=_client,
-            args=(theirs, token, passes + 2, received, ready, DRAWN_EVERY),
+            args=(theirs, token, (blocks + 1) * AGENT_BLOCK, received, ready, DRAWN_EVERY),
             name="bench-agent-client",
             daemon=True,
         )
@@ -486,8 +491,10 @@ def bench_agent_encoder(
         cpu: dict[str, list[float]] = {"plain": [], "agent": []}
         try:
             assert ready.wait(30) and received.error is None, f"the client did not attach: {received.error!r}"
-            for i in range(passes + 2):  # the first two warm up
-                for kind in ("plain", "agent"):
+            # in blocks of AGENT_BLOCK passes of each kind (one pass alone between plain ones would
+            # leave the client time to say `drawn` before each: a loop's passes follow each other)
+            for i in range(blocks + 1):  # the first block warms up
+                for kind in ("plain",) * AGENT_BLOCK + ("agent",) * AGENT_BLOCK:
                     loss = model(data).pow(2).mean()
                     if kind == "agent":
                         session.install()
@@ -501,7 +508,7 @@ def bench_agent_encoder(
                         if kind == "agent":
                             session.uninstall()
                         model.zero_grad(set_to_none=True)
-                    if i >= 2:
+                    if i:
                         times[kind].append(elapsed)
                         cpu[kind].append(used)
             assert received.done.wait(120), "the client never saw the last pass finish"
@@ -527,7 +534,7 @@ def bench_agent_encoder(
         # CPU per gradtui pass, each thread on its own clock: less sensitive to other processes'
         # load than the wall time above (the writer and the reader work while plain passes run too)
         plain_cpu, agent_cpu = median(cpu["plain"]), median(cpu["agent"])
-        counted = passes + 2
+        counted = (blocks + 1) * AGENT_BLOCK
         threads = [("the script's thread, in backward()", agent_cpu)]
         if writer is not None:
             threads.append(("the agent's writer thread, per pass", writer / counted))
@@ -536,7 +543,8 @@ def bench_agent_encoder(
             Row(
                 "  passes sent described (the client says `drawn` as the UI does, drawing nothing)",
                 sizes,
-                f"{counted - server.undescribed} of {counted}",
+                f"{counted - server.undescribed} of {counted}; wall mean "
+                f"{sum(times['agent']) / sum(times['plain']):.2f}x plain's",
                 "every pass before",
                 None,
                 "-",
