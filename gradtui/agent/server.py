@@ -43,14 +43,14 @@ graph as it starts, its node events, its leaves' statistics as it ends) only if 
 the client has drawn the last one described: the `describes_next` the session asks as a pass
 starts (its `graph`), so a pass the client will not show runs on a lazy capture, the walk only,
 as a headless run's does. Such a pass is sent as what the client shows of it: its index, losses
-and size (`PassStarted(described=False)`, no graph), its progress, and its end without its
-leaves' statistics (unless the client shows every pass's flow). Its node batches are held
+and size (`PassStarted(described=False)`, no graph) and its end without its leaves' statistics
+(unless the client shows every pass's flow). Its node batches are held
 unmade; a pause in it (a breakpoint hit, a break-in: the capture is described at the pause)
 sends the pass again, described, with the node events so far, before the pause: a paused pass
 is always shown in full. Its progress is not sent (the client shows the progress of the pass
 on its screen; a pause says how far the pass had run), and its start and end wait for the next
-frame rather than wake the writer. A client that never says `Drawn` (a headless one, a test's reader) is
-sent every pass described, as is every client while no client is attached (the backlog a late
+frame rather than wake the writer. A client that never says `Drawn` (a headless one, a test's
+reader) is sent every pass described, as is every client while no client is attached (the backlog a late
 one replays), and every client of an agent that describes every pass anyway (a recording, a
 report, a reference to compare with) or whose user asked to browse every pass's node statistics
 (`record_all`): `pace=False`.
@@ -301,9 +301,10 @@ class AgentServer:
         return dataclasses.replace(event, graph=LazyGraph(list, None, 0), nodes=len(event.graph), described=False)
 
     def _held_back(self, event: ev.Event) -> bool:
-        """An event of the pass in flight sent undescribed: held (its node batches, unmade, a pass hooked
-        at every node its node events, and its call-site variables), or, at its pause, the pass sent again described with what was held,
-        then the pause; False: send `event` as it is. Called on the pass's thread."""
+        """An event of the pass in flight sent undescribed: held (its node batches, unmade; a pass
+        hooked at every node, its node events; its call-site variables), dropped (its progress),
+        sent low (its end), or, at its pause, the pass sent again described with what was held,
+        then the pause. False: send `event` as it is. Called on the pass's thread."""
         unshown = self._unshown
         assert unshown is not None
         match event:

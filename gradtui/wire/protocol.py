@@ -43,7 +43,8 @@ a client hands on as NodeRan events; 4: a NodesRan batch and a PassFinished trav
 Structs as MessagePack bytes, gradtui.wire.codec; 5: a BreakpointsChanged's breakpoints carry
 their parsed specs, not their text; 6: a pass whose description is the pass before's but for its
 sequence numbers sends them only, gradtui.wire.passgraphs; 7: a client may say `Drawn`, and a pass
-it will not show is sent without its graph, `PassStarted.described`, gradtui.agent.server); a client and an agent of different versions refuse each other."""
+it will not show is sent without its graph, `PassStarted.described`, gradtui.agent.server); a
+client and an agent of different versions refuse each other."""
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
