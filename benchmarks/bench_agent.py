@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import secrets
 import socket
@@ -28,6 +29,7 @@ from gradtui.protocol.commands import Command, parse
 from gradtui.wire import protocol
 from gradtui.wire.client import RemoteTarget
 from gradtui.wire.codec import from_wire, to_wire
+from gradtui.wire.frames import DRAWN_EVERY
 
 
 def _chain_loss(muls: int) -> torch.Tensor:
@@ -157,18 +159,38 @@ class Received:
     """Seconds of CPU the reader's thread spent, all of it (set as it ends)."""
 
 
-def _client(sock: socket.socket, token: str, passes: int, received: Received, ready: threading.Event) -> None:
-    """A RemoteTarget on the other end of the socketpair, reading until `passes` passes finished."""
+def _client(
+    sock: socket.socket,
+    token: str,
+    passes: int,
+    received: Received,
+    ready: threading.Event,
+    every: float | None = None,
+) -> None:
+    """A RemoteTarget on the other end of the socketpair, reading until `passes` passes finished.
+    `every`: it says `drawn` as the UI's link does (`every` = DRAWN_EVERY), once it has decoded the
+    end of a pass it was sent described, `every` seconds after the last at the soonest (a UI draws
+    the pass first: this client, which draws nothing, is sent at least as many passes as a UI);
+    math.inf: once, after the first pass; None: never (every pass is sent described)."""
 
     async def read() -> None:
         target = RemoteTarget(token, sock=sock)
         await target.start()
         ready.set()
         finished = 0
+        described = None
+        loop, soonest = asyncio.get_running_loop(), 0.0
         async for batch in target.batches():
             ran = sum(isinstance(e, ev.NodeRan) for e in batch)
             ended = sum(isinstance(e, ev.PassFinished) for e in batch)
             received.frames.append((time.perf_counter(), ran, ended))
+            for event in batch if every is not None and soonest != math.inf else ():
+                if isinstance(event, ev.PassStarted) and event.recorded and event.described:
+                    described = event.pass_index
+                elif isinstance(event, ev.PassFinished) and event.pass_index == described:
+                    now = time.monotonic()
+                    loop.call_later(max(0.0, soonest - now), target.drawn, event.pass_index)
+                    soonest, described = max(now, soonest) + every, None
             finished += ended
             if finished >= passes:
                 break
@@ -401,6 +423,9 @@ def bench_ui(nodes: int, steps: int) -> None:
 
 # ---- the agent as the UI builds it, on the encoder -----------------------------------------
 
+AGENT_BLOCK = 5
+"""Consecutive passes of one kind (plain, then gradtui) in the agent rows' alternation."""
+
 
 def bench_agent_encoder(
     layers: int, width: int, batch: tuple[int, int], passes: int, target: float | None = None
@@ -411,8 +436,9 @@ def bench_agent_encoder(
     like the UI before its flow table or passes view opens, shows none), its events framed onto a socketpair
     to a RemoteTarget that reads and decodes them in a thread (no Textual); `continue` + `nan`,
     no watch, and every statistic. Wall time of `backward()` (what the script pays, the writer
-    and the reader threads' share of the GIL included), plain and gradtui passes alternated,
-    each forward built outside the timed region; medians. Beside each, the CPU each thread spent
+    and the reader threads' share of the GIL included), plain and gradtui passes alternated in
+    blocks of AGENT_BLOCK, each forward built outside the timed region; medians (a described pass
+    costs more than the median one: the wall time's mean is beside the passes described). Beside each, the CPU each thread spent
     per gradtui pass (the script's in `backward()`, the agent's writer, the reader), ratios to a
     plain `backward()`'s thread time. `target`: the bound of the `continue` + `nan` row (the others
     are info)."""
@@ -420,6 +446,7 @@ def bench_agent_encoder(
 
     model = transformer(layers, width)
     data = torch.randn(*batch, width)
+    blocks = max(1, -(-passes // AGENT_BLOCK))
     modes = (
         ("`continue` + `nan`, the UI's statistics", False, True),
         ("no watch, the UI's statistics", False, False),
@@ -436,15 +463,26 @@ def bench_agent_encoder(
 
         server = AgentServer(None, token, ServerHooks(submit=submit, quit=lambda: None))
         session = Session(None, provenance=False, full_stats=full)
-        # as gradtui.agent.build attaches it: graph, NodesRan batches, leaf gradients; the flow only
-        # while the client shows it (this one, as the UI before `w` or `P`, shows none)
-        session.add_listener(server, flow=server.wants_flow, batches=True)
+        # as gradtui.agent.build attaches it: the graph and the leaves' gradients of the passes the
+        # client will show, NodesRan batches; the flow only while the client shows it (this one, as
+        # the UI before `w` or `P`, shows none)
+        session.add_listener(
+            server,
+            graph=server.describes_next,
+            flow=server.wants_flow,
+            batches=True,
+            leaves=server.wants_leaves,
+            returned=server.returned,
+        )
         if watch:
             session.submit(parse("break nan"))
         session.run_on()
         received, ready = Received(), threading.Event()
         reader = threading.Thread(
-            target=_client, args=(theirs, token, passes + 2, received, ready), name="bench-agent-client", daemon=True
+            target=_client,
+            args=(theirs, token, (blocks + 1) * AGENT_BLOCK, received, ready, DRAWN_EVERY),
+            name="bench-agent-client",
+            daemon=True,
         )
         server.start()
         server.serve_connection(ours)
@@ -453,8 +491,10 @@ def bench_agent_encoder(
         cpu: dict[str, list[float]] = {"plain": [], "agent": []}
         try:
             assert ready.wait(30) and received.error is None, f"the client did not attach: {received.error!r}"
-            for i in range(passes + 2):  # the first two warm up
-                for kind in ("plain", "agent"):
+            # in blocks of AGENT_BLOCK passes of each kind (one pass alone between plain ones would
+            # leave the client time to say `drawn` before each: a loop's passes follow each other)
+            for i in range(blocks + 1):  # the first block warms up
+                for kind in ("plain",) * AGENT_BLOCK + ("agent",) * AGENT_BLOCK:
                     loss = model(data).pow(2).mean()
                     if kind == "agent":
                         session.install()
@@ -468,7 +508,7 @@ def bench_agent_encoder(
                         if kind == "agent":
                             session.uninstall()
                         model.zero_grad(set_to_none=True)
-                    if i >= 2:
+                    if i:
                         times[kind].append(elapsed)
                         cpu[kind].append(used)
             assert received.done.wait(120), "the client never saw the last pass finish"
@@ -494,11 +534,23 @@ def bench_agent_encoder(
         # CPU per gradtui pass, each thread on its own clock: less sensitive to other processes'
         # load than the wall time above (the writer and the reader work while plain passes run too)
         plain_cpu, agent_cpu = median(cpu["plain"]), median(cpu["agent"])
-        counted = passes + 2
+        counted = (blocks + 1) * AGENT_BLOCK
         threads = [("the script's thread, in backward()", agent_cpu)]
         if writer is not None:
             threads.append(("the agent's writer thread, per pass", writer / counted))
         threads.append(("the reader's thread (decoding in this process), per pass", received.cpu / counted))
+        add(
+            Row(
+                "  passes sent described (the client says `drawn` as the UI does, drawing nothing)",
+                sizes,
+                f"{counted - server.undescribed} of {counted}; wall mean "
+                f"{sum(times['agent']) / sum(times['plain']):.2f}x plain's",
+                "every pass before",
+                None,
+                "-",
+                None,
+            )
+        )
         for name, seconds in threads:
             add(
                 Row(

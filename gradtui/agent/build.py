@@ -117,6 +117,9 @@ def _attach(
     first_flow: bool | Callable[[], bool] = True,
     first_batches: bool = False,
     outputs: tuple[Any, ...] = (),
+    first_graph: bool | Callable[[], bool] = True,
+    first_leaves: bool | Callable[[], bool] = True,
+    first_returned: Callable[[int], None] | None = None,
 ) -> None:
     """Attach `listeners` in order, then arm the breakpoints `options` ask for. (A job's tap lets
     signals act at once in its own long waits only: gradtui.distributed.tap.) `first_flow`: when
@@ -125,12 +128,20 @@ def _attach(
     listener takes a pass's nodes as NodesRan batches (the server: one event through its lock
     and queue per batch, not one per node). `outputs`: those of `listeners` that are the run's
     report and recording, which write a pass's flow but not its leaves' gradient statistics
-    (their accumulators' rows hold them)."""
+    (their accumulators' rows hold them). `first_graph`, `first_leaves`: when the first listener
+    reads a pass's description as it starts and its leaves' statistics as it ends (the server:
+    for a pass its client shows); `first_returned`: what it lets go of as a planned pass returns."""
     for k, listener in enumerate(listeners):
         first = k == 0
-        leaves = not any(listener is output for output in outputs)
+        output = any(listener is one for one in outputs)
+        leaves = False if output else first_leaves if first else True
         session.add_listener(
-            listener, flow=first_flow if first else True, batches=first and first_batches, leaves=leaves
+            listener,
+            graph=first_graph if first else True,
+            flow=first_flow if first else True,
+            batches=first and first_batches,
+            leaves=leaves,
+            returned=first_returned if first else None,
         )
     for spec in options.break_on:
         line = f"break {spec}"  # a --break option enters here: parsed once, as a typed line is
@@ -182,7 +193,14 @@ def build_agent(
     )
     if tap is not None:
         hooks.order = tap.order  # the job hub's orders to this rank
-    server = AgentServer(transport.listener, transport.token, hooks, exit_with_client=transport.exit_with_client)
+    # Where the agent describes every pass anyway (a recording, a report, a reference to compare
+    # with, a job's tap), its client is sent every pass described too: nothing is saved by pacing;
+    # so it is where the user asked to browse every pass's node statistics (`record_all`).
+    pace = tap is None and not outputs.listeners and not listeners and options.against is None
+    pace = pace and not options.record_all
+    server = AgentServer(
+        transport.listener, transport.token, hooks, exit_with_client=transport.exit_with_client, pace=pace
+    )
     if tap is not None:
         tap.serve(server)
     # A job's tap answers `flow` with every rank's: it reads every pass's flow.
@@ -193,6 +211,9 @@ def build_agent(
         True if tap else server.wants_flow,
         first_batches=tap is None,
         outputs=tuple(outputs.listeners),
+        first_graph=server.describes_next if pace else True,
+        first_leaves=server.wants_leaves if pace else True,
+        first_returned=server.returned if pace else None,
     )
     return Agent(options, outputs, session, server, commands, tap)
 

@@ -44,6 +44,8 @@ class Outbox:
         self._dropped_lines = 0
         self._passes: tuple[int, int] | None = None
         """The first and last pass indexes the dropped events belonged to."""
+        self._urgent = 0
+        """How many of the queued events may not wait for the next ones."""
 
     def __bool__(self) -> bool:
         return self._behind or bool(self._events)
@@ -64,33 +66,39 @@ class Outbox:
     @property
     def only_low(self) -> bool:
         """Do only events that may wait for the next ones wait (no pause, no answer)?"""
-        return not self._behind and all(isinstance(e, _LOW) for e in self._events)
+        return not self._behind and not self._urgent
 
-    def add(self, event: ev.Event) -> bool:
-        """Queue `event`; True if it should go at once (it matters now, or it is the first)."""
+    def add(self, event: ev.Event, low: bool = False) -> bool:
+        """Queue `event`; True if it should go at once (it matters now, or it is the first).
+        `low`: it may wait for the next ones whatever its kind (a pass the client is sent
+        undescribed: its start and end only count passes, gradtui.agent.server)."""
         if self._behind:
             self._drop(event)
             return False
+        low = low or isinstance(event, _LOW)
+        self._urgent += not low
         self._events.append(event)
         self._weight += _weight_of(event)
         if self._weight > self._cap + self._allowance:
             self._behind = True
             events, self._events = self._events, []
+            self._urgent = 0
             for old in events:
                 self._drop(old)
             return True
-        return not isinstance(event, _LOW) or len(self._events) == 1
+        return not low or len(self._events) == 1
 
     def replace(self, events: list[ev.Event]) -> None:
         """Queue exactly `events` (a new client's backlog), as a fresh queue."""
         self.clear()
         self._events = list(events)
         self._weight = self._allowance = sum(_weight_of(e) for e in events)
+        self._urgent = sum(not isinstance(e, _LOW) for e in events)
 
     def clear(self) -> None:
         """Forget everything waiting (the client went)."""
         self._events = []
-        self._weight = self._allowance = 0
+        self._weight = self._allowance = self._urgent = 0
         self._behind = False
         self._output.clear()
         self._dropped_events = self._dropped_lines = 0
@@ -101,7 +109,7 @@ class Outbox:
         fell behind, the notice, the last lines of output and `present()`."""
         if not self._behind:
             events, self._events = self._events, []
-            self._weight = self._allowance = 0
+            self._weight = self._allowance = self._urgent = 0
             return events
         notice = ev.Notice(self._notice())
         out: list[ev.Event] = [notice, *self._output, *present()]

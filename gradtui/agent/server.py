@@ -34,10 +34,31 @@ hooked pass only when a client shows it (`wants_flow`, the server's `flow` as th
 listener): while the client has said `{"flow": true}` (the UI, once its flow table or its passes
 view is open), or for a pass the client saw paused (the pass on its screen, whose flow `w`
 shows). Every other hooked pass sends its leaves' gradient statistics only.
+
+Nothing a client does not show is made for it. A UI draws a few passes a second, whatever the
+script's pace (it draws what arrived as one batch: a pass that came and went between two draws is
+never on screen), so a client may say it is *paced*: it sends `Drawn` once it has drawn the end
+of a pass it was sent described, and from the first `Drawn` on, a pass is described to it (its
+graph as it starts, its node events, its leaves' statistics as it ends) only if it starts after
+the client has drawn the last one described: the `describes_next` the session asks as a pass
+starts (its `graph`), so a pass the client will not show runs on a lazy capture, the walk only,
+as a headless run's does. Such a pass is sent as what the client shows of it: its index, losses
+and size (`PassStarted(described=False)`, no graph) and its end without its leaves' statistics
+(unless the client shows every pass's flow). Its node batches are held
+unmade; a pause in it (a breakpoint hit, a break-in: the capture is described at the pause)
+sends the pass again, described, with the node events so far, before the pause: a paused pass
+is always shown in full. Its progress is not sent (the client shows the progress of the pass
+on its screen; a pause says how far the pass had run), and its start and end wait for the next
+frame rather than wake the writer. A client that never says `Drawn` (a headless one, a test's
+reader) is sent every pass described, as is every client while no client is attached (the backlog a late
+one replays), and every client of an agent that describes every pass anyway (a recording, a
+report, a reference to compare with) or whose user asked to browse every pass's node statistics
+(`record_all`): `pace=False`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import hmac
@@ -56,6 +77,7 @@ from gradtui.agent.outbox import Outbox
 from gradtui.agent.sender import STALL, ClientSender
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import Command
+from gradtui.protocol.lazygraph import LazyGraph
 from gradtui.wire import frames, protocol
 from gradtui.wire.passgraphs import GraphsSent
 
@@ -68,6 +90,9 @@ event frame begins in it, so the goodbye is never queued behind what it has to c
 
 ACCEPT_BACKOFF = (0.05, 1.0)
 """Seconds to wait after a failed `accept` before retrying: the first, and the most (doubling)."""
+
+_UNSHOWN_LOW = (ev.PassStarted,)
+"""Events of a pass sent undescribed that may wait for the next ones (its end too, see `_held_back`)."""
 
 _LISTENER_GONE = (errno.EBADF, errno.EINVAL, errno.ENOTSOCK)
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
@@ -95,8 +120,16 @@ class AgentServer:
     """Serves the session to one client at a time over `listener` (see module doc)."""
 
     def __init__(
-        self, listener: socket.socket | None, token: str, hooks: ServerHooks, *, exit_with_client: bool = False
+        self,
+        listener: socket.socket | None,
+        token: str,
+        hooks: ServerHooks,
+        *,
+        exit_with_client: bool = False,
+        pace: bool = True,
     ) -> None:
+        """`pace=False`: describe every pass to every client (the agent describes each anyway: a
+        recording, a report, a reference to compare with, a job's tap; or `record_all`)."""
         self._listener = listener
         self._token = token
         self._hooks = hooks
@@ -133,6 +166,21 @@ class AgentServer:
         """The attached client shows the gradient flow of every pass (it said `{"flow": true}`)."""
         self._pass_paused = False
         """The pass in flight has paused: a client shows it, its flow included."""
+        self._pace = pace
+        self._paced = False
+        """The attached client paces the passes described to it (it has said `Drawn`)."""
+        self._credit = False
+        """A paced client has drawn the last pass described to it: describe the next one."""
+        self._asked: bool | None = None
+        """What `describes_next` last answered, for the PassStarted that follows it (None: not asked
+        since the last pass started: a pass hooked at every node, described anyway)."""
+        self._unshown: ev.PassStarted | None = None
+        """The pass in flight, sent without its description (None: none, or it was sent described)."""
+        self._held: list[ev.Event] = []
+        """That pass's events held back: its node batches (unmade) and call-site variables, sent
+        if it pauses."""
+        self.undescribed = 0
+        """How many passes were sent without their description (a count the tests read)."""
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -205,13 +253,17 @@ class AgentServer:
         """Session listener: queue `event` for the client (and the backlog). Never blocks long."""
         if isinstance(event, ev.PassPrints):
             return  # fingerprints are for a recording (its listener is in this process), not clients
+        if self._unshown is not None and self._held_back(event):
+            return
         if type(event) is ev.NodesRan:
             # what it needs of the live nodes read here, on the pass's thread; its events are made
             # by the writer as it encodes the batch, off the script's thread
             event.expand()
         with self._lock:
-            self._backlog.add(event)
             match event:
+                case ev.PassStarted(recorded=True):
+                    self._pass_paused = False
+                    event = self._started(event)
                 case ev.PassStarted():
                     self._pass_paused = False
                 case ev.Paused():
@@ -224,13 +276,97 @@ class AgentServer:
                     self._paused_by_step = False
                 case ev.PassFinished():
                     self._paused_by_step = False
-            if self._client is not None and self._pending.add(event):
-                self._lock.notify_all()
+            self._queue(event, low=self._unshown is not None and type(event) in _UNSHOWN_LOW)
+
+    def _queue(self, event: ev.Event, low: bool = False) -> None:
+        """`event` to the backlog and, with a client attached, to its queue (the lock held); `low`:
+        it may wait for the next ones (an undescribed pass's start and end: the writer is not
+        woken once for each)."""
+        self._backlog.add(event)
+        if self._client is not None and self._pending.add(event, low):
+            self._lock.notify_all()
+
+    def _started(self, event: ev.PassStarted) -> ev.PassStarted:
+        """A hooked pass starts: what the client is sent of it, described or not (see module doc;
+        the lock held)."""
+        asked, self._asked = self._asked, None
+        shown = self._shows_next() if asked is None else asked
+        self._held = []
+        if shown:
+            self._unshown = None
+            self._credit = False
+            return event
+        self._unshown = event
+        self.undescribed += 1
+        return dataclasses.replace(event, graph=LazyGraph(list, None, 0), nodes=len(event.graph), described=False)
+
+    def _held_back(self, event: ev.Event) -> bool:
+        """An event of the pass in flight sent undescribed: held (its node batches, unmade; a pass
+        hooked at every node, its node events; its call-site variables), dropped (its progress),
+        sent low (its end), or, at its pause, the pass sent again described with what was held,
+        then the pause. False: send `event` as it is. Called on the pass's thread."""
+        unshown = self._unshown
+        assert unshown is not None
+        match event:
+            case ev.NodesRan() | ev.NodeRan() | ev.CallSiteVariables() if event.pass_index == unshown.pass_index:
+                with self._lock:
+                    self._held.append(event)
+                return True
+            case ev.Paused() if event.pass_index == unshown.pass_index:
+                held, self._held, self._unshown = self._held, [], None
+                for one in held:  # read now, while the pass's nodes live (the pause keeps them)
+                    if type(one) is ev.NodesRan:
+                        one.expand()
+                with self._lock:
+                    self._queue(unshown)  # described: the pause described the capture first
+                    for one in held:
+                        self._queue(one)
+                return False
+            case ev.Progress() if event.pass_index == unshown.pass_index:
+                return True  # the UI shows no progress of a pass it was not sent (a pause says how far)
+            case ev.PassFinished() if event.pass_index == unshown.pass_index:
+                with self._lock:
+                    self._held, self._unshown = [], None
+                    self._paused_by_step = False
+                    self._queue(event, low=True)  # it only counts a pass: no need to wake the writer
+                return True
+        return False
+
+    def returned(self, index: int) -> None:
+        """Planned pass `index` has returned, its last batch heard, and can pause no more: the batches
+        of a pass sent undescribed are let go, never made (the session calls it, on the pass's
+        thread, before the pass's batches are settled)."""
+        unshown = self._unshown
+        if unshown is not None and unshown.pass_index == index:
+            with self._lock:
+                self._held = []
+
+    def _shows_next(self) -> bool:
+        """Is the pass starting now described to the client (see module doc; the lock held)?"""
+        return not self._pace or self._client is None or not self._paced or self._credit
+
+    @property
+    def paced(self) -> bool:
+        """Does the attached client pace the passes described to it (it has said `Drawn`)?"""
+        return self._paced
+
+    def describes_next(self) -> bool:
+        """Does the client show the hooked pass starting now, so that its graph must be described
+        as it starts? Asked by the session at a planned pass's start, on the script's thread; the
+        PassStarted that follows is sent as this answer says."""
+        with self._lock:
+            self._asked = self._shows_next()
+            return self._asked
 
     def wants_flow(self) -> bool:
         """Does a client show the gradient flow of the hooked pass ending now (see module doc)?
         Asked by the session as the pass ends, on the script's thread."""
         return self._flow_asked or self._pass_paused
+
+    def wants_leaves(self) -> bool:
+        """Does a client show the leaves' gradient statistics of the hooked pass ending now: one it
+        was sent described, one that paused, or any while it shows every pass's flow?"""
+        return self._unshown is None or self._flow_asked or self._pass_paused
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -316,6 +452,7 @@ class AgentServer:
                 self._unsent = 0
                 self._client, self._sender = conn, sender
                 self._graphs = GraphsSent()  # the new client holds no pass yet
+                self._paced = self._credit = False  # until it says it paces
                 self.attached.set()
                 self._lock.notify_all()
             return True
@@ -352,6 +489,9 @@ class AgentServer:
                         self._hooks.submit(submit.command_of(), submit.id)
                     case frames.ShowFlow(shown=shown):
                         self._flow_asked = shown
+                    case frames.Drawn():
+                        with self._lock:
+                            self._paced = self._credit = True
                     case frames.Order(order=order):
                         self._hooks.order(bytes(order))
                     case frames.Quit():
@@ -371,6 +511,7 @@ class AgentServer:
                 self._pending.clear()
                 self.attached.clear()
                 self._flow_asked = False  # the next client says what it shows
+                self._paced = False
             closed = self._closed
             step_pause = self._paused_by_step
             self._detached = True

@@ -35,8 +35,11 @@ class Listeners:
         """Per listener: does it take NodesRan batches as they are?"""
         self._flow_wanted: list[bool | Callable[[], bool]] = []
         """Per listener: does it read a hooked pass's gradient flow (a callable: asked at the pass's end)?"""
-        self._leaves_wanted: list[bool] = []
-        """Per listener: does it read a hooked pass's leaf gradients (where it reads its flow)?"""
+        self._returned: list[Callable[[int], None]] = []
+        """The listeners' `returned` callables (see `add`)."""
+        self._leaves_wanted: list[bool | Callable[[], bool]] = []
+        """Per listener: does it read a hooked pass's leaf gradients (where it reads its flow; a
+        callable: asked at the pass's end)?"""
 
     def add(
         self,
@@ -45,7 +48,8 @@ class Listeners:
         batches: bool = False,
         flow: bool | Callable[[], bool] = True,
         holds: bool = False,
-        leaves: bool = True,
+        leaves: bool | Callable[[], bool] = True,
+        returned: Callable[[int], None] | None = None,
     ) -> None:
         """Also send every event to `listener`.
 
@@ -60,12 +64,20 @@ class Listeners:
         pass's flow (as `flow` says) but never its leaves' gradient statistics (a recording, a
         report: they write the flow, and the leaves' gradients are their accumulators' rows), so
         a pass only such listeners end computes the flow's norms alone, not a Stats per leaf.
+        `leaves` a callable: asked as a hooked pass ends (a client that shows a pass's leaves only
+        when it shows the pass: the agent's server, gradtui.agent.server).
 
         `graph=False` (or a callable saying so at a pass's start): the listener reads a pass's
         graph only at its pauses (or only its size), so a pass in `continue` may leave its nodes'
         metadata (labels, sources, modules, saved values) unread unless it pauses: a lazy
         capture. Any listener that may read the graph later (a report, a recording, a client over
         the wire) leaves the default, and every pass is described as it starts.
+
+        `returned`: called with a planned pass's index once its engine call has returned and its
+        last batch is emitted, before its batches are settled (made, for those still held): no
+        pause can come in it any more, so a listener that holds a pass's batches only in case it
+        pauses lets them go, and they are never made (the agent's server, for a pass its client
+        was sent undescribed).
 
         `holds=True`: the listener may hold the script for long all through its call, so signals
         act at once while it runs, as in the script's own code. (A torchrun rank's job tap is not
@@ -78,6 +90,8 @@ class Listeners:
         self._batches.append(batches)
         self._flow_wanted.append(flow)
         self._leaves_wanted.append(leaves)
+        if returned is not None:
+            self._returned.append(returned)
 
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener (a NodesRan batch as its NodeRan events to those that
@@ -100,6 +114,11 @@ class Listeners:
         for listener in self._listeners:
             listener(event)
 
+    def returned(self, index: int) -> None:
+        """Planned pass `index` has returned (see `add`'s `returned`)."""
+        for call in self._returned:
+            call(index)
+
     def graph_needed(self) -> bool:
         """Does a listener want the graph of the pass starting now described at once?"""
         return any(want() if callable(want) else want for want in self._graph_wanted)
@@ -109,11 +128,17 @@ class Listeners:
         return any(want() if callable(want) else want for want in self._flow_wanted)
 
     def wants_leaves(self) -> bool:
-        """Does a listener read the leaves' gradient statistics of a hooked pass (every one but
-        those added with `flow=False` or `leaves=False`)?"""
-        return any(flow is not False and leaves for flow, leaves in zip(self._flow_wanted, self._leaves_wanted))
+        """Does a listener read the leaves' gradient statistics of the hooked pass ending now (every
+        one but those added with `flow=False` or `leaves=False`, or whose `leaves` callable says no)?"""
+        return any(
+            flow is not False and (leaves() if callable(leaves) else leaves)
+            for flow, leaves in zip(self._flow_wanted, self._leaves_wanted)
+        )
 
     def names_leaves(self) -> bool:
-        """Does a listener read a hooked pass's leaves by name at its end (their gradients or its
-        flow: every one but those added with `flow=False`)?"""
-        return any(want is not False for want in self._flow_wanted)
+        """Must a lazy pass name its leaves as it starts: does a listener always read a hooked pass's
+        leaves by name at its end (its flow: those added with `flow=True`)? One whose `flow` is a
+        callable reads them only for some passes (the agent's server: a pass its client shows the
+        flow of, which then names them at their first read, from the frame's scopes kept till the
+        pass ends; a pass it shows whole is described as it starts, names and all)."""
+        return any(want is True for want in self._flow_wanted)

@@ -132,12 +132,14 @@ class Session:
         batches: bool = False,
         flow: bool | Callable[[], bool] = True,
         holds: bool = False,
-        leaves: bool = True,
+        leaves: bool | Callable[[], bool] = True,
+        returned: Callable[[int], None] | None = None,
     ) -> None:
         """Also send every event to `listener` (called on the emitting thread); what it wants of
-        a pass (`graph`, `batches`, `flow`, `leaves`) and whether it may hold the script (`holds`):
-        see gradtui.engine.listeners.Listeners.add."""
-        self._listeners.add(listener, graph, batches, flow, holds, leaves)
+        a pass (`graph`, `batches`, `flow`, `leaves`), whether it may hold the script (`holds`),
+        and what to call as a planned pass returns (`returned`): see
+        gradtui.engine.listeners.Listeners.add."""
+        self._listeners.add(listener, graph, batches, flow, holds, leaves, returned)
 
     def emit(self, event: ev.Event) -> None:
         """Send an event to every listener (gradtui.engine.listeners)."""
@@ -392,6 +394,10 @@ class Session:
     def wants_leaves(self) -> bool:
         """Does a listener read the leaves' gradient statistics of a hooked pass (see `add_listener`)?"""
         return self._listeners.wants_leaves()
+
+    def returned(self, index: int) -> None:
+        """Planned pass `index` has returned and can pause no more (see `add_listener`'s `returned`)."""
+        self._listeners.returned(index)
 
     def stepping(self) -> bool:
         """Must every node of the pass in flight be hooked from now on?"""

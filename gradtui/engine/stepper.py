@@ -248,6 +248,9 @@ class Owner(Protocol):
     def wants_leaves(self) -> bool:
         """Does a listener read the leaves' gradient statistics of a hooked pass?"""
 
+    def returned(self, index: int) -> None:
+        """Planned pass `index` has returned and can pause no more (its held batches may go)."""
+
     def watching(self) -> bool:
         """Can a value breakpoint stop the pass in flight?"""
 

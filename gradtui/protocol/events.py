@@ -93,6 +93,11 @@ class PassStarted(Event):
     kept: bool = True
     """False: a recording's pass that ran hooked but whose per-node statistics were not kept
     (outside a `--flight` window): its graph cannot be shown."""
+    described: bool = True
+    """False: an agent's client was still drawing an earlier pass as this one started, so the
+    pass was sent without its graph (`nodes` says its size) and without its node events, its
+    end without its leaves' statistics unless the client shows the flow (gradtui.agent.server).
+    If it pauses, it is sent again, described, with the node events so far, before the pause."""
 
 
 class SourceText(Event, msgspec.Struct, frozen=True):

@@ -150,7 +150,7 @@ class GradtuiApp(App[int]):
         self.state = UIState(os.path.basename(self.script_path))
         self.report = report
         self.feeder = CommandFeeder(list(commands))
-        self.link = TargetLink(target, self)
+        self.link = TargetLink(target, self, paced=report is None)  # a report here reads every pass whole
         self.nav = Navigator(
             self, self.state, self.link, send=self.send, draw=self.flush, home=os.path.dirname(self.script_path)
         )

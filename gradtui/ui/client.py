@@ -11,6 +11,8 @@ however the app ends (`q`, a signal, the app torn down). It knows nothing of the
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,7 @@ from gradtui.protocol.commands import Command
 from gradtui.protocol.events import QUIT_STATUS
 from gradtui.protocol.stats import Stats
 from gradtui.wire.child import ChildTarget
+from gradtui.wire.frames import DRAWN_EVERY
 from gradtui.wire.target import DebugTarget, TargetError
 
 STOP_TIMEOUT = 3.0
@@ -63,8 +66,11 @@ class TargetLink:
         events: list[ev.Event]
         applied: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def __init__(self, target: DebugTarget, owner: MessagePump) -> None:
+    def __init__(self, target: DebugTarget, owner: MessagePump, paced: bool = True) -> None:
+        """`paced=False`: never tell the agent what was drawn, so it describes every pass (a
+        report fed with this client's events reads each whole)."""
         self.target = target
+        self._paced = paced
         self.owner = owner
         """Where the messages go (the app)."""
         self.finished = asyncio.Event()
@@ -78,6 +84,10 @@ class TargetLink:
         not have gone yet (`finished` waits for that): a quit then must not make it QUIT_STATUS."""
         self.flow_shown = False
         """The flow table or the passes view has been opened: the agent was told (`show_flow`)."""
+        self._described: int | None = None
+        """The last pass the target sent described (its graph), until its end has been drawn."""
+        self._next_drawn = 0.0
+        """When (time.monotonic) the next `drawn` may be told at the soonest (DRAWN_EVERY)."""
 
     async def read(self, first_after_layout: bool) -> None:
         """Start the target and post its events until it ends. `first_after_layout`: post the
@@ -100,6 +110,7 @@ class TargetLink:
             batch = self.Batch(events)
             self.owner.post_message(batch)
             await batch.applied.wait()
+            self._drawn(events)
         if not self.script_ended and not self.quitting:
             # The connection ended with no word of the script's end (an agent killed, or whose
             # goodbye to a client that read nothing passed its deadline): the UI must not go on
@@ -108,6 +119,29 @@ class TargetLink:
             self.owner.post_message(untold)
             await untold.applied.wait()
         self.finished.set()
+
+    def _drawn(self, events: list[ev.Event]) -> None:
+        """Once the end of a pass the agent described has been applied, tell a live agent (`drawn`)
+        after the screen's next refresh, and DRAWN_EVERY after the last time at the soonest: the
+        agent describes the next pass that starts then, not the passes that run while this UI
+        draws (gradtui.agent.server)."""
+        ended = None
+        for event in events:
+            match event:
+                case ev.PassStarted(recorded=True, described=True):
+                    self._described = event.pass_index
+                case ev.PassFinished() if event.pass_index == self._described:
+                    ended, self._described = event.pass_index, None
+        tell = getattr(self.target, "drawn", None)  # a live agent's; a recording has nothing to pace
+        if ended is None or tell is None or not self._paced:
+            return
+        now = time.monotonic()
+        wait = self._next_drawn - now
+        self._next_drawn = max(now, self._next_drawn) + DRAWN_EVERY
+        if wait > 0:
+            self.owner.set_timer(wait, functools.partial(self.owner.call_after_refresh, tell, ended))
+        else:
+            self.owner.call_after_refresh(tell, ended)
 
     def script_finished(self, event: ev.ScriptFinished) -> None:
         """The script has ended: its exit status is final (QUIT_STATUS if the user stopped it).

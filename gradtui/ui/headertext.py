@@ -18,10 +18,14 @@ class HeaderPart(NamedTuple):
     drop: int
 
 
-def pass_parts(view: PassView | None, live: PassView | None, browsing: bool) -> tuple[HeaderPart, ...]:
-    """The pass on screen (`view`) in parts: index, loss, call, `unhooked`, `browsing · live is N`."""
+def pass_parts(
+    view: PassView | None, live: PassView | None, browsing: bool, undrawn: int | None = None
+) -> tuple[HeaderPart, ...]:
+    """The pass on screen (`view`) in parts: index, loss, call, `unhooked`, `browsing · live is N`,
+    `latest N not drawn` (`undrawn`: the latest pass, sent without its graph, see
+    gradtui.agent.server; the screen keeps the last pass drawn)."""
     if view is None:
-        return ()
+        return (HeaderPart(f"pass {undrawn} not drawn", 0),) if undrawn is not None else ()
     parts = [HeaderPart(f"pass {view.index}", 0)]
     loss = view.loss_text()
     if loss:
@@ -31,6 +35,8 @@ def pass_parts(view: PassView | None, live: PassView | None, browsing: bool) -> 
         parts.append(HeaderPart("unhooked", 1))
     if browsing and live is not None:
         parts.append(HeaderPart(f"browsing · live is {live.index}", 0))
+    if undrawn is not None:
+        parts.append(HeaderPart(f"latest {undrawn} not drawn", 0))
     return tuple(parts)
 
 

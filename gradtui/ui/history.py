@@ -68,6 +68,9 @@ class PassSummary:
     """Against a reference: the pass's largest relative difference from it (None: none known)."""
     against: bool = False
     """Was the pass compared with a reference (its differences came)?"""
+    drawn: bool = True
+    """False: a live pass the agent sent without its graph, as it ran while the UI drew an earlier
+    one (gradtui.agent.server): its loss and size only, no node data."""
 
 
 @dataclass(frozen=True, slots=True)

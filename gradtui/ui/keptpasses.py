@@ -5,6 +5,7 @@ user browses, and the flow of the last pass that ended. No Textual here.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from typing import NamedTuple
 
@@ -43,6 +44,9 @@ class PassesState:
         """One line per pass that started, oldest first (bounded)."""
         self.last_flow: FlowSnapshot | None = None
         """The flow of the last pass that ended (kept whatever views are dropped)."""
+        self.undrawn: int | None = None
+        """The latest pass, when the agent sent it without its graph (`PassStarted.described`):
+        the screen shows the last pass drawn, `live`, and says so. None once a described one starts."""
 
     @property
     def view(self) -> PassView | None:
@@ -63,6 +67,7 @@ class PassesState:
             self.summaries = deque((s for s in self.summaries if s.index != event.pass_index), maxlen=KEEP_SUMMARIES)
             if self.browsed is not None and self.browsed.index == event.pass_index:
                 self.browsed = None
+        self.undrawn = None
         self.live = PassView.from_event(event)
         if event.recorded:
             self.live.reference = reference  # the difference column stays, `-` until the pass ends
@@ -71,6 +76,26 @@ class PassesState:
         if len(self.summaries) > 1 and self.summaries[-2].index > event.pass_index:
             self.summaries = deque(sorted(self.summaries, key=lambda s: s.index), maxlen=KEEP_SUMMARIES)
         return self.live
+
+    def undescribed(self, event: ev.PassStarted) -> None:
+        """A pass began that the agent sent without its graph (it ran while this UI drew an earlier
+        one): its summary line only; the pass on screen stays the last one drawn."""
+        self.undrawn = event.pass_index
+        nodes = event.nodes if event.nodes is not None else 0
+        self.summaries.append(
+            PassSummary(
+                event.pass_index, event.call_text or f"{event.call}()", tuple(event.losses), True, nodes, drawn=False
+            )
+        )
+
+    def undescribed_ended(self, event: ev.PassFinished) -> None:
+        """A pass sent without its graph ended: its summary line says how (its flow is the last
+        one only if it came: a client that shows every pass's flow is sent it)."""
+        for i, summary in enumerate(self.summaries):
+            if summary.index == event.pass_index and not summary.drawn:
+                self.summaries[i] = dataclasses.replace(summary, finished=True, error=event.error)
+        if event.flow or event.leaf_grads:
+            self.flow_ended(event)
 
     def _keep(self, view: PassView) -> None:
         """Keep `view`; drop views past the bounds, those without per-node data first (a

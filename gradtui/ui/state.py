@@ -210,6 +210,12 @@ class UIState:
 
     def _on_PassStarted(self, event: ev.PassStarted) -> Changes:
         self.series.started(event.pass_index, tuple(event.losses))
+        if not event.described:  # the screen keeps the last pass drawn; the header counts this one
+            self.kept.undescribed(event)
+            self.passes = max(self.passes, event.pass_index + 1)
+            self.paused = None
+            self.status = "running"
+            return Changes(header=True)
         # a pass shown again (a recording's `pass N`) replaces its old view
         live = self.kept.started(event, event.pass_index < self.passes, self.reference)
         self.passes = max(self.passes, event.pass_index + 1)
@@ -277,8 +283,11 @@ class UIState:
         if not event.flow and event.leaf_grads and view is not None and event.pass_index == view.index:
             names = view.leaf_names(node for node, _ in event.leaf_grads)  # a flow nothing showed: named here
         self.series.finished(event.pass_index, event.flow, event.leaf_grads, names)
-        self.kept.flow_ended(event)
         change = Changes(header=True)
+        if self.kept.undrawn == event.pass_index:
+            self.kept.undescribed_ended(event)
+            return change
+        self.kept.flow_ended(event)
         if view is None or event.pass_index != view.index:
             return change
         if self.current is not None:
@@ -310,7 +319,7 @@ class UIState:
 
     def pass_parts(self) -> tuple[HeaderPart, ...]:
         """The header's pass text in parts, each with how soon it goes when the line is short."""
-        return headertext.pass_parts(self.view, self.live, browsing=self.browsed is not None)
+        return headertext.pass_parts(self.view, self.live, browsing=self.browsed is not None, undrawn=self.kept.undrawn)
 
     def pass_text(self) -> str:
         """`pass 3 · loss 0.41 · loss.backward()`, then `unhooked` or `browsing · live is 7`."""

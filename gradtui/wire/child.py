@@ -139,6 +139,11 @@ class ChildTarget:
         if self._remote is not None:
             self._remote.show_flow(shown)
 
+    def drawn(self, pass_index: int) -> None:
+        """Tell the agent the UI has drawn the end of pass `pass_index` (RemoteTarget.drawn)."""
+        if self._remote is not None:
+            self._remote.drawn(pass_index)
+
     async def _read_wire(self) -> None:
         assert self._remote is not None
         async for batch in self._remote.batches():

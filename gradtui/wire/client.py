@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -105,6 +106,33 @@ class RemoteTarget:
         """Tell the agent whether this client shows every pass's gradient flow now (the agent
         computes a hooked pass's flow only for a client that shows it, or a pass it saw paused)."""
         self._write(frames.encode(frames.ShowFlow(shown)))
+
+    def drawn(self, pass_index: int) -> None:
+        """Tell the agent this client has drawn the end of pass `pass_index` (one sent described):
+        it describes the next pass that starts, and, from now on, only a pass that starts once the
+        client has drawn the last one (or one that pauses: gradtui.agent.server).
+
+        Written straight to the socket, not through the stream's transport, whenever the transport
+        has nothing waiting (so frames stay in order): the agent may have ended meanwhile (its
+        script's last passes run while the client draws), and a write the transport fails aborts
+        the connection, dropping what it has not read yet (those passes, the script's end, the
+        goodbye). A failed write here is only a pass the agent will not describe."""
+        frame = frames.encode(frames.Drawn(pass_index))
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            return
+        sock = writer.get_extra_info("socket")
+        if sock is None or writer.transport.get_write_buffer_size():
+            self._write(frame)
+            return
+        try:
+            sent = os.write(sock.fileno(), frame)
+        except BlockingIOError:
+            sent = 0
+        except OSError:  # the agent has gone: nothing to pace
+            return
+        if sent < len(frame):
+            self._write(frame[sent:])
 
     async def batches(self) -> AsyncIterator[list[ev.Event]]:
         """The events of every frame that has arrived, as one batch a step, until the agent says

@@ -8,7 +8,7 @@ of fixed fields, its value checked against its kind's type), and nothing in it c
 (a deeply nested value where a command belongs is refused, as any malformed frame is).
 `Order` carries a torchrun job hub's order to a rank (gradtui.distributed.orders), opaque here.
 
-    client -> agent    Submit(command, id) | Quit() | Detach() | Order(order) | ShowFlow(shown)
+    client -> agent    Submit(command, id) | Quit() | Detach() | Order(order) | ShowFlow(shown) | Drawn(pass_index)
 """
 
 from __future__ import annotations
@@ -61,7 +61,22 @@ class ShowFlow(msgspec.Struct, frozen=True, tag="flow", tag_field="frame"):
     shown: bool
 
 
-ClientFrame = Submit | Quit | Detach | Order | ShowFlow
+DRAWN_EVERY = 0.2
+"""Seconds at least the UI leaves between two `Drawn`: while the script runs on, its agent describes
+about 1 / DRAWN_EVERY passes a second at most (a screen a person reads), whatever the script's pace
+and however fast the UI draws."""
+
+
+class Drawn(msgspec.Struct, frozen=True, tag="drawn", tag_field="frame"):
+    """This client has drawn the end of pass `pass_index`, one the agent sent it described: describe
+    the next pass that starts. A client that says it is paced from then on: a pass that starts
+    while it has not drawn the last one described is sent without its description unless it
+    pauses (gradtui.agent.server)."""
+
+    pass_index: int
+
+
+ClientFrame = Submit | Quit | Detach | Order | ShowFlow | Drawn
 """Every frame a client may send once admitted."""
 
 _ENCODER = msgspec.msgpack.Encoder()

@@ -13,8 +13,9 @@ pass's graph attributes are the same, the pass's graph travels as
 differs (a saved shape of a last, smaller batch, a label, one node more) sends the whole graph.
 The comparison is of the described NodeInfo the pass sends, field by field, never a guess from
 the walk's shape: what the client makes (`GraphsRead`) is exactly what the whole graph would
-have given. Both ends keep the last pass's description only, and a new connection starts with
-none (its first pass is sent whole); the reader refuses a reference to a pass it does not hold.
+have given. Both ends keep the last pass's description only (a pass sent without one,
+`described=False`, changes nothing), and a new connection starts with none (its first pass is
+sent whole); the reader refuses a reference to a pass it does not hold.
 
 Only a graph the agent has not yet built as a networkx graph (a `LazyGraph`: nodes 0..N-1, each
 with its NodeInfo only, an edge per receiver) is sent so, and a client's graph made from a
@@ -55,6 +56,8 @@ class GraphsSent:
         """`event` as wire data (`codec.to_wire`'s, but for a repeated description)."""
         if type(event) is not ev.PassStarted:
             return to_wire(event)
+        if not event.described:  # no graph: the last description sent stays the one to refer to
+            return to_wire(event)
         graph = event.graph
         if type(graph) is not LazyGraph:
             self._last = None
@@ -81,7 +84,7 @@ class GraphsRead:
 
     def from_wire(self, data: Any) -> Any:
         """The event `data` is (`codec.from_wire`'s, and a pass's graph made from a reference)."""
-        if not isinstance(data, dict) or data.get("$") != "PassStarted":
+        if not isinstance(data, dict) or data.get("$") != "PassStarted" or data.get("described") is False:
             return from_wire(data)
         graph = data.get("graph")
         if isinstance(graph, dict) and _REFERENCE in graph:

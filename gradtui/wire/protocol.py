@@ -6,7 +6,7 @@ with msgspec. The conversation:
     agent  -> client   {"hello": "gradtui", "version": VERSION}
     client -> agent    {"auth": TOKEN, "version": VERSION}
     agent  -> client   {"welcome": INFO}          or {"refused": REASON, "code": CODE}, then closes
-    client -> agent    Submit(COMMAND, id) | Quit() | Detach() | ShowFlow(BOOL)    (typed: gradtui.wire.frames)
+    client -> agent    Submit(COMMAND, id) | Quit() | Detach() | ShowFlow(BOOL) | Drawn(PASS)    (typed: gradtui.wire.frames)
     agent  -> client   {"events": [EVENT, ...]}   (each EVENT as `codec.to_wire` makes it; a pass's graph
                                                 described as the last one sent, but for its sequence numbers,
                                                 as a reference to it: gradtui.wire.passgraphs)
@@ -36,13 +36,15 @@ from typing import Any
 
 import msgspec
 
-VERSION = 6
+VERSION = 7
 """Bumped when a message changes shape (2: a client sends typed commands, not lines; 3: a `break`
 carries its parsed spec, not its text, and an agent sends a pass's nodes as NodesRan batches, which
 a client hands on as NodeRan events; 4: a NodesRan batch and a PassFinished travel packed, their
 Structs as MessagePack bytes, gradtui.wire.codec; 5: a BreakpointsChanged's breakpoints carry
 their parsed specs, not their text; 6: a pass whose description is the pass before's but for its
-sequence numbers sends them only, gradtui.wire.passgraphs); a client and an agent of different versions refuse each other."""
+sequence numbers sends them only, gradtui.wire.passgraphs; 7: a client may say `Drawn`, and a pass
+it will not show is sent without its graph, `PassStarted.described`, gradtui.agent.server); a
+client and an agent of different versions refuse each other."""
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30

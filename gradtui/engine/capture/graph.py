@@ -132,6 +132,10 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
         (the live nodes, or the ids a released pass kept)."""
         return self.leaves_named and self.names is not None and (bool(self.nodes) or self._leaves is not None)
 
+    def _leaves_known(self) -> bool:
+        """Are the leaves' tensors' ids at hand (the live nodes, or the ids a released pass kept)?"""
+        return bool(self.nodes) or self._leaves is not None
+
     def _leaf_id(self, i: int) -> int:
         return id(self.nodes[i].variable) if self.nodes else self._leaves[i]  # type: ignore[attr-defined, index]  # AccumulateGrad's; torch's Node type lacks it
 
@@ -140,7 +144,8 @@ class Capture(msgspec.Struct, dict=True, repr_omit_defaults=True):
         label (None: nothing names it), as its NodeInfo says, without making every NodeInfo (a
         pass's flow names only its leaves)."""
         names = self.names
-        if self._infos is None and names is not None and self._leaves_nameable():
+        if names is not None and (self._infos is None or not self.leaves_named) and self._leaves_known():
+            # (names collected later, `LaterNames`: collected now, as a description would)
             return names.leaf_name(self._leaf_id(i))
         info = self.infos[i]
         return info.param or (info.labels[0] if info.labels else None)

@@ -84,6 +84,11 @@ class Stepping(Protocol):
     def watching(self) -> bool:
         """Can a value breakpoint stop the pass (one is armed and the session may still pause)?"""
 
+    def returned(self, index: int) -> None:
+        """Pass `index`'s engine call has returned, its last batch emitted, and no pause can come in
+        it: a listener lets go of batches it held only in case the pass paused (before they are
+        settled, which would make them)."""
+
 
 class PlannedPass:
     """The posthooks (and few prehooks) of one planned pass, its statistics and its NodeRan
@@ -434,6 +439,8 @@ class PlannedPass:
         batch still held needs of the live nodes; if it failed, name the node that was running
         (in a hook of its own or the script's)."""
         self.flush()
+        if not self._delegated:  # (a pass handed over after a pause may pause again as it settles)
+            self._owner.returned(self._state.index)
         self._batches.settle()
         if error is None:
             return

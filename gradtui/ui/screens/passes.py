@@ -177,6 +177,8 @@ class PassesScreen(Screen[int | None]):
             losses = [format_number(v) for v in summary.losses if v is not None]
             if not summary.recorded:
                 nodes = Text("unhooked", style="dim")
+            elif not summary.drawn:  # ran while the UI drew an earlier pass: sent without its graph
+                nodes = Text(f"{summary.nodes} · not drawn", style="dim")
             elif not summary.kept:  # hooked in the run, its node statistics not recorded (--flight)
                 nodes = Text(f"{summary.nodes} · not kept", style="dim")
             elif summary.index in kept or self.recording:  # a recording has every pass's (enter asks it)
