@@ -1093,3 +1093,75 @@ def served_events(agent: Agent, run: Callable[[], object], passes: int, token: s
         theirs.close()
         agent.outputs.close()
     return got
+
+
+class FrameClient:
+    """A client at the other end of a socketpair attached to an agent's server, as the UI's
+    RemoteTarget is but with no event loop: the hello and `token`, then every frame read on a thread
+    of its own (so the agent's writer never waits) and decoded as RemoteTarget decodes it (a pass's
+    graph sent as a reference to the last made again); `drawn` and `show_flow` as the UI sends them."""
+
+    WAIT = 30.0
+    """Seconds the handshake, a read and the reader's end may take."""
+
+    def __init__(self, sock: socket.socket, token: str) -> None:
+        from gradtui.wire import protocol
+
+        self.sock = sock
+        sock.settimeout(self.WAIT)
+        protocol.check_hello(protocol.read_frame(sock))
+        sock.sendall(protocol.encode({"auth": token, "version": protocol.VERSION}))
+        welcome = protocol.read_frame(sock)
+        assert welcome is not None and "welcome" in welcome
+        self._events: list[ev.Event] = []
+        self._lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        from gradtui.wire import protocol
+        from gradtui.wire.passgraphs import GraphsRead
+
+        graphs = GraphsRead()
+        try:
+            while (message := protocol.read_frame(self.sock)) is not None:
+                for data in message.get("events", ()):
+                    event = graphs.from_wire(data)
+                    with self._lock:
+                        self._events.extend(event.ran if type(event) is ev.NodesRan else (event,))
+        except (OSError, protocol.ProtocolError):
+            pass
+
+    def seen(self) -> list[ev.Event]:
+        """Every event read so far (a NodesRan batch as its NodeRan events)."""
+        with self._lock:
+            return list(self._events)
+
+    def drawn(self, pass_index: int) -> None:
+        """Say the end of pass `pass_index` was drawn (the UI's `Drawn`)."""
+        from gradtui.wire import frames
+
+        self.sock.sendall(frames.encode(frames.Drawn(pass_index)))
+
+    def show_flow(self, shown: bool) -> None:
+        """Say whether the flow is shown (the UI's `ShowFlow`)."""
+        from gradtui.wire import frames
+
+        self.sock.sendall(frames.encode(frames.ShowFlow(shown)))
+
+    def close(self) -> None:
+        """End the connection and the reader."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader's recv (a close alone does not)
+        except OSError:
+            pass
+        self.sock.close()
+        self.reader.join(self.WAIT)
+
+
+def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """Wait on this thread until `condition()` is true, at most `timeout` seconds (then fail, naming `what`)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)

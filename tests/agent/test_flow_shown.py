@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 
 import pytest
 import torch
@@ -19,53 +18,12 @@ from gradtui.agent.build import Transport, build_agent
 from gradtui.protocol import events as ev
 from gradtui.protocol.commands import parse
 from gradtui.protocol.options import RunOptions
-from gradtui.wire import frames, protocol
-from tests.helpers import small_passes
+from tests.helpers import FrameClient, small_passes, until
 
 pytestmark = pytest.mark.timeout(120)
 
 WAIT = 30.0
 """Seconds any wait of this test may take."""
-
-
-class Client:
-    """A client at the other end of a socketpair: the hello and the token, then frames read (and
-    dropped) on a thread so the agent's writer never waits; `show_flow` as RemoteTarget sends it."""
-
-    def __init__(self, sock: socket.socket, token: str) -> None:
-        self.sock = sock
-        sock.settimeout(WAIT)
-        protocol.check_hello(protocol.read_frame(sock))
-        sock.sendall(protocol.encode({"auth": token, "version": protocol.VERSION}))
-        welcome = protocol.read_frame(sock)
-        assert welcome is not None and "welcome" in welcome
-        self.reader = threading.Thread(target=self._drain, daemon=True)
-        self.reader.start()
-
-    def _drain(self) -> None:
-        try:
-            while protocol.read_frame(self.sock) is not None:
-                pass
-        except (OSError, protocol.ProtocolError):
-            pass
-
-    def show_flow(self, shown: bool) -> None:
-        self.sock.sendall(frames.encode(frames.ShowFlow(shown)))
-
-    def close(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader's recv (a close alone does not)
-        except OSError:
-            pass
-        self.sock.close()
-        self.reader.join(WAIT)
-
-
-def _until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -87,8 +45,8 @@ def served(monkeypatch):
     ours, theirs = socket.socketpair()
     agent.server.start()
     agent.server.serve_connection(ours)
-    client = Client(theirs, "token")
-    _until(agent.server.attached.is_set, "the client attached")
+    client = FrameClient(theirs, "token")
+    until(agent.server.attached.is_set, "the client attached")
     yield agent, client, calls, heard
     agent.server.close("test done", timeout=2.0)
     client.close()
@@ -115,7 +73,7 @@ def test_a_hooked_pass_nothing_shows_computes_no_flow_and_one_the_view_shows_doe
     assert all(len(e.leaf_grads) == 4 for e in ended)  # the leaves' gradients still come (the UI shows them)
 
     client.show_flow(True)  # the UI opened its flow table (or passes view)
-    _until(agent.server.wants_flow, "the agent to hear the client shows the flow")
+    until(agent.server.wants_flow, "the agent to hear the client shows the flow")
     layers = _passes(agent, 2)
     ended = _finished(heard)[3:]
     assert len(calls) == 2 and all(len(e.flow) == 4 for e in ended)
@@ -128,7 +86,7 @@ def test_a_hooked_pass_nothing_shows_computes_no_flow_and_one_the_view_shows_doe
             assert row.weight_norm == float(torch.linalg.vector_norm(tensor.detach()))
 
     client.show_flow(False)
-    _until(lambda: not agent.server.wants_flow(), "the agent to hear the client no longer shows it")
+    until(lambda: not agent.server.wants_flow(), "the agent to hear the client no longer shows it")
     _passes(agent, 1)
     assert len(calls) == 2 and _finished(heard)[-1].flow == ()
 
@@ -146,7 +104,7 @@ def test_a_pass_that_paused_has_its_flow_for_the_client_that_saw_it(served):
 
     worker = threading.Thread(target=script, daemon=True)
     worker.start()
-    _until(lambda: any(isinstance(e, ev.Paused) for e in heard), "the pause in pass 1")
+    until(lambda: any(isinstance(e, ev.Paused) for e in heard), "the pause in pass 1")
     agent.session.submit(parse("continue"))
     worker.join(WAIT)
     assert not worker.is_alive() and errors == []
@@ -158,7 +116,7 @@ def test_a_pass_that_paused_has_its_flow_for_the_client_that_saw_it(served):
 def test_a_client_that_goes_takes_its_wish_with_it(served):
     agent, client, calls, heard = served
     client.show_flow(True)
-    _until(agent.server.wants_flow, "the agent to hear the client shows the flow")
+    until(agent.server.wants_flow, "the agent to hear the client shows the flow")
     client.close()
-    _until(lambda: not agent.server.attached.is_set(), "the client gone")
+    until(lambda: not agent.server.attached.is_set(), "the client gone")
     assert not agent.server.wants_flow()  # the next client says what it shows

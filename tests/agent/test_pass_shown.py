@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 
 import pytest
 import torch
@@ -24,64 +23,12 @@ from gradtui.protocol.commands import parse
 from gradtui.protocol.lazygraph import node_infos
 from gradtui.protocol.options import RunOptions
 from gradtui.ui.state import UIState
-from gradtui.wire import frames, protocol
-from gradtui.wire.passgraphs import GraphsRead
+from tests.helpers import FrameClient, until
 
 pytestmark = pytest.mark.timeout(120)
 
 WAIT = 30.0
 """Seconds any wait of this test may take."""
-
-
-class Client:
-    """A client at the other end of a socketpair, decoding every frame as the UI's RemoteTarget
-    does (a pass's graph sent as a reference to the last made again), on a thread; `drawn` as the
-    UI says it."""
-
-    def __init__(self, sock: socket.socket, token: str) -> None:
-        self.sock = sock
-        sock.settimeout(WAIT)
-        protocol.check_hello(protocol.read_frame(sock))
-        sock.sendall(protocol.encode({"auth": token, "version": protocol.VERSION}))
-        welcome = protocol.read_frame(sock)
-        assert welcome is not None and "welcome" in welcome
-        self.events: list[ev.Event] = []
-        self._lock = threading.Lock()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        graphs = GraphsRead()
-        try:
-            while (message := protocol.read_frame(self.sock)) is not None:
-                for data in message.get("events", ()):
-                    event = graphs.from_wire(data)
-                    with self._lock:
-                        self.events.extend(event.ran if type(event) is ev.NodesRan else (event,))
-        except (OSError, protocol.ProtocolError):
-            pass
-
-    def seen(self) -> list[ev.Event]:
-        with self._lock:
-            return list(self.events)
-
-    def drawn(self, pass_index: int) -> None:
-        self.sock.sendall(frames.encode(frames.Drawn(pass_index)))
-
-    def close(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader's recv (a close alone does not)
-        except OSError:
-            pass
-        self.sock.close()
-        self.reader.join(WAIT)
-
-
-def _until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -113,8 +60,8 @@ def served(monkeypatch):
     ours, theirs = socket.socketpair()
     agent.server.start()
     agent.server.serve_connection(ours)
-    client = Client(theirs, "token")
-    _until(agent.server.attached.is_set, "the client attached")
+    client = FrameClient(theirs, "token")
+    until(agent.server.attached.is_set, "the client attached")
     yield agent, client, described, expanded
     agent.server.close("test done", timeout=2.0)
     client.close()
@@ -164,8 +111,8 @@ def _fold(events: list[ev.Event]) -> UIState:
     return state
 
 
-def _pass_ended(client: Client, index: int) -> None:
-    _until(lambda: _of(client.seen(), ev.PassFinished, index), f"pass {index}'s end at the client")
+def _pass_ended(client: FrameClient, index: int) -> None:
+    until(lambda: _of(client.seen(), ev.PassFinished, index), f"pass {index}'s end at the client")
 
 
 def test_a_pass_the_paced_client_will_not_show_is_not_described(served):
@@ -179,7 +126,7 @@ def test_a_pass_the_paced_client_will_not_show_is_not_described(served):
     nodes = len(described) and described[0]
 
     client.drawn(0)  # the UI drew pass 0: the next pass is described, and then none until it says so again
-    _until(lambda: agent.server.paced, "the agent to hear the client drew pass 0")
+    until(lambda: agent.server.paced, "the agent to hear the client drew pass 0")
     _run(agent, model, range(1, 5))
     _pass_ended(client, 4)
     assert len(described) == 2  # pass 1 only: passes 2-4 ran on the walk alone
@@ -203,7 +150,7 @@ def test_a_pass_the_paced_client_will_not_show_is_not_described(served):
     assert flow is not None and flow.index == 1  # `w`: the last flow measured, not an undrawn pass's nothing
 
     client.drawn(1)
-    _until(lambda: agent.server.describes_next(), "the agent to hear the client drew pass 1")
+    until(lambda: agent.server.describes_next(), "the agent to hear the client drew pass 1")
     _run(agent, model, range(5, 6))
     _pass_ended(client, 5)
     assert len(described) == 3
@@ -213,8 +160,8 @@ def test_a_pass_the_paced_client_will_not_show_is_not_described(served):
 
     # A client that shows every pass's flow (its passes view) gets it from an undescribed pass too,
     # the leaves named from the frame's scopes at the pass's end (its lazy capture named none)
-    client.sock.sendall(frames.encode(frames.ShowFlow(True)))
-    _until(agent.server.wants_flow, "the agent to hear the client shows the flow")
+    client.show_flow(True)
+    until(agent.server.wants_flow, "the agent to hear the client shows the flow")
     _run(agent, model, range(6, 7))
     _pass_ended(client, 6)
     assert len(described) == 3 and agent.server.undescribed == 4
@@ -251,7 +198,7 @@ def test_a_pause_in_an_undescribed_pass_sends_it_described_with_its_node_events(
     _run(agent, model, range(1))
     _pass_ended(client, 0)
     client.drawn(0)
-    _until(lambda: agent.server.paced, "the agent to hear the client drew pass 0")
+    until(lambda: agent.server.paced, "the agent to hear the client drew pass 0")
     errors: list[BaseException] = []
 
     def script() -> None:
@@ -262,7 +209,7 @@ def test_a_pause_in_an_undescribed_pass_sends_it_described_with_its_node_events(
 
     worker = threading.Thread(target=script, daemon=True)
     worker.start()
-    _until(lambda: _of(client.seen(), ev.Paused, 2), "the nan pause in pass 2")
+    until(lambda: _of(client.seen(), ev.Paused, 2), "the nan pause in pass 2")
     seen = client.seen()
     stub, again = _of(seen, ev.PassStarted, 2)
     assert not stub.described and again.described  # sent without its graph, then with it at the pause
