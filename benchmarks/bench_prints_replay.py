@@ -16,7 +16,6 @@ timed in alternating order and the median of the per-round ratios printed (new /
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
@@ -30,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_diff import constant, one_pass  # noqa: E402
+from bench_diff import constant, load_values, one_pass  # noqa: E402
 from bench_models import transformer  # noqa: E402
 
 from gradtui.engine.fingerprints import sketch as sk  # noqa: E402
@@ -83,15 +82,6 @@ class Captured:
         return prints.event(0), prints.sketched
 
 
-def load(path: str) -> ModuleType:
-    """A copy of values.py loaded as a module of its own."""
-    spec = importlib.util.spec_from_file_location("other_values", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> None:
     """Capture the pass, check the two versions agree (`--other`), time them (see module doc)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -104,7 +94,7 @@ def main() -> None:
     if compiled is not None:
         sk.use_compiled(compiled.sketch)
     captured = Captured(options.width)
-    versions = {"package": package} | ({"other": load(options.other)} if options.other else {})
+    versions = {"package": package} | ({"other": load_values(options.other)} if options.other else {})
     if "other" in versions:
         mine, theirs = captured.replay(package), captured.replay(versions["other"])
         same = mine[0].prints == theirs[0].prints and mine[1] == theirs[1]

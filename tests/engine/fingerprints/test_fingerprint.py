@@ -284,10 +284,9 @@ def test_a_planned_pass_fingerprints_what_the_every_node_hooks_do(monkeypatch):
     assert len(missing) <= len(every) // 10, sorted(missing)
 
 
-def _passes_prints(monkeypatch, kept: int) -> tuple[list[dict], list[int]]:
-    """The fingerprints of four seeded backward passes of a small encoder layer under a Session,
-    of two graphs (A, A, B, A: B another loss), with `kept` graph plans kept (0: each pass makes
-    its own decisions, as before plans were kept), and how many nodes' facts each pass made."""
+def _count_facts(monkeypatch, kept: int) -> list[int]:
+    """Start the fingerprints' graph plans afresh with `kept` kept, and count (in the list's one
+    item) the nodes whose facts are made from now on."""
     from collections import OrderedDict
 
     from gradtui.engine.fingerprints import plan as printplan
@@ -297,6 +296,14 @@ def _passes_prints(monkeypatch, kept: int) -> tuple[list[dict], list[int]]:
     made = [0]
     facts = printplan._facts
     monkeypatch.setattr(printplan, "_facts", lambda *a: (made.__setitem__(0, made[0] + 1), facts(*a))[1])
+    return made
+
+
+def _passes_prints(monkeypatch, kept: int) -> tuple[list[dict], list[int]]:
+    """The fingerprints of four seeded backward passes of a small encoder layer under a Session,
+    of two graphs (A, A, B, A: B another loss), with `kept` graph plans kept (0: each pass makes
+    its own decisions, as before plans were kept), and how many nodes' facts each pass made."""
+    made = _count_facts(monkeypatch, kept)
     session, got, layer, x = _encoder_prints()
     session.install()
     per_pass = []
@@ -364,15 +371,7 @@ def _changing_prints(
     `kept` graph plans kept (0: every pass decides everything itself), on the hook plan or on
     every node (nothing derived at the pass's end), how many nodes' facts each pass made, and
     the gradients the hook was given and gave."""
-    from collections import OrderedDict
-
-    from gradtui.engine.fingerprints import plan as printplan
-
-    monkeypatch.setattr(printplan, "_plans", OrderedDict())
-    monkeypatch.setattr(printplan, "PLANS_KEPT", kept)
-    made = [0]
-    facts = printplan._facts
-    monkeypatch.setattr(printplan, "_facts", lambda *a: (made.__setitem__(0, made[0] + 1), facts(*a))[1])
+    made = _count_facts(monkeypatch, kept)
     session, got, layer, _ = _encoder_prints()
     if every_node:
         session.breakpoints.add(parse_spec("#9999"))
